@@ -1,0 +1,115 @@
+//===- Matmul.cpp - Reference dense, FP8 block and MXFP4 expert matmuls ---===//
+
+#include "compiler/reference/Kernels.h"
+#include "compiler/reference/kernels/KernelUtils.h"
+
+#include <algorithm>
+
+namespace daybreak::ref {
+
+using namespace detail;
+
+namespace {
+
+/// y[m, n] = sum_k x[m, k] * weightAt(n, k) over `rows` rows of x.
+template <typename WeightFn>
+void matmulRows(const float *x, int64_t rows, int64_t n, int64_t k,
+                WeightFn weightAt, const Tensor &bias, float *y) {
+  for (int64_t r = 0; r < rows; ++r) {
+    for (int64_t j = 0; j < n; ++j) {
+      double sum = bias.empty() ? 0.0 : bias.floats()[j];
+      for (int64_t i = 0; i < k; ++i)
+        sum += static_cast<double>(x[r * k + i]) * weightAt(j, i);
+      y[r * n + j] = static_cast<float>(sum);
+    }
+  }
+}
+
+} // namespace
+
+Tensor matmul(const Tensor &x, const Tensor &w, const Tensor &bias) {
+  int64_t n = w.dim(0), k = w.dim(1);
+  Tensor y = Tensor::zeros(ElementType::F32, withLastDim(x.shape(), n));
+  const std::vector<float> &weights = w.floats();
+  matmulRows(
+      x.floats().data(), rowsOf(x), n, k,
+      [&](int64_t j, int64_t i) { return double(weights[j * k + i]); }, bias,
+      y.floats().data());
+  return y;
+}
+
+Tensor fp8BlockMatmul(const Tensor &x, const Tensor &w, const Tensor &scaleInv,
+                      int64_t blockN, int64_t blockK) {
+  int64_t n = w.dim(0), k = w.dim(1);
+  int64_t scaleCols = scaleInv.dim(1);
+  Tensor y = Tensor::zeros(ElementType::F32, withLastDim(x.shape(), n));
+  const std::vector<float> &weights = w.floats();
+  const std::vector<float> &scales = scaleInv.floats();
+  // The product of an e4m3 value and an fp32 scale is exact in double.
+  matmulRows(
+      x.floats().data(), rowsOf(x), n, k,
+      [&](int64_t j, int64_t i) {
+        return double(weights[j * k + i]) *
+               scales[(j / blockN) * scaleCols + i / blockK];
+      },
+      Tensor(), y.floats().data());
+  return y;
+}
+
+llvm::Expected<Tensor> mxfp4ExpertMatmul(const Tensor &x, const Tensor &w,
+                                         const Tensor &scales,
+                                         const Tensor &indices,
+                                         const Tensor &routingWeights,
+                                         const Tensor &bias) {
+  int64_t experts = w.dim(0), n = w.dim(1), k = w.dim(2);
+  int64_t tokens = indices.dim(0), slots = indices.dim(1);
+  int64_t groups = scales.dim(2);
+  for (int64_t t = 0; t < tokens; ++t) {
+    for (int64_t s = 0; s < slots; ++s) {
+      int64_t expert = intAt(indices, t * slots + s);
+      if (expert < -1 || expert >= experts)
+        return llvm::createStringError(
+            llvm::inconvertibleErrorCode(),
+            "mxfp4ExpertMatmul: expert id %lld at token %lld, slot %lld is "
+            "outside [-1, %lld)",
+            static_cast<long long>(expert), static_cast<long long>(t),
+            static_cast<long long>(s), static_cast<long long>(experts));
+    }
+  }
+
+  bool perSlotInput = x.rank() == 3;
+  bool weighted = !routingWeights.empty();
+  std::vector<int64_t> shape = weighted ? std::vector<int64_t>{tokens, n}
+                                        : std::vector<int64_t>{tokens, slots, n};
+  Tensor y = Tensor::zeros(ElementType::F32, shape);
+  std::vector<double> mixed(n);
+  for (int64_t t = 0; t < tokens; ++t) {
+    std::fill(mixed.begin(), mixed.end(), 0.0);
+    for (int64_t s = 0; s < slots; ++s) {
+      int64_t expert = intAt(indices, t * slots + s);
+      if (expert < 0)
+        continue; // an empty slot contributes zero
+      int64_t slot = t * slots + s;
+      const float *in = x.floats().data() + (perSlotInput ? slot : t) * k;
+      const float *values = w.floats().data() + expert * n * k;
+      const float *blockScales = scales.floats().data() + expert * n * groups;
+      for (int64_t j = 0; j < n; ++j) {
+        double sum = bias.empty() ? 0.0 : bias.floats()[expert * n + j];
+        // An E2M1 value times an E8M0 scale is exact in double.
+        for (int64_t i = 0; i < k; ++i)
+          sum += static_cast<double>(in[i]) * values[j * k + i] *
+                 blockScales[j * groups + i / 32];
+        if (weighted)
+          mixed[j] += routingWeights.floats()[slot] * sum;
+        else
+          y.floats()[slot * n + j] = static_cast<float>(sum);
+      }
+    }
+    if (weighted)
+      for (int64_t j = 0; j < n; ++j)
+        y.floats()[t * n + j] = static_cast<float>(mixed[j]);
+  }
+  return y;
+}
+
+} // namespace daybreak::ref

@@ -1,0 +1,66 @@
+//===- Memory.cpp - Reference embedding gather and cache scatter ----------===//
+
+#include "compiler/reference/Kernels.h"
+#include "compiler/reference/kernels/KernelUtils.h"
+
+#include <algorithm>
+
+namespace daybreak::ref {
+
+using namespace detail;
+
+llvm::Expected<Tensor> embedding(const Tensor &table, const Tensor &ids) {
+  int64_t vocab = table.dim(0), width = table.dim(1);
+  int64_t tokens = ids.numel();
+  Tensor out = Tensor::zeros(ElementType::F32, {tokens, width});
+  for (int64_t t = 0; t < tokens; ++t) {
+    int64_t id = intAt(ids, t);
+    if (id < 0 || id >= vocab)
+      return llvm::createStringError(
+          llvm::inconvertibleErrorCode(),
+          "embedding: token id %lld at position %lld is outside the "
+          "vocabulary [0, %lld)",
+          static_cast<long long>(id), static_cast<long long>(t),
+          static_cast<long long>(vocab));
+    std::copy_n(table.floats().begin() + id * width, width,
+                out.floats().begin() + t * width);
+  }
+  return out;
+}
+
+llvm::Expected<Tensor> cacheWrite(const Tensor &cache, const Tensor &values,
+                                  const Tensor &slots) {
+  int64_t cacheRows = cache.dim(0);
+  int64_t rows = slots.numel();
+  int64_t rowSize = cacheRows ? cache.numel() / cacheRows : 0;
+  // Check every slot first so a bad one leaves no partial result.
+  for (int64_t t = 0; t < rows; ++t) {
+    int64_t slot = intAt(slots, t);
+    if (slot < -1 || slot >= cacheRows)
+      return llvm::createStringError(
+          llvm::inconvertibleErrorCode(),
+          "cacheWrite: slot %lld at row %lld is outside the cache [-1, %lld)",
+          static_cast<long long>(slot), static_cast<long long>(t),
+          static_cast<long long>(cacheRows));
+  }
+  // The result keeps the cache's element type: written values are rounded to
+  // it, as a store into a bf16 or fp8 cache would.
+  Tensor out = cache;
+  for (int64_t t = 0; t < rows; ++t) {
+    int64_t slot = intAt(slots, t);
+    if (slot < 0)
+      continue;
+    for (int64_t i = 0; i < rowSize; ++i) {
+      int64_t src = t * rowSize + i, dst = slot * rowSize + i;
+      if (out.isFloat())
+        out.floats()[dst] = roundTo(out.type(), values.isFloat()
+                                                    ? values.floats()[src]
+                                                    : values.ints()[src]);
+      else
+        out.ints()[dst] = intAt(values, src);
+    }
+  }
+  return out;
+}
+
+} // namespace daybreak::ref

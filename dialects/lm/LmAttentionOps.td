@@ -1,0 +1,133 @@
+//===- LmAttentionOps.td - Dense, sparse and DSA attention --*- tablegen -*-===//
+//
+// Dense attention (causal, sliding window, bidirectional segments; MHA, GQA,
+// MQA; sinks), sparse MLA attention over selected keys, and the DeepSeek
+// Sparse Attention index selection that picks those keys.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef DAYBREAK_LM_ATTENTION_OPS_TD
+#define DAYBREAK_LM_ATTENTION_OPS_TD
+
+include "dialects/lm/LmAttrs.td"
+include "mlir/Interfaces/SideEffectInterfaces.td"
+
+def Lm_AttentionOp : Lm_Op<"attention", [Pure, AttrSizedOperandSegments]> {
+  let summary = "dense scaled-dot-product attention";
+  let description = [{
+    `q [T, Hq, Dqk]`, `k [S, Hkv, Dqk]`, `v [S, Hkv, Dv]` with `Hq` a
+    multiple of `Hkv` (query head `h` reads KV head `h / (Hq / Hkv)`):
+    `out[t, h] = sum_s softmax_s(scale * q[t,h] . k[s,h']) v[s,h']` over the
+    keys the mask admits. `mask` is `causal` (`kpos <= qpos`),
+    `sliding_window` (`qpos - window < kpos <= qpos`) or `bidirectional`.
+    Positions default to the queries being the last `T` of the `S` keys;
+    `q_positions [T]` and `k_positions [S]` override that (batched,
+    chunked or cached layouts). With `q_segments [T]` and `k_segments [S]` a
+    query sees only keys of its own segment (sequences packed in one batch,
+    images in a vision tower). `sinks [Hq]` adds one learned logit per head
+    to the softmax denominator (gpt-oss). A query that sees no key yields 0.
+
+    ```mlir
+    %o = lm.attention %q, %k, %v sinks %sinks sliding_window
+        {scale = 0.125 : f64, window = 128 : i64}
+        : (tensor<?x8x64xbf16>, tensor<?x2x64xbf16>, tensor<?x2x64xbf16>,
+           tensor<8xf32>) -> tensor<?x8x64xbf16>
+    ```
+  }];
+  let arguments = (ins Lm_FloatTensor:$q, Lm_FloatTensor:$k,
+                       Lm_FloatTensor:$v, Optional<Lm_F32Tensor>:$sinks,
+                       Optional<Lm_PositionTensor>:$q_positions,
+                       Optional<Lm_PositionTensor>:$k_positions,
+                       Optional<Lm_IndexTensor>:$q_segments,
+                       Optional<Lm_IndexTensor>:$k_segments,
+                       Lm_MaskKindAttr:$mask, F64Attr:$scale,
+                       OptionalAttr<I64Attr>:$window);
+  let results = (outs Lm_FloatTensor:$result);
+  let assemblyFormat = [{
+    $q `,` $k `,` $v (`sinks` $sinks^)?
+    (`q_positions` $q_positions^)? (`k_positions` $k_positions^)?
+    (`q_segments` $q_segments^)? (`k_segments` $k_segments^)?
+    $mask attr-dict `:` functional-type(operands, results)
+  }];
+  let hasVerifier = 1;
+}
+
+def Lm_SparseAttentionOp : Lm_Op<"sparse_attention", [Pure]> {
+  let summary = "MLA attention in absorbed form over selected keys";
+  let description = [{
+    Multi-head latent attention with `W_UK` absorbed into the query, as
+    DeepSeek-V3.2 and FlashMLA run it: all `H` query heads share one key
+    row per token, `kv [S, Dqk]` = `[latent (kv_lora) | rope key]`, and the
+    value is the latent, the first `value_dim` columns of `kv`.
+    For each query `t` only the keys `indices[t, :]` are attended (-1 is
+    padding): `out[t, h] = sum_{s in idx[t]} softmax(scale * q[t,h] . kv[s])
+    kv[s, :value_dim]`. `scale` is explicit because MLA's is not
+    `Dqk^-0.5` (DeepSeek: `192^-0.5 * mscale^2`). `sinks [H]` is optional.
+    An empty index set yields 0.
+
+    ```mlir
+    %o = lm.sparse_attention %q, %kv, %idx
+        {scale = 0.1352338 : f64, value_dim = 512 : i64}
+        : (tensor<?x128x576xbf16>, tensor<?x576xbf16>, tensor<?x2048xi32>)
+        -> tensor<?x128x512xbf16>
+    ```
+  }];
+  let arguments = (ins Lm_FloatTensor:$q, Lm_FloatTensor:$kv,
+                       Lm_IndexTensor:$indices,
+                       Optional<Lm_F32Tensor>:$sinks, F64Attr:$scale,
+                       I64Attr:$value_dim);
+  let results = (outs Lm_FloatTensor:$result);
+  let assemblyFormat = [{
+    $q `,` $kv `,` $indices (`sinks` $sinks^)? attr-dict `:`
+    functional-type(operands, results)
+  }];
+  let hasVerifier = 1;
+}
+
+def Lm_DsaIndexerScoresOp : Lm_Op<"dsa_indexer_scores", [Pure]> {
+  let summary = "DSA lightning-indexer scores";
+  let description = [{
+    `scores[t, s] = scale * sum_h weights[t, h] * ReLU(q[t, h] . k[s])` over
+    the `H` indexer heads, fp32: `q [T, H, D]`, the indexer key cache
+    `k [S, D]` (one key per token shared by all heads) and per-token head
+    weights `weights [T, H]`. Causality is applied by `lm.dsa_index_select`.
+
+    ```mlir
+    %sc = lm.dsa_indexer_scores %iq, %ik, %iw {scale = 0.0884 : f64}
+        : (tensor<?x64x128xbf16>, tensor<?x128xbf16>, tensor<?x64xf32>)
+        -> tensor<?x?xf32>
+    ```
+  }];
+  let arguments = (ins Lm_FloatTensor:$q, Lm_FloatTensor:$k,
+                       Lm_FloatTensor:$weights, F64Attr:$scale);
+  let results = (outs Lm_F32Tensor:$result);
+  let assemblyFormat = [{
+    $q `,` $k `,` $weights attr-dict `:` functional-type(operands, results)
+  }];
+  let hasVerifier = 1;
+}
+
+def Lm_DsaIndexSelectOp : Lm_Op<"dsa_index_select", [Pure]> {
+  let summary = "DSA top-k key selection with a causal bound per query";
+  let description = [{
+    For each query `t`, the `k = min(top_k, bounds[t])` keys `s <
+    bounds[t]` with the highest `scores[t, s]`, in descending order (ties to
+    the lower index), then -1 padding up to `top_k`. `bounds [T]` is the
+    number of keys a query may see (its causal length). With `bounds[t] <=
+    top_k` every visible key is selected: short sequences attend densely.
+
+    ```mlir
+    %idx = lm.dsa_index_select %sc, %bounds {top_k = 2048 : i64}
+        : (tensor<?x?xf32>, tensor<?xi32>) -> tensor<?x2048xi32>
+    ```
+  }];
+  let arguments = (ins Lm_F32Tensor:$scores, Lm_IndexTensor:$bounds,
+                       I64Attr:$top_k);
+  let results = (outs Lm_IndexTensor:$result);
+  let assemblyFormat = [{
+    $scores `,` $bounds attr-dict `:` functional-type(operands, results)
+  }];
+  let hasVerifier = 1;
+}
+
+#endif // DAYBREAK_LM_ATTENTION_OPS_TD

@@ -1,0 +1,137 @@
+//===- LmMatmulOps.td - Matmuls and MoE routing ------------*- tablegen -*-===//
+//
+// Matmuls against weights in the checkpoint's storage formats (plain, FP8
+// block-scaled, MXFP4 experts) and the router that drives the experts.
+// Weights are in PyTorch `[out, in]` layout: `y = x @ W^T`.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef DAYBREAK_LM_MATMUL_OPS_TD
+#define DAYBREAK_LM_MATMUL_OPS_TD
+
+include "dialects/lm/LmAttrs.td"
+include "mlir/Interfaces/SideEffectInterfaces.td"
+
+def Lm_MatmulOp : Lm_Op<"matmul", [Pure]> {
+  let summary = "x @ W^T (+ bias)";
+  let description = [{
+    `result[..., n] = sum_k input[..., k] * weight[n, k] (+ bias[n])`, fp32
+    accumulation. `input` has any rank >= 1; `weight` is `[N, K]`.
+
+    ```mlir
+    %y = lm.matmul %x, %w bias %b
+        : (tensor<?x256xbf16>, tensor<512x256xbf16>, tensor<512xbf16>)
+        -> tensor<?x512xbf16>
+    ```
+  }];
+  let arguments = (ins Lm_FloatTensor:$input, Lm_WeightTensor:$weight,
+                       Optional<Lm_WeightTensor>:$bias);
+  let results = (outs Lm_FloatTensor:$result);
+  let assemblyFormat = [{
+    $input `,` $weight (`bias` $bias^)? attr-dict `:`
+    functional-type(operands, results)
+  }];
+  let hasVerifier = 1;
+}
+
+def Lm_Fp8MatmulOp : Lm_Op<"fp8_matmul", [Pure]> {
+  let summary = "x @ W^T with an FP8 E4M3 weight and per-block scales";
+  let description = [{
+    The weight is `weight[n, k] * scale_inv[n / bn, k / bk]` with
+    `block_size = [bn, bk]` (DeepSeek: `[128, 128]`); `scale_inv` has shape
+    `[ceil(N / bn), ceil(K / bk)]`, so edge blocks may be partial. fp32
+    accumulation.
+
+    ```mlir
+    %y = lm.fp8_matmul %x, %w, %s {block_size = array<i64: 128, 128>}
+        : (tensor<?x7168xbf16>, tensor<1536x7168xf8E4M3FN>, tensor<12x56xf32>)
+        -> tensor<?x1536xbf16>
+    ```
+  }];
+  let arguments = (ins Lm_FloatTensor:$input, Lm_Fp8Tensor:$weight,
+                       Lm_F32Tensor:$scale_inv,
+                       DenseI64ArrayAttr:$block_size);
+  let results = (outs Lm_FloatTensor:$result);
+  let assemblyFormat = [{
+    $input `,` $weight `,` $scale_inv attr-dict `:`
+    functional-type(operands, results)
+  }];
+  let hasVerifier = 1;
+}
+
+def Lm_Mxfp4ExpertMatmulOp : Lm_Op<"mxfp4_expert_matmul",
+    [Pure, AttrSizedOperandSegments]> {
+  let summary = "grouped expert matmul over MXFP4 (E2M1 + E8M0) weights";
+  let description = [{
+    For each token `t` and routing slot `j`, multiplies the token's row by
+    expert `e = indices[t, j]`: `y[t, j, n] = sum_k x[t, (j,) k] *
+    weight[e, n, k] * scales[e, n, k / 32] (+ bias[e, n])`. `weight` holds
+    E2M1 values `[E, N, K]` and `scales` one E8M0 power of two per 32 along
+    K, `[E, N, K / 32]` (the layout of gpt-oss and Kimi K3 experts, logically
+    unpacked; the storage planner decides the packing). `input` is `[T, K]`
+    (every slot reads the token's row) or `[T, k, K]` (one row per slot).
+    An index of -1 leaves its slot empty. With `routing_weights [T, k]` the
+    result is the weighted sum over slots, `[T, N]`; without it, `[T, k, N]`.
+
+    ```mlir
+    %h = lm.mxfp4_expert_matmul %x, %w, %s, %idx bias %b
+        : (tensor<?x64xbf16>, tensor<8x128x64xf4E2M1FN>,
+           tensor<8x128x2xf8E8M0FNU>, tensor<?x2xi32>, tensor<8x128xbf16>)
+        -> tensor<?x2x128xf32>
+    %y = lm.mxfp4_expert_matmul %a, %w2, %s2, %idx weights %rw
+        : (tensor<?x2x64xf32>, tensor<8x64x64xf4E2M1FN>,
+           tensor<8x64x2xf8E8M0FNU>, tensor<?x2xi32>, tensor<?x2xf32>)
+        -> tensor<?x64xf32>
+    ```
+  }];
+  let arguments = (ins Lm_FloatTensor:$input, Lm_Fp4Tensor:$weight,
+                       Lm_E8M0Tensor:$scales, Lm_IndexTensor:$indices,
+                       Optional<Lm_F32Tensor>:$routing_weights,
+                       Optional<Lm_WeightTensor>:$bias);
+  let results = (outs Lm_FloatTensor:$result);
+  let assemblyFormat = [{
+    $input `,` $weight `,` $scales `,` $indices
+    (`weights` $routing_weights^)? (`bias` $bias^)? attr-dict `:`
+    functional-type(operands, results)
+  }];
+  let hasVerifier = 1;
+}
+
+def Lm_MoeRouteOp : Lm_Op<"moe_route", [Pure]> {
+  let summary = "MoE router: logits to top-k expert ids and weights";
+  let description = [{
+    `routing` selects the scheme:
+    - `sigmoid` (DeepSeek-V3 `noaux_tc`, Kimi): `s = sigmoid(logits)`;
+      experts are selected on `s + bias`, limited to the `top_k_groups` best
+      of `num_groups` equal groups (group score: sum of its two best biased
+      scores); the weights are the unbiased `s` of the selected experts,
+      renormalised when `renormalize`, times `scaling_factor`.
+    - `softmax`: softmax over all experts, top-k, optional renormalisation,
+      times `scaling_factor`.
+    - `softmax_topk` (gpt-oss): top-k of the raw logits, softmax over them.
+    Ties select the lower expert id. Results are sorted by descending
+    selection score.
+
+    ```mlir
+    %idx, %wts = lm.moe_route %logits bias %corr sigmoid {top_k = 8 : i64,
+        num_groups = 8 : i64, top_k_groups = 4 : i64, renormalize = true,
+        scaling_factor = 2.5 : f64}
+        : (tensor<?x256xf32>, tensor<256xf32>)
+        -> (tensor<?x8xi32>, tensor<?x8xf32>)
+    ```
+  }];
+  let arguments = (ins Lm_FloatTensor:$logits, Optional<Lm_F32Tensor>:$bias,
+                       Lm_RoutingScoreAttr:$routing, I64Attr:$top_k,
+                       DefaultValuedAttr<I64Attr, "1">:$num_groups,
+                       DefaultValuedAttr<I64Attr, "1">:$top_k_groups,
+                       DefaultValuedAttr<BoolAttr, "true">:$renormalize,
+                       DefaultValuedAttr<F64Attr, "1.0">:$scaling_factor);
+  let results = (outs Lm_IndexTensor:$indices, Lm_F32Tensor:$weights);
+  let assemblyFormat = [{
+    $logits (`bias` $bias^)? $routing attr-dict `:`
+    functional-type(operands, results)
+  }];
+  let hasVerifier = 1;
+}
+
+#endif // DAYBREAK_LM_MATMUL_OPS_TD

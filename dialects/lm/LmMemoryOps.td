@@ -1,0 +1,58 @@
+//===- LmMemoryOps.td - Embedding lookups and cache writes -*- tablegen -*-===//
+
+#ifndef DAYBREAK_LM_MEMORY_OPS_TD
+#define DAYBREAK_LM_MEMORY_OPS_TD
+
+include "dialects/lm/LmAttrs.td"
+include "mlir/Interfaces/SideEffectInterfaces.td"
+
+def Lm_EmbeddingOp : Lm_Op<"embedding", [Pure]> {
+  let summary = "token embedding lookup";
+  let description = [{
+    `result[t] = table[ids[t]]`: `table [V, D]`, `ids [T]`. An id outside
+    `[0, V)` is an error at run time.
+
+    ```mlir
+    %h = lm.embedding %table, %ids
+        : (tensor<512x256xbf16>, tensor<?xi32>) -> tensor<?x256xbf16>
+    ```
+  }];
+  let arguments = (ins Lm_WeightTensor:$table, Lm_PositionTensor:$ids);
+  let results = (outs Lm_FloatTensor:$result);
+  let assemblyFormat = [{
+    $table `,` $ids attr-dict `:` functional-type(operands, results)
+  }];
+  let hasVerifier = 1;
+}
+
+def Lm_CacheWriteOp : Lm_Op<"cache_write", [Pure]> {
+  let summary = "write per-token rows into a cache";
+  let description = [{
+    Returns `cache` with row `slots[t]` replaced by `values[t]` for every
+    token `t` (`-1` skips the token): `cache [S, ...]`, `values [T, ...]`
+    with the same trailing dims, `slots [T]`. Value semantics: the result
+    is the updated cache, so the IR threads each cache from function
+    argument to function result. `layout` records how the cache is stored
+    (assigned by the KV layout pass).
+
+    ```mlir
+    %c1 = lm.cache_write %c0, %kv, %slots
+        {layout = #lm.kv_layout<mla_latent, page_size = 64, feature_dim = 576,
+                                storage = f8E4M3FN, scale_block = 128,
+                                tail_dim = 64, tail = bf16>}
+        : (tensor<?x576xbf16>, tensor<?x576xbf16>, tensor<?xi32>)
+        -> tensor<?x576xbf16>
+    ```
+  }];
+  let arguments = (ins Lm_FloatTensor:$cache, Lm_FloatTensor:$values,
+                       Lm_IndexTensor:$slots,
+                       OptionalAttr<Lm_KVLayoutAttr>:$layout);
+  let results = (outs Lm_FloatTensor:$result);
+  let assemblyFormat = [{
+    $cache `,` $values `,` $slots attr-dict `:`
+    functional-type(operands, results)
+  }];
+  let hasVerifier = 1;
+}
+
+#endif // DAYBREAK_LM_MEMORY_OPS_TD

@@ -1,0 +1,622 @@
+//===- LmOps.cpp - Verifiers of the lm ops --------------------------------===//
+//
+// ODS constraints check element types; the verifiers here check what ODS
+// cannot: ranks, dims that must agree across operands (dynamic dims agree
+// with anything), and attribute values.
+//
+//===----------------------------------------------------------------------===//
+
+#include "dialects/lm/LmOps.h"
+
+#include "mlir/IR/Builders.h"
+#include "mlir/IR/BuiltinTypes.h"
+#include "mlir/IR/OpImplementation.h"
+
+using namespace mlir;
+using namespace daybreak::lm;
+
+//===----------------------------------------------------------------------===//
+// Helpers
+//===----------------------------------------------------------------------===//
+
+namespace {
+/// Checks shapes of one op and reports the first mismatch with the names of
+/// the operands involved.
+class ShapeChecker {
+public:
+  explicit ShapeChecker(Operation *op) : op(op) {}
+
+  /// `name` must have rank `rank`.
+  LogicalResult rank(StringRef name, Value value, int64_t rank) {
+    auto type = cast<RankedTensorType>(value.getType());
+    if (type.getRank() == rank)
+      return success();
+    return op->emitOpError("expects ")
+           << name << " of rank " << rank << ", got " << type;
+  }
+
+  /// `name` must have rank >= `rank`.
+  LogicalResult minRank(StringRef name, Value value, int64_t rank) {
+    auto type = cast<RankedTensorType>(value.getType());
+    if (type.getRank() >= rank)
+      return success();
+    return op->emitOpError("expects ")
+           << name << " of rank >= " << rank << ", got " << type;
+  }
+
+  /// Dim `aDim` of `a` must equal dim `bDim` of `b` (negative dims count
+  /// from the back). Dynamic dims match anything.
+  LogicalResult same(StringRef aName, Value a, int64_t aDim, StringRef bName,
+                     Value b, int64_t bDim) {
+    int64_t x = dimOf(a, aDim), y = dimOf(b, bDim);
+    if (ShapedType::isDynamic(x) || ShapedType::isDynamic(y) || x == y)
+      return success();
+    return op->emitOpError("expects ")
+           << aName << " dim " << aDim << " (" << x << ") to equal " << bName
+           << " dim " << bDim << " (" << y << ")";
+  }
+
+  /// Dim `aDim` of `a` must equal `expected` (when both are static).
+  LogicalResult equals(StringRef aName, Value a, int64_t aDim,
+                       int64_t expected, StringRef why) {
+    int64_t x = dimOf(a, aDim);
+    if (ShapedType::isDynamic(x) || ShapedType::isDynamic(expected) ||
+        x == expected)
+      return success();
+    return op->emitOpError("expects ")
+           << aName << " dim " << aDim << " to be " << expected << " (" << why
+           << "), got " << x;
+  }
+
+  /// `a` and `b` must have compatible shapes (same rank, dims agree).
+  LogicalResult sameShape(StringRef aName, Value a, StringRef bName, Value b) {
+    auto at = cast<RankedTensorType>(a.getType());
+    auto bt = cast<RankedTensorType>(b.getType());
+    if (at.getRank() != bt.getRank())
+      return op->emitOpError("expects ")
+             << aName << " and " << bName << " of the same shape, got " << at
+             << " and " << bt;
+    for (int64_t i = 0; i < at.getRank(); ++i)
+      if (failed(same(aName, a, i, bName, b, i)))
+        return failure();
+    return success();
+  }
+
+  static int64_t dimOf(Value v, int64_t dim) {
+    auto type = cast<RankedTensorType>(v.getType());
+    return type.getDimSize(dim < 0 ? dim + type.getRank() : dim);
+  }
+
+private:
+  Operation *op;
+};
+} // namespace
+
+/// Chains checks, stopping at the first failure.
+#define CHECK(expr)                                                            \
+  do {                                                                         \
+    if (failed(expr))                                                          \
+      return failure();                                                        \
+  } while (false)
+
+static LogicalResult expectPositive(Operation *op, StringRef name,
+                                    double value) {
+  if (value > 0.0)
+    return success();
+  return op->emitOpError("expects ") << name << " > 0, got " << value;
+}
+
+static LogicalResult expectPositive(Operation *op, StringRef name,
+                                    int64_t value) {
+  if (value > 0)
+    return success();
+  return op->emitOpError("expects ") << name << " > 0, got " << value;
+}
+
+//===----------------------------------------------------------------------===//
+// Norms and activations
+//===----------------------------------------------------------------------===//
+
+/// Shared by the norms: `weight [D]` matches the input's last dim and the
+/// result has the input's shape.
+static LogicalResult verifyNorm(Operation *op, Value input, Value weight,
+                                Value result, double eps) {
+  ShapeChecker c(op);
+  CHECK(c.minRank("input", input, 1));
+  CHECK(c.rank("weight", weight, 1));
+  CHECK(c.same("weight", weight, 0, "input", input, -1));
+  CHECK(c.sameShape("result", result, "input", input));
+  return expectPositive(op, "eps", eps);
+}
+
+LogicalResult RmsNormOp::verify() {
+  return verifyNorm(*this, getInput(), getWeight(), getResult(),
+                    getEps().convertToDouble());
+}
+
+LogicalResult LayerNormOp::verify() {
+  if (Value bias = getBias()) {
+    ShapeChecker c(*this);
+    CHECK(c.rank("bias", bias, 1));
+    CHECK(c.same("bias", bias, 0, "weight", getWeight(), 0));
+  }
+  return verifyNorm(*this, getInput(), getWeight(), getResult(),
+                    getEps().convertToDouble());
+}
+
+LogicalResult GatedRmsNormOp::verify() {
+  ShapeChecker c(*this);
+  CHECK(c.sameShape("gate", getGate(), "input", getInput()));
+  if (getActivation() == Activation::None)
+    return emitOpError("expects a sigmoid or silu gate activation");
+  return verifyNorm(*this, getInput(), getWeight(), getResult(),
+                    getEps().convertToDouble());
+}
+
+/// Shared by the gated linear units: gate, up and result agree in shape.
+static LogicalResult verifyGlu(Operation *op, Value gate, Value up,
+                               Value result) {
+  ShapeChecker c(op);
+  CHECK(c.sameShape("up", up, "gate", gate));
+  return c.sameShape("result", result, "gate", gate);
+}
+
+LogicalResult SwigluOp::verify() {
+  CHECK(verifyGlu(*this, getGate(), getUp(), getResult()));
+  if (std::optional<APFloat> limit = getLimit())
+    CHECK(expectPositive(*this, "limit", limit->convertToDouble()));
+  return success();
+}
+
+LogicalResult SituOp::verify() {
+  CHECK(verifyGlu(*this, getGate(), getUp(), getResult()));
+  CHECK(expectPositive(*this, "beta", getBeta().convertToDouble()));
+  return expectPositive(*this, "linear_beta",
+                        getLinearBeta().convertToDouble());
+}
+
+LogicalResult RopeOp::verify() {
+  ShapeChecker c(*this);
+  CHECK(c.minRank("input", getInput(), 2));
+  CHECK(c.rank("positions", getPositions(), 1));
+  CHECK(c.same("positions", getPositions(), 0, "input", getInput(), 0));
+  CHECK(c.sameShape("result", getResult(), "input", getInput()));
+  int64_t offset = getOffset(), dim = getDim();
+  if (dim <= 0 || dim % 2 != 0)
+    return emitOpError("expects a positive even rotary dim, got ") << dim;
+  if (offset < 0)
+    return emitOpError("expects offset >= 0, got ") << offset;
+  int64_t headDim = ShapeChecker::dimOf(getInput(), -1);
+  if (!ShapedType::isDynamic(headDim) && offset + dim > headDim)
+    return emitOpError("expects the rotated slice [")
+           << offset << ", " << offset + dim
+           << ") inside the last dim of size " << headDim;
+  return expectPositive(*this, "theta", getTheta().convertToDouble());
+}
+
+//===----------------------------------------------------------------------===//
+// Matmuls and routing
+//===----------------------------------------------------------------------===//
+
+/// `result[..., N]` from `input[..., K]` and a `[N, K]` weight: the leading
+/// dims of input and result agree, and the last dims match N and K.
+static LogicalResult verifyLinear(ShapeChecker &c, Value input, Value weight,
+                                  Value result) {
+  CHECK(c.minRank("input", input, 1));
+  CHECK(c.rank("weight", weight, 2));
+  CHECK(c.same("weight", weight, 1, "input", input, -1));
+  auto in = cast<RankedTensorType>(input.getType());
+  CHECK(c.rank("result", result, in.getRank()));
+  for (int64_t i = 0; i + 1 < in.getRank(); ++i)
+    CHECK(c.same("result", result, i, "input", input, i));
+  return c.same("result", result, -1, "weight", weight, 0);
+}
+
+LogicalResult MatmulOp::verify() {
+  ShapeChecker c(*this);
+  CHECK(verifyLinear(c, getInput(), getWeight(), getResult()));
+  if (Value bias = getBias()) {
+    CHECK(c.rank("bias", bias, 1));
+    CHECK(c.same("bias", bias, 0, "weight", getWeight(), 0));
+  }
+  return success();
+}
+
+LogicalResult Fp8MatmulOp::verify() {
+  ShapeChecker c(*this);
+  CHECK(verifyLinear(c, getInput(), getWeight(), getResult()));
+  ArrayRef<int64_t> block = getBlockSize();
+  if (block.size() != 2 || block[0] <= 0 || block[1] <= 0)
+    return emitOpError("expects block_size of two positive sizes [bn, bk]");
+  CHECK(c.rank("scale_inv", getScaleInv(), 2));
+  for (int64_t i = 0; i < 2; ++i) {
+    int64_t n = ShapeChecker::dimOf(getWeight(), i);
+    if (ShapedType::isDynamic(n))
+      continue;
+    CHECK(c.equals("scale_inv", getScaleInv(), i,
+                   llvm::divideCeil(n, block[i]),
+                   "weight dim divided by the block size, rounded up"));
+  }
+  return success();
+}
+
+LogicalResult Mxfp4ExpertMatmulOp::verify() {
+  ShapeChecker c(*this);
+  Value input = getInput(), weight = getWeight(), scales = getScales();
+  Value indices = getIndices();
+  CHECK(c.rank("weight", weight, 3));
+  CHECK(c.rank("scales", scales, 3));
+  CHECK(c.rank("indices", indices, 2));
+  int64_t k = ShapeChecker::dimOf(weight, 2);
+  if (!ShapedType::isDynamic(k) && k % 32 != 0)
+    return emitOpError("expects the reduction dim K to be a multiple of the "
+                       "MXFP4 block of 32, got ")
+           << k;
+  CHECK(c.same("scales", scales, 0, "weight", weight, 0));
+  CHECK(c.same("scales", scales, 1, "weight", weight, 1));
+  CHECK(c.equals("scales", scales, 2,
+                 ShapedType::isDynamic(k) ? k : k / 32,
+                 "one scale per 32 weights along K"));
+  auto inType = cast<RankedTensorType>(input.getType());
+  if (inType.getRank() != 2 && inType.getRank() != 3)
+    return emitOpError("expects input of rank 2 [T, K] or 3 [T, k, K], got ")
+           << inType;
+  CHECK(c.same("input", input, 0, "indices", indices, 0));
+  if (inType.getRank() == 3)
+    CHECK(c.same("input", input, 1, "indices", indices, 1));
+  CHECK(c.same("input", input, -1, "weight", weight, 2));
+  if (Value bias = getBias()) {
+    CHECK(c.rank("bias", bias, 2));
+    CHECK(c.same("bias", bias, 0, "weight", weight, 0));
+    CHECK(c.same("bias", bias, 1, "weight", weight, 1));
+  }
+  Value result = getResult();
+  if (Value routing = getRoutingWeights()) {
+    CHECK(c.sameShape("weights", routing, "indices", indices));
+    CHECK(c.rank("result", result, 2));
+  } else {
+    CHECK(c.rank("result", result, 3));
+    CHECK(c.same("result", result, 1, "indices", indices, 1));
+  }
+  CHECK(c.same("result", result, 0, "indices", indices, 0));
+  return c.same("result", result, -1, "weight", weight, 1);
+}
+
+LogicalResult MoeRouteOp::verify() {
+  ShapeChecker c(*this);
+  Value logits = getLogits();
+  CHECK(c.rank("logits", logits, 2));
+  if (Value bias = getBias()) {
+    CHECK(c.rank("bias", bias, 1));
+    CHECK(c.same("bias", bias, 0, "logits", logits, 1));
+  }
+  int64_t topK = getTopK(), groups = getNumGroups(),
+          keptGroups = getTopKGroups();
+  CHECK(expectPositive(*this, "top_k", topK));
+  CHECK(expectPositive(*this, "num_groups", groups));
+  if (keptGroups <= 0 || keptGroups > groups)
+    return emitOpError("expects 0 < top_k_groups <= num_groups (")
+           << groups << "), got " << keptGroups;
+  if (groups > 1 && getRouting() != RoutingScore::Sigmoid)
+    return emitOpError("expects group-limited routing only with sigmoid "
+                       "scores");
+  int64_t experts = ShapeChecker::dimOf(logits, 1);
+  if (!ShapedType::isDynamic(experts)) {
+    if (experts % groups != 0)
+      return emitOpError("expects ")
+             << experts << " experts to split into " << groups
+             << " equal groups";
+    if (groups > 1 && experts / groups < 2)
+      return emitOpError("expects at least 2 experts per group (a group "
+                         "scores by its top 2), got ")
+             << experts / groups;
+    int64_t selectable = experts / groups * keptGroups;
+    if (topK > selectable)
+      return emitOpError("expects top_k (")
+             << topK << ") <= the " << selectable
+             << " experts in the kept groups";
+  }
+  for (auto [name, result] :
+       {std::pair<StringRef, Value>{"indices", getIndices()},
+        {"weights", getWeights()}}) {
+    CHECK(c.rank(name, result, 2));
+    CHECK(c.same(name, result, 0, "logits", logits, 0));
+    CHECK(c.equals(name, result, 1, topK, "top_k"));
+  }
+  return success();
+}
+
+//===----------------------------------------------------------------------===//
+// Attention
+//===----------------------------------------------------------------------===//
+
+LogicalResult AttentionOp::verify() {
+  ShapeChecker c(*this);
+  Value q = getQ(), k = getK(), v = getV();
+  CHECK(c.rank("q", q, 3));
+  CHECK(c.rank("k", k, 3));
+  CHECK(c.rank("v", v, 3));
+  CHECK(c.same("k", k, 2, "q", q, 2));
+  CHECK(c.same("v", v, 0, "k", k, 0));
+  CHECK(c.same("v", v, 1, "k", k, 1));
+  int64_t hq = ShapeChecker::dimOf(q, 1), hkv = ShapeChecker::dimOf(k, 1);
+  if (!ShapedType::isDynamic(hq) && !ShapedType::isDynamic(hkv) &&
+      (hkv == 0 || hq % hkv != 0))
+    return emitOpError("expects the query heads (")
+           << hq << ") to be a multiple of the key/value heads (" << hkv
+           << ")";
+  if (Value sinks = getSinks()) {
+    CHECK(c.rank("sinks", sinks, 1));
+    CHECK(c.same("sinks", sinks, 0, "q", q, 1));
+  }
+  if (!getQPositions() != !getKPositions())
+    return emitOpError("expects q_positions and k_positions together");
+  if (!getQSegments() != !getKSegments())
+    return emitOpError("expects q_segments and k_segments together");
+  for (auto [name, value, of] :
+       {std::tuple<StringRef, Value, Value>{"q_positions", getQPositions(), q},
+        {"k_positions", getKPositions(), k},
+        {"q_segments", getQSegments(), q},
+        {"k_segments", getKSegments(), k}}) {
+    if (!value)
+      continue;
+    CHECK(c.rank(name, value, 1));
+    CHECK(c.same(name, value, 0, of == q ? "q" : "k", of, 0));
+  }
+  bool sliding = getMask() == MaskKind::SlidingWindow;
+  if (sliding != getWindow().has_value())
+    return emitOpError("expects a window exactly when the mask is "
+                       "sliding_window");
+  if (sliding)
+    CHECK(expectPositive(*this, "window", static_cast<int64_t>(*getWindow())));
+  CHECK(expectPositive(*this, "scale", getScale().convertToDouble()));
+  Value result = getResult();
+  CHECK(c.rank("result", result, 3));
+  CHECK(c.same("result", result, 0, "q", q, 0));
+  CHECK(c.same("result", result, 1, "q", q, 1));
+  return c.same("result", result, 2, "v", v, 2);
+}
+
+LogicalResult SparseAttentionOp::verify() {
+  ShapeChecker c(*this);
+  Value q = getQ(), kv = getKv(), indices = getIndices();
+  CHECK(c.rank("q", q, 3));
+  CHECK(c.rank("kv", kv, 2));
+  CHECK(c.rank("indices", indices, 2));
+  CHECK(c.same("kv", kv, 1, "q", q, 2));
+  CHECK(c.same("indices", indices, 0, "q", q, 0));
+  int64_t valueDim = getValueDim(), qkDim = ShapeChecker::dimOf(q, 2);
+  if (valueDim <= 0 || (!ShapedType::isDynamic(qkDim) && valueDim > qkDim))
+    return emitOpError("expects 0 < value_dim <= the query/key dim (")
+           << qkDim << "), got " << valueDim;
+  if (Value sinks = getSinks()) {
+    CHECK(c.rank("sinks", sinks, 1));
+    CHECK(c.same("sinks", sinks, 0, "q", q, 1));
+  }
+  CHECK(expectPositive(*this, "scale", getScale().convertToDouble()));
+  Value result = getResult();
+  CHECK(c.rank("result", result, 3));
+  CHECK(c.same("result", result, 0, "q", q, 0));
+  CHECK(c.same("result", result, 1, "q", q, 1));
+  return c.equals("result", result, 2, valueDim, "value_dim");
+}
+
+LogicalResult DsaIndexerScoresOp::verify() {
+  ShapeChecker c(*this);
+  Value q = getQ(), k = getK(), w = getWeights();
+  CHECK(c.rank("q", q, 3));
+  CHECK(c.rank("k", k, 2));
+  CHECK(c.rank("weights", w, 2));
+  CHECK(c.same("k", k, 1, "q", q, 2));
+  CHECK(c.same("weights", w, 0, "q", q, 0));
+  CHECK(c.same("weights", w, 1, "q", q, 1));
+  CHECK(expectPositive(*this, "scale", getScale().convertToDouble()));
+  Value result = getResult();
+  CHECK(c.rank("result", result, 2));
+  CHECK(c.same("result", result, 0, "q", q, 0));
+  return c.same("result", result, 1, "k", k, 0);
+}
+
+LogicalResult DsaIndexSelectOp::verify() {
+  ShapeChecker c(*this);
+  Value scores = getScores(), bounds = getBounds();
+  CHECK(c.rank("scores", scores, 2));
+  CHECK(c.rank("bounds", bounds, 1));
+  CHECK(c.same("bounds", bounds, 0, "scores", scores, 0));
+  CHECK(expectPositive(*this, "top_k", static_cast<int64_t>(getTopK())));
+  Value result = getResult();
+  CHECK(c.rank("result", result, 2));
+  CHECK(c.same("result", result, 0, "scores", scores, 0));
+  return c.equals("result", result, 1, getTopK(), "top_k");
+}
+
+//===----------------------------------------------------------------------===//
+// KDA state
+//===----------------------------------------------------------------------===//
+
+LogicalResult ShortConvOp::verify() {
+  ShapeChecker c(*this);
+  Value input = getInput(), weight = getWeight(), state = getState();
+  CHECK(c.rank("input", input, 2));
+  CHECK(c.rank("weight", weight, 2));
+  CHECK(c.rank("state", state, 2));
+  CHECK(c.same("weight", weight, 0, "input", input, 1));
+  CHECK(c.same("state", state, 1, "input", input, 1));
+  int64_t width = ShapeChecker::dimOf(weight, 1);
+  if (!ShapedType::isDynamic(width)) {
+    CHECK(expectPositive(*this, "kernel width", width));
+    CHECK(c.equals("state", state, 0, width - 1, "kernel width - 1"));
+  }
+  if (getActivation() == Activation::Sigmoid)
+    return emitOpError("expects activation none or silu");
+  CHECK(c.sameShape("output", getOutput(), "input", input));
+  return c.sameShape("new_state", getNewState(), "state", state);
+}
+
+LogicalResult KdaGateOp::verify() {
+  ShapeChecker c(*this);
+  Value raw = getRaw();
+  CHECK(c.rank("raw", raw, 3));
+  CHECK(c.rank("a_log", getALog(), 1));
+  CHECK(c.rank("dt_bias", getDtBias(), 2));
+  CHECK(c.same("a_log", getALog(), 0, "raw", raw, 1));
+  CHECK(c.same("dt_bias", getDtBias(), 0, "raw", raw, 1));
+  CHECK(c.same("dt_bias", getDtBias(), 1, "raw", raw, 2));
+  if (std::optional<APFloat> bound = getLowerBound())
+    if (!(bound->convertToDouble() < 0.0))
+      return emitOpError("expects lower_bound < 0, got ")
+             << bound->convertToDouble();
+  return c.sameShape("result", getResult(), "raw", raw);
+}
+
+/// Shared by kda_chunk and kda_step: `lead` leading dims ([T] or [B]) on
+/// q, k, v, g, beta; the state adds `stateLead` leading dims before
+/// [H, Dk, Dv].
+template <typename OpT>
+static LogicalResult verifyKda(OpT op, int64_t stateLead) {
+  ShapeChecker c(op);
+  Value q = op.getQ(), k = op.getK(), v = op.getV(), g = op.getG();
+  Value beta = op.getBeta(), state = op.getState();
+  CHECK(c.rank("q", q, 3));
+  CHECK(c.sameShape("k", k, "q", q));
+  CHECK(c.sameShape("g", g, "q", q));
+  CHECK(c.rank("v", v, 3));
+  CHECK(c.same("v", v, 0, "q", q, 0));
+  CHECK(c.same("v", v, 1, "q", q, 1));
+  CHECK(c.rank("beta", beta, 2));
+  CHECK(c.same("beta", beta, 0, "q", q, 0));
+  CHECK(c.same("beta", beta, 1, "q", q, 1));
+  CHECK(c.rank("state", state, 3 + stateLead));
+  if (stateLead)
+    CHECK(c.same("state", state, 0, "q", q, 0));
+  CHECK(c.same("state", state, stateLead, "q", q, 1));
+  CHECK(c.same("state", state, stateLead + 1, "q", q, 2));
+  CHECK(c.same("state", state, stateLead + 2, "v", v, 2));
+  CHECK(expectPositive(op, "scale", op.getScale().convertToDouble()));
+  CHECK(c.sameShape("output", op.getOutput(), "v", v));
+  return c.sameShape("new_state", op.getNewState(), "state", state);
+}
+
+LogicalResult KdaChunkOp::verify() {
+  CHECK(expectPositive(*this, "chunk_size",
+                       static_cast<int64_t>(getChunkSize())));
+  return verifyKda(*this, /*stateLead=*/0);
+}
+
+LogicalResult KdaStepOp::verify() { return verifyKda(*this, /*stateLead=*/1); }
+
+//===----------------------------------------------------------------------===//
+// Cross-layer residuals
+//===----------------------------------------------------------------------===//
+
+LogicalResult BlockAttnResOp::verify() {
+  ShapeChecker c(*this);
+  if (getSources().empty())
+    return emitOpError("expects at least one source");
+  Value first = getSources().front();
+  CHECK(c.rank("source 0", first, 2));
+  for (auto [i, source] : llvm::enumerate(getSources().drop_front()))
+    CHECK(c.sameShape(("source " + Twine(i + 1)).str(), source, "source 0",
+                      first));
+  CHECK(c.rank("norm", getNormWeight(), 1));
+  CHECK(c.rank("proj", getProj(), 1));
+  CHECK(c.same("norm", getNormWeight(), 0, "source 0", first, 1));
+  CHECK(c.same("proj", getProj(), 0, "source 0", first, 1));
+  CHECK(expectPositive(*this, "eps", getEps().convertToDouble()));
+  return c.sameShape("result", getResult(), "source 0", first);
+}
+
+LogicalResult MhcPreOp::verify() {
+  ShapeChecker c(*this);
+  Value streams = getStreams();
+  CHECK(c.rank("streams", streams, 3));
+  CHECK(c.rank("fn", getFn(), 2));
+  CHECK(c.rank("base", getBase(), 1));
+  CHECK(c.rank("scale", getScale(), 1));
+  CHECK(c.equals("scale", getScale(), 0, 3, "pre, post and comb scales"));
+  int64_t n = ShapeChecker::dimOf(streams, 1),
+          d = ShapeChecker::dimOf(streams, 2);
+  if (!ShapedType::isDynamic(n)) {
+    CHECK(c.equals("fn", getFn(), 0, (2 + n) * n, "(2 + n) * n mix logits"));
+    CHECK(c.equals("base", getBase(), 0, (2 + n) * n,
+                   "(2 + n) * n mix logits"));
+    if (!ShapedType::isDynamic(d))
+      CHECK(c.equals("fn", getFn(), 1, n * d, "n * D flattened streams"));
+  }
+  CHECK(expectPositive(*this, "sinkhorn_iters",
+                       static_cast<int64_t>(getSinkhornIters())));
+  CHECK(expectPositive(*this, "eps", getEps().convertToDouble()));
+  CHECK(expectPositive(*this, "norm_eps", getNormEps().convertToDouble()));
+  Value input = getInput(), post = getPost(), comb = getComb();
+  CHECK(c.rank("input", input, 2));
+  CHECK(c.same("input", input, 0, "streams", streams, 0));
+  CHECK(c.same("input", input, 1, "streams", streams, 2));
+  CHECK(c.rank("post", post, 2));
+  CHECK(c.same("post", post, 0, "streams", streams, 0));
+  CHECK(c.same("post", post, 1, "streams", streams, 1));
+  CHECK(c.rank("comb", comb, 3));
+  CHECK(c.same("comb", comb, 0, "streams", streams, 0));
+  CHECK(c.same("comb", comb, 1, "streams", streams, 1));
+  return c.same("comb", comb, 2, "streams", streams, 1);
+}
+
+LogicalResult MhcPostOp::verify() {
+  ShapeChecker c(*this);
+  Value streams = getStreams(), y = getY(), post = getPost(), comb = getComb();
+  CHECK(c.rank("streams", streams, 3));
+  CHECK(c.rank("y", y, 2));
+  CHECK(c.same("y", y, 0, "streams", streams, 0));
+  CHECK(c.same("y", y, 1, "streams", streams, 2));
+  CHECK(c.rank("post", post, 2));
+  CHECK(c.same("post", post, 0, "streams", streams, 0));
+  CHECK(c.same("post", post, 1, "streams", streams, 1));
+  CHECK(c.rank("comb", comb, 3));
+  CHECK(c.same("comb", comb, 0, "streams", streams, 0));
+  CHECK(c.same("comb", comb, 1, "streams", streams, 1));
+  CHECK(c.same("comb", comb, 2, "streams", streams, 1));
+  return c.sameShape("result", getResult(), "streams", streams);
+}
+
+//===----------------------------------------------------------------------===//
+// Memory
+//===----------------------------------------------------------------------===//
+
+LogicalResult EmbeddingOp::verify() {
+  ShapeChecker c(*this);
+  CHECK(c.rank("table", getTable(), 2));
+  CHECK(c.rank("ids", getIds(), 1));
+  CHECK(c.rank("result", getResult(), 2));
+  CHECK(c.same("result", getResult(), 0, "ids", getIds(), 0));
+  return c.same("result", getResult(), 1, "table", getTable(), 1);
+}
+
+LogicalResult CacheWriteOp::verify() {
+  ShapeChecker c(*this);
+  Value cache = getCache(), values = getValues();
+  CHECK(c.minRank("cache", cache, 2));
+  auto cacheType = cast<RankedTensorType>(cache.getType());
+  CHECK(c.rank("values", values, cacheType.getRank()));
+  for (int64_t i = 1; i < cacheType.getRank(); ++i)
+    CHECK(c.same("values", values, i, "cache", cache, i));
+  CHECK(c.rank("slots", getSlots(), 1));
+  CHECK(c.same("slots", getSlots(), 0, "values", values, 0));
+  if (getResult().getType() != cacheType)
+    return emitOpError("expects the result type to equal the cache type ")
+           << cacheType << ", got " << getResult().getType();
+  if (std::optional<KVLayoutAttr> layout = getLayout()) {
+    int64_t features = 1;
+    for (int64_t i = 1; i < cacheType.getRank(); ++i)
+      features = ShapedType::isDynamic(cacheType.getDimSize(i))
+                     ? ShapedType::kDynamic
+                     : features * cacheType.getDimSize(i);
+    if (!ShapedType::isDynamic(features) &&
+        features != layout->getFeatureDim())
+      return emitOpError("expects the layout's feature_dim (")
+             << layout->getFeatureDim() << ") to equal the " << features
+             << " values per cache row";
+  }
+  return success();
+}
+
+#define GET_OP_CLASSES
+#include "dialects/lm/LmOps.cpp.inc"

@@ -1,0 +1,53 @@
+//===- Numerics.h - Codecs for the narrow floating-point formats -*- C++ -*-===//
+//
+// Bit-exact encode/decode for the element formats Daybreak reads from
+// checkpoints and stores in artifacts: bfloat16, IEEE half, OCP FP8 E4M3FN,
+// OCP FP4 E2M1 (MXFP4 elements) and E8M0 (MX block scales). Shared by the
+// compiler (reference evaluator, weight repacking) and the runtime, so it
+// depends on nothing but the C++ standard library. All functions are pure and
+// thread-safe.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef DAYBREAK_RUNTIME_NUMERICS_NUMERICS_H
+#define DAYBREAK_RUNTIME_NUMERICS_NUMERICS_H
+
+#include <cstdint>
+
+namespace daybreak::numerics {
+
+/// bfloat16: the upper 16 bits of an IEEE single.
+float bf16ToFloat(uint16_t bits);
+/// Round-to-nearest-even; NaN stays a (quiet) NaN.
+uint16_t floatToBf16(float value);
+
+/// IEEE 754 binary16.
+float f16ToFloat(uint16_t bits);
+/// Round-to-nearest-even; overflow gives infinity.
+uint16_t floatToF16(float value);
+
+/// OCP FP8 E4M3FN: bias 7, no infinities, S.1111.111 is NaN, max 448.
+float e4m3ToFloat(uint8_t bits);
+/// Round-to-nearest-even. Magnitudes above 448 saturate to +-448 when
+/// `saturate` is set, otherwise they become NaN (as PyTorch's cast does).
+uint8_t floatToE4m3(float value, bool saturate = true);
+
+/// OCP FP4 E2M1: a 4-bit code (low nibble), values 0, 0.5, 1, 1.5, 2, 3, 4, 6
+/// and their negatives.
+float e2m1ToFloat(uint8_t code);
+/// Round-to-nearest-even onto the E2M1 grid, saturating at +-6.
+uint8_t floatToE2m1(float value);
+
+/// E8M0 (unsigned power-of-two scale): 2^(bits - 127); 255 is NaN.
+float e8m0ToFloat(uint8_t bits);
+
+/// Rounds `value` to the nearest representable value of the format and
+/// returns it as a float (what a tensor of that type would hold).
+inline float roundToBf16(float value) { return bf16ToFloat(floatToBf16(value)); }
+inline float roundToF16(float value) { return f16ToFloat(floatToF16(value)); }
+inline float roundToE4m3(float value) { return e4m3ToFloat(floatToE4m3(value)); }
+inline float roundToE2m1(float value) { return e2m1ToFloat(floatToE2m1(value)); }
+
+} // namespace daybreak::numerics
+
+#endif // DAYBREAK_RUNTIME_NUMERICS_NUMERICS_H

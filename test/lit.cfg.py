@@ -1,0 +1,24 @@
+# lit configuration for Daybreak's regression tests.
+import os
+
+import lit.formats
+from lit.llvm import llvm_config
+
+config.name = "DAYBREAK"
+config.test_format = lit.formats.ShTest(not llvm_config.use_lit_shell)
+config.suffixes = [".mlir", ".test"]
+config.test_source_root = os.path.dirname(__file__)
+config.test_exec_root = os.path.join(config.daybreak_obj_root, "test")
+config.excludes = ["CMakeLists.txt", "lit.cfg.py", "lit.site.cfg.py", "unit",
+                   "Inputs"]
+
+llvm_config.with_system_environment(["HOME", "INCLUDE", "LIB", "TMP", "TEMP"])
+llvm_config.use_default_substitutions()
+config.environment["FILECHECK_OPTS"] = "--enable-var-scope"
+
+tool_dirs = [config.daybreak_tools_dir, config.llvm_tools_dir]
+tools = ["daybreak-opt", "daybreak-eval"]
+llvm_config.add_tool_substitutions(tools, tool_dirs)
+
+# GoogleTest suites run through lit too, so one target runs everything.
+unit_dir = os.path.join(config.daybreak_obj_root, "test", "unit")
