@@ -1,9 +1,11 @@
 //===- daybreak-opt.cpp - The opt-style driver for Daybreak IR ------------===//
 
 #include "dialects/lm/LmDialect.h"
+#include "dialects/plan/PlanDialect.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/Dialect/MemRef/IR/MemRef.h"
 #include "mlir/Dialect/Tensor/IR/Tensor.h"
 #include "mlir/IR/DialectRegistry.h"
 #include "mlir/Tools/mlir-opt/MlirOptMain.h"
@@ -11,7 +13,8 @@
 
 int main(int argc, char **argv) {
   mlir::DialectRegistry registry;
-  registry.insert<daybreak::lm::LmDialect, mlir::func::FuncDialect,
+  registry.insert<daybreak::lm::LmDialect, daybreak::plan::PlanDialect,
+                  mlir::func::FuncDialect, mlir::memref::MemRefDialect,
                   mlir::arith::ArithDialect, mlir::tensor::TensorDialect>();
   mlir::registerTransformsPasses();
   return mlir::asMainReturnCode(

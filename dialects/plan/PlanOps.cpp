@@ -1,0 +1,182 @@
+//===- PlanOps.cpp - Verifiers of the plan ops ----------------------------===//
+
+#include "dialects/plan/PlanOps.h"
+
+#include "mlir/IR/Builders.h"
+#include "mlir/IR/BuiltinTypes.h"
+#include "mlir/IR/OpImplementation.h"
+
+using namespace mlir;
+using namespace daybreak::plan;
+
+/// Alignment of weights inside their section (vector loads).
+static constexpr int64_t kWeightAlignment = 64;
+/// Alignment of buffers inside the arena (coalesced GPU access).
+static constexpr int64_t kBufferAlignment = 256;
+
+/// Stored bytes of `count` elements of `type`: sub-byte types are packed.
+static int64_t storedBytes(Type type, int64_t count) {
+  int64_t bits = type.isIntOrFloat() ? type.getIntOrFloatBitWidth() : 8;
+  return llvm::divideCeil(count * bits, 8);
+}
+
+int64_t WeightOp::getByteSize() {
+  auto type = cast<RankedTensorType>(getType());
+  return storedBytes(type.getElementType(), type.getNumElements());
+}
+
+LogicalResult WeightOp::verify() {
+  auto type = cast<RankedTensorType>(getType());
+  if (!type.hasStaticShape())
+    return emitOpError("expects a static weight shape, got ") << type;
+  if (getSectionAttr().getInt() < 0)
+    return emitOpError("expects section >= 0, got ") << getSectionAttr().getInt();
+  if (getOffsetAttr().getInt() < 0 || getOffsetAttr().getInt() % kWeightAlignment != 0)
+    return emitOpError("expects a non-negative offset aligned to ")
+           << kWeightAlignment << " bytes, got " << getOffsetAttr().getInt();
+  return success();
+}
+
+int64_t CachePoolOp::getByteSize() {
+  return getLayersAttr().getInt() * getMaxTokensAttr().getInt() * getLayout().getBytesPerToken();
+}
+
+LogicalResult CachePoolOp::verify() {
+  if (getLayersAttr().getInt() <= 0)
+    return emitOpError("expects layers > 0, got ") << getLayersAttr().getInt();
+  int64_t page = getLayout().getPageSize();
+  if (getMaxTokensAttr().getInt() <= 0 || getMaxTokensAttr().getInt() % page != 0)
+    return emitOpError("expects max_tokens to be a positive multiple of the "
+                       "page size ")
+           << page << ", got " << getMaxTokensAttr().getInt();
+  return success();
+}
+
+LogicalResult KernelOp::verify() {
+  if (getEntry().empty())
+    return emitOpError("expects a non-empty entry symbol");
+  if (getNumArgsAttr().getInt() < 0)
+    return emitOpError("expects num_args >= 0, got ") << getNumArgsAttr().getInt();
+  return success();
+}
+
+LogicalResult StepOp::verify() {
+  if (getArenaSizeAttr().getInt() < 0)
+    return emitOpError("expects arena_size >= 0, got ") << getArenaSizeAttr().getInt();
+  Block &body = getBody().front();
+  if (body.getNumArguments() != getSizeNames().size())
+    return emitOpError("expects one name per size argument: ")
+           << body.getNumArguments() << " arguments, "
+           << getSizeNames().size() << " names";
+  for (BlockArgument arg : body.getArguments())
+    if (!arg.getType().isIndex())
+      return emitOpError("expects index size arguments, got ")
+             << arg.getType();
+  return success();
+}
+
+LogicalResult BufferOp::verify() {
+  auto type = cast<MemRefType>(getType());
+  if (getSizes().size() != static_cast<size_t>(type.getNumDynamicDims()))
+    return emitOpError("expects one size per dynamic dim of ")
+           << type << ", got " << getSizes().size();
+  if (getOffsetAttr().getInt() < 0 || getOffsetAttr().getInt() % kBufferAlignment != 0)
+    return emitOpError("expects a non-negative offset aligned to ")
+           << kBufferAlignment << " bytes, got " << getOffsetAttr().getInt();
+  auto step = (*this)->getParentOfType<StepOp>();
+  if (!step)
+    return emitOpError("expects to be inside a plan.step");
+  if (type.hasStaticShape()) {
+    int64_t end =
+        getOffsetAttr().getInt() + storedBytes(type.getElementType(), type.getNumElements());
+    if (end > step.getArenaSizeAttr().getInt())
+      return emitOpError("expects the buffer [")
+             << getOffsetAttr().getInt() << ", " << end << ") inside the arena of "
+             << step.getArenaSizeAttr().getInt() << " bytes";
+  }
+  return success();
+}
+
+LogicalResult
+WeightRefOp::verifySymbolUses(SymbolTableCollection &symbolTable) {
+  auto weight =
+      symbolTable.lookupNearestSymbolFrom<WeightOp>(*this, getWeightAttr());
+  if (!weight)
+    return emitOpError("expects '")
+           << getWeight() << "' to name a plan.weight";
+  auto declared = cast<RankedTensorType>(weight.getType());
+  auto type = cast<MemRefType>(getType());
+  if (declared.getShape() != type.getShape() ||
+      declared.getElementType() != type.getElementType())
+    return emitOpError("expects the view type to match the weight ")
+           << declared << ", got " << type;
+  return success();
+}
+
+LogicalResult CacheRefOp::verifySymbolUses(SymbolTableCollection &symbolTable) {
+  auto pool =
+      symbolTable.lookupNearestSymbolFrom<CachePoolOp>(*this, getPoolAttr());
+  if (!pool)
+    return emitOpError("expects '") << getPool() << "' to name a plan.cache_pool";
+  if (getLayerAttr().getInt() < 0 || getLayerAttr().getInt() >= pool.getLayersAttr().getInt())
+    return emitOpError("expects a layer in [0, ")
+           << pool.getLayersAttr().getInt() << "), got " << getLayerAttr().getInt();
+  auto type = cast<MemRefType>(getType());
+  int64_t rows = pool.getMaxTokensAttr().getInt();
+  int64_t rowBytes = pool.getLayout().getBytesPerToken();
+  if (type.getDimSize(0) != rows || type.getDimSize(1) != rowBytes)
+    return emitOpError("expects memref<")
+           << rows << "x" << rowBytes << "xi8> for the pool's layer, got "
+           << type;
+  return success();
+}
+
+LogicalResult LaunchOp::verify() {
+  AffineMap grid = getGrid();
+  if (grid.getNumDims() != 0 || grid.getNumResults() != 3)
+    return emitOpError("expects a grid map with no dims and three results, "
+                       "got ")
+           << getGridAttr();
+  if (grid.getNumSymbols() != static_cast<unsigned>(getSizes().size()))
+    return emitOpError("expects one grid symbol per size operand: ")
+           << grid.getNumSymbols() << " symbols, " << getSizes().size()
+           << " sizes";
+  ArrayRef<int64_t> block = getBlock();
+  if (block.size() != 3 || llvm::any_of(block, [](int64_t b) { return b <= 0; }))
+    return emitOpError("expects a block of three positive extents");
+  int64_t threads = block[0] * block[1] * block[2];
+  if (threads > 1024)
+    return emitOpError("expects at most 1024 threads per block, got ")
+           << threads;
+  if (getSmemAttr().getInt() < 0)
+    return emitOpError("expects smem >= 0, got ") << getSmemAttr().getInt();
+  return success();
+}
+
+LogicalResult LaunchOp::verifySymbolUses(SymbolTableCollection &symbolTable) {
+  auto kernel =
+      symbolTable.lookupNearestSymbolFrom<KernelOp>(*this, getKernelAttr());
+  if (!kernel)
+    return emitOpError("expects '") << getKernel() << "' to name a plan.kernel";
+  if (kernel.getNumArgsAttr().getInt() != static_cast<int64_t>(getArgs().size()))
+    return emitOpError("expects ")
+           << kernel.getNumArgsAttr().getInt() << " arguments for '" << getKernel()
+           << "', got " << getArgs().size();
+  return success();
+}
+
+LogicalResult HostOp::verify() {
+  size_t expected = getKind() == HostStepKind::Copy ? 2 : 1;
+  if (getArgs().size() != expected)
+    return emitOpError("expects ")
+           << expected << " buffer operand(s) for "
+           << stringifyHostStepKind(getKind()) << ", got " << getArgs().size();
+  if (getKind() == HostStepKind::Copy &&
+      getArgs()[0].getType() != getArgs()[1].getType())
+    return emitOpError("expects a copy between buffers of one type, got ")
+           << getArgs()[0].getType() << " and " << getArgs()[1].getType();
+  return success();
+}
+
+#define GET_OP_CLASSES
+#include "dialects/plan/PlanOps.cpp.inc"
