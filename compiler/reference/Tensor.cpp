@@ -177,9 +177,8 @@ Tensor Tensor::castTo(ElementType type) const {
   int64_t count = numel();
   for (int64_t i = 0; i < count; ++i) {
     if (result.isFloat())
-      result.floatData[i] =
-          roundTo(type, isFloat() ? floatData[i]
-                                  : static_cast<float>(intData[i]));
+      result.floatData[i] = roundTo(
+          type, isFloat() ? floatData[i] : static_cast<float>(intData[i]));
     else if (isFloat())
       // Like MLIR's fptosi: truncate toward zero.
       result.intData[i] = static_cast<int64_t>(floatData[i]);

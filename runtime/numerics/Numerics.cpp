@@ -82,8 +82,8 @@ uint32_t encodeMagnitude(const Minifloat &format, double magnitude) {
         std::ldexp(magnitude, format.mantBits - minNormalExp));
   int exp;
   double fraction = std::frexp(magnitude, &exp); // [0.5, 1)
-  uint32_t mant = static_cast<uint32_t>(
-      std::ldexp(fraction * 2.0 - 1.0, format.mantBits));
+  uint32_t mant =
+      static_cast<uint32_t>(std::ldexp(fraction * 2.0 - 1.0, format.mantBits));
   uint32_t biased = static_cast<uint32_t>(exp - 1 + format.bias);
   return (biased << format.mantBits) | mant;
 }
@@ -140,6 +140,8 @@ uint8_t floatToE4m3(float value, bool saturate) {
   if (std::isnan(value))
     return static_cast<uint8_t>(sign | 0x7F);
   double rounded = roundMagnitude(kE4m3, std::fabs(value));
+  // Like PyTorch, only magnitudes that round past 448 (those above 464) are
+  // out of range; 448 < |value| <= 464 rounds down to 448.
   if (rounded > kE4m3.maxValue) {
     if (!saturate)
       return static_cast<uint8_t>(sign | 0x7F);

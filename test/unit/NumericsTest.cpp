@@ -106,8 +106,8 @@ TEST(E4m3, DecodesEveryByte) {
       continue;
     }
     // Bias 7; exponent field 0 holds subnormals mant * 2^-9.
-    double magnitude = exp == 0 ? std::ldexp(mant, -9)
-                                : std::ldexp(8 + mant, exp - 7 - 3);
+    double magnitude =
+        exp == 0 ? std::ldexp(mant, -9) : std::ldexp(8 + mant, exp - 7 - 3);
     double expected = byte & 0x80 ? -magnitude : magnitude;
     EXPECT_EQ(value, expected) << byte;
   }
@@ -162,18 +162,18 @@ TEST(E2m1, TableAndRoundTrip) {
 }
 
 TEST(E2m1, RoundsToNearestEvenAndSaturates) {
-  EXPECT_EQ(roundToE2m1(0.25f), 0.0f);  // 0 (even) vs 0.5
-  EXPECT_EQ(roundToE2m1(0.75f), 1.0f);  // 0.5 vs 1.0 (even)
-  EXPECT_EQ(roundToE2m1(1.25f), 1.0f);  // 1.0 (even) vs 1.5
-  EXPECT_EQ(roundToE2m1(1.75f), 2.0f);  // 1.5 vs 2.0 (even)
-  EXPECT_EQ(roundToE2m1(2.5f), 2.0f);   // 2 (even) vs 3
-  EXPECT_EQ(roundToE2m1(3.5f), 4.0f);   // 3 vs 4 (even)
-  EXPECT_EQ(roundToE2m1(5.0f), 4.0f);   // 4 (even) vs 6
+  EXPECT_EQ(roundToE2m1(0.25f), 0.0f); // 0 (even) vs 0.5
+  EXPECT_EQ(roundToE2m1(0.75f), 1.0f); // 0.5 vs 1.0 (even)
+  EXPECT_EQ(roundToE2m1(1.25f), 1.0f); // 1.0 (even) vs 1.5
+  EXPECT_EQ(roundToE2m1(1.75f), 2.0f); // 1.5 vs 2.0 (even)
+  EXPECT_EQ(roundToE2m1(2.5f), 2.0f);  // 2 (even) vs 3
+  EXPECT_EQ(roundToE2m1(3.5f), 4.0f);  // 3 vs 4 (even)
+  EXPECT_EQ(roundToE2m1(5.0f), 4.0f);  // 4 (even) vs 6
   EXPECT_EQ(roundToE2m1(5.1f), 6.0f);
-  EXPECT_EQ(roundToE2m1(7.0f), 6.0f);   // saturates
+  EXPECT_EQ(roundToE2m1(7.0f), 6.0f); // saturates
   EXPECT_EQ(roundToE2m1(1e30f), 6.0f);
-  EXPECT_EQ(floatToE2m1(-5.0f), 14);    // -4
-  EXPECT_EQ(floatToE2m1(-100.0f), 15);  // -6
+  EXPECT_EQ(floatToE2m1(-5.0f), 14);   // -4
+  EXPECT_EQ(floatToE2m1(-100.0f), 15); // -6
 }
 
 TEST(E8m0, PowersOfTwoAndNan) {
@@ -189,8 +189,8 @@ TEST(Mxfp4, EveryCodeTimesEveryScaleIsExact) {
     for (int code = 0; code < 16; ++code) {
       double product = static_cast<double>(e2m1ToFloat(code)) *
                        e8m0ToFloat(static_cast<uint8_t>(scale));
-      double expected = std::ldexp(static_cast<double>(kE2m1Table[code]),
-                                   scale - 127);
+      double expected =
+          std::ldexp(static_cast<double>(kE2m1Table[code]), scale - 127);
       EXPECT_EQ(product, expected) << code << " x " << scale;
       // The fp32 product is exact too wherever it does not overflow
       // (2 * 2^127 and up); subnormal results down to 2^-128 included.

@@ -19,8 +19,7 @@ template <typename Fn> Tensor unary(const Tensor &x, Fn fn) {
   return y;
 }
 
-template <typename Fn>
-Tensor binary(const Tensor &a, const Tensor &b, Fn fn) {
+template <typename Fn> Tensor binary(const Tensor &a, const Tensor &b, Fn fn) {
   Tensor y = Tensor::zeros(ElementType::F32, a.shape());
   for (int64_t i = 0, n = a.numel(); i < n; ++i)
     y.floats()[i] = static_cast<float>(fn(static_cast<double>(a.floats()[i]),

@@ -86,8 +86,7 @@ Tensor attention(const Tensor &q, const Tensor &k, const Tensor &v,
           continue;
         const float *key = k.floats().data() + (s * kvHeads + kvHead) * qkDim;
         logits.push_back(params.scale * dot(query, key, qkDim));
-        values.push_back(v.floats().data() +
-                         (s * kvHeads + kvHead) * valueDim);
+        values.push_back(v.floats().data() + (s * kvHeads + kvHead) * valueDim);
       }
       std::optional<double> sink;
       if (!sinks.empty())

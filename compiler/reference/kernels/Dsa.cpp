@@ -10,8 +10,8 @@ namespace daybreak::ref {
 
 using namespace detail;
 
-Tensor dsaIndexerScores(const Tensor &q, const Tensor &k,
-                        const Tensor &weights, double scale) {
+Tensor dsaIndexerScores(const Tensor &q, const Tensor &k, const Tensor &weights,
+                        double scale) {
   int64_t tokens = q.dim(0), heads = q.dim(1), dim = q.dim(2);
   int64_t keys = k.dim(0);
   Tensor scores = Tensor::zeros(ElementType::F32, {tokens, keys});

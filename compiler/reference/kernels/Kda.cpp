@@ -100,10 +100,10 @@ Tensor kdaGate(const Tensor &graw, const Tensor &aLog, const Tensor &dtBias,
   for (int64_t i = 0, n = graw.numel(); i < n; ++i) {
     int64_t h = (i / dim) % heads, d = i % dim;
     double a = std::exp(static_cast<double>(aLog.floats()[h]));
-    double x = static_cast<double>(graw.floats()[i]) +
-               dtBias.floats()[h * dim + d];
-    double value = lowerBound ? *lowerBound * sigmoidOf(a * x)
-                              : -a * softplusOf(x);
+    double x =
+        static_cast<double>(graw.floats()[i]) + dtBias.floats()[h * dim + d];
+    double value =
+        lowerBound ? *lowerBound * sigmoidOf(a * x) : -a * softplusOf(x);
     g.floats()[i] = static_cast<float>(value);
   }
   return g;
@@ -164,27 +164,28 @@ KdaResult kdaChunk(const Tensor &q, const Tensor &k, const Tensor &v,
   result.output = Tensor::zeros(ElementType::F32, {tokens, heads, valueDim});
   result.state = Tensor::zeros(ElementType::F32, {heads, keyDim, valueDim});
 
+  int64_t chunkSize = std::max<int64_t>(params.chunkSize, 1);
   for (int64_t h = 0; h < heads; ++h) {
     Matrix s = loadState(state, h, keyDim, valueDim);
-    for (int64_t start = 0; start < tokens; start += params.chunkSize) {
-      int64_t n = std::min(params.chunkSize, tokens - start);
+    for (int64_t start = 0; start < tokens; start += chunkSize) {
+      int64_t n = std::min(chunkSize, tokens - start);
       // Per-chunk operands; gamma is the inclusive cumulative log decay.
       Matrix qc(n, keyDim), kc(n, keyDim), gamma(n, keyDim), vc(n, valueDim);
       std::vector<double> betas(n);
       for (int64_t r = 0; r < n; ++r) {
         int64_t th = (start + r) * heads + h;
         prepareQk(q.floats().data() + th * keyDim,
-                  k.floats().data() + th * keyDim, keyDim, params,
-                  &qc(r, 0), &kc(r, 0));
+                  k.floats().data() + th * keyDim, keyDim, params, &qc(r, 0),
+                  &kc(r, 0));
         for (int64_t d = 0; d < keyDim; ++d)
-          gamma(r, d) = (r ? gamma(r - 1, d) : 0.0) +
-                        g.floats()[th * keyDim + d];
+          gamma(r, d) =
+              (r ? gamma(r - 1, d) : 0.0) + g.floats()[th * keyDim + d];
         for (int64_t j = 0; j < valueDim; ++j)
           vc(r, j) = v.floats()[th * valueDim + j];
         betas[r] = beta.floats()[th];
       }
-      // k_r . (exp(gamma_r - gamma_c) * x_c) for c <= r; the exponent is then
-      // <= 0, which is why the decay is never split into e^G * e^-G.
+      // a_r . (exp(gamma_r - gamma_c) * k_c) for c <= r: the exponent is
+      // <= 0, so it cannot overflow the way e^gamma_r * e^-gamma_c would.
       auto decayedDot = [&](const Matrix &a, int64_t r, int64_t c) {
         double sum = 0.0;
         for (int64_t d = 0; d < keyDim; ++d)

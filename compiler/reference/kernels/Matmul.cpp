@@ -79,8 +79,9 @@ llvm::Expected<Tensor> mxfp4ExpertMatmul(const Tensor &x, const Tensor &w,
 
   bool perSlotInput = x.rank() == 3;
   bool weighted = !routingWeights.empty();
-  std::vector<int64_t> shape = weighted ? std::vector<int64_t>{tokens, n}
-                                        : std::vector<int64_t>{tokens, slots, n};
+  std::vector<int64_t> shape = weighted
+                                   ? std::vector<int64_t>{tokens, n}
+                                   : std::vector<int64_t>{tokens, slots, n};
   Tensor y = Tensor::zeros(ElementType::F32, shape);
   std::vector<double> mixed(n);
   for (int64_t t = 0; t < tokens; ++t) {

@@ -53,9 +53,10 @@ llvm::Expected<Tensor> cacheWrite(const Tensor &cache, const Tensor &values,
     for (int64_t i = 0; i < rowSize; ++i) {
       int64_t src = t * rowSize + i, dst = slot * rowSize + i;
       if (out.isFloat())
-        out.floats()[dst] = roundTo(out.type(), values.isFloat()
-                                                    ? values.floats()[src]
-                                                    : values.ints()[src]);
+        out.floats()[dst] =
+            roundTo(out.type(), values.isFloat()
+                                    ? values.floats()[src]
+                                    : static_cast<float>(values.ints()[src]));
       else
         out.ints()[dst] = intAt(values, src);
     }

@@ -55,7 +55,8 @@ Tensor layerNorm(const Tensor &x, const Tensor &weight, const Tensor &bias,
     double inv = 1.0 / std::sqrt(variance + eps);
     for (int64_t i = 0; i < width; ++i) {
       double b = bias.empty() ? 0.0 : bias.floats()[i];
-      out[i] = static_cast<float>((in[i] - mean) * inv * weight.floats()[i] + b);
+      out[i] =
+          static_cast<float>((in[i] - mean) * inv * weight.floats()[i] + b);
     }
   }
   return y;

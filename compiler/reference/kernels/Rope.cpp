@@ -72,14 +72,14 @@ Tensor rope(const Tensor &x, const Tensor &positions,
   for (int64_t t = 0; t < tokens; ++t) {
     double position = static_cast<double>(intAt(positions, t));
     for (int64_t r = 0; r < rowsPerToken; ++r) {
-      float *row = y.floats().data() + (t * rowsPerToken + r) * width +
-                   params.offset;
+      float *row =
+          y.floats().data() + (t * rowsPerToken + r) * width + params.offset;
       for (int64_t i = 0; i < half; ++i) {
         double angle = position * freqs[i];
         double c = std::cos(angle) * scale, s = std::sin(angle) * scale;
         int64_t a = params.style == RopeStyle::Interleaved ? 2 * i : i;
-        int64_t b = params.style == RopeStyle::Interleaved ? 2 * i + 1
-                                                           : i + half;
+        int64_t b =
+            params.style == RopeStyle::Interleaved ? 2 * i + 1 : i + half;
         double xa = row[a], xb = row[b];
         row[a] = static_cast<float>(xa * c - xb * s);
         row[b] = static_cast<float>(xb * c + xa * s);

@@ -27,8 +27,8 @@ TEST(Swiglu, DeepSeekIsSiluTimesUp) {
   // silu(ln 3) * 2 = 1.5 ln 3; silu(0) * 5 = 0.
   Tensor g = floats({2}, {float(kLn3), 0});
   Tensor u = floats({2}, {2, 5});
-  EXPECT_TRUE(allClose(swiglu(g, u, 1.0, std::nullopt, 0.0),
-                       {1.5 * kLn3, 0}, 1e-6));
+  EXPECT_TRUE(
+      allClose(swiglu(g, u, 1.0, std::nullopt, 0.0), {1.5 * kLn3, 0}, 1e-6));
 }
 
 TEST(Swiglu, GptOssClampsAndOffsets) {
@@ -64,13 +64,12 @@ TEST(Situ, LargeBetaTendsToSwiglu) {
   Tensor expected = Tensor::zeros(ElementType::F32, {64});
   for (int i = 0; i < 64; ++i) {
     double x = g.floats()[i];
-    expected.floats()[i] =
-        float(x / (1.0 + std::exp(-x)) * u.floats()[i]);
+    expected.floats()[i] = float(x / (1.0 + std::exp(-x)) * u.floats()[i]);
   }
   EXPECT_TRUE(allClose(situ(g, u, 1e6, 1e6), expected, 1e-5));
-  // With the real bounds large inputs are soft-clipped: |y| < 4 * 25.
+  // With the real bounds large inputs are soft-clipped: |y| <= 4 * 25.
   Tensor big = floats({1}, {1000});
-  EXPECT_LT(maxAbs(situ(big, big, 4.0, 25.0).floats()), 100.0);
+  EXPECT_LE(maxAbs(situ(big, big, 4.0, 25.0).floats()), 100.0);
 }
 
 } // namespace

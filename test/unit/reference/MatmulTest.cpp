@@ -26,9 +26,8 @@ TEST(Matmul, LeadingDimsAreRows) {
   Tensor w = randomTensor(rng, {4, 5});
   Tensor y = matmul(x, w, Tensor());
   EXPECT_EQ(y.shape(), (std::vector<int64_t>{2, 3, 4}));
-  EXPECT_TRUE(allClose(y, matmul(x.reshaped({6, 5}), w, Tensor()).reshaped(
-                              {2, 3, 4}),
-                       0.0));
+  EXPECT_TRUE(allClose(
+      y, matmul(x.reshaped({6, 5}), w, Tensor()).reshaped({2, 3, 4}), 0.0));
 }
 
 TEST(Fp8BlockMatmul, HandValues) {
@@ -46,8 +45,7 @@ TEST(Fp8BlockMatmul, EqualsMatmulWithDequantisedWeight) {
   std::mt19937 rng(12);
   const int64_t n = 7, k = 10, blockN = 3, blockK = 4; // partial edges
   const int64_t scaleRows = 3, scaleCols = 3;
-  Tensor w = randomTensor(rng, {n, k}, -448, 448).castTo(
-      ElementType::F8E4M3FN);
+  Tensor w = randomTensor(rng, {n, k}, -448, 448).castTo(ElementType::F8E4M3FN);
   Tensor scales = randomTensor(rng, {scaleRows, scaleCols}, 1e-3f, 1e-2f);
   Tensor x = randomTensor(rng, {4, k});
   Tensor dense = Tensor::zeros(ElementType::F32, {n, k});
@@ -70,8 +68,7 @@ struct Mxfp4Experts {
   std::vector<Tensor> dense;
 };
 
-Mxfp4Experts randomExperts(std::mt19937 &rng, int64_t e, int64_t n,
-                           int64_t k) {
+Mxfp4Experts randomExperts(std::mt19937 &rng, int64_t e, int64_t n, int64_t k) {
   static const float table[16] = {0,  0.5,  1,  1.5,  2,  3,  4,  6,
                                   -0, -0.5, -1, -1.5, -2, -3, -4, -6};
   std::uniform_int_distribution<int> code(0, 15), byte(120, 130);
@@ -103,12 +100,11 @@ TEST(Mxfp4ExpertMatmul, HandValue) {
   // (= 2), so W = 2 everywhere and y = 2 * sum(x) = 2 * 32 = 64, + bias 1.
   Tensor w = Tensor::fromFloats({1, 1, 32}, std::vector<float>(32, 1.0f),
                                 ElementType::F4E2M1FN);
-  Tensor scales = Tensor::fromFloats({1, 1, 1}, {2.0f},
-                                     ElementType::F8E8M0FNU);
+  Tensor scales = Tensor::fromFloats({1, 1, 1}, {2.0f}, ElementType::F8E8M0FNU);
   Tensor x = floats({1, 32}, std::vector<float>(32, 1.0f));
   Tensor bias = floats({1, 1}, {1});
-  Tensor y = takeValue(mxfp4ExpertMatmul(x, w, scales, ints({1, 2}, {0, -1}),
-                                         Tensor(), bias));
+  Tensor y = takeValue(
+      mxfp4ExpertMatmul(x, w, scales, ints({1, 2}, {0, -1}), Tensor(), bias));
   // Slot 1 is empty and stays zero.
   EXPECT_EQ(y.shape(), (std::vector<int64_t>{1, 2, 1}));
   EXPECT_TRUE(allClose(y, {65, 0}, 0.0));
@@ -133,7 +129,8 @@ TEST(Mxfp4ExpertMatmul, EqualsMatmulWithDequantisedExperts) {
         int64_t id = indices.ints()[t * slots + s];
         if (id < 0)
           continue;
-        const float *row = x.floats().data() + (perSlot ? t * slots + s : t) * k;
+        const float *row =
+            x.floats().data() + (perSlot ? t * slots + s : t) * k;
         Tensor in = floats({1, k}, std::vector<float>(row, row + k));
         Tensor expertBias = floats(
             {n}, std::vector<float>(bias.floats().begin() + id * n,
@@ -160,9 +157,9 @@ TEST(Mxfp4ExpertMatmul, ExpertIdOutOfRangeIsAnError) {
   std::mt19937 rng(14);
   Mxfp4Experts experts = randomExperts(rng, 2, 2, 32);
   Tensor x = randomTensor(rng, {2, 32});
-  std::string message = errorMessage(mxfp4ExpertMatmul(
-      x, experts.values, experts.scales, ints({2, 2}, {0, 1, 1, 2}), Tensor(),
-      Tensor()));
+  std::string message = errorMessage(
+      mxfp4ExpertMatmul(x, experts.values, experts.scales,
+                        ints({2, 2}, {0, 1, 1, 2}), Tensor(), Tensor()));
   EXPECT_NE(message.find("expert id 2"), std::string::npos) << message;
   EXPECT_NE(message.find("[-1, 2)"), std::string::npos) << message;
   message = errorMessage(mxfp4ExpertMatmul(x, experts.values, experts.scales,

@@ -15,8 +15,8 @@ TEST(RmsNorm, HandValues) {
   // Row 1: [2, -2, 2, -2] has rms 2 -> [1, -1, 1, -1]. Then * weight.
   Tensor x = floats({2, 4}, {3, 4, 0, 0, 2, -2, 2, -2});
   Tensor w = floats({4}, {1, 2, 3, 0.5});
-  EXPECT_TRUE(allClose(rmsNorm(x, w, 0.0),
-                       {1.2, 3.2, 0, 0, 1, -2, 3, -0.5}, 1e-6));
+  EXPECT_TRUE(
+      allClose(rmsNorm(x, w, 0.0), {1.2, 3.2, 0, 0, 1, -2, 3, -0.5}, 1e-6));
 }
 
 TEST(RmsNorm, EpsIsAddedToTheMeanSquare) {
@@ -60,9 +60,8 @@ TEST(GatedRmsNorm, SigmoidAndSiluGates) {
   double ln3 = std::log(3.0);
   Tensor gate = floats({1, 4}, {0, float(ln3), 5, 5});
   Tensor w = floats({4}, {1, 2, 1, 1});
-  EXPECT_TRUE(allClose(
-      gatedRmsNorm(x, gate, w, 0.0, GateActivation::Sigmoid),
-      {1.2 * 0.5, 3.2 * 0.75, 0, 0}, 1e-6));
+  EXPECT_TRUE(allClose(gatedRmsNorm(x, gate, w, 0.0, GateActivation::Sigmoid),
+                       {1.2 * 0.5, 3.2 * 0.75, 0, 0}, 1e-6));
   EXPECT_TRUE(allClose(gatedRmsNorm(x, gate, w, 0.0, GateActivation::Silu),
                        {0.0, 3.2 * 0.75 * ln3, 0, 0}, 1e-6));
 }

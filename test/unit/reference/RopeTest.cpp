@@ -41,15 +41,15 @@ TEST(Rope, InterleavedVsHalfSplitByHand) {
   double c0 = std::cos(1.0), s0 = std::sin(1.0);
   double c1 = std::cos(0.1), s1 = std::sin(0.1);
   // Interleaved pairs (0, 1) and (2, 3).
-  EXPECT_TRUE(allClose(rope(x, positions, smallParams(RopeStyle::Interleaved)),
-                       {1 * c0 - 2 * s0, 2 * c0 + 1 * s0, 3 * c1 - 4 * s1,
-                        4 * c1 + 3 * s1},
-                       1e-6));
+  EXPECT_TRUE(allClose(
+      rope(x, positions, smallParams(RopeStyle::Interleaved)),
+      {1 * c0 - 2 * s0, 2 * c0 + 1 * s0, 3 * c1 - 4 * s1, 4 * c1 + 3 * s1},
+      1e-6));
   // Half-split pairs (0, 2) and (1, 3).
-  EXPECT_TRUE(allClose(rope(x, positions, smallParams(RopeStyle::HalfSplit)),
-                       {1 * c0 - 3 * s0, 2 * c1 - 4 * s1, 3 * c0 + 1 * s0,
-                        4 * c1 + 2 * s1},
-                       1e-6));
+  EXPECT_TRUE(allClose(
+      rope(x, positions, smallParams(RopeStyle::HalfSplit)),
+      {1 * c0 - 3 * s0, 2 * c1 - 4 * s1, 3 * c0 + 1 * s0, 4 * c1 + 2 * s1},
+      1e-6));
 }
 
 TEST(Rope, OffsetHeadsAndPositionsPerToken) {

@@ -116,12 +116,11 @@ TEST(MoeRoute, GptOssSoftmaxOverTheSelected) {
   r = moeRoute(logits, Tensor(), params);
   double denominator = 2 * std::exp(3.0) + std::exp(2.0);
   EXPECT_EQ(r.indices.ints(), (std::vector<int64_t>{1, 3, 2, 0, 1, 2}));
-  EXPECT_TRUE(allClose(r.weights,
-                       {std::exp(3.0) / denominator,
-                        std::exp(3.0) / denominator,
-                        std::exp(2.0) / denominator, 1.0 / 3, 1.0 / 3,
-                        1.0 / 3},
-                       1e-6));
+  EXPECT_TRUE(
+      allClose(r.weights,
+               {std::exp(3.0) / denominator, std::exp(3.0) / denominator,
+                std::exp(2.0) / denominator, 1.0 / 3, 1.0 / 3, 1.0 / 3},
+               1e-6));
 }
 
 TEST(MoeRoute, AllEqualScoresPickTheLowestIds) {

@@ -1,4 +1,5 @@
-//===- TestUtils.h - Shared helpers of the reference kernel tests -*- C++ -*-===//
+//===- TestUtils.h - Shared helpers of the reference kernel tests -*- C++
+//-*-===//
 //
 // Seeded random tensors and max-abs-diff comparisons. Everything is
 // deterministic: each test owns its std::mt19937 with a fixed seed.
@@ -48,9 +49,8 @@ inline double maxAbs(const std::vector<float> &a) {
 }
 
 /// Same shape and every |actual - expected| <= tolerance.
-inline ::testing::AssertionResult allClose(const Tensor &actual,
-                                           const Tensor &expected,
-                                           double tolerance) {
+inline ::testing::AssertionResult
+allClose(const Tensor &actual, const Tensor &expected, double tolerance) {
   if (actual.shape() != expected.shape())
     return ::testing::AssertionFailure()
            << "shape " << actual.describe() << " vs " << expected.describe();
@@ -88,8 +88,7 @@ inline ::testing::AssertionResult allClose(const Tensor &actual,
 /// empty tensor returned.
 inline Tensor takeValue(llvm::Expected<Tensor> result) {
   if (!result) {
-    ADD_FAILURE() << "unexpected error: "
-                  << llvm::toString(result.takeError());
+    ADD_FAILURE() << "unexpected error: " << llvm::toString(result.takeError());
     return Tensor();
   }
   return std::move(*result);

@@ -1,0 +1,600 @@
+//===- Evaluator.cpp - Interpreter for lm IR on host tensors --------------===//
+
+#include "compiler/reference/Evaluator.h"
+#include "compiler/reference/Kernels.h"
+
+#include "dialects/lm/LmOps.h"
+
+#include "mlir/Dialect/Arith/IR/Arith.h"
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/Dialect/Tensor/IR/Tensor.h"
+#include "mlir/IR/BuiltinAttributes.h"
+#include "mlir/IR/BuiltinTypes.h"
+#include "llvm/ADT/DenseMap.h"
+#include "llvm/ADT/TypeSwitch.h"
+#include "llvm/Support/FormatVariadic.h"
+
+#include <cmath>
+
+using namespace mlir;
+using namespace daybreak;
+using namespace daybreak::ref;
+using llvm::Expected;
+
+//===----------------------------------------------------------------------===//
+// Types and constants
+//===----------------------------------------------------------------------===//
+
+std::optional<ElementType> ref::toElementType(Type type) {
+  if (type.isF64())
+    return ElementType::F64;
+  if (type.isF32())
+    return ElementType::F32;
+  if (type.isF16())
+    return ElementType::F16;
+  if (type.isBF16())
+    return ElementType::BF16;
+  if (isa<Float8E4M3FNType>(type))
+    return ElementType::F8E4M3FN;
+  if (isa<Float8E8M0FNUType>(type))
+    return ElementType::F8E8M0FNU;
+  if (isa<Float4E2M1FNType>(type))
+    return ElementType::F4E2M1FN;
+  if (type.isInteger(1))
+    return ElementType::I1;
+  if (type.isSignlessInteger(8) || type.isSignedInteger(8))
+    return ElementType::I8;
+  if (type.isUnsignedInteger(8))
+    return ElementType::UI8;
+  if (type.isInteger(32))
+    return ElementType::I32;
+  if (type.isInteger(64) || type.isIndex())
+    return ElementType::I64;
+  return std::nullopt;
+}
+
+static llvm::Error makeError(const llvm::Twine &message) {
+  return llvm::createStringError(llvm::inconvertibleErrorCode(), message);
+}
+
+static std::string describeType(Type type) {
+  std::string s;
+  llvm::raw_string_ostream os(s);
+  os << type;
+  return s;
+}
+
+Expected<Tensor> ref::tensorFromAttr(DenseElementsAttr attr) {
+  auto type = cast<ShapedType>(attr.getType());
+  std::optional<ElementType> elem = toElementType(type.getElementType());
+  if (!elem)
+    return makeError("unsupported constant element type " +
+                     describeType(type.getElementType()));
+  std::vector<int64_t> shape(type.getShape().begin(), type.getShape().end());
+  if (isFloatType(*elem)) {
+    std::vector<float> values;
+    for (APFloat v : attr.getValues<APFloat>())
+      values.push_back(static_cast<float>(v.convertToDouble()));
+    return Tensor::fromFloats(shape, std::move(values), *elem);
+  }
+  std::vector<int64_t> values;
+  for (APInt v : attr.getValues<APInt>())
+    values.push_back(v.getSExtValue());
+  return Tensor::fromInts(shape, std::move(values), *elem);
+}
+
+//===----------------------------------------------------------------------===//
+// Small tensor helpers for the upstream ops
+//===----------------------------------------------------------------------===//
+
+/// Row-major strides of a shape.
+static std::vector<int64_t> stridesOf(const std::vector<int64_t> &shape) {
+  std::vector<int64_t> strides(shape.size(), 1);
+  for (int64_t i = static_cast<int64_t>(shape.size()) - 2; i >= 0; --i)
+    strides[i] = strides[i + 1] * shape[i + 1];
+  return strides;
+}
+
+/// Copies element `from` of `src` to element `to` of `dst` (same kind).
+static void copyElement(const Tensor &src, int64_t from, Tensor &dst,
+                        int64_t to) {
+  if (src.isFloat())
+    dst.floats()[to] = src.floats()[from];
+  else
+    dst.ints()[to] = src.ints()[from];
+}
+
+static Tensor extractSlice(const Tensor &src, ArrayRef<int64_t> offsets,
+                           ArrayRef<int64_t> sizes, ArrayRef<int64_t> steps,
+                           std::vector<int64_t> resultShape) {
+  std::vector<int64_t> full(sizes.begin(), sizes.end());
+  Tensor dst = Tensor::zeros(src.type(), full);
+  std::vector<int64_t> srcStrides = stridesOf(src.shape());
+  std::vector<int64_t> index(full.size(), 0);
+  for (int64_t linear = 0, n = dst.numel(); linear < n; ++linear) {
+    int64_t from = 0;
+    for (size_t d = 0; d < full.size(); ++d)
+      from += (offsets[d] + index[d] * steps[d]) * srcStrides[d];
+    copyElement(src, from, dst, linear);
+    for (int64_t d = static_cast<int64_t>(full.size()) - 1; d >= 0; --d) {
+      if (++index[d] < full[d])
+        break;
+      index[d] = 0;
+    }
+  }
+  return dst.reshaped(std::move(resultShape));
+}
+
+static Tensor concat(ArrayRef<Tensor> inputs, int64_t dim) {
+  std::vector<int64_t> shape = inputs.front().shape();
+  shape[dim] = 0;
+  for (const Tensor &t : inputs)
+    shape[dim] += t.dim(dim);
+  Tensor dst = Tensor::zeros(inputs.front().type(), shape);
+  int64_t outer = 1, inner = 1;
+  for (int64_t d = 0; d < dim; ++d)
+    outer *= shape[d];
+  for (size_t d = dim + 1; d < shape.size(); ++d)
+    inner *= shape[d];
+  int64_t written = 0;
+  for (int64_t o = 0; o < outer; ++o)
+    for (const Tensor &t : inputs) {
+      int64_t chunk = t.dim(dim) * inner;
+      for (int64_t i = 0; i < chunk; ++i)
+        copyElement(t, o * chunk + i, dst, written++);
+    }
+  return dst;
+}
+
+//===----------------------------------------------------------------------===//
+// Interpreter
+//===----------------------------------------------------------------------===//
+
+namespace {
+/// Evaluates the ops of one function body.
+class FrameEvaluator {
+public:
+  FrameEvaluator(Evaluator &parent, ModuleOp module, unsigned depth)
+      : parent(parent), module(module), depth(depth) {}
+
+  Expected<std::vector<Tensor>> run(func::FuncOp func,
+                                    ArrayRef<Tensor> args);
+
+private:
+  /// The tensor bound to `value`, or an empty tensor for a null value (an
+  /// absent optional operand).
+  const Tensor &get(Value value) {
+    static const Tensor absent;
+    if (!value)
+      return absent;
+    return values.find(value)->second;
+  }
+
+  /// Binds `result` to `tensor` after rounding it to the result's element
+  /// type and checking its shape against the declared one.
+  llvm::Error bind(Value result, Tensor tensor);
+  llvm::Error bind(Value result, Expected<Tensor> tensor) {
+    if (!tensor)
+      return tensor.takeError();
+    return bind(result, std::move(*tensor));
+  }
+
+  llvm::Error evaluate(Operation *op);
+  llvm::Error evaluateLm(Operation *op);
+  llvm::Error evaluateUpstream(Operation *op);
+
+  Evaluator &parent;
+  ModuleOp module;
+  unsigned depth;
+  llvm::DenseMap<Value, Tensor> values;
+  std::vector<Tensor> results;
+};
+} // namespace
+
+/// Checks `tensor` against `type`: element type and static dims.
+static llvm::Error checkAgainstType(const Tensor &tensor, Type type,
+                                    const llvm::Twine &what) {
+  auto ranked = dyn_cast<RankedTensorType>(type);
+  if (!ranked)
+    return makeError(what + ": unsupported type " + describeType(type));
+  std::optional<ElementType> elem = toElementType(ranked.getElementType());
+  if (!elem || *elem != tensor.type())
+    return makeError(what + ": expected element type " +
+                     describeType(ranked.getElementType()) + ", got " +
+                     tensor.describe());
+  if (ranked.getRank() != tensor.rank())
+    return makeError(what + ": expected " + describeType(type) + ", got " +
+                     tensor.describe());
+  for (int64_t i = 0; i < ranked.getRank(); ++i)
+    if (!ranked.isDynamicDim(i) && ranked.getDimSize(i) != tensor.dim(i))
+      return makeError(what + ": expected " + describeType(type) + ", got " +
+                       tensor.describe());
+  return llvm::Error::success();
+}
+
+llvm::Error FrameEvaluator::bind(Value result, Tensor tensor) {
+  auto type = cast<RankedTensorType>(result.getType());
+  std::optional<ElementType> elem = toElementType(type.getElementType());
+  if (!elem)
+    return makeError("unsupported result element type " +
+                     describeType(type.getElementType()));
+  if (tensor.isFloat() && isFloatType(*elem) && tensor.type() != *elem)
+    tensor = tensor.castTo(*elem);
+  if (llvm::Error err = checkAgainstType(tensor, type, "result"))
+    return err;
+  values[result] = std::move(tensor);
+  return llvm::Error::success();
+}
+
+Expected<std::vector<Tensor>> FrameEvaluator::run(func::FuncOp func,
+                                                  ArrayRef<Tensor> args) {
+  if (func.isExternal())
+    return makeError("function @" + func.getSymName() + " has no body");
+  FunctionType type = func.getFunctionType();
+  if (args.size() != type.getNumInputs())
+    return makeError(llvm::formatv("function @{0} takes {1} arguments, got {2}",
+                                   func.getSymName(), type.getNumInputs(),
+                                   args.size()));
+  for (auto [i, arg] : llvm::enumerate(args)) {
+    if (llvm::Error err = checkAgainstType(
+            arg, type.getInput(i),
+            llvm::formatv("@{0} argument {1}", func.getSymName(), i)))
+      return std::move(err);
+    values[func.getArgument(i)] = arg;
+  }
+  for (Operation &op : func.getBody().front()) {
+    if (llvm::Error err = evaluate(&op)) {
+      std::string location;
+      llvm::raw_string_ostream os(location);
+      os << op.getLoc();
+      return makeError(llvm::formatv("in @{0}, {1} at {2}: {3}",
+                                     func.getSymName(), op.getName(),
+                                     location, llvm::toString(std::move(err))));
+    }
+  }
+  return std::move(results);
+}
+
+llvm::Error FrameEvaluator::evaluate(Operation *op) {
+  if (isa<lm::LmDialect>(op->getDialect()))
+    return evaluateLm(op);
+  return evaluateUpstream(op);
+}
+
+static double f64(APFloat value) { return value.convertToDouble(); }
+
+static RopeParams ropeParams(lm::RopeOp op) {
+  RopeParams p;
+  p.style = op.getStyle() == lm::RopeStyle::Interleaved ? RopeStyle::Interleaved
+                                                         : RopeStyle::HalfSplit;
+  p.offset = op.getOffset();
+  p.dim = op.getDim();
+  p.theta = f64(op.getTheta());
+  if (std::optional<lm::YarnAttr> yarn = op.getYarn()) {
+    YarnParams y;
+    y.factor = yarn->getFactor().getValueAsDouble();
+    y.originalMaxPositions = yarn->getOriginalMaxPositions();
+    y.betaFast = yarn->getBetaFast().getValueAsDouble();
+    y.betaSlow = yarn->getBetaSlow().getValueAsDouble();
+    y.attentionFactor = yarn->getAttentionFactor().getValueAsDouble();
+    y.truncate = yarn->getTruncate().getValue();
+    p.yarn = y;
+  }
+  return p;
+}
+
+static GateActivation gateActivation(lm::Activation act) {
+  return act == lm::Activation::Silu ? GateActivation::Silu
+                                     : GateActivation::Sigmoid;
+}
+
+static KdaParams kdaParams(double scale, bool l2norm, int64_t chunk = 64) {
+  KdaParams p;
+  p.scale = scale;
+  p.qkL2Norm = l2norm;
+  p.chunkSize = chunk;
+  return p;
+}
+
+llvm::Error FrameEvaluator::evaluateLm(Operation *op) {
+  using namespace lm;
+  return llvm::TypeSwitch<Operation *, llvm::Error>(op)
+      .Case([&](RmsNormOp o) {
+        return bind(o.getResult(), rmsNorm(get(o.getInput()),
+                                           get(o.getWeight()),
+                                           f64(o.getEps())));
+      })
+      .Case([&](LayerNormOp o) {
+        return bind(o.getResult(),
+                    layerNorm(get(o.getInput()), get(o.getWeight()),
+                              get(o.getBias()), f64(o.getEps())));
+      })
+      .Case([&](GatedRmsNormOp o) {
+        return bind(o.getResult(),
+                    gatedRmsNorm(get(o.getInput()), get(o.getGate()),
+                                 get(o.getWeight()), f64(o.getEps()),
+                                 gateActivation(o.getActivation())));
+      })
+      .Case([&](SigmoidOp o) {
+        return bind(o.getResult(), sigmoid(get(o.getInput())));
+      })
+      .Case([&](SiluOp o) {
+        return bind(o.getResult(), silu(get(o.getInput())));
+      })
+      .Case([&](SwigluOp o) {
+        std::optional<double> limit;
+        if (std::optional<APFloat> l = o.getLimit())
+          limit = f64(*l);
+        return bind(o.getResult(),
+                    swiglu(get(o.getGate()), get(o.getUp()),
+                           f64(o.getAlpha()), limit, f64(o.getUpOffset())));
+      })
+      .Case([&](SituOp o) {
+        return bind(o.getResult(),
+                    situ(get(o.getGate()), get(o.getUp()), f64(o.getBeta()),
+                         f64(o.getLinearBeta())));
+      })
+      .Case([&](RopeOp o) {
+        return bind(o.getResult(), rope(get(o.getInput()),
+                                        get(o.getPositions()), ropeParams(o)));
+      })
+      .Case([&](MatmulOp o) {
+        return bind(o.getResult(), matmul(get(o.getInput()),
+                                          get(o.getWeight()), get(o.getBias())));
+      })
+      .Case([&](Fp8MatmulOp o) {
+        ArrayRef<int64_t> block = o.getBlockSize();
+        return bind(o.getResult(),
+                    fp8BlockMatmul(get(o.getInput()), get(o.getWeight()),
+                                   get(o.getScaleInv()), block[0], block[1]));
+      })
+      .Case([&](Mxfp4ExpertMatmulOp o) {
+        return bind(o.getResult(),
+                    mxfp4ExpertMatmul(get(o.getInput()), get(o.getWeight()),
+                                      get(o.getScales()), get(o.getIndices()),
+                                      get(o.getRoutingWeights()),
+                                      get(o.getBias())));
+      })
+      .Case([&](MoeRouteOp o) {
+        RoutingParams p;
+        switch (o.getRouting()) {
+        case lm::RoutingScore::Sigmoid:
+          p.score = ref::RoutingScore::Sigmoid;
+          break;
+        case lm::RoutingScore::Softmax:
+          p.score = ref::RoutingScore::Softmax;
+          break;
+        case lm::RoutingScore::SoftmaxTopK:
+          p.score = ref::RoutingScore::SoftmaxTopK;
+          break;
+        }
+        p.topK = o.getTopK();
+        p.numGroups = o.getNumGroups();
+        p.topKGroups = o.getTopKGroups();
+        p.renormalize = o.getRenormalize();
+        p.scalingFactor = f64(o.getScalingFactor());
+        Routing r = moeRoute(get(o.getLogits()), get(o.getBias()), p);
+        if (llvm::Error err = bind(o.getIndices(), std::move(r.indices)))
+          return err;
+        return bind(o.getWeights(), std::move(r.weights));
+      })
+      .Case([&](AttentionOp o) {
+        AttentionParams p;
+        p.scale = f64(o.getScale());
+        switch (o.getMask()) {
+        case lm::MaskKind::Causal:
+          p.mask = ref::MaskKind::Causal;
+          break;
+        case lm::MaskKind::SlidingWindow:
+          p.mask = ref::MaskKind::SlidingWindow;
+          p.window = *o.getWindow();
+          break;
+        case lm::MaskKind::Bidirectional:
+          p.mask = ref::MaskKind::Bidirectional;
+          break;
+        }
+        return bind(o.getResult(),
+                    attention(get(o.getQ()), get(o.getK()), get(o.getV()), p,
+                              get(o.getSinks()), get(o.getQPositions()),
+                              get(o.getKPositions()), get(o.getQSegments()),
+                              get(o.getKSegments())));
+      })
+      .Case([&](SparseAttentionOp o) {
+        return bind(o.getResult(),
+                    sparseAttention(get(o.getQ()), get(o.getKv()),
+                                    get(o.getIndices()), f64(o.getScale()),
+                                    o.getValueDim(), get(o.getSinks())));
+      })
+      .Case([&](DsaIndexerScoresOp o) {
+        return bind(o.getResult(),
+                    dsaIndexerScores(get(o.getQ()), get(o.getK()),
+                                     get(o.getWeights()), f64(o.getScale())));
+      })
+      .Case([&](DsaIndexSelectOp o) {
+        return bind(o.getResult(), dsaIndexSelect(get(o.getScores()),
+                                                  get(o.getBounds()),
+                                                  o.getTopK()));
+      })
+      .Case([&](ShortConvOp o) {
+        ConvResult r = causalConv1d(
+            get(o.getInput()), get(o.getWeight()), get(o.getState()),
+            o.getActivation() == Activation::Silu ? ConvActivation::Silu
+                                                  : ConvActivation::None);
+        if (llvm::Error err = bind(o.getOutput(), std::move(r.output)))
+          return err;
+        return bind(o.getNewState(), std::move(r.state));
+      })
+      .Case([&](KdaGateOp o) {
+        std::optional<double> bound;
+        if (std::optional<APFloat> b = o.getLowerBound())
+          bound = f64(*b);
+        return bind(o.getResult(), kdaGate(get(o.getRaw()), get(o.getALog()),
+                                           get(o.getDtBias()), bound));
+      })
+      .Case([&](KdaChunkOp o) {
+        KdaResult r = kdaChunk(
+            get(o.getQ()), get(o.getK()), get(o.getV()), get(o.getG()),
+            get(o.getBeta()), get(o.getState()),
+            kdaParams(f64(o.getScale()), o.getQkL2norm(), o.getChunkSize()));
+        if (llvm::Error err = bind(o.getOutput(), std::move(r.output)))
+          return err;
+        return bind(o.getNewState(), std::move(r.state));
+      })
+      .Case([&](KdaStepOp o) {
+        KdaResult r = kdaStep(get(o.getQ()), get(o.getK()), get(o.getV()),
+                              get(o.getG()), get(o.getBeta()),
+                              get(o.getState()),
+                              kdaParams(f64(o.getScale()), o.getQkL2norm()));
+        if (llvm::Error err = bind(o.getOutput(), std::move(r.output)))
+          return err;
+        return bind(o.getNewState(), std::move(r.state));
+      })
+      .Case([&](BlockAttnResOp o) {
+        std::vector<Tensor> sources;
+        for (Value v : o.getSources())
+          sources.push_back(get(v));
+        return bind(o.getResult(),
+                    blockAttnRes(sources, get(o.getNormWeight()),
+                                 get(o.getProj()), f64(o.getEps())));
+      })
+      .Case([&](MhcPreOp o) {
+        MhcPre r = mhcPre(get(o.getStreams()), get(o.getFn()),
+                          get(o.getBase()), get(o.getScale()),
+                          o.getSinkhornIters(), f64(o.getEps()),
+                          f64(o.getNormEps()));
+        if (llvm::Error err = bind(o.getInput(), std::move(r.input)))
+          return err;
+        if (llvm::Error err = bind(o.getPost(), std::move(r.post)))
+          return err;
+        return bind(o.getComb(), std::move(r.comb));
+      })
+      .Case([&](MhcPostOp o) {
+        return bind(o.getResult(), mhcPost(get(o.getStreams()), get(o.getY()),
+                                           get(o.getPost()), get(o.getComb())));
+      })
+      .Case([&](EmbeddingOp o) {
+        return bind(o.getResult(), embedding(get(o.getTable()),
+                                             get(o.getIds())));
+      })
+      .Case([&](CacheWriteOp o) {
+        return bind(o.getResult(), cacheWrite(get(o.getCache()),
+                                              get(o.getValues()),
+                                              get(o.getSlots())));
+      })
+      .Default([&](Operation *) {
+        return makeError("the reference evaluator has no semantics for this "
+                         "op");
+      });
+}
+
+/// Applies a binary float function elementwise to equal-shaped tensors.
+template <typename Fn>
+static Expected<Tensor> elementwise(const Tensor &a, const Tensor &b, Fn fn) {
+  if (a.shape() != b.shape())
+    return makeError("operands of different shapes " + a.describe() + " and " +
+                     b.describe());
+  Tensor out = Tensor::zeros(ElementType::F32, a.shape());
+  for (int64_t i = 0, n = a.numel(); i < n; ++i)
+    out.floats()[i] = fn(a.floats()[i], b.floats()[i]);
+  return out;
+}
+
+llvm::Error FrameEvaluator::evaluateUpstream(Operation *op) {
+  return llvm::TypeSwitch<Operation *, llvm::Error>(op)
+      .Case([&](func::ReturnOp o) {
+        for (Value v : o.getOperands())
+          results.push_back(get(v));
+        return llvm::Error::success();
+      })
+      .Case([&](func::CallOp o) -> llvm::Error {
+        std::vector<Tensor> args;
+        for (Value v : o.getOperands())
+          args.push_back(get(v));
+        if (depth >= 64)
+          return makeError("call depth exceeds 64 (recursion?)");
+        auto callee = module.lookupSymbol<func::FuncOp>(o.getCallee());
+        if (!callee)
+          return makeError("unknown callee @" + o.getCallee());
+        FrameEvaluator frame(parent, module, depth + 1);
+        Expected<std::vector<Tensor>> out = frame.run(callee, args);
+        if (!out)
+          return out.takeError();
+        for (auto [result, tensor] : llvm::zip(o.getResults(), *out))
+          if (llvm::Error err = bind(result, std::move(tensor)))
+            return err;
+        return llvm::Error::success();
+      })
+      .Case([&](arith::ConstantOp o) -> llvm::Error {
+        auto dense = dyn_cast<DenseElementsAttr>(o.getValue());
+        if (!dense)
+          return makeError("only dense tensor constants are supported");
+        return bind(o.getResult(), tensorFromAttr(dense));
+      })
+      .Case([&](arith::AddFOp o) {
+        return bind(o.getResult(),
+                    elementwise(get(o.getLhs()), get(o.getRhs()),
+                                [](float x, float y) { return x + y; }));
+      })
+      .Case([&](arith::SubFOp o) {
+        return bind(o.getResult(),
+                    elementwise(get(o.getLhs()), get(o.getRhs()),
+                                [](float x, float y) { return x - y; }));
+      })
+      .Case([&](arith::MulFOp o) {
+        return bind(o.getResult(),
+                    elementwise(get(o.getLhs()), get(o.getRhs()),
+                                [](float x, float y) { return x * y; }));
+      })
+      .Case([&](arith::DivFOp o) {
+        return bind(o.getResult(),
+                    elementwise(get(o.getLhs()), get(o.getRhs()),
+                                [](float x, float y) { return x / y; }));
+      })
+      .Case([&](arith::NegFOp o) {
+        Tensor out = get(o.getOperand());
+        for (float &v : out.floats())
+          v = -v;
+        return bind(o.getResult(), std::move(out));
+      })
+      .Case([&](tensor::ExtractSliceOp o) -> llvm::Error {
+        if (!o.getOffsets().empty() || !o.getSizes().empty() ||
+            !o.getStrides().empty())
+          return makeError("only static slices are supported");
+        auto type = cast<RankedTensorType>(o.getResult().getType());
+        std::vector<int64_t> shape(type.getShape().begin(),
+                                   type.getShape().end());
+        return bind(o.getResult(),
+                    extractSlice(get(o.getSource()), o.getStaticOffsets(),
+                                 o.getStaticSizes(), o.getStaticStrides(),
+                                 shape));
+      })
+      .Case<tensor::ExpandShapeOp, tensor::CollapseShapeOp>(
+          [&](auto o) -> llvm::Error {
+            const Tensor &src = get(o.getSrc());
+            auto type = cast<RankedTensorType>(o.getResult().getType());
+            if (!type.hasStaticShape())
+              return makeError("only static reshapes are supported");
+            std::vector<int64_t> shape(type.getShape().begin(),
+                                       type.getShape().end());
+            return bind(o.getResult(), src.reshaped(shape));
+          })
+      .Case([&](tensor::ConcatOp o) {
+        std::vector<Tensor> inputs;
+        for (Value v : o.getInputs())
+          inputs.push_back(get(v));
+        return bind(o.getResult(), concat(inputs, o.getDim()));
+      })
+      .Default([&](Operation *) {
+        return makeError("the reference evaluator has no semantics for this "
+                         "op");
+      });
+}
+
+Expected<std::vector<Tensor>> Evaluator::run(llvm::StringRef name,
+                                             llvm::ArrayRef<Tensor> args) {
+  auto func = module.lookupSymbol<func::FuncOp>(name);
+  if (!func)
+    return makeError("no function @" + name + " in the module");
+  FrameEvaluator frame(*this, module, depth);
+  return frame.run(func, args);
+}

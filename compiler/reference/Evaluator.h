@@ -1,0 +1,58 @@
+//===- Evaluator.h - Interpreter for lm IR on host tensors ------*- C++ -*-===//
+//
+// Executes a func.func of lm IR op by op with the reference kernels of
+// Kernels.h: the oracle for whole functions. Besides the lm ops it runs the
+// handful of upstream ops the model builders emit around them (func.call and
+// return, arith constants and elementwise float arithmetic on tensors,
+// tensor slices, reshapes and concatenation). Each result is rounded to its
+// declared element type, so a bf16 function is evaluated with bf16
+// rounding between ops and fp32/fp64 inside them.
+//
+// An Evaluator holds a reference to the module; it is not thread-safe, but
+// separate Evaluators may run concurrently.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef DAYBREAK_COMPILER_REFERENCE_EVALUATOR_H
+#define DAYBREAK_COMPILER_REFERENCE_EVALUATOR_H
+
+#include "compiler/reference/Tensor.h"
+
+#include "mlir/IR/BuiltinOps.h"
+#include "llvm/Support/Error.h"
+
+#include <optional>
+#include <vector>
+
+namespace mlir {
+class DenseElementsAttr;
+class Type;
+} // namespace mlir
+
+namespace daybreak::ref {
+
+/// The reference element type of an MLIR element type, if it has one.
+std::optional<ElementType> toElementType(mlir::Type type);
+
+/// A tensor holding the values of a dense elements attribute.
+llvm::Expected<Tensor> tensorFromAttr(mlir::DenseElementsAttr attr);
+
+class Evaluator {
+public:
+  explicit Evaluator(mlir::ModuleOp module) : module(module) {}
+
+  /// Runs the function `name` on `args` (checked against its signature:
+  /// element types and static dims) and returns its results. Errors name
+  /// the function, the op and what was wrong.
+  llvm::Expected<std::vector<Tensor>> run(llvm::StringRef name,
+                                          llvm::ArrayRef<Tensor> args);
+
+private:
+  mlir::ModuleOp module;
+  /// Nesting depth of func.call, bounded to reject recursion.
+  unsigned depth = 0;
+};
+
+} // namespace daybreak::ref
+
+#endif // DAYBREAK_COMPILER_REFERENCE_EVALUATOR_H

@@ -1,0 +1,262 @@
+// RUN: daybreak-opt %s -split-input-file -verify-diagnostics
+
+// Tests that a weight must have a static shape.
+// expected-error @+1 {{expects a static weight shape, got 'tensor<?x256xbf16>'}}
+plan.weight @w : tensor<?x256xbf16> {section = 0 : i64, offset = 0 : i64}
+
+// -----
+
+// Tests that a weight section index must not be negative.
+// expected-error @+1 {{expects section >= 0, got -1}}
+plan.weight @w : tensor<256xbf16> {section = -1 : i64, offset = 0 : i64}
+
+// -----
+
+// Tests that a weight offset must be aligned to 64 bytes.
+// expected-error @+1 {{expects a non-negative offset aligned to 64 bytes, got 96}}
+plan.weight @w : tensor<256xbf16> {section = 0 : i64, offset = 96 : i64}
+
+// -----
+
+// Tests that a cache pool must hold at least one layer.
+// expected-error @+1 {{expects layers > 0, got 0}}
+plan.cache_pool @pool {layers = 0 : i64, max_tokens = 1024 : i64,
+    layout = #lm.kv_layout<indexer_key, page_size = 64, feature_dim = 128,
+                           storage = f8E4M3FN, scale_block = 128,
+                           tail_dim = 0, tail = bf16>}
+
+// -----
+
+// Tests that a cache pool's token count must be whole pages.
+// expected-error @+1 {{expects max_tokens to be a positive multiple of the page size 64, got 1000}}
+plan.cache_pool @pool {layers = 2 : i64, max_tokens = 1000 : i64,
+    layout = #lm.kv_layout<indexer_key, page_size = 64, feature_dim = 128,
+                           storage = f8E4M3FN, scale_block = 128,
+                           tail_dim = 0, tail = bf16>}
+
+// -----
+
+// Tests that a kernel must name its entry symbol.
+// expected-error @+1 {{expects a non-empty entry symbol}}
+plan.kernel @k {target = #plan<target cuda>, entry = "", num_args = 1 : i64}
+
+// -----
+
+// Tests that a kernel's argument count must not be negative.
+// expected-error @+1 {{expects num_args >= 0, got -1}}
+plan.kernel @k {target = #plan<target cpu>, entry = "k", num_args = -1 : i64}
+
+// -----
+
+// Tests that a step's arena size must not be negative.
+// expected-error @+1 {{expects arena_size >= 0, got -256}}
+plan.step @decode arena(-256) sizes ["tokens"] {
+^bb0(%tokens: index):
+}
+
+// -----
+
+// Tests that a step names each of its size arguments, no more and no fewer.
+// expected-error @+1 {{expects one name per size argument: 1 arguments, 2 names}}
+plan.step @decode arena(0) sizes ["tokens", "batch"] {
+^bb0(%tokens: index):
+}
+
+// -----
+
+// Tests that a step's size arguments must be of type index.
+// expected-error @+1 {{expects index size arguments, got 'i64'}}
+plan.step @decode arena(0) sizes ["tokens"] {
+^bb0(%tokens: i64):
+}
+
+// -----
+
+// Tests that a buffer gives one size per dynamic dim of its type.
+plan.step @decode arena(1048576) sizes ["tokens"] {
+^bb0(%tokens: index):
+  // expected-error @+1 {{expects one size per dynamic dim of 'memref<?x?xbf16>', got 1}}
+  %h = plan.buffer "hidden" offset(0) (%tokens) : memref<?x?xbf16>
+}
+
+// -----
+
+// Tests that a buffer offset must be aligned to 256 bytes.
+plan.step @decode arena(1048576) sizes ["tokens"] {
+^bb0(%tokens: index):
+  // expected-error @+1 {{expects a non-negative offset aligned to 256 bytes, got 128}}
+  %h = plan.buffer "hidden" offset(128) (%tokens) : memref<?x256xbf16>
+}
+
+// -----
+
+// Tests that a buffer lives only inside a step, which owns the arena.
+// expected-error @+1 {{expects to be inside a plan.step}}
+%h = plan.buffer "hidden" offset(0) : memref<256xbf16>
+
+// -----
+
+// Tests that a statically shaped buffer must end inside the arena.
+plan.step @decode arena(1024) sizes [] {
+  %ok = plan.buffer "fits" offset(512) : memref<256xbf16>
+  // expected-error @+1 {{expects the buffer [768, 1280) inside the arena of 1024 bytes}}
+  %bad = plan.buffer "spills" offset(768) : memref<256xbf16>
+}
+
+// -----
+
+// Tests that a weight view must name a declared weight.
+plan.kernel @norm {target = #plan<target cpu>, entry = "norm", num_args = 1 : i64}
+plan.step @decode arena(0) sizes [] {
+  // expected-error @+1 {{expects 'norm' to name a plan.weight}}
+  %w = plan.weight_ref @norm : memref<256xbf16>
+}
+
+// -----
+
+// Tests that a weight view has the weight's shape and stored element type.
+plan.weight @norm : tensor<256xbf16> {section = 0 : i64, offset = 0 : i64}
+plan.step @decode arena(0) sizes [] {
+  // expected-error @+1 {{expects the view type to match the weight 'tensor<256xbf16>', got 'memref<256xf32>'}}
+  %w = plan.weight_ref @norm : memref<256xf32>
+}
+
+// -----
+
+// Tests that a cache view must name a declared cache pool.
+plan.weight @idx_keys : tensor<256xbf16> {section = 0 : i64, offset = 0 : i64}
+plan.step @decode arena(0) sizes [] {
+  // expected-error @+1 {{expects 'idx_keys' to name a plan.cache_pool}}
+  %c = plan.cache_ref @idx_keys layer(0) : memref<1024x132xi8>
+}
+
+// -----
+
+// Tests that a cache view's layer must be one of the pool's layers.
+plan.cache_pool @idx_keys {layers = 2 : i64, max_tokens = 1024 : i64,
+    layout = #lm.kv_layout<indexer_key, page_size = 64, feature_dim = 128,
+                           storage = f8E4M3FN, scale_block = 128,
+                           tail_dim = 0, tail = bf16>}
+plan.step @decode arena(0) sizes [] {
+  // expected-error @+1 {{expects a layer in [0, 2), got 2}}
+  %c = plan.cache_ref @idx_keys layer(2) : memref<1024x132xi8>
+}
+
+// -----
+
+// Tests that a cache view covers max_tokens rows of bytes_per_token bytes
+// (128 FP8 values + one f32 scale = 132 bytes here).
+plan.cache_pool @idx_keys {layers = 2 : i64, max_tokens = 1024 : i64,
+    layout = #lm.kv_layout<indexer_key, page_size = 64, feature_dim = 128,
+                           storage = f8E4M3FN, scale_block = 128,
+                           tail_dim = 0, tail = bf16>}
+plan.step @decode arena(0) sizes [] {
+  // expected-error @+1 {{expects memref<1024x132xi8> for the pool's layer, got 'memref<1024x128xi8>'}}
+  %c = plan.cache_ref @idx_keys layer(0) : memref<1024x128xi8>
+}
+
+// -----
+
+// Tests that a launch grid has no dims and exactly three extents.
+plan.kernel @k {target = #plan<target cuda>, entry = "k", num_args = 1 : i64}
+plan.step @decode arena(1048576) sizes ["tokens"] {
+^bb0(%tokens: index):
+  %h = plan.buffer "hidden" offset(0) (%tokens) : memref<?x256xbf16>
+  // expected-error @+1 {{expects a grid map with no dims and three results, got affine_map<()[s0] -> (s0, 1)>}}
+  plan.launch @k [%tokens] grid affine_map<()[s0] -> (s0, 1)> block [256, 1, 1]
+      smem 0 (%h) : memref<?x256xbf16>
+}
+
+// -----
+
+// Tests that a launch grid has one symbol per size operand.
+plan.kernel @k {target = #plan<target cuda>, entry = "k", num_args = 1 : i64}
+plan.step @decode arena(1048576) sizes ["tokens", "batch"] {
+^bb0(%tokens: index, %batch: index):
+  %h = plan.buffer "hidden" offset(0) (%tokens) : memref<?x256xbf16>
+  // expected-error @+1 {{expects one grid symbol per size operand: 1 symbols, 2 sizes}}
+  plan.launch @k [%tokens, %batch] grid affine_map<()[s0] -> (s0, 1, 1)>
+      block [256, 1, 1] smem 0 (%h) : memref<?x256xbf16>
+}
+
+// -----
+
+// Tests that a launch block has three positive extents.
+plan.kernel @k {target = #plan<target cuda>, entry = "k", num_args = 1 : i64}
+plan.step @decode arena(1048576) sizes ["tokens"] {
+^bb0(%tokens: index):
+  %h = plan.buffer "hidden" offset(0) (%tokens) : memref<?x256xbf16>
+  // expected-error @+1 {{expects a block of three positive extents}}
+  plan.launch @k [%tokens] grid affine_map<()[s0] -> (s0, 1, 1)> block [256, 0, 1]
+      smem 0 (%h) : memref<?x256xbf16>
+}
+
+// -----
+
+// Tests that a launch block has at most 1024 threads.
+plan.kernel @k {target = #plan<target cuda>, entry = "k", num_args = 1 : i64}
+plan.step @decode arena(1048576) sizes ["tokens"] {
+^bb0(%tokens: index):
+  %h = plan.buffer "hidden" offset(0) (%tokens) : memref<?x256xbf16>
+  // expected-error @+1 {{expects at most 1024 threads per block, got 2048}}
+  plan.launch @k [%tokens] grid affine_map<()[s0] -> (s0, 1, 1)> block [256, 8, 1]
+      smem 0 (%h) : memref<?x256xbf16>
+}
+
+// -----
+
+// Tests that a launch's dynamic shared memory must not be negative.
+plan.kernel @k {target = #plan<target cuda>, entry = "k", num_args = 1 : i64}
+plan.step @decode arena(1048576) sizes ["tokens"] {
+^bb0(%tokens: index):
+  %h = plan.buffer "hidden" offset(0) (%tokens) : memref<?x256xbf16>
+  // expected-error @+1 {{expects smem >= 0, got -1}}
+  plan.launch @k [%tokens] grid affine_map<()[s0] -> (s0, 1, 1)> block [256, 1, 1]
+      smem -1 (%h) : memref<?x256xbf16>
+}
+
+// -----
+
+// Tests that a launch must name a declared kernel.
+plan.weight @k : tensor<256xbf16> {section = 0 : i64, offset = 0 : i64}
+plan.step @decode arena(1048576) sizes ["tokens"] {
+^bb0(%tokens: index):
+  %h = plan.buffer "hidden" offset(0) (%tokens) : memref<?x256xbf16>
+  // expected-error @+1 {{expects 'k' to name a plan.kernel}}
+  plan.launch @k [%tokens] grid affine_map<()[s0] -> (s0, 1, 1)> block [256, 1, 1]
+      smem 0 (%h) : memref<?x256xbf16>
+}
+
+// -----
+
+// Tests that a launch passes as many arguments as its kernel declares.
+plan.kernel @rms_norm {target = #plan<target cuda>, entry = "rms_norm", num_args = 3 : i64}
+plan.step @decode arena(1048576) sizes ["tokens"] {
+^bb0(%tokens: index):
+  %h = plan.buffer "hidden" offset(0) (%tokens) : memref<?x256xbf16>
+  // expected-error @+1 {{expects 3 arguments for 'rms_norm', got 2}}
+  plan.launch @rms_norm [%tokens] grid affine_map<()[s0] -> (s0, 1, 1)>
+      block [256, 1, 1] smem 0 (%h, %h) : memref<?x256xbf16>, memref<?x256xbf16>
+}
+
+// -----
+
+// Tests that read_back and sample take one buffer and copy takes two.
+plan.step @decode arena(1048576) sizes ["tokens"] {
+^bb0(%tokens: index):
+  %a = plan.buffer "a" offset(0) (%tokens) : memref<?x512xf32>
+  %b = plan.buffer "b" offset(524288) (%tokens) : memref<?x512xf32>
+  // expected-error @+1 {{expects 1 buffer operand(s) for read_back, got 2}}
+  plan.host read_back (%a, %b) : memref<?x512xf32>, memref<?x512xf32>
+}
+
+// -----
+
+// Tests that a host copy is between buffers of one type.
+plan.step @decode arena(1048576) sizes ["tokens"] {
+^bb0(%tokens: index):
+  %a = plan.buffer "a" offset(0) (%tokens) : memref<?x512xf32>
+  %b = plan.buffer "b" offset(524288) (%tokens) : memref<?x256xf32>
+  // expected-error @+1 {{expects a copy between buffers of one type, got 'memref<?x512xf32>' and 'memref<?x256xf32>'}}
+  plan.host copy (%a, %b) : memref<?x512xf32>, memref<?x256xf32>
+}
