@@ -14,11 +14,10 @@ config.excludes = ["CMakeLists.txt", "lit.cfg.py", "lit.site.cfg.py", "unit",
 
 llvm_config.with_system_environment(["HOME", "INCLUDE", "LIB", "TMP", "TEMP"])
 llvm_config.use_default_substitutions()
+# `not` and `count` are found on PATH (Debian keeps them in llvm_tools_dir).
+llvm_config.with_environment("PATH", config.llvm_tools_dir, append_path=True)
 config.environment["FILECHECK_OPTS"] = "--enable-var-scope"
 
 tool_dirs = [config.daybreak_tools_dir, config.llvm_tools_dir]
 tools = ["daybreak-opt", "daybreak-eval"]
 llvm_config.add_tool_substitutions(tools, tool_dirs)
-
-# GoogleTest suites run through lit too, so one target runs everything.
-unit_dir = os.path.join(config.daybreak_obj_root, "test", "unit")

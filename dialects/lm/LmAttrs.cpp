@@ -7,6 +7,8 @@
 #include "mlir/IR/BuiltinTypes.h"
 #include "llvm/ADT/TypeSwitch.h"
 
+#include <cmath>
+
 using namespace mlir;
 using namespace daybreak::lm;
 
@@ -27,7 +29,8 @@ YarnAttr::verify(function_ref<InFlightDiagnostic()> emitError,
                  FloatAttr factor, int64_t originalMaxPositions,
                  FloatAttr betaFast, FloatAttr betaSlow,
                  FloatAttr attentionFactor, BoolAttr truncate) {
-  if (factor.getValueAsDouble() < 1.0)
+  if (!(factor.getValueAsDouble() >= 1.0) ||
+      !std::isfinite(factor.getValueAsDouble()))
     return emitError() << "expects a YaRN factor >= 1, got "
                        << factor.getValueAsDouble();
   if (originalMaxPositions <= 0)
@@ -38,7 +41,8 @@ YarnAttr::verify(function_ref<InFlightDiagnostic()> emitError,
     return emitError() << "expects beta_fast > beta_slow > 0, got "
                        << betaFast.getValueAsDouble() << " and "
                        << betaSlow.getValueAsDouble();
-  if (attentionFactor.getValueAsDouble() <= 0.0)
+  if (!(attentionFactor.getValueAsDouble() > 0.0) ||
+      !std::isfinite(attentionFactor.getValueAsDouble()))
     return emitError() << "expects attention_factor > 0, got "
                        << attentionFactor.getValueAsDouble();
   return success();

@@ -12,6 +12,8 @@
 #include "mlir/IR/BuiltinTypes.h"
 #include "mlir/IR/OpImplementation.h"
 
+#include <cmath>
+
 using namespace mlir;
 using namespace daybreak::lm;
 
@@ -101,9 +103,11 @@ private:
 
 static LogicalResult expectPositive(Operation *op, StringRef name,
                                     double value) {
-  if (value > 0.0)
-    return success();
-  return op->emitOpError("expects ") << name << " > 0, got " << value;
+  if (!(value > 0.0))
+    return op->emitOpError("expects ") << name << " > 0, got " << value;
+  if (!std::isfinite(value))
+    return op->emitOpError("expects a finite ") << name << ", got " << value;
+  return success();
 }
 
 static LogicalResult expectPositive(Operation *op, StringRef name,
@@ -163,6 +167,7 @@ static LogicalResult verifyGlu(Operation *op, Value gate, Value up,
 
 LogicalResult SwigluOp::verify() {
   CHECK(verifyGlu(*this, getGate(), getUp(), getResult()));
+  CHECK(expectPositive(*this, "alpha", getAlpha().convertToDouble()));
   if (std::optional<APFloat> limit = getLimit())
     CHECK(expectPositive(*this, "limit", limit->convertToDouble()));
   return success();
@@ -187,7 +192,7 @@ LogicalResult RopeOp::verify() {
   if (offset < 0)
     return emitOpError("expects offset >= 0, got ") << offset;
   int64_t headDim = ShapeChecker::dimOf(getInput(), -1);
-  if (!ShapedType::isDynamic(headDim) && offset + dim > headDim)
+  if (!ShapedType::isDynamic(headDim) && dim > headDim - offset)
     return emitOpError("expects the rotated slice [")
            << offset << ", " << offset + dim
            << ") inside the last dim of size " << headDim;
@@ -316,6 +321,8 @@ LogicalResult MoeRouteOp::verify() {
              << topK << ") <= the " << selectable
              << " experts in the kept groups";
   }
+  CHECK(expectPositive(*this, "scaling_factor",
+                       getScalingFactor().convertToDouble()));
   for (auto [name, result] :
        {std::pair<StringRef, Value>{"indices", getIndices()},
         {"weights", getWeights()}}) {
@@ -604,13 +611,15 @@ LogicalResult CacheWriteOp::verify() {
     return emitOpError("expects the result type to equal the cache type ")
            << cacheType << ", got " << getResult().getType();
   if (std::optional<KVLayoutAttr> layout = getLayout()) {
+    // The row width is known only when every trailing dim is static.
+    bool staticRow = true;
     int64_t features = 1;
-    for (int64_t i = 1; i < cacheType.getRank(); ++i)
-      features = ShapedType::isDynamic(cacheType.getDimSize(i))
-                     ? ShapedType::kDynamic
-                     : features * cacheType.getDimSize(i);
-    if (!ShapedType::isDynamic(features) &&
-        features != layout->getFeatureDim())
+    for (int64_t i = 1; i < cacheType.getRank(); ++i) {
+      staticRow &= !cacheType.isDynamicDim(i);
+      if (staticRow)
+        features *= cacheType.getDimSize(i);
+    }
+    if (staticRow && features != layout->getFeatureDim())
       return emitOpError("expects the layout's feature_dim (")
              << layout->getFeatureDim() << ") to equal the " << features
              << " values per cache row";

@@ -83,16 +83,21 @@ LogicalResult BufferOp::verify() {
   if (getOffsetAttr().getInt() < 0 || getOffsetAttr().getInt() % kBufferAlignment != 0)
     return emitOpError("expects a non-negative offset aligned to ")
            << kBufferAlignment << " bytes, got " << getOffsetAttr().getInt();
+  if (!type.getElementType().isIntOrFloat())
+    return emitOpError("expects integer or float elements, got ")
+           << type.getElementType();
   auto step = (*this)->getParentOfType<StepOp>();
   if (!step)
     return emitOpError("expects to be inside a plan.step");
   if (type.hasStaticShape()) {
-    int64_t end =
-        getOffsetAttr().getInt() + storedBytes(type.getElementType(), type.getNumElements());
-    if (end > step.getArenaSizeAttr().getInt())
-      return emitOpError("expects the buffer [")
-             << getOffsetAttr().getInt() << ", " << end << ") inside the arena of "
-             << step.getArenaSizeAttr().getInt() << " bytes";
+    int64_t bytes = storedBytes(type.getElementType(), type.getNumElements());
+    int64_t offset = getOffsetAttr().getInt();
+    int64_t arena = step.getArenaSizeAttr().getInt();
+    // offset >= 0 here, so arena - offset cannot overflow.
+    if (bytes > arena - offset)
+      return emitOpError("expects the buffer of ")
+             << bytes << " bytes at offset " << offset
+             << " inside the arena of " << arena << " bytes";
   }
   return success();
 }
@@ -142,8 +147,9 @@ LogicalResult LaunchOp::verify() {
            << grid.getNumSymbols() << " symbols, " << getSizes().size()
            << " sizes";
   ArrayRef<int64_t> block = getBlock();
-  if (block.size() != 3 || llvm::any_of(block, [](int64_t b) { return b <= 0; }))
-    return emitOpError("expects a block of three positive extents");
+  if (block.size() != 3 ||
+      llvm::any_of(block, [](int64_t b) { return b <= 0 || b > 1024; }))
+    return emitOpError("expects a block of three extents in [1, 1024]");
   int64_t threads = block[0] * block[1] * block[2];
   if (threads > 1024)
     return emitOpError("expects at most 1024 threads per block, got ")

@@ -184,7 +184,7 @@ def Plan_LaunchOp : Plan_Op<"launch", [AttrSizedOperandSegments,
                        I64Attr:$smem, Variadic<AnyMemRef>:$args);
   let assemblyFormat = [{
     $kernel `[` $sizes `]` `grid` $grid `block` $block `smem` $smem
-    `(` $args `)` attr-dict `:` type($args)
+    `(` $args `)` attr-dict (`:` type($args)^)?
   }];
   let hasVerifier = 1;
 }

@@ -1514,6 +1514,15 @@ func.func @attention_ods_sinks_bf16(%q: tensor<4x8x64xf32>, %k: tensor<6x2x64xf3
 
 // -----
 
+// Tests that lm.attention (generic form) rejects operandSegmentSizes that disagree with the operands (ODS).
+func.func @attention_ods_segment_sizes(%q: tensor<4x8x64xf32>) {
+  // expected-error @+1 {{'lm.attention' op operand count (3) does not match with the total size (4) specified in attribute 'operandSegmentSizes'}}
+  %r = "lm.attention"(%q, %q, %q) <{mask = #lm<mask causal>, scale = 1.0 : f64, operandSegmentSizes = array<i32: 1, 1, 1, 0, 0, 0, 0, 1>}> : (tensor<4x8x64xf32>, tensor<4x8x64xf32>, tensor<4x8x64xf32>) -> tensor<4x8x64xf32>
+  return
+}
+
+// -----
+
 // Tests that lm.attention rejects an f64 q (ODS: f32, bf16 or f16).
 func.func @attention_ods_q_f64(%q: tensor<4x8x64xf64>, %k: tensor<6x2x64xf32>, %v: tensor<6x2x32xf32>) {
   // expected-error @+1 {{'lm.attention' op operand #0 must be ranked tensor of 32-bit float or bfloat16 type or 16-bit float values, but got 'tensor<4x8x64xf64>'}}
@@ -3032,5 +3041,59 @@ func.func @kv_layout_bad_kind(%cache: tensor<10x2x8xbf16>, %vals: tensor<4x2x8xb
   // expected-error @+2 {{expected one of [key_value, mla_latent, indexer_key] for what a cache holds per token, got: paged}}
   // expected-error @+1 {{failed to parse Lm_KVLayoutAttr parameter 'kind' which is to be a `CacheKind`}}
   %r = lm.cache_write %cache, %vals, %slots {layout = #lm.kv_layout<paged, page_size = 16, feature_dim = 16, storage = bf16, scale_block = 0, tail_dim = 0, tail = bf16>} : (tensor<10x2x8xbf16>, tensor<4x2x8xbf16>, tensor<4xi32>) -> tensor<10x2x8xbf16>
+  return
+}
+
+// -----
+
+// Tests that an infinite eps is rejected.
+func.func @rms_norm_inf_eps(%x: tensor<4x16xf32>, %w: tensor<16xf32>) {
+  // expected-error @+1 {{expects a finite eps, got}}
+  %0 = lm.rms_norm %x, %w {eps = 0x7FF0000000000000 : f64} : (tensor<4x16xf32>, tensor<16xf32>) -> tensor<4x16xf32>
+  return
+}
+
+// -----
+
+// Tests that a NaN YaRN factor is rejected.
+func.func @yarn_nan(%x: tensor<4x32xf32>, %p: tensor<4xi32>) {
+  // expected-error @+1 {{expects a YaRN factor >= 1}}
+  %0 = lm.rope %x, %p half_split {offset = 0 : i64, dim = 16 : i64, theta = 10000.0 : f64, yarn = #lm.yarn<factor = 0x7FF8000000000000 : f64, original_max_positions = 64, beta_fast = 32.0 : f64, beta_slow = 1.0 : f64, attention_factor = 1.0 : f64, truncate = true>} : (tensor<4x32xf32>, tensor<4xi32>) -> tensor<4x32xf32>
+  return
+}
+
+// -----
+
+// Tests that a rotated slice past the end is caught even when offset + dim
+// would overflow.
+func.func @rope_overflow(%x: tensor<4x48xf32>, %p: tensor<4xi32>) {
+  // expected-error @+1 {{expects the rotated slice}}
+  %0 = lm.rope %x, %p half_split {offset = 9223372036854775806 : i64, dim = 2 : i64, theta = 10000.0 : f64} : (tensor<4x48xf32>, tensor<4xi32>) -> tensor<4x48xf32>
+  return
+}
+
+// -----
+
+// Tests that swiglu's alpha and moe_route's scaling factor must be positive.
+func.func @swiglu_alpha(%g: tensor<4x8xf32>, %u: tensor<4x8xf32>) {
+  // expected-error @+1 {{expects alpha > 0, got}}
+  %0 = lm.swiglu %g, %u {alpha = 0x7FF8000000000000 : f64} : (tensor<4x8xf32>, tensor<4x8xf32>) -> tensor<4x8xf32>
+  return
+}
+
+// -----
+
+func.func @route_scale(%l: tensor<4x8xf32>) {
+  // expected-error @+1 {{expects scaling_factor > 0, got}}
+  %i, %w = lm.moe_route %l softmax {top_k = 2 : i64, scaling_factor = -1.0 : f64} : (tensor<4x8xf32>) -> (tensor<4x2xi32>, tensor<4x2xf32>)
+  return
+}
+
+// -----
+
+// Tests that a layout on a cache with a dynamic trailing dim is accepted
+// (the row width is unknown until run time).
+func.func @cache_dynamic_row(%c: tensor<?x?x64xbf16>, %v: tensor<?x?x64xbf16>, %s: tensor<?xi32>) {
+  %0 = lm.cache_write %c, %v, %s {layout = #lm.kv_layout<key_value, page_size = 16, feature_dim = 128, storage = bf16, scale_block = 0, tail_dim = 0, tail = bf16>} : (tensor<?x?x64xbf16>, tensor<?x?x64xbf16>, tensor<?xi32>) -> tensor<?x?x64xbf16>
   return
 }

@@ -99,7 +99,7 @@ plan.step @decode arena(1048576) sizes ["tokens"] {
 // Tests that a statically shaped buffer must end inside the arena.
 plan.step @decode arena(1024) sizes [] {
   %ok = plan.buffer "fits" offset(512) : memref<256xbf16>
-  // expected-error @+1 {{expects the buffer [768, 1280) inside the arena of 1024 bytes}}
+  // expected-error @+1 {{expects the buffer of 512 bytes at offset 768 inside the arena of 1024 bytes}}
   %bad = plan.buffer "spills" offset(768) : memref<256xbf16>
 }
 
@@ -186,7 +186,7 @@ plan.kernel @k {target = #plan<target cuda>, entry = "k", num_args = 1 : i64}
 plan.step @decode arena(1048576) sizes ["tokens"] {
 ^bb0(%tokens: index):
   %h = plan.buffer "hidden" offset(0) (%tokens) : memref<?x256xbf16>
-  // expected-error @+1 {{expects a block of three positive extents}}
+  // expected-error @+1 {{expects a block of three extents in [1, 1024]}}
   plan.launch @k [%tokens] grid affine_map<()[s0] -> (s0, 1, 1)> block [256, 0, 1]
       smem 0 (%h) : memref<?x256xbf16>
 }
@@ -259,4 +259,31 @@ plan.step @decode arena(1048576) sizes ["tokens"] {
   %b = plan.buffer "b" offset(524288) (%tokens) : memref<?x256xf32>
   // expected-error @+1 {{expects a copy between buffers of one type, got 'memref<?x512xf32>' and 'memref<?x256xf32>'}}
   plan.host copy (%a, %b) : memref<?x512xf32>, memref<?x256xf32>
+}
+
+// -----
+
+// Tests that a buffer must hold integer or float elements (their byte size
+// is what the arena check counts).
+plan.step @s arena(4096) sizes [] {
+  // expected-error @+1 {{expects integer or float elements, got 'vector<64xf32>'}}
+  %b = plan.buffer "v" offset(0) : memref<2xvector<64xf32>>
+}
+
+// -----
+
+// Tests that an offset near the top of int64 cannot wrap past the arena
+// check.
+plan.step @s arena(256) sizes [] {
+  // expected-error @+1 {{expects the buffer of 2048 bytes at offset 9223372036854775552 inside the arena of 256 bytes}}
+  %b = plan.buffer "big" offset(9223372036854775552) : memref<512xf32>
+}
+
+// -----
+
+// Tests that an extent too large to multiply safely is rejected on its own.
+plan.kernel @k {target = #plan<target cuda>, entry = "k", num_args = 0 : i64}
+plan.step @s arena(0) sizes [] {
+  // expected-error @+1 {{expects a block of three extents in [1, 1024]}}
+  plan.launch @k [] grid affine_map<() -> (1, 1, 1)> block [4294967296, 4294967296, 1] smem 0 ()
 }

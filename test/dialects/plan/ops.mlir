@@ -47,3 +47,14 @@ plan.step @decode arena(1048576) sizes ["tokens", "batch"] {
   plan.host copy (%h, %o) : memref<?x256xbf16>, memref<?x256xbf16>
   plan.host read_back (%o) : memref<?x256xbf16>
 }
+
+// -----
+
+// Tests that a launch without arguments round-trips.
+plan.kernel @barrier {target = #plan<target cuda>, entry = "barrier", num_args = 0 : i64}
+// CHECK-LABEL: plan.step @sync
+// CHECK: plan.launch @barrier[] grid #{{.*}} block [1, 1, 1] smem 0()
+// CHECK-NOT: :
+plan.step @sync arena(0) sizes [] {
+  plan.launch @barrier [] grid affine_map<() -> (1, 1, 1)> block [1, 1, 1] smem 0 ()
+}
