@@ -28,8 +28,9 @@ uint16_t floatToF16(float value);
 
 /// OCP FP8 E4M3FN: bias 7, no infinities, S.1111.111 is NaN, max 448.
 float e4m3ToFloat(uint8_t bits);
-/// Round-to-nearest-even. Magnitudes above 448 saturate to +-448 when
-/// `saturate` is set, otherwise they become NaN (as PyTorch's cast does).
+/// Round-to-nearest-even. With `saturate`, magnitudes above 448 clamp to
+/// +-448; without it the cast follows PyTorch: values that round to 448
+/// (up to 464) give 448 and anything beyond is NaN.
 uint8_t floatToE4m3(float value, bool saturate = true);
 
 /// OCP FP4 E2M1: a 4-bit code (low nibble), values 0, 0.5, 1, 1.5, 2, 3, 4, 6

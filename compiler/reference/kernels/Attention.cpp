@@ -104,18 +104,9 @@ llvm::Expected<Tensor> sparseAttention(const Tensor &q, const Tensor &kv,
   int64_t tokens = q.dim(0), heads = q.dim(1), qkDim = q.dim(2);
   int64_t keys = kv.dim(0), kvWidth = kv.dim(1);
   int64_t topK = indices.dim(1);
-  for (int64_t t = 0; t < tokens; ++t) {
-    for (int64_t i = 0; i < topK; ++i) {
-      int64_t index = intAt(indices, t * topK + i);
-      if (index < -1 || index >= keys)
-        return llvm::createStringError(
-            llvm::inconvertibleErrorCode(),
-            "sparseAttention: index %lld at query %lld, slot %lld is outside "
-            "[-1, %lld)",
-            static_cast<long long>(index), static_cast<long long>(t),
-            static_cast<long long>(i), static_cast<long long>(keys));
-    }
-  }
+  if (llvm::Error err = detail::checkSlotIndices(
+          indices, keys, "sparseAttention: index", "query"))
+    return std::move(err);
 
   Tensor out = Tensor::zeros(ElementType::F32, {tokens, heads, valueDim});
   std::vector<double> logits;

@@ -10,6 +10,8 @@
 
 #include "compiler/reference/Tensor.h"
 
+#include "llvm/Support/Error.h"
+
 #include <algorithm>
 #include <cmath>
 #include <limits>
@@ -48,6 +50,25 @@ inline std::vector<int64_t> withLastDim(std::vector<int64_t> shape,
 /// tensors; both read as int64_t.
 inline int64_t intAt(const Tensor &t, int64_t i) {
   return t.isFloat() ? static_cast<int64_t>(t.floats()[i]) : t.ints()[i];
+}
+
+/// Checks that every entry of a [rows, slots] index tensor lies in
+/// [-1, limit) (-1 marks an empty slot). The message reads
+/// "<what> X at <row> T, slot S is outside [-1, limit)".
+inline llvm::Error checkSlotIndices(const Tensor &indices, int64_t limit,
+                                    const char *what, const char *row) {
+  int64_t rows = indices.dim(0), slots = indices.dim(1);
+  for (int64_t r = 0; r < rows; ++r)
+    for (int64_t s = 0; s < slots; ++s) {
+      int64_t index = intAt(indices, r * slots + s);
+      if (index < -1 || index >= limit)
+        return llvm::createStringError(
+            llvm::inconvertibleErrorCode(),
+            "%s %lld at %s %lld, slot %lld is outside [-1, %lld)", what,
+            static_cast<long long>(index), row, static_cast<long long>(r),
+            static_cast<long long>(s), static_cast<long long>(limit));
+    }
+  return llvm::Error::success();
 }
 
 /// The `k` best of `candidates` by descending score, ties to the lower index,

@@ -64,18 +64,9 @@ llvm::Expected<Tensor> mxfp4ExpertMatmul(const Tensor &x, const Tensor &w,
   int64_t experts = w.dim(0), n = w.dim(1), k = w.dim(2);
   int64_t tokens = indices.dim(0), slots = indices.dim(1);
   int64_t groups = scales.dim(2);
-  for (int64_t t = 0; t < tokens; ++t) {
-    for (int64_t s = 0; s < slots; ++s) {
-      int64_t expert = intAt(indices, t * slots + s);
-      if (expert < -1 || expert >= experts)
-        return llvm::createStringError(
-            llvm::inconvertibleErrorCode(),
-            "mxfp4ExpertMatmul: expert id %lld at token %lld, slot %lld is "
-            "outside [-1, %lld)",
-            static_cast<long long>(expert), static_cast<long long>(t),
-            static_cast<long long>(s), static_cast<long long>(experts));
-    }
-  }
+  if (llvm::Error err = detail::checkSlotIndices(
+          indices, experts, "mxfp4ExpertMatmul: expert id", "token"))
+    return std::move(err);
 
   bool perSlotInput = x.rank() == 3;
   bool weighted = !routingWeights.empty();
