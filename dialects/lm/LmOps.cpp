@@ -84,9 +84,24 @@ public:
     return success();
   }
 
+  /// Size of dim `dim` (negative counts from the back); dynamic when the
+  /// dim does not exist, so callers may ask before the rank is checked.
   static int64_t dimOf(Value v, int64_t dim) {
     auto type = cast<RankedTensorType>(v.getType());
-    return type.getDimSize(dim < 0 ? dim + type.getRank() : dim);
+    int64_t index = dim < 0 ? dim + type.getRank() : dim;
+    if (index < 0 || index >= type.getRank())
+      return ShapedType::kDynamic;
+    return type.getDimSize(index);
+  }
+
+  /// The first static size among dims that must agree (value, dim), so a
+  /// size fixed by any operand is checked even when others are dynamic.
+  static int64_t firstStatic(
+      std::initializer_list<std::pair<Value, int64_t>> dims) {
+    for (auto [value, dim] : dims)
+      if (value && !ShapedType::isDynamic(dimOf(value, dim)))
+        return dimOf(value, dim);
+    return ShapedType::kDynamic;
   }
 
 private:
@@ -235,7 +250,10 @@ LogicalResult Fp8MatmulOp::verify() {
     return emitOpError("expects block_size of two positive sizes [bn, bk]");
   CHECK(c.rank("scale_inv", getScaleInv(), 2));
   for (int64_t i = 0; i < 2; ++i) {
-    int64_t n = ShapeChecker::dimOf(getWeight(), i);
+    int64_t n = i == 0 ? ShapeChecker::firstStatic(
+                             {{getWeight(), 0}, {getResult(), -1}})
+                       : ShapeChecker::firstStatic(
+                             {{getWeight(), 1}, {getInput(), -1}});
     if (ShapedType::isDynamic(n))
       continue;
     CHECK(c.equals("scale_inv", getScaleInv(), i,
@@ -252,7 +270,7 @@ LogicalResult Mxfp4ExpertMatmulOp::verify() {
   CHECK(c.rank("weight", weight, 3));
   CHECK(c.rank("scales", scales, 3));
   CHECK(c.rank("indices", indices, 2));
-  int64_t k = ShapeChecker::dimOf(weight, 2);
+  int64_t k = ShapeChecker::firstStatic({{weight, 2}, {input, -1}});
   if (!ShapedType::isDynamic(k) && k % 32 != 0)
     return emitOpError("expects the reduction dim K to be a multiple of the "
                        "MXFP4 block of 32, got ")
@@ -305,7 +323,8 @@ LogicalResult MoeRouteOp::verify() {
   if (groups > 1 && getRouting() != RoutingScore::Sigmoid)
     return emitOpError("expects group-limited routing only with sigmoid "
                        "scores");
-  int64_t experts = ShapeChecker::dimOf(logits, 1);
+  int64_t experts =
+      ShapeChecker::firstStatic({{logits, 1}, {getBias(), 0}});
   if (!ShapedType::isDynamic(experts)) {
     if (experts % groups != 0)
       return emitOpError("expects ")
@@ -346,7 +365,8 @@ LogicalResult AttentionOp::verify() {
   CHECK(c.same("k", k, 2, "q", q, 2));
   CHECK(c.same("v", v, 0, "k", k, 0));
   CHECK(c.same("v", v, 1, "k", k, 1));
-  int64_t hq = ShapeChecker::dimOf(q, 1), hkv = ShapeChecker::dimOf(k, 1);
+  int64_t hq = ShapeChecker::dimOf(q, 1);
+  int64_t hkv = ShapeChecker::firstStatic({{k, 1}, {v, 1}});
   if (!ShapedType::isDynamic(hq) && !ShapedType::isDynamic(hkv) &&
       (hkv == 0 || hq % hkv != 0))
     return emitOpError("expects the query heads (")
@@ -392,7 +412,8 @@ LogicalResult SparseAttentionOp::verify() {
   CHECK(c.rank("indices", indices, 2));
   CHECK(c.same("kv", kv, 1, "q", q, 2));
   CHECK(c.same("indices", indices, 0, "q", q, 0));
-  int64_t valueDim = getValueDim(), qkDim = ShapeChecker::dimOf(q, 2);
+  int64_t valueDim = getValueDim();
+  int64_t qkDim = ShapeChecker::firstStatic({{q, 2}, {kv, 1}});
   if (valueDim <= 0 || (!ShapedType::isDynamic(qkDim) && valueDim > qkDim))
     return emitOpError("expects 0 < value_dim <= the query/key dim (")
            << qkDim << "), got " << valueDim;

@@ -3097,3 +3097,52 @@ func.func @cache_dynamic_row(%c: tensor<?x?x64xbf16>, %v: tensor<?x?x64xbf16>, %
   %0 = lm.cache_write %c, %v, %s {layout = #lm.kv_layout<key_value, page_size = 16, feature_dim = 128, storage = bf16, scale_block = 0, tail_dim = 0, tail = bf16>} : (tensor<?x?x64xbf16>, tensor<?x?x64xbf16>, tensor<?xi32>) -> tensor<?x?x64xbf16>
   return
 }
+
+// -----
+
+// Tests that sizes fixed by one operand are checked even when another
+// operand's dim is dynamic: value_dim against the kv width.
+func.func @sparse_dynamic_q(%q: tensor<4x8x?xf32>, %kv: tensor<10x96xf32>, %i: tensor<4x2xi32>) {
+  // expected-error @+1 {{expects 0 < value_dim <= the query/key dim (96), got 128}}
+  %0 = lm.sparse_attention %q, %kv, %i {scale = 0.1 : f64, value_dim = 128 : i64} : (tensor<4x8x?xf32>, tensor<10x96xf32>, tensor<4x2xi32>) -> tensor<4x8x128xf32>
+  return
+}
+
+// -----
+
+// Tests that the MXFP4 block rule uses the input's K when the weight's is
+// dynamic.
+func.func @mxfp4_dynamic_k(%x: tensor<4x48xf32>, %w: tensor<8x128x?xf4E2M1FN>, %s: tensor<8x128x7xf8E8M0FNU>, %i: tensor<4x2xi32>) {
+  // expected-error @+1 {{expects the reduction dim K to be a multiple of the MXFP4 block of 32, got 48}}
+  %0 = lm.mxfp4_expert_matmul %x, %w, %s, %i : (tensor<4x48xf32>, tensor<8x128x?xf4E2M1FN>, tensor<8x128x7xf8E8M0FNU>, tensor<4x2xi32>) -> tensor<4x2x128xf32>
+  return
+}
+
+// -----
+
+// Tests that expert groups are checked against the bias's expert count when
+// the logits' is dynamic.
+func.func @route_dynamic_experts(%l: tensor<?x?xf32>, %b: tensor<10xf32>) {
+  // expected-error @+1 {{expects 10 experts to split into 4 equal groups}}
+  %i, %w = lm.moe_route %l bias %b sigmoid {top_k = 2 : i64, num_groups = 4 : i64, top_k_groups = 2 : i64} : (tensor<?x?xf32>, tensor<10xf32>) -> (tensor<?x2xi32>, tensor<?x2xf32>)
+  return
+}
+
+// -----
+
+// Tests that GQA head sharing uses v's head count when k's is dynamic.
+func.func @attention_dynamic_kv_heads(%q: tensor<4x6x64xf32>, %k: tensor<6x?x64xf32>, %v: tensor<6x4x32xf32>) {
+  // expected-error @+1 {{expects the query heads (6) to be a multiple of the key/value heads (4)}}
+  %0 = lm.attention %q, %k, %v causal {scale = 0.125 : f64} : (tensor<4x6x64xf32>, tensor<6x?x64xf32>, tensor<6x4x32xf32>) -> tensor<4x6x32xf32>
+  return
+}
+
+// -----
+
+// Tests that the FP8 scale grid is checked against the input and result
+// sizes when the weight's are dynamic.
+func.func @fp8_dynamic_weight(%x: tensor<4x300xbf16>, %w: tensor<?x?xf8E4M3FN>, %s: tensor<2x9xf32>) {
+  // expected-error @+1 {{expects scale_inv dim 1 to be 3 (weight dim divided by the block size, rounded up), got 9}}
+  %0 = lm.fp8_matmul %x, %w, %s {block_size = array<i64: 128, 128>} : (tensor<4x300xbf16>, tensor<?x?xf8E4M3FN>, tensor<2x9xf32>) -> tensor<4x200xbf16>
+  return
+}
