@@ -1,0 +1,300 @@
+//===- Safetensors.cpp - Validating reader for .safetensors files ---------===//
+
+#include "runtime/safetensors/Safetensors.h"
+
+#include <nlohmann/json.hpp>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+namespace daybreak::safetensors {
+
+namespace {
+
+/// Real checkpoints have headers of a few MiB at most; a larger length is
+/// almost certainly a corrupt or non-safetensors file.
+constexpr uint64_t kMaxHeaderBytes = 100ull << 20;
+
+struct DTypeInfo {
+  DType dtype;
+  std::string_view name;
+  size_t size;
+};
+
+constexpr DTypeInfo kDTypes[] = {
+    {DType::BF16, "BF16", 2},      {DType::F16, "F16", 2},
+    {DType::F32, "F32", 4},        {DType::F64, "F64", 8},
+    {DType::F8E4M3, "F8_E4M3", 1}, {DType::I8, "I8", 1},
+    {DType::U8, "U8", 1},          {DType::I16, "I16", 2},
+    {DType::I32, "I32", 4},        {DType::I64, "I64", 8},
+    {DType::Bool, "BOOL", 1},
+};
+
+const DTypeInfo &infoOf(DType dtype) {
+  for (const DTypeInfo &info : kDTypes)
+    if (info.dtype == dtype)
+      return info;
+  return kDTypes[0]; // Unreachable: every enumerator is in the table.
+}
+
+/// Closes a descriptor on every return path of `open`.
+struct FdCloser {
+  int fd;
+  ~FdCloser() {
+    if (fd >= 0)
+      ::close(fd);
+  }
+};
+
+/// Builds "<path>: tensor '<name>': <what>".
+std::string tensorError(const std::string &path, const std::string &name,
+                        const std::string &what) {
+  return path + ": tensor '" + name + "': " + what;
+}
+
+/// Checks one header entry and fills `view` (data still relative to the data
+/// area start, in `begin`/`end`).
+Status parseEntry(const std::string &path, const std::string &name,
+                  const nlohmann::json &entry, uint64_t dataSize,
+                  TensorView &view, uint64_t &begin, uint64_t &end) {
+  if (!entry.is_object())
+    return Status::error(tensorError(path, name, "entry is not a JSON object"));
+
+  auto dtypeIt = entry.find("dtype");
+  if (dtypeIt == entry.end())
+    return Status::error(tensorError(path, name, "missing 'dtype'"));
+  if (!dtypeIt->is_string())
+    return Status::error(tensorError(path, name, "'dtype' is not a string"));
+  const std::string &dtypeText = dtypeIt->get_ref<const std::string &>();
+  std::optional<DType> dtype = parseDType(dtypeText);
+  if (!dtype)
+    return Status::error(
+        tensorError(path, name, "unknown dtype '" + dtypeText + "'"));
+
+  auto shapeIt = entry.find("shape");
+  if (shapeIt == entry.end())
+    return Status::error(tensorError(path, name, "missing 'shape'"));
+  if (!shapeIt->is_array())
+    return Status::error(tensorError(path, name, "'shape' is not an array"));
+  std::vector<int64_t> shape;
+  uint64_t elements = 1;
+  bool overflow = false;
+  for (const nlohmann::json &dim : *shapeIt) {
+    if (!dim.is_number_integer())
+      return Status::error(
+          tensorError(path, name, "'shape' holds a non-integer " + dim.dump()));
+    if (dim.is_number_unsigned()) {
+      uint64_t value = dim.get<uint64_t>();
+      if (value > uint64_t(INT64_MAX))
+        return Status::error(tensorError(
+            path, name, "dimension " + std::to_string(value) + " too large"));
+      shape.push_back(int64_t(value));
+    } else {
+      int64_t value = dim.get<int64_t>();
+      if (value < 0)
+        return Status::error(tensorError(
+            path, name, "negative dimension " + std::to_string(value)));
+      shape.push_back(value);
+    }
+    overflow |=
+        __builtin_mul_overflow(elements, uint64_t(shape.back()), &elements);
+  }
+  uint64_t expectedBytes = 0;
+  overflow |= __builtin_mul_overflow(elements, uint64_t(dtypeSize(*dtype)),
+                                     &expectedBytes);
+  if (overflow)
+    return Status::error(tensorError(path, name,
+                                     "shape " + shapeIt->dump() + " of " +
+                                         dtypeText +
+                                         " overflows a 64-bit byte count"));
+
+  auto offsetsIt = entry.find("data_offsets");
+  if (offsetsIt == entry.end())
+    return Status::error(tensorError(path, name, "missing 'data_offsets'"));
+  if (!offsetsIt->is_array() || offsetsIt->size() != 2 ||
+      !(*offsetsIt)[0].is_number_unsigned() ||
+      !(*offsetsIt)[1].is_number_unsigned())
+    return Status::error(
+        tensorError(path, name,
+                    "'data_offsets' is not two non-negative integers: " +
+                        offsetsIt->dump()));
+  begin = (*offsetsIt)[0].get<uint64_t>();
+  end = (*offsetsIt)[1].get<uint64_t>();
+  if (begin > end)
+    return Status::error(tensorError(path, name,
+                                     "data_offsets begin " +
+                                         std::to_string(begin) + " > end " +
+                                         std::to_string(end)));
+  if (end > dataSize)
+    return Status::error(tensorError(path, name,
+                                     "data_offsets [" + std::to_string(begin) +
+                                         ", " + std::to_string(end) +
+                                         ") outside the data area of " +
+                                         std::to_string(dataSize) + " bytes"));
+  if (end - begin != expectedBytes)
+    return Status::error(tensorError(
+        path, name,
+        "shape " + shapeIt->dump() + " of " + dtypeText + " needs " +
+            std::to_string(expectedBytes) + " bytes but data_offsets span " +
+            std::to_string(end - begin)));
+
+  view.name = name;
+  view.dtype = *dtype;
+  view.shape = std::move(shape);
+  view.data = nullptr;
+  view.byteSize = size_t(end - begin);
+  return Status::success();
+}
+
+} // namespace
+
+size_t dtypeSize(DType dtype) { return infoOf(dtype).size; }
+
+std::string_view dtypeName(DType dtype) { return infoOf(dtype).name; }
+
+std::optional<DType> parseDType(std::string_view name) {
+  for (const DTypeInfo &info : kDTypes)
+    if (info.name == name)
+      return info.dtype;
+  return std::nullopt;
+}
+
+File::File(File &&other) noexcept { *this = std::move(other); }
+
+File &File::operator=(File &&other) noexcept {
+  if (this == &other)
+    return *this;
+  reset();
+  mapping = other.mapping;
+  mappingSize = other.mappingSize;
+  tensorList = std::move(other.tensorList);
+  indexByName = std::move(other.indexByName);
+  metadataMap = std::move(other.metadataMap);
+  other.mapping = nullptr;
+  other.mappingSize = 0;
+  other.tensorList.clear();
+  other.indexByName.clear();
+  other.metadataMap.clear();
+  return *this;
+}
+
+File::~File() { reset(); }
+
+void File::reset() {
+  if (mapping)
+    ::munmap(mapping, mappingSize);
+  mapping = nullptr;
+  mappingSize = 0;
+  tensorList.clear();
+  indexByName.clear();
+  metadataMap.clear();
+}
+
+const TensorView *File::find(std::string_view name) const {
+  auto it = indexByName.find(name);
+  return it == indexByName.end() ? nullptr : &tensorList[it->second];
+}
+
+Status File::open(const std::string &path, File &out) {
+  FdCloser fd{::open(path.c_str(), O_RDONLY | O_CLOEXEC)};
+  if (fd.fd < 0)
+    return Status::error(path + ": cannot open: " + std::strerror(errno));
+  struct stat info;
+  if (::fstat(fd.fd, &info) != 0)
+    return Status::error(path + ": cannot stat: " + std::strerror(errno));
+  uint64_t fileSize = uint64_t(info.st_size);
+  if (fileSize < 8)
+    return Status::error(path + ": file is " + std::to_string(fileSize) +
+                         " bytes, shorter than the 8-byte header length");
+
+  File file;
+  void *mapped =
+      ::mmap(nullptr, size_t(fileSize), PROT_READ, MAP_PRIVATE, fd.fd, 0);
+  if (mapped == MAP_FAILED)
+    return Status::error(path + ": cannot mmap: " + std::strerror(errno));
+  file.mapping = mapped;
+  file.mappingSize = size_t(fileSize);
+  const uint8_t *bytes = static_cast<const uint8_t *>(mapped);
+
+  uint64_t headerSize = 0;
+  for (int i = 7; i >= 0; --i)
+    headerSize = (headerSize << 8) | bytes[i];
+  if (headerSize > kMaxHeaderBytes)
+    return Status::error(path + ": header length " +
+                         std::to_string(headerSize) + " exceeds the limit of " +
+                         std::to_string(kMaxHeaderBytes) + " bytes");
+  if (headerSize > fileSize - 8)
+    return Status::error(
+        path + ": header length " + std::to_string(headerSize) +
+        " runs past the end of the " + std::to_string(fileSize) + "-byte file");
+
+  const char *headerBegin = reinterpret_cast<const char *>(bytes + 8);
+  nlohmann::json header =
+      nlohmann::json::parse(headerBegin, headerBegin + headerSize, nullptr,
+                            /*allow_exceptions=*/false);
+  if (header.is_discarded())
+    return Status::error(path + ": header is not valid JSON");
+  if (!header.is_object())
+    return Status::error(path + ": header is not a JSON object");
+
+  const uint8_t *dataArea = bytes + 8 + headerSize;
+  uint64_t dataSize = fileSize - 8 - headerSize;
+  struct Range {
+    uint64_t begin, end;
+    size_t index;
+  };
+  std::vector<Range> ranges;
+  for (const auto &[name, entry] : header.items()) {
+    if (name == "__metadata__") {
+      if (!entry.is_object())
+        return Status::error(path + ": '__metadata__' is not a JSON object");
+      for (const auto &[key, value] : entry.items()) {
+        if (!value.is_string())
+          return Status::error(path + ": '__metadata__' value of '" + key +
+                               "' is not a string: " + value.dump());
+        file.metadataMap[key] = value.get<std::string>();
+      }
+      continue;
+    }
+    TensorView view;
+    uint64_t begin = 0, end = 0;
+    Status status = parseEntry(path, name, entry, dataSize, view, begin, end);
+    if (!status.ok)
+      return status;
+    view.data = dataArea + begin;
+    ranges.push_back({begin, end, file.tensorList.size()});
+    file.indexByName[name] = file.tensorList.size();
+    file.tensorList.push_back(std::move(view));
+  }
+
+  // Sorted by start, a non-empty range overlaps an earlier one exactly when
+  // it starts before the furthest end seen so far.
+  std::sort(ranges.begin(), ranges.end(), [](const Range &a, const Range &b) {
+    return a.begin != b.begin ? a.begin < b.begin : a.end < b.end;
+  });
+  const Range *furthest = nullptr;
+  for (const Range &range : ranges) {
+    if (range.begin == range.end)
+      continue;
+    if (furthest && range.begin < furthest->end)
+      return Status::error(
+          tensorError(path, file.tensorList[range.index].name,
+                      "data_offsets [" + std::to_string(range.begin) + ", " +
+                          std::to_string(range.end) + ") overlap tensor '" +
+                          file.tensorList[furthest->index].name + "' at [" +
+                          std::to_string(furthest->begin) + ", " +
+                          std::to_string(furthest->end) + ")"));
+    if (!furthest || range.end > furthest->end)
+      furthest = &range;
+  }
+
+  out = std::move(file);
+  return Status::success();
+}
+
+} // namespace daybreak::safetensors
