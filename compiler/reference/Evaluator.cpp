@@ -213,6 +213,11 @@ static llvm::Error checkAgainstType(const Tensor &tensor, Type type,
 }
 
 llvm::Error FrameEvaluator::bind(Value result, Tensor tensor) {
+  // Scalars (index sizes, splat values) are rank-0 tensors.
+  if (!isa<RankedTensorType>(result.getType())) {
+    values[result] = std::move(tensor);
+    return llvm::Error::success();
+  }
   auto type = cast<RankedTensorType>(result.getType());
   std::optional<ElementType> elem = toElementType(type.getElementType());
   if (!elem)
@@ -341,6 +346,29 @@ llvm::Error FrameEvaluator::evaluateLm(Operation *op) {
       .Case([&](MatmulOp o) {
         return bind(o.getResult(), matmul(get(o.getInput()),
                                           get(o.getWeight()), get(o.getBias())));
+      })
+      .Case([&](HeadMatmulOp o) {
+        return bind(o.getResult(), headMatmul(get(o.getInput()),
+                                              get(o.getWeight()),
+                                              o.getTransposeWeight()));
+      })
+      .Case([&](Fp8DequantOp o) {
+        ArrayRef<int64_t> block = o.getBlockSize();
+        return bind(o.getResult(), fp8Dequant(get(o.getWeight()),
+                                              get(o.getScaleInv()), block[0],
+                                              block[1]));
+      })
+      .Case([&](ExpertMatmulOp o) {
+        return bind(o.getResult(),
+                    expertMatmul(get(o.getInput()), get(o.getWeight()),
+                                 get(o.getIndices()),
+                                 get(o.getRoutingWeights()), get(o.getBias())));
+      })
+      .Case([&](WeightRefOp o) -> llvm::Error {
+        Expected<const Tensor *> w = parent.weight(o.getWeight());
+        if (!w)
+          return w.takeError();
+        return bind(o.getResult(), **w);
       })
       .Case([&](Fp8MatmulOp o) {
         ArrayRef<int64_t> block = o.getBlockSize();
@@ -525,10 +553,50 @@ llvm::Error FrameEvaluator::evaluateUpstream(Operation *op) {
         return llvm::Error::success();
       })
       .Case([&](arith::ConstantOp o) -> llvm::Error {
-        auto dense = dyn_cast<DenseElementsAttr>(o.getValue());
-        if (!dense)
-          return makeError("only dense tensor constants are supported");
-        return bind(o.getResult(), tensorFromAttr(dense));
+        if (auto dense = dyn_cast<DenseElementsAttr>(o.getValue()))
+          return bind(o.getResult(), tensorFromAttr(dense));
+        if (auto integer = dyn_cast<IntegerAttr>(o.getValue()))
+          return bind(o.getResult(),
+                      Tensor::fromInts({}, {integer.getInt()},
+                                       o.getType().isInteger(32)
+                                           ? ElementType::I32
+                                           : ElementType::I64));
+        return makeError("unsupported constant");
+      })
+      .Case([&](tensor::DimOp o) -> llvm::Error {
+        std::optional<int64_t> dim = o.getConstantIndex();
+        if (!dim)
+          return makeError("only constant dims are supported");
+        return bind(o.getResult(),
+                    Tensor::fromInts({}, {get(o.getSource()).dim(*dim)},
+                                     ElementType::I64));
+      })
+      .Case([&](tensor::SplatOp o) -> llvm::Error {
+        auto type = cast<RankedTensorType>(o.getType());
+        std::vector<int64_t> shape;
+        auto dynamic = o.getDynamicSizes().begin();
+        for (int64_t d : type.getShape())
+          shape.push_back(ShapedType::isDynamic(d) ? get(*dynamic++).ints()[0]
+                                                   : d);
+        const Tensor &scalar = get(o.getInput());
+        std::optional<ElementType> elem = toElementType(type.getElementType());
+        Tensor out = Tensor::zeros(*elem, shape);
+        if (out.isFloat())
+          std::fill(out.floats().begin(), out.floats().end(),
+                    scalar.floats()[0]);
+        else
+          std::fill(out.ints().begin(), out.ints().end(), scalar.ints()[0]);
+        return bind(o.getResult(), std::move(out));
+      })
+      .Case([&](arith::AddIOp o) -> llvm::Error {
+        const Tensor &a = get(o.getLhs()), &b = get(o.getRhs());
+        if (a.shape() != b.shape() || a.isFloat() || b.isFloat())
+          return makeError("integer operands of different shapes " +
+                           a.describe() + " and " + b.describe());
+        Tensor out = a;
+        for (int64_t i = 0, n = a.numel(); i < n; ++i)
+          out.ints()[i] += b.ints()[i];
+        return bind(o.getResult(), std::move(out));
       })
       .Case([&](arith::AddFOp o) {
         return bind(o.getResult(),
@@ -557,27 +625,57 @@ llvm::Error FrameEvaluator::evaluateUpstream(Operation *op) {
         return bind(o.getResult(), std::move(out));
       })
       .Case([&](tensor::ExtractSliceOp o) -> llvm::Error {
-        if (!o.getOffsets().empty() || !o.getSizes().empty() ||
-            !o.getStrides().empty())
-          return makeError("only static slices are supported");
-        auto type = cast<RankedTensorType>(o.getResult().getType());
-        std::vector<int64_t> shape(type.getShape().begin(),
-                                   type.getShape().end());
+        // Dynamic offsets and sizes are index scalars (rank-0 tensors).
+        auto resolve = [&](ArrayRef<OpFoldResult> mixed) {
+          std::vector<int64_t> out;
+          for (OpFoldResult r : mixed) {
+            if (auto attr = dyn_cast<Attribute>(r))
+              out.push_back(cast<IntegerAttr>(attr).getInt());
+            else
+              out.push_back(get(cast<Value>(r)).ints()[0]);
+          }
+          return out;
+        };
+        std::vector<int64_t> offsets = resolve(o.getMixedOffsets());
+        std::vector<int64_t> sizes = resolve(o.getMixedSizes());
+        std::vector<int64_t> strides = resolve(o.getMixedStrides());
+        const Tensor &src = get(o.getSource());
+        for (size_t d = 0; d < sizes.size(); ++d)
+          if (sizes[d] > 0 &&
+              (offsets[d] < 0 ||
+               offsets[d] + (sizes[d] - 1) * strides[d] >= src.dim(d)))
+            return makeError("slice outside the source " + src.describe());
+        // Rank-reducing slices drop unit dims.
+        llvm::SmallBitVector dropped = o.getDroppedDims();
+        std::vector<int64_t> shape;
+        for (size_t d = 0; d < sizes.size(); ++d)
+          if (!dropped.test(d))
+            shape.push_back(sizes[d]);
         return bind(o.getResult(),
-                    extractSlice(get(o.getSource()), o.getStaticOffsets(),
-                                 o.getStaticSizes(), o.getStaticStrides(),
-                                 shape));
+                    extractSlice(src, offsets, sizes, strides, shape));
       })
-      .Case<tensor::ExpandShapeOp, tensor::CollapseShapeOp>(
-          [&](auto o) -> llvm::Error {
-            const Tensor &src = get(o.getSrc());
-            auto type = cast<RankedTensorType>(o.getResult().getType());
-            if (!type.hasStaticShape())
-              return makeError("only static reshapes are supported");
-            std::vector<int64_t> shape(type.getShape().begin(),
-                                       type.getShape().end());
-            return bind(o.getResult(), src.reshaped(shape));
-          })
+      .Case([&](tensor::ExpandShapeOp o) -> llvm::Error {
+        std::vector<int64_t> shape;
+        for (OpFoldResult r : o.getMixedOutputShape()) {
+          if (auto attr = dyn_cast<Attribute>(r))
+            shape.push_back(cast<IntegerAttr>(attr).getInt());
+          else
+            shape.push_back(get(cast<Value>(r)).ints()[0]);
+        }
+        return bind(o.getResult(), get(o.getSrc()).reshaped(shape));
+      })
+      .Case([&](tensor::CollapseShapeOp o) -> llvm::Error {
+        const Tensor &src = get(o.getSrc());
+        std::vector<int64_t> shape;
+        for (const ReassociationIndices &group :
+             o.getReassociationIndices()) {
+          int64_t size = 1;
+          for (int64_t d : group)
+            size *= src.dim(d);
+          shape.push_back(size);
+        }
+        return bind(o.getResult(), src.reshaped(shape));
+      })
       .Case([&](tensor::ConcatOp o) {
         std::vector<Tensor> inputs;
         for (Value v : o.getInputs())
@@ -588,6 +686,27 @@ llvm::Error FrameEvaluator::evaluateUpstream(Operation *op) {
         return makeError("the reference evaluator has no semantics for this "
                          "op");
       });
+}
+
+Expected<const Tensor *> Evaluator::weight(llvm::StringRef name) {
+  auto it = loaded.find(name);
+  if (it != loaded.end())
+    return &it->second;
+  auto decl = module.lookupSymbol<lm::WeightOp>(name);
+  if (!decl)
+    return makeError("no lm.weight @" + name);
+  if (!weights)
+    return makeError("weight @" + name + " needed but no weights were given");
+  std::vector<std::string> sources;
+  for (Attribute a : decl.getSources())
+    sources.push_back(cast<StringAttr>(a).str());
+  Expected<Tensor> value = weights(name, decl.getType(), sources);
+  if (!value)
+    return value.takeError();
+  if (llvm::Error err =
+          checkAgainstType(*value, decl.getType(), "weight @" + name))
+    return std::move(err);
+  return &loaded.emplace(name.str(), std::move(*value)).first->second;
 }
 
 Expected<std::vector<Tensor>> Evaluator::run(llvm::StringRef name,

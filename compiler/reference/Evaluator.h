@@ -21,6 +21,8 @@
 #include "mlir/IR/BuiltinOps.h"
 #include "llvm/Support/Error.h"
 
+#include <functional>
+#include <map>
 #include <optional>
 #include <vector>
 
@@ -37,9 +39,15 @@ std::optional<ElementType> toElementType(mlir::Type type);
 /// A tensor holding the values of a dense elements attribute.
 llvm::Expected<Tensor> tensorFromAttr(mlir::DenseElementsAttr attr);
 
+/// Supplies the value of an `lm.weight` (by symbol name, with its declared
+/// type and checkpoint sources); errors name the weight.
+using WeightProvider = std::function<llvm::Expected<Tensor>(
+    llvm::StringRef name, mlir::Type type, llvm::ArrayRef<std::string> sources)>;
+
 class Evaluator {
 public:
-  explicit Evaluator(mlir::ModuleOp module) : module(module) {}
+  explicit Evaluator(mlir::ModuleOp module, WeightProvider weights = {})
+      : module(module), weights(std::move(weights)) {}
 
   /// Runs the function `name` on `args` (checked against its signature:
   /// element types and static dims) and returns its results. Errors name
@@ -47,8 +55,13 @@ public:
   llvm::Expected<std::vector<Tensor>> run(llvm::StringRef name,
                                           llvm::ArrayRef<Tensor> args);
 
+  /// The value of weight `name`, loaded once through the provider.
+  llvm::Expected<const Tensor *> weight(llvm::StringRef name);
+
 private:
   mlir::ModuleOp module;
+  WeightProvider weights;
+  std::map<std::string, Tensor, std::less<>> loaded;
   /// Nesting depth of func.call, bounded to reject recursion.
   unsigned depth = 0;
 };

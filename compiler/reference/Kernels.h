@@ -122,6 +122,22 @@ llvm::Expected<Tensor> mxfp4ExpertMatmul(const Tensor &x, const Tensor &w,
                                          const Tensor &routingWeights,
                                          const Tensor &bias);
 
+/// Grouped expert matmul over plain float weights w [E, N, K]; the same
+/// routing semantics as mxfp4ExpertMatmul.
+llvm::Expected<Tensor> expertMatmul(const Tensor &x, const Tensor &w,
+                                    const Tensor &indices,
+                                    const Tensor &routingWeights,
+                                    const Tensor &bias);
+
+/// Per-head matmul: x [T, H, K] with w [H, K, N] (or [H, N, K] when
+/// transposeWeight) -> [T, H, N].
+Tensor headMatmul(const Tensor &x, const Tensor &w, bool transposeWeight);
+
+/// w[.., n, k] * scaleInv[.., n / blockN, k / blockK] for an e4m3 weight of
+/// rank 2 or 3 (a leading expert dim indexes the scales too).
+Tensor fp8Dequant(const Tensor &w, const Tensor &scaleInv, int64_t blockN,
+                  int64_t blockK);
+
 //===----------------------------------------------------------------------===//
 // MoE routing (kernels/Routing.cpp)
 //===----------------------------------------------------------------------===//

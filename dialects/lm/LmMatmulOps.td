@@ -97,6 +97,83 @@ def Lm_Mxfp4ExpertMatmulOp : Lm_Op<"mxfp4_expert_matmul",
   let hasVerifier = 1;
 }
 
+def Lm_HeadMatmulOp : Lm_Op<"head_matmul", [Pure]> {
+  let summary = "per-head matmul (MLA absorption)";
+  let description = [{
+    `result[t, h, n] = sum_k input[t, h, k] * weight[h, k, n]` with `weight
+    [H, K, N]`, or `weight[h, n, k]` with `transpose_weight` (`[H, N, K]`).
+    MLA in absorbed form multiplies each query head's nope part by its
+    `W_UK[h]` and each head's latent output by `W_UV[h]`.
+
+    ```mlir
+    %ql = lm.head_matmul %qn, %wuk
+        : (tensor<?x4x32xf32>, tensor<4x32x64xbf16>) -> tensor<?x4x64xf32>
+    %o = lm.head_matmul %ol, %wuv {transpose_weight}
+        : (tensor<?x4x64xf32>, tensor<4x32x64xbf16>) -> tensor<?x4x32xf32>
+    ```
+  }];
+  let arguments = (ins Lm_FloatTensor:$input, Lm_WeightTensor:$weight,
+                       UnitAttr:$transpose_weight);
+  let results = (outs Lm_FloatTensor:$result);
+  let assemblyFormat = [{
+    $input `,` $weight attr-dict `:` functional-type(operands, results)
+  }];
+  let hasVerifier = 1;
+}
+
+def Lm_Fp8DequantOp : Lm_Op<"fp8_dequant", [Pure]> {
+  let summary = "dequantise an FP8 block-scaled weight";
+  let description = [{
+    `result[.., n, k] = weight[.., n, k] * scale_inv[.., n / bn, k / bk]`
+    for a `[N, K]` or `[E, N, K]` E4M3 weight with `block_size = [bn, bk]`.
+    Used on weights only (MLA absorption, stacked experts), so compilation
+    folds it; activations go through `lm.fp8_matmul`.
+
+    ```mlir
+    %w = lm.fp8_dequant %w8, %s {block_size = array<i64: 128, 128>}
+        : (tensor<256x64xf8E4M3FN>, tensor<2x1xf32>) -> tensor<256x64xf32>
+    ```
+  }];
+  let arguments = (ins Lm_Fp8Tensor:$weight, Lm_F32Tensor:$scale_inv,
+                       DenseI64ArrayAttr:$block_size);
+  let results = (outs Lm_FloatTensor:$result);
+  let assemblyFormat = [{
+    $weight `,` $scale_inv attr-dict `:` functional-type(operands, results)
+  }];
+  let hasVerifier = 1;
+}
+
+def Lm_ExpertMatmulOp : Lm_Op<"expert_matmul", [Pure,
+    AttrSizedOperandSegments]> {
+  let summary = "grouped expert matmul over plain (bf16/f16/f32) weights";
+  let description = [{
+    The routing semantics of `lm.mxfp4_expert_matmul` over a stacked
+    `weight [E, N, K]` of a plain float type (DeepSeek's bf16 experts, or
+    FP8 experts after `lm.fp8_dequant`): `y[t, j, n] = sum_k x[t, (j,) k] *
+    weight[indices[t, j], n, k]`; -1 leaves a slot empty; with
+    `routing_weights [T, k]` the result is the weighted sum `[T, N]`.
+
+    ```mlir
+    %g = lm.expert_matmul %x, %wg, %idx
+        : (tensor<?x256xf32>, tensor<8x64x256xbf16>, tensor<?x2xi32>)
+        -> tensor<?x2x64xf32>
+    %y = lm.expert_matmul %a, %wd, %idx weights %rw
+        : (tensor<?x2x64xf32>, tensor<8x256x64xbf16>, tensor<?x2xi32>,
+           tensor<?x2xf32>) -> tensor<?x256xf32>
+    ```
+  }];
+  let arguments = (ins Lm_FloatTensor:$input, Lm_WeightTensor:$weight,
+                       Lm_IndexTensor:$indices,
+                       Optional<Lm_F32Tensor>:$routing_weights,
+                       Optional<Lm_WeightTensor>:$bias);
+  let results = (outs Lm_FloatTensor:$result);
+  let assemblyFormat = [{
+    $input `,` $weight `,` $indices (`weights` $routing_weights^)?
+    (`bias` $bias^)? attr-dict `:` functional-type(operands, results)
+  }];
+  let hasVerifier = 1;
+}
+
 def Lm_MoeRouteOp : Lm_Op<"moe_route", [Pure]> {
   let summary = "MoE router: logits to top-k expert ids and weights";
   let description = [{

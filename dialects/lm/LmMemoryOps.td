@@ -5,6 +5,7 @@
 
 include "dialects/lm/LmAttrs.td"
 include "mlir/Interfaces/SideEffectInterfaces.td"
+include "mlir/IR/SymbolInterfaces.td"
 
 def Lm_EmbeddingOp : Lm_Op<"embedding", [Pure]> {
   let summary = "token embedding lookup";
@@ -23,6 +24,41 @@ def Lm_EmbeddingOp : Lm_Op<"embedding", [Pure]> {
     $table `,` $ids attr-dict `:` functional-type(operands, results)
   }];
   let hasVerifier = 1;
+}
+
+def Lm_WeightOp : Lm_Op<"weight", [Symbol]> {
+  let summary = "a model weight, by name";
+  let description = [{
+    Declares a weight of the model: its type as the checkpoint stores it and,
+    in `sources`, the checkpoint tensors it is made of (several for experts
+    stacked along a new leading dim). Functions read it with
+    `lm.weight_ref`; the weight storage planner decides how it is stored in
+    the artifact.
+
+    ```mlir
+    lm.weight @layers.1.experts.gate : tensor<8x64x256xbf16>
+        {sources = ["model.layers.1.mlp.experts.0.gate_proj.weight",
+                    "model.layers.1.mlp.experts.1.gate_proj.weight"]}
+    ```
+  }];
+  let arguments = (ins SymbolNameAttr:$sym_name,
+                       TypeAttrOf<AnyRankedTensor>:$type,
+                       StrArrayAttr:$sources);
+  let assemblyFormat = "$sym_name `:` $type attr-dict";
+  let hasVerifier = 1;
+}
+
+def Lm_WeightRefOp : Lm_Op<"weight_ref", [Pure,
+    DeclareOpInterfaceMethods<SymbolUserOpInterface>]> {
+  let summary = "the value of a declared weight";
+  let description = [{
+    ```mlir
+    %w = lm.weight_ref @layers.0.q_a_proj : tensor<128x256xbf16>
+    ```
+  }];
+  let arguments = (ins FlatSymbolRefAttr:$weight);
+  let results = (outs AnyRankedTensor:$result);
+  let assemblyFormat = "$weight attr-dict `:` type($result)";
 }
 
 def Lm_CacheWriteOp : Lm_Op<"cache_write", [Pure]> {

@@ -305,6 +305,73 @@ LogicalResult Mxfp4ExpertMatmulOp::verify() {
   return c.same("result", result, -1, "weight", weight, 1);
 }
 
+LogicalResult HeadMatmulOp::verify() {
+  ShapeChecker c(*this);
+  Value input = getInput(), weight = getWeight(), result = getResult();
+  CHECK(c.rank("input", input, 3));
+  CHECK(c.rank("weight", weight, 3));
+  CHECK(c.same("weight", weight, 0, "input", input, 1));
+  int64_t kDim = getTransposeWeight() ? 2 : 1, nDim = getTransposeWeight() ? 1 : 2;
+  CHECK(c.same("weight", weight, kDim, "input", input, 2));
+  CHECK(c.rank("result", result, 3));
+  CHECK(c.same("result", result, 0, "input", input, 0));
+  CHECK(c.same("result", result, 1, "input", input, 1));
+  return c.same("result", result, 2, "weight", weight, nDim);
+}
+
+LogicalResult Fp8DequantOp::verify() {
+  ShapeChecker c(*this);
+  Value weight = getWeight(), scale = getScaleInv();
+  auto type = cast<RankedTensorType>(weight.getType());
+  if (type.getRank() != 2 && type.getRank() != 3)
+    return emitOpError("expects a weight of rank 2 [N, K] or 3 [E, N, K], got ")
+           << type;
+  ArrayRef<int64_t> block = getBlockSize();
+  if (block.size() != 2 || block[0] <= 0 || block[1] <= 0)
+    return emitOpError("expects block_size of two positive sizes [bn, bk]");
+  CHECK(c.rank("scale_inv", scale, type.getRank()));
+  int64_t lead = type.getRank() - 2;
+  if (lead)
+    CHECK(c.same("scale_inv", scale, 0, "weight", weight, 0));
+  for (int64_t i = 0; i < 2; ++i) {
+    int64_t n = ShapeChecker::dimOf(weight, lead + i);
+    if (!ShapedType::isDynamic(n))
+      CHECK(c.equals("scale_inv", scale, lead + i, llvm::divideCeil(n, block[i]),
+                     "weight dim divided by the block size, rounded up"));
+  }
+  return c.sameShape("result", getResult(), "weight", weight);
+}
+
+LogicalResult ExpertMatmulOp::verify() {
+  ShapeChecker c(*this);
+  Value input = getInput(), weight = getWeight(), indices = getIndices();
+  CHECK(c.rank("weight", weight, 3));
+  CHECK(c.rank("indices", indices, 2));
+  auto inType = cast<RankedTensorType>(input.getType());
+  if (inType.getRank() != 2 && inType.getRank() != 3)
+    return emitOpError("expects input of rank 2 [T, K] or 3 [T, k, K], got ")
+           << inType;
+  CHECK(c.same("input", input, 0, "indices", indices, 0));
+  if (inType.getRank() == 3)
+    CHECK(c.same("input", input, 1, "indices", indices, 1));
+  CHECK(c.same("input", input, -1, "weight", weight, 2));
+  if (Value bias = getBias()) {
+    CHECK(c.rank("bias", bias, 2));
+    CHECK(c.same("bias", bias, 0, "weight", weight, 0));
+    CHECK(c.same("bias", bias, 1, "weight", weight, 1));
+  }
+  Value result = getResult();
+  if (Value routing = getRoutingWeights()) {
+    CHECK(c.sameShape("weights", routing, "indices", indices));
+    CHECK(c.rank("result", result, 2));
+  } else {
+    CHECK(c.rank("result", result, 3));
+    CHECK(c.same("result", result, 1, "indices", indices, 1));
+  }
+  CHECK(c.same("result", result, 0, "indices", indices, 0));
+  return c.same("result", result, -1, "weight", weight, 1);
+}
+
 LogicalResult MoeRouteOp::verify() {
   ShapeChecker c(*this);
   Value logits = getLogits();
@@ -616,6 +683,33 @@ LogicalResult EmbeddingOp::verify() {
   CHECK(c.rank("result", getResult(), 2));
   CHECK(c.same("result", getResult(), 0, "ids", getIds(), 0));
   return c.same("result", getResult(), 1, "table", getTable(), 1);
+}
+
+LogicalResult WeightOp::verify() {
+  if (getSources().empty())
+    return emitOpError("expects at least one source tensor name");
+  auto type = cast<RankedTensorType>(getType());
+  if (!type.hasStaticShape())
+    return emitOpError("expects a static weight shape, got ") << type;
+  if (getSources().size() > 1 &&
+      (type.getRank() < 1 ||
+       type.getDimSize(0) != static_cast<int64_t>(getSources().size())))
+    return emitOpError("expects a leading dim equal to the ")
+           << getSources().size() << " stacked sources, got " << type;
+  return success();
+}
+
+LogicalResult
+WeightRefOp::verifySymbolUses(SymbolTableCollection &symbolTable) {
+  auto weight =
+      symbolTable.lookupNearestSymbolFrom<WeightOp>(*this, getWeightAttr());
+  if (!weight)
+    return emitOpError("expects '") << getWeight() << "' to name an lm.weight";
+  if (weight.getType() != getResult().getType())
+    return emitOpError("expects the type of '")
+           << getWeight() << "', " << weight.getType() << ", got "
+           << getResult().getType();
+  return success();
 }
 
 LogicalResult CacheWriteOp::verify() {

@@ -56,16 +56,19 @@ Tensor fp8BlockMatmul(const Tensor &x, const Tensor &w, const Tensor &scaleInv,
   return y;
 }
 
-llvm::Expected<Tensor> mxfp4ExpertMatmul(const Tensor &x, const Tensor &w,
-                                         const Tensor &scales,
-                                         const Tensor &indices,
-                                         const Tensor &routingWeights,
-                                         const Tensor &bias) {
-  int64_t experts = w.dim(0), n = w.dim(1), k = w.dim(2);
+namespace {
+
+/// Grouped expert matmul shared by the plain and MXFP4 forms; `weightAt(e,
+/// j, i)` is expert e's weight [j, i] as a double.
+template <typename WeightFn>
+llvm::Expected<Tensor> groupedExperts(const Tensor &x, const Tensor &indices,
+                                      const Tensor &routingWeights,
+                                      const Tensor &bias, int64_t experts,
+                                      int64_t n, int64_t k, const char *what,
+                                      WeightFn weightAt) {
   int64_t tokens = indices.dim(0), slots = indices.dim(1);
-  int64_t groups = scales.dim(2);
-  if (llvm::Error err = detail::checkSlotIndices(
-          indices, experts, "mxfp4ExpertMatmul: expert id", "token"))
+  if (llvm::Error err =
+          detail::checkSlotIndices(indices, experts, what, "token"))
     return std::move(err);
 
   bool perSlotInput = x.rank() == 3;
@@ -83,14 +86,10 @@ llvm::Expected<Tensor> mxfp4ExpertMatmul(const Tensor &x, const Tensor &w,
         continue; // an empty slot contributes zero
       int64_t slot = t * slots + s;
       const float *in = x.floats().data() + (perSlotInput ? slot : t) * k;
-      const float *values = w.floats().data() + expert * n * k;
-      const float *blockScales = scales.floats().data() + expert * n * groups;
       for (int64_t j = 0; j < n; ++j) {
         double sum = bias.empty() ? 0.0 : bias.floats()[expert * n + j];
-        // An E2M1 value times an E8M0 scale is exact in double.
         for (int64_t i = 0; i < k; ++i)
-          sum += static_cast<double>(in[i]) * values[j * k + i] *
-                 blockScales[j * groups + i / 32];
+          sum += static_cast<double>(in[i]) * weightAt(expert, j, i);
         if (weighted)
           mixed[j] += routingWeights.floats()[slot] * sum;
         else
@@ -101,6 +100,75 @@ llvm::Expected<Tensor> mxfp4ExpertMatmul(const Tensor &x, const Tensor &w,
       for (int64_t j = 0; j < n; ++j)
         y.floats()[t * n + j] = static_cast<float>(mixed[j]);
   }
+  return y;
+}
+
+} // namespace
+
+llvm::Expected<Tensor> mxfp4ExpertMatmul(const Tensor &x, const Tensor &w,
+                                         const Tensor &scales,
+                                         const Tensor &indices,
+                                         const Tensor &routingWeights,
+                                         const Tensor &bias) {
+  int64_t experts = w.dim(0), n = w.dim(1), k = w.dim(2);
+  int64_t groups = scales.dim(2);
+  const std::vector<float> &values = w.floats();
+  const std::vector<float> &blockScales = scales.floats();
+  // An E2M1 value times an E8M0 scale is exact in double.
+  return groupedExperts(x, indices, routingWeights, bias, experts, n, k,
+                        "mxfp4ExpertMatmul: expert id",
+                        [&](int64_t e, int64_t j, int64_t i) {
+                          return double(values[(e * n + j) * k + i]) *
+                                 blockScales[(e * n + j) * groups + i / 32];
+                        });
+}
+
+llvm::Expected<Tensor> expertMatmul(const Tensor &x, const Tensor &w,
+                                    const Tensor &indices,
+                                    const Tensor &routingWeights,
+                                    const Tensor &bias) {
+  int64_t experts = w.dim(0), n = w.dim(1), k = w.dim(2);
+  const std::vector<float> &values = w.floats();
+  return groupedExperts(x, indices, routingWeights, bias, experts, n, k,
+                        "expertMatmul: expert id",
+                        [&](int64_t e, int64_t j, int64_t i) {
+                          return double(values[(e * n + j) * k + i]);
+                        });
+}
+
+Tensor headMatmul(const Tensor &x, const Tensor &w, bool transposeWeight) {
+  int64_t tokens = x.dim(0), heads = x.dim(1), k = x.dim(2);
+  int64_t n = transposeWeight ? w.dim(1) : w.dim(2);
+  Tensor y = Tensor::zeros(ElementType::F32, {tokens, heads, n});
+  const std::vector<float> &weights = w.floats();
+  for (int64_t t = 0; t < tokens; ++t)
+    for (int64_t h = 0; h < heads; ++h) {
+      const float *in = x.floats().data() + (t * heads + h) * k;
+      const float *wh = weights.data() + h * n * k;
+      for (int64_t j = 0; j < n; ++j) {
+        double sum = 0.0;
+        for (int64_t i = 0; i < k; ++i)
+          sum += static_cast<double>(in[i]) *
+                 (transposeWeight ? wh[j * k + i] : wh[i * n + j]);
+        y.floats()[(t * heads + h) * n + j] = static_cast<float>(sum);
+      }
+    }
+  return y;
+}
+
+Tensor fp8Dequant(const Tensor &w, const Tensor &scaleInv, int64_t blockN,
+                  int64_t blockK) {
+  int64_t n = w.dim(-2), k = w.dim(-1);
+  int64_t batches = w.numel() / std::max<int64_t>(n * k, 1);
+  int64_t scaleRows = scaleInv.dim(-2), scaleCols = scaleInv.dim(-1);
+  Tensor y = Tensor::zeros(ElementType::F32, w.shape());
+  for (int64_t b = 0; b < batches; ++b)
+    for (int64_t j = 0; j < n; ++j)
+      for (int64_t i = 0; i < k; ++i)
+        y.floats()[(b * n + j) * k + i] =
+            w.floats()[(b * n + j) * k + i] *
+            scaleInv.floats()[(b * scaleRows + j / blockN) * scaleCols +
+                              i / blockK];
   return y;
 }
 

@@ -1,0 +1,442 @@
+//===- HfConfig.cpp - Hugging Face config.json for supported models -------===//
+//
+// Field readers record only the first problem and let parsing continue with
+// zeros, so the parser reads as a flat list of fields instead of a chain of
+// early returns; the value checks run only once every field was read.
+//
+//===----------------------------------------------------------------------===//
+
+#include "compiler/importers/HfConfig.h"
+
+#include "llvm/ADT/SmallString.h"
+#include "llvm/ADT/Twine.h"
+#include "llvm/Support/JSON.h"
+#include "llvm/Support/MemoryBuffer.h"
+#include "llvm/Support/Path.h"
+
+#include <cmath>
+#include <cstdio>
+#include <string>
+
+using namespace llvm;
+
+namespace daybreak::importers {
+
+namespace {
+
+Error makeError(const Twine &message) {
+  return createStringError(inconvertibleErrorCode(), message);
+}
+
+std::string formatDouble(double value) {
+  char text[32];
+  std::snprintf(text, sizeof(text), "%g", value);
+  return text;
+}
+
+const char *describeKind(const json::Value &value) {
+  switch (value.kind()) {
+  case json::Value::Null:
+    return "null";
+  case json::Value::Boolean:
+    return "a boolean";
+  case json::Value::Number:
+    return "a number";
+  case json::Value::String:
+    return "a string";
+  case json::Value::Array:
+    return "an array";
+  case json::Value::Object:
+    return "an object";
+  }
+  return "?";
+}
+
+/// Reads typed fields of one JSON object. Readers of nested objects share the
+/// first-error slot of their parent, so one message comes out in the end.
+class FieldReader {
+public:
+  FieldReader(const json::Object &object, StringRef path, std::string &error,
+              StringRef prefix = "")
+      : object(object), path(path), error(error), prefix(prefix.str()) {}
+
+  FieldReader nested(const json::Object &child, StringRef key) const {
+    return FieldReader(child, path, error, qualified(key) + ".");
+  }
+
+  /// Null counts as absent: HF writes `"rope_scaling": null` for "none".
+  const json::Value *lookup(StringRef key) const {
+    const json::Value *value = object.get(key);
+    return value && value->kind() != json::Value::Null ? value : nullptr;
+  }
+  bool has(StringRef key) const { return lookup(key) != nullptr; }
+
+  std::optional<int64_t> optionalInteger(StringRef key) {
+    const json::Value *value = lookup(key);
+    if (!value)
+      return std::nullopt;
+    if (std::optional<int64_t> result = value->getAsInteger())
+      return result;
+    wrongType(key, "an integer", *value);
+    return 0;
+  }
+  int64_t integer(StringRef key) {
+    if (!has(key)) {
+      missing(key);
+      return 0;
+    }
+    return *optionalInteger(key);
+  }
+
+  std::optional<double> optionalNumber(StringRef key) {
+    const json::Value *value = lookup(key);
+    if (!value)
+      return std::nullopt;
+    if (std::optional<double> result = value->getAsNumber())
+      return result;
+    wrongType(key, "a number", *value);
+    return 0.0;
+  }
+  double number(StringRef key) {
+    if (!has(key)) {
+      missing(key);
+      return 0.0;
+    }
+    return *optionalNumber(key);
+  }
+
+  std::optional<bool> optionalBoolean(StringRef key) {
+    const json::Value *value = lookup(key);
+    if (!value)
+      return std::nullopt;
+    if (std::optional<bool> result = value->getAsBoolean())
+      return result;
+    wrongType(key, "a boolean", *value);
+    return false;
+  }
+  bool boolean(StringRef key) {
+    if (!has(key)) {
+      missing(key);
+      return false;
+    }
+    return *optionalBoolean(key);
+  }
+
+  std::optional<StringRef> optionalString(StringRef key) {
+    const json::Value *value = lookup(key);
+    if (!value)
+      return std::nullopt;
+    if (std::optional<StringRef> result = value->getAsString())
+      return result;
+    wrongType(key, "a string", *value);
+    return StringRef();
+  }
+  StringRef string(StringRef key) {
+    if (!has(key)) {
+      missing(key);
+      return StringRef();
+    }
+    return *optionalString(key);
+  }
+
+  const json::Object *optionalObject(StringRef key) {
+    const json::Value *value = lookup(key);
+    if (!value)
+      return nullptr;
+    if (const json::Object *result = value->getAsObject())
+      return result;
+    wrongType(key, "an object", *value);
+    return nullptr;
+  }
+
+  const json::Array *array(StringRef key) {
+    const json::Value *value = lookup(key);
+    if (!value) {
+      missing(key);
+      return nullptr;
+    }
+    if (const json::Array *result = value->getAsArray())
+      return result;
+    wrongType(key, "an array", *value);
+    return nullptr;
+  }
+
+  /// Records "field 'key' in <path> <message>" unless `ok`.
+  void check(bool ok, StringRef key, const Twine &message) {
+    if (!ok)
+      fail("field '" + qualified(key) + "' in " + path + " " + message);
+  }
+  void checkPositive(StringRef key, int64_t value) {
+    check(value > 0, key, "must be positive, got " + Twine(value));
+  }
+  void checkPositive(StringRef key, double value) {
+    check(value > 0, key, "must be positive, got " + formatDouble(value));
+  }
+
+  void fail(const Twine &message) {
+    if (error.empty())
+      error = message.str();
+  }
+  bool failed() const { return !error.empty(); }
+  StringRef getPath() const { return path; }
+
+private:
+  std::string qualified(StringRef key) const { return prefix + key.str(); }
+  void missing(StringRef key) {
+    fail("missing field '" + qualified(key) + "' in " + path);
+  }
+  void wrongType(StringRef key, StringRef expected, const json::Value &value) {
+    fail("field '" + qualified(key) + "' in " + path + " must be " + expected +
+         ", not " + describeKind(value));
+  }
+
+  const json::Object &object;
+  StringRef path;
+  std::string &error;
+  std::string prefix;
+};
+
+/// Reads `rope_parameters` (transformers >= 5) or the hub's `rope_scaling`;
+/// sets `ropeTheta` and `yarn`.
+void readRope(FieldReader &reader, DeepseekV32Config &config) {
+  StringRef ropeKey =
+      reader.has("rope_parameters") ? "rope_parameters" : "rope_scaling";
+  const json::Object *rope = reader.optionalObject(ropeKey);
+  std::optional<FieldReader> ropeReader;
+  if (rope)
+    ropeReader.emplace(reader.nested(*rope, ropeKey));
+
+  // rope_parameters carries rope_theta; the hub spelling keeps it top level.
+  if (ropeReader && ropeReader->has("rope_theta"))
+    config.ropeTheta = ropeReader->number("rope_theta");
+  else
+    config.ropeTheta = reader.number("rope_theta");
+  if (!ropeReader)
+    return;
+
+  // Both spellings of the type key occur in the wild, in either object.
+  StringRef typeKey = ropeReader->has("rope_type") ? "rope_type" : "type";
+  StringRef type = ropeReader->string(typeKey);
+  if (reader.failed() || type == "default")
+    return;
+  // Any other scaling would change the rotation angles; refuse rather than
+  // silently compile plain RoPE.
+  ropeReader->check(type == "yarn", typeKey,
+                    "names unsupported RoPE scaling '" + type +
+                        "' (supported: yarn, default)");
+  YarnConfig yarn;
+  yarn.factor = ropeReader->number("factor");
+  ropeReader->check(yarn.factor >= 1.0, "factor",
+                    "must be >= 1, got " + formatDouble(yarn.factor));
+  // Defaults as in transformers' _compute_yarn_parameters.
+  yarn.originalMaxPositions =
+      ropeReader->optionalInteger("original_max_position_embeddings")
+          .value_or(config.maxPositionEmbeddings);
+  ropeReader->checkPositive("original_max_position_embeddings",
+                            yarn.originalMaxPositions);
+  yarn.betaFast = ropeReader->optionalNumber("beta_fast").value_or(32.0);
+  yarn.betaSlow = ropeReader->optionalNumber("beta_slow").value_or(1.0);
+  yarn.mscale = ropeReader->optionalNumber("mscale").value_or(1.0);
+  yarn.mscaleAllDim =
+      ropeReader->optionalNumber("mscale_all_dim").value_or(0.0);
+  config.yarn = yarn;
+}
+
+/// Reads `quantization_config`; only block-scaled FP8 is understood, and any
+/// other scheme is refused because the weights would be misread.
+void readQuantization(FieldReader &reader, DeepseekV32Config &config) {
+  const json::Object *quant = reader.optionalObject("quantization_config");
+  if (!quant)
+    return;
+  FieldReader quantReader = reader.nested(*quant, "quantization_config");
+  StringRef method = quantReader.string("quant_method");
+  if (reader.failed())
+    return;
+  quantReader.check(method == "fp8", "quant_method",
+                    "names unsupported quantization '" + method +
+                        "' (supported: fp8)");
+  if (std::optional<StringRef> fmt = quantReader.optionalString("fmt"))
+    quantReader.check(*fmt == "e4m3", "fmt",
+                      "names unsupported FP8 format '" + *fmt +
+                          "' (supported: e4m3)");
+  const json::Array *block = quantReader.array("weight_block_size");
+  if (reader.failed())
+    return;
+  std::array<int64_t, 2> blockSize = {0, 0};
+  quantReader.check(block->size() == 2, "weight_block_size",
+                    "must have 2 entries, got " + Twine(block->size()));
+  for (size_t i = 0; i < 2 && i < block->size(); ++i) {
+    std::optional<int64_t> entry = (*block)[i].getAsInteger();
+    quantReader.check(entry && *entry > 0, "weight_block_size",
+                      "must hold positive integers");
+    blockSize[i] = entry.value_or(0);
+  }
+  config.fp8BlockSize = blockSize;
+}
+
+/// Checks that the values fit together; runs only on fully read configs so
+/// divisions are safe.
+void validate(FieldReader &reader, const DeepseekV32Config &config) {
+  std::pair<StringRef, int64_t> positives[] = {
+      {"vocab_size", config.vocabSize},
+      {"hidden_size", config.hiddenSize},
+      {"intermediate_size", config.intermediateSize},
+      {"moe_intermediate_size", config.moeIntermediateSize},
+      {"num_hidden_layers", config.numLayers},
+      {"num_attention_heads", config.numHeads},
+      {"q_lora_rank", config.qLoraRank},
+      {"kv_lora_rank", config.kvLoraRank},
+      {"qk_nope_head_dim", config.qkNopeHeadDim},
+      {"qk_rope_head_dim", config.qkRopeHeadDim},
+      {"v_head_dim", config.vHeadDim},
+      {"n_routed_experts", config.numRoutedExperts},
+      {"num_experts_per_tok", config.numExpertsPerTok},
+      {"n_group", config.numGroups},
+      {"topk_group", config.topkGroup},
+      {"index_n_heads", config.indexNumHeads},
+      {"index_head_dim", config.indexHeadDim},
+      {"index_topk", config.indexTopk},
+      {"max_position_embeddings", config.maxPositionEmbeddings},
+  };
+  for (auto [key, value] : positives)
+    reader.checkPositive(key, value);
+  reader.checkPositive("rms_norm_eps", config.rmsNormEps);
+  reader.checkPositive("rope_theta", config.ropeTheta);
+  reader.checkPositive("routed_scaling_factor", config.routedScalingFactor);
+  reader.check(config.numSharedExperts >= 0, "n_shared_experts",
+               "must not be negative, got " + Twine(config.numSharedExperts));
+  reader.check(config.firstKDenseReplace >= 0 &&
+                   config.firstKDenseReplace <= config.numLayers,
+               "first_k_dense_replace",
+               "must be in [0, num_hidden_layers = " + Twine(config.numLayers) +
+                   "], got " + Twine(config.firstKDenseReplace));
+  if (reader.failed())
+    return;
+
+  // RoPE rotates pairs of dimensions.
+  reader.check(config.qkRopeHeadDim % 2 == 0, "qk_rope_head_dim",
+               "must be even, got " + Twine(config.qkRopeHeadDim));
+  // The indexer head is [rope | nope] with the MLA rope width.
+  reader.check(config.indexHeadDim >= config.qkRopeHeadDim, "index_head_dim",
+               "must be >= qk_rope_head_dim (" + Twine(config.qkRopeHeadDim) +
+                   "), got " + Twine(config.indexHeadDim));
+  reader.check(
+      config.numExpertsPerTok <= config.numRoutedExperts, "num_experts_per_tok",
+      "must be <= n_routed_experts (" + Twine(config.numRoutedExperts) +
+          "), got " + Twine(config.numExpertsPerTok));
+  reader.check(config.numRoutedExperts % config.numGroups == 0,
+               "n_routed_experts",
+               "must be divisible by n_group (" + Twine(config.numGroups) +
+                   "), got " + Twine(config.numRoutedExperts));
+  reader.check(config.topkGroup <= config.numGroups, "topk_group",
+               "must be <= n_group (" + Twine(config.numGroups) + "), got " +
+                   Twine(config.topkGroup));
+  if (reader.failed())
+    return;
+  // Group-limited routing picks its top-k among the experts of the kept
+  // groups only; fewer than k there makes the top-k undefined.
+  int64_t reachable =
+      config.topkGroup * (config.numRoutedExperts / config.numGroups);
+  reader.check(config.numExpertsPerTok <= reachable, "num_experts_per_tok",
+               "must be <= topk_group * n_routed_experts / n_group (" +
+                   Twine(reachable) + "), got " +
+                   Twine(config.numExpertsPerTok));
+}
+
+Expected<DeepseekV32Config> parseDeepseekV32(const json::Object &root,
+                                             StringRef path) {
+  std::string error;
+  FieldReader reader(root, path, error);
+  DeepseekV32Config config;
+  config.vocabSize = reader.integer("vocab_size");
+  config.hiddenSize = reader.integer("hidden_size");
+  config.intermediateSize = reader.integer("intermediate_size");
+  config.moeIntermediateSize = reader.integer("moe_intermediate_size");
+  config.numLayers = reader.integer("num_hidden_layers");
+  config.firstKDenseReplace = reader.integer("first_k_dense_replace");
+  config.numHeads = reader.integer("num_attention_heads");
+  config.qLoraRank = reader.integer("q_lora_rank");
+  config.kvLoraRank = reader.integer("kv_lora_rank");
+  config.qkNopeHeadDim = reader.integer("qk_nope_head_dim");
+  config.qkRopeHeadDim = reader.integer("qk_rope_head_dim");
+  config.vHeadDim = reader.integer("v_head_dim");
+  config.numRoutedExperts = reader.integer("n_routed_experts");
+  config.numSharedExperts = reader.integer("n_shared_experts");
+  config.numExpertsPerTok = reader.integer("num_experts_per_tok");
+  config.numGroups = reader.integer("n_group");
+  config.topkGroup = reader.integer("topk_group");
+  config.indexNumHeads = reader.integer("index_n_heads");
+  config.indexHeadDim = reader.integer("index_head_dim");
+  config.indexTopk = reader.integer("index_topk");
+  config.maxPositionEmbeddings = reader.integer("max_position_embeddings");
+  config.rmsNormEps = reader.number("rms_norm_eps");
+  config.routedScalingFactor = reader.number("routed_scaling_factor");
+  config.normTopkProb = reader.boolean("norm_topk_prob");
+  // transformers' PretrainedConfig default; hub configs spell it out anyway.
+  config.tieWordEmbeddings =
+      reader.optionalBoolean("tie_word_embeddings").value_or(false);
+  readRope(reader, config);
+  readQuantization(reader, config);
+  if (!reader.failed())
+    validate(reader, config);
+  if (reader.failed())
+    return makeError(error);
+  return config;
+}
+
+/// Parses `jsonText` and returns its top-level object.
+Expected<json::Value> parseRoot(StringRef jsonText, StringRef path) {
+  Expected<json::Value> value = json::parse(jsonText);
+  if (!value)
+    return makeError("malformed JSON in " + path + ": " +
+                     toString(value.takeError()));
+  if (!value->getAsObject())
+    return makeError("malformed config " + path +
+                     ": top level is not a JSON object");
+  return value;
+}
+
+Expected<DeepseekV32Config> dispatch(const json::Object &root, StringRef path) {
+  std::string error;
+  FieldReader reader(root, path, error);
+  StringRef modelType = reader.string("model_type");
+  if (reader.failed())
+    return makeError(error);
+  if (modelType != "deepseek_v32")
+    return makeError("unsupported model_type '" + modelType + "' in " + path +
+                     " (supported: deepseek_v32)");
+  return parseDeepseekV32(root, path);
+}
+
+} // namespace
+
+double DeepseekV32Config::softmaxScale() const {
+  double scale = 1.0 / std::sqrt(double(qkNopeHeadDim + qkRopeHeadDim));
+  // HF yarn_get_mscale returns 1 for factor <= 1.
+  if (yarn && yarn->mscaleAllDim != 0.0 && yarn->factor > 1.0) {
+    double mscale = 0.1 * yarn->mscaleAllDim * std::log(yarn->factor) + 1.0;
+    scale *= mscale * mscale;
+  }
+  return scale;
+}
+
+Expected<DeepseekV32Config> parseDeepseekV32Config(StringRef jsonText,
+                                                   StringRef path) {
+  Expected<json::Value> root = parseRoot(jsonText, path);
+  if (!root)
+    return root.takeError();
+  return dispatch(*root->getAsObject(), path);
+}
+
+Expected<DeepseekV32Config> loadConfig(StringRef dir) {
+  SmallString<256> path(dir);
+  sys::path::append(path, "config.json");
+  ErrorOr<std::unique_ptr<MemoryBuffer>> buffer =
+      MemoryBuffer::getFile(path, /*IsText=*/true);
+  if (!buffer)
+    return makeError("cannot read " + path + ": " +
+                     buffer.getError().message());
+  return parseDeepseekV32Config((*buffer)->getBuffer(), path);
+}
+
+} // namespace daybreak::importers

@@ -1,0 +1,64 @@
+//===- HfConfig.h - Hugging Face config.json for supported models -*- C++
+//-*-===//
+//
+// Parses and validates a checkpoint's `config.json` into a plain struct, so
+// the importer never reads JSON again and every inconsistent value is
+// reported once, naming the field and the file. Only `deepseek_v32` is
+// supported today. All functions are pure and thread-safe.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef DAYBREAK_COMPILER_IMPORTERS_HFCONFIG_H
+#define DAYBREAK_COMPILER_IMPORTERS_HFCONFIG_H
+
+#include "llvm/ADT/StringRef.h"
+#include "llvm/Support/Error.h"
+
+#include <array>
+#include <cstdint>
+#include <optional>
+
+namespace daybreak::importers {
+
+/// YaRN RoPE scaling, HF field names in the comments.
+struct YarnConfig {
+  double factor;                // factor
+  double mscale;                // mscale (default 1)
+  double mscaleAllDim;          // mscale_all_dim (default 0)
+  double betaFast;              // beta_fast (default 32)
+  double betaSlow;              // beta_slow (default 1)
+  int64_t originalMaxPositions; // original_max_position_embeddings
+};
+
+/// The fields of a `deepseek_v32` config.json the compiler uses.
+struct DeepseekV32Config {
+  int64_t vocabSize, hiddenSize, intermediateSize, moeIntermediateSize,
+      numLayers, firstKDenseReplace, numHeads, qLoraRank, kvLoraRank,
+      qkNopeHeadDim, qkRopeHeadDim, vHeadDim, numRoutedExperts,
+      numSharedExperts, numExpertsPerTok, numGroups, topkGroup, indexNumHeads,
+      indexHeadDim, indexTopk, maxPositionEmbeddings;
+  double rmsNormEps, ropeTheta, routedScalingFactor;
+  bool normTopkProb, tieWordEmbeddings;
+  /// rope_scaling / rope_parameters with type|rope_type "yarn".
+  std::optional<YarnConfig> yarn;
+  /// quantization_config {quant_method "fp8", weight_block_size}.
+  std::optional<std::array<int64_t, 2>> fp8BlockSize;
+
+  /// MLA softmax scale: (nope+rope)^-0.5 * mscale^2 where
+  /// mscale = 0.1*mscale_all_dim*ln(factor)+1 when yarn and
+  /// mscale_all_dim != 0 (HF yarn_apply_mscale).
+  double softmaxScale() const;
+};
+
+/// Parses `jsonText`; `path` only names the file in error messages.
+llvm::Expected<DeepseekV32Config>
+parseDeepseekV32Config(llvm::StringRef jsonText, llvm::StringRef path);
+
+/// Reads <dir>/config.json, dispatches on model_type; anything but
+/// "deepseek_v32" is an error "unsupported model_type 'X' in <path>
+/// (supported: deepseek_v32)".
+llvm::Expected<DeepseekV32Config> loadConfig(llvm::StringRef dir);
+
+} // namespace daybreak::importers
+
+#endif // DAYBREAK_COMPILER_IMPORTERS_HFCONFIG_H

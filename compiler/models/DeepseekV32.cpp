@@ -1,0 +1,638 @@
+//===- DeepseekV32.cpp - lm IR for DeepSeek-V3.2 (DSA) --------------------===//
+//
+// The math follows models.md section 1 and transformers' DeepseekV32: pre-norm
+// blocks; MLA with q-LoRA, interleaved YaRN RoPE on the last qk_rope dims of
+// q and on the shared rope key; the lightning indexer (half-split RoPE on the
+// first qk_rope dims of each head, LayerNorm with bias on the key, ReLU
+// scores weighted per head); top-k = min(index_topk, causal length); MoE
+// with sigmoid + correction-bias group-limited routing and a shared expert.
+//
+//===----------------------------------------------------------------------===//
+
+#include "compiler/models/DeepseekV32.h"
+
+#include "dialects/lm/LmOps.h"
+
+#include "mlir/Dialect/Arith/IR/Arith.h"
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/Dialect/Tensor/IR/Tensor.h"
+#include "mlir/IR/Builders.h"
+#include "llvm/Support/FormatVariadic.h"
+
+#include <cmath>
+
+using namespace mlir;
+using namespace daybreak;
+using namespace daybreak::models;
+using importers::DeepseekV32Config;
+using safetensors::DType;
+
+namespace {
+
+constexpr int64_t kDyn = ShapedType::kDynamic;
+
+int64_t ceilDiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
+
+/// Emits the ops of one function; weights are declared once per module.
+class Emitter {
+public:
+  Emitter(ModuleOp module, const DeepseekV32Config &config,
+          const importers::Checkpoint &checkpoint)
+      : module(module), config(config), checkpoint(checkpoint),
+        b(module.getContext()), loc(b.getUnknownLoc()) {}
+
+  llvm::Error buildFunction(StringRef name, int64_t tokens,
+                            int64_t maxSeqLen);
+
+private:
+  Type f32() { return b.getF32Type(); }
+  RankedTensorType tensor(ArrayRef<int64_t> shape, Type elem) {
+    return RankedTensorType::get(shape, elem);
+  }
+  RankedTensorType f32Tensor(ArrayRef<int64_t> shape) {
+    return tensor(shape, f32());
+  }
+
+  /// Declares (once) and reads the checkpoint tensor `name`, checking its
+  /// shape and that its dtype is one of `dtypes`.
+  llvm::Expected<Value> weight(StringRef name, ArrayRef<int64_t> shape,
+                               ArrayRef<DType> dtypes);
+  /// Routed experts `prefix.{j}.suffix` stacked into [E, shape...].
+  llvm::Expected<Value> stackedExperts(StringRef prefix, StringRef suffix,
+                                       ArrayRef<int64_t> shape);
+  /// A float weight (bf16/f16/f32) used as is.
+  llvm::Expected<Value> floatWeight(StringRef name, ArrayRef<int64_t> shape) {
+    return weight(name, shape, {DType::BF16, DType::F16, DType::F32});
+  }
+  /// True when `name` is stored FP8 with a `_scale_inv` companion.
+  bool isFp8(StringRef name) {
+    return checkpoint.has((name + "_scale_inv").str());
+  }
+
+  /// x @ W^T for the [out, in] weight `name`, plain or FP8 block-scaled.
+  llvm::Expected<Value> linear(Value x, StringRef name, int64_t out,
+                               int64_t in);
+  /// The dense [out, in] value of weight `name` (FP8 dequantised in IR).
+  llvm::Expected<Value> denseWeight(StringRef name, int64_t out, int64_t in);
+  llvm::Expected<Value> rmsNorm(Value x, StringRef name, int64_t dim,
+                                double eps);
+  Value rope(Value x, Value positions, lm::RopeStyle style, int64_t offset,
+             int64_t dim);
+  /// x[:, ..., offset : offset + size] along the last dim (first dim T).
+  Value sliceLast(Value x, int64_t offset, int64_t size);
+  Value dimOf(Value x, int64_t d) {
+    return tensor::DimOp::create(b, loc, x, d);
+  }
+  /// Splits dim `splitDim` of x (by default the last) into the extra dims
+  /// of `shape`.
+  Value reshape(Value x, ArrayRef<int64_t> shape, int64_t splitDim = -1);
+  Value collapseLast(Value x);
+
+  llvm::Expected<Value> attention(int64_t layer, Value x, Value positions,
+                                  Value &kvCache, Value &indexCache);
+  llvm::Expected<Value> mlp(Value x, StringRef prefix, int64_t inter);
+  llvm::Expected<Value> moe(int64_t layer, Value x);
+
+  std::string layerName(int64_t layer, StringRef rest) {
+    return llvm::formatv("model.layers.{0}.{1}", layer, rest).str();
+  }
+
+  ModuleOp module;
+  const DeepseekV32Config &config;
+  const importers::Checkpoint &checkpoint;
+  OpBuilder b;
+  Location loc;
+  llvm::StringMap<lm::WeightOp> declared;
+  /// Token count of the function being built (dynamic for prefill).
+  int64_t tokens = kDyn;
+};
+
+} // namespace
+
+static llvm::Error errorf(const llvm::Twine &message) {
+  return llvm::createStringError(llvm::inconvertibleErrorCode(), message);
+}
+
+static Type mlirType(MLIRContext *ctx, DType dtype) {
+  Builder b(ctx);
+  switch (dtype) {
+  case DType::BF16:
+    return b.getBF16Type();
+  case DType::F16:
+    return b.getF16Type();
+  case DType::F32:
+    return b.getF32Type();
+  case DType::F8E4M3:
+    return b.getType<Float8E4M3FNType>();
+  case DType::I32:
+    return b.getI32Type();
+  case DType::I64:
+    return b.getI64Type();
+  default:
+    return {};
+  }
+}
+
+llvm::Expected<Value> Emitter::weight(StringRef name, ArrayRef<int64_t> shape,
+                                      ArrayRef<DType> dtypes) {
+  lm::WeightOp decl = declared.lookup(name);
+  if (!decl) {
+    auto view = checkpoint.get(name, shape, dtypes);
+    if (!view)
+      return view.takeError();
+    Type elem = mlirType(b.getContext(), (*view)->dtype);
+    OpBuilder::InsertionGuard guard(b);
+    b.setInsertionPoint(module.getBody(), module.getBody()->begin());
+    decl = lm::WeightOp::create(b, loc, name, tensor(shape, elem),
+                                b.getStrArrayAttr({name}));
+    declared[name] = decl;
+  }
+  return lm::WeightRefOp::create(b, loc, decl.getType(), decl.getSymName())
+      .getResult();
+}
+
+llvm::Expected<Value> Emitter::stackedExperts(StringRef prefix,
+                                              StringRef suffix,
+                                              ArrayRef<int64_t> shape) {
+  std::string symbol = (prefix + "*." + suffix).str();
+  lm::WeightOp decl = declared.lookup(symbol);
+  if (!decl) {
+    SmallVector<StringRef> sources;
+    std::vector<std::string> names;
+    std::optional<DType> dtype;
+    for (int64_t e = 0; e < config.numRoutedExperts; ++e) {
+      names.push_back(llvm::formatv("{0}{1}.{2}", prefix, e, suffix).str());
+      auto view = checkpoint.get(names.back(), shape,
+                                 {DType::BF16, DType::F16, DType::F32,
+                                  DType::F8E4M3});
+      if (!view)
+        return view.takeError();
+      if (dtype && *dtype != (*view)->dtype)
+        return errorf("expert tensors of '" + prefix + "*." + suffix +
+                      "' mix dtypes");
+      dtype = (*view)->dtype;
+    }
+    SmallVector<int64_t> stacked = {config.numRoutedExperts};
+    stacked.append(shape.begin(), shape.end());
+    OpBuilder::InsertionGuard guard(b);
+    b.setInsertionPoint(module.getBody(), module.getBody()->begin());
+    SmallVector<StringRef> refs(names.begin(), names.end());
+    decl = lm::WeightOp::create(b, loc, symbol,
+                                tensor(stacked, mlirType(b.getContext(),
+                                                         *dtype)),
+                                b.getStrArrayAttr(refs));
+    declared[symbol] = decl;
+  }
+  return lm::WeightRefOp::create(b, loc, decl.getType(), decl.getSymName())
+      .getResult();
+}
+
+static SmallVector<int64_t> withLast(Value x, int64_t last) {
+  auto type = cast<RankedTensorType>(x.getType());
+  SmallVector<int64_t> shape(type.getShape());
+  shape.back() = last;
+  return shape;
+}
+
+llvm::Expected<Value> Emitter::linear(Value x, StringRef name, int64_t out,
+                                      int64_t in) {
+  Type result = f32Tensor(withLast(x, out));
+  if (isFp8(name)) {
+    auto w = weight(name, {out, in}, {DType::F8E4M3});
+    if (!w)
+      return w.takeError();
+    std::array<int64_t, 2> block = *config.fp8BlockSize;
+    auto s = weight((name + "_scale_inv").str(),
+                    {ceilDiv(out, block[0]),
+                     ceilDiv(in, block[1])},
+                    {DType::F32});
+    if (!s)
+      return s.takeError();
+    return lm::Fp8MatmulOp::create(b, loc, result, x, *w, *s,
+                                   b.getDenseI64ArrayAttr(block))
+        .getResult();
+  }
+  auto w = floatWeight(name, {out, in});
+  if (!w)
+    return w.takeError();
+  return lm::MatmulOp::create(b, loc, result, x, *w, Value()).getResult();
+}
+
+llvm::Expected<Value> Emitter::denseWeight(StringRef name, int64_t out,
+                                           int64_t in) {
+  if (!isFp8(name))
+    return floatWeight(name, {out, in});
+  auto w = weight(name, {out, in}, {DType::F8E4M3});
+  if (!w)
+    return w.takeError();
+  std::array<int64_t, 2> block = *config.fp8BlockSize;
+  auto s = weight((name + "_scale_inv").str(),
+                  {ceilDiv(out, block[0]),
+                   ceilDiv(in, block[1])},
+                  {DType::F32});
+  if (!s)
+    return s.takeError();
+  return lm::Fp8DequantOp::create(b, loc, f32Tensor({out, in}), *w, *s,
+                                  b.getDenseI64ArrayAttr(block))
+      .getResult();
+}
+
+llvm::Expected<Value> Emitter::rmsNorm(Value x, StringRef name, int64_t dim,
+                                       double eps) {
+  auto w = floatWeight(name, {dim});
+  if (!w)
+    return w.takeError();
+  return lm::RmsNormOp::create(b, loc, x.getType(), x, *w,
+                               b.getF64FloatAttr(eps))
+      .getResult();
+}
+
+Value Emitter::rope(Value x, Value positions, lm::RopeStyle style,
+                    int64_t offset, int64_t dim) {
+  lm::YarnAttr yarn;
+  if (const std::optional<importers::YarnConfig> &y = config.yarn) {
+    // transformers' attention factor: the ratio of the two mscales when
+    // both are given, else 0.1 ln(factor) + 1.
+    auto mscale = [&](double m) {
+      return y->factor <= 1.0 ? 1.0 : 0.1 * m * std::log(y->factor) + 1.0;
+    };
+    double attentionFactor = (y->mscale != 0.0 && y->mscaleAllDim != 0.0)
+                                 ? mscale(y->mscale) / mscale(y->mscaleAllDim)
+                                 : mscale(1.0);
+    yarn = lm::YarnAttr::get(
+        b.getContext(), b.getF64FloatAttr(y->factor), y->originalMaxPositions,
+        b.getF64FloatAttr(y->betaFast), b.getF64FloatAttr(y->betaSlow),
+        b.getF64FloatAttr(attentionFactor), b.getBoolAttr(true));
+  }
+  return lm::RopeOp::create(b, loc, x.getType(), x, positions,
+                            lm::RopeStyleAttr::get(b.getContext(), style),
+                            b.getI64IntegerAttr(offset),
+                            b.getI64IntegerAttr(dim),
+                            b.getF64FloatAttr(config.ropeTheta), yarn)
+      .getResult();
+}
+
+Value Emitter::sliceLast(Value x, int64_t offset, int64_t size) {
+  auto type = cast<RankedTensorType>(x.getType());
+  SmallVector<OpFoldResult> offsets, sizes, strides;
+  for (int64_t d = 0; d < type.getRank(); ++d) {
+    bool last = d + 1 == type.getRank();
+    offsets.push_back(b.getIndexAttr(last ? offset : 0));
+    if (last)
+      sizes.push_back(b.getIndexAttr(size));
+    else if (type.isDynamicDim(d))
+      sizes.push_back(dimOf(x, d));
+    else
+      sizes.push_back(b.getIndexAttr(type.getDimSize(d)));
+    strides.push_back(b.getIndexAttr(1));
+  }
+  return tensor::ExtractSliceOp::create(b, loc, x, offsets, sizes, strides)
+      .getResult();
+}
+
+Value Emitter::reshape(Value x, ArrayRef<int64_t> shape, int64_t splitDim) {
+  if (splitDim < 0)
+    splitDim += cast<RankedTensorType>(x.getType()).getRank();
+  // Dim `splitDim` of x becomes the extra dims of `shape`; the others map
+  // one to one.
+  auto type = cast<RankedTensorType>(x.getType());
+  int64_t extra = static_cast<int64_t>(shape.size()) - type.getRank();
+  SmallVector<ReassociationIndices> groups;
+  int64_t next = 0;
+  for (int64_t d = 0; d < type.getRank(); ++d) {
+    ReassociationIndices group;
+    for (int64_t i = 0, n = d == splitDim ? extra + 1 : 1; i < n; ++i)
+      group.push_back(next++);
+    groups.push_back(group);
+  }
+  SmallVector<OpFoldResult> outputShape;
+  for (auto [d, size] : llvm::enumerate(shape))
+    outputShape.push_back(ShapedType::isDynamic(size)
+                              ? OpFoldResult(dimOf(x, d))
+                              : OpFoldResult(b.getIndexAttr(size)));
+  return tensor::ExpandShapeOp::create(
+             b, loc, tensor(shape, type.getElementType()), x, groups,
+             outputShape)
+      .getResult();
+}
+
+Value Emitter::collapseLast(Value x) {
+  auto type = cast<RankedTensorType>(x.getType());
+  int64_t rank = type.getRank();
+  SmallVector<ReassociationIndices> groups;
+  for (int64_t d = 0; d + 2 < rank; ++d)
+    groups.push_back({d});
+  groups.push_back({rank - 2, rank - 1});
+  return tensor::CollapseShapeOp::create(b, loc, x, groups).getResult();
+}
+
+llvm::Expected<Value> Emitter::attention(int64_t layer, Value x,
+                                         Value positions, Value &kvCache,
+                                         Value &indexCache) {
+  const DeepseekV32Config &c = config;
+  int64_t heads = c.numHeads, nope = c.qkNopeHeadDim, rot = c.qkRopeHeadDim;
+  int64_t lora = c.kvLoraRank, vdim = c.vHeadDim;
+  auto name = [&](StringRef rest) {
+    return layerName(layer, ("self_attn." + rest).str());
+  };
+
+  // Queries through the q-LoRA, then [nope | rope] per head.
+  auto qa = linear(x, name("q_a_proj.weight"), c.qLoraRank, c.hiddenSize);
+  if (!qa)
+    return qa.takeError();
+  auto qr = rmsNorm(*qa, name("q_a_layernorm.weight"), c.qLoraRank, 1e-6);
+  if (!qr)
+    return qr.takeError();
+  auto qf = linear(*qr, name("q_b_proj.weight"), heads * (nope + rot),
+                   c.qLoraRank);
+  if (!qf)
+    return qf.takeError();
+  Value q = reshape(*qf, {tokens, heads, nope + rot});
+  q = rope(q, positions, lm::RopeStyle::Interleaved, nope, rot);
+  Value qNope = sliceLast(q, 0, nope);
+  Value qRope = sliceLast(q, nope, rot);
+
+  // Absorption: W_UK [H, nope, lora] into the query, W_UV after attention.
+  auto kvb = denseWeight(name("kv_b_proj.weight"), heads * (nope + vdim),
+                         lora);
+  if (!kvb)
+    return kvb.takeError();
+  Value kvb3 = reshape(*kvb, {heads, nope + vdim, lora}, /*splitDim=*/0);
+  auto headSlice = [&](int64_t offset, int64_t size) {
+    SmallVector<OpFoldResult> offsets = {b.getIndexAttr(0),
+                                         b.getIndexAttr(offset),
+                                         b.getIndexAttr(0)};
+    SmallVector<OpFoldResult> sizes = {b.getIndexAttr(heads),
+                                       b.getIndexAttr(size),
+                                       b.getIndexAttr(lora)};
+    SmallVector<OpFoldResult> strides(3, b.getIndexAttr(1));
+    return tensor::ExtractSliceOp::create(b, loc, kvb3, offsets, sizes,
+                                          strides)
+        .getResult();
+  };
+  Value wUK = headSlice(0, nope), wUV = headSlice(nope, vdim);
+  Value qLatent = lm::HeadMatmulOp::create(
+                      b, loc, f32Tensor({tokens, heads, lora}), qNope, wUK,
+                      /*transpose_weight=*/false)
+                      .getResult();
+  Value qAbsorbed =
+      tensor::ConcatOp::create(b, loc, f32Tensor({tokens, heads, lora + rot}),
+                               /*dim=*/2, ValueRange{qLatent, qRope})
+          .getResult();
+
+  // The latent key row [normed c_kv | rotated k_pe], written to the cache.
+  auto kv = linear(x, name("kv_a_proj_with_mqa.weight"), lora + rot,
+                   c.hiddenSize);
+  if (!kv)
+    return kv.takeError();
+  auto latent = rmsNorm(sliceLast(*kv, 0, lora), name("kv_a_layernorm.weight"),
+                        lora, 1e-6);
+  if (!latent)
+    return latent.takeError();
+  Value kRope = sliceLast(
+      rope(*kv, positions, lm::RopeStyle::Interleaved, lora, rot), lora, rot);
+  Value row = tensor::ConcatOp::create(b, loc, f32Tensor({tokens, lora + rot}),
+                                       /*dim=*/1, ValueRange{*latent, kRope})
+                  .getResult();
+  kvCache = lm::CacheWriteOp::create(b, loc, kvCache.getType(), kvCache, row,
+                                     positions, lm::KVLayoutAttr())
+                .getResult();
+
+  // Lightning indexer over the indexer key cache.
+  int64_t iheads = c.indexNumHeads, idim = c.indexHeadDim;
+  auto iqf = linear(*qr, name("indexer.wq_b.weight"), iheads * idim,
+                    c.qLoraRank);
+  if (!iqf)
+    return iqf.takeError();
+  Value iq = rope(reshape(*iqf, {tokens, iheads, idim}), positions,
+                  lm::RopeStyle::HalfSplit, 0, rot);
+  auto ik0 = linear(x, name("indexer.wk.weight"), idim, c.hiddenSize);
+  if (!ik0)
+    return ik0.takeError();
+  auto knw = floatWeight(name("indexer.k_norm.weight"), {idim});
+  auto knb = floatWeight(name("indexer.k_norm.bias"), {idim});
+  if (!knw || !knb)
+    return knw ? knb.takeError() : knw.takeError();
+  Value ik = lm::LayerNormOp::create(b, loc, (*ik0).getType(), *ik0, *knw,
+                                     *knb, b.getF64FloatAttr(1e-6))
+                 .getResult();
+  ik = rope(ik, positions, lm::RopeStyle::HalfSplit, 0, rot);
+  indexCache = lm::CacheWriteOp::create(b, loc, indexCache.getType(),
+                                        indexCache, ik, positions,
+                                        lm::KVLayoutAttr())
+                   .getResult();
+  auto iw = linear(x, name("indexer.weights_proj.weight"), iheads,
+                   c.hiddenSize);
+  if (!iw)
+    return iw.takeError();
+  int64_t cacheRows = cast<RankedTensorType>(kvCache.getType()).getDimSize(0);
+  double indexScale = std::pow(double(idim), -0.5) * std::pow(iheads, -0.5);
+  Value scores = lm::DsaIndexerScoresOp::create(
+                     b, loc, f32Tensor({tokens, cacheRows}), iq, indexCache,
+                     *iw, b.getF64FloatAttr(indexScale))
+                     .getResult();
+  // A query at position p sees keys 0..p.
+  Value one = arith::ConstantOp::create(b, loc, b.getI32IntegerAttr(1));
+  Value ones = tensor::SplatOp::create(b, loc, positions.getType(), one,
+                                       ValueRange(tokens == kDyn
+                                                      ? ValueRange{dimOf(positions, 0)}
+                                                      : ValueRange{}))
+                   .getResult();
+  Value bounds = arith::AddIOp::create(b, loc, positions, ones).getResult();
+  Value indices = lm::DsaIndexSelectOp::create(
+                      b, loc, tensor({tokens, c.indexTopk}, b.getI32Type()),
+                      scores, bounds, b.getI64IntegerAttr(c.indexTopk))
+                      .getResult();
+
+  Value latentOut = lm::SparseAttentionOp::create(
+                        b, loc, f32Tensor({tokens, heads, lora}), qAbsorbed,
+                        kvCache, indices, Value(),
+                        b.getF64FloatAttr(c.softmaxScale()),
+                        b.getI64IntegerAttr(lora))
+                        .getResult();
+  Value out = lm::HeadMatmulOp::create(b, loc,
+                                       f32Tensor({tokens, heads, vdim}),
+                                       latentOut, wUV,
+                                       /*transpose_weight=*/true)
+                  .getResult();
+  return linear(collapseLast(out), name("o_proj.weight"), c.hiddenSize,
+                heads * vdim);
+}
+
+llvm::Expected<Value> Emitter::mlp(Value x, StringRef prefix, int64_t inter) {
+  auto gate = linear(x, (prefix + "gate_proj.weight").str(), inter,
+                     config.hiddenSize);
+  auto up = linear(x, (prefix + "up_proj.weight").str(), inter,
+                   config.hiddenSize);
+  if (!gate || !up)
+    return gate ? up.takeError() : gate.takeError();
+  Value act = lm::SwigluOp::create(b, loc, (*gate).getType(), *gate, *up,
+                                   b.getF64FloatAttr(1.0), FloatAttr(),
+                                   b.getF64FloatAttr(0.0))
+                  .getResult();
+  return linear(act, (prefix + "down_proj.weight").str(), config.hiddenSize,
+                inter);
+}
+
+llvm::Expected<Value> Emitter::moe(int64_t layer, Value x) {
+  const DeepseekV32Config &c = config;
+  int64_t experts = c.numRoutedExperts, topK = c.numExpertsPerTok;
+  int64_t inter = c.moeIntermediateSize;
+  auto gateW = floatWeight(layerName(layer, "mlp.gate.weight"),
+                           {experts, c.hiddenSize});
+  if (!gateW)
+    return gateW.takeError();
+  auto bias = weight(layerName(layer, "mlp.gate.e_score_correction_bias"),
+                     {experts}, {DType::F32});
+  if (!bias)
+    return bias.takeError();
+  Value logits = lm::MatmulOp::create(b, loc, f32Tensor({tokens, experts}), x,
+                                      *gateW, Value())
+                     .getResult();
+  auto route = lm::MoeRouteOp::create(
+      b, loc, tensor({tokens, topK}, b.getI32Type()), f32Tensor({tokens, topK}),
+      logits, *bias,
+      lm::RoutingScoreAttr::get(b.getContext(), lm::RoutingScore::Sigmoid),
+      b.getI64IntegerAttr(topK), b.getI64IntegerAttr(c.numGroups),
+      b.getI64IntegerAttr(c.topkGroup), b.getBoolAttr(c.normTopkProb),
+      b.getF64FloatAttr(c.routedScalingFactor));
+
+  // Stacked routed experts; FP8 experts are dequantised in IR (folded at
+  // compile time).
+  std::string prefix = layerName(layer, "mlp.experts.");
+  auto expertWeight = [&](StringRef which, int64_t out,
+                          int64_t in) -> llvm::Expected<Value> {
+    std::string suffix = (which + ".weight").str();
+    auto w = stackedExperts(prefix, suffix, {out, in});
+    if (!w)
+      return w.takeError();
+    if (!isa<Float8E4M3FNType>(
+            cast<RankedTensorType>(w->getType()).getElementType()))
+      return *w;
+    std::array<int64_t, 2> block = *c.fp8BlockSize;
+    auto s = stackedExperts(prefix, suffix + "_scale_inv",
+                            {ceilDiv(out, block[0]),
+                             ceilDiv(in, block[1])});
+    if (!s)
+      return s.takeError();
+    return lm::Fp8DequantOp::create(b, loc, f32Tensor({experts, out, in}), *w,
+                                    *s, b.getDenseI64ArrayAttr(block))
+        .getResult();
+  };
+  auto wg = expertWeight("gate_proj", inter, c.hiddenSize);
+  auto wu = expertWeight("up_proj", inter, c.hiddenSize);
+  auto wd = expertWeight("down_proj", c.hiddenSize, inter);
+  if (!wg)
+    return wg.takeError();
+  if (!wu)
+    return wu.takeError();
+  if (!wd)
+    return wd.takeError();
+  Value idx = route.getIndices(), weights = route.getWeights();
+  Type slotType = f32Tensor({tokens, topK, inter});
+  Value g = lm::ExpertMatmulOp::create(b, loc, slotType, x, *wg, idx, Value(),
+                                       Value())
+                .getResult();
+  Value u = lm::ExpertMatmulOp::create(b, loc, slotType, x, *wu, idx, Value(),
+                                       Value())
+                .getResult();
+  Value act = lm::SwigluOp::create(b, loc, slotType, g, u,
+                                   b.getF64FloatAttr(1.0), FloatAttr(),
+                                   b.getF64FloatAttr(0.0))
+                  .getResult();
+  Value routed = lm::ExpertMatmulOp::create(
+                     b, loc, f32Tensor({tokens, c.hiddenSize}), act, *wd, idx,
+                     weights, Value())
+                     .getResult();
+  auto shared = mlp(x, layerName(layer, "mlp.shared_experts."),
+                    inter * c.numSharedExperts);
+  if (!shared)
+    return shared.takeError();
+  return arith::AddFOp::create(b, loc, routed, *shared).getResult();
+}
+
+llvm::Error Emitter::buildFunction(StringRef name, int64_t tokenCount,
+                                   int64_t maxSeqLen) {
+  const DeepseekV32Config &c = config;
+  tokens = tokenCount;
+  Type ids = tensor({tokens}, b.getI32Type());
+  Type kvType = f32Tensor({maxSeqLen, c.kvLoraRank + c.qkRopeHeadDim});
+  Type indexType = f32Tensor({maxSeqLen, c.indexHeadDim});
+  SmallVector<Type> inputs = {ids, ids};
+  for (int64_t l = 0; l < c.numLayers; ++l)
+    inputs.append({kvType, indexType});
+  SmallVector<Type> results = {f32Tensor({tokens, c.vocabSize})};
+  results.append(inputs.begin() + 2, inputs.end());
+
+  b.setInsertionPointToEnd(module.getBody());
+  auto func = func::FuncOp::create(b, loc, name,
+                                   b.getFunctionType(inputs, results));
+  Block *entry = func.addEntryBlock();
+  b.setInsertionPointToStart(entry);
+  Value tokenIds = entry->getArgument(0), positions = entry->getArgument(1);
+  SmallVector<Value> caches(entry->getArguments().drop_front(2));
+
+  auto embed = floatWeight("model.embed_tokens.weight",
+                           {c.vocabSize, c.hiddenSize});
+  if (!embed)
+    return embed.takeError();
+  Value h = lm::EmbeddingOp::create(b, loc, f32Tensor({tokens, c.hiddenSize}),
+                                    *embed, tokenIds)
+                .getResult();
+  for (int64_t l = 0; l < c.numLayers; ++l) {
+    auto x = rmsNorm(h, layerName(l, "input_layernorm.weight"), c.hiddenSize,
+                     c.rmsNormEps);
+    if (!x)
+      return x.takeError();
+    auto a = attention(l, *x, positions, caches[2 * l], caches[2 * l + 1]);
+    if (!a)
+      return a.takeError();
+    h = arith::AddFOp::create(b, loc, h, *a).getResult();
+    auto x2 = rmsNorm(h, layerName(l, "post_attention_layernorm.weight"),
+                      c.hiddenSize, c.rmsNormEps);
+    if (!x2)
+      return x2.takeError();
+    auto f = l < c.firstKDenseReplace
+                 ? mlp(*x2, layerName(l, "mlp."), c.intermediateSize)
+                 : moe(l, *x2);
+    if (!f)
+      return f.takeError();
+    h = arith::AddFOp::create(b, loc, h, *f).getResult();
+  }
+  auto xf = rmsNorm(h, "model.norm.weight", c.hiddenSize, c.rmsNormEps);
+  if (!xf)
+    return xf.takeError();
+  auto logits = linear(*xf,
+                       c.tieWordEmbeddings ? "model.embed_tokens.weight"
+                                           : "lm_head.weight",
+                       c.vocabSize, c.hiddenSize);
+  if (!logits)
+    return logits.takeError();
+  SmallVector<Value> outs = {*logits};
+  outs.append(caches.begin(), caches.end());
+  func::ReturnOp::create(b, loc, outs);
+  return llvm::Error::success();
+}
+
+llvm::Expected<OwningOpRef<ModuleOp>>
+models::buildDeepseekV32(MLIRContext &context, const DeepseekV32Config &config,
+                         const importers::Checkpoint &checkpoint,
+                         const BuildOptions &options) {
+  context.loadDialect<lm::LmDialect, func::FuncDialect, arith::ArithDialect,
+                      tensor::TensorDialect>();
+  if (options.maxSeqLen <= 0)
+    return errorf("max sequence length must be positive, got " +
+                  llvm::Twine(options.maxSeqLen));
+  if (config.qLoraRank <= 0)
+    return errorf("deepseek_v32 without q_lora_rank is not supported");
+  if (config.qkRopeHeadDim > config.indexHeadDim)
+    return errorf("index_head_dim must hold the qk_rope_head_dim rope dims");
+  OwningOpRef<ModuleOp> module = ModuleOp::create(UnknownLoc::get(&context));
+  Emitter emitter(*module, config, checkpoint);
+  if (llvm::Error err =
+          emitter.buildFunction("prefill", kDyn, options.maxSeqLen))
+    return std::move(err);
+  if (llvm::Error err = emitter.buildFunction("decode", 1, options.maxSeqLen))
+    return std::move(err);
+  return std::move(module);
+}

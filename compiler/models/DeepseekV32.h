@@ -1,0 +1,38 @@
+//===- DeepseekV32.h - lm IR for DeepSeek-V3.2 (DSA) ------------*- C++ -*-===//
+//
+// Builds the lm IR of a `deepseek_v32` checkpoint: one `lm.weight` per
+// checkpoint tensor (routed experts stacked per layer), and the functions
+// `@prefill` (a prompt of any length) and `@decode` (one token) of one
+// sequence, with its latent and indexer caches threaded from arguments to
+// results. MLA is emitted in absorbed form (W_UK folded into the query,
+// W_UV applied after attention); attention is the DSA sparse form.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef DAYBREAK_COMPILER_MODELS_DEEPSEEKV32_H
+#define DAYBREAK_COMPILER_MODELS_DEEPSEEKV32_H
+
+#include "compiler/importers/Checkpoint.h"
+#include "compiler/importers/HfConfig.h"
+
+#include "mlir/IR/BuiltinOps.h"
+#include "mlir/IR/OwningOpRef.h"
+
+namespace daybreak::models {
+
+struct BuildOptions {
+  /// Rows of each per-layer cache: the longest sequence the functions serve.
+  int64_t maxSeqLen = 4096;
+};
+
+/// Emits the module, reading tensor dtypes and checking every tensor's
+/// shape against the config. Errors name the tensor and the file.
+llvm::Expected<mlir::OwningOpRef<mlir::ModuleOp>>
+buildDeepseekV32(mlir::MLIRContext &context,
+                 const importers::DeepseekV32Config &config,
+                 const importers::Checkpoint &checkpoint,
+                 const BuildOptions &options);
+
+} // namespace daybreak::models
+
+#endif // DAYBREAK_COMPILER_MODELS_DEEPSEEKV32_H

@@ -1,0 +1,522 @@
+//===- ImporterTest.cpp - Tests of the Hugging Face checkpoint importer ---===//
+
+#include "compiler/importers/Checkpoint.h"
+#include "compiler/importers/HfConfig.h"
+
+#include "compiler/reference/Tensor.h"
+#include "runtime/numerics/Numerics.h"
+
+#include "llvm/ADT/STLExtras.h"
+#include "llvm/Support/FileSystem.h"
+#include "llvm/Support/JSON.h"
+#include "llvm/Support/MemoryBuffer.h"
+#include "llvm/Support/raw_ostream.h"
+
+#include "gtest/gtest.h"
+
+#include <cmath>
+#include <cstring>
+#include <fstream>
+
+using namespace daybreak;
+using namespace daybreak::importers;
+using safetensors::DType;
+
+namespace {
+
+const char *const kFixture = "/work/shared/fixtures/deepseek_v32";
+const char *const kFp8Fixture = "/work/shared/fixtures/deepseek_v32_fp8";
+const char *const kQaProj = "model.layers.0.self_attn.q_a_proj.weight";
+
+/// An empty directory under the test temp dir, fresh for every run.
+std::string freshDir(const std::string &name) {
+  std::string dir = ::testing::TempDir() + "importer_" + name;
+  (void)llvm::sys::fs::remove_directories(dir);
+  EXPECT_FALSE(llvm::sys::fs::create_directories(dir));
+  return dir;
+}
+
+void writeText(const std::string &path, const std::string &text) {
+  std::ofstream stream(path, std::ios::binary | std::ios::trunc);
+  stream << text;
+}
+
+std::string readText(const std::string &path) {
+  auto buffer = llvm::MemoryBuffer::getFile(path);
+  EXPECT_TRUE(bool(buffer)) << path;
+  return buffer ? (*buffer)->getBuffer().str() : std::string();
+}
+
+/// One tensor of a safetensors file written by `writeSafetensors`.
+struct RawTensor {
+  std::string name;
+  std::string dtype;
+  std::vector<int64_t> shape;
+  std::vector<uint8_t> bytes;
+};
+
+/// Writes the 8-byte little-endian header length, the JSON header and the
+/// concatenated tensor bytes.
+void writeSafetensors(const std::string &path,
+                      const std::vector<RawTensor> &tensors) {
+  llvm::json::Object header;
+  std::string data;
+  for (const RawTensor &tensor : tensors) {
+    size_t begin = data.size();
+    data.append(tensor.bytes.begin(), tensor.bytes.end());
+    header[tensor.name] = llvm::json::Object{
+        {"dtype", tensor.dtype},
+        {"shape", llvm::json::Array(tensor.shape)},
+        {"data_offsets", llvm::json::Array{begin, data.size()}}};
+  }
+  std::string headerText;
+  llvm::raw_string_ostream(headerText) << llvm::json::Value(std::move(header));
+  std::ofstream stream(path, std::ios::binary | std::ios::trunc);
+  uint64_t size = headerText.size();
+  for (int i = 0; i < 8; ++i)
+    stream.put(char((size >> (8 * i)) & 0xff));
+  stream << headerText << data;
+}
+
+/// Little-endian bytes of `values`, each `sizeof(T)` wide.
+template <typename T> std::vector<uint8_t> bytesOf(std::vector<T> values) {
+  std::vector<uint8_t> bytes(values.size() * sizeof(T));
+  std::memcpy(bytes.data(), values.data(), bytes.size());
+  return bytes;
+}
+
+/// Expects `value` to be an error whose message contains every needle.
+template <typename T>
+void expectError(llvm::Expected<T> value,
+                 std::initializer_list<std::string> needles) {
+  ASSERT_FALSE(bool(value)) << "expected an error";
+  std::string message = llvm::toString(value.takeError());
+  for (const std::string &needle : needles)
+    EXPECT_NE(message.find(needle), std::string::npos)
+        << "'" << needle << "' not in: " << message;
+}
+
+/// The fixture's config.json after `edit`, as text.
+std::string editedConfig(llvm::function_ref<void(llvm::json::Object &)> edit) {
+  llvm::Expected<llvm::json::Value> value =
+      llvm::json::parse(readText(std::string(kFixture) + "/config.json"));
+  EXPECT_TRUE(bool(value));
+  if (!value) {
+    llvm::consumeError(value.takeError());
+    return "{}";
+  }
+  edit(*value->getAsObject());
+  std::string text;
+  llvm::raw_string_ostream(text) << *value;
+  return text;
+}
+
+llvm::Expected<DeepseekV32Config>
+parseEdited(llvm::function_ref<void(llvm::json::Object &)> edit) {
+  return parseDeepseekV32Config(editedConfig(edit), "edited/config.json");
+}
+
+//===----------------------------------------------------------------------===//
+// Config
+//===----------------------------------------------------------------------===//
+
+TEST(HfConfigTest, ParsesFixture) {
+  llvm::Expected<DeepseekV32Config> config = loadConfig(kFixture);
+  ASSERT_TRUE(bool(config)) << llvm::toString(config.takeError());
+  EXPECT_EQ(config->vocabSize, 512);
+  EXPECT_EQ(config->hiddenSize, 256);
+  EXPECT_EQ(config->intermediateSize, 512);
+  EXPECT_EQ(config->moeIntermediateSize, 64);
+  EXPECT_EQ(config->numLayers, 3);
+  EXPECT_EQ(config->firstKDenseReplace, 1);
+  EXPECT_EQ(config->numHeads, 4);
+  EXPECT_EQ(config->qLoraRank, 128);
+  EXPECT_EQ(config->kvLoraRank, 64);
+  EXPECT_EQ(config->qkNopeHeadDim, 32);
+  EXPECT_EQ(config->qkRopeHeadDim, 16);
+  EXPECT_EQ(config->vHeadDim, 32);
+  EXPECT_EQ(config->numRoutedExperts, 8);
+  EXPECT_EQ(config->numSharedExperts, 1);
+  EXPECT_EQ(config->numExpertsPerTok, 2);
+  EXPECT_EQ(config->numGroups, 2);
+  EXPECT_EQ(config->topkGroup, 1);
+  EXPECT_EQ(config->indexNumHeads, 4);
+  EXPECT_EQ(config->indexHeadDim, 32);
+  EXPECT_EQ(config->indexTopk, 16);
+  EXPECT_EQ(config->maxPositionEmbeddings, 2560);
+  EXPECT_EQ(config->rmsNormEps, 1e-6);
+  EXPECT_EQ(config->ropeTheta, 10000.0);
+  EXPECT_EQ(config->routedScalingFactor, 2.5);
+  EXPECT_TRUE(config->normTopkProb);
+  EXPECT_FALSE(config->tieWordEmbeddings);
+  ASSERT_TRUE(config->yarn.has_value());
+  EXPECT_EQ(config->yarn->factor, 40.0);
+  EXPECT_EQ(config->yarn->mscale, 1.0);
+  EXPECT_EQ(config->yarn->mscaleAllDim, 1.0);
+  EXPECT_EQ(config->yarn->betaFast, 32.0);
+  EXPECT_EQ(config->yarn->betaSlow, 1.0);
+  EXPECT_EQ(config->yarn->originalMaxPositions, 64);
+  EXPECT_FALSE(config->fp8BlockSize.has_value());
+  // Value computed by transformers (fixture README); tolerance: its 8 digits.
+  EXPECT_NEAR(config->softmaxScale(), 0.27046756, 1e-7);
+}
+
+TEST(HfConfigTest, ParsesFp8BlockSize) {
+  llvm::Expected<DeepseekV32Config> config = loadConfig(kFp8Fixture);
+  ASSERT_TRUE(bool(config)) << llvm::toString(config.takeError());
+  ASSERT_TRUE(config->fp8BlockSize.has_value());
+  EXPECT_EQ((*config->fp8BlockSize)[0], 128);
+  EXPECT_EQ((*config->fp8BlockSize)[1], 128);
+}
+
+TEST(HfConfigTest, AcceptsRopeParametersWithDefaults) {
+  llvm::Expected<DeepseekV32Config> config =
+      parseEdited([](llvm::json::Object &root) {
+        root.erase("rope_scaling");
+        root.erase("rope_theta");
+        root["rope_parameters"] = llvm::json::Object{
+            {"rope_type", "yarn"}, {"rope_theta", 50000.0}, {"factor", 4}};
+      });
+  ASSERT_TRUE(bool(config)) << llvm::toString(config.takeError());
+  EXPECT_EQ(config->ropeTheta, 50000.0);
+  ASSERT_TRUE(config->yarn.has_value());
+  EXPECT_EQ(config->yarn->factor, 4.0);
+  EXPECT_EQ(config->yarn->betaFast, 32.0);
+  EXPECT_EQ(config->yarn->betaSlow, 1.0);
+  EXPECT_EQ(config->yarn->mscale, 1.0);
+  EXPECT_EQ(config->yarn->mscaleAllDim, 0.0);
+  EXPECT_EQ(config->yarn->originalMaxPositions, 2560);
+  // mscale_all_dim 0: no YaRN correction of the softmax scale.
+  EXPECT_DOUBLE_EQ(config->softmaxScale(), 1.0 / std::sqrt(48.0));
+}
+
+TEST(HfConfigTest, NullOrDefaultRopeScalingMeansNoYarn) {
+  llvm::Expected<DeepseekV32Config> config = parseEdited(
+      [](llvm::json::Object &root) { root["rope_scaling"] = nullptr; });
+  ASSERT_TRUE(bool(config)) << llvm::toString(config.takeError());
+  EXPECT_FALSE(config->yarn.has_value());
+  config = parseEdited([](llvm::json::Object &root) {
+    root["rope_parameters"] =
+        llvm::json::Object{{"rope_type", "default"}, {"rope_theta", 1e6}};
+  });
+  ASSERT_TRUE(bool(config)) << llvm::toString(config.takeError());
+  EXPECT_FALSE(config->yarn.has_value());
+  EXPECT_EQ(config->ropeTheta, 1e6);
+}
+
+TEST(HfConfigTest, RejectsUnsupportedModelType) {
+  std::string dir = freshDir("llama_config");
+  writeText(dir + "/config.json", "{\"model_type\": \"llama\"}");
+  expectError(loadConfig(dir), {"unsupported model_type 'llama' in " + dir +
+                                "/config.json (supported: deepseek_v32)"});
+  expectError(loadConfig(freshDir("no_config")),
+              {"cannot read", "config.json"});
+}
+
+TEST(HfConfigTest, RejectsMalformedJson) {
+  expectError(parseDeepseekV32Config("{\"model_type\": ", "bad/config.json"),
+              {"malformed JSON in bad/config.json"});
+  expectError(parseDeepseekV32Config("[1, 2]", "bad/config.json"),
+              {"not a JSON object"});
+}
+
+TEST(HfConfigTest, RejectsMissingField) {
+  expectError(
+      parseEdited([](llvm::json::Object &root) { root.erase("hidden_size"); }),
+      {"missing field 'hidden_size' in edited/config.json"});
+  expectError(
+      parseEdited([](llvm::json::Object &root) { root.erase("rope_theta"); }),
+      {"missing field 'rope_theta'"});
+  expectError(parseEdited([](llvm::json::Object &root) {
+                root.getObject("rope_scaling")->erase("factor");
+              }),
+              {"missing field 'rope_scaling.factor'"});
+}
+
+TEST(HfConfigTest, RejectsWrongType) {
+  expectError(parseEdited([](llvm::json::Object &root) {
+                root["hidden_size"] = "256";
+              }),
+              {"field 'hidden_size' in edited/config.json must be an integer, "
+               "not a string"});
+  expectError(parseEdited([](llvm::json::Object &root) {
+                root["hidden_size"] = 256.5;
+              }),
+              {"'hidden_size'", "must be an integer"});
+  expectError(
+      parseEdited([](llvm::json::Object &root) { root["norm_topk_prob"] = 1; }),
+      {"'norm_topk_prob'", "must be a boolean, not a number"});
+  expectError(parseEdited([](llvm::json::Object &root) {
+                root["rope_scaling"] = "yarn";
+              }),
+              {"'rope_scaling'", "must be an object"});
+}
+
+TEST(HfConfigTest, RejectsBadValues) {
+  struct Case {
+    const char *key;
+    llvm::json::Value value;
+    const char *needle;
+  };
+  Case cases[] = {
+      {"hidden_size", 0,
+       "'hidden_size' in edited/config.json must be "
+       "positive, got 0"},
+      {"rms_norm_eps", -1.0, "'rms_norm_eps'"},
+      {"num_experts_per_tok", 9, "must be <= n_routed_experts (8), got 9"},
+      {"n_routed_experts", 7, "must be divisible by n_group (2), got 7"},
+      {"topk_group", 3,
+       "'topk_group' in edited/config.json must be <= "
+       "n_group (2), got 3"},
+      {"num_experts_per_tok", 5, "topk_group * n_routed_experts / n_group"},
+      {"first_k_dense_replace", 4, "'first_k_dense_replace'"},
+      {"qk_rope_head_dim", 15, "must be even"},
+      {"rope_scaling", llvm::json::Object{{"type", "linear"}, {"factor", 2}},
+       "unsupported RoPE scaling 'linear'"},
+      {"rope_scaling", llvm::json::Object{{"type", "yarn"}, {"factor", 0.5}},
+       "'rope_scaling.factor' in edited/config.json must be >= 1, got 0.5"},
+      {"quantization_config", llvm::json::Object{{"quant_method", "gptq"}},
+       "unsupported quantization 'gptq'"},
+      {"quantization_config",
+       llvm::json::Object{{"quant_method", "fp8"},
+                          {"weight_block_size", llvm::json::Array{128}}},
+       "'quantization_config.weight_block_size'"},
+  };
+  for (const Case &c : cases) {
+    SCOPED_TRACE(c.key);
+    expectError(
+        parseEdited([&](llvm::json::Object &root) { root[c.key] = c.value; }),
+        {c.needle});
+  }
+}
+
+//===----------------------------------------------------------------------===//
+// Checkpoint
+//===----------------------------------------------------------------------===//
+
+TEST(CheckpointTest, ReadsFixtureTensor) {
+  llvm::Expected<Checkpoint> checkpoint = Checkpoint::open(kFixture);
+  ASSERT_TRUE(bool(checkpoint)) << llvm::toString(checkpoint.takeError());
+  EXPECT_TRUE(checkpoint->has(kQaProj));
+  EXPECT_FALSE(checkpoint->has("model.layers.3.self_attn.q_a_proj.weight"));
+
+  // Independent read of the raw bytes: header length, JSON, data offsets.
+  std::string file = readText(std::string(kFixture) + "/model.safetensors");
+  ASSERT_GE(file.size(), 8u);
+  uint64_t headerSize = 0;
+  for (int i = 7; i >= 0; --i)
+    headerSize = headerSize << 8 | uint8_t(file[i]);
+  llvm::Expected<llvm::json::Value> header =
+      llvm::json::parse(llvm::StringRef(file).substr(8, headerSize));
+  ASSERT_TRUE(bool(header)) << llvm::toString(header.takeError());
+  const llvm::json::Object &entries = *header->getAsObject();
+  size_t expectedCount = entries.size() - (entries.get("__metadata__") ? 1 : 0);
+  std::vector<std::string> names = checkpoint->tensorNames();
+  EXPECT_EQ(names.size(), expectedCount);
+  EXPECT_TRUE(llvm::is_sorted(names));
+  const llvm::json::Array &offsets =
+      *entries.getObject(kQaProj)->getArray("data_offsets");
+  int64_t begin = 8 + int64_t(headerSize) + *offsets[0].getAsInteger();
+
+  llvm::Expected<const safetensors::TensorView *> view =
+      checkpoint->get(kQaProj, {128, 256}, {DType::BF16});
+  ASSERT_TRUE(bool(view)) << llvm::toString(view.takeError());
+  llvm::Expected<ref::Tensor> tensor = Checkpoint::toTensor(**view);
+  ASSERT_TRUE(bool(tensor)) << llvm::toString(tensor.takeError());
+  EXPECT_EQ(tensor->type(), ref::ElementType::BF16);
+  EXPECT_EQ(tensor->shape(), (std::vector<int64_t>{128, 256}));
+  ASSERT_EQ(tensor->floats().size(), 128u * 256u);
+  bool anyNonZero = false;
+  for (size_t i = 0; i < tensor->floats().size(); ++i) {
+    uint16_t bits = uint16_t(uint8_t(file[begin + 2 * i]) |
+                             uint8_t(file[begin + 2 * i + 1]) << 8);
+    ASSERT_EQ(tensor->floats()[i], numerics::bf16ToFloat(bits)) << i;
+    anyNonZero |= bits != 0;
+  }
+  EXPECT_TRUE(anyNonZero);
+
+  // The one float32 tensor of the fixture.
+  llvm::Expected<const safetensors::TensorView *> bias = checkpoint->get(
+      "model.layers.1.mlp.gate.e_score_correction_bias", {8}, {DType::F32});
+  ASSERT_TRUE(bool(bias)) << llvm::toString(bias.takeError());
+  llvm::Expected<ref::Tensor> biasTensor = Checkpoint::toTensor(**bias);
+  ASSERT_TRUE(bool(biasTensor)) << llvm::toString(biasTensor.takeError());
+  EXPECT_EQ(biasTensor->type(), ref::ElementType::F32);
+  float first;
+  std::memcpy(&first, (*bias)->data, 4);
+  EXPECT_EQ(biasTensor->floats()[0], first);
+}
+
+TEST(CheckpointTest, ReportsMissingTensorWrongShapeAndDtype) {
+  llvm::Expected<Checkpoint> checkpoint = Checkpoint::open(kFixture);
+  ASSERT_TRUE(bool(checkpoint)) << llvm::toString(checkpoint.takeError());
+  std::string file = std::string(kFixture) + "/model.safetensors";
+  expectError(checkpoint->get("model.layers.9.self_attn.q_a_proj.weight",
+                              {128, 256}, {DType::BF16}),
+              {"missing tensor 'model.layers.9.self_attn.q_a_proj.weight' in " +
+               std::string(kFixture)});
+  expectError(checkpoint->get(kQaProj, {256, 128}, {DType::BF16}),
+              {"tensor '" + std::string(kQaProj) + "' in " + file +
+               " has shape [128, 256], expected [256, 128]"});
+  expectError(checkpoint->get(kQaProj, {128, 256}, {DType::F8E4M3, DType::F32}),
+              {"tensor '" + std::string(kQaProj) + "' in " + file +
+               " has dtype BF16, expected F8_E4M3 or F32"});
+  expectError(Checkpoint::open(freshDir("empty")),
+              {"no model.safetensors or model.safetensors.index.json"});
+}
+
+TEST(CheckpointTest, ConvertsEveryExactDtype) {
+  std::string dir = freshDir("dtypes");
+  writeSafetensors(
+      dir + "/model.safetensors",
+      {{"e4m3", "F8_E4M3", {4}, {0x38, 0xb8, 0x7e, 0x01}},
+       {"f16", "F16", {2}, bytesOf<uint16_t>({0x3c00, 0xc500})},
+       {"u8", "U8", {3}, {0, 7, 255}},
+       {"i32", "I32", {2}, bytesOf<int32_t>({-5, 1 << 30})},
+       {"i64", "I64", {1}, bytesOf<int64_t>({-(int64_t(1) << 40)})},
+       {"f64", "F64", {1}, bytesOf<double>({0.1})}});
+  llvm::Expected<Checkpoint> checkpoint = Checkpoint::open(dir);
+  ASSERT_TRUE(bool(checkpoint)) << llvm::toString(checkpoint.takeError());
+
+  auto tensorOf = [&](const char *name, std::vector<int64_t> shape,
+                      DType dtype) -> ref::Tensor {
+    llvm::Expected<const safetensors::TensorView *> view =
+        checkpoint->get(name, shape, {dtype});
+    EXPECT_TRUE(bool(view)) << name;
+    if (!view) {
+      llvm::consumeError(view.takeError());
+      return ref::Tensor();
+    }
+    llvm::Expected<ref::Tensor> tensor = Checkpoint::toTensor(**view);
+    EXPECT_TRUE(bool(tensor)) << name;
+    if (!tensor) {
+      llvm::consumeError(tensor.takeError());
+      return ref::Tensor();
+    }
+    return std::move(*tensor);
+  };
+
+  ref::Tensor e4m3 = tensorOf("e4m3", {4}, DType::F8E4M3);
+  EXPECT_EQ(e4m3.type(), ref::ElementType::F8E4M3FN);
+  ASSERT_EQ(e4m3.floats().size(), 4u);
+  EXPECT_EQ(e4m3.floats()[0], 1.0f);
+  EXPECT_EQ(e4m3.floats()[1], -1.0f);
+  EXPECT_EQ(e4m3.floats()[2], 448.0f);
+  EXPECT_EQ(e4m3.floats()[3], std::ldexp(1.0f, -9)); // Smallest subnormal.
+
+  ref::Tensor f16 = tensorOf("f16", {2}, DType::F16);
+  EXPECT_EQ(f16.type(), ref::ElementType::F16);
+  EXPECT_EQ(f16.floats(), (std::vector<float>{1.0f, -5.0f}));
+
+  ref::Tensor u8 = tensorOf("u8", {3}, DType::U8);
+  EXPECT_EQ(u8.type(), ref::ElementType::UI8);
+  EXPECT_EQ(u8.ints(), (std::vector<int64_t>{0, 7, 255}));
+
+  ref::Tensor i32 = tensorOf("i32", {2}, DType::I32);
+  EXPECT_EQ(i32.type(), ref::ElementType::I32);
+  EXPECT_EQ(i32.ints(), (std::vector<int64_t>{-5, 1 << 30}));
+
+  ref::Tensor i64 = tensorOf("i64", {1}, DType::I64);
+  EXPECT_EQ(i64.type(), ref::ElementType::I64);
+  EXPECT_EQ(i64.ints(), (std::vector<int64_t>{-(int64_t(1) << 40)}));
+
+  llvm::Expected<const safetensors::TensorView *> f64 =
+      checkpoint->get("f64", {1}, {DType::F64});
+  ASSERT_TRUE(bool(f64)) << llvm::toString(f64.takeError());
+  expectError(Checkpoint::toTensor(**f64),
+              {"tensor 'f64' has dtype F64", "no exact host tensor type"});
+}
+
+/// Writes two shards and an index mapping each name to `shardOf(name)`.
+std::string writeShards(const std::string &name,
+                        const std::map<std::string, std::string> &weightMap,
+                        bool writeSecond = true) {
+  std::string dir = freshDir(name);
+  writeSafetensors(dir + "/model-00001-of-00002.safetensors",
+                   {{"a", "BF16", {2}, bytesOf<uint16_t>({0x3f80, 0xc000})},
+                    {"b", "F32", {1}, bytesOf<float>({0.25f})}});
+  if (writeSecond)
+    writeSafetensors(dir + "/model-00002-of-00002.safetensors",
+                     {{"c", "I32", {2}, bytesOf<int32_t>({3, -4})}});
+  llvm::json::Object map;
+  for (const auto &[tensor, shard] : weightMap)
+    map[tensor] = shard;
+  std::string text;
+  llvm::raw_string_ostream(text) << llvm::json::Value(
+      llvm::json::Object{{"metadata", llvm::json::Object{{"total_size", 14}}},
+                         {"weight_map", std::move(map)}});
+  writeText(dir + "/model.safetensors.index.json", text);
+  return dir;
+}
+
+const char *const kShard1 = "model-00001-of-00002.safetensors";
+const char *const kShard2 = "model-00002-of-00002.safetensors";
+
+TEST(CheckpointTest, OpensShardedCheckpoint) {
+  std::string dir =
+      writeShards("sharded", {{"a", kShard1}, {"b", kShard1}, {"c", kShard2}});
+  llvm::Expected<Checkpoint> checkpoint = Checkpoint::open(dir);
+  ASSERT_TRUE(bool(checkpoint)) << llvm::toString(checkpoint.takeError());
+  EXPECT_EQ(checkpoint->tensorNames(),
+            (std::vector<std::string>{"a", "b", "c"}));
+
+  // Moving the checkpoint keeps views valid.
+  Checkpoint moved = std::move(*checkpoint);
+  llvm::Expected<const safetensors::TensorView *> a =
+      moved.get("a", {2}, {DType::BF16, DType::F16});
+  ASSERT_TRUE(bool(a)) << llvm::toString(a.takeError());
+  llvm::Expected<ref::Tensor> aTensor = Checkpoint::toTensor(**a);
+  ASSERT_TRUE(bool(aTensor)) << llvm::toString(aTensor.takeError());
+  EXPECT_EQ(aTensor->floats(), (std::vector<float>{1.0f, -2.0f}));
+
+  llvm::Expected<const safetensors::TensorView *> c =
+      moved.get("c", {2}, {DType::I32});
+  ASSERT_TRUE(bool(c)) << llvm::toString(c.takeError());
+  llvm::Expected<ref::Tensor> cTensor = Checkpoint::toTensor(**c);
+  ASSERT_TRUE(bool(cTensor)) << llvm::toString(cTensor.takeError());
+  EXPECT_EQ(cTensor->ints(), (std::vector<int64_t>{3, -4}));
+  expectError(moved.get("c", {2}, {DType::I64}),
+              {"tensor 'c' in " + dir + "/" + kShard2 +
+               " has dtype I32, expected I64"});
+}
+
+TEST(CheckpointTest, RejectsBadShardIndex) {
+  // A name mapped to the wrong shard.
+  std::string dir = writeShards(
+      "wrong_shard", {{"a", kShard1}, {"b", kShard2}, {"c", kShard2}});
+  expectError(Checkpoint::open(dir),
+              {"tensor 'b' mapped to " + std::string(kShard2),
+               "is in " + dir + "/" + kShard1 + " instead"});
+
+  // A name the index lists that no shard holds.
+  dir = writeShards(
+      "absent_name",
+      {{"a", kShard1}, {"b", kShard1}, {"c", kShard2}, {"d", kShard2}});
+  expectError(Checkpoint::open(dir),
+              {"tensor 'd' mapped to " + std::string(kShard2),
+               "is not in " + dir + "/" + kShard2});
+
+  // A shard file that is not there.
+  dir = writeShards("missing_shard",
+                    {{"a", kShard1}, {"b", kShard1}, {"c", kShard2}},
+                    /*writeSecond=*/false);
+  expectError(Checkpoint::open(dir),
+              {"cannot open checkpoint file " + dir + "/" + kShard2});
+
+  // The same name in two shards.
+  dir = writeShards("duplicate",
+                    {{"a", kShard1}, {"b", kShard1}, {"c", kShard2}});
+  writeSafetensors(dir + "/" + kShard2,
+                   {{"a", "BF16", {2}, bytesOf<uint16_t>({0, 0})}});
+  expectError(Checkpoint::open(dir), {"tensor 'a' is in both"});
+
+  // Index entries must stay inside the checkpoint folder.
+  dir = writeShards("escape", {{"a", "../" + std::string(kShard1)}});
+  expectError(Checkpoint::open(dir), {"weight_map entry 'a'"});
+
+  dir = freshDir("bad_index");
+  writeText(dir + "/model.safetensors.index.json", "{\"metadata\": {}}");
+  expectError(Checkpoint::open(dir), {"missing object 'weight_map'"});
+}
+
+} // namespace
