@@ -41,8 +41,7 @@ public:
       : module(module), config(config), checkpoint(checkpoint),
         b(module.getContext()), loc(b.getUnknownLoc()) {}
 
-  llvm::Error buildFunction(StringRef name, int64_t tokens,
-                            int64_t maxSeqLen);
+  llvm::Error buildFunction(StringRef name, const BuildOptions &options);
 
 private:
   Type f32() { return b.getF32Type(); }
@@ -105,6 +104,8 @@ private:
   llvm::StringMap<lm::WeightOp> declared;
   /// Token count of the function being built (dynamic for prefill).
   int64_t tokens = kDyn;
+  /// The sequence (cache batch row) of each token.
+  Value sequences;
 };
 
 } // namespace
@@ -395,7 +396,7 @@ llvm::Expected<Value> Emitter::attention(int64_t layer, Value x,
                                        /*dim=*/1, ValueRange{*latent, kRope})
                   .getResult();
   kvCache = lm::CacheWriteOp::create(b, loc, kvCache.getType(), kvCache, row,
-                                     positions, lm::KVLayoutAttr())
+                                     positions, sequences, lm::KVLayoutAttr())
                 .getResult();
 
   // Lightning indexer over the indexer key cache.
@@ -418,18 +419,18 @@ llvm::Expected<Value> Emitter::attention(int64_t layer, Value x,
                  .getResult();
   ik = rope(ik, positions, lm::RopeStyle::HalfSplit, 0, rot);
   indexCache = lm::CacheWriteOp::create(b, loc, indexCache.getType(),
-                                        indexCache, ik, positions,
+                                        indexCache, ik, positions, sequences,
                                         lm::KVLayoutAttr())
                    .getResult();
   auto iw = linear(x, name("indexer.weights_proj.weight"), iheads,
                    c.hiddenSize);
   if (!iw)
     return iw.takeError();
-  int64_t cacheRows = cast<RankedTensorType>(kvCache.getType()).getDimSize(0);
+  int64_t cacheRows = cast<RankedTensorType>(kvCache.getType()).getDimSize(1);
   double indexScale = std::pow(double(idim), -0.5) * std::pow(iheads, -0.5);
   Value scores = lm::DsaIndexerScoresOp::create(
                      b, loc, f32Tensor({tokens, cacheRows}), iq, indexCache,
-                     *iw, b.getF64FloatAttr(indexScale))
+                     *iw, sequences, b.getF64FloatAttr(indexScale))
                      .getResult();
   // A query at position p sees keys 0..p.
   Value one = arith::ConstantOp::create(b, loc, b.getI32IntegerAttr(1));
@@ -446,7 +447,7 @@ llvm::Expected<Value> Emitter::attention(int64_t layer, Value x,
 
   Value latentOut = lm::SparseAttentionOp::create(
                         b, loc, f32Tensor({tokens, heads, lora}), qAbsorbed,
-                        kvCache, indices, Value(),
+                        kvCache, indices, sequences, Value(),
                         b.getF64FloatAttr(c.softmaxScale()),
                         b.getI64IntegerAttr(lora))
                         .getResult();
@@ -551,18 +552,22 @@ llvm::Expected<Value> Emitter::moe(int64_t layer, Value x) {
   return arith::AddFOp::create(b, loc, routed, *shared).getResult();
 }
 
-llvm::Error Emitter::buildFunction(StringRef name, int64_t tokenCount,
-                                   int64_t maxSeqLen) {
+llvm::Error Emitter::buildFunction(StringRef name,
+                                   const BuildOptions &options) {
   const DeepseekV32Config &c = config;
-  tokens = tokenCount;
+  // Tokens of several sequences are flattened into one dim; `sequences`
+  // says whose each token is, `positions` where it sits in its sequence.
+  tokens = kDyn;
   Type ids = tensor({tokens}, b.getI32Type());
-  Type kvType = f32Tensor({maxSeqLen, c.kvLoraRank + c.qkRopeHeadDim});
-  Type indexType = f32Tensor({maxSeqLen, c.indexHeadDim});
-  SmallVector<Type> inputs = {ids, ids};
+  Type kvType = f32Tensor({options.maxBatch, options.maxSeqLen,
+                           c.kvLoraRank + c.qkRopeHeadDim});
+  Type indexType =
+      f32Tensor({options.maxBatch, options.maxSeqLen, c.indexHeadDim});
+  SmallVector<Type> inputs = {ids, ids, ids};
   for (int64_t l = 0; l < c.numLayers; ++l)
     inputs.append({kvType, indexType});
   SmallVector<Type> results = {f32Tensor({tokens, c.vocabSize})};
-  results.append(inputs.begin() + 2, inputs.end());
+  results.append(inputs.begin() + 3, inputs.end());
 
   b.setInsertionPointToEnd(module.getBody());
   auto func = func::FuncOp::create(b, loc, name,
@@ -570,7 +575,8 @@ llvm::Error Emitter::buildFunction(StringRef name, int64_t tokenCount,
   Block *entry = func.addEntryBlock();
   b.setInsertionPointToStart(entry);
   Value tokenIds = entry->getArgument(0), positions = entry->getArgument(1);
-  SmallVector<Value> caches(entry->getArguments().drop_front(2));
+  sequences = entry->getArgument(2);
+  SmallVector<Value> caches(entry->getArguments().drop_front(3));
 
   auto embed = floatWeight("model.embed_tokens.weight",
                            {c.vocabSize, c.hiddenSize});
@@ -620,19 +626,21 @@ models::buildDeepseekV32(MLIRContext &context, const DeepseekV32Config &config,
                          const BuildOptions &options) {
   context.loadDialect<lm::LmDialect, func::FuncDialect, arith::ArithDialect,
                       tensor::TensorDialect>();
-  if (options.maxSeqLen <= 0)
-    return errorf("max sequence length must be positive, got " +
-                  llvm::Twine(options.maxSeqLen));
+  if (options.maxSeqLen <= 0 || options.maxBatch <= 0)
+    return errorf("max sequence length and batch must be positive, got " +
+                  llvm::Twine(options.maxSeqLen) + " and " +
+                  llvm::Twine(options.maxBatch));
   if (config.qLoraRank <= 0)
     return errorf("deepseek_v32 without q_lora_rank is not supported");
   if (config.qkRopeHeadDim > config.indexHeadDim)
     return errorf("index_head_dim must hold the qk_rope_head_dim rope dims");
   OwningOpRef<ModuleOp> module = ModuleOp::create(UnknownLoc::get(&context));
   Emitter emitter(*module, config, checkpoint);
-  if (llvm::Error err =
-          emitter.buildFunction("prefill", kDyn, options.maxSeqLen))
-    return std::move(err);
-  if (llvm::Error err = emitter.buildFunction("decode", 1, options.maxSeqLen))
-    return std::move(err);
+  // Prefill (prompts, chunked by the runtime) and decode (one token per
+  // sequence) compute the same function; they are separate entry points
+  // because the pipeline plans and tiles them differently.
+  for (StringRef name : {"prefill", "decode"})
+    if (llvm::Error err = emitter.buildFunction(name, options))
+      return std::move(err);
   return std::move(module);
 }

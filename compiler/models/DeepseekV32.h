@@ -2,9 +2,9 @@
 //
 // Builds the lm IR of a `deepseek_v32` checkpoint: one `lm.weight` per
 // checkpoint tensor (routed experts stacked per layer), and the functions
-// `@prefill` (a prompt of any length) and `@decode` (one token) of one
-// sequence, with its latent and indexer caches threaded from arguments to
-// results. MLA is emitted in absorbed form (W_UK folded into the query,
+// `@prefill` and `@decode` over a batch of sequences (tokens flattened, with
+// each token's sequence and position), with the latent and indexer caches
+// `[batch, max_seq_len, width]` threaded from arguments to results. MLA is emitted in absorbed form (W_UK folded into the query,
 // W_UV applied after attention); attention is the DSA sparse form.
 //
 //===----------------------------------------------------------------------===//
@@ -23,6 +23,8 @@ namespace daybreak::models {
 struct BuildOptions {
   /// Rows of each per-layer cache: the longest sequence the functions serve.
   int64_t maxSeqLen = 4096;
+  /// Sequences the caches hold at once.
+  int64_t maxBatch = 8;
 };
 
 /// Emits the module, reading tensor dtypes and checking every tensor's

@@ -431,12 +431,15 @@ llvm::Error FrameEvaluator::evaluateLm(Operation *op) {
         return bind(o.getResult(),
                     sparseAttention(get(o.getQ()), get(o.getKv()),
                                     get(o.getIndices()), f64(o.getScale()),
-                                    o.getValueDim(), get(o.getSinks())));
+                                    o.getValueDim(), get(o.getSinks()),
+                                    get(o.getSequences())));
       })
       .Case([&](DsaIndexerScoresOp o) {
         return bind(o.getResult(),
                     dsaIndexerScores(get(o.getQ()), get(o.getK()),
-                                     get(o.getWeights()), f64(o.getScale())));
+                                     get(o.getWeights()),
+                                     get(o.getSequences()),
+                                     f64(o.getScale())));
       })
       .Case([&](DsaIndexSelectOp o) {
         return bind(o.getResult(), dsaIndexSelect(get(o.getScores()),
@@ -505,9 +508,9 @@ llvm::Error FrameEvaluator::evaluateLm(Operation *op) {
                                              get(o.getIds())));
       })
       .Case([&](CacheWriteOp o) {
-        return bind(o.getResult(), cacheWrite(get(o.getCache()),
-                                              get(o.getValues()),
-                                              get(o.getSlots())));
+        return bind(o.getResult(),
+                    cacheWrite(get(o.getCache()), get(o.getValues()),
+                               get(o.getSlots()), get(o.getSequences())));
       })
       .Default([&](Operation *) {
         return makeError("the reference evaluator has no semantics for this "

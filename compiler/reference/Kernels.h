@@ -206,9 +206,12 @@ Tensor attention(const Tensor &q, const Tensor &k, const Tensor &v,
 ///   with -1 padding -> [T, H, Dv] where V = kv[:, :Dv].
 /// p = softmax over s in indices[t] of scale * q[t,h] . kv[s]; an empty set
 /// yields zeros; optional sinks [H]. Errors on an index outside [-1, S).
+/// With `sequences [T]` (I32), kv is [B, S, Dqk] and query t reads the rows of
+/// sequence sequences[t]; errors on a sequence outside [0, B).
 llvm::Expected<Tensor> sparseAttention(const Tensor &q, const Tensor &kv,
                                        const Tensor &indices, double scale,
-                                       int64_t valueDim, const Tensor &sinks);
+                                       int64_t valueDim, const Tensor &sinks,
+                                       const Tensor &sequences = Tensor());
 
 //===----------------------------------------------------------------------===//
 // DSA index selection (kernels/Dsa.cpp)
@@ -219,6 +222,11 @@ llvm::Expected<Tensor> sparseAttention(const Tensor &q, const Tensor &kv,
 /// q [T, H, D], k [S, D], weights [T, H] -> [T, S] F32.
 Tensor dsaIndexerScores(const Tensor &q, const Tensor &k,
                         const Tensor &weights, double scale);
+/// Batched form: k [B, S, D] and query t scores the keys of sequence
+/// sequences[t]; errors on a sequence outside [0, B).
+llvm::Expected<Tensor> dsaIndexerScores(const Tensor &q, const Tensor &k,
+                                        const Tensor &weights,
+                                        const Tensor &sequences, double scale);
 
 /// Per query t, the top min(topK, bound[t]) keys among s < bound[t] (bound
 /// clamped to [0, S]) by descending score, ties to the lower index, then -1
@@ -316,8 +324,11 @@ llvm::Expected<Tensor> embedding(const Tensor &table, const Tensor &ids);
 /// Writes values[t] into cache[slots[t]] (cache [S, ...], values [T, ...],
 /// slots [T]); slot -1 skips the row. Returns the updated cache. Errors on a
 /// slot outside [-1, S).
+/// With `sequences [T]` the cache is [B, S, ...] and token t writes row
+/// slots[t] of sequence sequences[t].
 llvm::Expected<Tensor> cacheWrite(const Tensor &cache, const Tensor &values,
-                                  const Tensor &slots);
+                                  const Tensor &slots,
+                                  const Tensor &sequences = Tensor());
 
 } // namespace daybreak::ref
 

@@ -52,7 +52,8 @@ def Lm_AttentionOp : Lm_Op<"attention", [Pure, AttrSizedOperandSegments]> {
   let hasVerifier = 1;
 }
 
-def Lm_SparseAttentionOp : Lm_Op<"sparse_attention", [Pure]> {
+def Lm_SparseAttentionOp : Lm_Op<"sparse_attention", [Pure,
+    AttrSizedOperandSegments]> {
   let summary = "MLA attention in absorbed form over selected keys";
   let description = [{
     Multi-head latent attention with `W_UK` absorbed into the query, as
@@ -63,7 +64,9 @@ def Lm_SparseAttentionOp : Lm_Op<"sparse_attention", [Pure]> {
     padding): `out[t, h] = sum_{s in idx[t]} softmax(scale * q[t,h] . kv[s])
     kv[s, :value_dim]`. `scale` is explicit because MLA's is not
     `Dqk^-0.5` (DeepSeek: `192^-0.5 * mscale^2`). `sinks [H]` is optional.
-    An empty index set yields 0.
+    An empty index set yields 0. With `sequences [T]` the tokens of several
+    sequences share the batch: `kv` is `[B, S, Dqk]` and query `t` reads the
+    rows of sequence `sequences[t]`.
 
     ```mlir
     %o = lm.sparse_attention %q, %kv, %idx
@@ -74,12 +77,13 @@ def Lm_SparseAttentionOp : Lm_Op<"sparse_attention", [Pure]> {
   }];
   let arguments = (ins Lm_FloatTensor:$q, Lm_FloatTensor:$kv,
                        Lm_IndexTensor:$indices,
+                       Optional<Lm_IndexTensor>:$sequences,
                        Optional<Lm_F32Tensor>:$sinks, F64Attr:$scale,
                        I64Attr:$value_dim);
   let results = (outs Lm_FloatTensor:$result);
   let assemblyFormat = [{
-    $q `,` $kv `,` $indices (`sinks` $sinks^)? attr-dict `:`
-    functional-type(operands, results)
+    $q `,` $kv `,` $indices (`sequences` $sequences^)? (`sinks` $sinks^)?
+    attr-dict `:` functional-type(operands, results)
   }];
   let hasVerifier = 1;
 }
@@ -91,6 +95,8 @@ def Lm_DsaIndexerScoresOp : Lm_Op<"dsa_indexer_scores", [Pure]> {
     the `H` indexer heads, fp32: `q [T, H, D]`, the indexer key cache
     `k [S, D]` (one key per token shared by all heads) and per-token head
     weights `weights [T, H]`. Causality is applied by `lm.dsa_index_select`.
+    With `sequences [T]`, `k` is `[B, S, D]` and query `t` scores the keys
+    of sequence `sequences[t]`.
 
     ```mlir
     %sc = lm.dsa_indexer_scores %iq, %ik, %iw {scale = 0.0884 : f64}
@@ -99,10 +105,12 @@ def Lm_DsaIndexerScoresOp : Lm_Op<"dsa_indexer_scores", [Pure]> {
     ```
   }];
   let arguments = (ins Lm_FloatTensor:$q, Lm_FloatTensor:$k,
-                       Lm_FloatTensor:$weights, F64Attr:$scale);
+                       Lm_FloatTensor:$weights,
+                       Optional<Lm_IndexTensor>:$sequences, F64Attr:$scale);
   let results = (outs Lm_F32Tensor:$result);
   let assemblyFormat = [{
-    $q `,` $k `,` $weights attr-dict `:` functional-type(operands, results)
+    $q `,` $k `,` $weights (`sequences` $sequences^)? attr-dict `:`
+    functional-type(operands, results)
   }];
   let hasVerifier = 1;
 }

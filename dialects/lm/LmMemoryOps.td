@@ -69,7 +69,9 @@ def Lm_CacheWriteOp : Lm_Op<"cache_write", [Pure]> {
     with the same trailing dims, `slots [T]`. Value semantics: the result
     is the updated cache, so the IR threads each cache from function
     argument to function result. `layout` records how the cache is stored
-    (assigned by the KV layout pass).
+    (assigned by the KV layout pass). With `sequences [T]` the cache holds a
+    batch of sequences, `[B, S, ...]`, and token `t` writes row `slots[t]`
+    of sequence `sequences[t]`.
 
     ```mlir
     %c1 = lm.cache_write %c0, %kv, %slots
@@ -82,10 +84,11 @@ def Lm_CacheWriteOp : Lm_Op<"cache_write", [Pure]> {
   }];
   let arguments = (ins Lm_FloatTensor:$cache, Lm_FloatTensor:$values,
                        Lm_IndexTensor:$slots,
+                       Optional<Lm_IndexTensor>:$sequences,
                        OptionalAttr<Lm_KVLayoutAttr>:$layout);
   let results = (outs Lm_FloatTensor:$result);
   let assemblyFormat = [{
-    $cache `,` $values `,` $slots attr-dict `:`
+    $cache `,` $values `,` $slots (`sequences` $sequences^)? attr-dict `:`
     functional-type(operands, results)
   }];
   let hasVerifier = 1;

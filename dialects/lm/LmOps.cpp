@@ -423,6 +423,19 @@ LogicalResult MoeRouteOp::verify() {
 // Attention
 //===----------------------------------------------------------------------===//
 
+/// Checks the optional `sequences [T]` operand of the batched cache readers
+/// and writers and returns the number of leading batch dims of the cache
+/// (1 with sequences, else 0).
+static FailureOr<int64_t> verifySequences(ShapeChecker &c, Value sequences,
+                                          StringRef tokensName, Value tokens) {
+  if (!sequences)
+    return 0;
+  if (failed(c.rank("sequences", sequences, 1)) ||
+      failed(c.same("sequences", sequences, 0, tokensName, tokens, 0)))
+    return failure();
+  return 1;
+}
+
 LogicalResult AttentionOp::verify() {
   ShapeChecker c(*this);
   Value q = getQ(), k = getK(), v = getV();
@@ -475,12 +488,15 @@ LogicalResult SparseAttentionOp::verify() {
   ShapeChecker c(*this);
   Value q = getQ(), kv = getKv(), indices = getIndices();
   CHECK(c.rank("q", q, 3));
-  CHECK(c.rank("kv", kv, 2));
+  FailureOr<int64_t> batch = verifySequences(c, getSequences(), "q", q);
+  if (failed(batch))
+    return failure();
+  CHECK(c.rank("kv", kv, 2 + *batch));
   CHECK(c.rank("indices", indices, 2));
-  CHECK(c.same("kv", kv, 1, "q", q, 2));
+  CHECK(c.same("kv", kv, -1, "q", q, 2));
   CHECK(c.same("indices", indices, 0, "q", q, 0));
   int64_t valueDim = getValueDim();
-  int64_t qkDim = ShapeChecker::firstStatic({{q, 2}, {kv, 1}});
+  int64_t qkDim = ShapeChecker::firstStatic({{q, 2}, {kv, -1}});
   if (valueDim <= 0 || (!ShapedType::isDynamic(qkDim) && valueDim > qkDim))
     return emitOpError("expects 0 < value_dim <= the query/key dim (")
            << qkDim << "), got " << valueDim;
@@ -500,16 +516,19 @@ LogicalResult DsaIndexerScoresOp::verify() {
   ShapeChecker c(*this);
   Value q = getQ(), k = getK(), w = getWeights();
   CHECK(c.rank("q", q, 3));
-  CHECK(c.rank("k", k, 2));
+  FailureOr<int64_t> batch = verifySequences(c, getSequences(), "q", q);
+  if (failed(batch))
+    return failure();
+  CHECK(c.rank("k", k, 2 + *batch));
   CHECK(c.rank("weights", w, 2));
-  CHECK(c.same("k", k, 1, "q", q, 2));
+  CHECK(c.same("k", k, -1, "q", q, 2));
   CHECK(c.same("weights", w, 0, "q", q, 0));
   CHECK(c.same("weights", w, 1, "q", q, 1));
   CHECK(expectPositive(*this, "scale", getScale().convertToDouble()));
   Value result = getResult();
   CHECK(c.rank("result", result, 2));
   CHECK(c.same("result", result, 0, "q", q, 0));
-  return c.same("result", result, 1, "k", k, 0);
+  return c.same("result", result, 1, "k", k, *batch);
 }
 
 LogicalResult DsaIndexSelectOp::verify() {
@@ -715,11 +734,15 @@ WeightRefOp::verifySymbolUses(SymbolTableCollection &symbolTable) {
 LogicalResult CacheWriteOp::verify() {
   ShapeChecker c(*this);
   Value cache = getCache(), values = getValues();
-  CHECK(c.minRank("cache", cache, 2));
+  FailureOr<int64_t> batch =
+      verifySequences(c, getSequences(), "values", values);
+  if (failed(batch))
+    return failure();
+  CHECK(c.minRank("cache", cache, 2 + *batch));
   auto cacheType = cast<RankedTensorType>(cache.getType());
-  CHECK(c.rank("values", values, cacheType.getRank()));
-  for (int64_t i = 1; i < cacheType.getRank(); ++i)
-    CHECK(c.same("values", values, i, "cache", cache, i));
+  CHECK(c.rank("values", values, cacheType.getRank() - *batch));
+  for (int64_t i = 1; i + *batch < cacheType.getRank(); ++i)
+    CHECK(c.same("values", values, i, "cache", cache, i + *batch));
   CHECK(c.rank("slots", getSlots(), 1));
   CHECK(c.same("slots", getSlots(), 0, "values", values, 0));
   if (getResult().getType() != cacheType)
@@ -729,7 +752,7 @@ LogicalResult CacheWriteOp::verify() {
     // The row width is known only when every trailing dim is static.
     bool staticRow = true;
     int64_t features = 1;
-    for (int64_t i = 1; i < cacheType.getRank(); ++i) {
+    for (int64_t i = 1 + *batch; i < cacheType.getRank(); ++i) {
       staticRow &= !cacheType.isDynamicDim(i);
       if (staticRow)
         features *= cacheType.getDimSize(i);

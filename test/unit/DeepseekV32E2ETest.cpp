@@ -80,6 +80,7 @@ TEST_P(DeepseekV32E2E, LogitsMatchTransformers) {
   MLIRContext context;
   models::BuildOptions options;
   options.maxSeqLen = 64;
+  options.maxBatch = 2;
   auto module = models::buildDeepseekV32(context, *config, *checkpoint,
                                          options);
   ASSERT_TRUE(!!module) << llvm::toString(module.takeError());
@@ -90,69 +91,102 @@ TEST_P(DeepseekV32E2E, LogitsMatchTransformers) {
         return importers::loadWeight(*checkpoint, srcs);
       });
   int64_t kvWidth = config->kvLoraRank + config->qkRopeHeadDim;
+  int64_t vocab = config->vocabSize;
 
-  for (auto [i, seqValue] : llvm::enumerate(*sequences)) {
+  // All sequences run together: one prefill over the flattened prompts,
+  // then decode steps of one token per sequence.
+  std::vector<std::vector<int64_t>> prompts, decodes;
+  for (const llvm::json::Value &seqValue : *sequences) {
     const llvm::json::Object &seq = *seqValue.getAsObject();
-    std::vector<int64_t> prompt = intList(seq, "prompt_ids");
-    std::vector<int64_t> decode = intList(seq, "decode_ids");
-    ASSERT_GT(static_cast<int64_t>(prompt.size()), config->indexTopk)
+    prompts.push_back(intList(seq, "prompt_ids"));
+    decodes.push_back(intList(seq, "decode_ids"));
+    ASSERT_GT(static_cast<int64_t>(prompts.back().size()), config->indexTopk)
         << "the prompt must exceed index_topk to test the sparse path";
+  }
+  int64_t batch = prompts.size();
+  ASSERT_LE(batch, options.maxBatch);
 
-    std::vector<ref::Tensor> caches;
-    for (int64_t l = 0; l < config->numLayers; ++l) {
-      caches.push_back(ref::Tensor::zeros(ref::ElementType::F32,
-                                          {options.maxSeqLen, kvWidth}));
-      caches.push_back(ref::Tensor::zeros(
-          ref::ElementType::F32, {options.maxSeqLen, config->indexHeadDim}));
+  std::vector<ref::Tensor> caches;
+  for (int64_t l = 0; l < config->numLayers; ++l) {
+    caches.push_back(ref::Tensor::zeros(
+        ref::ElementType::F32, {options.maxBatch, options.maxSeqLen, kvWidth}));
+    caches.push_back(ref::Tensor::zeros(
+        ref::ElementType::F32,
+        {options.maxBatch, options.maxSeqLen, config->indexHeadDim}));
+  }
+  auto step = [&](llvm::StringRef fn, const std::vector<int64_t> &ids,
+                  const std::vector<int64_t> &positions,
+                  const std::vector<int64_t> &seqs) -> std::vector<float> {
+    int64_t n = ids.size();
+    std::vector<ref::Tensor> args = {ref::Tensor::fromInts({n}, ids),
+                                     ref::Tensor::fromInts({n}, positions),
+                                     ref::Tensor::fromInts({n}, seqs)};
+    args.insert(args.end(), caches.begin(), caches.end());
+    auto out = evaluator.run(fn, args);
+    EXPECT_TRUE(!!out) << llvm::toString(out.takeError());
+    if (!out)
+      return {};
+    caches.assign(out->begin() + 1, out->end());
+    return (*out)[0].floats();
+  };
+
+  // Tolerance: 1e-4 absolute on logits of magnitude ~4 (fp32 vs fp32;
+  // transformers' own fp32-vs-fp64 spread is 5.4e-6, fixture README).
+  constexpr double kTolerance = 1e-4;
+  std::vector<int64_t> ids, positions, seqs;
+  for (int64_t i = 0; i < batch; ++i)
+    for (size_t p = 0; p < prompts[i].size(); ++p) {
+      ids.push_back(prompts[i][p]);
+      positions.push_back(p);
+      seqs.push_back(i);
     }
-    auto step = [&](llvm::StringRef fn, std::vector<int64_t> ids,
-                    int64_t start) -> std::vector<float> {
-      std::vector<int64_t> positions(ids.size());
-      for (size_t t = 0; t < ids.size(); ++t)
-        positions[t] = start + t;
-      int64_t n = ids.size();
-      std::vector<ref::Tensor> args = {ref::Tensor::fromInts({n}, ids),
-                                       ref::Tensor::fromInts({n}, positions)};
-      args.insert(args.end(), caches.begin(), caches.end());
-      auto out = evaluator.run(fn, args);
-      EXPECT_TRUE(!!out) << llvm::toString(out.takeError());
-      if (!out)
-        return {};
-      caches.assign(out->begin() + 1, out->end());
-      return (*out)[0].floats();
-    };
-
-    // Tolerance: 1e-4 absolute on logits of magnitude ~4 (fp32 vs fp32;
-    // transformers' own fp32-vs-fp64 spread is 5.4e-6, fixture README).
-    constexpr double kTolerance = 1e-4;
+  std::vector<float> got = step("prefill", ids, positions, seqs);
+  ASSERT_EQ(got.size(), ids.size() * vocab);
+  size_t row = 0;
+  for (int64_t i = 0; i < batch; ++i) {
     std::vector<int64_t> shape;
     std::string prefix = "seq" + std::to_string(i);
     std::vector<float> want =
         readF32(expected, prefix + ".prefill_logits", &shape);
-    std::vector<float> got = step("prefill", prompt, 0);
-    ASSERT_EQ(got.size(), want.size());
+    ASSERT_EQ(want.size(), prompts[i].size() * vocab);
     double worst = 0;
-    for (size_t j = 0; j < got.size(); ++j)
-      worst = std::max(worst, std::fabs(double(got[j]) - want[j]));
+    for (size_t j = 0; j < want.size(); ++j)
+      worst = std::max(worst,
+                       std::fabs(double(got[row * vocab + j]) - want[j]));
+    row += prompts[i].size();
     EXPECT_LE(worst, kTolerance) << prefix << " prefill";
     std::printf("%s %s prefill: %zu logits, max |diff| %.3g\n", GetParam(),
-                prefix.c_str(), got.size(), worst);
+                prefix.c_str(), want.size(), worst);
+  }
 
-    std::vector<float> wantDecode =
-        readF32(expected, prefix + ".decode_logits", &shape);
-    int64_t vocab = config->vocabSize;
-    worst = 0;
-    for (size_t t = 0; t < decode.size(); ++t) {
-      std::vector<float> row =
-          step("decode", {decode[t]}, prompt.size() + t);
-      ASSERT_EQ(static_cast<int64_t>(row.size()), vocab);
-      for (int64_t j = 0; j < vocab; ++j)
-        worst = std::max(worst,
-                         std::fabs(double(row[j]) - wantDecode[t * vocab + j]));
+  std::vector<double> worstDecode(batch, 0.0);
+  std::vector<std::vector<float>> wantDecode(batch);
+  for (int64_t i = 0; i < batch; ++i) {
+    std::vector<int64_t> shape;
+    wantDecode[i] = readF32(expected, "seq" + std::to_string(i) +
+                                          ".decode_logits", &shape);
+  }
+  for (size_t t = 0; t < decodes[0].size(); ++t) {
+    ids.clear();
+    positions.clear();
+    seqs.clear();
+    for (int64_t i = 0; i < batch; ++i) {
+      ids.push_back(decodes[i][t]);
+      positions.push_back(prompts[i].size() + t);
+      seqs.push_back(i);
     }
-    EXPECT_LE(worst, kTolerance) << prefix << " decode";
-    std::printf("%s %s decode: %zu steps, max |diff| %.3g\n", GetParam(),
-                prefix.c_str(), decode.size(), worst);
+    std::vector<float> rows = step("decode", ids, positions, seqs);
+    ASSERT_EQ(static_cast<int64_t>(rows.size()), batch * vocab);
+    for (int64_t i = 0; i < batch; ++i)
+      for (int64_t j = 0; j < vocab; ++j)
+        worstDecode[i] = std::max(
+            worstDecode[i], std::fabs(double(rows[i * vocab + j]) -
+                                      wantDecode[i][t * vocab + j]));
+  }
+  for (int64_t i = 0; i < batch; ++i) {
+    EXPECT_LE(worstDecode[i], kTolerance) << "seq" << i << " decode";
+    std::printf("%s seq%lld decode: %zu steps, max |diff| %.3g\n", GetParam(),
+                static_cast<long long>(i), decodes[i].size(), worstDecode[i]);
   }
 }
 

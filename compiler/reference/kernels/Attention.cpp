@@ -100,13 +100,19 @@ Tensor attention(const Tensor &q, const Tensor &k, const Tensor &v,
 
 llvm::Expected<Tensor> sparseAttention(const Tensor &q, const Tensor &kv,
                                        const Tensor &indices, double scale,
-                                       int64_t valueDim, const Tensor &sinks) {
+                                       int64_t valueDim, const Tensor &sinks,
+                                       const Tensor &sequences) {
   int64_t tokens = q.dim(0), heads = q.dim(1), qkDim = q.dim(2);
-  int64_t keys = kv.dim(0), kvWidth = kv.dim(1);
+  int64_t keys = kv.dim(-2), kvWidth = kv.dim(-1);
   int64_t topK = indices.dim(1);
   if (llvm::Error err = detail::checkSlotIndices(
           indices, keys, "sparseAttention: index", "query"))
     return std::move(err);
+  bool batched = !sequences.empty();
+  if (batched)
+    if (llvm::Error err =
+            detail::checkSequences(sequences, kv.dim(0), "sparseAttention"))
+      return std::move(err);
 
   Tensor out = Tensor::zeros(ElementType::F32, {tokens, heads, valueDim});
   std::vector<double> logits;
@@ -122,7 +128,8 @@ llvm::Expected<Tensor> sparseAttention(const Tensor &q, const Tensor &kv,
         int64_t index = intAt(indices, t * topK + i);
         if (index < 0)
           continue;
-        const float *row = kv.floats().data() + index * kvWidth;
+        int64_t seq = batched ? intAt(sequences, t) : 0;
+        const float *row = kv.floats().data() + (seq * keys + index) * kvWidth;
         logits.push_back(scale * dot(query, row, qkDim));
         values.push_back(row); // V is the leading valueDim columns of kv
       }

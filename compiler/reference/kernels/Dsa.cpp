@@ -12,12 +12,24 @@ using namespace detail;
 
 Tensor dsaIndexerScores(const Tensor &q, const Tensor &k, const Tensor &weights,
                         double scale) {
+  return llvm::cantFail(dsaIndexerScores(q, k, weights, Tensor(), scale));
+}
+
+llvm::Expected<Tensor> dsaIndexerScores(const Tensor &q, const Tensor &k,
+                                        const Tensor &weights,
+                                        const Tensor &sequences, double scale) {
   int64_t tokens = q.dim(0), heads = q.dim(1), dim = q.dim(2);
-  int64_t keys = k.dim(0);
+  int64_t keys = k.dim(-2);
+  bool batched = !sequences.empty();
+  if (batched)
+    if (llvm::Error err =
+            checkSequences(sequences, k.dim(0), "dsaIndexerScores"))
+      return std::move(err);
   Tensor scores = Tensor::zeros(ElementType::F32, {tokens, keys});
   for (int64_t t = 0; t < tokens; ++t) {
     for (int64_t s = 0; s < keys; ++s) {
-      const float *key = k.floats().data() + s * dim;
+      int64_t seq = batched ? intAt(sequences, t) : 0;
+      const float *key = k.floats().data() + (seq * keys + s) * dim;
       double sum = 0.0;
       for (int64_t h = 0; h < heads; ++h) {
         const float *query = q.floats().data() + (t * heads + h) * dim;

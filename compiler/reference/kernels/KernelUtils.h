@@ -71,6 +71,21 @@ inline llvm::Error checkSlotIndices(const Tensor &indices, int64_t limit,
   return llvm::Error::success();
 }
 
+/// Checks a `sequences [T]` operand against `batches` cache sequences.
+inline llvm::Error checkSequences(const Tensor &sequences, int64_t batches,
+                                  const char *what) {
+  for (int64_t t = 0, n = sequences.numel(); t < n; ++t) {
+    int64_t seq = intAt(sequences, t);
+    if (seq < 0 || seq >= batches)
+      return llvm::createStringError(
+          llvm::inconvertibleErrorCode(),
+          "%s: sequence %lld of token %lld is outside the batch [0, %lld)",
+          what, static_cast<long long>(seq), static_cast<long long>(t),
+          static_cast<long long>(batches));
+  }
+  return llvm::Error::success();
+}
+
 /// The `k` best of `candidates` by descending score, ties to the lower index,
 /// best first. NaN ranks below every number so the order stays total.
 inline std::vector<int64_t> selectTopK(const std::vector<double> &scores,

@@ -29,10 +29,17 @@ llvm::Expected<Tensor> embedding(const Tensor &table, const Tensor &ids) {
 }
 
 llvm::Expected<Tensor> cacheWrite(const Tensor &cache, const Tensor &values,
-                                  const Tensor &slots) {
-  int64_t cacheRows = cache.dim(0);
+                                  const Tensor &slots,
+                                  const Tensor &sequences) {
+  bool batched = !sequences.empty();
+  int64_t batches = batched ? cache.dim(0) : 1;
+  int64_t cacheRows = cache.dim(batched ? 1 : 0);
   int64_t rows = slots.numel();
-  int64_t rowSize = cacheRows ? cache.numel() / cacheRows : 0;
+  int64_t rowSize =
+      cacheRows > 0 && batches > 0 ? cache.numel() / (cacheRows * batches) : 0;
+  if (batched)
+    if (llvm::Error err = checkSequences(sequences, batches, "cacheWrite"))
+      return std::move(err);
   // Check every slot first so a bad one leaves no partial result.
   for (int64_t t = 0; t < rows; ++t) {
     int64_t slot = intAt(slots, t);
@@ -50,8 +57,9 @@ llvm::Expected<Tensor> cacheWrite(const Tensor &cache, const Tensor &values,
     int64_t slot = intAt(slots, t);
     if (slot < 0)
       continue;
+    int64_t base = batched ? intAt(sequences, t) * cacheRows : 0;
     for (int64_t i = 0; i < rowSize; ++i) {
-      int64_t src = t * rowSize + i, dst = slot * rowSize + i;
+      int64_t src = t * rowSize + i, dst = (base + slot) * rowSize + i;
       if (out.isFloat())
         out.floats()[dst] =
             roundTo(out.type(), values.isFloat()

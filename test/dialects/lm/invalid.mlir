@@ -1561,7 +1561,7 @@ func.func @sparse_attention_indices_rank(%q: tensor<4x8x96xbf16>, %kv: tensor<10
 
 // Tests that lm.sparse_attention rejects a kv whose width differs from q's head dim.
 func.func @sparse_attention_kv_dim(%q: tensor<4x8x96xbf16>, %kv: tensor<10x64xbf16>, %idx: tensor<4x16xi32>) {
-  // expected-error @+1 {{'lm.sparse_attention' op expects kv dim 1 (64) to equal q dim 2 (96)}}
+  // expected-error @+1 {{'lm.sparse_attention' op expects kv dim -1 (64) to equal q dim 2 (96)}}
   %r = lm.sparse_attention %q, %kv, %idx {scale = 0.125 : f64, value_dim = 64 : i64} : (tensor<4x8x96xbf16>, tensor<10x64xbf16>, tensor<4x16xi32>) -> tensor<4x8x64xbf16>
   return
 }
@@ -1705,7 +1705,7 @@ func.func @dsa_indexer_scores_weights_rank(%q: tensor<4x8x32xbf16>, %k: tensor<1
 
 // Tests that lm.dsa_indexer_scores rejects a k whose width differs from q's head dim.
 func.func @dsa_indexer_scores_k_dim(%q: tensor<4x8x32xbf16>, %k: tensor<10x64xbf16>, %w: tensor<4x8xf32>) {
-  // expected-error @+1 {{'lm.dsa_indexer_scores' op expects k dim 1 (64) to equal q dim 2 (32)}}
+  // expected-error @+1 {{'lm.dsa_indexer_scores' op expects k dim -1 (64) to equal q dim 2 (32)}}
   %r = lm.dsa_indexer_scores %q, %k, %w {scale = 0.125 : f64} : (tensor<4x8x32xbf16>, tensor<10x64xbf16>, tensor<4x8xf32>) -> tensor<4x10xf32>
   return
 }

@@ -234,3 +234,55 @@ func.func @memory(%table: tensor<512x256xbf16>, %ids: tensor<?xi32>,
       : (tensor<?x576xbf16>, tensor<?x576xbf16>, tensor<?xi32>) -> tensor<?x576xbf16>
   return
 }
+
+// -----
+
+// Tests that the absorption helpers, FP8 dequantisation, plain expert
+// matmuls and weights round-trip.
+// CHECK-LABEL: lm.weight @kv_b : tensor<256x64xf8E4M3FN> {sources = ["model.layers.0.self_attn.kv_b_proj.weight"]}
+lm.weight @kv_b : tensor<256x64xf8E4M3FN> {sources = ["model.layers.0.self_attn.kv_b_proj.weight"]}
+lm.weight @kv_b_scale : tensor<2x1xf32> {sources = ["model.layers.0.self_attn.kv_b_proj.weight_scale_inv"]}
+// CHECK: lm.weight @experts : tensor<2x64x256xbf16> {sources = ["e.0", "e.1"]}
+lm.weight @experts : tensor<2x64x256xbf16> {sources = ["e.0", "e.1"]}
+// CHECK-LABEL: func @absorbed
+func.func @absorbed(%qn: tensor<?x4x32xf32>, %wuk: tensor<4x32x64xbf16>, %ol: tensor<?x4x64xf32>,
+                    %x: tensor<?x256xf32>, %idx: tensor<?x2xi32>, %rw: tensor<?x2xf32>,
+                    %wd: tensor<2x256x64xbf16>) {
+  // CHECK: %[[W:.*]] = lm.weight_ref @kv_b : tensor<256x64xf8E4M3FN>
+  %w8 = lm.weight_ref @kv_b : tensor<256x64xf8E4M3FN>
+  %s = lm.weight_ref @kv_b_scale : tensor<2x1xf32>
+  // CHECK: lm.fp8_dequant %[[W]], %{{.*}} {block_size = array<i64: 128, 128>}
+  %w = lm.fp8_dequant %w8, %s {block_size = array<i64: 128, 128>}
+      : (tensor<256x64xf8E4M3FN>, tensor<2x1xf32>) -> tensor<256x64xf32>
+  // CHECK: lm.head_matmul %{{.*}}, %{{.*}} : (tensor<?x4x32xf32>, tensor<4x32x64xbf16>) -> tensor<?x4x64xf32>
+  %ql = lm.head_matmul %qn, %wuk : (tensor<?x4x32xf32>, tensor<4x32x64xbf16>) -> tensor<?x4x64xf32>
+  // CHECK: lm.head_matmul %{{.*}}, %{{.*}} {transpose_weight}
+  %o = lm.head_matmul %ol, %wuk {transpose_weight} : (tensor<?x4x64xf32>, tensor<4x32x64xbf16>) -> tensor<?x4x32xf32>
+  %we = lm.weight_ref @experts : tensor<2x64x256xbf16>
+  // CHECK: lm.expert_matmul %{{.*}}, %{{.*}}, %{{.*}} :
+  %g = lm.expert_matmul %x, %we, %idx : (tensor<?x256xf32>, tensor<2x64x256xbf16>, tensor<?x2xi32>) -> tensor<?x2x64xf32>
+  // CHECK: lm.expert_matmul %{{.*}}, %{{.*}}, %{{.*}} weights %{{.*}} :
+  %y = lm.expert_matmul %g, %wd, %idx weights %rw
+      : (tensor<?x2x64xf32>, tensor<2x256x64xbf16>, tensor<?x2xi32>, tensor<?x2xf32>) -> tensor<?x256xf32>
+  return
+}
+
+// -----
+
+// Tests that the batched cache readers and writers round-trip with their
+// sequences operand.
+// CHECK-LABEL: func @batched_caches
+func.func @batched_caches(%c: tensor<2x64x80xf32>, %row: tensor<?x80xf32>, %pos: tensor<?xi32>,
+                          %seq: tensor<?xi32>, %q: tensor<?x4x80xf32>, %idx: tensor<?x16xi32>,
+                          %iq: tensor<?x4x32xf32>, %ik: tensor<2x64x32xf32>, %iw: tensor<?x4xf32>) {
+  // CHECK: lm.cache_write %{{.*}}, %{{.*}}, %{{.*}} sequences %{{.*}} :
+  %c1 = lm.cache_write %c, %row, %pos sequences %seq
+      : (tensor<2x64x80xf32>, tensor<?x80xf32>, tensor<?xi32>, tensor<?xi32>) -> tensor<2x64x80xf32>
+  // CHECK: lm.dsa_indexer_scores %{{.*}}, %{{.*}}, %{{.*}} sequences %{{.*}} {scale
+  %sc = lm.dsa_indexer_scores %iq, %ik, %iw sequences %seq {scale = 0.0884 : f64}
+      : (tensor<?x4x32xf32>, tensor<2x64x32xf32>, tensor<?x4xf32>, tensor<?xi32>) -> tensor<?x64xf32>
+  // CHECK: lm.sparse_attention %{{.*}}, %{{.*}}, %{{.*}} sequences %{{.*}} {scale
+  %o = lm.sparse_attention %q, %c1, %idx sequences %seq {scale = 0.27 : f64, value_dim = 64 : i64}
+      : (tensor<?x4x80xf32>, tensor<2x64x80xf32>, tensor<?x16xi32>, tensor<?xi32>) -> tensor<?x4x64xf32>
+  return
+}
