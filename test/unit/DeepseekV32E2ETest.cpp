@@ -192,6 +192,8 @@ TEST_P(DeepseekV32E2E, LogitsMatchTransformers) {
 
 INSTANTIATE_TEST_SUITE_P(Fixtures, DeepseekV32E2E,
                          ::testing::Values("test/fixtures/shared/deepseek_v32",
-                                           "test/fixtures/shared/deepseek_v32_fp8"));
+                                           "test/fixtures/shared/deepseek_v32_fp8",
+                                           "test/fixtures/deepseek_v32_small",
+                                           "test/fixtures/deepseek_v32_small_fp8"));
 
 } // namespace
