@@ -145,7 +145,7 @@ llvm::Expected<Value> Emitter::weight(StringRef name, ArrayRef<int64_t> shape,
     OpBuilder::InsertionGuard guard(b);
     b.setInsertionPoint(module.getBody(), module.getBody()->begin());
     decl = lm::WeightOp::create(b, loc, name, tensor(shape, elem),
-                                b.getStrArrayAttr({name}));
+                                b.getStrArrayAttr({name}), ElementsAttr());
     declared[name] = decl;
   }
   return lm::WeightRefOp::create(b, loc, decl.getType(), decl.getSymName())
@@ -181,7 +181,7 @@ llvm::Expected<Value> Emitter::stackedExperts(StringRef prefix,
     decl = lm::WeightOp::create(b, loc, symbol,
                                 tensor(stacked, mlirType(b.getContext(),
                                                          *dtype)),
-                                b.getStrArrayAttr(refs));
+                                b.getStrArrayAttr(refs), ElementsAttr());
     declared[symbol] = decl;
   }
   return lm::WeightRefOp::create(b, loc, decl.getType(), decl.getSymName())

@@ -33,7 +33,9 @@ def Lm_WeightOp : Lm_Op<"weight", [Symbol]> {
     in `sources`, the checkpoint tensors it is made of (several for experts
     stacked along a new leading dim). Functions read it with
     `lm.weight_ref`; the weight storage planner decides how it is stored in
-    the artifact.
+    the artifact. A weight computed at compile time from others (an
+    absorbed MLA matrix, dequantised experts) has no sources and carries its
+    `value` instead.
 
     ```mlir
     lm.weight @layers.1.experts.gate : tensor<8x64x256xbf16>
@@ -43,7 +45,8 @@ def Lm_WeightOp : Lm_Op<"weight", [Symbol]> {
   }];
   let arguments = (ins SymbolNameAttr:$sym_name,
                        TypeAttrOf<AnyRankedTensor>:$type,
-                       StrArrayAttr:$sources);
+                       StrArrayAttr:$sources,
+                       OptionalAttr<ElementsAttr>:$value);
   let assemblyFormat = "$sym_name `:` $type attr-dict";
   let hasVerifier = 1;
 }

@@ -705,9 +705,17 @@ LogicalResult EmbeddingOp::verify() {
 }
 
 LogicalResult WeightOp::verify() {
+  auto type = cast<RankedTensorType>(getType());
+  if (std::optional<ElementsAttr> value = getValue()) {
+    if (!getSources().empty())
+      return emitOpError("expects either sources or a value, not both");
+    if (value->getType() != type)
+      return emitOpError("expects a value of the weight's type ")
+             << type << ", got " << value->getType();
+    return success();
+  }
   if (getSources().empty())
     return emitOpError("expects at least one source tensor name");
-  auto type = cast<RankedTensorType>(getType());
   if (!type.hasStaticShape())
     return emitOpError("expects a static weight shape, got ") << type;
   if (getSources().size() > 1 &&

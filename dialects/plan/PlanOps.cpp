@@ -68,6 +68,13 @@ LogicalResult StepOp::verify() {
     return emitOpError("expects one name per size argument: ")
            << body.getNumArguments() << " arguments, "
            << getSizeNames().size() << " names";
+  if (std::optional<ArrayRef<int64_t>> maxSizes = getMaxSizes()) {
+    if (maxSizes->size() != getSizeNames().size())
+      return emitOpError("expects one max size per size name, got ")
+             << maxSizes->size();
+    if (llvm::any_of(*maxSizes, [](int64_t s) { return s <= 0; }))
+      return emitOpError("expects positive max sizes");
+  }
   for (BlockArgument arg : body.getArguments())
     if (!arg.getType().isIndex())
       return emitOpError("expects index size arguments, got ")

@@ -90,7 +90,8 @@ def Plan_StepOp : Plan_Op<"step", [Symbol, IsolatedFromAbove, SingleBlock,
     One entry point of the compiled model (`@prefill`, `@decode`). The
     block arguments are the step's runtime sizes (`index`), named by
     `size_names`; the body places buffers in an arena of `arena_size`
-    bytes and launches kernels in program order.
+    bytes and launches kernels in program order. `max_sizes`, when given,
+    bounds each size: the arena was planned for them.
 
     ```mlir
     plan.step @decode arena(1048576) sizes ["tokens", "batch"] {
@@ -103,7 +104,8 @@ def Plan_StepOp : Plan_Op<"step", [Symbol, IsolatedFromAbove, SingleBlock,
     ```
   }];
   let arguments = (ins SymbolNameAttr:$sym_name, I64Attr:$arena_size,
-                       StrArrayAttr:$size_names);
+                       StrArrayAttr:$size_names,
+                       OptionalAttr<DenseI64ArrayAttr>:$max_sizes);
   let regions = (region SizedRegion<1>:$body);
   let assemblyFormat = [{
     $sym_name `arena` `(` $arena_size `)` `sizes` $size_names

@@ -1,0 +1,201 @@
+//===- FoldWeights.cpp - Compute weight-only subgraphs at compile time ----===//
+//
+// A value is weight-derived when it is an lm.weight_ref or the result of a
+// foldable op (FP8 dequantisation, reshapes, static slices) whose tensor
+// operands are all weight-derived. Each weight-derived value that a
+// non-foldable op reads is evaluated with the reference evaluator (on a
+// scratch function holding just its subgraph) and replaced by a new
+// lm.weight carrying the value. Equal subgraphs in @prefill and @decode fold
+// to one weight.
+//
+//===----------------------------------------------------------------------===//
+
+#include "passes/Passes.h"
+
+#include "compiler/importers/Checkpoint.h"
+#include "compiler/importers/WeightLoader.h"
+
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/Dialect/Tensor/IR/Tensor.h"
+#include "mlir/IR/Builders.h"
+#include "mlir/IR/BuiltinAttributes.h"
+#include "mlir/IR/IRMapping.h"
+#include "llvm/ADT/SetVector.h"
+
+namespace daybreak {
+#define GEN_PASS_DEF_LMFOLDWEIGHTS
+#include "passes/Passes.h.inc"
+} // namespace daybreak
+
+using namespace mlir;
+using namespace daybreak;
+
+/// Ops folded when all their tensor operands are weight-derived.
+static bool isFoldable(Operation *op) {
+  if (isa<lm::Fp8DequantOp, tensor::ExpandShapeOp, tensor::CollapseShapeOp>(
+          op))
+    return true;
+  if (auto slice = dyn_cast<tensor::ExtractSliceOp>(op))
+    return slice.getOffsets().empty() && slice.getSizes().empty() &&
+           slice.getStrides().empty();
+  return false;
+}
+
+namespace {
+struct FoldWeightsPass
+    : public daybreak::impl::LmFoldWeightsBase<FoldWeightsPass> {
+  using LmFoldWeightsBase::LmFoldWeightsBase;
+  FoldWeightsPass(ref::WeightProvider provider) : provider(std::move(provider)) {}
+
+  void runOnOperation() override;
+
+  ref::WeightProvider provider;
+};
+} // namespace
+
+/// Converts a host tensor to an elements attribute of `type` (f32 values).
+static ElementsAttr toAttr(const ref::Tensor &tensor, RankedTensorType type) {
+  return DenseElementsAttr::get(type, llvm::ArrayRef<float>(tensor.floats()));
+}
+
+void FoldWeightsPass::runOnOperation() {
+  ModuleOp module = getOperation();
+  // The registered pass reads weights from the checkpoint option.
+  std::optional<importers::Checkpoint> opened;
+  if (!provider) {
+    if (checkpoint.empty()) {
+      module.emitError("lm-fold-weights needs checkpoint=<dir>");
+      return signalPassFailure();
+    }
+    auto ckpt = importers::Checkpoint::open(checkpoint);
+    if (!ckpt) {
+      module.emitError(llvm::toString(ckpt.takeError()));
+      return signalPassFailure();
+    }
+    opened.emplace(std::move(*ckpt));
+    provider = [&](llvm::StringRef, Type, llvm::ArrayRef<std::string> srcs) {
+      return importers::loadWeight(*opened, srcs);
+    };
+  }
+
+  // Weight-derived values, in program order per function.
+  llvm::SetVector<Value> derived;
+  module.walk([&](Operation *op) {
+    if (isa<lm::WeightRefOp>(op)) {
+      derived.insert(op->getResult(0));
+      return;
+    }
+    if (!isFoldable(op))
+      return;
+    for (Value operand : op->getOperands())
+      if (isa<RankedTensorType>(operand.getType()) && !derived.contains(operand))
+        return;
+    derived.insert(op->getResult(0));
+  });
+
+  OpBuilder b(module.getContext());
+  std::map<std::string, lm::WeightOp> folded;
+  int64_t counter = 0;
+  for (Value value : derived) {
+    Operation *def = value.getDefiningOp();
+    if (isa<lm::WeightRefOp>(def))
+      continue;
+    bool readByKernel = llvm::any_of(value.getUsers(), [&](Operation *user) {
+      return !isFoldable(user) || !derived.contains(user->getResult(0));
+    });
+    if (!readByKernel)
+      continue;
+
+    // A scratch module with the subgraph of `value`.
+    llvm::SetVector<Operation *> slice;
+    SmallVector<Operation *> work = {def};
+    while (!work.empty()) {
+      Operation *op = work.pop_back_val();
+      if (!slice.insert(op))
+        continue;
+      for (Value operand : op->getOperands())
+        if (Operation *producer = operand.getDefiningOp())
+          work.push_back(producer);
+    }
+    SmallVector<Operation *> ordered(slice.begin(), slice.end());
+    llvm::sort(ordered, [](Operation *x, Operation *y) {
+      return x->isBeforeInBlock(y);
+    });
+    OwningOpRef<ModuleOp> scratch = ModuleOp::create(def->getLoc());
+    b.setInsertionPointToEnd(scratch->getBody());
+    for (Operation *op : ordered)
+      if (auto ref = dyn_cast<lm::WeightRefOp>(op))
+        if (!scratch->lookupSymbol(ref.getWeight()))
+          b.clone(*module.lookupSymbol(ref.getWeightAttr()));
+    auto type = cast<RankedTensorType>(value.getType());
+    auto func = func::FuncOp::create(b, def->getLoc(), "fold",
+                                     b.getFunctionType({}, {type}));
+    b.setInsertionPointToStart(func.addEntryBlock());
+    IRMapping mapping;
+    for (Operation *op : ordered)
+      b.clone(*op, mapping);
+    func::ReturnOp::create(b, def->getLoc(), mapping.lookup(value));
+
+    // Equal subgraphs (the same in @prefill and @decode) share one weight.
+    std::string key;
+    llvm::raw_string_ostream os(key);
+    func.print(os);
+    lm::WeightOp weight = folded[key];
+    if (!weight) {
+      ref::Evaluator evaluator(*scratch, provider);
+      auto result = evaluator.run("fold", {});
+      if (!result) {
+        def->emitError("cannot fold weight: ") << llvm::toString(result.takeError());
+        return signalPassFailure();
+      }
+      auto resultType =
+          RankedTensorType::get(type.getShape(), b.getF32Type());
+      std::string root = "folded";
+      for (Operation *op : ordered)
+        if (auto ref = dyn_cast<lm::WeightRefOp>(op)) {
+          root = ref.getWeight().str();
+          break;
+        }
+      b.setInsertionPointToStart(module.getBody());
+      weight = lm::WeightOp::create(
+          b, def->getLoc(), root + ".folded." + std::to_string(counter++),
+          resultType, b.getStrArrayAttr({}),
+          toAttr((*result)[0], resultType));
+      folded[key] = weight;
+      ++numFolded;
+    }
+    b.setInsertionPoint(def);
+    Value replacement =
+        lm::WeightRefOp::create(b, def->getLoc(), weight.getType(),
+                                weight.getSymName())
+            .getResult();
+    if (replacement.getType() != value.getType()) {
+      def->emitError("folded weight of type ")
+          << replacement.getType() << " cannot replace " << value.getType()
+          << " (only f32 results fold)";
+      return signalPassFailure();
+    }
+    value.replaceAllUsesWith(replacement);
+  }
+
+  // Drop the now unused subgraphs and weights.
+  bool changed = true;
+  while (changed) {
+    changed = false;
+    module.walk([&](Operation *op) {
+      if ((isFoldable(op) || isa<lm::WeightRefOp>(op)) && op->use_empty()) {
+        op->erase();
+        changed = true;
+      }
+    });
+  }
+  SymbolTable symbols(module);
+  for (auto weight : llvm::make_early_inc_range(module.getOps<lm::WeightOp>()))
+    if (SymbolTable::symbolKnownUseEmpty(weight, module))
+      weight.erase();
+}
+
+std::unique_ptr<Pass>
+daybreak::createLmFoldWeightsPass(ref::WeightProvider weights) {
+  return std::make_unique<FoldWeightsPass>(std::move(weights));
+}

@@ -1,0 +1,74 @@
+//===- Passes.td - Daybreak's passes on lm and plan IR -----*- tablegen -*-===//
+
+#ifndef DAYBREAK_PASSES_TD
+#define DAYBREAK_PASSES_TD
+
+include "mlir/Pass/PassBase.td"
+
+def LmFoldWeights : Pass<"lm-fold-weights", "mlir::ModuleOp"> {
+  let summary = "compute weight-only subgraphs at compile time";
+  let description = [{
+    Values computed from weights alone — MLA's absorbed `W_UK`/`W_UV`
+    slices of `kv_b_proj`, FP8 weights dequantised for absorption or for
+    stacked experts — are evaluated once with the reference evaluator and
+    replaced by new `lm.weight`s carrying their value, so no step ever
+    recomputes them. Weights no function reads any more are removed.
+  }];
+  let options = [
+    Option<"checkpoint", "checkpoint", "std::string", /*default=*/"\"\"",
+           "checkpoint folder the weights' sources are read from">,
+  ];
+  let statistics = [
+    Statistic<"numFolded", "folded", "weight values computed at compile time">,
+  ];
+}
+
+def LmAssignKVLayout : Pass<"lm-assign-kv-layout", "mlir::ModuleOp"> {
+  let summary = "choose how each cache is stored";
+  let description = [{
+    Attaches a `#lm.kv_layout` to every `lm.cache_write`: the MLA latent
+    cache as DeepSeek deploys it (`fp8`: e4m3 latent in tiles with an fp32
+    scale each, bf16 RoPE key — 656 bytes per token at the real dims), or
+    plain `bf16`/`f32` rows; the indexer key cache likewise. Cache readers
+    take the layout of the writer of their cache.
+  }];
+  let options = [
+    Option<"kvCacheDtype", "kv-cache-dtype", "std::string", "\"fp8\"",
+           "storage of the caches: fp8, bf16 or f32">,
+    Option<"pageSize", "page-size", "int64_t", "64",
+           "tokens per cache page">,
+  ];
+}
+
+def LmLowerToPlan : Pass<"lm-lower-to-plan", "mlir::ModuleOp"> {
+  let summary = "lower lm functions to plan steps of kernel launches";
+  let description = [{
+    Turns each function into a `plan.step` whose size argument is the token
+    count: every tensor becomes a `plan.buffer` (reshapes alias their
+    source), every lm op a `plan.launch` of the device's library kernel with
+    the op's attributes, weights become `plan.weight`s laid out in one
+    section, caches `plan.cache_pool`s. Offsets are left for
+    `plan-assign-workspace`.
+  }];
+  let options = [
+    Option<"maxTokens", "max-tokens", "int64_t", "4096",
+           "the most tokens one step processes">,
+  ];
+  let dependentDialects = ["::daybreak::plan::PlanDialect",
+                           "::mlir::memref::MemRefDialect"];
+}
+
+def PlanAssignWorkspace : Pass<"plan-assign-workspace", "mlir::ModuleOp"> {
+  let summary = "place each step's buffers in one arena by liveness";
+  let description = [{
+    Computes each buffer's live range over the step's launches (aliases
+    share one range) and gives it a 256-byte-aligned offset so that buffers
+    live at the same time never overlap, first fit by decreasing size. Sets
+    the step's arena size to the peak.
+  }];
+  let statistics = [
+    Statistic<"peakBytes", "peak-bytes", "largest arena over the steps">,
+  ];
+}
+
+#endif // DAYBREAK_PASSES_TD

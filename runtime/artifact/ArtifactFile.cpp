@@ -1,0 +1,329 @@
+//===- ArtifactFile.cpp - Verifying reader for .daybreak files ------------===//
+
+#include "runtime/artifact/ArtifactFile.h"
+
+#include <algorithm>
+#include <cerrno>
+#include <climits>
+#include <cstring>
+#include <fcntl.h>
+#include <numeric>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+#include <vector>
+
+namespace daybreak::artifact {
+
+namespace {
+
+uint32_t loadLE32(const uint8_t *bytes) {
+  uint32_t value = 0;
+  for (int i = 3; i >= 0; --i)
+    value = (value << 8) | bytes[i];
+  return value;
+}
+
+uint64_t loadLE64(const uint8_t *bytes) {
+  uint64_t value = 0;
+  for (int i = 7; i >= 0; --i)
+    value = (value << 8) | bytes[i];
+  return value;
+}
+
+std::string hex(uint64_t value) {
+  static const char digits[] = "0123456789abcdef";
+  std::string text = "0x";
+  for (int shift = 60; shift >= 0; shift -= 4)
+    text += digits[(value >> shift) & 0xf];
+  return text;
+}
+
+/// "[offset, offset+size)" without overflowing.
+std::string range(uint64_t offset, uint64_t size) {
+  return "[" + std::to_string(offset) + ", " + std::to_string(offset) + "+" +
+         std::to_string(size) + ")";
+}
+
+/// Whether [offset, offset+size) lies within [0, limit), overflow-safe.
+bool fits(uint64_t offset, uint64_t size, uint64_t limit) {
+  return size <= limit && offset <= limit - size;
+}
+
+/// Closes a descriptor on every return path of `open`.
+struct FdCloser {
+  int fd;
+  ~FdCloser() {
+    if (fd >= 0)
+      ::close(fd);
+  }
+};
+
+std::string sectionLabel(const Manifest &manifest, size_t index) {
+  return "section " + std::to_string(index) + " '" +
+         manifest.sections(int(index)).name() + "'";
+}
+
+/// Checks alignment, bounds, overlap and checksums of every section.
+/// `dataStart` is the end of the manifest: no section may begin before it.
+Status verifySections(const std::string &path, const Manifest &manifest,
+                      const uint8_t *bytes, uint64_t fileSize,
+                      uint64_t dataStart) {
+  const int count = manifest.sections_size();
+  for (int i = 0; i < count; ++i) {
+    const Section &section = manifest.sections(i);
+    std::string label = path + ": " + sectionLabel(manifest, size_t(i));
+    if (section.offset() % kSectionAlignment != 0)
+      return Status::error(
+          label + ": offset " + std::to_string(section.offset()) +
+          " is not a multiple of " + std::to_string(kSectionAlignment));
+    if (!fits(section.offset(), section.size(), fileSize))
+      return Status::error(
+          label + ": byte range " + range(section.offset(), section.size()) +
+          " lies outside the " + std::to_string(fileSize) + "-byte file");
+    if (section.offset() < dataStart)
+      return Status::error(label + ": offset " +
+                           std::to_string(section.offset()) +
+                           " overlaps the header and manifest, which end at " +
+                           std::to_string(dataStart));
+  }
+
+  // Overlap: sort by offset, then each section must end before the next one
+  // starts. Empty sections overlap nothing.
+  std::vector<int> order(static_cast<size_t>(count));
+  std::iota(order.begin(), order.end(), 0);
+  std::stable_sort(order.begin(), order.end(), [&](int a, int b) {
+    return manifest.sections(a).offset() < manifest.sections(b).offset();
+  });
+  int previous = -1;
+  for (int index : order) {
+    const Section &section = manifest.sections(index);
+    if (section.size() == 0)
+      continue;
+    if (previous >= 0) {
+      const Section &before = manifest.sections(previous);
+      if (before.offset() + before.size() > section.offset())
+        return Status::error(
+            path + ": " + sectionLabel(manifest, size_t(index)) + " at " +
+            range(section.offset(), section.size()) + " overlaps " +
+            sectionLabel(manifest, size_t(previous)) + " at " +
+            range(before.offset(), before.size()));
+    }
+    previous = index;
+  }
+
+  for (int i = 0; i < count; ++i) {
+    const Section &section = manifest.sections(i);
+    uint64_t actual = fnv1a64(bytes + section.offset(), size_t(section.size()));
+    if (actual != section.checksum())
+      return Status::error(path + ": " + sectionLabel(manifest, size_t(i)) +
+                           ": checksum mismatch: manifest says " +
+                           hex(section.checksum()) + ", bytes hash to " +
+                           hex(actual) + " (the file is corrupt)");
+  }
+  return Status::success();
+}
+
+/// Checks that every weight names a section, lies inside it and has the byte
+/// size its shape and dtype imply.
+Status verifyWeights(const std::string &path, const Manifest &manifest) {
+  for (const Weight &weight : manifest.weights()) {
+    std::string label = path + ": weight '" + weight.name() + "'";
+    if (weight.section() >= uint32_t(manifest.sections_size()))
+      return Status::error(
+          label + ": section index " + std::to_string(weight.section()) +
+          " is out of range (the manifest has " +
+          std::to_string(manifest.sections_size()) + " sections)");
+    const Section &section = manifest.sections(int(weight.section()));
+    if (!fits(weight.offset(), weight.size(), section.size()))
+      return Status::error(
+          label + ": byte range " + range(weight.offset(), weight.size()) +
+          " lies outside " + sectionLabel(manifest, weight.section()) + " of " +
+          std::to_string(section.size()) + " bytes");
+
+    std::optional<uint64_t> elementSize = dtypeSize(weight.dtype());
+    if (!elementSize)
+      return Status::error(label + ": unknown dtype " +
+                           std::to_string(int(weight.dtype())));
+    uint64_t expected = *elementSize;
+    for (int64_t dim : weight.shape()) {
+      if (dim < 0)
+        return Status::error(label + ": negative dimension " +
+                             std::to_string(dim) + " in its shape");
+      if (dim != 0 && expected > UINT64_MAX / uint64_t(dim))
+        return Status::error(label + ": shape overflows 64-bit byte size");
+      expected *= uint64_t(dim);
+    }
+    if (expected != weight.size())
+      return Status::error(label + ": size " + std::to_string(weight.size()) +
+                           " bytes disagrees with its shape and dtype " +
+                           DType_Name(weight.dtype()) + ", which need " +
+                           std::to_string(expected) + " bytes");
+  }
+  return Status::success();
+}
+
+} // namespace
+
+uint64_t fnv1a64(const uint8_t *data, size_t size, uint64_t hash) {
+  constexpr uint64_t kPrime = 0x100000001b3ull;
+  for (size_t i = 0; i < size; ++i) {
+    hash ^= data[i];
+    hash *= kPrime;
+  }
+  return hash;
+}
+
+std::optional<uint64_t> dtypeSize(DType dtype) {
+  switch (dtype) {
+  case F32:
+  case I32:
+    return 4;
+  case BF16:
+  case F16:
+    return 2;
+  case F8E4M3FN:
+  case U8:
+    return 1;
+  case I64:
+    return 8;
+  default:
+    return std::nullopt;
+  }
+}
+
+ArtifactFile::ArtifactFile(ArtifactFile &&other) noexcept
+    : filePath(std::move(other.filePath)), mapping(other.mapping),
+      mappingSize(other.mappingSize), parsed(std::move(other.parsed)) {
+  other.mapping = nullptr;
+  other.mappingSize = 0;
+}
+
+ArtifactFile &ArtifactFile::operator=(ArtifactFile &&other) noexcept {
+  if (this == &other)
+    return *this;
+  reset();
+  filePath = std::move(other.filePath);
+  mapping = other.mapping;
+  mappingSize = other.mappingSize;
+  parsed = std::move(other.parsed);
+  other.mapping = nullptr;
+  other.mappingSize = 0;
+  return *this;
+}
+
+ArtifactFile::~ArtifactFile() { reset(); }
+
+void ArtifactFile::reset() {
+  if (mapping)
+    ::munmap(mapping, mappingSize);
+  mapping = nullptr;
+  mappingSize = 0;
+  parsed.reset();
+}
+
+StatusOr<ArtifactFile> ArtifactFile::open(const std::string &path) {
+  FdCloser fd{::open(path.c_str(), O_RDONLY | O_CLOEXEC)};
+  if (fd.fd < 0)
+    return Status::error(path + ": cannot open: " + std::strerror(errno));
+  struct stat info;
+  if (::fstat(fd.fd, &info) != 0)
+    return Status::error(path + ": cannot stat: " + std::strerror(errno));
+  uint64_t fileSize = uint64_t(info.st_size);
+  if (fileSize < kHeaderSize)
+    return Status::error(path + ": file is " + std::to_string(fileSize) +
+                         " bytes, shorter than the " +
+                         std::to_string(kHeaderSize) +
+                         "-byte .daybreak header");
+
+  ArtifactFile file;
+  file.filePath = path;
+  void *mapped =
+      ::mmap(nullptr, size_t(fileSize), PROT_READ, MAP_PRIVATE, fd.fd, 0);
+  if (mapped == MAP_FAILED)
+    return Status::error(path + ": cannot mmap: " + std::strerror(errno));
+  file.mapping = mapped;
+  file.mappingSize = size_t(fileSize);
+  const uint8_t *bytes = static_cast<const uint8_t *>(mapped);
+
+  if (std::memcmp(bytes, kMagic, sizeof(kMagic)) != 0)
+    return Status::error(path + ": bad magic: not a .daybreak artifact");
+  uint32_t version = loadLE32(bytes + kVersionOffset);
+  if (version != kFormatVersion)
+    return Status::error(
+        path + ": was written by format version " + std::to_string(version) +
+        "; this runtime reads version " + std::to_string(kFormatVersion));
+  uint32_t flags = loadLE32(bytes + kFlagsOffset);
+  if (flags != 0)
+    return Status::error(path + ": unknown header flags " + hex(flags) +
+                         " (format version 1 defines none)");
+  for (size_t i = kReservedOffset; i < kHeaderSize; ++i)
+    if (bytes[i] != 0)
+      return Status::error(path + ": reserved header byte " +
+                           std::to_string(i) + " is not zero");
+  uint64_t recordedSize = loadLE64(bytes + kFileSizeOffset);
+  if (recordedSize != fileSize)
+    return Status::error(path + ": header records a file size of " +
+                         std::to_string(recordedSize) + " bytes but the file " +
+                         "has " + std::to_string(fileSize) +
+                         " (truncated or appended to?)");
+
+  uint64_t manifestOffset = loadLE64(bytes + kManifestOffsetOffset);
+  uint64_t manifestSize = loadLE64(bytes + kManifestSizeOffset);
+  if (manifestOffset < kHeaderSize ||
+      !fits(manifestOffset, manifestSize, fileSize))
+    return Status::error(path + ": manifest byte range " +
+                         range(manifestOffset, manifestSize) +
+                         " lies outside the " + std::to_string(fileSize) +
+                         "-byte file or inside its header");
+  if (manifestSize > uint64_t(INT_MAX))
+    return Status::error(path + ": manifest of " +
+                         std::to_string(manifestSize) +
+                         " bytes exceeds protobuf's 2 GiB limit");
+  const uint8_t *manifestBytes = bytes + manifestOffset;
+  uint64_t recordedChecksum = loadLE64(bytes + kManifestChecksumOffset);
+  uint64_t actualChecksum = fnv1a64(manifestBytes, size_t(manifestSize));
+  if (actualChecksum != recordedChecksum)
+    return Status::error(path + ": manifest checksum mismatch: header says " +
+                         hex(recordedChecksum) + ", bytes hash to " +
+                         hex(actualChecksum) + " (the file is corrupt)");
+
+  file.parsed = std::make_unique<Manifest>();
+  if (!file.parsed->ParseFromArray(manifestBytes, int(manifestSize)))
+    return Status::error(path + ": manifest does not parse as a "
+                                "daybreak.artifact.Manifest");
+  const Manifest &manifest = *file.parsed;
+  if (manifest.format_version() != kFormatVersion)
+    return Status::error(path + ": manifest says format version " +
+                         std::to_string(manifest.format_version()) +
+                         " but the header says " + std::to_string(version));
+
+  if (Status status = verifySections(path, manifest, bytes, fileSize,
+                                     manifestOffset + manifestSize);
+      !status)
+    return status;
+  if (Status status = verifyWeights(path, manifest); !status)
+    return status;
+  return StatusOr<ArtifactFile>(std::move(file));
+}
+
+const uint8_t *ArtifactFile::sectionData(uint32_t index) const {
+  if (!parsed || index >= uint32_t(parsed->sections_size()))
+    return nullptr;
+  return static_cast<const uint8_t *>(mapping) +
+         parsed->sections(int(index)).offset();
+}
+
+std::optional<uint32_t> ArtifactFile::findSection(std::string_view name) const {
+  for (int i = 0; i < parsed->sections_size(); ++i)
+    if (parsed->sections(i).name() == name)
+      return uint32_t(i);
+  return std::nullopt;
+}
+
+const uint8_t *ArtifactFile::weightData(const Weight &weight) const {
+  const uint8_t *section = sectionData(weight.section());
+  return section ? section + weight.offset() : nullptr;
+}
+
+} // namespace daybreak::artifact

@@ -1,0 +1,108 @@
+//===- ArtifactFile.h - The .daybreak container and its reader --*- C++ -*-===//
+//
+// A `.daybreak` artifact is one file, all integers little-endian:
+//
+//   offset 0   header, 64 bytes
+//                [0, 8)    magic "DAYBREAK"
+//                [8, 12)   u32 format version (kFormatVersion)
+//                [12, 16)  u32 flags, 0 (no flags are defined)
+//                [16, 24)  u64 manifest offset (64: right after the header)
+//                [24, 32)  u64 manifest size in bytes
+//                [32, 40)  u64 manifest checksum, FNV-1a 64 of its bytes
+//                [40, 48)  u64 file size in bytes
+//                [48, 64)  reserved, zero
+//   offset 64  the Manifest (Manifest.proto), deterministically serialized
+//   then       each section at a 4096-byte aligned offset, in the order the
+//              writer received them, zero padding in between; the manifest's
+//              `sections` record name, offset, size and FNV-1a 64 checksum.
+//
+// Sections are aligned so the runtime can mmap weights and copy them to a
+// device without parsing. ArtifactFile verifies every field, checksum and
+// offset before it hands anything out; a file it does not understand is
+// refused with a message naming the file and the problem.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef DAYBREAK_RUNTIME_ARTIFACT_ARTIFACTFILE_H
+#define DAYBREAK_RUNTIME_ARTIFACT_ARTIFACTFILE_H
+
+#include "runtime/support/Status.h"
+
+#include "Manifest.pb.h"
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+
+namespace daybreak::artifact {
+
+inline constexpr char kMagic[8] = {'D', 'A', 'Y', 'B', 'R', 'E', 'A', 'K'};
+/// Bump on any change an older runtime would misread (ArtifactFile refuses
+/// other versions).
+inline constexpr uint32_t kFormatVersion = 1;
+inline constexpr uint64_t kHeaderSize = 64;
+inline constexpr uint64_t kSectionAlignment = 4096;
+
+// Byte offsets of the header fields.
+inline constexpr size_t kVersionOffset = 8;
+inline constexpr size_t kFlagsOffset = 12;
+inline constexpr size_t kManifestOffsetOffset = 16;
+inline constexpr size_t kManifestSizeOffset = 24;
+inline constexpr size_t kManifestChecksumOffset = 32;
+inline constexpr size_t kFileSizeOffset = 40;
+inline constexpr size_t kReservedOffset = 48;
+
+inline constexpr uint64_t kFnv1a64Basis = 0xcbf29ce484222325ull;
+
+/// FNV-1a 64 of `size` bytes; pass a previous result as `hash` to continue.
+uint64_t fnv1a64(const uint8_t *data, size_t size,
+                 uint64_t hash = kFnv1a64Basis);
+
+/// Bytes per element of `dtype`; std::nullopt for DTYPE_UNSPECIFIED or a value
+/// this runtime does not know.
+std::optional<uint64_t> dtypeSize(DType dtype);
+
+/// A read-only mapping of a verified `.daybreak` file. Owns the mapping;
+/// move-only; pointers it returns stay valid while it lives (moving keeps them
+/// valid). Immutable after `open`, so concurrent reads are safe.
+class ArtifactFile {
+public:
+  ArtifactFile(ArtifactFile &&other) noexcept;
+  ArtifactFile &operator=(ArtifactFile &&other) noexcept;
+  ArtifactFile(const ArtifactFile &) = delete;
+  ArtifactFile &operator=(const ArtifactFile &) = delete;
+  ~ArtifactFile();
+
+  /// Maps `path` and verifies the header, the manifest, every section
+  /// (alignment, bounds, overlap, checksum) and every weight (section, range,
+  /// size against shape and dtype). Reads every byte of the file once.
+  static StatusOr<ArtifactFile> open(const std::string &path);
+
+  const Manifest &manifest() const { return *parsed; }
+  const std::string &path() const { return filePath; }
+  /// The first byte of section `index`, or nullptr if there is no such
+  /// section.
+  const uint8_t *sectionData(uint32_t index) const;
+  /// The index of the first section called `name`, if any.
+  std::optional<uint32_t> findSection(std::string_view name) const;
+  /// The first byte of `weight`, which must be one of manifest().weights().
+  const uint8_t *weightData(const Weight &weight) const;
+
+private:
+  ArtifactFile() = default;
+  void reset();
+
+  std::string filePath;
+  void *mapping = nullptr;
+  size_t mappingSize = 0;
+  // Behind a pointer so that moves are cheap and never touch protobuf's
+  // arena-aware move semantics.
+  std::unique_ptr<Manifest> parsed;
+};
+
+} // namespace daybreak::artifact
+
+#endif // DAYBREAK_RUNTIME_ARTIFACT_ARTIFACTFILE_H

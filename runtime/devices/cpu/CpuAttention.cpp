@@ -1,0 +1,201 @@
+//===- CpuAttention.cpp - DSA indexer, top-k selection, sparse MLA --------===//
+//
+// The kernels that read caches: each job decodes the cache rows it needs into
+// fp32 scratch and runs the GEMM core on them (queries x keys, then
+// probabilities x values). Jobs are fixed tiles of tokens x keys or tokens x
+// heads, so results do not depend on the thread count.
+//
+//===----------------------------------------------------------------------===//
+
+#include "runtime/devices/cpu/CpuGemm.h"
+#include "runtime/devices/cpu/CpuKernels.h"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <numeric>
+#include <string>
+#include <vector>
+
+namespace daybreak::cpu {
+
+namespace {
+
+Status checkSequences(const int32_t *sequences, int64_t tokens, int64_t batch,
+                      const char *kernel) {
+  if (!sequences)
+    return batch >= 1 ? Status::success()
+                      : Status::error(std::string(kernel) + ": empty batch");
+  for (int64_t t = 0; t < tokens; ++t)
+    if (sequences[t] < 0 || sequences[t] >= batch)
+      return Status::error(std::string(kernel) + ": sequence " +
+                           std::to_string(sequences[t]) + " of token " +
+                           std::to_string(t) + " is outside the batch [0, " +
+                           std::to_string(batch) + ")");
+  return Status::success();
+}
+
+// Tokens and keys per indexer job.
+constexpr int64_t kIndexerTokens = 8, kIndexerKeys = 128;
+
+} // namespace
+
+Status dsaIndexerScores(ThreadPool &pool, const float *q, const float *weights,
+                        const CacheView &keys, const int32_t *sequences,
+                        int64_t tokens, int64_t heads, double scale,
+                        float *scores) {
+  if (Status status =
+          checkSequences(sequences, tokens, keys.batch, "dsaIndexerScores");
+      !status.ok())
+    return status;
+  int64_t dim = keys.width, keyCount = keys.maxSeqLen;
+  int64_t tokenJobs = (tokens + kIndexerTokens - 1) / kIndexerTokens;
+  int64_t keyJobs = (keyCount + kIndexerKeys - 1) / kIndexerKeys;
+  pool.parallelFor(tokenJobs * keyJobs, 1, [&](int64_t begin, int64_t end) {
+    std::vector<float> decoded(kIndexerKeys * dim);
+    std::vector<float> logits(kIndexerTokens * heads * kIndexerKeys);
+    for (int64_t job = begin; job < end; ++job) {
+      int64_t t0 = (job / keyJobs) * kIndexerTokens;
+      int64_t t1 = std::min(tokens, t0 + kIndexerTokens);
+      int64_t s0 = (job % keyJobs) * kIndexerKeys;
+      int64_t count = std::min(kIndexerKeys, keyCount - s0);
+      int64_t decodedSeq = -1;
+      // Runs of tokens of one sequence share the decoded keys and one GEMM.
+      for (int64_t ta = t0; ta < t1;) {
+        int64_t seq = sequences ? sequences[ta] : 0;
+        int64_t tb = ta + 1;
+        while (tb < t1 && (sequences ? sequences[tb] : 0) == seq)
+          ++tb;
+        if (seq != decodedSeq) {
+          for (int64_t s = 0; s < count; ++s)
+            keys.read(seq, s0 + s, decoded.data() + s * dim);
+          decodedSeq = seq;
+        }
+        // logits[(t, h), s] = q[t, h] . key[s]
+        detail::gemm(q + ta * heads * dim, dim, decoded.data(), dim, false,
+                     nullptr, logits.data(), count, (tb - ta) * heads, 0,
+                     count, dim);
+        for (int64_t t = ta; t < tb; ++t) {
+          const float *w = weights + t * heads;
+          float *out = scores + t * keyCount + s0;
+          for (int64_t s = 0; s < count; ++s) {
+            double sum = 0.0;
+            for (int64_t h = 0; h < heads; ++h)
+              sum += double(w[h]) *
+                     std::max(logits[((t - ta) * heads + h) * count + s], 0.0f);
+            out[s] = static_cast<float>(scale * sum);
+          }
+        }
+        ta = tb;
+      }
+    }
+  });
+  return Status::success();
+}
+
+void dsaIndexSelect(ThreadPool &pool, const float *scores,
+                    const int32_t *bounds, int64_t tokens, int64_t keys,
+                    int64_t topK, int32_t *indices) {
+  pool.parallelFor(tokens, 1, [&](int64_t begin, int64_t end) {
+    std::vector<int32_t> candidates;
+    for (int64_t t = begin; t < end; ++t) {
+      const float *row = scores + t * keys;
+      int64_t bound = std::clamp<int64_t>(bounds[t], 0, keys);
+      int64_t picked = std::min(topK, bound);
+      candidates.resize(bound);
+      std::iota(candidates.begin(), candidates.end(), 0);
+      // Descending score, ties (and NaN, below every number) to the lower
+      // index: a total order, so the selection is unique.
+      auto key = [&](int32_t i) {
+        return std::isnan(row[i]) ? -std::numeric_limits<float>::infinity()
+                                  : row[i];
+      };
+      auto better = [&](int32_t a, int32_t b) {
+        float ka = key(a), kb = key(b);
+        return ka != kb ? ka > kb : a < b;
+      };
+      if (picked < bound)
+        std::nth_element(candidates.begin(), candidates.begin() + picked,
+                         candidates.end(), better);
+      std::sort(candidates.begin(), candidates.begin() + picked, better);
+      int32_t *out = indices + t * topK;
+      std::copy(candidates.begin(), candidates.begin() + picked, out);
+      std::fill(out + picked, out + topK, -1);
+    }
+  });
+}
+
+Status sparseAttention(ThreadPool &pool, const float *q, const CacheView &kv,
+                       const int32_t *indices, int64_t topK,
+                       const int32_t *sequences, int64_t tokens, int64_t heads,
+                       double scale, int64_t valueDim, const float *sinks,
+                       float *out) {
+  if (Status status =
+          checkSequences(sequences, tokens, kv.batch, "sparseAttention");
+      !status.ok())
+    return status;
+  for (int64_t i = 0; i < tokens * topK; ++i)
+    if (indices[i] < -1 || indices[i] >= kv.maxSeqLen)
+      return Status::error("sparseAttention: index " +
+                           std::to_string(indices[i]) + " at query " +
+                           std::to_string(i / topK) + ", slot " +
+                           std::to_string(i % topK) + " is outside [-1, " +
+                           std::to_string(kv.maxSeqLen) + ")");
+  int64_t width = kv.width;
+  // With few tokens (decode), split heads too so every thread has work; the
+  // cost is decoding the token's rows once per head block. The split depends
+  // on the shape only, never on the thread count (determinism).
+  int64_t headBlock = tokens >= 16 ? heads : std::min<int64_t>(heads, 16);
+  if (headBlock <= 0)
+    return Status::success();
+  int64_t headBlocks = (heads + headBlock - 1) / headBlock;
+  pool.parallelFor(tokens * headBlocks, 1, [&](int64_t begin, int64_t end) {
+    std::vector<float> rows, probs;
+    for (int64_t job = begin; job < end; ++job) {
+      int64_t t = job / headBlocks;
+      int64_t h0 = (job % headBlocks) * headBlock;
+      int64_t hn = std::min(headBlock, heads - h0);
+      int64_t seq = sequences ? sequences[t] : 0;
+      const int32_t *chosen = indices + t * topK;
+      int64_t n = 0;
+      rows.resize(topK * width);
+      for (int64_t i = 0; i < topK; ++i)
+        if (chosen[i] >= 0)
+          kv.read(seq, chosen[i], rows.data() + n++ * width);
+      float *o = out + (t * heads + h0) * valueDim;
+      if (n == 0) {
+        std::fill(o, o + hn * valueDim, 0.0f);
+        continue;
+      }
+      // logits[h, i] = q[t, h] . row[i]
+      probs.resize(hn * n);
+      detail::gemm(q + (t * heads + h0) * width, width, rows.data(), width,
+                   false, nullptr, probs.data(), n, hn, 0, n, width);
+      std::vector<double> inverse(hn);
+      for (int64_t h = 0; h < hn; ++h) {
+        float *p = probs.data() + h * n;
+        double maxLogit = sinks ? double(sinks[h0 + h])
+                                : -std::numeric_limits<double>::infinity();
+        for (int64_t i = 0; i < n; ++i)
+          maxLogit = std::max(maxLogit, scale * p[i]);
+        double denominator = sinks ? std::exp(sinks[h0 + h] - maxLogit) : 0.0;
+        for (int64_t i = 0; i < n; ++i) {
+          double e = std::exp(scale * p[i] - maxLogit);
+          denominator += e;
+          p[i] = static_cast<float>(e);
+        }
+        inverse[h] = 1.0 / denominator;
+      }
+      // out[h, :] = probs[h, :] x V, V the first valueDim columns of rows.
+      detail::gemm(probs.data(), n, rows.data(), width, /*wIsKN=*/true,
+                   nullptr, o, valueDim, hn, 0, valueDim, n);
+      for (int64_t h = 0; h < hn; ++h)
+        for (int64_t d = 0; d < valueDim; ++d)
+          o[h * valueDim + d] =
+              static_cast<float>(o[h * valueDim + d] * inverse[h]);
+    }
+  });
+  return Status::success();
+}
+
+} // namespace daybreak::cpu

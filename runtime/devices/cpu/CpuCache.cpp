@@ -1,0 +1,176 @@
+//===- CpuCache.cpp - Paged cache rows: encode, decode and scatter --------===//
+//
+// Row codecs for the three cache formats (F32, BF16, DeepSeek's scaled FP8
+// latent row) and the cacheWrite kernel that scatters token rows into them.
+//
+//===----------------------------------------------------------------------===//
+
+#include "runtime/devices/cpu/CpuKernels.h"
+#include "runtime/numerics/Numerics.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace daybreak::cpu {
+
+using namespace numerics;
+
+int64_t cacheBytesPerRow(CacheFormat format, int64_t width, int64_t tailDim,
+                         int64_t scaleBlock) {
+  switch (format) {
+  case CacheFormat::F32:
+    return 4 * width;
+  case CacheFormat::BF16:
+    return 2 * width;
+  case CacheFormat::Fp8Scaled: {
+    int64_t quantized = width - tailDim;
+    return quantized + 4 * (quantized / scaleBlock) + 2 * tailDim;
+  }
+  }
+  return 0;
+}
+
+uint8_t *CacheView::row(int64_t seq, int64_t pos) const {
+  int64_t logicalPage = seq * pagesPerSeq() + pos / pageSize;
+  int64_t page = pageTable ? pageTable[logicalPage] : logicalPage;
+  return base + (page * pageSize + pos % pageSize) * bytesPerRow;
+}
+
+namespace {
+
+/// 2^ceil(log2(max(amax, 1e-4) / 448)) as an exponent, computed exactly.
+int fp8ScaleExponent(float amax) {
+  double ratio = std::max(double(amax), 1e-4) / 448.0;
+  int exponent;
+  double mantissa = std::frexp(ratio, &exponent); // ratio = m * 2^e, m in [.5, 1)
+  return mantissa == 0.5 ? exponent - 1 : exponent;
+}
+
+} // namespace
+
+void CacheView::read(int64_t seq, int64_t pos, float *out) const {
+  const uint8_t *src = row(seq, pos);
+  switch (format) {
+  case CacheFormat::F32:
+    std::memcpy(out, src, width * sizeof(float));
+    return;
+  case CacheFormat::BF16:
+    for (int64_t i = 0; i < width; ++i) {
+      uint16_t bits;
+      std::memcpy(&bits, src + 2 * i, 2);
+      out[i] = bf16ToFloat(bits);
+    }
+    return;
+  case CacheFormat::Fp8Scaled: {
+    int64_t quantized = width - tailDim, tiles = quantized / scaleBlock;
+    const uint8_t *scales = src + quantized;
+    const uint8_t *tail = scales + 4 * tiles;
+    // A small table turns each e4m3 byte into its value.
+    static const std::vector<float> table = [] {
+      std::vector<float> values(256);
+      for (int b = 0; b < 256; ++b)
+        values[b] = e4m3ToFloat(static_cast<uint8_t>(b));
+      return values;
+    }();
+    for (int64_t tile = 0; tile < tiles; ++tile) {
+      float scale;
+      std::memcpy(&scale, scales + 4 * tile, 4);
+      for (int64_t i = tile * scaleBlock; i < (tile + 1) * scaleBlock; ++i)
+        out[i] = table[src[i]] * scale;
+    }
+    for (int64_t i = 0; i < tailDim; ++i) {
+      uint16_t bits;
+      std::memcpy(&bits, tail + 2 * i, 2);
+      out[quantized + i] = bf16ToFloat(bits);
+    }
+    return;
+  }
+  }
+}
+
+void CacheView::write(int64_t seq, int64_t pos, const float *in) const {
+  uint8_t *dst = row(seq, pos);
+  switch (format) {
+  case CacheFormat::F32:
+    std::memcpy(dst, in, width * sizeof(float));
+    return;
+  case CacheFormat::BF16:
+    for (int64_t i = 0; i < width; ++i) {
+      uint16_t bits = floatToBf16(in[i]);
+      std::memcpy(dst + 2 * i, &bits, 2);
+    }
+    return;
+  case CacheFormat::Fp8Scaled: {
+    int64_t quantized = width - tailDim, tiles = quantized / scaleBlock;
+    uint8_t *scales = dst + quantized;
+    uint8_t *tail = scales + 4 * tiles;
+    for (int64_t tile = 0; tile < tiles; ++tile) {
+      const float *values = in + tile * scaleBlock;
+      float amax = 0.0f;
+      for (int64_t i = 0; i < scaleBlock; ++i)
+        amax = std::max(amax, std::fabs(values[i]));
+      int exponent = fp8ScaleExponent(amax);
+      float scale = std::ldexp(1.0f, exponent);
+      float inverse = std::ldexp(1.0f, -exponent); // exact: a power of two
+      std::memcpy(scales + 4 * tile, &scale, 4);
+      for (int64_t i = 0; i < scaleBlock; ++i)
+        dst[tile * scaleBlock + i] = floatToE4m3(values[i] * inverse);
+    }
+    for (int64_t i = 0; i < tailDim; ++i) {
+      uint16_t bits = floatToBf16(in[quantized + i]);
+      std::memcpy(tail + 2 * i, &bits, 2);
+    }
+    return;
+  }
+  }
+}
+
+Status cacheWrite(ThreadPool &pool, const CacheView &cache,
+                  const float *values, const int32_t *slots,
+                  const int32_t *sequences, int64_t tokens) {
+  // Check everything first so a bad token leaves the cache untouched.
+  for (int64_t t = 0; t < tokens; ++t) {
+    int64_t seq = sequences ? sequences[t] : 0;
+    if (seq < 0 || seq >= cache.batch)
+      return Status::error("cacheWrite: sequence " + std::to_string(seq) +
+                           " of token " + std::to_string(t) +
+                           " is outside the batch [0, " +
+                           std::to_string(cache.batch) + ")");
+    if (slots[t] < -1 || slots[t] >= cache.maxSeqLen)
+      return Status::error("cacheWrite: slot " + std::to_string(slots[t]) +
+                           " at row " + std::to_string(t) +
+                           " is outside the cache [-1, " +
+                           std::to_string(cache.maxSeqLen) + ")");
+  }
+  // When two tokens name the same row the later one wins (as a sequential
+  // scatter); the earlier ones are dropped so threads never race on a row.
+  std::vector<std::pair<int64_t, int64_t>> keys; // (row key, token)
+  keys.reserve(tokens);
+  for (int64_t t = 0; t < tokens; ++t)
+    if (slots[t] >= 0)
+      keys.push_back({(sequences ? sequences[t] : 0) * cache.maxSeqLen +
+                          slots[t],
+                      t});
+  std::sort(keys.begin(), keys.end());
+  std::vector<int64_t> writers;
+  writers.reserve(keys.size());
+  for (size_t i = 0; i < keys.size(); ++i)
+    if (i + 1 == keys.size() || keys[i + 1].first != keys[i].first)
+      writers.push_back(keys[i].second);
+  int64_t grain = std::max<int64_t>(1, 8192 / std::max<int64_t>(cache.width, 1));
+  pool.parallelFor(int64_t(writers.size()), grain,
+                   [&](int64_t begin, int64_t end) {
+                     for (int64_t i = begin; i < end; ++i) {
+                       int64_t t = writers[i];
+                       cache.write(sequences ? sequences[t] : 0, slots[t],
+                                   values + t * cache.width);
+                     }
+                   });
+  return Status::success();
+}
+
+} // namespace daybreak::cpu

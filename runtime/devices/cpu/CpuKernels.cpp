@@ -1,0 +1,290 @@
+//===- CpuKernels.cpp - Elementwise, norm, RoPE, routing and copy kernels -===//
+//
+// The light kernels of the CPU device: each splits rows (or elements) over
+// the pool; per-row reductions run in double, so results do not depend on
+// the split. Matmuls live in CpuMatmul.cpp, caches in CpuCache.cpp,
+// attention and DSA in CpuAttention.cpp.
+//
+//===----------------------------------------------------------------------===//
+
+#include "runtime/devices/cpu/CpuKernels.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <limits>
+#include <numeric>
+#include <string>
+#include <vector>
+
+namespace daybreak::cpu {
+
+namespace {
+
+/// Rows per job so that a job touches at least ~16K values.
+int64_t rowGrain(int64_t dim) {
+  return std::max<int64_t>(1, 16384 / std::max<int64_t>(dim, 1));
+}
+
+constexpr int64_t kElementGrain = 16384;
+
+/// Sigmoid that never overflows exp, in double.
+double sigmoid(double x) {
+  if (x >= 0.0)
+    return 1.0 / (1.0 + std::exp(-x));
+  double e = std::exp(x);
+  return e / (1.0 + e);
+}
+
+} // namespace
+
+Status embedding(ThreadPool &pool, const float *table, int64_t vocab,
+                 int64_t dim, const int32_t *ids, int64_t tokens, float *out) {
+  for (int64_t t = 0; t < tokens; ++t)
+    if (ids[t] < 0 || ids[t] >= vocab)
+      return Status::error("embedding: token id " + std::to_string(ids[t]) +
+                           " at position " + std::to_string(t) +
+                           " is outside the vocabulary [0, " +
+                           std::to_string(vocab) + ")");
+  pool.parallelFor(tokens, rowGrain(dim), [&](int64_t begin, int64_t end) {
+    for (int64_t t = begin; t < end; ++t)
+      std::memcpy(out + t * dim, table + int64_t(ids[t]) * dim,
+                  dim * sizeof(float));
+  });
+  return Status::success();
+}
+
+void rmsNorm(ThreadPool &pool, const float *x, const float *weight,
+             int64_t rows, int64_t dim, double eps, float *out) {
+  pool.parallelFor(rows, rowGrain(dim), [&](int64_t begin, int64_t end) {
+    for (int64_t r = begin; r < end; ++r) {
+      const float *in = x + r * dim;
+      float *o = out + r * dim;
+      double sumSquares = 0.0;
+      for (int64_t i = 0; i < dim; ++i)
+        sumSquares += double(in[i]) * in[i];
+      double inv = 1.0 / std::sqrt(sumSquares / double(dim) + eps);
+      for (int64_t i = 0; i < dim; ++i)
+        o[i] = static_cast<float>(in[i] * inv * (weight ? weight[i] : 1.0f));
+    }
+  });
+}
+
+void layerNorm(ThreadPool &pool, const float *x, const float *weight,
+               const float *bias, int64_t rows, int64_t dim, double eps,
+               float *out) {
+  pool.parallelFor(rows, rowGrain(dim), [&](int64_t begin, int64_t end) {
+    for (int64_t r = begin; r < end; ++r) {
+      const float *in = x + r * dim;
+      float *o = out + r * dim;
+      // Mean first, then the centred variance: no cancellation.
+      double mean = 0.0;
+      for (int64_t i = 0; i < dim; ++i)
+        mean += in[i];
+      mean /= double(dim);
+      double variance = 0.0;
+      for (int64_t i = 0; i < dim; ++i)
+        variance += (in[i] - mean) * (in[i] - mean);
+      double inv = 1.0 / std::sqrt(variance / double(dim) + eps);
+      for (int64_t i = 0; i < dim; ++i)
+        o[i] = static_cast<float>((in[i] - mean) * inv *
+                                      (weight ? weight[i] : 1.0f) +
+                                  (bias ? bias[i] : 0.0f));
+    }
+  });
+}
+
+namespace {
+
+/// HF `find_correction_dim`: the fractional pair index that turns
+/// `rotations` times over the original context.
+double correctionDim(double rotations, int64_t dim, double base,
+                     int64_t originalMaxPositions) {
+  constexpr double kPi = 3.14159265358979323846;
+  return double(dim) *
+         std::log(double(originalMaxPositions) / (rotations * 2.0 * kPi)) /
+         (2.0 * std::log(base));
+}
+
+/// f_i = theta^(-2i/dim) with YaRN's NTK-by-parts blend (models.md §1.4).
+std::vector<double> ropeFrequencies(const RopeParams &p) {
+  int64_t half = p.dim / 2;
+  std::vector<double> freqs(half);
+  for (int64_t i = 0; i < half; ++i)
+    freqs[i] = std::pow(p.theta, -2.0 * double(i) / double(p.dim));
+  if (!p.yarn)
+    return freqs;
+  double low = correctionDim(p.betaFast, p.dim, p.theta, p.originalMaxPositions);
+  double high =
+      correctionDim(p.betaSlow, p.dim, p.theta, p.originalMaxPositions);
+  if (p.truncate) {
+    low = std::floor(low);
+    high = std::ceil(high);
+  }
+  low = std::max(low, 0.0);
+  high = std::min(high, double(p.dim - 1));
+  if (low == high)
+    high += 0.001;
+  for (int64_t i = 0; i < half; ++i) {
+    // ramp 0 keeps the frequency, ramp 1 interpolates it by `factor`.
+    double ramp = std::clamp((double(i) - low) / (high - low), 0.0, 1.0);
+    freqs[i] = freqs[i] / p.factor * ramp + freqs[i] * (1.0 - ramp);
+  }
+  return freqs;
+}
+
+} // namespace
+
+void rope(ThreadPool &pool, float *x, const int32_t *positions, int64_t tokens,
+          int64_t rowsPerToken, int64_t rowDim, const RopeParams &params) {
+  std::vector<double> freqs = ropeFrequencies(params);
+  int64_t half = params.dim / 2;
+  double scale = params.attentionFactor;
+  pool.parallelFor(
+      tokens, rowGrain(rowsPerToken * params.dim),
+      [&](int64_t begin, int64_t end) {
+        std::vector<double> cosines(half), sines(half);
+        for (int64_t t = begin; t < end; ++t) {
+          double position = double(positions[t]);
+          for (int64_t i = 0; i < half; ++i) {
+            double angle = position * freqs[i];
+            cosines[i] = std::cos(angle) * scale;
+            sines[i] = std::sin(angle) * scale;
+          }
+          for (int64_t r = 0; r < rowsPerToken; ++r) {
+            float *row = x + (t * rowsPerToken + r) * rowDim + params.offset;
+            for (int64_t i = 0; i < half; ++i) {
+              int64_t a = params.interleaved ? 2 * i : i;
+              int64_t b = params.interleaved ? 2 * i + 1 : i + half;
+              double xa = row[a], xb = row[b];
+              row[a] = static_cast<float>(xa * cosines[i] - xb * sines[i]);
+              row[b] = static_cast<float>(xb * cosines[i] + xa * sines[i]);
+            }
+          }
+        }
+      });
+}
+
+void swiglu(ThreadPool &pool, const float *gate, const float *up, int64_t n,
+            double alpha, bool hasLimit, double limit, double upOffset,
+            float *out) {
+  pool.parallelFor(n, kElementGrain, [&](int64_t begin, int64_t end) {
+    for (int64_t i = begin; i < end; ++i) {
+      double g = gate[i], u = up[i];
+      if (hasLimit) {
+        // gpt-oss clamps the gate from above only, the linear half both ways.
+        g = std::min(g, limit);
+        u = std::clamp(u, -limit, limit);
+      }
+      out[i] = static_cast<float>(g * sigmoid(alpha * g) * (u + upOffset));
+    }
+  });
+}
+
+void add(ThreadPool &pool, const float *a, const float *b, int64_t n,
+         float *out) {
+  pool.parallelFor(n, kElementGrain, [&](int64_t begin, int64_t end) {
+    for (int64_t i = begin; i < end; ++i)
+      out[i] = a[i] + b[i];
+  });
+}
+
+namespace {
+
+/// Orders candidates by descending score, ties (and NaN, which ranks below
+/// every number) to the lower index: a total order, so top-k is unique.
+struct ScoreOrder {
+  const double *scores;
+  double key(int64_t i) const {
+    return std::isnan(scores[i]) ? -std::numeric_limits<double>::infinity()
+                                 : scores[i];
+  }
+  bool operator()(int64_t a, int64_t b) const {
+    double ka = key(a), kb = key(b);
+    return ka != kb ? ka > kb : a < b;
+  }
+};
+
+} // namespace
+
+void moeRouteSigmoid(ThreadPool &pool, const float *logits, const float *bias,
+                     int64_t tokens, int64_t experts, const RouteParams &p,
+                     int32_t *indices, float *weights) {
+  pool.parallelFor(tokens, 4, [&](int64_t begin, int64_t end) {
+    std::vector<double> scores(experts), select(experts);
+    std::vector<int64_t> candidates, groups, members;
+    std::vector<double> groupScores;
+    for (int64_t t = begin; t < end; ++t) {
+      const float *row = logits + t * experts;
+      for (int64_t e = 0; e < experts; ++e) {
+        scores[e] = sigmoid(row[e]);
+        select[e] = scores[e] + (bias ? bias[e] : 0.0f);
+      }
+      ScoreOrder bySelect{select.data()};
+      candidates.clear();
+      if (p.numGroups <= 1 || p.topKGroups >= p.numGroups) {
+        candidates.resize(experts);
+        std::iota(candidates.begin(), candidates.end(), 0);
+      } else {
+        // Group score: the sum of the group's two best selection scores.
+        int64_t groupSize = experts / p.numGroups;
+        groupScores.assign(p.numGroups, 0.0);
+        for (int64_t g = 0; g < p.numGroups; ++g) {
+          members.resize(groupSize);
+          std::iota(members.begin(), members.end(), g * groupSize);
+          int64_t best = std::min<int64_t>(2, groupSize);
+          std::partial_sort(members.begin(), members.begin() + best,
+                            members.end(), bySelect);
+          for (int64_t i = 0; i < best; ++i)
+            groupScores[g] += select[members[i]];
+        }
+        groups.resize(p.numGroups);
+        std::iota(groups.begin(), groups.end(), 0);
+        int64_t keep = std::clamp<int64_t>(p.topKGroups, 0, p.numGroups);
+        std::partial_sort(groups.begin(), groups.begin() + keep, groups.end(),
+                          ScoreOrder{groupScores.data()});
+        for (int64_t i = 0; i < keep; ++i)
+          for (int64_t e = groups[i] * groupSize;
+               e < (groups[i] + 1) * groupSize; ++e)
+            candidates.push_back(e);
+      }
+      int64_t picked =
+          std::clamp<int64_t>(p.topK, 0, int64_t(candidates.size()));
+      std::partial_sort(candidates.begin(), candidates.begin() + picked,
+                        candidates.end(), bySelect);
+      double sum = 0.0;
+      for (int64_t i = 0; i < picked; ++i)
+        sum += scores[candidates[i]];
+      for (int64_t i = 0; i < p.topK; ++i) {
+        if (i >= picked) { // fewer eligible experts than topK
+          indices[t * p.topK + i] = -1;
+          weights[t * p.topK + i] = 0.0f;
+          continue;
+        }
+        // As HF: + 1e-20 keeps an all-zero row finite.
+        double weight = scores[candidates[i]];
+        if (p.renormalize)
+          weight /= sum + 1e-20;
+        indices[t * p.topK + i] = static_cast<int32_t>(candidates[i]);
+        weights[t * p.topK + i] = static_cast<float>(weight * p.scalingFactor);
+      }
+    }
+  });
+}
+
+void copyColumns(ThreadPool &pool, const float *src, int64_t srcStride,
+                 int64_t srcOffset, float *dst, int64_t dstStride,
+                 int64_t dstOffset, int64_t rows, int64_t cols) {
+  pool.parallelFor(rows, rowGrain(cols), [&](int64_t begin, int64_t end) {
+    for (int64_t r = begin; r < end; ++r)
+      std::memmove(dst + r * dstStride + dstOffset,
+                   src + r * srcStride + srcOffset, cols * sizeof(float));
+  });
+}
+
+void causalBounds(const int32_t *positions, int64_t tokens, int32_t *bounds) {
+  for (int64_t t = 0; t < tokens; ++t)
+    bounds[t] = positions[t] + 1;
+}
+
+} // namespace daybreak::cpu

@@ -1,0 +1,181 @@
+//===- CpuKernels.h - The runtime's CPU kernels -----------------*- C++ -*-===//
+//
+// The library kernels the CPU device runs for plan launches: fp32
+// activations, fp32 weights (converted once at load), caches in their
+// assigned storage layout. Each kernel splits its work over the thread pool
+// it is given; all are deterministic (the same result for any thread count).
+// Data-dependent failures (token ids, expert ids, slots, sequences out of
+// range) return a Status naming the kernel, the value and the limit; shapes
+// were checked by the compiler.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef DAYBREAK_RUNTIME_DEVICES_CPU_CPUKERNELS_H
+#define DAYBREAK_RUNTIME_DEVICES_CPU_CPUKERNELS_H
+
+#include "runtime/devices/cpu/ThreadPool.h"
+#include "runtime/support/Status.h"
+
+#include <cstdint>
+
+namespace daybreak::cpu {
+
+/// How a cache stores each token's row of `width` logical values.
+enum class CacheFormat {
+  F32,
+  BF16,
+  /// DeepSeek's FP8 latent row: the first width - tailDim values as e4m3 in
+  /// tiles of scaleBlock with one fp32 power-of-two scale per tile
+  /// (s = 2^ceil(log2(max(amax, 1e-4) / 448))), then tailDim values as bf16.
+  /// bytesPerRow = (width - tailDim) + 4 * (width - tailDim) / scaleBlock +
+  /// 2 * tailDim.
+  Fp8Scaled,
+};
+
+/// One layer's cache of a batch of sequences, paged: row `pos` of sequence
+/// `seq` lives in page pageTable[seq * pagesPerSeq + pos / pageSize], at row
+/// pos % pageSize of that page.
+struct CacheView {
+  uint8_t *base = nullptr;
+  CacheFormat format = CacheFormat::F32;
+  int64_t width = 0;
+  int64_t tailDim = 0;
+  int64_t scaleBlock = 0;
+  int64_t bytesPerRow = 0;
+  int64_t batch = 0;
+  int64_t maxSeqLen = 0;
+  int64_t pageSize = 0;
+  const int32_t *pageTable = nullptr; // [batch * pagesPerSeq]
+
+  int64_t pagesPerSeq() const { return (maxSeqLen + pageSize - 1) / pageSize; }
+  /// Byte address of a row (no bounds checks: callers check seq and pos).
+  uint8_t *row(int64_t seq, int64_t pos) const;
+  /// Decodes a row into `out[width]`.
+  void read(int64_t seq, int64_t pos, float *out) const;
+  /// Encodes `in[width]` into a row.
+  void write(int64_t seq, int64_t pos, const float *in) const;
+};
+
+/// Bytes per row of a format (see CacheFormat).
+int64_t cacheBytesPerRow(CacheFormat format, int64_t width, int64_t tailDim,
+                         int64_t scaleBlock);
+
+//===----------------------------------------------------------------------===//
+// Kernels. Row-major; `rows` is the product of all dims but the last.
+//===----------------------------------------------------------------------===//
+
+/// out[t, :] = table[ids[t], :]; errors on an id outside [0, vocab).
+Status embedding(ThreadPool &pool, const float *table, int64_t vocab,
+                 int64_t dim, const int32_t *ids, int64_t tokens, float *out);
+
+/// out = x / sqrt(mean(x^2) + eps) * weight, per row of `dim`.
+void rmsNorm(ThreadPool &pool, const float *x, const float *weight,
+             int64_t rows, int64_t dim, double eps, float *out);
+
+/// out = (x - mean) / sqrt(var + eps) * weight + bias (bias may be null).
+void layerNorm(ThreadPool &pool, const float *x, const float *weight,
+               const float *bias, int64_t rows, int64_t dim, double eps,
+               float *out);
+
+/// out[m, n] = sum_k x[m, k] * w[n, k] (+ bias[n]); w is [N, K] (PyTorch
+/// layout), bias may be null. Blocked and multithreaded; fp32 accumulation
+/// (pairwise or blocked sums keep the error within ~1e-6 relative).
+void matmul(ThreadPool &pool, const float *x, const float *w,
+            const float *bias, int64_t m, int64_t n, int64_t k, float *out);
+
+/// Per-head matmul: x [T, H, K], w [H, K, N] (or [H, N, K] when
+/// transposeWeight) -> out [T, H, N].
+void headMatmul(ThreadPool &pool, const float *x, const float *w,
+                bool transposeWeight, int64_t tokens, int64_t heads, int64_t k,
+                int64_t n, float *out);
+
+struct RopeParams {
+  bool interleaved = false; ///< pairs (2i, 2i+1), else (i, i + dim/2)
+  int64_t offset = 0;       ///< rotated slice [offset, offset + dim) of a row
+  int64_t dim = 0;
+  double theta = 10000.0;
+  bool yarn = false;
+  double factor = 1.0;
+  int64_t originalMaxPositions = 4096;
+  double betaFast = 32.0, betaSlow = 1.0;
+  double attentionFactor = 1.0; ///< multiplies cos and sin
+  bool truncate = true;
+};
+/// Rotates, in place, each of the `rowsPerToken` rows (of `rowDim`) of
+/// token t by positions[t]. YaRN as DeepSeek-V3 / transformers define it.
+void rope(ThreadPool &pool, float *x, const int32_t *positions, int64_t tokens,
+          int64_t rowsPerToken, int64_t rowDim, const RopeParams &params);
+
+/// out = g' * sigmoid(alpha g') * (u' + upOffset), with the clamps of
+/// lm.swiglu when hasLimit.
+void swiglu(ThreadPool &pool, const float *gate, const float *up, int64_t n,
+            double alpha, bool hasLimit, double limit, double upOffset,
+            float *out);
+
+/// out = a + b, elementwise.
+void add(ThreadPool &pool, const float *a, const float *b, int64_t n,
+         float *out);
+
+struct RouteParams {
+  int64_t topK = 1, numGroups = 1, topKGroups = 1;
+  bool renormalize = true;
+  double scalingFactor = 1.0;
+};
+/// DeepSeek noaux_tc routing (sigmoid scores, bias-for-selection, group
+/// limit, renormalise, scale) as lm.moe_route `sigmoid`. Ties to the lower
+/// expert id; results sorted by descending selection score.
+void moeRouteSigmoid(ThreadPool &pool, const float *logits, const float *bias,
+                     int64_t tokens, int64_t experts, const RouteParams &p,
+                     int32_t *indices, float *weights);
+
+/// Grouped expert matmul: x [T, K] (or [T, slots, K] when perSlotInput),
+/// w [E, N, K], indices [T, slots] (-1 = empty slot); with routingWeights
+/// [T, slots] out is [T, N] (weighted sum), else [T, slots, N]. Errors on an
+/// expert id outside [-1, E).
+Status expertMatmul(ThreadPool &pool, const float *x, bool perSlotInput,
+                    const float *w, int64_t experts, int64_t n, int64_t k,
+                    const int32_t *indices, int64_t tokens, int64_t slots,
+                    const float *routingWeights, float *out);
+
+/// Writes values [T, width] to rows (sequences[t], slots[t]) of the cache;
+/// slot -1 skips. Errors on a sequence outside [0, batch) or a slot outside
+/// [-1, maxSeqLen).
+Status cacheWrite(ThreadPool &pool, const CacheView &cache,
+                  const float *values, const int32_t *slots,
+                  const int32_t *sequences, int64_t tokens);
+
+/// scores[t, s] = scale * sum_h weights[t, h] * ReLU(q[t, h] . key(seq_t, s))
+/// for s < maxSeqLen of the (indexer) cache; q [T, H, D].
+Status dsaIndexerScores(ThreadPool &pool, const float *q, const float *weights,
+                        const CacheView &keys, const int32_t *sequences,
+                        int64_t tokens, int64_t heads, double scale,
+                        float *scores);
+
+/// Per query, the min(topK, bounds[t]) best of scores[t, 0 : bounds[t]] in
+/// descending order (ties to the lower index), then -1.
+void dsaIndexSelect(ThreadPool &pool, const float *scores,
+                    const int32_t *bounds, int64_t tokens, int64_t keys,
+                    int64_t topK, int32_t *indices);
+
+/// Sparse MLA (absorbed): out[t, h] = sum over s in indices[t] of
+/// softmax(scale * q[t, h] . kv(seq_t, s)) * kv(seq_t, s)[:valueDim];
+/// q [T, H, width], -1 indices skipped, empty sets give 0, sinks may be null.
+Status sparseAttention(ThreadPool &pool, const float *q, const CacheView &kv,
+                       const int32_t *indices, int64_t topK,
+                       const int32_t *sequences, int64_t tokens, int64_t heads,
+                       double scale, int64_t valueDim, const float *sinks,
+                       float *out);
+
+/// Copies columns [srcOffset, srcOffset + cols) of each of `rows` rows of
+/// src (row length srcStride) to columns [dstOffset, ...) of dst (row
+/// length dstStride): slices and concatenations along the last dim.
+void copyColumns(ThreadPool &pool, const float *src, int64_t srcStride,
+                 int64_t srcOffset, float *dst, int64_t dstStride,
+                 int64_t dstOffset, int64_t rows, int64_t cols);
+
+/// bounds[t] = positions[t] + 1.
+void causalBounds(const int32_t *positions, int64_t tokens, int32_t *bounds);
+
+} // namespace daybreak::cpu
+
+#endif // DAYBREAK_RUNTIME_DEVICES_CPU_CPUKERNELS_H
