@@ -51,12 +51,19 @@ struct AssignWorkspacePass
     std::optional<ArrayRef<int64_t>> maxSizes = step.getMaxSizes();
     if (!maxSizes)
       return step.emitError("needs max_sizes to size its buffers");
-    llvm::MapVector<StringRef, Allocation> allocations;
+    // Owned one by one: pointers to them must stay valid as more arrive.
+    std::vector<std::unique_ptr<Allocation>> allocations;
+    llvm::StringMap<Allocation *> byName;
     llvm::DenseMap<Value, Allocation *> ofValue;
     int64_t end = 0;
     for (Operation &op : body) {
       if (auto buffer = dyn_cast<plan::BufferOp>(op)) {
-        Allocation &a = allocations[buffer.getName()];
+        Allocation *&slot = byName[buffer.getName()];
+        if (!slot) {
+          allocations.push_back(std::make_unique<Allocation>());
+          slot = allocations.back().get();
+        }
+        Allocation &a = *slot;
         a.buffers.push_back(buffer);
         // Dynamic dims take the max size of the size operand.
         auto type = cast<MemRefType>(buffer.getType());
@@ -90,8 +97,8 @@ struct AssignWorkspacePass
     }
 
     SmallVector<Allocation *> order;
-    for (auto &entry : allocations)
-      order.push_back(&entry.second);
+    for (auto &a : allocations)
+      order.push_back(a.get());
     llvm::stable_sort(order, [](Allocation *x, Allocation *y) {
       return x->bytes > y->bytes;
     });

@@ -53,9 +53,19 @@ struct FoldWeightsPass
 };
 } // namespace
 
-/// Converts a host tensor to an elements attribute of `type` (f32 values).
+/// Converts a host tensor to an elements attribute of `type`; the values
+/// are already exact in its element type (the evaluator rounded them).
 static ElementsAttr toAttr(const ref::Tensor &tensor, RankedTensorType type) {
-  return DenseElementsAttr::get(type, llvm::ArrayRef<float>(tensor.floats()));
+  auto elem = cast<FloatType>(type.getElementType());
+  SmallVector<APFloat> values;
+  values.reserve(tensor.floats().size());
+  for (float v : tensor.floats()) {
+    APFloat f(v);
+    bool lost;
+    f.convert(elem.getFloatSemantics(), APFloat::rmNearestTiesToEven, &lost);
+    values.push_back(f);
+  }
+  return DenseElementsAttr::get(type, values);
 }
 
 void FoldWeightsPass::runOnOperation() {
@@ -148,8 +158,11 @@ void FoldWeightsPass::runOnOperation() {
         def->emitError("cannot fold weight: ") << llvm::toString(result.takeError());
         return signalPassFailure();
       }
-      auto resultType =
-          RankedTensorType::get(type.getShape(), b.getF32Type());
+      if (!isa<FloatType>(type.getElementType())) {
+        def->emitError("only float weights fold, got ") << type;
+        return signalPassFailure();
+      }
+      RankedTensorType resultType = type;
       std::string root = "folded";
       for (Operation *op : ordered)
         if (auto ref = dyn_cast<lm::WeightRefOp>(op)) {
@@ -169,12 +182,6 @@ void FoldWeightsPass::runOnOperation() {
         lm::WeightRefOp::create(b, def->getLoc(), weight.getType(),
                                 weight.getSymName())
             .getResult();
-    if (replacement.getType() != value.getType()) {
-      def->emitError("folded weight of type ")
-          << replacement.getType() << " cannot replace " << value.getType()
-          << " (only f32 results fold)";
-      return signalPassFailure();
-    }
     value.replaceAllUsesWith(replacement);
   }
 

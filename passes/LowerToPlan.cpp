@@ -80,9 +80,9 @@ private:
 
 LogicalResult Lowering::lowerWeights() {
   int64_t offset = 0;
-  b.setInsertionPointToStart(module.getBody());
   for (auto weight : llvm::make_early_inc_range(module.getOps<lm::WeightOp>())) {
     auto type = cast<RankedTensorType>(weight.getType());
+    b.setInsertionPoint(weight);
     auto planWeight = plan::WeightOp::create(b, weight.getLoc(),
                                              weight.getSymName(), type,
                                              /*section=*/0, offset);

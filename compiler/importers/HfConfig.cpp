@@ -375,6 +375,13 @@ Expected<DeepseekV32Config> parseDeepseekV32(const json::Object &root,
   // transformers' PretrainedConfig default; hub configs spell it out anyway.
   config.tieWordEmbeddings =
       reader.optionalBoolean("tie_word_embeddings").value_or(false);
+  // An id or a list of ids (generation stops at the first).
+  if (const json::Value *eos = reader.lookup("eos_token_id")) {
+    if (std::optional<int64_t> id = eos->getAsInteger())
+      config.eosTokenId = *id;
+    else if (const json::Array *ids = eos->getAsArray(); ids && !ids->empty())
+      config.eosTokenId = (*ids)[0].getAsInteger().value_or(-1);
+  }
   readRope(reader, config);
   readQuantization(reader, config);
   if (!reader.failed())

@@ -39,6 +39,8 @@ struct DeepseekV32Config {
       indexHeadDim, indexTopk, maxPositionEmbeddings;
   double rmsNormEps, ropeTheta, routedScalingFactor;
   bool normTopkProb, tieWordEmbeddings;
+  /// The token that ends generation (-1: none given).
+  int64_t eosTokenId = -1;
   /// rope_scaling / rope_parameters with type|rope_type "yarn".
   std::optional<YarnConfig> yarn;
   /// quantization_config {quant_method "fp8", weight_block_size}.

@@ -2,6 +2,7 @@
 
 #include "dialects/lm/LmDialect.h"
 #include "dialects/plan/PlanDialect.h"
+#include "passes/Passes.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
@@ -17,6 +18,7 @@ int main(int argc, char **argv) {
                   mlir::func::FuncDialect, mlir::memref::MemRefDialect,
                   mlir::arith::ArithDialect, mlir::tensor::TensorDialect>();
   mlir::registerTransformsPasses();
+  daybreak::registerDaybreakPasses();
   return mlir::asMainReturnCode(
       mlir::MlirOptMain(argc, argv, "Daybreak optimizer driver\n", registry));
 }

@@ -73,8 +73,8 @@ Status dsaIndexerScores(ThreadPool &pool, const float *q, const float *weights,
         }
         // logits[(t, h), s] = q[t, h] . key[s]
         detail::gemm(q + ta * heads * dim, dim, decoded.data(), dim, false,
-                     nullptr, logits.data(), count, (tb - ta) * heads, 0,
-                     count, dim);
+                     nullptr, logits.data(), count, (tb - ta) * heads, 0, count,
+                     dim);
         for (int64_t t = ta; t < tb; ++t) {
           const float *w = weights + t * heads;
           float *out = scores + t * keyCount + s0;
@@ -187,8 +187,8 @@ Status sparseAttention(ThreadPool &pool, const float *q, const CacheView &kv,
         inverse[h] = 1.0 / denominator;
       }
       // out[h, :] = probs[h, :] x V, V the first valueDim columns of rows.
-      detail::gemm(probs.data(), n, rows.data(), width, /*wIsKN=*/true,
-                   nullptr, o, valueDim, hn, 0, valueDim, n);
+      detail::gemm(probs.data(), n, rows.data(), width, /*wIsKN=*/true, nullptr,
+                   o, valueDim, hn, 0, valueDim, n);
       for (int64_t h = 0; h < hn; ++h)
         for (int64_t d = 0; d < valueDim; ++d)
           o[h * valueDim + d] =

@@ -46,7 +46,8 @@ namespace {
 int fp8ScaleExponent(float amax) {
   double ratio = std::max(double(amax), 1e-4) / 448.0;
   int exponent;
-  double mantissa = std::frexp(ratio, &exponent); // ratio = m * 2^e, m in [.5, 1)
+  double mantissa =
+      std::frexp(ratio, &exponent); // ratio = m * 2^e, m in [.5, 1)
   return mantissa == 0.5 ? exponent - 1 : exponent;
 }
 
@@ -129,9 +130,9 @@ void CacheView::write(int64_t seq, int64_t pos, const float *in) const {
   }
 }
 
-Status cacheWrite(ThreadPool &pool, const CacheView &cache,
-                  const float *values, const int32_t *slots,
-                  const int32_t *sequences, int64_t tokens) {
+Status cacheWrite(ThreadPool &pool, const CacheView &cache, const float *values,
+                  const int32_t *slots, const int32_t *sequences,
+                  int64_t tokens) {
   // Check everything first so a bad token leaves the cache untouched.
   for (int64_t t = 0; t < tokens; ++t) {
     int64_t seq = sequences ? sequences[t] : 0;
@@ -152,16 +153,16 @@ Status cacheWrite(ThreadPool &pool, const CacheView &cache,
   keys.reserve(tokens);
   for (int64_t t = 0; t < tokens; ++t)
     if (slots[t] >= 0)
-      keys.push_back({(sequences ? sequences[t] : 0) * cache.maxSeqLen +
-                          slots[t],
-                      t});
+      keys.push_back(
+          {(sequences ? sequences[t] : 0) * cache.maxSeqLen + slots[t], t});
   std::sort(keys.begin(), keys.end());
   std::vector<int64_t> writers;
   writers.reserve(keys.size());
   for (size_t i = 0; i < keys.size(); ++i)
     if (i + 1 == keys.size() || keys[i + 1].first != keys[i].first)
       writers.push_back(keys[i].second);
-  int64_t grain = std::max<int64_t>(1, 8192 / std::max<int64_t>(cache.width, 1));
+  int64_t grain =
+      std::max<int64_t>(1, 8192 / std::max<int64_t>(cache.width, 1));
   pool.parallelFor(int64_t(writers.size()), grain,
                    [&](int64_t begin, int64_t end) {
                      for (int64_t i = begin; i < end; ++i) {

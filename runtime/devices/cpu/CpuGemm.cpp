@@ -55,8 +55,8 @@ namespace avx2 {
 void gemmBaseline(const float *x, int64_t lda, const float *w, int64_t ldw,
                   bool wIsKN, const float *bias, float *out, int64_t ldc,
                   int64_t m, int64_t n0, int64_t n1, int64_t k) {
-  baseline::gemmImpl<V4, 4, 8, false>(x, lda, w, ldw, wIsKN, bias, out, ldc, m, n0, n1,
-                            k);
+  baseline::gemmImpl<V4, 4, 8, false>(x, lda, w, ldw, wIsKN, bias, out, ldc, m,
+                                      n0, n1, k);
 }
 
 #ifdef DAYBREAK_X86
@@ -64,8 +64,8 @@ __attribute__((target("avx2,fma"))) void
 gemmAvx2(const float *x, int64_t lda, const float *w, int64_t ldw, bool wIsKN,
          const float *bias, float *out, int64_t ldc, int64_t m, int64_t n0,
          int64_t n1, int64_t k) {
-  avx2::gemmImpl<V8, 6, 16, true>(x, lda, w, ldw, wIsKN, bias, out, ldc, m, n0, n1,
-                            k);
+  avx2::gemmImpl<V8, 6, 16, true>(x, lda, w, ldw, wIsKN, bias, out, ldc, m, n0,
+                                  n1, k);
 }
 
 bool hasAvx2() {

@@ -114,7 +114,8 @@ std::vector<double> ropeFrequencies(const RopeParams &p) {
     freqs[i] = std::pow(p.theta, -2.0 * double(i) / double(p.dim));
   if (!p.yarn)
     return freqs;
-  double low = correctionDim(p.betaFast, p.dim, p.theta, p.originalMaxPositions);
+  double low =
+      correctionDim(p.betaFast, p.dim, p.theta, p.originalMaxPositions);
   double high =
       correctionDim(p.betaSlow, p.dim, p.theta, p.originalMaxPositions);
   if (p.truncate) {

@@ -29,8 +29,8 @@ int64_t columnBlock(int64_t m, int64_t n) {
 
 } // namespace
 
-void matmul(ThreadPool &pool, const float *x, const float *w,
-            const float *bias, int64_t m, int64_t n, int64_t k, float *out) {
+void matmul(ThreadPool &pool, const float *x, const float *w, const float *bias,
+            int64_t m, int64_t n, int64_t k, float *out) {
   if (m <= 0 || n <= 0)
     return;
   int64_t colBlock = columnBlock(m, n);
@@ -40,9 +40,9 @@ void matmul(ThreadPool &pool, const float *x, const float *w,
     for (int64_t job = begin; job < end; ++job) {
       int64_t r0 = (job / colJobs) * kRowBlock;
       int64_t c0 = (job % colJobs) * colBlock;
-      detail::gemm(x + r0 * k, k, w, k, /*wIsKN=*/false, bias, out + r0 * n,
-                   n, std::min(kRowBlock, m - r0), c0,
-                   std::min(n, c0 + colBlock), k);
+      detail::gemm(x + r0 * k, k, w, k, /*wIsKN=*/false, bias, out + r0 * n, n,
+                   std::min(kRowBlock, m - r0), c0, std::min(n, c0 + colBlock),
+                   k);
     }
   });
 }
@@ -63,8 +63,8 @@ void headMatmul(ThreadPool &pool, const float *x, const float *w,
       int64_t r0 = (rest / colJobs) * kRowBlock;
       int64_t c0 = (rest % colJobs) * colBlock;
       detail::gemm(x + (r0 * heads + h) * k, heads * k, w + h * n * k,
-                   transposeWeight ? k : n, /*wIsKN=*/!transposeWeight,
-                   nullptr, out + (r0 * heads + h) * n, heads * n,
+                   transposeWeight ? k : n, /*wIsKN=*/!transposeWeight, nullptr,
+                   out + (r0 * heads + h) * n, heads * n,
                    std::min(kRowBlock, tokens - r0), c0,
                    std::min(n, c0 + colBlock), k);
     }

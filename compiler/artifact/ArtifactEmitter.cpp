@@ -1,0 +1,275 @@
+//===- ArtifactEmitter.cpp - plan IR to a .daybreak artifact --------------===//
+
+#include "compiler/artifact/ArtifactEmitter.h"
+
+#include "dialects/lm/LmOps.h"
+#include "dialects/plan/PlanOps.h"
+#include "runtime/artifact/ArtifactWriter.h"
+
+#include "mlir/IR/BuiltinAttributes.h"
+#include "llvm/ADT/TypeSwitch.h"
+
+using namespace mlir;
+using namespace daybreak;
+using namespace daybreak::artifact;
+
+static llvm::Error errorf(const llvm::Twine &message) {
+  return llvm::createStringError(llvm::inconvertibleErrorCode(), message);
+}
+
+static std::optional<DType> toDType(Type type) {
+  if (type.isF32())
+    return DType::F32;
+  if (type.isBF16())
+    return DType::BF16;
+  if (type.isF16())
+    return DType::F16;
+  if (isa<Float8E4M3FNType>(type))
+    return DType::F8E4M3FN;
+  if (type.isInteger(32))
+    return DType::I32;
+  if (type.isInteger(64))
+    return DType::I64;
+  if (type.isInteger(8))
+    return DType::U8;
+  return std::nullopt;
+}
+
+/// Converts a launch attribute; false for attributes the kernels ignore.
+static void addAttrs(Launch &launch, StringRef name, Attribute value) {
+  auto add = [&](StringRef n) {
+    Attr *attr = launch.add_attrs();
+    attr->set_name(n.str());
+    return attr;
+  };
+  llvm::TypeSwitch<Attribute>(value)
+      .Case([&](BoolAttr b) { add(name)->set_i(b.getValue()); })
+      .Case([&](IntegerAttr i) { add(name)->set_i(i.getInt()); })
+      .Case([&](FloatAttr f) { add(name)->set_f(f.getValueAsDouble()); })
+      .Case([&](UnitAttr) { add(name)->set_i(1); })
+      .Case([&](StringAttr s) { add(name)->set_s(s.str()); })
+      .Case([&](DenseI64ArrayAttr a) {
+        for (auto [i, v] : llvm::enumerate(a.asArrayRef()))
+          add((name + "." + Twine(i)).str())->set_i(v);
+      })
+      .Case([&](lm::YarnAttr y) {
+        add("yarn")->set_i(1);
+        add("yarn.factor")->set_f(y.getFactor().getValueAsDouble());
+        add("yarn.original_max_positions")
+            ->set_i(y.getOriginalMaxPositions());
+        add("yarn.beta_fast")->set_f(y.getBetaFast().getValueAsDouble());
+        add("yarn.beta_slow")->set_f(y.getBetaSlow().getValueAsDouble());
+        add("yarn.attention_factor")
+            ->set_f(y.getAttentionFactor().getValueAsDouble());
+        add("yarn.truncate")->set_i(y.getTruncate().getValue());
+      })
+      .Case([&](lm::RopeStyleAttr s) {
+        add(name)->set_s(lm::stringifyRopeStyle(s.getValue()).str());
+      })
+      .Case([&](lm::RoutingScoreAttr s) {
+        add(name)->set_s(lm::stringifyRoutingScore(s.getValue()).str());
+      })
+      .Case([&](lm::ActivationAttr s) {
+        add(name)->set_s(lm::stringifyActivation(s.getValue()).str());
+      })
+      .Case([&](lm::MaskKindAttr s) {
+        add(name)->set_s(lm::stringifyMaskKind(s.getValue()).str());
+      })
+      .Default([](Attribute) {});
+}
+
+llvm::Expected<Manifest>
+artifact::emitArtifact(ModuleOp module, const importers::Checkpoint &checkpoint,
+                       const EmitInfo &info, const std::string &path) {
+  Manifest manifest;
+  manifest.set_model_type(info.modelType);
+  manifest.set_config_json(info.configJson);
+  manifest.set_vocab_size(info.vocabSize);
+  manifest.set_eos_token_id(info.eosTokenId);
+  manifest.set_target(info.target);
+
+  // Weights: section 0 in plan order at the planned offsets.
+  std::vector<uint8_t> weightBytes;
+  llvm::StringMap<uint32_t> weightIndex;
+  for (auto weight : module.getOps<plan::WeightOp>()) {
+    auto type = cast<RankedTensorType>(weight.getType());
+    std::optional<DType> dtype = toDType(type.getElementType());
+    if (!dtype)
+      return errorf("weight @" + weight.getSymName() +
+                    " has no artifact dtype");
+    uint64_t offset = weight.getOffsetAttr().getInt();
+    uint64_t size = weight.getByteSize();
+    weightBytes.resize(std::max<size_t>(weightBytes.size(), offset + size));
+    uint8_t *dst = weightBytes.data() + offset;
+    if (auto value = weight->getAttrOfType<DenseElementsAttr>("lm.value")) {
+      ArrayRef<char> raw = value.getRawData();
+      if (value.isSplat() || raw.size() != size)
+        return errorf("folded weight @" + weight.getSymName() +
+                      " has an unexpected value layout");
+      std::memcpy(dst, raw.data(), size);
+    } else {
+      auto sources = weight->getAttrOfType<ArrayAttr>("lm.sources");
+      if (!sources || sources.empty())
+        return errorf("weight @" + weight.getSymName() + " has no data");
+      uint64_t written = 0;
+      for (Attribute source : sources) {
+        auto view = checkpoint.find(cast<StringAttr>(source).getValue());
+        if (!view)
+          return view.takeError();
+        if (written + (*view)->byteSize > size)
+          return errorf("weight @" + weight.getSymName() +
+                        ": its sources hold more bytes than its type");
+        std::memcpy(dst + written, (*view)->data, (*view)->byteSize);
+        written += (*view)->byteSize;
+      }
+      if (written != size)
+        return errorf("weight @" + weight.getSymName() + ": sources hold " +
+                      Twine(written) + " bytes, its type " + Twine(size));
+    }
+    Weight *w = manifest.add_weights();
+    w->set_name(weight.getSymName().str());
+    w->set_dtype(*dtype);
+    for (int64_t d : type.getShape())
+      w->add_shape(d);
+    w->set_section(0);
+    w->set_offset(offset);
+    w->set_size(size);
+    weightIndex[weight.getSymName()] = manifest.weights_size() - 1;
+  }
+
+  // Caches: one per pool layer.
+  llvm::StringMap<uint32_t> firstCache;
+  uint64_t cacheBytesPerToken = 0, cacheBytes = 0;
+  for (auto pool : module.getOps<plan::CachePoolOp>()) {
+    lm::KVLayoutAttr layout = pool.getLayout();
+    CacheFormat format;
+    Type storage = layout.getStorageType();
+    if (storage.isF32())
+      format = CACHE_F32;
+    else if (storage.isBF16())
+      format = CACHE_BF16;
+    else if (isa<Float8E4M3FNType>(storage))
+      format = CACHE_FP8_SCALED;
+    else
+      return errorf("cache pool @" + pool.getSymName() +
+                    " has an unsupported storage type");
+    auto batch = pool->getAttrOfType<IntegerAttr>("batch");
+    auto maxSeq = pool->getAttrOfType<IntegerAttr>("max_seq_len");
+    if (!batch || !maxSeq)
+      return errorf("cache pool @" + pool.getSymName() +
+                    " lacks its batch and max_seq_len");
+    manifest.set_max_batch(batch.getInt());
+    manifest.set_max_seq_len(maxSeq.getInt());
+    firstCache[pool.getSymName()] = manifest.caches_size();
+    for (int64_t l = 0; l < static_cast<int64_t>(pool.getLayers()); ++l) {
+      Cache *c = manifest.add_caches();
+      c->set_name((pool.getSymName() + "." + Twine(l)).str());
+      c->set_format(format);
+      c->set_width(layout.getFeatureDim());
+      c->set_tail_dim(layout.getTailDim());
+      c->set_scale_block(layout.getScaleBlock());
+      c->set_bytes_per_row(layout.getBytesPerToken());
+      c->set_page_size(layout.getPageSize());
+    }
+    cacheBytesPerToken += layout.getBytesPerToken() * pool.getLayers();
+    cacheBytes += pool.getByteSize();
+  }
+
+  // Steps.
+  llvm::StringMap<StringRef> kernelEntry;
+  for (auto kernel : module.getOps<plan::KernelOp>())
+    kernelEntry[kernel.getSymName()] = kernel.getEntry();
+  uint64_t arenaBytes = 0;
+  for (auto step : module.getOps<plan::StepOp>()) {
+    Step *s = manifest.add_steps();
+    s->set_name(step.getSymName().str());
+    for (Attribute name : step.getSizeNames())
+      s->add_size_names(cast<StringAttr>(name).str());
+    if (std::optional<ArrayRef<int64_t>> maxSizes = step.getMaxSizes())
+      for (int64_t m : *maxSizes)
+        s->add_max_sizes(m);
+    if (s->max_sizes_size())
+      manifest.set_max_tokens(s->max_sizes(0));
+    s->set_arena_size(step.getArenaSizeAttr().getInt());
+    arenaBytes = std::max<uint64_t>(arenaBytes, s->arena_size());
+    Block &body = step.getBody().front();
+    llvm::DenseMap<Value, Operand> operands;
+    for (Operation &op : body) {
+      if (auto buffer = dyn_cast<plan::BufferOp>(op)) {
+        auto type = cast<MemRefType>(buffer.getType());
+        std::optional<DType> dtype = toDType(type.getElementType());
+        if (!dtype)
+          return errorf("buffer '" + buffer.getName() + "' has no dtype");
+        Buffer *b = s->add_buffers();
+        b->set_name(buffer.getName().str());
+        b->set_dtype(*dtype);
+        auto size = buffer.getSizes().begin();
+        uint64_t maxElements = 1;
+        for (int64_t d : type.getShape()) {
+          SizeExpr *e = b->add_dims();
+          if (!ShapedType::isDynamic(d)) {
+            e->set_constant(d);
+            maxElements *= d;
+            continue;
+          }
+          auto arg = cast<BlockArgument>(*size++);
+          for (unsigned i = 0; i < body.getNumArguments(); ++i)
+            e->add_coeffs(i == arg.getArgNumber() ? 1 : 0);
+          maxElements *= s->max_sizes(arg.getArgNumber());
+        }
+        b->set_offset(buffer.getOffsetAttr().getInt());
+        b->set_max_bytes((maxElements * type.getElementTypeBitWidth() + 7) /
+                         8);
+        Operand operand;
+        operand.set_buffer(s->buffers_size() - 1);
+        operands[buffer.getResult()] = operand;
+        if (auto io = buffer->getAttrOfType<StringAttr>("io")) {
+          if (io.getValue() == "input")
+            s->add_inputs(s->buffers_size() - 1);
+          else
+            s->add_outputs(s->buffers_size() - 1);
+        }
+      } else if (auto ref = dyn_cast<plan::WeightRefOp>(op)) {
+        Operand operand;
+        operand.set_weight(weightIndex.lookup(ref.getWeight()));
+        operands[ref.getResult()] = operand;
+      } else if (auto ref = dyn_cast<plan::CacheRefOp>(op)) {
+        Operand operand;
+        operand.set_cache(firstCache.lookup(ref.getPool()) +
+                          ref.getLayerAttr().getInt());
+        operands[ref.getResult()] = operand;
+      } else if (auto launch = dyn_cast<plan::LaunchOp>(op)) {
+        Launch *l = s->add_launches();
+        l->set_kernel(kernelEntry.lookup(launch.getKernel()).str());
+        int64_t numResults = 0;
+        if (auto n = launch->getAttrOfType<IntegerAttr>("num_results"))
+          numResults = n.getInt();
+        int64_t numOperands = launch.getArgs().size() - numResults;
+        for (auto [i, arg] : llvm::enumerate(launch.getArgs()))
+          *(static_cast<int64_t>(i) < numOperands ? l->add_operands()
+                                                  : l->add_results()) =
+              operands.lookup(arg);
+        for (NamedAttribute attr : launch->getDiscardableAttrs())
+          if (attr.getName() != "num_results")
+            addAttrs(*l, attr.getName(), attr.getValue());
+      } else {
+        return errorf("plan op '" + op.getName().getStringRef() +
+                      "' has no artifact form");
+      }
+    }
+  }
+
+  MemoryPlan *memory = manifest.mutable_memory();
+  memory->set_weight_bytes(weightBytes.size());
+  memory->set_arena_bytes(arenaBytes);
+  memory->set_cache_bytes_per_token(cacheBytesPerToken);
+  memory->set_cache_bytes(cacheBytes);
+  memory->set_total_bytes(weightBytes.size() + arenaBytes + cacheBytes);
+
+  ArtifactWriter writer;
+  writer.addSection("weights", std::move(weightBytes));
+  Status status = writer.write(path, manifest);
+  if (!status.ok())
+    return errorf(status.message());
+  return manifest;
+}

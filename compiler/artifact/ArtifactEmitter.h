@@ -1,0 +1,39 @@
+//===- ArtifactEmitter.h - plan IR to a .daybreak artifact ------*- C++ -*-===//
+//
+// Serialises a lowered module (plan weights, cache pools, kernels, steps)
+// into the manifest, and the weights into section 0: checkpoint tensors
+// byte for byte (stacked experts concatenated), folded weights from their
+// values. The result is deterministic for a given module and checkpoint.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef DAYBREAK_COMPILER_ARTIFACT_ARTIFACTEMITTER_H
+#define DAYBREAK_COMPILER_ARTIFACT_ARTIFACTEMITTER_H
+
+#include "compiler/importers/Checkpoint.h"
+
+#include "mlir/IR/BuiltinOps.h"
+#include "llvm/Support/Error.h"
+
+#include "Manifest.pb.h"
+
+namespace daybreak::artifact {
+
+struct EmitInfo {
+  std::string modelType;
+  std::string configJson;
+  int64_t vocabSize = 0;
+  int64_t eosTokenId = -1;
+  std::string target = "cpu";
+};
+
+/// Builds the manifest of `module` (after plan-assign-workspace) and writes
+/// the artifact to `path`. Returns the manifest for reporting.
+llvm::Expected<Manifest> emitArtifact(mlir::ModuleOp module,
+                                      const importers::Checkpoint &checkpoint,
+                                      const EmitInfo &info,
+                                      const std::string &path);
+
+} // namespace daybreak::artifact
+
+#endif // DAYBREAK_COMPILER_ARTIFACT_ARTIFACTEMITTER_H

@@ -1,0 +1,135 @@
+//===- Pipeline.cpp - The compile pipeline and its phases -----------------===//
+
+#include "compiler/pipeline/Pipeline.h"
+
+#include "compiler/artifact/ArtifactEmitter.h"
+#include "compiler/importers/HfConfig.h"
+#include "compiler/importers/WeightLoader.h"
+#include "compiler/models/DeepseekV32.h"
+#include "passes/Passes.h"
+
+#include "mlir/IR/MLIRContext.h"
+#include "mlir/IR/Verifier.h"
+#include "llvm/Support/FormatVariadic.h"
+#include "llvm/Support/MemoryBuffer.h"
+
+using namespace mlir;
+using namespace daybreak;
+using namespace daybreak::pipeline;
+
+static llvm::Error errorf(const llvm::Twine &message) {
+  return llvm::createStringError(llvm::inconvertibleErrorCode(), message);
+}
+
+std::optional<Phase> pipeline::parsePhase(llvm::StringRef name) {
+  return llvm::StringSwitch<std::optional<Phase>>(name)
+      .Case("lm", Phase::Lm)
+      .Case("plan", Phase::Plan)
+      .Case("artifact", Phase::Artifact)
+      .Default(std::nullopt);
+}
+
+void pipeline::buildLmPipeline(OpPassManager &pm, const Options &options,
+                               ref::WeightProvider weights) {
+  // Absorbed MLA matrices and dequantised experts are computed once here,
+  // not per step.
+  pm.addPass(createLmFoldWeightsPass(std::move(weights)));
+  // The runtime allocates caches from the layouts chosen here.
+  LmAssignKVLayoutOptions layout;
+  layout.kvCacheDtype = options.kvCacheDtype;
+  layout.pageSize = options.pageSize;
+  pm.addPass(createLmAssignKVLayout(layout));
+}
+
+void pipeline::buildLowerToPlanPipeline(OpPassManager &pm,
+                                        const Options &options) {
+  // One launch per op, buffers sized for the largest step.
+  LmLowerToPlanOptions lower;
+  lower.maxTokens = options.maxTokens;
+  pm.addPass(createLmLowerToPlan(lower));
+  // Buffers share the arena by liveness.
+  pm.addPass(createPlanAssignWorkspace());
+}
+
+static std::string formatBytes(uint64_t bytes) {
+  if (bytes >= (1ull << 30))
+    return llvm::formatv("{0:f2} GiB", bytes / double(1ull << 30)).str();
+  if (bytes >= (1ull << 20))
+    return llvm::formatv("{0:f2} MiB", bytes / double(1ull << 20)).str();
+  if (bytes >= (1ull << 10))
+    return llvm::formatv("{0:f2} KiB", bytes / double(1ull << 10)).str();
+  return llvm::formatv("{0} B", bytes).str();
+}
+
+llvm::Error pipeline::compile(const Options &options, llvm::raw_ostream &out,
+                              llvm::raw_ostream &log) {
+  if (options.target != "cpu")
+    return errorf("unsupported --target=" + options.target +
+                  " (this build compiles for: cpu)");
+  if (options.maxTokens <= 0 || options.maxBatch <= 0 ||
+      options.maxSeqLen <= 0)
+    return errorf("--max-seq-len, --max-batch and --max-tokens must be "
+                  "positive");
+  auto config = importers::loadConfig(options.checkpoint);
+  if (!config)
+    return config.takeError();
+  auto checkpoint = importers::Checkpoint::open(options.checkpoint);
+  if (!checkpoint)
+    return checkpoint.takeError();
+
+  MLIRContext context;
+  context.loadDialect<plan::PlanDialect, memref::MemRefDialect>();
+  models::BuildOptions build;
+  build.maxSeqLen = options.maxSeqLen;
+  build.maxBatch = options.maxBatch;
+  auto module = models::buildDeepseekV32(context, *config, *checkpoint, build);
+  if (!module)
+    return module.takeError();
+  if (failed(verify(**module)))
+    return errorf("the imported lm IR does not verify");
+  if (options.compileTo == Phase::Lm) {
+    (*module)->print(out, OpPrintingFlags().elideLargeElementsAttrs(16));
+    return llvm::Error::success();
+  }
+
+  PassManager pm(&context);
+  buildLmPipeline(pm, options,
+                  [&](llvm::StringRef, Type, llvm::ArrayRef<std::string> s) {
+                    return importers::loadWeight(*checkpoint, s);
+                  });
+  buildLowerToPlanPipeline(pm, options);
+  if (failed(pm.run(**module)))
+    return errorf("compilation failed (see the diagnostics above)");
+  if (options.compileTo == Phase::Plan) {
+    (*module)->print(out, OpPrintingFlags().elideLargeElementsAttrs(16));
+    return llvm::Error::success();
+  }
+
+  if (options.output.empty())
+    return errorf("no output file (-o)");
+  auto configText =
+      llvm::MemoryBuffer::getFile(options.checkpoint + "/config.json");
+  artifact::EmitInfo info;
+  info.modelType = "deepseek_v32";
+  if (configText)
+    info.configJson = (*configText)->getBuffer().str();
+  info.vocabSize = config->vocabSize;
+  info.eosTokenId = config->eosTokenId;
+  auto manifest =
+      artifact::emitArtifact(**module, *checkpoint, info, options.output);
+  if (!manifest)
+    return manifest.takeError();
+
+  const artifact::MemoryPlan &m = manifest->memory();
+  log << "memory plan (" << options.output << ")\n"
+      << "  weights:          " << formatBytes(m.weight_bytes()) << "\n"
+      << "  arena:            " << formatBytes(m.arena_bytes()) << " (at "
+      << options.maxTokens << " tokens per step)\n"
+      << "  KV bytes / token: " << m.cache_bytes_per_token()
+      << " (all layers, kv-cache-dtype " << options.kvCacheDtype << ")\n"
+      << "  caches:           " << formatBytes(m.cache_bytes()) << " ("
+      << options.maxBatch << " sequences x " << options.maxSeqLen
+      << " tokens)\n"
+      << "  total:            " << formatBytes(m.total_bytes()) << "\n";
+  return llvm::Error::success();
+}

@@ -1,0 +1,57 @@
+//===- Pipeline.h - The compile pipeline and its phases ---------*- C++ -*-===//
+//
+// checkpoint --import--> lm --lm passes--> lm (folded, laid out)
+//            --lower--> plan --workspace--> plan --emit--> artifact
+// `compileTo` stops after a phase and prints its IR. Each phase boundary is
+// checked by the MLIR verifier.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef DAYBREAK_COMPILER_PIPELINE_PIPELINE_H
+#define DAYBREAK_COMPILER_PIPELINE_PIPELINE_H
+
+#include "compiler/reference/Evaluator.h"
+
+#include "mlir/Pass/PassManager.h"
+#include "llvm/Support/Error.h"
+#include "llvm/Support/raw_ostream.h"
+
+#include <string>
+
+namespace daybreak::pipeline {
+
+enum class Phase {
+  Lm,       ///< the importer's lm IR
+  Plan,     ///< after lowering and workspace planning
+  Artifact, ///< the .daybreak file
+};
+
+/// Parses "lm", "plan", "artifact".
+std::optional<Phase> parsePhase(llvm::StringRef name);
+
+struct Options {
+  std::string checkpoint;
+  std::string output;
+  std::string target = "cpu";
+  Phase compileTo = Phase::Artifact;
+  int64_t maxSeqLen = 4096;
+  int64_t maxBatch = 8;
+  int64_t maxTokens = 4096;
+  std::string kvCacheDtype = "fp8";
+  int64_t pageSize = 64;
+};
+
+/// lm (imported) to lm ready for lowering: weight folding, KV layouts.
+void buildLmPipeline(mlir::OpPassManager &pm, const Options &options,
+                     ref::WeightProvider weights);
+/// lm to plan: lowering, workspace planning.
+void buildLowerToPlanPipeline(mlir::OpPassManager &pm, const Options &options);
+
+/// Runs the whole pipeline; IR phases print to `out`, the artifact goes to
+/// options.output, and the memory plan is reported on `log`.
+llvm::Error compile(const Options &options, llvm::raw_ostream &out,
+                    llvm::raw_ostream &log);
+
+} // namespace daybreak::pipeline
+
+#endif // DAYBREAK_COMPILER_PIPELINE_PIPELINE_H

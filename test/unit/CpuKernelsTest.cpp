@@ -1,0 +1,629 @@
+//===- CpuKernelsTest.cpp - The CPU kernels against the reference ---------===//
+//
+// Every runtime CPU kernel runs on seeded random inputs at several shapes
+// (one token, K off the block sizes, batches, empty sets, -1 slots) with 1
+// and 4 threads and is compared with daybreak::ref, the oracle. Cache formats
+// are checked by write-then-read round trips against an independent
+// quantize-dequantize.
+//
+//===----------------------------------------------------------------------===//
+
+#include "runtime/devices/cpu/CpuKernels.h"
+#include "compiler/reference/Kernels.h"
+#include "runtime/numerics/Numerics.h"
+
+#include "gtest/gtest.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <numeric>
+#include <random>
+#include <set>
+#include <thread>
+#include <vector>
+
+using namespace daybreak;
+using ref::ElementType;
+using ref::Tensor;
+
+namespace {
+
+const unsigned kThreadCounts[] = {1, 4};
+
+std::vector<float> randomFloats(std::mt19937 &rng, int64_t n, float lo = -1.0f,
+                                float hi = 1.0f) {
+  std::uniform_real_distribution<float> dist(lo, hi);
+  std::vector<float> v(n);
+  for (float &x : v)
+    x = dist(rng);
+  return v;
+}
+
+Tensor floats(std::vector<int64_t> shape, std::vector<float> values) {
+  return Tensor::fromFloats(std::move(shape), std::move(values));
+}
+
+Tensor ints(std::vector<int64_t> shape, const std::vector<int32_t> &values) {
+  return Tensor::fromInts(std::move(shape),
+                          std::vector<int64_t>(values.begin(), values.end()));
+}
+
+/// max |actual - expected| <= tolerance * max(max |expected|, 1e-30).
+::testing::AssertionResult relClose(const std::vector<float> &actual,
+                                    const std::vector<float> &expected,
+                                    double tolerance) {
+  if (actual.size() != expected.size())
+    return ::testing::AssertionFailure()
+           << actual.size() << " values vs " << expected.size();
+  double scale = 1e-30, worst = 0.0;
+  size_t at = 0;
+  for (float e : expected)
+    scale = std::max(scale, std::fabs(double(e)));
+  for (size_t i = 0; i < actual.size(); ++i) {
+    double diff = std::fabs(double(actual[i]) - expected[i]);
+    if (!(diff <= worst) || std::isnan(diff)) {
+      worst = std::isnan(diff) ? INFINITY : diff;
+      at = i;
+    }
+  }
+  if (worst <= tolerance * scale)
+    return ::testing::AssertionSuccess();
+  return ::testing::AssertionFailure()
+         << "element " << at << ": " << actual[at] << " vs " << expected[at]
+         << ", relative error " << worst / scale << " > " << tolerance;
+}
+
+std::vector<int32_t> toInts(const Tensor &t) {
+  return std::vector<int32_t>(t.ints().begin(), t.ints().end());
+}
+
+/// A paged cache whose page table is a non-identity permutation.
+struct PagedCache {
+  std::vector<uint8_t> storage;
+  std::vector<int32_t> pageTable;
+  cpu::CacheView view;
+
+  PagedCache(cpu::CacheFormat format, int64_t width, int64_t tailDim,
+             int64_t scaleBlock, int64_t batch, int64_t maxSeqLen,
+             int64_t pageSize) {
+    view.format = format;
+    view.width = width;
+    view.tailDim = tailDim;
+    view.scaleBlock = scaleBlock;
+    view.bytesPerRow =
+        cpu::cacheBytesPerRow(format, width, tailDim, scaleBlock);
+    view.batch = batch;
+    view.maxSeqLen = maxSeqLen;
+    view.pageSize = pageSize;
+    int64_t pages = batch * view.pagesPerSeq();
+    pageTable.resize(pages);
+    // Reverse order, so logical and physical pages always differ.
+    for (int64_t i = 0; i < pages; ++i)
+      pageTable[i] = static_cast<int32_t>(pages - 1 - i);
+    storage.assign(pages * pageSize * view.bytesPerRow, 0);
+    view.base = storage.data();
+    view.pageTable = pageTable.data();
+  }
+};
+
+/// The test's own Fp8Scaled quantize-dequantize of one row.
+std::vector<float> fp8RoundTrip(const float *in, int64_t width, int64_t tail,
+                                int64_t block) {
+  std::vector<float> out(width);
+  for (int64_t b0 = 0; b0 < width - tail; b0 += block) {
+    double amax = 1e-4;
+    for (int64_t i = b0; i < b0 + block; ++i)
+      amax = std::max(amax, std::fabs(double(in[i])));
+    int e = static_cast<int>(std::ceil(std::log2(amax / 448.0)));
+    // Guard log2 rounding at exact powers of two.
+    if (std::ldexp(1.0, e - 1) >= amax / 448.0)
+      --e;
+    for (int64_t i = b0; i < b0 + block; ++i)
+      out[i] = std::ldexp(numerics::roundToE4m3(std::ldexp(in[i], -e)), e);
+  }
+  for (int64_t i = width - tail; i < width; ++i)
+    out[i] = numerics::roundToBf16(in[i]);
+  return out;
+}
+
+TEST(CpuThreadPool, CoversEveryIndexOnceUnderRepeatedUse) {
+  for (unsigned threads : {1u, 2u, 4u, 7u}) {
+    cpu::ThreadPool pool(threads);
+    EXPECT_EQ(pool.size(), threads);
+    for (int iter = 0; iter < 2000; ++iter) {
+      int64_t n = 1 + iter % 97;
+      std::vector<int> hits(n, 0);
+      pool.parallelFor(n, 1 + iter % 5, [&](int64_t b, int64_t e) {
+        for (int64_t i = b; i < e; ++i)
+          ++hits[i];
+      });
+      ASSERT_EQ(std::count(hits.begin(), hits.end(), 1), n) << iter;
+    }
+  }
+}
+
+TEST(CpuThreadPool, SizeOneRunsInline) {
+  cpu::ThreadPool pool(1);
+  std::thread::id caller = std::this_thread::get_id();
+  bool inline_ = false;
+  pool.parallelFor(100, 1, [&](int64_t b, int64_t e) {
+    inline_ = b == 0 && e == 100 && std::this_thread::get_id() == caller;
+  });
+  EXPECT_TRUE(inline_);
+}
+
+TEST(CpuKernels, Embedding) {
+  std::mt19937 rng(1);
+  const int64_t vocab = 50, dim = 33;
+  std::vector<float> table = randomFloats(rng, vocab * dim);
+  std::vector<int32_t> ids = {3, 49, 0, 3, 17};
+  Tensor expected = llvm::cantFail(ref::embedding(
+      floats({vocab, dim}, table), ints({int64_t(ids.size())}, ids)));
+  for (unsigned threads : kThreadCounts) {
+    cpu::ThreadPool pool(threads);
+    std::vector<float> out(ids.size() * dim);
+    ASSERT_TRUE(cpu::embedding(pool, table.data(), vocab, dim, ids.data(),
+                               ids.size(), out.data())
+                    .ok());
+    EXPECT_EQ(out, expected.floats()); // a copy: exact
+    std::vector<int32_t> bad = {1, 50};
+    Status status = cpu::embedding(pool, table.data(), vocab, dim, bad.data(),
+                                   2, out.data());
+    ASSERT_FALSE(status.ok());
+    EXPECT_NE(status.message().find("token id 50"), std::string::npos)
+        << status.message();
+  }
+}
+
+TEST(CpuKernels, Norms) {
+  std::mt19937 rng(2);
+  for (auto [rows, dim] : {std::pair<int64_t, int64_t>{1, 7}, {9, 1000}}) {
+    std::vector<float> x = randomFloats(rng, rows * dim, -3, 3);
+    std::vector<float> w = randomFloats(rng, dim), b = randomFloats(rng, dim);
+    Tensor xt = floats({rows, dim}, x);
+    Tensor rms = ref::rmsNorm(xt, floats({dim}, w), 1e-6);
+    Tensor ln = ref::layerNorm(xt, floats({dim}, w), floats({dim}, b), 1e-5);
+    Tensor lnNoBias = ref::layerNorm(xt, floats({dim}, w), Tensor(), 1e-5);
+    for (unsigned threads : kThreadCounts) {
+      cpu::ThreadPool pool(threads);
+      std::vector<float> out(rows * dim);
+      cpu::rmsNorm(pool, x.data(), w.data(), rows, dim, 1e-6, out.data());
+      EXPECT_TRUE(relClose(out, rms.floats(), 1e-6)); // double sums: ~ulp
+      cpu::layerNorm(pool, x.data(), w.data(), b.data(), rows, dim, 1e-5,
+                     out.data());
+      EXPECT_TRUE(relClose(out, ln.floats(), 1e-6));
+      cpu::layerNorm(pool, x.data(), w.data(), nullptr, rows, dim, 1e-5,
+                     out.data());
+      EXPECT_TRUE(relClose(out, lnNoBias.floats(), 1e-6));
+    }
+  }
+}
+
+TEST(CpuKernels, MatmulMatchesReference) {
+  std::mt19937 rng(3);
+  struct Shape {
+    int64_t m, n, k;
+    bool bias;
+  };
+  for (Shape s : {Shape{1, 33, 77, false}, Shape{3, 50, 300, true},
+                  Shape{5, 17, 513, false}, Shape{7, 16, 1000, true},
+                  Shape{200, 300, 600, true}, Shape{2, 40, 5000, false},
+                  Shape{64, 9, 3, true}}) {
+    std::vector<float> x = randomFloats(rng, s.m * s.k);
+    std::vector<float> w = randomFloats(rng, s.n * s.k);
+    std::vector<float> b = randomFloats(rng, s.n);
+    Tensor expected = ref::matmul(floats({s.m, s.k}, x), floats({s.n, s.k}, w),
+                                  s.bias ? floats({s.n}, b) : Tensor());
+    std::vector<float> first;
+    for (unsigned threads : kThreadCounts) {
+      SCOPED_TRACE(::testing::Message() << s.m << "x" << s.n << "x" << s.k
+                                        << " threads " << threads);
+      cpu::ThreadPool pool(threads);
+      std::vector<float> out(s.m * s.n);
+      cpu::matmul(pool, x.data(), w.data(), s.bias ? b.data() : nullptr, s.m,
+                  s.n, s.k, out.data());
+      // fp32 blocked accumulation vs the fp64 oracle.
+      EXPECT_TRUE(relClose(out, expected.floats(), 1e-5));
+      if (first.empty())
+        first = out;
+      else
+        EXPECT_EQ(out, first); // deterministic across thread counts
+    }
+  }
+}
+
+TEST(CpuKernels, HeadMatmulBothLayouts) {
+  std::mt19937 rng(4);
+  for (int64_t tokens : {1, 20}) {
+    const int64_t heads = 3, k = 70, n = 45;
+    std::vector<float> x = randomFloats(rng, tokens * heads * k);
+    std::vector<float> w = randomFloats(rng, heads * k * n);
+    for (bool transpose : {false, true}) {
+      Tensor wt =
+          transpose ? floats({heads, n, k}, w) : floats({heads, k, n}, w);
+      Tensor expected =
+          ref::headMatmul(floats({tokens, heads, k}, x), wt, transpose);
+      for (unsigned threads : kThreadCounts) {
+        cpu::ThreadPool pool(threads);
+        std::vector<float> out(tokens * heads * n);
+        cpu::headMatmul(pool, x.data(), w.data(), transpose, tokens, heads, k,
+                        n, out.data());
+        EXPECT_TRUE(relClose(out, expected.floats(), 1e-5))
+            << "tokens " << tokens << " transpose " << transpose;
+      }
+    }
+  }
+}
+
+TEST(CpuKernels, RopeStylesAndYarn) {
+  std::mt19937 rng(5);
+  const int64_t tokens = 5, rowsPerToken = 3, rowDim = 80;
+  std::vector<int32_t> positions = {0, 1, 17, 4095, 70000};
+  for (int variant = 0; variant < 4; ++variant) {
+    cpu::RopeParams p;
+    p.interleaved = variant % 2 == 0;
+    p.offset = variant < 2 ? 16 : 0;
+    p.dim = 64;
+    p.yarn = variant >= 1;
+    p.factor = 40;
+    p.truncate = variant != 3;
+    p.attentionFactor = variant == 3 ? 1.25 : 1.0;
+    ref::RopeParams rp;
+    rp.style =
+        p.interleaved ? ref::RopeStyle::Interleaved : ref::RopeStyle::HalfSplit;
+    rp.offset = p.offset;
+    rp.dim = p.dim;
+    rp.theta = p.theta;
+    if (p.yarn) {
+      ref::YarnParams yarn;
+      yarn.factor = p.factor;
+      yarn.originalMaxPositions = p.originalMaxPositions;
+      yarn.betaFast = p.betaFast;
+      yarn.betaSlow = p.betaSlow;
+      yarn.attentionFactor = p.attentionFactor;
+      yarn.truncate = p.truncate;
+      rp.yarn = yarn;
+    }
+    std::vector<float> x = randomFloats(rng, tokens * rowsPerToken * rowDim);
+    Tensor expected = ref::rope(floats({tokens, rowsPerToken, rowDim}, x),
+                                ints({tokens}, positions), rp);
+    for (unsigned threads : kThreadCounts) {
+      cpu::ThreadPool pool(threads);
+      std::vector<float> out = x;
+      cpu::rope(pool, out.data(), positions.data(), tokens, rowsPerToken,
+                rowDim, p);
+      // Same double-precision angles: agreement to ~1 ulp.
+      EXPECT_TRUE(relClose(out, expected.floats(), 1e-6)) << variant;
+    }
+  }
+}
+
+TEST(CpuKernels, SwigluAndAdd) {
+  std::mt19937 rng(6);
+  const int64_t n = 40000; // several chunks
+  std::vector<float> g = randomFloats(rng, n, -10, 10);
+  std::vector<float> u = randomFloats(rng, n, -10, 10);
+  Tensor gt = floats({n}, g), ut = floats({n}, u);
+  Tensor plain = ref::swiglu(gt, ut, 1.0, std::nullopt, 0.0);
+  Tensor limited = ref::swiglu(gt, ut, 1.702, 7.0, 1.0);
+  for (unsigned threads : kThreadCounts) {
+    cpu::ThreadPool pool(threads);
+    std::vector<float> out(n);
+    cpu::swiglu(pool, g.data(), u.data(), n, 1.0, false, 0.0, 0.0, out.data());
+    EXPECT_TRUE(relClose(out, plain.floats(), 1e-6));
+    cpu::swiglu(pool, g.data(), u.data(), n, 1.702, true, 7.0, 1.0, out.data());
+    EXPECT_TRUE(relClose(out, limited.floats(), 1e-6));
+    cpu::add(pool, g.data(), u.data(), n, out.data());
+    for (int64_t i = 0; i < n; ++i)
+      ASSERT_EQ(out[i], g[i] + u[i]); // exact
+  }
+}
+
+TEST(CpuKernels, MoeRouteSigmoid) {
+  std::mt19937 rng(7);
+  for (int64_t tokens : {1, 9}) {
+    const int64_t experts = 32;
+    std::vector<float> logits = randomFloats(rng, tokens * experts, -4, 4);
+    // Quantise so that ties occur.
+    for (int64_t i = 0; i < tokens * experts; i += 3)
+      logits[i] = std::round(logits[i]);
+    std::vector<float> bias = randomFloats(rng, experts, -0.1f, 0.1f);
+    for (auto [groups, keep, topK, renorm] :
+         {std::tuple<int64_t, int64_t, int64_t, bool>{4, 2, 6, true},
+          {1, 1, 8, false},
+          {8, 1, 6, true}}) { // only 4 eligible experts: -1 slots
+      ref::RoutingParams rp;
+      rp.topK = topK;
+      rp.numGroups = groups;
+      rp.topKGroups = keep;
+      rp.renormalize = renorm;
+      rp.scalingFactor = 2.5;
+      ref::Routing expected = ref::moeRoute(floats({tokens, experts}, logits),
+                                            floats({experts}, bias), rp);
+      cpu::RouteParams p;
+      p.topK = topK;
+      p.numGroups = groups;
+      p.topKGroups = keep;
+      p.renormalize = renorm;
+      p.scalingFactor = 2.5;
+      for (unsigned threads : kThreadCounts) {
+        cpu::ThreadPool pool(threads);
+        std::vector<int32_t> indices(tokens * topK);
+        std::vector<float> weights(tokens * topK);
+        cpu::moeRouteSigmoid(pool, logits.data(), bias.data(), tokens, experts,
+                             p, indices.data(), weights.data());
+        EXPECT_EQ(indices, toInts(expected.indices)); // exact
+        EXPECT_TRUE(relClose(weights, expected.weights.floats(), 1e-6));
+      }
+    }
+  }
+}
+
+TEST(CpuKernels, ExpertMatmul) {
+  std::mt19937 rng(8);
+  const int64_t experts = 5, n = 37, k = 300;
+  std::vector<float> w = randomFloats(rng, experts * n * k);
+  for (int64_t tokens : {1, 30}) {
+    const int64_t slots = 3;
+    std::vector<int32_t> idx(tokens * slots);
+    for (int32_t &e : idx)
+      e = static_cast<int32_t>(rng() % (experts + 1)) - 1; // -1 included
+    std::vector<float> rw = randomFloats(rng, tokens * slots, 0, 1);
+    for (bool perSlot : {false, true}) {
+      std::vector<float> x =
+          randomFloats(rng, tokens * (perSlot ? slots : 1) * k);
+      Tensor xt =
+          perSlot ? floats({tokens, slots, k}, x) : floats({tokens, k}, x);
+      for (bool weighted : {false, true}) {
+        Tensor expected = llvm::cantFail(ref::expertMatmul(
+            xt, floats({experts, n, k}, w), ints({tokens, slots}, idx),
+            weighted ? floats({tokens, slots}, rw) : Tensor(), Tensor()));
+        for (unsigned threads : kThreadCounts) {
+          cpu::ThreadPool pool(threads);
+          std::vector<float> out(tokens * (weighted ? 1 : slots) * n, 7.0f);
+          ASSERT_TRUE(cpu::expertMatmul(pool, x.data(), perSlot, w.data(),
+                                        experts, n, k, idx.data(), tokens,
+                                        slots, weighted ? rw.data() : nullptr,
+                                        out.data())
+                          .ok());
+          EXPECT_TRUE(relClose(out, expected.floats(), 1e-5))
+              << tokens << " " << perSlot << " " << weighted;
+        }
+      }
+    }
+  }
+  cpu::ThreadPool pool(4);
+  std::vector<int32_t> bad = {0, 5};
+  std::vector<float> x(2 * k), out(2 * n);
+  Status status = cpu::expertMatmul(pool, x.data(), false, w.data(), experts, n,
+                                    k, bad.data(), 1, 2, nullptr, out.data());
+  ASSERT_FALSE(status.ok());
+  EXPECT_NE(status.message().find("expert id 5"), std::string::npos)
+      << status.message();
+}
+
+TEST(CpuCache, RoundTripsAllFormatsThroughAPagedView) {
+  std::mt19937 rng(9);
+  const int64_t width = 160, tail = 32, block = 64, batch = 2, maxSeq = 10;
+  EXPECT_EQ(cpu::cacheBytesPerRow(cpu::CacheFormat::Fp8Scaled, 576, 64, 128),
+            656); // DeepSeek's latent row
+  for (cpu::CacheFormat format : {cpu::CacheFormat::F32, cpu::CacheFormat::BF16,
+                                  cpu::CacheFormat::Fp8Scaled}) {
+    PagedCache cache(format, width, tail, block, batch, maxSeq, 4);
+    std::vector<float> rows = randomFloats(rng, batch * maxSeq * width, -5, 5);
+    // Spread magnitudes so tiles get different scales, one tile all tiny.
+    for (int64_t i = 0; i < width; ++i)
+      rows[i] *= i < block ? 1e-6f : std::ldexp(1.0f, int(i % 7) - 3);
+    for (int64_t s = 0; s < batch; ++s)
+      for (int64_t p = 0; p < maxSeq; ++p)
+        cache.view.write(s, p, rows.data() + (s * maxSeq + p) * width);
+    for (int64_t s = 0; s < batch; ++s)
+      for (int64_t p = 0; p < maxSeq; ++p) {
+        const float *in = rows.data() + (s * maxSeq + p) * width;
+        std::vector<float> expected(in, in + width), got(width);
+        if (format == cpu::CacheFormat::BF16)
+          for (float &v : expected)
+            v = numerics::roundToBf16(v);
+        if (format == cpu::CacheFormat::Fp8Scaled)
+          expected = fp8RoundTrip(in, width, tail, block);
+        cache.view.read(s, p, got.data());
+        ASSERT_EQ(got, expected) << "format " << int(format) << " seq " << s
+                                 << " pos " << p; // bit-exact codecs
+      }
+  }
+}
+
+TEST(CpuCache, CacheWriteMatchesReference) {
+  std::mt19937 rng(10);
+  const int64_t width = 24, batch = 2, maxSeq = 9, tokens = 7;
+  std::vector<float> values = randomFloats(rng, tokens * width);
+  std::vector<int32_t> slots = {0, 3, -1, 8, 3, 5, 3};
+  std::vector<int32_t> seqs = {0, 1, 1, 0, 1, 0, 1}; // (1, 3) written twice
+  for (auto [format, type] :
+       {std::pair{cpu::CacheFormat::F32, ElementType::F32},
+        std::pair{cpu::CacheFormat::BF16, ElementType::BF16}}) {
+    Tensor initial = floats({batch, maxSeq, width},
+                            randomFloats(rng, batch * maxSeq * width))
+                         .castTo(type);
+    Tensor expected = llvm::cantFail(
+        ref::cacheWrite(initial, floats({tokens, width}, values),
+                        ints({tokens}, slots), ints({tokens}, seqs)));
+    for (unsigned threads : kThreadCounts) {
+      cpu::ThreadPool pool(threads);
+      PagedCache cache(format, width, 0, 0, batch, maxSeq, 4);
+      for (int64_t s = 0; s < batch; ++s)
+        for (int64_t p = 0; p < maxSeq; ++p)
+          cache.view.write(s, p,
+                           initial.floats().data() + (s * maxSeq + p) * width);
+      ASSERT_TRUE(cpu::cacheWrite(pool, cache.view, values.data(), slots.data(),
+                                  seqs.data(), tokens)
+                      .ok());
+      std::vector<float> got(batch * maxSeq * width);
+      for (int64_t s = 0; s < batch; ++s)
+        for (int64_t p = 0; p < maxSeq; ++p)
+          cache.view.read(s, p, got.data() + (s * maxSeq + p) * width);
+      EXPECT_EQ(got, expected.floats()); // exact
+
+      std::vector<int32_t> badSlot = {9}, goodSeq = {0}, badSeq = {2},
+                           goodSlot = {0};
+      Status status = cpu::cacheWrite(pool, cache.view, values.data(),
+                                      badSlot.data(), goodSeq.data(), 1);
+      ASSERT_FALSE(status.ok());
+      EXPECT_NE(status.message().find("slot 9"), std::string::npos)
+          << status.message();
+      status = cpu::cacheWrite(pool, cache.view, values.data(), goodSlot.data(),
+                               badSeq.data(), 1);
+      ASSERT_FALSE(status.ok());
+      EXPECT_NE(status.message().find("sequence 2"), std::string::npos)
+          << status.message();
+    }
+  }
+}
+
+/// Fills a paged cache with random rows and returns the decoded contents as
+/// a [batch, maxSeq, width] tensor (what the reference reads).
+Tensor fillCache(std::mt19937 &rng, PagedCache &cache) {
+  const cpu::CacheView &v = cache.view;
+  std::vector<float> rows = randomFloats(rng, v.batch * v.maxSeqLen * v.width);
+  std::vector<float> decoded(rows.size());
+  for (int64_t s = 0; s < v.batch; ++s)
+    for (int64_t p = 0; p < v.maxSeqLen; ++p) {
+      int64_t at = (s * v.maxSeqLen + p) * v.width;
+      v.write(s, p, rows.data() + at);
+      v.read(s, p, decoded.data() + at);
+    }
+  return floats({v.batch, v.maxSeqLen, v.width}, decoded);
+}
+
+TEST(CpuAttention, DsaIndexerScores) {
+  std::mt19937 rng(11);
+  for (auto [tokens, heads, dim, format] :
+       {std::tuple<int64_t, int64_t, int64_t, cpu::CacheFormat>{
+            1, 4, 32, cpu::CacheFormat::F32},
+        {10, 16, 64, cpu::CacheFormat::Fp8Scaled},
+        {12, 3, 40, cpu::CacheFormat::BF16}}) {
+    const int64_t batch = 2, maxSeq = 300;
+    PagedCache cache(format, dim, 0, dim / 2, batch, maxSeq, 64);
+    Tensor keys = fillCache(rng, cache);
+    std::vector<float> q = randomFloats(rng, tokens * heads * dim);
+    std::vector<float> w = randomFloats(rng, tokens * heads);
+    std::vector<int32_t> seqs(tokens);
+    for (int64_t t = 0; t < tokens; ++t)
+      seqs[t] = t < tokens / 2 ? 1 : 0;
+    Tensor expected = llvm::cantFail(ref::dsaIndexerScores(
+        floats({tokens, heads, dim}, q), keys, floats({tokens, heads}, w),
+        ints({tokens}, seqs), 0.125));
+    for (unsigned threads : kThreadCounts) {
+      cpu::ThreadPool pool(threads);
+      std::vector<float> scores(tokens * maxSeq);
+      ASSERT_TRUE(cpu::dsaIndexerScores(pool, q.data(), w.data(), cache.view,
+                                        seqs.data(), tokens, heads, 0.125,
+                                        scores.data())
+                      .ok());
+      EXPECT_TRUE(relClose(scores, expected.floats(), 1e-5)) << tokens;
+    }
+  }
+  cpu::ThreadPool pool(4);
+  PagedCache cache(cpu::CacheFormat::F32, 8, 0, 0, 2, 4, 2);
+  std::vector<float> q(8), w(1), scores(4);
+  std::vector<int32_t> bad = {-1};
+  Status status = cpu::dsaIndexerScores(pool, q.data(), w.data(), cache.view,
+                                        bad.data(), 1, 1, 1.0, scores.data());
+  ASSERT_FALSE(status.ok());
+  EXPECT_NE(status.message().find("sequence -1"), std::string::npos)
+      << status.message();
+}
+
+TEST(CpuAttention, DsaIndexSelect) {
+  std::mt19937 rng(12);
+  const int64_t tokens = 7, keys = 500, topK = 64;
+  std::vector<float> scores = randomFloats(rng, tokens * keys);
+  for (float &s : scores)
+    s = std::round(s * 8) / 8; // ties
+  std::vector<int32_t> bounds = {0, 1, 63, 64, 65, 500, 900};
+  Tensor expected = ref::dsaIndexSelect(floats({tokens, keys}, scores),
+                                        ints({tokens}, bounds), topK);
+  for (unsigned threads : kThreadCounts) {
+    cpu::ThreadPool pool(threads);
+    std::vector<int32_t> indices(tokens * topK);
+    cpu::dsaIndexSelect(pool, scores.data(), bounds.data(), tokens, keys, topK,
+                        indices.data());
+    EXPECT_EQ(indices, toInts(expected)); // exact
+  }
+}
+
+TEST(CpuAttention, SparseAttention) {
+  std::mt19937 rng(13);
+  for (auto [tokens, heads, format, withSinks] :
+       {std::tuple<int64_t, int64_t, cpu::CacheFormat, bool>{
+            1, 20, cpu::CacheFormat::Fp8Scaled, false},
+        {6, 4, cpu::CacheFormat::F32, true},
+        {20, 3, cpu::CacheFormat::BF16, false}}) {
+    const int64_t width = 96, tail = 32, valueDim = 64, batch = 2, maxSeq = 50,
+                  topK = 12;
+    PagedCache cache(format, width, tail, 32, batch, maxSeq, 8);
+    Tensor kv = fillCache(rng, cache);
+    std::vector<float> q = randomFloats(rng, tokens * heads * width);
+    std::vector<float> sinks = randomFloats(rng, heads);
+    std::vector<int32_t> idx(tokens * topK), seqs(tokens);
+    for (int64_t t = 0; t < tokens; ++t) {
+      seqs[t] = static_cast<int32_t>(t % batch);
+      for (int64_t i = 0; i < topK; ++i)
+        idx[t * topK + i] = (t == tokens - 1 && tokens > 1) || rng() % 4 == 0
+                                ? -1 // the last token's set is empty
+                                : static_cast<int32_t>(rng() % maxSeq);
+    }
+    double scale = 0.135;
+    Tensor expected = llvm::cantFail(ref::sparseAttention(
+        floats({tokens, heads, width}, q), kv, ints({tokens, topK}, idx), scale,
+        valueDim, withSinks ? floats({heads}, sinks) : Tensor(),
+        ints({tokens}, seqs)));
+    for (unsigned threads : kThreadCounts) {
+      cpu::ThreadPool pool(threads);
+      std::vector<float> out(tokens * heads * valueDim, 3.0f);
+      ASSERT_TRUE(
+          cpu::sparseAttention(pool, q.data(), cache.view, idx.data(), topK,
+                               seqs.data(), tokens, heads, scale, valueDim,
+                               withSinks ? sinks.data() : nullptr, out.data())
+              .ok());
+      EXPECT_TRUE(relClose(out, expected.floats(), 1e-5)) << tokens;
+    }
+  }
+  cpu::ThreadPool pool(4);
+  PagedCache cache(cpu::CacheFormat::F32, 8, 0, 0, 1, 4, 2);
+  std::vector<float> q(8), out(8);
+  std::vector<int32_t> badIndex = {4}, seq = {0}, goodIndex = {1}, badSeq = {1};
+  Status status =
+      cpu::sparseAttention(pool, q.data(), cache.view, badIndex.data(), 1,
+                           seq.data(), 1, 1, 1.0, 8, nullptr, out.data());
+  ASSERT_FALSE(status.ok());
+  EXPECT_NE(status.message().find("index 4"), std::string::npos)
+      << status.message();
+  status =
+      cpu::sparseAttention(pool, q.data(), cache.view, goodIndex.data(), 1,
+                           badSeq.data(), 1, 1, 1.0, 8, nullptr, out.data());
+  ASSERT_FALSE(status.ok());
+  EXPECT_NE(status.message().find("sequence 1"), std::string::npos)
+      << status.message();
+}
+
+TEST(CpuKernels, CopyColumnsAndCausalBounds) {
+  std::mt19937 rng(14);
+  const int64_t rows = 5;
+  std::vector<float> src = randomFloats(rng, rows * 10);
+  std::vector<float> dst(rows * 12, 0.0f);
+  for (unsigned threads : kThreadCounts) {
+    cpu::ThreadPool pool(threads);
+    cpu::copyColumns(pool, src.data(), 10, 3, dst.data(), 12, 5, rows, 6);
+    for (int64_t r = 0; r < rows; ++r)
+      for (int64_t c = 0; c < 12; ++c)
+        EXPECT_EQ(dst[r * 12 + c],
+                  c >= 5 && c < 11 ? src[r * 10 + 3 + c - 5] : 0.0f);
+  }
+  std::vector<int32_t> positions = {0, 7, 41}, bounds(3);
+  cpu::causalBounds(positions.data(), 3, bounds.data());
+  EXPECT_EQ(bounds, (std::vector<int32_t>{1, 8, 42}));
+}
+
+} // namespace

@@ -1,0 +1,64 @@
+//===- daybreak-compile.cpp - Compile a checkpoint into an artifact -------===//
+//
+// daybreak-compile <checkpoint-dir> -o model.daybreak [--target=cpu]
+//   [--compile-to=lm|plan|artifact] [--max-seq-len N] [--max-batch B]
+//   [--max-tokens T] [--kv-cache-dtype=fp8|bf16|f32]
+//
+//===----------------------------------------------------------------------===//
+
+#include "compiler/pipeline/Pipeline.h"
+#include "passes/Passes.h"
+
+#include "llvm/Support/CommandLine.h"
+#include "llvm/Support/InitLLVM.h"
+
+using namespace daybreak;
+namespace cl = llvm::cl;
+
+static cl::opt<std::string> checkpoint(cl::Positional, cl::Required,
+                                       cl::desc("<checkpoint-dir>"));
+static cl::opt<std::string> output("o", cl::desc("output artifact"),
+                                   cl::value_desc("file"));
+static cl::opt<std::string> target("target", cl::desc("cpu"),
+                                   cl::init("cpu"));
+static cl::opt<std::string>
+    compileTo("compile-to", cl::desc("stop after a phase: lm, plan, artifact"),
+              cl::init("artifact"));
+static cl::opt<int64_t> maxSeqLen("max-seq-len",
+                                  cl::desc("longest sequence served"),
+                                  cl::init(4096));
+static cl::opt<int64_t> maxBatch("max-batch",
+                                 cl::desc("sequences served at once"),
+                                 cl::init(8));
+static cl::opt<int64_t> maxTokens("max-tokens",
+                                  cl::desc("most tokens in one step"),
+                                  cl::init(4096));
+static cl::opt<std::string>
+    kvCacheDtype("kv-cache-dtype", cl::desc("cache storage: fp8, bf16, f32"),
+                 cl::init("fp8"));
+
+int main(int argc, char **argv) {
+  llvm::InitLLVM init(argc, argv);
+  cl::ParseCommandLineOptions(argc, argv, "Daybreak ahead-of-time compiler\n");
+  pipeline::Options options;
+  options.checkpoint = checkpoint;
+  options.output = output;
+  options.target = target;
+  std::optional<pipeline::Phase> phase = pipeline::parsePhase(compileTo);
+  if (!phase) {
+    llvm::errs() << "daybreak-compile: unknown --compile-to=" << compileTo
+                 << " (expected lm, plan or artifact)\n";
+    return 1;
+  }
+  options.compileTo = *phase;
+  options.maxSeqLen = maxSeqLen;
+  options.maxBatch = maxBatch;
+  options.maxTokens = maxTokens;
+  options.kvCacheDtype = kvCacheDtype;
+  if (llvm::Error err = pipeline::compile(options, llvm::outs(), llvm::errs())) {
+    llvm::errs() << "daybreak-compile: " << llvm::toString(std::move(err))
+                 << "\n";
+    return 1;
+  }
+  return 0;
+}
