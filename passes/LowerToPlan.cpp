@@ -136,7 +136,10 @@ Value Lowering::buffer(Value value, Value aliasOf) {
 SmallVector<NamedAttribute> Lowering::kernelAttrs(Operation *op) {
   SmallVector<NamedAttribute> attrs;
   for (NamedAttribute attr : op->getAttrs())
-    if (attr.getName() != "operandSegmentSizes" && attr.getName() != "layout")
+    if (attr.getName() == "operandSegmentSizes")
+      // Which optional operands are present, for the kernel to tell apart.
+      attrs.push_back(b.getNamedAttr("segments", attr.getValue()));
+    else if (attr.getName() != "layout")
       attrs.push_back(attr);
   return attrs;
 }

@@ -48,6 +48,10 @@ static void addAttrs(Launch &launch, StringRef name, Attribute value) {
       .Case([&](FloatAttr f) { add(name)->set_f(f.getValueAsDouble()); })
       .Case([&](UnitAttr) { add(name)->set_i(1); })
       .Case([&](StringAttr s) { add(name)->set_s(s.str()); })
+      .Case([&](DenseI32ArrayAttr a) {
+        for (auto [i, v] : llvm::enumerate(a.asArrayRef()))
+          add((name + "." + Twine(i)).str())->set_i(v);
+      })
       .Case([&](DenseI64ArrayAttr a) {
         for (auto [i, v] : llvm::enumerate(a.asArrayRef()))
           add((name + "." + Twine(i)).str())->set_i(v);

@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <cstdio>
 #include <cstring>
 #include <fcntl.h>
 #include <sys/mman.h>
@@ -294,6 +295,43 @@ Status File::open(const std::string &path, File &out) {
   }
 
   out = std::move(file);
+  return Status::success();
+}
+
+Status writeF32File(const std::string &path,
+                    const std::vector<F32Tensor> &tensors) {
+  std::vector<const F32Tensor *> sorted;
+  for (const F32Tensor &t : tensors)
+    sorted.push_back(&t);
+  std::sort(sorted.begin(), sorted.end(),
+            [](const F32Tensor *a, const F32Tensor *b) { return a->name < b->name; });
+  nlohmann::json header = nlohmann::json::object();
+  size_t offset = 0;
+  for (const F32Tensor *t : sorted) {
+    size_t bytes = t->values.size() * sizeof(float);
+    header[t->name] = {{"dtype", "F32"},
+                       {"shape", t->shape},
+                       {"data_offsets", {offset, offset + bytes}}};
+    offset += bytes;
+  }
+  std::string text = header.dump();
+  // Pad the header with spaces to 8 bytes, as the reference writer does.
+  text.append((8 - text.size() % 8) % 8, ' ');
+  FILE *out = std::fopen(path.c_str(), "wb");
+  if (!out)
+    return Status::error("cannot write " + path + ": " + std::strerror(errno));
+  uint64_t length = text.size();
+  unsigned char prefix[8];
+  for (int i = 0; i < 8; ++i)
+    prefix[i] = static_cast<unsigned char>(length >> (8 * i));
+  bool ok = std::fwrite(prefix, 1, 8, out) == 8 &&
+            std::fwrite(text.data(), 1, text.size(), out) == text.size();
+  for (const F32Tensor *t : sorted)
+    ok = ok && std::fwrite(t->values.data(), sizeof(float), t->values.size(),
+                           out) == t->values.size();
+  ok = std::fclose(out) == 0 && ok;
+  if (!ok)
+    return Status::error("cannot write " + path + ": " + std::strerror(errno));
   return Status::success();
 }
 

@@ -89,6 +89,18 @@ private:
   std::map<std::string, std::string> metadataMap;
 };
 
+/// A float32 tensor to write.
+struct F32Tensor {
+  std::string name;
+  std::vector<int64_t> shape;
+  std::vector<float> values;
+};
+
+/// Writes F32 tensors as a safetensors file (names sorted, as the format's
+/// tools do); errors name the path.
+Status writeF32File(const std::string &path,
+                    const std::vector<F32Tensor> &tensors);
+
 } // namespace daybreak::safetensors
 
 #endif // DAYBREAK_RUNTIME_SAFETENSORS_SAFETENSORS_H

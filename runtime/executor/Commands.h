@@ -1,0 +1,43 @@
+//===- Commands.h - What daybreak-run does, as library calls ----*- C++ -*-===//
+
+#ifndef DAYBREAK_RUNTIME_EXECUTOR_COMMANDS_H
+#define DAYBREAK_RUNTIME_EXECUTOR_COMMANDS_H
+
+#include "runtime/executor/Model.h"
+#include "runtime/sampling/Sampler.h"
+
+#include <iosfwd>
+
+namespace daybreak::runtime {
+
+/// Runs every sequence of a fixture's inputs.json together: one prefill
+/// over all prompts (chunked to the compiled max tokens per step), then
+/// teacher-forced decode steps; writes `seq{i}.prefill_logits` [P, vocab]
+/// and `seq{i}.decode_logits` [D, vocab] as F32 safetensors.
+Status runLogits(Model &model, const std::string &inputsPath,
+                 const std::string &outputPath, std::ostream &log);
+
+struct GenerateOptions {
+  std::vector<int32_t> promptIds;
+  int64_t maxNewTokens = 16;
+  SamplingOptions sampling;
+};
+/// Prefills the prompt and decodes up to maxNewTokens tokens (stopping at
+/// the model's end-of-sequence token); prints the tokens and the timing.
+Status generate(Model &model, const GenerateOptions &options,
+                std::ostream &out);
+
+/// Compares every F32 tensor of `actualPath` with the tensor of the same name
+/// in `expectedPath`: max |diff| against `atol`, and top-1 (argmax of each
+/// row of the last dim) agreement. Fails if any tensor is missing, differs
+/// in shape, exceeds atol, or disagrees on a top-1 choice.
+Status compareLogits(const std::string &actualPath,
+                     const std::string &expectedPath, double atol,
+                     std::ostream &out);
+
+/// Prints the artifact: model, limits, weights, caches, steps, memory plan.
+void inspect(const Model &model, std::ostream &out);
+
+} // namespace daybreak::runtime
+
+#endif // DAYBREAK_RUNTIME_EXECUTOR_COMMANDS_H

@@ -1,0 +1,124 @@
+//===- daybreak-run.cpp - Run a compiled .daybreak artifact ---------------===//
+//
+//   daybreak-run generate model.daybreak --prompt-ids 1,2,3
+//       [--max-new-tokens N] [--temperature T] [--top-p P] [--seed S]
+//   daybreak-run logits model.daybreak --inputs inputs.json
+//       --output logits.safetensors
+//   daybreak-run inspect model.daybreak
+//   daybreak-run compare logits.safetensors --expected expected.safetensors
+//       [--atol 1e-4]
+//   common: [--device=cpu] [--threads N]
+//
+//===----------------------------------------------------------------------===//
+
+#include "runtime/executor/Commands.h"
+
+#include <cstdlib>
+#include <iostream>
+#include <map>
+#include <sstream>
+
+using namespace daybreak;
+using namespace daybreak::runtime;
+
+static int usage() {
+  std::cerr << "usage: daybreak-run generate|logits|inspect model.daybreak "
+               "[options]\n"
+               "  generate: --prompt-ids 1,2,3 [--max-new-tokens N] "
+               "[--temperature T] [--top-p P] [--seed S]\n"
+               "  logits:   --inputs inputs.json --output out.safetensors\n"
+               "  compare (logits.safetensors instead of model.daybreak): "
+               "--expected e.safetensors [--atol 1e-4]\n"
+               "  common:   [--device=cpu] [--threads N]\n";
+  return 2;
+}
+
+static int fail(const std::string &message) {
+  std::cerr << "daybreak-run: " << message << "\n";
+  return 1;
+}
+
+/// Parses a number; false if `text` is not entirely one.
+template <typename T> static bool parse(const std::string &text, T &out) {
+  std::istringstream in(text);
+  in >> out;
+  return !in.fail() && in.eof();
+}
+
+int main(int argc, char **argv) {
+  if (argc < 3)
+    return usage();
+  std::string command = argv[1], path = argv[2];
+  std::map<std::string, std::string> flags;
+  for (int i = 3; i < argc; ++i) {
+    std::string arg = argv[i];
+    if (arg.rfind("--", 0) != 0)
+      return fail("unexpected argument '" + arg + "'");
+    size_t eq = arg.find('=');
+    if (eq != std::string::npos)
+      flags[arg.substr(2, eq - 2)] = arg.substr(eq + 1);
+    else if (i + 1 < argc)
+      flags[arg.substr(2)] = argv[++i];
+    else
+      return fail("flag '" + arg + "' needs a value");
+  }
+  auto flag = [&](const std::string &name, const std::string &fallback) {
+    auto it = flags.find(name);
+    return it == flags.end() ? fallback : it->second;
+  };
+  std::string device = flag("device", "cpu");
+  if (device != "cpu")
+    return fail("--device=" + device +
+                " is not available in this build (devices: cpu)");
+  LoadOptions load;
+  if (!parse(flag("threads", "0"), load.threads))
+    return fail("--threads expects a number");
+  if (command == "compare") {
+    // daybreak-run compare actual.safetensors --expected e.safetensors
+    double atol;
+    if (!parse(flag("atol", "1e-4"), atol))
+      return fail("--atol expects a number");
+    Status status =
+        compareLogits(path, flag("expected", ""), atol, std::cout);
+    return status.ok() ? 0 : fail(status.message());
+  }
+  if (command != "generate" && command != "logits" && command != "inspect")
+    return usage();
+
+  StatusOr<std::unique_ptr<Model>> model = Model::load(path, load);
+  if (!model.ok())
+    return fail(model.error().message());
+
+  if (command == "inspect") {
+    inspect(**model, std::cout);
+    return 0;
+  }
+  if (command == "logits") {
+    std::string inputs = flag("inputs", ""), output = flag("output", "");
+    if (inputs.empty() || output.empty())
+      return fail("logits needs --inputs and --output");
+    Status status = runLogits(**model, inputs, output, std::cerr);
+    return status.ok() ? 0 : fail(status.message());
+  }
+  GenerateOptions options;
+  std::stringstream ids(flag("prompt-ids", ""));
+  for (std::string item; std::getline(ids, item, ',');) {
+    int32_t id;
+    if (!parse(item, id))
+      return fail("--prompt-ids: '" + item + "' is not a token id");
+    options.promptIds.push_back(id);
+  }
+  if (!parse(flag("max-new-tokens", "16"), options.maxNewTokens) ||
+      !parse(flag("temperature", "0"), options.sampling.temperature) ||
+      !parse(flag("top-p", "1"), options.sampling.topP) ||
+      !parse(flag("seed", "0"), options.sampling.seed))
+    return fail("--max-new-tokens, --temperature, --top-p and --seed expect "
+                "numbers");
+  const artifact::MemoryPlan &mem = (*model)->manifest().memory();
+  std::cout << "memory plan: " << mem.total_bytes() << " bytes (weights "
+            << mem.weight_bytes() << ", arena " << mem.arena_bytes()
+            << ", caches " << mem.cache_bytes() << "); resident "
+            << (*model)->residentBytes() << " bytes (weights held as fp32)\n";
+  Status status = generate(**model, options, std::cout);
+  return status.ok() ? 0 : fail(status.message());
+}
