@@ -9,7 +9,7 @@ config.test_format = lit.formats.ShTest(not llvm_config.use_lit_shell)
 config.suffixes = [".mlir", ".test"]
 config.test_source_root = os.path.dirname(__file__)
 config.test_exec_root = os.path.join(config.daybreak_obj_root, "test")
-config.excludes = ["CMakeLists.txt", "lit.cfg.py", "lit.site.cfg.py", "unit",
+config.excludes = ["CMakeLists.txt", "lit.cfg.py", "lit.site.cfg.py", "unit", "fixtures",
                    "Inputs"]
 
 llvm_config.with_system_environment(["HOME", "INCLUDE", "LIB", "TMP", "TEMP"])
@@ -19,5 +19,5 @@ llvm_config.with_environment("PATH", config.llvm_tools_dir, append_path=True)
 config.environment["FILECHECK_OPTS"] = "--enable-var-scope"
 
 tool_dirs = [config.daybreak_tools_dir, config.llvm_tools_dir]
-tools = ["daybreak-opt", "daybreak-eval"]
+tools = ["daybreak-opt", "daybreak-eval", "daybreak-compile", "daybreak-run"]
 llvm_config.add_tool_substitutions(tools, tool_dirs)
