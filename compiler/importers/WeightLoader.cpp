@@ -8,6 +8,9 @@ using namespace daybreak::importers;
 llvm::Expected<ref::Tensor>
 importers::loadWeight(const Checkpoint &checkpoint,
                       llvm::ArrayRef<std::string> sources) {
+  if (sources.empty())
+    return llvm::createStringError(llvm::inconvertibleErrorCode(),
+                                   "a weight without checkpoint sources");
   std::vector<ref::Tensor> parts;
   for (const std::string &name : sources) {
     auto view = checkpoint.find(name);

@@ -508,9 +508,18 @@ llvm::Error FrameEvaluator::evaluateLm(Operation *op) {
                                              get(o.getIds())));
       })
       .Case([&](CacheWriteOp o) {
+        CacheStorage storage;
+        if (std::optional<KVLayoutAttr> layout = o.getLayout()) {
+          std::optional<ElementType> elem =
+              toElementType(layout->getStorageType());
+          storage.storage = elem ? *elem : ElementType::F32;
+          storage.scaleBlock = layout->getScaleBlock();
+          storage.tailDim = layout->getTailDim();
+        }
         return bind(o.getResult(),
                     cacheWrite(get(o.getCache()), get(o.getValues()),
-                               get(o.getSlots()), get(o.getSequences())));
+                               get(o.getSlots()), get(o.getSequences()),
+                               storage));
       })
       .Default([&](Operation *) {
         return makeError("the reference evaluator has no semantics for this "
@@ -698,6 +707,16 @@ Expected<const Tensor *> Evaluator::weight(llvm::StringRef name) {
   auto decl = module.lookupSymbol<lm::WeightOp>(name);
   if (!decl)
     return makeError("no lm.weight @" + name);
+  // A folded weight carries its value.
+  if (std::optional<ElementsAttr> value = decl.getValue()) {
+    auto dense = dyn_cast<DenseElementsAttr>(*value);
+    if (!dense)
+      return makeError("weight @" + name + " has a non-dense value");
+    Expected<Tensor> tensor = tensorFromAttr(dense);
+    if (!tensor)
+      return tensor.takeError();
+    return &loaded.emplace(name.str(), std::move(*tensor)).first->second;
+  }
   if (!weights)
     return makeError("weight @" + name + " needed but no weights were given");
   std::vector<std::string> sources;

@@ -324,11 +324,23 @@ llvm::Expected<Tensor> embedding(const Tensor &table, const Tensor &ids);
 /// Writes values[t] into cache[slots[t]] (cache [S, ...], values [T, ...],
 /// slots [T]); slot -1 skips the row. Returns the updated cache. Errors on a
 /// slot outside [-1, S).
+/// How a cache stores its rows (lm's #lm.kv_layout): written values are
+/// rounded as the storage would round them, so reads see what a device
+/// cache holds. F8E4M3FN: the first width - tailDim values in tiles of
+/// scaleBlock, each scaled by s = 2^ceil(log2(max(amax, 1e-4) / 448)) and
+/// rounded to e4m3; the tail rounded to bf16. BF16: every value to bf16.
+struct CacheStorage {
+  ElementType storage = ElementType::F32;
+  int64_t scaleBlock = 0;
+  int64_t tailDim = 0;
+};
+
 /// With `sequences [T]` the cache is [B, S, ...] and token t writes row
 /// slots[t] of sequence sequences[t].
 llvm::Expected<Tensor> cacheWrite(const Tensor &cache, const Tensor &values,
                                   const Tensor &slots,
-                                  const Tensor &sequences = Tensor());
+                                  const Tensor &sequences = Tensor(),
+                                  const CacheStorage &storage = {});
 
 } // namespace daybreak::ref
 

@@ -2,6 +2,9 @@
 
 #include "compiler/reference/Kernels.h"
 #include "compiler/reference/kernels/KernelUtils.h"
+#include "runtime/numerics/Numerics.h"
+
+#include <cmath>
 
 #include <algorithm>
 
@@ -28,9 +31,35 @@ llvm::Expected<Tensor> embedding(const Tensor &table, const Tensor &ids) {
   return out;
 }
 
+/// Rounds one cache row as `storage` stores it (see CacheStorage).
+static void roundRow(float *row, int64_t width, const CacheStorage &storage) {
+  if (storage.storage == ElementType::BF16) {
+    for (int64_t i = 0; i < width; ++i)
+      row[i] = numerics::roundToBf16(row[i]);
+    return;
+  }
+  if (storage.storage != ElementType::F8E4M3FN)
+    return;
+  int64_t quantized = width - storage.tailDim;
+  int64_t block = storage.scaleBlock > 0 ? storage.scaleBlock : quantized;
+  for (int64_t start = 0; start < quantized; start += block) {
+    int64_t end = std::min(quantized, start + block);
+    double amax = 1e-4;
+    for (int64_t i = start; i < end; ++i)
+      amax = std::max(amax, std::fabs(double(row[i])));
+    double scale = std::exp2(std::ceil(std::log2(amax / 448.0)));
+    for (int64_t i = start; i < end; ++i)
+      row[i] = static_cast<float>(
+          numerics::roundToE4m3(static_cast<float>(row[i] / scale)) * scale);
+  }
+  for (int64_t i = quantized; i < width; ++i)
+    row[i] = numerics::roundToBf16(row[i]);
+}
+
 llvm::Expected<Tensor> cacheWrite(const Tensor &cache, const Tensor &values,
                                   const Tensor &slots,
-                                  const Tensor &sequences) {
+                                  const Tensor &sequences,
+                                  const CacheStorage &storage) {
   bool batched = !sequences.empty();
   int64_t batches = batched ? cache.dim(0) : 1;
   int64_t cacheRows = cache.dim(batched ? 1 : 0);
@@ -58,6 +87,16 @@ llvm::Expected<Tensor> cacheWrite(const Tensor &cache, const Tensor &values,
     if (slot < 0)
       continue;
     int64_t base = batched ? intAt(sequences, t) * cacheRows : 0;
+    if (out.isFloat() && storage.storage != ElementType::F32) {
+      std::vector<float> row(rowSize);
+      for (int64_t i = 0; i < rowSize; ++i)
+        row[i] = values.isFloat() ? values.floats()[t * rowSize + i]
+                                  : static_cast<float>(intAt(values, t * rowSize + i));
+      roundRow(row.data(), rowSize, storage);
+      for (int64_t i = 0; i < rowSize; ++i)
+        out.floats()[(base + slot) * rowSize + i] = roundTo(out.type(), row[i]);
+      continue;
+    }
     for (int64_t i = 0; i < rowSize; ++i) {
       int64_t src = t * rowSize + i, dst = (base + slot) * rowSize + i;
       if (out.isFloat())
