@@ -36,7 +36,8 @@ struct AssignKVLayoutPass
       return signalPassFailure();
     }
     if (pageSize <= 0) {
-      getOperation().emitError("page-size must be positive, got ") << pageSize;
+      getOperation().emitError("page-size must be positive, got ")
+          << static_cast<int64_t>(pageSize);
       return signalPassFailure();
     }
     bool fp8 = kvCacheDtype == "fp8";

@@ -317,7 +317,12 @@ LogicalResult Lowering::lowerFunction(func::FuncOp func) {
     if (!pool) {
       OpBuilder::InsertionGuard guard(b);
       b.setInsertionPoint(step);
+      // Pools are named after their kind; a second layout of one kind (another
+      // width, storage or page size) gets a numbered name.
       std::string name = lm::stringifyCacheKind(layout->getKind()).str();
+      for (int suffix = 1; module.lookupSymbol(name); ++suffix)
+        name = lm::stringifyCacheKind(layout->getKind()).str() + "_" +
+               std::to_string(suffix);
       pool = plan::CachePoolOp::create(b, func.getLoc(), name, *layout,
                                        /*layers=*/1, rows);
       pool->setAttr("batch", b.getI64IntegerAttr(type.getDimSize(0)));

@@ -61,6 +61,11 @@ static std::string formatBytes(uint64_t bytes) {
   return llvm::formatv("{0} B", bytes).str();
 }
 
+static llvm::Error compileWith(const Options &options,
+                               const importers::DeepseekV32Config &config,
+                               const importers::Checkpoint &checkpoint,
+                               llvm::raw_ostream &out, llvm::raw_ostream &log);
+
 llvm::Error pipeline::compile(const Options &options, llvm::raw_ostream &out,
                               llvm::raw_ostream &log) {
   if (options.target != "cpu")
@@ -76,6 +81,33 @@ llvm::Error pipeline::compile(const Options &options, llvm::raw_ostream &out,
   auto checkpoint = importers::Checkpoint::open(options.checkpoint);
   if (!checkpoint)
     return checkpoint.takeError();
+  if (options.maxSeqLen > config->maxPositionEmbeddings)
+    return errorf("--max-seq-len " + Twine(options.maxSeqLen) +
+                  " exceeds the model's max_position_embeddings " +
+                  Twine(config->maxPositionEmbeddings));
+  // The caches hold max_batch x max_seq_len tokens; a step cannot hold more.
+  int64_t cacheRows;
+  if (__builtin_mul_overflow(options.maxBatch, options.maxSeqLen, &cacheRows) ||
+      cacheRows > (int64_t(1) << 40))
+    return errorf("--max-batch " + Twine(options.maxBatch) +
+                  " x --max-seq-len " + Twine(options.maxSeqLen) +
+                  " cache rows exceed the supported 2^40");
+  // A step never holds more tokens than the caches do.
+  Options clamped = options;
+  if (clamped.maxTokens > cacheRows) {
+    log << "note: --max-tokens " << options.maxTokens << " lowered to "
+        << cacheRows << ", the tokens the caches hold\n";
+    clamped.maxTokens = cacheRows;
+  }
+  return compileWith(clamped, *config, *checkpoint, out, log);
+}
+
+static llvm::Error compileWith(const Options &options,
+                               const importers::DeepseekV32Config &configValue,
+                               const importers::Checkpoint &checkpointValue,
+                               llvm::raw_ostream &out, llvm::raw_ostream &log) {
+  const importers::DeepseekV32Config *config = &configValue;
+  const importers::Checkpoint *checkpoint = &checkpointValue;
 
   MLIRContext context;
   context.loadDialect<plan::PlanDialect, memref::MemRefDialect>();

@@ -195,4 +195,53 @@ def Lm_RopeOp : Lm_Op<"rope", [Pure]> {
   let hasVerifier = 1;
 }
 
+//===----------------------------------------------------------------------===//
+// Fused elementwise
+//===----------------------------------------------------------------------===//
+
+def Lm_ElementwiseOp : Lm_Op<"elementwise", [Pure,
+    SingleBlock, IsolatedFromAbove]> {
+  let summary = "a fused pointwise computation over same-shaped tensors";
+  let description = [{
+    Applies the scalar body to every element position of `inputs` (all of
+    the result's shape) and yields the result element. Made by
+    `lm-fuse-elementwise` from chains of pointwise ops (residual adds,
+    SwiGLU, SiLU, sigmoid) so that one generated kernel reads each input
+    once and writes once. The body holds `arith` and `math` ops on scalars.
+
+    ```mlir
+    %y = lm.elementwise (%g, %u) : (tensor<?x64xf32>, tensor<?x64xf32>)
+        -> tensor<?x64xf32> {
+    ^bb0(%a: f32, %b: f32):
+      %n = arith.negf %a : f32
+      %e = math.exp %n : f32
+      %one = arith.constant 1.0 : f32
+      %d = arith.addf %one, %e : f32
+      %s = arith.divf %a, %d : f32
+      %r = arith.mulf %s, %b : f32
+      lm.yield %r : f32
+    }
+    ```
+  }];
+  let arguments = (ins Variadic<Lm_FloatTensor>:$inputs);
+  let results = (outs Lm_FloatTensor:$result);
+  let regions = (region SizedRegion<1>:$body);
+  let assemblyFormat = [{
+    `(` $inputs `)` attr-dict `:` functional-type($inputs, results) $body
+  }];
+  let hasVerifier = 1;
+}
+
+def Lm_YieldOp : Lm_Op<"yield", [Pure, Terminator,
+    HasParent<"ElementwiseOp">]> {
+  let summary = "the element an lm.elementwise body produces";
+  let description = [{
+    ```mlir
+    lm.yield %r : f32
+    ```
+  }];
+  let arguments = (ins AnyFloat:$value);
+  let assemblyFormat = "$value attr-dict `:` type($value)";
+}
+
 #endif // DAYBREAK_LM_ELEMENTWISE_OPS_TD

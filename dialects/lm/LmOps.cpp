@@ -214,6 +214,34 @@ LogicalResult RopeOp::verify() {
   return expectPositive(*this, "theta", getTheta().convertToDouble());
 }
 
+LogicalResult ElementwiseOp::verify() {
+  auto resultType = cast<RankedTensorType>(getResult().getType());
+  Block &body = getBody().front();
+  if (body.getNumArguments() != getInputs().size())
+    return emitOpError("expects one body argument per input, got ")
+           << body.getNumArguments() << " for " << getInputs().size();
+  ShapeChecker c(*this);
+  for (auto [i, input] : llvm::enumerate(getInputs())) {
+    auto type = cast<RankedTensorType>(input.getType());
+    if (failed(c.sameShape(("input " + Twine(i)).str(), input, "result",
+                           getResult())))
+      return failure();
+    if (body.getArgument(i).getType() != type.getElementType())
+      return emitOpError("expects body argument ")
+             << i << " of type " << type.getElementType() << ", got "
+             << body.getArgument(i).getType();
+  }
+  auto yield = dyn_cast_or_null<YieldOp>(
+      body.empty() ? nullptr : &body.back());
+  if (!yield)
+    return emitOpError("expects the body to end in lm.yield");
+  if (yield.getValue().getType() != resultType.getElementType())
+    return emitOpError("expects the body to yield ")
+           << resultType.getElementType() << ", got "
+           << yield.getValue().getType();
+  return success();
+}
+
 //===----------------------------------------------------------------------===//
 // Matmuls and routing
 //===----------------------------------------------------------------------===//

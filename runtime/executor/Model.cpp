@@ -96,6 +96,17 @@ StatusOr<std::unique_ptr<Model>> Model::load(const std::string &path,
   return model;
 }
 
+Status Model::allocate(Allocation &a, uint64_t bytes, const std::string &what) {
+  // calloc, not a vector: an impossible size is a message, not an abort.
+  void *p = bytes ? std::calloc(bytes, 1) : nullptr;
+  if (bytes && !p)
+    return Status::error("cannot allocate " + std::to_string(bytes) +
+                         " bytes for " + what);
+  a.data.reset(static_cast<uint8_t *>(p));
+  a.size = bytes;
+  return Status::success();
+}
+
 Status Model::prepare() {
   const artifact::Manifest &m = manifest();
   // Every launch must name a kernel this device has.
@@ -191,23 +202,29 @@ Status Model::prepare() {
     view.maxSeqLen = maxSeq;
     view.pageSize = c.page_size();
     int64_t pages = batch * view.pagesPerSeq();
-    cacheBytes[i].assign(pages * view.pageSize * view.bytesPerRow, 0);
-    view.base = cacheBytes[i].data();
+    uint64_t bytes;
+    if (__builtin_mul_overflow(uint64_t(pages),
+                               uint64_t(view.pageSize * view.bytesPerRow),
+                               &bytes))
+      return Status::error("cache '" + c.name() + "' is too large");
+    Status status = allocate(cacheBytes[i], bytes, "cache '" + c.name() + "'");
+    if (!status.ok())
+      return status;
+    view.base = cacheBytes[i].data.get();
     view.pageTable = pageTable.data();
   }
   uint64_t arenaSize = 0;
   for (const artifact::Step &step : m.steps())
     arenaSize = std::max<uint64_t>(arenaSize, step.arena_size());
-  arena.assign(arenaSize, 0);
-  return Status::success();
+  return allocate(arena, arenaSize, "the step arena");
 }
 
 uint64_t Model::residentBytes() const {
-  uint64_t bytes = arena.size();
+  uint64_t bytes = arena.size;
   for (const auto &w : weights)
     bytes += w.size() * sizeof(float);
   for (const auto &c : cacheBytes)
-    bytes += c.size();
+    bytes += c.size;
   return bytes;
 }
 
@@ -232,9 +249,9 @@ StatusOr<Model::Tensor> Model::operand(const artifact::Step &step,
     int64_t bytes = t.numel() * (t.dtype == DType::F32 || t.dtype == DType::I32
                                      ? 4
                                      : 8);
-    if (b.offset() + bytes > arena.size())
+    if (b.offset() + bytes > arena.size)
       return Status::error("buffer '" + b.name() + "' runs past the arena");
-    t.data = arena.data() + b.offset();
+    t.data = arena.data.get() + b.offset();
     return t;
   }
   case artifact::Operand::kWeight: {
@@ -298,7 +315,7 @@ Status Model::run(const std::string &name, const StepInputs &inputs,
                                             &inputs.sequences};
   for (int i = 0; i < 3; ++i) {
     const artifact::Buffer &b = step->buffers(step->inputs(i));
-    std::memcpy(arena.data() + b.offset(), sources[i]->data(), tokens * 4);
+    std::memcpy(arena.data.get() + b.offset(), sources[i]->data(), tokens * 4);
   }
   for (const artifact::Launch &l : step->launches()) {
     Status status = launch(*step, l, tokens);
@@ -307,7 +324,7 @@ Status Model::run(const std::string &name, const StepInputs &inputs,
   }
   const artifact::Buffer &out = step->buffers(step->outputs(0));
   logits.resize(tokens * vocabSize());
-  std::memcpy(logits.data(), arena.data() + out.offset(),
+  std::memcpy(logits.data(), arena.data.get() + out.offset(),
               logits.size() * sizeof(float));
   return Status::success();
 }

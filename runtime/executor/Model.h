@@ -15,6 +15,7 @@
 #include "runtime/devices/cpu/CpuKernels.h"
 #include "runtime/support/Status.h"
 
+#include <cstdlib>
 #include <memory>
 #include <string>
 #include <vector>
@@ -75,10 +76,17 @@ private:
   artifact::ArtifactFile file;
   cpu::ThreadPool pool;
   std::vector<std::vector<float>> weights; ///< fp32, per manifest weight
-  std::vector<std::vector<uint8_t>> cacheBytes;
+  /// Zeroed allocations that report failure instead of aborting.
+  struct Allocation {
+    std::unique_ptr<uint8_t, void (*)(void *)> data{nullptr, free};
+    size_t size = 0;
+  };
+  static Status allocate(Allocation &a, uint64_t bytes, const std::string &what);
+
+  std::vector<Allocation> cacheBytes;
   std::vector<cpu::CacheView> caches;
   std::vector<int32_t> pageTable;
-  std::vector<uint8_t> arena;
+  Allocation arena;
 };
 
 } // namespace daybreak::runtime

@@ -1,0 +1,63 @@
+// RUN: daybreak-opt %s -split-input-file -verify-diagnostics --lm-lower-to-plan
+// RUN: not daybreak-opt %s -split-input-file --lm-lower-to-plan="max-tokens=0" 2>&1 | FileCheck %s --check-prefix=MAX
+
+// MAX: error: max-tokens must be positive
+
+// Tests that an op with no plan lowering is reported.
+func.func @no_lowering(%a: tensor<?x8xf32>, %b: tensor<?x8xf32>) -> tensor<?x8xf32> {
+  // expected-error @+1 {{no lowering to plan for this op}}
+  %m = arith.mulf %a, %b : tensor<?x8xf32>
+  return %m : tensor<?x8xf32>
+}
+
+// -----
+
+// Tests that a cache whose writer has no layout is reported.
+func.func @no_layout(%c: tensor<2x64x80xf32>, %kv: tensor<?x80xf32>, %slots: tensor<?xi32>,
+                     %seq: tensor<?xi32>) -> tensor<2x64x80xf32> {
+  // expected-error @+1 {{caches need a layout (run lm-assign-kv-layout)}}
+  %c1 = lm.cache_write %c, %kv, %slots sequences %seq
+      : (tensor<2x64x80xf32>, tensor<?x80xf32>, tensor<?xi32>, tensor<?xi32>) -> tensor<2x64x80xf32>
+  return %c1 : tensor<2x64x80xf32>
+}
+
+// -----
+
+// Tests that a cache that is not a static [batch, max_seq_len, width] tensor
+// is reported.
+func.func @dynamic_cache(%c: tensor<?x80xf32>, %kv: tensor<?x80xf32>, %slots: tensor<?xi32>)
+    -> tensor<?x80xf32> {
+  // expected-error @+1 {{expects a static [batch, max_seq_len, width] cache, got 'tensor<?x80xf32>'}}
+  %c1 = lm.cache_write %c, %kv, %slots
+      {layout = #lm.kv_layout<key_value, page_size = 64, feature_dim = 80, storage = bf16,
+                              scale_block = 0, tail_dim = 0, tail = bf16>}
+      : (tensor<?x80xf32>, tensor<?x80xf32>, tensor<?xi32>) -> tensor<?x80xf32>
+  return %c1 : tensor<?x80xf32>
+}
+
+// -----
+
+// Tests that a slice along another dim than the last is reported.
+func.func @row_slice(%a: tensor<8x80xf32>) -> tensor<4x80xf32> {
+  // expected-error @+1 {{only slices of the last dim lower to plan}}
+  %s = tensor.extract_slice %a[4, 0] [4, 80] [1, 1] : tensor<8x80xf32> to tensor<4x80xf32>
+  return %s : tensor<4x80xf32>
+}
+
+// -----
+
+// Tests that a concatenation along another dim than the last is reported.
+func.func @row_concat(%a: tensor<4x80xf32>) -> tensor<8x80xf32> {
+  // expected-error @+1 {{only last-dim concatenations lower to plan}}
+  %c = tensor.concat dim(0) %a, %a : (tensor<4x80xf32>, tensor<4x80xf32>) -> tensor<8x80xf32>
+  return %c : tensor<8x80xf32>
+}
+
+// -----
+
+// Tests that an integer add of anything but a constant splat is reported.
+func.func @add_tensors(%a: tensor<?xi32>, %b: tensor<?xi32>) -> tensor<?xi32> {
+  // expected-error @+1 {{only adding a constant splat lowers to plan}}
+  %s = arith.addi %a, %b : tensor<?xi32>
+  return %s : tensor<?xi32>
+}
