@@ -13,6 +13,9 @@
 #include "passes/Passes.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
+#include "mlir/Dialect/LLVMIR/LLVMDialect.h"
+#include "mlir/Dialect/SCF/IR/SCF.h"
+#include "mlir/IR/IRMapping.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/Dialect/Tensor/IR/Tensor.h"
 #include "mlir/IR/Builders.h"
@@ -62,6 +65,12 @@ private:
               ValueRange results, ArrayRef<NamedAttribute> attrs);
   /// The op's own attributes, to hand to its kernel.
   SmallVector<NamedAttribute> kernelAttrs(Operation *op);
+  /// Outlines an lm.elementwise body into a generated kernel function of the
+  /// nested `cpu_code` module; equal bodies share one function.
+  StringAttr outlineElementwise(lm::ElementwiseOp op);
+
+  ModuleOp cpuCode;
+  llvm::StringMap<StringAttr> outlined;
 
   ModuleOp module;
   OpBuilder b;
@@ -162,6 +171,83 @@ void Lowering::launch(Location loc, StringRef name, ValueRange operands,
   op->setAttr("num_results", b.getI64IntegerAttr(results.size()));
 }
 
+StringAttr Lowering::outlineElementwise(lm::ElementwiseOp op) {
+  // The body's structure identifies the kernel: each op's name, attributes
+  // and result types, with operands as positions (argument i or op j).
+  std::string key;
+  llvm::raw_string_ostream os(key);
+  Block &block = op.getBody().front();
+  llvm::DenseMap<Value, std::string> position;
+  for (BlockArgument arg : block.getArguments()) {
+    position[arg] = "a" + std::to_string(arg.getArgNumber());
+    os << arg.getType() << ";";
+  }
+  unsigned index = 0;
+  for (Operation &inner : block) {
+    os << inner.getName() << inner.getAttrDictionary() << "(";
+    for (Value operand : inner.getOperands())
+      os << position.lookup(operand) << ",";
+    os << ")";
+    for (Value result : inner.getResults()) {
+      os << result.getType();
+      position[result] = "o" + std::to_string(index);
+    }
+    os << ";";
+    ++index;
+  }
+  if (StringAttr known = outlined.lookup(key))
+    return known;
+
+  MLIRContext *ctx = b.getContext();
+  OpBuilder::InsertionGuard guard(b);
+  if (!cpuCode) {
+    b.setInsertionPointToEnd(module.getBody());
+    cpuCode = ModuleOp::create(b, module.getLoc(), StringRef("cpu_code"));
+  }
+  // void kernel(int64_t n, const T **inputs, T *out): out[i] = body(in[k][i])
+  std::string name = "daybreak_elementwise_" + std::to_string(outlined.size());
+  auto ptr = LLVM::LLVMPointerType::get(ctx);
+  Location loc = op.getLoc();
+  b.setInsertionPointToEnd(cpuCode.getBody());
+  auto func = func::FuncOp::create(
+      b, loc, name, b.getFunctionType({b.getI64Type(), ptr, ptr}, {}));
+  Block *entry = func.addEntryBlock();
+  b.setInsertionPointToStart(entry);
+  Value n = entry->getArgument(0), ins = entry->getArgument(1),
+        out = entry->getArgument(2);
+  Block &body = block;
+  SmallVector<Value> inputPtrs;
+  for (unsigned k = 0; k < body.getNumArguments(); ++k) {
+    Value slot = LLVM::GEPOp::create(b, loc, ptr, ptr, ins,
+                                     ArrayRef<LLVM::GEPArg>{int32_t(k)});
+    inputPtrs.push_back(LLVM::LoadOp::create(b, loc, ptr, slot));
+  }
+  Value lower = arith::ConstantIndexOp::create(b, loc, 0);
+  Value step = arith::ConstantIndexOp::create(b, loc, 1);
+  Value upper = arith::IndexCastOp::create(b, loc, b.getIndexType(), n);
+  auto loop = scf::ForOp::create(b, loc, lower, upper, step);
+  b.setInsertionPointToStart(loop.getBody());
+  Value i = arith::IndexCastOp::create(b, loc, b.getI64Type(),
+                                       loop.getInductionVar());
+  IRMapping mapping;
+  for (auto [k, arg] : llvm::enumerate(body.getArguments())) {
+    Value addr = LLVM::GEPOp::create(b, loc, ptr, arg.getType(), inputPtrs[k],
+                                     ArrayRef<LLVM::GEPArg>{i});
+    mapping.map(arg, LLVM::LoadOp::create(b, loc, arg.getType(), addr));
+  }
+  for (Operation &inner : body.without_terminator())
+    b.clone(inner, mapping);
+  Value result = mapping.lookup(cast<lm::YieldOp>(body.back()).getValue());
+  Value addr = LLVM::GEPOp::create(b, loc, ptr, result.getType(), out,
+                                   ArrayRef<LLVM::GEPArg>{i});
+  LLVM::StoreOp::create(b, loc, result, addr);
+  b.setInsertionPointAfter(loop);
+  func::ReturnOp::create(b, loc);
+  StringAttr symbol = b.getStringAttr(name);
+  outlined[key] = symbol;
+  return symbol;
+}
+
 /// The constant a splat of a constant holds, if it is one.
 static std::optional<int64_t> splatConstant(Value v) {
   auto splat = v.getDefiningOp<tensor::SplatOp>();
@@ -248,6 +334,13 @@ LogicalResult Lowering::lowerOp(Operation *op) {
         Value out = buffer(add.getResult());
         launch(loc, "add_scalar_i32", {lookup(add.getLhs())}, {out},
                {b.getNamedAttr("value", b.getI64IntegerAttr(*c))});
+        return success();
+      })
+      .Case([&](lm::ElementwiseOp fused) {
+        StringAttr symbol = outlineElementwise(fused);
+        Value out = buffer(fused.getResult());
+        launch(loc, "elementwise", args(fused.getInputs()), {out},
+               {b.getNamedAttr("symbol", symbol)});
         return success();
       })
       .Case([&](lm::CacheWriteOp write) {
@@ -360,7 +453,7 @@ LogicalResult Lowering::run() {
     return failure();
   SmallVector<func::FuncOp> funcs(module.getOps<func::FuncOp>());
   for (func::FuncOp func : funcs)
-    if (failed(lowerFunction(func)))
+    if (func != nullptr && failed(lowerFunction(func)))
       return failure();
   for (func::FuncOp func : funcs)
     func.erase();

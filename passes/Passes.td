@@ -23,6 +23,23 @@ def LmFoldWeights : Pass<"lm-fold-weights", "mlir::ModuleOp"> {
   ];
 }
 
+def LmFuseElementwise : Pass<"lm-fuse-elementwise", "mlir::func::FuncOp"> {
+  let summary = "fuse pointwise op chains into lm.elementwise kernels";
+  let description = [{
+    Rewrites every pointwise op on float tensors (`arith.addf/subf/mulf/
+    divf`, `lm.swiglu`, `lm.silu`, `lm.sigmoid`, `lm.situ`) as an
+    `lm.elementwise` whose scalar body says what it computes, then merges
+    each such op into its consumer when the consumer is its only user, so a
+    chain reads its inputs once and writes once. The CPU target compiles
+    each `lm.elementwise` into a generated kernel.
+  }];
+  let dependentDialects = ["::mlir::arith::ArithDialect",
+                           "::mlir::math::MathDialect"];
+  let statistics = [
+    Statistic<"numFused", "fused", "ops merged into a consumer">,
+  ];
+}
+
 def LmAssignKVLayout : Pass<"lm-assign-kv-layout", "mlir::ModuleOp"> {
   let summary = "choose how each cache is stored";
   let description = [{
@@ -55,7 +72,9 @@ def LmLowerToPlan : Pass<"lm-lower-to-plan", "mlir::ModuleOp"> {
            "the most tokens one step processes">,
   ];
   let dependentDialects = ["::daybreak::plan::PlanDialect",
-                           "::mlir::memref::MemRefDialect"];
+                           "::mlir::memref::MemRefDialect",
+                           "::mlir::LLVM::LLVMDialect",
+                           "::mlir::scf::SCFDialect"];
 }
 
 def PlanAssignWorkspace : Pass<"plan-assign-workspace", "mlir::ModuleOp"> {

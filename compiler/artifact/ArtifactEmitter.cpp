@@ -272,6 +272,8 @@ artifact::emitArtifact(ModuleOp module, const importers::Checkpoint &checkpoint,
 
   ArtifactWriter writer;
   writer.addSection("weights", std::move(weightBytes));
+  if (!info.cpuCode.empty())
+    writer.addSection("code.x86_64", info.cpuCode);
   Status status = writer.write(path, manifest);
   if (!status.ok())
     return errorf(status.message());

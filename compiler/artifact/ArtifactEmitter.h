@@ -25,6 +25,9 @@ struct EmitInfo {
   int64_t vocabSize = 0;
   int64_t eosTokenId = -1;
   std::string target = "cpu";
+  /// The generated CPU kernels as an x86-64 shared object (section
+  /// "code.x86_64"); empty when the plan launches none.
+  std::vector<uint8_t> cpuCode;
 };
 
 /// Builds the manifest of `module` (after plan-assign-workspace) and writes

@@ -6,6 +6,7 @@
 #include "compiler/importers/HfConfig.h"
 #include "compiler/importers/WeightLoader.h"
 #include "compiler/models/DeepseekV32.h"
+#include "compiler/targets/cpu/CpuCodegen.h"
 #include "passes/Passes.h"
 
 #include "mlir/IR/MLIRContext.h"
@@ -25,6 +26,7 @@ std::optional<Phase> pipeline::parsePhase(llvm::StringRef name) {
   return llvm::StringSwitch<std::optional<Phase>>(name)
       .Case("lm", Phase::Lm)
       .Case("plan", Phase::Plan)
+      .Case("llvm", Phase::Llvm)
       .Case("artifact", Phase::Artifact)
       .Default(std::nullopt);
 }
@@ -39,6 +41,8 @@ void pipeline::buildLmPipeline(OpPassManager &pm, const Options &options,
   layout.kvCacheDtype = options.kvCacheDtype;
   layout.pageSize = options.pageSize;
   pm.addPass(createLmAssignKVLayout(layout));
+  // Pointwise chains become one generated kernel each.
+  pm.addNestedPass<func::FuncOp>(createLmFuseElementwise());
 }
 
 void pipeline::buildLowerToPlanPipeline(OpPassManager &pm,
@@ -137,6 +141,18 @@ static llvm::Error compileWith(const Options &options,
     return llvm::Error::success();
   }
 
+  // Generated kernels through LLVM into one shared object.
+  std::vector<uint8_t> cpuCode;
+  if (ModuleOp kernels = targets::cpu::findCpuCode(**module)) {
+    auto shared = targets::cpu::compileToSharedObject(
+        kernels, options.compileTo == Phase::Llvm ? &out : nullptr);
+    if (!shared)
+      return shared.takeError();
+    cpuCode = std::move(*shared);
+  }
+  if (options.compileTo == Phase::Llvm)
+    return llvm::Error::success();
+
   if (options.output.empty())
     return errorf("no output file (-o)");
   auto configText =
@@ -147,6 +163,7 @@ static llvm::Error compileWith(const Options &options,
     info.configJson = (*configText)->getBuffer().str();
   info.vocabSize = config->vocabSize;
   info.eosTokenId = config->eosTokenId;
+  info.cpuCode = std::move(cpuCode);
   auto manifest =
       artifact::emitArtifact(**module, *checkpoint, info, options.output);
   if (!manifest)

@@ -23,10 +23,11 @@ namespace daybreak::pipeline {
 enum class Phase {
   Lm,       ///< the importer's lm IR
   Plan,     ///< after lowering and workspace planning
+  Llvm,     ///< the generated CPU kernels as optimised LLVM IR
   Artifact, ///< the .daybreak file
 };
 
-/// Parses "lm", "plan", "artifact".
+/// Parses "lm", "plan", "llvm", "artifact".
 std::optional<Phase> parsePhase(llvm::StringRef name);
 
 struct Options {

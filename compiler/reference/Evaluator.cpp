@@ -7,6 +7,7 @@
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/Dialect/Math/IR/Math.h"
 #include "mlir/Dialect/Tensor/IR/Tensor.h"
 #include "mlir/IR/BuiltinAttributes.h"
 #include "mlir/IR/BuiltinTypes.h"
@@ -301,6 +302,44 @@ static KdaParams kdaParams(double scale, bool l2norm, int64_t chunk = 64) {
   return p;
 }
 
+
+/// Evaluates the scalar body of an lm.elementwise for one element: arith
+/// and math ops on f32/f64 scalars, in fp64.
+static Expected<double> evaluateScalarBody(Block &body,
+                                           ArrayRef<double> args) {
+  llvm::DenseMap<Value, double> scalars;
+  for (auto [arg, v] : llvm::zip(body.getArguments(), args))
+    scalars[arg] = v;
+  for (Operation &op : body) {
+    auto in = [&](unsigned i) { return scalars.lookup(op.getOperand(i)); };
+    std::optional<double> result =
+        llvm::TypeSwitch<Operation *, std::optional<double>>(&op)
+            .Case([&](arith::ConstantOp c) -> std::optional<double> {
+              if (auto f = dyn_cast<FloatAttr>(c.getValue()))
+                return f.getValueAsDouble();
+              return std::nullopt;
+            })
+            .Case([&](arith::AddFOp) { return in(0) + in(1); })
+            .Case([&](arith::SubFOp) { return in(0) - in(1); })
+            .Case([&](arith::MulFOp) { return in(0) * in(1); })
+            .Case([&](arith::DivFOp) { return in(0) / in(1); })
+            .Case([&](arith::NegFOp) { return -in(0); })
+            .Case([&](arith::MaximumFOp) { return std::max(in(0), in(1)); })
+            .Case([&](arith::MinimumFOp) { return std::min(in(0), in(1)); })
+            .Case([&](math::ExpOp) { return std::exp(in(0)); })
+            .Case([&](math::TanhOp) { return std::tanh(in(0)); })
+            .Case([&](lm::YieldOp) { return in(0); })
+            .Default([](Operation *) { return std::nullopt; });
+    if (!result)
+      return makeError("no scalar semantics for '" +
+                       op.getName().getStringRef() + "' in lm.elementwise");
+    if (isa<lm::YieldOp>(op))
+      return *result;
+    scalars[op.getResult(0)] = *result;
+  }
+  return makeError("lm.elementwise body without lm.yield");
+}
+
 llvm::Error FrameEvaluator::evaluateLm(Operation *op) {
   using namespace lm;
   return llvm::TypeSwitch<Operation *, llvm::Error>(op)
@@ -319,6 +358,22 @@ llvm::Error FrameEvaluator::evaluateLm(Operation *op) {
                     gatedRmsNorm(get(o.getInput()), get(o.getGate()),
                                  get(o.getWeight()), f64(o.getEps()),
                                  gateActivation(o.getActivation())));
+      })
+      .Case([&](ElementwiseOp o) -> llvm::Error {
+        std::vector<const Tensor *> inputs;
+        for (Value v : o.getInputs())
+          inputs.push_back(&get(v));
+        Tensor out = Tensor::zeros(ElementType::F32, inputs.front()->shape());
+        std::vector<double> args(inputs.size());
+        for (int64_t i = 0, n = out.numel(); i < n; ++i) {
+          for (size_t k = 0; k < inputs.size(); ++k)
+            args[k] = inputs[k]->floats()[i];
+          Expected<double> v = evaluateScalarBody(o.getBody().front(), args);
+          if (!v)
+            return v.takeError();
+          out.floats()[i] = static_cast<float>(*v);
+        }
+        return bind(o.getResult(), std::move(out));
       })
       .Case([&](SigmoidOp o) {
         return bind(o.getResult(), sigmoid(get(o.getInput())));

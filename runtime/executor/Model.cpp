@@ -5,7 +5,10 @@
 #include "runtime/numerics/Numerics.h"
 
 #include <cstring>
+#include <dlfcn.h>
 #include <map>
+#include <sys/mman.h>
+#include <unistd.h>
 
 using namespace daybreak;
 using namespace daybreak::runtime;
@@ -78,7 +81,62 @@ static const char *const kKernels[] = {
     "fp8_matmul",   "head_matmul",      "rope",           "copy_columns",
     "add",          "add_scalar_i32",   "swiglu",         "moe_route",
     "expert_matmul", "cache_write",     "dsa_indexer_scores",
-    "dsa_index_select", "sparse_attention"};
+    "dsa_index_select", "sparse_attention", "elementwise"};
+
+Model::~Model() {
+  if (codeHandle)
+    dlclose(codeHandle);
+}
+
+Status Model::loadGeneratedCode() {
+  std::vector<std::string> symbols;
+  for (const artifact::Step &step : manifest().steps())
+    for (const artifact::Launch &l : step.launches())
+      if (l.kernel() == "elementwise") {
+        const artifact::Attr *symbol = nullptr;
+        for (const artifact::Attr &a : l.attrs())
+          if (a.name() == "symbol")
+            symbol = &a;
+        if (!symbol)
+          return Status::error("a generated kernel launch names no symbol");
+        symbols.push_back(symbol->s());
+      }
+  if (symbols.empty())
+    return Status::success();
+  std::optional<uint32_t> section = file.findSection("code.x86_64");
+  if (!section)
+    return Status::error("the steps launch generated kernels but the artifact "
+                         "has no code.x86_64 section");
+  // The shared object is loaded from memory through a memfd, so nothing is
+  // written to disk.
+  int fd = memfd_create("daybreak-kernels", MFD_CLOEXEC);
+  if (fd < 0)
+    return Status::error("memfd_create failed for the generated kernels");
+  const artifact::Section &s = manifest().sections(*section);
+  const uint8_t *bytes = file.sectionData(*section);
+  size_t written = 0;
+  while (written < s.size()) {
+    ssize_t n = write(fd, bytes + written, s.size() - written);
+    if (n <= 0) {
+      close(fd);
+      return Status::error("cannot stage the generated kernels in memory");
+    }
+    written += n;
+  }
+  std::string path = "/proc/self/fd/" + std::to_string(fd);
+  codeHandle = dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);
+  close(fd);
+  if (!codeHandle)
+    return Status::error(std::string("cannot load the generated kernels: ") +
+                         dlerror());
+  for (const std::string &symbol : symbols) {
+    void *fn = dlsym(codeHandle, symbol.c_str());
+    if (!fn)
+      return Status::error("the generated kernels lack '" + symbol + "'");
+    generated[symbol] = reinterpret_cast<ElementwiseFn>(fn);
+  }
+  return Status::success();
+}
 
 StatusOr<std::unique_ptr<Model>> Model::load(const std::string &path,
                                              const LoadOptions &options) {
@@ -120,6 +178,10 @@ Status Model::prepare() {
                              l.kernel() +
                              "', which the cpu device does not have");
     }
+
+  Status code = loadGeneratedCode();
+  if (!code.ok())
+    return code;
 
   // Weights, once, to fp32.
   weights.resize(m.weights_size());
@@ -480,6 +542,21 @@ Status Model::launch(const artifact::Step &step, const artifact::Launch &l,
                                 in[2].shape[1], seq, tokens, in[0].shape[1],
                                 attrFloat(l, "scale", 1.0),
                                 attrInt(l, "value_dim", 0), sinks, f(out[0]));
+  }
+  if (k == "elementwise" && out.size() == 1) {
+    const artifact::Attr *symbol = findAttr(l, "symbol");
+    auto fn = symbol ? generated.find(symbol->s()) : generated.end();
+    if (fn == generated.end())
+      return Status::error("generated kernel not loaded");
+    ElementwiseFn kernel = fn->second;
+    float *result = f(out[0]);
+    pool.parallelFor(out[0].numel(), 16384, [&](int64_t begin, int64_t end) {
+      std::vector<const float *> inputs;
+      for (const Tensor &t : in)
+        inputs.push_back(f(t) + begin);
+      kernel(end - begin, inputs.data(), result + begin);
+    });
+    return Status::success();
   }
   return Status::error("kernel '" + k + "' got " + std::to_string(in.size()) +
                        " operands and " + std::to_string(out.size()) +

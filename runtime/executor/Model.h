@@ -16,6 +16,7 @@
 #include "runtime/support/Status.h"
 
 #include <cstdlib>
+#include <map>
 #include <memory>
 #include <string>
 #include <vector>
@@ -60,6 +61,10 @@ private:
   explicit Model(artifact::ArtifactFile file, unsigned threads)
       : file(std::move(file)), pool(threads) {}
   Status prepare();
+  /// dlopens the generated kernels of the "code.x86_64" section.
+  Status loadGeneratedCode();
+
+  using ElementwiseFn = void (*)(int64_t, const float *const *, float *);
 
   struct Tensor {
     void *data = nullptr;
@@ -87,6 +92,11 @@ private:
   std::vector<cpu::CacheView> caches;
   std::vector<int32_t> pageTable;
   Allocation arena;
+  void *codeHandle = nullptr;
+  std::map<std::string, ElementwiseFn> generated;
+
+public:
+  ~Model();
 };
 
 } // namespace daybreak::runtime

@@ -27,3 +27,22 @@ func.func @embed(%ids: tensor<3xi32>) -> tensor<3x2xf32> {
   %h = lm.embedding %t, %ids : (tensor<3x2xf32>, tensor<3xi32>) -> tensor<3x2xf32>
   return %h : tensor<3x2xf32>
 }
+
+// Tests that the evaluator runs fused elementwise bodies: silu(a) * b + c on
+// hand-checked values (silu(0) = 0, silu(2) = 2 / (1 + e^-2) = 1.7615942).
+// RUN: daybreak-eval %s --function=fused --input=2xf32=0,2 --input=2xf32=3,0.5 --input=2xf32=1,1 | FileCheck %s --check-prefix=FUSED
+// FUSED: result 0: f32[2] = [1, 1.8808]
+func.func @fused(%a: tensor<2xf32>, %b: tensor<2xf32>, %c: tensor<2xf32>) -> tensor<2xf32> {
+  %r = lm.elementwise (%a, %b, %c) : (tensor<2xf32>, tensor<2xf32>, tensor<2xf32>) -> tensor<2xf32> {
+  ^bb0(%x: f32, %y: f32, %z: f32):
+    %n = arith.negf %x : f32
+    %e = math.exp %n : f32
+    %one = arith.constant 1.0 : f32
+    %d = arith.addf %one, %e : f32
+    %s = arith.divf %x, %d : f32
+    %m = arith.mulf %s, %y : f32
+    %o = arith.addf %m, %z : f32
+    lm.yield %o : f32
+  }
+  return %r : tensor<2xf32>
+}

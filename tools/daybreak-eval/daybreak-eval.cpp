@@ -14,6 +14,7 @@
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/Dialect/Math/IR/Math.h"
 #include "mlir/Dialect/Tensor/IR/Tensor.h"
 #include "mlir/IR/MLIRContext.h"
 #include "mlir/IR/Verifier.h"
@@ -49,6 +50,7 @@ int main(int argc, char **argv) {
                                     "Daybreak reference evaluator\n");
   DialectRegistry registry;
   registry.insert<lm::LmDialect, func::FuncDialect, arith::ArithDialect,
+                  math::MathDialect,
                   tensor::TensorDialect>();
   MLIRContext context(registry);
   llvm::SourceMgr sourceMgr;
