@@ -57,6 +57,23 @@ def LmAssignKVLayout : Pass<"lm-assign-kv-layout", "mlir::ModuleOp"> {
   ];
 }
 
+def LmTile : Pass<"lm-tile", "mlir::ModuleOp"> {
+  let summary = "choose the work split of each matmul per phase";
+  let description = [{
+    Records on every `lm.matmul` and `lm.fp8_matmul` a `tile = [rows,
+    cols]`: how many output rows and columns one job of the device computes.
+    `@prefill` is compute-bound, so its tiles are large enough to reuse
+    weights across many rows from cache; `@decode` multiplies a few rows by
+    every weight, is bound by the weight stream, and gets narrow column tiles
+    so that every core streams its own slice of each matrix.
+  }];
+  let options = [
+    Option<"target", "target", "std::string", "\"cpu\"", "device: cpu">,
+    Option<"decodeColumns", "decode-columns", "int64_t", "64",
+           "output columns per job in @decode">,
+  ];
+}
+
 def LmLowerToPlan : Pass<"lm-lower-to-plan", "mlir::ModuleOp"> {
   let summary = "lower lm functions to plan steps of kernel launches";
   let description = [{

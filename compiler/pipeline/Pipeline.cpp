@@ -43,6 +43,10 @@ void pipeline::buildLmPipeline(OpPassManager &pm, const Options &options,
   pm.addPass(createLmAssignKVLayout(layout));
   // Pointwise chains become one generated kernel each.
   pm.addNestedPass<func::FuncOp>(createLmFuseElementwise());
+  // Prefill and decode split their matmuls differently.
+  LmTileOptions tile;
+  tile.target = options.target;
+  pm.addPass(createLmTile(tile));
 }
 
 void pipeline::buildLowerToPlanPipeline(OpPassManager &pm,

@@ -431,8 +431,11 @@ Status Model::launch(const artifact::Step &step, const artifact::Launch &l,
   if ((k == "matmul" || k == "fp8_matmul") && need(2, 1)) {
     int64_t n = in[1].shape[0], kk = in[1].shape[1];
     const float *bias = k == "matmul" && in.size() > 2 ? f(in[2]) : nullptr;
+    cpu::MatmulTiling tiling;
+    tiling.rowBlock = attrInt(l, "tile.0", 0);
+    tiling.colBlock = attrInt(l, "tile.1", 0);
     cpu::matmul(pool, f(in[0]), f(in[1]), bias, in[0].numel() / kk, n, kk,
-                f(out[0]));
+                f(out[0]), tiling);
     return Status::success();
   }
   if (k == "head_matmul" && need(2, 1)) {

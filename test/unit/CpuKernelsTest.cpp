@@ -230,6 +230,18 @@ TEST(CpuKernels, MatmulMatchesReference) {
       else
         EXPECT_EQ(out, first); // deterministic across thread counts
     }
+    // The compiler's tilings (lm-tile) change only the work split, never a
+    // result bit.
+    for (cpu::MatmulTiling tiling :
+         {cpu::MatmulTiling{96, 256}, cpu::MatmulTiling{1 << 20, 64},
+          cpu::MatmulTiling{1, 7}}) {
+      cpu::ThreadPool pool(4);
+      std::vector<float> out(s.m * s.n);
+      cpu::matmul(pool, x.data(), w.data(), s.bias ? b.data() : nullptr, s.m,
+                  s.n, s.k, out.data(), tiling);
+      EXPECT_EQ(out, first) << "tiling " << tiling.rowBlock << "x"
+                            << tiling.colBlock;
+    }
   }
 }
 

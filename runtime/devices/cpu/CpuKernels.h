@@ -83,6 +83,17 @@ void layerNorm(ThreadPool &pool, const float *x, const float *weight,
 void matmul(ThreadPool &pool, const float *x, const float *w,
             const float *bias, int64_t m, int64_t n, int64_t k, float *out);
 
+/// Work split of a matmul chosen by the compiler's tiling pass: rows and
+/// columns of the output per job (0: the kernel's own heuristic). The
+/// arithmetic of each output element does not depend on it.
+struct MatmulTiling {
+  int64_t rowBlock = 0;
+  int64_t colBlock = 0;
+};
+void matmul(ThreadPool &pool, const float *x, const float *w,
+            const float *bias, int64_t m, int64_t n, int64_t k, float *out,
+            const MatmulTiling &tiling);
+
 /// Per-head matmul: x [T, H, K], w [H, K, N] (or [H, N, K] when
 /// transposeWeight) -> out [T, H, N].
 void headMatmul(ThreadPool &pool, const float *x, const float *w,

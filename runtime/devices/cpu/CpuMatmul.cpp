@@ -31,17 +31,24 @@ int64_t columnBlock(int64_t m, int64_t n) {
 
 void matmul(ThreadPool &pool, const float *x, const float *w, const float *bias,
             int64_t m, int64_t n, int64_t k, float *out) {
+  matmul(pool, x, w, bias, m, n, k, out, MatmulTiling());
+}
+
+void matmul(ThreadPool &pool, const float *x, const float *w, const float *bias,
+            int64_t m, int64_t n, int64_t k, float *out,
+            const MatmulTiling &tiling) {
   if (m <= 0 || n <= 0)
     return;
-  int64_t colBlock = columnBlock(m, n);
-  int64_t rowJobs = (m + kRowBlock - 1) / kRowBlock;
+  int64_t rowBlock = tiling.rowBlock > 0 ? tiling.rowBlock : kRowBlock;
+  int64_t colBlock = tiling.colBlock > 0 ? tiling.colBlock : columnBlock(m, n);
+  int64_t rowJobs = (m + rowBlock - 1) / rowBlock;
   int64_t colJobs = (n + colBlock - 1) / colBlock;
   pool.parallelFor(rowJobs * colJobs, 1, [&](int64_t begin, int64_t end) {
     for (int64_t job = begin; job < end; ++job) {
-      int64_t r0 = (job / colJobs) * kRowBlock;
+      int64_t r0 = (job / colJobs) * rowBlock;
       int64_t c0 = (job % colJobs) * colBlock;
       detail::gemm(x + r0 * k, k, w, k, /*wIsKN=*/false, bias, out + r0 * n, n,
-                   std::min(kRowBlock, m - r0), c0, std::min(n, c0 + colBlock),
+                   std::min(rowBlock, m - r0), c0, std::min(n, c0 + colBlock),
                    k);
     }
   });
