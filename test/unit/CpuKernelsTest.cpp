@@ -230,8 +230,9 @@ TEST(CpuKernels, MatmulMatchesReference) {
       else
         EXPECT_EQ(out, first); // deterministic across thread counts
     }
-    // The compiler's tilings (lm-tile) change only the work split, never a
-    // result bit.
+    // The compiler's tilings (lm-tile): column splits never change a result
+    // bit; row splits change the rows per GEMM call, hence possibly the
+    // accumulation path, so they are held to the oracle tolerance.
     for (cpu::MatmulTiling tiling :
          {cpu::MatmulTiling{96, 256}, cpu::MatmulTiling{1 << 20, 64},
           cpu::MatmulTiling{1, 7}}) {
@@ -239,8 +240,12 @@ TEST(CpuKernels, MatmulMatchesReference) {
       std::vector<float> out(s.m * s.n);
       cpu::matmul(pool, x.data(), w.data(), s.bias ? b.data() : nullptr, s.m,
                   s.n, s.k, out.data(), tiling);
-      EXPECT_EQ(out, first) << "tiling " << tiling.rowBlock << "x"
-                            << tiling.colBlock;
+      if (tiling.rowBlock >= s.m)
+        EXPECT_EQ(out, first) << "tiling " << tiling.rowBlock << "x"
+                              << tiling.colBlock;
+      else
+        EXPECT_TRUE(relClose(out, expected.floats(), 1e-5))
+            << "tiling " << tiling.rowBlock << "x" << tiling.colBlock;
     }
   }
 }
