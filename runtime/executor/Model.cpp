@@ -21,6 +21,22 @@ int64_t Model::Tensor::numel() const {
   return n;
 }
 
+/// Bytes per element of an artifact dtype.
+static int64_t elementBytes(DType dtype) {
+  switch (dtype) {
+  case DType::F32:
+  case DType::I32:
+    return 4;
+  case DType::BF16:
+  case DType::F16:
+    return 2;
+  case DType::I64:
+    return 8;
+  default:
+    return 1;
+  }
+}
+
 /// Decodes `count` stored values of `dtype` to fp32.
 static bool decodeToF32(DType dtype, const uint8_t *src, int64_t count,
                         float *out) {
@@ -200,6 +216,7 @@ Status Model::prepare() {
       return Status::error("weight '" + w.name() + "' has an unknown dtype");
   }
   // FP8 block-scaled matmul weights: dequantised here, once.
+  std::vector<bool> dequantized(m.weights_size(), false);
   for (const artifact::Step &step : m.steps())
     for (const artifact::Launch &l : step.launches()) {
       if (l.kernel() != "fp8_matmul")
@@ -210,8 +227,8 @@ Status Model::prepare() {
         return Status::error("fp8_matmul expects weight and scale operands");
       uint32_t wi = l.operands(1).weight(), si = l.operands(2).weight();
       const artifact::Weight &w = m.weights(wi);
-      if (w.dtype() != DType::F8E4M3FN)
-        continue; // already dequantised for an earlier launch
+      if (w.dtype() != DType::F8E4M3FN || dequantized[wi])
+        continue; // stored dense, or done for an earlier launch
       int64_t bn = attrInt(l, "block_size.0", 128);
       int64_t bk = attrInt(l, "block_size.1", 128);
       int64_t n = w.shape(0), k = w.shape(1);
@@ -219,8 +236,7 @@ Status Model::prepare() {
       for (int64_t r = 0; r < n; ++r)
         for (int64_t c = 0; c < k; ++c)
           weights[wi][r * k + c] *= weights[si][(r / bn) * scaleCols + c / bk];
-      // Mark as dequantised: later launches of this weight skip it.
-      const_cast<artifact::Weight &>(w).set_dtype(DType::F32);
+      dequantized[wi] = true;
     }
 
   // Caches with identity page tables, and the arena.
@@ -308,9 +324,7 @@ StatusOr<Model::Tensor> Model::operand(const artifact::Step &step,
         size += e.coeffs(i) * tokens;
       t.shape.push_back(size);
     }
-    int64_t bytes = t.numel() * (t.dtype == DType::F32 || t.dtype == DType::I32
-                                     ? 4
-                                     : 8);
+    int64_t bytes = t.numel() * elementBytes(t.dtype);
     if (b.offset() + bytes > arena.size)
       return Status::error("buffer '" + b.name() + "' runs past the arena");
     t.data = arena.data.get() + b.offset();

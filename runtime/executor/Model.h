@@ -53,10 +53,6 @@ public:
   Status run(const std::string &name, const StepInputs &inputs,
              std::vector<float> &logits);
 
-  /// Forgets sequence `seq`'s cached tokens (its rows are overwritten by the
-  /// next prefill; nothing needs clearing for correctness).
-  void reset(int32_t seq) { (void)seq; }
-
 private:
   explicit Model(artifact::ArtifactFile file, unsigned threads)
       : file(std::move(file)), pool(threads) {}
