@@ -12,18 +12,22 @@
 //===----------------------------------------------------------------------===//
 
 #include "runtime/executor/Commands.h"
+#ifdef DAYBREAK_HAVE_CUDA_DRIVER
+#include "runtime/devices/cuda/CudaDriver.h"
+#endif
 
 #include <cstdlib>
 #include <iostream>
 #include <map>
 #include <sstream>
+#include <thread>
 
 using namespace daybreak;
 using namespace daybreak::runtime;
 
 static int usage() {
   std::cerr << "usage: daybreak-run generate|logits|inspect model.daybreak "
-               "[options]\n"
+               "[options] | daybreak-run devices\n"
                "  generate: --prompt-ids 1,2,3 [--max-new-tokens N] "
                "[--temperature T] [--top-p P] [--seed S]\n"
                "  logits:   --inputs inputs.json --output out.safetensors\n"
@@ -46,6 +50,30 @@ template <typename T> static bool parse(const std::string &text, T &out) {
 }
 
 int main(int argc, char **argv) {
+  if (argc == 2 && std::string(argv[1]) == "devices") {
+    // The devices this machine offers: the CPU always, CUDA GPUs when a
+    // driver is installed.
+    std::cout << "cpu: " << std::thread::hardware_concurrency()
+              << " hardware threads\n";
+#ifdef DAYBREAK_HAVE_CUDA_DRIVER
+    StatusOr<const cuda::Driver *> driver = cuda::Driver::get();
+    if (!driver.ok()) {
+      std::cout << "cuda: none (" << driver.error().message() << ")\n";
+      return 0;
+    }
+    auto devices = cuda::listDevices(**driver);
+    if (!devices.ok())
+      return fail(devices.error().message());
+    for (const cuda::DeviceInfo &d : *devices)
+      std::cout << "cuda:" << d.ordinal << ": " << d.name << ", sm_"
+                << d.computeMajor << d.computeMinor << ", "
+                << (d.totalMemory >> 20) << " MiB, " << d.multiprocessors
+                << " SMs (driver " << (*driver)->version << ")\n";
+#else
+    std::cout << "cuda: not built in\n";
+#endif
+    return 0;
+  }
   if (argc < 3)
     return usage();
   std::string command = argv[1], path = argv[2];
@@ -67,9 +95,13 @@ int main(int argc, char **argv) {
     return it == flags.end() ? fallback : it->second;
   };
   std::string device = flag("device", "cpu");
-  if (device != "cpu")
+  if (device.rfind("cuda", 0) == 0)
     return fail("--device=" + device +
-                " is not available in this build (devices: cpu)");
+                ": this runtime executes cpu artifacts only so far (the CUDA "
+                "target is not implemented yet); use --device=cpu");
+  if (device != "cpu")
+    return fail("--device=" + device + " is not a device (devices: cpu, "
+                "cuda[:N]; see daybreak-run devices)");
   LoadOptions load;
   if (!parse(flag("threads", "0"), load.threads))
     return fail("--threads expects a number");
