@@ -2,351 +2,39 @@
 
 #include "runtime/executor/Model.h"
 
-#include "runtime/numerics/Numerics.h"
-
-#include <cstring>
-#include <dlfcn.h>
-#include <map>
-#include <sys/mman.h>
-#include <unistd.h>
+#include "runtime/devices/cpu/CpuDevice.h"
 
 using namespace daybreak;
 using namespace daybreak::runtime;
-using artifact::DType;
-
-int64_t Model::Tensor::numel() const {
-  int64_t n = 1;
-  for (int64_t d : shape)
-    n *= d;
-  return n;
-}
-
-/// Bytes per element of an artifact dtype.
-static int64_t elementBytes(DType dtype) {
-  switch (dtype) {
-  case DType::F32:
-  case DType::I32:
-    return 4;
-  case DType::BF16:
-  case DType::F16:
-    return 2;
-  case DType::I64:
-    return 8;
-  default:
-    return 1;
-  }
-}
-
-/// Decodes `count` stored values of `dtype` to fp32.
-static bool decodeToF32(DType dtype, const uint8_t *src, int64_t count,
-                        float *out) {
-  for (int64_t i = 0; i < count; ++i) {
-    switch (dtype) {
-    case DType::F32:
-      std::memcpy(&out[i], src + 4 * i, 4);
-      break;
-    case DType::BF16: {
-      uint16_t bits;
-      std::memcpy(&bits, src + 2 * i, 2);
-      out[i] = numerics::bf16ToFloat(bits);
-      break;
-    }
-    case DType::F16: {
-      uint16_t bits;
-      std::memcpy(&bits, src + 2 * i, 2);
-      out[i] = numerics::f16ToFloat(bits);
-      break;
-    }
-    case DType::F8E4M3FN:
-      out[i] = numerics::e4m3ToFloat(src[i]);
-      break;
-    default:
-      return false;
-    }
-  }
-  return true;
-}
-
-static int64_t attrInt(const artifact::Launch &l, const std::string &name,
-                       int64_t fallback) {
-  for (const artifact::Attr &a : l.attrs())
-    if (a.name() == name)
-      return a.value_case() == artifact::Attr::kF ? int64_t(a.f()) : a.i();
-  return fallback;
-}
-
-static double attrFloat(const artifact::Launch &l, const std::string &name,
-                        double fallback) {
-  for (const artifact::Attr &a : l.attrs())
-    if (a.name() == name)
-      return a.value_case() == artifact::Attr::kF ? a.f() : double(a.i());
-  return fallback;
-}
-
-static const artifact::Attr *findAttr(const artifact::Launch &l,
-                                      const std::string &name) {
-  for (const artifact::Attr &a : l.attrs())
-    if (a.name() == name)
-      return &a;
-  return nullptr;
-}
-
-/// The kernels of the CPU device, by the name launches use.
-static const char *const kKernels[] = {
-    "embedding",    "rms_norm",         "layer_norm",     "matmul",
-    "fp8_matmul",   "head_matmul",      "rope",           "copy_columns",
-    "add",          "add_scalar_i32",   "swiglu",         "moe_route",
-    "expert_matmul", "cache_write",     "dsa_indexer_scores",
-    "dsa_index_select", "sparse_attention", "elementwise"};
-
-Model::~Model() {
-  if (codeHandle)
-    dlclose(codeHandle);
-}
-
-Status Model::loadGeneratedCode() {
-  std::vector<std::string> symbols;
-  for (const artifact::Step &step : manifest().steps())
-    for (const artifact::Launch &l : step.launches())
-      if (l.kernel() == "elementwise") {
-        const artifact::Attr *symbol = nullptr;
-        for (const artifact::Attr &a : l.attrs())
-          if (a.name() == "symbol")
-            symbol = &a;
-        if (!symbol)
-          return Status::error("a generated kernel launch names no symbol");
-        symbols.push_back(symbol->s());
-      }
-  if (symbols.empty())
-    return Status::success();
-  std::optional<uint32_t> section = file.findSection("code.x86_64");
-  if (!section)
-    return Status::error("the steps launch generated kernels but the artifact "
-                         "has no code.x86_64 section");
-  // The shared object is loaded from memory through a memfd, so nothing is
-  // written to disk.
-  int fd = memfd_create("daybreak-kernels", MFD_CLOEXEC);
-  if (fd < 0)
-    return Status::error("memfd_create failed for the generated kernels");
-  const artifact::Section &s = manifest().sections(*section);
-  const uint8_t *bytes = file.sectionData(*section);
-  size_t written = 0;
-  while (written < s.size()) {
-    ssize_t n = write(fd, bytes + written, s.size() - written);
-    if (n <= 0) {
-      close(fd);
-      return Status::error("cannot stage the generated kernels in memory");
-    }
-    written += n;
-  }
-  std::string path = "/proc/self/fd/" + std::to_string(fd);
-  codeHandle = dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);
-  close(fd);
-  if (!codeHandle)
-    return Status::error(std::string("cannot load the generated kernels: ") +
-                         dlerror());
-  for (const std::string &symbol : symbols) {
-    void *fn = dlsym(codeHandle, symbol.c_str());
-    if (!fn)
-      return Status::error("the generated kernels lack '" + symbol + "'");
-    generated[symbol] = reinterpret_cast<ElementwiseFn>(fn);
-  }
-  return Status::success();
-}
 
 StatusOr<std::unique_ptr<Model>> Model::load(const std::string &path,
                                              const LoadOptions &options) {
   StatusOr<artifact::ArtifactFile> file = artifact::ArtifactFile::open(path);
   if (!file.ok())
     return file.error();
-  if (file->manifest().target() != "cpu")
-    return Status::error(path + ": compiled for target '" +
-                         file->manifest().target() +
-                         "', this runtime runs 'cpu' artifacts");
-  std::unique_ptr<Model> model(new Model(std::move(*file), options.threads));
-  Status status = model->prepare();
+  std::unique_ptr<Device> device;
+  const std::string &target = file->manifest().target();
+  if (options.device == "cpu") {
+    if (target != "cpu")
+      return Status::error(path + ": compiled for target '" + target +
+                           "', which --device=cpu does not run");
+    device = std::make_unique<cpu::CpuDevice>(options.threads);
+  } else if (options.device.rfind("cuda", 0) == 0) {
+    return Status::error("--device=" + options.device +
+                         ": this runtime executes cpu artifacts only so far "
+                         "(the CUDA target is not implemented yet); use "
+                         "--device=cpu");
+  } else {
+    return Status::error("--device=" + options.device +
+                         " is not a device (devices: cpu, cuda[:N]; see "
+                         "daybreak-run devices)");
+  }
+  std::unique_ptr<Model> model(new Model(std::move(*file), std::move(device)));
+  Status status = model->device->prepare(model->file);
   if (!status.ok())
-    return status.withContext("loading " + path);
+    return status.withContext("loading " + path + " on " +
+                              model->device->name());
   return model;
-}
-
-Status Model::allocate(Allocation &a, uint64_t bytes, const std::string &what) {
-  // calloc, not a vector: an impossible size is a message, not an abort.
-  void *p = bytes ? std::calloc(bytes, 1) : nullptr;
-  if (bytes && !p)
-    return Status::error("cannot allocate " + std::to_string(bytes) +
-                         " bytes for " + what);
-  a.data.reset(static_cast<uint8_t *>(p));
-  a.size = bytes;
-  return Status::success();
-}
-
-Status Model::prepare() {
-  const artifact::Manifest &m = manifest();
-  // Every launch must name a kernel this device has.
-  for (const artifact::Step &step : m.steps())
-    for (const artifact::Launch &l : step.launches()) {
-      bool known = false;
-      for (const char *k : kKernels)
-        known |= l.kernel() == k;
-      if (!known)
-        return Status::error("step '" + step.name() + "' launches kernel '" +
-                             l.kernel() +
-                             "', which the cpu device does not have");
-    }
-
-  Status code = loadGeneratedCode();
-  if (!code.ok())
-    return code;
-
-  // Weights, once, to fp32.
-  weights.resize(m.weights_size());
-  for (int i = 0; i < m.weights_size(); ++i) {
-    const artifact::Weight &w = m.weights(i);
-    int64_t count = 1;
-    for (int64_t d : w.shape())
-      count *= d;
-    if (w.dtype() == DType::I32 || w.dtype() == DType::I64 ||
-        w.dtype() == DType::U8)
-      return Status::error("weight '" + w.name() +
-                           "' has an integer dtype the cpu device does not "
-                           "load");
-    weights[i].resize(count);
-    if (!decodeToF32(w.dtype(), file.weightData(w), count, weights[i].data()))
-      return Status::error("weight '" + w.name() + "' has an unknown dtype");
-  }
-  // FP8 block-scaled matmul weights: dequantised here, once.
-  std::vector<bool> dequantized(m.weights_size(), false);
-  for (const artifact::Step &step : m.steps())
-    for (const artifact::Launch &l : step.launches()) {
-      if (l.kernel() != "fp8_matmul")
-        continue;
-      if (l.operands_size() != 3 ||
-          l.operands(1).kind_case() != artifact::Operand::kWeight ||
-          l.operands(2).kind_case() != artifact::Operand::kWeight)
-        return Status::error("fp8_matmul expects weight and scale operands");
-      uint32_t wi = l.operands(1).weight(), si = l.operands(2).weight();
-      const artifact::Weight &w = m.weights(wi);
-      if (w.dtype() != DType::F8E4M3FN || dequantized[wi])
-        continue; // stored dense, or done for an earlier launch
-      int64_t bn = attrInt(l, "block_size.0", 128);
-      int64_t bk = attrInt(l, "block_size.1", 128);
-      int64_t n = w.shape(0), k = w.shape(1);
-      int64_t scaleCols = m.weights(si).shape(1);
-      for (int64_t r = 0; r < n; ++r)
-        for (int64_t c = 0; c < k; ++c)
-          weights[wi][r * k + c] *= weights[si][(r / bn) * scaleCols + c / bk];
-      dequantized[wi] = true;
-    }
-
-  // Caches with identity page tables, and the arena.
-  int64_t batch = m.max_batch(), maxSeq = m.max_seq_len();
-  caches.resize(m.caches_size());
-  cacheBytes.resize(m.caches_size());
-  int64_t maxPagesPerSeq = 0;
-  for (const artifact::Cache &c : m.caches())
-    maxPagesPerSeq = std::max<int64_t>(
-        maxPagesPerSeq, (maxSeq + c.page_size() - 1) / c.page_size());
-  pageTable.resize(batch * maxPagesPerSeq);
-  for (size_t i = 0; i < pageTable.size(); ++i)
-    pageTable[i] = static_cast<int32_t>(i);
-  for (int i = 0; i < m.caches_size(); ++i) {
-    const artifact::Cache &c = m.caches(i);
-    cpu::CacheView &view = caches[i];
-    switch (c.format()) {
-    case artifact::CACHE_F32:
-      view.format = cpu::CacheFormat::F32;
-      break;
-    case artifact::CACHE_BF16:
-      view.format = cpu::CacheFormat::BF16;
-      break;
-    case artifact::CACHE_FP8_SCALED:
-      view.format = cpu::CacheFormat::Fp8Scaled;
-      break;
-    default:
-      return Status::error("cache '" + c.name() + "' has an unknown format");
-    }
-    view.width = c.width();
-    view.tailDim = c.tail_dim();
-    view.scaleBlock = c.scale_block();
-    view.bytesPerRow = cpu::cacheBytesPerRow(view.format, view.width,
-                                             view.tailDim, view.scaleBlock);
-    if (view.bytesPerRow != c.bytes_per_row())
-      return Status::error("cache '" + c.name() + "' declares " +
-                           std::to_string(c.bytes_per_row()) +
-                           " bytes per row; its format needs " +
-                           std::to_string(view.bytesPerRow));
-    view.batch = batch;
-    view.maxSeqLen = maxSeq;
-    view.pageSize = c.page_size();
-    int64_t pages = batch * view.pagesPerSeq();
-    uint64_t bytes;
-    if (__builtin_mul_overflow(uint64_t(pages),
-                               uint64_t(view.pageSize * view.bytesPerRow),
-                               &bytes))
-      return Status::error("cache '" + c.name() + "' is too large");
-    Status status = allocate(cacheBytes[i], bytes, "cache '" + c.name() + "'");
-    if (!status.ok())
-      return status;
-    view.base = cacheBytes[i].data.get();
-    view.pageTable = pageTable.data();
-  }
-  uint64_t arenaSize = 0;
-  for (const artifact::Step &step : m.steps())
-    arenaSize = std::max<uint64_t>(arenaSize, step.arena_size());
-  return allocate(arena, arenaSize, "the step arena");
-}
-
-uint64_t Model::residentBytes() const {
-  uint64_t bytes = arena.size;
-  for (const auto &w : weights)
-    bytes += w.size() * sizeof(float);
-  for (const auto &c : cacheBytes)
-    bytes += c.size;
-  return bytes;
-}
-
-StatusOr<Model::Tensor> Model::operand(const artifact::Step &step,
-                                       const artifact::Operand &op,
-                                       int64_t tokens) {
-  Tensor t;
-  switch (op.kind_case()) {
-  case artifact::Operand::kBuffer: {
-    if (op.buffer() >= uint32_t(step.buffers_size()))
-      return Status::error("operand names buffer " +
-                           std::to_string(op.buffer()) + " of " +
-                           std::to_string(step.buffers_size()));
-    const artifact::Buffer &b = step.buffers(op.buffer());
-    t.dtype = b.dtype();
-    for (const artifact::SizeExpr &e : b.dims()) {
-      int64_t size = e.constant();
-      for (int i = 0; i < e.coeffs_size(); ++i)
-        size += e.coeffs(i) * tokens;
-      t.shape.push_back(size);
-    }
-    int64_t bytes = t.numel() * elementBytes(t.dtype);
-    if (b.offset() + bytes > arena.size)
-      return Status::error("buffer '" + b.name() + "' runs past the arena");
-    t.data = arena.data.get() + b.offset();
-    return t;
-  }
-  case artifact::Operand::kWeight: {
-    if (op.weight() >= weights.size())
-      return Status::error("operand names a missing weight");
-    const artifact::Weight &w = manifest().weights(op.weight());
-    t.dtype = DType::F32;
-    t.shape.assign(w.shape().begin(), w.shape().end());
-    t.data = weights[op.weight()].data();
-    return t;
-  }
-  case artifact::Operand::kCache:
-    if (op.cache() >= caches.size())
-      return Status::error("operand names a missing cache");
-    t.cache = &caches[op.cache()];
-    return t;
-  default:
-    return Status::error("empty operand");
-  }
 }
 
 Status Model::run(const std::string &name, const StepInputs &inputs,
@@ -391,191 +79,19 @@ Status Model::run(const std::string &name, const StepInputs &inputs,
                                             &inputs.sequences};
   for (int i = 0; i < 3; ++i) {
     const artifact::Buffer &b = step->buffers(step->inputs(i));
-    std::memcpy(arena.data.get() + b.offset(), sources[i]->data(), tokens * 4);
+    Status status = device->writeArena(b.offset(), sources[i]->data(),
+                                       tokens * sizeof(int32_t));
+    if (!status.ok())
+      return status;
   }
   for (const artifact::Launch &l : step->launches()) {
-    Status status = launch(*step, l, tokens);
+    Status status = device->launch(*step, l, tokens);
     if (!status.ok())
       return status.withContext("step '" + name + "', kernel " + l.kernel());
   }
   const artifact::Buffer &out = step->buffers(step->outputs(0));
   logits.resize(tokens * vocabSize());
-  std::memcpy(logits.data(), arena.data.get() + out.offset(),
-              logits.size() * sizeof(float));
-  return Status::success();
+  return device->readArena(out.offset(), logits.data(),
+                           logits.size() * sizeof(float));
 }
 
-Status Model::launch(const artifact::Step &step, const artifact::Launch &l,
-                     int64_t tokens) {
-  std::vector<Tensor> in, out;
-  for (const artifact::Operand &op : l.operands()) {
-    StatusOr<Tensor> t = operand(step, op, tokens);
-    if (!t.ok())
-      return t.error();
-    in.push_back(*t);
-  }
-  for (const artifact::Operand &op : l.results()) {
-    StatusOr<Tensor> t = operand(step, op, tokens);
-    if (!t.ok())
-      return t.error();
-    out.push_back(*t);
-  }
-  auto f = [](const Tensor &t) { return static_cast<float *>(t.data); };
-  auto i32 = [](const Tensor &t) { return static_cast<int32_t *>(t.data); };
-  auto need = [&](size_t ins, size_t outs) {
-    return in.size() >= ins && out.size() == outs;
-  };
-  const std::string &k = l.kernel();
-  if (k == "embedding" && need(2, 1))
-    return cpu::embedding(pool, f(in[0]), in[0].shape[0], in[0].shape[1],
-                          i32(in[1]), tokens, f(out[0]));
-  if (k == "rms_norm" && need(2, 1)) {
-    int64_t dim = in[0].shape.back();
-    cpu::rmsNorm(pool, f(in[0]), f(in[1]), in[0].numel() / dim, dim,
-                 attrFloat(l, "eps", 1e-6), f(out[0]));
-    return Status::success();
-  }
-  if (k == "layer_norm" && need(2, 1)) {
-    int64_t dim = in[0].shape.back();
-    cpu::layerNorm(pool, f(in[0]), f(in[1]), in.size() > 2 ? f(in[2]) : nullptr,
-                   in[0].numel() / dim, dim, attrFloat(l, "eps", 1e-6),
-                   f(out[0]));
-    return Status::success();
-  }
-  if ((k == "matmul" || k == "fp8_matmul") && need(2, 1)) {
-    int64_t n = in[1].shape[0], kk = in[1].shape[1];
-    const float *bias = k == "matmul" && in.size() > 2 ? f(in[2]) : nullptr;
-    cpu::MatmulTiling tiling;
-    tiling.rowBlock = attrInt(l, "tile.0", 0);
-    tiling.colBlock = attrInt(l, "tile.1", 0);
-    cpu::matmul(pool, f(in[0]), f(in[1]), bias, in[0].numel() / kk, n, kk,
-                f(out[0]), tiling);
-    return Status::success();
-  }
-  if (k == "head_matmul" && need(2, 1)) {
-    bool transpose = attrInt(l, "transpose_weight", 0) != 0;
-    int64_t heads = in[0].shape[1], kk = in[0].shape[2];
-    int64_t n = transpose ? in[1].shape[1] : in[1].shape[2];
-    cpu::headMatmul(pool, f(in[0]), f(in[1]), transpose, in[0].shape[0],
-                    heads, kk, n, f(out[0]));
-    return Status::success();
-  }
-  if (k == "rope" && need(2, 1)) {
-    if (out[0].data != in[0].data)
-      std::memcpy(out[0].data, in[0].data, in[0].numel() * sizeof(float));
-    cpu::RopeParams p;
-    const artifact::Attr *style = findAttr(l, "style");
-    p.interleaved = style && style->s() == "interleaved";
-    p.offset = attrInt(l, "offset", 0);
-    p.dim = attrInt(l, "dim", 0);
-    p.theta = attrFloat(l, "theta", 10000.0);
-    p.yarn = attrInt(l, "yarn", 0) != 0;
-    if (p.yarn) {
-      p.factor = attrFloat(l, "yarn.factor", 1.0);
-      p.originalMaxPositions = attrInt(l, "yarn.original_max_positions", 4096);
-      p.betaFast = attrFloat(l, "yarn.beta_fast", 32.0);
-      p.betaSlow = attrFloat(l, "yarn.beta_slow", 1.0);
-      p.attentionFactor = attrFloat(l, "yarn.attention_factor", 1.0);
-      p.truncate = attrInt(l, "yarn.truncate", 1) != 0;
-    }
-    int64_t rowDim = out[0].shape.back();
-    cpu::rope(pool, f(out[0]), i32(in[1]), tokens,
-              out[0].numel() / std::max<int64_t>(tokens * rowDim, 1), rowDim,
-              p);
-    return Status::success();
-  }
-  if (k == "copy_columns" && need(1, 1)) {
-    int64_t srcStride = in[0].shape.back(), dstStride = out[0].shape.back();
-    int64_t srcOffset = attrInt(l, "src_offset", 0);
-    int64_t dstOffset = attrInt(l, "dst_offset", 0);
-    int64_t cols = std::min(srcStride - srcOffset, dstStride - dstOffset);
-    cpu::copyColumns(pool, f(in[0]), srcStride, srcOffset, f(out[0]),
-                     dstStride, dstOffset, in[0].numel() / srcStride, cols);
-    return Status::success();
-  }
-  if (k == "add" && need(2, 1)) {
-    cpu::add(pool, f(in[0]), f(in[1]), in[0].numel(), f(out[0]));
-    return Status::success();
-  }
-  if (k == "add_scalar_i32" && need(1, 1)) {
-    int32_t value = static_cast<int32_t>(attrInt(l, "value", 0));
-    for (int64_t t = 0, n = in[0].numel(); t < n; ++t)
-      i32(out[0])[t] = i32(in[0])[t] + value;
-    return Status::success();
-  }
-  if (k == "swiglu" && need(2, 1)) {
-    const artifact::Attr *limit = findAttr(l, "limit");
-    cpu::swiglu(pool, f(in[0]), f(in[1]), in[0].numel(),
-                attrFloat(l, "alpha", 1.0), limit != nullptr,
-                limit ? limit->f() : 0.0, attrFloat(l, "up_offset", 0.0),
-                f(out[0]));
-    return Status::success();
-  }
-  if (k == "moe_route" && need(1, 2)) {
-    const artifact::Attr *routing = findAttr(l, "routing");
-    if (!routing || routing->s() != "sigmoid")
-      return Status::error("only sigmoid routing runs on the cpu device");
-    cpu::RouteParams p;
-    p.topK = attrInt(l, "top_k", 1);
-    p.numGroups = attrInt(l, "num_groups", 1);
-    p.topKGroups = attrInt(l, "top_k_groups", 1);
-    p.renormalize = attrInt(l, "renormalize", 1) != 0;
-    p.scalingFactor = attrFloat(l, "scaling_factor", 1.0);
-    cpu::moeRouteSigmoid(pool, f(in[0]), in.size() > 1 ? f(in[1]) : nullptr,
-                         tokens, in[0].shape[1], p, i32(out[0]), f(out[1]));
-    return Status::success();
-  }
-  if (k == "expert_matmul" && need(3, 1)) {
-    // Segments: input, weight, indices, routing_weights, bias.
-    bool weighted = attrInt(l, "segments.3", 0) != 0;
-    if (attrInt(l, "segments.4", 0) != 0)
-      return Status::error("expert biases are not supported on cpu yet");
-    const Tensor &w = in[1];
-    return cpu::expertMatmul(pool, f(in[0]), in[0].shape.size() == 3, f(w),
-                             w.shape[0], w.shape[1], w.shape[2], i32(in[2]),
-                             tokens, in[2].shape[1],
-                             weighted ? f(in[3]) : nullptr, f(out[0]));
-  }
-  if (k == "cache_write" && need(3, 0) && in[0].cache)
-    return cpu::cacheWrite(pool, *in[0].cache, f(in[1]), i32(in[2]),
-                           in.size() > 3 ? i32(in[3]) : nullptr, tokens);
-  if (k == "dsa_indexer_scores" && need(3, 1) && in[1].cache)
-    return cpu::dsaIndexerScores(pool, f(in[0]), f(in[2]), *in[1].cache,
-                                 in.size() > 3 ? i32(in[3]) : nullptr, tokens,
-                                 in[0].shape[1], attrFloat(l, "scale", 1.0),
-                                 f(out[0]));
-  if (k == "dsa_index_select" && need(2, 1)) {
-    cpu::dsaIndexSelect(pool, f(in[0]), i32(in[1]), tokens, in[0].shape[1],
-                        attrInt(l, "top_k", 1), i32(out[0]));
-    return Status::success();
-  }
-  if (k == "sparse_attention" && need(3, 1) && in[1].cache) {
-    // Segments: q, kv, indices, sequences, sinks.
-    bool hasSeq = attrInt(l, "segments.3", 0) != 0;
-    bool hasSinks = attrInt(l, "segments.4", 0) != 0;
-    const int32_t *seq = hasSeq ? i32(in[3]) : nullptr;
-    const float *sinks = hasSinks ? f(in[3 + hasSeq]) : nullptr;
-    return cpu::sparseAttention(pool, f(in[0]), *in[1].cache, i32(in[2]),
-                                in[2].shape[1], seq, tokens, in[0].shape[1],
-                                attrFloat(l, "scale", 1.0),
-                                attrInt(l, "value_dim", 0), sinks, f(out[0]));
-  }
-  if (k == "elementwise" && out.size() == 1) {
-    const artifact::Attr *symbol = findAttr(l, "symbol");
-    auto fn = symbol ? generated.find(symbol->s()) : generated.end();
-    if (fn == generated.end())
-      return Status::error("generated kernel not loaded");
-    ElementwiseFn kernel = fn->second;
-    float *result = f(out[0]);
-    pool.parallelFor(out[0].numel(), 16384, [&](int64_t begin, int64_t end) {
-      std::vector<const float *> inputs;
-      for (const Tensor &t : in)
-        inputs.push_back(f(t) + begin);
-      kernel(end - begin, inputs.data(), result + begin);
-    });
-    return Status::success();
-  }
-  return Status::error("kernel '" + k + "' got " + std::to_string(in.size()) +
-                       " operands and " + std::to_string(out.size()) +
-                       " results, which it does not take");
-}

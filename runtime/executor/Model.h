@@ -1,10 +1,11 @@
 //===- Model.h - A loaded artifact ready to run steps -----------*- C++ -*-===//
 //
-// Loads a verified .daybreak artifact on the CPU device: weights converted
-// once to fp32 (FP8 matmul weights dequantised with their block scales), the
-// step arena, the caches and their page tables allocated once. Afterwards a
-// step allocates nothing: `run` walks the step's launches over the arena.
-// One Model serves one caller at a time (steps mutate its caches).
+// Loads a verified .daybreak artifact onto a device (which loads the weights
+// and allocates the caches and the step arena once) and runs steps: `run`
+// checks the request against the compiled limits, writes the inputs, walks
+// the step's launches on the device and reads the logits back. Nothing is
+// allocated per step. One Model serves one caller at a time (steps mutate
+// its caches).
 //
 //===----------------------------------------------------------------------===//
 
@@ -12,7 +13,7 @@
 #define DAYBREAK_RUNTIME_EXECUTOR_MODEL_H
 
 #include "runtime/artifact/ArtifactFile.h"
-#include "runtime/devices/cpu/CpuKernels.h"
+#include "runtime/executor/Device.h"
 #include "runtime/support/Status.h"
 
 #include <cstdlib>
@@ -24,7 +25,8 @@
 namespace daybreak::runtime {
 
 struct LoadOptions {
-  unsigned threads = 0; ///< 0: all hardware threads
+  std::string device = "cpu"; ///< "cpu" (later "cuda:N")
+  unsigned threads = 0;       ///< CPU threads; 0: all hardware threads
 };
 
 /// The tokens of one step: token t belongs to sequence sequences[t] (a cache
@@ -45,54 +47,23 @@ public:
   int64_t maxBatch() const { return manifest().max_batch(); }
   int64_t maxSeqLen() const { return manifest().max_seq_len(); }
   int64_t maxTokens() const { return manifest().max_tokens(); }
-  /// Bytes this model holds (weights as loaded, arena, caches).
-  uint64_t residentBytes() const;
 
   /// Runs step `name` ("prefill" or "decode") and fills `logits` with
   /// [tokens, vocab] floats. Checks the inputs against the compiled limits.
   Status run(const std::string &name, const StepInputs &inputs,
              std::vector<float> &logits);
 
+  /// Bytes the device holds for the model (weights as loaded, arena,
+  /// caches).
+  uint64_t residentBytes() const { return device->residentBytes(); }
+  const std::string deviceName() const { return device->name(); }
+
 private:
-  explicit Model(artifact::ArtifactFile file, unsigned threads)
-      : file(std::move(file)), pool(threads) {}
-  Status prepare();
-  /// dlopens the generated kernels of the "code.x86_64" section.
-  Status loadGeneratedCode();
-
-  using ElementwiseFn = void (*)(int64_t, const float *const *, float *);
-
-  struct Tensor {
-    void *data = nullptr;
-    artifact::DType dtype = artifact::DTYPE_UNSPECIFIED;
-    std::vector<int64_t> shape;
-    const cpu::CacheView *cache = nullptr;
-    int64_t numel() const;
-  };
-  StatusOr<Tensor> operand(const artifact::Step &step,
-                           const artifact::Operand &op, int64_t tokens);
-  Status launch(const artifact::Step &step, const artifact::Launch &launch,
-                int64_t tokens);
+  Model(artifact::ArtifactFile file, std::unique_ptr<Device> device)
+      : file(std::move(file)), device(std::move(device)) {}
 
   artifact::ArtifactFile file;
-  cpu::ThreadPool pool;
-  std::vector<std::vector<float>> weights; ///< fp32, per manifest weight
-  /// Zeroed allocations that report failure instead of aborting.
-  struct Allocation {
-    std::unique_ptr<uint8_t, void (*)(void *)> data{nullptr, free};
-    size_t size = 0;
-  };
-  static Status allocate(Allocation &a, uint64_t bytes, const std::string &what);
-
-  std::vector<Allocation> cacheBytes;
-  std::vector<cpu::CacheView> caches;
-  std::vector<int32_t> pageTable;
-  Allocation arena;
-  void *codeHandle = nullptr;
-  std::map<std::string, ElementwiseFn> generated;
-
-public:
-  ~Model();
+  std::unique_ptr<Device> device;
 };
 
 } // namespace daybreak::runtime

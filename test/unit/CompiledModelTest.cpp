@@ -77,7 +77,9 @@ TEST_P(CompiledModel, RuntimeMatchesReferenceEvaluator) {
   ASSERT_TRUE(succeeded(pm.run(**module)));
   ref::Evaluator evaluator(**module, weights);
 
-  auto model = runtime::Model::load(options.output, {2});
+  runtime::LoadOptions load;
+  load.threads = 2;
+  auto model = runtime::Model::load(options.output, load);
   ASSERT_TRUE(model.ok()) << model.error().message();
 
   // Two sequences of different lengths in one prefill, then decode steps.

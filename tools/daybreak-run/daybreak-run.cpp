@@ -95,14 +95,8 @@ int main(int argc, char **argv) {
     return it == flags.end() ? fallback : it->second;
   };
   std::string device = flag("device", "cpu");
-  if (device.rfind("cuda", 0) == 0)
-    return fail("--device=" + device +
-                ": this runtime executes cpu artifacts only so far (the CUDA "
-                "target is not implemented yet); use --device=cpu");
-  if (device != "cpu")
-    return fail("--device=" + device + " is not a device (devices: cpu, "
-                "cuda[:N]; see daybreak-run devices)");
   LoadOptions load;
+  load.device = device;
   if (!parse(flag("threads", "0"), load.threads))
     return fail("--threads expects a number");
   if (command == "compare") {

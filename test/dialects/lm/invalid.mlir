@@ -3146,3 +3146,694 @@ func.func @fp8_dynamic_weight(%x: tensor<4x300xbf16>, %w: tensor<?x?xf8E4M3FN>, 
   %0 = lm.fp8_matmul %x, %w, %s {block_size = array<i64: 128, 128>} : (tensor<4x300xbf16>, tensor<?x?xf8E4M3FN>, tensor<2x9xf32>) -> tensor<4x200xbf16>
   return
 }
+
+// -----
+
+//===----------------------------------------------------------------------===//
+// lm.head_matmul
+//===----------------------------------------------------------------------===//
+
+// Tests that lm.head_matmul rejects an input that is not rank 3 [T, H, K].
+func.func @head_matmul_input_rank(%x: tensor<4x16xf32>, %w: tensor<2x8x16xbf16>) {
+  // expected-error @+1 {{'lm.head_matmul' op expects input of rank 3, got 'tensor<4x16xf32>'}}
+  %r = lm.head_matmul %x, %w : (tensor<4x16xf32>, tensor<2x8x16xbf16>) -> tensor<4x2x16xf32>
+  return
+}
+
+// -----
+
+// Tests that lm.head_matmul rejects a weight that is not rank 3.
+func.func @head_matmul_weight_rank(%x: tensor<4x2x8xf32>, %w: tensor<8x16xbf16>) {
+  // expected-error @+1 {{'lm.head_matmul' op expects weight of rank 3, got 'tensor<8x16xbf16>'}}
+  %r = lm.head_matmul %x, %w : (tensor<4x2x8xf32>, tensor<8x16xbf16>) -> tensor<4x2x16xf32>
+  return
+}
+
+// -----
+
+// Tests that lm.head_matmul rejects a weight whose head count differs from the input's.
+func.func @head_matmul_weight_heads(%x: tensor<4x2x8xf32>, %w: tensor<3x8x16xbf16>) {
+  // expected-error @+1 {{'lm.head_matmul' op expects weight dim 0 (3) to equal input dim 1 (2)}}
+  %r = lm.head_matmul %x, %w : (tensor<4x2x8xf32>, tensor<3x8x16xbf16>) -> tensor<4x2x16xf32>
+  return
+}
+
+// -----
+
+// Tests that lm.head_matmul rejects a [H, K, N] weight whose K differs from the input's.
+func.func @head_matmul_weight_k(%x: tensor<4x2x8xf32>, %w: tensor<2x6x16xbf16>) {
+  // expected-error @+1 {{'lm.head_matmul' op expects weight dim 1 (6) to equal input dim 2 (8)}}
+  %r = lm.head_matmul %x, %w : (tensor<4x2x8xf32>, tensor<2x6x16xbf16>) -> tensor<4x2x16xf32>
+  return
+}
+
+// -----
+
+// Tests that lm.head_matmul with transpose_weight reads K from the weight's last
+// dim: a [H, K, N] weight that fits the plain layout is rejected.
+func.func @head_matmul_transposed_weight_k(%x: tensor<4x2x8xf32>, %w: tensor<2x8x16xbf16>) {
+  // expected-error @+1 {{'lm.head_matmul' op expects weight dim 2 (16) to equal input dim 2 (8)}}
+  %r = lm.head_matmul %x, %w {transpose_weight} : (tensor<4x2x8xf32>, tensor<2x8x16xbf16>) -> tensor<4x2x8xf32>
+  return
+}
+
+// -----
+
+// Tests that lm.head_matmul rejects a result that is not rank 3.
+func.func @head_matmul_result_rank(%x: tensor<4x2x8xf32>, %w: tensor<2x8x16xbf16>) {
+  // expected-error @+1 {{'lm.head_matmul' op expects result of rank 3, got 'tensor<4x32xf32>'}}
+  %r = lm.head_matmul %x, %w : (tensor<4x2x8xf32>, tensor<2x8x16xbf16>) -> tensor<4x32xf32>
+  return
+}
+
+// -----
+
+// Tests that lm.head_matmul rejects a result whose token count differs from the input's.
+func.func @head_matmul_result_tokens(%x: tensor<4x2x8xf32>, %w: tensor<2x8x16xbf16>) {
+  // expected-error @+1 {{'lm.head_matmul' op expects result dim 0 (5) to equal input dim 0 (4)}}
+  %r = lm.head_matmul %x, %w : (tensor<4x2x8xf32>, tensor<2x8x16xbf16>) -> tensor<5x2x16xf32>
+  return
+}
+
+// -----
+
+// Tests that lm.head_matmul rejects a result whose head count differs from the input's.
+func.func @head_matmul_result_heads(%x: tensor<4x2x8xf32>, %w: tensor<2x8x16xbf16>) {
+  // expected-error @+1 {{'lm.head_matmul' op expects result dim 1 (3) to equal input dim 1 (2)}}
+  %r = lm.head_matmul %x, %w : (tensor<4x2x8xf32>, tensor<2x8x16xbf16>) -> tensor<4x3x16xf32>
+  return
+}
+
+// -----
+
+// Tests that lm.head_matmul rejects a result whose last dim is not the weight's N (dim 2).
+func.func @head_matmul_result_n(%x: tensor<4x2x8xf32>, %w: tensor<2x8x16xbf16>) {
+  // expected-error @+1 {{'lm.head_matmul' op expects result dim 2 (8) to equal weight dim 2 (16)}}
+  %r = lm.head_matmul %x, %w : (tensor<4x2x8xf32>, tensor<2x8x16xbf16>) -> tensor<4x2x8xf32>
+  return
+}
+
+// -----
+
+// Tests that lm.head_matmul with transpose_weight takes N from the weight's dim 1.
+func.func @head_matmul_transposed_result_n(%x: tensor<4x2x8xf32>, %w: tensor<2x16x8xbf16>) {
+  // expected-error @+1 {{'lm.head_matmul' op expects result dim 2 (8) to equal weight dim 1 (16)}}
+  %r = lm.head_matmul %x, %w {transpose_weight} : (tensor<4x2x8xf32>, tensor<2x16x8xbf16>) -> tensor<4x2x8xf32>
+  return
+}
+
+// -----
+
+//===----------------------------------------------------------------------===//
+// lm.fp8_dequant
+//===----------------------------------------------------------------------===//
+
+// Tests that lm.fp8_dequant rejects a weight of rank 1.
+func.func @fp8_dequant_weight_rank(%w: tensor<64xf8E4M3FN>, %s: tensor<1xf32>) {
+  // expected-error @+1 {{'lm.fp8_dequant' op expects a weight of rank 2 [N, K] or 3 [E, N, K], got 'tensor<64xf8E4M3FN>'}}
+  %r = lm.fp8_dequant %w, %s {block_size = array<i64: 128, 128>} : (tensor<64xf8E4M3FN>, tensor<1xf32>) -> tensor<64xf32>
+  return
+}
+
+// -----
+
+// Tests that lm.fp8_dequant rejects a weight of rank 4.
+func.func @fp8_dequant_weight_rank4(%w: tensor<2x4x256x64xf8E4M3FN>, %s: tensor<2x4x2x1xf32>) {
+  // expected-error @+1 {{'lm.fp8_dequant' op expects a weight of rank 2 [N, K] or 3 [E, N, K], got 'tensor<2x4x256x64xf8E4M3FN>'}}
+  %r = lm.fp8_dequant %w, %s {block_size = array<i64: 128, 128>} : (tensor<2x4x256x64xf8E4M3FN>, tensor<2x4x2x1xf32>) -> tensor<2x4x256x64xf32>
+  return
+}
+
+// -----
+
+// Tests that lm.fp8_dequant rejects a weight that is not e4m3.
+func.func @fp8_dequant_weight_type(%w: tensor<256x64xbf16>, %s: tensor<2x1xf32>) {
+  // expected-error @+1 {{'lm.fp8_dequant' op operand #0 must be ranked tensor of f8E4M3FN type values}}
+  %r = lm.fp8_dequant %w, %s {block_size = array<i64: 128, 128>} : (tensor<256x64xbf16>, tensor<2x1xf32>) -> tensor<256x64xf32>
+  return
+}
+
+// -----
+
+// Tests that lm.fp8_dequant rejects a block_size of one size.
+func.func @fp8_dequant_block_size_count(%w: tensor<256x64xf8E4M3FN>, %s: tensor<2x1xf32>) {
+  // expected-error @+1 {{'lm.fp8_dequant' op expects block_size of two positive sizes [bn, bk]}}
+  %r = lm.fp8_dequant %w, %s {block_size = array<i64: 128>} : (tensor<256x64xf8E4M3FN>, tensor<2x1xf32>) -> tensor<256x64xf32>
+  return
+}
+
+// -----
+
+// Tests that lm.fp8_dequant rejects a block_size of zero.
+func.func @fp8_dequant_block_size_zero(%w: tensor<256x64xf8E4M3FN>, %s: tensor<2x1xf32>) {
+  // expected-error @+1 {{'lm.fp8_dequant' op expects block_size of two positive sizes [bn, bk]}}
+  %r = lm.fp8_dequant %w, %s {block_size = array<i64: 128, 0>} : (tensor<256x64xf8E4M3FN>, tensor<2x1xf32>) -> tensor<256x64xf32>
+  return
+}
+
+// -----
+
+// Tests that lm.fp8_dequant rejects a scale_inv whose rank differs from the weight's.
+func.func @fp8_dequant_scale_rank(%w: tensor<4x256x64xf8E4M3FN>, %s: tensor<2x1xf32>) {
+  // expected-error @+1 {{'lm.fp8_dequant' op expects scale_inv of rank 3, got 'tensor<2x1xf32>'}}
+  %r = lm.fp8_dequant %w, %s {block_size = array<i64: 128, 128>} : (tensor<4x256x64xf8E4M3FN>, tensor<2x1xf32>) -> tensor<4x256x64xf32>
+  return
+}
+
+// -----
+
+// Tests that lm.fp8_dequant rejects stacked scales whose expert count differs from the weight's.
+func.func @fp8_dequant_scale_experts(%w: tensor<4x256x64xf8E4M3FN>, %s: tensor<3x2x1xf32>) {
+  // expected-error @+1 {{'lm.fp8_dequant' op expects scale_inv dim 0 (3) to equal weight dim 0 (4)}}
+  %r = lm.fp8_dequant %w, %s {block_size = array<i64: 128, 128>} : (tensor<4x256x64xf8E4M3FN>, tensor<3x2x1xf32>) -> tensor<4x256x64xf32>
+  return
+}
+
+// -----
+
+// Tests that lm.fp8_dequant rejects a scale_inv with the wrong number of row blocks.
+func.func @fp8_dequant_scale_rows(%w: tensor<256x64xf8E4M3FN>, %s: tensor<3x1xf32>) {
+  // expected-error @+1 {{'lm.fp8_dequant' op expects scale_inv dim 0 to be 2 (weight dim divided by the block size, rounded up), got 3}}
+  %r = lm.fp8_dequant %w, %s {block_size = array<i64: 128, 128>} : (tensor<256x64xf8E4M3FN>, tensor<3x1xf32>) -> tensor<256x64xf32>
+  return
+}
+
+// -----
+
+// Tests that lm.fp8_dequant counts a partial edge block along K (200 / 128 rounds up to 2).
+func.func @fp8_dequant_scale_cols(%w: tensor<256x200xf8E4M3FN>, %s: tensor<2x1xf32>) {
+  // expected-error @+1 {{'lm.fp8_dequant' op expects scale_inv dim 1 to be 2 (weight dim divided by the block size, rounded up), got 1}}
+  %r = lm.fp8_dequant %w, %s {block_size = array<i64: 128, 128>} : (tensor<256x200xf8E4M3FN>, tensor<2x1xf32>) -> tensor<256x200xf32>
+  return
+}
+
+// -----
+
+// Tests that lm.fp8_dequant checks the scale grid of a stacked weight past the expert dim.
+func.func @fp8_dequant_stacked_scale_rows(%w: tensor<4x300x64xf8E4M3FN>, %s: tensor<4x2x1xf32>) {
+  // expected-error @+1 {{'lm.fp8_dequant' op expects scale_inv dim 1 to be 3 (weight dim divided by the block size, rounded up), got 2}}
+  %r = lm.fp8_dequant %w, %s {block_size = array<i64: 128, 128>} : (tensor<4x300x64xf8E4M3FN>, tensor<4x2x1xf32>) -> tensor<4x300x64xf32>
+  return
+}
+
+// -----
+
+// Tests that lm.fp8_dequant rejects a result whose rank differs from the weight's.
+func.func @fp8_dequant_result_rank(%w: tensor<256x64xf8E4M3FN>, %s: tensor<2x1xf32>) {
+  // expected-error @+1 {{'lm.fp8_dequant' op expects result and weight of the same shape, got 'tensor<16384xf32>' and 'tensor<256x64xf8E4M3FN>'}}
+  %r = lm.fp8_dequant %w, %s {block_size = array<i64: 128, 128>} : (tensor<256x64xf8E4M3FN>, tensor<2x1xf32>) -> tensor<16384xf32>
+  return
+}
+
+// -----
+
+// Tests that lm.fp8_dequant rejects a result whose dims differ from the weight's.
+func.func @fp8_dequant_result_dim(%w: tensor<256x64xf8E4M3FN>, %s: tensor<2x1xf32>) {
+  // expected-error @+1 {{'lm.fp8_dequant' op expects result dim 1 (32) to equal weight dim 1 (64)}}
+  %r = lm.fp8_dequant %w, %s {block_size = array<i64: 128, 128>} : (tensor<256x64xf8E4M3FN>, tensor<2x1xf32>) -> tensor<256x32xf32>
+  return
+}
+
+// -----
+
+//===----------------------------------------------------------------------===//
+// lm.expert_matmul
+//===----------------------------------------------------------------------===//
+
+// Tests that lm.expert_matmul rejects a weight that is not rank 3 [E, N, K].
+func.func @expert_matmul_weight_rank(%x: tensor<4x256xf32>, %w: tensor<64x256xbf16>, %i: tensor<4x2xi32>) {
+  // expected-error @+1 {{'lm.expert_matmul' op expects weight of rank 3, got 'tensor<64x256xbf16>'}}
+  %r = lm.expert_matmul %x, %w, %i : (tensor<4x256xf32>, tensor<64x256xbf16>, tensor<4x2xi32>) -> tensor<4x2x64xf32>
+  return
+}
+
+// -----
+
+// Tests that lm.expert_matmul rejects indices that are not rank 2.
+func.func @expert_matmul_indices_rank(%x: tensor<4x256xf32>, %w: tensor<8x64x256xbf16>, %i: tensor<4xi32>) {
+  // expected-error @+1 {{'lm.expert_matmul' op expects indices of rank 2, got 'tensor<4xi32>'}}
+  %r = lm.expert_matmul %x, %w, %i : (tensor<4x256xf32>, tensor<8x64x256xbf16>, tensor<4xi32>) -> tensor<4x2x64xf32>
+  return
+}
+
+// -----
+
+// Tests that lm.expert_matmul rejects an input of rank 1.
+func.func @expert_matmul_input_rank(%x: tensor<256xf32>, %w: tensor<8x64x256xbf16>, %i: tensor<4x2xi32>) {
+  // expected-error @+1 {{'lm.expert_matmul' op expects input of rank 2 [T, K] or 3 [T, k, K], got 'tensor<256xf32>'}}
+  %r = lm.expert_matmul %x, %w, %i : (tensor<256xf32>, tensor<8x64x256xbf16>, tensor<4x2xi32>) -> tensor<4x2x64xf32>
+  return
+}
+
+// -----
+
+// Tests that lm.expert_matmul rejects an input whose token count differs from the indices'.
+func.func @expert_matmul_input_tokens(%x: tensor<5x256xf32>, %w: tensor<8x64x256xbf16>, %i: tensor<4x2xi32>) {
+  // expected-error @+1 {{'lm.expert_matmul' op expects input dim 0 (5) to equal indices dim 0 (4)}}
+  %r = lm.expert_matmul %x, %w, %i : (tensor<5x256xf32>, tensor<8x64x256xbf16>, tensor<4x2xi32>) -> tensor<4x2x64xf32>
+  return
+}
+
+// -----
+
+// Tests that lm.expert_matmul rejects a per-slot input whose slot count differs from the indices'.
+func.func @expert_matmul_input_slots(%x: tensor<4x3x64xf32>, %w: tensor<8x256x64xbf16>, %i: tensor<4x2xi32>) {
+  // expected-error @+1 {{'lm.expert_matmul' op expects input dim 1 (3) to equal indices dim 1 (2)}}
+  %r = lm.expert_matmul %x, %w, %i : (tensor<4x3x64xf32>, tensor<8x256x64xbf16>, tensor<4x2xi32>) -> tensor<4x2x256xf32>
+  return
+}
+
+// -----
+
+// Tests that lm.expert_matmul rejects an input whose K differs from the weight's.
+func.func @expert_matmul_input_k(%x: tensor<4x128xf32>, %w: tensor<8x64x256xbf16>, %i: tensor<4x2xi32>) {
+  // expected-error @+1 {{'lm.expert_matmul' op expects input dim -1 (128) to equal weight dim 2 (256)}}
+  %r = lm.expert_matmul %x, %w, %i : (tensor<4x128xf32>, tensor<8x64x256xbf16>, tensor<4x2xi32>) -> tensor<4x2x64xf32>
+  return
+}
+
+// -----
+
+// Tests that lm.expert_matmul rejects a bias that is not rank 2 [E, N].
+func.func @expert_matmul_bias_rank(%x: tensor<4x256xf32>, %w: tensor<8x64x256xbf16>, %i: tensor<4x2xi32>, %b: tensor<64xf32>) {
+  // expected-error @+1 {{'lm.expert_matmul' op expects bias of rank 2, got 'tensor<64xf32>'}}
+  %r = lm.expert_matmul %x, %w, %i bias %b : (tensor<4x256xf32>, tensor<8x64x256xbf16>, tensor<4x2xi32>, tensor<64xf32>) -> tensor<4x2x64xf32>
+  return
+}
+
+// -----
+
+// Tests that lm.expert_matmul rejects a bias whose expert count differs from the weight's.
+func.func @expert_matmul_bias_experts(%x: tensor<4x256xf32>, %w: tensor<8x64x256xbf16>, %i: tensor<4x2xi32>, %b: tensor<7x64xf32>) {
+  // expected-error @+1 {{'lm.expert_matmul' op expects bias dim 0 (7) to equal weight dim 0 (8)}}
+  %r = lm.expert_matmul %x, %w, %i bias %b : (tensor<4x256xf32>, tensor<8x64x256xbf16>, tensor<4x2xi32>, tensor<7x64xf32>) -> tensor<4x2x64xf32>
+  return
+}
+
+// -----
+
+// Tests that lm.expert_matmul rejects a bias whose N differs from the weight's.
+func.func @expert_matmul_bias_n(%x: tensor<4x256xf32>, %w: tensor<8x64x256xbf16>, %i: tensor<4x2xi32>, %b: tensor<8x32xf32>) {
+  // expected-error @+1 {{'lm.expert_matmul' op expects bias dim 1 (32) to equal weight dim 1 (64)}}
+  %r = lm.expert_matmul %x, %w, %i bias %b : (tensor<4x256xf32>, tensor<8x64x256xbf16>, tensor<4x2xi32>, tensor<8x32xf32>) -> tensor<4x2x64xf32>
+  return
+}
+
+// -----
+
+// Tests that lm.expert_matmul rejects routing weights whose shape differs from the indices'.
+func.func @expert_matmul_routing_shape(%x: tensor<4x2x64xf32>, %w: tensor<8x256x64xbf16>, %i: tensor<4x2xi32>, %rw: tensor<4x3xf32>) {
+  // expected-error @+1 {{'lm.expert_matmul' op expects weights dim 1 (3) to equal indices dim 1 (2)}}
+  %r = lm.expert_matmul %x, %w, %i weights %rw : (tensor<4x2x64xf32>, tensor<8x256x64xbf16>, tensor<4x2xi32>, tensor<4x3xf32>) -> tensor<4x256xf32>
+  return
+}
+
+// -----
+
+// Tests that lm.expert_matmul with routing weights rejects a per-slot (rank 3) result.
+func.func @expert_matmul_weighted_result_rank(%x: tensor<4x2x64xf32>, %w: tensor<8x256x64xbf16>, %i: tensor<4x2xi32>, %rw: tensor<4x2xf32>) {
+  // expected-error @+1 {{'lm.expert_matmul' op expects result of rank 2, got 'tensor<4x2x256xf32>'}}
+  %r = lm.expert_matmul %x, %w, %i weights %rw : (tensor<4x2x64xf32>, tensor<8x256x64xbf16>, tensor<4x2xi32>, tensor<4x2xf32>) -> tensor<4x2x256xf32>
+  return
+}
+
+// -----
+
+// Tests that lm.expert_matmul without routing weights rejects a summed (rank 2) result.
+func.func @expert_matmul_result_rank(%x: tensor<4x256xf32>, %w: tensor<8x64x256xbf16>, %i: tensor<4x2xi32>) {
+  // expected-error @+1 {{'lm.expert_matmul' op expects result of rank 3, got 'tensor<4x64xf32>'}}
+  %r = lm.expert_matmul %x, %w, %i : (tensor<4x256xf32>, tensor<8x64x256xbf16>, tensor<4x2xi32>) -> tensor<4x64xf32>
+  return
+}
+
+// -----
+
+// Tests that lm.expert_matmul rejects a per-slot result whose slot count differs from the indices'.
+func.func @expert_matmul_result_slots(%x: tensor<4x256xf32>, %w: tensor<8x64x256xbf16>, %i: tensor<4x2xi32>) {
+  // expected-error @+1 {{'lm.expert_matmul' op expects result dim 1 (3) to equal indices dim 1 (2)}}
+  %r = lm.expert_matmul %x, %w, %i : (tensor<4x256xf32>, tensor<8x64x256xbf16>, tensor<4x2xi32>) -> tensor<4x3x64xf32>
+  return
+}
+
+// -----
+
+// Tests that lm.expert_matmul rejects a result whose token count differs from the indices'.
+func.func @expert_matmul_result_tokens(%x: tensor<4x256xf32>, %w: tensor<8x64x256xbf16>, %i: tensor<4x2xi32>) {
+  // expected-error @+1 {{'lm.expert_matmul' op expects result dim 0 (5) to equal indices dim 0 (4)}}
+  %r = lm.expert_matmul %x, %w, %i : (tensor<4x256xf32>, tensor<8x64x256xbf16>, tensor<4x2xi32>) -> tensor<5x2x64xf32>
+  return
+}
+
+// -----
+
+// Tests that lm.expert_matmul rejects a result whose N differs from the weight's.
+func.func @expert_matmul_result_n(%x: tensor<4x256xf32>, %w: tensor<8x64x256xbf16>, %i: tensor<4x2xi32>) {
+  // expected-error @+1 {{'lm.expert_matmul' op expects result dim -1 (32) to equal weight dim 1 (64)}}
+  %r = lm.expert_matmul %x, %w, %i : (tensor<4x256xf32>, tensor<8x64x256xbf16>, tensor<4x2xi32>) -> tensor<4x2x32xf32>
+  return
+}
+
+// -----
+
+// Tests that lm.expert_matmul rejects a weighted result whose N differs from the weight's.
+func.func @expert_matmul_weighted_result_n(%x: tensor<4x2x64xf32>, %w: tensor<8x256x64xbf16>, %i: tensor<4x2xi32>, %rw: tensor<4x2xf32>) {
+  // expected-error @+1 {{'lm.expert_matmul' op expects result dim -1 (128) to equal weight dim 1 (256)}}
+  %r = lm.expert_matmul %x, %w, %i weights %rw : (tensor<4x2x64xf32>, tensor<8x256x64xbf16>, tensor<4x2xi32>, tensor<4x2xf32>) -> tensor<4x128xf32>
+  return
+}
+
+// -----
+
+//===----------------------------------------------------------------------===//
+// lm.weight and lm.weight_ref
+//===----------------------------------------------------------------------===//
+
+// Tests that lm.weight rejects both sources and a value.
+// expected-error @+1 {{'lm.weight' op expects either sources or a value, not both}}
+lm.weight @both : tensor<2xf32> {sources = ["model.w"], value = dense<1.0> : tensor<2xf32>}
+
+// -----
+
+// Tests that lm.weight rejects a value whose type is not the weight's.
+// expected-error @+1 {{'lm.weight' op expects a value of the weight's type 'tensor<2xf32>', got 'tensor<3xf32>'}}
+lm.weight @value_type : tensor<2xf32> {sources = [], value = dense<1.0> : tensor<3xf32>}
+
+// -----
+
+// Tests that lm.weight rejects a value whose element type is not the weight's.
+// expected-error @+1 {{'lm.weight' op expects a value of the weight's type 'tensor<2xbf16>', got 'tensor<2xf32>'}}
+lm.weight @value_elem : tensor<2xbf16> {sources = [], value = dense<1.0> : tensor<2xf32>}
+
+// -----
+
+// Tests that lm.weight rejects neither sources nor a value.
+// expected-error @+1 {{'lm.weight' op expects at least one source tensor name}}
+lm.weight @nothing : tensor<2xf32> {sources = []}
+
+// -----
+
+// Tests that lm.weight rejects a dynamic shape.
+// expected-error @+1 {{'lm.weight' op expects a static weight shape, got 'tensor<?x64xbf16>'}}
+lm.weight @dynamic : tensor<?x64xbf16> {sources = ["model.w"]}
+
+// -----
+
+// Tests that lm.weight rejects stacked sources whose count is not the leading dim.
+// expected-error @+1 {{'lm.weight' op expects a leading dim equal to the 2 stacked sources, got 'tensor<3x64x256xbf16>'}}
+lm.weight @stacked : tensor<3x64x256xbf16> {sources = ["e.0", "e.1"]}
+
+// -----
+
+// Tests that lm.weight rejects stacked sources on a rank-0 weight.
+// expected-error @+1 {{'lm.weight' op expects a leading dim equal to the 2 stacked sources, got 'tensor<bf16>'}}
+lm.weight @stacked_scalar : tensor<bf16> {sources = ["e.0", "e.1"]}
+
+// -----
+
+// Tests that lm.weight_ref rejects a symbol that does not exist.
+func.func @weight_ref_missing() {
+  // expected-error @+1 {{'lm.weight_ref' op expects 'missing' to name an lm.weight}}
+  %w = lm.weight_ref @missing : tensor<2x4xbf16>
+  return
+}
+
+// -----
+
+// Tests that lm.weight_ref rejects a symbol that is not an lm.weight.
+func.func private @not_a_weight()
+func.func @weight_ref_not_weight() {
+  // expected-error @+1 {{'lm.weight_ref' op expects 'not_a_weight' to name an lm.weight}}
+  %w = lm.weight_ref @not_a_weight : tensor<2x4xbf16>
+  return
+}
+
+// -----
+
+// Tests that lm.weight_ref rejects a result type other than the weight's.
+lm.weight @w : tensor<2x4xbf16> {sources = ["model.w"]}
+func.func @weight_ref_type() {
+  // expected-error @+1 {{'lm.weight_ref' op expects the type of 'w', 'tensor<2x4xbf16>', got 'tensor<2x4xf32>'}}
+  %w = lm.weight_ref @w : tensor<2x4xf32>
+  return
+}
+
+// -----
+
+//===----------------------------------------------------------------------===//
+// lm.elementwise and lm.yield
+//===----------------------------------------------------------------------===//
+
+// Tests that lm.elementwise rejects a body with fewer arguments than inputs.
+func.func @elementwise_arg_count(%a: tensor<4x8xf32>, %b: tensor<4x8xf32>) {
+  // expected-error @+1 {{'lm.elementwise' op expects one body argument per input, got 1 for 2}}
+  %r = lm.elementwise (%a, %b) : (tensor<4x8xf32>, tensor<4x8xf32>) -> tensor<4x8xf32> {
+  ^bb0(%x: f32):
+    lm.yield %x : f32
+  }
+  return
+}
+
+// -----
+
+// Tests that lm.elementwise rejects an input whose rank differs from the result's.
+func.func @elementwise_input_rank(%a: tensor<32xf32>, %b: tensor<4x8xf32>) {
+  // expected-error @+1 {{'lm.elementwise' op expects input 0 and result of the same shape, got 'tensor<32xf32>' and 'tensor<4x8xf32>'}}
+  %r = lm.elementwise (%a, %b) : (tensor<32xf32>, tensor<4x8xf32>) -> tensor<4x8xf32> {
+  ^bb0(%x: f32, %y: f32):
+    %s = arith.addf %x, %y : f32
+    lm.yield %s : f32
+  }
+  return
+}
+
+// -----
+
+// Tests that lm.elementwise rejects an input whose dims differ from the result's.
+func.func @elementwise_input_dim(%a: tensor<4x8xf32>, %b: tensor<4x16xf32>) {
+  // expected-error @+1 {{'lm.elementwise' op expects input 1 dim 1 (16) to equal result dim 1 (8)}}
+  %r = lm.elementwise (%a, %b) : (tensor<4x8xf32>, tensor<4x16xf32>) -> tensor<4x8xf32> {
+  ^bb0(%x: f32, %y: f32):
+    %s = arith.addf %x, %y : f32
+    lm.yield %s : f32
+  }
+  return
+}
+
+// -----
+
+// Tests that lm.elementwise rejects a body argument whose type is not its input's element type.
+func.func @elementwise_arg_type(%a: tensor<4x8xf32>, %b: tensor<4x8xbf16>) {
+  // expected-error @+1 {{'lm.elementwise' op expects body argument 1 of type 'bf16', got 'f32'}}
+  %r = lm.elementwise (%a, %b) : (tensor<4x8xf32>, tensor<4x8xbf16>) -> tensor<4x8xf32> {
+  ^bb0(%x: f32, %y: f32):
+    %s = arith.addf %x, %y : f32
+    lm.yield %s : f32
+  }
+  return
+}
+
+// -----
+
+// Tests that lm.elementwise rejects a body that does not end in lm.yield.
+func.func @elementwise_no_yield(%a: tensor<4x8xf32>, %b: tensor<4x8xf32>) {
+  // expected-error @+1 {{'lm.elementwise' op expects the body to end in lm.yield}}
+  %r = lm.elementwise (%a, %b) : (tensor<4x8xf32>, tensor<4x8xf32>) -> tensor<4x8xf32> {
+  ^bb0(%x: f32, %y: f32):
+    %s = arith.addf %x, %y : f32
+  }
+  return
+}
+
+// -----
+
+// Tests that lm.elementwise rejects an lm.yield that is not the last op of the body.
+func.func @elementwise_yield_not_last(%a: tensor<4x8xf32>) {
+  // expected-error @+1 {{'lm.elementwise' op expects the body to end in lm.yield}}
+  %r = lm.elementwise (%a) : (tensor<4x8xf32>) -> tensor<4x8xf32> {
+  ^bb0(%x: f32):
+    lm.yield %x : f32
+    %n = arith.negf %x : f32
+  }
+  return
+}
+
+// -----
+
+// Tests that lm.elementwise rejects a yielded value whose type is not the result's element type.
+func.func @elementwise_yield_type(%a: tensor<4x8xf32>) {
+  // expected-error @+1 {{'lm.elementwise' op expects the body to yield 'bf16', got 'f32'}}
+  %r = lm.elementwise (%a) : (tensor<4x8xf32>) -> tensor<4x8xbf16> {
+  ^bb0(%x: f32):
+    %n = arith.negf %x : f32
+    lm.yield %n : f32
+  }
+  return
+}
+
+// -----
+
+// Tests that lm.yield is rejected outside lm.elementwise.
+func.func @yield_parent(%x: f32) {
+  // expected-error @+1 {{'lm.yield' op expects parent op 'lm.elementwise'}}
+  lm.yield %x : f32
+}
+
+// -----
+
+//===----------------------------------------------------------------------===//
+// The sequences operand of the batched cache readers and writers
+//===----------------------------------------------------------------------===//
+
+// Tests that lm.cache_write rejects sequences that are not rank 1.
+func.func @cache_write_sequences_rank(%c: tensor<2x64x80xf32>, %v: tensor<4x80xf32>, %s: tensor<4xi32>, %seq: tensor<4x1xi32>) {
+  // expected-error @+1 {{'lm.cache_write' op expects sequences of rank 1, got 'tensor<4x1xi32>'}}
+  %r = lm.cache_write %c, %v, %s sequences %seq : (tensor<2x64x80xf32>, tensor<4x80xf32>, tensor<4xi32>, tensor<4x1xi32>) -> tensor<2x64x80xf32>
+  return
+}
+
+// -----
+
+// Tests that lm.cache_write rejects sequences whose length differs from the values' token count.
+func.func @cache_write_sequences_length(%c: tensor<2x64x80xf32>, %v: tensor<4x80xf32>, %s: tensor<4xi32>, %seq: tensor<5xi32>) {
+  // expected-error @+1 {{'lm.cache_write' op expects sequences dim 0 (5) to equal values dim 0 (4)}}
+  %r = lm.cache_write %c, %v, %s sequences %seq : (tensor<2x64x80xf32>, tensor<4x80xf32>, tensor<4xi32>, tensor<5xi32>) -> tensor<2x64x80xf32>
+  return
+}
+
+// -----
+
+// Tests that lm.cache_write rejects sequences that are not i32.
+func.func @cache_write_sequences_type(%c: tensor<2x64x80xf32>, %v: tensor<4x80xf32>, %s: tensor<4xi32>, %seq: tensor<4xi64>) {
+  // expected-error @+1 {{'lm.cache_write' op operand #3 must be ranked tensor of 32-bit signless integer values, but got 'tensor<4xi64>'}}
+  %r = lm.cache_write %c, %v, %s sequences %seq : (tensor<2x64x80xf32>, tensor<4x80xf32>, tensor<4xi32>, tensor<4xi64>) -> tensor<2x64x80xf32>
+  return
+}
+
+// -----
+
+// Tests that lm.cache_write with sequences rejects a cache without a batch dim.
+func.func @cache_write_sequences_cache_rank(%c: tensor<64x80xf32>, %v: tensor<4x80xf32>, %s: tensor<4xi32>, %seq: tensor<4xi32>) {
+  // expected-error @+1 {{'lm.cache_write' op expects cache of rank >= 3, got 'tensor<64x80xf32>'}}
+  %r = lm.cache_write %c, %v, %s sequences %seq : (tensor<64x80xf32>, tensor<4x80xf32>, tensor<4xi32>, tensor<4xi32>) -> tensor<64x80xf32>
+  return
+}
+
+// -----
+
+// Tests that lm.cache_write with sequences rejects values carrying the batch dim.
+func.func @cache_write_sequences_values_rank(%c: tensor<2x64x80xf32>, %v: tensor<4x1x80xf32>, %s: tensor<4xi32>, %seq: tensor<4xi32>) {
+  // expected-error @+1 {{'lm.cache_write' op expects values of rank 2, got 'tensor<4x1x80xf32>'}}
+  %r = lm.cache_write %c, %v, %s sequences %seq : (tensor<2x64x80xf32>, tensor<4x1x80xf32>, tensor<4xi32>, tensor<4xi32>) -> tensor<2x64x80xf32>
+  return
+}
+
+// -----
+
+// Tests that lm.cache_write with sequences compares the values' row with the
+// cache dims after [B, S] (here a row of S = 64 values is rejected).
+func.func @cache_write_sequences_values_row(%c: tensor<2x64x80xf32>, %v: tensor<4x64xf32>, %s: tensor<4xi32>, %seq: tensor<4xi32>) {
+  // expected-error @+1 {{'lm.cache_write' op expects values dim 1 (64) to equal cache dim 2 (80)}}
+  %r = lm.cache_write %c, %v, %s sequences %seq : (tensor<2x64x80xf32>, tensor<4x64xf32>, tensor<4xi32>, tensor<4xi32>) -> tensor<2x64x80xf32>
+  return
+}
+
+// -----
+
+// Tests that lm.cache_write with sequences counts a layout's feature_dim over
+// the dims after [B, S]: the 80-wide rows of a [2, 64, 80] cache.
+func.func @cache_write_sequences_layout(%c: tensor<2x64x80xbf16>, %v: tensor<4x80xbf16>, %s: tensor<4xi32>, %seq: tensor<4xi32>) {
+  // expected-error @+1 {{'lm.cache_write' op expects the layout's feature_dim (64) to equal the 80 values per cache row}}
+  %r = lm.cache_write %c, %v, %s sequences %seq {layout = #lm.kv_layout<key_value, page_size = 16, feature_dim = 64, storage = bf16, scale_block = 0, tail_dim = 0, tail = bf16>} : (tensor<2x64x80xbf16>, tensor<4x80xbf16>, tensor<4xi32>, tensor<4xi32>) -> tensor<2x64x80xbf16>
+  return
+}
+
+// -----
+
+// Tests that lm.cache_write with sequences accepts a layout whose feature_dim
+// is the row width after [B, S].
+func.func @cache_write_sequences_layout_ok(%c: tensor<2x64x80xbf16>, %v: tensor<4x80xbf16>, %s: tensor<4xi32>, %seq: tensor<4xi32>) {
+  %r = lm.cache_write %c, %v, %s sequences %seq {layout = #lm.kv_layout<key_value, page_size = 16, feature_dim = 80, storage = bf16, scale_block = 0, tail_dim = 0, tail = bf16>} : (tensor<2x64x80xbf16>, tensor<4x80xbf16>, tensor<4xi32>, tensor<4xi32>) -> tensor<2x64x80xbf16>
+  return
+}
+
+// -----
+
+// Tests that lm.dsa_indexer_scores rejects sequences that are not rank 1.
+func.func @dsa_scores_sequences_rank(%q: tensor<4x4x32xf32>, %k: tensor<2x64x32xf32>, %w: tensor<4x4xf32>, %seq: tensor<4x1xi32>) {
+  // expected-error @+1 {{'lm.dsa_indexer_scores' op expects sequences of rank 1, got 'tensor<4x1xi32>'}}
+  %r = lm.dsa_indexer_scores %q, %k, %w sequences %seq {scale = 0.0884 : f64} : (tensor<4x4x32xf32>, tensor<2x64x32xf32>, tensor<4x4xf32>, tensor<4x1xi32>) -> tensor<4x64xf32>
+  return
+}
+
+// -----
+
+// Tests that lm.dsa_indexer_scores rejects sequences whose length differs from the query count.
+func.func @dsa_scores_sequences_length(%q: tensor<4x4x32xf32>, %k: tensor<2x64x32xf32>, %w: tensor<4x4xf32>, %seq: tensor<3xi32>) {
+  // expected-error @+1 {{'lm.dsa_indexer_scores' op expects sequences dim 0 (3) to equal q dim 0 (4)}}
+  %r = lm.dsa_indexer_scores %q, %k, %w sequences %seq {scale = 0.0884 : f64} : (tensor<4x4x32xf32>, tensor<2x64x32xf32>, tensor<4x4xf32>, tensor<3xi32>) -> tensor<4x64xf32>
+  return
+}
+
+// -----
+
+// Tests that lm.dsa_indexer_scores with sequences rejects a key cache without a batch dim.
+func.func @dsa_scores_sequences_k_rank(%q: tensor<4x4x32xf32>, %k: tensor<64x32xf32>, %w: tensor<4x4xf32>, %seq: tensor<4xi32>) {
+  // expected-error @+1 {{'lm.dsa_indexer_scores' op expects k of rank 3, got 'tensor<64x32xf32>'}}
+  %r = lm.dsa_indexer_scores %q, %k, %w sequences %seq {scale = 0.0884 : f64} : (tensor<4x4x32xf32>, tensor<64x32xf32>, tensor<4x4xf32>, tensor<4xi32>) -> tensor<4x64xf32>
+  return
+}
+
+// -----
+
+// Tests that lm.dsa_indexer_scores with sequences rejects a key dim that differs from the query's.
+func.func @dsa_scores_sequences_k_dim(%q: tensor<4x4x32xf32>, %k: tensor<2x64x16xf32>, %w: tensor<4x4xf32>, %seq: tensor<4xi32>) {
+  // expected-error @+1 {{'lm.dsa_indexer_scores' op expects k dim -1 (16) to equal q dim 2 (32)}}
+  %r = lm.dsa_indexer_scores %q, %k, %w sequences %seq {scale = 0.0884 : f64} : (tensor<4x4x32xf32>, tensor<2x64x16xf32>, tensor<4x4xf32>, tensor<4xi32>) -> tensor<4x64xf32>
+  return
+}
+
+// -----
+
+// Tests that lm.dsa_indexer_scores with sequences takes the key count from
+// k's dim 1 (S), not the batch dim.
+func.func @dsa_scores_sequences_result(%q: tensor<4x4x32xf32>, %k: tensor<2x64x32xf32>, %w: tensor<4x4xf32>, %seq: tensor<4xi32>) {
+  // expected-error @+1 {{'lm.dsa_indexer_scores' op expects result dim 1 (2) to equal k dim 1 (64)}}
+  %r = lm.dsa_indexer_scores %q, %k, %w sequences %seq {scale = 0.0884 : f64} : (tensor<4x4x32xf32>, tensor<2x64x32xf32>, tensor<4x4xf32>, tensor<4xi32>) -> tensor<4x2xf32>
+  return
+}
+
+// -----
+
+// Tests that lm.sparse_attention rejects sequences that are not rank 1.
+func.func @sparse_attention_sequences_rank(%q: tensor<4x4x80xf32>, %kv: tensor<2x64x80xf32>, %i: tensor<4x16xi32>, %seq: tensor<4x1xi32>) {
+  // expected-error @+1 {{'lm.sparse_attention' op expects sequences of rank 1, got 'tensor<4x1xi32>'}}
+  %r = lm.sparse_attention %q, %kv, %i sequences %seq {scale = 0.27 : f64, value_dim = 64 : i64} : (tensor<4x4x80xf32>, tensor<2x64x80xf32>, tensor<4x16xi32>, tensor<4x1xi32>) -> tensor<4x4x64xf32>
+  return
+}
+
+// -----
+
+// Tests that lm.sparse_attention rejects sequences whose length differs from the query count.
+func.func @sparse_attention_sequences_length(%q: tensor<4x4x80xf32>, %kv: tensor<2x64x80xf32>, %i: tensor<4x16xi32>, %seq: tensor<5xi32>) {
+  // expected-error @+1 {{'lm.sparse_attention' op expects sequences dim 0 (5) to equal q dim 0 (4)}}
+  %r = lm.sparse_attention %q, %kv, %i sequences %seq {scale = 0.27 : f64, value_dim = 64 : i64} : (tensor<4x4x80xf32>, tensor<2x64x80xf32>, tensor<4x16xi32>, tensor<5xi32>) -> tensor<4x4x64xf32>
+  return
+}
+
+// -----
+
+// Tests that lm.sparse_attention with sequences rejects a kv cache without a batch dim.
+func.func @sparse_attention_sequences_kv_rank(%q: tensor<4x4x80xf32>, %kv: tensor<64x80xf32>, %i: tensor<4x16xi32>, %seq: tensor<4xi32>) {
+  // expected-error @+1 {{'lm.sparse_attention' op expects kv of rank 3, got 'tensor<64x80xf32>'}}
+  %r = lm.sparse_attention %q, %kv, %i sequences %seq {scale = 0.27 : f64, value_dim = 64 : i64} : (tensor<4x4x80xf32>, tensor<64x80xf32>, tensor<4x16xi32>, tensor<4xi32>) -> tensor<4x4x64xf32>
+  return
+}
+
+// -----
+
+// Tests that lm.sparse_attention with sequences rejects a kv width that differs from the query's.
+func.func @sparse_attention_sequences_kv_dim(%q: tensor<4x4x80xf32>, %kv: tensor<2x64x96xf32>, %i: tensor<4x16xi32>, %seq: tensor<4xi32>) {
+  // expected-error @+1 {{'lm.sparse_attention' op expects kv dim -1 (96) to equal q dim 2 (80)}}
+  %r = lm.sparse_attention %q, %kv, %i sequences %seq {scale = 0.27 : f64, value_dim = 64 : i64} : (tensor<4x4x80xf32>, tensor<2x64x96xf32>, tensor<4x16xi32>, tensor<4xi32>) -> tensor<4x4x64xf32>
+  return
+}

@@ -286,3 +286,36 @@ func.func @batched_caches(%c: tensor<2x64x80xf32>, %row: tensor<?x80xf32>, %pos:
       : (tensor<?x4x80xf32>, tensor<2x64x80xf32>, tensor<?x16xi32>, tensor<?xi32>) -> tensor<?x4x64xf32>
   return
 }
+
+// -----
+
+// Tests that lm.elementwise round-trips with a multi-op body ending in lm.yield.
+// CHECK-LABEL: func @elementwise
+func.func @elementwise(%g: tensor<?x64xf32>, %u: tensor<?x64xbf16>) -> tensor<?x64xbf16> {
+  // CHECK: %[[Y:.*]] = lm.elementwise(%{{.*}}, %{{.*}}) : (tensor<?x64xf32>, tensor<?x64xbf16>) -> tensor<?x64xbf16> {
+  // CHECK-NEXT: ^bb0(%[[A:.*]]: f32, %[[B:.*]]: bf16):
+  // CHECK-NEXT: %[[N:.*]] = arith.negf %[[A]] : f32
+  // CHECK-NEXT: %[[E:.*]] = math.exp %[[N]] : f32
+  // CHECK-NEXT: %[[ONE:.*]] = arith.constant 1.000000e+00 : f32
+  // CHECK-NEXT: %[[D:.*]] = arith.addf %[[ONE]], %[[E]] : f32
+  // CHECK-NEXT: %[[S:.*]] = arith.divf %[[A]], %[[D]] : f32
+  // CHECK-NEXT: %[[BF:.*]] = arith.extf %[[B]] : bf16 to f32
+  // CHECK-NEXT: %[[R:.*]] = arith.mulf %[[S]], %[[BF]] : f32
+  // CHECK-NEXT: %[[T:.*]] = arith.truncf %[[R]] : f32 to bf16
+  // CHECK-NEXT: lm.yield %[[T]] : bf16
+  // CHECK-NEXT: }
+  %y = lm.elementwise (%g, %u) : (tensor<?x64xf32>, tensor<?x64xbf16>) -> tensor<?x64xbf16> {
+  ^bb0(%a: f32, %b: bf16):
+    %n = arith.negf %a : f32
+    %e = math.exp %n : f32
+    %one = arith.constant 1.0 : f32
+    %d = arith.addf %one, %e : f32
+    %s = arith.divf %a, %d : f32
+    %bf = arith.extf %b : bf16 to f32
+    %r = arith.mulf %s, %bf : f32
+    %t = arith.truncf %r : f32 to bf16
+    lm.yield %t : bf16
+  }
+  // CHECK: return %[[Y]]
+  return %y : tensor<?x64xbf16>
+}

@@ -1,0 +1,71 @@
+//===- CpuDevice.h - Running artifact launches on the CPU -------*- C++ -*-===//
+//
+// The CPU device: weights converted once to fp32 at load (FP8 matmul weights
+// dequantised with their block scales), caches with paged views, one arena,
+// the generated x86-64 kernels loaded from the artifact with dlopen, and
+// launches dispatched to the kernels of CpuKernels.h on a thread pool.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef DAYBREAK_RUNTIME_DEVICES_CPU_CPUDEVICE_H
+#define DAYBREAK_RUNTIME_DEVICES_CPU_CPUDEVICE_H
+
+#include "runtime/devices/cpu/CpuKernels.h"
+#include "runtime/executor/Device.h"
+
+#include <cstdlib>
+#include <map>
+#include <memory>
+
+namespace daybreak::cpu {
+
+class CpuDevice final : public runtime::Device {
+public:
+  explicit CpuDevice(unsigned threads) : pool(threads) {}
+  ~CpuDevice() override;
+
+  std::string name() const override { return "cpu"; }
+  Status prepare(const artifact::ArtifactFile &file) override;
+  Status writeArena(uint64_t offset, const void *data, size_t bytes) override;
+  Status readArena(uint64_t offset, void *data, size_t bytes) override;
+  Status launch(const artifact::Step &step, const artifact::Launch &launch,
+                int64_t tokens) override;
+  uint64_t residentBytes() const override;
+
+private:
+  /// dlopens the generated kernels of the "code.x86_64" section.
+  Status loadGeneratedCode(const artifact::ArtifactFile &file);
+
+  using ElementwiseFn = void (*)(int64_t, const float *const *, float *);
+
+  struct Tensor {
+    void *data = nullptr;
+    artifact::DType dtype = artifact::DTYPE_UNSPECIFIED;
+    std::vector<int64_t> shape;
+    const CacheView *cache = nullptr;
+    int64_t numel() const;
+  };
+  StatusOr<Tensor> operand(const artifact::Step &step,
+                           const artifact::Operand &op, int64_t tokens);
+
+  /// Zeroed allocations that report failure instead of aborting.
+  struct Allocation {
+    std::unique_ptr<uint8_t, void (*)(void *)> data{nullptr, free};
+    size_t size = 0;
+  };
+  static Status allocate(Allocation &a, uint64_t bytes, const std::string &what);
+
+  const artifact::Manifest *manifest = nullptr;
+  ThreadPool pool;
+  std::vector<std::vector<float>> weights; ///< fp32, per manifest weight
+  std::vector<Allocation> cacheBytes;
+  std::vector<CacheView> caches;
+  std::vector<int32_t> pageTable;
+  Allocation arena;
+  void *codeHandle = nullptr;
+  std::map<std::string, ElementwiseFn> generated;
+};
+
+} // namespace daybreak::cpu
+
+#endif // DAYBREAK_RUNTIME_DEVICES_CPU_CPUDEVICE_H

@@ -1,0 +1,112 @@
+//===- Device.cpp - Helpers devices share to read launches ----------------===//
+
+#include "runtime/executor/Device.h"
+
+#include "runtime/numerics/Numerics.h"
+
+#include <cstring>
+
+using namespace daybreak;
+using namespace daybreak::runtime;
+using artifact::DType;
+
+/// Bytes per element of an artifact dtype.
+int64_t runtime::elementBytes(DType dtype) {
+  switch (dtype) {
+  case DType::F32:
+  case DType::I32:
+    return 4;
+  case DType::BF16:
+  case DType::F16:
+    return 2;
+  case DType::I64:
+    return 8;
+  default:
+    return 1;
+  }
+}
+
+/// Decodes `count` stored values of `dtype` to fp32.
+bool runtime::decodeToF32(DType dtype, const uint8_t *src, int64_t count,
+                          float *out) {
+  for (int64_t i = 0; i < count; ++i) {
+    switch (dtype) {
+    case DType::F32:
+      std::memcpy(&out[i], src + 4 * i, 4);
+      break;
+    case DType::BF16: {
+      uint16_t bits;
+      std::memcpy(&bits, src + 2 * i, 2);
+      out[i] = numerics::bf16ToFloat(bits);
+      break;
+    }
+    case DType::F16: {
+      uint16_t bits;
+      std::memcpy(&bits, src + 2 * i, 2);
+      out[i] = numerics::f16ToFloat(bits);
+      break;
+    }
+    case DType::F8E4M3FN:
+      out[i] = numerics::e4m3ToFloat(src[i]);
+      break;
+    default:
+      return false;
+    }
+  }
+  return true;
+}
+
+int64_t runtime::attrInt(const artifact::Launch &l, const std::string &name,
+                         int64_t fallback) {
+  for (const artifact::Attr &a : l.attrs())
+    if (a.name() == name)
+      return a.value_case() == artifact::Attr::kF ? int64_t(a.f()) : a.i();
+  return fallback;
+}
+
+double runtime::attrFloat(const artifact::Launch &l, const std::string &name,
+                          double fallback) {
+  for (const artifact::Attr &a : l.attrs())
+    if (a.name() == name)
+      return a.value_case() == artifact::Attr::kF ? a.f() : double(a.i());
+  return fallback;
+}
+
+const artifact::Attr *runtime::findAttr(const artifact::Launch &l,
+                                        const std::string &name) {
+  for (const artifact::Attr &a : l.attrs())
+    if (a.name() == name)
+      return &a;
+  return nullptr;
+}
+
+std::vector<int64_t> runtime::bufferShape(const artifact::Buffer &b,
+                                          int64_t tokens) {
+  std::vector<int64_t> shape;
+  for (const artifact::SizeExpr &e : b.dims()) {
+    int64_t size = e.constant();
+    for (int i = 0; i < e.coeffs_size(); ++i)
+      size += e.coeffs(i) * tokens;
+    shape.push_back(size);
+  }
+  return shape;
+}
+
+StatusOr<std::vector<Fp8Scaling>>
+runtime::fp8Scalings(const artifact::Manifest &m) {
+  std::vector<Fp8Scaling> scalings(m.weights_size());
+  for (const artifact::Step &step : m.steps())
+    for (const artifact::Launch &l : step.launches()) {
+      if (l.kernel() != "fp8_matmul")
+        continue;
+      if (l.operands_size() != 3 ||
+          l.operands(1).kind_case() != artifact::Operand::kWeight ||
+          l.operands(2).kind_case() != artifact::Operand::kWeight)
+        return Status::error("fp8_matmul expects weight and scale operands");
+      Fp8Scaling &s = scalings[l.operands(1).weight()];
+      s.scale = l.operands(2).weight();
+      s.blockN = attrInt(l, "block_size.0", 128);
+      s.blockK = attrInt(l, "block_size.1", 128);
+    }
+  return scalings;
+}
