@@ -7,6 +7,7 @@
 #include "compiler/importers/WeightLoader.h"
 #include "compiler/models/DeepseekV32.h"
 #include "compiler/targets/cpu/CpuCodegen.h"
+#include "compiler/targets/cuda/CudaCodegen.h"
 #include "passes/Passes.h"
 
 #include "mlir/IR/MLIRContext.h"
@@ -27,6 +28,7 @@ std::optional<Phase> pipeline::parsePhase(llvm::StringRef name) {
       .Case("lm", Phase::Lm)
       .Case("plan", Phase::Plan)
       .Case("llvm", Phase::Llvm)
+      .Case("ptx", Phase::Ptx)
       .Case("artifact", Phase::Artifact)
       .Default(std::nullopt);
 }
@@ -76,9 +78,15 @@ static llvm::Error compileWith(const Options &options,
 
 llvm::Error pipeline::compile(const Options &options, llvm::raw_ostream &out,
                               llvm::raw_ostream &log) {
-  if (options.target != "cpu")
+  if (options.target != "cpu" && options.target != "cuda")
     return errorf("unsupported --target=" + options.target +
-                  " (this build compiles for: cpu)");
+                  " (this build compiles for: cpu, cuda)");
+  if (options.target == "cuda" && options.compileTo != Phase::Lm &&
+      options.compileTo != Phase::Plan && options.compileTo != Phase::Ptx)
+    return errorf("--target=cuda compiles to lm, plan and ptx so far; "
+                  "CUDA artifacts and their runtime are not implemented yet");
+  if (options.target == "cpu" && options.compileTo == Phase::Ptx)
+    return errorf("--compile-to=ptx needs --target=cuda");
   if (options.maxTokens <= 0 || options.maxBatch <= 0 ||
       options.maxSeqLen <= 0)
     return errorf("--max-seq-len, --max-batch and --max-tokens must be "
@@ -142,6 +150,17 @@ static llvm::Error compileWith(const Options &options,
     return errorf("compilation failed (see the diagnostics above)");
   if (options.compileTo == Phase::Plan) {
     (*module)->print(out, OpPrintingFlags().elideLargeElementsAttrs(16));
+    return llvm::Error::success();
+  }
+
+  if (options.compileTo == Phase::Ptx) {
+    ModuleOp kernels = targets::cpu::findCpuCode(**module);
+    if (!kernels)
+      return llvm::Error::success();
+    auto ptx = targets::cuda::compileToPtx(kernels);
+    if (!ptx)
+      return ptx.takeError();
+    out << *ptx;
     return llvm::Error::success();
   }
 

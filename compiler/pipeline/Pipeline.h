@@ -24,10 +24,11 @@ enum class Phase {
   Lm,       ///< the importer's lm IR
   Plan,     ///< after lowering and workspace planning
   Llvm,     ///< the generated CPU kernels as optimised LLVM IR
+  Ptx,      ///< the generated GPU kernels as PTX (--target=cuda)
   Artifact, ///< the .daybreak file
 };
 
-/// Parses "lm", "plan", "llvm", "artifact".
+/// Parses "lm", "plan", "llvm", "ptx", "artifact".
 std::optional<Phase> parsePhase(llvm::StringRef name);
 
 struct Options {

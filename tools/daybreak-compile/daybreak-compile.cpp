@@ -1,7 +1,7 @@
 //===- daybreak-compile.cpp - Compile a checkpoint into an artifact -------===//
 //
 // daybreak-compile <checkpoint-dir> -o model.daybreak [--target=cpu]
-//   [--compile-to=lm|plan|llvm|artifact] [--max-seq-len N] [--max-batch B]
+//   [--compile-to=lm|plan|llvm|ptx|artifact] [--max-seq-len N] [--max-batch B]
 //   [--max-tokens T] [--kv-cache-dtype=fp8|bf16|f32]
 //
 //===----------------------------------------------------------------------===//
@@ -19,10 +19,10 @@ static cl::opt<std::string> checkpoint(cl::Positional, cl::Required,
                                        cl::desc("<checkpoint-dir>"));
 static cl::opt<std::string> output("o", cl::desc("output artifact"),
                                    cl::value_desc("file"));
-static cl::opt<std::string> target("target", cl::desc("cpu"),
+static cl::opt<std::string> target("target", cl::desc("cpu or cuda"),
                                    cl::init("cpu"));
 static cl::opt<std::string>
-    compileTo("compile-to", cl::desc("stop after a phase: lm, plan, llvm, artifact"),
+    compileTo("compile-to", cl::desc("stop after a phase: lm, plan, llvm, ptx, artifact"),
               cl::init("artifact"));
 static cl::opt<int64_t> maxSeqLen("max-seq-len",
                                   cl::desc("longest sequence served"),
@@ -47,7 +47,7 @@ int main(int argc, char **argv) {
   std::optional<pipeline::Phase> phase = pipeline::parsePhase(compileTo);
   if (!phase) {
     llvm::errs() << "daybreak-compile: unknown --compile-to=" << compileTo
-                 << " (expected lm, plan, llvm or artifact)\n";
+                 << " (expected lm, plan, llvm, ptx or artifact)\n";
     return 1;
   }
   options.compileTo = *phase;

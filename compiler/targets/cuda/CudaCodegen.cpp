@@ -1,0 +1,130 @@
+//===- CudaCodegen.cpp - Generated kernels for NVIDIA GPUs ----------------===//
+
+#include "compiler/targets/cuda/CudaCodegen.h"
+
+#include "mlir/Conversion/Passes.h"
+#include "mlir/Dialect/Arith/IR/Arith.h"
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/Dialect/GPU/IR/GPUDialect.h"
+#include "mlir/Dialect/GPU/Transforms/Passes.h"
+#include "mlir/Dialect/LLVMIR/NVVMDialect.h"
+#include "mlir/Dialect/SCF/IR/SCF.h"
+#include "mlir/IR/Builders.h"
+#include "mlir/InitAllExtensions.h"
+#include "mlir/IR/IRMapping.h"
+#include "mlir/Pass/PassManager.h"
+#include "mlir/Target/LLVM/NVVM/Target.h"
+#include "mlir/Target/LLVMIR/Dialect/Builtin/BuiltinToLLVMIRTranslation.h"
+#include "mlir/Target/LLVMIR/Dialect/GPU/GPUToLLVMIRTranslation.h"
+#include "mlir/Target/LLVMIR/Dialect/LLVMIR/LLVMToLLVMIRTranslation.h"
+#include "mlir/Target/LLVMIR/Dialect/NVVM/NVVMToLLVMIRTranslation.h"
+#include "llvm/Support/FileSystem.h"
+
+using namespace mlir;
+using namespace daybreak;
+
+static llvm::Error errorf(const llvm::Twine &message) {
+  return llvm::createStringError(llvm::inconvertibleErrorCode(), message);
+}
+
+/// The CUDA toolkit's libdevice: $CUDA_HOME, $CUDA_ROOT, /usr/local/cuda.
+static std::optional<std::string> findLibdevice() {
+  for (const char *var : {"CUDA_HOME", "CUDA_ROOT", "CUDA_PATH"})
+    if (const char *root = getenv(var)) {
+      std::string path = std::string(root) + "/nvvm/libdevice/libdevice.10.bc";
+      if (llvm::sys::fs::exists(path))
+        return path;
+    }
+  std::string fallback = "/usr/local/cuda/nvvm/libdevice/libdevice.10.bc";
+  if (llvm::sys::fs::exists(fallback))
+    return fallback;
+  return std::nullopt;
+}
+
+llvm::Expected<std::string> targets::cuda::compileToPtx(ModuleOp cpuCode,
+                                                        llvm::StringRef chip) {
+  MLIRContext *ctx = cpuCode.getContext();
+  DialectRegistry registry;
+  registry.insert<gpu::GPUDialect, NVVM::NVVMDialect, scf::SCFDialect,
+                  arith::ArithDialect>();
+  NVVM::registerNVVMTargetInterfaceExternalModels(registry);
+  // convert-gpu-to-nvvm takes the arith/cf/math/... patterns from the
+  // dialects' ConvertToLLVM interfaces, registered as extensions.
+  registerAllExtensions(registry);
+  registerBuiltinDialectTranslation(registry);
+  registerLLVMDialectTranslation(registry);
+  registerNVVMDialectTranslation(registry);
+  registerGPUDialectTranslation(registry);
+  ctx->appendDialectRegistry(registry);
+  ctx->loadAllAvailableDialects();
+
+  OpBuilder b(ctx);
+  Location loc = cpuCode.getLoc();
+  OwningOpRef<ModuleOp> host = ModuleOp::create(loc);
+  (*host)->setAttr(gpu::GPUDialect::getContainerModuleAttrName(),
+                   b.getUnitAttr());
+  b.setInsertionPointToEnd(host->getBody());
+  // libdevice supplies math functions (expf, tanhf); it is linked
+  // explicitly so the result does not depend on the environment.
+  std::optional<std::string> libdevice = findLibdevice();
+  if (!libdevice)
+    return errorf("cannot find libdevice.10.bc (set CUDA_HOME to the CUDA "
+                  "toolkit, default /usr/local/cuda)");
+  auto target = NVVM::NVVMTargetAttr::get(
+      ctx, /*optLevel=*/3, "nvptx64-nvidia-cuda", chip, "+ptx80",
+      /*targetFlags=*/nullptr, b.getStrArrayAttr({*libdevice}));
+  auto kernels = gpu::GPUModuleOp::create(b, loc, "daybreak_kernels",
+                                          b.getArrayAttr({target}));
+  b.setInsertionPointToStart(kernels.getBody());
+
+  for (auto func : cpuCode.getOps<func::FuncOp>()) {
+    auto kernel = gpu::GPUFuncOp::create(b, loc, func.getSymName(),
+                                         func.getFunctionType());
+    kernel->setAttr(gpu::GPUDialect::getKernelFuncAttrName(), b.getUnitAttr());
+    Block &entry = kernel.getBody().front();
+    IRMapping mapping;
+    for (auto [from, to] : llvm::zip(func.getArguments(), entry.getArguments()))
+      mapping.map(from, to);
+    OpBuilder body = OpBuilder::atBlockEnd(&entry);
+    for (Operation &op : func.getBody().front()) {
+      if (isa<func::ReturnOp>(op)) {
+        gpu::ReturnOp::create(body, loc);
+        continue;
+      }
+      Operation *clone = body.clone(op, mapping);
+      // The element loop becomes a grid-stride loop over the threads.
+      if (auto loop = dyn_cast<scf::ForOp>(clone)) {
+        OpBuilder ids(loop);
+        Value block = gpu::BlockIdOp::create(ids, loc, gpu::Dimension::x);
+        Value size = gpu::BlockDimOp::create(ids, loc, gpu::Dimension::x);
+        Value thread = gpu::ThreadIdOp::create(ids, loc, gpu::Dimension::x);
+        Value grid = gpu::GridDimOp::create(ids, loc, gpu::Dimension::x);
+        Value first = arith::AddIOp::create(
+            ids, loc, arith::MulIOp::create(ids, loc, block, size), thread);
+        Value stride = arith::MulIOp::create(ids, loc, grid, size);
+        loop.setLowerBound(first);
+        loop.setStep(stride);
+      }
+    }
+  }
+
+  PassManager pm(ctx);
+  OpPassManager &device = pm.nest<gpu::GPUModuleOp>();
+  device.addPass(createSCFToControlFlowPass());
+  device.addPass(createConvertGpuOpsToNVVMOps());
+  device.addPass(createReconcileUnrealizedCastsPass());
+  GpuModuleToBinaryPassOptions binary;
+  binary.compilationTarget = "isa"; // PTX, in process: no CUDA needed here
+  pm.addPass(createGpuModuleToBinaryPass(binary));
+  if (failed(pm.run(*host)))
+    return errorf("lowering the generated kernels to PTX for " + chip +
+                  " failed");
+  std::string ptx;
+  host->walk([&](gpu::BinaryOp binaryOp) {
+    for (Attribute object : binaryOp.getObjects())
+      ptx += cast<gpu::ObjectAttr>(object).getObject().getValue().str();
+  });
+  if (ptx.empty())
+    return errorf("the NVPTX backend produced no PTX");
+  return ptx;
+}

@@ -1,0 +1,29 @@
+//===- CudaCodegen.h - Generated kernels for NVIDIA GPUs --------*- C++ -*-===//
+//
+// Turns the generated kernels of a lowered module (the functions of its
+// nested `cpu_code` module: fused elementwise chains over `n` elements) into
+// GPU kernels — the element loop becomes a grid-stride loop over threads —
+// and lowers them through MLIR's gpu and nvvm dialects and LLVM's NVPTX
+// backend to PTX for a given chip (sm_90a by default; math functions come
+// from libdevice).
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef DAYBREAK_COMPILER_TARGETS_CUDA_CUDACODEGEN_H
+#define DAYBREAK_COMPILER_TARGETS_CUDA_CUDACODEGEN_H
+
+#include "mlir/IR/BuiltinOps.h"
+#include "llvm/Support/Error.h"
+
+#include <string>
+
+namespace daybreak::targets::cuda {
+
+/// PTX for every function of `cpuCode` (left unchanged), each an
+/// `.entry` with the same name and parameters (i64 n, ptr inputs, ptr out).
+llvm::Expected<std::string> compileToPtx(mlir::ModuleOp cpuCode,
+                                         llvm::StringRef chip = "sm_90a");
+
+} // namespace daybreak::targets::cuda
+
+#endif // DAYBREAK_COMPILER_TARGETS_CUDA_CUDACODEGEN_H

@@ -1,0 +1,307 @@
+//===- CudaKernels.cpp - Host launchers for the CUDA library kernels ------===//
+//
+// Grid, block and shared-memory choices for each kernel of CudaKernels.cu,
+// and the embedded PTX. Kernel arguments are passed as cuLaunchKernel
+// expects: one pointer per parameter, each to a value of the parameter's
+// exact type (int64_t sizes, int32_t flags, double scalars, CUdeviceptr).
+//
+//===----------------------------------------------------------------------===//
+
+#include "runtime/devices/cuda/CudaKernels.h"
+#include "runtime/devices/cuda/CudaKernelsPtx.h"
+
+#include <algorithm>
+#include <cmath>
+#include <string>
+
+namespace daybreak::cuda {
+
+const char *cudaKernelsPtx() {
+  // The generated header splits the PTX into literals below compilers'
+  // length limits; joined once.
+  static const std::string ptx = [] {
+    std::string text;
+    for (const char *chunk : kCudaKernelsPtxChunks)
+      text += chunk;
+    return text;
+  }();
+  return ptx.c_str();
+}
+
+namespace {
+
+/// The kernels' `Cache` argument (CudaKernels.cu): same members and layout.
+struct KernelCache {
+  CUdeviceptr base;
+  CUdeviceptr pageTable;
+  int64_t width, tailDim, scaleBlock, bytesPerRow;
+  int64_t batch, maxSeqLen, pageSize;
+  int32_t format;
+  int32_t pad;
+};
+static_assert(sizeof(KernelCache) == 80, "must match CudaKernels.cu's Cache");
+
+KernelCache toKernel(const DeviceCacheView &view) {
+  int32_t format = view.format == cpu::CacheFormat::F32    ? 0
+                   : view.format == cpu::CacheFormat::BF16 ? 1
+                                                           : 2;
+  return {view.base,       view.pageTable,   view.width, view.tailDim,
+          view.scaleBlock, view.bytesPerRow, view.batch, view.maxSeqLen,
+          view.pageSize,   format,           0};
+}
+
+int64_t ceilDiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
+
+// The default dynamic shared memory limit (no cuFuncSetAttribute opt-in).
+constexpr int64_t kSharedFloats = 48 * 1024 / 4;
+
+} // namespace
+
+StatusOr<CudaKernels> CudaKernels::load(const Driver &driver, CUmodule module) {
+  CudaKernels kernels(driver);
+#define DAYBREAK_RESOLVE_KERNEL(member, symbol)                                \
+  if (Status status = driver.check(                                            \
+          driver.cuModuleGetFunction(&kernels.member##Fn, module, symbol),     \
+          "cuModuleGetFunction(" symbol ")");                                  \
+      !status.ok())                                                            \
+    return status.withContext("loading the CUDA kernels");
+  DAYBREAK_CUDA_KERNELS(DAYBREAK_RESOLVE_KERNEL)
+#undef DAYBREAK_RESOLVE_KERNEL
+  return kernels;
+}
+
+Status CudaKernels::launch(CUfunction function, const char *name, int64_t gridX,
+                           int64_t gridY, int64_t gridZ, unsigned block,
+                           unsigned sharedBytes, CUstream stream,
+                           void **params) const {
+  if (gridX <= 0 || gridY <= 0 || gridZ <= 0)
+    return Status::success(); // nothing to do
+  if (gridX > 0x7FFFFFFF || gridY > 65535 || gridZ > 65535)
+    return Status::error(std::string(name) + ": grid " + std::to_string(gridX) +
+                         " x " + std::to_string(gridY) + " x " +
+                         std::to_string(gridZ) +
+                         " exceeds the limits (2^31-1, 65535, 65535)");
+  return driver->check(driver->cuLaunchKernel(function, unsigned(gridX),
+                                              unsigned(gridY), unsigned(gridZ),
+                                              block, 1, 1, sharedBytes, stream,
+                                              params, nullptr),
+                       name);
+}
+
+Status CudaKernels::embedding(CUdeviceptr table, int64_t vocab, int64_t dim,
+                              CUdeviceptr ids, int64_t tokens, CUdeviceptr out,
+                              CUstream stream) const {
+  void *params[] = {&table, &vocab, &dim, &ids, &tokens, &out};
+  return launch(embeddingFn, "embedding", tokens, 1, 1, 256, 0, stream, params);
+}
+
+Status CudaKernels::rmsNorm(CUdeviceptr x, CUdeviceptr weight, int64_t rows,
+                            int64_t dim, double eps, CUdeviceptr out,
+                            CUstream stream) const {
+  void *params[] = {&x, &weight, &rows, &dim, &eps, &out};
+  return launch(rmsNormFn, "rmsNorm", rows, 1, 1, 256, 0, stream, params);
+}
+
+Status CudaKernels::layerNorm(CUdeviceptr x, CUdeviceptr weight,
+                              CUdeviceptr bias, int64_t rows, int64_t dim,
+                              double eps, CUdeviceptr out,
+                              CUstream stream) const {
+  void *params[] = {&x, &weight, &bias, &rows, &dim, &eps, &out};
+  return launch(layerNormFn, "layerNorm", rows, 1, 1, 256, 0, stream, params);
+}
+
+Status CudaKernels::matmul(CUdeviceptr x, CUdeviceptr w, CUdeviceptr bias,
+                           int64_t m, int64_t n, int64_t k, CUdeviceptr out,
+                           CUstream stream) const {
+  void *params[] = {&x, &w, &bias, &m, &n, &k, &out};
+  if (m <= 8) // kSmallM in CudaKernels.cu: 8 warps, one column each
+    return launch(matmulSmallMFn, "matmul", ceilDiv(n, 8), 1, 1, 256, 0, stream,
+                  params);
+  return launch(matmulTiledFn, "matmul", ceilDiv(n, 64), ceilDiv(m, 64), 1, 256,
+                0, stream, params);
+}
+
+Status CudaKernels::headMatmul(CUdeviceptr x, CUdeviceptr w,
+                               bool transposeWeight, int64_t tokens,
+                               int64_t heads, int64_t k, int64_t n,
+                               CUdeviceptr out, CUstream stream) const {
+  int32_t transpose = transposeWeight;
+  void *params[] = {&x, &w, &transpose, &tokens, &heads, &k, &n, &out};
+  return launch(headMatmulFn, "headMatmul", ceilDiv(n, 64), ceilDiv(tokens, 64),
+                heads, 256, 0, stream, params);
+}
+
+Status CudaKernels::rope(CUdeviceptr x, CUdeviceptr positions, int64_t tokens,
+                         int64_t rowsPerToken, int64_t rowDim,
+                         const cpu::RopeParams &p, CUstream stream) const {
+  // YaRN's ramp ends, as cpu::rope's ropeFrequencies computes them.
+  double low = 0.0, high = 1.0;
+  if (p.yarn) {
+    constexpr double kPi = 3.14159265358979323846;
+    auto correctionDim = [&](double rotations) {
+      return double(p.dim) *
+             std::log(double(p.originalMaxPositions) /
+                      (rotations * 2.0 * kPi)) /
+             (2.0 * std::log(p.theta));
+    };
+    low = correctionDim(p.betaFast);
+    high = correctionDim(p.betaSlow);
+    if (p.truncate) {
+      low = std::floor(low);
+      high = std::ceil(high);
+    }
+    low = std::max(low, 0.0);
+    high = std::min(high, double(p.dim - 1));
+    if (low == high)
+      high += 0.001;
+  }
+  int32_t interleaved = p.interleaved, yarn = p.yarn;
+  int64_t offset = p.offset, dim = p.dim;
+  double theta = p.theta, factor = p.factor, attention = p.attentionFactor;
+  void *params[] = {&x,           &positions, &tokens, &rowsPerToken, &rowDim,
+                    &interleaved, &offset,    &dim,    &theta,        &yarn,
+                    &factor,      &low,       &high,   &attention};
+  return launch(ropeFn, "rope", ceilDiv(dim / 2, 64), tokens, 1, 64, 0, stream,
+                params);
+}
+
+Status CudaKernels::swiglu(CUdeviceptr gate, CUdeviceptr up, int64_t n,
+                           double alpha, bool hasLimit, double limit,
+                           double upOffset, CUdeviceptr out,
+                           CUstream stream) const {
+  int32_t limited = hasLimit;
+  void *params[] = {&gate, &up, &n, &alpha, &limited, &limit, &upOffset, &out};
+  return launch(swigluFn, "swiglu", ceilDiv(n, 256), 1, 1, 256, 0, stream,
+                params);
+}
+
+Status CudaKernels::add(CUdeviceptr a, CUdeviceptr b, int64_t n,
+                        CUdeviceptr out, CUstream stream) const {
+  void *params[] = {&a, &b, &n, &out};
+  return launch(addFn, "add", ceilDiv(n, 256), 1, 1, 256, 0, stream, params);
+}
+
+Status CudaKernels::moeRouteSigmoid(CUdeviceptr logits, CUdeviceptr bias,
+                                    int64_t tokens, int64_t experts,
+                                    const cpu::RouteParams &p,
+                                    CUdeviceptr indices, CUdeviceptr weights,
+                                    CUstream stream) const {
+  if (p.numGroups > 64)
+    return Status::error("moeRouteSigmoid: " + std::to_string(p.numGroups) +
+                         " expert groups, the CUDA kernel supports 64");
+  int64_t topK = p.topK, groups = p.numGroups, keepGroups = p.topKGroups;
+  int32_t renormalize = p.renormalize;
+  double scaling = p.scalingFactor;
+  void *params[] = {&logits,  &bias,    &tokens,     &experts,
+                    &topK,    &groups,  &keepGroups, &renormalize,
+                    &scaling, &indices, &weights};
+  return launch(moeRouteSigmoidFn, "moeRouteSigmoid", ceilDiv(tokens, 64), 1, 1,
+                64, 0, stream, params);
+}
+
+Status CudaKernels::expertMatmul(CUdeviceptr x, bool perSlotInput,
+                                 CUdeviceptr w, int64_t experts, int64_t n,
+                                 int64_t k, CUdeviceptr indices, int64_t tokens,
+                                 int64_t slots, CUdeviceptr routingWeights,
+                                 CUdeviceptr out, CUstream stream) const {
+  int32_t perSlot = perSlotInput;
+  void *params[] = {&x,       &perSlot, &w,     &experts,        &n,  &k,
+                    &indices, &tokens,  &slots, &routingWeights, &out};
+  return launch(expertMatmulFn, "expertMatmul", ceilDiv(n, 8), tokens, 1, 256,
+                0, stream, params);
+}
+
+Status CudaKernels::cacheWrite(const DeviceCacheView &cache, CUdeviceptr values,
+                               CUdeviceptr slots, CUdeviceptr sequences,
+                               int64_t tokens, CUstream stream) const {
+  KernelCache c = toKernel(cache);
+  void *params[] = {&c, &values, &slots, &sequences, &tokens};
+  return launch(cacheWriteFn, "cacheWrite", tokens, 1, 1, 128, 0, stream,
+                params);
+}
+
+Status CudaKernels::dsaIndexerScores(CUdeviceptr q, CUdeviceptr weights,
+                                     const DeviceCacheView &keys,
+                                     CUdeviceptr sequences, int64_t tokens,
+                                     int64_t heads, double scale,
+                                     CUdeviceptr scores,
+                                     CUstream stream) const {
+  // One key per thread, decoded into shared memory rows of width + 1.
+  int64_t keysPerBlock =
+      std::min<int64_t>(64, kSharedFloats / (keys.width + 1));
+  if (keysPerBlock < 1)
+    return Status::error("dsaIndexerScores: key width " +
+                         std::to_string(keys.width) +
+                         " does not fit in shared memory");
+  KernelCache c = toKernel(keys);
+  void *params[] = {&q,      &weights, &c,     &sequences,
+                    &tokens, &heads,   &scale, &scores};
+  return launch(dsaIndexerScoresFn, "dsaIndexerScores",
+                ceilDiv(keys.maxSeqLen, keysPerBlock), tokens, 1,
+                unsigned(keysPerBlock),
+                unsigned(keysPerBlock * (keys.width + 1) * 4), stream, params);
+}
+
+Status CudaKernels::dsaIndexSelect(CUdeviceptr scores, CUdeviceptr bounds,
+                                   int64_t tokens, int64_t keys, int64_t topK,
+                                   CUdeviceptr indices, CUstream stream) const {
+  void *params[] = {&scores, &bounds, &tokens, &keys, &topK, &indices};
+  return launch(dsaIndexSelectFn, "dsaIndexSelect", tokens, 1, 1, 1024, 0,
+                stream, params);
+}
+
+Status CudaKernels::sparseAttention(CUdeviceptr q, const DeviceCacheView &kv,
+                                    CUdeviceptr indices, int64_t topK,
+                                    CUdeviceptr sequences, int64_t tokens,
+                                    int64_t heads, double scale,
+                                    int64_t valueDim, CUdeviceptr sinks,
+                                    CUdeviceptr out, CUstream stream) const {
+  // Each of the 256 threads keeps 16 accumulators of [headGroup, valueDim].
+  constexpr int64_t kAccumulators = 256 * 16;
+  if (valueDim <= 0 || valueDim > kAccumulators)
+    return Status::error("sparseAttention: value dim " +
+                         std::to_string(valueDim) + " outside [1, " +
+                         std::to_string(kAccumulators) + "]");
+  int64_t width = kv.width;
+  int64_t headGroup = std::min<int64_t>({heads, kAccumulators / valueDim, 16});
+  int64_t chunk = 8;
+  auto floats = [&] {
+    return (headGroup + chunk) * width + headGroup * chunk + headGroup;
+  };
+  while (floats() > kSharedFloats && chunk > 1)
+    --chunk;
+  while (floats() > kSharedFloats && headGroup > 1)
+    --headGroup;
+  if (headGroup < 1 || floats() > kSharedFloats)
+    return Status::error("sparseAttention: cache width " +
+                         std::to_string(width) +
+                         " does not fit in shared memory");
+  KernelCache c = toKernel(kv);
+  int32_t group = int32_t(headGroup), rows = int32_t(chunk);
+  void *params[] = {&q,      &c,     &indices, &topK,     &sequences,
+                    &tokens, &heads, &scale,   &valueDim, &sinks,
+                    &out,    &group, &rows};
+  return launch(sparseAttentionFn, "sparseAttention", tokens,
+                ceilDiv(heads, headGroup), 1, 256, unsigned(floats() * 4),
+                stream, params);
+}
+
+Status CudaKernels::copyColumns(CUdeviceptr src, int64_t srcStride,
+                                int64_t srcOffset, CUdeviceptr dst,
+                                int64_t dstStride, int64_t dstOffset,
+                                int64_t rows, int64_t cols,
+                                CUstream stream) const {
+  void *params[] = {&src,       &srcStride, &srcOffset, &dst,
+                    &dstStride, &dstOffset, &rows,      &cols};
+  return launch(copyColumnsFn, "copyColumns", rows, 1, 1, 256, 0, stream,
+                params);
+}
+
+Status CudaKernels::causalBounds(CUdeviceptr positions, int64_t tokens,
+                                 CUdeviceptr bounds, CUstream stream) const {
+  void *params[] = {&positions, &tokens, &bounds};
+  return launch(causalBoundsFn, "causalBounds", ceilDiv(tokens, 256), 1, 1, 256,
+                0, stream, params);
+}
+
+} // namespace daybreak::cuda

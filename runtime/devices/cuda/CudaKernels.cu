@@ -1,0 +1,892 @@
+//===- CudaKernels.cu - The CUDA device's library kernels -----------------===//
+//
+// Device code for every CPU library kernel (runtime/devices/cpu/CpuKernels.h
+// holds the semantics): fp32 data, fp32 accumulation (double where the CPU
+// kernel's result depends on it: RoPE angles, sigmoid routing, the FP8 scale
+// exponent). Compiled to PTX for sm_90a at build time and embedded in the
+// runtime (CudaKernelsPtx.h); the host launchers are in CudaKernels.cpp.
+//
+// Data-dependent errors the CPU kernels report (token, expert, slot,
+// sequence or index out of range) cannot fail a launch: each kernel clamps
+// or skips instead, as its comment says. The host validates inputs first.
+//
+// No CUDA runtime API: only built-ins and device math.
+//
+//===----------------------------------------------------------------------===//
+
+#include <stdint.h>
+
+namespace {
+
+//===----------------------------------------------------------------------===//
+// Shared helpers
+//===----------------------------------------------------------------------===//
+
+/// Mirrors daybreak::cuda::DeviceCacheView's kernel argument (KernelCache in
+/// CudaKernels.cpp): same members, same order, same sizes.
+struct Cache {
+  uint8_t *base;
+  const int32_t *pageTable; // null: identity
+  int64_t width, tailDim, scaleBlock, bytesPerRow;
+  int64_t batch, maxSeqLen, pageSize;
+  int32_t format; // 0 F32, 1 BF16, 2 Fp8Scaled
+  int32_t pad;
+};
+
+enum : int32_t { kF32 = 0, kBF16 = 1, kFp8Scaled = 2 };
+
+__device__ __forceinline__ uint8_t *cacheRow(const Cache &c, int64_t seq,
+                                             int64_t pos) {
+  int64_t pagesPerSeq = (c.maxSeqLen + c.pageSize - 1) / c.pageSize;
+  int64_t logical = seq * pagesPerSeq + pos / c.pageSize;
+  int64_t page = c.pageTable ? c.pageTable[logical] : logical;
+  return c.base + (page * c.pageSize + pos % c.pageSize) * c.bytesPerRow;
+}
+
+__device__ __forceinline__ float bf16ToFloat(uint16_t bits) {
+  return __uint_as_float(uint32_t(bits) << 16);
+}
+
+/// As numerics::floatToBf16: RNE, NaN stays a quiet NaN.
+__device__ __forceinline__ uint16_t floatToBf16(float value) {
+  uint32_t bits = __float_as_uint(value);
+  if (value != value)
+    return uint16_t((bits >> 16) | 0x0040);
+  uint32_t lsb = (bits >> 16) & 1;
+  return uint16_t((bits + 0x7FFF + lsb) >> 16);
+}
+
+/// OCP E4M3FN decode, as numerics::e4m3ToFloat.
+__device__ __forceinline__ float e4m3ToFloat(uint8_t bits) {
+  if ((bits & 0x7F) == 0x7F)
+    return __int_as_float(0x7FC00000);
+  int exponent = (bits >> 3) & 0xF, mantissa = bits & 7;
+  float magnitude = exponent == 0
+                        ? ldexpf(float(mantissa), -9)
+                        : ldexpf(float(8 + mantissa), exponent - 7 - 3);
+  return (bits & 0x80) ? -magnitude : magnitude;
+}
+
+/// As numerics::floatToE4m3(value, /*saturate=*/true): RNE, magnitudes
+/// above 448 clamp to 448, NaN gives sign | 0x7F.
+__device__ __forceinline__ uint8_t floatToE4m3(float value) {
+  uint8_t sign = (__float_as_uint(value) >> 31) ? 0x80 : 0;
+  if (value != value)
+    return sign | 0x7F;
+  float a = fabsf(value);
+  if (a > 448.0f)
+    return sign | 0x7E;
+  int exponent;
+  frexpf(a, &exponent); // a = m * 2^exponent, m in [.5, 1)
+  exponent -= 1;        // a in [2^exponent, 2^(exponent+1))
+  if (a == 0.0f || exponent < -6) {
+    // Subnormal grid 2^-9 (a rounded value of 8 is the smallest normal).
+    float q = rintf(ldexpf(a, 9));
+    return sign | uint8_t(q);
+  }
+  float q = rintf(ldexpf(a, 3 - exponent)); // in [8, 16]
+  if (q == 16.0f) {
+    q = 8.0f;
+    ++exponent;
+  }
+  int code = ((exponent + 7) << 3) | (int(q) - 8);
+  return sign | uint8_t(code > 0x7E ? 0x7E : code);
+}
+
+/// 2^ceil(log2(max(amax, 1e-4) / 448)) as an exponent, as CpuCache.cpp.
+__device__ __forceinline__ int fp8ScaleExponent(float amax) {
+  double ratio = fmax(double(amax), 1e-4) / 448.0;
+  int exponent;
+  double mantissa = frexp(ratio, &exponent);
+  return mantissa == 0.5 ? exponent - 1 : exponent;
+}
+
+__device__ __forceinline__ float warpSum(float v) {
+  for (int o = 16; o > 0; o >>= 1)
+    v += __shfl_xor_sync(0xffffffffu, v, o);
+  return v;
+}
+
+__device__ __forceinline__ float warpMax(float v) {
+  for (int o = 16; o > 0; o >>= 1)
+    v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, o));
+  return v;
+}
+
+/// Sum over the block (any blockDim multiple of 32, up to 1024); every
+/// thread gets the result. `scratch` holds 32 floats.
+__device__ float blockSum(float v, float *scratch) {
+  int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  int warps = (blockDim.x + 31) >> 5;
+  v = warpSum(v);
+  __syncthreads(); // scratch may still be read by a previous call
+  if (lane == 0)
+    scratch[warp] = v;
+  __syncthreads();
+  v = lane < warps ? scratch[lane] : 0.0f;
+  return warpSum(v);
+}
+
+/// Sigmoid that never overflows exp, in double (as CpuKernels.cpp).
+__device__ __forceinline__ double sigmoidD(double x) {
+  if (x >= 0.0)
+    return 1.0 / (1.0 + exp(-x));
+  double e = exp(x);
+  return e / (1.0 + e);
+}
+
+/// Descending score, ties (and NaN, below every number) to the lower index.
+__device__ __forceinline__ double orderKey(double v) {
+  return v != v ? -__longlong_as_double(0x7FF0000000000000ll) : v;
+}
+__device__ __forceinline__ bool better(double ka, int64_t a, double kb,
+                                       int64_t b) {
+  return ka != kb ? ka > kb : a < b;
+}
+
+//===----------------------------------------------------------------------===//
+// Tiled SGEMM: C[b][m, n] = sum_k A[b][m, k] * B[b](n, k) (+ bias[n]).
+// 64x64 output tiles, K in steps of 16, 256 threads with 4x4 outputs each.
+//===----------------------------------------------------------------------===//
+
+constexpr int kTileM = 64, kTileN = 64, kTileK = 16;
+
+/// B(n, k) = b[n * ldb + k] (weights [N, K]) or, with kIsRow, b[k * ldb + n]
+/// (weights [K, N]).
+template <bool kIsRow>
+__device__ void sgemmTile(const float *__restrict__ a, int64_t lda,
+                          const float *__restrict__ b, int64_t ldb,
+                          const float *__restrict__ bias, float *__restrict__ c,
+                          int64_t ldc, int64_t m, int64_t n, int64_t k) {
+  __shared__ float as[kTileK][kTileM + 4];
+  __shared__ float bs[kTileK][kTileN + 4];
+  int tid = threadIdx.x;
+  int64_t m0 = int64_t(blockIdx.y) * kTileM, n0 = int64_t(blockIdx.x) * kTileN;
+  int tx = tid % 16, ty = tid / 16; // outputs (ty + 16 i, tx + 16 j)
+  float acc[4][4] = {};
+  for (int64_t k0 = 0; k0 < k; k0 += kTileK) {
+    // A tile: 64 rows x 16 k, consecutive threads along k.
+#pragma unroll
+    for (int i = 0; i < 4; ++i) {
+      int e = tid + 256 * i, r = e / kTileK, kk = e % kTileK;
+      int64_t gm = m0 + r, gk = k0 + kk;
+      as[kk][r] = (gm < m && gk < k) ? a[gm * lda + gk] : 0.0f;
+    }
+#pragma unroll
+    for (int i = 0; i < 4; ++i) {
+      int e = tid + 256 * i;
+      int r, kk;
+      if (kIsRow) { // consecutive threads along n
+        r = e % kTileN;
+        kk = e / kTileN;
+      } else {
+        r = e / kTileK;
+        kk = e % kTileK;
+      }
+      int64_t gn = n0 + r, gk = k0 + kk;
+      float v = 0.0f;
+      if (gn < n && gk < k)
+        v = kIsRow ? b[gk * ldb + gn] : b[gn * ldb + gk];
+      bs[kk][r] = v;
+    }
+    __syncthreads();
+#pragma unroll
+    for (int kk = 0; kk < kTileK; ++kk) {
+      float av[4], bv[4];
+#pragma unroll
+      for (int i = 0; i < 4; ++i) {
+        av[i] = as[kk][ty + 16 * i];
+        bv[i] = bs[kk][tx + 16 * i];
+      }
+#pragma unroll
+      for (int i = 0; i < 4; ++i)
+#pragma unroll
+        for (int j = 0; j < 4; ++j)
+          acc[i][j] = fmaf(av[i], bv[j], acc[i][j]);
+    }
+    __syncthreads();
+  }
+#pragma unroll
+  for (int i = 0; i < 4; ++i) {
+    int64_t gm = m0 + ty + 16 * i;
+    if (gm >= m)
+      continue;
+#pragma unroll
+    for (int j = 0; j < 4; ++j) {
+      int64_t gn = n0 + tx + 16 * j;
+      if (gn < n)
+        c[gm * ldc + gn] = acc[i][j] + (bias ? bias[gn] : 0.0f);
+    }
+  }
+}
+
+constexpr int kSmallM = 8;
+
+} // namespace
+
+//===----------------------------------------------------------------------===//
+// Kernels
+//===----------------------------------------------------------------------===//
+
+/// grid (tokens), block 256. An id outside [0, vocab) gives a zero row.
+extern "C" __global__ void daybreak_embedding(const float *table, int64_t vocab,
+                                              int64_t dim, const int32_t *ids,
+                                              int64_t tokens, float *out) {
+  int64_t t = blockIdx.x;
+  int64_t id = ids[t];
+  bool valid = id >= 0 && id < vocab;
+  for (int64_t i = threadIdx.x; i < dim; i += blockDim.x)
+    out[t * dim + i] = valid ? table[id * dim + i] : 0.0f;
+}
+
+/// grid (rows), block 256: one row per block. weight may be null.
+extern "C" __global__ void daybreak_rms_norm(const float *x,
+                                             const float *weight, int64_t rows,
+                                             int64_t dim, double eps,
+                                             float *out) {
+  __shared__ float scratch[32];
+  const float *in = x + int64_t(blockIdx.x) * dim;
+  float *o = out + int64_t(blockIdx.x) * dim;
+  float sum = 0.0f;
+  for (int64_t i = threadIdx.x; i < dim; i += blockDim.x)
+    sum = fmaf(in[i], in[i], sum);
+  sum = blockSum(sum, scratch);
+  float inv = float(1.0 / sqrt(double(sum) / double(dim) + eps));
+  for (int64_t i = threadIdx.x; i < dim; i += blockDim.x)
+    o[i] = in[i] * inv * (weight ? weight[i] : 1.0f);
+}
+
+/// grid (rows), block 256: mean, then the centred variance. weight and bias
+/// may be null.
+extern "C" __global__ void
+daybreak_layer_norm(const float *x, const float *weight, const float *bias,
+                    int64_t rows, int64_t dim, double eps, float *out) {
+  __shared__ float scratch[32];
+  const float *in = x + int64_t(blockIdx.x) * dim;
+  float *o = out + int64_t(blockIdx.x) * dim;
+  float sum = 0.0f;
+  for (int64_t i = threadIdx.x; i < dim; i += blockDim.x)
+    sum += in[i];
+  float mean = blockSum(sum, scratch) / float(dim);
+  float var = 0.0f;
+  for (int64_t i = threadIdx.x; i < dim; i += blockDim.x) {
+    float d = in[i] - mean;
+    var = fmaf(d, d, var);
+  }
+  var = blockSum(var, scratch);
+  float inv = float(1.0 / sqrt(double(var) / double(dim) + eps));
+  for (int64_t i = threadIdx.x; i < dim; i += blockDim.x)
+    o[i] = (in[i] - mean) * inv * (weight ? weight[i] : 1.0f) +
+           (bias ? bias[i] : 0.0f);
+}
+
+/// out = x w^T (+ bias), w [N, K]: grid (ceil(N/64), ceil(M/64)), block 256.
+extern "C" __global__ void daybreak_matmul_tiled(const float *x, const float *w,
+                                                 const float *bias, int64_t m,
+                                                 int64_t n, int64_t k,
+                                                 float *out) {
+  sgemmTile<false>(x, k, w, k, bias, out, n, m, n, k);
+}
+
+/// The few-row (decode) matmul, m <= 8: grid (ceil(N/8)), block 256; each
+/// warp one output column, lanes striding K so weight loads coalesce.
+extern "C" __global__ void
+daybreak_matmul_small_m(const float *x, const float *w, const float *bias,
+                        int64_t m, int64_t n, int64_t k, float *out) {
+  int lane = threadIdx.x & 31;
+  int64_t col = int64_t(blockIdx.x) * (blockDim.x / 32) + threadIdx.x / 32;
+  if (col >= n)
+    return;
+  const float *wr = w + col * k;
+  float acc[kSmallM] = {};
+  for (int64_t p = lane; p < k; p += 32) {
+    float wv = wr[p];
+#pragma unroll
+    for (int r = 0; r < kSmallM; ++r)
+      if (r < m)
+        acc[r] = fmaf(x[r * k + p], wv, acc[r]);
+  }
+#pragma unroll
+  for (int r = 0; r < kSmallM; ++r) {
+    if (r >= m)
+      break;
+    float v = warpSum(acc[r]);
+    if (lane == 0)
+      out[r * n + col] = v + (bias ? bias[col] : 0.0f);
+  }
+}
+
+/// Per-head matmul: x [T, H, K], w [H, K, N] (or [H, N, K] when
+/// transposeWeight) -> out [T, H, N]. grid (ceil(N/64), ceil(T/64), H),
+/// block 256.
+extern "C" __global__ void daybreak_head_matmul(const float *x, const float *w,
+                                                int32_t transposeWeight,
+                                                int64_t tokens, int64_t heads,
+                                                int64_t k, int64_t n,
+                                                float *out) {
+  int64_t h = blockIdx.z;
+  const float *a = x + h * k;
+  const float *b = w + h * n * k;
+  float *c = out + h * n;
+  if (transposeWeight)
+    sgemmTile<false>(a, heads * k, b, k, nullptr, c, heads * n, tokens, n, k);
+  else
+    sgemmTile<true>(a, heads * k, b, n, nullptr, c, heads * n, tokens, n, k);
+}
+
+/// In-place RoPE. grid (ceil(half/64), tokens), block 64: one thread per
+/// (token, pair) computes the angle in double and rotates that pair of every
+/// row of the token. `low`/`high` are YaRN's ramp ends (from the host; unused
+/// without yarn).
+extern "C" __global__ void
+daybreak_rope(float *x, const int32_t *positions, int64_t tokens,
+              int64_t rowsPerToken, int64_t rowDim, int32_t interleaved,
+              int64_t offset, int64_t dim, double theta, int32_t yarn,
+              double factor, double low, double high, double attentionFactor) {
+  int64_t half = dim / 2;
+  int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
+  int64_t t = blockIdx.y;
+  if (i >= half)
+    return;
+  double freq = pow(theta, -2.0 * double(i) / double(dim));
+  if (yarn) {
+    double ramp = fmin(fmax((double(i) - low) / (high - low), 0.0), 1.0);
+    freq = freq / factor * ramp + freq * (1.0 - ramp);
+  }
+  double angle = double(positions[t]) * freq;
+  double cosine = cos(angle) * attentionFactor;
+  double sine = sin(angle) * attentionFactor;
+  int64_t a = interleaved ? 2 * i : i;
+  int64_t b = interleaved ? 2 * i + 1 : i + half;
+  for (int64_t r = 0; r < rowsPerToken; ++r) {
+    float *row = x + (t * rowsPerToken + r) * rowDim + offset;
+    double xa = row[a], xb = row[b];
+    row[a] = float(xa * cosine - xb * sine);
+    row[b] = float(xb * cosine + xa * sine);
+  }
+}
+
+/// grid (ceil(n/256)), block 256; in double as the CPU kernel.
+extern "C" __global__ void daybreak_swiglu(const float *gate, const float *up,
+                                           int64_t n, double alpha,
+                                           int32_t hasLimit, double limit,
+                                           double upOffset, float *out) {
+  int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (i >= n)
+    return;
+  double g = gate[i], u = up[i];
+  if (hasLimit) {
+    g = fmin(g, limit);
+    u = fmin(fmax(u, -limit), limit);
+  }
+  out[i] = float(g * sigmoidD(alpha * g) * (u + upOffset));
+}
+
+/// grid (ceil(n/256)), block 256.
+extern "C" __global__ void daybreak_add(const float *a, const float *b,
+                                        int64_t n, float *out) {
+  int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (i < n)
+    out[i] = a[i] + b[i];
+}
+
+/// DeepSeek noaux_tc routing, exactly as cpu::moeRouteSigmoid (double
+/// scores, group score = sum of the group's two best selection scores, ties
+/// to the lower id). grid (ceil(tokens/64)), block 64: one thread per token,
+/// selecting by repeated scans under the total order (no scratch memory).
+/// numGroups <= 64 (checked by the launcher).
+extern "C" __global__ void daybreak_moe_route_sigmoid(
+    const float *logits, const float *bias, int64_t tokens, int64_t experts,
+    int64_t topK, int64_t numGroups, int64_t topKGroups, int32_t renormalize,
+    double scalingFactor, int32_t *indices, float *weights) {
+  int64_t t = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (t >= tokens)
+    return;
+  const float *row = logits + t * experts;
+  auto score = [&](int64_t e) { return sigmoidD(row[e]); };
+  auto select = [&](int64_t e) {
+    return sigmoidD(row[e]) + (bias ? bias[e] : 0.0f);
+  };
+  uint64_t keptGroups = ~0ull; // bit g: group g's experts are candidates
+  bool grouped = !(numGroups <= 1 || topKGroups >= numGroups);
+  int64_t groupSize = grouped ? experts / numGroups : experts;
+  if (grouped) {
+    double groupScores[64];
+    for (int64_t g = 0; g < numGroups; ++g) {
+      // The group's best two by the total order; their raw sum.
+      int64_t e0 = g * groupSize, best1 = -1, best2 = -1;
+      double k1 = 0, k2 = 0;
+      for (int64_t e = e0; e < e0 + groupSize; ++e) {
+        double ke = orderKey(select(e));
+        if (best1 < 0 || better(ke, e, k1, best1)) {
+          best2 = best1;
+          k2 = k1;
+          best1 = e;
+          k1 = ke;
+        } else if (best2 < 0 || better(ke, e, k2, best2)) {
+          best2 = e;
+          k2 = ke;
+        }
+      }
+      double sum = 0.0;
+      if (best1 >= 0)
+        sum += select(best1);
+      if (best2 >= 0)
+        sum += select(best2);
+      groupScores[g] = sum;
+    }
+    int64_t keep = topKGroups < 0 ? 0 : topKGroups;
+    keptGroups = 0;
+    // Repeatedly take the best group below the previous one in the order.
+    double prevKey = 0;
+    int64_t prev = -1;
+    for (int64_t i = 0; i < keep; ++i) {
+      int64_t bestG = -1;
+      double bestK = 0;
+      for (int64_t g = 0; g < numGroups; ++g) {
+        double kg = orderKey(groupScores[g]);
+        if (prev >= 0 && !better(prevKey, prev, kg, g))
+          continue; // already taken
+        if (bestG < 0 || better(kg, g, bestK, bestG)) {
+          bestG = g;
+          bestK = kg;
+        }
+      }
+      keptGroups |= 1ull << bestG;
+      prev = bestG;
+      prevKey = bestK;
+    }
+  }
+  auto eligible = [&](int64_t e) {
+    if (!grouped)
+      return true;
+    int64_t g = e / groupSize;
+    return g < numGroups && ((keptGroups >> g) & 1);
+  };
+  // Pick: the best eligible expert strictly below the previous pick.
+  int64_t candidates = 0;
+  for (int64_t e = 0; e < experts; ++e)
+    candidates += eligible(e);
+  int64_t picked = topK < candidates ? topK : candidates;
+  if (picked < 0)
+    picked = 0;
+  int32_t *outIdx = indices + t * topK;
+  float *outW = weights + t * topK;
+  double sum = 0.0, prevKey = 0;
+  int64_t prev = -1;
+  for (int64_t i = 0; i < picked; ++i) {
+    int64_t best = -1;
+    double bestK = 0;
+    for (int64_t e = 0; e < experts; ++e) {
+      if (!eligible(e))
+        continue;
+      double ke = orderKey(select(e));
+      if (prev >= 0 && !better(prevKey, prev, ke, e))
+        continue;
+      if (best < 0 || better(ke, e, bestK, best)) {
+        best = e;
+        bestK = ke;
+      }
+    }
+    outIdx[i] = int32_t(best);
+    prev = best;
+    prevKey = bestK;
+    sum += score(best);
+  }
+  for (int64_t i = 0; i < topK; ++i) {
+    if (i >= picked) {
+      outIdx[i] = -1;
+      outW[i] = 0.0f;
+      continue;
+    }
+    double weight = score(outIdx[i]);
+    if (renormalize)
+      weight /= sum + 1e-20;
+    outW[i] = float(weight * scalingFactor);
+  }
+}
+
+/// Grouped expert matmul (see cpu::expertMatmul). grid (ceil(N/8), tokens),
+/// block 256: each warp one output column n of token t, looping over its
+/// slots in order (so the weighted sum adds in the CPU's order). An expert
+/// id outside [0, E) counts as an empty slot.
+extern "C" __global__ void
+daybreak_expert_matmul(const float *x, int32_t perSlotInput, const float *w,
+                       int64_t experts, int64_t n, int64_t k,
+                       const int32_t *indices, int64_t tokens, int64_t slots,
+                       const float *routingWeights, float *out) {
+  int lane = threadIdx.x & 31;
+  int64_t col = int64_t(blockIdx.x) * (blockDim.x / 32) + threadIdx.x / 32;
+  int64_t t = blockIdx.y;
+  if (col >= n)
+    return;
+  float combined = 0.0f;
+  for (int64_t s = 0; s < slots; ++s) {
+    int64_t e = indices[t * slots + s];
+    bool valid = e >= 0 && e < experts;
+    float y = 0.0f;
+    if (valid) {
+      const float *in = x + (perSlotInput ? t * slots + s : t) * k;
+      const float *wr = w + (e * n + col) * k;
+      float acc = 0.0f;
+      for (int64_t p = lane; p < k; p += 32)
+        acc = fmaf(in[p], wr[p], acc);
+      y = warpSum(acc);
+    }
+    if (routingWeights) {
+      if (valid)
+        combined += routingWeights[t * slots + s] * y;
+    } else if (lane == 0) {
+      out[(t * slots + s) * n + col] = y;
+    }
+  }
+  if (routingWeights && lane == 0)
+    out[t * n + col] = combined;
+}
+
+/// Writes values [T, width] to rows (sequences[t], slots[t]); grid (tokens),
+/// block 128. Slot -1, a slot outside [0, maxSeqLen) or a sequence outside
+/// [0, batch) skips the token; when several tokens name one row the last
+/// wins (the others skip). Fp8Scaled: one warp per scale tile.
+extern "C" __global__ void
+daybreak_cache_write(Cache cache, const float *values, const int32_t *slots,
+                     const int32_t *sequences, int64_t tokens) {
+  __shared__ int laterWriter;
+  int64_t t = blockIdx.x;
+  int64_t seq = sequences ? sequences[t] : 0;
+  int64_t slot = slots[t];
+  if (slot < 0 || slot >= cache.maxSeqLen || seq < 0 || seq >= cache.batch)
+    return;
+  if (threadIdx.x == 0)
+    laterWriter = 0;
+  __syncthreads();
+  for (int64_t u = t + 1 + threadIdx.x; u < tokens; u += blockDim.x)
+    if (slots[u] == slot && (sequences ? sequences[u] : 0) == seq)
+      laterWriter = 1;
+  __syncthreads();
+  if (laterWriter)
+    return;
+  const float *in = values + t * cache.width;
+  uint8_t *dst = cacheRow(cache, seq, slot);
+  if (cache.format == kF32) {
+    float *d = reinterpret_cast<float *>(dst);
+    for (int64_t i = threadIdx.x; i < cache.width; i += blockDim.x)
+      d[i] = in[i];
+    return;
+  }
+  if (cache.format == kBF16) {
+    uint16_t *d = reinterpret_cast<uint16_t *>(dst);
+    for (int64_t i = threadIdx.x; i < cache.width; i += blockDim.x)
+      d[i] = floatToBf16(in[i]);
+    return;
+  }
+  int64_t quantized = cache.width - cache.tailDim;
+  int64_t tiles = quantized / cache.scaleBlock;
+  uint8_t *scales = dst + quantized;
+  uint16_t *tail = reinterpret_cast<uint16_t *>(scales + 4 * tiles);
+  int lane = threadIdx.x & 31, warps = blockDim.x / 32;
+  for (int64_t tile = threadIdx.x / 32; tile < tiles; tile += warps) {
+    const float *v = in + tile * cache.scaleBlock;
+    float amax = 0.0f;
+    for (int64_t i = lane; i < cache.scaleBlock; i += 32)
+      amax = fmaxf(amax, fabsf(v[i]));
+    amax = warpMax(amax);
+    int exponent = fp8ScaleExponent(amax);
+    float scale = ldexpf(1.0f, exponent);
+    float inverse = ldexpf(1.0f, -exponent);
+    if (lane == 0)
+      reinterpret_cast<float *>(scales)[tile] = scale;
+    for (int64_t i = lane; i < cache.scaleBlock; i += 32)
+      dst[tile * cache.scaleBlock + i] = floatToE4m3(v[i] * inverse);
+  }
+  for (int64_t i = threadIdx.x; i < cache.tailDim; i += blockDim.x)
+    tail[i] = floatToBf16(in[quantized + i]);
+}
+
+namespace {
+
+/// Decodes a cache row into shared memory `out[width]` with the block's
+/// threads `[first, first + count)` (no synchronisation).
+__device__ void readRow(const Cache &c, int64_t seq, int64_t pos, float *out,
+                        int first, int count) {
+  const uint8_t *src = cacheRow(c, seq, pos);
+  int tid = int(threadIdx.x) - first;
+  if (tid < 0 || tid >= count)
+    return;
+  if (c.format == kF32) {
+    const float *s = reinterpret_cast<const float *>(src);
+    for (int64_t i = tid; i < c.width; i += count)
+      out[i] = s[i];
+  } else if (c.format == kBF16) {
+    const uint16_t *s = reinterpret_cast<const uint16_t *>(src);
+    for (int64_t i = tid; i < c.width; i += count)
+      out[i] = bf16ToFloat(s[i]);
+  } else {
+    int64_t quantized = c.width - c.tailDim;
+    const float *scales = reinterpret_cast<const float *>(src + quantized);
+    const uint16_t *tail = reinterpret_cast<const uint16_t *>(
+        src + quantized + 4 * (quantized / c.scaleBlock));
+    for (int64_t i = tid; i < c.width; i += count)
+      out[i] = i < quantized ? e4m3ToFloat(src[i]) * scales[i / c.scaleBlock]
+                             : bf16ToFloat(tail[i - quantized]);
+  }
+}
+
+} // namespace
+
+/// scores[t, s] = scale * sum_h weights[t, h] * ReLU(q[t, h] . key(seq_t, s))
+/// for s < maxSeqLen. grid (ceil(maxSeqLen / keysPerBlock), tokens), block
+/// keysPerBlock (one key per thread, decoded to shared memory with a padded
+/// row of width + 1), dynamic shared memory keysPerBlock * (width + 1) * 4.
+/// A sequence outside [0, batch) gives a row of zeros.
+extern "C" __global__ void
+daybreak_dsa_indexer_scores(const float *q, const float *weights, Cache keys,
+                            const int32_t *sequences, int64_t tokens,
+                            int64_t heads, double scale, float *scores) {
+  extern __shared__ float decoded[];
+  int64_t dim = keys.width, stride = dim + 1;
+  int64_t t = blockIdx.y;
+  int64_t s0 = int64_t(blockIdx.x) * blockDim.x;
+  int64_t count = keys.maxSeqLen - s0 < int64_t(blockDim.x)
+                      ? keys.maxSeqLen - s0
+                      : int64_t(blockDim.x);
+  int64_t seq = sequences ? sequences[t] : 0;
+  float *out = scores + t * keys.maxSeqLen + s0;
+  if (seq < 0 || seq >= keys.batch) {
+    if (threadIdx.x < count)
+      out[threadIdx.x] = 0.0f;
+    return;
+  }
+  for (int64_t s = 0; s < count; ++s)
+    readRow(keys, seq, s0 + s, decoded + s * stride, 0, blockDim.x);
+  __syncthreads();
+  if (threadIdx.x >= count)
+    return;
+  const float *key = decoded + threadIdx.x * stride;
+  const float *qt = q + t * heads * dim;
+  const float *wt = weights + t * heads;
+  float sum = 0.0f;
+  for (int64_t h = 0; h < heads; ++h) {
+    const float *qh = qt + h * dim;
+    float dot = 0.0f;
+    for (int64_t d = 0; d < dim; ++d)
+      dot = fmaf(qh[d], key[d], dot);
+    sum = fmaf(wt[h], fmaxf(dot, 0.0f), sum);
+  }
+  out[threadIdx.x] = float(scale * double(sum));
+}
+
+namespace {
+
+/// (descending score, ascending index) as one ascending 64-bit key; NaN is
+/// below every number, -0 equals +0.
+__device__ __forceinline__ uint64_t selectKey(float v, int64_t index) {
+  if (v != v)
+    v = -__int_as_float(0x7F800000);
+  if (v == 0.0f)
+    v = 0.0f;
+  uint32_t bits = __float_as_uint(v);
+  uint32_t ordered = (bits & 0x80000000u) ? ~bits : bits | 0x80000000u;
+  return (uint64_t(~ordered) << 32) | uint64_t(uint32_t(index));
+}
+
+constexpr int kSelectSortMax = 4096; // 32 KiB of keys
+
+} // namespace
+
+/// Per query row: the min(topK, bound) best of scores[t, 0 : bound] (bound
+/// = bounds[t] clamped to [0, keys]), descending, ties to the lower index,
+/// then -1. grid (tokens), block 1024. Rows with bound <= 4096: a bitonic
+/// sort of (score, index) keys in shared memory; longer rows: each
+/// candidate's rank by counting better ones (O(bound^2), exact).
+extern "C" __global__ void daybreak_dsa_index_select(const float *scores,
+                                                     const int32_t *bounds,
+                                                     int64_t tokens,
+                                                     int64_t keys, int64_t topK,
+                                                     int32_t *indices) {
+  __shared__ uint64_t sorted[kSelectSortMax];
+  int64_t t = blockIdx.x;
+  const float *row = scores + t * keys;
+  int64_t bound = bounds[t];
+  bound = bound < 0 ? 0 : (bound > keys ? keys : bound);
+  int64_t picked = topK < bound ? topK : bound;
+  int32_t *out = indices + t * topK;
+  for (int64_t i = picked + threadIdx.x; i < topK; i += blockDim.x)
+    out[i] = -1;
+  if (picked == 0)
+    return;
+  if (bound <= kSelectSortMax) {
+    int size = 1;
+    while (size < bound)
+      size <<= 1;
+    for (int i = threadIdx.x; i < size; i += blockDim.x)
+      sorted[i] = i < bound ? selectKey(row[i], i) : ~0ull;
+    __syncthreads();
+    for (int span = 2; span <= size; span <<= 1)
+      for (int stride = span >> 1; stride > 0; stride >>= 1) {
+        for (int i = threadIdx.x; i < size; i += blockDim.x) {
+          int j = i ^ stride;
+          if (j > i) {
+            uint64_t a = sorted[i], b = sorted[j];
+            bool ascending = (i & span) == 0;
+            if ((a > b) == ascending) {
+              sorted[i] = b;
+              sorted[j] = a;
+            }
+          }
+        }
+        __syncthreads();
+      }
+    for (int64_t i = threadIdx.x; i < picked; i += blockDim.x)
+      out[i] = int32_t(uint32_t(sorted[i]));
+    return;
+  }
+  for (int64_t i = threadIdx.x; i < bound; i += blockDim.x) {
+    uint64_t mine = selectKey(row[i], i);
+    int64_t rank = 0;
+    for (int64_t j = 0; j < bound && rank < picked; ++j)
+      rank += selectKey(row[j], j) < mine;
+    if (rank < picked)
+      out[rank] = int32_t(i);
+  }
+}
+
+/// Sparse MLA (absorbed), see cpu::sparseAttention. grid (tokens,
+/// ceil(heads / headGroup)), block 256; each block runs an online softmax
+/// for headGroup heads over the token's chosen rows, `chunk` rows at a time
+/// decoded once into shared memory. Dynamic shared memory: (headGroup *
+/// width + chunk * width + headGroup * chunk + headGroup) floats. Each
+/// thread owns output elements e = tid + 256 j of the [headGroup, valueDim]
+/// block (headGroup * valueDim <= 256 * 16). Indices outside [0, maxSeqLen)
+/// are skipped; a sequence outside [0, batch) or no index gives zeros.
+extern "C" __global__ void
+daybreak_sparse_attention(const float *q, Cache kv, const int32_t *indices,
+                          int64_t topK, const int32_t *sequences,
+                          int64_t tokens, int64_t heads, double scale,
+                          int64_t valueDim, const float *sinks, float *out,
+                          int32_t headGroup, int32_t chunk) {
+  constexpr int kAcc = 16;
+  extern __shared__ float smem[];
+  int64_t width = kv.width;
+  float *qs = smem;                              // [headGroup, width]
+  float *rows = qs + headGroup * width;          // [chunk, width]
+  float *probs = rows + chunk * width;           // [headGroup, chunk]
+  float *correction = probs + headGroup * chunk; // [headGroup]
+  int64_t t = blockIdx.x;
+  int64_t h0 = int64_t(blockIdx.y) * headGroup;
+  int hn = int(heads - h0 < headGroup ? heads - h0 : headGroup);
+  int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5,
+      warps = blockDim.x >> 5;
+  int64_t seq = sequences ? sequences[t] : 0;
+  const int32_t *chosen = indices + t * topK;
+  float *o = out + (t * heads + h0) * valueDim;
+  int64_t outCount = int64_t(hn) * valueDim;
+  if (seq < 0 || seq >= kv.batch) {
+    for (int64_t e = tid; e < outCount; e += blockDim.x)
+      o[e] = 0.0f;
+    return;
+  }
+  for (int64_t e = tid; e < int64_t(hn) * width; e += blockDim.x)
+    qs[e] = q[(t * heads + h0) * width + e];
+  // Per head (threads h < hn): running max and denominator.
+  float runMax = -__int_as_float(0x7F800000), runSum = 0.0f;
+  if (tid < hn && sinks) {
+    runMax = sinks[h0 + tid];
+    runSum = 1.0f;
+  }
+  float acc[kAcc];
+#pragma unroll
+  for (int j = 0; j < kAcc; ++j)
+    acc[j] = 0.0f;
+  int64_t valid = 0;
+  float fscale = float(scale);
+  for (int64_t c0 = 0; c0 < topK; c0 += chunk) {
+    int cn = int(topK - c0 < chunk ? topK - c0 : chunk);
+    __syncthreads(); // previous chunk's rows and probs are consumed
+    for (int c = 0; c < cn; ++c) {
+      int64_t pos = chosen[c0 + c];
+      if (pos >= 0 && pos < kv.maxSeqLen)
+        readRow(kv, seq, pos, rows + c * width, 0, blockDim.x);
+    }
+    __syncthreads();
+    // logits: one warp per (head, row) pair.
+    for (int pair = warp; pair < hn * cn; pair += warps) {
+      int h = pair / cn, c = pair % cn;
+      int64_t pos = chosen[c0 + c];
+      float dot = 0.0f;
+      if (pos >= 0 && pos < kv.maxSeqLen) {
+        for (int64_t d = lane; d < width; d += 32)
+          dot = fmaf(qs[h * width + d], rows[c * width + d], dot);
+        dot = warpSum(dot) * fscale;
+      } else {
+        dot = -__int_as_float(0x7F800000); // masked
+      }
+      if (lane == 0)
+        probs[h * chunk + c] = dot;
+    }
+    __syncthreads();
+    if (tid < hn) {
+      float m = runMax;
+      for (int c = 0; c < cn; ++c)
+        m = fmaxf(m, probs[tid * chunk + c]);
+      float corr = m == runMax ? 1.0f : expf(runMax - m);
+      float sum = runSum * corr;
+      for (int c = 0; c < cn; ++c) {
+        float l = probs[tid * chunk + c];
+        float p = l == -__int_as_float(0x7F800000) ? 0.0f : expf(l - m);
+        probs[tid * chunk + c] = p;
+        sum += p;
+      }
+      runMax = m;
+      runSum = sum;
+      correction[tid] = corr;
+    }
+    for (int c = 0; c < cn; ++c) {
+      int64_t pos = chosen[c0 + c];
+      valid += pos >= 0 && pos < kv.maxSeqLen;
+    }
+    __syncthreads();
+#pragma unroll
+    for (int j = 0; j < kAcc; ++j) {
+      int64_t e = tid + int64_t(j) * blockDim.x;
+      if (e >= outCount)
+        break;
+      int h = int(e / valueDim);
+      int64_t d = e % valueDim;
+      float a = acc[j] * correction[h];
+      for (int c = 0; c < cn; ++c)
+        a = fmaf(probs[h * chunk + c], rows[c * width + d], a);
+      acc[j] = a;
+    }
+  }
+  __syncthreads();
+  if (tid < hn)
+    correction[tid] = valid ? 1.0f / runSum : 0.0f;
+  __syncthreads();
+#pragma unroll
+  for (int j = 0; j < kAcc; ++j) {
+    int64_t e = tid + int64_t(j) * blockDim.x;
+    if (e >= outCount)
+      break;
+    o[e] = valid ? acc[j] * correction[e / valueDim] : 0.0f;
+  }
+}
+
+/// grid (rows), block 256. src and dst must not overlap (unlike memmove).
+extern "C" __global__ void
+daybreak_copy_columns(const float *src, int64_t srcStride, int64_t srcOffset,
+                      float *dst, int64_t dstStride, int64_t dstOffset,
+                      int64_t rows, int64_t cols) {
+  int64_t r = blockIdx.x;
+  for (int64_t i = threadIdx.x; i < cols; i += blockDim.x)
+    dst[r * dstStride + dstOffset + i] = src[r * srcStride + srcOffset + i];
+}
+
+/// bounds[t] = positions[t] + 1. grid (ceil(tokens/256)), block 256.
+extern "C" __global__ void daybreak_causal_bounds(const int32_t *positions,
+                                                  int64_t tokens,
+                                                  int32_t *bounds) {
+  int64_t t = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (t < tokens)
+    bounds[t] = positions[t] + 1;
+}

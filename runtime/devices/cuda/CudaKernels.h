@@ -1,0 +1,145 @@
+//===- CudaKernels.h - Host launchers for the CUDA library kernels -*- C++
+//-*-===//
+//
+// The CUDA counterparts of cpu::CpuKernels.h: one launcher per kernel, with
+// the CPU kernel's parameters but device pointers and a stream. Each computes
+// the grid, block and shared memory and enqueues the kernel (asynchronous:
+// a Status reports launch errors only, never kernel results). The kernels
+// live in CudaKernels.cu, compiled to PTX at build time and embedded here
+// (cudaKernelsPtx()). No CUDA runtime: launches go through cuda::Driver.
+//
+// Data-dependent checks the CPU kernels make (ids, experts, slots,
+// sequences, indices out of range) cannot fail on the GPU: the kernels skip
+// or zero such rows (see each kernel's comment in CudaKernels.cu); the host
+// validates inputs before a step. Arrays need only natural alignment.
+//
+// A CudaKernels holds the CUfunctions of one loaded module (it does not own
+// the module); immutable after load, so thread-safe.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef DAYBREAK_RUNTIME_DEVICES_CUDA_CUDAKERNELS_H
+#define DAYBREAK_RUNTIME_DEVICES_CUDA_CUDAKERNELS_H
+
+#include "runtime/devices/cpu/CpuKernels.h"
+#include "runtime/devices/cuda/CudaDriver.h"
+
+namespace daybreak::cuda {
+
+/// The PTX (sm_90a) of every kernel, NUL-terminated, for cuModuleLoadDataEx.
+const char *cudaKernelsPtx();
+
+/// cpu::CacheView with device memory: `base` holds the pages, `pageTable`
+/// (0: identity) the int32 [batch * pagesPerSeq] page map. Rows follow the
+/// CPU layout byte for byte (cpu::cacheBytesPerRow), so caches can be copied
+/// between devices as is.
+struct DeviceCacheView {
+  CUdeviceptr base = 0;
+  cpu::CacheFormat format = cpu::CacheFormat::F32;
+  int64_t width = 0;
+  int64_t tailDim = 0;
+  int64_t scaleBlock = 0;
+  int64_t bytesPerRow = 0;
+  int64_t batch = 0;
+  int64_t maxSeqLen = 0;
+  int64_t pageSize = 0;
+  CUdeviceptr pageTable = 0;
+};
+
+#define DAYBREAK_CUDA_KERNELS(X)                                               \
+  X(embedding, "daybreak_embedding")                                           \
+  X(rmsNorm, "daybreak_rms_norm")                                              \
+  X(layerNorm, "daybreak_layer_norm")                                          \
+  X(matmulTiled, "daybreak_matmul_tiled")                                      \
+  X(matmulSmallM, "daybreak_matmul_small_m")                                   \
+  X(headMatmul, "daybreak_head_matmul")                                        \
+  X(rope, "daybreak_rope")                                                     \
+  X(swiglu, "daybreak_swiglu")                                                 \
+  X(add, "daybreak_add")                                                       \
+  X(moeRouteSigmoid, "daybreak_moe_route_sigmoid")                             \
+  X(expertMatmul, "daybreak_expert_matmul")                                    \
+  X(cacheWrite, "daybreak_cache_write")                                        \
+  X(dsaIndexerScores, "daybreak_dsa_indexer_scores")                           \
+  X(dsaIndexSelect, "daybreak_dsa_index_select")                               \
+  X(sparseAttention, "daybreak_sparse_attention")                              \
+  X(copyColumns, "daybreak_copy_columns")                                      \
+  X(causalBounds, "daybreak_causal_bounds")
+
+class CudaKernels {
+public:
+  /// Resolves every kernel of `module` (loaded from cudaKernelsPtx()); the
+  /// driver and module must outlive the result.
+  static StatusOr<CudaKernels> load(const Driver &driver, CUmodule module);
+
+  Status embedding(CUdeviceptr table, int64_t vocab, int64_t dim,
+                   CUdeviceptr ids, int64_t tokens, CUdeviceptr out,
+                   CUstream stream) const;
+  Status rmsNorm(CUdeviceptr x, CUdeviceptr weight, int64_t rows, int64_t dim,
+                 double eps, CUdeviceptr out, CUstream stream) const;
+  Status layerNorm(CUdeviceptr x, CUdeviceptr weight, CUdeviceptr bias,
+                   int64_t rows, int64_t dim, double eps, CUdeviceptr out,
+                   CUstream stream) const;
+  /// m <= 8 takes the decode path (a warp per output column), else 64x64
+  /// tiles. The tiling hint of the CPU kernel has no GPU meaning.
+  Status matmul(CUdeviceptr x, CUdeviceptr w, CUdeviceptr bias, int64_t m,
+                int64_t n, int64_t k, CUdeviceptr out, CUstream stream) const;
+  Status headMatmul(CUdeviceptr x, CUdeviceptr w, bool transposeWeight,
+                    int64_t tokens, int64_t heads, int64_t k, int64_t n,
+                    CUdeviceptr out, CUstream stream) const;
+  Status rope(CUdeviceptr x, CUdeviceptr positions, int64_t tokens,
+              int64_t rowsPerToken, int64_t rowDim,
+              const cpu::RopeParams &params, CUstream stream) const;
+  Status swiglu(CUdeviceptr gate, CUdeviceptr up, int64_t n, double alpha,
+                bool hasLimit, double limit, double upOffset, CUdeviceptr out,
+                CUstream stream) const;
+  Status add(CUdeviceptr a, CUdeviceptr b, int64_t n, CUdeviceptr out,
+             CUstream stream) const;
+  /// Errors (before launching) when numGroups > 64.
+  Status moeRouteSigmoid(CUdeviceptr logits, CUdeviceptr bias, int64_t tokens,
+                         int64_t experts, const cpu::RouteParams &p,
+                         CUdeviceptr indices, CUdeviceptr weights,
+                         CUstream stream) const;
+  Status expertMatmul(CUdeviceptr x, bool perSlotInput, CUdeviceptr w,
+                      int64_t experts, int64_t n, int64_t k,
+                      CUdeviceptr indices, int64_t tokens, int64_t slots,
+                      CUdeviceptr routingWeights, CUdeviceptr out,
+                      CUstream stream) const;
+  Status cacheWrite(const DeviceCacheView &cache, CUdeviceptr values,
+                    CUdeviceptr slots, CUdeviceptr sequences, int64_t tokens,
+                    CUstream stream) const;
+  Status dsaIndexerScores(CUdeviceptr q, CUdeviceptr weights,
+                          const DeviceCacheView &keys, CUdeviceptr sequences,
+                          int64_t tokens, int64_t heads, double scale,
+                          CUdeviceptr scores, CUstream stream) const;
+  Status dsaIndexSelect(CUdeviceptr scores, CUdeviceptr bounds, int64_t tokens,
+                        int64_t keys, int64_t topK, CUdeviceptr indices,
+                        CUstream stream) const;
+  /// Errors (before launching) when valueDim > 4096 or a row of the cache
+  /// is too wide for shared memory (width > ~5500).
+  Status sparseAttention(CUdeviceptr q, const DeviceCacheView &kv,
+                         CUdeviceptr indices, int64_t topK,
+                         CUdeviceptr sequences, int64_t tokens, int64_t heads,
+                         double scale, int64_t valueDim, CUdeviceptr sinks,
+                         CUdeviceptr out, CUstream stream) const;
+  /// src and dst must not overlap.
+  Status copyColumns(CUdeviceptr src, int64_t srcStride, int64_t srcOffset,
+                     CUdeviceptr dst, int64_t dstStride, int64_t dstOffset,
+                     int64_t rows, int64_t cols, CUstream stream) const;
+  Status causalBounds(CUdeviceptr positions, int64_t tokens, CUdeviceptr bounds,
+                      CUstream stream) const;
+
+private:
+  CudaKernels(const Driver &driver) : driver(&driver) {}
+  Status launch(CUfunction function, const char *name, int64_t gridX,
+                int64_t gridY, int64_t gridZ, unsigned block,
+                unsigned sharedBytes, CUstream stream, void **params) const;
+
+  const Driver *driver;
+#define DAYBREAK_DECLARE_KERNEL(member, symbol) CUfunction member##Fn = nullptr;
+  DAYBREAK_CUDA_KERNELS(DAYBREAK_DECLARE_KERNEL)
+#undef DAYBREAK_DECLARE_KERNEL
+};
+
+} // namespace daybreak::cuda
+
+#endif // DAYBREAK_RUNTIME_DEVICES_CUDA_CUDAKERNELS_H

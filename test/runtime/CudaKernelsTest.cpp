@@ -1,0 +1,601 @@
+//===- CudaKernelsTest.cpp - CUDA library kernels against the CPU ones ----===//
+//
+// Runs every CUDA kernel (CudaKernels.h) and its CPU counterpart (the
+// oracle: CpuKernels.h, itself tested against the reference evaluator) on
+// the same seeded random inputs and compares. Without a GPU every test
+// skips, saying why. Tolerances sit next to each comparison: fp32 sums in a
+// different order stay within ~1e-5 of the row's largest magnitude; copies,
+// cache bytes, routing and top-k indices are exact.
+//
+//===----------------------------------------------------------------------===//
+
+#include "runtime/devices/cuda/CudaKernels.h"
+#include "runtime/devices/cpu/CpuKernels.h"
+
+#include "gtest/gtest.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <numeric>
+#include <optional>
+#include <random>
+#include <vector>
+
+using namespace daybreak;
+using namespace daybreak::cuda;
+
+namespace {
+
+/// A device buffer freed on scope exit.
+class Buffer {
+public:
+  Buffer(const Driver &driver, size_t bytes) : driver(driver) {
+    if (bytes)
+      driver.cuMemAlloc(&ptr, bytes);
+  }
+  template <typename T>
+  Buffer(const Driver &driver, const std::vector<T> &host)
+      : Buffer(driver, host.size() * sizeof(T)) {
+    if (!host.empty())
+      driver.cuMemcpyHtoD(ptr, host.data(), host.size() * sizeof(T));
+  }
+  ~Buffer() {
+    if (ptr)
+      driver.cuMemFree(ptr);
+  }
+  template <typename T> std::vector<T> read(size_t count) const {
+    std::vector<T> host(count);
+    if (count)
+      driver.cuMemcpyDtoH(host.data(), ptr, count * sizeof(T));
+    return host;
+  }
+  CUdeviceptr get() const { return ptr; }
+  operator CUdeviceptr() const { return ptr; }
+
+private:
+  const Driver &driver;
+  CUdeviceptr ptr = 0;
+};
+
+class CudaKernelsTest : public ::testing::Test {
+protected:
+  void SetUp() override {
+    StatusOr<const Driver *> loaded = Driver::get();
+    if (!loaded.ok())
+      GTEST_SKIP() << "no GPU here: " << loaded.error().message();
+    driver = *loaded;
+    int count = 0;
+    if (!driver->check(driver->cuDeviceGetCount(&count), "cuDeviceGetCount")
+             .ok() ||
+        count == 0)
+      GTEST_SKIP() << "no GPU here: the driver sees no device";
+    ASSERT_TRUE(ok(driver->cuDeviceGet(&device, 0), "cuDeviceGet"));
+    ASSERT_TRUE(ok(driver->cuDevicePrimaryCtxRetain(&context, device),
+                   "cuDevicePrimaryCtxRetain"));
+    ASSERT_TRUE(ok(driver->cuCtxSetCurrent(context), "cuCtxSetCurrent"));
+    ASSERT_TRUE(ok(driver->cuModuleLoadDataEx(&module, cudaKernelsPtx(), 0,
+                                              nullptr, nullptr),
+                   "cuModuleLoadDataEx"));
+    StatusOr<CudaKernels> k = CudaKernels::load(*driver, module);
+    ASSERT_TRUE(k.ok()) << k.error().message();
+    kernels.emplace(*k);
+  }
+  void TearDown() override {
+    if (module)
+      driver->cuModuleUnload(module);
+    if (context)
+      driver->cuDevicePrimaryCtxRelease(device);
+  }
+  bool ok(CUresult result, const char *call) {
+    Status status = driver->check(result, call);
+    if (!status.ok())
+      ADD_FAILURE() << status.message();
+    return status.ok();
+  }
+  /// Launch status, then the kernel's completion.
+  void expectRan(const Status &status) {
+    ASSERT_TRUE(status.ok()) << status.message();
+    ASSERT_TRUE(ok(driver->cuCtxSynchronize(), "cuCtxSynchronize"));
+  }
+
+  const Driver *driver = nullptr;
+  CUdevice device = 0;
+  CUcontext context = nullptr;
+  CUmodule module = nullptr;
+  std::optional<CudaKernels> kernels;
+  cpu::ThreadPool pool{4};
+  std::mt19937 rng{1234};
+
+  std::vector<float> random(size_t n, float lo = -1.0f, float hi = 1.0f) {
+    std::uniform_real_distribution<float> dist(lo, hi);
+    std::vector<float> v(n);
+    for (float &x : v)
+      x = dist(rng);
+    return v;
+  }
+};
+
+/// Worst |gpu - cpu| / max(max_row |cpu|, 1e-30) over rows of `cols`.
+double rowRelativeError(const std::vector<float> &gpu,
+                        const std::vector<float> &cpu, int64_t cols) {
+  double worst = 0.0;
+  for (size_t r0 = 0; r0 < cpu.size(); r0 += cols) {
+    double rowMax = 1e-30, err = 0.0;
+    for (int64_t i = 0; i < cols; ++i) {
+      rowMax = std::max(rowMax, double(std::fabs(cpu[r0 + i])));
+      err = std::max(err, double(std::fabs(gpu[r0 + i] - cpu[r0 + i])));
+      if (std::isnan(gpu[r0 + i]) != std::isnan(cpu[r0 + i]))
+        return INFINITY;
+    }
+    worst = std::max(worst, err / rowMax);
+  }
+  return worst;
+}
+
+void report(const char *kernel, const char *shape, double error) {
+  std::printf("  %-18s %-40s worst error %.3g\n", kernel, shape, error);
+}
+
+TEST_F(CudaKernelsTest, Embedding) {
+  for (int64_t tokens : {1, 37}) {
+    int64_t vocab = 1000, dim = 257;
+    auto table = random(vocab * dim);
+    std::vector<int32_t> ids(tokens);
+    for (auto &id : ids)
+      id = int32_t(rng() % vocab);
+    std::vector<float> expected(tokens * dim);
+    ASSERT_TRUE(cpu::embedding(pool, table.data(), vocab, dim, ids.data(),
+                               tokens, expected.data())
+                    .ok());
+    Buffer dTable(*driver, table), dIds(*driver, ids),
+        dOut(*driver, tokens * dim * 4);
+    expectRan(
+        kernels->embedding(dTable, vocab, dim, dIds, tokens, dOut, nullptr));
+    EXPECT_EQ(dOut.read<float>(tokens * dim), expected); // a copy: exact
+  }
+}
+
+TEST_F(CudaKernelsTest, Norms) {
+  for (int64_t rows : {1, 5, 64})
+    for (int64_t dim : {7, 1000, 7168})
+      for (bool withWeight : {true, false}) {
+        auto x = random(rows * dim, -3, 3), weight = random(dim),
+             bias = random(dim);
+        std::vector<float> rms(rows * dim), ln(rows * dim);
+        const float *w = withWeight ? weight.data() : nullptr;
+        const float *b = withWeight ? bias.data() : nullptr;
+        cpu::rmsNorm(pool, x.data(), w, rows, dim, 1e-6, rms.data());
+        cpu::layerNorm(pool, x.data(), w, b, rows, dim, 1e-5, ln.data());
+        Buffer dx(*driver, x), dw(*driver, weight), db(*driver, bias),
+            dOut(*driver, rows * dim * 4);
+        CUdeviceptr pw = withWeight ? dw.get() : 0,
+                    pb = withWeight ? db.get() : 0;
+        char shape[64];
+        std::snprintf(shape, sizeof(shape), "%ldx%ld weight=%d", long(rows),
+                      long(dim), withWeight);
+        expectRan(kernels->rmsNorm(dx, pw, rows, dim, 1e-6, dOut, nullptr));
+        double e = rowRelativeError(dOut.read<float>(rows * dim), rms, dim);
+        report("rmsNorm", shape, e);
+        EXPECT_LE(e, 1e-5); // fp32 block sum vs the CPU's double sum
+        expectRan(
+            kernels->layerNorm(dx, pw, pb, rows, dim, 1e-5, dOut, nullptr));
+        e = rowRelativeError(dOut.read<float>(rows * dim), ln, dim);
+        report("layerNorm", shape, e);
+        EXPECT_LE(e, 1e-5);
+      }
+}
+
+TEST_F(CudaKernelsTest, Matmul) {
+  struct Shape {
+    int64_t m, n, k;
+  };
+  for (Shape s : {Shape{1, 1000, 7168}, Shape{2, 1536, 7168},
+                  Shape{8, 129, 300}, Shape{9, 130, 257}, Shape{100, 200, 513},
+                  Shape{256, 256, 64}, Shape{65, 7, 7168}})
+    for (bool withBias : {false, true}) {
+      auto x = random(s.m * s.k), w = random(s.n * s.k), bias = random(s.n);
+      std::vector<float> expected(s.m * s.n);
+      cpu::matmul(pool, x.data(), w.data(), withBias ? bias.data() : nullptr,
+                  s.m, s.n, s.k, expected.data());
+      Buffer dx(*driver, x), dw(*driver, w), db(*driver, bias),
+          dOut(*driver, s.m * s.n * 4);
+      expectRan(kernels->matmul(dx, dw, withBias ? db.get() : 0, s.m, s.n, s.k,
+                                dOut, nullptr));
+      double e = rowRelativeError(dOut.read<float>(s.m * s.n), expected, s.n);
+      char shape[64];
+      std::snprintf(shape, sizeof(shape), "m=%ld n=%ld k=%ld bias=%d",
+                    long(s.m), long(s.n), long(s.k), withBias);
+      report("matmul", shape, e);
+      EXPECT_LE(e, 1e-5); // fp32 sums in another order
+    }
+}
+
+TEST_F(CudaKernelsTest, HeadMatmul) {
+  for (int64_t tokens : {1, 70})
+    for (bool transpose : {false, true}) {
+      int64_t heads = 3, k = 129, n = 65;
+      auto x = random(tokens * heads * k), w = random(heads * k * n);
+      std::vector<float> expected(tokens * heads * n);
+      cpu::headMatmul(pool, x.data(), w.data(), transpose, tokens, heads, k, n,
+                      expected.data());
+      Buffer dx(*driver, x), dw(*driver, w), dOut(*driver, expected.size() * 4);
+      expectRan(kernels->headMatmul(dx, dw, transpose, tokens, heads, k, n,
+                                    dOut, nullptr));
+      double e =
+          rowRelativeError(dOut.read<float>(expected.size()), expected, n);
+      char shape[64];
+      std::snprintf(shape, sizeof(shape), "T=%ld H=3 k=129 n=65 transpose=%d",
+                    long(tokens), transpose);
+      report("headMatmul", shape, e);
+      EXPECT_LE(e, 1e-5);
+    }
+}
+
+TEST_F(CudaKernelsTest, Rope) {
+  for (bool interleaved : {false, true})
+    for (bool yarn : {false, true}) {
+      int64_t tokens = 9, rowsPerToken = 3, rowDim = 200;
+      cpu::RopeParams p;
+      p.interleaved = interleaved;
+      p.offset = 72;
+      p.dim = 64;
+      p.yarn = yarn;
+      p.factor = 40;
+      p.betaFast = 32;
+      p.betaSlow = 1;
+      p.attentionFactor = yarn ? 1.3 : 1.0;
+      auto x = random(tokens * rowsPerToken * rowDim);
+      std::vector<int32_t> positions(tokens);
+      for (auto &pos : positions)
+        pos = int32_t(rng() % 160000);
+      positions[0] = 0;
+      std::vector<float> expected = x;
+      cpu::rope(pool, expected.data(), positions.data(), tokens, rowsPerToken,
+                rowDim, p);
+      Buffer dx(*driver, x), dPos(*driver, positions);
+      expectRan(
+          kernels->rope(dx, dPos, tokens, rowsPerToken, rowDim, p, nullptr));
+      double e = rowRelativeError(dx.read<float>(x.size()), expected, rowDim);
+      char shape[64];
+      std::snprintf(shape, sizeof(shape), "interleaved=%d yarn=%d", interleaved,
+                    yarn);
+      report("rope", shape, e);
+      EXPECT_LE(e, 1e-6); // both in double: rounding of the last fp32 step
+    }
+}
+
+TEST_F(CudaKernelsTest, ElementwiseAndCopies) {
+  int64_t n = 100003;
+  auto a = random(n, -20, 20), b = random(n, -20, 20);
+  Buffer da(*driver, a), db(*driver, b), dOut(*driver, n * 4);
+  for (bool limit : {false, true}) {
+    std::vector<float> expected(n);
+    cpu::swiglu(pool, a.data(), b.data(), n, 1.702, limit, 7.0, 1.0,
+                expected.data());
+    expectRan(
+        kernels->swiglu(da, db, n, 1.702, limit, 7.0, 1.0, dOut, nullptr));
+    auto got = dOut.read<float>(n);
+    double e = 0;
+    for (int64_t i = 0; i < n; ++i)
+      e = std::max(e, std::fabs(double(got[i]) - expected[i]) /
+                          std::max(1.0, std::fabs(double(expected[i]))));
+    report("swiglu", limit ? "n=100003 limit" : "n=100003", e);
+    EXPECT_LE(e, 1e-6); // double on both sides, one fp32 rounding
+  }
+  std::vector<float> sum(n);
+  cpu::add(pool, a.data(), b.data(), n, sum.data());
+  expectRan(kernels->add(da, db, n, dOut, nullptr));
+  EXPECT_EQ(dOut.read<float>(n), sum); // one fp32 add: exact
+
+  // Columns [3, 3 + 50) of 7 rows of 61 into columns [10, ...) of rows of 80.
+  int64_t rows = 7;
+  auto src = random(rows * 61), dst = random(rows * 80);
+  std::vector<float> expected = dst;
+  cpu::copyColumns(pool, src.data(), 61, 3, expected.data(), 80, 10, rows, 50);
+  Buffer dSrc(*driver, src), dDst(*driver, dst);
+  expectRan(kernels->copyColumns(dSrc, 61, 3, dDst, 80, 10, rows, 50, nullptr));
+  EXPECT_EQ(dDst.read<float>(dst.size()), expected); // exact
+
+  std::vector<int32_t> positions = {0, 5, 17, 4095, 2};
+  std::vector<int32_t> bounds(positions.size());
+  cpu::causalBounds(positions.data(), positions.size(), bounds.data());
+  Buffer dPos(*driver, positions), dBounds(*driver, bounds.size() * 4);
+  expectRan(kernels->causalBounds(dPos, positions.size(), dBounds, nullptr));
+  EXPECT_EQ(dBounds.read<int32_t>(bounds.size()), bounds);
+}
+
+TEST_F(CudaKernelsTest, MoeRouteSigmoid) {
+  struct Case {
+    int64_t tokens, experts, topK, groups, keepGroups;
+    bool ties;
+  };
+  for (Case c : {Case{33, 256, 8, 8, 4, false}, Case{33, 256, 8, 8, 4, true},
+                 Case{1, 64, 6, 1, 1, false}, Case{5, 16, 6, 4, 1, true},
+                 Case{7, 12, 3, 3, 2, true}}) {
+    auto logits = random(c.tokens * c.experts, -4, 4);
+    auto bias = random(c.experts, -0.1f, 0.1f);
+    if (c.ties) { // few distinct values: ties in experts and groups
+      for (float &l : logits)
+        l = std::round(l);
+      std::fill(bias.begin(), bias.end(), 0.0f);
+    }
+    cpu::RouteParams p;
+    p.topK = c.topK;
+    p.numGroups = c.groups;
+    p.topKGroups = c.keepGroups;
+    p.scalingFactor = 2.5;
+    std::vector<int32_t> indices(c.tokens * c.topK);
+    std::vector<float> weights(c.tokens * c.topK);
+    cpu::moeRouteSigmoid(pool, logits.data(), bias.data(), c.tokens, c.experts,
+                         p, indices.data(), weights.data());
+    Buffer dLogits(*driver, logits), dBias(*driver, bias),
+        dIdx(*driver, indices.size() * 4), dW(*driver, weights.size() * 4);
+    expectRan(kernels->moeRouteSigmoid(dLogits, dBias, c.tokens, c.experts, p,
+                                       dIdx, dW, nullptr));
+    EXPECT_EQ(dIdx.read<int32_t>(indices.size()), indices); // exact
+    double e =
+        rowRelativeError(dW.read<float>(weights.size()), weights, c.topK);
+    char shape[64];
+    std::snprintf(shape, sizeof(shape), "E=%ld k=%ld groups=%ld/%ld ties=%d",
+                  long(c.experts), long(c.topK), long(c.keepGroups),
+                  long(c.groups), c.ties);
+    report("moeRouteSigmoid", shape, e);
+    EXPECT_LE(e, 1e-6); // double on both sides
+  }
+}
+
+TEST_F(CudaKernelsTest, ExpertMatmul) {
+  int64_t experts = 6, n = 70, k = 300, slots = 4;
+  for (int64_t tokens : {1, 5})
+    for (bool perSlot : {false, true})
+      for (bool routed : {false, true}) {
+        auto x = random(tokens * (perSlot ? slots : 1) * k);
+        auto w = random(experts * n * k);
+        auto routing = random(tokens * slots, 0, 1);
+        std::vector<int32_t> indices(tokens * slots);
+        for (auto &i : indices)
+          i = int32_t(rng() % (experts + 1)) - 1; // some -1
+        int64_t outRows = routed ? tokens : tokens * slots;
+        std::vector<float> expected(outRows * n);
+        ASSERT_TRUE(cpu::expertMatmul(pool, x.data(), perSlot, w.data(),
+                                      experts, n, k, indices.data(), tokens,
+                                      slots, routed ? routing.data() : nullptr,
+                                      expected.data())
+                        .ok());
+        Buffer dx(*driver, x), dw(*driver, w), dIdx(*driver, indices),
+            dR(*driver, routing), dOut(*driver, expected.size() * 4);
+        expectRan(kernels->expertMatmul(dx, perSlot, dw, experts, n, k, dIdx,
+                                        tokens, slots, routed ? dR.get() : 0,
+                                        dOut, nullptr));
+        double e =
+            rowRelativeError(dOut.read<float>(expected.size()), expected, n);
+        char shape[64];
+        std::snprintf(shape, sizeof(shape), "T=%ld perSlot=%d routed=%d",
+                      long(tokens), perSlot, routed);
+        report("expertMatmul", shape, e);
+        EXPECT_LE(e, 1e-5);
+      }
+}
+
+/// A paged cache on both sides: the CPU view over host bytes and the device
+/// view over a copy. Batch 2, a non-identity page table.
+struct TestCache {
+  cpu::CacheView host;
+  std::vector<uint8_t> bytes;
+  std::vector<int32_t> pageTable;
+  std::optional<Buffer> dBytes, dTable;
+
+  TestCache(cpu::CacheFormat format, int64_t width, int64_t tailDim,
+            int64_t scaleBlock, int64_t maxSeqLen, int64_t pageSize,
+            std::mt19937 &rng) {
+    host.format = format;
+    host.width = width;
+    host.tailDim = tailDim;
+    host.scaleBlock = scaleBlock;
+    host.bytesPerRow =
+        cpu::cacheBytesPerRow(format, width, tailDim, scaleBlock);
+    host.batch = 2;
+    host.maxSeqLen = maxSeqLen;
+    host.pageSize = pageSize;
+    int64_t pages = host.batch * host.pagesPerSeq();
+    pageTable.resize(pages);
+    std::iota(pageTable.begin(), pageTable.end(), 0);
+    std::shuffle(pageTable.begin(), pageTable.end(), rng);
+    bytes.resize(pages * pageSize * host.bytesPerRow);
+    for (auto &b : bytes)
+      b = uint8_t(rng());
+    host.base = bytes.data();
+    host.pageTable = pageTable.data();
+  }
+  /// Fills every row with values of varied magnitude (per 64-wide span).
+  void fill(std::mt19937 &rng) {
+    std::uniform_real_distribution<float> dist(-1, 1);
+    std::vector<float> row(host.width);
+    for (int64_t s = 0; s < host.batch; ++s)
+      for (int64_t p = 0; p < host.maxSeqLen; ++p) {
+        for (int64_t i = 0; i < host.width; ++i)
+          row[i] = dist(rng) * std::pow(10.0f, float((i / 64 + p) % 5) - 2);
+        host.write(s, p, row.data());
+      }
+  }
+  DeviceCacheView upload(const Driver &driver) {
+    dBytes.emplace(driver, bytes);
+    dTable.emplace(driver, pageTable);
+    DeviceCacheView v;
+    v.base = *dBytes;
+    v.format = host.format;
+    v.width = host.width;
+    v.tailDim = host.tailDim;
+    v.scaleBlock = host.scaleBlock;
+    v.bytesPerRow = host.bytesPerRow;
+    v.batch = host.batch;
+    v.maxSeqLen = host.maxSeqLen;
+    v.pageSize = host.pageSize;
+    v.pageTable = *dTable;
+    return v;
+  }
+};
+
+const char *formatName(cpu::CacheFormat f) {
+  return f == cpu::CacheFormat::F32    ? "f32"
+         : f == cpu::CacheFormat::BF16 ? "bf16"
+                                       : "fp8";
+}
+
+TEST_F(CudaKernelsTest, CacheWrite) {
+  for (auto format : {cpu::CacheFormat::F32, cpu::CacheFormat::BF16,
+                      cpu::CacheFormat::Fp8Scaled}) {
+    bool fp8 = format == cpu::CacheFormat::Fp8Scaled;
+    TestCache cache(format, fp8 ? 576 : 96, fp8 ? 64 : 0, fp8 ? 128 : 0, 40, 16,
+                    rng);
+    int64_t tokens = 12, width = cache.host.width;
+    std::vector<float> values(tokens * width);
+    std::uniform_real_distribution<float> dist(-1, 1);
+    // Magnitudes from 1e-7 (the 1e-4 amax floor, e4m3 subnormals) to 3e3.
+    for (int64_t t = 0; t < tokens; ++t)
+      for (int64_t i = 0; i < width; ++i)
+        values[t * width + i] =
+            dist(rng) * std::pow(10.0f, float((i / 128 + t) % 11) - 7);
+    values[5] = 0.0f;
+    values[width + 7] = -0.0f;
+    std::vector<int32_t> slots = {0, 39, 17, -1, 17, 5, 33, 16, 15, 2, 17, 38};
+    std::vector<int32_t> seqs = {0, 1, 1, 0, 1, 0, 1, 0, 1, 1, 0, 0};
+    DeviceCacheView view = cache.upload(*driver);
+    ASSERT_TRUE(cpu::cacheWrite(pool, cache.host, values.data(), slots.data(),
+                                seqs.data(), tokens)
+                    .ok());
+    Buffer dValues(*driver, values), dSlots(*driver, slots),
+        dSeqs(*driver, seqs);
+    expectRan(
+        kernels->cacheWrite(view, dValues, dSlots, dSeqs, tokens, nullptr));
+    auto got = cache.dBytes->read<uint8_t>(cache.bytes.size());
+    int64_t mismatches = 0;
+    for (size_t i = 0; i < got.size(); ++i)
+      mismatches += got[i] != cache.bytes[i];
+    report("cacheWrite", formatName(format), double(mismatches));
+    EXPECT_EQ(mismatches, 0); // byte-exact codecs
+  }
+}
+
+TEST_F(CudaKernelsTest, DsaIndexerScores) {
+  for (auto format : {cpu::CacheFormat::F32, cpu::CacheFormat::BF16,
+                      cpu::CacheFormat::Fp8Scaled}) {
+    bool fp8 = format == cpu::CacheFormat::Fp8Scaled;
+    int64_t dim = 128, heads = 4, tokens = 3;
+    TestCache cache(format, dim, 0, fp8 ? 64 : 0, 100, 16, rng);
+    cache.fill(rng);
+    auto q = random(tokens * heads * dim), weights = random(tokens * heads);
+    std::vector<int32_t> seqs = {0, 1, 1};
+    std::vector<float> expected(tokens * 100);
+    ASSERT_TRUE(cpu::dsaIndexerScores(pool, q.data(), weights.data(),
+                                      cache.host, seqs.data(), tokens, heads,
+                                      0.125, expected.data())
+                    .ok());
+    DeviceCacheView view = cache.upload(*driver);
+    Buffer dq(*driver, q), dw(*driver, weights), dSeqs(*driver, seqs),
+        dOut(*driver, expected.size() * 4);
+    expectRan(kernels->dsaIndexerScores(dq, dw, view, dSeqs, tokens, heads,
+                                        0.125, dOut, nullptr));
+    double e =
+        rowRelativeError(dOut.read<float>(expected.size()), expected, 100);
+    report("dsaIndexerScores", formatName(format), e);
+    EXPECT_LE(e, 1e-5);
+  }
+}
+
+TEST_F(CudaKernelsTest, DsaIndexSelect) {
+  struct Case {
+    int64_t keys, topK;
+    bool ties;
+  };
+  for (Case c :
+       {Case{50, 16, false}, Case{3000, 2048, false}, Case{3000, 2048, true},
+        Case{5000, 2048, false}, Case{5000, 64, true}, Case{1, 4, false}}) {
+    int64_t tokens = 6;
+    std::vector<float> scores(tokens * c.keys);
+    for (int64_t t = 0; t < tokens; ++t) {
+      // Well separated: a shuffled ramp; with ties: 7 distinct values, NaN
+      // and both zeros.
+      std::vector<float> row(c.keys);
+      for (int64_t i = 0; i < c.keys; ++i)
+        row[i] = c.ties ? float(int64_t(rng() % 7) - 3) : float(i) * 0.5f;
+      if (!c.ties)
+        std::shuffle(row.begin(), row.end(), rng);
+      else if (c.keys > 3) {
+        row[1] = NAN;
+        row[2] = -0.0f;
+      }
+      std::copy(row.begin(), row.end(), scores.begin() + t * c.keys);
+    }
+    std::vector<int32_t> bounds = {
+        int32_t(c.keys),      0,
+        int32_t(c.keys / 2),  int32_t(std::min<int64_t>(c.topK / 2, 3)),
+        int32_t(c.keys + 10), -3};
+    std::vector<int32_t> expected(tokens * c.topK);
+    cpu::dsaIndexSelect(pool, scores.data(), bounds.data(), tokens, c.keys,
+                        c.topK, expected.data());
+    Buffer dScores(*driver, scores), dBounds(*driver, bounds),
+        dOut(*driver, expected.size() * 4);
+    expectRan(kernels->dsaIndexSelect(dScores, dBounds, tokens, c.keys, c.topK,
+                                      dOut, nullptr));
+    auto got = dOut.read<int32_t>(expected.size());
+    int64_t mismatches = 0;
+    for (size_t i = 0; i < got.size(); ++i)
+      mismatches += got[i] != expected[i];
+    char shape[64];
+    std::snprintf(shape, sizeof(shape), "S=%ld k=%ld ties=%d", long(c.keys),
+                  long(c.topK), c.ties);
+    report("dsaIndexSelect", shape, double(mismatches));
+    // Exact, order included: the order is total (ties to the lower index).
+    EXPECT_EQ(mismatches, 0);
+  }
+}
+
+TEST_F(CudaKernelsTest, SparseAttention) {
+  for (auto format : {cpu::CacheFormat::F32, cpu::CacheFormat::BF16,
+                      cpu::CacheFormat::Fp8Scaled})
+    for (int64_t heads : {16, 5})
+      for (bool withSinks : {false, true}) {
+        bool fp8 = format == cpu::CacheFormat::Fp8Scaled;
+        int64_t width = 576, valueDim = 512, tokens = 4, topK = 37;
+        TestCache cache(format, width, fp8 ? 64 : 0, fp8 ? 128 : 0, 64, 16,
+                        rng);
+        cache.fill(rng);
+        auto q = random(tokens * heads * width, -0.2f, 0.2f);
+        auto sinks = random(heads);
+        std::vector<int32_t> seqs = {1, 0, 1, 0};
+        std::vector<int32_t> indices(tokens * topK);
+        for (int64_t i = 0; i < tokens * topK; ++i)
+          indices[i] = int32_t(rng() % 70) - 6; // some -1 (and < -1)
+        for (auto &i : indices)
+          i = std::max(i, -1);
+        std::fill(indices.begin() + 3 * topK, indices.end(), -1); // empty set
+        std::vector<float> expected(tokens * heads * valueDim);
+        ASSERT_TRUE(cpu::sparseAttention(
+                        pool, q.data(), cache.host, indices.data(), topK,
+                        seqs.data(), tokens, heads, 0.07, valueDim,
+                        withSinks ? sinks.data() : nullptr, expected.data())
+                        .ok());
+        DeviceCacheView view = cache.upload(*driver);
+        Buffer dq(*driver, q), dIdx(*driver, indices), dSeqs(*driver, seqs),
+            dSinks(*driver, sinks), dOut(*driver, expected.size() * 4);
+        expectRan(kernels->sparseAttention(
+            dq, view, dIdx, topK, dSeqs, tokens, heads, 0.07, valueDim,
+            withSinks ? dSinks.get() : 0, dOut, nullptr));
+        auto got = dOut.read<float>(expected.size());
+        double e = rowRelativeError(got, expected, valueDim);
+        char shape[64];
+        std::snprintf(shape, sizeof(shape), "%s H=%ld k=37 sinks=%d",
+                      formatName(format), long(heads), withSinks);
+        report("sparseAttention", shape, e);
+        EXPECT_LE(e, 2e-5); // fp32 online softmax vs double exp on the CPU
+        // The empty set gives exact zeros.
+        for (int64_t i = 3 * heads * valueDim; i < tokens * heads * valueDim;
+             ++i)
+          ASSERT_EQ(got[i], 0.0f);
+      }
+}
+
+} // namespace
