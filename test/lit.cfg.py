@@ -26,3 +26,7 @@ llvm_config.add_tool_substitutions(tools, tool_dirs)
 if config.ptxas and os.path.exists(config.ptxas):
     config.available_features.add("ptxas")
     config.substitutions.append(("%ptxas", config.ptxas))
+
+# CUDA artifacts need the kernel library nvcc built with the project.
+if config.cuda_kernels == "ON":
+    config.available_features.add("cuda-kernels")

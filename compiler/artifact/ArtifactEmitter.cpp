@@ -274,6 +274,8 @@ artifact::emitArtifact(ModuleOp module, const importers::Checkpoint &checkpoint,
   writer.addSection("weights", std::move(weightBytes));
   if (!info.cpuCode.empty())
     writer.addSection("code.x86_64", info.cpuCode);
+  for (const auto &[name, text] : info.extraSections)
+    writer.addSection(name, text.data(), text.size());
   Status status = writer.write(path, manifest);
   if (!status.ok())
     return errorf(status.message());

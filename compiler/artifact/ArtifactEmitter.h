@@ -28,6 +28,8 @@ struct EmitInfo {
   /// The generated CPU kernels as an x86-64 shared object (section
   /// "code.x86_64"); empty when the plan launches none.
   std::vector<uint8_t> cpuCode;
+  /// Further named sections (the GPU kernels' PTX).
+  std::vector<std::pair<std::string, std::string>> extraSections;
 };
 
 /// Builds the manifest of `module` (after plan-assign-workspace) and writes

@@ -8,6 +8,9 @@
 #include "compiler/models/DeepseekV32.h"
 #include "compiler/targets/cpu/CpuCodegen.h"
 #include "compiler/targets/cuda/CudaCodegen.h"
+#ifdef DAYBREAK_HAVE_CUDA
+#include "runtime/devices/cuda/CudaKernels.h"
+#endif
 #include "passes/Passes.h"
 
 #include "mlir/IR/MLIRContext.h"
@@ -81,10 +84,14 @@ llvm::Error pipeline::compile(const Options &options, llvm::raw_ostream &out,
   if (options.target != "cpu" && options.target != "cuda")
     return errorf("unsupported --target=" + options.target +
                   " (this build compiles for: cpu, cuda)");
-  if (options.target == "cuda" && options.compileTo != Phase::Lm &&
-      options.compileTo != Phase::Plan && options.compileTo != Phase::Ptx)
-    return errorf("--target=cuda compiles to lm, plan and ptx so far; "
-                  "CUDA artifacts and their runtime are not implemented yet");
+#ifndef DAYBREAK_HAVE_CUDA
+  if (options.target == "cuda" && options.compileTo == Phase::Artifact)
+    return errorf("--target=cuda artifacts need the CUDA kernel library, "
+                  "which this build lacks (nvcc was not found when it was "
+                  "built)");
+#endif
+  if (options.target == "cuda" && options.compileTo == Phase::Llvm)
+    return errorf("--compile-to=llvm is the CPU target's phase; use ptx");
   if (options.target == "cpu" && options.compileTo == Phase::Ptx)
     return errorf("--compile-to=ptx needs --target=cuda");
   if (options.maxTokens <= 0 || options.maxBatch <= 0 ||
@@ -164,9 +171,18 @@ static llvm::Error compileWith(const Options &options,
     return llvm::Error::success();
   }
 
-  // Generated kernels through LLVM into one shared object.
+  // Generated kernels: PTX for the GPU, or through LLVM into one x86-64
+  // shared object for the CPU.
   std::vector<uint8_t> cpuCode;
-  if (ModuleOp kernels = targets::cpu::findCpuCode(**module)) {
+  std::string generatedPtx;
+  if (options.target == "cuda") {
+    if (ModuleOp kernels = targets::cpu::findCpuCode(**module)) {
+      auto ptx = targets::cuda::compileToPtx(kernels);
+      if (!ptx)
+        return ptx.takeError();
+      generatedPtx = std::move(*ptx);
+    }
+  } else if (ModuleOp kernels = targets::cpu::findCpuCode(**module)) {
     auto shared = targets::cpu::compileToSharedObject(
         kernels, options.compileTo == Phase::Llvm ? &out : nullptr);
     if (!shared)
@@ -187,6 +203,15 @@ static llvm::Error compileWith(const Options &options,
   info.vocabSize = config->vocabSize;
   info.eosTokenId = config->eosTokenId;
   info.cpuCode = std::move(cpuCode);
+  info.target = options.target;
+  if (options.target == "cuda") {
+#ifdef DAYBREAK_HAVE_CUDA
+    // The library kernels, as PTX the driver compiles for the GPU at load.
+    info.extraSections.push_back({"code.ptx.library", daybreak::cuda::cudaKernelsPtx()});
+#endif
+    if (!generatedPtx.empty())
+      info.extraSections.push_back({"code.ptx.generated", generatedPtx});
+  }
   auto manifest =
       artifact::emitArtifact(**module, *checkpoint, info, options.output);
   if (!manifest)

@@ -279,8 +279,7 @@ static std::string bytes(uint64_t n) {
   return os.str();
 }
 
-void runtime::inspect(const Model &model, std::ostream &out) {
-  const artifact::Manifest &m = model.manifest();
+void runtime::inspect(const artifact::Manifest &m, std::ostream &out) {
   out << "model:     " << m.model_type() << " (target " << m.target()
       << ", format " << m.format_version() << ")\n"
       << "limits:    " << m.max_batch() << " sequences x " << m.max_seq_len()

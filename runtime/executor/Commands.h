@@ -36,7 +36,7 @@ Status compareLogits(const std::string &actualPath,
                      std::ostream &out);
 
 /// Prints the artifact: model, limits, weights, caches, steps, memory plan.
-void inspect(const Model &model, std::ostream &out);
+void inspect(const artifact::Manifest &manifest, std::ostream &out);
 
 } // namespace daybreak::runtime
 

@@ -110,3 +110,36 @@ runtime::fp8Scalings(const artifact::Manifest &m) {
     }
   return scalings;
 }
+
+StatusOr<std::vector<std::vector<float>>>
+runtime::loadWeightsF32(const artifact::ArtifactFile &file) {
+  const artifact::Manifest &m = file.manifest();
+  std::vector<std::vector<float>> weights(m.weights_size());
+  for (int i = 0; i < m.weights_size(); ++i) {
+    const artifact::Weight &w = m.weights(i);
+    int64_t count = 1;
+    for (int64_t d : w.shape())
+      count *= d;
+    weights[i].resize(count);
+    if (!decodeToF32(w.dtype(), file.weightData(w), count, weights[i].data()))
+      return Status::error("weight '" + w.name() + "' has dtype " +
+                           artifact::DType_Name(w.dtype()) +
+                           ", which the fp32 kernels do not load");
+  }
+  StatusOr<std::vector<Fp8Scaling>> scalings = fp8Scalings(m);
+  if (!scalings.ok())
+    return scalings.error();
+  for (int wi = 0; wi < m.weights_size(); ++wi) {
+    const Fp8Scaling &s = (*scalings)[wi];
+    const artifact::Weight &w = m.weights(wi);
+    if (s.scale < 0 || w.dtype() != DType::F8E4M3FN)
+      continue;
+    int64_t n = w.shape(0), k = w.shape(1);
+    int64_t scaleCols = m.weights(s.scale).shape(1);
+    for (int64_t r = 0; r < n; ++r)
+      for (int64_t c = 0; c < k; ++c)
+        weights[wi][r * k + c] *=
+            weights[s.scale][(r / s.blockN) * scaleCols + c / s.blockK];
+  }
+  return weights;
+}

@@ -60,6 +60,10 @@ struct Fp8Scaling {
   int64_t blockN = 0, blockK = 0;
 };
 StatusOr<std::vector<Fp8Scaling>> fp8Scalings(const artifact::Manifest &m);
+/// Every weight decoded to fp32, FP8 matmul weights multiplied by their
+/// block scales: what the fp32 kernels of both devices compute with.
+StatusOr<std::vector<std::vector<float>>>
+loadWeightsF32(const artifact::ArtifactFile &file);
 
 } // namespace daybreak::runtime
 

@@ -4,6 +4,11 @@
 
 #include "runtime/devices/cpu/CpuDevice.h"
 
+#include <cstdlib>
+#ifdef DAYBREAK_HAVE_CUDA
+#include "runtime/devices/cuda/CudaDevice.h"
+#endif
+
 using namespace daybreak;
 using namespace daybreak::runtime;
 
@@ -20,10 +25,34 @@ StatusOr<std::unique_ptr<Model>> Model::load(const std::string &path,
                            "', which --device=cpu does not run");
     device = std::make_unique<cpu::CpuDevice>(options.threads);
   } else if (options.device.rfind("cuda", 0) == 0) {
+#ifdef DAYBREAK_HAVE_CUDA
+    if (target != "cuda")
+      return Status::error(path + ": compiled for target '" + target +
+                           "', which --device=" + options.device +
+                           " does not run (compile with --target=cuda)");
+    int ordinal = 0;
+    if (options.device.size() > 4) {
+      if (options.device[4] != ':' ||
+          options.device.find_first_not_of("0123456789", 5) !=
+              std::string::npos ||
+          options.device.size() == 5)
+        return Status::error("--device=" + options.device +
+                             ": expected cuda or cuda:N");
+      if (options.device.size() > 9)
+        return Status::error("--device=" + options.device +
+                             ": no such device ordinal");
+      ordinal = static_cast<int>(
+          std::strtol(options.device.c_str() + 5, nullptr, 10));
+    }
+    StatusOr<std::unique_ptr<cuda::CudaDevice>> gpu =
+        cuda::CudaDevice::open(ordinal);
+    if (!gpu.ok())
+      return gpu.error().withContext("--device=" + options.device);
+    device = std::move(*gpu);
+#else
     return Status::error("--device=" + options.device +
-                         ": this runtime executes cpu artifacts only so far "
-                         "(the CUDA target is not implemented yet); use "
-                         "--device=cpu");
+                         ": this runtime was built without the CUDA device");
+#endif
   } else {
     return Status::error("--device=" + options.device +
                          " is not a device (devices: cpu, cuda[:N]; see "

@@ -111,14 +111,17 @@ int main(int argc, char **argv) {
   if (command != "generate" && command != "logits" && command != "inspect")
     return usage();
 
+  if (command == "inspect") {
+    // Reading the artifact needs no device.
+    StatusOr<artifact::ArtifactFile> file = artifact::ArtifactFile::open(path);
+    if (!file.ok())
+      return fail(file.error().message());
+    inspect(file->manifest(), std::cout);
+    return 0;
+  }
   StatusOr<std::unique_ptr<Model>> model = Model::load(path, load);
   if (!model.ok())
     return fail(model.error().message());
-
-  if (command == "inspect") {
-    inspect(**model, std::cout);
-    return 0;
-  }
   if (command == "logits") {
     std::string inputs = flag("inputs", ""), output = flag("output", "");
     if (inputs.empty() || output.empty())

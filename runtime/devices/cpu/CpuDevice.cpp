@@ -116,38 +116,12 @@ Status CpuDevice::prepare(const artifact::ArtifactFile &file) {
   if (!code.ok())
     return code;
 
-  // Weights, once, to fp32.
-  weights.resize(m.weights_size());
-  for (int i = 0; i < m.weights_size(); ++i) {
-    const artifact::Weight &w = m.weights(i);
-    int64_t count = 1;
-    for (int64_t d : w.shape())
-      count *= d;
-    if (w.dtype() == DType::I32 || w.dtype() == DType::I64 ||
-        w.dtype() == DType::U8)
-      return Status::error("weight '" + w.name() +
-                           "' has an integer dtype the cpu device does not "
-                           "load");
-    weights[i].resize(count);
-    if (!runtime::decodeToF32(w.dtype(), file.weightData(w), count, weights[i].data()))
-      return Status::error("weight '" + w.name() + "' has an unknown dtype");
-  }
-  // FP8 block-scaled matmul weights: dequantised here, once.
-  StatusOr<std::vector<runtime::Fp8Scaling>> scalings = runtime::fp8Scalings(m);
-  if (!scalings.ok())
-    return scalings.error();
-  for (int wi = 0; wi < m.weights_size(); ++wi) {
-    const runtime::Fp8Scaling &s = (*scalings)[wi];
-    const artifact::Weight &w = m.weights(wi);
-    if (s.scale < 0 || w.dtype() != DType::F8E4M3FN)
-      continue;
-    int64_t n = w.shape(0), k = w.shape(1);
-    int64_t scaleCols = m.weights(s.scale).shape(1);
-    for (int64_t r = 0; r < n; ++r)
-      for (int64_t c = 0; c < k; ++c)
-        weights[wi][r * k + c] *=
-            weights[s.scale][(r / s.blockN) * scaleCols + c / s.blockK];
-  }
+  // Weights, once, to fp32 (FP8 matmul weights dequantised).
+  StatusOr<std::vector<std::vector<float>>> loaded =
+      runtime::loadWeightsF32(file);
+  if (!loaded.ok())
+    return loaded.error();
+  weights = std::move(*loaded);
 
   // Caches with identity page tables, and the arena.
   int64_t batch = m.max_batch(), maxSeq = m.max_seq_len();

@@ -47,6 +47,7 @@ namespace daybreak::cuda {
   X(cuMemGetInfo, PFN_cuMemGetInfo_v3020, 3020)                                \
   X(cuMemcpyHtoD, PFN_cuMemcpyHtoD_v3020, 3020)                                \
   X(cuMemcpyDtoH, PFN_cuMemcpyDtoH_v3020, 3020)                                \
+  X(cuMemsetD8, PFN_cuMemsetD8_v3020, 3020)                                    \
   X(cuLaunchKernel, PFN_cuLaunchKernel_v4000, 4000)
 
 class Driver {

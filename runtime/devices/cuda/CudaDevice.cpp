@@ -1,0 +1,458 @@
+//===- CudaDevice.cpp - Running artifact launches on an NVIDIA GPU --------===//
+
+#include "runtime/devices/cuda/CudaDevice.h"
+
+#include <cstring>
+
+using namespace daybreak;
+using namespace daybreak::cuda;
+using artifact::DType;
+using runtime::attrFloat;
+using runtime::attrInt;
+using runtime::findAttr;
+
+/// The kernels the CUDA device runs, by launch name.
+static const char *const kKernels[] = {
+    "embedding",     "rms_norm",           "layer_norm",
+    "matmul",        "fp8_matmul",         "head_matmul",
+    "rope",          "copy_columns",       "add",
+    "add_scalar_i32", "swiglu",            "moe_route",
+    "expert_matmul", "cache_write",        "dsa_indexer_scores",
+    "dsa_index_select", "sparse_attention", "elementwise"};
+
+int64_t CudaDevice::Tensor::numel() const {
+  int64_t n = 1;
+  for (int64_t d : shape)
+    n *= d;
+  return n;
+}
+
+StatusOr<std::unique_ptr<CudaDevice>> CudaDevice::open(int ordinal) {
+  StatusOr<const Driver *> driver = Driver::get();
+  if (!driver.ok())
+    return driver.error();
+  const Driver &d = **driver;
+  int count = 0;
+  Status status = d.check(d.cuDeviceGetCount(&count), "cuDeviceGetCount");
+  if (!status.ok())
+    return status;
+  if (ordinal < 0 || ordinal >= count)
+    return Status::error("cuda:" + std::to_string(ordinal) +
+                         " does not exist (" + std::to_string(count) +
+                         " CUDA devices)");
+  CUdevice device;
+  status = d.check(d.cuDeviceGet(&device, ordinal), "cuDeviceGet");
+  CUcontext context = nullptr;
+  if (status.ok())
+    status = d.check(d.cuDevicePrimaryCtxRetain(&context, device),
+                     "cuDevicePrimaryCtxRetain");
+  if (status.ok())
+    status = d.check(d.cuCtxSetCurrent(context), "cuCtxSetCurrent");
+  if (!status.ok())
+    return status;
+  return std::unique_ptr<CudaDevice>(
+      new CudaDevice(d, ordinal, device, context));
+}
+
+CudaDevice::~CudaDevice() {
+  driver.cuCtxSetCurrent(context);
+  for (CUdeviceptr p : allocations)
+    driver.cuMemFree(p);
+  if (libraryModule)
+    driver.cuModuleUnload(libraryModule);
+  if (generatedModule)
+    driver.cuModuleUnload(generatedModule);
+  driver.cuDevicePrimaryCtxRelease(device);
+}
+
+StatusOr<CUdeviceptr> CudaDevice::allocate(size_t bytes,
+                                           const std::string &what) {
+  CUdeviceptr p = 0;
+  Status status = driver.check(driver.cuMemAlloc(&p, bytes ? bytes : 1),
+                               "cuMemAlloc");
+  if (!status.ok())
+    return status.withContext(std::to_string(bytes) + " bytes for " + what);
+  allocations.push_back(p);
+  allocated += bytes;
+  return p;
+}
+
+Status CudaDevice::upload(CUdeviceptr dst, const void *src, size_t bytes) {
+  return driver.check(driver.cuMemcpyHtoD(dst, src, bytes), "cuMemcpyHtoD");
+}
+
+StatusOr<std::pair<size_t, size_t>> CudaDevice::memoryInfo() const {
+  size_t freeBytes = 0, total = 0;
+  Status status =
+      driver.check(driver.cuMemGetInfo(&freeBytes, &total), "cuMemGetInfo");
+  if (!status.ok())
+    return status;
+  return std::make_pair(freeBytes, total);
+}
+
+/// Loads PTX from an artifact section (the driver compiles it for the GPU).
+static Status loadModule(const Driver &driver,
+                         const artifact::ArtifactFile &file,
+                         const std::string &section, CUmodule &module) {
+  std::optional<uint32_t> index = file.findSection(section);
+  if (!index)
+    return Status::error("the artifact has no '" + section + "' section");
+  const artifact::Section &s = file.manifest().sections(*index);
+  // PTX is text the driver reads up to a NUL.
+  std::string ptx(reinterpret_cast<const char *>(file.sectionData(*index)),
+                  s.size());
+  return driver.check(
+      driver.cuModuleLoadDataEx(&module, ptx.c_str(), 0, nullptr, nullptr),
+      ("cuModuleLoadDataEx (" + section + ")").c_str());
+}
+
+Status CudaDevice::prepare(const artifact::ArtifactFile &file) {
+  manifest = &file.manifest();
+  const artifact::Manifest &m = *manifest;
+  bool needsGenerated = false;
+  for (const artifact::Step &step : m.steps())
+    for (const artifact::Launch &l : step.launches()) {
+      bool known = false;
+      for (const char *k : kKernels)
+        known |= l.kernel() == k;
+      if (!known)
+        return Status::error("step '" + step.name() + "' launches kernel '" +
+                             l.kernel() + "', which the cuda device lacks");
+      needsGenerated |= l.kernel() == "elementwise";
+    }
+  Status status = loadModule(driver, file, "code.ptx.library", libraryModule);
+  if (!status.ok())
+    return status;
+  StatusOr<CudaKernels> loaded = CudaKernels::load(driver, libraryModule);
+  if (!loaded.ok())
+    return loaded.error();
+  kernels.emplace(std::move(*loaded));
+  if (needsGenerated) {
+    status = loadModule(driver, file, "code.ptx.generated", generatedModule);
+    if (!status.ok())
+      return status;
+  }
+
+  // Weights: fp32 on the host once, then one upload each.
+  StatusOr<std::vector<std::vector<float>>> hostWeights =
+      runtime::loadWeightsF32(file);
+  if (!hostWeights.ok())
+    return hostWeights.error();
+  for (int i = 0; i < m.weights_size(); ++i) {
+    const std::vector<float> &w = (*hostWeights)[i];
+    StatusOr<CUdeviceptr> p =
+        allocate(w.size() * sizeof(float), "weight '" + m.weights(i).name() + "'");
+    if (!p.ok())
+      return p.error();
+    status = upload(*p, w.data(), w.size() * sizeof(float));
+    if (!status.ok())
+      return status;
+    weights.push_back(*p);
+  }
+
+  // Caches (zeroed) with an identity page table, and the arena.
+  int64_t batch = m.max_batch(), maxSeq = m.max_seq_len();
+  int64_t pagesPerSeq = 0;
+  for (const artifact::Cache &c : m.caches())
+    pagesPerSeq = std::max<int64_t>(pagesPerSeq,
+                                    (maxSeq + c.page_size() - 1) / c.page_size());
+  std::vector<int32_t> identity(batch * pagesPerSeq);
+  for (size_t i = 0; i < identity.size(); ++i)
+    identity[i] = static_cast<int32_t>(i);
+  StatusOr<CUdeviceptr> pageTable =
+      allocate(identity.size() * sizeof(int32_t), "the page table");
+  if (!pageTable.ok())
+    return pageTable.error();
+  status = upload(*pageTable, identity.data(), identity.size() * sizeof(int32_t));
+  if (!status.ok())
+    return status;
+  for (const artifact::Cache &c : m.caches()) {
+    DeviceCacheView view;
+    switch (c.format()) {
+    case artifact::CACHE_F32:
+      view.format = cpu::CacheFormat::F32;
+      break;
+    case artifact::CACHE_BF16:
+      view.format = cpu::CacheFormat::BF16;
+      break;
+    case artifact::CACHE_FP8_SCALED:
+      view.format = cpu::CacheFormat::Fp8Scaled;
+      break;
+    default:
+      return Status::error("cache '" + c.name() + "' has an unknown format");
+    }
+    view.width = c.width();
+    view.tailDim = c.tail_dim();
+    view.scaleBlock = c.scale_block();
+    view.bytesPerRow = c.bytes_per_row();
+    view.batch = batch;
+    view.maxSeqLen = maxSeq;
+    view.pageSize = c.page_size();
+    int64_t pages = batch * ((maxSeq + c.page_size() - 1) / c.page_size());
+    size_t bytes = size_t(pages) * c.page_size() * c.bytes_per_row();
+    StatusOr<CUdeviceptr> p = allocate(bytes, "cache '" + c.name() + "'");
+    if (!p.ok())
+      return p.error();
+    status = driver.check(driver.cuMemsetD8(*p, 0, bytes), "cuMemsetD8");
+    if (!status.ok())
+      return status;
+    view.base = *p;
+    view.pageTable = *pageTable;
+    caches.push_back(view);
+  }
+  for (const artifact::Step &step : m.steps())
+    arenaSize = std::max<uint64_t>(arenaSize, step.arena_size());
+  StatusOr<CUdeviceptr> a = allocate(arenaSize, "the step arena");
+  if (!a.ok())
+    return a.error();
+  arena = *a;
+
+  // Generated kernels read their inputs through a table of pointers; the
+  // addresses are fixed once the arena exists, so each table is built once.
+  for (const artifact::Step &step : m.steps())
+    for (const artifact::Launch &l : step.launches()) {
+      if (l.kernel() != "elementwise")
+        continue;
+      const artifact::Attr *symbol = findAttr(l, "symbol");
+      if (!symbol)
+        return Status::error("a generated kernel launch names no symbol");
+      if (!generated.count(symbol->s())) {
+        CUfunction fn;
+        status = driver.check(driver.cuModuleGetFunction(
+                                  &fn, generatedModule, symbol->s().c_str()),
+                              "cuModuleGetFunction");
+        if (!status.ok())
+          return status.withContext(symbol->s());
+        generated[symbol->s()] = fn;
+      }
+      std::vector<CUdeviceptr> inputs;
+      for (const artifact::Operand &op : l.operands()) {
+        StatusOr<Tensor> t = operand(step, op, /*tokens=*/1);
+        if (!t.ok())
+          return t.error();
+        inputs.push_back(t->data);
+      }
+      StatusOr<CUdeviceptr> table =
+          allocate(inputs.size() * sizeof(CUdeviceptr), "input pointers");
+      if (!table.ok())
+        return table.error();
+      status = upload(*table, inputs.data(), inputs.size() * sizeof(CUdeviceptr));
+      if (!status.ok())
+        return status;
+      inputTables[&l] = *table;
+    }
+  return Status::success();
+}
+
+StatusOr<CudaDevice::Tensor> CudaDevice::operand(const artifact::Step &step,
+                                                 const artifact::Operand &op,
+                                                 int64_t tokens) {
+  Tensor t;
+  switch (op.kind_case()) {
+  case artifact::Operand::kBuffer: {
+    if (op.buffer() >= uint32_t(step.buffers_size()))
+      return Status::error("operand names a missing buffer");
+    const artifact::Buffer &b = step.buffers(op.buffer());
+    t.shape = runtime::bufferShape(b, tokens);
+    if (b.offset() + t.numel() * runtime::elementBytes(b.dtype()) > arenaSize)
+      return Status::error("buffer '" + b.name() + "' runs past the arena");
+    t.data = arena + b.offset();
+    return t;
+  }
+  case artifact::Operand::kWeight: {
+    if (op.weight() >= weights.size())
+      return Status::error("operand names a missing weight");
+    const artifact::Weight &w = manifest->weights(op.weight());
+    t.shape.assign(w.shape().begin(), w.shape().end());
+    t.data = weights[op.weight()];
+    return t;
+  }
+  case artifact::Operand::kCache:
+    if (op.cache() >= caches.size())
+      return Status::error("operand names a missing cache");
+    t.cache = &caches[op.cache()];
+    return t;
+  default:
+    return Status::error("empty operand");
+  }
+}
+
+Status CudaDevice::writeArena(uint64_t offset, const void *data,
+                              size_t bytes) {
+  if (offset + bytes > arenaSize)
+    return Status::error("arena write past its end");
+  return upload(arena + offset, data, bytes);
+}
+
+Status CudaDevice::readArena(uint64_t offset, void *data, size_t bytes) {
+  if (offset + bytes > arenaSize)
+    return Status::error("arena read past its end");
+  // Synchronous on the default stream: waits for the step's launches.
+  return driver.check(driver.cuMemcpyDtoH(data, arena + offset, bytes),
+                      "cuMemcpyDtoH");
+}
+
+Status CudaDevice::launch(const artifact::Step &step, const artifact::Launch &l,
+                          int64_t tokens) {
+  std::vector<Tensor> in, out;
+  for (const artifact::Operand &op : l.operands()) {
+    StatusOr<Tensor> t = operand(step, op, tokens);
+    if (!t.ok())
+      return t.error();
+    in.push_back(*t);
+  }
+  for (const artifact::Operand &op : l.results()) {
+    StatusOr<Tensor> t = operand(step, op, tokens);
+    if (!t.ok())
+      return t.error();
+    out.push_back(*t);
+  }
+  auto need = [&](size_t ins, size_t outs) {
+    return in.size() >= ins && out.size() == outs;
+  };
+  const CudaKernels &k = *kernels;
+  CUstream stream = nullptr;
+  const std::string &name = l.kernel();
+  if (name == "embedding" && need(2, 1))
+    return k.embedding(in[0].data, in[0].shape[0], in[0].shape[1], in[1].data,
+                       tokens, out[0].data, stream);
+  if (name == "rms_norm" && need(2, 1)) {
+    int64_t dim = in[0].shape.back();
+    return k.rmsNorm(in[0].data, in[1].data, in[0].numel() / dim, dim,
+                     attrFloat(l, "eps", 1e-6), out[0].data, stream);
+  }
+  if (name == "layer_norm" && need(2, 1)) {
+    int64_t dim = in[0].shape.back();
+    return k.layerNorm(in[0].data, in[1].data, in.size() > 2 ? in[2].data : 0,
+                       in[0].numel() / dim, dim, attrFloat(l, "eps", 1e-6),
+                       out[0].data, stream);
+  }
+  if ((name == "matmul" || name == "fp8_matmul") && need(2, 1)) {
+    int64_t n = in[1].shape[0], kk = in[1].shape[1];
+    CUdeviceptr bias = name == "matmul" && in.size() > 2 ? in[2].data : 0;
+    return k.matmul(in[0].data, in[1].data, bias, in[0].numel() / kk, n, kk,
+                    out[0].data, stream);
+  }
+  if (name == "head_matmul" && need(2, 1)) {
+    bool transpose = attrInt(l, "transpose_weight", 0) != 0;
+    int64_t n = transpose ? in[1].shape[1] : in[1].shape[2];
+    return k.headMatmul(in[0].data, in[1].data, transpose, in[0].shape[0],
+                        in[0].shape[1], in[0].shape[2], n, out[0].data, stream);
+  }
+  if (name == "rope" && need(2, 1)) {
+    if (out[0].data != in[0].data) {
+      Status copied = k.copyColumns(in[0].data, 1, 0, out[0].data, 1, 0,
+                                    in[0].numel(), 1, stream);
+      if (!copied.ok())
+        return copied;
+    }
+    cpu::RopeParams p;
+    const artifact::Attr *style = findAttr(l, "style");
+    p.interleaved = style && style->s() == "interleaved";
+    p.offset = attrInt(l, "offset", 0);
+    p.dim = attrInt(l, "dim", 0);
+    p.theta = attrFloat(l, "theta", 10000.0);
+    p.yarn = attrInt(l, "yarn", 0) != 0;
+    if (p.yarn) {
+      p.factor = attrFloat(l, "yarn.factor", 1.0);
+      p.originalMaxPositions = attrInt(l, "yarn.original_max_positions", 4096);
+      p.betaFast = attrFloat(l, "yarn.beta_fast", 32.0);
+      p.betaSlow = attrFloat(l, "yarn.beta_slow", 1.0);
+      p.attentionFactor = attrFloat(l, "yarn.attention_factor", 1.0);
+      p.truncate = attrInt(l, "yarn.truncate", 1) != 0;
+    }
+    int64_t rowDim = out[0].shape.back();
+    return k.rope(out[0].data, in[1].data, tokens,
+                  out[0].numel() / std::max<int64_t>(tokens * rowDim, 1),
+                  rowDim, p, stream);
+  }
+  if (name == "copy_columns" && need(1, 1)) {
+    int64_t srcStride = in[0].shape.back(), dstStride = out[0].shape.back();
+    int64_t srcOffset = attrInt(l, "src_offset", 0);
+    int64_t dstOffset = attrInt(l, "dst_offset", 0);
+    int64_t cols = std::min(srcStride - srcOffset, dstStride - dstOffset);
+    return k.copyColumns(in[0].data, srcStride, srcOffset, out[0].data,
+                         dstStride, dstOffset, in[0].numel() / srcStride, cols,
+                         stream);
+  }
+  if (name == "add" && need(2, 1))
+    return k.add(in[0].data, in[1].data, in[0].numel(), out[0].data, stream);
+  if (name == "add_scalar_i32" && need(1, 1)) {
+    if (attrInt(l, "value", 0) != 1)
+      return Status::error("the cuda device adds only 1 (causal bounds)");
+    return k.causalBounds(in[0].data, in[0].numel(), out[0].data, stream);
+  }
+  if (name == "swiglu" && need(2, 1)) {
+    const artifact::Attr *limit = findAttr(l, "limit");
+    return k.swiglu(in[0].data, in[1].data, in[0].numel(),
+                    attrFloat(l, "alpha", 1.0), limit != nullptr,
+                    limit ? limit->f() : 0.0, attrFloat(l, "up_offset", 0.0),
+                    out[0].data, stream);
+  }
+  if (name == "moe_route" && need(1, 2)) {
+    const artifact::Attr *routing = findAttr(l, "routing");
+    if (!routing || routing->s() != "sigmoid")
+      return Status::error("only sigmoid routing runs on the cuda device");
+    cpu::RouteParams p;
+    p.topK = attrInt(l, "top_k", 1);
+    p.numGroups = attrInt(l, "num_groups", 1);
+    p.topKGroups = attrInt(l, "top_k_groups", 1);
+    p.renormalize = attrInt(l, "renormalize", 1) != 0;
+    p.scalingFactor = attrFloat(l, "scaling_factor", 1.0);
+    return k.moeRouteSigmoid(in[0].data, in.size() > 1 ? in[1].data : 0,
+                             tokens, in[0].shape[1], p, out[0].data,
+                             out[1].data, stream);
+  }
+  if (name == "expert_matmul" && need(3, 1)) {
+    bool weighted = attrInt(l, "segments.3", 0) != 0;
+    if (attrInt(l, "segments.4", 0) != 0)
+      return Status::error("expert biases are not supported on cuda yet");
+    const Tensor &w = in[1];
+    return k.expertMatmul(in[0].data, in[0].shape.size() == 3, w.data,
+                          w.shape[0], w.shape[1], w.shape[2], in[2].data,
+                          tokens, in[2].shape[1], weighted ? in[3].data : 0,
+                          out[0].data, stream);
+  }
+  if (name == "cache_write" && need(3, 0) && in[0].cache)
+    return k.cacheWrite(*in[0].cache, in[1].data, in[2].data,
+                        in.size() > 3 ? in[3].data : 0, tokens, stream);
+  if (name == "dsa_indexer_scores" && need(3, 1) && in[1].cache)
+    return k.dsaIndexerScores(in[0].data, in[2].data, *in[1].cache,
+                              in.size() > 3 ? in[3].data : 0, tokens,
+                              in[0].shape[1], attrFloat(l, "scale", 1.0),
+                              out[0].data, stream);
+  if (name == "dsa_index_select" && need(2, 1))
+    return k.dsaIndexSelect(in[0].data, in[1].data, tokens, in[0].shape[1],
+                            attrInt(l, "top_k", 1), out[0].data, stream);
+  if (name == "sparse_attention" && need(3, 1) && in[1].cache) {
+    bool hasSeq = attrInt(l, "segments.3", 0) != 0;
+    bool hasSinks = attrInt(l, "segments.4", 0) != 0;
+    CUdeviceptr seq = hasSeq ? in[3].data : 0;
+    CUdeviceptr sinks = hasSinks ? in[3 + hasSeq].data : 0;
+    return k.sparseAttention(in[0].data, *in[1].cache, in[2].data,
+                             in[2].shape[1], seq, tokens, in[0].shape[1],
+                             attrFloat(l, "scale", 1.0),
+                             attrInt(l, "value_dim", 0), sinks, out[0].data,
+                             stream);
+  }
+  if (name == "elementwise" && out.size() == 1) {
+    const artifact::Attr *symbol = findAttr(l, "symbol");
+    auto fn = symbol ? generated.find(symbol->s()) : generated.end();
+    auto table = inputTables.find(&l);
+    if (fn == generated.end() || table == inputTables.end())
+      return Status::error("generated kernel not loaded");
+    int64_t n = out[0].numel();
+    CUdeviceptr inputs = table->second, result = out[0].data;
+    void *params[] = {&n, &inputs, &result};
+    unsigned blocks = static_cast<unsigned>(
+        std::min<int64_t>((n + 255) / 256, 65535 * 8));
+    if (n == 0)
+      return Status::success();
+    return driver.check(driver.cuLaunchKernel(fn->second, blocks, 1, 1, 256, 1,
+                                              1, 0, stream, params, nullptr),
+                        "cuLaunchKernel (generated)");
+  }
+  return Status::error("kernel '" + name + "' got " + std::to_string(in.size()) +
+                       " operands and " + std::to_string(out.size()) +
+                       " results, which it does not take");
+}

@@ -1,0 +1,78 @@
+//===- CudaDevice.h - Running artifact launches on an NVIDIA GPU -*- C++ -*-===//
+//
+// The CUDA device: weights decoded to fp32 once and uploaded once, the
+// arena, caches and page tables allocated once in device memory, the
+// artifact's kernel modules (the library and the generated kernels, as PTX
+// the driver compiles for the GPU at load) loaded once. A step launches on
+// one stream and synchronises only to read its outputs back.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef DAYBREAK_RUNTIME_DEVICES_CUDA_CUDADEVICE_H
+#define DAYBREAK_RUNTIME_DEVICES_CUDA_CUDADEVICE_H
+
+#include "runtime/devices/cuda/CudaKernels.h"
+#include "runtime/executor/Device.h"
+
+#include <map>
+#include <optional>
+
+namespace daybreak::cuda {
+
+class CudaDevice final : public runtime::Device {
+public:
+  /// The device `ordinal` of the driver; fails with the driver's reason.
+  static StatusOr<std::unique_ptr<CudaDevice>> open(int ordinal);
+  ~CudaDevice() override;
+
+  std::string name() const override {
+    return "cuda:" + std::to_string(ordinal);
+  }
+  Status prepare(const artifact::ArtifactFile &file) override;
+  Status writeArena(uint64_t offset, const void *data, size_t bytes) override;
+  Status readArena(uint64_t offset, void *data, size_t bytes) override;
+  Status launch(const artifact::Step &step, const artifact::Launch &launch,
+                int64_t tokens) override;
+  uint64_t residentBytes() const override { return allocated; }
+  /// Free and total device memory now (cuMemGetInfo).
+  StatusOr<std::pair<size_t, size_t>> memoryInfo() const;
+
+private:
+  CudaDevice(const Driver &driver, int ordinal, CUdevice device,
+             CUcontext context)
+      : driver(driver), ordinal(ordinal), device(device), context(context) {}
+
+  /// Device memory that is freed with the device.
+  StatusOr<CUdeviceptr> allocate(size_t bytes, const std::string &what);
+  Status upload(CUdeviceptr dst, const void *src, size_t bytes);
+
+  struct Tensor {
+    CUdeviceptr data = 0;
+    std::vector<int64_t> shape;
+    const DeviceCacheView *cache = nullptr;
+    int64_t numel() const;
+  };
+  StatusOr<Tensor> operand(const artifact::Step &step,
+                           const artifact::Operand &op, int64_t tokens);
+
+  const Driver &driver;
+  int ordinal;
+  CUdevice device;
+  CUcontext context;
+  const artifact::Manifest *manifest = nullptr;
+  std::vector<CUdeviceptr> allocations;
+  uint64_t allocated = 0;
+  CUmodule libraryModule = nullptr, generatedModule = nullptr;
+  std::optional<CudaKernels> kernels;
+  std::map<std::string, CUfunction> generated;
+  /// Per elementwise launch: the device array of its input pointers.
+  std::map<const artifact::Launch *, CUdeviceptr> inputTables;
+  std::vector<CUdeviceptr> weights;
+  std::vector<DeviceCacheView> caches;
+  CUdeviceptr arena = 0;
+  uint64_t arenaSize = 0;
+};
+
+} // namespace daybreak::cuda
+
+#endif // DAYBREAK_RUNTIME_DEVICES_CUDA_CUDADEVICE_H
