@@ -1,15 +1,32 @@
 #!/usr/bin/env bash
 # There (the GPU machine, from the repository root with device/ carried):
-# runs the runtime-only GPU tests and the staged artifact, writing a summary
-# to $OUT/gpu-tests.txt when $OUT is set.
+# the runtime-only GPU tests, then every fixture through the CUDA device:
+# with an f32 cache against transformers' logits (atol 1e-4, top-1 at every
+# position), with DeepSeek's fp8 cache against the CPU runtime on the same
+# artifact semantics (atol 5e-2, top-1). Writes $OUT/gpu-tests.txt.
 set -uo pipefail
 cd "$(dirname "$0")/../device"
 out=${OUT:-.}/gpu-tests.txt
+status=0
 {
   echo "== machine"; nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv
   echo "== daybreak-run devices"; ./daybreak-run devices
-  echo "== DaybreakRuntimeTests"; ./DaybreakRuntimeTests
-  echo "== CPU artifact on this machine"
-  ./daybreak-run logits small.daybreak --inputs inputs.json --output logits.safetensors --threads 8 \
-    && ./daybreak-run compare logits.safetensors --expected expected.safetensors --atol 1e-4
+  echo "== DaybreakRuntimeTests"; ./DaybreakRuntimeTests --gtest_brief=1 || status=1
+  for dir in */; do
+    name=${dir%/}
+    echo "== $name: cuda, f32 cache, vs transformers"
+    ./daybreak-run logits "$name/cuda_f32.daybreak" --device=cuda --inputs "$name/inputs.json" \
+        --output "$name/cuda_f32.safetensors" \
+      && ./daybreak-run compare "$name/cuda_f32.safetensors" --expected "$name/expected.safetensors" --atol 1e-4 \
+      || status=1
+    echo "== $name: cuda vs cpu runtime, fp8 cache"
+    ./daybreak-run logits "$name/cpu_fp8.daybreak" --device=cpu --inputs "$name/inputs.json" \
+        --output "$name/cpu_fp8.safetensors" --threads 8 \
+      && ./daybreak-run logits "$name/cuda_fp8.daybreak" --device=cuda --inputs "$name/inputs.json" \
+        --output "$name/cuda_fp8.safetensors" \
+      && ./daybreak-run compare "$name/cuda_fp8.safetensors" --expected "$name/cpu_fp8.safetensors" --atol 5e-2 \
+      || status=1
+  done
+  echo "== exit status $status"
 } 2>&1 | tee "$out"
+exit $status

@@ -1,16 +1,24 @@
 #!/usr/bin/env bash
 # Here (no GPU): builds and copies into device/ (ignored by git) what the GPU
-# machine runs, so it needs no MLIR there. Then, through the device tool:
-#   run: scripts/gpu-tests.sh   carry: ["device"]
+# machine runs, so it needs no MLIR there: daybreak-run, the runtime-only
+# tests, and for each DeepSeek-V3.2 fixture a CUDA artifact (f32 and fp8
+# caches), a CPU artifact (fp8 cache) and the fixture's inputs and expected
+# logits. Then, through the device tool: run scripts/gpu-tests.sh, carry
+# ["device"].
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ./scripts/build.sh
 build=${DAYBREAK_BUILD_DIR:-build}
 rm -rf device && mkdir -p device
 cp "$build/bin/daybreak-run" "$build/test/runtime/DaybreakRuntimeTests" device/
-# A compiled sample and its expected logits for the runtime on that machine.
-"$build/bin/daybreak-compile" test/fixtures/deepseek_v32_small -o device/small.daybreak \
-  --max-seq-len=64 --max-batch=2 --max-tokens=64 --kv-cache-dtype=f32
-cp test/fixtures/deepseek_v32_small/inputs.json device/inputs.json
-cp test/fixtures/deepseek_v32_small/expected.safetensors device/expected.safetensors
+limits="--max-seq-len=64 --max-batch=2 --max-tokens=64"
+for fixture in shared/deepseek_v32 shared/deepseek_v32_fp8 deepseek_v32_small deepseek_v32_small_fp8; do
+  name=$(basename "$fixture")
+  src=test/fixtures/$fixture
+  mkdir -p "device/$name"
+  cp "$src/inputs.json" "$src/expected.safetensors" "device/$name/"
+  "$build/bin/daybreak-compile" "$src" -o "device/$name/cuda_f32.daybreak" --target=cuda $limits --kv-cache-dtype=f32 > /dev/null 2>&1
+  "$build/bin/daybreak-compile" "$src" -o "device/$name/cuda_fp8.daybreak" --target=cuda $limits --kv-cache-dtype=fp8 > /dev/null 2>&1
+  "$build/bin/daybreak-compile" "$src" -o "device/$name/cpu_fp8.daybreak" --target=cpu $limits --kv-cache-dtype=fp8 > /dev/null 2>&1
+done
 du -sh device
