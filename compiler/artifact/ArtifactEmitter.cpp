@@ -263,19 +263,51 @@ artifact::emitArtifact(ModuleOp module, const importers::Checkpoint &checkpoint,
     }
   }
 
+  // The devices compute in fp32 and hold every weight that way, each
+  // 256-byte aligned.
+  uint64_t deviceWeightBytes = 0;
+  for (const Weight &w : manifest.weights()) {
+    uint64_t count = 1;
+    for (int64_t d : w.shape())
+      count *= d;
+    deviceWeightBytes += (count * 4 + 255) / 256 * 256;
+  }
   MemoryPlan *memory = manifest.mutable_memory();
-  memory->set_weight_bytes(weightBytes.size());
+  memory->set_weight_bytes(deviceWeightBytes);
+  memory->set_stored_weight_bytes(weightBytes.size());
   memory->set_arena_bytes(arenaBytes);
   memory->set_cache_bytes_per_token(cacheBytesPerToken);
   memory->set_cache_bytes(cacheBytes);
-  memory->set_total_bytes(weightBytes.size() + arenaBytes + cacheBytes);
+  memory->set_total_bytes(deviceWeightBytes + arenaBytes + cacheBytes);
 
   ArtifactWriter writer;
   writer.addSection("weights", std::move(weightBytes));
   if (!info.cpuCode.empty())
     writer.addSection("code.x86_64", info.cpuCode);
-  for (const auto &[name, text] : info.extraSections)
-    writer.addSection(name, text.data(), text.size());
+  for (const EmitInfo::GpuModule &module : info.gpuModules) {
+    CodeImage *ptx = manifest.add_code();
+    ptx->set_module(module.name);
+    ptx->set_format("ptx");
+    ptx->set_arch(module.arch);
+    ptx->set_section(writer.addSection("code.ptx." + module.name,
+                                       module.ptx.data(), module.ptx.size()));
+    if (module.cubin.empty())
+      continue;
+    CodeImage *cubin = manifest.add_code();
+    cubin->set_module(module.name);
+    cubin->set_format("cubin");
+    cubin->set_arch(module.arch);
+    cubin->set_section(writer.addSection("code.cubin." + module.name + "." +
+                                             module.arch,
+                                         module.cubin));
+    for (const EmitInfo::GpuKernel &k : module.kernels) {
+      KernelInfo *kernel = cubin->add_kernels();
+      kernel->set_name(k.name);
+      kernel->set_registers(k.registers);
+      kernel->set_shared_bytes(k.sharedBytes);
+      kernel->set_block(k.block);
+    }
+  }
   Status status = writer.write(path, manifest);
   if (!status.ok())
     return errorf(status.message());

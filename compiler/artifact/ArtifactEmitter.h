@@ -28,8 +28,21 @@ struct EmitInfo {
   /// The generated CPU kernels as an x86-64 shared object (section
   /// "code.x86_64"); empty when the plan launches none.
   std::vector<uint8_t> cpuCode;
-  /// Further named sections (the GPU kernels' PTX).
-  std::vector<std::pair<std::string, std::string>> extraSections;
+  /// GPU code modules: PTX, and a cubin for `arch` when ptxas was there.
+  struct GpuKernel {
+    std::string name;
+    int registers = 0;
+    int64_t sharedBytes = 0;
+    int block = 0;
+  };
+  struct GpuModule {
+    std::string name; ///< "library", "generated"
+    std::string arch;
+    std::string ptx;
+    std::vector<uint8_t> cubin;
+    std::vector<GpuKernel> kernels;
+  };
+  std::vector<GpuModule> gpuModules;
 };
 
 /// Builds the manifest of `module` (after plan-assign-workspace) and writes

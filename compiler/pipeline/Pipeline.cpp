@@ -205,12 +205,31 @@ static llvm::Error compileWith(const Options &options,
   info.cpuCode = std::move(cpuCode);
   info.target = options.target;
   if (options.target == "cuda") {
+    // The library kernels and the generated ones, as PTX the driver
+    // compiles for any GPU at load, and as sm_90a cubins when ptxas is
+    // installed here (with the registers and shared memory it reports).
+    std::vector<std::pair<std::string, std::string>> sources;
 #ifdef DAYBREAK_HAVE_CUDA
-    // The library kernels, as PTX the driver compiles for the GPU at load.
-    info.extraSections.push_back({"code.ptx.library", daybreak::cuda::cudaKernelsPtx()});
+    sources.push_back({"library", daybreak::cuda::cudaKernelsPtx()});
 #endif
     if (!generatedPtx.empty())
-      info.extraSections.push_back({"code.ptx.generated", generatedPtx});
+      sources.push_back({"generated", generatedPtx});
+    for (auto &[name, ptx] : sources) {
+      artifact::EmitInfo::GpuModule module;
+      module.name = name;
+      module.arch = "sm_90a";
+      module.ptx = ptx;
+      auto cubin = targets::cuda::assembleWithPtxas(ptx, module.arch);
+      if (!cubin)
+        return cubin.takeError();
+      if (*cubin) {
+        module.cubin = std::move((*cubin)->bytes);
+        for (const targets::cuda::KernelResources &k : (*cubin)->kernels)
+          module.kernels.push_back({k.name, k.registers, k.sharedBytes,
+                                    name == "generated" ? 256 : 0});
+      }
+      info.gpuModules.push_back(std::move(module));
+    }
   }
   auto manifest =
       artifact::emitArtifact(**module, *checkpoint, info, options.output);
@@ -219,7 +238,9 @@ static llvm::Error compileWith(const Options &options,
 
   const artifact::MemoryPlan &m = manifest->memory();
   log << "memory plan (" << options.output << ")\n"
-      << "  weights:          " << formatBytes(m.weight_bytes()) << "\n"
+      << "  weights:          " << formatBytes(m.stored_weight_bytes())
+      << " stored, " << formatBytes(m.weight_bytes())
+      << " on the device (fp32)\n"
       << "  arena:            " << formatBytes(m.arena_bytes()) << " (at "
       << options.maxTokens << " tokens per step)\n"
       << "  KV bytes / token: " << m.cache_bytes_per_token()

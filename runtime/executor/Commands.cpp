@@ -321,12 +321,24 @@ void runtime::inspect(const artifact::Manifest &m, std::ostream &out) {
     }
     out << "\n";
   }
+  for (const artifact::CodeImage &image : m.code()) {
+    out << "code " << image.module() << ": " << image.format() << " for "
+        << image.arch() << " (section " << image.section() << ")";
+    int64_t maxRegisters = 0;
+    for (const artifact::KernelInfo &k : image.kernels())
+      maxRegisters = std::max<int64_t>(maxRegisters, k.registers());
+    if (image.kernels_size())
+      out << ", " << image.kernels_size() << " kernels, up to " << maxRegisters
+          << " registers";
+    out << "\n";
+  }
   for (const artifact::Section &s : m.sections())
     out << "section " << s.name() << ": " << bytes(s.size()) << " at offset "
         << s.offset() << ", fnv1a " << std::hex << s.checksum() << std::dec
         << "\n";
   const artifact::MemoryPlan &mem = m.memory();
-  out << "memory:    weights " << bytes(mem.weight_bytes()) << ", arena "
+  out << "memory:    weights " << bytes(mem.weight_bytes()) << " (stored "
+      << bytes(mem.stored_weight_bytes()) << "), arena "
       << bytes(mem.arena_bytes()) << ", caches " << bytes(mem.cache_bytes())
       << " (" << mem.cache_bytes_per_token() << " B/token), total "
       << bytes(mem.total_bytes()) << "\n";

@@ -36,6 +36,9 @@ public:
                         const artifact::Launch &launch, int64_t tokens) = 0;
   /// Bytes the device holds for the model.
   virtual uint64_t residentBytes() const = 0;
+  /// The same, measured by the device's own accounting (cuMemGetInfo on a
+  /// GPU); 0 where the device has none.
+  virtual uint64_t measuredResidentBytes() const { return 0; }
 };
 
 /// Bytes per element of an artifact dtype.

@@ -56,6 +56,9 @@ public:
   /// Bytes the device holds for the model (weights as loaded, arena,
   /// caches).
   uint64_t residentBytes() const { return device->residentBytes(); }
+  uint64_t measuredResidentBytes() const {
+    return device->measuredResidentBytes();
+  }
   const std::string deviceName() const { return device->name(); }
 
 private:

@@ -7,7 +7,8 @@
 //   daybreak-run inspect model.daybreak
 //   daybreak-run compare logits.safetensors --expected expected.safetensors
 //       [--atol 1e-4]
-//   common: [--device=cpu] [--threads N]
+//   common: [--device=cpu|cuda[:N]] (default: the artifact's target)
+//           [--threads N]
 //
 //===----------------------------------------------------------------------===//
 
@@ -33,7 +34,7 @@ static int usage() {
                "  logits:   --inputs inputs.json --output out.safetensors\n"
                "  compare (logits.safetensors instead of model.daybreak): "
                "--expected e.safetensors [--atol 1e-4]\n"
-               "  common:   [--device=cpu] [--threads N]\n";
+               "  common:   [--device=cpu|cuda[:N]] (default: the artifact's target) [--threads N]\n";
   return 2;
 }
 
@@ -94,9 +95,12 @@ int main(int argc, char **argv) {
     auto it = flags.find(name);
     return it == flags.end() ? fallback : it->second;
   };
-  std::string device = flag("device", "cpu");
+  // Default: the device the artifact was compiled for (cuda:0 for CUDA
+  // artifacts, so a GPU is used whenever the artifact targets one).
+  std::string device = flag("device", "");
   LoadOptions load;
   load.device = device;
+
   if (!parse(flag("threads", "0"), load.threads))
     return fail("--threads expects a number");
   if (command == "compare") {
@@ -118,6 +122,12 @@ int main(int argc, char **argv) {
       return fail(file.error().message());
     inspect(file->manifest(), std::cout);
     return 0;
+  }
+  if (device.empty()) {
+    StatusOr<artifact::ArtifactFile> file = artifact::ArtifactFile::open(path);
+    if (!file.ok())
+      return fail(file.error().message());
+    load.device = file->manifest().target() == "cuda" ? "cuda:0" : "cpu";
   }
   StatusOr<std::unique_ptr<Model>> model = Model::load(path, load);
   if (!model.ok())
@@ -146,8 +156,12 @@ int main(int argc, char **argv) {
   const artifact::MemoryPlan &mem = (*model)->manifest().memory();
   std::cout << "memory plan: " << mem.total_bytes() << " bytes (weights "
             << mem.weight_bytes() << ", arena " << mem.arena_bytes()
-            << ", caches " << mem.cache_bytes() << "); resident "
-            << (*model)->residentBytes() << " bytes (weights held as fp32)\n";
+            << ", caches " << mem.cache_bytes() << ") on "
+            << (*model)->deviceName() << "; resident "
+            << (*model)->residentBytes() << " bytes";
+  if (uint64_t measured = (*model)->measuredResidentBytes())
+    std::cout << ", measured " << measured << " bytes (cuMemGetInfo)";
+  std::cout << "\n";
   Status status = generate(**model, options, std::cout);
   return status.ok() ? 0 : fail(status.message());
 }

@@ -18,7 +18,10 @@
 #include "mlir/Target/LLVMIR/Dialect/GPU/GPUToLLVMIRTranslation.h"
 #include "mlir/Target/LLVMIR/Dialect/LLVMIR/LLVMToLLVMIRTranslation.h"
 #include "mlir/Target/LLVMIR/Dialect/NVVM/NVVMToLLVMIRTranslation.h"
+#include "llvm/ADT/ScopeExit.h"
 #include "llvm/Support/FileSystem.h"
+#include "llvm/Support/MemoryBuffer.h"
+#include "llvm/Support/Program.h"
 
 using namespace mlir;
 using namespace daybreak;
@@ -127,4 +130,81 @@ llvm::Expected<std::string> targets::cuda::compileToPtx(ModuleOp cpuCode,
   if (ptx.empty())
     return errorf("the NVPTX backend produced no PTX");
   return ptx;
+}
+
+llvm::Expected<std::optional<targets::cuda::Cubin>>
+targets::cuda::assembleWithPtxas(llvm::StringRef ptx, llvm::StringRef chip) {
+  std::optional<std::string> ptxas;
+  for (const char *var : {"CUDA_HOME", "CUDA_ROOT", "CUDA_PATH"})
+    if (const char *root = getenv(var))
+      if (llvm::sys::fs::can_execute(std::string(root) + "/bin/ptxas"))
+        ptxas = std::string(root) + "/bin/ptxas";
+  if (!ptxas) {
+    if (llvm::ErrorOr<std::string> found = llvm::sys::findProgramByName(
+            "ptxas", {"/usr/local/cuda/bin"}))
+      ptxas = *found;
+    else if (llvm::ErrorOr<std::string> onPath =
+                 llvm::sys::findProgramByName("ptxas"))
+      ptxas = *onPath;
+  }
+  if (!ptxas)
+    return std::nullopt;
+
+  llvm::SmallString<128> input, output, log;
+  if (llvm::sys::fs::createTemporaryFile("daybreak", "ptx", input) ||
+      llvm::sys::fs::createTemporaryFile("daybreak", "cubin", output) ||
+      llvm::sys::fs::createTemporaryFile("daybreak", "log", log))
+    return errorf("cannot create temporary files for ptxas");
+  llvm::scope_exit cleanup([&] {
+    llvm::sys::fs::remove(input);
+    llvm::sys::fs::remove(output);
+    llvm::sys::fs::remove(log);
+  });
+  {
+    std::error_code ec;
+    llvm::raw_fd_ostream os(input, ec);
+    if (ec)
+      return errorf("cannot write " + input + ": " + ec.message());
+    os << ptx;
+  }
+  std::string arch = ("-arch=" + chip).str();
+  llvm::SmallVector<llvm::StringRef> args = {*ptxas, arch, "-v", "-o", output,
+                                             input};
+  std::optional<llvm::StringRef> redirects[] = {std::nullopt, log, log};
+  std::string error;
+  int rc = llvm::sys::ExecuteAndWait(*ptxas, args, std::nullopt, redirects, 0,
+                                     0, &error);
+  auto report = llvm::MemoryBuffer::getFile(log);
+  llvm::StringRef text = report ? (*report)->getBuffer() : "";
+  if (rc != 0)
+    return errorf("ptxas rejected the PTX for " + chip + ": " + text + error);
+  auto cubin = llvm::MemoryBuffer::getFile(output);
+  if (!cubin)
+    return errorf("cannot read the cubin ptxas wrote");
+  Cubin result;
+  llvm::StringRef bytes = (*cubin)->getBuffer();
+  result.bytes.assign(bytes.begin(), bytes.end());
+  // "Compiling entry function 'K' for 'sm_90a'" ... "Used N registers, ...
+  // M bytes smem": one block of lines per kernel.
+  llvm::SmallVector<llvm::StringRef> lines;
+  text.split(lines, '\n');
+  for (llvm::StringRef line : lines) {
+    size_t at = line.find("Compiling entry function '");
+    if (at != llvm::StringRef::npos) {
+      llvm::StringRef rest = line.substr(at + 26);
+      result.kernels.push_back({rest.substr(0, rest.find('\'')).str(), 0, 0});
+      continue;
+    }
+    if (result.kernels.empty() || !line.contains("Used "))
+      continue;
+    llvm::StringRef used = line.substr(line.find("Used ") + 5);
+    used.consumeInteger(10, result.kernels.back().registers);
+    size_t smem = line.find(" bytes smem");
+    if (smem != llvm::StringRef::npos) {
+      llvm::StringRef before = line.substr(0, smem);
+      llvm::StringRef number = before.substr(before.rfind(' ') + 1);
+      number.getAsInteger(10, result.kernels.back().sharedBytes);
+    }
+  }
+  return std::optional<Cubin>(std::move(result));
 }

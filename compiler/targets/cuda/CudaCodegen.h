@@ -15,7 +15,9 @@
 #include "mlir/IR/BuiltinOps.h"
 #include "llvm/Support/Error.h"
 
+#include <optional>
 #include <string>
+#include <vector>
 
 namespace daybreak::targets::cuda {
 
@@ -23,6 +25,26 @@ namespace daybreak::targets::cuda {
 /// `.entry` with the same name and parameters (i64 n, ptr inputs, ptr out).
 llvm::Expected<std::string> compileToPtx(mlir::ModuleOp cpuCode,
                                          llvm::StringRef chip = "sm_90a");
+
+/// What ptxas reports for one kernel.
+struct KernelResources {
+  std::string name;
+  int registers = 0;
+  int64_t sharedBytes = 0;
+};
+
+/// A cubin assembled from PTX by the toolkit's ptxas, with its kernels'
+/// resources.
+struct Cubin {
+  std::vector<uint8_t> bytes;
+  std::vector<KernelResources> kernels;
+};
+
+/// Assembles `ptx` for `chip` with ptxas (from $CUDA_HOME/bin, PATH or
+/// /usr/local/cuda/bin). std::nullopt when no ptxas is installed; an error
+/// when ptxas rejects the PTX.
+llvm::Expected<std::optional<Cubin>> assembleWithPtxas(llvm::StringRef ptx,
+                                                       llvm::StringRef chip);
 
 } // namespace daybreak::targets::cuda
 

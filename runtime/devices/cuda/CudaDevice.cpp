@@ -56,8 +56,8 @@ StatusOr<std::unique_ptr<CudaDevice>> CudaDevice::open(int ordinal) {
 
 CudaDevice::~CudaDevice() {
   driver.cuCtxSetCurrent(context);
-  for (CUdeviceptr p : allocations)
-    driver.cuMemFree(p);
+  if (pool)
+    driver.cuMemFree(pool);
   if (libraryModule)
     driver.cuModuleUnload(libraryModule);
   if (generatedModule)
@@ -65,15 +65,19 @@ CudaDevice::~CudaDevice() {
   driver.cuDevicePrimaryCtxRelease(device);
 }
 
+/// Sub-allocations are 256-byte aligned (coalesced access, vector loads).
+static size_t alignUp(size_t bytes) { return (bytes + 255) / 256 * 256; }
+
 StatusOr<CUdeviceptr> CudaDevice::allocate(size_t bytes,
                                            const std::string &what) {
-  CUdeviceptr p = 0;
-  Status status = driver.check(driver.cuMemAlloc(&p, bytes ? bytes : 1),
-                               "cuMemAlloc");
-  if (!status.ok())
-    return status.withContext(std::to_string(bytes) + " bytes for " + what);
-  allocations.push_back(p);
-  allocated += bytes;
+  // Carved from the one pool prepare() reserved for everything.
+  size_t size = alignUp(bytes ? bytes : 1);
+  if (poolUsed + size > poolSize)
+    return Status::error("the device pool of " + std::to_string(poolSize) +
+                         " bytes cannot hold " + what);
+  CUdeviceptr p = pool + poolUsed;
+  poolUsed += size;
+  allocated = poolUsed;
   return p;
 }
 
@@ -90,20 +94,36 @@ StatusOr<std::pair<size_t, size_t>> CudaDevice::memoryInfo() const {
   return std::make_pair(freeBytes, total);
 }
 
-/// Loads PTX from an artifact section (the driver compiles it for the GPU).
+/// Loads module `name` of the artifact: its cubin when one was built for this
+/// GPU's architecture, else its PTX (the driver compiles it at load).
 static Status loadModule(const Driver &driver,
                          const artifact::ArtifactFile &file,
-                         const std::string &section, CUmodule &module) {
-  std::optional<uint32_t> index = file.findSection(section);
-  if (!index)
-    return Status::error("the artifact has no '" + section + "' section");
-  const artifact::Section &s = file.manifest().sections(*index);
+                         const std::string &name, const std::string &arch,
+                         CUmodule &module, std::string &loadedAs) {
+  const artifact::CodeImage *ptx = nullptr, *cubin = nullptr;
+  for (const artifact::CodeImage &image : file.manifest().code()) {
+    if (image.module() != name)
+      continue;
+    if (image.format() == "cubin" && image.arch() == arch)
+      cubin = &image;
+    else if (image.format() == "ptx")
+      ptx = &image;
+  }
+  const artifact::CodeImage *image = cubin ? cubin : ptx;
+  if (!image)
+    return Status::error("the artifact has no '" + name + "' GPU code");
+  const artifact::Section &s = file.manifest().sections(image->section());
+  const uint8_t *data = file.sectionData(image->section());
+  loadedAs = image->format() + " (" + image->arch() + ")";
+  if (cubin)
+    return driver.check(
+        driver.cuModuleLoadDataEx(&module, data, 0, nullptr, nullptr),
+        ("cuModuleLoadDataEx (" + name + " cubin)").c_str());
   // PTX is text the driver reads up to a NUL.
-  std::string ptx(reinterpret_cast<const char *>(file.sectionData(*index)),
-                  s.size());
+  std::string text(reinterpret_cast<const char *>(data), s.size());
   return driver.check(
-      driver.cuModuleLoadDataEx(&module, ptx.c_str(), 0, nullptr, nullptr),
-      ("cuModuleLoadDataEx (" + section + ")").c_str());
+      driver.cuModuleLoadDataEx(&module, text.c_str(), 0, nullptr, nullptr),
+      ("cuModuleLoadDataEx (" + name + " PTX)").c_str());
 }
 
 Status CudaDevice::prepare(const artifact::ArtifactFile &file) {
@@ -120,7 +140,16 @@ Status CudaDevice::prepare(const artifact::ArtifactFile &file) {
                              l.kernel() + "', which the cuda device lacks");
       needsGenerated |= l.kernel() == "elementwise";
     }
-  Status status = loadModule(driver, file, "code.ptx.library", libraryModule);
+  // sm_90a cubins use Hopper-only features and run on compute 9.0 only.
+  int major = 0, minor = 0;
+  driver.cuDeviceGetAttribute(
+      &major, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, device);
+  driver.cuDeviceGetAttribute(
+      &minor, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR, device);
+  std::string arch = "sm_" + std::to_string(major) + std::to_string(minor) +
+                     (major == 9 && minor == 0 ? "a" : "");
+  Status status = loadModule(driver, file, "library", arch, libraryModule,
+                             libraryLoadedAs);
   if (!status.ok())
     return status;
   StatusOr<CudaKernels> loaded = CudaKernels::load(driver, libraryModule);
@@ -128,7 +157,8 @@ Status CudaDevice::prepare(const artifact::ArtifactFile &file) {
     return loaded.error();
   kernels.emplace(std::move(*loaded));
   if (needsGenerated) {
-    status = loadModule(driver, file, "code.ptx.generated", generatedModule);
+    status = loadModule(driver, file, "generated", arch, generatedModule,
+                        generatedLoadedAs);
     if (!status.ok())
       return status;
   }
@@ -138,6 +168,48 @@ Status CudaDevice::prepare(const artifact::ArtifactFile &file) {
       runtime::loadWeightsF32(file);
   if (!hostWeights.ok())
     return hostWeights.error();
+
+  // Everything lives in one allocation, sized here: the weights, the page
+  // table, the caches, the arena and the generated kernels' input tables.
+  // One cuMemAlloc keeps the footprint what the plan says (no per-buffer
+  // rounding) and leaves nothing to allocate later.
+  {
+    int64_t batch = m.max_batch(), maxSeq = m.max_seq_len();
+    int64_t pagesPerSeq = 0;
+    for (const artifact::Cache &c : m.caches())
+      pagesPerSeq = std::max<int64_t>(
+          pagesPerSeq, (maxSeq + c.page_size() - 1) / c.page_size());
+    size_t total = 0;
+    for (const std::vector<float> &w : *hostWeights)
+      total += alignUp(std::max<size_t>(w.size() * sizeof(float), 1));
+    total += alignUp(batch * pagesPerSeq * sizeof(int32_t));
+    for (const artifact::Cache &c : m.caches())
+      total += alignUp(size_t(batch) *
+                       ((maxSeq + c.page_size() - 1) / c.page_size()) *
+                       c.page_size() * c.bytes_per_row());
+    uint64_t arenaBytes = 0;
+    for (const artifact::Step &step : m.steps()) {
+      arenaBytes = std::max<uint64_t>(arenaBytes, step.arena_size());
+      for (const artifact::Launch &l : step.launches())
+        if (l.kernel() == "elementwise")
+          total += alignUp(l.operands_size() * sizeof(CUdeviceptr));
+    }
+    total += alignUp(arenaBytes);
+    StatusOr<std::pair<size_t, size_t>> before = memoryInfo();
+    if (!before.ok())
+      return before.error();
+    status = driver.check(driver.cuMemAlloc(&pool, total), "cuMemAlloc");
+    if (!status.ok())
+      return status.withContext(std::to_string(total) +
+                                " bytes for the model (weights, caches, "
+                                "arena), with " +
+                                std::to_string(before->first) + " free");
+    poolSize = total;
+    StatusOr<std::pair<size_t, size_t>> after = memoryInfo();
+    if (!after.ok())
+      return after.error();
+    measuredBytes = before->first - after->first;
+  }
   for (int i = 0; i < m.weights_size(); ++i) {
     const std::vector<float> &w = (*hostWeights)[i];
     StatusOr<CUdeviceptr> p =

@@ -34,6 +34,13 @@ public:
   Status launch(const artifact::Step &step, const artifact::Launch &launch,
                 int64_t tokens) override;
   uint64_t residentBytes() const override { return allocated; }
+  /// How the kernel modules were loaded: "cubin (sm_90a)" or "ptx (...)".
+  std::string codeLoadedAs() const {
+    return "library " + libraryLoadedAs +
+           (generatedLoadedAs.empty() ? "" : ", generated " + generatedLoadedAs);
+  }
+  /// The model's device memory as cuMemGetInfo saw it taken at load.
+  uint64_t measuredResidentBytes() const override { return measuredBytes; }
   /// Free and total device memory now (cuMemGetInfo).
   StatusOr<std::pair<size_t, size_t>> memoryInfo() const;
 
@@ -42,7 +49,7 @@ private:
              CUcontext context)
       : driver(driver), ordinal(ordinal), device(device), context(context) {}
 
-  /// Device memory that is freed with the device.
+  /// A 256-byte-aligned piece of the pool.
   StatusOr<CUdeviceptr> allocate(size_t bytes, const std::string &what);
   Status upload(CUdeviceptr dst, const void *src, size_t bytes);
 
@@ -60,9 +67,13 @@ private:
   CUdevice device;
   CUcontext context;
   const artifact::Manifest *manifest = nullptr;
-  std::vector<CUdeviceptr> allocations;
+  CUdeviceptr pool = 0;
+  size_t poolSize = 0, poolUsed = 0;
   uint64_t allocated = 0;
+  /// Device memory the pool took, by cuMemGetInfo before and after.
+  uint64_t measuredBytes = 0;
   CUmodule libraryModule = nullptr, generatedModule = nullptr;
+  std::string libraryLoadedAs, generatedLoadedAs;
   std::optional<CudaKernels> kernels;
   std::map<std::string, CUfunction> generated;
   /// Per elementwise launch: the device array of its input pointers.
