@@ -27,6 +27,9 @@ status=0
       && ./daybreak-run compare "$name/cuda_fp8.safetensors" --expected "$name/cpu_fp8.safetensors" --atol 5e-2 \
       || status=1
   done
+  echo "== generate on cuda (memory plan vs cuMemGetInfo, decode graphs)"
+  ./daybreak-run generate deepseek_v32_small/cuda_fp8.daybreak --prompt-ids 1,17,42,7,99,3,250,12,5,64 \
+    --max-new-tokens 20 || status=1
   echo "== exit status $status"
 } 2>&1 | tee "$out"
 exit $status

@@ -143,3 +143,12 @@ runtime::loadWeightsF32(const artifact::ArtifactFile &file) {
   }
   return weights;
 }
+
+Status Device::runLaunches(const artifact::Step &step, int64_t tokens) {
+  for (const artifact::Launch &l : step.launches()) {
+    Status status = launch(step, l, tokens);
+    if (!status.ok())
+      return status.withContext("kernel " + l.kernel());
+  }
+  return Status::success();
+}

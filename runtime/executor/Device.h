@@ -34,6 +34,9 @@ public:
   /// Executes one launch of `step` for `tokens` tokens.
   virtual Status launch(const artifact::Step &step,
                         const artifact::Launch &launch, int64_t tokens) = 0;
+  /// Executes every launch of `step` in order (a device may replay a
+  /// recorded graph instead). Errors name the failing kernel.
+  virtual Status runLaunches(const artifact::Step &step, int64_t tokens);
   /// Bytes the device holds for the model.
   virtual uint64_t residentBytes() const = 0;
   /// The same, measured by the device's own accounting (cuMemGetInfo on a

@@ -113,11 +113,9 @@ Status Model::run(const std::string &name, const StepInputs &inputs,
     if (!status.ok())
       return status;
   }
-  for (const artifact::Launch &l : step->launches()) {
-    Status status = device->launch(*step, l, tokens);
-    if (!status.ok())
-      return status.withContext("step '" + name + "', kernel " + l.kernel());
-  }
+  Status launched = device->runLaunches(*step, tokens);
+  if (!launched.ok())
+    return launched.withContext("step '" + name + "'");
   const artifact::Buffer &out = step->buffers(step->outputs(0));
   logits.resize(tokens * vocabSize());
   return device->readArena(out.offset(), logits.data(),

@@ -34,6 +34,11 @@ public:
   Status launch(const artifact::Step &step, const artifact::Launch &launch,
                 int64_t tokens) override;
   uint64_t residentBytes() const override { return allocated; }
+  /// Prefill launches directly; decode replays a CUDA graph recorded the
+  /// first time each token count (batch size) is seen.
+  Status runLaunches(const artifact::Step &step, int64_t tokens) override;
+  /// Decode graphs recorded so far.
+  size_t graphCount() const { return graphs.size(); }
   /// How the kernel modules were loaded: "cubin (sm_90a)" or "ptx (...)".
   std::string codeLoadedAs() const {
     return "library " + libraryLoadedAs +
@@ -67,6 +72,9 @@ private:
   CUdevice device;
   CUcontext context;
   const artifact::Manifest *manifest = nullptr;
+  CUstream stream = nullptr;
+  /// Recorded decode steps by (step, token count).
+  std::map<std::pair<const artifact::Step *, int64_t>, CUgraphExec> graphs;
   CUdeviceptr pool = 0;
   size_t poolSize = 0, poolUsed = 0;
   uint64_t allocated = 0;

@@ -48,7 +48,19 @@ namespace daybreak::cuda {
   X(cuMemcpyHtoD, PFN_cuMemcpyHtoD_v3020, 3020)                                \
   X(cuMemcpyDtoH, PFN_cuMemcpyDtoH_v3020, 3020)                                \
   X(cuMemsetD8, PFN_cuMemsetD8_v3020, 3020)                                    \
-  X(cuLaunchKernel, PFN_cuLaunchKernel_v4000, 4000)
+  X(cuLaunchKernel, PFN_cuLaunchKernel_v4000, 4000)                            \
+  X(cuStreamCreate, PFN_cuStreamCreate_v2000, 2000)                            \
+  X(cuStreamDestroy, PFN_cuStreamDestroy_v4000, 4000)                          \
+  X(cuStreamSynchronize, PFN_cuStreamSynchronize_v2000, 2000)                  \
+  X(cuMemcpyHtoDAsync, PFN_cuMemcpyHtoDAsync_v3020, 3020)                      \
+  X(cuMemcpyDtoHAsync, PFN_cuMemcpyDtoHAsync_v3020, 3020)                      \
+  X(cuStreamBeginCapture, PFN_cuStreamBeginCapture_v10010, 10010)              \
+  X(cuStreamEndCapture, PFN_cuStreamEndCapture_v10000, 10000)                  \
+  X(cuGraphInstantiateWithFlags, PFN_cuGraphInstantiateWithFlags_v11040,       \
+    11040)                                                                     \
+  X(cuGraphLaunch, PFN_cuGraphLaunch_v10000, 10000)                            \
+  X(cuGraphExecDestroy, PFN_cuGraphExecDestroy_v10000, 10000)                  \
+  X(cuGraphDestroy, PFN_cuGraphDestroy_v10000, 10000)
 
 class Driver {
 public:
