@@ -30,3 +30,7 @@ if config.ptxas and os.path.exists(config.ptxas):
 # CUDA artifacts need the kernel library nvcc built with the project.
 if config.cuda_kernels == "ON":
     config.available_features.add("cuda-kernels")
+
+# The compiler specialises the CUDA library kernels with NVRTC.
+if config.nvrtc == "ON":
+    config.available_features.add("nvrtc")

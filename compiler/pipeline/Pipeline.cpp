@@ -8,6 +8,7 @@
 #include "compiler/models/DeepseekV32.h"
 #include "compiler/targets/cpu/CpuCodegen.h"
 #include "compiler/targets/cuda/CudaCodegen.h"
+#include "compiler/targets/cuda/LibraryKernels.h"
 #ifdef DAYBREAK_HAVE_CUDA
 #include "runtime/devices/cuda/CudaKernels.h"
 #endif
@@ -208,9 +209,22 @@ static llvm::Error compileWith(const Options &options,
     // The library kernels and the generated ones, as PTX the driver
     // compiles for any GPU at load, and as sm_90a cubins when ptxas is
     // installed here (with the registers and shared memory it reports).
+    // The library is the kernels specialised for this model's shapes by
+    // NVRTC where the compiler has it (each served launch names its entry
+    // point in `specialized`), else the prebuilt shape-generic PTX.
     std::vector<std::pair<std::string, std::string>> sources;
 #ifdef DAYBREAK_HAVE_CUDA
-    sources.push_back({"library", daybreak::cuda::cudaKernelsPtx()});
+    auto specialized = targets::cuda::specializeLibraryKernels(**module);
+    if (!specialized)
+      return specialized.takeError();
+    if (*specialized) {
+      log << "library kernels: " << (*specialized)->instantiations
+          << " specialised for the model's shapes (NVRTC), serving "
+          << (*specialized)->launches << " launches\n";
+      sources.push_back({"library", std::move((*specialized)->ptx)});
+    } else {
+      sources.push_back({"library", daybreak::cuda::cudaKernelsPtx()});
+    }
 #endif
     if (!generatedPtx.empty())
       sources.push_back({"generated", generatedPtx});

@@ -14,6 +14,7 @@
 #include <iomanip>
 #include <map>
 #include <ostream>
+#include <set>
 #include <sstream>
 
 using namespace daybreak;
@@ -321,6 +322,16 @@ void runtime::inspect(const artifact::Manifest &m, std::ostream &out) {
     }
     out << "\n";
   }
+  // Library launches the compiler specialised (CUDA, NVRTC): their entry
+  // points in the library module.
+  std::set<std::string> specialized;
+  for (const artifact::Step &s : m.steps())
+    for (const artifact::Launch &l : s.launches())
+      for (const artifact::Attr &a : l.attrs())
+        if (a.name() == "specialized")
+          specialized.insert(a.s());
+  for (const std::string &name : specialized)
+    out << "specialized " << name << "\n";
   for (const artifact::CodeImage &image : m.code()) {
     out << "code " << image.module() << ": " << image.format() << " for "
         << image.arch() << " (section " << image.section() << ")";

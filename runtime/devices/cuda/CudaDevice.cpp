@@ -204,6 +204,22 @@ Status CudaDevice::prepare(const artifact::ArtifactFile &file) {
   if (!loaded.ok())
     return loaded.error();
   kernels.emplace(std::move(*loaded));
+  // Launches the compiler specialised name their instantiation in the
+  // library module.
+  specialized.clear();
+  for (const artifact::Step &step : m.steps())
+    for (const artifact::Launch &l : step.launches()) {
+      const artifact::Attr *name = findAttr(l, "specialized");
+      if (!name || specialized.count(name->s()))
+        continue;
+      CUfunction fn = nullptr;
+      status = driver.check(
+          driver.cuModuleGetFunction(&fn, libraryModule, name->s().c_str()),
+          "cuModuleGetFunction");
+      if (!status.ok())
+        return status.withContext("specialised kernel " + name->s());
+      specialized[name->s()] = fn;
+    }
   if (needsGenerated) {
     status = loadModule(driver, file, "generated", arch, generatedModule,
                         generatedLoadedAs);
@@ -441,13 +457,19 @@ Status CudaDevice::launch(const artifact::Step &step, const artifact::Launch &l,
   };
   const CudaKernels &k = *kernels;
   const std::string &name = l.kernel();
+  CUfunction fn = nullptr; // the specialised kernel, if any
+  if (const artifact::Attr *s = findAttr(l, "specialized")) {
+    auto found = specialized.find(s->s());
+    if (found != specialized.end())
+      fn = found->second;
+  }
   if (name == "embedding" && need(2, 1))
     return k.embedding(in[0].data, in[0].shape[0], in[0].shape[1], in[1].data,
                        tokens, out[0].data, stream);
   if (name == "rms_norm" && need(2, 1)) {
     int64_t dim = in[0].shape.back();
     return k.rmsNorm(in[0].data, in[1].data, in[0].numel() / dim, dim,
-                     attrFloat(l, "eps", 1e-6), out[0].data, stream);
+                     attrFloat(l, "eps", 1e-6), out[0].data, stream, fn);
   }
   if (name == "layer_norm" && need(2, 1)) {
     int64_t dim = in[0].shape.back();
@@ -459,7 +481,7 @@ Status CudaDevice::launch(const artifact::Step &step, const artifact::Launch &l,
     int64_t n = in[1].shape[0], kk = in[1].shape[1];
     CUdeviceptr bias = name == "matmul" && in.size() > 2 ? in[2].data : 0;
     return k.matmul(in[0].data, in[1].data, bias, in[0].numel() / kk, n, kk,
-                    out[0].data, stream);
+                    out[0].data, stream, fn);
   }
   if (name == "head_matmul" && need(2, 1)) {
     bool transpose = attrInt(l, "transpose_weight", 0) != 0;
@@ -548,7 +570,7 @@ Status CudaDevice::launch(const artifact::Step &step, const artifact::Launch &l,
     return k.dsaIndexerScores(in[0].data, in[2].data, *in[1].cache,
                               in.size() > 3 ? in[3].data : 0, tokens,
                               in[0].shape[1], attrFloat(l, "scale", 1.0),
-                              out[0].data, stream);
+                              out[0].data, stream, fn);
   if (name == "dsa_index_select" && need(2, 1))
     return k.dsaIndexSelect(in[0].data, in[1].data, tokens, in[0].shape[1],
                             attrInt(l, "top_k", 1), out[0].data, stream);
@@ -557,11 +579,10 @@ Status CudaDevice::launch(const artifact::Step &step, const artifact::Launch &l,
     bool hasSinks = attrInt(l, "segments.4", 0) != 0;
     CUdeviceptr seq = hasSeq ? in[3].data : 0;
     CUdeviceptr sinks = hasSinks ? in[3 + hasSeq].data : 0;
-    return k.sparseAttention(in[0].data, *in[1].cache, in[2].data,
-                             in[2].shape[1], seq, tokens, in[0].shape[1],
-                             attrFloat(l, "scale", 1.0),
-                             attrInt(l, "value_dim", 0), sinks, out[0].data,
-                             stream);
+    return k.sparseAttention(
+        in[0].data, *in[1].cache, in[2].data, in[2].shape[1], seq, tokens,
+        in[0].shape[1], attrFloat(l, "scale", 1.0), attrInt(l, "value_dim", 0),
+        sinks, out[0].data, stream, fn);
   }
   if (name == "elementwise" && out.size() == 1) {
     const artifact::Attr *symbol = findAttr(l, "symbol");

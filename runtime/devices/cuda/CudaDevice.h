@@ -84,6 +84,9 @@ private:
   std::string libraryLoadedAs, generatedLoadedAs;
   std::optional<CudaKernels> kernels;
   std::map<std::string, CUfunction> generated;
+  /// The library's specialised kernels, by lowered name (the launches'
+  /// `specialized` attribute).
+  std::map<std::string, CUfunction> specialized;
   /// Per elementwise launch: the device array of its input pointers.
   std::map<const artifact::Launch *, CUdeviceptr> inputTables;
   std::vector<CUdeviceptr> weights;

@@ -97,9 +97,10 @@ Status CudaKernels::embedding(CUdeviceptr table, int64_t vocab, int64_t dim,
 
 Status CudaKernels::rmsNorm(CUdeviceptr x, CUdeviceptr weight, int64_t rows,
                             int64_t dim, double eps, CUdeviceptr out,
-                            CUstream stream) const {
+                            CUstream stream, CUfunction specialized) const {
   void *params[] = {&x, &weight, &rows, &dim, &eps, &out};
-  return launch(rmsNormFn, "rmsNorm", rows, 1, 1, 256, 0, stream, params);
+  return launch(specialized ? specialized : rmsNormFn, "rmsNorm", rows, 1, 1,
+                256, 0, stream, params);
 }
 
 Status CudaKernels::layerNorm(CUdeviceptr x, CUdeviceptr weight,
@@ -112,11 +113,11 @@ Status CudaKernels::layerNorm(CUdeviceptr x, CUdeviceptr weight,
 
 Status CudaKernels::matmul(CUdeviceptr x, CUdeviceptr w, CUdeviceptr bias,
                            int64_t m, int64_t n, int64_t k, CUdeviceptr out,
-                           CUstream stream) const {
+                           CUstream stream, CUfunction specialized) const {
   void *params[] = {&x, &w, &bias, &m, &n, &k, &out};
   if (m <= 8) // kSmallM in CudaKernels.cu: 8 warps, one column each
-    return launch(matmulSmallMFn, "matmul", ceilDiv(n, 8), 1, 1, 256, 0, stream,
-                  params);
+    return launch(specialized ? specialized : matmulSmallMFn, "matmul",
+                  ceilDiv(n, 8), 1, 1, 256, 0, stream, params);
   return launch(matmulTiledFn, "matmul", ceilDiv(n, 64), ceilDiv(m, 64), 1, 256,
                 0, stream, params);
 }
@@ -224,8 +225,8 @@ Status CudaKernels::dsaIndexerScores(CUdeviceptr q, CUdeviceptr weights,
                                      const DeviceCacheView &keys,
                                      CUdeviceptr sequences, int64_t tokens,
                                      int64_t heads, double scale,
-                                     CUdeviceptr scores,
-                                     CUstream stream) const {
+                                     CUdeviceptr scores, CUstream stream,
+                                     CUfunction specialized) const {
   // One key per thread, decoded into shared memory rows of width + 1.
   int64_t keysPerBlock =
       std::min<int64_t>(64, kSharedFloats / (keys.width + 1));
@@ -236,9 +237,9 @@ Status CudaKernels::dsaIndexerScores(CUdeviceptr q, CUdeviceptr weights,
   KernelCache c = toKernel(keys);
   void *params[] = {&q,      &weights, &c,     &sequences,
                     &tokens, &heads,   &scale, &scores};
-  return launch(dsaIndexerScoresFn, "dsaIndexerScores",
-                ceilDiv(keys.maxSeqLen, keysPerBlock), tokens, 1,
-                unsigned(keysPerBlock),
+  return launch(specialized ? specialized : dsaIndexerScoresFn,
+                "dsaIndexerScores", ceilDiv(keys.maxSeqLen, keysPerBlock),
+                tokens, 1, unsigned(keysPerBlock),
                 unsigned(keysPerBlock * (keys.width + 1) * 4), stream, params);
 }
 
@@ -255,7 +256,8 @@ Status CudaKernels::sparseAttention(CUdeviceptr q, const DeviceCacheView &kv,
                                     CUdeviceptr sequences, int64_t tokens,
                                     int64_t heads, double scale,
                                     int64_t valueDim, CUdeviceptr sinks,
-                                    CUdeviceptr out, CUstream stream) const {
+                                    CUdeviceptr out, CUstream stream,
+                                    CUfunction specialized) const {
   // Each of the 256 threads keeps 16 accumulators of [headGroup, valueDim].
   constexpr int64_t kAccumulators = 256 * 16;
   if (valueDim <= 0 || valueDim > kAccumulators)
@@ -281,9 +283,9 @@ Status CudaKernels::sparseAttention(CUdeviceptr q, const DeviceCacheView &kv,
   void *params[] = {&q,      &c,     &indices, &topK,     &sequences,
                     &tokens, &heads, &scale,   &valueDim, &sinks,
                     &out,    &group, &rows};
-  return launch(sparseAttentionFn, "sparseAttention", tokens,
-                ceilDiv(heads, headGroup), 1, 256, unsigned(floats() * 4),
-                stream, params);
+  return launch(specialized ? specialized : sparseAttentionFn,
+                "sparseAttention", tokens, ceilDiv(heads, headGroup), 1, 256,
+                unsigned(floats() * 4), stream, params);
 }
 
 Status CudaKernels::copyColumns(CUdeviceptr src, int64_t srcStride,

@@ -6,6 +6,14 @@
 // exponent). Compiled to PTX for sm_90a at build time and embedded in the
 // runtime (CudaKernelsPtx.h); the host launchers are in CudaKernels.cpp.
 //
+// Hot kernels whose loops run over a model dimension also exist as templates
+// on that dimension (the `_t` kernels below, same parameters and the same
+// accumulation order as their generic `extern "C"` kernel). The compiler
+// instantiates them for the model's shapes with NVRTC at
+// `daybreak-compile --target=cuda` time (compiler/targets/cuda/
+// LibraryKernels.cpp) and records each launch's instantiation in the
+// artifact; the generic kernels stay the fallback.
+//
 // Data-dependent errors the CPU kernels report (token, expert, slot,
 // sequence or index out of range) cannot fail a launch: each kernel clamps
 // or skips instead, as its comment says. The host validates inputs first.
@@ -14,16 +22,23 @@
 //
 //===----------------------------------------------------------------------===//
 
+#ifdef __CUDACC_RTC__
+// NVRTC has no C library headers.
+typedef signed char int8_t;
+typedef unsigned char uint8_t;
+typedef short int16_t;
+typedef unsigned short uint16_t;
+typedef int int32_t;
+typedef unsigned int uint32_t;
+typedef long long int64_t;
+typedef unsigned long long uint64_t;
+#else
 #include <stdint.h>
-
-namespace {
-
-//===----------------------------------------------------------------------===//
-// Shared helpers
-//===----------------------------------------------------------------------===//
+#endif
 
 /// Mirrors daybreak::cuda::DeviceCacheView's kernel argument (KernelCache in
-/// CudaKernels.cpp): same members, same order, same sizes.
+/// CudaKernels.cpp): same members, same order, same sizes. Outside the
+/// anonymous namespace so specialised kernels' mangled names stay stable.
 struct Cache {
   uint8_t *base;
   const int32_t *pageTable; // null: identity
@@ -32,6 +47,12 @@ struct Cache {
   int32_t format; // 0 F32, 1 BF16, 2 Fp8Scaled
   int32_t pad;
 };
+
+namespace {
+
+//===----------------------------------------------------------------------===//
+// Shared helpers
+//===----------------------------------------------------------------------===//
 
 enum : int32_t { kF32 = 0, kBF16 = 1, kFp8Scaled = 2 };
 
@@ -239,12 +260,15 @@ extern "C" __global__ void daybreak_embedding(const float *table, int64_t vocab,
     out[t * dim + i] = valid ? table[id * dim + i] : 0.0f;
 }
 
-/// grid (rows), block 256: one row per block. weight may be null.
-extern "C" __global__ void daybreak_rms_norm(const float *x,
-                                             const float *weight, int64_t rows,
-                                             int64_t dim, double eps,
-                                             float *out) {
+namespace {
+
+/// rms_norm over rows of kDim (0: `dim` at run time).
+template <int kDim>
+__device__ __forceinline__ void rmsNormRow(const float *x, const float *weight,
+                                           int64_t dimArg, double eps,
+                                           float *out) {
   __shared__ float scratch[32];
+  const int64_t dim = kDim > 0 ? int64_t(kDim) : dimArg;
   const float *in = x + int64_t(blockIdx.x) * dim;
   float *o = out + int64_t(blockIdx.x) * dim;
   float sum = 0.0f;
@@ -254,6 +278,24 @@ extern "C" __global__ void daybreak_rms_norm(const float *x,
   float inv = float(1.0 / sqrt(double(sum) / double(dim) + eps));
   for (int64_t i = threadIdx.x; i < dim; i += blockDim.x)
     o[i] = in[i] * inv * (weight ? weight[i] : 1.0f);
+}
+
+} // namespace
+
+/// grid (rows), block 256: one row per block. weight may be null.
+extern "C" __global__ void daybreak_rms_norm(const float *x,
+                                             const float *weight, int64_t rows,
+                                             int64_t dim, double eps,
+                                             float *out) {
+  rmsNormRow<0>(x, weight, dim, eps, out);
+}
+
+/// daybreak_rms_norm for dim == kDim.
+template <int kDim>
+__global__ void daybreak_rms_norm_t(const float *x, const float *weight,
+                                    int64_t rows, int64_t dim, double eps,
+                                    float *out) {
+  rmsNormRow<kDim>(x, weight, dim, eps, out);
 }
 
 /// grid (rows), block 256: mean, then the centred variance. weight and bias
@@ -288,11 +330,14 @@ extern "C" __global__ void daybreak_matmul_tiled(const float *x, const float *w,
   sgemmTile<false>(x, k, w, k, bias, out, n, m, n, k);
 }
 
-/// The few-row (decode) matmul, m <= 8: grid (ceil(N/8)), block 256; each
-/// warp one output column, lanes striding K so weight loads coalesce.
-extern "C" __global__ void
-daybreak_matmul_small_m(const float *x, const float *w, const float *bias,
-                        int64_t m, int64_t n, int64_t k, float *out) {
+namespace {
+
+/// The decode matmul's body for k == kK (0: `kArg` at run time).
+template <int kK>
+__device__ __forceinline__ void
+matmulSmallM(const float *x, const float *w, const float *bias, int64_t m,
+             int64_t n, int64_t kArg, float *out) {
+  const int64_t k = kK > 0 ? int64_t(kK) : kArg;
   int lane = threadIdx.x & 31;
   int64_t col = int64_t(blockIdx.x) * (blockDim.x / 32) + threadIdx.x / 32;
   if (col >= n)
@@ -314,6 +359,24 @@ daybreak_matmul_small_m(const float *x, const float *w, const float *bias,
     if (lane == 0)
       out[r * n + col] = v + (bias ? bias[col] : 0.0f);
   }
+}
+
+} // namespace
+
+/// The few-row (decode) matmul, m <= 8: grid (ceil(N/8)), block 256; each
+/// warp one output column, lanes striding K so weight loads coalesce.
+extern "C" __global__ void
+daybreak_matmul_small_m(const float *x, const float *w, const float *bias,
+                        int64_t m, int64_t n, int64_t k, float *out) {
+  matmulSmallM<0>(x, w, bias, m, n, k, out);
+}
+
+/// daybreak_matmul_small_m for k == kK.
+template <int kK>
+__global__ void daybreak_matmul_small_m_t(const float *x, const float *w,
+                                          const float *bias, int64_t m,
+                                          int64_t n, int64_t k, float *out) {
+  matmulSmallM<kK>(x, w, bias, m, n, k, out);
 }
 
 /// Per-head matmul: x [T, H, K], w [H, K, N] (or [H, N, K] when
@@ -606,27 +669,30 @@ daybreak_cache_write(Cache cache, const float *values, const int32_t *slots,
 namespace {
 
 /// Decodes a cache row into shared memory `out[width]` with the block's
-/// threads `[first, first + count)` (no synchronisation).
+/// threads `[first, first + count)` (no synchronisation). kWidth: the cache
+/// width when known at compile time (0: c.width).
+template <int kWidth = 0>
 __device__ void readRow(const Cache &c, int64_t seq, int64_t pos, float *out,
                         int first, int count) {
+  const int64_t width = kWidth > 0 ? int64_t(kWidth) : c.width;
   const uint8_t *src = cacheRow(c, seq, pos);
   int tid = int(threadIdx.x) - first;
   if (tid < 0 || tid >= count)
     return;
   if (c.format == kF32) {
     const float *s = reinterpret_cast<const float *>(src);
-    for (int64_t i = tid; i < c.width; i += count)
+    for (int64_t i = tid; i < width; i += count)
       out[i] = s[i];
   } else if (c.format == kBF16) {
     const uint16_t *s = reinterpret_cast<const uint16_t *>(src);
-    for (int64_t i = tid; i < c.width; i += count)
+    for (int64_t i = tid; i < width; i += count)
       out[i] = bf16ToFloat(s[i]);
   } else {
-    int64_t quantized = c.width - c.tailDim;
+    int64_t quantized = width - c.tailDim;
     const float *scales = reinterpret_cast<const float *>(src + quantized);
     const uint16_t *tail = reinterpret_cast<const uint16_t *>(
         src + quantized + 4 * (quantized / c.scaleBlock));
-    for (int64_t i = tid; i < c.width; i += count)
+    for (int64_t i = tid; i < width; i += count)
       out[i] = i < quantized ? e4m3ToFloat(src[i]) * scales[i / c.scaleBlock]
                              : bf16ToFloat(tail[i - quantized]);
   }
@@ -634,17 +700,18 @@ __device__ void readRow(const Cache &c, int64_t seq, int64_t pos, float *out,
 
 } // namespace
 
-/// scores[t, s] = scale * sum_h weights[t, h] * ReLU(q[t, h] . key(seq_t, s))
-/// for s < maxSeqLen. grid (ceil(maxSeqLen / keysPerBlock), tokens), block
-/// keysPerBlock (one key per thread, decoded to shared memory with a padded
-/// row of width + 1), dynamic shared memory keysPerBlock * (width + 1) * 4.
-/// A sequence outside [0, batch) gives a row of zeros.
-extern "C" __global__ void
-daybreak_dsa_indexer_scores(const float *q, const float *weights, Cache keys,
-                            const int32_t *sequences, int64_t tokens,
-                            int64_t heads, double scale, float *scores) {
+namespace {
+
+/// daybreak_dsa_indexer_scores' body for keys.width == kDim (0: at run
+/// time).
+template <int kDim>
+__device__ __forceinline__ void
+dsaIndexerScores(const float *q, const float *weights, const Cache &keys,
+                 const int32_t *sequences, int64_t heads, double scale,
+                 float *scores) {
   extern __shared__ float decoded[];
-  int64_t dim = keys.width, stride = dim + 1;
+  const int64_t dim = kDim > 0 ? int64_t(kDim) : keys.width;
+  const int64_t stride = dim + 1;
   int64_t t = blockIdx.y;
   int64_t s0 = int64_t(blockIdx.x) * blockDim.x;
   int64_t count = keys.maxSeqLen - s0 < int64_t(blockDim.x)
@@ -658,7 +725,7 @@ daybreak_dsa_indexer_scores(const float *q, const float *weights, Cache keys,
     return;
   }
   for (int64_t s = 0; s < count; ++s)
-    readRow(keys, seq, s0 + s, decoded + s * stride, 0, blockDim.x);
+    readRow<kDim>(keys, seq, s0 + s, decoded + s * stride, 0, blockDim.x);
   __syncthreads();
   if (threadIdx.x >= count)
     return;
@@ -674,6 +741,29 @@ daybreak_dsa_indexer_scores(const float *q, const float *weights, Cache keys,
     sum = fmaf(wt[h], fmaxf(dot, 0.0f), sum);
   }
   out[threadIdx.x] = float(scale * double(sum));
+}
+
+} // namespace
+
+/// scores[t, s] = scale * sum_h weights[t, h] * ReLU(q[t, h] . key(seq_t, s))
+/// for s < maxSeqLen. grid (ceil(maxSeqLen / keysPerBlock), tokens), block
+/// keysPerBlock (one key per thread, decoded to shared memory with a padded
+/// row of width + 1), dynamic shared memory keysPerBlock * (width + 1) * 4.
+/// A sequence outside [0, batch) gives a row of zeros.
+extern "C" __global__ void
+daybreak_dsa_indexer_scores(const float *q, const float *weights, Cache keys,
+                            const int32_t *sequences, int64_t tokens,
+                            int64_t heads, double scale, float *scores) {
+  dsaIndexerScores<0>(q, weights, keys, sequences, heads, scale, scores);
+}
+
+/// daybreak_dsa_indexer_scores for keys.width == kDim.
+template <int kDim>
+__global__ void
+daybreak_dsa_indexer_scores_t(const float *q, const float *weights, Cache keys,
+                              const int32_t *sequences, int64_t tokens,
+                              int64_t heads, double scale, float *scores) {
+  dsaIndexerScores<kDim>(q, weights, keys, sequences, heads, scale, scores);
 }
 
 namespace {
@@ -751,23 +841,20 @@ extern "C" __global__ void daybreak_dsa_index_select(const float *scores,
   }
 }
 
-/// Sparse MLA (absorbed), see cpu::sparseAttention. grid (tokens,
-/// ceil(heads / headGroup)), block 256; each block runs an online softmax
-/// for headGroup heads over the token's chosen rows, `chunk` rows at a time
-/// decoded once into shared memory. Dynamic shared memory: (headGroup *
-/// width + chunk * width + headGroup * chunk + headGroup) floats. Each
-/// thread owns output elements e = tid + 256 j of the [headGroup, valueDim]
-/// block (headGroup * valueDim <= 256 * 16). Indices outside [0, maxSeqLen)
-/// are skipped; a sequence outside [0, batch) or no index gives zeros.
-extern "C" __global__ void
-daybreak_sparse_attention(const float *q, Cache kv, const int32_t *indices,
-                          int64_t topK, const int32_t *sequences,
-                          int64_t tokens, int64_t heads, double scale,
-                          int64_t valueDim, const float *sinks, float *out,
-                          int32_t headGroup, int32_t chunk) {
+namespace {
+
+/// daybreak_sparse_attention's body for kv.width == kWidth and valueDim ==
+/// kValueDim (0: at run time).
+template <int kWidth, int kValueDim>
+__device__ __forceinline__ void
+sparseAttention(const float *q, const Cache &kv, const int32_t *indices,
+                int64_t topK, const int32_t *sequences, int64_t heads,
+                double scale, int64_t valueDimArg, const float *sinks,
+                float *out, int32_t headGroup, int32_t chunk) {
   constexpr int kAcc = 16;
   extern __shared__ float smem[];
-  int64_t width = kv.width;
+  const int64_t width = kWidth > 0 ? int64_t(kWidth) : kv.width;
+  const int64_t valueDim = kValueDim > 0 ? int64_t(kValueDim) : valueDimArg;
   float *qs = smem;                              // [headGroup, width]
   float *rows = qs + headGroup * width;          // [chunk, width]
   float *probs = rows + chunk * width;           // [headGroup, chunk]
@@ -806,7 +893,7 @@ daybreak_sparse_attention(const float *q, Cache kv, const int32_t *indices,
     for (int c = 0; c < cn; ++c) {
       int64_t pos = chosen[c0 + c];
       if (pos >= 0 && pos < kv.maxSeqLen)
-        readRow(kv, seq, pos, rows + c * width, 0, blockDim.x);
+        readRow<kWidth>(kv, seq, pos, rows + c * width, 0, blockDim.x);
     }
     __syncthreads();
     // logits: one warp per (head, row) pair.
@@ -870,6 +957,39 @@ daybreak_sparse_attention(const float *q, Cache kv, const int32_t *indices,
       break;
     o[e] = valid ? acc[j] * correction[e / valueDim] : 0.0f;
   }
+}
+
+} // namespace
+
+/// Sparse MLA (absorbed), see cpu::sparseAttention. grid (tokens,
+/// ceil(heads / headGroup)), block 256; each block runs an online softmax
+/// for headGroup heads over the token's chosen rows, `chunk` rows at a time
+/// decoded once into shared memory. Dynamic shared memory: (headGroup *
+/// width + chunk * width + headGroup * chunk + headGroup) floats. Each
+/// thread owns output elements e = tid + 256 j of the [headGroup, valueDim]
+/// block (headGroup * valueDim <= 256 * 16). Indices outside [0, maxSeqLen)
+/// are skipped; a sequence outside [0, batch) or no index gives zeros.
+extern "C" __global__ void
+daybreak_sparse_attention(const float *q, Cache kv, const int32_t *indices,
+                          int64_t topK, const int32_t *sequences,
+                          int64_t tokens, int64_t heads, double scale,
+                          int64_t valueDim, const float *sinks, float *out,
+                          int32_t headGroup, int32_t chunk) {
+  sparseAttention<0, 0>(q, kv, indices, topK, sequences, heads, scale, valueDim,
+                        sinks, out, headGroup, chunk);
+}
+
+/// daybreak_sparse_attention for kv.width == kWidth, valueDim == kValueDim.
+template <int kWidth, int kValueDim>
+__global__ void
+daybreak_sparse_attention_t(const float *q, Cache kv, const int32_t *indices,
+                            int64_t topK, const int32_t *sequences,
+                            int64_t tokens, int64_t heads, double scale,
+                            int64_t valueDim, const float *sinks, float *out,
+                            int32_t headGroup, int32_t chunk) {
+  sparseAttention<kWidth, kValueDim>(q, kv, indices, topK, sequences, heads,
+                                     scale, valueDim, sinks, out, headGroup,
+                                     chunk);
 }
 
 /// grid (rows), block 256. src and dst must not overlap (unlike memmove).

@@ -16,6 +16,11 @@
 // A CudaKernels holds the CUfunctions of one loaded module (it does not own
 // the module); immutable after load, so thread-safe.
 //
+// Launchers taking `specialized` run that function instead of the generic
+// kernel when it is not null: an instantiation of the kernel's template for
+// this launch's shapes (the `_t` kernels of CudaKernels.cu, same parameters),
+// compiled by NVRTC into the artifact's library module at compile time.
+//
 //===----------------------------------------------------------------------===//
 
 #ifndef DAYBREAK_RUNTIME_DEVICES_CUDA_CUDAKERNELS_H
@@ -74,15 +79,19 @@ public:
   Status embedding(CUdeviceptr table, int64_t vocab, int64_t dim,
                    CUdeviceptr ids, int64_t tokens, CUdeviceptr out,
                    CUstream stream) const;
+  /// `specialized`: daybreak_rms_norm_t<dim>.
   Status rmsNorm(CUdeviceptr x, CUdeviceptr weight, int64_t rows, int64_t dim,
-                 double eps, CUdeviceptr out, CUstream stream) const;
+                 double eps, CUdeviceptr out, CUstream stream,
+                 CUfunction specialized = nullptr) const;
   Status layerNorm(CUdeviceptr x, CUdeviceptr weight, CUdeviceptr bias,
                    int64_t rows, int64_t dim, double eps, CUdeviceptr out,
                    CUstream stream) const;
   /// m <= 8 takes the decode path (a warp per output column), else 64x64
   /// tiles. The tiling hint of the CPU kernel has no GPU meaning.
+  /// `specialized` (daybreak_matmul_small_m_t<k>) serves the decode path.
   Status matmul(CUdeviceptr x, CUdeviceptr w, CUdeviceptr bias, int64_t m,
-                int64_t n, int64_t k, CUdeviceptr out, CUstream stream) const;
+                int64_t n, int64_t k, CUdeviceptr out, CUstream stream,
+                CUfunction specialized = nullptr) const;
   Status headMatmul(CUdeviceptr x, CUdeviceptr w, bool transposeWeight,
                     int64_t tokens, int64_t heads, int64_t k, int64_t n,
                     CUdeviceptr out, CUstream stream) const;
@@ -107,20 +116,24 @@ public:
   Status cacheWrite(const DeviceCacheView &cache, CUdeviceptr values,
                     CUdeviceptr slots, CUdeviceptr sequences, int64_t tokens,
                     CUstream stream) const;
+  /// `specialized`: daybreak_dsa_indexer_scores_t<keys.width>.
   Status dsaIndexerScores(CUdeviceptr q, CUdeviceptr weights,
                           const DeviceCacheView &keys, CUdeviceptr sequences,
                           int64_t tokens, int64_t heads, double scale,
-                          CUdeviceptr scores, CUstream stream) const;
+                          CUdeviceptr scores, CUstream stream,
+                          CUfunction specialized = nullptr) const;
   Status dsaIndexSelect(CUdeviceptr scores, CUdeviceptr bounds, int64_t tokens,
                         int64_t keys, int64_t topK, CUdeviceptr indices,
                         CUstream stream) const;
   /// Errors (before launching) when valueDim > 4096 or a row of the cache
-  /// is too wide for shared memory (width > ~5500).
+  /// is too wide for shared memory (width > ~5500). `specialized`:
+  /// daybreak_sparse_attention_t<kv.width, valueDim>.
   Status sparseAttention(CUdeviceptr q, const DeviceCacheView &kv,
                          CUdeviceptr indices, int64_t topK,
                          CUdeviceptr sequences, int64_t tokens, int64_t heads,
                          double scale, int64_t valueDim, CUdeviceptr sinks,
-                         CUdeviceptr out, CUstream stream) const;
+                         CUdeviceptr out, CUstream stream,
+                         CUfunction specialized = nullptr) const;
   /// src and dst must not overlap.
   Status copyColumns(CUdeviceptr src, int64_t srcStride, int64_t srcOffset,
                      CUdeviceptr dst, int64_t dstStride, int64_t dstOffset,

@@ -1,0 +1,173 @@
+//===- LibraryKernels.cpp - Library kernels specialised with NVRTC --------===//
+
+#include "compiler/targets/cuda/LibraryKernels.h"
+
+#include "dialects/plan/PlanOps.h"
+
+#include "mlir/IR/BuiltinTypes.h"
+#include "llvm/ADT/StringMap.h"
+#include "llvm/Support/FormatVariadic.h"
+
+#ifdef DAYBREAK_HAVE_NVRTC
+#include "CudaKernelsSource.h"
+#include <nvrtc.h>
+#endif
+
+#include <iterator>
+#include <map>
+#include <vector>
+
+using namespace mlir;
+using namespace daybreak;
+
+static llvm::Error errorf(const llvm::Twine &message) {
+  return llvm::createStringError(llvm::inconvertibleErrorCode(), message);
+}
+
+/// The static size of dimension `index` of `value`'s memref type (negative
+/// indices count from the back), or 0 when dynamic, absent or out of the
+/// range template arguments take here.
+static int64_t staticDim(Value value, int64_t index) {
+  auto type = dyn_cast<MemRefType>(value.getType());
+  if (!type)
+    return 0;
+  int64_t rank = type.getRank();
+  if (index < 0)
+    index += rank;
+  if (index < 0 || index >= rank)
+    return 0;
+  int64_t d = type.getDimSize(index);
+  return ShapedType::isDynamic(d) || d <= 0 || d > (1 << 20) ? 0 : d;
+}
+
+/// The instantiation (a name expression) serving `launch` of kernel `entry`,
+/// or "" for a launch the generic kernel serves.
+static std::string instantiationFor(plan::LaunchOp launch,
+                                    llvm::StringRef entry) {
+  auto args = launch.getArgs();
+  if (entry == "rms_norm" && !args.empty()) {
+    if (int64_t dim = staticDim(args[0], -1))
+      return llvm::formatv("daybreak_rms_norm_t<{0}>", dim).str();
+  } else if ((entry == "matmul" || entry == "fp8_matmul") && args.size() > 1) {
+    // The weight [N, K]: the decode path's loop runs over K.
+    auto weight = dyn_cast<MemRefType>(args[1].getType());
+    if (weight && weight.getRank() == 2)
+      if (int64_t k = staticDim(args[1], 1))
+        return llvm::formatv("daybreak_matmul_small_m_t<{0}>", k).str();
+  } else if (entry == "dsa_indexer_scores" && !args.empty()) {
+    // q [T, H, D]: D is the key cache's width.
+    if (int64_t dim = staticDim(args[0], 2))
+      return llvm::formatv("daybreak_dsa_indexer_scores_t<{0}>", dim).str();
+  } else if (entry == "sparse_attention" && !args.empty()) {
+    // q [T, H, W]: W is the latent cache's width.
+    auto valueDim = launch->getAttrOfType<IntegerAttr>("value_dim");
+    int64_t width = staticDim(args[0], 2);
+    if (valueDim && width && valueDim.getInt() > 0 &&
+        valueDim.getInt() <= 256 * 16)
+      return llvm::formatv("daybreak_sparse_attention_t<{0}, {1}>", width,
+                           valueDim.getInt())
+          .str();
+  }
+  return "";
+}
+
+bool targets::cuda::haveNvrtc() {
+#ifdef DAYBREAK_HAVE_NVRTC
+  return true;
+#else
+  return false;
+#endif
+}
+
+llvm::Expected<std::optional<targets::cuda::SpecializedLibrary>>
+targets::cuda::specializeLibraryKernels(ModuleOp module, llvm::StringRef chip) {
+#ifndef DAYBREAK_HAVE_NVRTC
+  (void)module;
+  (void)chip;
+  return std::nullopt;
+#else
+  // Which instantiation each library launch takes.
+  llvm::StringMap<std::string> kernelEntry;
+  for (auto kernel : module.getOps<plan::KernelOp>())
+    kernelEntry[kernel.getSymName()] = kernel.getEntry().str();
+  std::vector<std::pair<Operation *, std::string>> chosen;
+  std::map<std::string, std::string> lowered; // expression -> name
+  module.walk([&](plan::LaunchOp launch) {
+    auto entry = kernelEntry.find(launch.getKernel());
+    if (entry == kernelEntry.end())
+      return;
+    std::string expression = instantiationFor(launch, entry->second);
+    if (expression.empty())
+      return;
+    chosen.push_back({launch, expression});
+    lowered.emplace(expression, "");
+  });
+
+  std::string source;
+  for (const char *chunk : kCudaKernelsSourceChunks)
+    source += chunk;
+  nvrtcProgram program;
+  auto check = [](nvrtcResult result, llvm::StringRef what) -> llvm::Error {
+    if (result == NVRTC_SUCCESS)
+      return llvm::Error::success();
+    return errorf("NVRTC: " + what + ": " + nvrtcGetErrorString(result));
+  };
+  if (llvm::Error e =
+          check(nvrtcCreateProgram(&program, source.c_str(), "CudaKernels.cu",
+                                   0, nullptr, nullptr),
+                "nvrtcCreateProgram"))
+    return std::move(e);
+  struct Destroy {
+    nvrtcProgram *program;
+    ~Destroy() { nvrtcDestroyProgram(program); }
+  } destroy{&program};
+  for (auto &[expression, name] : lowered)
+    if (llvm::Error e =
+            check(nvrtcAddNameExpression(program, expression.c_str()),
+                  "nvrtcAddNameExpression(" + expression + ")"))
+      return std::move(e);
+  // As CMake's nvcc -ptx -O3 build of the same file: fmad, IEEE division
+  // and square root, no flush to zero.
+  std::string arch = ("--gpu-architecture=" + chip).str();
+  const char *options[] = {arch.c_str(), "--std=c++17", "-DNDEBUG"};
+  nvrtcResult compiled = nvrtcCompileProgram(
+      program, static_cast<int>(std::size(options)), options);
+  if (compiled != NVRTC_SUCCESS) {
+    size_t logSize = 0;
+    nvrtcGetProgramLogSize(program, &logSize);
+    std::string log(logSize, '\0');
+    if (logSize)
+      nvrtcGetProgramLog(program, log.data());
+    return errorf(llvm::Twine("NVRTC could not compile the library kernels (") +
+                  nvrtcGetErrorString(compiled) + "):\n" + log);
+  }
+  for (auto &[expression, name] : lowered) {
+    const char *mangled = nullptr;
+    if (llvm::Error e =
+            check(nvrtcGetLoweredName(program, expression.c_str(), &mangled),
+                  "nvrtcGetLoweredName(" + expression + ")"))
+      return std::move(e);
+    name = mangled;
+  }
+  size_t ptxSize = 0;
+  if (llvm::Error e =
+          check(nvrtcGetPTXSize(program, &ptxSize), "nvrtcGetPTXSize"))
+    return std::move(e);
+  SpecializedLibrary library;
+  library.ptx.resize(ptxSize);
+  if (llvm::Error e =
+          check(nvrtcGetPTX(program, library.ptx.data()), "nvrtcGetPTX"))
+    return std::move(e);
+  // The size counts the terminating NUL; the artifact stores the text.
+  while (!library.ptx.empty() && library.ptx.back() == '\0')
+    library.ptx.pop_back();
+
+  MLIRContext *context = module.getContext();
+  for (auto &[launch, expression] : chosen)
+    launch->setAttr("specialized",
+                    StringAttr::get(context, lowered[expression]));
+  library.instantiations = lowered.size();
+  library.launches = chosen.size();
+  return library;
+#endif
+}
