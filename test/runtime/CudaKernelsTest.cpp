@@ -2,7 +2,9 @@
 //
 // Runs every CUDA kernel (CudaKernels.h) and its CPU counterpart (the
 // oracle: CpuKernels.h, itself tested against the reference evaluator) on
-// the same seeded random inputs and compares. Without a GPU every test
+// the same seeded random inputs and compares. The kernels with
+// shape-specialised templates run twice: generic, and as the instantiation
+// for the shape (SpecializedKernels.cu). Without a GPU every test
 // skips, saying why. Tolerances sit next to each comparison: fp32 sums in a
 // different order stay within ~1e-5 of the row's largest magnitude; copies,
 // cache bytes, routing and top-k indices are exact.
@@ -14,6 +16,8 @@
 
 #include "gtest/gtest.h"
 
+#include "SpecializedKernelsPtx.h"
+
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
@@ -21,6 +25,7 @@
 #include <numeric>
 #include <optional>
 #include <random>
+#include <string>
 #include <vector>
 
 using namespace daybreak;
@@ -81,8 +86,16 @@ protected:
     StatusOr<CudaKernels> k = CudaKernels::load(*driver, module);
     ASSERT_TRUE(k.ok()) << k.error().message();
     kernels.emplace(*k);
+    for (const char *chunk : kSpecializedKernelsPtxChunks)
+      specializedPtx += chunk;
+    ASSERT_TRUE(ok(driver->cuModuleLoadDataEx(&specializedModule,
+                                              specializedPtx.c_str(), 0,
+                                              nullptr, nullptr),
+                   "cuModuleLoadDataEx(SpecializedKernels)"));
   }
   void TearDown() override {
+    if (specializedModule)
+      driver->cuModuleUnload(specializedModule);
     if (module)
       driver->cuModuleUnload(module);
     if (context)
@@ -94,6 +107,39 @@ protected:
       ADD_FAILURE() << status.message();
     return status.ok();
   }
+  /// The kernel to run for `instantiation` (say "daybreak_rms_norm_t<7>"):
+  /// nullptr, the generic kernel, when empty; else the instantiation's entry
+  /// point in SpecializedKernels.cu's PTX, found by its mangled prefix
+  /// (_Z<length><name>I<Li<n>E...>E). A missing one fails the test.
+  CUfunction variant(const std::string &instantiation) {
+    if (instantiation.empty())
+      return nullptr;
+    size_t open = instantiation.find('<');
+    std::string name = instantiation.substr(0, open);
+    std::string prefix = "_Z" + std::to_string(name.size()) + name + "I";
+    std::string args = instantiation.substr(open + 1);
+    for (size_t at = 0; at < args.size();) {
+      size_t end = args.find_first_of(",>", at);
+      prefix += "Li" + args.substr(at, end - at) + "E";
+      at = args.find_first_not_of(", ", end + 1);
+      if (args[end] == '>')
+        break;
+    }
+    prefix += "E";
+    size_t entry = specializedPtx.find(".entry " + prefix);
+    if (entry == std::string::npos) {
+      ADD_FAILURE() << "no entry point " << prefix << "... for "
+                    << instantiation << " in SpecializedKernels.cu";
+      return nullptr;
+    }
+    size_t begin = entry + 7;
+    std::string mangled =
+        specializedPtx.substr(begin, specializedPtx.find('(', begin) - begin);
+    CUfunction fn = nullptr;
+    ok(driver->cuModuleGetFunction(&fn, specializedModule, mangled.c_str()),
+       "cuModuleGetFunction");
+    return fn;
+  }
   /// Launch status, then the kernel's completion.
   void expectRan(const Status &status) {
     ASSERT_TRUE(status.ok()) << status.message();
@@ -104,6 +150,8 @@ protected:
   CUdevice device = 0;
   CUcontext context = nullptr;
   CUmodule module = nullptr;
+  CUmodule specializedModule = nullptr;
+  std::string specializedPtx;
   std::optional<CudaKernels> kernels;
   cpu::ThreadPool pool{4};
   std::mt19937 rng{1234};
@@ -175,13 +223,19 @@ TEST_F(CudaKernelsTest, Norms) {
         char shape[64];
         std::snprintf(shape, sizeof(shape), "%ldx%ld weight=%d", long(rows),
                       long(dim), withWeight);
-        expectRan(kernels->rmsNorm(dx, pw, rows, dim, 1e-6, dOut, nullptr));
-        double e = rowRelativeError(dOut.read<float>(rows * dim), rms, dim);
-        report("rmsNorm", shape, e);
-        EXPECT_LE(e, 1e-5); // fp32 block sum vs the CPU's double sum
+        std::string specialized =
+            "daybreak_rms_norm_t<" + std::to_string(dim) + ">";
+        for (const std::string &instantiation : {std::string(), specialized}) {
+          expectRan(kernels->rmsNorm(dx, pw, rows, dim, 1e-6, dOut, nullptr,
+                                     variant(instantiation)));
+          double e = rowRelativeError(dOut.read<float>(rows * dim), rms, dim);
+          report(instantiation.empty() ? "rmsNorm" : instantiation.c_str(),
+                 shape, e);
+          EXPECT_LE(e, 1e-5); // fp32 block sum vs the CPU's double sum
+        }
         expectRan(
             kernels->layerNorm(dx, pw, pb, rows, dim, 1e-5, dOut, nullptr));
-        e = rowRelativeError(dOut.read<float>(rows * dim), ln, dim);
+        double e = rowRelativeError(dOut.read<float>(rows * dim), ln, dim);
         report("layerNorm", shape, e);
         EXPECT_LE(e, 1e-5);
       }
@@ -191,9 +245,10 @@ TEST_F(CudaKernelsTest, Matmul) {
   struct Shape {
     int64_t m, n, k;
   };
-  for (Shape s : {Shape{1, 1000, 7168}, Shape{2, 1536, 7168},
-                  Shape{8, 129, 300}, Shape{9, 130, 257}, Shape{100, 200, 513},
-                  Shape{256, 256, 64}, Shape{65, 7, 7168}})
+  for (Shape s :
+       {Shape{1, 1000, 7168}, Shape{2, 1536, 7168}, Shape{8, 129, 300},
+        Shape{3, 70, 257}, Shape{9, 130, 257}, Shape{100, 200, 513},
+        Shape{256, 256, 64}, Shape{65, 7, 7168}})
     for (bool withBias : {false, true}) {
       auto x = random(s.m * s.k), w = random(s.n * s.k), bias = random(s.n);
       std::vector<float> expected(s.m * s.n);
@@ -201,14 +256,22 @@ TEST_F(CudaKernelsTest, Matmul) {
                   s.m, s.n, s.k, expected.data());
       Buffer dx(*driver, x), dw(*driver, w), db(*driver, bias),
           dOut(*driver, s.m * s.n * 4);
-      expectRan(kernels->matmul(dx, dw, withBias ? db.get() : 0, s.m, s.n, s.k,
-                                dOut, nullptr));
-      double e = rowRelativeError(dOut.read<float>(s.m * s.n), expected, s.n);
-      char shape[64];
-      std::snprintf(shape, sizeof(shape), "m=%ld n=%ld k=%ld bias=%d",
-                    long(s.m), long(s.n), long(s.k), withBias);
-      report("matmul", shape, e);
-      EXPECT_LE(e, 1e-5); // fp32 sums in another order
+      // The decode path (m <= 8) also as its instantiation for k.
+      std::vector<std::string> variants = {""};
+      if (s.m <= 8)
+        variants.push_back("daybreak_matmul_small_m_t<" + std::to_string(s.k) +
+                           ">");
+      for (const std::string &instantiation : variants) {
+        expectRan(kernels->matmul(dx, dw, withBias ? db.get() : 0, s.m, s.n,
+                                  s.k, dOut, nullptr, variant(instantiation)));
+        double e = rowRelativeError(dOut.read<float>(s.m * s.n), expected, s.n);
+        char shape[64];
+        std::snprintf(shape, sizeof(shape), "m=%ld n=%ld k=%ld bias=%d",
+                      long(s.m), long(s.n), long(s.k), withBias);
+        report(instantiation.empty() ? "matmul" : instantiation.c_str(), shape,
+               e);
+        EXPECT_LE(e, 1e-5); // fp32 sums in another order
+      }
     }
 }
 
@@ -481,28 +544,40 @@ TEST_F(CudaKernelsTest, CacheWrite) {
 
 TEST_F(CudaKernelsTest, DsaIndexerScores) {
   for (auto format : {cpu::CacheFormat::F32, cpu::CacheFormat::BF16,
-                      cpu::CacheFormat::Fp8Scaled}) {
-    bool fp8 = format == cpu::CacheFormat::Fp8Scaled;
-    int64_t dim = 128, heads = 4, tokens = 3;
-    TestCache cache(format, dim, 0, fp8 ? 64 : 0, 100, 16, rng);
-    cache.fill(rng);
-    auto q = random(tokens * heads * dim), weights = random(tokens * heads);
-    std::vector<int32_t> seqs = {0, 1, 1};
-    std::vector<float> expected(tokens * 100);
-    ASSERT_TRUE(cpu::dsaIndexerScores(pool, q.data(), weights.data(),
-                                      cache.host, seqs.data(), tokens, heads,
-                                      0.125, expected.data())
-                    .ok());
-    DeviceCacheView view = cache.upload(*driver);
-    Buffer dq(*driver, q), dw(*driver, weights), dSeqs(*driver, seqs),
-        dOut(*driver, expected.size() * 4);
-    expectRan(kernels->dsaIndexerScores(dq, dw, view, dSeqs, tokens, heads,
-                                        0.125, dOut, nullptr));
-    double e =
-        rowRelativeError(dOut.read<float>(expected.size()), expected, 100);
-    report("dsaIndexerScores", formatName(format), e);
-    EXPECT_LE(e, 1e-5);
-  }
+                      cpu::CacheFormat::Fp8Scaled})
+    for (int64_t dim : {128, 32}) {
+      bool fp8 = format == cpu::CacheFormat::Fp8Scaled;
+      int64_t heads = 4, tokens = 3;
+      TestCache cache(format, dim, 0, fp8 ? std::min<int64_t>(dim, 64) : 0, 100,
+                      16, rng);
+      cache.fill(rng);
+      auto q = random(tokens * heads * dim), weights = random(tokens * heads);
+      std::vector<int32_t> seqs = {0, 1, 1};
+      std::vector<float> expected(tokens * 100);
+      ASSERT_TRUE(cpu::dsaIndexerScores(pool, q.data(), weights.data(),
+                                        cache.host, seqs.data(), tokens, heads,
+                                        0.125, expected.data())
+                      .ok());
+      DeviceCacheView view = cache.upload(*driver);
+      Buffer dq(*driver, q), dw(*driver, weights), dSeqs(*driver, seqs),
+          dOut(*driver, expected.size() * 4);
+      std::string specialized =
+          "daybreak_dsa_indexer_scores_t<" + std::to_string(dim) + ">";
+      for (const std::string &instantiation : {std::string(), specialized}) {
+        expectRan(kernels->dsaIndexerScores(dq, dw, view, dSeqs, tokens, heads,
+                                            0.125, dOut, nullptr,
+                                            variant(instantiation)));
+        double e =
+            rowRelativeError(dOut.read<float>(expected.size()), expected, 100);
+        char shape[64];
+        std::snprintf(shape, sizeof(shape), "%s dim=%ld", formatName(format),
+                      long(dim));
+        report(instantiation.empty() ? "dsaIndexerScores"
+                                     : instantiation.c_str(),
+               shape, e);
+        EXPECT_LE(e, 1e-5);
+      }
+    }
 }
 
 TEST_F(CudaKernelsTest, DsaIndexSelect) {
@@ -557,45 +632,59 @@ TEST_F(CudaKernelsTest, SparseAttention) {
   for (auto format : {cpu::CacheFormat::F32, cpu::CacheFormat::BF16,
                       cpu::CacheFormat::Fp8Scaled})
     for (int64_t heads : {16, 5})
-      for (bool withSinks : {false, true}) {
-        bool fp8 = format == cpu::CacheFormat::Fp8Scaled;
-        int64_t width = 576, valueDim = 512, tokens = 4, topK = 37;
-        TestCache cache(format, width, fp8 ? 64 : 0, fp8 ? 128 : 0, 64, 16,
-                        rng);
-        cache.fill(rng);
-        auto q = random(tokens * heads * width, -0.2f, 0.2f);
-        auto sinks = random(heads);
-        std::vector<int32_t> seqs = {1, 0, 1, 0};
-        std::vector<int32_t> indices(tokens * topK);
-        for (int64_t i = 0; i < tokens * topK; ++i)
-          indices[i] = int32_t(rng() % 70) - 6; // some -1 (and < -1)
-        for (auto &i : indices)
-          i = std::max(i, -1);
-        std::fill(indices.begin() + 3 * topK, indices.end(), -1); // empty set
-        std::vector<float> expected(tokens * heads * valueDim);
-        ASSERT_TRUE(cpu::sparseAttention(
-                        pool, q.data(), cache.host, indices.data(), topK,
-                        seqs.data(), tokens, heads, 0.07, valueDim,
-                        withSinks ? sinks.data() : nullptr, expected.data())
-                        .ok());
-        DeviceCacheView view = cache.upload(*driver);
-        Buffer dq(*driver, q), dIdx(*driver, indices), dSeqs(*driver, seqs),
-            dSinks(*driver, sinks), dOut(*driver, expected.size() * 4);
-        expectRan(kernels->sparseAttention(
-            dq, view, dIdx, topK, dSeqs, tokens, heads, 0.07, valueDim,
-            withSinks ? dSinks.get() : 0, dOut, nullptr));
-        auto got = dOut.read<float>(expected.size());
-        double e = rowRelativeError(got, expected, valueDim);
-        char shape[64];
-        std::snprintf(shape, sizeof(shape), "%s H=%ld k=37 sinks=%d",
-                      formatName(format), long(heads), withSinks);
-        report("sparseAttention", shape, e);
-        EXPECT_LE(e, 2e-5); // fp32 online softmax vs double exp on the CPU
-        // The empty set gives exact zeros.
-        for (int64_t i = 3 * heads * valueDim; i < tokens * heads * valueDim;
-             ++i)
-          ASSERT_EQ(got[i], 0.0f);
-      }
+      for (bool withSinks : {false, true})
+        for (bool small : {false, true}) {
+          // DeepSeek's latent cache (512 + 64 rope; fp8: 128-wide scale
+          // blocks, rope in bf16) and the small fixture's (64 + 16).
+          bool fp8 = format == cpu::CacheFormat::Fp8Scaled;
+          int64_t width = small ? 80 : 576, valueDim = small ? 64 : 512,
+                  rope = small ? 16 : 64, tokens = 4, topK = 37;
+          TestCache cache(format, width, fp8 ? rope : 0,
+                          fp8 ? (small ? 64 : 128) : 0, 64, 16, rng);
+          cache.fill(rng);
+          auto q = random(tokens * heads * width, -0.2f, 0.2f);
+          auto sinks = random(heads);
+          std::vector<int32_t> seqs = {1, 0, 1, 0};
+          std::vector<int32_t> indices(tokens * topK);
+          for (int64_t i = 0; i < tokens * topK; ++i)
+            indices[i] = int32_t(rng() % 70) - 6; // some -1 (and < -1)
+          for (auto &i : indices)
+            i = std::max(i, -1);
+          std::fill(indices.begin() + 3 * topK, indices.end(), -1); // empty set
+          std::vector<float> expected(tokens * heads * valueDim);
+          ASSERT_TRUE(cpu::sparseAttention(
+                          pool, q.data(), cache.host, indices.data(), topK,
+                          seqs.data(), tokens, heads, 0.07, valueDim,
+                          withSinks ? sinks.data() : nullptr, expected.data())
+                          .ok());
+          DeviceCacheView view = cache.upload(*driver);
+          Buffer dq(*driver, q), dIdx(*driver, indices), dSeqs(*driver, seqs),
+              dSinks(*driver, sinks), dOut(*driver, expected.size() * 4);
+          std::string specialized = "daybreak_sparse_attention_t<" +
+                                    std::to_string(width) + ", " +
+                                    std::to_string(valueDim) + ">";
+          for (const std::string &instantiation :
+               {std::string(), specialized}) {
+            expectRan(kernels->sparseAttention(
+                dq, view, dIdx, topK, dSeqs, tokens, heads, 0.07, valueDim,
+                withSinks ? dSinks.get() : 0, dOut, nullptr,
+                variant(instantiation)));
+            auto got = dOut.read<float>(expected.size());
+            double e = rowRelativeError(got, expected, valueDim);
+            char shape[80];
+            std::snprintf(shape, sizeof(shape), "%s W=%ld H=%ld k=37 sinks=%d",
+                          formatName(format), long(width), long(heads),
+                          withSinks);
+            report(instantiation.empty() ? "sparseAttention"
+                                         : instantiation.c_str(),
+                   shape, e);
+            EXPECT_LE(e, 2e-5); // fp32 online softmax vs double exp on the CPU
+            // The empty set gives exact zeros.
+            for (int64_t i = 3 * heads * valueDim;
+                 i < tokens * heads * valueDim; ++i)
+              ASSERT_EQ(got[i], 0.0f);
+          }
+        }
 }
 
 } // namespace
