@@ -127,13 +127,6 @@ Status CpuDevice::prepare(const artifact::ArtifactFile &file) {
   int64_t batch = m.max_batch(), maxSeq = m.max_seq_len();
   caches.resize(m.caches_size());
   cacheBytes.resize(m.caches_size());
-  int64_t maxPagesPerSeq = 0;
-  for (const artifact::Cache &c : m.caches())
-    maxPagesPerSeq = std::max<int64_t>(
-        maxPagesPerSeq, (maxSeq + c.page_size() - 1) / c.page_size());
-  pageTable.resize(batch * maxPagesPerSeq);
-  for (size_t i = 0; i < pageTable.size(); ++i)
-    pageTable[i] = static_cast<int32_t>(i);
   for (int i = 0; i < m.caches_size(); ++i) {
     const artifact::Cache &c = m.caches(i);
     CacheView &view = caches[i];
@@ -173,8 +166,17 @@ Status CpuDevice::prepare(const artifact::ArtifactFile &file) {
     if (!status.ok())
       return status;
     view.base = cacheBytes[i].data.get();
-    view.pageTable = pageTable.data();
   }
+  // The identity page table, after the caches: it is smaller than any of
+  // them, so limits too large to serve fail on a cache, with its name.
+  int64_t maxPagesPerSeq = 0;
+  for (const CacheView &view : caches)
+    maxPagesPerSeq = std::max<int64_t>(maxPagesPerSeq, view.pagesPerSeq());
+  pageTable.resize(batch * maxPagesPerSeq);
+  for (size_t i = 0; i < pageTable.size(); ++i)
+    pageTable[i] = static_cast<int32_t>(i);
+  for (CacheView &view : caches)
+    view.pageTable = pageTable.data();
   uint64_t arenaSize = 0;
   for (const artifact::Step &step : m.steps())
     arenaSize = std::max<uint64_t>(arenaSize, step.arena_size());

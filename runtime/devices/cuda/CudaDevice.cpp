@@ -289,19 +289,6 @@ Status CudaDevice::prepare(const artifact::ArtifactFile &file) {
   // Caches (zeroed) with an identity page table, and the arena.
   int64_t batch = m.max_batch(), maxSeq = m.max_seq_len();
   int64_t pagesPerSeq = 0;
-  for (const artifact::Cache &c : m.caches())
-    pagesPerSeq = std::max<int64_t>(pagesPerSeq,
-                                    (maxSeq + c.page_size() - 1) / c.page_size());
-  std::vector<int32_t> identity(batch * pagesPerSeq);
-  for (size_t i = 0; i < identity.size(); ++i)
-    identity[i] = static_cast<int32_t>(i);
-  StatusOr<CUdeviceptr> pageTable =
-      allocate(identity.size() * sizeof(int32_t), "the page table");
-  if (!pageTable.ok())
-    return pageTable.error();
-  status = upload(*pageTable, identity.data(), identity.size() * sizeof(int32_t));
-  if (!status.ok())
-    return status;
   for (const artifact::Cache &c : m.caches()) {
     DeviceCacheView view;
     switch (c.format()) {
@@ -333,9 +320,25 @@ Status CudaDevice::prepare(const artifact::ArtifactFile &file) {
     if (!status.ok())
       return status;
     view.base = *p;
-    view.pageTable = *pageTable;
     caches.push_back(view);
+    pagesPerSeq = std::max<int64_t>(
+        pagesPerSeq, (maxSeq + c.page_size() - 1) / c.page_size());
   }
+  // The page table after the caches: it is smaller than any of them, so
+  // limits too large to serve fail on a cache, with its name, before the
+  // host builds the table.
+  std::vector<int32_t> identity(batch * pagesPerSeq);
+  for (size_t i = 0; i < identity.size(); ++i)
+    identity[i] = static_cast<int32_t>(i);
+  StatusOr<CUdeviceptr> pageTable =
+      allocate(identity.size() * sizeof(int32_t), "the page table");
+  if (!pageTable.ok())
+    return pageTable.error();
+  status = upload(*pageTable, identity.data(), identity.size() * sizeof(int32_t));
+  if (!status.ok())
+    return status;
+  for (DeviceCacheView &view : caches)
+    view.pageTable = *pageTable;
   for (const artifact::Step &step : m.steps())
     arenaSize = std::max<uint64_t>(arenaSize, step.arena_size());
   StatusOr<CUdeviceptr> a = allocate(arenaSize, "the step arena");
