@@ -1,0 +1,470 @@
+#!/usr/bin/env python3
+"""Write a random-weight DeepSeek-V3.2 checkpoint in the Hugging Face hub format, for benchmarks.
+
+The folder holds config.json (hub field names, quantization_config fmt e4m3 with 128x128 blocks) and
+model.safetensors, or model-0000i-of-0000n.safetensors + model.safetensors.index.json when the tensors
+exceed --max-shard-bytes. Tensor names, dtypes and shapes follow the published checkpoint and our
+fixtures (test/fixtures/generate_deepseek_v32.py --fp8): every *_proj weight and indexer.wq_b/wk is
+F8_E4M3 with an F32 `weight_scale_inv` [ceil(out/128), ceil(in/128)]; embeddings, lm_head, mlp.gate,
+indexer.weights_proj, norms and indexer.k_norm.bias are BF16; mlp.gate.e_score_correction_bias is F32.
+No MTP layer is written (num_nextn_predict_layers 0).
+
+    python3 bench/generate_checkpoint.py --preset small --out /tmp/ds-small
+    python3 bench/generate_checkpoint.py --preset real --layers 2 --out /data/ds-real-2l
+    python3 bench/generate_checkpoint.py --preset real --layers 4 --dense-layers 1 --dry-run
+
+Weights are random but well scaled: FP8 codes are drawn from a 256-entry table of quantized normal quantiles
+(finite e4m3 codes only, |code| <= ~180, never the 0x7F/0xFF NaNs), with a power-of-two (ue8m0-style) block
+scale so that the dequantized weights have std ~ 1/sqrt(fan_in); bf16 linear weights likewise; embeddings
+std ~1; norms ~1 + 0.1 N(0,1). Tensors are streamed to disk in chunks, so memory use stays ~ a few
+hundred MB at the real dimensions. Only the Python standard library is used (seeded random.Random.randbytes
+mapped through bytes.translate tables: bulk C speed, reproducible for a given --seed independent of sharding).
+"""
+
+import argparse
+import json
+import math
+import os
+import random
+import re
+import shutil
+import statistics
+import struct
+import sys
+import time
+
+BLOCK = 128
+CHUNK = 64 << 20  # bytes of random codes generated per step
+
+# --------------------------------------------------------------------------------------------------------
+# Configurations (hub config.json field names)
+# --------------------------------------------------------------------------------------------------------
+QUANT = {
+    "activation_scheme": "dynamic",
+    "fmt": "e4m3",
+    "quant_method": "fp8",
+    "scale_fmt": "ue8m0",
+    "weight_block_size": [BLOCK, BLOCK],
+}
+
+COMMON = {
+    "architectures": ["DeepseekV32ForCausalLM"],
+    "attention_bias": False,
+    "attention_dropout": 0.0,
+    "bos_token_id": 0,
+    "eos_token_id": 1,
+    "ep_size": 1,
+    "hidden_act": "silu",
+    "initializer_range": 0.02,
+    "model_type": "deepseek_v32",
+    "moe_layer_freq": 1,
+    "norm_topk_prob": True,
+    "num_nextn_predict_layers": 0,
+    "rms_norm_eps": 1e-06,
+    "rope_theta": 10000,
+    "routed_scaling_factor": 2.5,
+    "scoring_func": "sigmoid",
+    "tie_word_embeddings": False,
+    "topk_method": "noaux_tc",
+    "torch_dtype": "bfloat16",
+    "use_cache": True,
+}
+
+PRESETS = {
+    # DeepSeek-V3.2 (deepseek-ai/DeepSeek-V3.2 config.json), minus the MTP layer.
+    "real": {
+        "hidden_size": 7168,
+        "index_head_dim": 128,
+        "index_n_heads": 64,
+        "index_topk": 2048,
+        "intermediate_size": 18432,
+        "kv_lora_rank": 512,
+        "max_position_embeddings": 163840,
+        "moe_intermediate_size": 2048,
+        "n_group": 8,
+        "n_routed_experts": 256,
+        "n_shared_experts": 1,
+        "num_attention_heads": 128,
+        "num_experts_per_tok": 8,
+        "num_key_value_heads": 128,
+        "q_lora_rank": 1536,
+        "qk_nope_head_dim": 128,
+        "qk_rope_head_dim": 64,
+        "rope_scaling": {
+            "beta_fast": 32,
+            "beta_slow": 1,
+            "factor": 40,
+            "mscale": 1.0,
+            "mscale_all_dim": 1.0,
+            "original_max_position_embeddings": 4096,
+            "type": "yarn",
+        },
+        "topk_group": 4,
+        "v_head_dim": 128,
+        "vocab_size": 129280,
+    },
+    # The dimensions of test/fixtures/deepseek_v32_small_fp8 (partial 128-blocks included).
+    "small": {
+        "hidden_size": 128,
+        "index_head_dim": 32,
+        "index_n_heads": 4,
+        "index_topk": 8,
+        "intermediate_size": 256,
+        "kv_lora_rank": 64,
+        "max_position_embeddings": 2560,
+        "moe_intermediate_size": 48,
+        "n_group": 4,
+        "n_routed_experts": 8,
+        "n_shared_experts": 1,
+        "num_attention_heads": 4,
+        "num_experts_per_tok": 2,
+        "num_key_value_heads": 4,
+        "q_lora_rank": 96,
+        "qk_nope_head_dim": 32,
+        "qk_rope_head_dim": 16,
+        "rope_scaling": {
+            "beta_fast": 32,
+            "beta_slow": 1,
+            "factor": 40,
+            "mscale": 1.0,
+            "mscale_all_dim": 1.0,
+            "original_max_position_embeddings": 64,
+            "type": "yarn",
+        },
+        "topk_group": 2,
+        "v_head_dim": 32,
+        "vocab_size": 256,
+    },
+}
+
+
+def make_config(preset: str, layers: int, dense_layers: int) -> dict:
+    cfg = dict(COMMON)
+    cfg.update(json.loads(json.dumps(PRESETS[preset])))
+    cfg["num_hidden_layers"] = layers
+    cfg["first_k_dense_replace"] = dense_layers
+    cfg["quantization_config"] = dict(QUANT)
+    return cfg
+
+
+# --------------------------------------------------------------------------------------------------------
+# Tensor plan: (name, dtype, shape, kind, param) in hub order
+# --------------------------------------------------------------------------------------------------------
+ITEMSIZE = {"F32": 4, "BF16": 2, "F8_E4M3": 1}
+
+
+class T:
+    __slots__ = ("name", "dtype", "shape", "kind", "std", "fan_in", "nbytes", "shard", "offset")
+
+    def __init__(self, name, dtype, shape, kind, std=0.0, fan_in=0):
+        self.name, self.dtype, self.shape, self.kind = name, dtype, tuple(shape), kind
+        self.std, self.fan_in = std, fan_in
+        self.nbytes = math.prod(self.shape) * ITEMSIZE[dtype]
+        self.shard = 0
+        self.offset = 0
+
+    @property
+    def numel(self):
+        return math.prod(self.shape)
+
+
+def fp8_linear(name, rows, cols):
+    """An FP8 weight and its block scales: [rows, cols] e4m3 + [ceil(rows/128), ceil(cols/128)] f32."""
+    std = cols ** -0.5
+    return [T(name, "F8_E4M3", (rows, cols), "fp8", std, cols),
+            T(name[: -len(".weight")] + ".weight_scale_inv", "F32",
+              (math.ceil(rows / BLOCK), math.ceil(cols / BLOCK)), "scale", std, cols)]
+
+
+def bf16_linear(name, rows, cols):
+    return [T(name, "BF16", (rows, cols), "bf16", cols ** -0.5, cols)]
+
+
+def norm(name, n):
+    return [T(name, "BF16", (n,), "norm")]
+
+
+def layer_tensors(cfg: dict, i: int) -> list:
+    H = cfg["hidden_size"]
+    nh = cfg["num_attention_heads"]
+    nope, rope, vd = cfg["qk_nope_head_dim"], cfg["qk_rope_head_dim"], cfg["v_head_dim"]
+    ql, kvl = cfg["q_lora_rank"], cfg["kv_lora_rank"]
+    inh, ihd = cfg["index_n_heads"], cfg["index_head_dim"]
+    p = f"model.layers.{i}."
+    a = p + "self_attn."
+    ts = []
+    ts += norm(p + "input_layernorm.weight", H)
+    ts += fp8_linear(a + "q_a_proj.weight", ql, H)
+    ts += norm(a + "q_a_layernorm.weight", ql)
+    ts += fp8_linear(a + "q_b_proj.weight", nh * (nope + rope), ql)
+    ts += fp8_linear(a + "kv_a_proj_with_mqa.weight", kvl + rope, H)
+    ts += norm(a + "kv_a_layernorm.weight", kvl)
+    ts += fp8_linear(a + "kv_b_proj.weight", nh * (nope + vd), kvl)
+    ts += fp8_linear(a + "o_proj.weight", H, nh * vd)
+    ts += fp8_linear(a + "indexer.wq_b.weight", inh * ihd, ql)
+    ts += fp8_linear(a + "indexer.wk.weight", ihd, H)
+    ts += norm(a + "indexer.k_norm.weight", ihd)
+    ts += [T(a + "indexer.k_norm.bias", "BF16", (ihd,), "bias")]
+    ts += bf16_linear(a + "indexer.weights_proj.weight", inh, H)
+    ts += norm(p + "post_attention_layernorm.weight", H)
+    m = p + "mlp."
+    if i < cfg["first_k_dense_replace"]:
+        I = cfg["intermediate_size"]
+        ts += fp8_linear(m + "gate_proj.weight", I, H)
+        ts += fp8_linear(m + "up_proj.weight", I, H)
+        ts += fp8_linear(m + "down_proj.weight", H, I)
+    else:
+        E, mI = cfg["n_routed_experts"], cfg["moe_intermediate_size"]
+        sI = mI * cfg["n_shared_experts"]
+        ts += bf16_linear(m + "gate.weight", E, H)
+        ts += [T(m + "gate.e_score_correction_bias", "F32", (E,), "router_bias")]
+        for e in range(E):
+            ts += fp8_linear(m + f"experts.{e}.gate_proj.weight", mI, H)
+            ts += fp8_linear(m + f"experts.{e}.up_proj.weight", mI, H)
+            ts += fp8_linear(m + f"experts.{e}.down_proj.weight", H, mI)
+        ts += fp8_linear(m + "shared_experts.gate_proj.weight", sI, H)
+        ts += fp8_linear(m + "shared_experts.up_proj.weight", sI, H)
+        ts += fp8_linear(m + "shared_experts.down_proj.weight", H, sI)
+    return ts
+
+
+def plan_tensors(cfg: dict):
+    """[(group label, [T])] in hub order: embeddings, layers, final norm + lm_head."""
+    H, V = cfg["hidden_size"], cfg["vocab_size"]
+    groups = [("embed_tokens", [T("model.embed_tokens.weight", "BF16", (V, H), "embed", 1.0)])]
+    for i in range(cfg["num_hidden_layers"]):
+        kind = "dense" if i < cfg["first_k_dense_replace"] else "moe"
+        groups.append((f"layer {i} ({kind})", layer_tensors(cfg, i)))
+    groups.append(("norm + lm_head", norm("model.norm.weight", H) + bf16_linear("lm_head.weight", V, H)))
+    return groups
+
+
+def assign_shards(tensors: list, max_shard_bytes: int) -> int:
+    """Greedy, in hub order; a tensor larger than the limit gets a shard of its own. Returns the shard count."""
+    shard, used = 0, 0
+    for t in tensors:
+        if used > 0 and used + t.nbytes > max_shard_bytes:
+            shard, used = shard + 1, 0
+        t.shard = shard
+        used += t.nbytes
+    return shard + 1
+
+
+# --------------------------------------------------------------------------------------------------------
+# Number formats
+# --------------------------------------------------------------------------------------------------------
+def e4m3_value(code: int) -> float:
+    s = -1.0 if code & 0x80 else 1.0
+    e, m = (code >> 3) & 0xF, code & 0x7
+    if e == 0xF and m == 0x7:
+        return math.nan
+    if e == 0:
+        return s * m / 8.0 * 2.0 ** -6
+    return s * (1.0 + m / 8.0) * 2.0 ** (e - 7)
+
+
+FINITE_E4M3 = sorted((e4m3_value(c), c) for c in range(256) if not math.isnan(e4m3_value(c)))
+
+
+def e4m3_nearest(x: float) -> int:
+    best = min(FINITE_E4M3, key=lambda vc: (abs(vc[0] - x), vc[1]))
+    return best[1]
+
+
+def bf16_bits(x: float) -> int:
+    """Round-to-nearest-even float32 -> bfloat16 bit pattern."""
+    b = struct.unpack("<I", struct.pack("<f", x))[0]
+    return ((b + 0x7FFF + ((b >> 16) & 1)) >> 16) & 0xFFFF
+
+
+_ND = statistics.NormalDist()
+_QUANTILES = [_ND.inv_cdf((i + 0.5) / 256) for i in range(256)]
+
+
+def code_table(target_std: float):
+    """A 256-entry table of e4m3 codes (random byte -> code) whose values are quantized normal quantiles, and a
+    power-of-two scale, such that scale * value has std ~ target_std and |value| stays well under 448."""
+    k = math.floor(math.log2(target_std / 32.0))
+    scale = 2.0 ** k
+    sigma = target_std / scale  # in [32, 64)
+    for _ in range(3):  # correct for the quantization of the table
+        codes = [e4m3_nearest(q * sigma) for q in _QUANTILES]
+        vals = [e4m3_value(c) for c in codes]
+        std = math.sqrt(sum(v * v for v in vals) / 256)
+        sigma *= (target_std / scale) / std
+    codes = [e4m3_nearest(q * sigma) for q in _QUANTILES]
+    vals = [e4m3_value(c) for c in codes]
+    assert all(c not in (0x7F, 0xFF) for c in codes)
+    return bytes(codes), vals, scale
+
+
+_TABLES = {}
+
+
+def tables_for(target_std: float):
+    key = float(target_std)
+    if key not in _TABLES:
+        codes, vals, scale = code_table(key)
+        lo = bytes(bf16_bits(v * scale) & 0xFF for v in vals)
+        hi = bytes(bf16_bits(v * scale) >> 8 for v in vals)
+        _TABLES[key] = (codes, scale, lo, hi)
+    return _TABLES[key]
+
+
+# --------------------------------------------------------------------------------------------------------
+# Writing
+# --------------------------------------------------------------------------------------------------------
+def tensor_chunks(t: T, seed: int):
+    """Yields the tensor's little-endian bytes in chunks of at most ~2*CHUNK bytes."""
+    rng = random.Random(f"{seed}:{t.name}")
+    n = t.numel
+    if t.kind in ("fp8", "bf16", "embed"):
+        codes, scale, lo, hi = tables_for(t.std)
+        left = n
+        while left:
+            k = min(left, CHUNK)
+            rb = rng.randbytes(k)
+            if t.kind == "fp8":
+                yield rb.translate(codes)
+            else:
+                buf = bytearray(2 * k)
+                buf[0::2] = rb.translate(lo)
+                buf[1::2] = rb.translate(hi)
+                yield bytes(buf)
+            left -= k
+    elif t.kind == "scale":
+        _, scale, _, _ = tables_for(t.std)
+        yield struct.pack("<f", scale) * n
+    elif t.kind == "norm":
+        yield b"".join(struct.pack("<H", bf16_bits(1.0 + 0.1 * rng.gauss(0.0, 1.0))) for _ in range(n))
+    elif t.kind == "bias":
+        yield b"".join(struct.pack("<H", bf16_bits(0.1 * rng.gauss(0.0, 1.0))) for _ in range(n))
+    elif t.kind == "router_bias":
+        yield b"".join(struct.pack("<f", 0.05 * rng.gauss(0.0, 1.0)) for _ in range(n))
+    else:
+        raise AssertionError(t.kind)
+
+
+def shard_header(tensors: list) -> bytes:
+    """safetensors header for one shard; sets t.offset. Tensors ordered by dtype size (descending) then name, as
+    the safetensors library writes them, so every tensor is aligned to its element size."""
+    hdr = {"__metadata__": {"format": "pt"}}
+    off = 0
+    for t in sorted(tensors, key=lambda t: (-ITEMSIZE[t.dtype], t.name)):
+        t.offset = off
+        hdr[t.name] = {"dtype": t.dtype, "shape": list(t.shape), "data_offsets": [off, off + t.nbytes]}
+        off += t.nbytes
+    js = json.dumps(hdr, separators=(",", ":")).encode()
+    js += b" " * (-(8 + len(js)) % 8)
+    return struct.pack("<Q", len(js)) + js
+
+
+def parse_bytes(s: str) -> int:
+    m = re.fullmatch(r"\s*(\d+(?:\.\d+)?)\s*([KMGT]?)(i?)B?\s*", s, re.I)
+    if not m:
+        raise argparse.ArgumentTypeError(f"not a byte count: {s!r}")
+    return int(float(m.group(1)) * 1024 ** " KMGT".index((m.group(2) or " ").upper()))
+
+
+def human(n: float) -> str:
+    for u in ("B", "KiB", "MiB", "GiB", "TiB"):
+        if abs(n) < 1024 or u == "TiB":
+            return f"{n:.1f} {u}" if u != "B" else f"{int(n)} B"
+        n /= 1024.0
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--preset", choices=sorted(PRESETS), default="small")
+    ap.add_argument("--layers", type=int, default=2, help="num_hidden_layers (default 2)")
+    ap.add_argument("--dense-layers", type=int, default=1,
+                    help="first_k_dense_replace: layers 0..k-1 dense MLP, the rest MoE (default 1)")
+    ap.add_argument("--seed", type=int, default=1)
+    ap.add_argument("--out", help="checkpoint folder to write (created; old model*.safetensors* removed)")
+    ap.add_argument("--max-shard-bytes", type=parse_bytes, default=4 << 30,
+                    help="shard limit, bytes or with K/M/G suffix (binary units; default 4G)")
+    ap.add_argument("--dry-run", action="store_true", help="print the config, tensors and sizes; write nothing")
+    ap.add_argument("--list", action="store_true", help="with --dry-run: list every tensor (experts included)")
+    ap.add_argument("--force", action="store_true", help="write even if the free disk space looks too small")
+    args = ap.parse_args()
+    if args.layers < 1 or not 0 <= args.dense_layers <= args.layers:
+        ap.error("need --layers >= 1 and 0 <= --dense-layers <= --layers")
+    if not args.dry_run and not args.out:
+        ap.error("--out is required unless --dry-run")
+
+    cfg = make_config(args.preset, args.layers, args.dense_layers)
+    groups = plan_tensors(cfg)
+    tensors = [t for _, ts in groups for t in ts]
+    nshards = assign_shards(tensors, args.max_shard_bytes)
+    total = sum(t.nbytes for t in tensors)
+    params = sum(t.numel for t in tensors if t.kind != "scale")
+
+    def fname(s):
+        return "model.safetensors" if nshards == 1 else f"model-{s + 1:05d}-of-{nshards:05d}.safetensors"
+
+    print(f"preset {args.preset}: {args.layers} layers ({args.dense_layers} dense, "
+          f"{args.layers - args.dense_layers} MoE), {len(tensors)} tensors, {params:,} parameters, "
+          f"{total:,} bytes of tensor data ({human(total)}) in {nshards} shard(s)")
+    for label, ts in groups:
+        nb = sum(t.nbytes for t in ts)
+        npar = sum(t.numel for t in ts if t.kind != "scale")
+        print(f"  {label:<22} {len(ts):6d} tensors {npar:16,d} params {nb:16,d} bytes ({human(nb)})")
+
+    if args.dry_run:
+        print("config.json:")
+        print(json.dumps(cfg, indent=2, sort_keys=True))
+        for t in tensors:
+            if args.list or not re.search(r"\.experts\.[1-9]\d*\.", t.name):
+                print(f"  {t.name} {t.dtype} {list(t.shape)} {t.nbytes} -> {fname(t.shard)}")
+        if not args.list:
+            print("  (experts 1.. elided; --list shows all)")
+        return
+
+    os.makedirs(args.out, exist_ok=True)
+    for fn in os.listdir(args.out):
+        if re.fullmatch(r"model(-\d+-of-\d+)?\.safetensors(\.index\.json)?", fn):
+            os.remove(os.path.join(args.out, fn))
+    free = shutil.disk_usage(args.out).free
+    if free < total + (64 << 20) and not args.force:
+        sys.exit(f"generate_checkpoint: {human(total)} needed but only {human(free)} free in {args.out} "
+                 f"(--force to try anyway)")
+    with open(os.path.join(args.out, "config.json"), "w") as f:
+        json.dump(cfg, f, indent=2, sort_keys=True)
+        f.write("\n")
+
+    t0 = time.time()
+    written, next_report = 0, 2 << 30
+    for s in range(nshards):
+        ts = [t for t in tensors if t.shard == s]
+        path = os.path.join(args.out, fname(s))
+        hdr = shard_header(ts)
+        with open(path, "wb") as f:
+            f.write(hdr)
+            written += len(hdr)
+            for t in sorted(ts, key=lambda t: t.offset):
+                n = 0
+                for chunk in tensor_chunks(t, args.seed):
+                    f.write(chunk)
+                    n += len(chunk)
+                assert n == t.nbytes, (t.name, n, t.nbytes)
+                written += n
+                if written >= next_report:
+                    next_report += 2 << 30
+                    print(f"  ... {human(written)} of {human(total)} written ({time.time() - t0:.0f} s)",
+                          file=sys.stderr, flush=True)
+        if nshards > 1 and total > (1 << 30):
+            print(f"  {fname(s)}: {human(os.path.getsize(path))} ({time.time() - t0:.0f} s)",
+                  file=sys.stderr, flush=True)
+    if nshards > 1:
+        index = {"metadata": {"total_size": total},
+                 "weight_map": {t.name: fname(t.shard) for t in sorted(tensors, key=lambda t: t.name)}}
+        with open(os.path.join(args.out, "model.safetensors.index.json"), "w") as f:
+            json.dump(index, f, indent=2)
+            f.write("\n")
+    dt = time.time() - t0
+    print(f"wrote {args.out}: {nshards} file(s), {written:,} bytes ({human(written)}) in {dt:.1f} s "
+          f"({human(written / max(dt, 1e-9))}/s)")
+
+
+if __name__ == "__main__":
+    main()
