@@ -1,6 +1,7 @@
 //===- CpuDevice.cpp - Running artifact launches on the CPU ---------------===//
 
 #include "runtime/devices/cpu/CpuDevice.h"
+#include "runtime/executor/LaunchParams.h"
 
 #include "runtime/numerics/Numerics.h"
 
@@ -288,21 +289,7 @@ Status CpuDevice::launch(const artifact::Step &step, const artifact::Launch &l,
   if (k == "rope" && need(2, 1)) {
     if (out[0].data != in[0].data)
       std::memcpy(out[0].data, in[0].data, in[0].numel() * sizeof(float));
-    RopeParams p;
-    const artifact::Attr *style = findAttr(l, "style");
-    p.interleaved = style && style->s() == "interleaved";
-    p.offset = attrInt(l, "offset", 0);
-    p.dim = attrInt(l, "dim", 0);
-    p.theta = attrFloat(l, "theta", 10000.0);
-    p.yarn = attrInt(l, "yarn", 0) != 0;
-    if (p.yarn) {
-      p.factor = attrFloat(l, "yarn.factor", 1.0);
-      p.originalMaxPositions = attrInt(l, "yarn.original_max_positions", 4096);
-      p.betaFast = attrFloat(l, "yarn.beta_fast", 32.0);
-      p.betaSlow = attrFloat(l, "yarn.beta_slow", 1.0);
-      p.attentionFactor = attrFloat(l, "yarn.attention_factor", 1.0);
-      p.truncate = attrInt(l, "yarn.truncate", 1) != 0;
-    }
+    cpu::RopeParams p = runtime::ropeParams(l);
     int64_t rowDim = out[0].shape.back();
     rope(pool, f(out[0]), i32(in[1]), tokens,
               out[0].numel() / std::max<int64_t>(tokens * rowDim, 1), rowDim,
@@ -337,15 +324,10 @@ Status CpuDevice::launch(const artifact::Step &step, const artifact::Launch &l,
     return Status::success();
   }
   if (k == "moe_route" && need(1, 2)) {
-    const artifact::Attr *routing = findAttr(l, "routing");
-    if (!routing || routing->s() != "sigmoid")
-      return Status::error("only sigmoid routing runs on the cpu device");
-    RouteParams p;
-    p.topK = attrInt(l, "top_k", 1);
-    p.numGroups = attrInt(l, "num_groups", 1);
-    p.topKGroups = attrInt(l, "top_k_groups", 1);
-    p.renormalize = attrInt(l, "renormalize", 1) != 0;
-    p.scalingFactor = attrFloat(l, "scaling_factor", 1.0);
+    StatusOr<cpu::RouteParams> route = runtime::sigmoidRouteParams(l, "cpu");
+    if (!route.ok())
+      return route.error();
+    const cpu::RouteParams &p = *route;
     moeRouteSigmoid(pool, f(in[0]), in.size() > 1 ? f(in[1]) : nullptr,
                          tokens, in[0].shape[1], p, i32(out[0]), f(out[1]));
     return Status::success();

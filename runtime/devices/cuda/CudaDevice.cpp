@@ -1,6 +1,7 @@
 //===- CudaDevice.cpp - Running artifact launches on an NVIDIA GPU --------===//
 
 #include "runtime/devices/cuda/CudaDevice.h"
+#include "runtime/executor/LaunchParams.h"
 
 #include <cstring>
 
@@ -499,21 +500,7 @@ Status CudaDevice::launch(const artifact::Step &step, const artifact::Launch &l,
       if (!copied.ok())
         return copied;
     }
-    cpu::RopeParams p;
-    const artifact::Attr *style = findAttr(l, "style");
-    p.interleaved = style && style->s() == "interleaved";
-    p.offset = attrInt(l, "offset", 0);
-    p.dim = attrInt(l, "dim", 0);
-    p.theta = attrFloat(l, "theta", 10000.0);
-    p.yarn = attrInt(l, "yarn", 0) != 0;
-    if (p.yarn) {
-      p.factor = attrFloat(l, "yarn.factor", 1.0);
-      p.originalMaxPositions = attrInt(l, "yarn.original_max_positions", 4096);
-      p.betaFast = attrFloat(l, "yarn.beta_fast", 32.0);
-      p.betaSlow = attrFloat(l, "yarn.beta_slow", 1.0);
-      p.attentionFactor = attrFloat(l, "yarn.attention_factor", 1.0);
-      p.truncate = attrInt(l, "yarn.truncate", 1) != 0;
-    }
+    cpu::RopeParams p = runtime::ropeParams(l);
     int64_t rowDim = out[0].shape.back();
     return k.rope(out[0].data, in[1].data, tokens,
                   out[0].numel() / std::max<int64_t>(tokens * rowDim, 1),
@@ -543,15 +530,10 @@ Status CudaDevice::launch(const artifact::Step &step, const artifact::Launch &l,
                     out[0].data, stream);
   }
   if (name == "moe_route" && need(1, 2)) {
-    const artifact::Attr *routing = findAttr(l, "routing");
-    if (!routing || routing->s() != "sigmoid")
-      return Status::error("only sigmoid routing runs on the cuda device");
-    cpu::RouteParams p;
-    p.topK = attrInt(l, "top_k", 1);
-    p.numGroups = attrInt(l, "num_groups", 1);
-    p.topKGroups = attrInt(l, "top_k_groups", 1);
-    p.renormalize = attrInt(l, "renormalize", 1) != 0;
-    p.scalingFactor = attrFloat(l, "scaling_factor", 1.0);
+    StatusOr<cpu::RouteParams> route = runtime::sigmoidRouteParams(l, "cuda");
+    if (!route.ok())
+      return route.error();
+    const cpu::RouteParams &p = *route;
     return k.moeRouteSigmoid(in[0].data, in.size() > 1 ? in[1].data : 0,
                              tokens, in[0].shape[1], p, out[0].data,
                              out[1].data, stream);

@@ -1,0 +1,28 @@
+//===- LaunchParams.h - Launch attributes as kernel parameters -*- C++ -*-===//
+//
+// The CPU and CUDA kernels take the same parameter structs (CpuKernels.h);
+// these decode them from a launch's attributes, once for both devices.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef DAYBREAK_RUNTIME_EXECUTOR_LAUNCHPARAMS_H
+#define DAYBREAK_RUNTIME_EXECUTOR_LAUNCHPARAMS_H
+
+#include "runtime/devices/cpu/CpuKernels.h"
+#include "runtime/executor/Device.h"
+
+#include <string>
+
+namespace daybreak::runtime {
+
+/// A `rope` launch's rotation: style, slice, theta and the YaRN fields.
+cpu::RopeParams ropeParams(const artifact::Launch &l);
+
+/// A `moe_route` launch's parameters; an error naming `device` for a
+/// routing function other than sigmoid (the only one the devices run).
+StatusOr<cpu::RouteParams> sigmoidRouteParams(const artifact::Launch &l,
+                                              const std::string &device);
+
+} // namespace daybreak::runtime
+
+#endif // DAYBREAK_RUNTIME_EXECUTOR_LAUNCHPARAMS_H
