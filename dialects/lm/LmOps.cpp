@@ -11,6 +11,7 @@
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/BuiltinTypes.h"
 #include "mlir/IR/OpImplementation.h"
+#include "llvm/Support/CheckedArithmetic.h"
 
 #include <cmath>
 
@@ -679,11 +680,21 @@ LogicalResult MhcPreOp::verify() {
   int64_t n = ShapeChecker::dimOf(streams, 1),
           d = ShapeChecker::dimOf(streams, 2);
   if (!ShapedType::isDynamic(n)) {
-    CHECK(c.equals("fn", getFn(), 0, (2 + n) * n, "(2 + n) * n mix logits"));
-    CHECK(c.equals("base", getBase(), 0, (2 + n) * n,
-                   "(2 + n) * n mix logits"));
-    if (!ShapedType::isDynamic(d))
-      CHECK(c.equals("fn", getFn(), 1, n * d, "n * D flattened streams"));
+    std::optional<int64_t> logits = llvm::checkedMul<int64_t>(n + 2, n);
+    if (!logits)
+      return emitOpError("expects (2 + n) * n mix logits to fit in 64 bits, "
+                         "got n = ")
+             << n;
+    CHECK(c.equals("fn", getFn(), 0, *logits, "(2 + n) * n mix logits"));
+    CHECK(c.equals("base", getBase(), 0, *logits, "(2 + n) * n mix logits"));
+    if (!ShapedType::isDynamic(d)) {
+      std::optional<int64_t> flat = llvm::checkedMul<int64_t>(n, d);
+      if (!flat)
+        return emitOpError("expects n * D flattened streams to fit in 64 "
+                           "bits, got n = ")
+               << n << ", D = " << d;
+      CHECK(c.equals("fn", getFn(), 1, *flat, "n * D flattened streams"));
+    }
   }
   CHECK(expectPositive(*this, "sinkhorn_iters",
                        static_cast<int64_t>(getSinkhornIters())));
@@ -790,8 +801,14 @@ LogicalResult CacheWriteOp::verify() {
     int64_t features = 1;
     for (int64_t i = 1 + *batch; i < cacheType.getRank(); ++i) {
       staticRow &= !cacheType.isDynamicDim(i);
-      if (staticRow)
-        features *= cacheType.getDimSize(i);
+      if (!staticRow)
+        break;
+      std::optional<int64_t> product =
+          llvm::checkedMul<int64_t>(features, cacheType.getDimSize(i));
+      if (!product)
+        return emitOpError("expects the values per cache row to fit in 64 "
+                           "bits");
+      features = *product;
     }
     if (staticRow && features != layout->getFeatureDim())
       return emitOpError("expects the layout's feature_dim (")

@@ -2478,6 +2478,24 @@ func.func @mhc_pre_streams_rank(%streams: tensor<4x16xf32>, %fn: tensor<8x16xf32
 
 // -----
 
+// Tests that lm.mhc_pre rejects a stream count whose (2 + n) * n mix logits overflow 64 bits.
+func.func @mhc_pre_streams_overflow(%streams: tensor<1x4000000000x1xf32>, %fn: tensor<8x16xf32>, %base: tensor<8xf32>, %scale: tensor<3xf32>) {
+  // expected-error @+1 {{'lm.mhc_pre' op expects (2 + n) * n mix logits to fit in 64 bits, got n = 4000000000}}
+  %r:3 = lm.mhc_pre %streams, %fn, %base, %scale {sinkhorn_iters = 20 : i64, eps = 1.0e-06 : f64, norm_eps = 1.0e-06 : f64} : (tensor<1x4000000000x1xf32>, tensor<8x16xf32>, tensor<8xf32>, tensor<3xf32>) -> (tensor<1x1xf32>, tensor<1x4000000000xf32>, tensor<1x4000000000x4000000000xf32>)
+  return
+}
+
+// -----
+
+// Tests that lm.mhc_pre rejects streams whose n * D flattened width overflows 64 bits.
+func.func @mhc_pre_flat_overflow(%streams: tensor<1x2x5000000000000000000xf32>, %fn: tensor<8x16xf32>, %base: tensor<8xf32>, %scale: tensor<3xf32>) {
+  // expected-error @+1 {{'lm.mhc_pre' op expects n * D flattened streams to fit in 64 bits, got n = 2, D = 5000000000000000000}}
+  %r:3 = lm.mhc_pre %streams, %fn, %base, %scale {sinkhorn_iters = 20 : i64, eps = 1.0e-06 : f64, norm_eps = 1.0e-06 : f64} : (tensor<1x2x5000000000000000000xf32>, tensor<8x16xf32>, tensor<8xf32>, tensor<3xf32>) -> (tensor<1x5000000000000000000xf32>, tensor<1x2xf32>, tensor<1x2x2xf32>)
+  return
+}
+
+// -----
+
 // Tests that lm.mhc_pre rejects an fn that is not rank 2.
 func.func @mhc_pre_fn_rank(%streams: tensor<4x2x8xf32>, %fn: tensor<128xf32>, %base: tensor<8xf32>, %scale: tensor<3xf32>) {
   // expected-error @+1 {{'lm.mhc_pre' op expects fn of rank 2, got 'tensor<128xf32>'}}
@@ -2914,6 +2932,15 @@ func.func @cache_write_result_type(%cache: tensor<10x2x8xbf16>, %vals: tensor<4x
 func.func @cache_write_result_static(%cache: tensor<?x2x8xbf16>, %vals: tensor<4x2x8xbf16>, %slots: tensor<4xi32>) {
   // expected-error @+1 {{'lm.cache_write' op expects the result type to equal the cache type 'tensor<?x2x8xbf16>', got 'tensor<10x2x8xbf16>'}}
   %r = lm.cache_write %cache, %vals, %slots : (tensor<?x2x8xbf16>, tensor<4x2x8xbf16>, tensor<4xi32>) -> tensor<10x2x8xbf16>
+  return
+}
+
+// -----
+
+// Tests that lm.cache_write rejects cache rows whose value count overflows 64 bits.
+func.func @cache_write_row_overflow(%cache: tensor<10x4000000000x4000000000xbf16>, %vals: tensor<4x4000000000x4000000000xbf16>, %slots: tensor<4xi32>) {
+  // expected-error @+1 {{'lm.cache_write' op expects the values per cache row to fit in 64 bits}}
+  %r = lm.cache_write %cache, %vals, %slots {layout = #lm.kv_layout<key_value, page_size = 16, feature_dim = 8, storage = bf16, scale_block = 0, tail_dim = 0, tail = bf16>} : (tensor<10x4000000000x4000000000xbf16>, tensor<4x4000000000x4000000000xbf16>, tensor<4xi32>) -> tensor<10x4000000000x4000000000xbf16>
   return
 }
 
