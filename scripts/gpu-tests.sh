@@ -30,6 +30,8 @@ status=0
   echo "== generate on cuda (memory plan vs cuMemGetInfo, decode graphs)"
   ./daybreak-run generate deepseek_v32_small/cuda_fp8.daybreak --prompt-ids 1,17,42,7,99,3,250,12,5,64 \
     --max-new-tokens 20 || status=1
+  echo "== kernel timings: generic vs specialised (a benchmark, bench/KernelBench.cpp)"
+  ./DaybreakKernelBench || status=1
   echo "== exit status $status"
 } 2>&1 | tee "$out"
 exit $status

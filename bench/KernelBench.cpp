@@ -1,0 +1,248 @@
+//===- KernelBench.cpp - CUDA library kernels, generic vs specialised -----===//
+//
+// Times the library kernels that the compiler specialises with NVRTC
+// (rms_norm, the decode matmul, DSA indexer scores, sparse attention) at
+// DeepSeek-V3.2's real decode shapes, generic and as the instantiation for
+// the shape (test/runtime/SpecializedKernels.cu, the same templates), and
+// prints each one's time, the bytes it must move at least, and the achieved
+// fraction of the H200's 4.8 TB/s HBM peak. A benchmark, not a test:
+// `DaybreakKernelBench` on the GPU machine (scripts/gpu-tests.sh runs it).
+//
+// Timing: 5 launches to warm up, then N launches back to back between two
+// context synchronisations, wall clock / N (each case moves tens of MB or
+// more, so launch overhead is small next to it except for rms_norm).
+//
+//===----------------------------------------------------------------------===//
+
+#include "runtime/devices/cuda/CudaKernels.h"
+
+#include "SpecializedKernelsPtx.h"
+
+#include <chrono>
+#include <cstdio>
+#include <functional>
+#include <random>
+#include <string>
+#include <vector>
+
+using namespace daybreak;
+using namespace daybreak::cuda;
+
+namespace {
+
+constexpr double kPeakBytesPerSecond = 4.8e12; // H200 HBM3e, nominal
+
+const Driver *driver = nullptr;
+
+[[noreturn]] void fail(const std::string &message) {
+  std::fprintf(stderr, "DaybreakKernelBench: %s\n", message.c_str());
+  std::exit(1);
+}
+
+void check(CUresult result, const char *call) {
+  Status status = driver->check(result, call);
+  if (!status.ok())
+    fail(status.message());
+}
+
+void check(const Status &status) {
+  if (!status.ok())
+    fail(status.message());
+}
+
+CUdeviceptr alloc(size_t bytes, uint8_t fill) {
+  CUdeviceptr p = 0;
+  check(driver->cuMemAlloc(&p, bytes), "cuMemAlloc");
+  check(driver->cuMemsetD8(p, fill, bytes), "cuMemsetD8");
+  return p;
+}
+
+/// Seconds per launch of `launch`.
+double timeIt(const std::function<Status()> &launch, int iterations) {
+  for (int i = 0; i < 5; ++i)
+    check(launch());
+  check(driver->cuCtxSynchronize(), "cuCtxSynchronize");
+  auto start = std::chrono::steady_clock::now();
+  for (int i = 0; i < iterations; ++i)
+    check(launch());
+  check(driver->cuCtxSynchronize(), "cuCtxSynchronize");
+  std::chrono::duration<double> elapsed =
+      std::chrono::steady_clock::now() - start;
+  return elapsed.count() / iterations;
+}
+
+void row(const char *kernel, const std::string &shape, const char *variant,
+         double seconds, double bytes) {
+  double rate = bytes / seconds;
+  std::printf("%-18s %-40s %-12s %10.2f us %9.1f GB/s %6.1f%% of HBM peak\n",
+              kernel, shape.c_str(), variant, seconds * 1e6, rate / 1e9,
+              100.0 * rate / kPeakBytesPerSecond);
+}
+
+/// The entry point of `prefix`'s instantiation in the specialised PTX.
+CUfunction entry(const std::string &ptx, CUmodule module,
+                 const std::string &prefix) {
+  size_t at = ptx.find(".entry " + prefix);
+  if (at == std::string::npos)
+    fail("no entry point " + prefix + " in SpecializedKernels.cu's PTX");
+  at += 7;
+  std::string name = ptx.substr(at, ptx.find('(', at) - at);
+  CUfunction fn = nullptr;
+  check(driver->cuModuleGetFunction(&fn, module, name.c_str()),
+        "cuModuleGetFunction");
+  return fn;
+}
+
+} // namespace
+
+int main(int argc, char **argv) {
+  int iterations = argc > 1 ? std::atoi(argv[1]) : 50;
+  StatusOr<const Driver *> loaded = Driver::get();
+  if (!loaded.ok())
+    fail("no GPU here: " + loaded.error().message());
+  driver = *loaded;
+  CUdevice device = 0;
+  CUcontext context = nullptr;
+  check(driver->cuDeviceGet(&device, 0), "cuDeviceGet");
+  check(driver->cuDevicePrimaryCtxRetain(&context, device),
+        "cuDevicePrimaryCtxRetain");
+  check(driver->cuCtxSetCurrent(context), "cuCtxSetCurrent");
+  CUmodule library = nullptr, specialized = nullptr;
+  check(driver->cuModuleLoadDataEx(&library, cudaKernelsPtx(), 0, nullptr,
+                                   nullptr),
+        "cuModuleLoadDataEx");
+  std::string ptx;
+  for (const char *chunk : kSpecializedKernelsPtxChunks)
+    ptx += chunk;
+  check(driver->cuModuleLoadDataEx(&specialized, ptx.c_str(), 0, nullptr,
+                                   nullptr),
+        "cuModuleLoadDataEx");
+  StatusOr<CudaKernels> k = CudaKernels::load(*driver, library);
+  check(k.ok() ? Status::success() : k.error());
+  const CudaKernels &kernels = *k;
+  char name[128];
+  driver->cuDeviceGetName(name, sizeof(name), device);
+  std::printf("%s, %d iterations per case; bytes = the least each launch "
+              "must read and write\n",
+              name, iterations);
+
+  // rms_norm over the hidden size (7168): read x and weight, write out.
+  {
+    CUfunction t = entry(ptx, specialized, "_Z19daybreak_rms_norm_tILi7168EE");
+    CUdeviceptr x = alloc(64 * 7168 * 4, 0x3c), w = alloc(7168 * 4, 0x3c),
+                out = alloc(64 * 7168 * 4, 0);
+    for (int64_t rows : {1, 64}) {
+      double bytes = double(rows * 7168 * 8 + 7168 * 4);
+      std::string shape = "rows=" + std::to_string(rows) + " dim=7168";
+      for (CUfunction fn : {CUfunction(nullptr), t})
+        row("rms_norm", shape, fn ? "<7168>" : "generic",
+            timeIt(
+                [&] {
+                  return kernels.rmsNorm(x, w, rows, 7168, 1e-6, out, nullptr,
+                                         fn);
+                },
+                iterations),
+            bytes);
+    }
+  }
+
+  // Decode matmuls (m <= 8) with K = hidden: q_a_proj (N 1536) and a dense
+  // MLP's gate/up (N 18432). Weights fp32 as the runtime holds them.
+  {
+    CUfunction t =
+        entry(ptx, specialized, "_Z25daybreak_matmul_small_m_tILi7168EE");
+    int64_t k = 7168, maxN = 18432;
+    CUdeviceptr x = alloc(8 * k * 4, 0x3c), w = alloc(maxN * k * 4, 0x3c),
+                out = alloc(8 * maxN * 4, 0);
+    for (int64_t n : {1536, 18432})
+      for (int64_t m : {1, 8}) {
+        double bytes = double(n * k * 4 + m * k * 4 + m * n * 4);
+        std::string shape =
+            "m=" + std::to_string(m) + " n=" + std::to_string(n) + " k=7168";
+        for (CUfunction fn : {CUfunction(nullptr), t})
+          row("matmul", shape, fn ? "<7168>" : "generic",
+              timeIt(
+                  [&] {
+                    return kernels.matmul(x, w, 0, m, n, k, out, nullptr, fn);
+                  },
+                  iterations),
+              bytes);
+      }
+  }
+
+  // Caches in DeepSeek's fp8 layouts, one sequence of 4096 tokens: the
+  // indexer keys (128 e4m3 + one f32 scale) and the MLA latent (512 e4m3 in
+  // 128-blocks with f32 scales + 64 bf16 rope values: 656 bytes).
+  auto makeCache = [](int64_t width, int64_t tail, int64_t block,
+                      int64_t seqLen) {
+    DeviceCacheView v;
+    v.format = cpu::CacheFormat::Fp8Scaled;
+    v.width = width;
+    v.tailDim = tail;
+    v.scaleBlock = block;
+    v.bytesPerRow = cpu::cacheBytesPerRow(v.format, width, tail, block);
+    v.batch = 1;
+    v.maxSeqLen = seqLen;
+    v.pageSize = 64;
+    v.base = alloc(size_t(seqLen * v.bytesPerRow), 0x38);
+    return v;
+  };
+  int64_t seqLen = 4096;
+  CUdeviceptr sequences = alloc(8 * 4, 0);
+
+  // Indexer scores: 64 heads of 128 over every cached key, one query token.
+  {
+    CUfunction t =
+        entry(ptx, specialized, "_Z29daybreak_dsa_indexer_scores_tILi128EE");
+    DeviceCacheView keys = makeCache(128, 0, 128, seqLen);
+    CUdeviceptr q = alloc(64 * 128 * 4, 0x3c), weights = alloc(64 * 4, 0x3c),
+                scores = alloc(seqLen * 4, 0);
+    double bytes = double(seqLen * keys.bytesPerRow + seqLen * 4);
+    std::string shape = "T=1 H=64 D=128 S=" + std::to_string(seqLen);
+    for (CUfunction fn : {CUfunction(nullptr), t})
+      row("dsa_indexer_scores", shape, fn ? "<128>" : "generic",
+          timeIt(
+              [&] {
+                return kernels.dsaIndexerScores(q, weights, keys, sequences, 1,
+                                                64, 0.1, scores, nullptr, fn);
+              },
+              iterations),
+          bytes);
+  }
+
+  // Sparse MLA: 128 heads, top-2048 of the latent cache; the minimum is
+  // reading each selected row once per token.
+  {
+    CUfunction t = entry(ptx, specialized,
+                         "_Z27daybreak_sparse_attention_tILi576ELi512EE");
+    DeviceCacheView kv = makeCache(576, 64, 128, seqLen);
+    int64_t heads = 128, topK = 2048, maxTokens = 8;
+    std::mt19937 rng(1);
+    std::vector<int32_t> indices(maxTokens * topK);
+    for (int32_t &i : indices)
+      i = int32_t(rng() % seqLen);
+    CUdeviceptr dIndices = 0;
+    check(driver->cuMemAlloc(&dIndices, indices.size() * 4), "cuMemAlloc");
+    check(driver->cuMemcpyHtoD(dIndices, indices.data(), indices.size() * 4),
+          "cuMemcpyHtoD");
+    CUdeviceptr q = alloc(maxTokens * heads * 576 * 4, 0x3c),
+                out = alloc(maxTokens * heads * 512 * 4, 0);
+    for (int64_t tokens : {1, 8}) {
+      double bytes = double(tokens * topK * kv.bytesPerRow +
+                            tokens * heads * (576 + 512) * 4);
+      std::string shape =
+          "T=" + std::to_string(tokens) + " H=128 top-2048 W=576 fp8";
+      for (CUfunction fn : {CUfunction(nullptr), t})
+        row("sparse_attention", shape, fn ? "<576,512>" : "generic",
+            timeIt(
+                [&] {
+                  return kernels.sparseAttention(q, kv, dIndices, topK,
+                                                 sequences, tokens, heads, 0.04,
+                                                 512, 0, out, nullptr, fn);
+                },
+                iterations),
+            bytes);
+    }
+  }
+  return 0;
+}
