@@ -68,6 +68,13 @@ private:
     return checkpoint.has((name + "_scale_inv").str());
   }
 
+  /// The e4m3 [out, in] weight `name` and its f32 block scales.
+  struct Fp8Weight {
+    Value values, scaleInv;
+  };
+  llvm::Expected<Fp8Weight> fp8Weight(StringRef name, int64_t out,
+                                      int64_t in);
+
   /// x @ W^T for the [out, in] weight `name`, plain or FP8 block-scaled.
   llvm::Expected<Value> linear(Value x, StringRef name, int64_t out,
                                int64_t in);
@@ -195,22 +202,31 @@ static SmallVector<int64_t> withLast(Value x, int64_t last) {
   return shape;
 }
 
+llvm::Expected<Emitter::Fp8Weight> Emitter::fp8Weight(StringRef name,
+                                                      int64_t out,
+                                                      int64_t in) {
+  auto w = weight(name, {out, in}, {DType::F8E4M3});
+  if (!w)
+    return w.takeError();
+  std::array<int64_t, 2> block = *config.fp8BlockSize;
+  auto s = weight((name + "_scale_inv").str(),
+                  {ceilDiv(out, block[0]), ceilDiv(in, block[1])},
+                  {DType::F32});
+  if (!s)
+    return s.takeError();
+  return Fp8Weight{*w, *s};
+}
+
 llvm::Expected<Value> Emitter::linear(Value x, StringRef name, int64_t out,
                                       int64_t in) {
   Type result = f32Tensor(withLast(x, out));
   if (isFp8(name)) {
-    auto w = weight(name, {out, in}, {DType::F8E4M3});
+    auto w = fp8Weight(name, out, in);
     if (!w)
       return w.takeError();
-    std::array<int64_t, 2> block = *config.fp8BlockSize;
-    auto s = weight((name + "_scale_inv").str(),
-                    {ceilDiv(out, block[0]),
-                     ceilDiv(in, block[1])},
-                    {DType::F32});
-    if (!s)
-      return s.takeError();
-    return lm::Fp8MatmulOp::create(b, loc, result, x, *w, *s,
-                                   b.getDenseI64ArrayAttr(block))
+    return lm::Fp8MatmulOp::create(
+               b, loc, result, x, w->values, w->scaleInv,
+               b.getDenseI64ArrayAttr(*config.fp8BlockSize))
         .getResult();
   }
   auto w = floatWeight(name, {out, in});
@@ -223,18 +239,12 @@ llvm::Expected<Value> Emitter::denseWeight(StringRef name, int64_t out,
                                            int64_t in) {
   if (!isFp8(name))
     return floatWeight(name, {out, in});
-  auto w = weight(name, {out, in}, {DType::F8E4M3});
+  auto w = fp8Weight(name, out, in);
   if (!w)
     return w.takeError();
-  std::array<int64_t, 2> block = *config.fp8BlockSize;
-  auto s = weight((name + "_scale_inv").str(),
-                  {ceilDiv(out, block[0]),
-                   ceilDiv(in, block[1])},
-                  {DType::F32});
-  if (!s)
-    return s.takeError();
-  return lm::Fp8DequantOp::create(b, loc, f32Tensor({out, in}), *w, *s,
-                                  b.getDenseI64ArrayAttr(block))
+  return lm::Fp8DequantOp::create(b, loc, f32Tensor({out, in}), w->values,
+                                  w->scaleInv,
+                                  b.getDenseI64ArrayAttr(*config.fp8BlockSize))
       .getResult();
 }
 
