@@ -4,6 +4,7 @@
 
 #include "runtime/numerics/Numerics.h"
 
+#include <chrono>
 #include <cstring>
 
 using namespace daybreak;
@@ -151,4 +152,44 @@ Status Device::runLaunches(const artifact::Step &step, int64_t tokens) {
       return status.withContext("kernel " + l.kernel());
   }
   return Status::success();
+}
+
+StatusOr<double> Device::timeLaunches(const artifact::Step &step,
+                                      int64_t tokens) {
+  auto start = std::chrono::steady_clock::now();
+  Status status = runLaunches(step, tokens);
+  if (!status.ok())
+    return status;
+  return std::chrono::duration<double, std::milli>(
+             std::chrono::steady_clock::now() - start)
+      .count();
+}
+
+StatusOr<std::vector<double>>
+Device::profileLaunches(const artifact::Step &step, int64_t tokens) {
+  std::vector<double> ms;
+  for (const artifact::Launch &l : step.launches()) {
+    auto start = std::chrono::steady_clock::now();
+    Status status = launch(step, l, tokens);
+    if (!status.ok())
+      return status.withContext("kernel " + l.kernel());
+    ms.push_back(std::chrono::duration<double, std::milli>(
+                     std::chrono::steady_clock::now() - start)
+                     .count());
+  }
+  return ms;
+}
+
+StatusOr<double> Device::matmulRate(std::string &how) {
+  how.clear();
+  return Status::error("the " + name() +
+                       " device has no vendor matrix-multiply probe");
+}
+
+uint64_t runtime::identityCacheRowOffset(const artifact::Cache &c,
+                                         int64_t maxSeqLen, int64_t seq,
+                                         int64_t pos) {
+  int64_t pagesPerSeq = (maxSeqLen + c.page_size() - 1) / c.page_size();
+  return (uint64_t(seq) * pagesPerSeq * c.page_size() + pos) *
+         c.bytes_per_row();
 }

@@ -25,6 +25,8 @@ public:
   virtual ~Device() = default;
   /// "cpu", "cuda:0".
   virtual std::string name() const = 0;
+  /// The hardware, e.g. "NVIDIA H200"; name() where nothing more is known.
+  virtual std::string hardware() const { return name(); }
   /// Loads the weights and allocates the caches and the arena, once.
   virtual Status prepare(const artifact::ArtifactFile &file) = 0;
   /// Copies step inputs into, and outputs out of, the arena.
@@ -42,7 +44,43 @@ public:
   /// The same, measured by the device's own accounting (cuMemGetInfo on a
   /// GPU); 0 where the device has none.
   virtual uint64_t measuredResidentBytes() const { return 0; }
+
+  //===--------------------------------------------------------------------===//
+  // Measurement (daybreak-run bench) and the tests of what it relies on.
+  //===--------------------------------------------------------------------===//
+
+  /// Copies `rows` rows of cache `cache` from positions [srcPos, srcPos +
+  /// rows) of sequence slot `srcSeq` to [dstPos, ...) of slot `dstSeq`, in
+  /// the order of the device's other work. The ranges must not overlap.
+  virtual Status copyCacheRows(int cache, int64_t srcSeq, int64_t srcPos,
+                               int64_t dstSeq, int64_t dstPos,
+                               int64_t rows) = 0;
+  /// Reads `rows` rows (bytes_per_row bytes each) of cache `cache` at
+  /// positions [pos, pos + rows) of slot `seq` into `out`.
+  virtual Status readCacheRows(int cache, int64_t seq, int64_t pos,
+                               int64_t rows, void *out) = 0;
+  /// Runs `step` as runLaunches does and returns how long its launches took
+  /// on the device, in milliseconds. The default times the host call, which
+  /// is the device time of a synchronous device.
+  virtual StatusOr<double> timeLaunches(const artifact::Step &step,
+                                        int64_t tokens);
+  /// Runs each launch of `step` on its own (no recorded graph) and returns
+  /// the milliseconds of each, in launch order.
+  virtual StatusOr<std::vector<double>>
+  profileLaunches(const artifact::Step &step, int64_t tokens);
+  /// Memory copy bandwidth in bytes moved (read + written) per second,
+  /// measured with copies of `bytes` bytes (fewer when memory is short).
+  virtual StatusOr<double> copyBandwidth(uint64_t bytes) = 0;
+  /// The dense matrix-multiply rate (FLOP/s) the device's vendor library
+  /// reaches, and in `how` what was measured; an error saying why where
+  /// the device has no such probe.
+  virtual StatusOr<double> matmulRate(std::string &how);
 };
+
+/// Byte offset of row `pos` of slot `seq` in cache `c` under the identity
+/// page table both devices build (a slot's pages are consecutive).
+uint64_t identityCacheRowOffset(const artifact::Cache &c, int64_t maxSeqLen,
+                                int64_t seq, int64_t pos);
 
 /// Bytes per element of an artifact dtype.
 int64_t elementBytes(artifact::DType dtype);

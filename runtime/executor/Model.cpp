@@ -66,8 +66,8 @@ StatusOr<std::unique_ptr<Model>> Model::load(const std::string &path,
   return model;
 }
 
-Status Model::run(const std::string &name, const StepInputs &inputs,
-                  std::vector<float> &logits) {
+StatusOr<const artifact::Step *> Model::stage(const std::string &name,
+                                              const StepInputs &inputs) {
   const artifact::Step *step = nullptr;
   for (const artifact::Step &s : manifest().steps())
     if (s.name() == name)
@@ -113,6 +113,16 @@ Status Model::run(const std::string &name, const StepInputs &inputs,
     if (!status.ok())
       return status;
   }
+  return step;
+}
+
+Status Model::run(const std::string &name, const StepInputs &inputs,
+                  std::vector<float> &logits) {
+  StatusOr<const artifact::Step *> staged = stage(name, inputs);
+  if (!staged.ok())
+    return staged.error();
+  const artifact::Step *step = *staged;
+  int64_t tokens = inputs.ids.size();
   Status launched = device->runLaunches(*step, tokens);
   if (!launched.ok())
     return launched.withContext("step '" + name + "'");
@@ -122,3 +132,24 @@ Status Model::run(const std::string &name, const StepInputs &inputs,
                            logits.size() * sizeof(float));
 }
 
+StatusOr<double> Model::time(const std::string &name,
+                             const StepInputs &inputs) {
+  StatusOr<const artifact::Step *> step = stage(name, inputs);
+  if (!step.ok())
+    return step.error();
+  StatusOr<double> ms = device->timeLaunches(**step, inputs.ids.size());
+  if (!ms.ok())
+    return ms.error().withContext("step '" + name + "'");
+  return ms;
+}
+
+StatusOr<std::vector<double>> Model::profile(const std::string &name,
+                                             const StepInputs &inputs) {
+  StatusOr<const artifact::Step *> step = stage(name, inputs);
+  if (!step.ok())
+    return step.error();
+  auto ms = device->profileLaunches(**step, inputs.ids.size());
+  if (!ms.ok())
+    return ms.error().withContext("step '" + name + "'");
+  return ms;
+}

@@ -53,6 +53,19 @@ public:
   Status run(const std::string &name, const StepInputs &inputs,
              std::vector<float> &logits);
 
+  /// Checks `inputs` against the compiled limits and copies them into the
+  /// input buffers of step `name`, which is returned ready to launch.
+  StatusOr<const artifact::Step *> stage(const std::string &name,
+                                         const StepInputs &inputs);
+  /// Runs step `name` on `inputs` without reading its outputs back and
+  /// returns the device time of its launches in milliseconds.
+  StatusOr<double> time(const std::string &name, const StepInputs &inputs);
+  /// Runs each launch of step `name` on its own: milliseconds per launch.
+  StatusOr<std::vector<double>> profile(const std::string &name,
+                                        const StepInputs &inputs);
+  /// The device, for probes and cache copies.
+  Device &onDevice() { return *device; }
+
   /// Bytes the device holds for the model (weights as loaded, arena,
   /// caches).
   uint64_t residentBytes() const { return device->residentBytes(); }

@@ -5,6 +5,10 @@
 //   daybreak-run logits model.daybreak --inputs inputs.json
 //       --output logits.safetensors
 //   daybreak-run inspect model.daybreak
+//   daybreak-run bench model.daybreak [--batch 1,8,64]
+//       [--context 1024,8192,32768] [--prefill 1024,8192] [--warmup 3]
+//       [--iterations 20] [--prefill-iterations 3] [--fill-tokens 512]
+//       [--max-case-seconds 60] [--kernels 1] [--seed 1] [--json out.json]
 //   daybreak-run compare logits.safetensors --expected expected.safetensors
 //       [--atol 1e-4]
 //   common: [--device=cpu|cuda[:N]] (default: the artifact's target)
@@ -12,12 +16,14 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "runtime/executor/Bench.h"
 #include "runtime/executor/Commands.h"
 #ifdef DAYBREAK_HAVE_CUDA_DRIVER
 #include "runtime/devices/cuda/CudaDriver.h"
 #endif
 
 #include <cstdlib>
+#include <fstream>
 #include <iostream>
 #include <map>
 #include <sstream>
@@ -27,11 +33,16 @@ using namespace daybreak;
 using namespace daybreak::runtime;
 
 static int usage() {
-  std::cerr << "usage: daybreak-run generate|logits|inspect model.daybreak "
+  std::cerr << "usage: daybreak-run generate|logits|bench|inspect model.daybreak "
                "[options] | daybreak-run devices\n"
                "  generate: --prompt-ids 1,2,3 [--max-new-tokens N] "
                "[--temperature T] [--top-p P] [--seed S]\n"
                "  logits:   --inputs inputs.json --output out.safetensors\n"
+               "  bench:    [--batch 1,8,64] [--context 1024,8192,32768] "
+               "[--prefill 1024,8192] [--warmup 3] [--iterations 20]\n"
+               "            [--prefill-iterations 3] [--fill-tokens 512] "
+               "[--max-case-seconds 60] [--kernels 0|1] [--seed 1]\n"
+               "            [--json out.json] (JSON on stdout without it)\n"
                "  compare (logits.safetensors instead of model.daybreak): "
                "--expected e.safetensors [--atol 1e-4]\n"
                "  common:   [--device=cpu|cuda[:N]] (default: the artifact's target) [--threads N]\n";
@@ -112,7 +123,8 @@ int main(int argc, char **argv) {
         compareLogits(path, flag("expected", ""), atol, std::cout);
     return status.ok() ? 0 : fail(status.message());
   }
-  if (command != "generate" && command != "logits" && command != "inspect")
+  if (command != "generate" && command != "logits" && command != "inspect" &&
+      command != "bench")
     return usage();
 
   if (command == "inspect") {
@@ -138,6 +150,52 @@ int main(int argc, char **argv) {
       return fail("logits needs --inputs and --output");
     Status status = runLogits(**model, inputs, output, std::cerr);
     return status.ok() ? 0 : fail(status.message());
+  }
+  if (command == "bench") {
+    BenchOptions options;
+    auto list = [&](const char *name, std::vector<int64_t> &out) {
+      if (!flags.count(name))
+        return true;
+      out.clear();
+      std::stringstream items(flags[name]);
+      for (std::string item; std::getline(items, item, ',');) {
+        int64_t value;
+        if (!parse(item, value))
+          return false;
+        out.push_back(value);
+      }
+      return true;
+    };
+    int kernels = 1;
+    if (!list("batch", options.batches) || !list("context", options.contexts) ||
+        !list("prefill", options.prompts))
+      return fail("--batch, --context and --prefill expect comma-separated "
+                  "numbers");
+    if (!parse(flag("warmup", "3"), options.warmup) ||
+        !parse(flag("iterations", "20"), options.iterations) ||
+        !parse(flag("prefill-iterations", "3"), options.prefillIterations) ||
+        !parse(flag("fill-tokens", "512"), options.fillTokens) ||
+        !parse(flag("max-case-seconds", "60"), options.maxCaseSeconds) ||
+        !parse(flag("kernels", "1"), kernels) ||
+        !parse(flag("seed", "1"), options.seed))
+      return fail("--warmup, --iterations, --prefill-iterations, "
+                  "--fill-tokens, --max-case-seconds, --kernels and --seed "
+                  "expect numbers");
+    options.kernels = kernels != 0;
+    StatusOr<nlohmann::json> result =
+        runBench(**model, path, options, std::cerr);
+    if (!result.ok())
+      return fail(result.error().message());
+    std::string out = flag("json", "");
+    if (out.empty()) {
+      std::cout << result->dump(1) << "\n";
+      return 0;
+    }
+    std::ofstream file(out);
+    file << result->dump(1) << "\n";
+    if (!file)
+      return fail("cannot write " + out);
+    return 0;
   }
   GenerateOptions options;
   std::stringstream ids(flag("prompt-ids", ""));

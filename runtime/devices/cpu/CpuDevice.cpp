@@ -5,6 +5,8 @@
 
 #include "runtime/numerics/Numerics.h"
 
+#include <algorithm>
+#include <chrono>
 #include <cstring>
 #include <dlfcn.h>
 #include <sys/mman.h>
@@ -182,6 +184,64 @@ Status CpuDevice::prepare(const artifact::ArtifactFile &file) {
   for (const artifact::Step &step : m.steps())
     arenaSize = std::max<uint64_t>(arenaSize, step.arena_size());
   return allocate(arena, arenaSize, "the step arena");
+}
+
+StatusOr<uint8_t *> CpuDevice::cacheRows(int cache, int64_t seq, int64_t pos,
+                                         int64_t rows) const {
+  if (cache < 0 || cache >= static_cast<int>(caches.size()))
+    return Status::error("no cache " + std::to_string(cache));
+  const CacheView &view = caches[cache];
+  if (seq < 0 || seq >= view.batch || pos < 0 || rows < 0 ||
+      pos + rows > view.maxSeqLen)
+    return Status::error("rows [" + std::to_string(pos) + ", " +
+                         std::to_string(pos + rows) + ") of slot " +
+                         std::to_string(seq) + " are outside cache '" +
+                         manifest->caches(cache).name() + "'");
+  return cacheBytes[cache].data.get() +
+         runtime::identityCacheRowOffset(manifest->caches(cache),
+                                         view.maxSeqLen, seq, pos);
+}
+
+Status CpuDevice::copyCacheRows(int cache, int64_t srcSeq, int64_t srcPos,
+                                int64_t dstSeq, int64_t dstPos, int64_t rows) {
+  StatusOr<uint8_t *> src = cacheRows(cache, srcSeq, srcPos, rows);
+  if (!src.ok())
+    return src.error();
+  StatusOr<uint8_t *> dst = cacheRows(cache, dstSeq, dstPos, rows);
+  if (!dst.ok())
+    return dst.error();
+  std::memcpy(*dst, *src, rows * caches[cache].bytesPerRow);
+  return Status::success();
+}
+
+Status CpuDevice::readCacheRows(int cache, int64_t seq, int64_t pos,
+                                int64_t rows, void *out) {
+  StatusOr<uint8_t *> src = cacheRows(cache, seq, pos, rows);
+  if (!src.ok())
+    return src.error();
+  std::memcpy(out, *src, rows * caches[cache].bytesPerRow);
+  return Status::success();
+}
+
+StatusOr<double> CpuDevice::copyBandwidth(uint64_t bytes) {
+  bytes = std::min<uint64_t>(bytes, uint64_t(1) << 30);
+  Allocation a, b;
+  Status status = allocate(a, bytes, "the copy probe");
+  if (status.ok())
+    status = allocate(b, bytes, "the copy probe");
+  if (!status.ok())
+    return status;
+  double best = 0;
+  for (int i = 0; i < 4; ++i) {
+    auto start = std::chrono::steady_clock::now();
+    std::memcpy(b.data.get(), a.data.get(), bytes);
+    double seconds = std::chrono::duration<double>(
+                         std::chrono::steady_clock::now() - start)
+                         .count();
+    if (i > 0) // the first copy faults the destination's pages in
+      best = std::max(best, 2.0 * bytes / seconds);
+  }
+  return best;
 }
 
 uint64_t CpuDevice::residentBytes() const {

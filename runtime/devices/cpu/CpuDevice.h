@@ -31,8 +31,18 @@ public:
   Status launch(const artifact::Step &step, const artifact::Launch &launch,
                 int64_t tokens) override;
   uint64_t residentBytes() const override;
+  Status copyCacheRows(int cache, int64_t srcSeq, int64_t srcPos,
+                       int64_t dstSeq, int64_t dstPos, int64_t rows) override;
+  Status readCacheRows(int cache, int64_t seq, int64_t pos, int64_t rows,
+                       void *out) override;
+  /// memcpy between two buffers of `bytes` (capped at 1 GiB).
+  StatusOr<double> copyBandwidth(uint64_t bytes) override;
 
 private:
+  /// Row (seq, pos) of cache `cache`, after checking that `rows` rows from
+  /// there lie inside the slot.
+  StatusOr<uint8_t *> cacheRows(int cache, int64_t seq, int64_t pos,
+                                int64_t rows) const;
   /// dlopens the generated kernels of the "code.x86_64" section.
   Status loadGeneratedCode(const artifact::ArtifactFile &file);
 

@@ -1,8 +1,10 @@
 //===- CudaDevice.cpp - Running artifact launches on an NVIDIA GPU --------===//
 
 #include "runtime/devices/cuda/CudaDevice.h"
+#include "runtime/devices/cuda/MatmulProbe.h"
 #include "runtime/executor/LaunchParams.h"
 
+#include <algorithm>
 #include <cstring>
 
 using namespace daybreak;
@@ -65,6 +67,8 @@ CudaDevice::~CudaDevice() {
   driver.cuCtxSetCurrent(context);
   for (auto &[key, graph] : graphs)
     driver.cuGraphExecDestroy(graph);
+  for (CUevent e : events)
+    driver.cuEventDestroy(e);
   if (stream) {
     driver.cuStreamSynchronize(stream);
     driver.cuStreamDestroy(stream);
@@ -132,6 +136,173 @@ Status CudaDevice::runLaunches(const artifact::Step &step, int64_t tokens) {
   }
   return driver.check(driver.cuGraphLaunch(found->second, stream),
                       "cuGraphLaunch");
+}
+
+std::string CudaDevice::hardware() const {
+  char buffer[256] = {};
+  if (driver.cuDeviceGetName(buffer, sizeof(buffer) - 1, device) !=
+      CUDA_SUCCESS)
+    return name();
+  return buffer;
+}
+
+StatusOr<CUevent> CudaDevice::event(size_t i) {
+  while (events.size() <= i) {
+    CUevent e = nullptr;
+    Status status = driver.check(
+        driver.cuEventCreate(&e, CU_EVENT_DEFAULT), "cuEventCreate");
+    if (!status.ok())
+      return status;
+    events.push_back(e);
+  }
+  return events[i];
+}
+
+StatusOr<double> CudaDevice::elapsed(CUevent start, CUevent end) {
+  Status status =
+      driver.check(driver.cuEventSynchronize(end), "cuEventSynchronize");
+  float ms = 0;
+  if (status.ok())
+    status = driver.check(driver.cuEventElapsedTime(&ms, start, end),
+                          "cuEventElapsedTime");
+  if (!status.ok())
+    return status;
+  return double(ms);
+}
+
+StatusOr<double> CudaDevice::timeLaunches(const artifact::Step &step,
+                                          int64_t tokens) {
+  StatusOr<CUevent> start = event(0), end = event(1);
+  if (!start.ok() || !end.ok())
+    return start.ok() ? end.error() : start.error();
+  Status status = driver.check(driver.cuEventRecord(*start, stream),
+                               "cuEventRecord");
+  if (status.ok())
+    status = runLaunches(step, tokens);
+  if (status.ok())
+    status = driver.check(driver.cuEventRecord(*end, stream), "cuEventRecord");
+  if (!status.ok())
+    return status;
+  return elapsed(*start, *end);
+}
+
+StatusOr<std::vector<double>>
+CudaDevice::profileLaunches(const artifact::Step &step, int64_t tokens) {
+  int n = step.launches_size();
+  StatusOr<CUevent> last = event(n);
+  if (!last.ok())
+    return last.error();
+  for (int i = 0; i <= n; ++i) {
+    Status status = driver.check(driver.cuEventRecord(events[i], stream),
+                                 "cuEventRecord");
+    if (status.ok() && i < n)
+      status = launch(step, step.launches(i), tokens)
+                   .withContext("kernel " + step.launches(i).kernel());
+    if (!status.ok())
+      return status;
+  }
+  std::vector<double> ms;
+  for (int i = 0; i < n; ++i) {
+    StatusOr<double> t = elapsed(events[i], events[i + 1]);
+    if (!t.ok())
+      return t.error();
+    ms.push_back(*t);
+  }
+  return ms;
+}
+
+StatusOr<CUdeviceptr> CudaDevice::cacheRows(int cache, int64_t seq,
+                                            int64_t pos, int64_t rows) const {
+  if (cache < 0 || cache >= static_cast<int>(caches.size()))
+    return Status::error("no cache " + std::to_string(cache));
+  const DeviceCacheView &view = caches[cache];
+  if (seq < 0 || seq >= view.batch || pos < 0 || rows < 0 ||
+      pos + rows > view.maxSeqLen)
+    return Status::error("rows [" + std::to_string(pos) + ", " +
+                         std::to_string(pos + rows) + ") of slot " +
+                         std::to_string(seq) + " are outside cache '" +
+                         manifest->caches(cache).name() + "'");
+  return view.base + runtime::identityCacheRowOffset(
+                         manifest->caches(cache), view.maxSeqLen, seq, pos);
+}
+
+Status CudaDevice::copyCacheRows(int cache, int64_t srcSeq, int64_t srcPos,
+                                 int64_t dstSeq, int64_t dstPos,
+                                 int64_t rows) {
+  StatusOr<CUdeviceptr> src = cacheRows(cache, srcSeq, srcPos, rows);
+  if (!src.ok())
+    return src.error();
+  StatusOr<CUdeviceptr> dst = cacheRows(cache, dstSeq, dstPos, rows);
+  if (!dst.ok())
+    return dst.error();
+  if (rows == 0)
+    return Status::success();
+  return driver.check(
+      driver.cuMemcpyDtoDAsync(*dst, *src, rows * caches[cache].bytesPerRow,
+                               stream),
+      "cuMemcpyDtoDAsync");
+}
+
+Status CudaDevice::readCacheRows(int cache, int64_t seq, int64_t pos,
+                                 int64_t rows, void *out) {
+  StatusOr<CUdeviceptr> src = cacheRows(cache, seq, pos, rows);
+  if (!src.ok())
+    return src.error();
+  Status status = driver.check(
+      driver.cuMemcpyDtoHAsync(out, *src, rows * caches[cache].bytesPerRow,
+                               stream),
+      "cuMemcpyDtoHAsync");
+  if (!status.ok())
+    return status;
+  return driver.check(driver.cuStreamSynchronize(stream),
+                      "cuStreamSynchronize");
+}
+
+StatusOr<double> CudaDevice::copyBandwidth(uint64_t bytes) {
+  // Two buffers outside the pool; halve the size until they fit.
+  CUdeviceptr a = 0, b = 0;
+  for (; bytes >= (uint64_t(1) << 26); bytes /= 2) {
+    if (driver.cuMemAlloc(&a, bytes) != CUDA_SUCCESS) {
+      a = 0;
+      continue;
+    }
+    if (driver.cuMemAlloc(&b, bytes) == CUDA_SUCCESS)
+      break;
+    driver.cuMemFree(a);
+    a = b = 0;
+  }
+  if (!a || !b)
+    return Status::error("no device memory left for the copy probe");
+  double best = 0;
+  Status status = driver.check(driver.cuMemsetD8(a, 1, bytes), "cuMemsetD8");
+  StatusOr<CUevent> start = event(0), end = event(1);
+  if (status.ok() && (!start.ok() || !end.ok()))
+    status = start.ok() ? end.error() : start.error();
+  for (int i = 0; i < 6 && status.ok(); ++i) {
+    status = driver.check(driver.cuEventRecord(*start, stream),
+                          "cuEventRecord");
+    if (status.ok())
+      status = driver.check(driver.cuMemcpyDtoDAsync(b, a, bytes, stream),
+                            "cuMemcpyDtoDAsync");
+    if (status.ok())
+      status =
+          driver.check(driver.cuEventRecord(*end, stream), "cuEventRecord");
+    StatusOr<double> ms =
+        status.ok() ? elapsed(*start, *end) : StatusOr<double>(status);
+    if (!ms.ok())
+      status = ms.error();
+    else if (i > 0) // the first copy warms up
+      best = std::max(best, 2.0 * bytes / (*ms * 1e-3));
+  }
+  driver.cuMemFree(a);
+  driver.cuMemFree(b);
+  if (!status.ok())
+    return status;
+  return best;
+}
+
+StatusOr<double> CudaDevice::matmulRate(std::string &how) {
+  return cublasMatmulRate(driver, stream, 8192, how);
 }
 
 StatusOr<std::pair<size_t, size_t>> CudaDevice::memoryInfo() const {

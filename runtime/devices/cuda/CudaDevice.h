@@ -28,6 +28,8 @@ public:
   std::string name() const override {
     return "cuda:" + std::to_string(ordinal);
   }
+  /// cuDeviceGetName.
+  std::string hardware() const override;
   Status prepare(const artifact::ArtifactFile &file) override;
   Status writeArena(uint64_t offset, const void *data, size_t bytes) override;
   Status readArena(uint64_t offset, void *data, size_t bytes) override;
@@ -37,6 +39,20 @@ public:
   /// Prefill launches directly; decode replays a CUDA graph recorded the
   /// first time each token count (batch size) is seen.
   Status runLaunches(const artifact::Step &step, int64_t tokens) override;
+  Status copyCacheRows(int cache, int64_t srcSeq, int64_t srcPos,
+                       int64_t dstSeq, int64_t dstPos, int64_t rows) override;
+  Status readCacheRows(int cache, int64_t seq, int64_t pos, int64_t rows,
+                       void *out) override;
+  /// CUDA events around the launches (a decode step's graph replay).
+  StatusOr<double> timeLaunches(const artifact::Step &step,
+                                int64_t tokens) override;
+  /// CUDA events between the launches, issued one by one.
+  StatusOr<std::vector<double>>
+  profileLaunches(const artifact::Step &step, int64_t tokens) override;
+  /// cuMemcpyDtoDAsync between two allocations outside the pool.
+  StatusOr<double> copyBandwidth(uint64_t bytes) override;
+  /// cuBLAS's bf16 GEMM with fp32 accumulation (see MatmulProbe.h).
+  StatusOr<double> matmulRate(std::string &how) override;
   /// Decode graphs recorded so far.
   size_t graphCount() const { return graphs.size(); }
   /// How the kernel modules were loaded: "cubin (sm_90a)" or "ptx (...)".
@@ -54,6 +70,14 @@ private:
              CUcontext context)
       : driver(driver), ordinal(ordinal), device(device), context(context) {}
 
+  /// The `i`th of the events timing uses, created on first use.
+  StatusOr<CUevent> event(size_t i);
+  /// Milliseconds between two recorded events, after waiting for the end.
+  StatusOr<double> elapsed(CUevent start, CUevent end);
+  /// Device address of row (seq, pos) of cache `cache`, after checking that
+  /// `rows` rows from there lie inside the slot.
+  StatusOr<CUdeviceptr> cacheRows(int cache, int64_t seq, int64_t pos,
+                                  int64_t rows) const;
   /// A 256-byte-aligned piece of the pool.
   StatusOr<CUdeviceptr> allocate(size_t bytes, const std::string &what);
   Status upload(CUdeviceptr dst, const void *src, size_t bytes);
@@ -73,6 +97,7 @@ private:
   CUcontext context;
   const artifact::Manifest *manifest = nullptr;
   CUstream stream = nullptr;
+  std::vector<CUevent> events;
   /// Recorded decode steps by (step, token count).
   std::map<std::pair<const artifact::Step *, int64_t>, CUgraphExec> graphs;
   CUdeviceptr pool = 0;

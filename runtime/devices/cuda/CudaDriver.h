@@ -48,6 +48,12 @@ namespace daybreak::cuda {
   X(cuMemcpyHtoD, PFN_cuMemcpyHtoD_v3020, 3020)                                \
   X(cuMemcpyDtoH, PFN_cuMemcpyDtoH_v3020, 3020)                                \
   X(cuMemsetD8, PFN_cuMemsetD8_v3020, 3020)                                    \
+  X(cuMemcpyDtoDAsync, PFN_cuMemcpyDtoDAsync_v3020, 3020)                      \
+  X(cuEventCreate, PFN_cuEventCreate_v2000, 2000)                              \
+  X(cuEventRecord, PFN_cuEventRecord_v2000, 2000)                              \
+  X(cuEventSynchronize, PFN_cuEventSynchronize_v2000, 2000)                    \
+  X(cuEventElapsedTime, PFN_cuEventElapsedTime_v2000, 2000)                    \
+  X(cuEventDestroy, PFN_cuEventDestroy_v4000, 4000)                            \
   X(cuLaunchKernel, PFN_cuLaunchKernel_v4000, 4000)                            \
   X(cuStreamCreate, PFN_cuStreamCreate_v2000, 2000)                            \
   X(cuStreamDestroy, PFN_cuStreamDestroy_v4000, 4000)                          \
