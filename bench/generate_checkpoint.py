@@ -138,11 +138,19 @@ PRESETS = {
 }
 
 
-def make_config(preset: str, layers: int, dense_layers: int) -> dict:
+def make_config(preset: str, layers: int, dense_layers: int, experts: int = 0) -> dict:
     cfg = dict(COMMON)
     cfg.update(json.loads(json.dumps(PRESETS[preset])))
     cfg["num_hidden_layers"] = layers
     cfg["first_k_dense_replace"] = dense_layers
+    if experts:
+        # Fewer routed experts of the same shape, in groups of the preset's size
+        # (8 groups of 32 at the real dimensions become experts/32 groups): what
+        # fits a benchmark machine's disk and memory while per-token work is unchanged.
+        per_group = cfg["n_routed_experts"] // cfg["n_group"]
+        cfg["n_routed_experts"] = experts
+        cfg["n_group"] = max(1, experts // per_group)
+        cfg["topk_group"] = min(cfg["topk_group"], cfg["n_group"])
     cfg["quantization_config"] = dict(QUANT)
     return cfg
 
@@ -379,6 +387,9 @@ def main():
     ap.add_argument("--layers", type=int, default=2, help="num_hidden_layers (default 2)")
     ap.add_argument("--dense-layers", type=int, default=1,
                     help="first_k_dense_replace: layers 0..k-1 dense MLP, the rest MoE (default 1)")
+    ap.add_argument("--experts", type=int, default=0,
+                    help="n_routed_experts (default: the preset's; 256 at the real dimensions), "
+                         "a multiple of the experts per group (32 real, 2 small)")
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--out", help="checkpoint folder to write (created; old model*.safetensors* removed)")
     ap.add_argument("--max-shard-bytes", type=parse_bytes, default=4 << 30,
@@ -389,10 +400,15 @@ def main():
     args = ap.parse_args()
     if args.layers < 1 or not 0 <= args.dense_layers <= args.layers:
         ap.error("need --layers >= 1 and 0 <= --dense-layers <= --layers")
+    base = PRESETS[args.preset]
+    per_group = base["n_routed_experts"] // base["n_group"]
+    if args.experts and (args.experts % per_group or args.experts < base["num_experts_per_tok"]):
+        ap.error(f"--experts must be a multiple of {per_group} and at least num_experts_per_tok "
+                 f"({base['num_experts_per_tok']})")
     if not args.dry_run and not args.out:
         ap.error("--out is required unless --dry-run")
 
-    cfg = make_config(args.preset, args.layers, args.dense_layers)
+    cfg = make_config(args.preset, args.layers, args.dense_layers, args.experts)
     groups = plan_tensors(cfg)
     tensors = [t for _, ts in groups for t in ts]
     nshards = assign_shards(tensors, args.max_shard_bytes)

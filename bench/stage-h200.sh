@@ -1,0 +1,47 @@
+#!/usr/bin/env bash
+# Here (no GPU): builds Daybreak and packs into device/ (ignored by git) what
+# the H200 machine needs to compile and run a real-dimension checkpoint
+# itself, since a real-dimension artifact (GBs) cannot travel to it and the
+# machine has no MLIR: daybreak-compile and daybreak-run with the shared
+# libraries of this Debian's LLVM/MLIR 22 they load (xz-compressed; the
+# glibc, libstdc++ and CUDA libraries of the machine are used as they are).
+# The libraries exceed what one device call carries (64 MiB), so they come
+# in two parts:
+#
+#   device/toolchain-a  libLLVM and libz3 (carry in the first call)
+#   device/toolchain-b  libMLIR and the rest, and the two tools
+#
+# Then, through the device tool (bench/README.md, "The H200 run"):
+#   run carry=["device/toolchain-a"]  bash bench/h200.sh unpack
+#   run carry=["device/toolchain-b"]  bash bench/h200.sh unpack prepare
+#   run                               bash bench/h200.sh daybreak
+#   run                               bash bench/h200.sh baselines
+set -euo pipefail
+cd "$(dirname "$0")/.."
+./scripts/build.sh > /dev/null
+build=${DAYBREAK_BUILD_DIR:-build}
+rm -rf device/toolchain-a device/toolchain-b
+mkdir -p device/toolchain-a device/toolchain-b
+
+pack() { # pack DIR LIBRARY...
+  local dir=$1
+  shift
+  for lib in "$@"; do
+    xz -T2 -9 -c "$lib" > "$dir/$(basename "$lib").xz"
+  done
+}
+# Every shared library daybreak-compile loads, except the C/C++ runtime and
+# CUDA's (the H200 machine's own are newer or the same toolkit).
+mapfile -t libs < <(ldd "$build/bin/daybreak-compile" | awk '$3 ~ /^\// {print $3}' |
+  grep -v -E '/(libc|libm|libstdc\+\+|libgcc_s|libpthread|librt|libdl)\.so|/usr/local/cuda')
+llvm=() rest=()
+for lib in "${libs[@]}"; do
+  case "$lib" in
+  */libLLVM.so* | */libz3.so*) llvm+=("$lib") ;;
+  *) rest+=("$lib") ;;
+  esac
+done
+pack device/toolchain-a "${llvm[@]}"
+pack device/toolchain-b "${rest[@]}"
+cp "$build/bin/daybreak-compile" "$build/bin/daybreak-run" device/toolchain-b/
+du -sh device/toolchain-a device/toolchain-b

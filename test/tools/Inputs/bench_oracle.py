@@ -1,0 +1,102 @@
+"""Checks a `daybreak-run bench` JSON against floors computed here from the checkpoint alone.
+
+The oracle for bench-command.test: the bytes a decode step must move and the FLOPs of a prefill,
+derived from config.json and the safetensors header (tensor names and shapes) with DeepSeek-V3.2's
+math, not from the artifact Daybreak compiled. Also checks the JSON's shape: every requested case
+present, measured cases with positive times, skipped ones with a reason naming the limit.
+
+    python3 bench_oracle.py CHECKPOINT bench.json --max-tokens 64
+"""
+import argparse
+import json
+import math
+import struct
+import sys
+
+
+def header(path):
+    with open(path, "rb") as f:
+        n = struct.unpack("<Q", f.read(8))[0]
+        return json.loads(f.read(n))
+
+
+def fp8_row_bytes(values, tail):
+    """An FP8 cache row: e4m3 codes, one fp32 scale per block of <= 128 values, a bf16 tail."""
+    main = values - tail
+    block = min(128, main)
+    return main + 4 * math.ceil(main / block) + 2 * tail
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("checkpoint")
+    ap.add_argument("bench")
+    ap.add_argument("--max-tokens", type=int, required=True)
+    args = ap.parse_args()
+    cfg = json.load(open(f"{args.checkpoint}/config.json"))
+    tensors = {k: v for k, v in header(f"{args.checkpoint}/model.safetensors").items()
+               if k != "__metadata__"}
+    numel = {k: math.prod(v["shape"]) for k, v in tensors.items()}
+    doc = json.load(open(args.bench))
+
+    H, L = cfg["hidden_size"], cfg["num_hidden_layers"]
+    E, k = cfg["n_routed_experts"], cfg["num_experts_per_tok"]
+    moe_layers = L - cfg["first_k_dense_replace"]
+    heads, topk = cfg["num_attention_heads"], cfg["index_topk"]
+    kv, rope = cfg["kv_lora_rank"], cfg["qk_rope_head_dim"]
+    latent_row = fp8_row_bytes(kv + rope, rope)
+    index_row = fp8_row_bytes(cfg["index_head_dim"], 0)
+
+    def is_expert(name):
+        return ".mlp.experts." in name
+
+    params = [n for n in tensors if not n.endswith("_scale_inv")]
+    dense_params = sum(numel[n] for n in params if not is_expert(n) and n != "model.embed_tokens.weight")
+    expert_params = sum(numel[n] for n in params if is_expert(n))
+
+    failures = []
+
+    def close(what, got, want):
+        if not math.isclose(got, want, rel_tol=1e-9):
+            failures.append(f"{what}: bench says {got}, the checkpoint gives {want}")
+
+    for row in doc["decode"]:
+        B, C = row["batch"], row["context"]
+        if "skipped" in row:
+            continue
+        if not (row["median_ms"] > 0 and row["p90_ms"] >= row["median_ms"] and row["tokens_per_s"] > 0):
+            failures.append(f"decode {B}x{C}: implausible times {row}")
+        share = 1 - (1 - k / E) ** B
+        weights = 4 * (dense_params + min(B, cfg["vocab_size"]) * H + share * expert_params)
+        # Per layer and sequence: the indexer reads every key, sparse attention the top-k
+        # latent rows, and the step writes one row of each cache.
+        cache = L * B * ((C + 1) * index_row + min(C + 1, topk) * latent_row + index_row + latent_row)
+        close(f"decode {B}x{C} weight bytes", row["floor_weight_bytes"], weights)
+        close(f"decode {B}x{C} cache bytes", row["floor_cache_bytes"], cache)
+
+    linear = sum(numel[n] for n in params if len(tensors[n]["shape"]) == 2 and not is_expert(n)
+                 and n != "model.embed_tokens.weight")
+    expert_per_token = k * 3 * cfg["moe_intermediate_size"] * H * moe_layers
+    for row in doc["prefill"]:
+        if "skipped" in row:
+            continue
+        P = row["tokens"]
+        flops = 2.0 * P * (linear + expert_per_token)
+        # Chunks of max_tokens see every earlier key: sums over all positions.
+        keys = sum(p + 1 for p in range(P))
+        sparse_keys = sum(min(p + 1, topk) for p in range(P))
+        flops += L * 2.0 * cfg["index_n_heads"] * cfg["index_head_dim"] * keys
+        flops += L * 2.0 * heads * (kv + rope + kv) * sparse_keys
+        close(f"prefill {P} FLOPs", row["floor_flops"], flops)
+        if row["steps"] != math.ceil(P / args.max_tokens) or not row["ms"] > 0:
+            failures.append(f"prefill {P}: {row}")
+
+    for f in failures:
+        print("FAIL", f)
+    measured = sum("skipped" not in r for r in doc["decode"] + doc["prefill"])
+    print(f"checked {measured} measured cases, {len(failures)} failures")
+    sys.exit(1 if failures else 0)
+
+
+if __name__ == "__main__":
+    main()
