@@ -55,12 +55,12 @@ shutil.copyfileobj(lzma.open(sys.argv[1]), open(sys.argv[2], "wb"), 1 << 24)' \
       ldd "$tc/daybreak-compile" | grep "not found" || echo "daybreak-compile: all libraries found"
       "$tc/daybreak-run" devices
     fi
-    nvidia-smi --query-gpu=name,memory.total,memory.used,clocks.max.sm --format=csv
+    nvidia-smi --query-gpu=name,memory.total,memory.used,clocks.max.sm --format=csv || true
     df -h . | tail -1
     free -g | head -2
     nproc
     python3 -c 'import torch, transformers; print("torch", torch.__version__, "transformers", transformers.__version__)
-from transformers.models.deepseek_v32 import modeling_deepseek_v32 as m; print("deepseek_v32:", m.__file__)'
+from transformers.models.deepseek_v32 import modeling_deepseek_v32 as m; print("deepseek_v32:", m.__file__)' || true
     ;;
   prepare)
     python3 bench/generate_checkpoint.py --preset real --layers 2 \

@@ -1,0 +1,527 @@
+#!/usr/bin/env python3
+r"""PyTorch (Hugging Face transformers) baseline for Daybreak's benchmark.
+
+Loads a DeepSeek-V3.2 checkpoint in the hub format (as written by bench/generate_checkpoint.py: FP8 e4m3
+projection weights with 128x128 float32 `weight_scale_inv` block scales, per-expert routed weights, possibly
+sharded) into transformers' DeepseekV32ForCausalLM as a plain bf16 model (FP8 weights dequantized here,
+W = W8 * scale_inv[i // 128, j // 128]), eager attention, and times on one GPU:
+
+  * decode (B, C): one decode step (one new token for each of B sequences) with a KV cache that already
+    holds C tokens per sequence;
+  * prefill P: one sequence of P tokens from an empty cache;
+  * probes: device-to-device copy bandwidth and bf16 GEMM rate on the same GPU.
+
+A case that runs out of memory, raises, or would take longer than --case-timeout is recorded as skipped
+with the reason, and the run goes on. The JSON (schema "daybreak-baseline/1") is rewritten after every case,
+so an interrupted run still leaves the cases done so far.
+
+    python3 bench/baseline.py --checkpoint DIR --mode eager|compile --batch 1,8,64 \
+        --context 1024,8192,32768 --prefill 1024,8192 --warmup 3 --iters 10 --case-timeout 120 \
+        --out baseline_eager.json
+
+Checking the loader against a golden fixture (float32, transformers' own logits in expected.safetensors):
+
+    python3 bench/baseline.py --check-fixture test/fixtures/deepseek_v32_small_fp8 --dtype float32 --device cpu
+
+--device cpu exists only to test this script on a machine without a GPU (timings use time.perf_counter
+there and the probes use smaller sizes). Needs torch, transformers >= 5 (with DeepseekV32ForCausalLM) and
+safetensors.
+"""
+
+import argparse
+import gc
+import json
+import math
+import os
+import platform
+import re
+import statistics
+import sys
+import time
+
+import torch
+import transformers
+from safetensors import safe_open
+from safetensors.torch import load_file
+from transformers import AutoConfig, DeepseekV32ForCausalLM, DynamicCache
+
+# The cache for a decode case is made by prefilling at most this many tokens of one sequence and tiling them.
+FILL_CHUNK = 512
+COPY_PROBE_BYTES = {"cuda": 2 << 30, "cpu": 256 << 20}
+GEMM_PROBE_SIZE = {"cuda": 8192, "cpu": 1024}
+FIXTURE_TOLERANCE = 1e-4  # the fixtures' suggested bound for a float32 implementation (test/fixtures/README.md)
+
+DTYPES = {"bfloat16": torch.bfloat16, "float32": torch.float32}
+DTYPE_LABEL = {torch.bfloat16: "bf16", torch.float32: "fp32"}
+
+
+def log(msg: str) -> None:
+    print(f"[{time.strftime('%H:%M:%S')}] {msg}", flush=True)
+
+
+# --------------------------------------------------------------------------------------------------------
+# Loading
+# --------------------------------------------------------------------------------------------------------
+EXPERT_RE = re.compile(r"^(.*\.mlp\.experts)\.(\d+)\.(gate_proj|up_proj|down_proj)\.weight$")
+LAYER_RE = re.compile(r"^model\.layers\.(\d+)\.")
+
+
+def checkpoint_files(folder: str) -> dict:
+    """Tensor name -> safetensors file, for a single-file or an index-sharded checkpoint."""
+    index = os.path.join(folder, "model.safetensors.index.json")
+    if os.path.exists(index):
+        with open(index) as f:
+            weight_map = json.load(f)["weight_map"]
+        return {name: os.path.join(folder, fn) for name, fn in weight_map.items()}
+    path = os.path.join(folder, "model.safetensors")
+    with safe_open(path, framework="pt") as f:
+        return {name: path for name in f.keys()}
+
+
+def dequantize(w8: torch.Tensor, scale_inv: torch.Tensor, block: list) -> torch.Tensor:
+    """DeepSeek's block FP8: W[i, j] = W8[i, j] * scale_inv[i // bi, j // bj]; edge blocks may be partial."""
+    rows, cols = w8.shape
+    br, bc = block
+    if tuple(scale_inv.shape) != (math.ceil(rows / br), math.ceil(cols / bc)):
+        raise ValueError(f"scale shape {tuple(scale_inv.shape)} does not match weight {tuple(w8.shape)}")
+    scale = scale_inv.float().repeat_interleave(br, 0).repeat_interleave(bc, 1)[:rows, :cols]
+    return w8.float() * scale
+
+
+def build_model(folder: str, dtype: torch.dtype, device: torch.device, experts: str):
+    """transformers' DeepseekV32ForCausalLM from the checkpoint's config, without its quantization_config (the
+    FP8 weights are dequantized by our loader, so no FP8 integration may kick in), built directly on `device`
+    in `dtype`. Like from_pretrained(dtype=bf16), e_score_correction_bias stays float32 (transformers
+    creates it as float32 and lists it in _keep_in_fp32_modules_strict)."""
+    config = AutoConfig.from_pretrained(folder)
+    if getattr(config, "quantization_config", None) is not None:
+        delattr(config, "quantization_config")
+    old_dtype = torch.get_default_dtype()
+    torch.set_default_dtype(dtype)
+    try:
+        # Parameters are allocated (and randomly initialised) on the target device, then overwritten.
+        with torch.device(device):
+            model = DeepseekV32ForCausalLM(config)
+    finally:
+        torch.set_default_dtype(old_dtype)
+    model.eval()
+    model.set_attn_implementation("eager")
+    model.set_experts_implementation(experts)
+    return model
+
+
+def load_weights(model, folder: str, device: torch.device) -> None:
+    """Copy every checkpoint tensor into the model: FP8 weights dequantized with their block scales, then cast
+    to the parameter's dtype; per-expert weights packed the way transformers' conversion mapping does for
+    deepseek_v32 (the "qwen2_moe" converters: MergeModulelist(dim=0) + Concatenate(dim=1)), i.e.
+    experts.gate_up_proj[j] = cat(gate_j, up_j) along the output rows and experts.down_proj[j] = down_j.
+    Streams tensor by tensor onto the device, so host memory stays small. Fails unless every model tensor
+    is written exactly once and every checkpoint tensor is used (strict load)."""
+    config = model.config
+    # The model's config no longer has the quantization_config, so the block size comes from the file.
+    with open(os.path.join(folder, "config.json")) as f:
+        block = (json.load(f).get("quantization_config") or {}).get("weight_block_size", [128, 128])
+    files = checkpoint_files(folder)
+    handles = {}
+
+    def read(name):
+        path = files[name]
+        if path not in handles:
+            handles[path] = safe_open(path, framework="pt", device=str(device))
+        return handles[path].get_tensor(name)
+
+    target = model.state_dict()
+    written = set()
+    skipped_layers = set()
+    for name in sorted(files):
+        if name.endswith("_scale_inv"):
+            continue
+        m = LAYER_RE.match(name)
+        if m and int(m.group(1)) >= config.num_hidden_layers:
+            skipped_layers.add(int(m.group(1)))  # the hub's MTP layer (model.layers.61), or a truncated model
+            continue
+        t = read(name)
+        if name + "_scale_inv" in files:
+            if t.dtype != torch.float8_e4m3fn:
+                raise ValueError(f"{name} has a scale but dtype {t.dtype}")
+            t = dequantize(t, read(name + "_scale_inv"), block)
+        e = EXPERT_RE.match(name)
+        if e:
+            prefix, j, proj = e.group(1), int(e.group(2)), e.group(3)
+            if proj == "down_proj":
+                key, dst = f"{prefix}.down_proj", target[f"{prefix}.down_proj"][j]
+            else:
+                packed = target[f"{prefix}.gate_up_proj"][j]
+                half = packed.shape[0] // 2
+                key, dst = f"{prefix}.gate_up_proj", packed[:half] if proj == "gate_proj" else packed[half:]
+            piece = (key, j, proj)
+        else:
+            if name not in target:
+                raise KeyError(f"checkpoint tensor {name} has no place in the model")
+            key, dst, piece = name, target[name], (name,)
+        if tuple(dst.shape) != tuple(t.shape):
+            raise ValueError(f"{name}: checkpoint shape {tuple(t.shape)} vs model {tuple(dst.shape)}")
+        if piece in written:
+            raise ValueError(f"{name} written twice")
+        dst.copy_(t.to(dst.dtype))
+        written.add(piece)
+
+    missing = []
+    for key, t in target.items():
+        if key.endswith("experts.gate_up_proj"):
+            parts = [(key, j, p) for j in range(t.shape[0]) for p in ("gate_proj", "up_proj")]
+        elif key.endswith("experts.down_proj"):
+            parts = [(key, j, "down_proj") for j in range(t.shape[0])]
+        else:
+            parts = [(key,)]
+        missing += [p for p in parts if p not in written]
+    if missing:
+        raise ValueError(f"{len(missing)} model tensors not in the checkpoint, e.g. {missing[:5]}")
+    if skipped_layers:
+        log(f"ignored checkpoint layers beyond num_hidden_layers: {sorted(skipped_layers)}")
+
+
+def load_model(folder: str, dtype: torch.dtype, device: torch.device, experts: str):
+    t0 = time.perf_counter()
+    model = build_model(folder, dtype, device, experts)
+    with torch.no_grad():
+        load_weights(model, folder, device)
+    n = sum(p.numel() for p in model.parameters())
+    nbytes = sum(p.numel() * p.element_size() for p in model.parameters())
+    log(f"loaded {folder}: {model.config.num_hidden_layers} layers, {n:,} parameters, {nbytes / 2**30:.2f} GiB "
+        f"in {DTYPE_LABEL[dtype]} on {device}, attention={model.config._attn_implementation}, "
+        f"experts={model.config._experts_implementation}, {time.perf_counter() - t0:.1f} s")
+    return model
+
+
+# --------------------------------------------------------------------------------------------------------
+# Timing
+# --------------------------------------------------------------------------------------------------------
+class CaseTimeout(Exception):
+    pass
+
+
+def timed_ms(fn, device: torch.device) -> float:
+    if device.type == "cuda":
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        start.record()
+        fn()
+        end.record()
+        end.synchronize()
+        return start.elapsed_time(end)
+    t0 = time.perf_counter()
+    fn()
+    return (time.perf_counter() - t0) * 1e3
+
+
+def measure(fn, reset, device, warmup: int, iters: int, timeout_s: float, first_call_compiles: bool) -> list:
+    """Times warmup + iters calls of fn (reset() after each, untimed) and returns the last iters times in ms.
+    After each call the time still needed is projected from that call's duration; when the case would exceed
+    timeout_s it stops with CaseTimeout. Under torch.compile one extra first call compiles; it is neither
+    counted nor used for the projection, and the warm-up calls follow it."""
+    total = warmup + iters + (1 if first_call_compiles else 0)
+    times = []
+    budget_start = time.perf_counter()
+    for i in range(total):
+        ms = timed_ms(fn, device)
+        reset()
+        times.append(ms)
+        if i == 0 and first_call_compiles:
+            log(f"  first call (compilation included): {ms / 1e3:.1f} s")
+            budget_start = time.perf_counter()
+            continue
+        elapsed = time.perf_counter() - budget_start
+        projected = elapsed + (total - i - 1) * ms / 1e3
+        if projected > timeout_s:
+            raise CaseTimeout(f"timeout: one call took {ms / 1e3:.2f} s, {total} calls would take ~{projected:.0f} s "
+                              f"> --case-timeout {timeout_s:g} s")
+    return times[-iters:]
+
+
+def percentile(values: list, q: float) -> float:
+    """Nearest-rank percentile (no interpolation: with 10 samples p90 is the 9th smallest)."""
+    s = sorted(values)
+    return s[max(0, math.ceil(q / 100 * len(s)) - 1)]
+
+
+def free_memory(device: torch.device) -> None:
+    gc.collect()
+    if device.type == "cuda":
+        torch.cuda.empty_cache()
+
+
+def is_compile_failure(exc: BaseException) -> bool:
+    return type(exc).__module__.startswith(("torch._dynamo", "torch._inductor"))
+
+
+def describe(exc: BaseException) -> str:
+    if isinstance(exc, torch.OutOfMemoryError):
+        return "out of memory: " + str(exc).strip().splitlines()[0][:300]
+    if isinstance(exc, CaseTimeout):
+        return str(exc)
+    text = " ".join(str(exc).split())
+    return f"{type(exc).__name__}: {text[:500]}"
+
+
+# --------------------------------------------------------------------------------------------------------
+# Probes
+# --------------------------------------------------------------------------------------------------------
+def probe_copy_bandwidth(device: torch.device, repeats: int = 5) -> float:
+    """Bytes read + written per second by one large device-to-device copy (best of `repeats`)."""
+    nbytes = COPY_PROBE_BYTES[device.type]
+    src = torch.empty(nbytes, dtype=torch.uint8, device=device).fill_(1)
+    dst = torch.empty_like(src)
+    dst.copy_(src)
+    best = min(timed_ms(lambda: dst.copy_(src), device) for _ in range(repeats))
+    return 2 * nbytes / (best / 1e3)
+
+
+def probe_gemm(device: torch.device, repeats: int = 5) -> float:
+    """bf16 matmul n x n x n: 2 n^3 / time (best of `repeats`)."""
+    n = GEMM_PROBE_SIZE[device.type]
+    g = torch.Generator(device=device).manual_seed(0)
+    a = torch.randn(n, n, device=device, dtype=torch.bfloat16, generator=g)
+    b = torch.randn(n, n, device=device, dtype=torch.bfloat16, generator=g)
+    torch.matmul(a, b)
+    best = min(timed_ms(lambda: torch.matmul(a, b), device) for _ in range(repeats))
+    return 2 * n**3 / (best / 1e3)
+
+
+# --------------------------------------------------------------------------------------------------------
+# Cases
+# --------------------------------------------------------------------------------------------------------
+CACHE_FILL = (
+    "transformers DynamicCache (one DynamicIndexedLayer per layer: MLA keys [B, heads, C, qk_nope+qk_rope] and "
+    "values [B, heads, C, v_head_dim], expanded per head, plus the DSA indexer keys [B, C, index_head_dim]); "
+    f"filled by an eager prefill of min(C, {FILL_CHUNK}) random tokens of one sequence whose keys, values and "
+    "indexer keys are tiled along the sequence to C tokens and broadcast to the B sequences; each timed step "
+    "feeds B random tokens at position C, and DynamicCache.crop(-1) takes the cache back to C tokens after every "
+    "step (untimed)")
+
+
+def tile(t: torch.Tensor, batch: int, length: int, dim: int) -> torch.Tensor:
+    """[1, ..., n, ...] -> [batch, ..., length, ...] by repeating the n entries along dim."""
+    shape = list(t.shape)
+    shape[0], shape[dim] = batch, length
+    out = t.new_empty(shape)
+    n = t.shape[dim]
+    for start in range(0, length, n):
+        m = min(n, length - start)
+        out.narrow(dim, start, m).copy_(t.narrow(dim, 0, m))  # broadcasts batch 1 -> batch
+    return out
+
+
+def filled_cache(model, batch: int, context: int, gen: torch.Generator, device: torch.device) -> DynamicCache:
+    config = model.config
+    chunk = min(context, FILL_CHUNK)
+    ids = torch.randint(0, config.vocab_size, (1, chunk), generator=gen, device=device)
+    cache = DynamicCache(config=config)
+    model(input_ids=ids, past_key_values=cache, use_cache=True, logits_to_keep=1)
+    for layer in cache.layers:
+        layer.keys = tile(layer.keys, batch, context + 1, dim=2)
+        layer.values = tile(layer.values, batch, context + 1, dim=2)
+        layer.indexer_keys = tile(layer.indexer_keys, batch, context + 1, dim=1)
+    # Every timed step starts from a cache cropped back from C + 1 tokens (a strided view); starting the first
+    # one the same way keeps torch.compile from recompiling for the contiguous layout.
+    cache.crop(-1)
+    check_cache(cache, batch, context)
+    return cache
+
+
+def check_cache(cache: DynamicCache, batch: int, context: int) -> None:
+    """Every tensor the attention and the indexer read holds exactly `context` tokens of `batch` sequences."""
+    for i, layer in enumerate(cache.layers):
+        shapes = [layer.keys.shape[:3:2], layer.values.shape[:3:2], layer.indexer_keys.shape[:2]]
+        if any(tuple(s) != (batch, context) for s in shapes):
+            raise RuntimeError(f"layer {i} cache: keys {tuple(layer.keys.shape)}, values {tuple(layer.values.shape)}, "
+                               f"indexer keys {tuple(layer.indexer_keys.shape)}; wanted {batch} x {context} tokens")
+
+
+def decode_case(model, step, args, device, batch, context, gen) -> dict:
+    cache = filled_cache(model, batch, context, gen, device)
+    ids = torch.randint(0, model.config.vocab_size, (batch, 1), generator=gen, device=device)
+
+    def call():
+        step(input_ids=ids, past_key_values=cache, use_cache=True)
+
+    def reset():
+        # Drop the token the step appended (keys, values and indexer keys). Cropping rather than keeping the
+        # old tensors aside frees them as the step replaces them, so memory peaks as in generate(): the whole
+        # cache once plus one layer's worth being concatenated.
+        cache.crop(-1)
+        check_cache(cache, batch, context)
+
+    times = measure(call, reset, device, args.warmup, args.iters, args.case_timeout, args.mode == "compile")
+    median = statistics.median(times)
+    return {"batch": batch, "context": context, "median_ms": median, "p90_ms": percentile(times, 90),
+            "tokens_per_s": batch / (median / 1e3)}
+
+
+def prefill_case(model, step, args, device, tokens, gen) -> dict:
+    ids = torch.randint(0, model.config.vocab_size, (1, tokens), generator=gen, device=device)
+
+    def call():
+        # Like generate()'s prefill: a fresh cache is written and only the last position's logits are made.
+        step(input_ids=ids, past_key_values=DynamicCache(config=model.config), use_cache=True, logits_to_keep=1)
+
+    times = measure(call, lambda: None, device, args.warmup, args.iters, args.case_timeout, args.mode == "compile")
+    median = statistics.median(times)
+    return {"tokens": tokens, "ms": median, "tokens_per_s": tokens / (median / 1e3)}
+
+
+def run_benchmark(args, device: torch.device) -> None:
+    dtype = DTYPES[args.dtype]
+    result = {
+        "schema": "daybreak-baseline/1",
+        "baseline": f"transformers {'eager' if args.mode == 'eager' else 'torch.compile'} {DTYPE_LABEL[dtype]}",
+        "gpu": (torch.cuda.get_device_name(device) if device.type == "cuda"
+                else f"cpu ({platform.machine()}, {torch.get_num_threads()} threads)"),
+        "torch": torch.__version__,
+        "transformers": transformers.__version__,
+        "checkpoint": args.checkpoint,
+        "cache_fill": CACHE_FILL,
+        "probes": {},
+        "settings": {"warmup": args.warmup, "iterations": args.iters},
+        "decode": [],
+        "prefill": [],
+    }
+
+    def save():
+        tmp = args.out + ".tmp"
+        with open(tmp, "w") as f:
+            json.dump(result, f, indent=1)
+            f.write("\n")
+        os.replace(tmp, args.out)
+
+    log(f"{result['baseline']} on {result['gpu']}, torch {torch.__version__}, "
+        f"transformers {transformers.__version__}")
+    copy_bw = probe_copy_bandwidth(device)
+    flops = probe_gemm(device)
+    free_memory(device)  # the probes' buffers, before the model is loaded
+    result["probes"] = {"copy_bandwidth_bytes_per_s": copy_bw, "tensor_flops_per_s": flops}
+    log(f"probes: copy {copy_bw / 1e12:.3f} TB/s (read + write), bf16 GEMM {flops / 1e12:.2f} TFLOP/s")
+    save()
+
+    torch.set_grad_enabled(False)
+    model = load_model(args.checkpoint, dtype, device, args.experts)
+    step = model.forward
+    if args.mode == "compile":
+        # Every case is a new shape; without a higher limit dynamo would silently fall back to eager after 8.
+        torch._dynamo.config.recompile_limit = 64
+        step = torch.compile(model.forward, mode=args.compile_mode)
+        log(f"torch.compile(model.forward, mode={args.compile_mode!r}); compiles on each case's first call")
+    gen = torch.Generator(device=device).manual_seed(0)
+
+    cases = [("decode", b, c) for b in args.batch for c in args.context] + [("prefill", p, None) for p in args.prefill]
+    compile_failure = None
+    for kind, a, b in cases:
+        head = {"batch": a, "context": b} if kind == "decode" else {"tokens": a}
+        label = f"{kind} " + " ".join(f"{k}={v}" for k, v in head.items())
+        if compile_failure is not None:
+            entry = dict(head, skipped=compile_failure)
+        else:
+            log(f"{label}: start")
+            if device.type == "cuda":
+                torch.cuda.reset_peak_memory_stats(device)
+            try:
+                if kind == "decode":
+                    entry = decode_case(model, step, args, device, a, b, gen)
+                else:
+                    entry = prefill_case(model, step, args, device, a, gen)
+            except Exception as exc:  # one case must never end the run
+                entry = dict(head, skipped=describe(exc))
+                if args.mode == "compile" and is_compile_failure(exc):
+                    compile_failure = "torch.compile failed: " + describe(exc)
+                    entry["skipped"] = compile_failure
+            free_memory(device)
+        if "skipped" in entry:
+            log(f"{label}: skipped: {entry['skipped']}")
+        else:
+            ms = entry.get("median_ms", entry.get("ms"))
+            extra = f", p90 {entry['p90_ms']:.3f} ms" if "p90_ms" in entry else ""
+            peak = (f", peak memory {torch.cuda.max_memory_allocated(device) / 2**30:.1f} GiB"
+                    if device.type == "cuda" else "")
+            log(f"{label}: {ms:.3f} ms{extra}, {entry['tokens_per_s']:.1f} tokens/s{peak}")
+        result[kind].append(entry)
+        save()
+    log(f"wrote {args.out}")
+
+
+# --------------------------------------------------------------------------------------------------------
+# Fixture check
+# --------------------------------------------------------------------------------------------------------
+def check_fixture(args, device: torch.device) -> int:
+    """Loads a golden fixture with our loader and compares seq0's prefill logits (full forward) and decode
+    logits (through transformers' cache, one token at a time) with the transformers logits stored in it."""
+    dtype = DTYPES[args.dtype]
+    torch.set_grad_enabled(False)
+    model = load_model(args.check_fixture, dtype, device, args.experts)
+    with open(os.path.join(args.check_fixture, "inputs.json")) as f:
+        seq = json.load(f)["sequences"][0]
+    expected = load_file(os.path.join(args.check_fixture, "expected.safetensors"))
+    prompt = torch.tensor([seq["prompt_ids"]], device=device)
+
+    logits = model(input_ids=prompt, use_cache=False).logits[0].float().cpu()
+    prefill_diff = float((logits - expected["seq0.prefill_logits"]).abs().max())
+
+    cache = DynamicCache(config=model.config)
+    model(input_ids=prompt, past_key_values=cache, use_cache=True)
+    decoded = []
+    for tok in seq["decode_ids"]:
+        out = model(input_ids=torch.tensor([[tok]], device=device), past_key_values=cache, use_cache=True)
+        decoded.append(out.logits[0, -1].float().cpu())
+    decode_diff = float((torch.stack(decoded) - expected["seq0.decode_logits"]).abs().max())
+
+    scale = float(expected["seq0.prefill_logits"].abs().max())
+    print(f"fixture {args.check_fixture} ({DTYPE_LABEL[dtype]}, {device}): seq0 prefill logits "
+          f"{tuple(logits.shape)} max |diff| {prefill_diff:.3e}; decode logits (cached, "
+          f"{len(decoded)} steps) max |diff| {decode_diff:.3e}; max |logit| {scale:.3f}", flush=True)
+    if dtype == torch.float32 and max(prefill_diff, decode_diff) > FIXTURE_TOLERANCE:
+        print(f"FAIL: above {FIXTURE_TOLERANCE:g}", flush=True)
+        return 1
+    return 0
+
+
+# --------------------------------------------------------------------------------------------------------
+def int_list(text: str) -> list:
+    values = [int(x) for x in text.split(",") if x.strip()]
+    if any(v <= 0 for v in values):
+        raise argparse.ArgumentTypeError(f"positive integers expected: {text}")
+    return values
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--checkpoint", help="DeepSeek-V3.2 checkpoint folder (hub format)")
+    ap.add_argument("--mode", choices=("eager", "compile"), default="eager")
+    ap.add_argument("--compile-mode", default="default", help="torch.compile mode (default: %(default)s)")
+    ap.add_argument("--batch", type=int_list, default=[1, 8, 64], help="decode batch sizes, comma-separated")
+    ap.add_argument("--context", type=int_list, default=[1024, 8192, 32768], help="decode contexts (cached tokens)")
+    ap.add_argument("--prefill", type=int_list, default=[1024, 8192], help="prefill lengths")
+    ap.add_argument("--warmup", type=int, default=3)
+    ap.add_argument("--iters", type=int, default=10)
+    ap.add_argument("--case-timeout", type=float, default=120.0, help="seconds per case (default %(default)s)")
+    ap.add_argument("--out", default="baseline.json")
+    ap.add_argument("--dtype", choices=sorted(DTYPES), default="bfloat16")
+    ap.add_argument("--experts", choices=("grouped_mm", "batched_mm", "eager"), default="grouped_mm",
+                    help="transformers experts implementation (default %(default)s, transformers' own default)")
+    ap.add_argument("--device", choices=("cuda", "cpu"), default="cuda", help="cpu: only for testing this script")
+    ap.add_argument("--check-fixture", metavar="DIR",
+                    help="compare logits with a golden fixture's expected.safetensors instead of benchmarking")
+    args = ap.parse_args()
+
+    device = torch.device("cuda:0" if args.device == "cuda" else "cpu")
+    if device.type == "cuda" and not torch.cuda.is_available():
+        ap.error("CUDA is not available (use --device cpu to test on the CPU)")
+    if args.check_fixture:
+        return check_fixture(args, device)
+    if not args.checkpoint:
+        ap.error("--checkpoint is required")
+    if min(args.warmup, args.iters - 1) < 0:
+        ap.error("--warmup must be >= 0 and --iters >= 1")
+    run_benchmark(args, device)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
