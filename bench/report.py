@@ -89,7 +89,13 @@ def ratio(base_ms, db_ms) -> str:
 
 
 def skipped(e) -> str:
-    return f"skipped: {e['skipped']}".replace("|", "/")
+    # The first sentence says why (e.g. "out of memory: ... Tried to allocate 64.00 GiB"); the rest of a
+    # CUDA error's text is in the JSON.
+    reason = e["skipped"]
+    cut = reason.find(". ", reason.find("Tried to allocate"))
+    if "Tried to allocate" in reason and cut > 0:
+        reason = reason[:cut]
+    return f"skipped: {reason}".replace("|", "/")
 
 
 def table(header: list, rows: list, text_columns: int = 0) -> list:
