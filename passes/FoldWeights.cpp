@@ -22,6 +22,8 @@
 #include "mlir/IR/IRMapping.h"
 #include "llvm/ADT/SetVector.h"
 
+#include <cstring>
+
 namespace daybreak {
 #define GEN_PASS_DEF_LMFOLDWEIGHTS
 #include "passes/Passes.h.inc"
@@ -54,18 +56,37 @@ struct FoldWeightsPass
 } // namespace
 
 /// Converts a host tensor to an elements attribute of `type`; the values
-/// are already exact in its element type (the evaluator rounded them).
+/// are already exact in its element type (the evaluator rounded them). The
+/// attribute is built from raw bytes: folded weights reach billions of
+/// values (stacked experts), and a per-value APFloat detour cost ~24 bytes
+/// and a conversion per value.
 static ElementsAttr toAttr(const ref::Tensor &tensor, RankedTensorType type) {
   auto elem = cast<FloatType>(type.getElementType());
-  SmallVector<APFloat> values;
-  values.reserve(tensor.floats().size());
-  for (float v : tensor.floats()) {
-    APFloat f(v);
+  llvm::ArrayRef<float> floats = tensor.floats();
+  if (elem.isF32())
+    return DenseElementsAttr::getFromRawBuffer(
+        type, llvm::ArrayRef<char>(reinterpret_cast<const char *>(floats.data()),
+                                   floats.size() * sizeof(float)));
+  unsigned width = elem.getWidth();
+  if (width != 16 && width != 8) {
+    SmallVector<APFloat> values;
+    for (float v : floats) {
+      APFloat f(v);
+      bool lost;
+      f.convert(elem.getFloatSemantics(), APFloat::rmNearestTiesToEven, &lost);
+      values.push_back(f);
+    }
+    return DenseElementsAttr::get(type, values);
+  }
+  std::vector<char> raw(floats.size() * width / 8);
+  for (size_t i = 0; i < floats.size(); ++i) {
+    APFloat f(floats[i]);
     bool lost;
     f.convert(elem.getFloatSemantics(), APFloat::rmNearestTiesToEven, &lost);
-    values.push_back(f);
+    uint64_t bits = f.bitcastToAPInt().getZExtValue();
+    std::memcpy(raw.data() + i * (width / 8), &bits, width / 8);
   }
-  return DenseElementsAttr::get(type, values);
+  return DenseElementsAttr::getFromRawBuffer(type, raw);
 }
 
 void FoldWeightsPass::runOnOperation() {

@@ -93,7 +93,10 @@ artifact::emitArtifact(ModuleOp module, const importers::Checkpoint &checkpoint,
   manifest.set_target(info.target);
 
   // Weights: section 0 in plan order at the planned offsets.
-  std::vector<uint8_t> weightBytes;
+  // The bytes stay where they are (folded values in the module, tensors in
+  // the checkpoint's mapping) until the writer copies them into the file.
+  uint64_t weightSectionSize = 0;
+  std::vector<ArtifactWriter::Piece> weightPieces;
   llvm::StringMap<uint32_t> weightIndex;
   for (auto weight : module.getOps<plan::WeightOp>()) {
     auto type = cast<RankedTensorType>(weight.getType());
@@ -103,14 +106,13 @@ artifact::emitArtifact(ModuleOp module, const importers::Checkpoint &checkpoint,
                     " has no artifact dtype");
     uint64_t offset = weight.getOffsetAttr().getInt();
     uint64_t size = weight.getByteSize();
-    weightBytes.resize(std::max<size_t>(weightBytes.size(), offset + size));
-    uint8_t *dst = weightBytes.data() + offset;
+    weightSectionSize = std::max(weightSectionSize, offset + size);
     if (auto value = weight->getAttrOfType<DenseElementsAttr>("lm.value")) {
       ArrayRef<char> raw = value.getRawData();
       if (value.isSplat() || raw.size() != size)
         return errorf("folded weight @" + weight.getSymName() +
                       " has an unexpected value layout");
-      std::memcpy(dst, raw.data(), size);
+      weightPieces.push_back({offset, raw.data(), size});
     } else {
       auto sources = weight->getAttrOfType<ArrayAttr>("lm.sources");
       if (!sources || sources.empty())
@@ -123,7 +125,8 @@ artifact::emitArtifact(ModuleOp module, const importers::Checkpoint &checkpoint,
         if (written + (*view)->byteSize > size)
           return errorf("weight @" + weight.getSymName() +
                         ": its sources hold more bytes than its type");
-        std::memcpy(dst + written, (*view)->data, (*view)->byteSize);
+        weightPieces.push_back(
+            {offset + written, (*view)->data, uint64_t((*view)->byteSize)});
         written += (*view)->byteSize;
       }
       if (written != size)
@@ -274,14 +277,17 @@ artifact::emitArtifact(ModuleOp module, const importers::Checkpoint &checkpoint,
   }
   MemoryPlan *memory = manifest.mutable_memory();
   memory->set_weight_bytes(deviceWeightBytes);
-  memory->set_stored_weight_bytes(weightBytes.size());
+  memory->set_stored_weight_bytes(weightSectionSize);
   memory->set_arena_bytes(arenaBytes);
   memory->set_cache_bytes_per_token(cacheBytesPerToken);
   memory->set_cache_bytes(cacheBytes);
   memory->set_total_bytes(deviceWeightBytes + arenaBytes + cacheBytes);
 
   ArtifactWriter writer;
-  writer.addSection("weights", std::move(weightBytes));
+  StatusOr<uint32_t> weightSection = writer.addSection(
+      "weights", weightSectionSize, std::move(weightPieces));
+  if (!weightSection.ok())
+    return errorf("weights: " + weightSection.error().message());
   if (!info.cpuCode.empty())
     writer.addSection("code.x86_64", info.cpuCode);
   for (const EmitInfo::GpuModule &module : info.gpuModules) {

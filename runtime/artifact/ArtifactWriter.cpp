@@ -79,8 +79,42 @@ bool writeZeros(int fd, uint64_t count) {
 
 uint32_t ArtifactWriter::addSection(std::string name,
                                     std::vector<uint8_t> bytes) {
-  sections.push_back({std::move(name), std::move(bytes)});
+  PendingSection section;
+  section.name = std::move(name);
+  section.size = bytes.size();
+  section.bytes = std::move(bytes);
+  sections.push_back(std::move(section));
   return uint32_t(sections.size() - 1);
+}
+
+StatusOr<uint32_t> ArtifactWriter::addSection(std::string name, uint64_t size,
+                                              std::vector<Piece> pieces) {
+  std::sort(pieces.begin(), pieces.end(),
+            [](const Piece &a, const Piece &b) { return a.offset < b.offset; });
+  uint64_t end = 0;
+  for (const Piece &piece : pieces) {
+    if (piece.offset < end || piece.offset + piece.size > size ||
+        piece.offset + piece.size < piece.offset)
+      return Status::error("section '" + name + "': bytes [" +
+                           std::to_string(piece.offset) + ", " +
+                           std::to_string(piece.offset + piece.size) +
+                           ") overlap others or lie outside its " +
+                           std::to_string(size) + " bytes");
+    end = piece.offset + piece.size;
+  }
+  PendingSection section;
+  section.name = std::move(name);
+  section.size = size;
+  section.pieces = std::move(pieces);
+  sections.push_back(std::move(section));
+  return uint32_t(sections.size() - 1);
+}
+
+std::vector<ArtifactWriter::Piece>
+ArtifactWriter::piecesOf(const PendingSection &section) {
+  if (!section.pieces.empty() || section.bytes.empty())
+    return section.pieces;
+  return {{0, section.bytes.data(), section.bytes.size()}};
 }
 
 uint32_t ArtifactWriter::addSection(std::string name, const void *data,
@@ -95,8 +129,22 @@ Status ArtifactWriter::write(const std::string &path, Manifest manifest) const {
   for (const PendingSection &pending : sections) {
     Section *section = manifest.add_sections();
     section->set_name(pending.name);
-    section->set_size(pending.bytes.size());
-    section->set_checksum(fnv1a64(pending.bytes.data(), pending.bytes.size()));
+    section->set_size(pending.size);
+    // FNV-1a over the pieces and the zeros between them, in order.
+    static const uint8_t zeros[4096] = {};
+    uint64_t hash = kFnv1a64Basis, position = 0;
+    auto hashZeros = [&](uint64_t count) {
+      for (; count > 0; count -= std::min<uint64_t>(count, sizeof(zeros)))
+        hash = fnv1a64(zeros, std::min<uint64_t>(count, sizeof(zeros)), hash);
+    };
+    for (const Piece &piece : piecesOf(pending)) {
+      hashZeros(piece.offset - position);
+      hash = fnv1a64(static_cast<const uint8_t *>(piece.data), piece.size,
+                     hash);
+      position = piece.offset + piece.size;
+    }
+    hashZeros(pending.size - position);
+    section->set_checksum(hash);
   }
 
   // The manifest records the section offsets, which depend on the manifest's
@@ -158,8 +206,16 @@ Status ArtifactWriter::write(const std::string &path, Manifest manifest) const {
     return fail("cannot write");
   for (size_t i = 0; i < sections.size(); ++i) {
     const Section &section = manifest.sections(int(i));
-    if (!writeZeros(fd, section.offset() - position) ||
-        !writeAll(fd, sections[i].bytes.data(), sections[i].bytes.size()))
+    if (!writeZeros(fd, section.offset() - position))
+      return fail("cannot write");
+    position = section.offset();
+    for (const Piece &piece : piecesOf(sections[i])) {
+      if (!writeZeros(fd, section.offset() + piece.offset - position) ||
+          !writeAll(fd, static_cast<const uint8_t *>(piece.data), piece.size))
+        return fail("cannot write");
+      position = section.offset() + piece.offset + piece.size;
+    }
+    if (!writeZeros(fd, section.offset() + section.size() - position))
       return fail("cannot write");
     position = section.offset() + section.size();
   }

@@ -22,7 +22,8 @@
 namespace daybreak::artifact {
 
 /// Collects sections, then writes them with a manifest. Owns copies of the
-/// section bytes until destroyed. Not thread-safe.
+/// section bytes until destroyed, except those added as borrowed pieces.
+/// Not thread-safe.
 class ArtifactWriter {
 public:
   /// Appends a section and returns its index (for Weight.section). Sections
@@ -30,6 +31,20 @@ public:
   uint32_t addSection(std::string name, std::vector<uint8_t> bytes);
   /// Same, copying `size` bytes from `data`.
   uint32_t addSection(std::string name, const void *data, size_t size);
+  /// Bytes at `offset` within a section, borrowed: they must stay valid
+  /// until write() returns.
+  struct Piece {
+    uint64_t offset = 0;
+    const void *data = nullptr;
+    uint64_t size = 0;
+  };
+  /// A section of `size` bytes assembled from non-overlapping `pieces`, zero
+  /// elsewhere, copied straight into the file by write(): a model's weights
+  /// go from where they already are (the checkpoint's mapping, folded
+  /// values) to the artifact without a buffer of their total size. Fails if
+  /// a piece overlaps another or lies outside the section.
+  StatusOr<uint32_t> addSection(std::string name, uint64_t size,
+                                std::vector<Piece> pieces);
 
   size_t numSections() const { return sections.size(); }
 
@@ -42,8 +57,12 @@ public:
 private:
   struct PendingSection {
     std::string name;
-    std::vector<uint8_t> bytes;
+    uint64_t size = 0;
+    std::vector<uint8_t> bytes; ///< owned bytes, or
+    std::vector<Piece> pieces;  ///< borrowed ones, sorted by offset
   };
+  /// The pieces of `section` in order (its owned bytes as one piece).
+  static std::vector<Piece> piecesOf(const PendingSection &section);
   std::vector<PendingSection> sections;
 };
 

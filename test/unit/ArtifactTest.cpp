@@ -228,6 +228,51 @@ TEST(ArtifactTest, SameInputsGiveIdenticalBytes) {
   EXPECT_EQ(bytes, readBytes(second));
 }
 
+TEST(ArtifactTest, BorrowedPiecesWriteTheSameBytesAsOwnedSections) {
+  // A section with data, a zero gap wider than the writer's zero block, and
+  // a zero tail, given once as owned bytes and once as pieces in scrambled
+  // order that leave the zeros to the writer: the files are equal.
+  std::vector<uint8_t> bytes(10000, 0);
+  for (size_t i = 0; i < 100; ++i)
+    bytes[i] = uint8_t(i + 1);
+  for (size_t i = 5000; i < 9000; ++i)
+    bytes[i] = uint8_t(i * 7);
+  Manifest manifest = sampleManifest();
+  ArtifactWriter owned;
+  owned.addSection("weights", bytes);
+  owned.addSection("tokenizer", kTokenizer.data(), kTokenizer.size());
+  std::string ownedPath = tempPath("owned_sections");
+  ASSERT_TRUE(owned.write(ownedPath, manifest).ok());
+
+  ArtifactWriter borrowed;
+  StatusOr<uint32_t> index = borrowed.addSection(
+      "weights", bytes.size(),
+      {{7000, bytes.data() + 7000, 2000},
+       {0, bytes.data(), 100},
+       {5000, bytes.data() + 5000, 2000}});
+  ASSERT_TRUE(index.ok()) << index.error().message();
+  EXPECT_EQ(*index, 0u);
+  borrowed.addSection("tokenizer", kTokenizer.data(), kTokenizer.size());
+  std::string borrowedPath = tempPath("borrowed_sections");
+  ASSERT_TRUE(borrowed.write(borrowedPath, manifest).ok());
+  EXPECT_EQ(readBytes(borrowedPath), readBytes(ownedPath));
+  StatusOr<ArtifactFile> file = ArtifactFile::open(borrowedPath);
+  ASSERT_TRUE(file.ok()) << file.error().message();
+}
+
+TEST(ArtifactTest, OverlappingOrOutsidePiecesAreRejected) {
+  uint8_t bytes[8] = {};
+  ArtifactWriter writer;
+  StatusOr<uint32_t> overlap =
+      writer.addSection("w", 16, {{0, bytes, 8}, {4, bytes, 8}});
+  ASSERT_FALSE(overlap.ok());
+  EXPECT_NE(overlap.error().message().find("section 'w': bytes [4, 12)"),
+            std::string::npos)
+      << overlap.error().message();
+  EXPECT_FALSE(writer.addSection("w", 16, {{12, bytes, 8}}).ok());
+  EXPECT_EQ(writer.numSections(), 0u);
+}
+
 TEST(ArtifactTest, WriterReplacesSectionsOfTheGivenManifest) {
   Manifest manifest = sampleManifest();
   Section *stale = manifest.add_sections();
