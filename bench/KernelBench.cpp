@@ -4,6 +4,7 @@
 // (rms_norm, the decode matmul, DSA indexer scores, sparse attention) at
 // DeepSeek-V3.2's real decode shapes, generic and as the instantiation for
 // the shape (test/runtime/SpecializedKernels.cu, the same templates), and
+// the DSA top-k selection at 8K and 32K keys, and
 // prints each one's time, the bytes it must move at least, and the achieved
 // fraction of the H200's 4.8 TB/s HBM peak. A benchmark, not a test:
 // `DaybreakKernelBench` on the GPU machine (scripts/gpu-tests.sh runs it).
@@ -242,6 +243,40 @@ int main(int argc, char **argv) {
                 },
                 iterations),
             bytes);
+    }
+  }
+
+  // DSA top-k: the best 2048 of C indexer scores per token (decode: every
+  // token sees the whole context). The minimum is reading each score once.
+  {
+    int64_t topK = 2048, maxTokens = 64, maxKeys = 32768;
+    std::mt19937 rng(2);
+    std::vector<float> scores(maxTokens * maxKeys);
+    std::normal_distribution<float> normal;
+    for (float &v : scores)
+      v = normal(rng);
+    CUdeviceptr dScores = 0, dBounds = 0,
+                dOut = alloc(maxTokens * topK * 4, 0);
+    check(driver->cuMemAlloc(&dScores, scores.size() * 4), "cuMemAlloc");
+    check(driver->cuMemcpyHtoD(dScores, scores.data(), scores.size() * 4),
+          "cuMemcpyHtoD");
+    check(driver->cuMemAlloc(&dBounds, maxTokens * 4), "cuMemAlloc");
+    for (int64_t keys : {int64_t(8192), maxKeys}) {
+      std::vector<int32_t> bounds(maxTokens, int32_t(keys));
+      check(driver->cuMemcpyHtoD(dBounds, bounds.data(), bounds.size() * 4),
+            "cuMemcpyHtoD");
+      for (int64_t tokens : {int64_t(1), maxTokens}) {
+        std::string shape = "T=" + std::to_string(tokens) +
+                            " C=" + std::to_string(keys) + " top-2048";
+        row("dsa_index_select", shape, "generic",
+            timeIt(
+                [&] {
+                  return kernels.dsaIndexSelect(dScores, dBounds, tokens, keys,
+                                                topK, dOut, nullptr);
+                },
+                iterations),
+            double(tokens * (keys * 4 + topK * 4)));
+      }
     }
   }
   return 0;

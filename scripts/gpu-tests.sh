@@ -30,6 +30,9 @@ status=0
   echo "== generate on cuda (memory plan vs cuMemGetInfo, decode graphs)"
   ./daybreak-run generate deepseek_v32_small/cuda_fp8.daybreak --prompt-ids 1,17,42,7,99,3,250,12,5,64 \
     --max-new-tokens 20 || status=1
+  echo "== daybreak-run bench on cuda (event timing, per-launch profile, caches tiled and read back)"
+  ./daybreak-run bench deepseek_v32_small/cuda_fp8.daybreak --batch 1,2 --context 16,40 \
+    --prefill 32,64 --iterations 5 --fill-tokens 12 --json "${OUT:-.}/bench-small.json" || status=1
   echo "== kernel timings: generic vs specialised (a benchmark, bench/KernelBench.cpp)"
   ./DaybreakKernelBench || status=1
   echo "== exit status $status"

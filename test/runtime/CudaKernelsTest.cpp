@@ -585,9 +585,14 @@ TEST_F(CudaKernelsTest, DsaIndexSelect) {
     int64_t keys, topK;
     bool ties;
   };
+  // Rows of <= 4096 keys sort whole; longer ones radix-select the top-k
+  // (k <= 4096) first, up to DeepSeek-V3.2's 2048 of 40000 keys; k > 4096
+  // ranks each candidate.
   for (Case c :
        {Case{50, 16, false}, Case{3000, 2048, false}, Case{3000, 2048, true},
-        Case{5000, 2048, false}, Case{5000, 64, true}, Case{1, 4, false}}) {
+        Case{5000, 2048, false}, Case{5000, 64, true}, Case{1, 4, false},
+        Case{40000, 2048, false}, Case{40000, 2048, true},
+        Case{9000, 4096, true}, Case{9000, 5000, false}}) {
     int64_t tokens = 6;
     std::vector<float> scores(tokens * c.keys);
     for (int64_t t = 0; t < tokens; ++t) {

@@ -786,15 +786,25 @@ constexpr int kSelectSortMax = 4096; // 32 KiB of keys
 
 /// Per query row: the min(topK, bound) best of scores[t, 0 : bound] (bound
 /// = bounds[t] clamped to [0, keys]), descending, ties to the lower index,
-/// then -1. grid (tokens), block 1024. Rows with bound <= 4096: a bitonic
-/// sort of (score, index) keys in shared memory; longer rows: each
-/// candidate's rank by counting better ones (O(bound^2), exact).
+/// then -1. grid (tokens), block 1024. Keys are selectKey's 64-bit (score,
+/// index) values, unique per row, so "the k best" is "the keys up to the
+/// k-th smallest". Rows with bound <= 4096 are bitonic-sorted in shared
+/// memory whole. Longer rows first find the k-th smallest key by radix
+/// select (eight passes over the row, one per byte of the key, each
+/// counting the keys that share the digits found so far into 256 bins),
+/// gather the k keys up to it into shared memory and sort those: O(bound)
+/// reads per pass instead of the O(bound^2) of ranking each candidate,
+/// which remains only for topK > 4096.
 extern "C" __global__ void daybreak_dsa_index_select(const float *scores,
                                                      const int32_t *bounds,
                                                      int64_t tokens,
                                                      int64_t keys, int64_t topK,
                                                      int32_t *indices) {
   __shared__ uint64_t sorted[kSelectSortMax];
+  __shared__ uint32_t bins[256];
+  __shared__ uint64_t prefix, prefixMask;
+  __shared__ int64_t rank;
+  __shared__ uint32_t gathered;
   int64_t t = blockIdx.x;
   const float *row = scores + t * keys;
   int64_t bound = bounds[t];
@@ -805,40 +815,82 @@ extern "C" __global__ void daybreak_dsa_index_select(const float *scores,
     out[i] = -1;
   if (picked == 0)
     return;
-  if (bound <= kSelectSortMax) {
-    int size = 1;
-    while (size < bound)
-      size <<= 1;
-    for (int i = threadIdx.x; i < size; i += blockDim.x)
-      sorted[i] = i < bound ? selectKey(row[i], i) : ~0ull;
-    __syncthreads();
-    for (int span = 2; span <= size; span <<= 1)
-      for (int stride = span >> 1; stride > 0; stride >>= 1) {
-        for (int i = threadIdx.x; i < size; i += blockDim.x) {
-          int j = i ^ stride;
-          if (j > i) {
-            uint64_t a = sorted[i], b = sorted[j];
-            bool ascending = (i & span) == 0;
-            if ((a > b) == ascending) {
-              sorted[i] = b;
-              sorted[j] = a;
-            }
-          }
-        }
-        __syncthreads();
-      }
-    for (int64_t i = threadIdx.x; i < picked; i += blockDim.x)
-      out[i] = int32_t(uint32_t(sorted[i]));
+  if (picked > kSelectSortMax) {
+    for (int64_t i = threadIdx.x; i < bound; i += blockDim.x) {
+      uint64_t mine = selectKey(row[i], i);
+      int64_t better = 0;
+      for (int64_t j = 0; j < bound && better < picked; ++j)
+        better += selectKey(row[j], j) < mine;
+      if (better < picked)
+        out[better] = int32_t(i);
+    }
     return;
   }
-  for (int64_t i = threadIdx.x; i < bound; i += blockDim.x) {
-    uint64_t mine = selectKey(row[i], i);
-    int64_t rank = 0;
-    for (int64_t j = 0; j < bound && rank < picked; ++j)
-      rank += selectKey(row[j], j) < mine;
-    if (rank < picked)
-      out[rank] = int32_t(i);
+  // The keys to sort: the whole row, or the `picked` smallest of it.
+  int64_t count = bound;
+  if (bound > kSelectSortMax) {
+    if (threadIdx.x == 0) {
+      prefix = 0;
+      prefixMask = 0;
+      rank = picked; // the wanted key is the rank-th smallest with the prefix
+      gathered = 0;
+    }
+    for (int shift = 56; shift >= 0; shift -= 8) {
+      for (int d = threadIdx.x; d < 256; d += blockDim.x)
+        bins[d] = 0;
+      __syncthreads();
+      uint64_t want = prefix, mask = prefixMask;
+      for (int64_t i = threadIdx.x; i < bound; i += blockDim.x) {
+        uint64_t key = selectKey(row[i], i);
+        if ((key & mask) == want)
+          atomicAdd(&bins[(key >> shift) & 255], 1u);
+      }
+      __syncthreads();
+      if (threadIdx.x == 0) {
+        int64_t below = 0;
+        int d = 0;
+        while (below + bins[d] < rank)
+          below += bins[d++];
+        rank -= below;
+        prefix |= uint64_t(d) << shift;
+        prefixMask |= uint64_t(255) << shift;
+      }
+      __syncthreads();
+    }
+    uint64_t threshold = prefix;
+    for (int64_t i = threadIdx.x; i < bound; i += blockDim.x) {
+      uint64_t key = selectKey(row[i], i);
+      if (key <= threshold)
+        sorted[atomicAdd(&gathered, 1u)] = key;
+    }
+    count = picked;
+  } else {
+    for (int64_t i = threadIdx.x; i < bound; i += blockDim.x)
+      sorted[i] = selectKey(row[i], i);
   }
+  int size = 1;
+  while (size < count)
+    size <<= 1;
+  for (int64_t i = count + threadIdx.x; i < size; i += blockDim.x)
+    sorted[i] = ~0ull;
+  __syncthreads();
+  for (int span = 2; span <= size; span <<= 1)
+    for (int stride = span >> 1; stride > 0; stride >>= 1) {
+      for (int i = threadIdx.x; i < size; i += blockDim.x) {
+        int j = i ^ stride;
+        if (j > i) {
+          uint64_t a = sorted[i], b = sorted[j];
+          bool ascending = (i & span) == 0;
+          if ((a > b) == ascending) {
+            sorted[i] = b;
+            sorted[j] = a;
+          }
+        }
+      }
+      __syncthreads();
+    }
+  for (int64_t i = threadIdx.x; i < picked; i += blockDim.x)
+    out[i] = int32_t(uint32_t(sorted[i]));
 }
 
 namespace {
