@@ -6,6 +6,7 @@
 #include <chrono>
 #include <cmath>
 #include <cstring>
+#include <functional>
 #include <iomanip>
 #include <limits>
 #include <map>
@@ -256,12 +257,30 @@ static StepInputs randomTokens(std::mt19937_64 &rng, int64_t vocab,
   return in;
 }
 
-/// Iterations that fit the case's time share, given one run's time.
-static int iterationsFor(const BenchOptions &o, int wanted, double ms) {
-  if (ms <= 0)
-    return wanted;
-  double fit = o.maxCaseSeconds * 1e3 / ms;
-  return std::max(1, std::min(wanted, int(fit)));
+/// Runs `once` `warmup` times (at least once), then up to `wanted` times
+/// more, as many as fit the case's time share given the last warm-up's
+/// time: the measured milliseconds.
+static StatusOr<std::vector<double>>
+repeat(const BenchOptions &o, int warmup, int wanted,
+       const std::function<StatusOr<double>()> &once) {
+  double first = 0;
+  for (int i = 0; i < std::max(1, warmup); ++i) {
+    StatusOr<double> ms = once();
+    if (!ms.ok())
+      return ms.error();
+    first = *ms;
+  }
+  int n = wanted;
+  if (first > 0)
+    n = std::max(1, std::min(wanted, int(o.maxCaseSeconds * 1e3 / first)));
+  std::vector<double> times;
+  for (int i = 0; i < n; ++i) {
+    StatusOr<double> ms = once();
+    if (!ms.ok())
+      return ms.error();
+    times.push_back(*ms);
+  }
+  return times;
 }
 
 static json decodeCase(Model &model, const BenchOptions &o,
@@ -275,26 +294,15 @@ static json decodeCase(Model &model, const BenchOptions &o,
     in.positions.push_back(int32_t(context));
     in.sequences.push_back(int32_t(s));
   }
-  // Warm-up: the first run records the step's graph on a GPU.
-  double first = 0;
-  for (int i = 0; i < std::max(1, o.warmup); ++i) {
-    StatusOr<double> ms = model.time("decode", in);
-    if (!ms.ok()) {
-      row["skipped"] = ms.error().message();
-      return row;
-    }
-    first = *ms;
+  // The first warm-up step records the step's graph on a GPU.
+  StatusOr<std::vector<double>> measured = repeat(
+      o, o.warmup, o.iterations, [&] { return model.time("decode", in); });
+  if (!measured.ok()) {
+    row["skipped"] = measured.error().message();
+    return row;
   }
-  std::vector<double> times;
-  int n = iterationsFor(o, o.iterations, first);
-  for (int i = 0; i < n; ++i) {
-    StatusOr<double> ms = model.time("decode", in);
-    if (!ms.ok()) {
-      row["skipped"] = ms.error().message();
-      return row;
-    }
-    times.push_back(*ms);
-  }
+  const std::vector<double> &times = *measured;
+  int n = int(times.size());
   // Host wall time of whole steps: input upload, launches, logits read back.
   std::vector<double> wall;
   std::vector<float> logits;
@@ -376,25 +384,14 @@ static json prefillCase(Model &model, const BenchOptions &o,
     }
     return total;
   };
-  double first = 0;
-  for (int i = 0; i < std::max(1, std::min(o.warmup, 1)); ++i) {
-    StatusOr<double> ms = pass();
-    if (!ms.ok()) {
-      row["skipped"] = ms.error().message();
-      return row;
-    }
-    first = *ms;
+  StatusOr<std::vector<double>> measured =
+      repeat(o, std::min(o.warmup, 1), o.prefillIterations, pass);
+  if (!measured.ok()) {
+    row["skipped"] = measured.error().message();
+    return row;
   }
-  std::vector<double> times;
-  int n = iterationsFor(o, o.prefillIterations, first);
-  for (int i = 0; i < n; ++i) {
-    StatusOr<double> ms = pass();
-    if (!ms.ok()) {
-      row["skipped"] = ms.error().message();
-      return row;
-    }
-    times.push_back(*ms);
-  }
+  const std::vector<double> &times = *measured;
+  int n = int(times.size());
   Stats t = statistics(times);
   double flops = prefillFlops(model.manifest(), prompt);
   row["iterations"] = n;

@@ -186,10 +186,19 @@ StatusOr<double> Device::matmulRate(std::string &how) {
                        " device has no vendor matrix-multiply probe");
 }
 
-uint64_t runtime::identityCacheRowOffset(const artifact::Cache &c,
-                                         int64_t maxSeqLen, int64_t seq,
-                                         int64_t pos) {
-  int64_t pagesPerSeq = (maxSeqLen + c.page_size() - 1) / c.page_size();
+StatusOr<uint64_t> runtime::identityCacheRowOffset(const artifact::Manifest &m,
+                                                   int cache, int64_t seq,
+                                                   int64_t pos, int64_t rows) {
+  if (cache < 0 || cache >= m.caches_size())
+    return Status::error("no cache " + std::to_string(cache));
+  const artifact::Cache &c = m.caches(cache);
+  if (seq < 0 || seq >= m.max_batch() || pos < 0 || rows < 0 ||
+      pos + rows > m.max_seq_len())
+    return Status::error("rows [" + std::to_string(pos) + ", " +
+                         std::to_string(pos + rows) + ") of slot " +
+                         std::to_string(seq) + " are outside cache '" +
+                         c.name() + "'");
+  int64_t pagesPerSeq = (m.max_seq_len() + c.page_size() - 1) / c.page_size();
   return (uint64_t(seq) * pagesPerSeq * c.page_size() + pos) *
          c.bytes_per_row();
 }

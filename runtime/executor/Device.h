@@ -77,10 +77,12 @@ public:
   virtual StatusOr<double> matmulRate(std::string &how);
 };
 
-/// Byte offset of row `pos` of slot `seq` in cache `c` under the identity
-/// page table both devices build (a slot's pages are consecutive).
-uint64_t identityCacheRowOffset(const artifact::Cache &c, int64_t maxSeqLen,
-                                int64_t seq, int64_t pos);
+/// Byte offset of row `pos` of slot `seq` in cache `cache` of `m` under the
+/// identity page table both devices build (a slot's pages are consecutive),
+/// after checking that `rows` rows from there lie inside the slot.
+StatusOr<uint64_t> identityCacheRowOffset(const artifact::Manifest &m,
+                                          int cache, int64_t seq, int64_t pos,
+                                          int64_t rows);
 
 /// Bytes per element of an artifact dtype.
 int64_t elementBytes(artifact::DType dtype);

@@ -213,17 +213,11 @@ CudaDevice::profileLaunches(const artifact::Step &step, int64_t tokens) {
 
 StatusOr<CUdeviceptr> CudaDevice::cacheRows(int cache, int64_t seq,
                                             int64_t pos, int64_t rows) const {
-  if (cache < 0 || cache >= static_cast<int>(caches.size()))
-    return Status::error("no cache " + std::to_string(cache));
-  const DeviceCacheView &view = caches[cache];
-  if (seq < 0 || seq >= view.batch || pos < 0 || rows < 0 ||
-      pos + rows > view.maxSeqLen)
-    return Status::error("rows [" + std::to_string(pos) + ", " +
-                         std::to_string(pos + rows) + ") of slot " +
-                         std::to_string(seq) + " are outside cache '" +
-                         manifest->caches(cache).name() + "'");
-  return view.base + runtime::identityCacheRowOffset(
-                         manifest->caches(cache), view.maxSeqLen, seq, pos);
+  StatusOr<uint64_t> offset =
+      runtime::identityCacheRowOffset(*manifest, cache, seq, pos, rows);
+  if (!offset.ok())
+    return offset.error();
+  return caches[cache].base + *offset;
 }
 
 Status CudaDevice::copyCacheRows(int cache, int64_t srcSeq, int64_t srcPos,
