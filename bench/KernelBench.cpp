@@ -228,21 +228,29 @@ int main(int argc, char **argv) {
           "cuMemcpyHtoD");
     CUdeviceptr q = alloc(maxTokens * heads * 576 * 4, 0x3c),
                 out = alloc(maxTokens * heads * 512 * 4, 0);
+    // Split over the selected rows (flash decoding) with the scratch the
+    // CUDA device gives it, and not.
+    int64_t scratchFloats = sparseAttentionScratchFloats(512);
+    CUdeviceptr scratch = alloc(scratchFloats * 4, 0);
     for (int64_t tokens : {1, 8}) {
       double bytes = double(tokens * topK * kv.bytesPerRow +
                             tokens * heads * (576 + 512) * 4);
       std::string shape =
           "T=" + std::to_string(tokens) + " H=128 top-2048 W=576 fp8";
-      for (CUfunction fn : {CUfunction(nullptr), t})
-        row("sparse_attention", shape, fn ? "<576,512>" : "generic",
-            timeIt(
-                [&] {
-                  return kernels.sparseAttention(q, kv, dIndices, topK,
-                                                 sequences, tokens, heads, 0.04,
-                                                 512, 0, out, nullptr, fn);
-                },
-                iterations),
-            bytes);
+      for (bool split : {false, true})
+        for (CUfunction fn : {CUfunction(nullptr), t})
+          row("sparse_attention", shape,
+              split ? (fn ? "<576,512>+sp" : "generic+sp")
+                    : (fn ? "<576,512>" : "generic"),
+              timeIt(
+                  [&] {
+                    return kernels.sparseAttention(
+                        q, kv, dIndices, topK, sequences, tokens, heads, 0.04,
+                        512, 0, out, nullptr, fn, split ? scratch : 0,
+                        split ? scratchFloats : 0);
+                  },
+                  iterations),
+              bytes);
     }
   }
 

@@ -668,18 +668,29 @@ TEST_F(CudaKernelsTest, SparseAttention) {
           std::string specialized = "daybreak_sparse_attention_t<" +
                                     std::to_string(width) + ", " +
                                     std::to_string(valueDim) + ">";
+          // With scratch, these 4-token grids split over the rows (5
+          // splits of 8 rows here: some hold only -1, one token none) and
+          // are merged by daybreak_sparse_attention_combine.
+          int64_t scratchFloats = sparseAttentionScratchFloats(valueDim);
+          Buffer dScratch(*driver, scratchFloats * 4);
           for (const std::string &instantiation :
-               {std::string(), specialized}) {
+               {std::string(), specialized})
+          for (bool split : {false, true}) {
+            // NaN first, so a path that leaves outputs unwritten fails.
+            ASSERT_EQ(driver->cuMemsetD8(dOut.get(), 0xff, expected.size() * 4),
+                      CUDA_SUCCESS);
             expectRan(kernels->sparseAttention(
                 dq, view, dIdx, topK, dSeqs, tokens, heads, 0.07, valueDim,
                 withSinks ? dSinks.get() : 0, dOut, nullptr,
-                variant(instantiation)));
+                variant(instantiation), split ? dScratch.get() : 0,
+                split ? scratchFloats : 0));
             auto got = dOut.read<float>(expected.size());
             double e = rowRelativeError(got, expected, valueDim);
             char shape[80];
-            std::snprintf(shape, sizeof(shape), "%s W=%ld H=%ld k=37 sinks=%d",
+            std::snprintf(shape, sizeof(shape),
+                          "%s W=%ld H=%ld k=37 sinks=%d split=%d",
                           formatName(format), long(width), long(heads),
-                          withSinks);
+                          withSinks, split);
             report(instantiation.empty() ? "sparseAttention"
                                          : instantiation.c_str(),
                    shape, e);

@@ -399,10 +399,20 @@ Status CudaDevice::prepare(const artifact::ArtifactFile &file) {
   if (!hostWeights.ok())
     return hostWeights.error();
 
+  // Partials of sparse attention split over its rows (decode), beside the
+  // plan's arena: a few MB at DeepSeek-V3.2's dimensions.
+  int64_t valueDim = 0;
+  for (const artifact::Step &step : m.steps())
+    for (const artifact::Launch &l : step.launches())
+      if (l.kernel() == "sparse_attention")
+        valueDim = std::max(valueDim, attrInt(l, "value_dim", 0));
+  if (valueDim > 0)
+    attentionPartialFloats = sparseAttentionScratchFloats(valueDim);
+
   // Everything lives in one allocation, sized here: the weights, the page
-  // table, the caches, the arena and the generated kernels' input tables.
-  // One cuMemAlloc keeps the footprint what the plan says (no per-buffer
-  // rounding) and leaves nothing to allocate later.
+  // table, the caches, the arena, the attention partials and the generated
+  // kernels' input tables. One cuMemAlloc keeps the footprint what the plan
+  // says (no per-buffer rounding) and leaves nothing to allocate later.
   {
     int64_t batch = m.max_batch(), maxSeq = m.max_seq_len();
     int64_t pagesPerSeq = 0;
@@ -425,6 +435,7 @@ Status CudaDevice::prepare(const artifact::ArtifactFile &file) {
           total += alignUp(l.operands_size() * sizeof(CUdeviceptr));
     }
     total += alignUp(arenaBytes);
+    total += alignUp(attentionPartialFloats * sizeof(float));
     StatusOr<std::pair<size_t, size_t>> before = memoryInfo();
     if (!before.ok())
       return before.error();
@@ -511,6 +522,14 @@ Status CudaDevice::prepare(const artifact::ArtifactFile &file) {
   if (!a.ok())
     return a.error();
   arena = *a;
+  if (attentionPartialFloats > 0) {
+    StatusOr<CUdeviceptr> p =
+        allocate(attentionPartialFloats * sizeof(float),
+                 "the sparse attention partials");
+    if (!p.ok())
+      return p.error();
+    attentionPartials = *p;
+  }
 
   // Generated kernels read their inputs through a table of pointers; the
   // addresses are fixed once the arena exists, so each table is built once.
@@ -732,7 +751,8 @@ Status CudaDevice::launch(const artifact::Step &step, const artifact::Launch &l,
     return k.sparseAttention(
         in[0].data, *in[1].cache, in[2].data, in[2].shape[1], seq, tokens,
         in[0].shape[1], attrFloat(l, "scale", 1.0), attrInt(l, "value_dim", 0),
-        sinks, out[0].data, stream, fn);
+        sinks, out[0].data, stream, fn, attentionPartials,
+        attentionPartialFloats);
   }
   if (name == "elementwise" && out.size() == 1) {
     const artifact::Attr *symbol = findAttr(l, "symbol");

@@ -118,6 +118,9 @@ private:
   std::vector<DeviceCacheView> caches;
   CUdeviceptr arena = 0;
   uint64_t arenaSize = 0;
+  /// Scratch of sparse attention launches split over their rows.
+  CUdeviceptr attentionPartials = 0;
+  int64_t attentionPartialFloats = 0;
 };
 
 } // namespace daybreak::cuda

@@ -257,7 +257,9 @@ Status CudaKernels::sparseAttention(CUdeviceptr q, const DeviceCacheView &kv,
                                     int64_t heads, double scale,
                                     int64_t valueDim, CUdeviceptr sinks,
                                     CUdeviceptr out, CUstream stream,
-                                    CUfunction specialized) const {
+                                    CUfunction specialized,
+                                    CUdeviceptr partials,
+                                    int64_t partialFloats) const {
   // Each of the 256 threads keeps 16 accumulators of [headGroup, valueDim].
   constexpr int64_t kAccumulators = 256 * 16;
   if (valueDim <= 0 || valueDim > kAccumulators)
@@ -280,12 +282,28 @@ Status CudaKernels::sparseAttention(CUdeviceptr q, const DeviceCacheView &kv,
                          " does not fit in shared memory");
   KernelCache c = toKernel(kv);
   int32_t group = int32_t(headGroup), rows = int32_t(chunk);
+  // Split over the rows while the grid is small (decode), at least one
+  // chunk of rows per split, as far as the scratch holds the partials.
+  int64_t groups = ceilDiv(heads, headGroup);
+  int64_t splits = 1;
+  if (partials && tokens * groups < kSparseAttentionTargetBlocks)
+    splits = std::min({ceilDiv(kSparseAttentionTargetBlocks, tokens * groups),
+                       ceilDiv(topK, chunk), int64_t(64)});
+  while (splits > 1 && tokens * heads * splits * (valueDim + 3) > partialFloats)
+    --splits;
+  int32_t splitCount = int32_t(splits);
+  CUdeviceptr partial = splits > 1 ? partials : 0;
   void *params[] = {&q,      &c,     &indices, &topK,     &sequences,
                     &tokens, &heads, &scale,   &valueDim, &sinks,
-                    &out,    &group, &rows};
-  return launch(specialized ? specialized : sparseAttentionFn,
-                "sparseAttention", tokens, ceilDiv(heads, headGroup), 1, 256,
-                unsigned(floats() * 4), stream, params);
+                    &out,    &group, &rows,    &splitCount, &partial};
+  Status status = launch(specialized ? specialized : sparseAttentionFn,
+                         "sparseAttention", tokens, groups, splits, 256,
+                         unsigned(floats() * 4), stream, params);
+  if (!status.ok() || splits == 1)
+    return status;
+  void *combine[] = {&partial, &heads, &splitCount, &valueDim, &sinks, &out};
+  return launch(sparseAttentionCombineFn, "sparseAttentionCombine", tokens,
+                heads, 1, 128, 0, stream, combine);
 }
 
 Status CudaKernels::copyColumns(CUdeviceptr src, int64_t srcStride,

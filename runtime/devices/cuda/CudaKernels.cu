@@ -902,7 +902,8 @@ __device__ __forceinline__ void
 sparseAttention(const float *q, const Cache &kv, const int32_t *indices,
                 int64_t topK, const int32_t *sequences, int64_t heads,
                 double scale, int64_t valueDimArg, const float *sinks,
-                float *out, int32_t headGroup, int32_t chunk) {
+                float *out, int32_t headGroup, int32_t chunk, int32_t splits,
+                float *partial) {
   constexpr int kAcc = 16;
   extern __shared__ float smem[];
   const int64_t width = kWidth > 0 ? int64_t(kWidth) : kv.width;
@@ -920,7 +921,23 @@ sparseAttention(const float *q, const Cache &kv, const int32_t *indices,
   const int32_t *chosen = indices + t * topK;
   float *o = out + (t * heads + h0) * valueDim;
   int64_t outCount = int64_t(hn) * valueDim;
+  // Split over the selected rows (flash decoding) when splits > 1: block z
+  // takes rows [r0, r1) and leaves, per head, its running max, denominator,
+  // row count and unnormalised accumulators in `partial` for
+  // daybreak_sparse_attention_combine; the sinks enter there.
+  int64_t perSplit = (topK + splits - 1) / splits;
+  int64_t r0 = int64_t(blockIdx.z) * perSplit;
+  int64_t r1 = r0 + perSplit < topK ? r0 + perSplit : topK;
+  int64_t stride = valueDim + 3;
+  float *part = splits > 1 ? partial + ((t * heads + h0) * splits +
+                                        blockIdx.z) * stride
+                           : nullptr;
   if (seq < 0 || seq >= kv.batch) {
+    if (splits > 1) {
+      if (tid < hn)
+        part[int64_t(tid) * splits * stride + 2] = 0.0f; // no rows
+      return;
+    }
     for (int64_t e = tid; e < outCount; e += blockDim.x)
       o[e] = 0.0f;
     return;
@@ -929,7 +946,7 @@ sparseAttention(const float *q, const Cache &kv, const int32_t *indices,
     qs[e] = q[(t * heads + h0) * width + e];
   // Per head (threads h < hn): running max and denominator.
   float runMax = -__int_as_float(0x7F800000), runSum = 0.0f;
-  if (tid < hn && sinks) {
+  if (tid < hn && sinks && splits == 1) {
     runMax = sinks[h0 + tid];
     runSum = 1.0f;
   }
@@ -939,8 +956,8 @@ sparseAttention(const float *q, const Cache &kv, const int32_t *indices,
     acc[j] = 0.0f;
   int64_t valid = 0;
   float fscale = float(scale);
-  for (int64_t c0 = 0; c0 < topK; c0 += chunk) {
-    int cn = int(topK - c0 < chunk ? topK - c0 : chunk);
+  for (int64_t c0 = r0; c0 < r1; c0 += chunk) {
+    int cn = int(r1 - c0 < chunk ? r1 - c0 : chunk);
     __syncthreads(); // previous chunk's rows and probs are consumed
     for (int c = 0; c < cn; ++c) {
       int64_t pos = chosen[c0 + c];
@@ -998,6 +1015,22 @@ sparseAttention(const float *q, const Cache &kv, const int32_t *indices,
       acc[j] = a;
     }
   }
+  if (splits > 1) {
+    if (tid < hn) {
+      float *head = part + int64_t(tid) * splits * stride;
+      head[0] = runMax;
+      head[1] = runSum;
+      head[2] = float(valid);
+    }
+#pragma unroll
+    for (int j = 0; j < kAcc; ++j) {
+      int64_t e = tid + int64_t(j) * blockDim.x;
+      if (e >= outCount)
+        break;
+      part[(e / valueDim) * splits * stride + 3 + e % valueDim] = acc[j];
+    }
+    return;
+  }
   __syncthreads();
   if (tid < hn)
     correction[tid] = valid ? 1.0f / runSum : 0.0f;
@@ -1026,9 +1059,10 @@ daybreak_sparse_attention(const float *q, Cache kv, const int32_t *indices,
                           int64_t topK, const int32_t *sequences,
                           int64_t tokens, int64_t heads, double scale,
                           int64_t valueDim, const float *sinks, float *out,
-                          int32_t headGroup, int32_t chunk) {
+                          int32_t headGroup, int32_t chunk, int32_t splits,
+                          float *partial) {
   sparseAttention<0, 0>(q, kv, indices, topK, sequences, heads, scale, valueDim,
-                        sinks, out, headGroup, chunk);
+                        sinks, out, headGroup, chunk, splits, partial);
 }
 
 /// daybreak_sparse_attention for kv.width == kWidth, valueDim == kValueDim.
@@ -1038,10 +1072,47 @@ daybreak_sparse_attention_t(const float *q, Cache kv, const int32_t *indices,
                             int64_t topK, const int32_t *sequences,
                             int64_t tokens, int64_t heads, double scale,
                             int64_t valueDim, const float *sinks, float *out,
-                            int32_t headGroup, int32_t chunk) {
+                            int32_t headGroup, int32_t chunk, int32_t splits,
+                            float *partial) {
   sparseAttention<kWidth, kValueDim>(q, kv, indices, topK, sequences, heads,
                                      scale, valueDim, sinks, out, headGroup,
-                                     chunk);
+                                     chunk, splits, partial);
+}
+
+/// Merges daybreak_sparse_attention's per-split partials: per (token, head),
+/// out = sum_s acc_s e^(m_s - M) / (sum_s l_s e^(m_s - M) + e^(sink - M)),
+/// M the largest of the m_s and the sink; zeros when no split saw a row.
+/// grid (tokens, heads), block 128.
+extern "C" __global__ void
+daybreak_sparse_attention_combine(const float *partial, int64_t heads,
+                                  int32_t splits, int64_t valueDim,
+                                  const float *sinks, float *out) {
+  int64_t t = blockIdx.x, h = blockIdx.y;
+  int64_t stride = valueDim + 3;
+  const float *p = partial + (t * heads + h) * splits * stride;
+  float *o = out + (t * heads + h) * valueDim;
+  float m = sinks ? sinks[h] : -__int_as_float(0x7F800000), valid = 0.0f;
+  for (int s = 0; s < splits; ++s)
+    if (p[s * stride + 2] > 0.0f) {
+      m = fmaxf(m, p[s * stride]);
+      valid += p[s * stride + 2];
+    }
+  if (valid == 0.0f) {
+    for (int64_t d = threadIdx.x; d < valueDim; d += blockDim.x)
+      o[d] = 0.0f;
+    return;
+  }
+  float sum = sinks ? expf(sinks[h] - m) : 0.0f;
+  for (int s = 0; s < splits; ++s)
+    if (p[s * stride + 2] > 0.0f)
+      sum += p[s * stride + 1] * expf(p[s * stride] - m);
+  for (int64_t d = threadIdx.x; d < valueDim; d += blockDim.x) {
+    float a = 0.0f;
+    for (int s = 0; s < splits; ++s)
+      if (p[s * stride + 2] > 0.0f)
+        a = fmaf(p[s * stride + 3 + d], expf(p[s * stride] - m), a);
+    o[d] = a / sum;
+  }
 }
 
 /// grid (rows), block 256. src and dst must not overlap (unlike memmove).

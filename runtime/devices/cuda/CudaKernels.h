@@ -51,6 +51,16 @@ struct DeviceCacheView {
   CUdeviceptr pageTable = 0;
 };
 
+/// Blocks a sparse attention launch aims for when it splits over the
+/// selected rows: two per SM of an H200 (132 SMs).
+inline constexpr int64_t kSparseAttentionTargetBlocks = 264;
+/// Scratch floats that serve every split a sparseAttention launch chooses:
+/// splits x tokens x head groups stays under twice the target blocks, and a
+/// head group holds at most 16 heads of valueDim + 3 floats each.
+constexpr int64_t sparseAttentionScratchFloats(int64_t valueDim) {
+  return 2 * kSparseAttentionTargetBlocks * 16 * (valueDim + 3);
+}
+
 #define DAYBREAK_CUDA_KERNELS(X)                                               \
   X(embedding, "daybreak_embedding")                                           \
   X(rmsNorm, "daybreak_rms_norm")                                              \
@@ -67,6 +77,7 @@ struct DeviceCacheView {
   X(dsaIndexerScores, "daybreak_dsa_indexer_scores")                           \
   X(dsaIndexSelect, "daybreak_dsa_index_select")                               \
   X(sparseAttention, "daybreak_sparse_attention")                              \
+  X(sparseAttentionCombine, "daybreak_sparse_attention_combine")               \
   X(copyColumns, "daybreak_copy_columns")                                      \
   X(causalBounds, "daybreak_causal_bounds")
 
@@ -127,13 +138,20 @@ public:
                         CUstream stream) const;
   /// Errors (before launching) when valueDim > 4096 or a row of the cache
   /// is too wide for shared memory (width > ~5500). `specialized`:
-  /// daybreak_sparse_attention_t<kv.width, valueDim>.
+  /// daybreak_sparse_attention_t<kv.width, valueDim>. With `partials` (a
+  /// device buffer of `partialFloats` floats), a grid of fewer blocks than
+  /// two per SM of an H200 (decode: tokens x head groups) is split over the
+  /// selected rows as well, and daybreak_sparse_attention_combine merges
+  /// the splits (flash decoding); sparseAttentionScratchFloats(valueDim)
+  /// floats allow every split the launch would choose.
   Status sparseAttention(CUdeviceptr q, const DeviceCacheView &kv,
                          CUdeviceptr indices, int64_t topK,
                          CUdeviceptr sequences, int64_t tokens, int64_t heads,
                          double scale, int64_t valueDim, CUdeviceptr sinks,
                          CUdeviceptr out, CUstream stream,
-                         CUfunction specialized = nullptr) const;
+                         CUfunction specialized = nullptr,
+                         CUdeviceptr partials = 0,
+                         int64_t partialFloats = 0) const;
   /// src and dst must not overlap.
   Status copyColumns(CUdeviceptr src, int64_t srcStride, int64_t srcOffset,
                      CUdeviceptr dst, int64_t dstStride, int64_t dstOffset,
