@@ -189,7 +189,7 @@ int main(int argc, char **argv) {
     return v;
   };
   int64_t seqLen = 4096;
-  CUdeviceptr sequences = alloc(8 * 4, 0);
+  CUdeviceptr sequences = alloc(64 * 4, 0);
 
   // Indexer scores: 64 heads of 128 over every cached key, one query token.
   {
@@ -217,7 +217,7 @@ int main(int argc, char **argv) {
     CUfunction t = entry(ptx, specialized,
                          "_Z27daybreak_sparse_attention_tILi576ELi512EE");
     DeviceCacheView kv = makeCache(576, 64, 128, seqLen);
-    int64_t heads = 128, topK = 2048, maxTokens = 8;
+    int64_t heads = 128, topK = 2048, maxTokens = 64;
     std::mt19937 rng(1);
     std::vector<int32_t> indices(maxTokens * topK);
     for (int32_t &i : indices)
@@ -232,25 +232,31 @@ int main(int argc, char **argv) {
     // CUDA device gives it, and not.
     int64_t scratchFloats = sparseAttentionScratchFloats(512);
     CUdeviceptr scratch = alloc(scratchFloats * 4, 0);
-    for (int64_t tokens : {1, 8}) {
+    // (Split launches always take the generic split kernel; at T = 64 the
+    // grid is large enough that none splits.)
+    for (int64_t tokens : {1, 8, 64}) {
       double bytes = double(tokens * topK * kv.bytesPerRow +
                             tokens * heads * (576 + 512) * 4);
       std::string shape =
           "T=" + std::to_string(tokens) + " H=128 top-2048 W=576 fp8";
-      for (bool split : {false, true})
-        for (CUfunction fn : {CUfunction(nullptr), t})
-          row("sparse_attention", shape,
-              split ? (fn ? "<576,512>+sp" : "generic+sp")
-                    : (fn ? "<576,512>" : "generic"),
-              timeIt(
-                  [&] {
-                    return kernels.sparseAttention(
-                        q, kv, dIndices, topK, sequences, tokens, heads, 0.04,
-                        512, 0, out, nullptr, fn, split ? scratch : 0,
-                        split ? scratchFloats : 0);
-                  },
-                  iterations),
-              bytes);
+      struct Variant {
+        const char *name;
+        CUfunction fn;
+        bool split;
+      };
+      for (Variant v : {Variant{"generic", nullptr, false},
+                        Variant{"<576,512>", t, false},
+                        Variant{"split", nullptr, true}})
+        row("sparse_attention", shape, v.name,
+            timeIt(
+                [&] {
+                  return kernels.sparseAttention(
+                      q, kv, dIndices, topK, sequences, tokens, heads, 0.04,
+                      512, 0, out, nullptr, v.fn, v.split ? scratch : 0,
+                      v.split ? scratchFloats : 0);
+                },
+                iterations),
+            bytes);
     }
   }
 

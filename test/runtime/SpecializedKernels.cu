@@ -37,6 +37,6 @@ DAYBREAK_INDEXER(32)
   template __global__ void daybreak_sparse_attention_t<W, V>(                  \
       const float *, Cache, const int32_t *, int64_t, const int32_t *,         \
       int64_t, int64_t, double, int64_t, const float *, float *, int32_t,      \
-      int32_t, int32_t, float *);
+      int32_t);
 DAYBREAK_SPARSE(576, 512)
 DAYBREAK_SPARSE(80, 64)

@@ -291,17 +291,25 @@ Status CudaKernels::sparseAttention(CUdeviceptr q, const DeviceCacheView &kv,
                        ceilDiv(topK, chunk), int64_t(64)});
   while (splits > 1 && tokens * heads * splits * (valueDim + 3) > partialFloats)
     --splits;
+  if (splits == 1) {
+    void *params[] = {&q,      &c,     &indices, &topK,     &sequences,
+                      &tokens, &heads, &scale,   &valueDim, &sinks,
+                      &out,    &group, &rows};
+    return launch(specialized ? specialized : sparseAttentionFn,
+                  "sparseAttention", tokens, groups, 1, 256,
+                  unsigned(floats() * 4), stream, params);
+  }
   int32_t splitCount = int32_t(splits);
-  CUdeviceptr partial = splits > 1 ? partials : 0;
-  void *params[] = {&q,      &c,     &indices, &topK,     &sequences,
-                    &tokens, &heads, &scale,   &valueDim, &sinks,
-                    &out,    &group, &rows,    &splitCount, &partial};
-  Status status = launch(specialized ? specialized : sparseAttentionFn,
-                         "sparseAttention", tokens, groups, splits, 256,
-                         unsigned(floats() * 4), stream, params);
-  if (!status.ok() || splits == 1)
+  void *params[] = {&q,        &c,     &indices, &topK,
+                    &sequences, &tokens, &heads, &scale,
+                    &valueDim, &partials, &group, &rows,
+                    &splitCount};
+  Status status =
+      launch(sparseAttentionSplitFn, "sparseAttentionSplit", tokens, groups,
+             splits, 256, unsigned(floats() * 4), stream, params);
+  if (!status.ok())
     return status;
-  void *combine[] = {&partial, &heads, &splitCount, &valueDim, &sinks, &out};
+  void *combine[] = {&partials, &heads, &splitCount, &valueDim, &sinks, &out};
   return launch(sparseAttentionCombineFn, "sparseAttentionCombine", tokens,
                 heads, 1, 128, 0, stream, combine);
 }

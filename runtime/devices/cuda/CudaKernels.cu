@@ -897,7 +897,7 @@ namespace {
 
 /// daybreak_sparse_attention's body for kv.width == kWidth and valueDim ==
 /// kValueDim (0: at run time).
-template <int kWidth, int kValueDim>
+template <int kWidth, int kValueDim, bool kSplit>
 __device__ __forceinline__ void
 sparseAttention(const float *q, const Cache &kv, const int32_t *indices,
                 int64_t topK, const int32_t *sequences, int64_t heads,
@@ -921,32 +921,34 @@ sparseAttention(const float *q, const Cache &kv, const int32_t *indices,
   const int32_t *chosen = indices + t * topK;
   float *o = out + (t * heads + h0) * valueDim;
   int64_t outCount = int64_t(hn) * valueDim;
-  // Split over the selected rows (flash decoding) when splits > 1: block z
-  // takes rows [r0, r1) and leaves, per head, its running max, denominator,
-  // row count and unnormalised accumulators in `partial` for
-  // daybreak_sparse_attention_combine; the sinks enter there.
-  int64_t perSplit = (topK + splits - 1) / splits;
-  int64_t r0 = int64_t(blockIdx.z) * perSplit;
-  int64_t r1 = r0 + perSplit < topK ? r0 + perSplit : topK;
-  int64_t stride = valueDim + 3;
-  float *part = splits > 1 ? partial + ((t * heads + h0) * splits +
-                                        blockIdx.z) * stride
-                           : nullptr;
+  // kSplit (daybreak_sparse_attention_split): block z takes rows [r0, r1)
+  // and leaves, per head, its running max, denominator, row count and
+  // unnormalised accumulators at partial + partialAt(h) for
+  // daybreak_sparse_attention_combine; the sinks enter there. A template
+  // parameter so that the unsplit kernels carry none of it: its registers
+  // would cost them their second block per SM (128 -> 157 registers), and
+  // they serve the large grids.
+  auto partialAt = [&](int64_t h) {
+    return ((t * heads + h0 + h) * splits + blockIdx.z) * (valueDim + 3);
+  };
+  int64_t perSplit = kSplit ? (topK + splits - 1) / splits : topK;
+  int64_t r0 = kSplit ? int64_t(blockIdx.z) * perSplit : 0;
+  int64_t r1 = kSplit && r0 + perSplit < topK ? r0 + perSplit : topK;
   if (seq < 0 || seq >= kv.batch) {
-    if (splits > 1) {
+    if (kSplit) {
       if (tid < hn)
-        part[int64_t(tid) * splits * stride + 2] = 0.0f; // no rows
-      return;
+        partial[partialAt(tid) + 2] = 0.0f; // no rows
+    } else {
+      for (int64_t e = tid; e < outCount; e += blockDim.x)
+        o[e] = 0.0f;
     }
-    for (int64_t e = tid; e < outCount; e += blockDim.x)
-      o[e] = 0.0f;
     return;
   }
   for (int64_t e = tid; e < int64_t(hn) * width; e += blockDim.x)
     qs[e] = q[(t * heads + h0) * width + e];
   // Per head (threads h < hn): running max and denominator.
   float runMax = -__int_as_float(0x7F800000), runSum = 0.0f;
-  if (tid < hn && sinks && splits == 1) {
+  if (tid < hn && sinks && !kSplit) {
     runMax = sinks[h0 + tid];
     runSum = 1.0f;
   }
@@ -1015,9 +1017,9 @@ sparseAttention(const float *q, const Cache &kv, const int32_t *indices,
       acc[j] = a;
     }
   }
-  if (splits > 1) {
+  if (kSplit) {
     if (tid < hn) {
-      float *head = part + int64_t(tid) * splits * stride;
+      float *head = partial + partialAt(tid);
       head[0] = runMax;
       head[1] = runSum;
       head[2] = float(valid);
@@ -1027,7 +1029,7 @@ sparseAttention(const float *q, const Cache &kv, const int32_t *indices,
       int64_t e = tid + int64_t(j) * blockDim.x;
       if (e >= outCount)
         break;
-      part[(e / valueDim) * splits * stride + 3 + e % valueDim] = acc[j];
+      partial[partialAt(e / valueDim) + 3 + e % valueDim] = acc[j];
     }
     return;
   }
@@ -1059,10 +1061,10 @@ daybreak_sparse_attention(const float *q, Cache kv, const int32_t *indices,
                           int64_t topK, const int32_t *sequences,
                           int64_t tokens, int64_t heads, double scale,
                           int64_t valueDim, const float *sinks, float *out,
-                          int32_t headGroup, int32_t chunk, int32_t splits,
-                          float *partial) {
-  sparseAttention<0, 0>(q, kv, indices, topK, sequences, heads, scale, valueDim,
-                        sinks, out, headGroup, chunk, splits, partial);
+                          int32_t headGroup, int32_t chunk) {
+  sparseAttention<0, 0, false>(q, kv, indices, topK, sequences, heads, scale,
+                               valueDim, sinks, out, headGroup, chunk, 1,
+                               nullptr);
 }
 
 /// daybreak_sparse_attention for kv.width == kWidth, valueDim == kValueDim.
@@ -1072,11 +1074,27 @@ daybreak_sparse_attention_t(const float *q, Cache kv, const int32_t *indices,
                             int64_t topK, const int32_t *sequences,
                             int64_t tokens, int64_t heads, double scale,
                             int64_t valueDim, const float *sinks, float *out,
-                            int32_t headGroup, int32_t chunk, int32_t splits,
-                            float *partial) {
-  sparseAttention<kWidth, kValueDim>(q, kv, indices, topK, sequences, heads,
-                                     scale, valueDim, sinks, out, headGroup,
-                                     chunk, splits, partial);
+                            int32_t headGroup, int32_t chunk) {
+  sparseAttention<kWidth, kValueDim, false>(q, kv, indices, topK, sequences,
+                                            heads, scale, valueDim, sinks, out,
+                                            headGroup, chunk, 1, nullptr);
+}
+
+/// daybreak_sparse_attention split over the selected rows as well (flash
+/// decoding), for grids too small to fill the GPU: grid (tokens, head
+/// groups, splits); block z takes rows [z, z + 1) x ceil(topK / splits) and
+/// leaves per head its running max, denominator, row count and
+/// unnormalised accumulators in `partial` [tokens, heads, splits,
+/// valueDim + 3] for daybreak_sparse_attention_combine, which adds the
+/// sinks.
+extern "C" __global__ void daybreak_sparse_attention_split(
+    const float *q, Cache kv, const int32_t *indices, int64_t topK,
+    const int32_t *sequences, int64_t tokens, int64_t heads, double scale,
+    int64_t valueDim, float *partial, int32_t headGroup, int32_t chunk,
+    int32_t splits) {
+  sparseAttention<0, 0, true>(q, kv, indices, topK, sequences, heads, scale,
+                              valueDim, nullptr, nullptr, headGroup, chunk,
+                              splits, partial);
 }
 
 /// Merges daybreak_sparse_attention's per-split partials: per (token, head),
