@@ -72,13 +72,13 @@ from transformers.models.deepseek_v32 import modeling_deepseek_v32 as m; print("
     ;;
   daybreak)
     "$tc/daybreak-run" bench "$artifact" $cases --iterations 10 \
-      --prefill-iterations 2 --max-case-seconds 20 \
+      --prefill-iterations 2 --max-case-seconds 10 \
       --json "$out/daybreak.json" 2>&1 | tee "$out/daybreak.log"
     ;;
   baselines)
     for mode in eager compile; do
       python3 bench/baseline.py --checkpoint "$ckpt" --mode $mode $cases \
-        --warmup 2 --iters 10 --case-timeout 60 \
+        --warmup 2 --iters 10 --case-timeout 30 \
         --out "$out/baseline_$mode.json" 2>&1 | tee "$out/baseline_$mode.log"
     done
     ;;
