@@ -3,14 +3,9 @@
 #include "runtime/artifact/ArtifactFile.h"
 
 #include <algorithm>
-#include <cerrno>
 #include <climits>
 #include <cstring>
-#include <fcntl.h>
 #include <numeric>
-#include <sys/mman.h>
-#include <sys/stat.h>
-#include <unistd.h>
 #include <vector>
 
 namespace daybreak::artifact {
@@ -49,15 +44,6 @@ std::string range(uint64_t offset, uint64_t size) {
 bool fits(uint64_t offset, uint64_t size, uint64_t limit) {
   return size <= limit && offset <= limit - size;
 }
-
-/// Closes a descriptor on every return path of `open`.
-struct FdCloser {
-  int fd;
-  ~FdCloser() {
-    if (fd >= 0)
-      ::close(fd);
-  }
-};
 
 std::string sectionLabel(const Manifest &manifest, size_t index) {
   return "section " + std::to_string(index) + " '" +
@@ -192,59 +178,19 @@ std::optional<uint64_t> dtypeSize(DType dtype) {
   }
 }
 
-ArtifactFile::ArtifactFile(ArtifactFile &&other) noexcept
-    : filePath(std::move(other.filePath)), mapping(other.mapping),
-      mappingSize(other.mappingSize), parsed(std::move(other.parsed)) {
-  other.mapping = nullptr;
-  other.mappingSize = 0;
-}
-
-ArtifactFile &ArtifactFile::operator=(ArtifactFile &&other) noexcept {
-  if (this == &other)
-    return *this;
-  reset();
-  filePath = std::move(other.filePath);
-  mapping = other.mapping;
-  mappingSize = other.mappingSize;
-  parsed = std::move(other.parsed);
-  other.mapping = nullptr;
-  other.mappingSize = 0;
-  return *this;
-}
-
-ArtifactFile::~ArtifactFile() { reset(); }
-
-void ArtifactFile::reset() {
-  if (mapping)
-    ::munmap(mapping, mappingSize);
-  mapping = nullptr;
-  mappingSize = 0;
-  parsed.reset();
-}
-
 StatusOr<ArtifactFile> ArtifactFile::open(const std::string &path) {
-  FdCloser fd{::open(path.c_str(), O_RDONLY | O_CLOEXEC)};
-  if (fd.fd < 0)
-    return Status::error(path + ": cannot open: " + std::strerror(errno));
-  struct stat info;
-  if (::fstat(fd.fd, &info) != 0)
-    return Status::error(path + ": cannot stat: " + std::strerror(errno));
-  uint64_t fileSize = uint64_t(info.st_size);
+  ArtifactFile file;
+  file.filePath = path;
+  std::string mapped = MappedFile::open(path, file.mapping);
+  if (!mapped.empty())
+    return Status::error(mapped);
+  uint64_t fileSize = file.mapping.size();
   if (fileSize < kHeaderSize)
     return Status::error(path + ": file is " + std::to_string(fileSize) +
                          " bytes, shorter than the " +
                          std::to_string(kHeaderSize) +
                          "-byte .daybreak header");
-
-  ArtifactFile file;
-  file.filePath = path;
-  void *mapped =
-      ::mmap(nullptr, size_t(fileSize), PROT_READ, MAP_PRIVATE, fd.fd, 0);
-  if (mapped == MAP_FAILED)
-    return Status::error(path + ": cannot mmap: " + std::strerror(errno));
-  file.mapping = mapped;
-  file.mappingSize = size_t(fileSize);
-  const uint8_t *bytes = static_cast<const uint8_t *>(mapped);
+  const uint8_t *bytes = file.mapping.data();
 
   if (std::memcmp(bytes, kMagic, sizeof(kMagic)) != 0)
     return Status::error(path + ": bad magic: not a .daybreak artifact");
@@ -310,7 +256,7 @@ StatusOr<ArtifactFile> ArtifactFile::open(const std::string &path) {
 const uint8_t *ArtifactFile::sectionData(uint32_t index) const {
   if (!parsed || index >= uint32_t(parsed->sections_size()))
     return nullptr;
-  return static_cast<const uint8_t *>(mapping) +
+  return mapping.data() +
          parsed->sections(int(index)).offset();
 }
 

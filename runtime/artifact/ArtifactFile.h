@@ -26,6 +26,7 @@
 #ifndef DAYBREAK_RUNTIME_ARTIFACT_ARTIFACTFILE_H
 #define DAYBREAK_RUNTIME_ARTIFACT_ARTIFACTFILE_H
 
+#include "runtime/support/MappedFile.h"
 #include "runtime/support/Status.h"
 
 #include "Manifest.pb.h"
@@ -70,11 +71,10 @@ std::optional<uint64_t> dtypeSize(DType dtype);
 /// valid). Immutable after `open`, so concurrent reads are safe.
 class ArtifactFile {
 public:
-  ArtifactFile(ArtifactFile &&other) noexcept;
-  ArtifactFile &operator=(ArtifactFile &&other) noexcept;
+  ArtifactFile(ArtifactFile &&other) noexcept = default;
+  ArtifactFile &operator=(ArtifactFile &&other) noexcept = default;
   ArtifactFile(const ArtifactFile &) = delete;
   ArtifactFile &operator=(const ArtifactFile &) = delete;
-  ~ArtifactFile();
 
   /// Maps `path` and verifies the header, the manifest, every section
   /// (alignment, bounds, overlap, checksum) and every weight (section, range,
@@ -93,11 +93,9 @@ public:
 
 private:
   ArtifactFile() = default;
-  void reset();
 
   std::string filePath;
-  void *mapping = nullptr;
-  size_t mappingSize = 0;
+  MappedFile mapping;
   // Behind a pointer so that moves are cheap and never touch protobuf's
   // arena-aware move semantics.
   std::unique_ptr<Manifest> parsed;

@@ -8,10 +8,6 @@
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
-#include <fcntl.h>
-#include <sys/mman.h>
-#include <sys/stat.h>
-#include <unistd.h>
 
 namespace daybreak::safetensors {
 
@@ -42,15 +38,6 @@ const DTypeInfo &infoOf(DType dtype) {
       return info;
   return kDTypes[0]; // Unreachable: every enumerator is in the table.
 }
-
-/// Closes a descriptor on every return path of `open`.
-struct FdCloser {
-  int fd;
-  ~FdCloser() {
-    if (fd >= 0)
-      ::close(fd);
-  }
-};
 
 /// Builds "<path>: tensor '<name>': <what>".
 std::string tensorError(const std::string &path, const std::string &name,
@@ -165,62 +152,21 @@ std::optional<DType> parseDType(std::string_view name) {
   return std::nullopt;
 }
 
-File::File(File &&other) noexcept { *this = std::move(other); }
-
-File &File::operator=(File &&other) noexcept {
-  if (this == &other)
-    return *this;
-  reset();
-  mapping = other.mapping;
-  mappingSize = other.mappingSize;
-  tensorList = std::move(other.tensorList);
-  indexByName = std::move(other.indexByName);
-  metadataMap = std::move(other.metadataMap);
-  other.mapping = nullptr;
-  other.mappingSize = 0;
-  other.tensorList.clear();
-  other.indexByName.clear();
-  other.metadataMap.clear();
-  return *this;
-}
-
-File::~File() { reset(); }
-
-void File::reset() {
-  if (mapping)
-    ::munmap(mapping, mappingSize);
-  mapping = nullptr;
-  mappingSize = 0;
-  tensorList.clear();
-  indexByName.clear();
-  metadataMap.clear();
-}
-
 const TensorView *File::find(std::string_view name) const {
   auto it = indexByName.find(name);
   return it == indexByName.end() ? nullptr : &tensorList[it->second];
 }
 
 Status File::open(const std::string &path, File &out) {
-  FdCloser fd{::open(path.c_str(), O_RDONLY | O_CLOEXEC)};
-  if (fd.fd < 0)
-    return Status::error(path + ": cannot open: " + std::strerror(errno));
-  struct stat info;
-  if (::fstat(fd.fd, &info) != 0)
-    return Status::error(path + ": cannot stat: " + std::strerror(errno));
-  uint64_t fileSize = uint64_t(info.st_size);
+  File file;
+  std::string mapped = MappedFile::open(path, file.mapping);
+  if (!mapped.empty())
+    return Status::error(mapped);
+  uint64_t fileSize = file.mapping.size();
   if (fileSize < 8)
     return Status::error(path + ": file is " + std::to_string(fileSize) +
                          " bytes, shorter than the 8-byte header length");
-
-  File file;
-  void *mapped =
-      ::mmap(nullptr, size_t(fileSize), PROT_READ, MAP_PRIVATE, fd.fd, 0);
-  if (mapped == MAP_FAILED)
-    return Status::error(path + ": cannot mmap: " + std::strerror(errno));
-  file.mapping = mapped;
-  file.mappingSize = size_t(fileSize);
-  const uint8_t *bytes = static_cast<const uint8_t *>(mapped);
+  const uint8_t *bytes = file.mapping.data();
 
   uint64_t headerSize = 0;
   for (int i = 7; i >= 0; --i)

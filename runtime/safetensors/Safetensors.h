@@ -10,6 +10,8 @@
 #ifndef DAYBREAK_RUNTIME_SAFETENSORS_SAFETENSORS_H
 #define DAYBREAK_RUNTIME_SAFETENSORS_SAFETENSORS_H
 
+#include "runtime/support/MappedFile.h"
+
 #include <cstddef>
 #include <cstdint>
 #include <functional>
@@ -60,11 +62,11 @@ struct TensorView {
 class File {
 public:
   File() = default;
-  File(File &&other) noexcept;
-  File &operator=(File &&other) noexcept;
+  // Moving keeps the mapping, so tensor views stay valid.
+  File(File &&other) noexcept = default;
+  File &operator=(File &&other) noexcept = default;
   File(const File &) = delete;
   File &operator=(const File &) = delete;
-  ~File();
 
   /// Maps and validates `path`; on success replaces `out`. Never aborts on a
   /// malformed file: every problem comes back as a Status message.
@@ -80,10 +82,7 @@ public:
   }
 
 private:
-  void reset();
-
-  void *mapping = nullptr;
-  size_t mappingSize = 0;
+  MappedFile mapping;
   std::vector<TensorView> tensorList;
   std::map<std::string, size_t, std::less<>> indexByName;
   std::map<std::string, std::string> metadataMap;
