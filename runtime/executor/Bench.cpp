@@ -244,6 +244,19 @@ static json kernelTable(const artifact::Step &step,
   return table;
 }
 
+/// floor_ms = `work` (bytes or FLOPs) at `rate` per second, and the
+/// fraction of it `measuredMs` achieves; nulls where the rate is unknown.
+static void setFloor(json &row, double work, double rate, double measuredMs) {
+  if (rate <= 0) {
+    row["floor_ms"] = nullptr;
+    row["fraction_of_floor"] = nullptr;
+    return;
+  }
+  double floorMs = work / rate * 1e3;
+  row["floor_ms"] = floorMs;
+  row["fraction_of_floor"] = floorMs / measuredMs;
+}
+
 /// A prompt of random token ids for slot `seq` at positions [start, end).
 static StepInputs randomTokens(std::mt19937_64 &rng, int64_t vocab,
                                int64_t seq, int64_t start, int64_t end) {
@@ -329,14 +342,7 @@ static json decodeCase(Model &model, const BenchOptions &o,
   row["floor_weight_bytes"] = floor.weightBytes;
   row["floor_cache_bytes"] = floor.cacheBytes;
   row["floor_bytes"] = floorBytes;
-  if (bandwidth > 0) {
-    double floorMs = floorBytes / bandwidth * 1e3;
-    row["floor_ms"] = floorMs;
-    row["fraction_of_floor"] = floorMs / t.median;
-  } else {
-    row["floor_ms"] = nullptr;
-    row["fraction_of_floor"] = nullptr;
-  }
+  setFloor(row, floorBytes, bandwidth, t.median);
   log << "decode batch " << batch << " context " << context << ": median "
       << std::fixed << std::setprecision(3) << t.median << " ms, p90 "
       << t.p90 << " ms, " << std::setprecision(1) << batch / (t.median * 1e-3)
@@ -400,14 +406,7 @@ static json prefillCase(Model &model, const BenchOptions &o,
   row["tokens_per_s"] = prompt / (t.median * 1e-3);
   row["floor_flops"] = flops;
   row["achieved_flops_per_s"] = flops / (t.median * 1e-3);
-  if (rate > 0) {
-    double floorMs = flops / rate * 1e3;
-    row["floor_ms"] = floorMs;
-    row["fraction_of_floor"] = floorMs / t.median;
-  } else {
-    row["floor_ms"] = nullptr;
-    row["fraction_of_floor"] = nullptr;
-  }
+  setFloor(row, flops, rate, t.median);
   log << "prefill " << prompt << " tokens: " << std::fixed
       << std::setprecision(3) << t.median << " ms, " << std::setprecision(1)
       << prompt / (t.median * 1e-3) << " tokens/s; " << std::setprecision(3)
