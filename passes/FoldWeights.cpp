@@ -32,6 +32,23 @@ namespace daybreak {
 using namespace mlir;
 using namespace daybreak;
 
+/// Whether `value` is an FP8 weight dequantised straight from its stored
+/// codes and scales for expert matmuls only. Those stay FP8 in the artifact
+/// (1 byte per parameter instead of 4) and are dequantised by the devices
+/// at load, as fp8_matmul weights are: folding would hold and write every
+/// routed expert in fp32 (45 GB per DeepSeek-V3.2 layer).
+static bool isStoredFp8ExpertWeight(Value value) {
+  auto dequant = value.getDefiningOp<lm::Fp8DequantOp>();
+  if (!dequant || !dequant.getWeight().getDefiningOp<lm::WeightRefOp>() ||
+      !dequant.getScaleInv().getDefiningOp<lm::WeightRefOp>())
+    return false;
+  return llvm::all_of(value.getUses(), [](OpOperand &use) {
+    auto matmul = dyn_cast<lm::ExpertMatmulOp>(use.getOwner());
+    return matmul && use.get() == matmul.getWeight() &&
+           use.getOperandNumber() == 1;
+  });
+}
+
 /// Ops folded when all their tensor operands are weight-derived.
 static bool isFoldable(Operation *op) {
   if (isa<lm::Fp8DequantOp, tensor::ExpandShapeOp, tensor::CollapseShapeOp>(
@@ -134,7 +151,7 @@ void FoldWeightsPass::runOnOperation() {
     bool readByKernel = llvm::any_of(value.getUsers(), [&](Operation *user) {
       return !isFoldable(user) || !derived.contains(user->getResult(0));
     });
-    if (!readByKernel)
+    if (!readByKernel || isStoredFp8ExpertWeight(value))
       continue;
 
     // A scratch module with the subgraph of `value`.

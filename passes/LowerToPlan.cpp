@@ -343,6 +343,40 @@ LogicalResult Lowering::lowerOp(Operation *op) {
                {b.getNamedAttr("symbol", symbol)});
         return success();
       })
+      .Case([&](lm::Fp8DequantOp dequant) -> LogicalResult {
+        // Left by lm-fold-weights only for expert weights kept FP8: the
+        // expert matmul below reads the codes and scales themselves.
+        for (Operation *user : dequant->getUsers())
+          if (!isa<lm::ExpertMatmulOp>(user))
+            return dequant.emitError("only FP8 expert weights reach the "
+                                     "lowering undequantised (run "
+                                     "lm-fold-weights)");
+        return success();
+      })
+      .Case([&](lm::ExpertMatmulOp matmul) {
+        // Operands: input, weight, indices, [routing weights], [bias], and
+        // for an FP8 weight its block scales last, with `weight_scale` set
+        // and the blocks in `block_size`: the devices dequantise the weight
+        // at load, as for fp8_matmul.
+        SmallVector<NamedAttribute> attrs = kernelAttrs(matmul);
+        auto dequant = matmul.getWeight().getDefiningOp<lm::Fp8DequantOp>();
+        Value weight = lookup(dequant ? dequant.getWeight() : matmul.getWeight());
+        SmallVector<Value> operands = {lookup(matmul.getInput()), weight,
+                                       lookup(matmul.getIndices())};
+        if (matmul.getRoutingWeights())
+          operands.push_back(lookup(matmul.getRoutingWeights()));
+        if (matmul.getBias())
+          operands.push_back(lookup(matmul.getBias()));
+        if (dequant) {
+          operands.push_back(lookup(dequant.getScaleInv()));
+          attrs.push_back(b.getNamedAttr("weight_scale", b.getBoolAttr(true)));
+          attrs.push_back(
+              b.getNamedAttr("block_size", dequant.getBlockSizeAttr()));
+        }
+        Value out = buffer(matmul.getResult());
+        launch(loc, "expert_matmul", operands, {out}, attrs);
+        return success();
+      })
       .Case([&](lm::CacheWriteOp write) {
         // Caches are updated in place: the result is the cache itself.
         Value cache = lookup(write.getCache());

@@ -74,7 +74,9 @@ DecodeFloor runtime::decodeFloor(const artifact::Manifest &m, int64_t batch,
       if (op.kind_case() == artifact::Operand::kWeight) {
         // Both devices hold weights as fp32, with FP8 block scales
         // multiplied in at load: the scales are not read per step.
-        if (k == "fp8_matmul" && i == 2)
+        if ((k == "fp8_matmul" && i == 2) ||
+            (k == "expert_matmul" && attrInt(l, "weight_scale", 0) != 0 &&
+             i == l.operands_size() - 1))
           continue;
         std::vector<int64_t> shape = operandShape(m, *step, op, batch);
         double bytes = 4 * product(shape);

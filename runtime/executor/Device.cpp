@@ -98,14 +98,24 @@ runtime::fp8Scalings(const artifact::Manifest &m) {
   std::vector<Fp8Scaling> scalings(m.weights_size());
   for (const artifact::Step &step : m.steps())
     for (const artifact::Launch &l : step.launches()) {
-      if (l.kernel() != "fp8_matmul")
+      // fp8_matmul (input, weight, scales); expert_matmul with
+      // `weight_scale` (input, weight, indices, [...], scales).
+      int scaleOperand = -1;
+      if (l.kernel() == "fp8_matmul")
+        scaleOperand = 2;
+      else if (l.kernel() == "expert_matmul" &&
+               attrInt(l, "weight_scale", 0) != 0)
+        scaleOperand = l.operands_size() - 1;
+      if (scaleOperand < 0)
         continue;
-      if (l.operands_size() != 3 ||
+      if (scaleOperand < 2 ||
+          (l.kernel() == "fp8_matmul" && l.operands_size() != 3) ||
           l.operands(1).kind_case() != artifact::Operand::kWeight ||
-          l.operands(2).kind_case() != artifact::Operand::kWeight)
-        return Status::error("fp8_matmul expects weight and scale operands");
+          l.operands(scaleOperand).kind_case() != artifact::Operand::kWeight)
+        return Status::error(l.kernel() +
+                             " expects weight and scale operands");
       Fp8Scaling &s = scalings[l.operands(1).weight()];
-      s.scale = l.operands(2).weight();
+      s.scale = l.operands(scaleOperand).weight();
       s.blockN = attrInt(l, "block_size.0", 128);
       s.blockK = attrInt(l, "block_size.1", 128);
     }
@@ -135,12 +145,32 @@ runtime::loadWeightsF32(const artifact::ArtifactFile &file) {
     const artifact::Weight &w = m.weights(wi);
     if (s.scale < 0 || w.dtype() != DType::F8E4M3FN)
       continue;
-    int64_t n = w.shape(0), k = w.shape(1);
-    int64_t scaleCols = m.weights(s.scale).shape(1);
-    for (int64_t r = 0; r < n; ++r)
-      for (int64_t c = 0; c < k; ++c)
-        weights[wi][r * k + c] *=
-            weights[s.scale][(r / s.blockN) * scaleCols + c / s.blockK];
+    // [N, K] with scales [ceil(N/bn), ceil(K/bk)], or per expert:
+    // [E, N, K] with [E, ceil(N/bn), ceil(K/bk)].
+    const artifact::Weight &scale = m.weights(s.scale);
+    int rank = w.shape_size();
+    if ((rank != 2 && rank != 3) || scale.shape_size() != rank ||
+        s.blockN <= 0 || s.blockK <= 0)
+      return Status::error("weight '" + w.name() + "' and its scales '" +
+                           scale.name() + "' have unexpected shapes");
+    int64_t experts = rank == 3 ? w.shape(0) : 1;
+    int64_t n = w.shape(rank - 2), k = w.shape(rank - 1);
+    int64_t scaleRows = scale.shape(rank - 2), scaleCols = scale.shape(rank - 1);
+    if ((rank == 3 && scale.shape(0) != experts) ||
+        scaleRows != (n + s.blockN - 1) / s.blockN ||
+        scaleCols != (k + s.blockK - 1) / s.blockK)
+      return Status::error("scales '" + scale.name() + "' do not cover the " +
+                           std::to_string(s.blockN) + "x" +
+                           std::to_string(s.blockK) + " blocks of '" +
+                           w.name() + "'");
+    for (int64_t e = 0; e < experts; ++e) {
+      float *values = weights[wi].data() + e * n * k;
+      const float *scales = weights[s.scale].data() + e * scaleRows * scaleCols;
+      for (int64_t r = 0; r < n; ++r)
+        for (int64_t c = 0; c < k; ++c)
+          values[r * k + c] *=
+              scales[(r / s.blockN) * scaleCols + c / s.blockK];
+    }
   }
   return weights;
 }

@@ -99,8 +99,9 @@ const artifact::Attr *findAttr(const artifact::Launch &l,
                                const std::string &name);
 /// The shape of buffer `b` at `tokens` tokens.
 std::vector<int64_t> bufferShape(const artifact::Buffer &b, int64_t tokens);
-/// The weights that fp8_matmul launches scale: for each weight index, the
-/// index of its block-scale weight and the block sizes (-1 when none).
+/// The weights that fp8_matmul launches, and expert_matmul launches with
+/// `weight_scale`, scale: for each weight index, the index of its
+/// block-scale weight and the block sizes (-1 when none).
 struct Fp8Scaling {
   int64_t scale = -1;
   int64_t blockN = 0, blockK = 0;

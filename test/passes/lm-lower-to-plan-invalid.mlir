@@ -61,3 +61,19 @@ func.func @add_tensors(%a: tensor<?xi32>, %b: tensor<?xi32>) -> tensor<?xi32> {
   %s = arith.addi %a, %b : tensor<?xi32>
   return %s : tensor<?xi32>
 }
+
+// -----
+
+// Tests that an FP8 dequantisation that lm-fold-weights would have folded
+// (its user is not an expert matmul) is reported, not launched.
+lm.weight @w8 : tensor<8x48xf8E4M3FN> {sources = ["w8"]}
+lm.weight @s : tensor<1x1xf32> {sources = ["s"]}
+func.func @unfolded(%x: tensor<?x48xf32>) -> tensor<?x8xf32> {
+  %w8 = lm.weight_ref @w8 : tensor<8x48xf8E4M3FN>
+  %s = lm.weight_ref @s : tensor<1x1xf32>
+  // expected-error @+1 {{only FP8 expert weights reach the lowering undequantised (run lm-fold-weights)}}
+  %w = lm.fp8_dequant %w8, %s {block_size = array<i64: 128, 128>}
+      : (tensor<8x48xf8E4M3FN>, tensor<1x1xf32>) -> tensor<8x48xf32>
+  %y = lm.matmul %x, %w : (tensor<?x48xf32>, tensor<8x48xf32>) -> tensor<?x8xf32>
+  return %y : tensor<?x8xf32>
+}

@@ -135,3 +135,32 @@ func.func @columns(%a: tensor<?x80xf32>) -> tensor<?x96xf32> {
   %cat = tensor.concat dim(1) %a, %s : (tensor<?x80xf32>, tensor<?x16xf32>) -> tensor<?x96xf32>
   return %cat : tensor<?x96xf32>
 }
+
+// -----
+
+// Tests that an expert matmul over FP8 experts (left undequantised by
+// lm-fold-weights) launches on the stored codes, with the block scales as
+// its last operand, `weight_scale` set and the blocks: the devices
+// dequantise at load. The fp8_dequant itself launches nothing.
+// CHECK-LABEL: plan.step @experts
+// CHECK-NEXT: ^bb0(%[[T:.*]]: index):
+// CHECK-NEXT: %[[X:.*]] = plan.buffer "v0" offset(0) (%[[T]]) {io = "input"} : memref<?x2x48xf32>
+// CHECK-NEXT: %[[IDX:.*]] = plan.buffer "v1" offset(0) (%[[T]]) {io = "input"} : memref<?x2xi32>
+// CHECK-NEXT: %[[RW:.*]] = plan.buffer "v2" offset(0) (%[[T]]) {io = "input"} : memref<?x2xf32>
+// CHECK-NEXT: %[[W8:.*]] = plan.weight_ref @w8 : memref<8x128x48xf8E4M3FN>
+// CHECK-NEXT: %[[S:.*]] = plan.weight_ref @s : memref<8x1x1xf32>
+// CHECK-NEXT: %[[Y:.*]] = plan.buffer "v3" offset(0) (%[[T]]) {io = "output"} : memref<?x128xf32>
+// CHECK-NEXT: plan.launch @expert_matmul.6[%[[T]]] {{.*}}(%[[X]], %[[W8]], %[[IDX]], %[[RW]], %[[S]], %[[Y]]) {block_size = array<i64: 128, 128>, num_results = 1 : i64, segments = array<i32: 1, 1, 1, 1, 0>, weight_scale = true}
+// CHECK-NOT: plan.launch
+// MAX-LABEL: plan.step @experts
+lm.weight @w8 : tensor<8x128x48xf8E4M3FN> {sources = ["w8"]}
+lm.weight @s : tensor<8x1x1xf32> {sources = ["s"]}
+func.func @experts(%x: tensor<?x2x48xf32>, %idx: tensor<?x2xi32>, %rw: tensor<?x2xf32>) -> tensor<?x128xf32> {
+  %w8 = lm.weight_ref @w8 : tensor<8x128x48xf8E4M3FN>
+  %s = lm.weight_ref @s : tensor<8x1x1xf32>
+  %w = lm.fp8_dequant %w8, %s {block_size = array<i64: 128, 128>}
+      : (tensor<8x128x48xf8E4M3FN>, tensor<8x1x1xf32>) -> tensor<8x128x48xf32>
+  %y = lm.expert_matmul %x, %w, %idx weights %rw
+      : (tensor<?x2x48xf32>, tensor<8x128x48xf32>, tensor<?x2xi32>, tensor<?x2xf32>) -> tensor<?x128xf32>
+  return %y : tensor<?x128xf32>
+}
