@@ -3,9 +3,10 @@
 // Times the library kernels that the compiler specialises with NVRTC
 // (rms_norm, the decode matmul, DSA indexer scores, sparse attention) at
 // DeepSeek-V3.2's real decode shapes, generic and as the instantiation for
-// the shape (test/runtime/SpecializedKernels.cu, the same templates), and
-// the DSA top-k selection at 8K and 32K keys, and
-// prints each one's time, the bytes it must move at least, and the achieved
+// the shape (test/runtime/SpecializedKernels.cu, the same templates), sparse
+// attention also split over its rows (the decode path), and the DSA top-k
+// selection at 8K and 32K keys; prints each one's time, the bytes it must
+// move at least, and the achieved
 // fraction of the H200's 4.8 TB/s HBM peak. A benchmark, not a test:
 // `DaybreakKernelBench` on the GPU machine (scripts/gpu-tests.sh runs it).
 //
