@@ -2,8 +2,10 @@
 //
 // Every function becomes a plan.step with one size, the token count. Each
 // tensor value gets a plan.buffer (reshapes reuse their source's buffer
-// name: an alias), each op a plan.launch of the CPU device's library kernel
-// with the op's attributes; slices and concatenations along the last dim
+// name: an alias), each op a plan.launch of the runtime kernel of its name
+// (runtime/abi/Kernels.def), checked against that declaration: operands by
+// declared slot (absent optional ones listed in `absent`) and the op's
+// attributes, defaults included, as typed parameters; slices and concatenations along the last dim
 // become column copies. Weights become plan.weights packed into section 0
 // (64-byte aligned, their lm sources or folded value kept as attributes for
 // the artifact writer); the caches of each layout share a plan.cache_pool.
@@ -11,6 +13,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "passes/Passes.h"
+#include "runtime/abi/KernelAbi.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/LLVMIR/LLVMDialect.h"
@@ -60,10 +63,18 @@ private:
   Value buffer(Value value, Value aliasOf = {});
   /// Declares (once) the kernel `name` taking `numArgs` memrefs.
   FlatSymbolRefAttr kernel(StringRef name, int64_t numArgs);
-  /// Emits a launch of `name` on operands then results, with `attrs`.
-  void launch(Location loc, StringRef name, ValueRange operands,
-              ValueRange results, ArrayRef<NamedAttribute> attrs);
-  /// The op's own attributes, to hand to its kernel.
+  /// Emits a launch of the declared kernel `name`: `operands` holds one
+  /// value per declared operand slot (null for an absent optional one; the
+  /// values of a variadic last slot follow), then `results`. Fails, at
+  /// `loc`, when the launch does not match the declaration.
+  LogicalResult launch(Location loc, StringRef name, ArrayRef<Value> operands,
+                       ValueRange results, ArrayRef<NamedAttribute> attrs);
+  /// The lowered operands of `op` by the declared slots of kernel `name`
+  /// (null for an absent optional operand).
+  FailureOr<SmallVector<Value>> declaredOperands(Operation *op,
+                                                 StringRef name);
+  /// The op's attributes, defaults included, as kernel parameters (enums as
+  /// strings, YaRN as its yarn_* fields, unit flags as booleans).
   SmallVector<NamedAttribute> kernelAttrs(Operation *op);
   /// Outlines an lm.elementwise body into a generated kernel function of the
   /// nested `cpu_code` module; equal bodies share one function.
@@ -143,19 +154,115 @@ Value Lowering::buffer(Value value, Value aliasOf) {
 }
 
 SmallVector<NamedAttribute> Lowering::kernelAttrs(Operation *op) {
+  NamedAttrList all(op->getAttrDictionary());
+  if (std::optional<RegisteredOperationName> name = op->getRegisteredInfo())
+    name->populateDefaultAttrs(all);
   SmallVector<NamedAttribute> attrs;
-  for (NamedAttribute attr : op->getAttrs())
-    if (attr.getName() == "operandSegmentSizes")
-      // Which optional operands are present, for the kernel to tell apart.
-      attrs.push_back(b.getNamedAttr("segments", attr.getValue()));
-    else if (attr.getName() != "layout")
-      attrs.push_back(attr);
+  auto add = [&](StringRef name, Attribute value) {
+    attrs.push_back(b.getNamedAttr(name, value));
+  };
+  for (NamedAttribute attr : all) {
+    StringRef name = attr.getName();
+    // Operand presence travels as `absent`; the cache layout as the cache.
+    if (name == "operandSegmentSizes" || name == "layout")
+      continue;
+    llvm::TypeSwitch<Attribute>(attr.getValue())
+        .Case([&](lm::YarnAttr y) {
+          add("yarn_factor", y.getFactor());
+          add("yarn_original_max_positions",
+              b.getI64IntegerAttr(y.getOriginalMaxPositions()));
+          add("yarn_beta_fast", y.getBetaFast());
+          add("yarn_beta_slow", y.getBetaSlow());
+          add("yarn_attention_factor", y.getAttentionFactor());
+          add("yarn_truncate", y.getTruncate());
+        })
+        .Case([&](lm::RopeStyleAttr e) {
+          add(name, b.getStringAttr(lm::stringifyRopeStyle(e.getValue())));
+        })
+        .Case([&](lm::RoutingScoreAttr e) {
+          add(name, b.getStringAttr(lm::stringifyRoutingScore(e.getValue())));
+        })
+        .Case([&](lm::ActivationAttr e) {
+          add(name, b.getStringAttr(lm::stringifyActivation(e.getValue())));
+        })
+        .Case([&](lm::MaskKindAttr e) {
+          add(name, b.getStringAttr(lm::stringifyMaskKind(e.getValue())));
+        })
+        .Case([&](UnitAttr) { add(name, b.getBoolAttr(true)); })
+        .Default([&](Attribute value) { add(name, value); });
+  }
   return attrs;
 }
 
-void Lowering::launch(Location loc, StringRef name, ValueRange operands,
-                      ValueRange results, ArrayRef<NamedAttribute> attrs) {
-  SmallVector<Value> args(operands.begin(), operands.end());
+FailureOr<SmallVector<Value>> Lowering::declaredOperands(Operation *op,
+                                                         StringRef name) {
+  const abi::KernelDecl *decl = abi::findKernel(name);
+  if (!decl)
+    return op->emitError("no runtime kernel '")
+           << name << "' (runtime/abi/Kernels.def) runs this op";
+  // The op's operand groups, one per declared slot: from its segment sizes
+  // when it has several optional groups; else each slot holds one operand,
+  // but for a variadic last slot, or one optional slot the op leaves out.
+  unsigned slots = decl->numOperands();
+  SmallVector<int32_t> groups;
+  if (auto segments =
+          op->getAttrOfType<DenseI32ArrayAttr>("operandSegmentSizes")) {
+    groups.assign(segments.asArrayRef().begin(), segments.asArrayRef().end());
+    // Optional slots the kernel declares past the op's own operands (an
+    // expert matmul's weight_scale) start absent.
+    while (groups.size() < slots &&
+           decl->operands[groups.size()].kind == abi::ArgKind::Optional)
+      groups.push_back(0);
+  } else if (decl->isVariadic()) {
+    groups.assign(slots - 1, 1);
+    groups.push_back(op->getNumOperands() - (slots - 1));
+  } else {
+    groups.assign(slots, 1);
+    unsigned optionals = 0, optional = 0;
+    for (unsigned i = 0; i < slots; ++i)
+      if (decl->operands[i].kind == abi::ArgKind::Optional) {
+        ++optionals;
+        optional = i;
+      }
+    if (op->getNumOperands() + 1 == slots && optionals == 1)
+      groups[optional] = 0;
+  }
+  int64_t total = 0;
+  for (int32_t g : groups)
+    total += g;
+  if (groups.size() != slots || total != op->getNumOperands())
+    return op->emitError("has ")
+           << op->getNumOperands() << " operands in " << groups.size()
+           << " groups; kernel '" << name << "' declares " << slots
+           << " operand slots";
+  SmallVector<Value> operands;
+  unsigned next = 0;
+  for (int32_t g : groups) {
+    if (g == 0)
+      operands.push_back(Value());
+    for (int32_t i = 0; i < g; ++i, ++next) {
+      Value operand = op->getOperand(next);
+      // An FP8 dequantisation left for the device has no buffer: its user's
+      // pattern passes the codes and scales instead.
+      if (!lookup(operand) && !operand.getDefiningOp<lm::Fp8DequantOp>())
+        return op->emitError("operand ") << next << " was not lowered";
+      operands.push_back(lookup(operand));
+    }
+  }
+  return operands;
+}
+
+LogicalResult Lowering::launch(Location loc, StringRef name,
+                               ArrayRef<Value> operands, ValueRange results,
+                               ArrayRef<NamedAttribute> attrs) {
+  SmallVector<Value> args;
+  SmallVector<int64_t> absent;
+  for (auto [slot, v] : llvm::enumerate(operands)) {
+    if (v)
+      args.push_back(v);
+    else
+      absent.push_back(slot);
+  }
   args.append(results.begin(), results.end());
   auto grid = AffineMap::get(0, 1,
                              {b.getAffineSymbolExpr(0),
@@ -168,7 +275,10 @@ void Lowering::launch(Location loc, StringRef name, ValueRange operands,
                                    b.getI64IntegerAttr(0), args);
   for (NamedAttribute attr : attrs)
     op->setAttr(attr.getName(), attr.getValue());
-  op->setAttr("num_results", b.getI64IntegerAttr(results.size()));
+  op->setAttr(plan::kNumResultsAttr, b.getI64IntegerAttr(results.size()));
+  if (!absent.empty())
+    op->setAttr(plan::kAbsentAttr, b.getDenseI64ArrayAttr(absent));
+  return plan::verifyKernelAbi(op, name);
 }
 
 StringAttr Lowering::outlineElementwise(lm::ElementwiseOp op) {
@@ -303,10 +413,10 @@ LogicalResult Lowering::lowerOp(Operation *op) {
           return slice.emitError("only static unit-stride last-dim slices "
                                  "lower to plan");
         Value out = buffer(slice.getResult());
-        launch(loc, "copy_columns", {lookup(slice.getSource())}, {out},
-               {b.getNamedAttr("src_offset", b.getI64IntegerAttr(offsets[last])),
-                b.getNamedAttr("dst_offset", b.getI64IntegerAttr(0))});
-        return success();
+        return launch(
+            loc, "copy_columns", {lookup(slice.getSource())}, {out},
+            {b.getNamedAttr("src_offset", b.getI64IntegerAttr(offsets[last])),
+             b.getNamedAttr("dst_offset", b.getI64IntegerAttr(0))});
       })
       .Case([&](tensor::ConcatOp concat) -> LogicalResult {
         auto type = cast<RankedTensorType>(concat.getType());
@@ -315,33 +425,32 @@ LogicalResult Lowering::lowerOp(Operation *op) {
         Value out = buffer(concat.getResult());
         int64_t offset = 0;
         for (Value input : concat.getInputs()) {
-          launch(loc, "copy_columns", {lookup(input)}, {out},
-                 {b.getNamedAttr("src_offset", b.getI64IntegerAttr(0)),
-                  b.getNamedAttr("dst_offset", b.getI64IntegerAttr(offset))});
+          if (failed(launch(
+                  loc, "copy_columns", {lookup(input)}, {out},
+                  {b.getNamedAttr("src_offset", b.getI64IntegerAttr(0)),
+                   b.getNamedAttr("dst_offset", b.getI64IntegerAttr(offset))})))
+            return failure();
           offset += cast<RankedTensorType>(input.getType()).getShape().back();
         }
         return success();
       })
       .Case([&](arith::AddFOp add) {
         Value out = buffer(add.getResult());
-        launch(loc, "add", args(add->getOperands()), {out}, {});
-        return success();
+        return launch(loc, "add", args(add->getOperands()), {out}, {});
       })
       .Case([&](arith::AddIOp add) -> LogicalResult {
         std::optional<int64_t> c = splatConstant(add.getRhs());
         if (!c)
           return add.emitError("only adding a constant splat lowers to plan");
         Value out = buffer(add.getResult());
-        launch(loc, "add_scalar_i32", {lookup(add.getLhs())}, {out},
-               {b.getNamedAttr("value", b.getI64IntegerAttr(*c))});
-        return success();
+        return launch(loc, "add_scalar_i32", {lookup(add.getLhs())}, {out},
+                      {b.getNamedAttr("value", b.getI64IntegerAttr(*c))});
       })
       .Case([&](lm::ElementwiseOp fused) {
         StringAttr symbol = outlineElementwise(fused);
         Value out = buffer(fused.getResult());
-        launch(loc, "elementwise", args(fused.getInputs()), {out},
-               {b.getNamedAttr("symbol", symbol)});
-        return success();
+        return launch(loc, "elementwise", args(fused.getInputs()), {out},
+                      {b.getNamedAttr("symbol", symbol)});
       })
       .Case([&](lm::Fp8DequantOp dequant) -> LogicalResult {
         // Left by lm-fold-weights only for expert weights kept FP8: the
@@ -353,54 +462,48 @@ LogicalResult Lowering::lowerOp(Operation *op) {
                                      "lm-fold-weights)");
         return success();
       })
-      .Case([&](lm::ExpertMatmulOp matmul) {
-        // Operands: input, weight, indices, [routing weights], [bias], and
-        // for an FP8 weight its block scales last, with `weight_scale` set
-        // and the blocks in `block_size`: the devices dequantise the weight
-        // at load, as for fp8_matmul.
+      .Case([&](lm::ExpertMatmulOp matmul) -> LogicalResult {
+        // For an FP8 weight the codes take the weight slot and the block
+        // scales the weight_scale slot, with `block_size`: the devices
+        // dequantise the weight at load, as for fp8_matmul.
+        FailureOr<SmallVector<Value>> operands =
+            declaredOperands(matmul, "expert_matmul");
+        if (failed(operands))
+          return failure();
         SmallVector<NamedAttribute> attrs = kernelAttrs(matmul);
-        auto dequant = matmul.getWeight().getDefiningOp<lm::Fp8DequantOp>();
-        Value weight = lookup(dequant ? dequant.getWeight() : matmul.getWeight());
-        SmallVector<Value> operands = {lookup(matmul.getInput()), weight,
-                                       lookup(matmul.getIndices())};
-        if (matmul.getRoutingWeights())
-          operands.push_back(lookup(matmul.getRoutingWeights()));
-        if (matmul.getBias())
-          operands.push_back(lookup(matmul.getBias()));
-        if (dequant) {
-          operands.push_back(lookup(dequant.getScaleInv()));
-          attrs.push_back(b.getNamedAttr("weight_scale", b.getBoolAttr(true)));
+        if (auto dequant =
+                matmul.getWeight().getDefiningOp<lm::Fp8DequantOp>()) {
+          (*operands)[abi::ExpertMatmul::In::weight] =
+              lookup(dequant.getWeight());
+          (*operands)[abi::ExpertMatmul::In::weight_scale] =
+              lookup(dequant.getScaleInv());
           attrs.push_back(
               b.getNamedAttr("block_size", dequant.getBlockSizeAttr()));
         }
         Value out = buffer(matmul.getResult());
-        launch(loc, "expert_matmul", operands, {out}, attrs);
-        return success();
+        return launch(loc, "expert_matmul", *operands, {out}, attrs);
       })
-      .Case([&](lm::CacheWriteOp write) {
+      .Case([&](lm::CacheWriteOp write) -> LogicalResult {
         // Caches are updated in place: the result is the cache itself.
-        Value cache = lookup(write.getCache());
-        SmallVector<Value> operands = {cache, lookup(write.getValues()),
-                                       lookup(write.getSlots())};
-        if (write.getSequences())
-          operands.push_back(lookup(write.getSequences()));
-        launch(loc, "cache_write", operands, {}, kernelAttrs(write));
-        mapping.map(write.getResult(), cache);
-        return success();
+        FailureOr<SmallVector<Value>> operands =
+            declaredOperands(write, "cache_write");
+        if (failed(operands))
+          return failure();
+        mapping.map(write.getResult(), lookup(write.getCache()));
+        return launch(loc, "cache_write", *operands, {}, kernelAttrs(write));
       })
       .Default([&](Operation *op) -> LogicalResult {
         if (!isa<lm::LmDialect>(op->getDialect()))
           return op->emitError("no lowering to plan for this op");
-        // Generic lm op: operands (absent optionals skipped), results.
-        SmallVector<Value> operands;
-        for (Value v : op->getOperands())
-          operands.push_back(lookup(v));
+        // Generic lm op: the kernel of its name, operands by declared slot.
+        StringRef name = op->getName().stripDialect();
+        FailureOr<SmallVector<Value>> operands = declaredOperands(op, name);
+        if (failed(operands))
+          return failure();
         SmallVector<Value> results;
         for (Value r : op->getResults())
           results.push_back(buffer(r));
-        StringRef name = op->getName().stripDialect();
-        launch(loc, name, operands, results, kernelAttrs(op));
-        return success();
+        return launch(loc, name, *operands, results, kernelAttrs(op));
       });
 }
 

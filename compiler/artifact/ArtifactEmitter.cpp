@@ -35,51 +35,25 @@ static std::optional<DType> toDType(Type type) {
   return std::nullopt;
 }
 
-/// Converts a launch attribute; false for attributes the kernels ignore.
-static void addAttrs(Launch &launch, StringRef name, Attribute value) {
-  auto add = [&](StringRef n) {
-    Attr *attr = launch.add_attrs();
-    attr->set_name(n.str());
-    return attr;
-  };
+/// Stores kernel parameter `name` (checked against the kernel's declaration
+/// by plan.launch's verifier) in its artifact form.
+static void addParam(Launch &launch, StringRef name, Attribute value) {
+  Attr *attr = launch.add_attrs();
+  attr->set_name(name.str());
   llvm::TypeSwitch<Attribute>(value)
-      .Case([&](BoolAttr b) { add(name)->set_i(b.getValue()); })
-      .Case([&](IntegerAttr i) { add(name)->set_i(i.getInt()); })
-      .Case([&](FloatAttr f) { add(name)->set_f(f.getValueAsDouble()); })
-      .Case([&](UnitAttr) { add(name)->set_i(1); })
-      .Case([&](StringAttr s) { add(name)->set_s(s.str()); })
+      .Case([&](BoolAttr b) { attr->set_i(b.getValue()); })
+      .Case([&](IntegerAttr i) { attr->set_i(i.getInt()); })
+      .Case([&](FloatAttr f) { attr->set_f(f.getValueAsDouble()); })
+      .Case([&](UnitAttr) { attr->set_i(1); })
+      .Case([&](StringAttr s) { attr->set_s(s.str()); })
       .Case([&](DenseI32ArrayAttr a) {
-        for (auto [i, v] : llvm::enumerate(a.asArrayRef()))
-          add((name + "." + Twine(i)).str())->set_i(v);
+        for (int32_t v : a.asArrayRef())
+          attr->mutable_ints()->add_values(v);
       })
       .Case([&](DenseI64ArrayAttr a) {
-        for (auto [i, v] : llvm::enumerate(a.asArrayRef()))
-          add((name + "." + Twine(i)).str())->set_i(v);
-      })
-      .Case([&](lm::YarnAttr y) {
-        add("yarn")->set_i(1);
-        add("yarn.factor")->set_f(y.getFactor().getValueAsDouble());
-        add("yarn.original_max_positions")
-            ->set_i(y.getOriginalMaxPositions());
-        add("yarn.beta_fast")->set_f(y.getBetaFast().getValueAsDouble());
-        add("yarn.beta_slow")->set_f(y.getBetaSlow().getValueAsDouble());
-        add("yarn.attention_factor")
-            ->set_f(y.getAttentionFactor().getValueAsDouble());
-        add("yarn.truncate")->set_i(y.getTruncate().getValue());
-      })
-      .Case([&](lm::RopeStyleAttr s) {
-        add(name)->set_s(lm::stringifyRopeStyle(s.getValue()).str());
-      })
-      .Case([&](lm::RoutingScoreAttr s) {
-        add(name)->set_s(lm::stringifyRoutingScore(s.getValue()).str());
-      })
-      .Case([&](lm::ActivationAttr s) {
-        add(name)->set_s(lm::stringifyActivation(s.getValue()).str());
-      })
-      .Case([&](lm::MaskKindAttr s) {
-        add(name)->set_s(lm::stringifyMaskKind(s.getValue()).str());
-      })
-      .Default([](Attribute) {});
+        for (int64_t v : a.asArrayRef())
+          attr->mutable_ints()->add_values(v);
+      });
 }
 
 llvm::Expected<Manifest>
@@ -251,14 +225,31 @@ artifact::emitArtifact(ModuleOp module, const importers::Checkpoint &checkpoint,
         int64_t numResults = 0;
         if (auto n = launch->getAttrOfType<IntegerAttr>("num_results"))
           numResults = n.getInt();
+        // Operands by declared slot: absent optional ones keep theirs.
+        ArrayRef<int64_t> absent;
+        if (auto a = launch->getAttrOfType<DenseI64ArrayAttr>(plan::kAbsentAttr))
+          absent = a.asArrayRef();
         int64_t numOperands = launch.getArgs().size() - numResults;
-        for (auto [i, arg] : llvm::enumerate(launch.getArgs()))
-          *(static_cast<int64_t>(i) < numOperands ? l->add_operands()
-                                                  : l->add_results()) =
-              operands.lookup(arg);
-        for (NamedAttribute attr : launch->getDiscardableAttrs())
-          if (attr.getName() != "num_results")
-            addAttrs(*l, attr.getName(), attr.getValue());
+        auto args = launch.getArgs();
+        for (int64_t i = 0, slot = 0; i < numOperands; ++slot) {
+          if (llvm::is_contained(absent, slot)) {
+            l->add_operands()->set_absent(true);
+            continue;
+          }
+          *l->add_operands() = operands.lookup(args[i++]);
+        }
+        for (int64_t slot : absent)
+          if (slot >= l->operands_size())
+            l->add_operands()->set_absent(true);
+        for (Value arg : args.drop_front(numOperands))
+          *l->add_results() = operands.lookup(arg);
+        for (NamedAttribute attr : launch->getDiscardableAttrs()) {
+          StringRef name = attr.getName();
+          if (name == plan::kSpecializedAttr)
+            l->set_specialized(cast<StringAttr>(attr.getValue()).str());
+          else if (name != plan::kNumResultsAttr && name != plan::kAbsentAttr)
+            addParam(*l, name, attr.getValue());
+        }
       } else {
         return errorf("plan op '" + op.getName().getStringRef() +
                       "' has no artifact form");

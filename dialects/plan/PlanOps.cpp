@@ -1,6 +1,7 @@
 //===- PlanOps.cpp - Verifiers of the plan ops ----------------------------===//
 
 #include "dialects/plan/PlanOps.h"
+#include "runtime/abi/KernelAbi.h"
 
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/BuiltinTypes.h"
@@ -166,6 +167,87 @@ LogicalResult LaunchOp::verify() {
   return success();
 }
 
+/// Whether `attr` has the kernel ABI's parameter type `type`.
+static bool hasParamType(Attribute attr, daybreak::abi::ParamType type) {
+  using daybreak::abi::ParamType;
+  switch (type) {
+  case ParamType::Int:
+    return isa<IntegerAttr>(attr) && !isa<BoolAttr>(attr);
+  case ParamType::Float:
+    return isa<FloatAttr>(attr);
+  case ParamType::Bool:
+    return isa<BoolAttr, UnitAttr>(attr);
+  case ParamType::String:
+  case ParamType::Enum:
+    return isa<StringAttr>(attr);
+  case ParamType::Ints:
+    return isa<DenseI64ArrayAttr, DenseI32ArrayAttr>(attr);
+  }
+  return false;
+}
+
+LogicalResult daybreak::plan::verifyKernelAbi(LaunchOp launch,
+                                              StringRef entry) {
+  namespace abi = daybreak::abi;
+  const abi::KernelDecl *decl = abi::findKernel(entry);
+  if (!decl)
+    return launch.emitOpError("launches '")
+           << entry << "', which no kernel declaration names "
+           << "(runtime/abi/Kernels.def)";
+  auto numResults = launch->getAttrOfType<IntegerAttr>(kNumResultsAttr);
+  if (!numResults || numResults.getInt() != decl->numResults())
+    return launch.emitOpError("expects '")
+           << kNumResultsAttr << "' = " << decl->numResults() << " for '"
+           << entry << "'";
+  // Absent optional operands, by declared position.
+  unsigned numOperands = decl->numOperands();
+  ArrayRef<int64_t> absent;
+  if (auto attr = launch->getAttrOfType<DenseI64ArrayAttr>(kAbsentAttr))
+    absent = attr.asArrayRef();
+  for (auto [i, slot] : llvm::enumerate(absent))
+    if (slot < 0 || slot >= numOperands ||
+        decl->operands[slot].kind != abi::ArgKind::Optional ||
+        (i > 0 && slot <= absent[i - 1]))
+      return launch.emitOpError("expects '")
+             << kAbsentAttr << "' to list optional operands of '" << entry
+             << "' in order; " << slot << " is not one";
+  int64_t present = numOperands - absent.size();
+  int64_t args = launch.getArgs().size() - decl->numResults();
+  if (decl->isVariadic() ? args < present - 1 : args != present)
+    return launch.emitOpError("expects ")
+           << (decl->isVariadic() ? "at least " : "")
+           << (decl->isVariadic() ? present - 1 : present) << " operands for '"
+           << entry << "', got " << args;
+  // Every parameter declared and of its type, every required one present.
+  for (NamedAttribute attr : launch->getDiscardableAttrs()) {
+    StringRef name = attr.getName();
+    if (name == kNumResultsAttr || name == kAbsentAttr ||
+        name == kSpecializedAttr)
+      continue;
+    int index = decl->paramIndex(name);
+    if (index < 0)
+      return launch.emitOpError("passes '")
+             << name << "', which is not a parameter of '" << entry << "'";
+    const abi::ParamDecl &param = decl->params[index];
+    if (!hasParamType(attr.getValue(), param.type))
+      return launch.emitOpError("expects parameter '")
+             << name << "' of '" << entry << "' to be "
+             << abi::paramTypeName(param.type) << ", got " << attr.getValue();
+    if (param.type == abi::ParamType::Enum &&
+        decl->enumIndex(index, cast<StringAttr>(attr.getValue()).getValue()) <
+            0)
+      return launch.emitOpError("expects parameter '")
+             << name << "' of '" << entry << "' to be one of "
+             << param.choices << ", got " << attr.getValue();
+  }
+  for (unsigned i = 0, e = decl->numParams(); i < e; ++i)
+    if (decl->params[i].presence == abi::Presence::Required &&
+        !launch->hasAttr(decl->params[i].name))
+      return launch.emitOpError("lacks parameter '")
+             << decl->params[i].name << "' of '" << entry << "'";
+  return success();
+}
+
 LogicalResult LaunchOp::verifySymbolUses(SymbolTableCollection &symbolTable) {
   auto kernel =
       symbolTable.lookupNearestSymbolFrom<KernelOp>(*this, getKernelAttr());
@@ -175,7 +257,7 @@ LogicalResult LaunchOp::verifySymbolUses(SymbolTableCollection &symbolTable) {
     return emitOpError("expects ")
            << kernel.getNumArgsAttr().getInt() << " arguments for '" << getKernel()
            << "', got " << getArgs().size();
-  return success();
+  return verifyKernelAbi(*this, kernel.getEntry());
 }
 
 LogicalResult HostOp::verify() {

@@ -21,4 +21,21 @@
 #define GET_OP_CLASSES
 #include "dialects/plan/PlanOps.h.inc"
 
+namespace daybreak::plan {
+
+/// Launch-level attributes of plan.launch beside the kernel's parameters:
+/// how many of its arguments are results, which declared optional operands
+/// it leaves absent, and the library instantiation a target chose for it.
+inline constexpr llvm::StringLiteral kNumResultsAttr = "num_results";
+inline constexpr llvm::StringLiteral kAbsentAttr = "absent";
+inline constexpr llvm::StringLiteral kSpecializedAttr = "specialized";
+
+/// Checks `launch` against the declaration of kernel `entry`
+/// (runtime/abi/Kernels.def): operands and results by declared position,
+/// absent operands optional, every parameter declared and of its type, every
+/// required parameter present. Errors name the launch and the kernel.
+mlir::LogicalResult verifyKernelAbi(LaunchOp launch, llvm::StringRef entry);
+
+} // namespace daybreak::plan
+
 #endif // DAYBREAK_DIALECTS_PLAN_PLANOPS_H

@@ -1,6 +1,7 @@
 //===- Bench.cpp - Decode and prefill measured against their floors -------===//
 
 #include "runtime/executor/Bench.h"
+#include "runtime/abi/KernelAbi.h"
 
 #include <algorithm>
 #include <chrono>
@@ -16,6 +17,16 @@
 using namespace daybreak;
 using namespace daybreak::runtime;
 using nlohmann::json;
+
+/// A launch's int or bool parameter `name`, or `fallback` when absent (the
+/// floors read the artifact itself, not prepared launches).
+static int64_t attrInt(const artifact::Launch &l, const std::string &name,
+                       int64_t fallback) {
+  for (const artifact::Attr &a : l.attrs())
+    if (a.name() == name)
+      return a.i();
+  return fallback;
+}
 
 static const artifact::Step *findStep(const artifact::Manifest &m,
                                       const std::string &name) {
@@ -74,9 +85,9 @@ DecodeFloor runtime::decodeFloor(const artifact::Manifest &m, int64_t batch,
       if (op.kind_case() == artifact::Operand::kWeight) {
         // Both devices hold weights as fp32, with FP8 block scales
         // multiplied in at load: the scales are not read per step.
-        if ((k == "fp8_matmul" && i == 2) ||
-            (k == "expert_matmul" && attrInt(l, "weight_scale", 0) != 0 &&
-             i == l.operands_size() - 1))
+        if ((k == "fp8_matmul" && i == abi::Fp8Matmul::In::weight_scale) ||
+            (k == "expert_matmul" &&
+             i == abi::ExpertMatmul::In::weight_scale))
           continue;
         std::vector<int64_t> shape = operandShape(m, *step, op, batch);
         double bytes = 4 * product(shape);

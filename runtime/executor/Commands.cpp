@@ -327,9 +327,8 @@ void runtime::inspect(const artifact::Manifest &m, std::ostream &out) {
   std::set<std::string> specialized;
   for (const artifact::Step &s : m.steps())
     for (const artifact::Launch &l : s.launches())
-      for (const artifact::Attr &a : l.attrs())
-        if (a.name() == "specialized")
-          specialized.insert(a.s());
+      if (!l.specialized().empty())
+        specialized.insert(l.specialized());
   for (const std::string &name : specialized)
     out << "specialized " << name << "\n";
   for (const artifact::CodeImage &image : m.code()) {

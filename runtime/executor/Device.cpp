@@ -57,30 +57,6 @@ bool runtime::decodeToF32(DType dtype, const uint8_t *src, int64_t count,
   return true;
 }
 
-int64_t runtime::attrInt(const artifact::Launch &l, const std::string &name,
-                         int64_t fallback) {
-  for (const artifact::Attr &a : l.attrs())
-    if (a.name() == name)
-      return a.value_case() == artifact::Attr::kF ? int64_t(a.f()) : a.i();
-  return fallback;
-}
-
-double runtime::attrFloat(const artifact::Launch &l, const std::string &name,
-                          double fallback) {
-  for (const artifact::Attr &a : l.attrs())
-    if (a.name() == name)
-      return a.value_case() == artifact::Attr::kF ? a.f() : double(a.i());
-  return fallback;
-}
-
-const artifact::Attr *runtime::findAttr(const artifact::Launch &l,
-                                        const std::string &name) {
-  for (const artifact::Attr &a : l.attrs())
-    if (a.name() == name)
-      return &a;
-  return nullptr;
-}
-
 std::vector<int64_t> runtime::bufferShape(const artifact::Buffer &b,
                                           int64_t tokens) {
   std::vector<int64_t> shape;
@@ -94,36 +70,42 @@ std::vector<int64_t> runtime::bufferShape(const artifact::Buffer &b,
 }
 
 StatusOr<std::vector<Fp8Scaling>>
-runtime::fp8Scalings(const artifact::Manifest &m) {
+runtime::fp8Scalings(const artifact::Manifest &m,
+                     const std::vector<PreparedStep> &steps) {
   std::vector<Fp8Scaling> scalings(m.weights_size());
-  for (const artifact::Step &step : m.steps())
-    for (const artifact::Launch &l : step.launches()) {
-      // fp8_matmul (input, weight, scales); expert_matmul with
-      // `weight_scale` (input, weight, indices, [...], scales).
-      int scaleOperand = -1;
-      if (l.kernel() == "fp8_matmul")
-        scaleOperand = 2;
-      else if (l.kernel() == "expert_matmul" &&
-               attrInt(l, "weight_scale", 0) != 0)
-        scaleOperand = l.operands_size() - 1;
-      if (scaleOperand < 0)
+  for (const PreparedStep &step : steps)
+    for (const PreparedLaunch &l : step.launches) {
+      // fp8_matmul's weight_scale slot; expert_matmul's when present.
+      unsigned weight, scale, blocks;
+      if (l.kernel == abi::KernelId::Fp8Matmul) {
+        weight = abi::Fp8Matmul::In::weight;
+        scale = abi::Fp8Matmul::In::weight_scale;
+        blocks = abi::Fp8Matmul::P::block_size;
+      } else if (l.kernel == abi::KernelId::ExpertMatmul &&
+                 l.args[abi::ExpertMatmul::In::weight_scale].kind !=
+                     PreparedArg::Kind::Absent) {
+        weight = abi::ExpertMatmul::In::weight;
+        scale = abi::ExpertMatmul::In::weight_scale;
+        blocks = abi::ExpertMatmul::P::block_size;
+      } else {
         continue;
-      if (scaleOperand < 2 ||
-          (l.kernel() == "fp8_matmul" && l.operands_size() != 3) ||
-          l.operands(1).kind_case() != artifact::Operand::kWeight ||
-          l.operands(scaleOperand).kind_case() != artifact::Operand::kWeight)
-        return Status::error(l.kernel() +
-                             " expects weight and scale operands");
-      Fp8Scaling &s = scalings[l.operands(1).weight()];
-      s.scale = l.operands(scaleOperand).weight();
-      s.blockN = attrInt(l, "block_size.0", 128);
-      s.blockK = attrInt(l, "block_size.1", 128);
+      }
+      if (l.args[weight].kind != PreparedArg::Kind::Weight ||
+          l.args[scale].kind != PreparedArg::Kind::Weight)
+        return Status::error(l.label + ": expects weight and scale weights");
+      if (!l.has(blocks) || l.ints(blocks).size() != 2)
+        return Status::error(l.label + ": expects two block sizes");
+      Fp8Scaling &s = scalings[l.args[weight].index];
+      s.scale = l.args[scale].index;
+      s.blockN = l.ints(blocks)[0];
+      s.blockK = l.ints(blocks)[1];
     }
   return scalings;
 }
 
 StatusOr<std::vector<std::vector<float>>>
-runtime::loadWeightsF32(const artifact::ArtifactFile &file) {
+runtime::loadWeightsF32(const artifact::ArtifactFile &file,
+                        const std::vector<PreparedStep> &steps) {
   const artifact::Manifest &m = file.manifest();
   std::vector<std::vector<float>> weights(m.weights_size());
   for (int i = 0; i < m.weights_size(); ++i) {
@@ -137,7 +119,7 @@ runtime::loadWeightsF32(const artifact::ArtifactFile &file) {
                            artifact::DType_Name(w.dtype()) +
                            ", which the fp32 kernels do not load");
   }
-  StatusOr<std::vector<Fp8Scaling>> scalings = fp8Scalings(m);
+  StatusOr<std::vector<Fp8Scaling>> scalings = fp8Scalings(m, steps);
   if (!scalings.ok())
     return scalings.error();
   for (int wi = 0; wi < m.weights_size(); ++wi) {
@@ -175,16 +157,16 @@ runtime::loadWeightsF32(const artifact::ArtifactFile &file) {
   return weights;
 }
 
-Status Device::runLaunches(const artifact::Step &step, int64_t tokens) {
-  for (const artifact::Launch &l : step.launches()) {
-    Status status = launch(step, l, tokens);
+Status Device::runLaunches(const PreparedStep &step, int64_t tokens) {
+  for (const PreparedLaunch &l : step.launches) {
+    Status status = launch(l, tokens);
     if (!status.ok())
-      return status.withContext("kernel " + l.kernel());
+      return status.withContext(l.label);
   }
   return Status::success();
 }
 
-StatusOr<double> Device::timeLaunches(const artifact::Step &step,
+StatusOr<double> Device::timeLaunches(const PreparedStep &step,
                                       int64_t tokens) {
   auto start = std::chrono::steady_clock::now();
   Status status = runLaunches(step, tokens);
@@ -196,13 +178,13 @@ StatusOr<double> Device::timeLaunches(const artifact::Step &step,
 }
 
 StatusOr<std::vector<double>>
-Device::profileLaunches(const artifact::Step &step, int64_t tokens) {
+Device::profileLaunches(const PreparedStep &step, int64_t tokens) {
   std::vector<double> ms;
-  for (const artifact::Launch &l : step.launches()) {
+  for (const PreparedLaunch &l : step.launches) {
     auto start = std::chrono::steady_clock::now();
-    Status status = launch(step, l, tokens);
+    Status status = launch(l, tokens);
     if (!status.ok())
-      return status.withContext("kernel " + l.kernel());
+      return status.withContext(l.label);
     ms.push_back(std::chrono::duration<double, std::milli>(
                      std::chrono::steady_clock::now() - start)
                      .count());

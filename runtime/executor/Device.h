@@ -2,9 +2,9 @@
 //
 // A Model walks an artifact's steps; a Device owns what it allocated at load
 // (weights as the device computes with them, the caches, the step arena) and
-// executes launches by kernel name. Devices are used by one thread at a time.
-// Also the helpers devices share to read launches: attributes, operand
-// shapes, stored dtypes.
+// executes prepared launches (PreparedLaunch.h) through its launcher table
+// (Dispatch.h). Devices are used by one thread at a time. Also the helpers
+// devices share to load weights.
 //
 //===----------------------------------------------------------------------===//
 
@@ -12,6 +12,7 @@
 #define DAYBREAK_RUNTIME_EXECUTOR_DEVICE_H
 
 #include "runtime/artifact/ArtifactFile.h"
+#include "runtime/executor/PreparedLaunch.h"
 #include "runtime/support/Status.h"
 
 #include <cstdint>
@@ -27,18 +28,20 @@ public:
   virtual std::string name() const = 0;
   /// The hardware, e.g. "NVIDIA H200"; name() where nothing more is known.
   virtual std::string hardware() const { return name(); }
-  /// Loads the weights and allocates the caches and the arena, once.
-  virtual Status prepare(const artifact::ArtifactFile &file) = 0;
+  /// Loads the weights and allocates the caches and the arena, once, for
+  /// the launches of `steps` (which must outlive the device); fails naming
+  /// the first launch whose kernel the device does not implement.
+  virtual Status prepare(const artifact::ArtifactFile &file,
+                         const std::vector<PreparedStep> &steps) = 0;
   /// Copies step inputs into, and outputs out of, the arena.
   virtual Status writeArena(uint64_t offset, const void *data,
                             size_t bytes) = 0;
   virtual Status readArena(uint64_t offset, void *data, size_t bytes) = 0;
-  /// Executes one launch of `step` for `tokens` tokens.
-  virtual Status launch(const artifact::Step &step,
-                        const artifact::Launch &launch, int64_t tokens) = 0;
+  /// Executes one prepared launch for `tokens` tokens.
+  virtual Status launch(const PreparedLaunch &launch, int64_t tokens) = 0;
   /// Executes every launch of `step` in order (a device may replay a
-  /// recorded graph instead). Errors name the failing kernel.
-  virtual Status runLaunches(const artifact::Step &step, int64_t tokens);
+  /// recorded graph instead). Errors name the failing launch.
+  virtual Status runLaunches(const PreparedStep &step, int64_t tokens);
   /// Bytes the device holds for the model.
   virtual uint64_t residentBytes() const = 0;
   /// The same, measured by the device's own accounting (cuMemGetInfo on a
@@ -62,12 +65,12 @@ public:
   /// Runs `step` as runLaunches does and returns how long its launches took
   /// on the device, in milliseconds. The default times the host call, which
   /// is the device time of a synchronous device.
-  virtual StatusOr<double> timeLaunches(const artifact::Step &step,
+  virtual StatusOr<double> timeLaunches(const PreparedStep &step,
                                         int64_t tokens);
   /// Runs each launch of `step` on its own (no recorded graph) and returns
   /// the milliseconds of each, in launch order.
   virtual StatusOr<std::vector<double>>
-  profileLaunches(const artifact::Step &step, int64_t tokens);
+  profileLaunches(const PreparedStep &step, int64_t tokens);
   /// Memory copy bandwidth in bytes moved (read + written) per second,
   /// measured with copies of `bytes` bytes (fewer when memory is short).
   virtual StatusOr<double> copyBandwidth(uint64_t bytes) = 0;
@@ -90,27 +93,23 @@ int64_t elementBytes(artifact::DType dtype);
 /// unsupported dtype.
 bool decodeToF32(artifact::DType dtype, const uint8_t *src, int64_t count,
                  float *out);
-/// A launch attribute as an integer / float, or `fallback` when absent.
-int64_t attrInt(const artifact::Launch &l, const std::string &name,
-                int64_t fallback);
-double attrFloat(const artifact::Launch &l, const std::string &name,
-                 double fallback);
-const artifact::Attr *findAttr(const artifact::Launch &l,
-                               const std::string &name);
 /// The shape of buffer `b` at `tokens` tokens.
 std::vector<int64_t> bufferShape(const artifact::Buffer &b, int64_t tokens);
-/// The weights that fp8_matmul launches, and expert_matmul launches with
-/// `weight_scale`, scale: for each weight index, the index of its
+/// The weights that fp8_matmul launches, and expert_matmul launches with a
+/// weight_scale operand, scale: for each weight index, the index of its
 /// block-scale weight and the block sizes (-1 when none).
 struct Fp8Scaling {
   int64_t scale = -1;
   int64_t blockN = 0, blockK = 0;
 };
-StatusOr<std::vector<Fp8Scaling>> fp8Scalings(const artifact::Manifest &m);
+StatusOr<std::vector<Fp8Scaling>>
+fp8Scalings(const artifact::Manifest &m,
+            const std::vector<PreparedStep> &steps);
 /// Every weight decoded to fp32, FP8 matmul weights multiplied by their
 /// block scales: what the fp32 kernels of both devices compute with.
 StatusOr<std::vector<std::vector<float>>>
-loadWeightsF32(const artifact::ArtifactFile &file);
+loadWeightsF32(const artifact::ArtifactFile &file,
+               const std::vector<PreparedStep> &steps);
 
 } // namespace daybreak::runtime
 

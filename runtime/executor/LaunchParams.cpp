@@ -1,40 +1,40 @@
-//===- LaunchParams.cpp - Launch attributes as kernel parameters ----------===//
+//===- LaunchParams.cpp - Prepared parameters as kernel parameter structs -===//
 
 #include "runtime/executor/LaunchParams.h"
 
 using namespace daybreak;
 
-cpu::RopeParams runtime::ropeParams(const artifact::Launch &l) {
+cpu::RopeParams runtime::ropeParams(const PreparedLaunch &l) {
+  using P = abi::Rope::P;
   cpu::RopeParams p;
-  const artifact::Attr *style = findAttr(l, "style");
-  p.interleaved = style && style->s() == "interleaved";
-  p.offset = attrInt(l, "offset", 0);
-  p.dim = attrInt(l, "dim", 0);
-  p.theta = attrFloat(l, "theta", 10000.0);
-  p.yarn = attrInt(l, "yarn", 0) != 0;
+  p.interleaved = l.i(P::style) == abi::Rope::interleaved;
+  p.offset = l.i(P::offset);
+  p.dim = l.i(P::dim);
+  p.theta = l.f(P::theta);
+  // prepareSteps checked that the YaRN fields come all or none.
+  p.yarn = l.has(P::yarn_factor);
   if (p.yarn) {
-    p.factor = attrFloat(l, "yarn.factor", 1.0);
-    p.originalMaxPositions = attrInt(l, "yarn.original_max_positions", 4096);
-    p.betaFast = attrFloat(l, "yarn.beta_fast", 32.0);
-    p.betaSlow = attrFloat(l, "yarn.beta_slow", 1.0);
-    p.attentionFactor = attrFloat(l, "yarn.attention_factor", 1.0);
-    p.truncate = attrInt(l, "yarn.truncate", 1) != 0;
+    p.factor = l.f(P::yarn_factor);
+    p.originalMaxPositions = l.i(P::yarn_original_max_positions);
+    p.betaFast = l.f(P::yarn_beta_fast);
+    p.betaSlow = l.f(P::yarn_beta_slow);
+    p.attentionFactor = l.f(P::yarn_attention_factor);
+    p.truncate = l.i(P::yarn_truncate) != 0;
   }
   return p;
 }
 
 StatusOr<cpu::RouteParams>
-runtime::sigmoidRouteParams(const artifact::Launch &l,
-                            const std::string &device) {
-  const artifact::Attr *routing = findAttr(l, "routing");
-  if (!routing || routing->s() != "sigmoid")
-    return Status::error("only sigmoid routing runs on the " + device +
-                         " device");
+runtime::sigmoidRouteParams(const PreparedLaunch &l, const char *device) {
+  using P = abi::MoeRoute::P;
+  if (l.i(P::routing) != abi::MoeRoute::sigmoid)
+    return Status::error(std::string("only sigmoid routing runs on the ") +
+                         device + " device");
   cpu::RouteParams p;
-  p.topK = attrInt(l, "top_k", 1);
-  p.numGroups = attrInt(l, "num_groups", 1);
-  p.topKGroups = attrInt(l, "top_k_groups", 1);
-  p.renormalize = attrInt(l, "renormalize", 1) != 0;
-  p.scalingFactor = attrFloat(l, "scaling_factor", 1.0);
+  p.topK = l.i(P::top_k);
+  p.numGroups = l.i(P::num_groups);
+  p.topKGroups = l.i(P::top_k_groups);
+  p.renormalize = l.i(P::renormalize) != 0;
+  p.scalingFactor = l.f(P::scaling_factor);
   return p;
 }

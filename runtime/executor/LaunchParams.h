@@ -1,7 +1,8 @@
 //===- LaunchParams.h - Launch attributes as kernel parameters -*- C++ -*-===//
 //
 // The CPU and CUDA kernels take the same parameter structs (CpuKernels.h);
-// these decode them from a launch's attributes, once for both devices.
+// these fill them from a prepared launch's typed parameters, for both
+// devices.
 //
 //===----------------------------------------------------------------------===//
 
@@ -9,19 +10,19 @@
 #define DAYBREAK_RUNTIME_EXECUTOR_LAUNCHPARAMS_H
 
 #include "runtime/devices/cpu/CpuKernels.h"
-#include "runtime/executor/Device.h"
+#include "runtime/executor/PreparedLaunch.h"
 
 #include <string>
 
 namespace daybreak::runtime {
 
 /// A `rope` launch's rotation: style, slice, theta and the YaRN fields.
-cpu::RopeParams ropeParams(const artifact::Launch &l);
+cpu::RopeParams ropeParams(const PreparedLaunch &l);
 
 /// A `moe_route` launch's parameters; an error naming `device` for a
 /// routing function other than sigmoid (the only one the devices run).
-StatusOr<cpu::RouteParams> sigmoidRouteParams(const artifact::Launch &l,
-                                              const std::string &device);
+StatusOr<cpu::RouteParams> sigmoidRouteParams(const PreparedLaunch &l,
+                                              const char *device);
 
 } // namespace daybreak::runtime
 

@@ -59,21 +59,28 @@ StatusOr<std::unique_ptr<Model>> Model::load(const std::string &path,
                          "daybreak-run devices)");
   }
   std::unique_ptr<Model> model(new Model(std::move(*file), std::move(device)));
-  Status status = model->device->prepare(model->file);
+  StatusOr<std::vector<PreparedStep>> steps =
+      prepareSteps(model->file.manifest());
+  if (!steps.ok())
+    return steps.error().withContext("loading " + path);
+  model->steps = std::move(*steps);
+  Status status = model->device->prepare(model->file, model->steps);
   if (!status.ok())
     return status.withContext("loading " + path + " on " +
                               model->device->name());
   return model;
 }
 
-StatusOr<const artifact::Step *> Model::stage(const std::string &name,
-                                              const StepInputs &inputs) {
-  const artifact::Step *step = nullptr;
-  for (const artifact::Step &s : manifest().steps())
-    if (s.name() == name)
-      step = &s;
-  if (!step)
-    return Status::error("the artifact has no step '" + name + "'");
+StatusOr<const PreparedStep *> Model::step(const std::string &name) const {
+  for (const PreparedStep &s : steps)
+    if (s.step->name() == name)
+      return &s;
+  return Status::error("the artifact has no step '" + name + "'");
+}
+
+Status Model::stage(const PreparedStep &prepared, const StepInputs &inputs) {
+  const artifact::Step *step = prepared.step;
+  const std::string &name = step->name();
   int64_t tokens = inputs.ids.size();
   if (inputs.positions.size() != inputs.ids.size() ||
       inputs.sequences.size() != inputs.ids.size())
@@ -113,43 +120,56 @@ StatusOr<const artifact::Step *> Model::stage(const std::string &name,
     if (!status.ok())
       return status;
   }
-  return step;
+  return Status::success();
 }
 
-Status Model::run(const std::string &name, const StepInputs &inputs,
+Status Model::run(const PreparedStep &step, const StepInputs &inputs,
                   std::vector<float> &logits) {
-  StatusOr<const artifact::Step *> staged = stage(name, inputs);
+  Status staged = stage(step, inputs);
   if (!staged.ok())
-    return staged.error();
-  const artifact::Step *step = *staged;
+    return staged;
   int64_t tokens = inputs.ids.size();
-  Status launched = device->runLaunches(*step, tokens);
+  Status launched = device->runLaunches(step, tokens);
   if (!launched.ok())
-    return launched.withContext("step '" + name + "'");
-  const artifact::Buffer &out = step->buffers(step->outputs(0));
+    return launched;
+  const artifact::Buffer &out = step.step->buffers(step.step->outputs(0));
   logits.resize(tokens * vocabSize());
   return device->readArena(out.offset(), logits.data(),
                            logits.size() * sizeof(float));
 }
 
+Status Model::run(const std::string &name, const StepInputs &inputs,
+                  std::vector<float> &logits) {
+  StatusOr<const PreparedStep *> found = step(name);
+  if (!found.ok())
+    return found.error();
+  return run(**found, inputs, logits);
+}
+
 StatusOr<double> Model::time(const std::string &name,
                              const StepInputs &inputs) {
-  StatusOr<const artifact::Step *> step = stage(name, inputs);
-  if (!step.ok())
-    return step.error();
-  StatusOr<double> ms = device->timeLaunches(**step, inputs.ids.size());
+  StatusOr<const PreparedStep *> found = step(name);
+  if (!found.ok())
+    return found.error();
+  Status staged = stage(**found, inputs);
+  if (!staged.ok())
+    return staged;
+  StatusOr<double> ms = device->timeLaunches(**found, inputs.ids.size());
   if (!ms.ok())
-    return ms.error().withContext("step '" + name + "'");
+    return ms.error();
   return ms;
 }
 
 StatusOr<std::vector<double>> Model::profile(const std::string &name,
                                              const StepInputs &inputs) {
-  StatusOr<const artifact::Step *> step = stage(name, inputs);
-  if (!step.ok())
-    return step.error();
-  auto ms = device->profileLaunches(**step, inputs.ids.size());
+  StatusOr<const PreparedStep *> found = step(name);
+  if (!found.ok())
+    return found.error();
+  Status staged = stage(**found, inputs);
+  if (!staged.ok())
+    return staged;
+  auto ms = device->profileLaunches(**found, inputs.ids.size());
   if (!ms.ok())
-    return ms.error().withContext("step '" + name + "'");
+    return ms.error();
   return ms;
 }

@@ -48,15 +48,21 @@ public:
   int64_t maxSeqLen() const { return manifest().max_seq_len(); }
   int64_t maxTokens() const { return manifest().max_tokens(); }
 
-  /// Runs step `name` ("prefill" or "decode") and fills `logits` with
-  /// [tokens, vocab] floats. Checks the inputs against the compiled limits.
+  /// The step `name` ("prefill" or "decode"), decoded at load.
+  StatusOr<const PreparedStep *> step(const std::string &name) const;
+
+  /// Runs `step` and fills `logits` with [tokens, vocab] floats. Checks the
+  /// inputs against the compiled limits. Allocates nothing when `logits`
+  /// already holds [tokens, vocab] floats.
+  Status run(const PreparedStep &step, const StepInputs &inputs,
+             std::vector<float> &logits);
+  /// The same for the step named `name`.
   Status run(const std::string &name, const StepInputs &inputs,
              std::vector<float> &logits);
 
   /// Checks `inputs` against the compiled limits and copies them into the
-  /// input buffers of step `name`, which is returned ready to launch.
-  StatusOr<const artifact::Step *> stage(const std::string &name,
-                                         const StepInputs &inputs);
+  /// input buffers of `step`.
+  Status stage(const PreparedStep &step, const StepInputs &inputs);
   /// Runs step `name` on `inputs` without reading its outputs back and
   /// returns the device time of its launches in milliseconds.
   StatusOr<double> time(const std::string &name, const StepInputs &inputs);
@@ -79,6 +85,8 @@ private:
       : file(std::move(file)), device(std::move(device)) {}
 
   artifact::ArtifactFile file;
+  /// Decoded from `file`'s manifest, which they point into.
+  std::vector<PreparedStep> steps;
   std::unique_ptr<Device> device;
 };
 

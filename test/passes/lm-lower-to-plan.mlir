@@ -28,7 +28,7 @@
 // CHECK-NEXT: %[[R:.*]] = plan.buffer "v5" offset(0) (%[[T]]) {io = "output"} : memref<?x4x32xbf16>
 // CHECK-NEXT: %[[WH:.*]] = plan.weight_ref @head : memref<256x128xbf16>
 // CHECK-NEXT: %[[L:.*]] = plan.buffer "v6" offset(0) (%[[T]]) {io = "output"} : memref<?x256xf32>
-// CHECK-NEXT: plan.launch @matmul.3[%[[T]]] grid #{{.*}} block [1, 1, 1] smem 0(%[[N]], %[[WH]], %[[L]]) {num_results = 1 : i64} : memref<?x128xbf16>, memref<256x128xbf16>, memref<?x256xf32>
+// CHECK-NEXT: plan.launch @matmul.3[%[[T]]] grid #{{.*}} block [1, 1, 1] smem 0(%[[N]], %[[WH]], %[[L]]) {absent = array<i64: 2>, num_results = 1 : i64} : memref<?x128xbf16>, memref<256x128xbf16>, memref<?x256xf32>
 // CHECK-NEXT: plan.launch @cache_write.4[%[[T]]] grid #{{.*}} block [1, 1, 1] smem 0(%[[C]], %[[KV]], %[[SL]], %[[SEQ]]) {num_results = 0 : i64} : memref<128x160xi8>, memref<?x80xf32>, memref<?xi32>, memref<?xi32>
 // CHECK-NEXT: }
 // CHECK-DAG: plan.kernel @embedding.3 {entry = "embedding", num_args = 3 : i64, target = #plan<target cpu>}
@@ -150,7 +150,7 @@ func.func @columns(%a: tensor<?x80xf32>) -> tensor<?x96xf32> {
 // CHECK-NEXT: %[[W8:.*]] = plan.weight_ref @w8 : memref<8x128x48xf8E4M3FN>
 // CHECK-NEXT: %[[S:.*]] = plan.weight_ref @s : memref<8x1x1xf32>
 // CHECK-NEXT: %[[Y:.*]] = plan.buffer "v3" offset(0) (%[[T]]) {io = "output"} : memref<?x128xf32>
-// CHECK-NEXT: plan.launch @expert_matmul.6[%[[T]]] {{.*}}(%[[X]], %[[W8]], %[[IDX]], %[[RW]], %[[S]], %[[Y]]) {block_size = array<i64: 128, 128>, num_results = 1 : i64, segments = array<i32: 1, 1, 1, 1, 0>, weight_scale = true}
+// CHECK-NEXT: plan.launch @expert_matmul.6[%[[T]]] {{.*}}(%[[X]], %[[W8]], %[[IDX]], %[[RW]], %[[S]], %[[Y]]) {absent = array<i64: 4>, block_size = array<i64: 128, 128>, num_results = 1 : i64}
 // CHECK-NOT: plan.launch
 // MAX-LABEL: plan.step @experts
 lm.weight @w8 : tensor<8x128x48xf8E4M3FN> {sources = ["w8"]}

@@ -3,7 +3,7 @@
 // Tests that buffers live at disjoint launches share offset 0, that one live
 // at the same time as both goes after the larger, 256-byte aligned, and that
 // the arena is the peak rounded up to 256 (512 + 40 -> 768).
-plan.kernel @k2 {target = #plan<target cpu>, entry = "k", num_args = 2 : i64}
+plan.kernel @k2 {target = #plan<target cpu>, entry = "elementwise", num_args = 2 : i64}
 // CHECK-LABEL: plan.step @disjoint arena(768)
 // CHECK: plan.buffer "a" offset(0) : memref<100xf32>
 // CHECK: plan.buffer "b" offset(0) : memref<64xf32>
@@ -13,8 +13,8 @@ plan.step @disjoint arena(1048576) sizes ["tokens"] attributes {max_sizes = arra
   %a = plan.buffer "a" offset(0) : memref<100xf32>
   %b = plan.buffer "b" offset(0) : memref<64xf32>
   %c = plan.buffer "c" offset(0) : memref<10xf32>
-  plan.launch @k2 [%t] grid affine_map<()[s0] -> (s0, 1, 1)> block [1, 1, 1] smem 0 (%a, %c) : memref<100xf32>, memref<10xf32>
-  plan.launch @k2 [%t] grid affine_map<()[s0] -> (s0, 1, 1)> block [1, 1, 1] smem 0 (%b, %c) : memref<64xf32>, memref<10xf32>
+  plan.launch @k2 [%t] grid affine_map<()[s0] -> (s0, 1, 1)> block [1, 1, 1] smem 0 (%a, %c) {num_results = 1 : i64, symbol = "f"} : memref<100xf32>, memref<10xf32>
+  plan.launch @k2 [%t] grid affine_map<()[s0] -> (s0, 1, 1)> block [1, 1, 1] smem 0 (%b, %c) {num_results = 1 : i64, symbol = "f"} : memref<64xf32>, memref<10xf32>
 }
 
 // -----
@@ -23,7 +23,7 @@ plan.step @disjoint arena(1048576) sizes ["tokens"] attributes {max_sizes = arra
 // only by the first launch) and "out" (written only by the last) keep their
 // bytes for the whole step, while "x", "y" and "z", each used by one of the
 // launches in between, share one offset after them.
-plan.kernel @k1 {target = #plan<target cpu>, entry = "k", num_args = 1 : i64}
+plan.kernel @k1 {target = #plan<target cpu>, entry = "elementwise", num_args = 1 : i64}
 // CHECK-LABEL: plan.step @io arena(768)
 // CHECK-NEXT: ^bb0
 // CHECK-NEXT: plan.buffer "in" offset(0) {io = "input"} : memref<64xf32>
@@ -38,11 +38,11 @@ plan.step @io arena(1048576) sizes ["tokens"] attributes {max_sizes = array<i64:
   %out = plan.buffer "out" offset(0) {io = "output"} : memref<64xf32>
   %y = plan.buffer "y" offset(0) : memref<64xf32>
   %z = plan.buffer "z" offset(0) : memref<64xf32>
-  plan.launch @k1 [%t] grid affine_map<()[s0] -> (s0, 1, 1)> block [1, 1, 1] smem 0 (%in) : memref<64xf32>
-  plan.launch @k1 [%t] grid affine_map<()[s0] -> (s0, 1, 1)> block [1, 1, 1] smem 0 (%y) : memref<64xf32>
-  plan.launch @k1 [%t] grid affine_map<()[s0] -> (s0, 1, 1)> block [1, 1, 1] smem 0 (%x) : memref<64xf32>
-  plan.launch @k1 [%t] grid affine_map<()[s0] -> (s0, 1, 1)> block [1, 1, 1] smem 0 (%z) : memref<64xf32>
-  plan.launch @k1 [%t] grid affine_map<()[s0] -> (s0, 1, 1)> block [1, 1, 1] smem 0 (%out) : memref<64xf32>
+  plan.launch @k1 [%t] grid affine_map<()[s0] -> (s0, 1, 1)> block [1, 1, 1] smem 0 (%in) {num_results = 1 : i64, symbol = "f"} : memref<64xf32>
+  plan.launch @k1 [%t] grid affine_map<()[s0] -> (s0, 1, 1)> block [1, 1, 1] smem 0 (%y) {num_results = 1 : i64, symbol = "f"} : memref<64xf32>
+  plan.launch @k1 [%t] grid affine_map<()[s0] -> (s0, 1, 1)> block [1, 1, 1] smem 0 (%x) {num_results = 1 : i64, symbol = "f"} : memref<64xf32>
+  plan.launch @k1 [%t] grid affine_map<()[s0] -> (s0, 1, 1)> block [1, 1, 1] smem 0 (%z) {num_results = 1 : i64, symbol = "f"} : memref<64xf32>
+  plan.launch @k1 [%t] grid affine_map<()[s0] -> (s0, 1, 1)> block [1, 1, 1] smem 0 (%out) {num_results = 1 : i64, symbol = "f"} : memref<64xf32>
 }
 
 // -----
@@ -51,8 +51,8 @@ plan.step @io arena(1048576) sizes ["tokens"] attributes {max_sizes = array<i64:
 // live range, the union of their uses: "b", used between the two views of
 // "a", cannot take a's bytes. Dynamic buffers take max_sizes (16 x 64 f32 =
 // 4096 bytes).
-plan.kernel @k1 {target = #plan<target cpu>, entry = "k", num_args = 1 : i64}
-plan.kernel @k2 {target = #plan<target cpu>, entry = "k", num_args = 2 : i64}
+plan.kernel @k1 {target = #plan<target cpu>, entry = "elementwise", num_args = 1 : i64}
+plan.kernel @k2 {target = #plan<target cpu>, entry = "elementwise", num_args = 2 : i64}
 // CHECK-LABEL: plan.step @alias arena(8448)
 // CHECK-NEXT: ^bb0(%[[T:.*]]: index):
 // CHECK-NEXT: plan.buffer "in" offset(0) (%[[T]]) {io = "input"} : memref<?x64xf32>
@@ -65,9 +65,9 @@ plan.step @alias arena(1048576) sizes ["tokens"] attributes {max_sizes = array<i
   %a = plan.buffer "a" offset(0) (%t) : memref<?x64xf32>
   %ar = plan.buffer "a" offset(0) (%t) : memref<?x4x16xf32>
   %b = plan.buffer "b" offset(0) : memref<64xf32>
-  plan.launch @k2 [%t] grid affine_map<()[s0] -> (s0, 1, 1)> block [1, 1, 1] smem 0 (%in, %a) : memref<?x64xf32>, memref<?x64xf32>
-  plan.launch @k1 [%t] grid affine_map<()[s0] -> (s0, 1, 1)> block [1, 1, 1] smem 0 (%b) : memref<64xf32>
-  plan.launch @k1 [%t] grid affine_map<()[s0] -> (s0, 1, 1)> block [1, 1, 1] smem 0 (%ar) : memref<?x4x16xf32>
+  plan.launch @k2 [%t] grid affine_map<()[s0] -> (s0, 1, 1)> block [1, 1, 1] smem 0 (%in, %a) {num_results = 1 : i64, symbol = "f"} : memref<?x64xf32>, memref<?x64xf32>
+  plan.launch @k1 [%t] grid affine_map<()[s0] -> (s0, 1, 1)> block [1, 1, 1] smem 0 (%b) {num_results = 1 : i64, symbol = "f"} : memref<64xf32>
+  plan.launch @k1 [%t] grid affine_map<()[s0] -> (s0, 1, 1)> block [1, 1, 1] smem 0 (%ar) {num_results = 1 : i64, symbol = "f"} : memref<?x4x16xf32>
 }
 
 // -----
@@ -75,7 +75,7 @@ plan.step @alias arena(1048576) sizes ["tokens"] attributes {max_sizes = array<i
 // Tests that a dynamic dim takes the max size of the step argument it is
 // given: "p" is [batch, 64] f32 with batch <= 2 (512 bytes), "q" [tokens, 64]
 // with tokens <= 16 (4096 bytes); both live at once.
-plan.kernel @k2 {target = #plan<target cpu>, entry = "k", num_args = 2 : i64}
+plan.kernel @k2 {target = #plan<target cpu>, entry = "elementwise", num_args = 2 : i64}
 // CHECK-LABEL: plan.step @two_sizes arena(4608) sizes ["tokens", "batch"]
 // CHECK-NEXT: ^bb0(%[[T:.*]]: index, %[[B:.*]]: index):
 // CHECK-NEXT: plan.buffer "p" offset(4096) (%[[B]]) : memref<?x64xf32>
@@ -84,5 +84,5 @@ plan.step @two_sizes arena(1048576) sizes ["tokens", "batch"] attributes {max_si
 ^bb0(%t: index, %bt: index):
   %p = plan.buffer "p" offset(0) (%bt) : memref<?x64xf32>
   %q = plan.buffer "q" offset(0) (%t) : memref<?x64xf32>
-  plan.launch @k2 [%t] grid affine_map<()[s0] -> (s0, 1, 1)> block [1, 1, 1] smem 0 (%p, %q) : memref<?x64xf32>, memref<?x64xf32>
+  plan.launch @k2 [%t] grid affine_map<()[s0] -> (s0, 1, 1)> block [1, 1, 1] smem 0 (%p, %q) {num_results = 1 : i64, symbol = "f"} : memref<?x64xf32>, memref<?x64xf32>
 }

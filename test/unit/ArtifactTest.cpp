@@ -348,10 +348,12 @@ TEST(ArtifactTest, BadMagic) {
 TEST(ArtifactTest, OtherVersion) {
   std::string path = samplePath("other_version");
   std::vector<uint8_t> bytes = readBytes(path);
-  bytes[kVersionOffset] = 2;
+  uint32_t other = kFormatVersion + 1;
+  bytes[kVersionOffset] = static_cast<uint8_t>(other);
   writeBytes(path, bytes);
-  expectError(path, {"was written by format version 2; this runtime reads "
-                     "version 1"});
+  expectError(path, {"was written by format version " + std::to_string(other) +
+                     "; this runtime reads version " +
+                     std::to_string(kFormatVersion)});
 }
 
 TEST(ArtifactTest, UnknownFlags) {

@@ -1,6 +1,7 @@
 //===- CpuDevice.cpp - Running artifact launches on the CPU ---------------===//
 
 #include "runtime/devices/cpu/CpuDevice.h"
+#include "runtime/executor/Dispatch.h"
 #include "runtime/executor/LaunchParams.h"
 
 #include "runtime/numerics/Numerics.h"
@@ -15,24 +16,10 @@
 using namespace daybreak;
 using namespace daybreak::cpu;
 using artifact::DType;
-using runtime::attrFloat;
-using runtime::attrInt;
-using runtime::findAttr;
-
-/// The kernels of the CPU device, by the name launches use.
-static const char *const kKernels[] = {
-    "embedding",    "rms_norm",         "layer_norm",     "matmul",
-    "fp8_matmul",   "head_matmul",      "rope",           "copy_columns",
-    "add",          "add_scalar_i32",   "swiglu",         "moe_route",
-    "expert_matmul", "cache_write",     "dsa_indexer_scores",
-    "dsa_index_select", "sparse_attention", "elementwise"};
-
-int64_t CpuDevice::Tensor::numel() const {
-  int64_t n = 1;
-  for (int64_t d : shape)
-    n *= d;
-  return n;
-}
+using runtime::BoundArg;
+using runtime::BoundLaunch;
+using runtime::PreparedLaunch;
+namespace abi = daybreak::abi;
 
 CpuDevice::~CpuDevice() {
   if (codeHandle)
@@ -41,17 +28,10 @@ CpuDevice::~CpuDevice() {
 
 Status CpuDevice::loadGeneratedCode(const artifact::ArtifactFile &file) {
   std::vector<std::string> symbols;
-  for (const artifact::Step &step : (*manifest).steps())
-    for (const artifact::Launch &l : step.launches())
-      if (l.kernel() == "elementwise") {
-        const artifact::Attr *symbol = nullptr;
-        for (const artifact::Attr &a : l.attrs())
-          if (a.name() == "symbol")
-            symbol = &a;
-        if (!symbol)
-          return Status::error("a generated kernel launch names no symbol");
-        symbols.push_back(symbol->s());
-      }
+  for (const runtime::PreparedStep &step : *steps)
+    for (const PreparedLaunch &l : step.launches)
+      if (l.kernel == abi::KernelId::Elementwise)
+        symbols.push_back(l.s(abi::Elementwise::P::symbol));
   if (symbols.empty())
     return Status::success();
   std::optional<uint32_t> section = file.findSection("code.x86_64");
@@ -80,12 +60,18 @@ Status CpuDevice::loadGeneratedCode(const artifact::ArtifactFile &file) {
   if (!codeHandle)
     return Status::error(std::string("cannot load the generated kernels: ") +
                          dlerror());
-  for (const std::string &symbol : symbols) {
-    void *fn = dlsym(codeHandle, symbol.c_str());
-    if (!fn)
-      return Status::error("the generated kernels lack '" + symbol + "'");
-    generated[symbol] = reinterpret_cast<ElementwiseFn>(fn);
-  }
+  // Resolved once per launch: a step indexes this by the launch's ordinal.
+  for (const runtime::PreparedStep &step : *steps)
+    for (const PreparedLaunch &l : step.launches) {
+      if (l.kernel != abi::KernelId::Elementwise)
+        continue;
+      const std::string &symbol = l.s(abi::Elementwise::P::symbol);
+      void *fn = dlsym(codeHandle, symbol.c_str());
+      if (!fn)
+        return Status::error(l.label + ": the generated kernels lack '" +
+                             symbol + "'");
+      generated[l.ordinal] = reinterpret_cast<ElementwiseFn>(fn);
+    }
   return Status::success();
 }
 
@@ -100,20 +86,18 @@ Status CpuDevice::allocate(Allocation &a, uint64_t bytes, const std::string &wha
   return Status::success();
 }
 
-Status CpuDevice::prepare(const artifact::ArtifactFile &file) {
+Status CpuDevice::prepare(const artifact::ArtifactFile &file,
+                          const std::vector<runtime::PreparedStep> &prepared) {
   manifest = &file.manifest();
+  steps = &prepared;
   const artifact::Manifest &m = *manifest;
-  // Every launch must name a kernel this device has.
-  for (const artifact::Step &step : m.steps())
-    for (const artifact::Launch &l : step.launches()) {
-      bool known = false;
-      for (const char *k : kKernels)
-        known |= l.kernel() == k;
-      if (!known)
-        return Status::error("step '" + step.name() + "' launches kernel '" +
-                             l.kernel() +
-                             "', which the cpu device does not have");
-    }
+  Status supported = launchers().check(prepared, name());
+  if (!supported.ok())
+    return supported;
+  size_t launches = 0;
+  for (const runtime::PreparedStep &step : prepared)
+    launches += step.launches.size();
+  generated.assign(launches, nullptr);
 
   Status code = loadGeneratedCode(file);
   if (!code.ok())
@@ -121,10 +105,12 @@ Status CpuDevice::prepare(const artifact::ArtifactFile &file) {
 
   // Weights, once, to fp32 (FP8 matmul weights dequantised).
   StatusOr<std::vector<std::vector<float>>> loaded =
-      runtime::loadWeightsF32(file);
+      runtime::loadWeightsF32(file, prepared);
   if (!loaded.ok())
     return loaded.error();
   weights = std::move(*loaded);
+  for (const std::vector<float> &w : weights)
+    weightAddressTable.push_back(reinterpret_cast<uintptr_t>(w.data()));
 
   // Caches with identity page tables, and the arena.
   int64_t batch = m.max_batch(), maxSeq = m.max_seq_len();
@@ -246,198 +232,220 @@ uint64_t CpuDevice::residentBytes() const {
   return bytes;
 }
 
-StatusOr<CpuDevice::Tensor> CpuDevice::operand(const artifact::Step &step,
-                                       const artifact::Operand &op,
-                                       int64_t tokens) {
-  Tensor t;
-  switch (op.kind_case()) {
-  case artifact::Operand::kBuffer: {
-    if (op.buffer() >= uint32_t(step.buffers_size()))
-      return Status::error("operand names buffer " +
-                           std::to_string(op.buffer()) + " of " +
-                           std::to_string(step.buffers_size()));
-    const artifact::Buffer &b = step.buffers(op.buffer());
-    t.dtype = b.dtype();
-    t.shape = runtime::bufferShape(b, tokens);
-    int64_t bytes = t.numel() * runtime::elementBytes(t.dtype);
-    if (b.offset() + bytes > arena.size)
-      return Status::error("buffer '" + b.name() + "' runs past the arena");
-    t.data = arena.data.get() + b.offset();
-    return t;
-  }
-  case artifact::Operand::kWeight: {
-    if (op.weight() >= weights.size())
-      return Status::error("operand names a missing weight");
-    const artifact::Weight &w = (*manifest).weights(op.weight());
-    t.dtype = DType::F32;
-    t.shape.assign(w.shape().begin(), w.shape().end());
-    t.data = weights[op.weight()].data();
-    return t;
-  }
-  case artifact::Operand::kCache:
-    if (op.cache() >= caches.size())
-      return Status::error("operand names a missing cache");
-    t.cache = &caches[op.cache()];
-    return t;
-  default:
-    return Status::error("empty operand");
-  }
-}
+//===----------------------------------------------------------------------===//
+// Launchers: one per declared kernel the CPU device implements.
+//===----------------------------------------------------------------------===//
 
-Status CpuDevice::launch(const artifact::Step &step, const artifact::Launch &l,
-                     int64_t tokens) {
-  std::vector<Tensor> in, out;
-  for (const artifact::Operand &op : l.operands()) {
-    StatusOr<Tensor> t = operand(step, op, tokens);
-    if (!t.ok())
-      return t.error();
-    in.push_back(*t);
+namespace daybreak::cpu {
+/// The launchers reach the device's pool, caches and generated kernels.
+struct CpuLaunchers {
+  static float *f(const BoundArg &a) { return a.as<float>(); }
+  static int32_t *i32(const BoundArg &a) { return a.as<int32_t>(); }
+  /// An optional operand's data, or null when absent.
+  template <typename T> static T *opt(const BoundArg &a) {
+    return a.present() ? a.as<T>() : nullptr;
   }
-  for (const artifact::Operand &op : l.results()) {
-    StatusOr<Tensor> t = operand(step, op, tokens);
-    if (!t.ok())
-      return t.error();
-    out.push_back(*t);
+  static const CacheView &cache(CpuDevice &d, const BoundArg &a) {
+    return d.caches[a.cache()];
   }
-  auto f = [](const Tensor &t) { return static_cast<float *>(t.data); };
-  auto i32 = [](const Tensor &t) { return static_cast<int32_t *>(t.data); };
-  auto need = [&](size_t ins, size_t outs) {
-    return in.size() >= ins && out.size() == outs;
-  };
-  const std::string &k = l.kernel();
-  if (k == "embedding" && need(2, 1))
-    return embedding(pool, f(in[0]), in[0].shape[0], in[0].shape[1],
-                          i32(in[1]), tokens, f(out[0]));
-  if (k == "rms_norm" && need(2, 1)) {
-    int64_t dim = in[0].shape.back();
-    rmsNorm(pool, f(in[0]), f(in[1]), in[0].numel() / dim, dim,
-                 attrFloat(l, "eps", 1e-6), f(out[0]));
+
+  static Status embedding(CpuDevice &d, const BoundLaunch &l) {
+    using In = abi::Embedding::In;
+    const BoundArg &table = l.in(In::table);
+    return cpu::embedding(d.pool, f(table), table.dim(0), table.dim(1),
+                          i32(l.in(In::ids)), l.tokens, f(l.out(0)));
+  }
+  static Status rmsNorm(CpuDevice &d, const BoundLaunch &l) {
+    using In = abi::RmsNorm::In;
+    const BoundArg &x = l.in(In::input);
+    cpu::rmsNorm(d.pool, f(x), f(l.in(In::weight)), x.numel() / x.back(),
+                 x.back(), l->f(abi::RmsNorm::P::eps), f(l.out(0)));
     return Status::success();
   }
-  if (k == "layer_norm" && need(2, 1)) {
-    int64_t dim = in[0].shape.back();
-    layerNorm(pool, f(in[0]), f(in[1]), in.size() > 2 ? f(in[2]) : nullptr,
-                   in[0].numel() / dim, dim, attrFloat(l, "eps", 1e-6),
-                   f(out[0]));
+  static Status layerNorm(CpuDevice &d, const BoundLaunch &l) {
+    using In = abi::LayerNorm::In;
+    const BoundArg &x = l.in(In::input);
+    cpu::layerNorm(d.pool, f(x), f(l.in(In::weight)),
+                   opt<float>(l.in(In::bias)), x.numel() / x.back(), x.back(),
+                   l->f(abi::LayerNorm::P::eps), f(l.out(0)));
     return Status::success();
   }
-  if ((k == "matmul" || k == "fp8_matmul") && need(2, 1)) {
-    int64_t n = in[1].shape[0], kk = in[1].shape[1];
-    const float *bias = k == "matmul" && in.size() > 2 ? f(in[2]) : nullptr;
+  /// matmul and fp8_matmul: the FP8 weight was dequantised at load.
+  static Status matmulWith(CpuDevice &d, const BoundLaunch &l,
+                           const float *bias, const std::vector<int64_t> *tile) {
+    const BoundArg &x = l.in(0), &w = l.in(1);
+    int64_t n = w.dim(0), k = w.dim(1);
     MatmulTiling tiling;
-    tiling.rowBlock = attrInt(l, "tile.0", 0);
-    tiling.colBlock = attrInt(l, "tile.1", 0);
-    matmul(pool, f(in[0]), f(in[1]), bias, in[0].numel() / kk, n, kk,
-                f(out[0]), tiling);
+    if (tile && tile->size() == 2) {
+      tiling.rowBlock = (*tile)[0];
+      tiling.colBlock = (*tile)[1];
+    }
+    cpu::matmul(d.pool, f(x), f(w), bias, x.numel() / k, n, k, f(l.out(0)),
+                tiling);
     return Status::success();
   }
-  if (k == "head_matmul" && need(2, 1)) {
-    bool transpose = attrInt(l, "transpose_weight", 0) != 0;
-    int64_t heads = in[0].shape[1], kk = in[0].shape[2];
-    int64_t n = transpose ? in[1].shape[1] : in[1].shape[2];
-    headMatmul(pool, f(in[0]), f(in[1]), transpose, in[0].shape[0],
-                    heads, kk, n, f(out[0]));
+  static Status matmul(CpuDevice &d, const BoundLaunch &l) {
+    using P = abi::Matmul::P;
+    return matmulWith(d, l, opt<float>(l.in(abi::Matmul::In::bias)),
+                      l->has(P::tile) ? &l->ints(P::tile) : nullptr);
+  }
+  static Status fp8Matmul(CpuDevice &d, const BoundLaunch &l) {
+    using P = abi::Fp8Matmul::P;
+    return matmulWith(d, l, nullptr,
+                      l->has(P::tile) ? &l->ints(P::tile) : nullptr);
+  }
+  static Status headMatmul(CpuDevice &d, const BoundLaunch &l) {
+    using In = abi::HeadMatmul::In;
+    const BoundArg &x = l.in(In::input), &w = l.in(In::weight);
+    bool transpose = l->has(abi::HeadMatmul::P::transpose_weight) &&
+                     l->i(abi::HeadMatmul::P::transpose_weight);
+    int64_t n = transpose ? w.dim(1) : w.dim(2);
+    cpu::headMatmul(d.pool, f(x), f(w), transpose, x.dim(0), x.dim(1),
+                    x.dim(2), n, f(l.out(0)));
     return Status::success();
   }
-  if (k == "rope" && need(2, 1)) {
-    if (out[0].data != in[0].data)
-      std::memcpy(out[0].data, in[0].data, in[0].numel() * sizeof(float));
-    cpu::RopeParams p = runtime::ropeParams(l);
-    int64_t rowDim = out[0].shape.back();
-    rope(pool, f(out[0]), i32(in[1]), tokens,
-              out[0].numel() / std::max<int64_t>(tokens * rowDim, 1), rowDim,
-              p);
+  static Status rope(CpuDevice &d, const BoundLaunch &l) {
+    using In = abi::Rope::In;
+    const BoundArg &x = l.in(In::input), &out = l.out(0);
+    if (out.address != x.address)
+      std::memcpy(f(out), f(x), x.numel() * sizeof(float));
+    int64_t rowDim = out.back();
+    cpu::rope(d.pool, f(out), i32(l.in(In::positions)), l.tokens,
+              out.numel() / std::max<int64_t>(l.tokens * rowDim, 1), rowDim,
+              runtime::ropeParams(*l));
     return Status::success();
   }
-  if (k == "copy_columns" && need(1, 1)) {
-    int64_t srcStride = in[0].shape.back(), dstStride = out[0].shape.back();
-    int64_t srcOffset = attrInt(l, "src_offset", 0);
-    int64_t dstOffset = attrInt(l, "dst_offset", 0);
-    int64_t cols = std::min(srcStride - srcOffset, dstStride - dstOffset);
-    copyColumns(pool, f(in[0]), srcStride, srcOffset, f(out[0]),
-                     dstStride, dstOffset, in[0].numel() / srcStride, cols);
+  static Status copyColumns(CpuDevice &d, const BoundLaunch &l) {
+    using P = abi::CopyColumns::P;
+    const BoundArg &x = l.in(0), &out = l.out(0);
+    int64_t srcOffset = l->i(P::src_offset), dstOffset = l->i(P::dst_offset);
+    int64_t cols = std::min(x.back() - srcOffset, out.back() - dstOffset);
+    cpu::copyColumns(d.pool, f(x), x.back(), srcOffset, f(out), out.back(),
+                     dstOffset, x.numel() / x.back(), cols);
     return Status::success();
   }
-  if (k == "add" && need(2, 1)) {
-    add(pool, f(in[0]), f(in[1]), in[0].numel(), f(out[0]));
+  static Status add(CpuDevice &d, const BoundLaunch &l) {
+    using In = abi::Add::In;
+    cpu::add(d.pool, f(l.in(In::lhs)), f(l.in(In::rhs)), l.in(In::lhs).numel(),
+             f(l.out(0)));
     return Status::success();
   }
-  if (k == "add_scalar_i32" && need(1, 1)) {
-    int32_t value = static_cast<int32_t>(attrInt(l, "value", 0));
-    for (int64_t t = 0, n = in[0].numel(); t < n; ++t)
-      i32(out[0])[t] = i32(in[0])[t] + value;
+  static Status addScalarI32(CpuDevice &, const BoundLaunch &l) {
+    int32_t value = static_cast<int32_t>(l->i(abi::AddScalarI32::P::value));
+    const int32_t *x = i32(l.in(0));
+    int32_t *out = i32(l.out(0));
+    for (int64_t t = 0, n = l.in(0).numel(); t < n; ++t)
+      out[t] = x[t] + value;
     return Status::success();
   }
-  if (k == "swiglu" && need(2, 1)) {
-    const artifact::Attr *limit = findAttr(l, "limit");
-    swiglu(pool, f(in[0]), f(in[1]), in[0].numel(),
-                attrFloat(l, "alpha", 1.0), limit != nullptr,
-                limit ? limit->f() : 0.0, attrFloat(l, "up_offset", 0.0),
-                f(out[0]));
+  static Status swiglu(CpuDevice &d, const BoundLaunch &l) {
+    using In = abi::Swiglu::In;
+    using P = abi::Swiglu::P;
+    const BoundArg &gate = l.in(In::gate);
+    cpu::swiglu(d.pool, f(gate), f(l.in(In::up)), gate.numel(), l->f(P::alpha),
+                l->has(P::limit), l->has(P::limit) ? l->f(P::limit) : 0.0,
+                l->f(P::up_offset), f(l.out(0)));
     return Status::success();
   }
-  if (k == "moe_route" && need(1, 2)) {
-    StatusOr<cpu::RouteParams> route = runtime::sigmoidRouteParams(l, "cpu");
+  static Status moeRoute(CpuDevice &d, const BoundLaunch &l) {
+    using In = abi::MoeRoute::In;
+    StatusOr<cpu::RouteParams> route = runtime::sigmoidRouteParams(*l, "cpu");
     if (!route.ok())
       return route.error();
-    const cpu::RouteParams &p = *route;
-    moeRouteSigmoid(pool, f(in[0]), in.size() > 1 ? f(in[1]) : nullptr,
-                         tokens, in[0].shape[1], p, i32(out[0]), f(out[1]));
+    const BoundArg &logits = l.in(In::logits);
+    cpu::moeRouteSigmoid(d.pool, f(logits), opt<float>(l.in(In::bias)),
+                         l.tokens, logits.dim(1), *route, i32(l.out(0)),
+                         f(l.out(1)));
     return Status::success();
   }
-  if (k == "expert_matmul" && need(3, 1)) {
-    // Segments: input, weight, indices, routing_weights, bias.
-    bool weighted = attrInt(l, "segments.3", 0) != 0;
-    if (attrInt(l, "segments.4", 0) != 0)
+  static Status expertMatmul(CpuDevice &d, const BoundLaunch &l) {
+    using In = abi::ExpertMatmul::In;
+    if (l.in(In::bias).present())
       return Status::error("expert biases are not supported on cpu yet");
-    const Tensor &w = in[1];
-    return expertMatmul(pool, f(in[0]), in[0].shape.size() == 3, f(w),
-                             w.shape[0], w.shape[1], w.shape[2], i32(in[2]),
-                             tokens, in[2].shape[1],
-                             weighted ? f(in[3]) : nullptr, f(out[0]));
+    const BoundArg &x = l.in(In::input), &w = l.in(In::weight),
+                   &indices = l.in(In::indices);
+    return cpu::expertMatmul(d.pool, f(x), x.rank == 3, f(w), w.dim(0),
+                             w.dim(1), w.dim(2), i32(indices), l.tokens,
+                             indices.dim(1),
+                             opt<float>(l.in(In::routing_weights)),
+                             f(l.out(0)));
   }
-  if (k == "cache_write" && need(3, 0) && in[0].cache)
-    return cacheWrite(pool, *in[0].cache, f(in[1]), i32(in[2]),
-                           in.size() > 3 ? i32(in[3]) : nullptr, tokens);
-  if (k == "dsa_indexer_scores" && need(3, 1) && in[1].cache)
-    return dsaIndexerScores(pool, f(in[0]), f(in[2]), *in[1].cache,
-                                 in.size() > 3 ? i32(in[3]) : nullptr, tokens,
-                                 in[0].shape[1], attrFloat(l, "scale", 1.0),
-                                 f(out[0]));
-  if (k == "dsa_index_select" && need(2, 1)) {
-    dsaIndexSelect(pool, f(in[0]), i32(in[1]), tokens, in[0].shape[1],
-                        attrInt(l, "top_k", 1), i32(out[0]));
+  static Status cacheWrite(CpuDevice &d, const BoundLaunch &l) {
+    using In = abi::CacheWrite::In;
+    return cpu::cacheWrite(d.pool, cache(d, l.in(In::cache)),
+                           f(l.in(In::values)), i32(l.in(In::slots)),
+                           opt<int32_t>(l.in(In::sequences)), l.tokens);
+  }
+  static Status dsaIndexerScores(CpuDevice &d, const BoundLaunch &l) {
+    using In = abi::DsaIndexerScores::In;
+    const BoundArg &q = l.in(In::queries);
+    return cpu::dsaIndexerScores(
+        d.pool, f(q), f(l.in(In::weights)), cache(d, l.in(In::keys)),
+        opt<int32_t>(l.in(In::sequences)), l.tokens, q.dim(1),
+        l->f(abi::DsaIndexerScores::P::scale), f(l.out(0)));
+  }
+  static Status dsaIndexSelect(CpuDevice &d, const BoundLaunch &l) {
+    using In = abi::DsaIndexSelect::In;
+    const BoundArg &scores = l.in(In::scores);
+    cpu::dsaIndexSelect(d.pool, f(scores), i32(l.in(In::bounds)), l.tokens,
+                        scores.dim(1), l->i(abi::DsaIndexSelect::P::top_k),
+                        i32(l.out(0)));
     return Status::success();
   }
-  if (k == "sparse_attention" && need(3, 1) && in[1].cache) {
-    // Segments: q, kv, indices, sequences, sinks.
-    bool hasSeq = attrInt(l, "segments.3", 0) != 0;
-    bool hasSinks = attrInt(l, "segments.4", 0) != 0;
-    const int32_t *seq = hasSeq ? i32(in[3]) : nullptr;
-    const float *sinks = hasSinks ? f(in[3 + hasSeq]) : nullptr;
-    return sparseAttention(pool, f(in[0]), *in[1].cache, i32(in[2]),
-                                in[2].shape[1], seq, tokens, in[0].shape[1],
-                                attrFloat(l, "scale", 1.0),
-                                attrInt(l, "value_dim", 0), sinks, f(out[0]));
+  static Status sparseAttention(CpuDevice &d, const BoundLaunch &l) {
+    using In = abi::SparseAttention::In;
+    using P = abi::SparseAttention::P;
+    const BoundArg &q = l.in(In::q), &indices = l.in(In::indices);
+    return cpu::sparseAttention(
+        d.pool, f(q), cache(d, l.in(In::kv)), i32(indices), indices.dim(1),
+        opt<int32_t>(l.in(In::sequences)), l.tokens, q.dim(1), l->f(P::scale),
+        l->i(P::value_dim), opt<float>(l.in(In::sinks)), f(l.out(0)));
   }
-  if (k == "elementwise" && out.size() == 1) {
-    const artifact::Attr *symbol = findAttr(l, "symbol");
-    auto fn = symbol ? generated.find(symbol->s()) : generated.end();
-    if (fn == generated.end())
+  static Status elementwise(CpuDevice &d, const BoundLaunch &l) {
+    CpuDevice::ElementwiseFn kernel = d.generated[l->ordinal];
+    if (!kernel)
       return Status::error("generated kernel not loaded");
-    ElementwiseFn kernel = fn->second;
-    float *result = f(out[0]);
-    pool.parallelFor(out[0].numel(), 16384, [&](int64_t begin, int64_t end) {
-      std::vector<const float *> inputs;
-      for (const Tensor &t : in)
-        inputs.push_back(f(t) + begin);
-      kernel(end - begin, inputs.data(), result + begin);
+    const BoundArg &out = l.out(0);
+    unsigned inputs = l.numOperands();
+    float *result = f(out);
+    d.pool.parallelFor(out.numel(), 16384, [&](int64_t begin, int64_t end) {
+      const float *chunk[runtime::kMaxLaunchArgs];
+      for (unsigned i = 0; i < inputs; ++i)
+        chunk[i] = f(l.in(i)) + begin;
+      kernel(end - begin, chunk, result + begin);
     });
     return Status::success();
   }
-  return Status::error("kernel '" + k + "' got " + std::to_string(in.size()) +
-                       " operands and " + std::to_string(out.size()) +
-                       " results, which it does not take");
+};
+} // namespace daybreak::cpu
+
+const runtime::LauncherTable<CpuDevice> &CpuDevice::launchers() {
+  using K = abi::KernelId;
+  static const runtime::LauncherTable<CpuDevice> table = {
+      {K::Embedding, &CpuLaunchers::embedding},
+      {K::RmsNorm, &CpuLaunchers::rmsNorm},
+      {K::LayerNorm, &CpuLaunchers::layerNorm},
+      {K::Matmul, &CpuLaunchers::matmul},
+      {K::Fp8Matmul, &CpuLaunchers::fp8Matmul},
+      {K::HeadMatmul, &CpuLaunchers::headMatmul},
+      {K::Rope, &CpuLaunchers::rope},
+      {K::CopyColumns, &CpuLaunchers::copyColumns},
+      {K::Add, &CpuLaunchers::add},
+      {K::AddScalarI32, &CpuLaunchers::addScalarI32},
+      {K::Swiglu, &CpuLaunchers::swiglu},
+      {K::MoeRoute, &CpuLaunchers::moeRoute},
+      {K::ExpertMatmul, &CpuLaunchers::expertMatmul},
+      {K::CacheWrite, &CpuLaunchers::cacheWrite},
+      {K::DsaIndexerScores, &CpuLaunchers::dsaIndexerScores},
+      {K::DsaIndexSelect, &CpuLaunchers::dsaIndexSelect},
+      {K::SparseAttention, &CpuLaunchers::sparseAttention},
+      {K::Elementwise, &CpuLaunchers::elementwise},
+  };
+  return table;
+}
+
+Status CpuDevice::launch(const PreparedLaunch &launch, int64_t tokens) {
+  return runtime::dispatch(*this, launchers(), launch, tokens);
 }
 
 Status CpuDevice::writeArena(uint64_t offset, const void *data, size_t bytes) {

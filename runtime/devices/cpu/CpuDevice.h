@@ -3,7 +3,8 @@
 // The CPU device: weights converted once to fp32 at load (FP8 matmul weights
 // dequantised with their block scales), caches with paged views, one arena,
 // the generated x86-64 kernels loaded from the artifact with dlopen, and
-// launches dispatched to the kernels of CpuKernels.h on a thread pool.
+// prepared launches dispatched to the kernels of CpuKernels.h on a thread
+// pool through one launcher per declared kernel.
 //
 //===----------------------------------------------------------------------===//
 
@@ -12,6 +13,7 @@
 
 #include "runtime/devices/cpu/CpuKernels.h"
 #include "runtime/executor/Device.h"
+#include "runtime/executor/Dispatch.h"
 
 #include <cstdlib>
 #include <map>
@@ -25,10 +27,11 @@ public:
   ~CpuDevice() override;
 
   std::string name() const override { return "cpu"; }
-  Status prepare(const artifact::ArtifactFile &file) override;
+  Status prepare(const artifact::ArtifactFile &file,
+                 const std::vector<runtime::PreparedStep> &steps) override;
   Status writeArena(uint64_t offset, const void *data, size_t bytes) override;
   Status readArena(uint64_t offset, void *data, size_t bytes) override;
-  Status launch(const artifact::Step &step, const artifact::Launch &launch,
+  Status launch(const runtime::PreparedLaunch &launch,
                 int64_t tokens) override;
   uint64_t residentBytes() const override;
   Status copyCacheRows(int cache, int64_t srcSeq, int64_t srcPos,
@@ -38,6 +41,14 @@ public:
   /// memcpy between two buffers of `bytes` (capped at 1 GiB).
   StatusOr<double> copyBandwidth(uint64_t bytes) override;
 
+  /// What the dispatch binds launches to.
+  uint64_t arenaAddress() const {
+    return reinterpret_cast<uintptr_t>(arena.data.get());
+  }
+  const uint64_t *weightAddresses() const { return weightAddressTable.data(); }
+  /// The kernels this device implements.
+  static const runtime::LauncherTable<CpuDevice> &launchers();
+
 private:
   /// Row (seq, pos) of cache `cache`, after checking that `rows` rows from
   /// there lie inside the slot.
@@ -46,17 +57,8 @@ private:
   /// dlopens the generated kernels of the "code.x86_64" section.
   Status loadGeneratedCode(const artifact::ArtifactFile &file);
 
+  friend struct CpuLaunchers;
   using ElementwiseFn = void (*)(int64_t, const float *const *, float *);
-
-  struct Tensor {
-    void *data = nullptr;
-    artifact::DType dtype = artifact::DTYPE_UNSPECIFIED;
-    std::vector<int64_t> shape;
-    const CacheView *cache = nullptr;
-    int64_t numel() const;
-  };
-  StatusOr<Tensor> operand(const artifact::Step &step,
-                           const artifact::Operand &op, int64_t tokens);
 
   /// Zeroed allocations that report failure instead of aborting.
   struct Allocation {
@@ -66,14 +68,17 @@ private:
   static Status allocate(Allocation &a, uint64_t bytes, const std::string &what);
 
   const artifact::Manifest *manifest = nullptr;
+  const std::vector<runtime::PreparedStep> *steps = nullptr;
   ThreadPool pool;
   std::vector<std::vector<float>> weights; ///< fp32, per manifest weight
+  std::vector<uint64_t> weightAddressTable; ///< weights[i].data()
   std::vector<Allocation> cacheBytes;
   std::vector<CacheView> caches;
   std::vector<int32_t> pageTable;
   Allocation arena;
   void *codeHandle = nullptr;
-  std::map<std::string, ElementwiseFn> generated;
+  /// The generated kernel of each elementwise launch, by launch ordinal.
+  std::vector<ElementwiseFn> generated;
 };
 
 } // namespace daybreak::cpu

@@ -2,6 +2,7 @@
 
 #include "runtime/devices/cuda/CudaDevice.h"
 #include "runtime/devices/cuda/MatmulProbe.h"
+#include "runtime/executor/Dispatch.h"
 #include "runtime/executor/LaunchParams.h"
 
 #include <algorithm>
@@ -10,25 +11,10 @@
 using namespace daybreak;
 using namespace daybreak::cuda;
 using artifact::DType;
-using runtime::attrFloat;
-using runtime::attrInt;
-using runtime::findAttr;
-
-/// The kernels the CUDA device runs, by launch name.
-static const char *const kKernels[] = {
-    "embedding",     "rms_norm",           "layer_norm",
-    "matmul",        "fp8_matmul",         "head_matmul",
-    "rope",          "copy_columns",       "add",
-    "add_scalar_i32", "swiglu",            "moe_route",
-    "expert_matmul", "cache_write",        "dsa_indexer_scores",
-    "dsa_index_select", "sparse_attention", "elementwise"};
-
-int64_t CudaDevice::Tensor::numel() const {
-  int64_t n = 1;
-  for (int64_t d : shape)
-    n *= d;
-  return n;
-}
+using runtime::BoundArg;
+using runtime::BoundLaunch;
+using runtime::PreparedLaunch;
+namespace abi = daybreak::abi;
 
 StatusOr<std::unique_ptr<CudaDevice>> CudaDevice::open(int ordinal) {
   StatusOr<const Driver *> driver = Driver::get();
@@ -102,8 +88,9 @@ Status CudaDevice::upload(CUdeviceptr dst, const void *src, size_t bytes) {
   return driver.check(driver.cuMemcpyHtoD(dst, src, bytes), "cuMemcpyHtoD");
 }
 
-Status CudaDevice::runLaunches(const artifact::Step &step, int64_t tokens) {
-  if (step.name() != "decode")
+Status CudaDevice::runLaunches(const runtime::PreparedStep &step,
+                               int64_t tokens) {
+  if (step.step->name() != "decode")
     return Device::runLaunches(step, tokens);
   auto key = std::make_pair(&step, tokens);
   auto found = graphs.find(key);
@@ -170,7 +157,7 @@ StatusOr<double> CudaDevice::elapsed(CUevent start, CUevent end) {
   return double(ms);
 }
 
-StatusOr<double> CudaDevice::timeLaunches(const artifact::Step &step,
+StatusOr<double> CudaDevice::timeLaunches(const runtime::PreparedStep &step,
                                           int64_t tokens) {
   StatusOr<CUevent> start = event(0), end = event(1);
   if (!start.ok() || !end.ok())
@@ -187,8 +174,9 @@ StatusOr<double> CudaDevice::timeLaunches(const artifact::Step &step,
 }
 
 StatusOr<std::vector<double>>
-CudaDevice::profileLaunches(const artifact::Step &step, int64_t tokens) {
-  int n = step.launches_size();
+CudaDevice::profileLaunches(const runtime::PreparedStep &step,
+                            int64_t tokens) {
+  int n = static_cast<int>(step.launches.size());
   StatusOr<CUevent> last = event(n);
   if (!last.ok())
     return last.error();
@@ -196,8 +184,8 @@ CudaDevice::profileLaunches(const artifact::Step &step, int64_t tokens) {
     Status status = driver.check(driver.cuEventRecord(events[i], stream),
                                  "cuEventRecord");
     if (status.ok() && i < n)
-      status = launch(step, step.launches(i), tokens)
-                   .withContext("kernel " + step.launches(i).kernel());
+      status = launch(step.launches[i], tokens)
+                   .withContext(step.launches[i].label);
     if (!status.ok())
       return status;
   }
@@ -340,20 +328,24 @@ static Status loadModule(const Driver &driver,
       ("cuModuleLoadDataEx (" + name + " PTX)").c_str());
 }
 
-Status CudaDevice::prepare(const artifact::ArtifactFile &file) {
+Status CudaDevice::prepare(const artifact::ArtifactFile &file,
+                           const std::vector<runtime::PreparedStep> &prepared) {
   manifest = &file.manifest();
+  steps = &prepared;
   const artifact::Manifest &m = *manifest;
+  Status status = launchers().check(prepared, "cuda");
+  if (!status.ok())
+    return status;
+  size_t launches = 0;
   bool needsGenerated = false;
-  for (const artifact::Step &step : m.steps())
-    for (const artifact::Launch &l : step.launches()) {
-      bool known = false;
-      for (const char *k : kKernels)
-        known |= l.kernel() == k;
-      if (!known)
-        return Status::error("step '" + step.name() + "' launches kernel '" +
-                             l.kernel() + "', which the cuda device lacks");
-      needsGenerated |= l.kernel() == "elementwise";
+  for (const runtime::PreparedStep &step : prepared)
+    for (const PreparedLaunch &l : step.launches) {
+      ++launches;
+      needsGenerated |= l.kernel == abi::KernelId::Elementwise;
     }
+  specializedFns.assign(launches, nullptr);
+  generatedFns.assign(launches, nullptr);
+  inputTables.assign(launches, 0);
   // sm_90a cubins use Hopper-only features and run on compute 9.0 only.
   int major = 0, minor = 0;
   driver.cuDeviceGetAttribute(
@@ -362,8 +354,8 @@ Status CudaDevice::prepare(const artifact::ArtifactFile &file) {
       &minor, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR, device);
   std::string arch = "sm_" + std::to_string(major) + std::to_string(minor) +
                      (major == 9 && minor == 0 ? "a" : "");
-  Status status = loadModule(driver, file, "library", arch, libraryModule,
-                             libraryLoadedAs);
+  status = loadModule(driver, file, "library", arch, libraryModule,
+                      libraryLoadedAs);
   if (!status.ok())
     return status;
   StatusOr<CudaKernels> loaded = CudaKernels::load(driver, libraryModule);
@@ -371,20 +363,22 @@ Status CudaDevice::prepare(const artifact::ArtifactFile &file) {
     return loaded.error();
   kernels.emplace(std::move(*loaded));
   // Launches the compiler specialised name their instantiation in the
-  // library module.
-  specialized.clear();
-  for (const artifact::Step &step : m.steps())
-    for (const artifact::Launch &l : step.launches()) {
-      const artifact::Attr *name = findAttr(l, "specialized");
-      if (!name || specialized.count(name->s()))
+  // library module: resolved once per launch.
+  std::map<std::string, CUfunction> byName;
+  for (const runtime::PreparedStep &step : prepared)
+    for (const PreparedLaunch &l : step.launches) {
+      if (l.specialized.empty())
         continue;
-      CUfunction fn = nullptr;
-      status = driver.check(
-          driver.cuModuleGetFunction(&fn, libraryModule, name->s().c_str()),
-          "cuModuleGetFunction");
-      if (!status.ok())
-        return status.withContext("specialised kernel " + name->s());
-      specialized[name->s()] = fn;
+      CUfunction &fn = byName[l.specialized];
+      if (!fn) {
+        status = driver.check(driver.cuModuleGetFunction(
+                                  &fn, libraryModule, l.specialized.c_str()),
+                              "cuModuleGetFunction");
+        if (!status.ok())
+          return status.withContext(l.label + ": specialised kernel " +
+                                    l.specialized);
+      }
+      specializedFns[l.ordinal] = fn;
     }
   if (needsGenerated) {
     status = loadModule(driver, file, "generated", arch, generatedModule,
@@ -395,17 +389,18 @@ Status CudaDevice::prepare(const artifact::ArtifactFile &file) {
 
   // Weights: fp32 on the host once, then one upload each.
   StatusOr<std::vector<std::vector<float>>> hostWeights =
-      runtime::loadWeightsF32(file);
+      runtime::loadWeightsF32(file, prepared);
   if (!hostWeights.ok())
     return hostWeights.error();
 
   // Partials of sparse attention split over its rows (decode), beside the
   // plan's arena: a few MB at DeepSeek-V3.2's dimensions.
   int64_t valueDim = 0;
-  for (const artifact::Step &step : m.steps())
-    for (const artifact::Launch &l : step.launches())
-      if (l.kernel() == "sparse_attention")
-        valueDim = std::max(valueDim, attrInt(l, "value_dim", 0));
+  for (const runtime::PreparedStep &step : prepared)
+    for (const PreparedLaunch &l : step.launches)
+      if (l.kernel == abi::KernelId::SparseAttention)
+        valueDim = std::max(valueDim,
+                            l.i(abi::SparseAttention::P::value_dim));
   if (valueDim > 0)
     attentionPartialFloats = sparseAttentionScratchFloats(valueDim);
 
@@ -428,11 +423,11 @@ Status CudaDevice::prepare(const artifact::ArtifactFile &file) {
                        ((maxSeq + c.page_size() - 1) / c.page_size()) *
                        c.page_size() * c.bytes_per_row());
     uint64_t arenaBytes = 0;
-    for (const artifact::Step &step : m.steps()) {
-      arenaBytes = std::max<uint64_t>(arenaBytes, step.arena_size());
-      for (const artifact::Launch &l : step.launches())
-        if (l.kernel() == "elementwise")
-          total += alignUp(l.operands_size() * sizeof(CUdeviceptr));
+    for (const runtime::PreparedStep &step : prepared) {
+      arenaBytes = std::max<uint64_t>(arenaBytes, step.step->arena_size());
+      for (const PreparedLaunch &l : step.launches)
+        if (l.kernel == abi::KernelId::Elementwise)
+          total += alignUp(l.numOperands * sizeof(CUdeviceptr));
     }
     total += alignUp(arenaBytes);
     total += alignUp(attentionPartialFloats * sizeof(float));
@@ -461,6 +456,7 @@ Status CudaDevice::prepare(const artifact::ArtifactFile &file) {
     if (!status.ok())
       return status;
     weights.push_back(*p);
+    weightAddressTable.push_back(*p);
   }
 
   // Caches (zeroed) with an identity page table, and the arena.
@@ -533,29 +529,27 @@ Status CudaDevice::prepare(const artifact::ArtifactFile &file) {
 
   // Generated kernels read their inputs through a table of pointers; the
   // addresses are fixed once the arena exists, so each table is built once.
-  for (const artifact::Step &step : m.steps())
-    for (const artifact::Launch &l : step.launches()) {
-      if (l.kernel() != "elementwise")
+  std::map<std::string, CUfunction> generatedByName;
+  for (const runtime::PreparedStep &step : prepared)
+    for (const PreparedLaunch &l : step.launches) {
+      if (l.kernel != abi::KernelId::Elementwise)
         continue;
-      const artifact::Attr *symbol = findAttr(l, "symbol");
-      if (!symbol)
-        return Status::error("a generated kernel launch names no symbol");
-      if (!generated.count(symbol->s())) {
-        CUfunction fn;
+      const std::string &symbol = l.s(abi::Elementwise::P::symbol);
+      CUfunction &fn = generatedByName[symbol];
+      if (!fn) {
         status = driver.check(driver.cuModuleGetFunction(
-                                  &fn, generatedModule, symbol->s().c_str()),
+                                  &fn, generatedModule, symbol.c_str()),
                               "cuModuleGetFunction");
         if (!status.ok())
-          return status.withContext(symbol->s());
-        generated[symbol->s()] = fn;
+          return status.withContext(l.label + ": " + symbol);
       }
+      generatedFns[l.ordinal] = fn;
+      BoundLaunch bound;
+      runtime::bindLaunch(l, /*tokens=*/1, arena, weightAddressTable.data(),
+                          bound);
       std::vector<CUdeviceptr> inputs;
-      for (const artifact::Operand &op : l.operands()) {
-        StatusOr<Tensor> t = operand(step, op, /*tokens=*/1);
-        if (!t.ok())
-          return t.error();
-        inputs.push_back(t->data);
-      }
+      for (unsigned i = 0; i < l.numOperands; ++i)
+        inputs.push_back(bound.in(i).address);
       StatusOr<CUdeviceptr> table =
           allocate(inputs.size() * sizeof(CUdeviceptr), "input pointers");
       if (!table.ok())
@@ -563,44 +557,11 @@ Status CudaDevice::prepare(const artifact::ArtifactFile &file) {
       status = upload(*table, inputs.data(), inputs.size() * sizeof(CUdeviceptr));
       if (!status.ok())
         return status;
-      inputTables[&l] = *table;
+      inputTables[l.ordinal] = *table;
     }
   // The zeroing and uploads above ran on the legacy stream, which the
   // non-blocking step stream does not wait for.
   return driver.check(driver.cuCtxSynchronize(), "cuCtxSynchronize");
-}
-
-StatusOr<CudaDevice::Tensor> CudaDevice::operand(const artifact::Step &step,
-                                                 const artifact::Operand &op,
-                                                 int64_t tokens) {
-  Tensor t;
-  switch (op.kind_case()) {
-  case artifact::Operand::kBuffer: {
-    if (op.buffer() >= uint32_t(step.buffers_size()))
-      return Status::error("operand names a missing buffer");
-    const artifact::Buffer &b = step.buffers(op.buffer());
-    t.shape = runtime::bufferShape(b, tokens);
-    if (b.offset() + t.numel() * runtime::elementBytes(b.dtype()) > arenaSize)
-      return Status::error("buffer '" + b.name() + "' runs past the arena");
-    t.data = arena + b.offset();
-    return t;
-  }
-  case artifact::Operand::kWeight: {
-    if (op.weight() >= weights.size())
-      return Status::error("operand names a missing weight");
-    const artifact::Weight &w = manifest->weights(op.weight());
-    t.shape.assign(w.shape().begin(), w.shape().end());
-    t.data = weights[op.weight()];
-    return t;
-  }
-  case artifact::Operand::kCache:
-    if (op.cache() >= caches.size())
-      return Status::error("operand names a missing cache");
-    t.cache = &caches[op.cache()];
-    return t;
-  default:
-    return Status::error("empty operand");
-  }
 }
 
 Status CudaDevice::writeArena(uint64_t offset, const void *data,
@@ -625,153 +586,209 @@ Status CudaDevice::readArena(uint64_t offset, void *data, size_t bytes) {
                       "cuStreamSynchronize");
 }
 
-Status CudaDevice::launch(const artifact::Step &step, const artifact::Launch &l,
-                          int64_t tokens) {
-  std::vector<Tensor> in, out;
-  for (const artifact::Operand &op : l.operands()) {
-    StatusOr<Tensor> t = operand(step, op, tokens);
-    if (!t.ok())
-      return t.error();
-    in.push_back(*t);
+//===----------------------------------------------------------------------===//
+// Launchers: one per declared kernel the CUDA device implements.
+//===----------------------------------------------------------------------===//
+
+namespace daybreak::cuda {
+/// The launchers reach the device's kernels, stream, caches and the state
+/// it resolved per launch at load.
+struct CudaLaunchers {
+  static CUdeviceptr p(const BoundArg &a) { return a.address; }
+  static const DeviceCacheView &cache(CudaDevice &d, const BoundArg &a) {
+    return d.caches[a.cache()];
   }
-  for (const artifact::Operand &op : l.results()) {
-    StatusOr<Tensor> t = operand(step, op, tokens);
-    if (!t.ok())
-      return t.error();
-    out.push_back(*t);
+  /// The instantiation the compiler specialised for this launch, if any.
+  static CUfunction specialized(CudaDevice &d, const BoundLaunch &l) {
+    return d.specializedFns[l->ordinal];
   }
-  auto need = [&](size_t ins, size_t outs) {
-    return in.size() >= ins && out.size() == outs;
-  };
-  const CudaKernels &k = *kernels;
-  const std::string &name = l.kernel();
-  CUfunction fn = nullptr; // the specialised kernel, if any
-  if (const artifact::Attr *s = findAttr(l, "specialized")) {
-    auto found = specialized.find(s->s());
-    if (found != specialized.end())
-      fn = found->second;
+
+  static Status embedding(CudaDevice &d, const BoundLaunch &l) {
+    using In = abi::Embedding::In;
+    const BoundArg &table = l.in(In::table);
+    return d.kernels->embedding(p(table), table.dim(0), table.dim(1),
+                                p(l.in(In::ids)), l.tokens, p(l.out(0)),
+                                d.stream);
   }
-  if (name == "embedding" && need(2, 1))
-    return k.embedding(in[0].data, in[0].shape[0], in[0].shape[1], in[1].data,
-                       tokens, out[0].data, stream);
-  if (name == "rms_norm" && need(2, 1)) {
-    int64_t dim = in[0].shape.back();
-    return k.rmsNorm(in[0].data, in[1].data, in[0].numel() / dim, dim,
-                     attrFloat(l, "eps", 1e-6), out[0].data, stream, fn);
+  static Status rmsNorm(CudaDevice &d, const BoundLaunch &l) {
+    using In = abi::RmsNorm::In;
+    const BoundArg &x = l.in(In::input);
+    return d.kernels->rmsNorm(p(x), p(l.in(In::weight)), x.numel() / x.back(),
+                              x.back(), l->f(abi::RmsNorm::P::eps), p(l.out(0)),
+                              d.stream, specialized(d, l));
   }
-  if (name == "layer_norm" && need(2, 1)) {
-    int64_t dim = in[0].shape.back();
-    return k.layerNorm(in[0].data, in[1].data, in.size() > 2 ? in[2].data : 0,
-                       in[0].numel() / dim, dim, attrFloat(l, "eps", 1e-6),
-                       out[0].data, stream);
+  static Status layerNorm(CudaDevice &d, const BoundLaunch &l) {
+    using In = abi::LayerNorm::In;
+    const BoundArg &x = l.in(In::input);
+    return d.kernels->layerNorm(p(x), p(l.in(In::weight)), p(l.in(In::bias)),
+                                x.numel() / x.back(), x.back(),
+                                l->f(abi::LayerNorm::P::eps), p(l.out(0)),
+                                d.stream);
   }
-  if ((name == "matmul" || name == "fp8_matmul") && need(2, 1)) {
-    int64_t n = in[1].shape[0], kk = in[1].shape[1];
-    CUdeviceptr bias = name == "matmul" && in.size() > 2 ? in[2].data : 0;
-    return k.matmul(in[0].data, in[1].data, bias, in[0].numel() / kk, n, kk,
-                    out[0].data, stream, fn);
+  /// matmul and fp8_matmul: the FP8 weight was dequantised at load.
+  static Status matmulWith(CudaDevice &d, const BoundLaunch &l,
+                           CUdeviceptr bias) {
+    const BoundArg &x = l.in(0), &w = l.in(1);
+    int64_t n = w.dim(0), k = w.dim(1);
+    return d.kernels->matmul(p(x), p(w), bias, x.numel() / k, n, k,
+                             p(l.out(0)), d.stream, specialized(d, l));
   }
-  if (name == "head_matmul" && need(2, 1)) {
-    bool transpose = attrInt(l, "transpose_weight", 0) != 0;
-    int64_t n = transpose ? in[1].shape[1] : in[1].shape[2];
-    return k.headMatmul(in[0].data, in[1].data, transpose, in[0].shape[0],
-                        in[0].shape[1], in[0].shape[2], n, out[0].data, stream);
+  static Status matmul(CudaDevice &d, const BoundLaunch &l) {
+    return matmulWith(d, l, p(l.in(abi::Matmul::In::bias)));
   }
-  if (name == "rope" && need(2, 1)) {
-    if (out[0].data != in[0].data) {
-      Status copied = k.copyColumns(in[0].data, 1, 0, out[0].data, 1, 0,
-                                    in[0].numel(), 1, stream);
+  static Status fp8Matmul(CudaDevice &d, const BoundLaunch &l) {
+    return matmulWith(d, l, 0);
+  }
+  static Status headMatmul(CudaDevice &d, const BoundLaunch &l) {
+    using In = abi::HeadMatmul::In;
+    const BoundArg &x = l.in(In::input), &w = l.in(In::weight);
+    bool transpose = l->has(abi::HeadMatmul::P::transpose_weight) &&
+                     l->i(abi::HeadMatmul::P::transpose_weight);
+    int64_t n = transpose ? w.dim(1) : w.dim(2);
+    return d.kernels->headMatmul(p(x), p(w), transpose, x.dim(0), x.dim(1),
+                                 x.dim(2), n, p(l.out(0)), d.stream);
+  }
+  static Status rope(CudaDevice &d, const BoundLaunch &l) {
+    using In = abi::Rope::In;
+    const BoundArg &x = l.in(In::input), &out = l.out(0);
+    if (out.address != x.address) {
+      Status copied = d.kernels->copyColumns(p(x), 1, 0, p(out), 1, 0,
+                                             x.numel(), 1, d.stream);
       if (!copied.ok())
         return copied;
     }
-    cpu::RopeParams p = runtime::ropeParams(l);
-    int64_t rowDim = out[0].shape.back();
-    return k.rope(out[0].data, in[1].data, tokens,
-                  out[0].numel() / std::max<int64_t>(tokens * rowDim, 1),
-                  rowDim, p, stream);
+    int64_t rowDim = out.back();
+    return d.kernels->rope(
+        p(out), p(l.in(In::positions)), l.tokens,
+        out.numel() / std::max<int64_t>(l.tokens * rowDim, 1), rowDim,
+        runtime::ropeParams(*l), d.stream);
   }
-  if (name == "copy_columns" && need(1, 1)) {
-    int64_t srcStride = in[0].shape.back(), dstStride = out[0].shape.back();
-    int64_t srcOffset = attrInt(l, "src_offset", 0);
-    int64_t dstOffset = attrInt(l, "dst_offset", 0);
-    int64_t cols = std::min(srcStride - srcOffset, dstStride - dstOffset);
-    return k.copyColumns(in[0].data, srcStride, srcOffset, out[0].data,
-                         dstStride, dstOffset, in[0].numel() / srcStride, cols,
-                         stream);
+  static Status copyColumns(CudaDevice &d, const BoundLaunch &l) {
+    using P = abi::CopyColumns::P;
+    const BoundArg &x = l.in(0), &out = l.out(0);
+    int64_t srcOffset = l->i(P::src_offset), dstOffset = l->i(P::dst_offset);
+    int64_t cols = std::min(x.back() - srcOffset, out.back() - dstOffset);
+    return d.kernels->copyColumns(p(x), x.back(), srcOffset, p(out),
+                                  out.back(), dstOffset, x.numel() / x.back(),
+                                  cols, d.stream);
   }
-  if (name == "add" && need(2, 1))
-    return k.add(in[0].data, in[1].data, in[0].numel(), out[0].data, stream);
-  if (name == "add_scalar_i32" && need(1, 1)) {
-    if (attrInt(l, "value", 0) != 1)
+  static Status add(CudaDevice &d, const BoundLaunch &l) {
+    using In = abi::Add::In;
+    return d.kernels->add(p(l.in(In::lhs)), p(l.in(In::rhs)),
+                          l.in(In::lhs).numel(), p(l.out(0)), d.stream);
+  }
+  static Status addScalarI32(CudaDevice &d, const BoundLaunch &l) {
+    if (l->i(abi::AddScalarI32::P::value) != 1)
       return Status::error("the cuda device adds only 1 (causal bounds)");
-    return k.causalBounds(in[0].data, in[0].numel(), out[0].data, stream);
+    return d.kernels->causalBounds(p(l.in(0)), l.in(0).numel(), p(l.out(0)),
+                                   d.stream);
   }
-  if (name == "swiglu" && need(2, 1)) {
-    const artifact::Attr *limit = findAttr(l, "limit");
-    return k.swiglu(in[0].data, in[1].data, in[0].numel(),
-                    attrFloat(l, "alpha", 1.0), limit != nullptr,
-                    limit ? limit->f() : 0.0, attrFloat(l, "up_offset", 0.0),
-                    out[0].data, stream);
+  static Status swiglu(CudaDevice &d, const BoundLaunch &l) {
+    using In = abi::Swiglu::In;
+    using P = abi::Swiglu::P;
+    const BoundArg &gate = l.in(In::gate);
+    return d.kernels->swiglu(
+        p(gate), p(l.in(In::up)), gate.numel(), l->f(P::alpha),
+        l->has(P::limit), l->has(P::limit) ? l->f(P::limit) : 0.0,
+        l->f(P::up_offset), p(l.out(0)), d.stream);
   }
-  if (name == "moe_route" && need(1, 2)) {
-    StatusOr<cpu::RouteParams> route = runtime::sigmoidRouteParams(l, "cuda");
+  static Status moeRoute(CudaDevice &d, const BoundLaunch &l) {
+    using In = abi::MoeRoute::In;
+    StatusOr<cpu::RouteParams> route = runtime::sigmoidRouteParams(*l, "cuda");
     if (!route.ok())
       return route.error();
-    const cpu::RouteParams &p = *route;
-    return k.moeRouteSigmoid(in[0].data, in.size() > 1 ? in[1].data : 0,
-                             tokens, in[0].shape[1], p, out[0].data,
-                             out[1].data, stream);
+    const BoundArg &logits = l.in(In::logits);
+    return d.kernels->moeRouteSigmoid(p(logits), p(l.in(In::bias)), l.tokens,
+                                      logits.dim(1), *route, p(l.out(0)),
+                                      p(l.out(1)), d.stream);
   }
-  if (name == "expert_matmul" && need(3, 1)) {
-    bool weighted = attrInt(l, "segments.3", 0) != 0;
-    if (attrInt(l, "segments.4", 0) != 0)
+  static Status expertMatmul(CudaDevice &d, const BoundLaunch &l) {
+    using In = abi::ExpertMatmul::In;
+    if (l.in(In::bias).present())
       return Status::error("expert biases are not supported on cuda yet");
-    const Tensor &w = in[1];
-    return k.expertMatmul(in[0].data, in[0].shape.size() == 3, w.data,
-                          w.shape[0], w.shape[1], w.shape[2], in[2].data,
-                          tokens, in[2].shape[1], weighted ? in[3].data : 0,
-                          out[0].data, stream);
+    const BoundArg &x = l.in(In::input), &w = l.in(In::weight),
+                   &indices = l.in(In::indices);
+    return d.kernels->expertMatmul(p(x), x.rank == 3, p(w), w.dim(0), w.dim(1),
+                                   w.dim(2), p(indices), l.tokens,
+                                   indices.dim(1), p(l.in(In::routing_weights)),
+                                   p(l.out(0)), d.stream);
   }
-  if (name == "cache_write" && need(3, 0) && in[0].cache)
-    return k.cacheWrite(*in[0].cache, in[1].data, in[2].data,
-                        in.size() > 3 ? in[3].data : 0, tokens, stream);
-  if (name == "dsa_indexer_scores" && need(3, 1) && in[1].cache)
-    return k.dsaIndexerScores(in[0].data, in[2].data, *in[1].cache,
-                              in.size() > 3 ? in[3].data : 0, tokens,
-                              in[0].shape[1], attrFloat(l, "scale", 1.0),
-                              out[0].data, stream, fn);
-  if (name == "dsa_index_select" && need(2, 1))
-    return k.dsaIndexSelect(in[0].data, in[1].data, tokens, in[0].shape[1],
-                            attrInt(l, "top_k", 1), out[0].data, stream);
-  if (name == "sparse_attention" && need(3, 1) && in[1].cache) {
-    bool hasSeq = attrInt(l, "segments.3", 0) != 0;
-    bool hasSinks = attrInt(l, "segments.4", 0) != 0;
-    CUdeviceptr seq = hasSeq ? in[3].data : 0;
-    CUdeviceptr sinks = hasSinks ? in[3 + hasSeq].data : 0;
-    return k.sparseAttention(
-        in[0].data, *in[1].cache, in[2].data, in[2].shape[1], seq, tokens,
-        in[0].shape[1], attrFloat(l, "scale", 1.0), attrInt(l, "value_dim", 0),
-        sinks, out[0].data, stream, fn, attentionPartials,
-        attentionPartialFloats);
+  static Status cacheWrite(CudaDevice &d, const BoundLaunch &l) {
+    using In = abi::CacheWrite::In;
+    return d.kernels->cacheWrite(cache(d, l.in(In::cache)), p(l.in(In::values)),
+                                 p(l.in(In::slots)), p(l.in(In::sequences)),
+                                 l.tokens, d.stream);
   }
-  if (name == "elementwise" && out.size() == 1) {
-    const artifact::Attr *symbol = findAttr(l, "symbol");
-    auto fn = symbol ? generated.find(symbol->s()) : generated.end();
-    auto table = inputTables.find(&l);
-    if (fn == generated.end() || table == inputTables.end())
+  static Status dsaIndexerScores(CudaDevice &d, const BoundLaunch &l) {
+    using In = abi::DsaIndexerScores::In;
+    const BoundArg &q = l.in(In::queries);
+    return d.kernels->dsaIndexerScores(
+        p(q), p(l.in(In::weights)), cache(d, l.in(In::keys)),
+        p(l.in(In::sequences)), l.tokens, q.dim(1),
+        l->f(abi::DsaIndexerScores::P::scale), p(l.out(0)), d.stream,
+        specialized(d, l));
+  }
+  static Status dsaIndexSelect(CudaDevice &d, const BoundLaunch &l) {
+    using In = abi::DsaIndexSelect::In;
+    const BoundArg &scores = l.in(In::scores);
+    return d.kernels->dsaIndexSelect(
+        p(scores), p(l.in(In::bounds)), l.tokens, scores.dim(1),
+        l->i(abi::DsaIndexSelect::P::top_k), p(l.out(0)), d.stream);
+  }
+  static Status sparseAttention(CudaDevice &d, const BoundLaunch &l) {
+    using In = abi::SparseAttention::In;
+    using P = abi::SparseAttention::P;
+    const BoundArg &q = l.in(In::q), &indices = l.in(In::indices);
+    return d.kernels->sparseAttention(
+        p(q), cache(d, l.in(In::kv)), p(indices), indices.dim(1),
+        p(l.in(In::sequences)), l.tokens, q.dim(1), l->f(P::scale),
+        l->i(P::value_dim), p(l.in(In::sinks)), p(l.out(0)), d.stream,
+        specialized(d, l), d.attentionPartials, d.attentionPartialFloats);
+  }
+  static Status elementwise(CudaDevice &d, const BoundLaunch &l) {
+    CUfunction fn = d.generatedFns[l->ordinal];
+    CUdeviceptr inputs = d.inputTables[l->ordinal];
+    if (!fn || !inputs)
       return Status::error("generated kernel not loaded");
-    int64_t n = out[0].numel();
-    CUdeviceptr inputs = table->second, result = out[0].data;
+    int64_t n = l.out(0).numel();
+    if (n == 0)
+      return Status::success();
+    CUdeviceptr result = p(l.out(0));
     void *params[] = {&n, &inputs, &result};
     unsigned blocks = static_cast<unsigned>(
         std::min<int64_t>((n + 255) / 256, 65535 * 8));
-    if (n == 0)
-      return Status::success();
-    return driver.check(driver.cuLaunchKernel(fn->second, blocks, 1, 1, 256, 1,
-                                              1, 0, stream, params, nullptr),
-                        "cuLaunchKernel (generated)");
+    return d.driver.check(d.driver.cuLaunchKernel(fn, blocks, 1, 1, 256, 1, 1,
+                                                  0, d.stream, params, nullptr),
+                          "cuLaunchKernel (generated)");
   }
-  return Status::error("kernel '" + name + "' got " + std::to_string(in.size()) +
-                       " operands and " + std::to_string(out.size()) +
-                       " results, which it does not take");
+};
+} // namespace daybreak::cuda
+
+const runtime::LauncherTable<CudaDevice> &CudaDevice::launchers() {
+  using K = abi::KernelId;
+  static const runtime::LauncherTable<CudaDevice> table = {
+      {K::Embedding, &CudaLaunchers::embedding},
+      {K::RmsNorm, &CudaLaunchers::rmsNorm},
+      {K::LayerNorm, &CudaLaunchers::layerNorm},
+      {K::Matmul, &CudaLaunchers::matmul},
+      {K::Fp8Matmul, &CudaLaunchers::fp8Matmul},
+      {K::HeadMatmul, &CudaLaunchers::headMatmul},
+      {K::Rope, &CudaLaunchers::rope},
+      {K::CopyColumns, &CudaLaunchers::copyColumns},
+      {K::Add, &CudaLaunchers::add},
+      {K::AddScalarI32, &CudaLaunchers::addScalarI32},
+      {K::Swiglu, &CudaLaunchers::swiglu},
+      {K::MoeRoute, &CudaLaunchers::moeRoute},
+      {K::ExpertMatmul, &CudaLaunchers::expertMatmul},
+      {K::CacheWrite, &CudaLaunchers::cacheWrite},
+      {K::DsaIndexerScores, &CudaLaunchers::dsaIndexerScores},
+      {K::DsaIndexSelect, &CudaLaunchers::dsaIndexSelect},
+      {K::SparseAttention, &CudaLaunchers::sparseAttention},
+      {K::Elementwise, &CudaLaunchers::elementwise},
+  };
+  return table;
+}
+
+Status CudaDevice::launch(const PreparedLaunch &launch, int64_t tokens) {
+  return runtime::dispatch(*this, launchers(), launch, tokens);
 }

@@ -13,6 +13,7 @@
 
 #include "runtime/devices/cuda/CudaKernels.h"
 #include "runtime/executor/Device.h"
+#include "runtime/executor/Dispatch.h"
 
 #include <map>
 #include <optional>
@@ -30,25 +31,28 @@ public:
   }
   /// cuDeviceGetName.
   std::string hardware() const override;
-  Status prepare(const artifact::ArtifactFile &file) override;
+  Status prepare(const artifact::ArtifactFile &file,
+                 const std::vector<runtime::PreparedStep> &steps) override;
   Status writeArena(uint64_t offset, const void *data, size_t bytes) override;
   Status readArena(uint64_t offset, void *data, size_t bytes) override;
-  Status launch(const artifact::Step &step, const artifact::Launch &launch,
+  Status launch(const runtime::PreparedLaunch &launch,
                 int64_t tokens) override;
   uint64_t residentBytes() const override { return allocated; }
   /// Prefill launches directly; decode replays a CUDA graph recorded the
   /// first time each token count (batch size) is seen.
-  Status runLaunches(const artifact::Step &step, int64_t tokens) override;
+  Status runLaunches(const runtime::PreparedStep &step,
+                     int64_t tokens) override;
   Status copyCacheRows(int cache, int64_t srcSeq, int64_t srcPos,
                        int64_t dstSeq, int64_t dstPos, int64_t rows) override;
   Status readCacheRows(int cache, int64_t seq, int64_t pos, int64_t rows,
                        void *out) override;
   /// CUDA events around the launches (a decode step's graph replay).
-  StatusOr<double> timeLaunches(const artifact::Step &step,
+  StatusOr<double> timeLaunches(const runtime::PreparedStep &step,
                                 int64_t tokens) override;
   /// CUDA events between the launches, issued one by one.
   StatusOr<std::vector<double>>
-  profileLaunches(const artifact::Step &step, int64_t tokens) override;
+  profileLaunches(const runtime::PreparedStep &step,
+                  int64_t tokens) override;
   /// cuMemcpyDtoDAsync between two allocations outside the pool.
   StatusOr<double> copyBandwidth(uint64_t bytes) override;
   /// cuBLAS's bf16 GEMM with fp32 accumulation (see MatmulProbe.h).
@@ -64,6 +68,12 @@ public:
   uint64_t measuredResidentBytes() const override { return measuredBytes; }
   /// Free and total device memory now (cuMemGetInfo).
   StatusOr<std::pair<size_t, size_t>> memoryInfo() const;
+
+  /// What the dispatch binds launches to.
+  uint64_t arenaAddress() const { return arena; }
+  const uint64_t *weightAddresses() const { return weightAddressTable.data(); }
+  /// The kernels this device implements.
+  static const runtime::LauncherTable<CudaDevice> &launchers();
 
 private:
   CudaDevice(const Driver &driver, int ordinal, CUdevice device,
@@ -82,24 +92,19 @@ private:
   StatusOr<CUdeviceptr> allocate(size_t bytes, const std::string &what);
   Status upload(CUdeviceptr dst, const void *src, size_t bytes);
 
-  struct Tensor {
-    CUdeviceptr data = 0;
-    std::vector<int64_t> shape;
-    const DeviceCacheView *cache = nullptr;
-    int64_t numel() const;
-  };
-  StatusOr<Tensor> operand(const artifact::Step &step,
-                           const artifact::Operand &op, int64_t tokens);
+  friend struct CudaLaunchers;
 
   const Driver &driver;
   int ordinal;
   CUdevice device;
   CUcontext context;
   const artifact::Manifest *manifest = nullptr;
+  const std::vector<runtime::PreparedStep> *steps = nullptr;
   CUstream stream = nullptr;
   std::vector<CUevent> events;
   /// Recorded decode steps by (step, token count).
-  std::map<std::pair<const artifact::Step *, int64_t>, CUgraphExec> graphs;
+  std::map<std::pair<const runtime::PreparedStep *, int64_t>, CUgraphExec>
+      graphs;
   CUdeviceptr pool = 0;
   size_t poolSize = 0, poolUsed = 0;
   uint64_t allocated = 0;
@@ -108,13 +113,13 @@ private:
   CUmodule libraryModule = nullptr, generatedModule = nullptr;
   std::string libraryLoadedAs, generatedLoadedAs;
   std::optional<CudaKernels> kernels;
-  std::map<std::string, CUfunction> generated;
-  /// The library's specialised kernels, by lowered name (the launches'
-  /// `specialized` attribute).
-  std::map<std::string, CUfunction> specialized;
-  /// Per elementwise launch: the device array of its input pointers.
-  std::map<const artifact::Launch *, CUdeviceptr> inputTables;
+  /// Per launch ordinal: the specialised library kernel (or null), the
+  /// generated kernel and the device array of its input pointers
+  /// (elementwise launches).
+  std::vector<CUfunction> specializedFns, generatedFns;
+  std::vector<CUdeviceptr> inputTables;
   std::vector<CUdeviceptr> weights;
+  std::vector<uint64_t> weightAddressTable; ///< the same, for the dispatch
   std::vector<DeviceCacheView> caches;
   CUdeviceptr arena = 0;
   uint64_t arenaSize = 0;

@@ -287,3 +287,105 @@ plan.step @s arena(0) sizes [] {
   // expected-error @+1 {{expects a block of three extents in [1, 1024]}}
   plan.launch @k [] grid affine_map<() -> (1, 1, 1)> block [4294967296, 4294967296, 1] smem 0 ()
 }
+
+// -----
+
+// Tests that a launch of a kernel no declaration names is rejected.
+plan.kernel @barrier {target = #plan<target cuda>, entry = "barrier", num_args = 0 : i64}
+plan.step @sync arena(0) sizes [] {
+  // expected-error @+1 {{launches 'barrier', which no kernel declaration names}}
+  plan.launch @barrier [] grid affine_map<() -> (1, 1, 1)> block [1, 1, 1] smem 0 ()
+}
+
+// -----
+
+// Tests that a launch lacking a required parameter is rejected, naming it.
+plan.kernel @rms_norm {target = #plan<target cpu>, entry = "rms_norm", num_args = 3 : i64}
+plan.step @s arena(4096) sizes [] {
+  %x = plan.buffer "x" offset(0) : memref<4x8xf32>
+  %w = plan.buffer "w" offset(256) : memref<8xf32>
+  %o = plan.buffer "o" offset(512) : memref<4x8xf32>
+  // expected-error @+1 {{lacks parameter 'eps' of 'rms_norm'}}
+  plan.launch @rms_norm [] grid affine_map<() -> (1, 1, 1)> block [1, 1, 1] smem 0
+      (%x, %w, %o) {num_results = 1 : i64} : memref<4x8xf32>, memref<8xf32>, memref<4x8xf32>
+}
+
+// -----
+
+// Tests that a parameter the kernel does not declare is rejected.
+plan.kernel @rms_norm {target = #plan<target cpu>, entry = "rms_norm", num_args = 3 : i64}
+plan.step @s arena(4096) sizes [] {
+  %x = plan.buffer "x" offset(0) : memref<4x8xf32>
+  %w = plan.buffer "w" offset(256) : memref<8xf32>
+  %o = plan.buffer "o" offset(512) : memref<4x8xf32>
+  // expected-error @+1 {{passes 'epsilon', which is not a parameter of 'rms_norm'}}
+  plan.launch @rms_norm [] grid affine_map<() -> (1, 1, 1)> block [1, 1, 1] smem 0
+      (%x, %w, %o) {eps = 1.0e-6 : f64, epsilon = 1.0e-6 : f64, num_results = 1 : i64}
+      : memref<4x8xf32>, memref<8xf32>, memref<4x8xf32>
+}
+
+// -----
+
+// Tests that a parameter of the wrong type is rejected.
+plan.kernel @rms_norm {target = #plan<target cpu>, entry = "rms_norm", num_args = 3 : i64}
+plan.step @s arena(4096) sizes [] {
+  %x = plan.buffer "x" offset(0) : memref<4x8xf32>
+  %w = plan.buffer "w" offset(256) : memref<8xf32>
+  %o = plan.buffer "o" offset(512) : memref<4x8xf32>
+  // expected-error @+1 {{expects parameter 'eps' of 'rms_norm' to be float, got 1 : i64}}
+  plan.launch @rms_norm [] grid affine_map<() -> (1, 1, 1)> block [1, 1, 1] smem 0
+      (%x, %w, %o) {eps = 1 : i64, num_results = 1 : i64}
+      : memref<4x8xf32>, memref<8xf32>, memref<4x8xf32>
+}
+
+// -----
+
+// Tests that an enum parameter must name one of its choices.
+plan.kernel @rope {target = #plan<target cpu>, entry = "rope", num_args = 3 : i64}
+plan.step @s arena(4096) sizes [] {
+  %x = plan.buffer "x" offset(0) : memref<4x8xf32>
+  %p = plan.buffer "p" offset(256) : memref<4xi32>
+  %o = plan.buffer "o" offset(512) : memref<4x8xf32>
+  // expected-error @+1 {{expects parameter 'style' of 'rope' to be one of interleaved|half_split, got "rotated"}}
+  plan.launch @rope [] grid affine_map<() -> (1, 1, 1)> block [1, 1, 1] smem 0
+      (%x, %p, %o) {dim = 8 : i64, num_results = 1 : i64, offset = 0 : i64,
+                    style = "rotated", theta = 1.0e4 : f64}
+      : memref<4x8xf32>, memref<4xi32>, memref<4x8xf32>
+}
+
+// -----
+
+// Tests that only optional operands may be absent.
+plan.kernel @matmul {target = #plan<target cpu>, entry = "matmul", num_args = 2 : i64}
+plan.step @s arena(4096) sizes [] {
+  %x = plan.buffer "x" offset(0) : memref<4x8xf32>
+  %o = plan.buffer "o" offset(512) : memref<4x8xf32>
+  // expected-error @+1 {{expects 'absent' to list optional operands of 'matmul' in order; 1 is not one}}
+  plan.launch @matmul [] grid affine_map<() -> (1, 1, 1)> block [1, 1, 1] smem 0
+      (%x, %o) {absent = array<i64: 1, 2>, num_results = 1 : i64}
+      : memref<4x8xf32>, memref<4x8xf32>
+}
+
+// -----
+
+// Tests that a launch passes the operands its kernel declares.
+plan.kernel @matmul {target = #plan<target cpu>, entry = "matmul", num_args = 2 : i64}
+plan.step @s arena(4096) sizes [] {
+  %x = plan.buffer "x" offset(0) : memref<4x8xf32>
+  %o = plan.buffer "o" offset(512) : memref<4x8xf32>
+  // expected-error @+1 {{expects 3 operands for 'matmul', got 1}}
+  plan.launch @matmul [] grid affine_map<() -> (1, 1, 1)> block [1, 1, 1] smem 0
+      (%x, %o) {num_results = 1 : i64} : memref<4x8xf32>, memref<4x8xf32>
+}
+
+// -----
+
+// Tests that a launch says how many of its arguments its kernel's results
+// take.
+plan.kernel @add {target = #plan<target cpu>, entry = "add", num_args = 3 : i64}
+plan.step @s arena(4096) sizes [] {
+  %x = plan.buffer "x" offset(0) : memref<8xf32>
+  // expected-error @+1 {{expects 'num_results' = 1 for 'add'}}
+  plan.launch @add [] grid affine_map<() -> (1, 1, 1)> block [1, 1, 1] smem 0
+      (%x, %x, %x) : memref<8xf32>, memref<8xf32>, memref<8xf32>
+}

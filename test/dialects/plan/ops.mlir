@@ -24,7 +24,7 @@ plan.cache_pool @idx_keys {layers = 2 : i64, max_tokens = 1024 : i64,
     layout = #lm.kv_layout<indexer_key, page_size = 64, feature_dim = 128,
                            storage = f8E4M3FN, scale_block = 128,
                            tail_dim = 0, tail = bf16>}
-plan.kernel @rms_norm {target = #plan<target cpu>, entry = "rms_norm_f32", num_args = 3 : i64}
+plan.kernel @rms_norm {target = #plan<target cpu>, entry = "rms_norm", num_args = 3 : i64}
 // CHECK: #[[$GRID:.*]] = affine_map<()[s0, s1] -> (s0 ceildiv 4, 1, 1)>
 // CHECK-LABEL: plan.step @decode arena(1048576) sizes ["tokens", "batch"] {
 // CHECK-NEXT: ^bb0(%[[T:.*]]: index, %[[B:.*]]: index):
@@ -32,7 +32,7 @@ plan.kernel @rms_norm {target = #plan<target cpu>, entry = "rms_norm_f32", num_a
 // CHECK: %[[O:.*]] = plan.buffer "out" offset(262144) (%[[T]]) : memref<?x256xbf16>
 // CHECK: %[[W:.*]] = plan.weight_ref @norm : memref<256xbf16>
 // CHECK: plan.cache_ref @idx_keys layer(1) : memref<1024x132xi8>
-// CHECK: plan.launch @rms_norm[%[[T]], %[[B]]] grid #[[$GRID]] block [256, 1, 1] smem 0(%[[H]], %[[W]], %[[O]]) : memref<?x256xbf16>, memref<256xbf16>, memref<?x256xbf16>
+// CHECK: plan.launch @rms_norm[%[[T]], %[[B]]] grid #[[$GRID]] block [256, 1, 1] smem 0(%[[H]], %[[W]], %[[O]]) {eps = 9.9999999999999995E-7 : f64, num_results = 1 : i64} : memref<?x256xbf16>, memref<256xbf16>, memref<?x256xbf16>
 // CHECK: plan.host copy(%[[H]], %[[O]]) : memref<?x256xbf16>, memref<?x256xbf16>
 // CHECK: plan.host read_back(%[[O]]) : memref<?x256xbf16>
 plan.step @decode arena(1048576) sizes ["tokens", "batch"] {
@@ -43,18 +43,21 @@ plan.step @decode arena(1048576) sizes ["tokens", "batch"] {
   %c = plan.cache_ref @idx_keys layer(1) : memref<1024x132xi8>
   plan.launch @rms_norm [%tokens, %batch]
       grid affine_map<()[s0, s1] -> (s0 ceildiv 4, 1, 1)> block [256, 1, 1]
-      smem 0 (%h, %w, %o) : memref<?x256xbf16>, memref<256xbf16>, memref<?x256xbf16>
+      smem 0 (%h, %w, %o) {eps = 1.0e-06 : f64, num_results = 1 : i64}
+      : memref<?x256xbf16>, memref<256xbf16>, memref<?x256xbf16>
   plan.host copy (%h, %o) : memref<?x256xbf16>, memref<?x256xbf16>
   plan.host read_back (%o) : memref<?x256xbf16>
 }
 
 // -----
 
-// Tests that a launch without arguments round-trips.
-plan.kernel @barrier {target = #plan<target cuda>, entry = "barrier", num_args = 0 : i64}
+// Tests that a launch with no sizes round-trips (a generated kernel with no
+// inputs: its one argument is the result).
+plan.kernel @fill {target = #plan<target cuda>, entry = "elementwise", num_args = 1 : i64}
 // CHECK-LABEL: plan.step @sync
-// CHECK: plan.launch @barrier[] grid #{{.*}} block [1, 1, 1] smem 0()
-// CHECK-NOT: :
-plan.step @sync arena(0) sizes [] {
-  plan.launch @barrier [] grid affine_map<() -> (1, 1, 1)> block [1, 1, 1] smem 0 ()
+// CHECK: plan.launch @fill[] grid #{{.*}} block [1, 1, 1] smem 0(%{{.*}}) {num_results = 1 : i64, symbol = "fill"} : memref<4xf32>
+plan.step @sync arena(256) sizes [] {
+  %o = plan.buffer "out" offset(0) () : memref<4xf32>
+  plan.launch @fill [] grid affine_map<() -> (1, 1, 1)> block [1, 1, 1] smem 0 (%o)
+      {num_results = 1 : i64, symbol = "fill"} : memref<4xf32>
 }

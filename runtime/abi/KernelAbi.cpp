@@ -1,0 +1,88 @@
+//===- KernelAbi.cpp - The kernel declaration table -----------------------===//
+
+#include "runtime/abi/KernelAbi.h"
+
+using namespace daybreak::abi;
+
+namespace {
+
+#define ARG(role) {#role, ArgKind::Tensor},
+#define OPT(role) {#role, ArgKind::Optional},
+#define CACHE(role) {#role, ArgKind::Cache},
+#define VARIADIC(role) {#role, ArgKind::Variadic},
+#define INT(name, presence) {#name, ParamType::Int, Presence::presence},
+#define FLOAT(name, presence) {#name, ParamType::Float, Presence::presence},
+#define BOOL(name, presence) {#name, ParamType::Bool, Presence::presence},
+#define STRING(name, presence) {#name, ParamType::String, Presence::presence},
+#define INTS(name, presence) {#name, ParamType::Ints, Presence::presence},
+#define ENUM(name, presence, choices)                                          \
+  {#name, ParamType::Enum, Presence::presence, choices},
+#define DAYBREAK_OPERANDS(...) {__VA_ARGS__}
+#define DAYBREAK_RESULTS(...) {__VA_ARGS__}
+#define DAYBREAK_PARAMS(...) {__VA_ARGS__}
+#define DAYBREAK_KERNEL(Id, Name, Targets, Operands, Results, Params)          \
+  {KernelId::Id, Name, Targets, Operands, Results, Params},
+
+const KernelDecl kKernels[] = {
+#include "runtime/abi/Kernels.def"
+};
+
+#undef DAYBREAK_KERNEL
+#undef DAYBREAK_OPERANDS
+#undef DAYBREAK_RESULTS
+#undef DAYBREAK_PARAMS
+
+static_assert(sizeof(kKernels) / sizeof(kKernels[0]) == kNumKernels,
+              "one declaration per kernel id");
+
+} // namespace
+
+const KernelDecl &daybreak::abi::kernel(KernelId id) {
+  return kKernels[static_cast<unsigned>(id)];
+}
+
+const KernelDecl *daybreak::abi::findKernel(std::string_view name) {
+  for (const KernelDecl &decl : kKernels)
+    if (name == decl.name)
+      return &decl;
+  return nullptr;
+}
+
+int KernelDecl::paramIndex(std::string_view name) const {
+  for (unsigned i = 0, e = numParams(); i < e; ++i)
+    if (name == params[i].name)
+      return static_cast<int>(i);
+  return -1;
+}
+
+int KernelDecl::enumIndex(unsigned param, std::string_view choice) const {
+  if (param >= numParams() || params[param].type != ParamType::Enum)
+    return -1;
+  std::string_view choices = params[param].choices;
+  for (int index = 0;; ++index) {
+    size_t bar = choices.find('|');
+    if (choices.substr(0, bar) == choice)
+      return index;
+    if (bar == std::string_view::npos)
+      return -1;
+    choices.remove_prefix(bar + 1);
+  }
+}
+
+const char *daybreak::abi::paramTypeName(ParamType type) {
+  switch (type) {
+  case ParamType::Int:
+    return "int";
+  case ParamType::Float:
+    return "float";
+  case ParamType::Bool:
+    return "bool";
+  case ParamType::String:
+    return "string";
+  case ParamType::Ints:
+    return "ints";
+  case ParamType::Enum:
+    return "enum";
+  }
+  return "?";
+}

@@ -1,0 +1,283 @@
+//===- PreparedLaunch.cpp - Decoding launches against their declarations --===//
+
+#include "runtime/executor/PreparedLaunch.h"
+
+#include <algorithm>
+
+using namespace daybreak;
+using namespace daybreak::runtime;
+using abi::ArgKind;
+using abi::ParamType;
+
+/// Bytes per element of an artifact dtype (0 for an unknown one).
+static int64_t dtypeBytes(artifact::DType dtype) {
+  switch (dtype) {
+  case artifact::F32:
+  case artifact::I32:
+    return 4;
+  case artifact::BF16:
+  case artifact::F16:
+    return 2;
+  case artifact::I64:
+    return 8;
+  case artifact::F8E4M3FN:
+  case artifact::U8:
+    return 1;
+  default:
+    return 0;
+  }
+}
+
+/// Resolves operand `op` into `arg`, checking it against the slot's kind.
+static Status prepareArg(const artifact::Manifest &m, const artifact::Step &step,
+                         const artifact::Operand &op, ArgKind kind,
+                         const char *role, PreparedArg &arg) {
+  std::string slot = std::string("operand '") + role + "'";
+  using Kind = PreparedArg::Kind;
+  switch (op.kind_case()) {
+  case artifact::Operand::kAbsent:
+    if (kind != ArgKind::Optional)
+      return Status::error(slot + " is required but absent");
+    arg.kind = Kind::Absent;
+    return Status::success();
+  case artifact::Operand::kCache:
+    if (kind != ArgKind::Cache)
+      return Status::error(slot + " is a tensor, got a cache");
+    if (op.cache() >= uint32_t(m.caches_size()))
+      return Status::error(slot + " names cache " + std::to_string(op.cache()) +
+                           " of " + std::to_string(m.caches_size()));
+    arg.kind = Kind::Cache;
+    arg.index = op.cache();
+    return Status::success();
+  case artifact::Operand::kWeight: {
+    if (kind == ArgKind::Cache)
+      return Status::error(slot + " is a cache, got a weight");
+    if (op.weight() >= uint32_t(m.weights_size()))
+      return Status::error(slot + " names weight " +
+                           std::to_string(op.weight()) + " of " +
+                           std::to_string(m.weights_size()));
+    const artifact::Weight &w = m.weights(op.weight());
+    if (w.shape_size() > int(kMaxRank))
+      return Status::error(slot + ": weight '" + w.name() + "' has rank " +
+                           std::to_string(w.shape_size()));
+    arg.kind = Kind::Weight;
+    arg.index = op.weight();
+    arg.dtype = w.dtype();
+    arg.rank = w.shape_size();
+    for (int d = 0; d < w.shape_size(); ++d)
+      arg.constant[d] = w.shape(d);
+    return Status::success();
+  }
+  case artifact::Operand::kBuffer: {
+    if (kind == ArgKind::Cache)
+      return Status::error(slot + " is a cache, got a buffer");
+    if (op.buffer() >= uint32_t(step.buffers_size()))
+      return Status::error(slot + " names buffer " +
+                           std::to_string(op.buffer()) + " of " +
+                           std::to_string(step.buffers_size()));
+    const artifact::Buffer &b = step.buffers(op.buffer());
+    if (b.dims_size() > int(kMaxRank))
+      return Status::error(slot + ": buffer '" + b.name() + "' has rank " +
+                           std::to_string(b.dims_size()));
+    // The largest extent each dim reaches, at the step's maximum sizes.
+    int64_t maxElements = 1;
+    for (int d = 0; d < b.dims_size(); ++d) {
+      const artifact::SizeExpr &e = b.dims(d);
+      if (e.coeffs_size() > 1)
+        return Status::error(slot + ": buffer '" + b.name() +
+                             "' depends on sizes other than tokens");
+      arg.constant[d] = e.constant();
+      arg.perToken[d] = e.coeffs_size() ? e.coeffs(0) : 0;
+      int64_t maxTokens = step.max_sizes_size() ? step.max_sizes(0) : 0;
+      int64_t extent = arg.constant[d] + arg.perToken[d] * maxTokens;
+      if (extent < 0 || arg.constant[d] < 0 || arg.perToken[d] < 0 ||
+          __builtin_mul_overflow(maxElements, extent, &maxElements))
+        return Status::error(slot + ": buffer '" + b.name() +
+                             "' has an invalid extent");
+    }
+    uint64_t bytes = 0;
+    if (dtypeBytes(b.dtype()) == 0 ||
+        __builtin_mul_overflow(uint64_t(maxElements),
+                               uint64_t(dtypeBytes(b.dtype())), &bytes) ||
+        b.offset() > step.arena_size() || bytes > step.arena_size() - b.offset())
+      return Status::error(slot + ": buffer '" + b.name() +
+                           "' runs past the step's arena");
+    arg.kind = Kind::Buffer;
+    arg.index = op.buffer();
+    arg.dtype = b.dtype();
+    arg.rank = b.dims_size();
+    arg.offset = b.offset();
+    return Status::success();
+  }
+  default:
+    return Status::error(slot + " is empty");
+  }
+}
+
+/// Decodes attribute `a` as parameter `index` of `decl` into `value`.
+static Status prepareParam(const abi::KernelDecl &decl, unsigned index,
+                           const artifact::Attr &a, ParamValue &value) {
+  const abi::ParamDecl &param = decl.params[index];
+  std::string what = std::string("parameter '") + param.name + "'";
+  auto expect = [&](artifact::Attr::ValueCase c) {
+    return a.value_case() == c
+               ? Status::success()
+               : Status::error(what + " must be " +
+                               abi::paramTypeName(param.type));
+  };
+  if (value.present)
+    return Status::error(what + " is given twice");
+  value.present = true;
+  switch (param.type) {
+  case ParamType::Int:
+    value.i = a.i();
+    return expect(artifact::Attr::kI);
+  case ParamType::Bool:
+    value.i = a.i() != 0;
+    if (a.value_case() == artifact::Attr::kI && a.i() != 0 && a.i() != 1)
+      return Status::error(what + " must be 0 or 1");
+    return expect(artifact::Attr::kI);
+  case ParamType::Float:
+    value.f = a.f();
+    return expect(artifact::Attr::kF);
+  case ParamType::String:
+    value.s = a.s();
+    return expect(artifact::Attr::kS);
+  case ParamType::Ints:
+    value.ints.assign(a.ints().values().begin(), a.ints().values().end());
+    return expect(artifact::Attr::kInts);
+  case ParamType::Enum: {
+    Status status = expect(artifact::Attr::kS);
+    if (!status.ok())
+      return status;
+    value.s = a.s();
+    value.i = decl.enumIndex(index, a.s());
+    if (value.i < 0)
+      return Status::error(what + " is '" + a.s() + "', not one of " +
+                           param.choices);
+    return Status::success();
+  }
+  }
+  return Status::error(what + " has an unknown type");
+}
+
+/// Decodes launch `l` of `step` into `p`.
+static Status prepareLaunch(const artifact::Manifest &m,
+                            const artifact::Step &step,
+                            const artifact::Launch &l, PreparedLaunch &p) {
+  const abi::KernelDecl *decl = abi::findKernel(l.kernel());
+  if (!decl)
+    return Status::error("no kernel '" + l.kernel() +
+                         "' is declared (runtime/abi/Kernels.def)");
+  p.kernel = decl->id;
+  p.specialized = l.specialized();
+  // Operand slots by declaration; a variadic last slot takes the rest.
+  unsigned declared = decl->numOperands();
+  unsigned given = l.operands_size();
+  if (decl->isVariadic() ? given + 1 < declared : given != declared)
+    return Status::error("expects " + std::to_string(declared) +
+                         " operand slots, got " + std::to_string(given));
+  if (unsigned(l.results_size()) != decl->numResults())
+    return Status::error("expects " + std::to_string(decl->numResults()) +
+                         " results, got " + std::to_string(l.results_size()));
+  if (given + decl->numResults() > kMaxLaunchArgs)
+    return Status::error("has " + std::to_string(given + decl->numResults()) +
+                         " operands and results; at most " +
+                         std::to_string(kMaxLaunchArgs) + " are supported");
+  p.numOperands = given;
+  p.numResults = decl->numResults();
+  p.args.resize(given + p.numResults);
+  for (unsigned i = 0; i < given; ++i) {
+    const abi::ArgDecl &slot = decl->operands[std::min(i, declared - 1)];
+    ArgKind kind = slot.kind == ArgKind::Variadic ? ArgKind::Tensor : slot.kind;
+    Status status = prepareArg(m, step, l.operands(i), kind, slot.role,
+                               p.args[i]);
+    if (!status.ok())
+      return status;
+  }
+  for (unsigned r = 0; r < p.numResults; ++r) {
+    Status status =
+        prepareArg(m, step, l.results(r), ArgKind::Tensor,
+                   decl->results[r].role, p.args[given + r]);
+    if (!status.ok())
+      return status;
+    if (p.args[given + r].kind != PreparedArg::Kind::Buffer)
+      return Status::error(std::string("result '") + decl->results[r].role +
+                           "' is not a buffer");
+  }
+  // Parameters: each declared, of its type; the required ones present.
+  p.params.assign(decl->numParams(), ParamValue());
+  for (const artifact::Attr &a : l.attrs()) {
+    int index = decl->paramIndex(a.name());
+    if (index < 0)
+      return Status::error("'" + a.name() + "' is not a parameter of '" +
+                           l.kernel() + "'");
+    Status status = prepareParam(*decl, index, a, p.params[index]);
+    if (!status.ok())
+      return status;
+  }
+  for (unsigned i = 0; i < p.params.size(); ++i)
+    if (!p.params[i].present &&
+        decl->params[i].presence == abi::Presence::Required)
+      return Status::error(std::string("lacks parameter '") +
+                           decl->params[i].name + "'");
+  if (p.kernel == abi::KernelId::Rope) {
+    using P = abi::Rope::P;
+    unsigned yarn = 0;
+    for (unsigned i = P::yarn_factor; i <= P::yarn_truncate; ++i)
+      yarn += p.params[i].present;
+    if (yarn != 0 && yarn != P::yarn_truncate - P::yarn_factor + 1)
+      return Status::error("has some of the yarn_* parameters, not all");
+  }
+  return Status::success();
+}
+
+StatusOr<std::vector<PreparedStep>>
+runtime::prepareSteps(const artifact::Manifest &m) {
+  std::vector<PreparedStep> steps(m.steps_size());
+  uint32_t ordinal = 0;
+  for (int s = 0; s < m.steps_size(); ++s) {
+    const artifact::Step &step = m.steps(s);
+    steps[s].step = &step;
+    steps[s].launches.resize(step.launches_size());
+    for (int i = 0; i < step.launches_size(); ++i) {
+      PreparedLaunch &p = steps[s].launches[i];
+      p.ordinal = ordinal++;
+      p.label = "step '" + step.name() + "' launch " + std::to_string(i) +
+                " (" + step.launches(i).kernel() + ")";
+      Status status = prepareLaunch(m, step, step.launches(i), p);
+      if (!status.ok())
+        return status.withContext(p.label);
+    }
+  }
+  return steps;
+}
+
+void runtime::bindLaunch(const PreparedLaunch &launch, int64_t tokens,
+                         uint64_t arenaBase, const uint64_t *weightAddresses,
+                         BoundLaunch &bound) {
+  bound.launch = &launch;
+  bound.tokens = tokens;
+  for (size_t i = 0, e = launch.args.size(); i < e; ++i) {
+    const PreparedArg &arg = launch.args[i];
+    BoundArg &b = bound.args[i];
+    b.arg = &arg;
+    b.rank = arg.rank;
+    for (unsigned d = 0; d < arg.rank; ++d)
+      b.shape[d] = arg.constant[d] + arg.perToken[d] * tokens;
+    switch (arg.kind) {
+    case PreparedArg::Kind::Buffer:
+      b.address = arenaBase + arg.offset;
+      break;
+    case PreparedArg::Kind::Weight:
+      b.address = weightAddresses[arg.index];
+      break;
+    case PreparedArg::Kind::Cache:
+      b.address = arg.index;
+      break;
+    case PreparedArg::Kind::Absent:
+      b.address = 0;
+      break;
+    }
+  }
+}
