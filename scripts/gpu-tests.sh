@@ -12,6 +12,9 @@ status=0
   echo "== machine"; nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv
   echo "== daybreak-run devices"; ./daybreak-run devices
   echo "== DaybreakRuntimeTests"; ./DaybreakRuntimeTests --gtest_brief=1 || status=1
+  echo "== DaybreakStepTests: the kernel ABI, and no host allocation in CUDA decode steps"
+  DAYBREAK_ARTIFACT=deepseek_v32_small/cuda_fp8.daybreak DAYBREAK_DEVICE=cuda \
+    ./DaybreakStepTests || status=1
   for dir in */; do
     name=${dir%/}
     echo "== $name: cuda, f32 cache, vs transformers"

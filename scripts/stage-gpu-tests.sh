@@ -11,7 +11,7 @@ cd "$(dirname "$0")/.."
 build=${DAYBREAK_BUILD_DIR:-build}
 rm -rf device && mkdir -p device
 cp "$build/bin/daybreak-run" "$build/test/runtime/DaybreakRuntimeTests" \
-  "$build/test/runtime/DaybreakKernelBench" device/
+  "$build/test/runtime/DaybreakStepTests" "$build/test/runtime/DaybreakKernelBench" device/
 limits="--max-seq-len=64 --max-batch=2 --max-tokens=64"
 for fixture in shared/deepseek_v32 shared/deepseek_v32_fp8 deepseek_v32_small deepseek_v32_small_fp8; do
   name=$(basename "$fixture")

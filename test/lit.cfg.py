@@ -21,6 +21,8 @@ config.environment["FILECHECK_OPTS"] = "--enable-var-scope"
 tool_dirs = [config.daybreak_tools_dir, config.llvm_tools_dir]
 tools = ["daybreak-opt", "daybreak-eval", "daybreak-compile", "daybreak-run"]
 llvm_config.add_tool_substitutions(tools, tool_dirs)
+# The runtime's step tests (GoogleTest), run on artifacts lit compiles.
+config.substitutions.append(("%daybreak_step_tests", config.daybreak_step_tests))
 
 # PTX the compiler emits is assembled with ptxas where the toolkit has one.
 if config.ptxas and os.path.exists(config.ptxas):

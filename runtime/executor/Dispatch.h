@@ -29,6 +29,9 @@ public:
     for (const auto &[id, launcher] : all)
       launchers[static_cast<unsigned>(id)] = launcher;
   }
+  void set(abi::KernelId id, Launcher launcher) {
+    launchers[static_cast<unsigned>(id)] = launcher;
+  }
   Launcher operator[](abi::KernelId id) const {
     return launchers[static_cast<unsigned>(id)];
   }

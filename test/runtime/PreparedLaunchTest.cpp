@@ -1,0 +1,261 @@
+//===- PreparedLaunchTest.cpp - The kernel ABI at load and per step -------===//
+//
+// Launches decoded at load against the kernel declarations: malformed ones
+// fail naming the launch; the devices' launcher tables cover exactly the
+// kernels declared for them; and running a step allocates nothing on the
+// host: binding and dispatch for any device (a counting device), and a
+// whole decode step on the CUDA device (graph replay). The step tests read
+// the artifact named by DAYBREAK_ARTIFACT (lit compiles one:
+// test/tools/step-allocations.test; scripts/gpu-tests.sh passes a CUDA
+// one) and skip, saying so, without it.
+//
+//===----------------------------------------------------------------------===//
+
+#include "runtime/devices/cpu/CpuDevice.h"
+#include "runtime/executor/Dispatch.h"
+#include "runtime/executor/Model.h"
+#ifdef DAYBREAK_HAVE_CUDA
+#include "runtime/devices/cuda/CudaDevice.h"
+#endif
+
+#include "gtest/gtest.h"
+
+#include <atomic>
+#include <cstdlib>
+#include <new>
+
+// Every host allocation of this test binary is counted.
+static std::atomic<uint64_t> allocations{0};
+
+void *operator new(size_t size) {
+  ++allocations;
+  if (void *p = std::malloc(size ? size : 1))
+    return p;
+  std::abort();
+}
+void operator delete(void *p) noexcept { std::free(p); }
+void operator delete(void *p, size_t) noexcept { std::free(p); }
+
+using namespace daybreak;
+using namespace daybreak::runtime;
+
+namespace {
+
+// (Not the global `abi` that <cxxabi.h> declares.)
+namespace abi = daybreak::abi;
+
+/// A step of one rms_norm launch over buffers x [tokens, 8], w [8], out.
+artifact::Manifest rmsNormManifest() {
+  artifact::Manifest m;
+  artifact::Step *step = m.add_steps();
+  step->set_name("decode");
+  step->add_size_names("tokens");
+  step->add_max_sizes(4);
+  step->set_arena_size(4096);
+  for (const char *name : {"x", "w", "out"}) {
+    artifact::Buffer *b = step->add_buffers();
+    b->set_name(name);
+    b->set_dtype(artifact::F32);
+    b->set_offset(step->buffers_size() * 256);
+    if (std::string(name) != "w") {
+      artifact::SizeExpr *rows = b->add_dims();
+      rows->add_coeffs(1);
+    }
+    b->add_dims()->set_constant(8);
+  }
+  artifact::Launch *l = step->add_launches();
+  l->set_kernel("rms_norm");
+  l->add_operands()->set_buffer(0);
+  l->add_operands()->set_buffer(1);
+  l->add_results()->set_buffer(2);
+  artifact::Attr *eps = l->add_attrs();
+  eps->set_name("eps");
+  eps->set_f(1e-6);
+  return m;
+}
+
+std::string prepareError(const artifact::Manifest &m) {
+  StatusOr<std::vector<PreparedStep>> steps = prepareSteps(m);
+  return steps.ok() ? "" : steps.error().message();
+}
+
+TEST(PreparedLaunch, DecodesAndBindsAWellFormedLaunch) {
+  StatusOr<std::vector<PreparedStep>> steps = prepareSteps(rmsNormManifest());
+  ASSERT_TRUE(steps.ok()) << steps.error().message();
+  const PreparedLaunch &l = (*steps)[0].launches[0];
+  EXPECT_EQ(l.kernel, abi::KernelId::RmsNorm);
+  EXPECT_EQ(l.f(abi::RmsNorm::P::eps), 1e-6);
+  EXPECT_EQ(l.label, "step 'decode' launch 0 (rms_norm)");
+  uint64_t weights[1] = {0};
+  BoundLaunch bound;
+  bindLaunch(l, /*tokens=*/3, /*arenaBase=*/1 << 20, weights, bound);
+  EXPECT_EQ(bound.in(abi::RmsNorm::In::input).address, (1u << 20) + 256u);
+  EXPECT_EQ(bound.in(abi::RmsNorm::In::input).dim(0), 3);
+  EXPECT_EQ(bound.in(abi::RmsNorm::In::input).back(), 8);
+  EXPECT_EQ(bound.out(0).numel(), 24);
+}
+
+TEST(PreparedLaunch, MalformedLaunchesFailNamingTheLaunch) {
+  const std::string label = "step 'decode' launch 0 (rms_norm): ";
+  {
+    artifact::Manifest m = rmsNormManifest();
+    m.mutable_steps(0)->mutable_launches(0)->set_kernel("rms_normalize");
+    EXPECT_NE(prepareError(m).find("no kernel 'rms_normalize' is declared"),
+              std::string::npos)
+        << prepareError(m);
+  }
+  {
+    artifact::Manifest m = rmsNormManifest();
+    m.mutable_steps(0)->mutable_launches(0)->clear_attrs();
+    EXPECT_EQ(prepareError(m), label + "lacks parameter 'eps'");
+  }
+  {
+    artifact::Manifest m = rmsNormManifest();
+    m.mutable_steps(0)->mutable_launches(0)->mutable_attrs(0)->set_i(1);
+    EXPECT_EQ(prepareError(m), label + "parameter 'eps' must be float");
+  }
+  {
+    artifact::Manifest m = rmsNormManifest();
+    artifact::Attr *extra = m.mutable_steps(0)->mutable_launches(0)->add_attrs();
+    extra->set_name("epsilon");
+    extra->set_f(1e-6);
+    EXPECT_EQ(prepareError(m),
+              label + "'epsilon' is not a parameter of 'rms_norm'");
+  }
+  {
+    artifact::Manifest m = rmsNormManifest();
+    m.mutable_steps(0)->mutable_launches(0)->mutable_operands(1)->set_absent(
+        true);
+    EXPECT_EQ(prepareError(m), label + "operand 'weight' is required but absent");
+  }
+  {
+    artifact::Manifest m = rmsNormManifest();
+    m.mutable_steps(0)->mutable_launches(0)->add_operands()->set_buffer(0);
+    EXPECT_EQ(prepareError(m), label + "expects 2 operand slots, got 3");
+  }
+  {
+    artifact::Manifest m = rmsNormManifest();
+    m.add_caches()->set_name("kv");
+    m.mutable_steps(0)->mutable_launches(0)->mutable_operands(0)->set_cache(0);
+    EXPECT_EQ(prepareError(m), label + "operand 'input' is a tensor, got a cache");
+  }
+  {
+    artifact::Manifest m = rmsNormManifest();
+    m.mutable_steps(0)->mutable_buffers(0)->set_offset(4000);
+    EXPECT_EQ(prepareError(m),
+              label + "operand 'input': buffer 'x' runs past the step's arena");
+  }
+}
+
+TEST(PreparedLaunch, EnumChoicesAreTheDeclaredOnes) {
+  const abi::KernelDecl &rope = abi::kernel(abi::KernelId::Rope);
+  EXPECT_EQ(rope.enumIndex(abi::Rope::P::style, "interleaved"),
+            abi::Rope::interleaved);
+  EXPECT_EQ(rope.enumIndex(abi::Rope::P::style, "half_split"),
+            abi::Rope::half_split);
+  const abi::KernelDecl &route = abi::kernel(abi::KernelId::MoeRoute);
+  EXPECT_EQ(route.enumIndex(abi::MoeRoute::P::routing, "softmax"),
+            abi::MoeRoute::softmax);
+  EXPECT_EQ(route.enumIndex(abi::MoeRoute::P::routing, "sigmoid"),
+            abi::MoeRoute::sigmoid);
+  EXPECT_EQ(route.enumIndex(abi::MoeRoute::P::routing, "relu"), -1);
+}
+
+/// Every kernel declared for `target` has a launcher in `table`, and no
+/// other kernel does.
+template <typename DeviceT>
+void expectCovers(const LauncherTable<DeviceT> &table, uint8_t target) {
+  for (unsigned i = 0; i < abi::kNumKernels; ++i) {
+    const abi::KernelDecl &decl = abi::kernel(abi::KernelId(i));
+    EXPECT_EQ(table[decl.id] != nullptr, (decl.targets & target) != 0)
+        << decl.name;
+  }
+}
+
+TEST(PreparedLaunch, LauncherTablesCoverTheDeclaredTargets) {
+  expectCovers(cpu::CpuDevice::launchers(), abi::Cpu);
+#ifdef DAYBREAK_HAVE_CUDA
+  expectCovers(cuda::CudaDevice::launchers(), abi::Cuda);
+#endif
+}
+
+/// A device that only counts the launches dispatched to it.
+struct CountingDevice {
+  uint64_t arenaAddress() const { return 1 << 20; }
+  const uint64_t *weightAddresses() const { return weights.data(); }
+  std::vector<uint64_t> weights;
+  uint64_t launched = 0;
+};
+
+Status countLaunch(CountingDevice &d, const BoundLaunch &l) {
+  ++d.launched;
+  return Status::success();
+}
+
+const char *artifactPath() { return std::getenv("DAYBREAK_ARTIFACT"); }
+
+TEST(StepAllocations, BindingAndDispatchAllocateNothing) {
+  if (!artifactPath())
+    GTEST_SKIP() << "set DAYBREAK_ARTIFACT to an artifact (lit does: "
+                    "test/tools/step-allocations.test)";
+  StatusOr<artifact::ArtifactFile> file =
+      artifact::ArtifactFile::open(artifactPath());
+  ASSERT_TRUE(file.ok()) << file.error().message();
+  StatusOr<std::vector<PreparedStep>> steps = prepareSteps(file->manifest());
+  ASSERT_TRUE(steps.ok()) << steps.error().message();
+  CountingDevice device;
+  device.weights.assign(file->manifest().weights_size(), 0);
+  LauncherTable<CountingDevice> table({});
+  for (unsigned i = 0; i < abi::kNumKernels; ++i)
+    table.set(abi::KernelId(i), &countLaunch);
+  ASSERT_TRUE(table.check(*steps, "counting").ok());
+  uint64_t expected = 0;
+  uint64_t before = allocations.load();
+  for (const PreparedStep &step : *steps)
+    for (int64_t tokens : {int64_t(1), step.step->max_sizes(0)}) {
+      for (const PreparedLaunch &l : step.launches) {
+        Status status = dispatch(device, table, l, tokens);
+        if (!status.ok())
+          ADD_FAILURE() << status.message();
+      }
+      expected += step.launches.size();
+    }
+  EXPECT_EQ(allocations.load() - before, 0u);
+  EXPECT_EQ(device.launched, expected);
+}
+
+TEST(StepAllocations, DecodeStepsOnTheDeviceAllocateNothing) {
+  if (!artifactPath())
+    GTEST_SKIP() << "set DAYBREAK_ARTIFACT to an artifact";
+  const char *deviceName = std::getenv("DAYBREAK_DEVICE");
+  if (!deviceName || std::string(deviceName).rfind("cuda", 0) != 0)
+    GTEST_SKIP() << "the CPU kernels still allocate scratch per call; the "
+                    "claim is checked on a CUDA device (DAYBREAK_DEVICE=cuda)";
+  LoadOptions options;
+  options.device = deviceName;
+  StatusOr<std::unique_ptr<Model>> model =
+      Model::load(artifactPath(), options);
+  if (!model.ok())
+    GTEST_SKIP() << "no such device here: " << model.error().message();
+  StatusOr<const PreparedStep *> decode = (*model)->step("decode");
+  ASSERT_TRUE(decode.ok()) << decode.error().message();
+  StepInputs inputs;
+  int64_t batch = std::min<int64_t>((*model)->maxBatch(), 2);
+  for (int64_t s = 0; s < batch; ++s) {
+    inputs.ids.push_back(static_cast<int32_t>(3 + s));
+    inputs.positions.push_back(0);
+    inputs.sequences.push_back(static_cast<int32_t>(s));
+  }
+  std::vector<float> logits;
+  // The first step records the decode graph and sizes the logits.
+  Status status = (*model)->run(**decode, inputs, logits);
+  ASSERT_TRUE(status.ok()) << status.message();
+  uint64_t before = allocations.load();
+  for (int i = 0; i < 5 && status.ok(); ++i)
+    status = (*model)->run(**decode, inputs, logits);
+  uint64_t during = allocations.load() - before;
+  ASSERT_TRUE(status.ok()) << status.message();
+  EXPECT_EQ(during, 0u) << "host allocations in 5 decode steps";
+}
+
+} // namespace
