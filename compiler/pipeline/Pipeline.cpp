@@ -75,7 +75,7 @@ static std::string formatBytes(uint64_t bytes) {
   return llvm::formatv("{0} B", bytes).str();
 }
 
-static llvm::Error compileWith(const Options &options,
+static llvm::Error compileWith(const Options &options, const Options &given,
                                const importers::DeepseekV32Config &config,
                                const importers::Checkpoint &checkpoint,
                                llvm::raw_ostream &out, llvm::raw_ostream &log);
@@ -95,8 +95,7 @@ llvm::Error pipeline::compile(const Options &options, llvm::raw_ostream &out,
     return errorf("--compile-to=llvm is the CPU target's phase; use ptx");
   if (options.target == "cpu" && options.compileTo == Phase::Ptx)
     return errorf("--compile-to=ptx needs --target=cuda");
-  if (options.maxTokens <= 0 || options.maxBatch <= 0 ||
-      options.maxSeqLen <= 0)
+  if (options.maxTokens < 0 || options.maxBatch < 0 || options.maxSeqLen < 0)
     return errorf("--max-seq-len, --max-batch and --max-tokens must be "
                   "positive");
   auto config = importers::loadConfig(options.checkpoint);
@@ -109,24 +108,34 @@ llvm::Error pipeline::compile(const Options &options, llvm::raw_ostream &out,
     return errorf("--max-seq-len " + Twine(options.maxSeqLen) +
                   " exceeds the model's max_position_embeddings " +
                   Twine(config->maxPositionEmbeddings));
+  // Limits left at 0 are chosen here: the model's context up to the cap, and
+  // a step that holds one full sequence.
+  Options clamped = options;
+  if (!clamped.maxSeqLen)
+    clamped.maxSeqLen =
+        std::min(config->maxPositionEmbeddings, kDefaultMaxSeqLenCap);
+  if (!clamped.maxBatch)
+    clamped.maxBatch = kDefaultMaxBatch;
+  if (!clamped.maxTokens)
+    clamped.maxTokens = clamped.maxSeqLen;
   // The caches hold max_batch x max_seq_len tokens; a step cannot hold more.
   int64_t cacheRows;
-  if (__builtin_mul_overflow(options.maxBatch, options.maxSeqLen, &cacheRows) ||
+  if (__builtin_mul_overflow(clamped.maxBatch, clamped.maxSeqLen, &cacheRows) ||
       cacheRows > (int64_t(1) << 40))
-    return errorf("--max-batch " + Twine(options.maxBatch) +
-                  " x --max-seq-len " + Twine(options.maxSeqLen) +
+    return errorf("--max-batch " + Twine(clamped.maxBatch) +
+                  " x --max-seq-len " + Twine(clamped.maxSeqLen) +
                   " cache rows exceed the supported 2^40");
   // A step never holds more tokens than the caches do.
-  Options clamped = options;
   if (clamped.maxTokens > cacheRows) {
     log << "note: --max-tokens " << options.maxTokens << " lowered to "
         << cacheRows << ", the tokens the caches hold\n";
     clamped.maxTokens = cacheRows;
   }
-  return compileWith(clamped, *config, *checkpoint, out, log);
+  return compileWith(clamped, options, *config, *checkpoint, out, log);
 }
 
-static llvm::Error compileWith(const Options &options,
+/// `options` holds the limits chosen; `given` those the caller asked for.
+static llvm::Error compileWith(const Options &options, const Options &given,
                                const importers::DeepseekV32Config &configValue,
                                const importers::Checkpoint &checkpointValue,
                                llvm::raw_ostream &out, llvm::raw_ostream &log) {
@@ -250,8 +259,20 @@ static llvm::Error compileWith(const Options &options,
   if (!manifest)
     return manifest.takeError();
 
+  // Where each limit came from: the caller, or the model and the defaults.
+  auto origin = [](int64_t asked, const llvm::Twine &chosen) {
+    return asked ? std::string("given") : ("default: " + chosen).str();
+  };
   const artifact::MemoryPlan &m = manifest->memory();
   log << "memory plan (" << options.output << ")\n"
+      << "  limits:           --max-seq-len " << options.maxSeqLen << " ("
+      << origin(given.maxSeqLen, "the model's max_position_embeddings " +
+                                     Twine(config->maxPositionEmbeddings) +
+                                     ", at most " + Twine(kDefaultMaxSeqLenCap))
+      << "), --max-batch " << options.maxBatch << " ("
+      << origin(given.maxBatch, Twine(kDefaultMaxBatch)) << "), --max-tokens "
+      << options.maxTokens << " ("
+      << origin(given.maxTokens, "one full sequence per step") << ")\n"
       << "  weights:          " << formatBytes(m.stored_weight_bytes())
       << " stored, " << formatBytes(m.weight_bytes())
       << " on the device (fp32)\n"

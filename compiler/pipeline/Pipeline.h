@@ -31,14 +31,25 @@ enum class Phase {
 /// Parses "lm", "plan", "llvm", "ptx", "artifact".
 std::optional<Phase> parsePhase(llvm::StringRef name);
 
+/// The longest default --max-seq-len. Caches are allocated whole at load for
+/// max_batch x max_seq_len tokens: DeepSeek-V3.2's full 163840 positions
+/// would need about 59 GiB of FP8 caches at the default 8 sequences (788 B
+/// per token and layer, 61 layers), 4096 about 1.5 GiB. Longer contexts are
+/// an explicit choice.
+constexpr int64_t kDefaultMaxSeqLenCap = 4096;
+/// The default --max-batch.
+constexpr int64_t kDefaultMaxBatch = 8;
+
 struct Options {
   std::string checkpoint;
   std::string output;
   std::string target = "cpu";
   Phase compileTo = Phase::Artifact;
-  int64_t maxSeqLen = 4096;
-  int64_t maxBatch = 8;
-  int64_t maxTokens = 4096;
+  /// Serving limits; 0 leaves the choice to `compile`, which derives it from
+  /// the model (see `kDefaultMaxSeqLenCap`) and reports it.
+  int64_t maxSeqLen = 0;
+  int64_t maxBatch = 0;
+  int64_t maxTokens = 0;
   std::string kvCacheDtype = "fp8";
   int64_t pageSize = 64;
 };
@@ -46,7 +57,8 @@ struct Options {
 /// lm (imported) to lm ready for lowering: weight folding, KV layouts.
 void buildLmPipeline(mlir::OpPassManager &pm, const Options &options,
                      ref::WeightProvider weights);
-/// lm to plan: lowering, workspace planning.
+/// lm to plan: lowering, workspace planning. Needs options.maxTokens chosen
+/// (`compile` chooses the limits left at 0 before building it).
 void buildLowerToPlanPipeline(mlir::OpPassManager &pm, const Options &options);
 
 /// Runs the whole pipeline; IR phases print to `out`, the artifact goes to

@@ -181,6 +181,8 @@ private:
   }
 
   llvm::Error evaluate(Operation *op);
+  /// Shows `observer` the operands and results of `op`, just evaluated.
+  void notify(const OpObserver &observer, Operation *op);
   llvm::Error evaluateLm(Operation *op);
   llvm::Error evaluateUpstream(Operation *op);
 
@@ -257,8 +259,21 @@ Expected<std::vector<Tensor>> FrameEvaluator::run(func::FuncOp func,
                                      func.getSymName(), op.getName(),
                                      location, llvm::toString(std::move(err))));
     }
+    if (const OpObserver &observer = parent.getOpObserver())
+      notify(observer, &op);
   }
   return std::move(results);
+}
+
+void FrameEvaluator::notify(const OpObserver &observer, Operation *op) {
+  std::vector<const Tensor *> operands, results;
+  for (Value v : op->getOperands())
+    operands.push_back(&get(v));
+  for (Value v : op->getResults()) {
+    auto it = values.find(v);
+    results.push_back(it == values.end() ? nullptr : &it->second);
+  }
+  observer(op, operands, results);
 }
 
 llvm::Error FrameEvaluator::evaluate(Operation *op) {

@@ -28,6 +28,7 @@
 
 namespace mlir {
 class DenseElementsAttr;
+class Operation;
 class Type;
 } // namespace mlir
 
@@ -44,6 +45,14 @@ llvm::Expected<Tensor> tensorFromAttr(mlir::DenseElementsAttr attr);
 using WeightProvider = std::function<llvm::Expected<Tensor>(
     llvm::StringRef name, mlir::Type type, llvm::ArrayRef<std::string> sources)>;
 
+/// Sees each op after it is evaluated, with the tensors bound to its operands
+/// and results (ops of called functions included, before their call op).
+/// The tensors live only for the duration of the call; a result the op left
+/// unbound is null.
+using OpObserver = std::function<void(mlir::Operation *op,
+                                      llvm::ArrayRef<const Tensor *> operands,
+                                      llvm::ArrayRef<const Tensor *> results)>;
+
 class Evaluator {
 public:
   explicit Evaluator(mlir::ModuleOp module, WeightProvider weights = {})
@@ -58,10 +67,16 @@ public:
   /// The value of weight `name`, loaded once through the provider.
   llvm::Expected<const Tensor *> weight(llvm::StringRef name);
 
+  /// Intermediate values for tests and debugging: `observer` is called after
+  /// every op evaluated from now on (an empty one stops it).
+  void setOpObserver(OpObserver observer) { opObserver = std::move(observer); }
+  const OpObserver &getOpObserver() const { return opObserver; }
+
 private:
   mlir::ModuleOp module;
   WeightProvider weights;
   std::map<std::string, Tensor, std::less<>> loaded;
+  OpObserver opObserver;
   /// Nesting depth of func.call, bounded to reject recursion.
   unsigned depth = 0;
 };

@@ -24,15 +24,19 @@ static cl::opt<std::string> target("target", cl::desc("cpu or cuda"),
 static cl::opt<std::string>
     compileTo("compile-to", cl::desc("stop after a phase: lm, plan, llvm, ptx, artifact"),
               cl::init("artifact"));
-static cl::opt<int64_t> maxSeqLen("max-seq-len",
-                                  cl::desc("longest sequence served"),
-                                  cl::init(4096));
-static cl::opt<int64_t> maxBatch("max-batch",
-                                 cl::desc("sequences served at once"),
-                                 cl::init(8));
-static cl::opt<int64_t> maxTokens("max-tokens",
-                                  cl::desc("most tokens in one step"),
-                                  cl::init(4096));
+// Limits left out are chosen from the model (pipeline::compile reports them).
+static cl::opt<int64_t>
+    maxSeqLen("max-seq-len",
+              cl::desc("longest sequence served (default: the model's "
+                       "max_position_embeddings, at most 4096)"),
+              cl::init(0));
+static cl::opt<int64_t>
+    maxBatch("max-batch", cl::desc("sequences served at once (default: 8)"),
+             cl::init(0));
+static cl::opt<int64_t>
+    maxTokens("max-tokens",
+              cl::desc("most tokens in one step (default: --max-seq-len)"),
+              cl::init(0));
 static cl::opt<std::string>
     kvCacheDtype("kv-cache-dtype", cl::desc("cache storage: fp8, bf16, f32"),
                  cl::init("fp8"));
@@ -51,6 +55,14 @@ int main(int argc, char **argv) {
     return 1;
   }
   options.compileTo = *phase;
+  // 0 asks the pipeline to choose, so an explicit 0 is refused here.
+  for (cl::opt<int64_t> *limit : {&maxSeqLen, &maxBatch, &maxTokens}) {
+    if (limit->getNumOccurrences() && limit->getValue() <= 0) {
+      llvm::errs() << "daybreak-compile: --" << limit->ArgStr << " "
+                   << limit->getValue() << " must be positive\n";
+      return 1;
+    }
+  }
   options.maxSeqLen = maxSeqLen;
   options.maxBatch = maxBatch;
   options.maxTokens = maxTokens;
