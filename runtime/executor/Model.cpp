@@ -146,30 +146,29 @@ Status Model::run(const std::string &name, const StepInputs &inputs,
   return run(**found, inputs, logits);
 }
 
-StatusOr<double> Model::time(const std::string &name,
-                             const StepInputs &inputs) {
+StatusOr<const PreparedStep *> Model::stage(const std::string &name,
+                                            const StepInputs &inputs) {
   StatusOr<const PreparedStep *> found = step(name);
   if (!found.ok())
     return found.error();
   Status staged = stage(**found, inputs);
   if (!staged.ok())
     return staged;
-  StatusOr<double> ms = device->timeLaunches(**found, inputs.ids.size());
-  if (!ms.ok())
-    return ms.error();
-  return ms;
+  return found;
+}
+
+StatusOr<double> Model::time(const std::string &name,
+                             const StepInputs &inputs) {
+  StatusOr<const PreparedStep *> staged = stage(name, inputs);
+  if (!staged.ok())
+    return staged.error();
+  return device->timeLaunches(**staged, inputs.ids.size());
 }
 
 StatusOr<std::vector<double>> Model::profile(const std::string &name,
                                              const StepInputs &inputs) {
-  StatusOr<const PreparedStep *> found = step(name);
-  if (!found.ok())
-    return found.error();
-  Status staged = stage(**found, inputs);
+  StatusOr<const PreparedStep *> staged = stage(name, inputs);
   if (!staged.ok())
-    return staged;
-  auto ms = device->profileLaunches(**found, inputs.ids.size());
-  if (!ms.ok())
-    return ms.error();
-  return ms;
+    return staged.error();
+  return device->profileLaunches(**staged, inputs.ids.size());
 }

@@ -63,6 +63,9 @@ public:
   /// Checks `inputs` against the compiled limits and copies them into the
   /// input buffers of `step`.
   Status stage(const PreparedStep &step, const StepInputs &inputs);
+  /// The same for the step named `name`, which is returned.
+  StatusOr<const PreparedStep *> stage(const std::string &name,
+                                       const StepInputs &inputs);
   /// Runs step `name` on `inputs` without reading its outputs back and
   /// returns the device time of its launches in milliseconds.
   StatusOr<double> time(const std::string &name, const StepInputs &inputs);

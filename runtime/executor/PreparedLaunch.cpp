@@ -1,6 +1,7 @@
 //===- PreparedLaunch.cpp - Decoding launches against their declarations --===//
 
 #include "runtime/executor/PreparedLaunch.h"
+#include "runtime/executor/Device.h"
 
 #include <algorithm>
 
@@ -8,25 +9,6 @@ using namespace daybreak;
 using namespace daybreak::runtime;
 using abi::ArgKind;
 using abi::ParamType;
-
-/// Bytes per element of an artifact dtype (0 for an unknown one).
-static int64_t dtypeBytes(artifact::DType dtype) {
-  switch (dtype) {
-  case artifact::F32:
-  case artifact::I32:
-    return 4;
-  case artifact::BF16:
-  case artifact::F16:
-    return 2;
-  case artifact::I64:
-    return 8;
-  case artifact::F8E4M3FN:
-  case artifact::U8:
-    return 1;
-  default:
-    return 0;
-  }
-}
 
 /// Resolves operand `op` into `arg`, checking it against the slot's kind.
 static Status prepareArg(const artifact::Manifest &m, const artifact::Step &step,
@@ -96,9 +78,9 @@ static Status prepareArg(const artifact::Manifest &m, const artifact::Step &step
                              "' has an invalid extent");
     }
     uint64_t bytes = 0;
-    if (dtypeBytes(b.dtype()) == 0 ||
+    if (b.dtype() == artifact::DTYPE_UNSPECIFIED ||
         __builtin_mul_overflow(uint64_t(maxElements),
-                               uint64_t(dtypeBytes(b.dtype())), &bytes) ||
+                               uint64_t(elementBytes(b.dtype())), &bytes) ||
         b.offset() > step.arena_size() || bytes > step.arena_size() - b.offset())
       return Status::error(slot + ": buffer '" + b.name() +
                            "' runs past the step's arena");
