@@ -26,6 +26,10 @@ static std::optional<DType> toDType(Type type) {
     return DType::F16;
   if (isa<Float8E4M3FNType>(type))
     return DType::F8E4M3FN;
+  if (isa<Float4E2M1FNType>(type))
+    return DType::F4E2M1FN;
+  if (isa<Float8E8M0FNUType>(type))
+    return DType::F8E8M0FNU;
   if (type.isInteger(32))
     return DType::I32;
   if (type.isInteger(64))
@@ -110,6 +114,7 @@ artifact::emitArtifact(ModuleOp module, const importers::Checkpoint &checkpoint,
     Weight *w = manifest.add_weights();
     w->set_name(weight.getSymName().str());
     w->set_dtype(*dtype);
+    w->set_folded(weight->hasAttr("lm.value"));
     for (int64_t d : type.getShape())
       w->add_shape(d);
     w->set_section(0);
@@ -257,16 +262,25 @@ artifact::emitArtifact(ModuleOp module, const importers::Checkpoint &checkpoint,
     }
   }
 
-  // The devices compute in fp32 and hold every weight that way, each
-  // 256-byte aligned.
+  // The devices hold every weight as stored, each 256-byte aligned; the
+  // plan says how much is in each stored type and where it came from.
   uint64_t deviceWeightBytes = 0;
-  for (const Weight &w : manifest.weights()) {
-    uint64_t count = 1;
-    for (int64_t d : w.shape())
-      count *= d;
-    deviceWeightBytes += (count * 4 + 255) / 256 * 256;
-  }
   MemoryPlan *memory = manifest.mutable_memory();
+  for (const Weight &w : manifest.weights()) {
+    deviceWeightBytes += (w.size() + 255) / 256 * 256;
+    std::string origin = w.folded() ? "folded (lm-fold-weights)" : "checkpoint";
+    WeightPrecision *group = nullptr;
+    for (WeightPrecision &p : *memory->mutable_weight_precisions())
+      if (p.dtype() == w.dtype() && p.origin() == origin)
+        group = &p;
+    if (!group) {
+      group = memory->add_weight_precisions();
+      group->set_dtype(w.dtype());
+      group->set_origin(origin);
+    }
+    group->set_tensors(group->tensors() + 1);
+    group->set_bytes(group->bytes() + w.size());
+  }
   memory->set_weight_bytes(deviceWeightBytes);
   memory->set_stored_weight_bytes(weightSectionSize);
   memory->set_arena_bytes(arenaBytes);

@@ -3,6 +3,7 @@
 #include "compiler/pipeline/Pipeline.h"
 
 #include "compiler/artifact/ArtifactEmitter.h"
+#include "runtime/artifact/ArtifactFile.h"
 #include "compiler/importers/HfConfig.h"
 #include "compiler/importers/WeightLoader.h"
 #include "compiler/models/DeepseekV32.h"
@@ -275,8 +276,12 @@ static llvm::Error compileWith(const Options &options, const Options &given,
       << origin(given.maxTokens, "one full sequence per step") << ")\n"
       << "  weights:          " << formatBytes(m.stored_weight_bytes())
       << " stored, " << formatBytes(m.weight_bytes())
-      << " on the device (fp32)\n"
-      << "  arena:            " << formatBytes(m.arena_bytes()) << " (at "
+      << " on the device, as stored:\n";
+  for (const artifact::WeightPrecision &p : m.weight_precisions())
+    log << "    " << artifact::DType_Name(p.dtype()) << ": "
+        << formatBytes(p.bytes()) << " in " << p.tensors() << " tensors, "
+        << artifact::weightOriginText(p) << "\n";
+  log << "  arena:            " << formatBytes(m.arena_bytes()) << " (at "
       << options.maxTokens << " tokens per step)\n"
       << "  KV bytes / token: " << m.cache_bytes_per_token()
       << " (all layers, kv-cache-dtype " << options.kvCacheDtype << ")\n"

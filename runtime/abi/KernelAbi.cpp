@@ -6,10 +6,12 @@ using namespace daybreak::abi;
 
 namespace {
 
-#define ARG(role) {#role, ArgKind::Tensor},
-#define OPT(role) {#role, ArgKind::Optional},
-#define CACHE(role) {#role, ArgKind::Cache},
-#define VARIADIC(role) {#role, ArgKind::Variadic},
+#define ARG(role) {#role, ArgKind::Tensor, F32},
+#define OPT(role) {#role, ArgKind::Optional, F32},
+#define WEIGHT(role, types) {#role, ArgKind::Tensor, uint8_t(types)},
+#define OPT_WEIGHT(role, types) {#role, ArgKind::Optional, uint8_t(types)},
+#define CACHE(role) {#role, ArgKind::Cache, F32},
+#define VARIADIC(role) {#role, ArgKind::Variadic, F32},
 #define INT(name, presence) {#name, ParamType::Int, Presence::presence},
 #define FLOAT(name, presence) {#name, ParamType::Float, Presence::presence},
 #define BOOL(name, presence) {#name, ParamType::Bool, Presence::presence},
@@ -67,6 +69,16 @@ int KernelDecl::enumIndex(unsigned param, std::string_view choice) const {
       return -1;
     choices.remove_prefix(bar + 1);
   }
+}
+
+std::string daybreak::abi::weightTypesName(uint8_t types) {
+  std::string names;
+  for (auto [bit, name] : {std::pair<uint8_t, const char *>{F32, "f32"},
+                           {BF16, "bf16"},
+                           {F8E4M3, "f8e4m3"}})
+    if (types & bit)
+      names += (names.empty() ? "" : "|") + std::string(name);
+  return names;
 }
 
 const char *daybreak::abi::paramTypeName(ParamType type) {

@@ -19,6 +19,7 @@
 #define DAYBREAK_RUNTIME_ABI_KERNELABI_H
 
 #include <cstdint>
+#include <string>
 #include <string_view>
 
 namespace daybreak::abi {
@@ -49,9 +50,14 @@ enum class Presence : uint8_t { Required, Optional };
 /// Devices a kernel runs on (a target's legality check reads this).
 enum TargetMask : uint8_t { Cpu = 1, Cuda = 2, CpuAndCuda = 3 };
 
+/// Stored types a weight operand may have.
+enum WeightTypeMask : uint8_t { F32 = 1, BF16 = 2, F8E4M3 = 4 };
+
 struct ArgDecl {
   const char *role = nullptr;
   ArgKind kind = ArgKind::Tensor;
+  /// The stored types a weight in this slot may have.
+  uint8_t weightTypes = F32;
 };
 
 struct ParamDecl {
@@ -107,6 +113,8 @@ const KernelDecl &kernel(KernelId id);
 const KernelDecl *findKernel(std::string_view name);
 /// "int", "float", "bool", "string", "ints", "enum".
 const char *paramTypeName(ParamType type);
+/// "f32|bf16", ... for a WeightTypeMask.
+std::string weightTypesName(uint8_t types);
 
 //===----------------------------------------------------------------------===//
 // Index constants per kernel: abi::<Id>::In, Out and P.
@@ -114,6 +122,8 @@ const char *paramTypeName(ParamType type);
 
 #define ARG(role) role,
 #define OPT(role) role,
+#define WEIGHT(role, types) role,
+#define OPT_WEIGHT(role, types) role,
 #define CACHE(role) role,
 #define VARIADIC(role) role,
 #define INT(name, presence) name,
@@ -145,6 +155,8 @@ const char *paramTypeName(ParamType type);
 #undef DAYBREAK_PARAMS
 #undef ARG
 #undef OPT
+#undef WEIGHT
+#undef OPT_WEIGHT
 #undef CACHE
 #undef VARIADIC
 #undef INT

@@ -127,19 +127,21 @@ Status verifyWeights(const std::string &path, const Manifest &manifest) {
           " lies outside " + sectionLabel(manifest, weight.section()) + " of " +
           std::to_string(section.size()) + " bytes");
 
-    std::optional<uint64_t> elementSize = dtypeSize(weight.dtype());
-    if (!elementSize)
+    std::optional<uint64_t> bits = dtypeBits(weight.dtype());
+    if (!bits)
       return Status::error(label + ": unknown dtype " +
                            std::to_string(int(weight.dtype())));
-    uint64_t expected = *elementSize;
+    uint64_t count = 1;
     for (int64_t dim : weight.shape()) {
       if (dim < 0)
         return Status::error(label + ": negative dimension " +
                              std::to_string(dim) + " in its shape");
-      if (dim != 0 && expected > UINT64_MAX / uint64_t(dim))
+      if (dim != 0 && count > (UINT64_MAX / 8) / uint64_t(dim))
         return Status::error(label + ": shape overflows 64-bit byte size");
-      expected *= uint64_t(dim);
+      count *= uint64_t(dim);
     }
+    // Sub-byte types are packed: two E2M1 values per byte.
+    uint64_t expected = (count * *bits + 7) / 8;
     if (expected != weight.size())
       return Status::error(label + ": size " + std::to_string(weight.size()) +
                            " bytes disagrees with its shape and dtype " +
@@ -160,6 +162,23 @@ uint64_t fnv1a64(const uint8_t *data, size_t size, uint64_t hash) {
   return hash;
 }
 
+std::string weightOriginText(const WeightPrecision &p) {
+  if (p.origin() == "checkpoint")
+    return "as the checkpoint stores them";
+  return p.origin() +
+         ": products the compiler computed once (absorbed MLA, dequantised "
+         "folds), kept in fp32 so the fold adds no rounding";
+}
+
+std::optional<uint64_t> dtypeBits(DType dtype) {
+  if (dtype == F4E2M1FN)
+    return 4;
+  std::optional<uint64_t> bytes = dtypeSize(dtype);
+  if (!bytes)
+    return std::nullopt;
+  return *bytes * 8;
+}
+
 std::optional<uint64_t> dtypeSize(DType dtype) {
   switch (dtype) {
   case F32:
@@ -169,6 +188,7 @@ std::optional<uint64_t> dtypeSize(DType dtype) {
   case F16:
     return 2;
   case F8E4M3FN:
+  case F8E8M0FNU:
   case U8:
     return 1;
   case I64:

@@ -65,6 +65,13 @@ uint64_t fnv1a64(const uint8_t *data, size_t size,
 /// Bytes per element of `dtype`; std::nullopt for DTYPE_UNSPECIFIED or a value
 /// this runtime does not know.
 std::optional<uint64_t> dtypeSize(DType dtype);
+/// Bits per element of a dtype (4 for packed E2M1), or nullopt.
+std::optional<uint64_t> dtypeBits(DType dtype);
+
+/// Why weights of one precision group are stored as they are, for memory
+/// plans: "as the checkpoint stores them", or for folds (fp32) that the
+/// compiler computed them and fp32 keeps the product exact.
+std::string weightOriginText(const WeightPrecision &p);
 
 /// A read-only mapping of a verified `.daybreak` file. Owns the mapping;
 /// move-only; pointers it returns stay valid while it lives (moving keeps them

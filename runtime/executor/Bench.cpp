@@ -83,17 +83,16 @@ DecodeFloor runtime::decodeFloor(const artifact::Manifest &m, int64_t batch,
     for (int i = 0; i < l.operands_size(); ++i) {
       const artifact::Operand &op = l.operands(i);
       if (op.kind_case() == artifact::Operand::kWeight) {
-        // Both devices hold weights as fp32, with FP8 block scales
-        // multiplied in at load: the scales are not read per step.
-        if ((k == "fp8_matmul" && i == abi::Fp8Matmul::In::weight_scale) ||
-            (k == "expert_matmul" &&
-             i == abi::ExpertMatmul::In::weight_scale))
-          continue;
+        // Weights are held as stored: e4m3 codes and their block scales
+        // are both read per step.
         std::vector<int64_t> shape = operandShape(m, *step, op, batch);
-        double bytes = 4 * product(shape);
-        if (k == "embedding" && i == 0 && shape.size() == 2)
-          bytes = 4.0 * std::min<int64_t>(batch, shape[0]) * shape[1];
-        if (k == "expert_matmul" && i == 1 && !shape.empty()) {
+        const artifact::Weight &w = m.weights(op.weight());
+        double bytes = double(w.size());
+        if (k == "embedding" && i == 0 && shape.size() == 2 && shape[0] > 0)
+          bytes = bytes / double(shape[0]) * std::min<int64_t>(batch, shape[0]);
+        if (k == "expert_matmul" && !shape.empty() &&
+            (i == abi::ExpertMatmul::In::weight ||
+             i == abi::ExpertMatmul::In::weight_scale)) {
           double experts = double(shape[0]);
           double picks = double(topK(m, *step, l, 2, batch));
           double share = 1 - std::pow(1 - std::min(1.0, picks / experts),

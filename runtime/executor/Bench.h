@@ -47,8 +47,9 @@ struct BenchOptions {
 
 /// The bytes one decode step of `batch` sequences at context `context`
 /// moves at least: every weight the step reads once, as the device holds
-/// it (fp32), except the embedding table (`batch` rows) and routed experts
-/// (the expected share of experts `batch` tokens pick when routing is
+/// it (as stored: e4m3 codes and their block scales, bf16, fp32 folds),
+/// except the embedding table (`batch` rows) and routed experts (the
+/// expected share of experts `batch` tokens pick when routing is
 /// uniform: 1 - (1 - k/E)^batch); and the cache rows: all context rows
 /// for the indexer and dense attention, min(context, top-k) rows for
 /// sparse attention, one row written per sequence and cache.

@@ -352,4 +352,8 @@ void runtime::inspect(const artifact::Manifest &m, std::ostream &out) {
       << bytes(mem.arena_bytes()) << ", caches " << bytes(mem.cache_bytes())
       << " (" << mem.cache_bytes_per_token() << " B/token), total "
       << bytes(mem.total_bytes()) << "\n";
+  for (const artifact::WeightPrecision &p : mem.weight_precisions())
+    out << "  weights " << artifact::DType_Name(p.dtype()) << ": "
+        << bytes(p.bytes()) << " in " << p.tensors() << " tensors, "
+        << artifact::weightOriginText(p) << "\n";
 }

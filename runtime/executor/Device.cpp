@@ -27,36 +27,6 @@ int64_t runtime::elementBytes(DType dtype) {
   }
 }
 
-/// Decodes `count` stored values of `dtype` to fp32.
-bool runtime::decodeToF32(DType dtype, const uint8_t *src, int64_t count,
-                          float *out) {
-  for (int64_t i = 0; i < count; ++i) {
-    switch (dtype) {
-    case DType::F32:
-      std::memcpy(&out[i], src + 4 * i, 4);
-      break;
-    case DType::BF16: {
-      uint16_t bits;
-      std::memcpy(&bits, src + 2 * i, 2);
-      out[i] = numerics::bf16ToFloat(bits);
-      break;
-    }
-    case DType::F16: {
-      uint16_t bits;
-      std::memcpy(&bits, src + 2 * i, 2);
-      out[i] = numerics::f16ToFloat(bits);
-      break;
-    }
-    case DType::F8E4M3FN:
-      out[i] = numerics::e4m3ToFloat(src[i]);
-      break;
-    default:
-      return false;
-    }
-  }
-  return true;
-}
-
 std::vector<int64_t> runtime::bufferShape(const artifact::Buffer &b,
                                           int64_t tokens) {
   std::vector<int64_t> shape;
@@ -103,58 +73,36 @@ runtime::fp8Scalings(const artifact::Manifest &m,
   return scalings;
 }
 
-StatusOr<std::vector<std::vector<float>>>
-runtime::loadWeightsF32(const artifact::ArtifactFile &file,
-                        const std::vector<PreparedStep> &steps) {
-  const artifact::Manifest &m = file.manifest();
-  std::vector<std::vector<float>> weights(m.weights_size());
-  for (int i = 0; i < m.weights_size(); ++i) {
-    const artifact::Weight &w = m.weights(i);
-    int64_t count = 1;
-    for (int64_t d : w.shape())
-      count *= d;
-    weights[i].resize(count);
-    if (!decodeToF32(w.dtype(), file.weightData(w), count, weights[i].data()))
-      return Status::error("weight '" + w.name() + "' has dtype " +
-                           artifact::DType_Name(w.dtype()) +
-                           ", which the fp32 kernels do not load");
-  }
+Status runtime::checkWeightScales(const artifact::Manifest &m,
+                                  const std::vector<PreparedStep> &steps) {
   StatusOr<std::vector<Fp8Scaling>> scalings = fp8Scalings(m, steps);
   if (!scalings.ok())
     return scalings.error();
   for (int wi = 0; wi < m.weights_size(); ++wi) {
     const Fp8Scaling &s = (*scalings)[wi];
     const artifact::Weight &w = m.weights(wi);
-    if (s.scale < 0 || w.dtype() != DType::F8E4M3FN)
+    if (s.scale < 0)
       continue;
     // [N, K] with scales [ceil(N/bn), ceil(K/bk)], or per expert:
-    // [E, N, K] with [E, ceil(N/bn), ceil(K/bk)].
+    // [E, N, K] with [E, ceil(N/bn), ceil(K/bk)], all fp32.
     const artifact::Weight &scale = m.weights(s.scale);
     int rank = w.shape_size();
-    if ((rank != 2 && rank != 3) || scale.shape_size() != rank ||
+    if (w.dtype() != DType::F8E4M3FN || scale.dtype() != DType::F32 ||
+        (rank != 2 && rank != 3) || scale.shape_size() != rank ||
         s.blockN <= 0 || s.blockK <= 0)
       return Status::error("weight '" + w.name() + "' and its scales '" +
-                           scale.name() + "' have unexpected shapes");
-    int64_t experts = rank == 3 ? w.shape(0) : 1;
+                           scale.name() +
+                           "' are not e4m3 [(E,) N, K] with fp32 block scales");
     int64_t n = w.shape(rank - 2), k = w.shape(rank - 1);
-    int64_t scaleRows = scale.shape(rank - 2), scaleCols = scale.shape(rank - 1);
-    if ((rank == 3 && scale.shape(0) != experts) ||
-        scaleRows != (n + s.blockN - 1) / s.blockN ||
-        scaleCols != (k + s.blockK - 1) / s.blockK)
+    if ((rank == 3 && scale.shape(0) != w.shape(0)) ||
+        scale.shape(rank - 2) != (n + s.blockN - 1) / s.blockN ||
+        scale.shape(rank - 1) != (k + s.blockK - 1) / s.blockK)
       return Status::error("scales '" + scale.name() + "' do not cover the " +
                            std::to_string(s.blockN) + "x" +
                            std::to_string(s.blockK) + " blocks of '" +
                            w.name() + "'");
-    for (int64_t e = 0; e < experts; ++e) {
-      float *values = weights[wi].data() + e * n * k;
-      const float *scales = weights[s.scale].data() + e * scaleRows * scaleCols;
-      for (int64_t r = 0; r < n; ++r)
-        for (int64_t c = 0; c < k; ++c)
-          values[r * k + c] *=
-              scales[(r / s.blockN) * scaleCols + c / s.blockK];
-    }
   }
-  return weights;
+  return Status::success();
 }
 
 Status Device::runLaunches(const PreparedStep &step, int64_t tokens) {

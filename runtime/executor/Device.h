@@ -89,10 +89,6 @@ StatusOr<uint64_t> identityCacheRowOffset(const artifact::Manifest &m,
 
 /// Bytes per element of an artifact dtype.
 int64_t elementBytes(artifact::DType dtype);
-/// Decodes `count` stored values of `dtype` to fp32; false for an
-/// unsupported dtype.
-bool decodeToF32(artifact::DType dtype, const uint8_t *src, int64_t count,
-                 float *out);
 /// The shape of buffer `b` at `tokens` tokens.
 std::vector<int64_t> bufferShape(const artifact::Buffer &b, int64_t tokens);
 /// The weights that fp8_matmul launches, and expert_matmul launches with a
@@ -105,11 +101,10 @@ struct Fp8Scaling {
 StatusOr<std::vector<Fp8Scaling>>
 fp8Scalings(const artifact::Manifest &m,
             const std::vector<PreparedStep> &steps);
-/// Every weight decoded to fp32, FP8 matmul weights multiplied by their
-/// block scales: what the fp32 kernels of both devices compute with.
-StatusOr<std::vector<std::vector<float>>>
-loadWeightsF32(const artifact::ArtifactFile &file,
-               const std::vector<PreparedStep> &steps);
+/// Checks that every e4m3 weight a launch scales has fp32 block scales
+/// covering its blocks, so kernels can index them unchecked.
+Status checkWeightScales(const artifact::Manifest &m,
+                         const std::vector<PreparedStep> &steps);
 
 } // namespace daybreak::runtime
 

@@ -10,10 +10,26 @@ using namespace daybreak::runtime;
 using abi::ArgKind;
 using abi::ParamType;
 
-/// Resolves operand `op` into `arg`, checking it against the slot's kind.
+/// The kernel ABI's bit for a stored weight type (0: none reads it).
+static uint8_t weightTypeBit(artifact::DType dtype) {
+  switch (dtype) {
+  case artifact::F32:
+    return abi::F32;
+  case artifact::BF16:
+    return abi::BF16;
+  case artifact::F8E4M3FN:
+    return abi::F8E4M3;
+  default:
+    return 0;
+  }
+}
+
+/// Resolves operand `op` into `arg`, checking it against the slot's kind
+/// and, for a weight, its stored type against the slot's.
 static Status prepareArg(const artifact::Manifest &m, const artifact::Step &step,
-                         const artifact::Operand &op, ArgKind kind,
-                         const char *role, PreparedArg &arg) {
+                         const artifact::Operand &op, const abi::ArgDecl &decl,
+                         ArgKind kind, PreparedArg &arg) {
+  const char *role = decl.role;
   std::string slot = std::string("operand '") + role + "'";
   using Kind = PreparedArg::Kind;
   switch (op.kind_case()) {
@@ -42,6 +58,11 @@ static Status prepareArg(const artifact::Manifest &m, const artifact::Step &step
     if (w.shape_size() > int(kMaxRank))
       return Status::error(slot + ": weight '" + w.name() + "' has rank " +
                            std::to_string(w.shape_size()));
+    if (!(weightTypeBit(w.dtype()) & decl.weightTypes))
+      return Status::error(slot + " holds weight '" + w.name() + "' stored as " +
+                           artifact::DType_Name(w.dtype()) +
+                           "; the kernel reads " +
+                           abi::weightTypesName(decl.weightTypes));
     arg.kind = Kind::Weight;
     arg.index = op.weight();
     arg.dtype = w.dtype();
@@ -172,15 +193,13 @@ static Status prepareLaunch(const artifact::Manifest &m,
   for (unsigned i = 0; i < given; ++i) {
     const abi::ArgDecl &slot = decl->operands[std::min(i, declared - 1)];
     ArgKind kind = slot.kind == ArgKind::Variadic ? ArgKind::Tensor : slot.kind;
-    Status status = prepareArg(m, step, l.operands(i), kind, slot.role,
-                               p.args[i]);
+    Status status = prepareArg(m, step, l.operands(i), slot, kind, p.args[i]);
     if (!status.ok())
       return status;
   }
   for (unsigned r = 0; r < p.numResults; ++r) {
-    Status status =
-        prepareArg(m, step, l.results(r), ArgKind::Tensor,
-                   decl->results[r].role, p.args[given + r]);
+    Status status = prepareArg(m, step, l.results(r), decl->results[r],
+                               ArgKind::Tensor, p.args[given + r]);
     if (!status.ok())
       return status;
     if (p.args[given + r].kind != PreparedArg::Kind::Buffer)
@@ -203,6 +222,14 @@ static Status prepareLaunch(const artifact::Manifest &m,
         decl->params[i].presence == abi::Presence::Required)
       return Status::error(std::string("lacks parameter '") +
                            decl->params[i].name + "'");
+  if (p.kernel == abi::KernelId::ExpertMatmul) {
+    using In = abi::ExpertMatmul::In;
+    bool e4m3 = p.args[In::weight].dtype == artifact::F8E4M3FN;
+    bool scaled = p.args[In::weight_scale].kind != PreparedArg::Kind::Absent;
+    if (e4m3 != scaled)
+      return Status::error(e4m3 ? "reads an e4m3 weight without weight_scale"
+                                : "has weight_scale for a weight not in e4m3");
+  }
   if (p.kernel == abi::KernelId::Rope) {
     using P = abi::Rope::P;
     unsigned yarn = 0;

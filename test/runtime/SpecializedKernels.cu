@@ -13,7 +13,7 @@
 
 #define DAYBREAK_RMS_NORM(D)                                                   \
   template __global__ void daybreak_rms_norm_t<D>(                             \
-      const float *, const float *, int64_t, int64_t, double, float *);
+      const float *, Weight, int64_t, int64_t, double, float *);
 DAYBREAK_RMS_NORM(7)
 DAYBREAK_RMS_NORM(1000)
 DAYBREAK_RMS_NORM(7168)

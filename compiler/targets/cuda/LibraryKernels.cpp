@@ -48,10 +48,11 @@ static std::string instantiationFor(plan::LaunchOp launch,
   if (entry == "rms_norm" && !args.empty()) {
     if (int64_t dim = staticDim(args[0], -1))
       return llvm::formatv("daybreak_rms_norm_t<{0}>", dim).str();
-  } else if ((entry == "matmul" || entry == "fp8_matmul") && args.size() > 1) {
-    // The weight [N, K]: the decode path's loop runs over K.
+  } else if (entry == "matmul" && args.size() > 1) {
+    // The weight [N, K]: the decode path's loop runs over K. Only fp32
+    // weights take the template; bf16 and e4m3 ones the stored-weight GEMVs.
     auto weight = dyn_cast<MemRefType>(args[1].getType());
-    if (weight && weight.getRank() == 2)
+    if (weight && weight.getRank() == 2 && weight.getElementType().isF32())
       if (int64_t k = staticDim(args[1], 1))
         return llvm::formatv("daybreak_matmul_small_m_t<{0}>", k).str();
   } else if (entry == "dsa_indexer_scores" && !args.empty()) {

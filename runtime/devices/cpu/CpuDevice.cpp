@@ -103,14 +103,18 @@ Status CpuDevice::prepare(const artifact::ArtifactFile &file,
   if (!code.ok())
     return code;
 
-  // Weights, once, to fp32 (FP8 matmul weights dequantised).
-  StatusOr<std::vector<std::vector<float>>> loaded =
-      runtime::loadWeightsF32(file, prepared);
-  if (!loaded.ok())
-    return loaded.error();
-  weights = std::move(*loaded);
-  for (const std::vector<float> &w : weights)
-    weightAddressTable.push_back(reinterpret_cast<uintptr_t>(w.data()));
+  // Weights as stored, mapped in place.
+  // Weights stay as stored, where the artifact is mapped: the kernels read
+  // them in place and widen values as they use them.
+  Status scales = runtime::checkWeightScales(m, prepared);
+  if (!scales.ok())
+    return scales;
+  weightBytes = 0;
+  for (const artifact::Weight &w : m.weights()) {
+    weightAddressTable.push_back(
+        reinterpret_cast<uintptr_t>(file.weightData(w)));
+    weightBytes += w.size();
+  }
 
   // Caches with identity page tables, and the arena.
   int64_t batch = m.max_batch(), maxSeq = m.max_seq_len();
@@ -224,9 +228,7 @@ StatusOr<double> CpuDevice::copyBandwidth(uint64_t bytes) {
 }
 
 uint64_t CpuDevice::residentBytes() const {
-  uint64_t bytes = arena.size;
-  for (const auto &w : weights)
-    bytes += w.size() * sizeof(float);
+  uint64_t bytes = arena.size + weightBytes;
   for (const auto &c : cacheBytes)
     bytes += c.size;
   return bytes;
@@ -240,6 +242,29 @@ namespace daybreak::cpu {
 /// The launchers reach the device's pool, caches and generated kernels.
 struct CpuLaunchers {
   static float *f(const BoundArg &a) { return a.as<float>(); }
+  /// A weight slot as stored (absent: a null view). `scale` is the slot of
+  /// an e4m3 weight's block scales and `blocks` their block sizes.
+  static WeightView weight(const BoundArg &a, const BoundArg *scale = nullptr,
+                           const std::vector<int64_t> *blocks = nullptr) {
+    WeightView w;
+    if (!a.present())
+      return w;
+    w.data = a.as<void>();
+    switch (a.arg->dtype) {
+    case artifact::BF16:
+      w.type = WeightType::BF16;
+      break;
+    case artifact::F8E4M3FN:
+      w.type = WeightType::F8E4M3;
+      w.scales = scale->as<float>();
+      w.blockN = (*blocks)[0];
+      w.blockK = (*blocks)[1];
+      break;
+    default:
+      break;
+    }
+    return w;
+  }
   static int32_t *i32(const BoundArg &a) { return a.as<int32_t>(); }
   /// An optional operand's data, or null when absent.
   template <typename T> static T *opt(const BoundArg &a) {
@@ -252,47 +277,52 @@ struct CpuLaunchers {
   static Status embedding(CpuDevice &d, const BoundLaunch &l) {
     using In = abi::Embedding::In;
     const BoundArg &table = l.in(In::table);
-    return cpu::embedding(d.pool, f(table), table.dim(0), table.dim(1),
+    return cpu::embedding(d.pool, weight(table), table.dim(0), table.dim(1),
                           i32(l.in(In::ids)), l.tokens, f(l.out(0)));
   }
   static Status rmsNorm(CpuDevice &d, const BoundLaunch &l) {
     using In = abi::RmsNorm::In;
     const BoundArg &x = l.in(In::input);
-    cpu::rmsNorm(d.pool, f(x), f(l.in(In::weight)), x.numel() / x.back(),
+    cpu::rmsNorm(d.pool, f(x), weight(l.in(In::weight)), x.numel() / x.back(),
                  x.back(), l->f(abi::RmsNorm::P::eps), f(l.out(0)));
     return Status::success();
   }
   static Status layerNorm(CpuDevice &d, const BoundLaunch &l) {
     using In = abi::LayerNorm::In;
     const BoundArg &x = l.in(In::input);
-    cpu::layerNorm(d.pool, f(x), f(l.in(In::weight)),
-                   opt<float>(l.in(In::bias)), x.numel() / x.back(), x.back(),
+    cpu::layerNorm(d.pool, f(x), weight(l.in(In::weight)),
+                   weight(l.in(In::bias)), x.numel() / x.back(), x.back(),
                    l->f(abi::LayerNorm::P::eps), f(l.out(0)));
     return Status::success();
   }
-  /// matmul and fp8_matmul: the FP8 weight was dequantised at load.
+  /// matmul and fp8_matmul: weight [N, K] as stored.
   static Status matmulWith(CpuDevice &d, const BoundLaunch &l,
-                           const float *bias, const std::vector<int64_t> *tile) {
-    const BoundArg &x = l.in(0), &w = l.in(1);
-    int64_t n = w.dim(0), k = w.dim(1);
+                           const WeightView &w, const WeightView &bias,
+                           const std::vector<int64_t> *tile) {
+    const BoundArg &x = l.in(0);
+    int64_t n = l.in(1).dim(0), k = l.in(1).dim(1);
     MatmulTiling tiling;
     if (tile && tile->size() == 2) {
       tiling.rowBlock = (*tile)[0];
       tiling.colBlock = (*tile)[1];
     }
-    cpu::matmul(d.pool, f(x), f(w), bias, x.numel() / k, n, k, f(l.out(0)),
+    cpu::matmul(d.pool, f(x), w, bias, x.numel() / k, n, k, f(l.out(0)),
                 tiling);
     return Status::success();
   }
   static Status matmul(CpuDevice &d, const BoundLaunch &l) {
+    using In = abi::Matmul::In;
     using P = abi::Matmul::P;
-    return matmulWith(d, l, opt<float>(l.in(abi::Matmul::In::bias)),
+    return matmulWith(d, l, weight(l.in(In::weight)), weight(l.in(In::bias)),
                       l->has(P::tile) ? &l->ints(P::tile) : nullptr);
   }
   static Status fp8Matmul(CpuDevice &d, const BoundLaunch &l) {
+    using In = abi::Fp8Matmul::In;
     using P = abi::Fp8Matmul::P;
-    return matmulWith(d, l, nullptr,
-                      l->has(P::tile) ? &l->ints(P::tile) : nullptr);
+    return matmulWith(
+        d, l,
+        weight(l.in(In::weight), &l.in(In::weight_scale), &l->ints(P::block_size)),
+        WeightView(), l->has(P::tile) ? &l->ints(P::tile) : nullptr);
   }
   static Status headMatmul(CpuDevice &d, const BoundLaunch &l) {
     using In = abi::HeadMatmul::In;
@@ -300,7 +330,7 @@ struct CpuLaunchers {
     bool transpose = l->has(abi::HeadMatmul::P::transpose_weight) &&
                      l->i(abi::HeadMatmul::P::transpose_weight);
     int64_t n = transpose ? w.dim(1) : w.dim(2);
-    cpu::headMatmul(d.pool, f(x), f(w), transpose, x.dim(0), x.dim(1),
+    cpu::headMatmul(d.pool, f(x), weight(w), transpose, x.dim(0), x.dim(1),
                     x.dim(2), n, f(l.out(0)));
     return Status::success();
   }
@@ -364,9 +394,14 @@ struct CpuLaunchers {
       return Status::error("expert biases are not supported on cpu yet");
     const BoundArg &x = l.in(In::input), &w = l.in(In::weight),
                    &indices = l.in(In::indices);
-    return cpu::expertMatmul(d.pool, f(x), x.rank == 3, f(w), w.dim(0),
-                             w.dim(1), w.dim(2), i32(indices), l.tokens,
-                             indices.dim(1),
+    const std::vector<int64_t> *blocks =
+        l->has(abi::ExpertMatmul::P::block_size)
+            ? &l->ints(abi::ExpertMatmul::P::block_size)
+            : nullptr;
+    return cpu::expertMatmul(d.pool, f(x), x.rank == 3,
+                             weight(w, &l.in(In::weight_scale), blocks),
+                             w.dim(0), w.dim(1), w.dim(2), i32(indices),
+                             l.tokens, indices.dim(1),
                              opt<float>(l.in(In::routing_weights)),
                              f(l.out(0)));
   }

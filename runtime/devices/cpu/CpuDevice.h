@@ -1,7 +1,7 @@
 //===- CpuDevice.h - Running artifact launches on the CPU -------*- C++ -*-===//
 //
-// The CPU device: weights converted once to fp32 at load (FP8 matmul weights
-// dequantised with their block scales), caches with paged views, one arena,
+// The CPU device: weights read as stored (f32, bf16, e4m3 with block scales)
+// where the artifact is mapped, caches with paged views, one arena,
 // the generated x86-64 kernels loaded from the artifact with dlopen, and
 // prepared launches dispatched to the kernels of CpuKernels.h on a thread
 // pool through one launcher per declared kernel.
@@ -70,8 +70,9 @@ private:
   const artifact::Manifest *manifest = nullptr;
   const std::vector<runtime::PreparedStep> *steps = nullptr;
   ThreadPool pool;
-  std::vector<std::vector<float>> weights; ///< fp32, per manifest weight
-  std::vector<uint64_t> weightAddressTable; ///< weights[i].data()
+  /// Each manifest weight's bytes as stored, in the mapped artifact.
+  std::vector<uint64_t> weightAddressTable;
+  uint64_t weightBytes = 0;
   std::vector<Allocation> cacheBytes;
   std::vector<CacheView> caches;
   std::vector<int32_t> pageTable;

@@ -8,6 +8,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "runtime/devices/cpu/CpuKernels.h"
+#include "runtime/numerics/Numerics.h"
 
 #include <algorithm>
 #include <cmath>
@@ -38,7 +39,51 @@ double sigmoid(double x) {
 
 } // namespace
 
+float WeightView::at(int64_t i) const {
+  switch (type) {
+  case WeightType::F32:
+    return static_cast<const float *>(data)[i];
+  case WeightType::BF16:
+    return numerics::bf16ToFloat(static_cast<const uint16_t *>(data)[i]);
+  case WeightType::F8E4M3:
+    return numerics::e4m3ToFloat(static_cast<const uint8_t *>(data)[i]);
+  }
+  return 0.0f;
+}
+
+void WeightView::decodeRow(int64_t matrix, int64_t row, int64_t col,
+                           int64_t count, float *out) const {
+  int64_t first = (matrix * rows + row) * cols + col;
+  switch (type) {
+  case WeightType::F32:
+    std::memcpy(out, static_cast<const float *>(data) + first,
+                count * sizeof(float));
+    return;
+  case WeightType::BF16: {
+    const uint16_t *bits = static_cast<const uint16_t *>(data) + first;
+    for (int64_t i = 0; i < count; ++i)
+      out[i] = numerics::bf16ToFloat(bits[i]);
+    return;
+  }
+  case WeightType::F8E4M3: {
+    const uint8_t *codes = static_cast<const uint8_t *>(data) + first;
+    int64_t scaleRows = (rows + blockN - 1) / blockN;
+    int64_t scaleCols = (cols + blockK - 1) / blockK;
+    const float *rowScales =
+        scales + (matrix * scaleRows + row / blockN) * scaleCols;
+    for (int64_t i = 0; i < count; ++i)
+      out[i] = numerics::e4m3ToFloat(codes[i]) * rowScales[(col + i) / blockK];
+    return;
+  }
+  }
+}
+
 Status embedding(ThreadPool &pool, const float *table, int64_t vocab,
+                 int64_t dim, const int32_t *ids, int64_t tokens, float *out) {
+  return embedding(pool, WeightView::f32(table), vocab, dim, ids, tokens, out);
+}
+
+Status embedding(ThreadPool &pool, const WeightView &table, int64_t vocab,
                  int64_t dim, const int32_t *ids, int64_t tokens, float *out) {
   for (int64_t t = 0; t < tokens; ++t)
     if (ids[t] < 0 || ids[t] >= vocab)
@@ -46,15 +91,22 @@ Status embedding(ThreadPool &pool, const float *table, int64_t vocab,
                            " at position " + std::to_string(t) +
                            " is outside the vocabulary [0, " +
                            std::to_string(vocab) + ")");
+  WeightView rows = table;
+  rows.rows = vocab;
+  rows.cols = dim;
   pool.parallelFor(tokens, rowGrain(dim), [&](int64_t begin, int64_t end) {
     for (int64_t t = begin; t < end; ++t)
-      std::memcpy(out + t * dim, table + int64_t(ids[t]) * dim,
-                  dim * sizeof(float));
+      rows.decodeRow(0, ids[t], 0, dim, out + t * dim);
   });
   return Status::success();
 }
 
 void rmsNorm(ThreadPool &pool, const float *x, const float *weight,
+             int64_t rows, int64_t dim, double eps, float *out) {
+  rmsNorm(pool, x, WeightView::f32(weight), rows, dim, eps, out);
+}
+
+void rmsNorm(ThreadPool &pool, const float *x, const WeightView &weight,
              int64_t rows, int64_t dim, double eps, float *out) {
   pool.parallelFor(rows, rowGrain(dim), [&](int64_t begin, int64_t end) {
     for (int64_t r = begin; r < end; ++r) {
@@ -65,13 +117,21 @@ void rmsNorm(ThreadPool &pool, const float *x, const float *weight,
         sumSquares += double(in[i]) * in[i];
       double inv = 1.0 / std::sqrt(sumSquares / double(dim) + eps);
       for (int64_t i = 0; i < dim; ++i)
-        o[i] = static_cast<float>(in[i] * inv * (weight ? weight[i] : 1.0f));
+        o[i] = static_cast<float>(in[i] * inv *
+                                  (weight.data ? weight.at(i) : 1.0f));
     }
   });
 }
 
 void layerNorm(ThreadPool &pool, const float *x, const float *weight,
                const float *bias, int64_t rows, int64_t dim, double eps,
+               float *out) {
+  layerNorm(pool, x, WeightView::f32(weight), WeightView::f32(bias), rows,
+            dim, eps, out);
+}
+
+void layerNorm(ThreadPool &pool, const float *x, const WeightView &weight,
+               const WeightView &bias, int64_t rows, int64_t dim, double eps,
                float *out) {
   pool.parallelFor(rows, rowGrain(dim), [&](int64_t begin, int64_t end) {
     for (int64_t r = begin; r < end; ++r) {
@@ -88,8 +148,8 @@ void layerNorm(ThreadPool &pool, const float *x, const float *weight,
       double inv = 1.0 / std::sqrt(variance / double(dim) + eps);
       for (int64_t i = 0; i < dim; ++i)
         o[i] = static_cast<float>((in[i] - mean) * inv *
-                                      (weight ? weight[i] : 1.0f) +
-                                  (bias ? bias[i] : 0.0f));
+                                      (weight.data ? weight.at(i) : 1.0f) +
+                                  (bias.data ? bias.at(i) : 0.0f));
     }
   });
 }

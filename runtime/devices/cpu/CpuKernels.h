@@ -61,20 +61,64 @@ int64_t cacheBytesPerRow(CacheFormat format, int64_t width, int64_t tailDim,
                          int64_t scaleBlock);
 
 //===----------------------------------------------------------------------===//
+// Weights at their stored precision.
+//===----------------------------------------------------------------------===//
+
+/// How a weight is stored. The kernels read it as it is and widen values to
+/// fp32 as they use them.
+enum class WeightType : int32_t { F32 = 0, BF16 = 1, F8E4M3 = 2 };
+
+/// A weight as the checkpoint stores it: fp32, bf16, or e4m3 codes scaled
+/// per blockN x blockK block by fp32 `scales` ([ceil(rows / blockN),
+/// ceil(cols / blockK)] per matrix). Stacked matrices of rows x cols
+/// (experts) follow each other, and so do their scales. A view of memory
+/// owned elsewhere; trivially copyable.
+struct WeightView {
+  const void *data = nullptr;
+  WeightType type = WeightType::F32;
+  const float *scales = nullptr;
+  int64_t blockN = 0, blockK = 0;
+  int64_t rows = 0, cols = 0;
+
+  static WeightView f32(const float *values) {
+    WeightView w;
+    w.data = values;
+    return w;
+  }
+  bool isF32() const { return type == WeightType::F32; }
+  /// Element `i` of an unscaled weight (a vector: norms, biases).
+  float at(int64_t i) const;
+  /// Writes the `count` values of row `row` of matrix `matrix` from column
+  /// `col` on to `out`, widened to fp32 (e4m3 times its block's scale, one
+  /// float multiply).
+  void decodeRow(int64_t matrix, int64_t row, int64_t col, int64_t count,
+                 float *out) const;
+};
+
+//===----------------------------------------------------------------------===//
 // Kernels. Row-major; `rows` is the product of all dims but the last.
 //===----------------------------------------------------------------------===//
 
 /// out[t, :] = table[ids[t], :]; errors on an id outside [0, vocab).
 Status embedding(ThreadPool &pool, const float *table, int64_t vocab,
                  int64_t dim, const int32_t *ids, int64_t tokens, float *out);
+Status embedding(ThreadPool &pool, const WeightView &table, int64_t vocab,
+                 int64_t dim, const int32_t *ids, int64_t tokens, float *out);
 
 /// out = x / sqrt(mean(x^2) + eps) * weight, per row of `dim`.
 void rmsNorm(ThreadPool &pool, const float *x, const float *weight,
+             int64_t rows, int64_t dim, double eps, float *out);
+/// The same with a stored weight (null data: no weight).
+void rmsNorm(ThreadPool &pool, const float *x, const WeightView &weight,
              int64_t rows, int64_t dim, double eps, float *out);
 
 /// out = (x - mean) / sqrt(var + eps) * weight + bias (bias may be null).
 void layerNorm(ThreadPool &pool, const float *x, const float *weight,
                const float *bias, int64_t rows, int64_t dim, double eps,
+               float *out);
+/// The same with stored weights (null data: none).
+void layerNorm(ThreadPool &pool, const float *x, const WeightView &weight,
+               const WeightView &bias, int64_t rows, int64_t dim, double eps,
                float *out);
 
 /// out[m, n] = sum_k x[m, k] * w[n, k] (+ bias[n]); w is [N, K] (PyTorch
@@ -93,10 +137,20 @@ struct MatmulTiling {
 void matmul(ThreadPool &pool, const float *x, const float *w,
             const float *bias, int64_t m, int64_t n, int64_t k, float *out,
             const MatmulTiling &tiling);
+/// The same with a stored weight [N, K] and bias (null data: none): each
+/// job widens the weight rows it uses into thread-local scratch, so results
+/// equal the fp32 matmul on the widened weight.
+void matmul(ThreadPool &pool, const float *x, const WeightView &w,
+            const WeightView &bias, int64_t m, int64_t n, int64_t k,
+            float *out, const MatmulTiling &tiling);
 
 /// Per-head matmul: x [T, H, K], w [H, K, N] (or [H, N, K] when
 /// transposeWeight) -> out [T, H, N].
 void headMatmul(ThreadPool &pool, const float *x, const float *w,
+                bool transposeWeight, int64_t tokens, int64_t heads, int64_t k,
+                int64_t n, float *out);
+/// The same with a stored weight (unscaled: f32 or bf16).
+void headMatmul(ThreadPool &pool, const float *x, const WeightView &w,
                 bool transposeWeight, int64_t tokens, int64_t heads, int64_t k,
                 int64_t n, float *out);
 
@@ -145,6 +199,11 @@ void moeRouteSigmoid(ThreadPool &pool, const float *logits, const float *bias,
 /// expert id outside [-1, E).
 Status expertMatmul(ThreadPool &pool, const float *x, bool perSlotInput,
                     const float *w, int64_t experts, int64_t n, int64_t k,
+                    const int32_t *indices, int64_t tokens, int64_t slots,
+                    const float *routingWeights, float *out);
+/// The same with stored expert weights (one matrix of n x k per expert).
+Status expertMatmul(ThreadPool &pool, const float *x, bool perSlotInput,
+                    const WeightView &w, int64_t experts, int64_t n, int64_t k,
                     const int32_t *indices, int64_t tokens, int64_t slots,
                     const float *routingWeights, float *out);
 

@@ -387,11 +387,10 @@ Status CudaDevice::prepare(const artifact::ArtifactFile &file,
       return status;
   }
 
-  // Weights: fp32 on the host once, then one upload each.
-  StatusOr<std::vector<std::vector<float>>> hostWeights =
-      runtime::loadWeightsF32(file, prepared);
-  if (!hostWeights.ok())
-    return hostWeights.error();
+  // Weights stay as stored: uploaded byte for byte from the mapped artifact.
+  status = runtime::checkWeightScales(m, prepared);
+  if (!status.ok())
+    return status;
 
   // Partials of sparse attention split over its rows (decode), beside the
   // plan's arena: a few MB at DeepSeek-V3.2's dimensions.
@@ -415,8 +414,8 @@ Status CudaDevice::prepare(const artifact::ArtifactFile &file,
       pagesPerSeq = std::max<int64_t>(
           pagesPerSeq, (maxSeq + c.page_size() - 1) / c.page_size());
     size_t total = 0;
-    for (const std::vector<float> &w : *hostWeights)
-      total += alignUp(std::max<size_t>(w.size() * sizeof(float), 1));
+    for (const artifact::Weight &w : m.weights())
+      total += alignUp(std::max<size_t>(w.size(), 1));
     total += alignUp(batch * pagesPerSeq * sizeof(int32_t));
     for (const artifact::Cache &c : m.caches())
       total += alignUp(size_t(batch) *
@@ -446,13 +445,11 @@ Status CudaDevice::prepare(const artifact::ArtifactFile &file,
       return after.error();
     measuredBytes = before->first - after->first;
   }
-  for (int i = 0; i < m.weights_size(); ++i) {
-    const std::vector<float> &w = (*hostWeights)[i];
-    StatusOr<CUdeviceptr> p =
-        allocate(w.size() * sizeof(float), "weight '" + m.weights(i).name() + "'");
+  for (const artifact::Weight &w : m.weights()) {
+    StatusOr<CUdeviceptr> p = allocate(w.size(), "weight '" + w.name() + "'");
     if (!p.ok())
       return p.error();
-    status = upload(*p, w.data(), w.size() * sizeof(float));
+    status = upload(*p, file.weightData(w), w.size());
     if (!status.ok())
       return status;
     weights.push_back(*p);
@@ -595,6 +592,24 @@ namespace daybreak::cuda {
 /// it resolved per launch at load.
 struct CudaLaunchers {
   static CUdeviceptr p(const BoundArg &a) { return a.address; }
+  /// A weight slot as stored (absent: data 0). `scale` is the slot of an
+  /// e4m3 weight's block scales and `blocks` their block sizes.
+  static DeviceWeight weight(const BoundArg &a, const BoundArg *scale = nullptr,
+                             const std::vector<int64_t> *blocks = nullptr) {
+    DeviceWeight w;
+    if (!a.present())
+      return w;
+    w.data = a.address;
+    if (a.arg->dtype == artifact::BF16) {
+      w.type = 1;
+    } else if (a.arg->dtype == artifact::F8E4M3FN) {
+      w.type = 2;
+      w.scales = scale->address;
+      w.blockN = (*blocks)[0];
+      w.blockK = (*blocks)[1];
+    }
+    return w;
+  }
   static const DeviceCacheView &cache(CudaDevice &d, const BoundArg &a) {
     return d.caches[a.cache()];
   }
@@ -606,38 +621,44 @@ struct CudaLaunchers {
   static Status embedding(CudaDevice &d, const BoundLaunch &l) {
     using In = abi::Embedding::In;
     const BoundArg &table = l.in(In::table);
-    return d.kernels->embedding(p(table), table.dim(0), table.dim(1),
+    return d.kernels->embedding(weight(table), table.dim(0), table.dim(1),
                                 p(l.in(In::ids)), l.tokens, p(l.out(0)),
                                 d.stream);
   }
   static Status rmsNorm(CudaDevice &d, const BoundLaunch &l) {
     using In = abi::RmsNorm::In;
     const BoundArg &x = l.in(In::input);
-    return d.kernels->rmsNorm(p(x), p(l.in(In::weight)), x.numel() / x.back(),
+    return d.kernels->rmsNorm(p(x), weight(l.in(In::weight)), x.numel() / x.back(),
                               x.back(), l->f(abi::RmsNorm::P::eps), p(l.out(0)),
                               d.stream, specialized(d, l));
   }
   static Status layerNorm(CudaDevice &d, const BoundLaunch &l) {
     using In = abi::LayerNorm::In;
     const BoundArg &x = l.in(In::input);
-    return d.kernels->layerNorm(p(x), p(l.in(In::weight)), p(l.in(In::bias)),
+    return d.kernels->layerNorm(p(x), weight(l.in(In::weight)),
+                                weight(l.in(In::bias)),
                                 x.numel() / x.back(), x.back(),
                                 l->f(abi::LayerNorm::P::eps), p(l.out(0)),
                                 d.stream);
   }
-  /// matmul and fp8_matmul: the FP8 weight was dequantised at load.
+  /// matmul and fp8_matmul: weight [N, K] as stored.
   static Status matmulWith(CudaDevice &d, const BoundLaunch &l,
-                           CUdeviceptr bias) {
-    const BoundArg &x = l.in(0), &w = l.in(1);
-    int64_t n = w.dim(0), k = w.dim(1);
-    return d.kernels->matmul(p(x), p(w), bias, x.numel() / k, n, k,
-                             p(l.out(0)), d.stream, specialized(d, l));
+                           const DeviceWeight &w, const DeviceWeight &bias) {
+    const BoundArg &x = l.in(0);
+    int64_t n = l.in(1).dim(0), k = l.in(1).dim(1);
+    return d.kernels->matmul(p(x), w, bias, x.numel() / k, n, k, p(l.out(0)),
+                             d.stream, specialized(d, l));
   }
   static Status matmul(CudaDevice &d, const BoundLaunch &l) {
-    return matmulWith(d, l, p(l.in(abi::Matmul::In::bias)));
+    using In = abi::Matmul::In;
+    return matmulWith(d, l, weight(l.in(In::weight)), weight(l.in(In::bias)));
   }
   static Status fp8Matmul(CudaDevice &d, const BoundLaunch &l) {
-    return matmulWith(d, l, 0);
+    using In = abi::Fp8Matmul::In;
+    return matmulWith(d, l,
+                      weight(l.in(In::weight), &l.in(In::weight_scale),
+                             &l->ints(abi::Fp8Matmul::P::block_size)),
+                      DeviceWeight());
   }
   static Status headMatmul(CudaDevice &d, const BoundLaunch &l) {
     using In = abi::HeadMatmul::In;
@@ -645,7 +666,7 @@ struct CudaLaunchers {
     bool transpose = l->has(abi::HeadMatmul::P::transpose_weight) &&
                      l->i(abi::HeadMatmul::P::transpose_weight);
     int64_t n = transpose ? w.dim(1) : w.dim(2);
-    return d.kernels->headMatmul(p(x), p(w), transpose, x.dim(0), x.dim(1),
+    return d.kernels->headMatmul(p(x), weight(w), transpose, x.dim(0), x.dim(1),
                                  x.dim(2), n, p(l.out(0)), d.stream);
   }
   static Status rope(CudaDevice &d, const BoundLaunch &l) {
@@ -708,7 +729,13 @@ struct CudaLaunchers {
       return Status::error("expert biases are not supported on cuda yet");
     const BoundArg &x = l.in(In::input), &w = l.in(In::weight),
                    &indices = l.in(In::indices);
-    return d.kernels->expertMatmul(p(x), x.rank == 3, p(w), w.dim(0), w.dim(1),
+    const std::vector<int64_t> *blocks =
+        l->has(abi::ExpertMatmul::P::block_size)
+            ? &l->ints(abi::ExpertMatmul::P::block_size)
+            : nullptr;
+    return d.kernels->expertMatmul(p(x), x.rank == 3,
+                                   weight(w, &l.in(In::weight_scale), blocks),
+                                   w.dim(0), w.dim(1),
                                    w.dim(2), p(indices), l.tokens,
                                    indices.dim(1), p(l.in(In::routing_weights)),
                                    p(l.out(0)), d.stream);

@@ -91,14 +91,31 @@ Status CudaKernels::launch(CUfunction function, const char *name, int64_t gridX,
 Status CudaKernels::embedding(CUdeviceptr table, int64_t vocab, int64_t dim,
                               CUdeviceptr ids, int64_t tokens, CUdeviceptr out,
                               CUstream stream) const {
-  void *params[] = {&table, &vocab, &dim, &ids, &tokens, &out};
+  return embedding(DeviceWeight::f32(table), vocab, dim, ids, tokens, out,
+                   stream);
+}
+
+Status CudaKernels::embedding(const DeviceWeight &table, int64_t vocab,
+                              int64_t dim, CUdeviceptr ids, int64_t tokens,
+                              CUdeviceptr out, CUstream stream) const {
+  DeviceWeight t = table;
+  void *params[] = {&t, &vocab, &dim, &ids, &tokens, &out};
   return launch(embeddingFn, "embedding", tokens, 1, 1, 256, 0, stream, params);
 }
 
 Status CudaKernels::rmsNorm(CUdeviceptr x, CUdeviceptr weight, int64_t rows,
                             int64_t dim, double eps, CUdeviceptr out,
                             CUstream stream, CUfunction specialized) const {
-  void *params[] = {&x, &weight, &rows, &dim, &eps, &out};
+  return rmsNorm(x, DeviceWeight::f32(weight), rows, dim, eps, out, stream,
+                 specialized);
+}
+
+Status CudaKernels::rmsNorm(CUdeviceptr x, const DeviceWeight &weight,
+                            int64_t rows, int64_t dim, double eps,
+                            CUdeviceptr out, CUstream stream,
+                            CUfunction specialized) const {
+  DeviceWeight w = weight;
+  void *params[] = {&x, &w, &rows, &dim, &eps, &out};
   return launch(specialized ? specialized : rmsNormFn, "rmsNorm", rows, 1, 1,
                 256, 0, stream, params);
 }
@@ -107,7 +124,16 @@ Status CudaKernels::layerNorm(CUdeviceptr x, CUdeviceptr weight,
                               CUdeviceptr bias, int64_t rows, int64_t dim,
                               double eps, CUdeviceptr out,
                               CUstream stream) const {
-  void *params[] = {&x, &weight, &bias, &rows, &dim, &eps, &out};
+  return layerNorm(x, DeviceWeight::f32(weight), DeviceWeight::f32(bias), rows,
+                   dim, eps, out, stream);
+}
+
+Status CudaKernels::layerNorm(CUdeviceptr x, const DeviceWeight &weight,
+                              const DeviceWeight &bias, int64_t rows,
+                              int64_t dim, double eps, CUdeviceptr out,
+                              CUstream stream) const {
+  DeviceWeight w = weight, b = bias;
+  void *params[] = {&x, &w, &b, &rows, &dim, &eps, &out};
   return launch(layerNormFn, "layerNorm", rows, 1, 1, 256, 0, stream, params);
 }
 
@@ -122,10 +148,43 @@ Status CudaKernels::matmul(CUdeviceptr x, CUdeviceptr w, CUdeviceptr bias,
                 0, stream, params);
 }
 
+Status CudaKernels::matmul(CUdeviceptr x, const DeviceWeight &w,
+                           const DeviceWeight &bias, int64_t m, int64_t n,
+                           int64_t k, CUdeviceptr out, CUstream stream,
+                           CUfunction specialized) const {
+  if (w.type == 0 && (bias.data == 0 || bias.type == 0))
+    return matmul(x, w.data, bias.data, m, n, k, out, stream, specialized);
+  DeviceWeight weight = w, b = bias;
+  weight.rows = n;
+  weight.cols = k;
+  void *params[] = {&x, &weight, &b, &m, &n, &k, &out};
+  if (m > 8)
+    return launch(matmulStoredTiledFn, "matmul", ceilDiv(n, 64), ceilDiv(m, 64),
+                  1, 256, 0, stream, params);
+  // 16-byte pieces: 16 e4m3 codes within one scale block, or 8 bf16 values;
+  // 4 warps of 2 columns per block.
+  bool e4m3 = w.type == 2 && k % 16 == 0 && w.blockK % 16 == 0;
+  bool bf16 = w.type == 1 && k % 8 == 0;
+  if (e4m3 || bf16)
+    return launch(e4m3 ? gemvE4m3Fn : gemvBf16Fn, "matmul", ceilDiv(n, 8), 1, 1,
+                  128, 0, stream, params);
+  return launch(gemvStoredFn, "matmul", ceilDiv(n, 8), 1, 1, 256, 0, stream,
+                params);
+}
+
 Status CudaKernels::headMatmul(CUdeviceptr x, CUdeviceptr w,
                                bool transposeWeight, int64_t tokens,
                                int64_t heads, int64_t k, int64_t n,
                                CUdeviceptr out, CUstream stream) const {
+  return headMatmul(x, DeviceWeight::f32(w), transposeWeight, tokens, heads, k,
+                    n, out, stream);
+}
+
+Status CudaKernels::headMatmul(CUdeviceptr x, const DeviceWeight &weight,
+                               bool transposeWeight, int64_t tokens,
+                               int64_t heads, int64_t k, int64_t n,
+                               CUdeviceptr out, CUstream stream) const {
+  DeviceWeight w = weight;
   int32_t transpose = transposeWeight;
   void *params[] = {&x, &w, &transpose, &tokens, &heads, &k, &n, &out};
   return launch(headMatmulFn, "headMatmul", ceilDiv(n, 64), ceilDiv(tokens, 64),
@@ -205,7 +264,20 @@ Status CudaKernels::expertMatmul(CUdeviceptr x, bool perSlotInput,
                                  int64_t k, CUdeviceptr indices, int64_t tokens,
                                  int64_t slots, CUdeviceptr routingWeights,
                                  CUdeviceptr out, CUstream stream) const {
+  return expertMatmul(x, perSlotInput, DeviceWeight::f32(w), experts, n, k,
+                      indices, tokens, slots, routingWeights, out, stream);
+}
+
+Status CudaKernels::expertMatmul(CUdeviceptr x, bool perSlotInput,
+                                 const DeviceWeight &weight, int64_t experts,
+                                 int64_t n, int64_t k, CUdeviceptr indices,
+                                 int64_t tokens, int64_t slots,
+                                 CUdeviceptr routingWeights, CUdeviceptr out,
+                                 CUstream stream) const {
   int32_t perSlot = perSlotInput;
+  DeviceWeight w = weight;
+  w.rows = n;
+  w.cols = k;
   void *params[] = {&x,       &perSlot, &w,     &experts,        &n,  &k,
                     &indices, &tokens,  &slots, &routingWeights, &out};
   return launch(expertMatmulFn, "expertMatmul", ceilDiv(n, 8), tokens, 1, 256,

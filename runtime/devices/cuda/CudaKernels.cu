@@ -48,6 +48,19 @@ struct Cache {
   int32_t pad;
 };
 
+/// A weight as stored (daybreak::cuda::DeviceWeight: same members, same
+/// order): fp32, bf16, or e4m3 codes scaled per blockN x blockK block by
+/// fp32 `scales` ([ceil(rows / blockN), ceil(cols / blockK)] per matrix);
+/// stacked rows x cols matrices (experts) follow each other. Null data: no
+/// weight (a norm without one, an absent bias).
+struct Weight {
+  const void *data;
+  const float *scales;
+  int64_t rows, cols, blockN, blockK;
+  int32_t type; // 0 F32, 1 BF16, 2 E4M3
+  int32_t pad;
+};
+
 namespace {
 
 //===----------------------------------------------------------------------===//
@@ -115,6 +128,34 @@ __device__ __forceinline__ uint8_t floatToE4m3(float value) {
 }
 
 /// 2^ceil(log2(max(amax, 1e-4) / 448)) as an exponent, as CpuCache.cpp.
+enum : int32_t { kWeightF32 = 0, kWeightBF16 = 1, kWeightE4M3 = 2 };
+
+/// Element `i` of an unscaled weight (a norm's weight, a bias, a table).
+__device__ __forceinline__ float weightAt(const Weight &w, int64_t i) {
+  switch (w.type) {
+  case kWeightBF16:
+    return bf16ToFloat(static_cast<const uint16_t *>(w.data)[i]);
+  case kWeightE4M3:
+    return e4m3ToFloat(static_cast<const uint8_t *>(w.data)[i]);
+  default:
+    return static_cast<const float *>(w.data)[i];
+  }
+}
+
+/// Element (row, col) of matrix `matrix`, widened to fp32 (e4m3 times its
+/// block's scale: one float multiply, as the CPU kernels).
+__device__ __forceinline__ float matrixAt(const Weight &w, int64_t matrix,
+                                          int64_t row, int64_t col) {
+  int64_t i = (matrix * w.rows + row) * w.cols + col;
+  if (w.type != kWeightE4M3)
+    return weightAt(w, i);
+  int64_t scaleRows = (w.rows + w.blockN - 1) / w.blockN;
+  int64_t scaleCols = (w.cols + w.blockK - 1) / w.blockK;
+  float scale = w.scales[(matrix * scaleRows + row / w.blockN) * scaleCols +
+                         col / w.blockK];
+  return e4m3ToFloat(static_cast<const uint8_t *>(w.data)[i]) * scale;
+}
+
 __device__ __forceinline__ int fp8ScaleExponent(float amax) {
   double ratio = fmax(double(amax), 1e-4) / 448.0;
   int exponent;
@@ -174,11 +215,47 @@ constexpr int kTileM = 64, kTileN = 64, kTileK = 16;
 
 /// B(n, k) = b[n * ldb + k] (weights [N, K]) or, with kIsRow, b[k * ldb + n]
 /// (weights [K, N]).
-template <bool kIsRow>
-__device__ void sgemmTile(const float *__restrict__ a, int64_t lda,
-                          const float *__restrict__ b, int64_t ldb,
-                          const float *__restrict__ bias, float *__restrict__ c,
-                          int64_t ldc, int64_t m, int64_t n, int64_t k) {
+struct FloatB {
+  const float *__restrict__ b;
+  int64_t ldb;
+  bool isRow;
+  __device__ float operator()(int64_t n, int64_t k) const {
+    return isRow ? b[k * ldb + n] : b[n * ldb + k];
+  }
+};
+struct FloatBias {
+  const float *__restrict__ bias;
+  __device__ float operator()(int64_t n) const { return bias ? bias[n] : 0.0f; }
+};
+/// A stored weight [N, K] and bias, widened as loaded.
+struct StoredB {
+  Weight w;
+  __device__ float operator()(int64_t n, int64_t k) const {
+    return matrixAt(w, 0, n, k);
+  }
+};
+struct StoredBias {
+  Weight bias;
+  __device__ float operator()(int64_t n) const {
+    return bias.data ? weightAt(bias, n) : 0.0f;
+  }
+};
+
+/// Head h's matrix of a stored [H, N, K] (transposed) or [H, K, N] weight.
+struct StoredHeadB {
+  Weight w;
+  int64_t h, n, k;
+  bool transposed;
+  __device__ float operator()(int64_t col, int64_t p) const {
+    return weightAt(w, h * n * k + (transposed ? col * k + p : p * n + col));
+  }
+};
+
+template <bool kIsRow, typename BLoad = FloatB, typename BiasLoad = FloatBias>
+__device__ void sgemmTileWith(const float *__restrict__ a, int64_t lda,
+                              BLoad load, BiasLoad biasAt,
+                              float *__restrict__ c, int64_t ldc, int64_t m,
+                              int64_t n, int64_t k) {
   __shared__ float as[kTileK][kTileM + 4];
   __shared__ float bs[kTileK][kTileN + 4];
   int tid = threadIdx.x;
@@ -205,10 +282,7 @@ __device__ void sgemmTile(const float *__restrict__ a, int64_t lda,
         kk = e % kTileK;
       }
       int64_t gn = n0 + r, gk = k0 + kk;
-      float v = 0.0f;
-      if (gn < n && gk < k)
-        v = kIsRow ? b[gk * ldb + gn] : b[gn * ldb + gk];
-      bs[kk][r] = v;
+      bs[kk][r] = (gn < n && gk < k) ? load(gn, gk) : 0.0f;
     }
     __syncthreads();
 #pragma unroll
@@ -236,9 +310,18 @@ __device__ void sgemmTile(const float *__restrict__ a, int64_t lda,
     for (int j = 0; j < 4; ++j) {
       int64_t gn = n0 + tx + 16 * j;
       if (gn < n)
-        c[gm * ldc + gn] = acc[i][j] + (bias ? bias[gn] : 0.0f);
+        c[gm * ldc + gn] = acc[i][j] + biasAt(gn);
     }
   }
+}
+
+template <bool kIsRow>
+__device__ void sgemmTile(const float *__restrict__ a, int64_t lda,
+                          const float *__restrict__ b, int64_t ldb,
+                          const float *__restrict__ bias, float *__restrict__ c,
+                          int64_t ldc, int64_t m, int64_t n, int64_t k) {
+  sgemmTileWith<kIsRow>(a, lda, FloatB{b, ldb, kIsRow}, FloatBias{bias}, c,
+                        ldc, m, n, k);
 }
 
 constexpr int kSmallM = 8;
@@ -250,21 +333,21 @@ constexpr int kSmallM = 8;
 //===----------------------------------------------------------------------===//
 
 /// grid (tokens), block 256. An id outside [0, vocab) gives a zero row.
-extern "C" __global__ void daybreak_embedding(const float *table, int64_t vocab,
+extern "C" __global__ void daybreak_embedding(Weight table, int64_t vocab,
                                               int64_t dim, const int32_t *ids,
                                               int64_t tokens, float *out) {
   int64_t t = blockIdx.x;
   int64_t id = ids[t];
   bool valid = id >= 0 && id < vocab;
   for (int64_t i = threadIdx.x; i < dim; i += blockDim.x)
-    out[t * dim + i] = valid ? table[id * dim + i] : 0.0f;
+    out[t * dim + i] = valid ? weightAt(table, id * dim + i) : 0.0f;
 }
 
 namespace {
 
 /// rms_norm over rows of kDim (0: `dim` at run time).
 template <int kDim>
-__device__ __forceinline__ void rmsNormRow(const float *x, const float *weight,
+__device__ __forceinline__ void rmsNormRow(const float *x, const Weight &weight,
                                            int64_t dimArg, double eps,
                                            float *out) {
   __shared__ float scratch[32];
@@ -277,14 +360,14 @@ __device__ __forceinline__ void rmsNormRow(const float *x, const float *weight,
   sum = blockSum(sum, scratch);
   float inv = float(1.0 / sqrt(double(sum) / double(dim) + eps));
   for (int64_t i = threadIdx.x; i < dim; i += blockDim.x)
-    o[i] = in[i] * inv * (weight ? weight[i] : 1.0f);
+    o[i] = in[i] * inv * (weight.data ? weightAt(weight, i) : 1.0f);
 }
 
 } // namespace
 
 /// grid (rows), block 256: one row per block. weight may be null.
 extern "C" __global__ void daybreak_rms_norm(const float *x,
-                                             const float *weight, int64_t rows,
+                                             Weight weight, int64_t rows,
                                              int64_t dim, double eps,
                                              float *out) {
   rmsNormRow<0>(x, weight, dim, eps, out);
@@ -292,7 +375,7 @@ extern "C" __global__ void daybreak_rms_norm(const float *x,
 
 /// daybreak_rms_norm for dim == kDim.
 template <int kDim>
-__global__ void daybreak_rms_norm_t(const float *x, const float *weight,
+__global__ void daybreak_rms_norm_t(const float *x, Weight weight,
                                     int64_t rows, int64_t dim, double eps,
                                     float *out) {
   rmsNormRow<kDim>(x, weight, dim, eps, out);
@@ -301,7 +384,7 @@ __global__ void daybreak_rms_norm_t(const float *x, const float *weight,
 /// grid (rows), block 256: mean, then the centred variance. weight and bias
 /// may be null.
 extern "C" __global__ void
-daybreak_layer_norm(const float *x, const float *weight, const float *bias,
+daybreak_layer_norm(const float *x, Weight weight, Weight bias,
                     int64_t rows, int64_t dim, double eps, float *out) {
   __shared__ float scratch[32];
   const float *in = x + int64_t(blockIdx.x) * dim;
@@ -318,8 +401,8 @@ daybreak_layer_norm(const float *x, const float *weight, const float *bias,
   var = blockSum(var, scratch);
   float inv = float(1.0 / sqrt(double(var) / double(dim) + eps));
   for (int64_t i = threadIdx.x; i < dim; i += blockDim.x)
-    o[i] = (in[i] - mean) * inv * (weight ? weight[i] : 1.0f) +
-           (bias ? bias[i] : 0.0f);
+    o[i] = (in[i] - mean) * inv * (weight.data ? weightAt(weight, i) : 1.0f) +
+           (bias.data ? weightAt(bias, i) : 0.0f);
 }
 
 /// out = x w^T (+ bias), w [N, K]: grid (ceil(N/64), ceil(M/64)), block 256.
@@ -379,22 +462,194 @@ __global__ void daybreak_matmul_small_m_t(const float *x, const float *w,
   matmulSmallM<kK>(x, w, bias, m, n, k, out);
 }
 
+//===----------------------------------------------------------------------===//
+// Matmuls on weights at their stored precision (bf16; e4m3 with block
+// scales): the weight is widened to fp32 as it is loaded, so each product is
+// the fp32 product with the widened weight, as on the CPU.
+//===----------------------------------------------------------------------===//
+
+/// out = x W^T (+ bias), W [N, K] stored: grid (ceil(N/64), ceil(M/64)),
+/// block 256.
+extern "C" __global__ void daybreak_matmul_stored_tiled(const float *x,
+                                                        Weight w, Weight bias,
+                                                        int64_t m, int64_t n,
+                                                        int64_t k, float *out) {
+  sgemmTileWith<false>(x, k, StoredB{w}, StoredBias{bias}, out, n, m, n, k);
+}
+
+/// The decode (m <= 8) matmul on a stored weight, any shape: one warp per
+/// output column, lanes striding K. grid (ceil(N/8)), block 256.
+extern "C" __global__ void daybreak_gemv_stored(const float *x, Weight w,
+                                                Weight bias, int64_t m,
+                                                int64_t n, int64_t k,
+                                                float *out) {
+  int lane = threadIdx.x & 31;
+  int64_t col = int64_t(blockIdx.x) * (blockDim.x / 32) + threadIdx.x / 32;
+  if (col >= n)
+    return;
+  float acc[kSmallM] = {};
+  for (int64_t p = lane; p < k; p += 32) {
+    float wv = matrixAt(w, 0, col, p);
+#pragma unroll
+    for (int r = 0; r < kSmallM; ++r)
+      if (r < m)
+        acc[r] = fmaf(x[r * k + p], wv, acc[r]);
+  }
+#pragma unroll
+  for (int r = 0; r < kSmallM; ++r) {
+    if (r >= m)
+      break;
+    float v = warpSum(acc[r]);
+    if (lane == 0)
+      out[r * n + col] = v + (bias.data ? weightAt(bias, col) : 0.0f);
+  }
+}
+
+namespace {
+
+/// e4m3 code to fp32 without a libm call: the code's exponent and mantissa
+/// placed in an fp32 and scaled by 2^120 (exact, subnormals included); the
+/// NaN codes (0x7F, 0xFF) stay NaN, as e4m3ToFloat.
+__device__ __forceinline__ float e4m3Fast(uint32_t code) {
+  uint32_t em = code & 0x7F;
+  float v = __uint_as_float(((code & 0x80) << 24) | (em << 20)) *
+            __int_as_float(0x7B800000); // 2^120
+  return em == 0x7F ? __int_as_float(0x7FC00000) : v;
+}
+
+/// Widens the 16-byte piece `bits` of a weight row: 16 e4m3 codes times
+/// `scale`, or 8 bf16 values.
+template <int kType>
+__device__ __forceinline__ void widenPiece(const uint4 &bits, float scale,
+                                           float *out) {
+  const uint32_t words[4] = {bits.x, bits.y, bits.z, bits.w};
+  if (kType == kWeightE4M3) {
+#pragma unroll
+    for (int i = 0; i < 16; ++i)
+      out[i] = e4m3Fast((words[i / 4] >> (8 * (i % 4))) & 0xFF) * scale;
+  } else {
+#pragma unroll
+    for (int i = 0; i < 8; ++i)
+      out[i] = __uint_as_float(((words[i / 2] >> (16 * (i % 2))) & 0xFFFF)
+                               << 16);
+  }
+}
+
+/// The decode matmul on a bf16 or e4m3 weight at memory speed. Each warp
+/// takes kRows consecutive output columns; each lane reads 16-byte pieces
+/// of their weight rows (16 e4m3 codes or 8 bf16 values: one vector load,
+/// coalesced across the warp), widens them in registers and accumulates
+/// against the m <= 8 input rows (read through L1), and the warp sums its
+/// lanes at the end. Needs k a multiple of the piece and, for e4m3, blockK
+/// a multiple of 16 (a piece never straddles two scales); the launcher
+/// falls back to daybreak_gemv_stored otherwise. grid (ceil(N / (4 kRows))),
+/// block 128.
+template <int kType, int kRows>
+__device__ __forceinline__ void gemvStored(const float *__restrict__ x,
+                                           const Weight &w, const Weight &bias,
+                                           int64_t m, int64_t n, int64_t k,
+                                           float *__restrict__ out) {
+  constexpr int kPer = kType == kWeightE4M3 ? 16 : 8;
+  constexpr int kBytes = kType == kWeightE4M3 ? 1 : 2;
+  int lane = threadIdx.x & 31;
+  int64_t col0 =
+      (int64_t(blockIdx.x) * (blockDim.x / 32) + threadIdx.x / 32) * kRows;
+  if (col0 >= n)
+    return;
+  const uint8_t *rows[kRows];
+  const float *scales[kRows];
+  int64_t scaleCols = kType == kWeightE4M3 ? (k + w.blockK - 1) / w.blockK : 0;
+#pragma unroll
+  for (int r = 0; r < kRows; ++r) {
+    int64_t col = min(col0 + r, n - 1); // a tail warp repeats the last column
+    rows[r] = static_cast<const uint8_t *>(w.data) + col * k * kBytes;
+    scales[r] = kType == kWeightE4M3
+                    ? w.scales + (col / w.blockN) * scaleCols
+                    : nullptr;
+  }
+  uint32_t blockK = uint32_t(w.blockK);
+  float acc[kSmallM][kRows] = {};
+#pragma unroll 2
+  for (int64_t p = int64_t(lane) * kPer; p < k; p += 32 * kPer) {
+    float wv[kRows][kPer];
+#pragma unroll
+    for (int r = 0; r < kRows; ++r) {
+      uint4 bits = __ldg(reinterpret_cast<const uint4 *>(rows[r] + p * kBytes));
+      float scale =
+          kType == kWeightE4M3 ? scales[r][uint32_t(p) / blockK] : 1.0f;
+      widenPiece<kType>(bits, scale, wv[r]);
+    }
+#pragma unroll
+    for (int t = 0; t < kSmallM; ++t) {
+      if (t >= m)
+        break;
+      const float4 *xp = reinterpret_cast<const float4 *>(x + t * k + p);
+#pragma unroll
+      for (int q = 0; q < kPer / 4; ++q) {
+        float4 xv = xp[q];
+#pragma unroll
+        for (int r = 0; r < kRows; ++r) {
+          acc[t][r] = fmaf(xv.x, wv[r][4 * q + 0], acc[t][r]);
+          acc[t][r] = fmaf(xv.y, wv[r][4 * q + 1], acc[t][r]);
+          acc[t][r] = fmaf(xv.z, wv[r][4 * q + 2], acc[t][r]);
+          acc[t][r] = fmaf(xv.w, wv[r][4 * q + 3], acc[t][r]);
+        }
+      }
+    }
+  }
+#pragma unroll
+  for (int t = 0; t < kSmallM; ++t) {
+    if (t >= m)
+      break;
+#pragma unroll
+    for (int r = 0; r < kRows; ++r) {
+      float v = warpSum(acc[t][r]);
+      int64_t col = col0 + r;
+      if (lane == 0 && col < n)
+        out[t * n + col] = v + (bias.data ? weightAt(bias, col) : 0.0f);
+    }
+  }
+}
+
+} // namespace
+
+/// gemvStored on an e4m3 weight with block scales (see above).
+extern "C" __global__ void __launch_bounds__(128)
+    daybreak_gemv_e4m3(const float *x, Weight w, Weight bias, int64_t m,
+                       int64_t n, int64_t k, float *out) {
+  gemvStored<kWeightE4M3, 2>(x, w, bias, m, n, k, out);
+}
+
+/// gemvStored on a bf16 weight.
+extern "C" __global__ void __launch_bounds__(128)
+    daybreak_gemv_bf16(const float *x, Weight w, Weight bias, int64_t m,
+                       int64_t n, int64_t k, float *out) {
+  gemvStored<kWeightBF16, 2>(x, w, bias, m, n, k, out);
+}
+
 /// Per-head matmul: x [T, H, K], w [H, K, N] (or [H, N, K] when
 /// transposeWeight) -> out [T, H, N]. grid (ceil(N/64), ceil(T/64), H),
 /// block 256.
-extern "C" __global__ void daybreak_head_matmul(const float *x, const float *w,
+extern "C" __global__ void daybreak_head_matmul(const float *x, Weight w,
                                                 int32_t transposeWeight,
                                                 int64_t tokens, int64_t heads,
                                                 int64_t k, int64_t n,
                                                 float *out) {
   int64_t h = blockIdx.z;
   const float *a = x + h * k;
-  const float *b = w + h * n * k;
   float *c = out + h * n;
-  if (transposeWeight)
-    sgemmTile<false>(a, heads * k, b, k, nullptr, c, heads * n, tokens, n, k);
-  else
-    sgemmTile<true>(a, heads * k, b, n, nullptr, c, heads * n, tokens, n, k);
+  if (w.type == kWeightF32) {
+    const float *b = static_cast<const float *>(w.data) + h * n * k;
+    if (transposeWeight)
+      sgemmTile<false>(a, heads * k, b, k, nullptr, c, heads * n, tokens, n, k);
+    else
+      sgemmTile<true>(a, heads * k, b, n, nullptr, c, heads * n, tokens, n, k);
+    return;
+  }
+  // Stored (bf16): head h's matrix, [N, K] or [K, N], widened as loaded.
+  StoredHeadB load{w, h, n, k, transposeWeight != 0};
+  sgemmTileWith<false>(a, heads * k, load, FloatBias{nullptr}, c, heads * n,
+                       tokens, n, k);
 }
 
 /// In-place RoPE. grid (ceil(half/64), tokens), block 64: one thread per
@@ -574,7 +829,7 @@ extern "C" __global__ void daybreak_moe_route_sigmoid(
 /// slots in order (so the weighted sum adds in the CPU's order). An expert
 /// id outside [0, E) counts as an empty slot.
 extern "C" __global__ void
-daybreak_expert_matmul(const float *x, int32_t perSlotInput, const float *w,
+daybreak_expert_matmul(const float *x, int32_t perSlotInput, Weight w,
                        int64_t experts, int64_t n, int64_t k,
                        const int32_t *indices, int64_t tokens, int64_t slots,
                        const float *routingWeights, float *out) {
@@ -590,10 +845,23 @@ daybreak_expert_matmul(const float *x, int32_t perSlotInput, const float *w,
     float y = 0.0f;
     if (valid) {
       const float *in = x + (perSlotInput ? t * slots + s : t) * k;
-      const float *wr = w + (e * n + col) * k;
+      int64_t first = (e * n + col) * k;
       float acc = 0.0f;
-      for (int64_t p = lane; p < k; p += 32)
-        acc = fmaf(in[p], wr[p], acc);
+      if (w.type == kWeightE4M3) {
+        // The row's scales, then one per blockK columns.
+        int64_t scaleCols = (k + w.blockK - 1) / w.blockK;
+        const float *rowScales =
+            w.scales + (e * ((n + w.blockN - 1) / w.blockN) + col / w.blockN) *
+                           scaleCols;
+        const uint8_t *codes = static_cast<const uint8_t *>(w.data) + first;
+        for (int64_t p = lane; p < k; p += 32)
+          acc = fmaf(in[p],
+                     e4m3Fast(codes[p]) * rowScales[uint32_t(p) / uint32_t(w.blockK)],
+                     acc);
+      } else {
+        for (int64_t p = lane; p < k; p += 32)
+          acc = fmaf(in[p], weightAt(w, first + p), acc);
+      }
       y = warpSum(acc);
     }
     if (routingWeights) {

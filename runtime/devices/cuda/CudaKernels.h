@@ -38,6 +38,25 @@ const char *cudaKernelsPtx();
 /// (0: identity) the int32 [batch * pagesPerSeq] page map. Rows follow the
 /// CPU layout byte for byte (cpu::cacheBytesPerRow), so caches can be copied
 /// between devices as is.
+/// A weight in device memory as stored (the kernels' `Weight` argument in
+/// CudaKernels.cu: same members, same layout): fp32, bf16, or e4m3 codes
+/// scaled per blockN x blockK block by fp32 `scales`; stacked rows x cols
+/// matrices (experts) follow each other. data 0: no weight.
+struct DeviceWeight {
+  CUdeviceptr data = 0;
+  CUdeviceptr scales = 0;
+  int64_t rows = 0, cols = 0, blockN = 0, blockK = 0;
+  int32_t type = 0; ///< 0 F32, 1 BF16, 2 E4M3 (cpu::WeightType)
+  int32_t pad = 0;
+
+  static DeviceWeight f32(CUdeviceptr data) {
+    DeviceWeight w;
+    w.data = data;
+    return w;
+  }
+};
+static_assert(sizeof(DeviceWeight) == 56, "must match CudaKernels.cu's Weight");
+
 struct DeviceCacheView {
   CUdeviceptr base = 0;
   cpu::CacheFormat format = cpu::CacheFormat::F32;
@@ -67,6 +86,10 @@ constexpr int64_t sparseAttentionScratchFloats(int64_t valueDim) {
   X(layerNorm, "daybreak_layer_norm")                                          \
   X(matmulTiled, "daybreak_matmul_tiled")                                      \
   X(matmulSmallM, "daybreak_matmul_small_m")                                   \
+  X(matmulStoredTiled, "daybreak_matmul_stored_tiled")                         \
+  X(gemvStored, "daybreak_gemv_stored")                                        \
+  X(gemvE4m3, "daybreak_gemv_e4m3")                                            \
+  X(gemvBf16, "daybreak_gemv_bf16")                                            \
   X(headMatmul, "daybreak_head_matmul")                                        \
   X(rope, "daybreak_rope")                                                     \
   X(swiglu, "daybreak_swiglu")                                                 \
@@ -91,20 +114,40 @@ public:
   Status embedding(CUdeviceptr table, int64_t vocab, int64_t dim,
                    CUdeviceptr ids, int64_t tokens, CUdeviceptr out,
                    CUstream stream) const;
+  Status embedding(const DeviceWeight &table, int64_t vocab, int64_t dim,
+                   CUdeviceptr ids, int64_t tokens, CUdeviceptr out,
+                   CUstream stream) const;
   /// `specialized`: daybreak_rms_norm_t<dim>.
   Status rmsNorm(CUdeviceptr x, CUdeviceptr weight, int64_t rows, int64_t dim,
                  double eps, CUdeviceptr out, CUstream stream,
                  CUfunction specialized = nullptr) const;
+  Status rmsNorm(CUdeviceptr x, const DeviceWeight &weight, int64_t rows,
+                 int64_t dim, double eps, CUdeviceptr out, CUstream stream,
+                 CUfunction specialized = nullptr) const;
   Status layerNorm(CUdeviceptr x, CUdeviceptr weight, CUdeviceptr bias,
                    int64_t rows, int64_t dim, double eps, CUdeviceptr out,
                    CUstream stream) const;
+  Status layerNorm(CUdeviceptr x, const DeviceWeight &weight,
+                   const DeviceWeight &bias, int64_t rows, int64_t dim,
+                   double eps, CUdeviceptr out, CUstream stream) const;
   /// m <= 8 takes the decode path (a warp per output column), else 64x64
   /// tiles. The tiling hint of the CPU kernel has no GPU meaning.
   /// `specialized` (daybreak_matmul_small_m_t<k>) serves the decode path.
   Status matmul(CUdeviceptr x, CUdeviceptr w, CUdeviceptr bias, int64_t m,
                 int64_t n, int64_t k, CUdeviceptr out, CUstream stream,
                 CUfunction specialized = nullptr) const;
+  /// The same on a stored weight [N, K] and bias. An fp32 weight and bias
+  /// take the fp32 kernels above (and `specialized`); otherwise m <= 8 takes
+  /// daybreak_gemv_e4m3 / _bf16 (16-byte loads, widened in registers) where
+  /// the shapes allow, else daybreak_gemv_stored, and larger m the stored
+  /// 64x64 tiles.
+  Status matmul(CUdeviceptr x, const DeviceWeight &w, const DeviceWeight &bias,
+                int64_t m, int64_t n, int64_t k, CUdeviceptr out,
+                CUstream stream, CUfunction specialized = nullptr) const;
   Status headMatmul(CUdeviceptr x, CUdeviceptr w, bool transposeWeight,
+                    int64_t tokens, int64_t heads, int64_t k, int64_t n,
+                    CUdeviceptr out, CUstream stream) const;
+  Status headMatmul(CUdeviceptr x, const DeviceWeight &w, bool transposeWeight,
                     int64_t tokens, int64_t heads, int64_t k, int64_t n,
                     CUdeviceptr out, CUstream stream) const;
   Status rope(CUdeviceptr x, CUdeviceptr positions, int64_t tokens,
@@ -121,6 +164,11 @@ public:
                          CUdeviceptr indices, CUdeviceptr weights,
                          CUstream stream) const;
   Status expertMatmul(CUdeviceptr x, bool perSlotInput, CUdeviceptr w,
+                      int64_t experts, int64_t n, int64_t k,
+                      CUdeviceptr indices, int64_t tokens, int64_t slots,
+                      CUdeviceptr routingWeights, CUdeviceptr out,
+                      CUstream stream) const;
+  Status expertMatmul(CUdeviceptr x, bool perSlotInput, const DeviceWeight &w,
                       int64_t experts, int64_t n, int64_t k,
                       CUdeviceptr indices, int64_t tokens, int64_t slots,
                       CUdeviceptr routingWeights, CUdeviceptr out,

@@ -51,8 +51,20 @@ def main():
         return ".mlp.experts." in name
 
     params = [n for n in tensors if not n.endswith("_scale_inv")]
-    dense_params = sum(numel[n] for n in params if not is_expert(n) and n != "model.embed_tokens.weight")
-    expert_params = sum(numel[n] for n in params if is_expert(n))
+    # A decode step reads every weight once as the devices hold it: as the checkpoint stores it
+    # (e4m3 codes and their fp32 block scales, bf16, fp32), except kv_b_proj, which MLA absorption
+    # folds into fp32 products of the same size (its scales are then not read).
+    dtype_bytes = {"F32": 4, "BF16": 2, "F16": 2, "F8_E4M3": 1}
+
+    def stored(n):
+        if "kv_b_proj" in n:
+            return 0 if n.endswith("_scale_inv") else 4 * numel[n]
+        return dtype_bytes[tensors[n]["dtype"]] * numel[n]
+
+    embed = "model.embed_tokens.weight"
+    dense_bytes = sum(stored(n) for n in tensors if not is_expert(n) and n != embed)
+    expert_bytes = sum(stored(n) for n in tensors if is_expert(n))
+    embed_row = dtype_bytes[tensors[embed]["dtype"]] * H
 
     failures = []
 
@@ -67,7 +79,7 @@ def main():
         if not (row["median_ms"] > 0 and row["p90_ms"] >= row["median_ms"] and row["tokens_per_s"] > 0):
             failures.append(f"decode {B}x{C}: implausible times {row}")
         share = 1 - (1 - k / E) ** B
-        weights = 4 * (dense_params + min(B, cfg["vocab_size"]) * H + share * expert_params)
+        weights = dense_bytes + min(B, cfg["vocab_size"]) * embed_row + share * expert_bytes
         # Per layer and sequence: the indexer reads every key, sparse attention the top-k
         # latent rows, and the step writes one row of each cache.
         cache = L * B * ((C + 1) * index_row + min(C + 1, topk) * latent_row + index_row + latent_row)
