@@ -20,6 +20,7 @@
 
 #include "SpecializedKernelsPtx.h"
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <functional>
@@ -170,6 +171,70 @@ int main(int argc, char **argv) {
                   iterations),
               bytes);
       }
+  }
+
+  // Decode GEMVs on weights at their stored precision, at DeepSeek-V3.2's
+  // real shapes, against the copy bandwidth measured here in the same run
+  // (device-to-device copy of 2 GiB: bytes read + written per second). The
+  // bytes are the stored weight (codes + fp32 block scales), x and out.
+  {
+    size_t copyBytes = size_t(1) << 31;
+    CUdeviceptr a = alloc(copyBytes, 1), b = alloc(copyBytes, 0);
+    double copySeconds = timeIt(
+        [&] {
+          return driver->check(driver->cuMemcpyDtoDAsync(b, a, copyBytes, 0),
+                               "cuMemcpyDtoDAsync");
+        },
+        10);
+    double copyRate = 2.0 * double(copyBytes) / copySeconds;
+    driver->cuMemFree(a);
+    driver->cuMemFree(b);
+    std::printf("copy bandwidth (same run): %.1f GB/s\n", copyRate / 1e9);
+    struct Case {
+      const char *what;
+      int64_t n, k;
+      int32_t type; // 1 bf16, 2 e4m3
+    };
+    const Case cases[] = {
+        {"q_a_proj", 1536, 7168, 2},       {"kv_a_proj", 576, 7168, 2},
+        {"q_b_proj", 24576, 1536, 2},      {"indexer wq_b", 8192, 1536, 2},
+        {"o_proj", 7168, 16384, 2},        {"dense gate/up", 18432, 7168, 2},
+        {"dense down", 7168, 18432, 2},    {"expert gate/up", 2048, 7168, 2},
+        {"expert down", 7168, 2048, 2},    {"lm_head", 129280, 7168, 1},
+        {"router gate", 256, 7168, 1},     {"indexer weights", 64, 7168, 1}};
+    int64_t maxBytes = 0;
+    for (const Case &c : cases)
+      maxBytes = std::max<int64_t>(maxBytes, c.n * c.k * (c.type == 1 ? 2 : 1));
+    CUdeviceptr w = alloc(maxBytes, 0x3c), scales = alloc(maxBytes / 1024, 0x3c),
+                x = alloc(8 * 18432 * 4, 0x3c), out = alloc(8 * 129280 * 4, 0);
+    for (const Case &c : cases)
+      for (int64_t m : {1, 8}) {
+        DeviceWeight weight;
+        weight.data = w;
+        weight.type = c.type;
+        weight.scales = scales;
+        weight.blockN = weight.blockK = 128;
+        double stored = double(c.n * c.k * (c.type == 1 ? 2 : 1));
+        if (c.type == 2)
+          stored += 4.0 * ((c.n + 127) / 128) * ((c.k + 127) / 128);
+        double bytes = stored + double(m * c.k * 4 + m * c.n * 4);
+        double seconds = timeIt(
+            [&] {
+              return kernels.matmul(x, weight, DeviceWeight(), m, c.n, c.k, out,
+                                    nullptr);
+            },
+            iterations);
+        std::string shape = std::string(c.what) + " m=" + std::to_string(m) +
+                            " n=" + std::to_string(c.n) +
+                            " k=" + std::to_string(c.k);
+        row("gemv", shape, c.type == 1 ? "bf16" : "e4m3", seconds, bytes);
+        std::printf("%-18s %-40s %-12s %5.1f%% of the copy bandwidth\n", "", "",
+                    "", 100.0 * bytes / seconds / copyRate);
+      }
+    driver->cuMemFree(w);
+    driver->cuMemFree(scales);
+    driver->cuMemFree(x);
+    driver->cuMemFree(out);
   }
 
   // Caches in DeepSeek's fp8 layouts, one sequence of 4096 tokens: the

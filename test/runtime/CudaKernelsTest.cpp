@@ -703,4 +703,212 @@ TEST_F(CudaKernelsTest, SparseAttention) {
         }
 }
 
+//===----------------------------------------------------------------------===//
+// Weights at their stored precision: bf16, and e4m3 codes with fp32 block
+// scales, against the CPU kernels on the same stored bytes.
+//===----------------------------------------------------------------------===//
+
+/// Random stored weights of `count` values: bf16 bits, or e4m3 codes (every
+/// code, NaN ones too, appears) with `scaleCount` positive scales.
+struct StoredWeights {
+  std::vector<uint8_t> bytes;
+  std::vector<float> scales;
+};
+
+StoredWeights randomStored(std::mt19937 &rng, cpu::WeightType type,
+                           int64_t count, int64_t scaleCount) {
+  StoredWeights s;
+  if (type == cpu::WeightType::BF16) {
+    std::uniform_real_distribution<float> dist(-1.0f, 1.0f);
+    s.bytes.resize(count * 2);
+    for (int64_t i = 0; i < count; ++i) {
+      float v = dist(rng);
+      uint32_t bits;
+      std::memcpy(&bits, &v, 4);
+      uint16_t half = uint16_t(bits >> 16);
+      std::memcpy(&s.bytes[2 * i], &half, 2);
+    }
+  } else {
+    s.bytes.resize(count);
+    for (int64_t i = 0; i < count; ++i) {
+      uint8_t code = uint8_t(rng() % 256);
+      // NaN codes only in a few places, so most rows stay finite.
+      if ((code & 0x7F) == 0x7F && rng() % 64 != 0)
+        code ^= 1;
+      s.bytes[i] = code;
+    }
+    std::uniform_real_distribution<float> dist(0.01f, 0.1f);
+    for (int64_t i = 0; i < scaleCount; ++i)
+      s.scales.push_back(dist(rng));
+  }
+  return s;
+}
+
+TEST_F(CudaKernelsTest, StoredWeightMatmul) {
+  struct Shape {
+    int64_t m, n, k, blockN, blockK;
+  };
+  // Real DeepSeek-V3.2 block scales (128 x 128) at decode and prefill m,
+  // partial edge blocks, and k that no 16-byte piece divides (the generic
+  // fallback).
+  for (cpu::WeightType type : {cpu::WeightType::BF16, cpu::WeightType::F8E4M3})
+    for (Shape s : {Shape{1, 1536, 7168, 128, 128}, Shape{2, 300, 1024, 128, 128},
+                    Shape{8, 129, 512, 128, 128}, Shape{3, 70, 200, 64, 32},
+                    Shape{5, 33, 257, 16, 64}, Shape{9, 130, 384, 128, 128},
+                    Shape{65, 200, 256, 128, 128}})
+      for (bool withBias : {false, true}) {
+        int64_t scaleCount = ((s.n + s.blockN - 1) / s.blockN) *
+                             ((s.k + s.blockK - 1) / s.blockK);
+        StoredWeights w = randomStored(rng, type, s.n * s.k, scaleCount);
+        StoredWeights bias = randomStored(rng, cpu::WeightType::BF16, s.n, 0);
+        auto x = random(s.m * s.k);
+        cpu::WeightView hw;
+        hw.data = w.bytes.data();
+        hw.type = type;
+        hw.scales = w.scales.data();
+        hw.blockN = s.blockN;
+        hw.blockK = s.blockK;
+        cpu::WeightView hb;
+        if (withBias) {
+          hb.data = bias.bytes.data();
+          hb.type = cpu::WeightType::BF16;
+        }
+        std::vector<float> expected(s.m * s.n);
+        cpu::matmul(pool, x.data(), hw, hb, s.m, s.n, s.k, expected.data(),
+                    cpu::MatmulTiling());
+        Buffer dx(*driver, x), dw(*driver, w.bytes), ds(*driver, w.scales),
+            db(*driver, bias.bytes), dOut(*driver, s.m * s.n * 4);
+        DeviceWeight gw;
+        gw.data = dw;
+        gw.type = type == cpu::WeightType::BF16 ? 1 : 2;
+        gw.scales = ds.get();
+        gw.blockN = s.blockN;
+        gw.blockK = s.blockK;
+        DeviceWeight gb;
+        if (withBias) {
+          gb.data = db;
+          gb.type = 1;
+        }
+        expectRan(
+            kernels->matmul(dx, gw, gb, s.m, s.n, s.k, dOut, nullptr, nullptr));
+        double e = rowRelativeError(dOut.read<float>(s.m * s.n), expected, s.n);
+        char shape[80];
+        std::snprintf(shape, sizeof(shape), "%s m=%ld n=%ld k=%ld bias=%d",
+                      type == cpu::WeightType::BF16 ? "bf16" : "e4m3",
+                      long(s.m), long(s.n), long(s.k), withBias);
+        report("matmul (stored)", shape, e);
+        EXPECT_LE(e, 1e-5); // fp32 sums in another order, same widened values
+      }
+}
+
+TEST_F(CudaKernelsTest, StoredWeightExpertAndHeadMatmul) {
+  // e4m3 experts with 128 x 128 scales (partial blocks), routed and not.
+  int64_t experts = 5, n = 200, k = 300, slots = 3, bn = 128, bk = 128;
+  int64_t scaleCount = experts * ((n + bn - 1) / bn) * ((k + bk - 1) / bk);
+  for (int64_t tokens : {1, 6})
+    for (bool routed : {false, true}) {
+      StoredWeights w =
+          randomStored(rng, cpu::WeightType::F8E4M3, experts * n * k, scaleCount);
+      auto x = random(tokens * k), routing = random(tokens * slots, 0, 1);
+      std::vector<int32_t> indices(tokens * slots);
+      for (auto &i : indices)
+        i = int32_t(rng() % (experts + 1)) - 1;
+      cpu::WeightView hw;
+      hw.data = w.bytes.data();
+      hw.type = cpu::WeightType::F8E4M3;
+      hw.scales = w.scales.data();
+      hw.blockN = bn;
+      hw.blockK = bk;
+      int64_t outRows = routed ? tokens : tokens * slots;
+      std::vector<float> expected(outRows * n);
+      ASSERT_TRUE(cpu::expertMatmul(pool, x.data(), false, hw, experts, n, k,
+                                    indices.data(), tokens, slots,
+                                    routed ? routing.data() : nullptr,
+                                    expected.data())
+                      .ok());
+      Buffer dx(*driver, x), dw(*driver, w.bytes), ds(*driver, w.scales),
+          dIdx(*driver, indices), dR(*driver, routing),
+          dOut(*driver, expected.size() * 4);
+      DeviceWeight gw;
+      gw.data = dw;
+      gw.type = 2;
+      gw.scales = ds.get();
+      gw.blockN = bn;
+      gw.blockK = bk;
+      expectRan(kernels->expertMatmul(dx, false, gw, experts, n, k, dIdx,
+                                      tokens, slots, routed ? dR.get() : 0,
+                                      dOut, nullptr));
+      double e = rowRelativeError(dOut.read<float>(expected.size()), expected, n);
+      char shape[64];
+      std::snprintf(shape, sizeof(shape), "e4m3 T=%ld routed=%d", long(tokens),
+                    routed);
+      report("expertMatmul", shape, e);
+      EXPECT_LE(e, 1e-5);
+    }
+  // bf16 head matrices (absorbed MLA kept at the checkpoint's precision).
+  for (bool transpose : {false, true}) {
+    int64_t tokens = 5, heads = 3, hk = 129, hn = 65;
+    StoredWeights w = randomStored(rng, cpu::WeightType::BF16, heads * hk * hn, 0);
+    auto x = random(tokens * heads * hk);
+    cpu::WeightView hw;
+    hw.data = w.bytes.data();
+    hw.type = cpu::WeightType::BF16;
+    std::vector<float> expected(tokens * heads * hn);
+    cpu::headMatmul(pool, x.data(), hw, transpose, tokens, heads, hk, hn,
+                    expected.data());
+    Buffer dx(*driver, x), dw(*driver, w.bytes), dOut(*driver, expected.size() * 4);
+    DeviceWeight gw;
+    gw.data = dw;
+    gw.type = 1;
+    expectRan(kernels->headMatmul(dx, gw, transpose, tokens, heads, hk, hn,
+                                  dOut, nullptr));
+    double e = rowRelativeError(dOut.read<float>(expected.size()), expected, hn);
+    report("headMatmul", transpose ? "bf16 transposed" : "bf16", e);
+    EXPECT_LE(e, 1e-5);
+  }
+}
+
+TEST_F(CudaKernelsTest, StoredWeightEmbeddingAndNorms) {
+  int64_t vocab = 300, dim = 1000, tokens = 7, rows = 5;
+  StoredWeights table = randomStored(rng, cpu::WeightType::BF16, vocab * dim, 0);
+  StoredWeights weight = randomStored(rng, cpu::WeightType::BF16, dim, 0);
+  StoredWeights bias = randomStored(rng, cpu::WeightType::BF16, dim, 0);
+  std::vector<int32_t> ids(tokens);
+  for (auto &id : ids)
+    id = int32_t(rng() % vocab);
+  auto hostView = [](const StoredWeights &s) {
+    cpu::WeightView v;
+    v.data = s.bytes.data();
+    v.type = cpu::WeightType::BF16;
+    return v;
+  };
+  std::vector<float> emb(tokens * dim);
+  ASSERT_TRUE(cpu::embedding(pool, hostView(table), vocab, dim, ids.data(),
+                             tokens, emb.data())
+                  .ok());
+  auto x = random(rows * dim, -3, 3);
+  std::vector<float> rms(rows * dim), ln(rows * dim);
+  cpu::rmsNorm(pool, x.data(), hostView(weight), rows, dim, 1e-6, rms.data());
+  cpu::layerNorm(pool, x.data(), hostView(weight), hostView(bias), rows, dim,
+                 1e-5, ln.data());
+  Buffer dTable(*driver, table.bytes), dW(*driver, weight.bytes),
+      dB(*driver, bias.bytes), dIds(*driver, ids), dx(*driver, x),
+      dOut(*driver, std::max(tokens, rows) * dim * 4);
+  auto deviceView = [](CUdeviceptr p) {
+    DeviceWeight w;
+    w.data = p;
+    w.type = 1;
+    return w;
+  };
+  expectRan(kernels->embedding(deviceView(dTable), vocab, dim, dIds, tokens,
+                               dOut, nullptr));
+  EXPECT_EQ(dOut.read<float>(tokens * dim), emb); // widened copies: exact
+  expectRan(kernels->rmsNorm(dx, deviceView(dW), rows, dim, 1e-6, dOut,
+                             nullptr));
+  EXPECT_LE(rowRelativeError(dOut.read<float>(rows * dim), rms, dim), 1e-5);
+  expectRan(kernels->layerNorm(dx, deviceView(dW), deviceView(dB), rows, dim,
+                               1e-5, dOut, nullptr));
+  EXPECT_LE(rowRelativeError(dOut.read<float>(rows * dim), ln, dim), 1e-5);
+}
+
 } // namespace

@@ -643,4 +643,87 @@ TEST(CpuKernels, CopyColumnsAndCausalBounds) {
   EXPECT_EQ(bounds, (std::vector<int32_t>{1, 8, 42}));
 }
 
+/// Weights at their stored precision: the kernels on bf16 and e4m3 (+ block
+/// scales) weights must equal, bit for bit, the fp32 kernels on weights
+/// widened here independently (numerics codecs, one float multiply by the
+/// block's scale), since they widen the same values and sum them the same
+/// way.
+TEST(CpuKernels, StoredWeightsEqualTheWidenedFp32Kernels) {
+  std::mt19937 rng(77);
+  cpu::ThreadPool pool(3);
+  int64_t experts = 3, n = 150, k = 260, bn = 64, bk = 128;
+  int64_t scaleRows = (n + bn - 1) / bn, scaleCols = (k + bk - 1) / bk;
+  std::vector<uint8_t> codes(experts * n * k);
+  for (uint8_t &c : codes)
+    c = uint8_t(rng() % 256) & 0xF7; // no NaN codes (0x7F / 0xFF)
+  std::vector<float> scales = randomFloats(rng, experts * scaleRows * scaleCols,
+                                           0.01f, 0.1f);
+  std::vector<uint16_t> bf16(experts * n * k);
+  for (uint16_t &b : bf16)
+    b = numerics::floatToBf16(randomFloats(rng, 1)[0]);
+  // The independent widening.
+  std::vector<float> wideE4m3(codes.size()), wideBf16(bf16.size());
+  for (int64_t e = 0; e < experts; ++e)
+    for (int64_t r = 0; r < n; ++r)
+      for (int64_t c = 0; c < k; ++c) {
+        int64_t i = (e * n + r) * k + c;
+        wideE4m3[i] = numerics::e4m3ToFloat(codes[i]) *
+                      scales[(e * scaleRows + r / bn) * scaleCols + c / bk];
+        wideBf16[i] = numerics::bf16ToFloat(bf16[i]);
+      }
+  cpu::WeightView e4m3;
+  e4m3.data = codes.data();
+  e4m3.type = cpu::WeightType::F8E4M3;
+  e4m3.scales = scales.data();
+  e4m3.blockN = bn;
+  e4m3.blockK = bk;
+  cpu::WeightView half;
+  half.data = bf16.data();
+  half.type = cpu::WeightType::BF16;
+  for (int64_t m : {1, 3, 70}) {
+    std::vector<float> x = randomFloats(rng, m * k);
+    for (auto [view, wide] : {std::pair{e4m3, &wideE4m3}, {half, &wideBf16}}) {
+      std::vector<float> got(m * n), want(m * n);
+      cpu::matmul(pool, x.data(), view, cpu::WeightView(), m, n, k, got.data(),
+                  cpu::MatmulTiling());
+      cpu::matmul(pool, x.data(), wide->data(), nullptr, m, n, k, want.data());
+      EXPECT_EQ(got, want) << "matmul m=" << m;
+    }
+  }
+  // Experts: the third matrix's scales are offset per expert.
+  int64_t tokens = 4, slots = 2;
+  std::vector<float> x = randomFloats(rng, tokens * k);
+  std::vector<int32_t> indices = {2, 0, 1, -1, 2, 2, 0, 1};
+  std::vector<float> got(tokens * slots * n), want(tokens * slots * n);
+  ASSERT_TRUE(cpu::expertMatmul(pool, x.data(), false, e4m3, experts, n, k,
+                                indices.data(), tokens, slots, nullptr,
+                                got.data())
+                  .ok());
+  ASSERT_TRUE(cpu::expertMatmul(pool, x.data(), false, wideE4m3.data(),
+                                experts, n, k, indices.data(), tokens, slots,
+                                nullptr, want.data())
+                  .ok());
+  EXPECT_EQ(got, want);
+  // Head matrices and vectors (bf16).
+  std::vector<float> hx = randomFloats(rng, 5 * experts * k);
+  for (bool transpose : {false, true}) {
+    std::vector<float> hg(5 * experts * n), hw(5 * experts * n);
+    cpu::headMatmul(pool, hx.data(), half, transpose, 5, experts, k, n,
+                    hg.data());
+    cpu::headMatmul(pool, hx.data(), wideBf16.data(), transpose, 5, experts, k,
+                    n, hw.data());
+    EXPECT_EQ(hg, hw) << "headMatmul transpose=" << transpose;
+  }
+  std::vector<float> rx = randomFloats(rng, 2 * k), rg(2 * k), rw(2 * k);
+  cpu::rmsNorm(pool, rx.data(), half, 2, k, 1e-6, rg.data());
+  cpu::rmsNorm(pool, rx.data(), wideBf16.data(), 2, k, 1e-6, rw.data());
+  EXPECT_EQ(rg, rw);
+  std::vector<int32_t> ids = {5, 0, 149};
+  std::vector<float> eg(3 * k), ew(3 * k);
+  ASSERT_TRUE(cpu::embedding(pool, half, n, k, ids.data(), 3, eg.data()).ok());
+  ASSERT_TRUE(
+      cpu::embedding(pool, wideBf16.data(), n, k, ids.data(), 3, ew.data()).ok());
+  EXPECT_EQ(eg, ew);
+}
+
 } // namespace
