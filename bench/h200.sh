@@ -7,6 +7,7 @@
 #              and check that the tools load and the GPU and PyTorch are there
 #   prepare    write the benchmark checkpoint (bench/generate_checkpoint.py)
 #              and compile it for the GPU with daybreak-compile
+#   memory     device memory of the loaded model against the checkpoint
 #   daybreak   daybreak-run bench over the artifact -> $OUT/daybreak.json
 #   baselines  transformers eager and torch.compile over the same checkpoint
 #              -> $OUT/baseline_eager.json, $OUT/baseline_compile.json
@@ -25,10 +26,10 @@ export PYTHONUNBUFFERED=1
 
 # The benchmark model: DeepSeek-V3.2 at its real dimensions (hidden 7168, 128
 # heads, MLA, indexer 64 x 128 with top-2048, vocabulary 129280), one dense
-# layer and one MoE layer of 64 routed experts of the real shape (top-8 + 1
-# shared): 256 experts in fp32, as the runtime holds weights today, would be
-# 45 GB per layer, more than this machine's disk holds next to the
-# checkpoint.
+# layer and one MoE layer of EXPERTS routed experts of the real shape (top-8
+# + 1 shared). Runs 1-2 (2026-11-29) used 64, since weights were fp32 on the
+# device then; with weights held as stored, the real 256 fit (EXPERTS=256).
+experts=${EXPERTS:-256}
 ckpt=$work/ckpt
 artifact=$work/model.daybreak
 limits="--max-seq-len=33024 --max-batch=64 --max-tokens=8192"
@@ -64,11 +65,20 @@ from transformers.models.deepseek_v32 import modeling_deepseek_v32 as m; print("
     ;;
   prepare)
     python3 bench/generate_checkpoint.py --preset real --layers 2 \
-      --dense-layers 1 --experts 64 --out "$ckpt" --force
+      --dense-layers 1 --experts "$experts" --out "$ckpt" --force
+    du -sh "$ckpt"
     /usr/bin/time -v "$tc/daybreak-compile" "$ckpt" -o "$artifact" \
       --target=cuda $limits --kv-cache-dtype=fp8 2>&1 |
       grep -E "Elapsed|Maximum resident|error" || true
     "$tc/daybreak-run" inspect "$artifact" | tee "$out/inspect.txt" | head -40
+    ;;
+  memory)
+    # Device memory against the checkpoint: the memory plan's weights (as
+    # stored), arena and caches, and what cuMemGetInfo saw the load take.
+    echo "checkpoint: $(du -sb "$ckpt" | cut -f1) bytes on disk"
+    grep -E "^memory|weights " "$out/inspect.txt" || true
+    "$tc/daybreak-run" generate "$artifact" --prompt-ids 1,17,42,7 \
+      --max-new-tokens 4 2>&1 | tee "$out/memory.txt"
     ;;
   daybreak)
     "$tc/daybreak-run" bench "$artifact" $cases --iterations 10 \
@@ -88,7 +98,7 @@ from transformers.models.deepseek_v32 import modeling_deepseek_v32 as m; print("
       --markdown "$out/report.md" --plot "$out/decode.png"
     ;;
   *)
-    echo "unknown step '$step' (unpack, prepare, daybreak, baselines, report)" >&2
+    echo "unknown step '$step' (unpack, prepare, memory, daybreak, baselines, report)" >&2
     exit 2
     ;;
   esac

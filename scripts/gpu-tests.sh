@@ -5,7 +5,9 @@
 # position), with DeepSeek's fp8 cache against the CPU runtime on the same
 # artifact semantics (atol 5e-2, top-1). Writes $OUT/gpu-tests.txt.
 set -uo pipefail
-cd "$(dirname "$0")/../device"
+# DAYBREAK_DEVICE_DIR: where stage-gpu-tests.sh staged (default device/).
+cd "$(dirname "$0")/.."
+cd "${DAYBREAK_DEVICE_DIR:-device}"
 out=${OUT:-.}/gpu-tests.txt
 status=0
 {

@@ -9,17 +9,19 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 ./scripts/build.sh
 build=${DAYBREAK_BUILD_DIR:-build}
-rm -rf device && mkdir -p device
+# DAYBREAK_DEVICE_DIR: where to stage (default device/, replaced whole).
+dir=${DAYBREAK_DEVICE_DIR:-device}
+rm -rf "$dir" && mkdir -p "$dir"
 cp "$build/bin/daybreak-run" "$build/test/runtime/DaybreakRuntimeTests" \
-  "$build/test/runtime/DaybreakStepTests" "$build/test/runtime/DaybreakKernelBench" device/
+  "$build/test/runtime/DaybreakStepTests" "$build/test/runtime/DaybreakKernelBench" "$dir/"
 limits="--max-seq-len=64 --max-batch=2 --max-tokens=64"
 for fixture in shared/deepseek_v32 shared/deepseek_v32_fp8 deepseek_v32_small deepseek_v32_small_fp8; do
   name=$(basename "$fixture")
   src=test/fixtures/$fixture
-  mkdir -p "device/$name"
-  cp "$src/inputs.json" "$src/expected.safetensors" "device/$name/"
-  "$build/bin/daybreak-compile" "$src" -o "device/$name/cuda_f32.daybreak" --target=cuda $limits --kv-cache-dtype=f32 > /dev/null 2>&1
-  "$build/bin/daybreak-compile" "$src" -o "device/$name/cuda_fp8.daybreak" --target=cuda $limits --kv-cache-dtype=fp8 > /dev/null 2>&1
-  "$build/bin/daybreak-compile" "$src" -o "device/$name/cpu_fp8.daybreak" --target=cpu $limits --kv-cache-dtype=fp8 > /dev/null 2>&1
+  mkdir -p "$dir/$name"
+  cp "$src/inputs.json" "$src/expected.safetensors" "$dir/$name/"
+  "$build/bin/daybreak-compile" "$src" -o "$dir/$name/cuda_f32.daybreak" --target=cuda $limits --kv-cache-dtype=f32 > /dev/null 2>&1
+  "$build/bin/daybreak-compile" "$src" -o "$dir/$name/cuda_fp8.daybreak" --target=cuda $limits --kv-cache-dtype=fp8 > /dev/null 2>&1
+  "$build/bin/daybreak-compile" "$src" -o "$dir/$name/cpu_fp8.daybreak" --target=cpu $limits --kv-cache-dtype=fp8 > /dev/null 2>&1
 done
-du -sh device
+du -sh "$dir"

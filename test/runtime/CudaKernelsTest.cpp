@@ -755,7 +755,9 @@ TEST_F(CudaKernelsTest, StoredWeightMatmul) {
     for (Shape s : {Shape{1, 1536, 7168, 128, 128}, Shape{2, 300, 1024, 128, 128},
                     Shape{8, 129, 512, 128, 128}, Shape{3, 70, 200, 64, 32},
                     Shape{5, 33, 257, 16, 64}, Shape{9, 130, 384, 128, 128},
-                    Shape{65, 200, 256, 128, 128}})
+                    Shape{65, 200, 256, 128, 128},
+                    // m = 1 with N large enough for eight columns a warp.
+                    Shape{1, 20003, 512, 128, 128}})
       for (bool withBias : {false, true}) {
         int64_t scaleCount = ((s.n + s.blockN - 1) / s.blockN) *
                              ((s.k + s.blockK - 1) / s.blockK);

@@ -66,7 +66,10 @@ namespace daybreak::cuda {
     11040)                                                                     \
   X(cuGraphLaunch, PFN_cuGraphLaunch_v10000, 10000)                            \
   X(cuGraphExecDestroy, PFN_cuGraphExecDestroy_v10000, 10000)                  \
-  X(cuGraphDestroy, PFN_cuGraphDestroy_v10000, 10000)
+  X(cuGraphDestroy, PFN_cuGraphDestroy_v10000, 10000)                          \
+  X(cuCtxGetDevice, PFN_cuCtxGetDevice_v2000, 2000)                            \
+  X(cuOccupancyMaxActiveBlocksPerMultiprocessor,                               \
+    PFN_cuOccupancyMaxActiveBlocksPerMultiprocessor_v6050, 6050)
 
 class Driver {
 public:

@@ -67,6 +67,31 @@ StatusOr<CudaKernels> CudaKernels::load(const Driver &driver, CUmodule module) {
     return status.withContext("loading the CUDA kernels");
   DAYBREAK_CUDA_KERNELS(DAYBREAK_RESOLVE_KERNEL)
 #undef DAYBREAK_RESOLVE_KERNEL
+  // How many warps of each fast GEMV the current GPU holds at once.
+  CUdevice device = 0;
+  int sms = 0;
+  Status status = driver.check(driver.cuCtxGetDevice(&device), "cuCtxGetDevice");
+  if (status.ok())
+    status = driver.check(
+        driver.cuDeviceGetAttribute(
+            &sms, CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT, device),
+        "cuDeviceGetAttribute");
+  for (auto [fn, warps] :
+       {std::pair{kernels.gemvE4m3Fn, &kernels.gemvE4m3Warps},
+        {kernels.gemvBf16Fn, &kernels.gemvBf16Warps},
+        {kernels.gemvE4m3M1Fn, &kernels.gemvE4m3M1Warps},
+        {kernels.gemvBf16M1Fn, &kernels.gemvBf16M1Warps},
+        {kernels.gemvE4m3M1NarrowFn, &kernels.gemvE4m3M1NarrowWarps},
+        {kernels.gemvBf16M1NarrowFn, &kernels.gemvBf16M1NarrowWarps}}) {
+    int blocks = 0;
+    if (status.ok())
+      status = driver.check(driver.cuOccupancyMaxActiveBlocksPerMultiprocessor(
+                                &blocks, fn, 128, 0),
+                            "cuOccupancyMaxActiveBlocksPerMultiprocessor");
+    *warps = int64_t(std::max(sms, 1)) * std::max(blocks, 1) * 4;
+  }
+  if (!status.ok())
+    return status.withContext("loading the CUDA kernels");
   return kernels;
 }
 
@@ -162,14 +187,36 @@ Status CudaKernels::matmul(CUdeviceptr x, const DeviceWeight &w,
     return launch(matmulStoredTiledFn, "matmul", ceilDiv(n, 64), ceilDiv(m, 64),
                   1, 256, 0, stream, params);
   // 16-byte pieces: 16 e4m3 codes within one scale block, or 8 bf16 values;
-  // 4 warps of 2 columns per block.
+  // a warp task is eight e4m3 or four bf16 columns for one input row (two
+  // where that would leave most warps idle), else two.
   bool e4m3 = w.type == 2 && k % 16 == 0 && w.blockK % 16 == 0;
   bool bf16 = w.type == 1 && k % 8 == 0;
+  if ((e4m3 || bf16) && m == 1) {
+    int64_t wide = e4m3 ? gemvE4m3M1Warps : gemvBf16M1Warps;
+    int64_t tasks = ceilDiv(n, e4m3 ? 8 : 4);
+    if (tasks >= wide / 2)
+      return launchGemv(e4m3 ? gemvE4m3M1Fn : gemvBf16M1Fn, wide, tasks,
+                        stream, params);
+    return launchGemv(e4m3 ? gemvE4m3M1NarrowFn : gemvBf16M1NarrowFn,
+                      e4m3 ? gemvE4m3M1NarrowWarps : gemvBf16M1NarrowWarps,
+                      ceilDiv(n, 2), stream, params);
+  }
   if (e4m3 || bf16)
-    return launch(e4m3 ? gemvE4m3Fn : gemvBf16Fn, "matmul", ceilDiv(n, 8), 1, 1,
-                  128, 0, stream, params);
+    return launchGemv(e4m3 ? gemvE4m3Fn : gemvBf16Fn,
+                      e4m3 ? gemvE4m3Warps : gemvBf16Warps, ceilDiv(n, 2),
+                      stream, params);
   return launch(gemvStoredFn, "matmul", ceilDiv(n, 8), 1, 1, 256, 0, stream,
                 params);
+}
+
+Status CudaKernels::launchGemv(CUfunction fn, int64_t residentWarps,
+                               int64_t tasks, CUstream stream,
+                               void **params) const {
+  // Equal rounds for every warp: a partial last round of a long-running
+  // task would leave most of the GPU idle while a few warps finish.
+  int64_t rounds = ceilDiv(tasks, std::max<int64_t>(residentWarps, 1));
+  int64_t warps = ceilDiv(tasks, rounds);
+  return launch(fn, "matmul", ceilDiv(warps, 4), 1, 1, 128, 0, stream, params);
 }
 
 Status CudaKernels::headMatmul(CUdeviceptr x, CUdeviceptr w,

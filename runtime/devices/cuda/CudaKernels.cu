@@ -517,16 +517,23 @@ __device__ __forceinline__ float e4m3Fast(uint32_t code) {
   return em == 0x7F ? __int_as_float(0x7FC00000) : v;
 }
 
-/// Widens the 16-byte piece `bits` of a weight row: 16 e4m3 codes times
-/// `scale`, or 8 bf16 values.
+/// Widens the 16-byte piece `bits` of a weight row to fp32: 16 e4m3 codes
+/// (Hopper converts two per instruction to f16, exactly, NaN codes to NaN),
+/// or 8 bf16 values. The e4m3 block scale is applied by the caller.
 template <int kType>
-__device__ __forceinline__ void widenPiece(const uint4 &bits, float scale,
-                                           float *out) {
+__device__ __forceinline__ void widenPiece(const uint4 &bits, float *out) {
   const uint32_t words[4] = {bits.x, bits.y, bits.z, bits.w};
   if (kType == kWeightE4M3) {
 #pragma unroll
-    for (int i = 0; i < 16; ++i)
-      out[i] = e4m3Fast((words[i / 4] >> (8 * (i % 4))) & 0xFF) * scale;
+    for (int i = 0; i < 8; ++i) {
+      uint16_t pair = uint16_t(words[i / 2] >> (16 * (i % 2)));
+      uint32_t halves;
+      asm("cvt.rn.f16x2.e4m3x2 %0, %1;" : "=r"(halves) : "h"(pair));
+      asm("{\n\t.reg .b16 lo, hi;\n\tmov.b32 {lo, hi}, %2;\n\t"
+          "cvt.f32.f16 %0, lo;\n\tcvt.f32.f16 %1, hi;\n\t}"
+          : "=f"(out[2 * i]), "=f"(out[2 * i + 1])
+          : "r"(halves));
+    }
   } else {
 #pragma unroll
     for (int i = 0; i < 8; ++i)
@@ -538,13 +545,14 @@ __device__ __forceinline__ void widenPiece(const uint4 &bits, float scale,
 /// The decode matmul on a bf16 or e4m3 weight at memory speed. Each warp
 /// takes kRows consecutive output columns; each lane reads 16-byte pieces
 /// of their weight rows (16 e4m3 codes or 8 bf16 values: one vector load,
-/// coalesced across the warp), widens them in registers and accumulates
-/// against the m <= 8 input rows (read through L1), and the warp sums its
+/// coalesced across the warp), widens them in registers, accumulates the
+/// piece against the m <= kM input rows (read through L1) and adds it to
+/// its sum times the piece's block scale (e4m3), and the warp sums its
 /// lanes at the end. Needs k a multiple of the piece and, for e4m3, blockK
 /// a multiple of 16 (a piece never straddles two scales); the launcher
-/// falls back to daybreak_gemv_stored otherwise. grid (ceil(N / (4 kRows))),
-/// block 128.
-template <int kType, int kRows>
+/// falls back to daybreak_gemv_stored otherwise. Warps loop over tasks of
+/// kRows columns; block 128 (CudaKernels::launchGemv sizes the grid).
+template <int kType, int kM, int kRows>
 __device__ __forceinline__ void gemvStored(const float *__restrict__ x,
                                            const Weight &w, const Weight &bias,
                                            int64_t m, int64_t n, int64_t k,
@@ -552,10 +560,10 @@ __device__ __forceinline__ void gemvStored(const float *__restrict__ x,
   constexpr int kPer = kType == kWeightE4M3 ? 16 : 8;
   constexpr int kBytes = kType == kWeightE4M3 ? 1 : 2;
   int lane = threadIdx.x & 31;
-  int64_t col0 =
-      (int64_t(blockIdx.x) * (blockDim.x / 32) + threadIdx.x / 32) * kRows;
-  if (col0 >= n)
-    return;
+  int64_t warps = int64_t(gridDim.x) * (blockDim.x / 32);
+  for (int64_t col0 =
+           (int64_t(blockIdx.x) * (blockDim.x / 32) + threadIdx.x / 32) * kRows;
+       col0 < n; col0 += warps * kRows) {
   const uint8_t *rows[kRows];
   const float *scales[kRows];
   int64_t scaleCols = kType == kWeightE4M3 ? (k + w.blockK - 1) / w.blockK : 0;
@@ -567,38 +575,51 @@ __device__ __forceinline__ void gemvStored(const float *__restrict__ x,
                     ? w.scales + (col / w.blockN) * scaleCols
                     : nullptr;
   }
+  // The scale of the piece at p: p >> shift for power-of-two blocks.
   uint32_t blockK = uint32_t(w.blockK);
-  float acc[kSmallM][kRows] = {};
-#pragma unroll 2
+  bool pow2 = kType == kWeightE4M3 && (blockK & (blockK - 1)) == 0;
+  uint32_t shift = pow2 ? __ffs(blockK) - 1 : 0;
+  float acc[kM][kRows] = {};
+  // Deeper unrolling keeps more loads in flight where registers allow.
+  constexpr int kUnroll = kM == 1 ? 4 : 2;
+#pragma unroll kUnroll
   for (int64_t p = int64_t(lane) * kPer; p < k; p += 32 * kPer) {
     float wv[kRows][kPer];
+    float scale[kRows];
 #pragma unroll
     for (int r = 0; r < kRows; ++r) {
       uint4 bits = __ldg(reinterpret_cast<const uint4 *>(rows[r] + p * kBytes));
-      float scale =
-          kType == kWeightE4M3 ? scales[r][uint32_t(p) / blockK] : 1.0f;
-      widenPiece<kType>(bits, scale, wv[r]);
+      widenPiece<kType>(bits, wv[r]);
+      if (kType == kWeightE4M3) {
+        uint32_t block = pow2 ? uint32_t(p) >> shift : uint32_t(p) / blockK;
+        scale[r] = __ldg(scales[r] + block);
+      }
     }
 #pragma unroll
-    for (int t = 0; t < kSmallM; ++t) {
+    for (int t = 0; t < kM; ++t) {
       if (t >= m)
         break;
       const float4 *xp = reinterpret_cast<const float4 *>(x + t * k + p);
+      float piece[kRows] = {};
 #pragma unroll
       for (int q = 0; q < kPer / 4; ++q) {
-        float4 xv = xp[q];
+        float4 xv = __ldg(xp + q);
 #pragma unroll
         for (int r = 0; r < kRows; ++r) {
-          acc[t][r] = fmaf(xv.x, wv[r][4 * q + 0], acc[t][r]);
-          acc[t][r] = fmaf(xv.y, wv[r][4 * q + 1], acc[t][r]);
-          acc[t][r] = fmaf(xv.z, wv[r][4 * q + 2], acc[t][r]);
-          acc[t][r] = fmaf(xv.w, wv[r][4 * q + 3], acc[t][r]);
+          piece[r] = fmaf(xv.x, wv[r][4 * q + 0], piece[r]);
+          piece[r] = fmaf(xv.y, wv[r][4 * q + 1], piece[r]);
+          piece[r] = fmaf(xv.z, wv[r][4 * q + 2], piece[r]);
+          piece[r] = fmaf(xv.w, wv[r][4 * q + 3], piece[r]);
         }
       }
+#pragma unroll
+      for (int r = 0; r < kRows; ++r)
+        acc[t][r] = kType == kWeightE4M3 ? fmaf(scale[r], piece[r], acc[t][r])
+                                         : acc[t][r] + piece[r];
     }
   }
 #pragma unroll
-  for (int t = 0; t < kSmallM; ++t) {
+  for (int t = 0; t < kM; ++t) {
     if (t >= m)
       break;
 #pragma unroll
@@ -609,22 +630,118 @@ __device__ __forceinline__ void gemvStored(const float *__restrict__ x,
         out[t * n + col] = v + (bias.data ? weightAt(bias, col) : 0.0f);
     }
   }
+  }
+}
+
+/// gemvStored for one input row (decode at batch 1): each lane first issues
+/// the loads of its piece of all kRows weight rows, then reads its 16 (or 8)
+/// x values once and widens and accumulates the rows one after another, so
+/// x is read once per kRows rows and few values are live at a time.
+template <int kType, int kRows>
+__device__ __forceinline__ void gemvStoredM1(const float *__restrict__ x,
+                                             const Weight &w,
+                                             const Weight &bias, int64_t n,
+                                             int64_t k,
+                                             float *__restrict__ out) {
+  constexpr int kPer = kType == kWeightE4M3 ? 16 : 8;
+  constexpr int kBytes = kType == kWeightE4M3 ? 1 : 2;
+  int lane = threadIdx.x & 31;
+  int64_t warps = int64_t(gridDim.x) * (blockDim.x / 32);
+  int64_t scaleCols = kType == kWeightE4M3 ? (k + w.blockK - 1) / w.blockK : 0;
+  uint32_t blockK = uint32_t(w.blockK);
+  bool pow2 = kType == kWeightE4M3 && (blockK & (blockK - 1)) == 0;
+  uint32_t shift = pow2 ? __ffs(blockK) - 1 : 0;
+  for (int64_t col0 =
+           (int64_t(blockIdx.x) * (blockDim.x / 32) + threadIdx.x / 32) * kRows;
+       col0 < n; col0 += warps * kRows) {
+    const uint8_t *base = static_cast<const uint8_t *>(w.data);
+    float acc[kRows] = {};
+    for (int64_t p = int64_t(lane) * kPer; p < k; p += 32 * kPer) {
+      uint4 bits[kRows];
+      float scale[kRows];
+#pragma unroll
+      for (int r = 0; r < kRows; ++r) {
+        int64_t col = min(col0 + r, n - 1);
+        bits[r] = __ldg(reinterpret_cast<const uint4 *>(base + (col * k + p) *
+                                                                   kBytes));
+        if (kType == kWeightE4M3) {
+          uint32_t block = pow2 ? uint32_t(p) >> shift : uint32_t(p) / blockK;
+          scale[r] = __ldg(w.scales + (col / w.blockN) * scaleCols + block);
+        }
+      }
+      float xv[kPer];
+#pragma unroll
+      for (int q = 0; q < kPer / 4; ++q) {
+        float4 v = __ldg(reinterpret_cast<const float4 *>(x + p) + q);
+        xv[4 * q] = v.x;
+        xv[4 * q + 1] = v.y;
+        xv[4 * q + 2] = v.z;
+        xv[4 * q + 3] = v.w;
+      }
+#pragma unroll
+      for (int r = 0; r < kRows; ++r) {
+        float wv[kPer];
+        widenPiece<kType>(bits[r], wv);
+        float piece = 0.0f;
+#pragma unroll
+        for (int i = 0; i < kPer; ++i)
+          piece = fmaf(xv[i], wv[i], piece);
+        acc[r] = kType == kWeightE4M3 ? fmaf(scale[r], piece, acc[r])
+                                      : acc[r] + piece;
+      }
+    }
+#pragma unroll
+    for (int r = 0; r < kRows; ++r) {
+      float v = warpSum(acc[r]);
+      int64_t col = col0 + r;
+      if (lane == 0 && col < n)
+        out[col] = v + (bias.data ? weightAt(bias, col) : 0.0f);
+    }
+  }
 }
 
 } // namespace
+
+/// gemvStoredM1 on eight rows a warp task (large N).
+extern "C" __global__ void __launch_bounds__(128)
+    daybreak_gemv_e4m3_m1(const float *x, Weight w, Weight bias, int64_t m,
+                          int64_t n, int64_t k, float *out) {
+  gemvStoredM1<kWeightE4M3, 8>(x, w, bias, n, k, out);
+}
+
+/// For bf16 (widening is a shift) the generic layout measured faster: four
+/// rows a task, x re-read per token row.
+extern "C" __global__ void __launch_bounds__(128)
+    daybreak_gemv_bf16_m1(const float *x, Weight w, Weight bias, int64_t m,
+                          int64_t n, int64_t k, float *out) {
+  gemvStored<kWeightBF16, 1, 4>(x, w, bias, m, n, k, out);
+}
+
+/// gemvStoredM1 on two rows a warp task (small N: more warps busy).
+extern "C" __global__ void __launch_bounds__(128)
+    daybreak_gemv_e4m3_m1_narrow(const float *x, Weight w, Weight bias,
+                                 int64_t m, int64_t n, int64_t k, float *out) {
+  gemvStoredM1<kWeightE4M3, 2>(x, w, bias, n, k, out);
+}
+
+extern "C" __global__ void __launch_bounds__(128)
+    daybreak_gemv_bf16_m1_narrow(const float *x, Weight w, Weight bias,
+                                 int64_t m, int64_t n, int64_t k, float *out) {
+  gemvStoredM1<kWeightBF16, 2>(x, w, bias, n, k, out);
+}
 
 /// gemvStored on an e4m3 weight with block scales (see above).
 extern "C" __global__ void __launch_bounds__(128)
     daybreak_gemv_e4m3(const float *x, Weight w, Weight bias, int64_t m,
                        int64_t n, int64_t k, float *out) {
-  gemvStored<kWeightE4M3, 2>(x, w, bias, m, n, k, out);
+  gemvStored<kWeightE4M3, kSmallM, 2>(x, w, bias, m, n, k, out);
 }
 
 /// gemvStored on a bf16 weight.
 extern "C" __global__ void __launch_bounds__(128)
     daybreak_gemv_bf16(const float *x, Weight w, Weight bias, int64_t m,
                        int64_t n, int64_t k, float *out) {
-  gemvStored<kWeightBF16, 2>(x, w, bias, m, n, k, out);
+  gemvStored<kWeightBF16, kSmallM, 2>(x, w, bias, m, n, k, out);
 }
 
 /// Per-head matmul: x [T, H, K], w [H, K, N] (or [H, N, K] when

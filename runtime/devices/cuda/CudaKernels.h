@@ -90,6 +90,10 @@ constexpr int64_t sparseAttentionScratchFloats(int64_t valueDim) {
   X(gemvStored, "daybreak_gemv_stored")                                        \
   X(gemvE4m3, "daybreak_gemv_e4m3")                                            \
   X(gemvBf16, "daybreak_gemv_bf16")                                            \
+  X(gemvE4m3M1, "daybreak_gemv_e4m3_m1")                                       \
+  X(gemvBf16M1, "daybreak_gemv_bf16_m1")                                       \
+  X(gemvE4m3M1Narrow, "daybreak_gemv_e4m3_m1_narrow")                          \
+  X(gemvBf16M1Narrow, "daybreak_gemv_bf16_m1_narrow")                          \
   X(headMatmul, "daybreak_head_matmul")                                        \
   X(rope, "daybreak_rope")                                                     \
   X(swiglu, "daybreak_swiglu")                                                 \
@@ -216,7 +220,17 @@ private:
                 int64_t gridY, int64_t gridZ, unsigned block,
                 unsigned sharedBytes, CUstream stream, void **params) const;
 
+  /// Launches `fn`, a stored-weight GEMV that loops over its `columns`
+  /// warp tasks, on as many 4-warp blocks as give every warp the same number
+  /// of tasks without exceeding what the GPU holds at once (`residentWarps`).
+  Status launchGemv(CUfunction fn, int64_t residentWarps, int64_t columns,
+                    CUstream stream, void **params) const;
+
   const Driver *driver;
+  /// Warps of each fast GEMV the GPU holds at once (SMs x occupancy).
+  int64_t gemvE4m3Warps = 0, gemvBf16Warps = 0, gemvE4m3M1Warps = 0,
+          gemvBf16M1Warps = 0, gemvE4m3M1NarrowWarps = 0,
+          gemvBf16M1NarrowWarps = 0;
 #define DAYBREAK_DECLARE_KERNEL(member, symbol) CUfunction member##Fn = nullptr;
   DAYBREAK_CUDA_KERNELS(DAYBREAK_DECLARE_KERNEL)
 #undef DAYBREAK_DECLARE_KERNEL
