@@ -9,6 +9,7 @@ packages=(
   libprotobuf-dev protobuf-compiler
   libgtest-dev
   nlohmann-json3-dev
+  libxxhash-dev
 )
 
 missing=()

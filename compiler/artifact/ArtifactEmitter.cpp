@@ -4,6 +4,7 @@
 
 #include "dialects/lm/LmOps.h"
 #include "dialects/plan/PlanOps.h"
+#include "runtime/artifact/ArtifactFile.h"
 #include "runtime/artifact/ArtifactWriter.h"
 
 #include "mlir/IR/BuiltinAttributes.h"
@@ -76,6 +77,10 @@ artifact::emitArtifact(ModuleOp module, const importers::Checkpoint &checkpoint,
   uint64_t weightSectionSize = 0;
   std::vector<ArtifactWriter::Piece> weightPieces;
   llvm::StringMap<uint32_t> weightIndex;
+  // By reference: one external file per checkpoint file used, hashed once;
+  // the weights still embedded are packed anew (64-byte aligned).
+  llvm::StringMap<uint32_t> externalIndex;
+  uint64_t packed = 0;
   for (auto weight : module.getOps<plan::WeightOp>()) {
     auto type = cast<RankedTensorType>(weight.getType());
     std::optional<DType> dtype = toDType(type.getElementType());
@@ -84,6 +89,69 @@ artifact::emitArtifact(ModuleOp module, const importers::Checkpoint &checkpoint,
                     " has no artifact dtype");
     uint64_t offset = weight.getOffsetAttr().getInt();
     uint64_t size = weight.getByteSize();
+    auto sources = weight->getAttrOfType<ArrayAttr>("lm.sources");
+    if (info.weightsByReference && !weight->hasAttr("lm.value") && sources &&
+        !sources.empty()) {
+      // Checkpoint tensors whose bytes, in order, are the weight's (one
+      // tensor, or a stack of them) stay where they are.
+      SmallVector<std::pair<importers::Checkpoint::Location, uint64_t>> parts;
+      uint64_t total = 0;
+      for (Attribute source : sources) {
+        StringRef name = cast<StringAttr>(source).getValue();
+        auto view = checkpoint.find(name);
+        std::optional<importers::Checkpoint::Location> at =
+            checkpoint.locate(name);
+        if (!view) {
+          llvm::consumeError(view.takeError());
+          break;
+        }
+        if (!at)
+          break;
+        parts.push_back({*at, uint64_t((*view)->byteSize)});
+        total += (*view)->byteSize;
+      }
+      if (parts.size() == sources.size() && total == size) {
+        Weight *w = manifest.add_weights();
+        w->set_name(weight.getSymName().str());
+        w->set_dtype(*dtype);
+        for (int64_t d : type.getShape())
+          w->add_shape(d);
+        w->set_size(size);
+        for (auto &[at, bytes] : parts) {
+          auto [entry, added] = externalIndex.try_emplace(
+              at.path, manifest.external_files_size());
+          if (added) {
+            ExternalFile *f = manifest.add_external_files();
+            f->set_path(at.path);
+            f->set_size(at.file->fileSize());
+            f->set_head_bytes(at.file->headerBytes());
+            f->set_head_xxh3(
+                xxh3(at.file->fileData(), at.file->headerBytes()));
+            f->set_xxh3(xxh3(at.file->fileData(), at.file->fileSize()));
+          }
+          // Adjacent ranges of one file merge into one piece.
+          if (w->pieces_size() &&
+              w->pieces(w->pieces_size() - 1).file() == entry->second &&
+              w->pieces(w->pieces_size() - 1).offset() +
+                      w->pieces(w->pieces_size() - 1).size() ==
+                  at.offset) {
+            WeightPiece *last = w->mutable_pieces(w->pieces_size() - 1);
+            last->set_size(last->size() + bytes);
+            continue;
+          }
+          WeightPiece *piece = w->add_pieces();
+          piece->set_file(entry->second);
+          piece->set_offset(at.offset);
+          piece->set_size(bytes);
+        }
+        weightIndex[weight.getSymName()] = manifest.weights_size() - 1;
+        continue;
+      }
+    }
+    if (info.weightsByReference) {
+      offset = packed;
+      packed = (offset + size + 63) / 64 * 64;
+    }
     weightSectionSize = std::max(weightSectionSize, offset + size);
     if (auto value = weight->getAttrOfType<DenseElementsAttr>("lm.value")) {
       ArrayRef<char> raw = value.getRawData();
@@ -92,7 +160,6 @@ artifact::emitArtifact(ModuleOp module, const importers::Checkpoint &checkpoint,
                       " has an unexpected value layout");
       weightPieces.push_back({offset, raw.data(), size});
     } else {
-      auto sources = weight->getAttrOfType<ArrayAttr>("lm.sources");
       if (!sources || sources.empty())
         return errorf("weight @" + weight.getSymName() + " has no data");
       uint64_t written = 0;

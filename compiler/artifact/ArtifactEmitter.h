@@ -25,6 +25,10 @@ struct EmitInfo {
   int64_t vocabSize = 0;
   int64_t eosTokenId = -1;
   std::string target = "cpu";
+  /// Keep checkpoint tensors in the checkpoint's files (recorded by path,
+  /// size and XXH3 hashes) instead of copying them into the artifact;
+  /// weights the compiler computes are stored in the artifact either way.
+  bool weightsByReference = false;
   /// The generated CPU kernels as an x86-64 shared object (section
   /// "code.x86_64"); empty when the plan launches none.
   std::vector<uint8_t> cpuCode;

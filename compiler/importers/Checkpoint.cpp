@@ -284,4 +284,19 @@ std::vector<std::string> Checkpoint::tensorNames() const {
   return names;
 }
 
+std::optional<Checkpoint::Location>
+Checkpoint::locate(llvm::StringRef name) const {
+  auto found = index.find(name);
+  if (found == index.end())
+    return std::nullopt;
+  const safetensors::File &file = files[found->second.file];
+  llvm::SmallString<256> path(filePaths[found->second.file]);
+  llvm::sys::fs::make_absolute(path);
+  Location location;
+  location.path = path.str().str();
+  location.offset = uint64_t(found->second.view->data - file.fileData());
+  location.file = &file;
+  return location;
+}
+
 } // namespace daybreak::importers

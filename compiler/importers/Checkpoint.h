@@ -58,6 +58,16 @@ public:
   /// Every tensor name, sorted.
   std::vector<std::string> tensorNames() const;
 
+  /// Where a tensor's bytes lie on disk: its file (absolute path), the
+  /// offset of its data in that file, and the file's mapping.
+  struct Location {
+    std::string path;
+    uint64_t offset = 0;
+    const safetensors::File *file = nullptr;
+  };
+  /// The location of tensor `name`, or nullopt for an unknown name.
+  std::optional<Location> locate(llvm::StringRef name) const;
+
 private:
   Checkpoint() = default;
   /// Maps the safetensors file at `path` and indexes its tensors.

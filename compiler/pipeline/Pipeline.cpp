@@ -215,6 +215,7 @@ static llvm::Error compileWith(const Options &options, const Options &given,
   info.eosTokenId = config->eosTokenId;
   info.cpuCode = std::move(cpuCode);
   info.target = options.target;
+  info.weightsByReference = options.weightsByReference;
   if (options.target == "cuda") {
     // The library kernels and the generated ones, as PTX the driver
     // compiles for any GPU at load, and as sm_90a cubins when ptxas is
@@ -277,6 +278,15 @@ static llvm::Error compileWith(const Options &options, const Options &given,
       << "  weights:          " << formatBytes(m.stored_weight_bytes())
       << " stored, " << formatBytes(m.weight_bytes())
       << " on the device, as stored:\n";
+  if (manifest->external_files_size()) {
+    uint64_t referenced = 0;
+    for (const artifact::ExternalFile &f : manifest->external_files())
+      referenced += f.size();
+    log << "    by reference: " << manifest->external_files_size()
+        << " checkpoint files of " << formatBytes(referenced)
+        << " (size and header checked at load; daybreak-run verify hashes "
+           "them whole)\n";
+  }
   for (const artifact::WeightPrecision &p : m.weight_precisions())
     log << "    " << artifact::DType_Name(p.dtype()) << ": "
         << formatBytes(p.bytes()) << " in " << p.tensors() << " tensors, "

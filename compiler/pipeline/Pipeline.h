@@ -52,6 +52,8 @@ struct Options {
   int64_t maxTokens = 0;
   std::string kvCacheDtype = "fp8";
   int64_t pageSize = 64;
+  /// Keep checkpoint tensors in the checkpoint's files (--weights=reference).
+  bool weightsByReference = false;
 };
 
 /// lm (imported) to lm ready for lowering: weight folding, KV layouts.

@@ -2,6 +2,8 @@
 
 #include "runtime/artifact/ArtifactFile.h"
 
+#include <xxhash.h>
+
 #include <algorithm>
 #include <climits>
 #include <cstring>
@@ -100,7 +102,7 @@ Status verifySections(const std::string &path, const Manifest &manifest,
 
   for (int i = 0; i < count; ++i) {
     const Section &section = manifest.sections(i);
-    uint64_t actual = fnv1a64(bytes + section.offset(), size_t(section.size()));
+    uint64_t actual = xxh3(bytes + section.offset(), size_t(section.size()));
     if (actual != section.checksum())
       return Status::error(path + ": " + sectionLabel(manifest, size_t(i)) +
                            ": checksum mismatch: manifest says " +
@@ -115,17 +117,21 @@ Status verifySections(const std::string &path, const Manifest &manifest,
 Status verifyWeights(const std::string &path, const Manifest &manifest) {
   for (const Weight &weight : manifest.weights()) {
     std::string label = path + ": weight '" + weight.name() + "'";
-    if (weight.section() >= uint32_t(manifest.sections_size()))
+    if (weight.pieces_size() == 0 &&
+        weight.section() >= uint32_t(manifest.sections_size()))
       return Status::error(
           label + ": section index " + std::to_string(weight.section()) +
           " is out of range (the manifest has " +
           std::to_string(manifest.sections_size()) + " sections)");
-    const Section &section = manifest.sections(int(weight.section()));
-    if (!fits(weight.offset(), weight.size(), section.size()))
-      return Status::error(
-          label + ": byte range " + range(weight.offset(), weight.size()) +
-          " lies outside " + sectionLabel(manifest, weight.section()) + " of " +
-          std::to_string(section.size()) + " bytes");
+    // External weights are checked against their file once it is mapped.
+    if (weight.pieces_size() == 0) {
+      const Section &section = manifest.sections(int(weight.section()));
+      if (!fits(weight.offset(), weight.size(), section.size()))
+        return Status::error(
+            label + ": byte range " + range(weight.offset(), weight.size()) +
+            " lies outside " + sectionLabel(manifest, weight.section()) +
+            " of " + std::to_string(section.size()) + " bytes");
+    }
 
     std::optional<uint64_t> bits = dtypeBits(weight.dtype());
     if (!bits)
@@ -152,6 +158,15 @@ Status verifyWeights(const std::string &path, const Manifest &manifest) {
 }
 
 } // namespace
+
+uint64_t xxh3(const void *data, size_t size) { return XXH3_64bits(data, size); }
+
+Xxh3::Xxh3() : state(XXH3_createState()) { XXH3_64bits_reset(state); }
+Xxh3::~Xxh3() { XXH3_freeState(state); }
+void Xxh3::update(const void *data, size_t size) {
+  XXH3_64bits_update(state, data, size);
+}
+uint64_t Xxh3::digest() const { return XXH3_64bits_digest(state); }
 
 uint64_t fnv1a64(const uint8_t *data, size_t size, uint64_t hash) {
   constexpr uint64_t kPrime = 0x100000001b3ull;
@@ -270,6 +285,8 @@ StatusOr<ArtifactFile> ArtifactFile::open(const std::string &path) {
     return status;
   if (Status status = verifyWeights(path, manifest); !status)
     return status;
+  if (Status status = file.openExternalFiles(); !status)
+    return status;
   return StatusOr<ArtifactFile>(std::move(file));
 }
 
@@ -288,8 +305,85 @@ std::optional<uint32_t> ArtifactFile::findSection(std::string_view name) const {
 }
 
 const uint8_t *ArtifactFile::weightData(const Weight &weight) const {
+  if (weight.pieces_size() == 1)
+    return externals[weight.pieces(0).file()].data() + weight.pieces(0).offset();
+  if (weight.pieces_size() > 1)
+    return nullptr;
   const uint8_t *section = sectionData(weight.section());
   return section ? section + weight.offset() : nullptr;
+}
+
+std::vector<std::pair<const uint8_t *, uint64_t>>
+ArtifactFile::weightPieces(const Weight &weight) const {
+  if (weight.pieces_size() == 0)
+    return {{weightData(weight), weight.size()}};
+  std::vector<std::pair<const uint8_t *, uint64_t>> pieces;
+  for (const WeightPiece &p : weight.pieces())
+    pieces.push_back({externals[p.file()].data() + p.offset(), p.size()});
+  return pieces;
+}
+
+Status ArtifactFile::openExternalFiles() {
+  const Manifest &m = *parsed;
+  externals.resize(m.external_files_size());
+  for (int i = 0; i < m.external_files_size(); ++i) {
+    const ExternalFile &f = m.external_files(i);
+    std::string label = filePath + ": weights file '" + f.path() + "'";
+    std::string opened = MappedFile::open(f.path(), externals[i]);
+    if (!opened.empty())
+      return Status::error(label + ": " + opened +
+                           " (the artifact refers to the checkpoint's files "
+                           "by path: recompile, or restore the file)");
+    if (externals[i].size() != f.size())
+      return Status::error(label + " has " +
+                           std::to_string(externals[i].size()) +
+                           " bytes; the artifact was compiled against " +
+                           std::to_string(f.size()) +
+                           " (the checkpoint changed: recompile)");
+    if (f.head_bytes() > f.size() ||
+        xxh3(externals[i].data(), f.head_bytes()) != f.head_xxh3())
+      return Status::error(label + ": its safetensors header differs from "
+                           "the one the artifact was compiled against (the "
+                           "checkpoint changed: recompile)");
+  }
+  // Every piece inside its file, and the pieces exactly the weight's bytes.
+  for (const Weight &w : m.weights()) {
+    if (w.pieces_size() == 0)
+      continue;
+    std::string label = filePath + ": weight '" + w.name() + "'";
+    uint64_t total = 0;
+    for (const WeightPiece &p : w.pieces()) {
+      if (p.file() >= uint32_t(m.external_files_size()))
+        return Status::error(label + " names weights file " +
+                             std::to_string(p.file()) + " of " +
+                             std::to_string(m.external_files_size()));
+      if (!fits(p.offset(), p.size(), externals[p.file()].size()))
+        return Status::error(label + ": byte range " +
+                             range(p.offset(), p.size()) + " lies outside '" +
+                             m.external_files(p.file()).path() + "'");
+      total += p.size();
+    }
+    if (total != w.size())
+      return Status::error(label + ": its pieces hold " +
+                           std::to_string(total) + " bytes, its size is " +
+                           std::to_string(w.size()));
+  }
+  return Status::success();
+}
+
+Status ArtifactFile::verifyExternalFiles() const {
+  const Manifest &m = *parsed;
+  for (int i = 0; i < m.external_files_size(); ++i) {
+    const ExternalFile &f = m.external_files(i);
+    uint64_t actual = xxh3(externals[i].data(), externals[i].size());
+    if (actual != f.xxh3())
+      return Status::error(filePath + ": weights file '" + f.path() +
+                           "': its bytes hash to " + hex(actual) +
+                           ", the artifact was compiled against " +
+                           hex(f.xxh3()) + " (the checkpoint changed: "
+                           "recompile)");
+  }
+  return Status::success();
 }
 
 } // namespace daybreak::artifact

@@ -130,21 +130,21 @@ Status ArtifactWriter::write(const std::string &path, Manifest manifest) const {
     Section *section = manifest.add_sections();
     section->set_name(pending.name);
     section->set_size(pending.size);
-    // FNV-1a over the pieces and the zeros between them, in order.
+    // XXH3-64 over the pieces and the zeros between them, in order.
     static const uint8_t zeros[4096] = {};
-    uint64_t hash = kFnv1a64Basis, position = 0;
+    Xxh3 hash;
+    uint64_t position = 0;
     auto hashZeros = [&](uint64_t count) {
       for (; count > 0; count -= std::min<uint64_t>(count, sizeof(zeros)))
-        hash = fnv1a64(zeros, std::min<uint64_t>(count, sizeof(zeros)), hash);
+        hash.update(zeros, std::min<uint64_t>(count, sizeof(zeros)));
     };
     for (const Piece &piece : piecesOf(pending)) {
       hashZeros(piece.offset - position);
-      hash = fnv1a64(static_cast<const uint8_t *>(piece.data), piece.size,
-                     hash);
+      hash.update(piece.data, piece.size);
       position = piece.offset + piece.size;
     }
     hashZeros(pending.size - position);
-    section->set_checksum(hash);
+    section->set_checksum(hash.digest());
   }
 
   // The manifest records the section offsets, which depend on the manifest's

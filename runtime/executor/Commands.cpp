@@ -292,6 +292,9 @@ void runtime::inspect(const artifact::Manifest &m, std::ostream &out) {
     weightBytes += w.size();
     ++dtypes[w.dtype()];
   }
+  for (const artifact::ExternalFile &f : m.external_files())
+    out << "weights file: " << f.path() << " (" << bytes(f.size())
+        << ", by reference)\n";
   out << "weights:   " << m.weights_size() << " tensors, " << bytes(weightBytes)
       << " (";
   bool first = true;

@@ -180,6 +180,7 @@ Status File::open(const std::string &path, File &out) {
         path + ": header length " + std::to_string(headerSize) +
         " runs past the end of the " + std::to_string(fileSize) + "-byte file");
 
+  file.dataStart = 8 + headerSize;
   const char *headerBegin = reinterpret_cast<const char *>(bytes + 8);
   nlohmann::json header =
       nlohmann::json::parse(headerBegin, headerBegin + headerSize, nullptr,

@@ -80,9 +80,15 @@ public:
   const std::map<std::string, std::string> &metadata() const {
     return metadataMap;
   }
+  /// The whole mapped file (header included), and its size.
+  const uint8_t *fileData() const { return mapping.data(); }
+  uint64_t fileSize() const { return mapping.size(); }
+  /// Bytes before the tensor data: the 8-byte length and the JSON header.
+  uint64_t headerBytes() const { return dataStart; }
 
 private:
   MappedFile mapping;
+  uint64_t dataStart = 0;
   std::vector<TensorView> tensorList;
   std::map<std::string, size_t, std::less<>> indexByName;
   std::map<std::string, std::string> metadataMap;

@@ -41,6 +41,13 @@ static cl::opt<std::string>
     kvCacheDtype("kv-cache-dtype", cl::desc("cache storage: fp8, bf16, f32"),
                  cl::init("fp8"));
 
+static cl::opt<std::string> weights(
+    "weights",
+    cl::desc("embed: copy checkpoint tensors into the artifact; reference: "
+             "keep them in the checkpoint's files, recorded by path, size "
+             "and hash (compiled weights are embedded either way)"),
+    cl::init("embed"));
+
 int main(int argc, char **argv) {
   llvm::InitLLVM init(argc, argv);
   cl::ParseCommandLineOptions(argc, argv, "Daybreak ahead-of-time compiler\n");
@@ -67,6 +74,12 @@ int main(int argc, char **argv) {
   options.maxBatch = maxBatch;
   options.maxTokens = maxTokens;
   options.kvCacheDtype = kvCacheDtype;
+  if (weights != "embed" && weights != "reference") {
+    llvm::errs() << "daybreak-compile: unknown --weights=" << weights
+                 << " (expected embed or reference)\n";
+    return 1;
+  }
+  options.weightsByReference = weights == "reference";
   if (llvm::Error err = pipeline::compile(options, llvm::outs(), llvm::errs())) {
     llvm::errs() << "daybreak-compile: " << llvm::toString(std::move(err))
                  << "\n";

@@ -33,7 +33,7 @@ using namespace daybreak;
 using namespace daybreak::runtime;
 
 static int usage() {
-  std::cerr << "usage: daybreak-run generate|logits|bench|inspect model.daybreak "
+  std::cerr << "usage: daybreak-run generate|logits|bench|inspect|verify model.daybreak "
                "[options] | daybreak-run devices\n"
                "  generate: --prompt-ids 1,2,3 [--max-new-tokens N] "
                "[--temperature T] [--top-p P] [--seed S]\n"
@@ -124,8 +124,23 @@ int main(int argc, char **argv) {
     return status.ok() ? 0 : fail(status.message());
   }
   if (command != "generate" && command != "logits" && command != "inspect" &&
-      command != "bench")
+      command != "bench" && command != "verify")
     return usage();
+
+  if (command == "verify") {
+    // Opening checks the header, the manifest, every section's checksum and
+    // the size and safetensors header of each referenced weights file; this
+    // also hashes every byte of those files.
+    StatusOr<artifact::ArtifactFile> file = artifact::ArtifactFile::open(path);
+    if (!file.ok())
+      return fail(file.error().message());
+    Status status = file->verifyExternalFiles();
+    if (!status.ok())
+      return fail(status.message());
+    std::cout << path << ": sections and " << file->manifest().external_files_size()
+              << " referenced weights files verified\n";
+    return 0;
+  }
 
   if (command == "inspect") {
     // Reading the artifact needs no device.

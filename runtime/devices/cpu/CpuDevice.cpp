@@ -109,10 +109,24 @@ Status CpuDevice::prepare(const artifact::ArtifactFile &file,
   Status scales = runtime::checkWeightScales(m, prepared);
   if (!scales.ok())
     return scales;
+  // A weight in pieces (a stack of checkpoint tensors referenced in place)
+  // is assembled once into memory of its own.
   weightBytes = 0;
   for (const artifact::Weight &w : m.weights()) {
-    weightAddressTable.push_back(
-        reinterpret_cast<uintptr_t>(file.weightData(w)));
+    const uint8_t *data = file.weightData(w);
+    if (!data) {
+      Allocation &a = assembled.emplace_back();
+      Status status = allocate(a, w.size(), "weight '" + w.name() + "'");
+      if (!status.ok())
+        return status;
+      uint64_t at = 0;
+      for (auto [piece, bytes] : file.weightPieces(w)) {
+        std::memcpy(a.data.get() + at, piece, bytes);
+        at += bytes;
+      }
+      data = a.data.get();
+    }
+    weightAddressTable.push_back(reinterpret_cast<uintptr_t>(data));
     weightBytes += w.size();
   }
 

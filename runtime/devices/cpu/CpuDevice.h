@@ -73,6 +73,8 @@ private:
   /// Each manifest weight's bytes as stored, in the mapped artifact.
   std::vector<uint64_t> weightAddressTable;
   uint64_t weightBytes = 0;
+  /// Weights assembled from several referenced pieces.
+  std::vector<Allocation> assembled;
   std::vector<Allocation> cacheBytes;
   std::vector<CacheView> caches;
   std::vector<int32_t> pageTable;

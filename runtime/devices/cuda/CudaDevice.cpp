@@ -449,7 +449,13 @@ Status CudaDevice::prepare(const artifact::ArtifactFile &file,
     StatusOr<CUdeviceptr> p = allocate(w.size(), "weight '" + w.name() + "'");
     if (!p.ok())
       return p.error();
-    status = upload(*p, file.weightData(w), w.size());
+    uint64_t at = 0;
+    for (auto [piece, bytes] : file.weightPieces(w)) {
+      if (!status.ok())
+        break;
+      status = upload(*p + at, piece, bytes);
+      at += bytes;
+    }
     if (!status.ok())
       return status;
     weights.push_back(*p);
