@@ -77,10 +77,10 @@ private:
   /// strings, YaRN as its yarn_* fields, unit flags as booleans).
   SmallVector<NamedAttribute> kernelAttrs(Operation *op);
   /// Outlines an lm.elementwise body into a generated kernel function of the
-  /// nested `cpu_code` module; equal bodies share one function.
+  /// nested `generated_kernels` module; equal bodies share one function.
   StringAttr outlineElementwise(lm::ElementwiseOp op);
 
-  ModuleOp cpuCode;
+  ModuleOp generatedKernels;
   llvm::StringMap<StringAttr> outlined;
 
   ModuleOp module;
@@ -310,15 +310,16 @@ StringAttr Lowering::outlineElementwise(lm::ElementwiseOp op) {
 
   MLIRContext *ctx = b.getContext();
   OpBuilder::InsertionGuard guard(b);
-  if (!cpuCode) {
+  if (!generatedKernels) {
     b.setInsertionPointToEnd(module.getBody());
-    cpuCode = ModuleOp::create(b, module.getLoc(), StringRef("cpu_code"));
+    generatedKernels = ModuleOp::create(b, module.getLoc(),
+                               StringRef(plan::kGeneratedKernelsModule));
   }
   // void kernel(int64_t n, const T **inputs, T *out): out[i] = body(in[k][i])
   std::string name = "daybreak_elementwise_" + std::to_string(outlined.size());
   auto ptr = LLVM::LLVMPointerType::get(ctx);
   Location loc = op.getLoc();
-  b.setInsertionPointToEnd(cpuCode.getBody());
+  b.setInsertionPointToEnd(generatedKernels.getBody());
   auto func = func::FuncOp::create(
       b, loc, name, b.getFunctionType({b.getI64Type(), ptr, ptr}, {}));
   Block *entry = func.addEntryBlock();

@@ -66,9 +66,14 @@ def LmTile : Pass<"lm-tile", "mlir::ModuleOp"> {
     weights across many rows from cache; `@decode` multiplies a few rows by
     every weight, is bound by the weight stream, and gets narrow column tiles
     so that every core streams its own slice of each matrix.
+
+    Only the CPU kernels read tiles (the thread pool's jobs). For
+    `target=cuda` the pass records none and says so in a remark: the CUDA
+    library matmuls size their own grids from the shapes and the GPU's
+    occupancy (CudaKernels::matmul), so a tile here would be read by nothing.
   }];
   let options = [
-    Option<"target", "target", "std::string", "\"cpu\"", "device: cpu">,
+    Option<"target", "target", "std::string", "\"cpu\"", "device: cpu or cuda">,
     Option<"decodeColumns", "decode-columns", "int64_t", "64",
            "output columns per job in @decode">,
   ];

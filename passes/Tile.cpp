@@ -30,10 +30,13 @@ struct TilePass : public daybreak::impl::LmTileBase<TilePass> {
           << target << "' (expected cpu or cuda)";
       return signalPassFailure();
     }
-    // GPU: a thread block computes a 128 x 128 prefill tile (tensor-core
-    // sized); decode blocks take 32 columns each so that the weight stream
-    // spreads over every multiprocessor.
-    bool gpu = target == "cuda";
+    // The CUDA matmuls choose their own grids: no tile would be read.
+    if (target == "cuda") {
+      getOperation().emitRemark("lm-tile: target 'cuda' reads no tiles (the "
+                                "CUDA library matmuls size their own grids); "
+                                "none recorded");
+      return;
+    }
     if (decodeColumns <= 0) {
       getOperation().emitError("lm-tile: decode-columns must be positive");
       return signalPassFailure();
@@ -48,12 +51,10 @@ struct TilePass : public daybreak::impl::LmTileBase<TilePass> {
                         .getShape()
                         .back();
         // Decode: every row in one job, columns split; prefill: 2-D panels.
-        int64_t decodeCols = gpu ? 32 : decodeColumns;
         SmallVector<int64_t> tile =
             decode ? SmallVector<int64_t>{1 << 20,
-                                          std::min<int64_t>(decodeCols, n)}
-                   : SmallVector<int64_t>{gpu ? 128 : 96,
-                                          std::min<int64_t>(gpu ? 128 : 256, n)};
+                                          std::min<int64_t>(decodeColumns, n)}
+                   : SmallVector<int64_t>{96, std::min<int64_t>(256, n)};
         op->setAttr("tile", b.getDenseI64ArrayAttr(tile));
       });
     }

@@ -164,6 +164,9 @@ static llvm::Error compileWith(const Options &options, const Options &given,
                     return importers::loadWeight(*checkpoint, s);
                   });
   buildLowerToPlanPipeline(pm, options);
+  if (options.configurePassManager &&
+      failed(options.configurePassManager(pm)))
+    return errorf("invalid pass manager options");
   if (failed(pm.run(**module)))
     return errorf("compilation failed (see the diagnostics above)");
   if (options.compileTo == Phase::Plan) {
@@ -172,7 +175,7 @@ static llvm::Error compileWith(const Options &options, const Options &given,
   }
 
   if (options.compileTo == Phase::Ptx) {
-    ModuleOp kernels = targets::cpu::findCpuCode(**module);
+    ModuleOp kernels = plan::findGeneratedKernels(**module);
     if (!kernels)
       return llvm::Error::success();
     auto ptx = targets::cuda::compileToPtx(kernels);
@@ -187,13 +190,13 @@ static llvm::Error compileWith(const Options &options, const Options &given,
   std::vector<uint8_t> cpuCode;
   std::string generatedPtx;
   if (options.target == "cuda") {
-    if (ModuleOp kernels = targets::cpu::findCpuCode(**module)) {
+    if (ModuleOp kernels = plan::findGeneratedKernels(**module)) {
       auto ptx = targets::cuda::compileToPtx(kernels);
       if (!ptx)
         return ptx.takeError();
       generatedPtx = std::move(*ptx);
     }
-  } else if (ModuleOp kernels = targets::cpu::findCpuCode(**module)) {
+  } else if (ModuleOp kernels = plan::findGeneratedKernels(**module)) {
     auto shared = targets::cpu::compileToSharedObject(
         kernels, options.compileTo == Phase::Llvm ? &out : nullptr);
     if (!shared)

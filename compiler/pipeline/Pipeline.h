@@ -16,6 +16,7 @@
 #include "llvm/Support/Error.h"
 #include "llvm/Support/raw_ostream.h"
 
+#include <functional>
 #include <string>
 
 namespace daybreak::pipeline {
@@ -54,6 +55,10 @@ struct Options {
   int64_t pageSize = 64;
   /// Keep checkpoint tensors in the checkpoint's files (--weights=reference).
   bool weightsByReference = false;
+  /// Called on the pass manager before it runs: the tool applies MLIR's
+  /// pass-manager command-line options there (--mlir-print-ir-after-all,
+  /// --mlir-timing, ...), so pipeline code reads no global option.
+  std::function<mlir::LogicalResult(mlir::PassManager &)> configurePassManager;
 };
 
 /// lm (imported) to lm ready for lowering: weight folding, KV layouts.

@@ -248,6 +248,13 @@ LogicalResult daybreak::plan::verifyKernelAbi(LaunchOp launch,
   return success();
 }
 
+mlir::ModuleOp daybreak::plan::findGeneratedKernels(mlir::ModuleOp module) {
+  for (auto nested : module.getOps<ModuleOp>())
+    if (nested.getSymName() == kGeneratedKernelsModule)
+      return nested;
+  return {};
+}
+
 LogicalResult LaunchOp::verifySymbolUses(SymbolTableCollection &symbolTable) {
   auto kernel =
       symbolTable.lookupNearestSymbolFrom<KernelOp>(*this, getKernelAttr());

@@ -30,6 +30,13 @@ inline constexpr llvm::StringLiteral kNumResultsAttr = "num_results";
 inline constexpr llvm::StringLiteral kAbsentAttr = "absent";
 inline constexpr llvm::StringLiteral kSpecializedAttr = "specialized";
 
+/// The nested module of kernels the compiler generates (fused elementwise
+/// bodies), which each target's code generator compiles: target-neutral.
+inline constexpr llvm::StringLiteral kGeneratedKernelsModule =
+    "generated_kernels";
+/// That module in `module`, or null when the plan launches none.
+mlir::ModuleOp findGeneratedKernels(mlir::ModuleOp module);
+
 /// Checks `launch` against the declaration of kernel `entry`
 /// (runtime/abi/Kernels.def): operands and results by declared position,
 /// absent operands optional, every parameter declared and of its type, every

@@ -60,7 +60,7 @@ TEST(CpuCodegen, GeneratedKernelsMatchTheReference) {
   pm.addNestedPass<func::FuncOp>(createLmFuseElementwise());
   pm.addPass(createLmLowerToPlan());
   ASSERT_TRUE(succeeded(pm.run(*lowered)));
-  ModuleOp kernels = targets::cpu::findCpuCode(*lowered);
+  ModuleOp kernels = plan::findGeneratedKernels(*lowered);
   ASSERT_TRUE(!!kernels);
   auto shared = targets::cpu::compileToSharedObject(kernels, nullptr);
   ASSERT_TRUE(!!shared) << llvm::toString(shared.takeError());

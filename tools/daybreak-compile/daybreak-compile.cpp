@@ -9,6 +9,7 @@
 #include "compiler/pipeline/Pipeline.h"
 #include "passes/Passes.h"
 
+#include "mlir/Pass/PassManager.h"
 #include "llvm/Support/CommandLine.h"
 #include "llvm/Support/InitLLVM.h"
 
@@ -50,6 +51,9 @@ static cl::opt<std::string> weights(
 
 int main(int argc, char **argv) {
   llvm::InitLLVM init(argc, argv);
+  // --mlir-print-ir-after-all and the other pass-manager options replay the
+  // pipeline's steps as daybreak-opt would.
+  mlir::registerPassManagerCLOptions();
   cl::ParseCommandLineOptions(argc, argv, "Daybreak ahead-of-time compiler\n");
   pipeline::Options options;
   options.checkpoint = checkpoint;
@@ -80,6 +84,9 @@ int main(int argc, char **argv) {
     return 1;
   }
   options.weightsByReference = weights == "reference";
+  options.configurePassManager = [](mlir::PassManager &pm) {
+    return mlir::applyPassManagerCLOptions(pm);
+  };
   if (llvm::Error err = pipeline::compile(options, llvm::outs(), llvm::errs())) {
     llvm::errs() << "daybreak-compile: " << llvm::toString(std::move(err))
                  << "\n";

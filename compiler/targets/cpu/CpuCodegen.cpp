@@ -27,13 +27,6 @@ static llvm::Error errorf(const llvm::Twine &message) {
   return llvm::createStringError(llvm::inconvertibleErrorCode(), message);
 }
 
-ModuleOp targets::cpu::findCpuCode(ModuleOp module) {
-  for (auto nested : module.getOps<ModuleOp>())
-    if (nested.getSymName() == "cpu_code")
-      return nested;
-  return {};
-}
-
 /// Removes a temporary file when it goes out of scope.
 namespace {
 struct TempFile {

@@ -1,7 +1,7 @@
 //===- CpuCodegen.h - Generated CPU kernels through LLVM --------*- C++ -*-===//
 //
 // Compiles the generated kernels of a lowered module (the functions of its
-// nested `cpu_code` module: fused elementwise chains) through MLIR's LLVM
+// nested `generated_kernels` module: fused elementwise chains) through MLIR's LLVM
 // lowering and LLVM's x86-64 backend into one position-independent shared
 // object, which the artifact carries and the runtime loads with dlopen.
 //
@@ -18,9 +18,6 @@
 #include <vector>
 
 namespace daybreak::targets::cpu {
-
-/// The nested module of generated kernels, or null when there is none.
-mlir::ModuleOp findCpuCode(mlir::ModuleOp module);
 
 /// Lowers the kernels of `cpuCode` (left unchanged) to LLVM IR, optimises it
 /// at O3 for x86-64-v2, and links a shared object with the system's C

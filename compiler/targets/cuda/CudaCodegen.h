@@ -1,7 +1,7 @@
 //===- CudaCodegen.h - Generated kernels for NVIDIA GPUs --------*- C++ -*-===//
 //
 // Turns the generated kernels of a lowered module (the functions of its
-// nested `cpu_code` module: fused elementwise chains over `n` elements) into
+// nested `generated_kernels` module: fused elementwise chains over `n` elements) into
 // GPU kernels — the element loop becomes a grid-stride loop over threads —
 // and lowers them through MLIR's gpu and nvvm dialects and LLVM's NVPTX
 // backend to PTX for a given chip (sm_90a by default; math functions come
