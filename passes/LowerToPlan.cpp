@@ -531,6 +531,10 @@ LogicalResult Lowering::lowerFunction(func::FuncOp func) {
     if (!writer) {
       Value input = buffer(arg);
       input.getDefiningOp()->setAttr("io", b.getStringAttr("input"));
+      // The runtime finds step inputs by role (token_ids, positions, ...).
+      if (auto role =
+              func.getArgAttrOfType<StringAttr>(arg.getArgNumber(), "lm.role"))
+        input.getDefiningOp()->setAttr("role", role);
       continue;
     }
     std::optional<lm::KVLayoutAttr> layout = writer.getLayout();
@@ -572,9 +576,11 @@ LogicalResult Lowering::lowerFunction(func::FuncOp func) {
     if (auto ret = dyn_cast<func::ReturnOp>(op)) {
       for (auto [i, v] : llvm::enumerate(ret.getOperands())) {
         Value lowered = lookup(v);
-        if (auto buf = lowered.getDefiningOp<plan::BufferOp>())
+        if (auto buf = lowered.getDefiningOp<plan::BufferOp>()) {
           buf->setAttr("io", b.getStringAttr("output"));
-        else if (!lowered.getDefiningOp<plan::CacheRefOp>())
+          if (auto role = func.getResultAttrOfType<StringAttr>(i, "lm.role"))
+            buf->setAttr("role", role);
+        } else if (!lowered.getDefiningOp<plan::CacheRefOp>())
           return ret.emitError("result ") << i << " is neither a buffer nor a cache";
       }
       continue;

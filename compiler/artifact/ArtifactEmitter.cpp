@@ -68,7 +68,11 @@ artifact::emitArtifact(ModuleOp module, const importers::Checkpoint &checkpoint,
   manifest.set_model_type(info.modelType);
   manifest.set_config_json(info.configJson);
   manifest.set_vocab_size(info.vocabSize);
-  manifest.set_eos_token_id(info.eosTokenId);
+  // eos_token_id keeps the first for readers of one id; all are listed.
+  manifest.set_eos_token_id(info.eosTokenIds.empty() ? -1
+                                                     : info.eosTokenIds[0]);
+  for (int64_t id : info.eosTokenIds)
+    manifest.add_eos_token_ids(id);
   manifest.set_target(info.target);
 
   // Weights: section 0 in plan order at the planned offsets.
@@ -277,10 +281,11 @@ artifact::emitArtifact(ModuleOp module, const importers::Checkpoint &checkpoint,
         operand.set_buffer(s->buffers_size() - 1);
         operands[buffer.getResult()] = operand;
         if (auto io = buffer->getAttrOfType<StringAttr>("io")) {
-          if (io.getValue() == "input")
-            s->add_inputs(s->buffers_size() - 1);
-          else
-            s->add_outputs(s->buffers_size() - 1);
+          StepIO *entry = s->add_io();
+          entry->set_buffer(s->buffers_size() - 1);
+          entry->set_output(io.getValue() == "output");
+          if (auto role = buffer->getAttrOfType<StringAttr>("role"))
+            entry->set_role(role.str());
         }
       } else if (auto ref = dyn_cast<plan::WeightRefOp>(op)) {
         Operand operand;

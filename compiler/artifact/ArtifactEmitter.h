@@ -23,7 +23,8 @@ struct EmitInfo {
   std::string modelType;
   std::string configJson;
   int64_t vocabSize = 0;
-  int64_t eosTokenId = -1;
+  /// Every token that ends generation (the config's eos_token_id list).
+  std::vector<int64_t> eosTokenIds;
   std::string target = "cpu";
   /// Keep checkpoint tensors in the checkpoint's files (recorded by path,
   /// size and XXH3 hashes) instead of copying them into the artifact;

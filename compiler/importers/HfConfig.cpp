@@ -375,12 +375,14 @@ Expected<DeepseekV32Config> parseDeepseekV32(const json::Object &root,
   // transformers' PretrainedConfig default; hub configs spell it out anyway.
   config.tieWordEmbeddings =
       reader.optionalBoolean("tie_word_embeddings").value_or(false);
-  // An id or a list of ids (generation stops at the first).
+  // An id or a list of ids: generation stops at any of them.
   if (const json::Value *eos = reader.lookup("eos_token_id")) {
     if (std::optional<int64_t> id = eos->getAsInteger())
-      config.eosTokenId = *id;
-    else if (const json::Array *ids = eos->getAsArray(); ids && !ids->empty())
-      config.eosTokenId = (*ids)[0].getAsInteger().value_or(-1);
+      config.eosTokenIds.push_back(*id);
+    else if (const json::Array *ids = eos->getAsArray())
+      for (const json::Value &v : *ids)
+        if (std::optional<int64_t> id = v.getAsInteger())
+          config.eosTokenIds.push_back(*id);
   }
   readRope(reader, config);
   readQuantization(reader, config);

@@ -17,6 +17,7 @@
 #include <array>
 #include <cstdint>
 #include <optional>
+#include <vector>
 
 namespace daybreak::importers {
 
@@ -39,8 +40,9 @@ struct DeepseekV32Config {
       indexHeadDim, indexTopk, maxPositionEmbeddings;
   double rmsNormEps, ropeTheta, routedScalingFactor;
   bool normTopkProb, tieWordEmbeddings;
-  /// The token that ends generation (-1: none given).
-  int64_t eosTokenId = -1;
+  /// The tokens that end generation, as eos_token_id lists them (an id or
+  /// a list; empty: none given).
+  std::vector<int64_t> eosTokenIds;
   /// rope_scaling / rope_parameters with type|rope_type "yarn".
   std::optional<YarnConfig> yarn;
   /// quantization_config {quant_method "fp8", weight_block_size}.

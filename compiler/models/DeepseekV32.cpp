@@ -582,6 +582,11 @@ llvm::Error Emitter::buildFunction(StringRef name,
   b.setInsertionPointToEnd(module.getBody());
   auto func = func::FuncOp::create(b, loc, name,
                                    b.getFunctionType(inputs, results));
+  // Step inputs and outputs by role, for the runtime (no fixed positions).
+  const char *const roles[] = {"token_ids", "positions", "sequences"};
+  for (unsigned i = 0; i < 3; ++i)
+    func.setArgAttr(i, "lm.role", b.getStringAttr(roles[i]));
+  func.setResultAttr(0, "lm.role", b.getStringAttr("logits"));
   Block *entry = func.addEntryBlock();
   b.setInsertionPointToStart(entry);
   Value tokenIds = entry->getArgument(0), positions = entry->getArgument(1);
@@ -653,4 +658,38 @@ models::buildDeepseekV32(MLIRContext &context, const DeepseekV32Config &config,
     if (llvm::Error err = emitter.buildFunction(name, options))
       return std::move(err);
   return std::move(module);
+}
+
+namespace {
+/// A parsed deepseek_v32 config as a registry definition.
+class DeepseekV32Model final : public models::ModelDefinition {
+public:
+  explicit DeepseekV32Model(importers::DeepseekV32Config config)
+      : config(std::move(config)) {}
+  llvm::StringRef modelType() const override { return "deepseek_v32"; }
+  int64_t vocabSize() const override { return config.vocabSize; }
+  int64_t maxPositions() const override {
+    return config.maxPositionEmbeddings;
+  }
+  llvm::ArrayRef<int64_t> eosTokenIds() const override {
+    return config.eosTokenIds;
+  }
+  llvm::Expected<mlir::OwningOpRef<mlir::ModuleOp>>
+  build(mlir::MLIRContext &context, const importers::Checkpoint &checkpoint,
+        const models::BuildOptions &options) const override {
+    return models::buildDeepseekV32(context, config, checkpoint, options);
+  }
+
+private:
+  importers::DeepseekV32Config config;
+};
+} // namespace
+
+llvm::Expected<std::unique_ptr<models::ModelDefinition>>
+models::parseDeepseekV32Model(llvm::StringRef json, llvm::StringRef path) {
+  llvm::Expected<importers::DeepseekV32Config> config =
+      importers::parseDeepseekV32Config(json, path);
+  if (!config)
+    return config.takeError();
+  return std::make_unique<DeepseekV32Model>(std::move(*config));
 }

@@ -14,18 +14,12 @@
 
 #include "compiler/importers/Checkpoint.h"
 #include "compiler/importers/HfConfig.h"
+#include "compiler/models/ModelRegistry.h"
 
 #include "mlir/IR/BuiltinOps.h"
 #include "mlir/IR/OwningOpRef.h"
 
 namespace daybreak::models {
-
-struct BuildOptions {
-  /// Rows of each per-layer cache: the longest sequence the functions serve.
-  int64_t maxSeqLen = 4096;
-  /// Sequences the caches hold at once.
-  int64_t maxBatch = 8;
-};
 
 /// Emits the module, reading tensor dtypes and checking every tensor's
 /// shape against the config. Errors name the tensor and the file.
@@ -34,6 +28,10 @@ buildDeepseekV32(mlir::MLIRContext &context,
                  const importers::DeepseekV32Config &config,
                  const importers::Checkpoint &checkpoint,
                  const BuildOptions &options);
+
+/// The deepseek_v32 family of the model registry.
+llvm::Expected<std::unique_ptr<ModelDefinition>>
+parseDeepseekV32Model(llvm::StringRef json, llvm::StringRef path);
 
 } // namespace daybreak::models
 

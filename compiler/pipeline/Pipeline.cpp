@@ -6,7 +6,7 @@
 #include "runtime/artifact/ArtifactFile.h"
 #include "compiler/importers/HfConfig.h"
 #include "compiler/importers/WeightLoader.h"
-#include "compiler/models/DeepseekV32.h"
+#include "compiler/models/ModelRegistry.h"
 #include "compiler/targets/cpu/CpuCodegen.h"
 #include "compiler/targets/cuda/CudaCodegen.h"
 #include "compiler/targets/cuda/LibraryKernels.h"
@@ -77,7 +77,7 @@ static std::string formatBytes(uint64_t bytes) {
 }
 
 static llvm::Error compileWith(const Options &options, const Options &given,
-                               const importers::DeepseekV32Config &config,
+                               const models::ModelDefinition &model,
                                const importers::Checkpoint &checkpoint,
                                llvm::raw_ostream &out, llvm::raw_ostream &log);
 
@@ -99,22 +99,24 @@ llvm::Error pipeline::compile(const Options &options, llvm::raw_ostream &out,
   if (options.maxTokens < 0 || options.maxBatch < 0 || options.maxSeqLen < 0)
     return errorf("--max-seq-len, --max-batch and --max-tokens must be "
                   "positive");
-  auto config = importers::loadConfig(options.checkpoint);
-  if (!config)
-    return config.takeError();
+  // The family the config's model_type names parses it (model registry).
+  auto model = models::loadModel(options.checkpoint);
+  if (!model)
+    return model.takeError();
+  const models::ModelDefinition *config = model->get();
   auto checkpoint = importers::Checkpoint::open(options.checkpoint);
   if (!checkpoint)
     return checkpoint.takeError();
-  if (options.maxSeqLen > config->maxPositionEmbeddings)
+  if (options.maxSeqLen > config->maxPositions())
     return errorf("--max-seq-len " + Twine(options.maxSeqLen) +
                   " exceeds the model's max_position_embeddings " +
-                  Twine(config->maxPositionEmbeddings));
+                  Twine(config->maxPositions()));
   // Limits left at 0 are chosen here: the model's context up to the cap, and
   // a step that holds one full sequence.
   Options clamped = options;
   if (!clamped.maxSeqLen)
     clamped.maxSeqLen =
-        std::min(config->maxPositionEmbeddings, kDefaultMaxSeqLenCap);
+        std::min(config->maxPositions(), kDefaultMaxSeqLenCap);
   if (!clamped.maxBatch)
     clamped.maxBatch = kDefaultMaxBatch;
   if (!clamped.maxTokens)
@@ -137,10 +139,10 @@ llvm::Error pipeline::compile(const Options &options, llvm::raw_ostream &out,
 
 /// `options` holds the limits chosen; `given` those the caller asked for.
 static llvm::Error compileWith(const Options &options, const Options &given,
-                               const importers::DeepseekV32Config &configValue,
+                               const models::ModelDefinition &configValue,
                                const importers::Checkpoint &checkpointValue,
                                llvm::raw_ostream &out, llvm::raw_ostream &log) {
-  const importers::DeepseekV32Config *config = &configValue;
+  const models::ModelDefinition *config = &configValue;
   const importers::Checkpoint *checkpoint = &checkpointValue;
 
   MLIRContext context;
@@ -148,7 +150,7 @@ static llvm::Error compileWith(const Options &options, const Options &given,
   models::BuildOptions build;
   build.maxSeqLen = options.maxSeqLen;
   build.maxBatch = options.maxBatch;
-  auto module = models::buildDeepseekV32(context, *config, *checkpoint, build);
+  auto module = config->build(context, *checkpoint, build);
   if (!module)
     return module.takeError();
   if (failed(verify(**module)))
@@ -211,11 +213,12 @@ static llvm::Error compileWith(const Options &options, const Options &given,
   auto configText =
       llvm::MemoryBuffer::getFile(options.checkpoint + "/config.json");
   artifact::EmitInfo info;
-  info.modelType = "deepseek_v32";
+  info.modelType = config->modelType().str();
   if (configText)
     info.configJson = (*configText)->getBuffer().str();
-  info.vocabSize = config->vocabSize;
-  info.eosTokenId = config->eosTokenId;
+  info.vocabSize = config->vocabSize();
+  info.eosTokenIds.assign(config->eosTokenIds().begin(),
+                          config->eosTokenIds().end());
   info.cpuCode = std::move(cpuCode);
   info.target = options.target;
   info.weightsByReference = options.weightsByReference;
@@ -272,7 +275,7 @@ static llvm::Error compileWith(const Options &options, const Options &given,
   log << "memory plan (" << options.output << ")\n"
       << "  limits:           --max-seq-len " << options.maxSeqLen << " ("
       << origin(given.maxSeqLen, "the model's max_position_embeddings " +
-                                     Twine(config->maxPositionEmbeddings) +
+                                     Twine(config->maxPositions()) +
                                      ", at most " + Twine(kDefaultMaxSeqLenCap))
       << "), --max-batch " << options.maxBatch << " ("
       << origin(given.maxBatch, Twine(kDefaultMaxBatch)) << "), --max-tokens "

@@ -190,10 +190,10 @@ Status runtime::generate(Model &model, const GenerateOptions &options,
   std::vector<int32_t> generated;
   int32_t next = sampler.sample(logits.data() + (prompt - 1) * vocab, vocab);
   start = Clock::now();
-  int64_t eos = model.manifest().eos_token_id();
+  const auto &eos = model.manifest().eos_token_ids();
   while (static_cast<int64_t>(generated.size()) < options.maxNewTokens) {
     generated.push_back(next);
-    if (next == eos ||
+    if (std::find(eos.begin(), eos.end(), next) != eos.end() ||
         static_cast<int64_t>(generated.size()) == options.maxNewTokens)
       break;
     StepInputs step;
@@ -286,6 +286,10 @@ void runtime::inspect(const artifact::Manifest &m, std::ostream &out) {
       << "limits:    " << m.max_batch() << " sequences x " << m.max_seq_len()
       << " tokens, " << m.max_tokens() << " tokens per step, vocab "
       << m.vocab_size() << "\n";
+  out << "eos:      ";
+  for (int64_t id : m.eos_token_ids())
+    out << " " << id;
+  out << (m.eos_token_ids_size() ? "\n" : " none\n");
   uint64_t weightBytes = 0;
   std::map<int, int> dtypes;
   for (const artifact::Weight &w : m.weights()) {

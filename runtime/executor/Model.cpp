@@ -108,14 +108,13 @@ Status Model::stage(const PreparedStep &prepared, const StepInputs &inputs) {
                            " is outside the vocabulary [0, " +
                            std::to_string(vocabSize()) + ")");
   }
-  if (step->inputs_size() != 3 || step->outputs_size() < 1)
-    return Status::error("step '" + name +
-                         "' does not take (ids, positions, sequences)");
-  const std::vector<int32_t> *sources[3] = {&inputs.ids, &inputs.positions,
-                                            &inputs.sequences};
-  for (int i = 0; i < 3; ++i) {
-    const artifact::Buffer &b = step->buffers(step->inputs(i));
-    Status status = device->writeArena(b.offset(), sources[i]->data(),
+  // The input buffers, by role (prepareSteps found and checked them).
+  const std::pair<const artifact::Buffer *, const std::vector<int32_t> *>
+      writes[] = {{prepared.tokenIds, &inputs.ids},
+                  {prepared.positions, &inputs.positions},
+                  {prepared.sequences, &inputs.sequences}};
+  for (auto [buffer, values] : writes) {
+    Status status = device->writeArena(buffer->offset(), values->data(),
                                        tokens * sizeof(int32_t));
     if (!status.ok())
       return status;
@@ -132,7 +131,7 @@ Status Model::run(const PreparedStep &step, const StepInputs &inputs,
   Status launched = device->runLaunches(step, tokens);
   if (!launched.ok())
     return launched;
-  const artifact::Buffer &out = step.step->buffers(step.step->outputs(0));
+  const artifact::Buffer &out = *step.logits;
   logits.resize(tokens * vocabSize());
   return device->readArena(out.offset(), logits.data(),
                            logits.size() * sizeof(float));

@@ -248,6 +248,35 @@ runtime::prepareSteps(const artifact::Manifest &m) {
   for (int s = 0; s < m.steps_size(); ++s) {
     const artifact::Step &step = m.steps(s);
     steps[s].step = &step;
+    // The host's buffers by role: int32 inputs, the fp32 logits output.
+    struct Role {
+      const char *name;
+      bool output;
+      artifact::DType dtype;
+      const artifact::Buffer **slot;
+    } roles[] = {{"token_ids", false, artifact::I32, &steps[s].tokenIds},
+                 {"positions", false, artifact::I32, &steps[s].positions},
+                 {"sequences", false, artifact::I32, &steps[s].sequences},
+                 {"logits", true, artifact::F32, &steps[s].logits}};
+    for (const artifact::StepIO &io : step.io()) {
+      if (io.buffer() >= uint32_t(step.buffers_size()))
+        return Status::error("step '" + step.name() + "': its " + io.role() +
+                             " names buffer " + std::to_string(io.buffer()) +
+                             " of " + std::to_string(step.buffers_size()));
+      for (Role &role : roles)
+        if (io.role() == role.name && io.output() == role.output)
+          *role.slot = &step.buffers(io.buffer());
+    }
+    for (const Role &role : roles) {
+      if (!*role.slot)
+        return Status::error("step '" + step.name() + "' has no " +
+                             (role.output ? "output" : "input") +
+                             " of role '" + role.name + "'");
+      if ((*role.slot)->dtype() != role.dtype)
+        return Status::error("step '" + step.name() + "': its " + role.name +
+                             " buffer holds " +
+                             artifact::DType_Name((*role.slot)->dtype()));
+    }
     steps[s].launches.resize(step.launches_size());
     for (int i = 0; i < step.launches_size(); ++i) {
       PreparedLaunch &p = steps[s].launches[i];

@@ -84,6 +84,9 @@ struct PreparedLaunch {
 struct PreparedStep {
   const artifact::Step *step = nullptr;
   std::vector<PreparedLaunch> launches;
+  /// The buffers the host writes and reads, found by role at load.
+  const artifact::Buffer *tokenIds = nullptr, *positions = nullptr,
+                         *sequences = nullptr, *logits = nullptr;
 };
 
 /// Decodes every launch of every step of `m`, in the manifest's order.

@@ -63,6 +63,21 @@ artifact::Manifest rmsNormManifest() {
     }
     b->add_dims()->set_constant(8);
   }
+  // The host's buffers by role: three int32 inputs, `out` as the logits.
+  for (const char *role : {"token_ids", "positions", "sequences"}) {
+    artifact::Buffer *b = step->add_buffers();
+    b->set_name(role);
+    b->set_dtype(artifact::I32);
+    b->set_offset(1024 + 256 * (step->buffers_size() - 4));
+    b->add_dims()->add_coeffs(1);
+    artifact::StepIO *io = step->add_io();
+    io->set_role(role);
+    io->set_buffer(step->buffers_size() - 1);
+  }
+  artifact::StepIO *logits = step->add_io();
+  logits->set_role("logits");
+  logits->set_buffer(2);
+  logits->set_output(true);
   artifact::Launch *l = step->add_launches();
   l->set_kernel("rms_norm");
   l->add_operands()->set_buffer(0);
@@ -138,6 +153,12 @@ TEST(PreparedLaunch, MalformedLaunchesFailNamingTheLaunch) {
     m.add_caches()->set_name("kv");
     m.mutable_steps(0)->mutable_launches(0)->mutable_operands(0)->set_cache(0);
     EXPECT_EQ(prepareError(m), label + "operand 'input' is a tensor, got a cache");
+  }
+  {
+    artifact::Manifest m = rmsNormManifest();
+    m.mutable_steps(0)->mutable_io(1)->set_role("position");
+    EXPECT_EQ(prepareError(m),
+              "step 'decode' has no input of role 'positions'");
   }
   {
     artifact::Manifest m = rmsNormManifest();

@@ -1,0 +1,72 @@
+//===- ModelRegistry.h - Model families by model_type -----------*- C++ -*-===//
+//
+// The pipeline knows models only through this interface: a family is found
+// by its config.json `model_type`, parses its config into a
+// ModelDefinition, and the definition answers what the pipeline and the
+// artifact need (vocabulary, positions, end-of-sequence ids) and builds the
+// lm IR. Adding a family is one entry in modelFamilies() (ModelRegistry.cpp)
+// and its definition, built from the shared builder toolkit.
+//
+// Definitions are immutable once parsed: safe to share between threads.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef DAYBREAK_COMPILER_MODELS_MODELREGISTRY_H
+#define DAYBREAK_COMPILER_MODELS_MODELREGISTRY_H
+
+#include "compiler/importers/Checkpoint.h"
+
+#include "mlir/IR/BuiltinOps.h"
+#include "mlir/IR/OwningOpRef.h"
+#include "llvm/ADT/ArrayRef.h"
+#include "llvm/ADT/StringRef.h"
+#include "llvm/Support/Error.h"
+
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+namespace daybreak::models {
+
+struct BuildOptions {
+  /// Rows of each per-layer cache: the longest sequence the functions serve.
+  int64_t maxSeqLen = 4096;
+  /// Sequences the caches hold at once.
+  int64_t maxBatch = 8;
+};
+
+/// One model's parsed config and how to build it.
+class ModelDefinition {
+public:
+  virtual ~ModelDefinition();
+  /// The config's model_type ("deepseek_v32").
+  virtual llvm::StringRef modelType() const = 0;
+  virtual int64_t vocabSize() const = 0;
+  /// max_position_embeddings: the longest sequence the model allows.
+  virtual int64_t maxPositions() const = 0;
+  /// Every id eos_token_id lists (empty: none).
+  virtual llvm::ArrayRef<int64_t> eosTokenIds() const = 0;
+  /// The lm IR of @prefill and @decode over `checkpoint`'s weights.
+  virtual llvm::Expected<mlir::OwningOpRef<mlir::ModuleOp>>
+  build(mlir::MLIRContext &context, const importers::Checkpoint &checkpoint,
+        const BuildOptions &options) const = 0;
+};
+
+struct ModelFamily {
+  const char *modelType;
+  /// Parses a config.json of this family; `path` names it in errors.
+  llvm::Expected<std::unique_ptr<ModelDefinition>> (*parse)(
+      llvm::StringRef json, llvm::StringRef path);
+};
+
+/// Every supported family.
+llvm::ArrayRef<ModelFamily> modelFamilies();
+
+/// Reads <dir>/config.json and parses it with the family its model_type
+/// names; errors name the file and, for an unknown model_type, the
+/// supported ones.
+llvm::Expected<std::unique_ptr<ModelDefinition>> loadModel(llvm::StringRef dir);
+
+} // namespace daybreak::models
+
+#endif // DAYBREAK_COMPILER_MODELS_MODELREGISTRY_H
