@@ -10,6 +10,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "compiler/models/DeepseekV32.h"
+#include "compiler/models/ModelBuilder.h"
 
 #include "dialects/lm/LmOps.h"
 
@@ -34,66 +35,18 @@ constexpr int64_t kDyn = ShapedType::kDynamic;
 int64_t ceilDiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
 
 /// Emits the ops of one function; weights are declared once per module.
-class Emitter {
+class Emitter : public ModelBuilder {
 public:
   Emitter(ModuleOp module, const DeepseekV32Config &config,
           const importers::Checkpoint &checkpoint)
-      : module(module), config(config), checkpoint(checkpoint),
-        b(module.getContext()), loc(b.getUnknownLoc()) {}
+      : ModelBuilder(module, checkpoint,
+                     CheckpointTraits{config.fp8BlockSize, config.ropeTheta,
+                                      config.yarn}),
+        config(config) {}
 
   llvm::Error buildFunction(StringRef name, const BuildOptions &options);
 
 private:
-  Type f32() { return b.getF32Type(); }
-  RankedTensorType tensor(ArrayRef<int64_t> shape, Type elem) {
-    return RankedTensorType::get(shape, elem);
-  }
-  RankedTensorType f32Tensor(ArrayRef<int64_t> shape) {
-    return tensor(shape, f32());
-  }
-
-  /// Declares (once) and reads the checkpoint tensor `name`, checking its
-  /// shape and that its dtype is one of `dtypes`.
-  llvm::Expected<Value> weight(StringRef name, ArrayRef<int64_t> shape,
-                               ArrayRef<DType> dtypes);
-  /// Routed experts `prefix.{j}.suffix` stacked into [E, shape...].
-  llvm::Expected<Value> stackedExperts(StringRef prefix, StringRef suffix,
-                                       ArrayRef<int64_t> shape);
-  /// A float weight (bf16/f16/f32) used as is.
-  llvm::Expected<Value> floatWeight(StringRef name, ArrayRef<int64_t> shape) {
-    return weight(name, shape, {DType::BF16, DType::F16, DType::F32});
-  }
-  /// True when `name` is stored FP8 with a `_scale_inv` companion.
-  bool isFp8(StringRef name) {
-    return checkpoint.has((name + "_scale_inv").str());
-  }
-
-  /// The e4m3 [out, in] weight `name` and its f32 block scales.
-  struct Fp8Weight {
-    Value values, scaleInv;
-  };
-  llvm::Expected<Fp8Weight> fp8Weight(StringRef name, int64_t out,
-                                      int64_t in);
-
-  /// x @ W^T for the [out, in] weight `name`, plain or FP8 block-scaled.
-  llvm::Expected<Value> linear(Value x, StringRef name, int64_t out,
-                               int64_t in);
-  /// The dense [out, in] value of weight `name` (FP8 dequantised in IR).
-  llvm::Expected<Value> denseWeight(StringRef name, int64_t out, int64_t in);
-  llvm::Expected<Value> rmsNorm(Value x, StringRef name, int64_t dim,
-                                double eps);
-  Value rope(Value x, Value positions, lm::RopeStyle style, int64_t offset,
-             int64_t dim);
-  /// x[:, ..., offset : offset + size] along the last dim (first dim T).
-  Value sliceLast(Value x, int64_t offset, int64_t size);
-  Value dimOf(Value x, int64_t d) {
-    return tensor::DimOp::create(b, loc, x, d);
-  }
-  /// Splits dim `splitDim` of x (by default the last) into the extra dims
-  /// of `shape`.
-  Value reshape(Value x, ArrayRef<int64_t> shape, int64_t splitDim = -1);
-  Value collapseLast(Value x);
-
   llvm::Expected<Value> attention(int64_t layer, Value x, Value positions,
                                   Value &kvCache, Value &indexCache);
   llvm::Expected<Value> mlp(Value x, StringRef prefix, int64_t inter);
@@ -103,12 +56,7 @@ private:
     return llvm::formatv("model.layers.{0}.{1}", layer, rest).str();
   }
 
-  ModuleOp module;
   const DeepseekV32Config &config;
-  const importers::Checkpoint &checkpoint;
-  OpBuilder b;
-  Location loc;
-  llvm::StringMap<lm::WeightOp> declared;
   /// Token count of the function being built (dynamic for prefill).
   int64_t tokens = kDyn;
   /// The sequence (cache batch row) of each token.
@@ -119,222 +67,6 @@ private:
 
 static llvm::Error errorf(const llvm::Twine &message) {
   return llvm::createStringError(llvm::inconvertibleErrorCode(), message);
-}
-
-static Type mlirType(MLIRContext *ctx, DType dtype) {
-  Builder b(ctx);
-  switch (dtype) {
-  case DType::BF16:
-    return b.getBF16Type();
-  case DType::F16:
-    return b.getF16Type();
-  case DType::F32:
-    return b.getF32Type();
-  case DType::F8E4M3:
-    return b.getType<Float8E4M3FNType>();
-  case DType::I32:
-    return b.getI32Type();
-  case DType::I64:
-    return b.getI64Type();
-  default:
-    return {};
-  }
-}
-
-llvm::Expected<Value> Emitter::weight(StringRef name, ArrayRef<int64_t> shape,
-                                      ArrayRef<DType> dtypes) {
-  lm::WeightOp decl = declared.lookup(name);
-  if (!decl) {
-    auto view = checkpoint.get(name, shape, dtypes);
-    if (!view)
-      return view.takeError();
-    Type elem = mlirType(b.getContext(), (*view)->dtype);
-    OpBuilder::InsertionGuard guard(b);
-    b.setInsertionPoint(module.getBody(), module.getBody()->begin());
-    decl = lm::WeightOp::create(b, loc, name, tensor(shape, elem),
-                                b.getStrArrayAttr({name}), ElementsAttr());
-    declared[name] = decl;
-  }
-  return lm::WeightRefOp::create(b, loc, decl.getType(), decl.getSymName())
-      .getResult();
-}
-
-llvm::Expected<Value> Emitter::stackedExperts(StringRef prefix,
-                                              StringRef suffix,
-                                              ArrayRef<int64_t> shape) {
-  std::string symbol = (prefix + "*." + suffix).str();
-  lm::WeightOp decl = declared.lookup(symbol);
-  if (!decl) {
-    SmallVector<StringRef> sources;
-    std::vector<std::string> names;
-    std::optional<DType> dtype;
-    for (int64_t e = 0; e < config.numRoutedExperts; ++e) {
-      names.push_back(llvm::formatv("{0}{1}.{2}", prefix, e, suffix).str());
-      auto view = checkpoint.get(names.back(), shape,
-                                 {DType::BF16, DType::F16, DType::F32,
-                                  DType::F8E4M3});
-      if (!view)
-        return view.takeError();
-      if (dtype && *dtype != (*view)->dtype)
-        return errorf("expert tensors of '" + prefix + "*." + suffix +
-                      "' mix dtypes");
-      dtype = (*view)->dtype;
-    }
-    SmallVector<int64_t> stacked = {config.numRoutedExperts};
-    stacked.append(shape.begin(), shape.end());
-    OpBuilder::InsertionGuard guard(b);
-    b.setInsertionPoint(module.getBody(), module.getBody()->begin());
-    SmallVector<StringRef> refs(names.begin(), names.end());
-    decl = lm::WeightOp::create(b, loc, symbol,
-                                tensor(stacked, mlirType(b.getContext(),
-                                                         *dtype)),
-                                b.getStrArrayAttr(refs), ElementsAttr());
-    declared[symbol] = decl;
-  }
-  return lm::WeightRefOp::create(b, loc, decl.getType(), decl.getSymName())
-      .getResult();
-}
-
-static SmallVector<int64_t> withLast(Value x, int64_t last) {
-  auto type = cast<RankedTensorType>(x.getType());
-  SmallVector<int64_t> shape(type.getShape());
-  shape.back() = last;
-  return shape;
-}
-
-llvm::Expected<Emitter::Fp8Weight> Emitter::fp8Weight(StringRef name,
-                                                      int64_t out,
-                                                      int64_t in) {
-  auto w = weight(name, {out, in}, {DType::F8E4M3});
-  if (!w)
-    return w.takeError();
-  std::array<int64_t, 2> block = *config.fp8BlockSize;
-  auto s = weight((name + "_scale_inv").str(),
-                  {ceilDiv(out, block[0]), ceilDiv(in, block[1])},
-                  {DType::F32});
-  if (!s)
-    return s.takeError();
-  return Fp8Weight{*w, *s};
-}
-
-llvm::Expected<Value> Emitter::linear(Value x, StringRef name, int64_t out,
-                                      int64_t in) {
-  Type result = f32Tensor(withLast(x, out));
-  if (isFp8(name)) {
-    auto w = fp8Weight(name, out, in);
-    if (!w)
-      return w.takeError();
-    return lm::Fp8MatmulOp::create(
-               b, loc, result, x, w->values, w->scaleInv,
-               b.getDenseI64ArrayAttr(*config.fp8BlockSize))
-        .getResult();
-  }
-  auto w = floatWeight(name, {out, in});
-  if (!w)
-    return w.takeError();
-  return lm::MatmulOp::create(b, loc, result, x, *w, Value()).getResult();
-}
-
-llvm::Expected<Value> Emitter::denseWeight(StringRef name, int64_t out,
-                                           int64_t in) {
-  if (!isFp8(name))
-    return floatWeight(name, {out, in});
-  auto w = fp8Weight(name, out, in);
-  if (!w)
-    return w.takeError();
-  return lm::Fp8DequantOp::create(b, loc, f32Tensor({out, in}), w->values,
-                                  w->scaleInv,
-                                  b.getDenseI64ArrayAttr(*config.fp8BlockSize))
-      .getResult();
-}
-
-llvm::Expected<Value> Emitter::rmsNorm(Value x, StringRef name, int64_t dim,
-                                       double eps) {
-  auto w = floatWeight(name, {dim});
-  if (!w)
-    return w.takeError();
-  return lm::RmsNormOp::create(b, loc, x.getType(), x, *w,
-                               b.getF64FloatAttr(eps))
-      .getResult();
-}
-
-Value Emitter::rope(Value x, Value positions, lm::RopeStyle style,
-                    int64_t offset, int64_t dim) {
-  lm::YarnAttr yarn;
-  if (const std::optional<importers::YarnConfig> &y = config.yarn) {
-    // transformers' attention factor: the ratio of the two mscales when
-    // both are given, else 0.1 ln(factor) + 1.
-    auto mscale = [&](double m) {
-      return y->factor <= 1.0 ? 1.0 : 0.1 * m * std::log(y->factor) + 1.0;
-    };
-    double attentionFactor = (y->mscale != 0.0 && y->mscaleAllDim != 0.0)
-                                 ? mscale(y->mscale) / mscale(y->mscaleAllDim)
-                                 : mscale(1.0);
-    yarn = lm::YarnAttr::get(
-        b.getContext(), b.getF64FloatAttr(y->factor), y->originalMaxPositions,
-        b.getF64FloatAttr(y->betaFast), b.getF64FloatAttr(y->betaSlow),
-        b.getF64FloatAttr(attentionFactor), b.getBoolAttr(true));
-  }
-  return lm::RopeOp::create(b, loc, x.getType(), x, positions,
-                            lm::RopeStyleAttr::get(b.getContext(), style),
-                            b.getI64IntegerAttr(offset),
-                            b.getI64IntegerAttr(dim),
-                            b.getF64FloatAttr(config.ropeTheta), yarn)
-      .getResult();
-}
-
-Value Emitter::sliceLast(Value x, int64_t offset, int64_t size) {
-  auto type = cast<RankedTensorType>(x.getType());
-  SmallVector<OpFoldResult> offsets, sizes, strides;
-  for (int64_t d = 0; d < type.getRank(); ++d) {
-    bool last = d + 1 == type.getRank();
-    offsets.push_back(b.getIndexAttr(last ? offset : 0));
-    if (last)
-      sizes.push_back(b.getIndexAttr(size));
-    else if (type.isDynamicDim(d))
-      sizes.push_back(dimOf(x, d));
-    else
-      sizes.push_back(b.getIndexAttr(type.getDimSize(d)));
-    strides.push_back(b.getIndexAttr(1));
-  }
-  return tensor::ExtractSliceOp::create(b, loc, x, offsets, sizes, strides)
-      .getResult();
-}
-
-Value Emitter::reshape(Value x, ArrayRef<int64_t> shape, int64_t splitDim) {
-  if (splitDim < 0)
-    splitDim += cast<RankedTensorType>(x.getType()).getRank();
-  // Dim `splitDim` of x becomes the extra dims of `shape`; the others map
-  // one to one.
-  auto type = cast<RankedTensorType>(x.getType());
-  int64_t extra = static_cast<int64_t>(shape.size()) - type.getRank();
-  SmallVector<ReassociationIndices> groups;
-  int64_t next = 0;
-  for (int64_t d = 0; d < type.getRank(); ++d) {
-    ReassociationIndices group;
-    for (int64_t i = 0, n = d == splitDim ? extra + 1 : 1; i < n; ++i)
-      group.push_back(next++);
-    groups.push_back(group);
-  }
-  SmallVector<OpFoldResult> outputShape;
-  for (auto [d, size] : llvm::enumerate(shape))
-    outputShape.push_back(ShapedType::isDynamic(size)
-                              ? OpFoldResult(dimOf(x, d))
-                              : OpFoldResult(b.getIndexAttr(size)));
-  return tensor::ExpandShapeOp::create(
-             b, loc, tensor(shape, type.getElementType()), x, groups,
-             outputShape)
-      .getResult();
-}
-
-Value Emitter::collapseLast(Value x) {
-  auto type = cast<RankedTensorType>(x.getType());
-  int64_t rank = type.getRank();
-  SmallVector<ReassociationIndices> groups;
-  for (int64_t d = 0; d + 2 < rank; ++d)
-    groups.push_back({d});
-  groups.push_back({rank - 2, rank - 1});
-  return tensor::CollapseShapeOp::create(b, loc, x, groups).getResult();
 }
 
 llvm::Expected<Value> Emitter::attention(int64_t layer, Value x,
@@ -514,14 +246,14 @@ llvm::Expected<Value> Emitter::moe(int64_t layer, Value x) {
   auto expertWeight = [&](StringRef which, int64_t out,
                           int64_t in) -> llvm::Expected<Value> {
     std::string suffix = (which + ".weight").str();
-    auto w = stackedExperts(prefix, suffix, {out, in});
+    auto w = stackedExperts(prefix, suffix, config.numRoutedExperts, {out, in});
     if (!w)
       return w.takeError();
     if (!isa<Float8E4M3FNType>(
             cast<RankedTensorType>(w->getType()).getElementType()))
       return *w;
     std::array<int64_t, 2> block = *c.fp8BlockSize;
-    auto s = stackedExperts(prefix, suffix + "_scale_inv",
+    auto s = stackedExperts(prefix, suffix + "_scale_inv", config.numRoutedExperts,
                             {ceilDiv(out, block[0]),
                              ceilDiv(in, block[1])});
     if (!s)

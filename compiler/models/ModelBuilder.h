@@ -1,0 +1,123 @@
+//===- ModelBuilder.h - The toolkit model builders share --------*- C++ -*-===//
+//
+// What every family's builder needs to write lm IR from a checkpoint:
+// checked weight access (each checkpoint tensor declared once as an
+// lm.weight, its shape and dtype checked, errors naming it), stacked experts,
+// linear layers on plain or FP8 block-scaled weights (kept at their stored
+// precision: lm.fp8_matmul reads the codes and scales), RMSNorm, RoPE with
+// YaRN, and the slicing and reshaping the attention variants need. A family
+// derives from it (DeepseekV32.cpp) and adds its blocks. Builds one module;
+// not thread-safe.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef DAYBREAK_COMPILER_MODELS_MODELBUILDER_H
+#define DAYBREAK_COMPILER_MODELS_MODELBUILDER_H
+
+#include "compiler/importers/Checkpoint.h"
+#include "compiler/importers/HfConfig.h"
+#include "dialects/lm/LmOps.h"
+
+#include "mlir/Dialect/Tensor/IR/Tensor.h"
+#include "mlir/IR/Builders.h"
+#include "mlir/IR/BuiltinOps.h"
+#include "llvm/ADT/StringMap.h"
+
+#include <array>
+#include <optional>
+
+namespace daybreak::models {
+
+/// How a checkpoint stores and rotates what the toolkit reads.
+struct CheckpointTraits {
+  /// quantization_config's FP8 weight_block_size, when FP8.
+  std::optional<std::array<int64_t, 2>> fp8BlockSize;
+  double ropeTheta = 10000.0;
+  std::optional<importers::YarnConfig> yarn;
+};
+
+class ModelBuilder {
+public:
+  ModelBuilder(mlir::ModuleOp module, const importers::Checkpoint &checkpoint,
+               const CheckpointTraits &traits)
+      : module(module), checkpoint(checkpoint),
+        fp8BlockSize(traits.fp8BlockSize), ropeTheta(traits.ropeTheta),
+        yarnScaling(traits.yarn), b(module.getContext()),
+        loc(b.getUnknownLoc()) {}
+
+protected:
+  mlir::Type f32() { return b.getF32Type(); }
+  mlir::RankedTensorType tensor(llvm::ArrayRef<int64_t> shape,
+                                mlir::Type elem) {
+    return mlir::RankedTensorType::get(shape, elem);
+  }
+  mlir::RankedTensorType f32Tensor(llvm::ArrayRef<int64_t> shape) {
+    return tensor(shape, f32());
+  }
+
+  /// Declares (once) and reads the checkpoint tensor `name`, checking its
+  /// shape and that its dtype is one of `dtypes`.
+  llvm::Expected<mlir::Value> weight(llvm::StringRef name,
+                                     llvm::ArrayRef<int64_t> shape,
+                                     llvm::ArrayRef<safetensors::DType> dtypes);
+  /// `experts` routed experts `prefix.{j}.suffix` stacked into
+  /// [experts, shape...] (one weight whose sources are the expert tensors).
+  llvm::Expected<mlir::Value> stackedExperts(llvm::StringRef prefix,
+                                             llvm::StringRef suffix,
+                                             int64_t experts,
+                                             llvm::ArrayRef<int64_t> shape);
+  /// A float weight (bf16/f16/f32) used as is.
+  llvm::Expected<mlir::Value> floatWeight(llvm::StringRef name,
+                                          llvm::ArrayRef<int64_t> shape) {
+    return weight(name, shape,
+                  {safetensors::DType::BF16, safetensors::DType::F16,
+                   safetensors::DType::F32});
+  }
+  /// True when `name` is stored FP8 with a `_scale_inv` companion.
+  bool isFp8(llvm::StringRef name) {
+    return checkpoint.has((name + "_scale_inv").str());
+  }
+
+  /// The e4m3 [out, in] weight `name` and its f32 block scales.
+  struct Fp8Weight {
+    mlir::Value values, scaleInv;
+  };
+  llvm::Expected<Fp8Weight> fp8Weight(llvm::StringRef name, int64_t out,
+                                      int64_t in);
+
+  /// x @ W^T for the [out, in] weight `name`, plain or FP8 block-scaled.
+  llvm::Expected<mlir::Value> linear(mlir::Value x, llvm::StringRef name,
+                                     int64_t out, int64_t in);
+  /// The dense [out, in] value of weight `name` (FP8 dequantised in IR).
+  llvm::Expected<mlir::Value> denseWeight(llvm::StringRef name, int64_t out,
+                                          int64_t in);
+  llvm::Expected<mlir::Value> rmsNorm(mlir::Value x, llvm::StringRef name,
+                                      int64_t dim, double eps);
+  /// RoPE (with the checkpoint's YaRN scaling, if any) on dims
+  /// [offset, offset + dim) of the last axis.
+  mlir::Value rope(mlir::Value x, mlir::Value positions, lm::RopeStyle style,
+                   int64_t offset, int64_t dim);
+  /// x[:, ..., offset : offset + size] along the last dim (first dim T).
+  mlir::Value sliceLast(mlir::Value x, int64_t offset, int64_t size);
+  mlir::Value dimOf(mlir::Value x, int64_t d) {
+    return mlir::tensor::DimOp::create(b, loc, x, d);
+  }
+  /// Splits dim `splitDim` of x (by default the last) into the extra dims
+  /// of `shape`.
+  mlir::Value reshape(mlir::Value x, llvm::ArrayRef<int64_t> shape,
+                      int64_t splitDim = -1);
+  mlir::Value collapseLast(mlir::Value x);
+
+  mlir::ModuleOp module;
+  const importers::Checkpoint &checkpoint;
+  std::optional<std::array<int64_t, 2>> fp8BlockSize;
+  double ropeTheta;
+  std::optional<importers::YarnConfig> yarnScaling;
+  mlir::OpBuilder b;
+  mlir::Location loc;
+  llvm::StringMap<lm::WeightOp> declared;
+};
+
+} // namespace daybreak::models
+
+#endif // DAYBREAK_COMPILER_MODELS_MODELBUILDER_H
