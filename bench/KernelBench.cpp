@@ -16,6 +16,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "runtime/devices/cpu/CpuKernels.h"
 #include "runtime/devices/cuda/CudaKernels.h"
 
 #include "SpecializedKernelsPtx.h"

@@ -13,7 +13,7 @@
 #define DAYBREAK_RUNTIME_EXECUTOR_MODEL_H
 
 #include "runtime/artifact/ArtifactFile.h"
-#include "runtime/executor/Device.h"
+#include "runtime/core/Device.h"
 #include "runtime/support/Status.h"
 
 #include <cstdlib>

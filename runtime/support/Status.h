@@ -56,4 +56,12 @@ private:
 
 } // namespace daybreak
 
+/// Returns the Status of `expr` from the enclosing function if it failed.
+#define DAYBREAK_RETURN_IF_ERROR(expr)                                         \
+  do {                                                                         \
+    ::daybreak::Status daybreakStatus_ = (expr);                               \
+    if (!daybreakStatus_.ok())                                                 \
+      return daybreakStatus_;                                                  \
+  } while (false)
+
 #endif // DAYBREAK_RUNTIME_SUPPORT_STATUS_H

@@ -12,7 +12,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "runtime/devices/cpu/CpuDevice.h"
-#include "runtime/executor/Dispatch.h"
+#include "runtime/core/Dispatch.h"
 #include "runtime/executor/Model.h"
 #ifdef DAYBREAK_HAVE_CUDA
 #include "runtime/devices/cuda/CudaDevice.h"

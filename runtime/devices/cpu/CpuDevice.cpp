@@ -1,8 +1,8 @@
 //===- CpuDevice.cpp - Running artifact launches on the CPU ---------------===//
 
 #include "runtime/devices/cpu/CpuDevice.h"
-#include "runtime/executor/Dispatch.h"
-#include "runtime/executor/LaunchParams.h"
+#include "runtime/core/Dispatch.h"
+#include "runtime/core/LaunchParams.h"
 
 #include "runtime/numerics/Numerics.h"
 

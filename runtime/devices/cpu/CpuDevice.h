@@ -12,8 +12,8 @@
 #define DAYBREAK_RUNTIME_DEVICES_CPU_CPUDEVICE_H
 
 #include "runtime/devices/cpu/CpuKernels.h"
-#include "runtime/executor/Device.h"
-#include "runtime/executor/Dispatch.h"
+#include "runtime/core/Device.h"
+#include "runtime/core/Dispatch.h"
 
 #include <cstdlib>
 #include <map>

@@ -13,6 +13,7 @@
 #ifndef DAYBREAK_RUNTIME_DEVICES_CPU_CPUKERNELS_H
 #define DAYBREAK_RUNTIME_DEVICES_CPU_CPUKERNELS_H
 
+#include "runtime/core/KernelParams.h"
 #include "runtime/devices/cpu/ThreadPool.h"
 #include "runtime/support/Status.h"
 
@@ -20,17 +21,7 @@
 
 namespace daybreak::cpu {
 
-/// How a cache stores each token's row of `width` logical values.
-enum class CacheFormat {
-  F32,
-  BF16,
-  /// DeepSeek's FP8 latent row: the first width - tailDim values as e4m3 in
-  /// tiles of scaleBlock with one fp32 power-of-two scale per tile
-  /// (s = 2^ceil(log2(max(amax, 1e-4) / 448))), then tailDim values as bf16.
-  /// bytesPerRow = (width - tailDim) + 4 * (width - tailDim) / scaleBlock +
-  /// 2 * tailDim.
-  Fp8Scaled,
-};
+using runtime::CacheFormat;
 
 /// One layer's cache of a batch of sequences, paged: row `pos` of sequence
 /// `seq` lives in page pageTable[seq * pagesPerSeq + pos / pageSize], at row
@@ -154,18 +145,7 @@ void headMatmul(ThreadPool &pool, const float *x, const WeightView &w,
                 bool transposeWeight, int64_t tokens, int64_t heads, int64_t k,
                 int64_t n, float *out);
 
-struct RopeParams {
-  bool interleaved = false; ///< pairs (2i, 2i+1), else (i, i + dim/2)
-  int64_t offset = 0;       ///< rotated slice [offset, offset + dim) of a row
-  int64_t dim = 0;
-  double theta = 10000.0;
-  bool yarn = false;
-  double factor = 1.0;
-  int64_t originalMaxPositions = 4096;
-  double betaFast = 32.0, betaSlow = 1.0;
-  double attentionFactor = 1.0; ///< multiplies cos and sin
-  bool truncate = true;
-};
+using runtime::RopeParams;
 /// Rotates, in place, each of the `rowsPerToken` rows (of `rowDim`) of
 /// token t by positions[t]. YaRN as DeepSeek-V3 / transformers define it.
 void rope(ThreadPool &pool, float *x, const int32_t *positions, int64_t tokens,
@@ -181,11 +161,7 @@ void swiglu(ThreadPool &pool, const float *gate, const float *up, int64_t n,
 void add(ThreadPool &pool, const float *a, const float *b, int64_t n,
          float *out);
 
-struct RouteParams {
-  int64_t topK = 1, numGroups = 1, topKGroups = 1;
-  bool renormalize = true;
-  double scalingFactor = 1.0;
-};
+using runtime::RouteParams;
 /// DeepSeek noaux_tc routing (sigmoid scores, bias-for-selection, group
 /// limit, renormalise, scale) as lm.moe_route `sigmoid`. Ties to the lower
 /// expert id; results sorted by descending selection score.

@@ -2,8 +2,8 @@
 
 #include "runtime/devices/cuda/CudaDevice.h"
 #include "runtime/devices/cuda/MatmulProbe.h"
-#include "runtime/executor/Dispatch.h"
-#include "runtime/executor/LaunchParams.h"
+#include "runtime/core/Dispatch.h"
+#include "runtime/core/LaunchParams.h"
 
 #include <algorithm>
 #include <cstring>
@@ -469,13 +469,13 @@ Status CudaDevice::prepare(const artifact::ArtifactFile &file,
     DeviceCacheView view;
     switch (c.format()) {
     case artifact::CACHE_F32:
-      view.format = cpu::CacheFormat::F32;
+      view.format = runtime::CacheFormat::F32;
       break;
     case artifact::CACHE_BF16:
-      view.format = cpu::CacheFormat::BF16;
+      view.format = runtime::CacheFormat::BF16;
       break;
     case artifact::CACHE_FP8_SCALED:
-      view.format = cpu::CacheFormat::Fp8Scaled;
+      view.format = runtime::CacheFormat::Fp8Scaled;
       break;
     default:
       return Status::error("cache '" + c.name() + "' has an unknown format");
@@ -721,7 +721,7 @@ struct CudaLaunchers {
   }
   static Status moeRoute(CudaDevice &d, const BoundLaunch &l) {
     using In = abi::MoeRoute::In;
-    StatusOr<cpu::RouteParams> route = runtime::sigmoidRouteParams(*l, "cuda");
+    StatusOr<runtime::RouteParams> route = runtime::sigmoidRouteParams(*l, "cuda");
     if (!route.ok())
       return route.error();
     const BoundArg &logits = l.in(In::logits);

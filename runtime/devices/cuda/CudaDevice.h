@@ -12,8 +12,8 @@
 #define DAYBREAK_RUNTIME_DEVICES_CUDA_CUDADEVICE_H
 
 #include "runtime/devices/cuda/CudaKernels.h"
-#include "runtime/executor/Device.h"
-#include "runtime/executor/Dispatch.h"
+#include "runtime/core/Device.h"
+#include "runtime/core/Dispatch.h"
 
 #include <map>
 #include <optional>

@@ -42,8 +42,8 @@ struct KernelCache {
 static_assert(sizeof(KernelCache) == 80, "must match CudaKernels.cu's Cache");
 
 KernelCache toKernel(const DeviceCacheView &view) {
-  int32_t format = view.format == cpu::CacheFormat::F32    ? 0
-                   : view.format == cpu::CacheFormat::BF16 ? 1
+  int32_t format = view.format == runtime::CacheFormat::F32    ? 0
+                   : view.format == runtime::CacheFormat::BF16 ? 1
                                                            : 2;
   return {view.base,       view.pageTable,   view.width, view.tailDim,
           view.scaleBlock, view.bytesPerRow, view.batch, view.maxSeqLen,
@@ -240,7 +240,7 @@ Status CudaKernels::headMatmul(CUdeviceptr x, const DeviceWeight &weight,
 
 Status CudaKernels::rope(CUdeviceptr x, CUdeviceptr positions, int64_t tokens,
                          int64_t rowsPerToken, int64_t rowDim,
-                         const cpu::RopeParams &p, CUstream stream) const {
+                         const runtime::RopeParams &p, CUstream stream) const {
   // YaRN's ramp ends, as cpu::rope's ropeFrequencies computes them.
   double low = 0.0, high = 1.0;
   if (p.yarn) {
@@ -290,7 +290,7 @@ Status CudaKernels::add(CUdeviceptr a, CUdeviceptr b, int64_t n,
 
 Status CudaKernels::moeRouteSigmoid(CUdeviceptr logits, CUdeviceptr bias,
                                     int64_t tokens, int64_t experts,
-                                    const cpu::RouteParams &p,
+                                    const runtime::RouteParams &p,
                                     CUdeviceptr indices, CUdeviceptr weights,
                                     CUstream stream) const {
   if (p.numGroups > 64)

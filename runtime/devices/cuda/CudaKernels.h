@@ -26,7 +26,8 @@
 #ifndef DAYBREAK_RUNTIME_DEVICES_CUDA_CUDAKERNELS_H
 #define DAYBREAK_RUNTIME_DEVICES_CUDA_CUDAKERNELS_H
 
-#include "runtime/devices/cpu/CpuKernels.h"
+#include "runtime/core/KernelParams.h"
+#include "runtime/support/Status.h"
 #include "runtime/devices/cuda/CudaDriver.h"
 
 namespace daybreak::cuda {
@@ -59,7 +60,7 @@ static_assert(sizeof(DeviceWeight) == 56, "must match CudaKernels.cu's Weight");
 
 struct DeviceCacheView {
   CUdeviceptr base = 0;
-  cpu::CacheFormat format = cpu::CacheFormat::F32;
+  runtime::CacheFormat format = runtime::CacheFormat::F32;
   int64_t width = 0;
   int64_t tailDim = 0;
   int64_t scaleBlock = 0;
@@ -156,7 +157,7 @@ public:
                     CUdeviceptr out, CUstream stream) const;
   Status rope(CUdeviceptr x, CUdeviceptr positions, int64_t tokens,
               int64_t rowsPerToken, int64_t rowDim,
-              const cpu::RopeParams &params, CUstream stream) const;
+              const runtime::RopeParams &params, CUstream stream) const;
   Status swiglu(CUdeviceptr gate, CUdeviceptr up, int64_t n, double alpha,
                 bool hasLimit, double limit, double upOffset, CUdeviceptr out,
                 CUstream stream) const;
@@ -164,7 +165,7 @@ public:
              CUstream stream) const;
   /// Errors (before launching) when numGroups > 64.
   Status moeRouteSigmoid(CUdeviceptr logits, CUdeviceptr bias, int64_t tokens,
-                         int64_t experts, const cpu::RouteParams &p,
+                         int64_t experts, const runtime::RouteParams &p,
                          CUdeviceptr indices, CUdeviceptr weights,
                          CUstream stream) const;
   Status expertMatmul(CUdeviceptr x, bool perSlotInput, CUdeviceptr w,

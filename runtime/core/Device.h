@@ -12,7 +12,7 @@
 #define DAYBREAK_RUNTIME_EXECUTOR_DEVICE_H
 
 #include "runtime/artifact/ArtifactFile.h"
-#include "runtime/executor/PreparedLaunch.h"
+#include "runtime/core/PreparedLaunch.h"
 #include "runtime/support/Status.h"
 
 #include <cstdint>

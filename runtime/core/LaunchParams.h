@@ -1,6 +1,6 @@
 //===- LaunchParams.h - Launch attributes as kernel parameters -*- C++ -*-===//
 //
-// The CPU and CUDA kernels take the same parameter structs (CpuKernels.h);
+// The CPU and CUDA kernels take the same parameter structs (KernelParams.h);
 // these fill them from a prepared launch's typed parameters, for both
 // devices.
 //
@@ -9,19 +9,19 @@
 #ifndef DAYBREAK_RUNTIME_EXECUTOR_LAUNCHPARAMS_H
 #define DAYBREAK_RUNTIME_EXECUTOR_LAUNCHPARAMS_H
 
-#include "runtime/devices/cpu/CpuKernels.h"
-#include "runtime/executor/PreparedLaunch.h"
+#include "runtime/core/KernelParams.h"
+#include "runtime/core/PreparedLaunch.h"
 
 #include <string>
 
 namespace daybreak::runtime {
 
 /// A `rope` launch's rotation: style, slice, theta and the YaRN fields.
-cpu::RopeParams ropeParams(const PreparedLaunch &l);
+runtime::RopeParams ropeParams(const PreparedLaunch &l);
 
 /// A `moe_route` launch's parameters; an error naming `device` for a
 /// routing function other than sigmoid (the only one the devices run).
-StatusOr<cpu::RouteParams> sigmoidRouteParams(const PreparedLaunch &l,
+StatusOr<runtime::RouteParams> sigmoidRouteParams(const PreparedLaunch &l,
                                               const char *device);
 
 } // namespace daybreak::runtime

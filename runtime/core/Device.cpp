@@ -1,6 +1,6 @@
 //===- Device.cpp - Helpers devices share to read launches ----------------===//
 
-#include "runtime/executor/Device.h"
+#include "runtime/core/Device.h"
 
 #include "runtime/numerics/Numerics.h"
 

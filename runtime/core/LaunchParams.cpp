@@ -1,12 +1,12 @@
 //===- LaunchParams.cpp - Prepared parameters as kernel parameter structs -===//
 
-#include "runtime/executor/LaunchParams.h"
+#include "runtime/core/LaunchParams.h"
 
 using namespace daybreak;
 
-cpu::RopeParams runtime::ropeParams(const PreparedLaunch &l) {
+runtime::RopeParams runtime::ropeParams(const PreparedLaunch &l) {
   using P = abi::Rope::P;
-  cpu::RopeParams p;
+  runtime::RopeParams p;
   p.interleaved = l.i(P::style) == abi::Rope::interleaved;
   p.offset = l.i(P::offset);
   p.dim = l.i(P::dim);
@@ -24,13 +24,13 @@ cpu::RopeParams runtime::ropeParams(const PreparedLaunch &l) {
   return p;
 }
 
-StatusOr<cpu::RouteParams>
+StatusOr<runtime::RouteParams>
 runtime::sigmoidRouteParams(const PreparedLaunch &l, const char *device) {
   using P = abi::MoeRoute::P;
   if (l.i(P::routing) != abi::MoeRoute::sigmoid)
     return Status::error(std::string("only sigmoid routing runs on the ") +
                          device + " device");
-  cpu::RouteParams p;
+  runtime::RouteParams p;
   p.topK = l.i(P::top_k);
   p.numGroups = l.i(P::num_groups);
   p.topKGroups = l.i(P::top_k_groups);

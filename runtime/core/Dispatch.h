@@ -11,7 +11,7 @@
 #ifndef DAYBREAK_RUNTIME_EXECUTOR_DISPATCH_H
 #define DAYBREAK_RUNTIME_EXECUTOR_DISPATCH_H
 
-#include "runtime/executor/PreparedLaunch.h"
+#include "runtime/core/PreparedLaunch.h"
 
 #include <initializer_list>
 #include <string>

@@ -1,7 +1,7 @@
 //===- PreparedLaunch.cpp - Decoding launches against their declarations --===//
 
-#include "runtime/executor/PreparedLaunch.h"
-#include "runtime/executor/Device.h"
+#include "runtime/core/PreparedLaunch.h"
+#include "runtime/core/Device.h"
 
 #include <algorithm>
 
@@ -193,15 +193,13 @@ static Status prepareLaunch(const artifact::Manifest &m,
   for (unsigned i = 0; i < given; ++i) {
     const abi::ArgDecl &slot = decl->operands[std::min(i, declared - 1)];
     ArgKind kind = slot.kind == ArgKind::Variadic ? ArgKind::Tensor : slot.kind;
-    Status status = prepareArg(m, step, l.operands(i), slot, kind, p.args[i]);
-    if (!status.ok())
-      return status;
+    DAYBREAK_RETURN_IF_ERROR(
+        prepareArg(m, step, l.operands(i), slot, kind, p.args[i]));
   }
   for (unsigned r = 0; r < p.numResults; ++r) {
-    Status status = prepareArg(m, step, l.results(r), decl->results[r],
-                               ArgKind::Tensor, p.args[given + r]);
-    if (!status.ok())
-      return status;
+    DAYBREAK_RETURN_IF_ERROR(prepareArg(m, step, l.results(r),
+                                        decl->results[r], ArgKind::Tensor,
+                                        p.args[given + r]));
     if (p.args[given + r].kind != PreparedArg::Kind::Buffer)
       return Status::error(std::string("result '") + decl->results[r].role +
                            "' is not a buffer");
@@ -213,9 +211,7 @@ static Status prepareLaunch(const artifact::Manifest &m,
     if (index < 0)
       return Status::error("'" + a.name() + "' is not a parameter of '" +
                            l.kernel() + "'");
-    Status status = prepareParam(*decl, index, a, p.params[index]);
-    if (!status.ok())
-      return status;
+    DAYBREAK_RETURN_IF_ERROR(prepareParam(*decl, index, a, p.params[index]));
   }
   for (unsigned i = 0; i < p.params.size(); ++i)
     if (!p.params[i].present &&

@@ -1,0 +1,52 @@
+//===- KernelParams.h - Parameter structs every device shares ---*- C++ -*-===//
+//
+// The parameters of kernels whose semantics both devices implement (cache
+// formats, RoPE, routing), device-neutral so that neither device includes
+// the other's headers. Plain structs; thread-safe to share.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef DAYBREAK_RUNTIME_CORE_KERNELPARAMS_H
+#define DAYBREAK_RUNTIME_CORE_KERNELPARAMS_H
+
+#include <cstdint>
+
+namespace daybreak::runtime {
+
+/// How a cache stores each token's row of `width` logical values.
+enum class CacheFormat {
+  F32,
+  BF16,
+  /// DeepSeek's FP8 latent row: the first width - tailDim values as e4m3 in
+  /// tiles of scaleBlock with one fp32 power-of-two scale per tile
+  /// (s = 2^ceil(log2(max(amax, 1e-4) / 448))), then tailDim values as bf16.
+  /// bytesPerRow = (width - tailDim) + 4 * (width - tailDim) / scaleBlock +
+  /// 2 * tailDim.
+  Fp8Scaled,
+};
+
+/// RoPE: the rotated slice of each row and the frequencies (YaRN as
+/// DeepSeek-V3 / transformers define it).
+struct RopeParams {
+  bool interleaved = false; ///< pairs (2i, 2i+1), else (i, i + dim/2)
+  int64_t offset = 0;       ///< rotated slice [offset, offset + dim) of a row
+  int64_t dim = 0;
+  double theta = 10000.0;
+  bool yarn = false;
+  double factor = 1.0;
+  int64_t originalMaxPositions = 4096;
+  double betaFast = 32.0, betaSlow = 1.0;
+  double attentionFactor = 1.0; ///< multiplies cos and sin
+  bool truncate = true;
+};
+
+/// DeepSeek noaux_tc routing's parameters (lm.moe_route `sigmoid`).
+struct RouteParams {
+  int64_t topK = 1, numGroups = 1, topKGroups = 1;
+  bool renormalize = true;
+  double scalingFactor = 1.0;
+};
+
+} // namespace daybreak::runtime
+
+#endif // DAYBREAK_RUNTIME_CORE_KERNELPARAMS_H
