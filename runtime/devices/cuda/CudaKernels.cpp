@@ -296,14 +296,17 @@ Status CudaKernels::moeRouteSigmoid(CUdeviceptr logits, CUdeviceptr bias,
   if (p.numGroups > 64)
     return Status::error("moeRouteSigmoid: " + std::to_string(p.numGroups) +
                          " expert groups, the CUDA kernel supports 64");
+  if (experts > 1024) // kMaxRouteExperts in CudaKernels.cu
+    return Status::error("moeRouteSigmoid: " + std::to_string(experts) +
+                         " experts, the CUDA kernel supports 1024");
   int64_t topK = p.topK, groups = p.numGroups, keepGroups = p.topKGroups;
   int32_t renormalize = p.renormalize;
   double scaling = p.scalingFactor;
   void *params[] = {&logits,  &bias,    &tokens,     &experts,
                     &topK,    &groups,  &keepGroups, &renormalize,
                     &scaling, &indices, &weights};
-  return launch(moeRouteSigmoidFn, "moeRouteSigmoid", ceilDiv(tokens, 64), 1, 1,
-                64, 0, stream, params);
+  return launch(moeRouteSigmoidFn, "moeRouteSigmoid", tokens, 1, 1, 256, 0,
+                stream, params);
 }
 
 Status CudaKernels::expertMatmul(CUdeviceptr x, bool perSlotInput,
