@@ -415,20 +415,20 @@ extern "C" __global__ void daybreak_matmul_tiled(const float *x, const float *w,
 
 namespace {
 
-/// The decode matmul's body for k == kK (0: `kArg` at run time).
-template <int kK>
+/// The decode matmul's body for k == kK (0: `kArg` at run time), reading
+/// W(col, p) and the bias through loaders (fp32 or stored weights).
+template <int kK, typename WLoad, typename BiasLoad>
 __device__ __forceinline__ void
-matmulSmallM(const float *x, const float *w, const float *bias, int64_t m,
-             int64_t n, int64_t kArg, float *out) {
+matmulSmallMWith(const float *x, WLoad load, BiasLoad biasAt, int64_t m,
+                 int64_t n, int64_t kArg, float *out) {
   const int64_t k = kK > 0 ? int64_t(kK) : kArg;
   int lane = threadIdx.x & 31;
   int64_t col = int64_t(blockIdx.x) * (blockDim.x / 32) + threadIdx.x / 32;
   if (col >= n)
     return;
-  const float *wr = w + col * k;
   float acc[kSmallM] = {};
   for (int64_t p = lane; p < k; p += 32) {
-    float wv = wr[p];
+    float wv = load(col, p);
 #pragma unroll
     for (int r = 0; r < kSmallM; ++r)
       if (r < m)
@@ -440,8 +440,17 @@ matmulSmallM(const float *x, const float *w, const float *bias, int64_t m,
       break;
     float v = warpSum(acc[r]);
     if (lane == 0)
-      out[r * n + col] = v + (bias ? bias[col] : 0.0f);
+      out[r * n + col] = v + biasAt(col);
   }
+}
+
+template <int kK>
+__device__ __forceinline__ void
+matmulSmallM(const float *x, const float *w, const float *bias, int64_t m,
+             int64_t n, int64_t kArg, float *out) {
+  const int64_t k = kK > 0 ? int64_t(kK) : kArg;
+  matmulSmallMWith<kK>(x, FloatB{w, k, false}, FloatBias{bias}, m, n, kArg,
+                       out);
 }
 
 } // namespace
@@ -483,26 +492,7 @@ extern "C" __global__ void daybreak_gemv_stored(const float *x, Weight w,
                                                 Weight bias, int64_t m,
                                                 int64_t n, int64_t k,
                                                 float *out) {
-  int lane = threadIdx.x & 31;
-  int64_t col = int64_t(blockIdx.x) * (blockDim.x / 32) + threadIdx.x / 32;
-  if (col >= n)
-    return;
-  float acc[kSmallM] = {};
-  for (int64_t p = lane; p < k; p += 32) {
-    float wv = matrixAt(w, 0, col, p);
-#pragma unroll
-    for (int r = 0; r < kSmallM; ++r)
-      if (r < m)
-        acc[r] = fmaf(x[r * k + p], wv, acc[r]);
-  }
-#pragma unroll
-  for (int r = 0; r < kSmallM; ++r) {
-    if (r >= m)
-      break;
-    float v = warpSum(acc[r]);
-    if (lane == 0)
-      out[r * n + col] = v + (bias.data ? weightAt(bias, col) : 0.0f);
-  }
+  matmulSmallMWith<0>(x, StoredB{w}, StoredBias{bias}, m, n, k, out);
 }
 
 namespace {
