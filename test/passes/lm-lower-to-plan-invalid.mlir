@@ -12,6 +12,18 @@ func.func @no_lowering(%a: tensor<?x8xf32>, %b: tensor<?x8xf32>) -> tensor<?x8xf
 
 // -----
 
+// Tests that an lm op no runtime kernel runs (no declaration in
+// runtime/abi/Kernels.def) is rejected at compile time, at the op.
+func.func @no_kernel(%raw: tensor<?x32x128xf32>, %alog: tensor<32xf32>,
+                     %dtb: tensor<32x128xf32>) -> tensor<?x32x128xf32> {
+  // expected-error @+1 {{no runtime kernel 'kda_gate' (runtime/abi/Kernels.def) runs this op}}
+  %g = lm.kda_gate %raw, %alog, %dtb
+      : (tensor<?x32x128xf32>, tensor<32xf32>, tensor<32x128xf32>) -> tensor<?x32x128xf32>
+  return %g : tensor<?x32x128xf32>
+}
+
+// -----
+
 // Tests that a cache whose writer has no layout is reported.
 func.func @no_layout(%c: tensor<2x64x80xf32>, %kv: tensor<?x80xf32>, %slots: tensor<?xi32>,
                      %seq: tensor<?xi32>) -> tensor<2x64x80xf32> {
