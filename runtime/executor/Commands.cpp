@@ -25,10 +25,14 @@ static double secondsSince(Clock::time_point start) {
   return std::chrono::duration<double>(Clock::now() - start).count();
 }
 
-/// Runs `inputs` through `step` in chunks of at most max_tokens tokens,
+/// Runs `inputs` through step `name` in chunks of at most max_tokens tokens,
 /// appending each token's logits to `logits`.
-static Status runChunked(Model &model, const std::string &step,
+static Status runChunked(Model &model, const std::string &name,
                          const StepInputs &inputs, std::vector<float> &logits) {
+  StatusOr<const PreparedStep *> found = model.step(name);
+  if (!found.ok())
+    return found.error();
+  const PreparedStep &step = **found;
   int64_t chunk = model.maxTokens(), vocab = model.vocabSize();
   std::vector<float> part;
   logits.clear();
@@ -190,6 +194,10 @@ Status runtime::generate(Model &model, const GenerateOptions &options,
   std::vector<int32_t> generated;
   int32_t next = sampler.sample(logits.data() + (prompt - 1) * vocab, vocab);
   start = Clock::now();
+  // The decode step, found once for the loop.
+  StatusOr<const PreparedStep *> decode = model.step("decode");
+  if (!decode.ok())
+    return decode.error();
   const auto &eos = model.manifest().eos_token_ids();
   while (static_cast<int64_t>(generated.size()) < options.maxNewTokens) {
     generated.push_back(next);
@@ -200,7 +208,7 @@ Status runtime::generate(Model &model, const GenerateOptions &options,
     step.ids = {next};
     step.positions = {static_cast<int32_t>(prompt + generated.size() - 1)};
     step.sequences = {0};
-    status = model.run("decode", step, logits);
+    status = model.run(**decode, step, logits);
     if (!status.ok())
       return status;
     next = sampler.sample(logits.data(), vocab);
