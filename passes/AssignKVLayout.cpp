@@ -3,6 +3,7 @@
 #include "passes/Passes.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/Dialect/Tensor/IR/Tensor.h"
 #include "mlir/IR/Builders.h"
 
 #include <numeric>
@@ -48,7 +49,28 @@ struct AssignKVLayoutPass
       // The reader of the written cache says what the rows are.
       lm::CacheKind kind = lm::CacheKind::KeyValue;
       int64_t valueDim = width;
-      for (Operation *user : write.getResult().getUsers()) {
+      // Read only by sliding-window attention: a ring of `window` rows.
+      int64_t window = 0;
+      bool allWindowed = true;
+      // Readers, seen through reshapes and slices of the cache.
+      SmallVector<Operation *> readers;
+      SmallVector<Value> worklist = {write.getResult()};
+      while (!worklist.empty())
+        for (Operation *user : worklist.pop_back_val().getUsers()) {
+          if (isa<tensor::CollapseShapeOp, tensor::ExpandShapeOp,
+                  tensor::ExtractSliceOp>(user))
+            worklist.push_back(user->getResult(0));
+          else if (!isa<func::ReturnOp>(user)) // on to the next step
+            readers.push_back(user);
+        }
+      for (Operation *user : readers) {
+        auto dense = dyn_cast<lm::AttentionOp>(user);
+        bool windowed = dense &&
+                        dense.getMask() == lm::MaskKind::SlidingWindow &&
+                        dense.getWindow();
+        allWindowed &= windowed;
+        if (windowed)
+          window = std::max<int64_t>(window, int64_t(*dense.getWindow()));
         if (auto attn = dyn_cast<lm::SparseAttentionOp>(user)) {
           kind = lm::CacheKind::MlaLatent;
           valueDim = attn.getValueDim();
@@ -63,7 +85,41 @@ struct AssignKVLayoutPass
       int64_t scaleBlock = fp8 ? std::gcd<int64_t>(width - tail, 128) : 0;
       write.setLayoutAttr(lm::KVLayoutAttr::get(
           ctx, kind, pageSize, width, storage, scaleBlock, tail,
-          b.getBF16Type()));
+          b.getBF16Type(), allWindowed && !readers.empty() ? window : 0));
+    });
+
+    // Per-sequence state: arguments that KDA and short convolutions carry
+    // as their state get `lm.state`, the KDA ops the same layout.
+    Type stateType;
+    if (stateDtype == "f32")
+      stateType = b.getF32Type();
+    else if (stateDtype == "bf16")
+      stateType = b.getBF16Type();
+    else {
+      getOperation().emitError("unsupported state-dtype '")
+          << stateDtype << "' (expected f32 or bf16)";
+      return signalPassFailure();
+    }
+    auto stateLayout =
+        lm::StateLayoutAttr::get(ctx, stateType, b.getBoolAttr(true));
+    getOperation().walk([&](func::FuncOp func) {
+      for (BlockArgument arg : func.getArguments())
+        for (Operation *user : arg.getUsers()) {
+          bool isState = false;
+          if (auto step = dyn_cast<lm::KdaStepOp>(user)) {
+            isState = step.getState() == arg;
+            if (isState && !step.getLayout())
+              step.setLayoutAttr(stateLayout);
+          } else if (auto chunk = dyn_cast<lm::KdaChunkOp>(user)) {
+            isState = chunk.getState() == arg;
+            if (isState && !chunk.getLayout())
+              chunk.setLayoutAttr(stateLayout);
+          } else if (auto conv = dyn_cast<lm::ShortConvOp>(user)) {
+            isState = conv.getState() == arg;
+          }
+          if (isState && !func.getArgAttr(arg.getArgNumber(), "lm.state"))
+            func.setArgAttr(arg.getArgNumber(), "lm.state", stateLayout);
+        }
     });
   }
 };

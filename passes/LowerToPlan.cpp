@@ -47,8 +47,9 @@ int64_t byteSize(ShapedType type) {
 
 class Lowering {
 public:
-  Lowering(ModuleOp module, int64_t maxTokens)
-      : module(module), b(module.getContext()), maxTokens(maxTokens) {}
+  Lowering(ModuleOp module, int64_t maxTokens, int64_t kvCacheTokens)
+      : module(module), b(module.getContext()), maxTokens(maxTokens),
+        kvCacheTokens(kvCacheTokens) {}
 
   LogicalResult run();
 
@@ -56,6 +57,11 @@ private:
   LogicalResult lowerWeights();
   LogicalResult lowerFunction(func::FuncOp func);
   LogicalResult lowerOp(Operation *op);
+  /// The cache_ref of a function argument that is a cache (written by an
+  /// lm.cache_write) or per-sequence state (`lm.state`), or null.
+  FailureOr<Value> lowerCacheArg(func::FuncOp func, BlockArgument arg);
+  /// A pool named after `kind`, numbered when the name is taken.
+  std::string poolName(StringRef kind);
 
   /// The memref of a lowered tensor value.
   Value lookup(Value v) { return mapping.lookup(v); }
@@ -86,12 +92,15 @@ private:
   ModuleOp module;
   OpBuilder b;
   int64_t maxTokens;
+  int64_t kvCacheTokens;
   Value tokens; // the step's size argument
   IRMapping mapping;
   llvm::StringMap<plan::KernelOp> kernels;
   /// Cache pools by layout, with the next layer to hand out per function.
   llvm::MapVector<Attribute, plan::CachePoolOp> pools;
   llvm::DenseMap<Attribute, int64_t> poolLayers;
+  /// State pools by (layout, slot shape), likewise.
+  llvm::MapVector<Attribute, plan::StatePoolOp> statePools;
   int64_t bufferCount = 0;
   int64_t provisionalArena = 0;
 };
@@ -508,6 +517,100 @@ LogicalResult Lowering::lowerOp(Operation *op) {
       });
 }
 
+std::string Lowering::poolName(StringRef kind) {
+  std::string name = kind.str();
+  for (int suffix = 1; module.lookupSymbol(name); ++suffix)
+    name = (kind + "_" + Twine(suffix)).str();
+  return name;
+}
+
+FailureOr<Value> Lowering::lowerCacheArg(func::FuncOp func,
+                                         BlockArgument arg) {
+  auto type = dyn_cast<RankedTensorType>(arg.getType());
+  // Pools go before the step; the cache_ref at the builder's point in it.
+  Operation *step = b.getInsertionBlock()->getParentOp();
+
+  // Per-sequence state: [max_batch, slot shape...], one slot per sequence.
+  if (auto layout = func.getArgAttrOfType<lm::StateLayoutAttr>(
+          arg.getArgNumber(), "lm.state")) {
+    if (!type || !type.hasStaticShape() || type.getRank() < 2)
+      return func.emitError("state argument ")
+             << arg.getArgNumber()
+             << " must be a static [max_batch, ...] tensor, got "
+             << arg.getType();
+    ArrayRef<int64_t> slot = type.getShape().drop_front();
+    Attribute key = b.getArrayAttr({layout, b.getDenseI64ArrayAttr(slot)});
+    plan::StatePoolOp &pool = statePools[key];
+    int64_t layer = poolLayers[key]++;
+    if (!pool) {
+      OpBuilder::InsertionGuard guard(b);
+      b.setInsertionPoint(step);
+      pool = plan::StatePoolOp::create(
+          b, func.getLoc(), poolName("state"), layout, /*layers=*/1,
+          /*batch=*/type.getDimSize(0), slot);
+    } else if (layer >= static_cast<int64_t>(pool.getLayers())) {
+      pool.setLayers(layer + 1);
+    } else if (pool.getBatch() != uint64_t(type.getDimSize(0))) {
+      return func.emitError("state argument ")
+             << arg.getArgNumber() << " has " << type.getDimSize(0)
+             << " slots; the other state of its kind has " << pool.getBatch();
+    }
+    auto memref = MemRefType::get({type.getDimSize(0), pool.getSlotBytes()},
+                                  b.getI8Type());
+    return plan::CacheRefOp::create(b, func.getLoc(), memref,
+                                    pool.getSymName(), layer)
+        .getResult();
+  }
+
+  lm::CacheWriteOp writer;
+  for (Operation *user : arg.getUsers())
+    if (auto w = dyn_cast<lm::CacheWriteOp>(user); w && w.getCache() == arg)
+      writer = w;
+  if (!writer)
+    return Value();
+  std::optional<lm::KVLayoutAttr> layout = writer.getLayout();
+  if (!layout)
+    return writer.emitError("caches need a layout (run lm-assign-kv-layout)");
+  if (!type || type.getRank() != 3 || !type.hasStaticShape())
+    return writer.emitError("expects a static [batch, max_seq_len, width] "
+                            "cache, got ")
+           << arg.getType();
+  int64_t page = layout->getPageSize();
+  int64_t batch = type.getDimSize(0), maxSeq = type.getDimSize(1);
+  int64_t rows;
+  if (int64_t window = layout->getWindow()) {
+    // A ring per sequence: the window plus a chunk's rows, so a chunk never
+    // overwrites rows its own queries still read; whole pages.
+    rows = batch * alignTo(std::min(window - 1 + maxTokens, maxSeq), page);
+  } else {
+    // Pages shared by all sequences: every row they may fill, or fewer.
+    rows = batch * alignTo(maxSeq, page);
+    if (kvCacheTokens > 0)
+      rows = std::min<int64_t>(rows, alignTo(kvCacheTokens, page));
+  }
+  plan::CachePoolOp &pool = pools[*layout];
+  int64_t layer = poolLayers[*layout]++;
+  if (!pool) {
+    OpBuilder::InsertionGuard guard(b);
+    b.setInsertionPoint(step);
+    // Pools are named after their kind; a second layout of one kind (another
+    // width, storage or page size) gets a numbered name.
+    pool = plan::CachePoolOp::create(
+        b, func.getLoc(),
+        poolName(lm::stringifyCacheKind(layout->getKind())), *layout,
+        /*layers=*/1, rows);
+    pool->setAttr("batch", b.getI64IntegerAttr(batch));
+    pool->setAttr("max_seq_len", b.getI64IntegerAttr(maxSeq));
+  } else if (layer >= static_cast<int64_t>(pool.getLayers())) {
+    pool.setLayers(layer + 1);
+  }
+  auto memref =
+      MemRefType::get({rows, layout->getBytesPerToken()}, b.getI8Type());
+  return plan::CacheRefOp::create(b, func.getLoc(), memref,
+                                  pool.getSymName(), layer)
+      .getResult();
+}
+
 LogicalResult Lowering::lowerFunction(func::FuncOp func) {
   mapping.clear();
   bufferCount = 0;
@@ -522,54 +625,21 @@ LogicalResult Lowering::lowerFunction(func::FuncOp func) {
   tokens = body->addArgument(b.getIndexType(), func.getLoc());
   b.setInsertionPointToStart(body);
 
-  // Which arguments are caches, and their layouts (from their writers).
+  // Which arguments are caches or state; the others are step inputs.
   for (BlockArgument arg : func.getArguments()) {
-    lm::CacheWriteOp writer;
-    for (Operation *user : arg.getUsers())
-      if (auto w = dyn_cast<lm::CacheWriteOp>(user); w && w.getCache() == arg)
-        writer = w;
-    if (!writer) {
-      Value input = buffer(arg);
-      input.getDefiningOp()->setAttr("io", b.getStringAttr("input"));
-      // The runtime finds step inputs by role (token_ids, positions, ...).
-      if (auto role =
-              func.getArgAttrOfType<StringAttr>(arg.getArgNumber(), "lm.role"))
-        input.getDefiningOp()->setAttr("role", role);
+    FailureOr<Value> ref = lowerCacheArg(func, arg);
+    if (failed(ref))
+      return failure();
+    if (*ref) {
+      mapping.map(arg, *ref);
       continue;
     }
-    std::optional<lm::KVLayoutAttr> layout = writer.getLayout();
-    if (!layout)
-      return writer.emitError("caches need a layout (run lm-assign-kv-layout)");
-    auto type = cast<RankedTensorType>(arg.getType());
-    if (type.getRank() != 3 || !type.hasStaticShape())
-      return writer.emitError("expects a static [batch, max_seq_len, width] "
-                              "cache, got ")
-             << type;
-    int64_t page = layout->getPageSize();
-    int64_t rows = type.getDimSize(0) * alignTo(type.getDimSize(1), page);
-    plan::CachePoolOp &pool = pools[*layout];
-    int64_t layer = poolLayers[*layout]++;
-    if (!pool) {
-      OpBuilder::InsertionGuard guard(b);
-      b.setInsertionPoint(step);
-      // Pools are named after their kind; a second layout of one kind (another
-      // width, storage or page size) gets a numbered name.
-      std::string name = lm::stringifyCacheKind(layout->getKind()).str();
-      for (int suffix = 1; module.lookupSymbol(name); ++suffix)
-        name = lm::stringifyCacheKind(layout->getKind()).str() + "_" +
-               std::to_string(suffix);
-      pool = plan::CachePoolOp::create(b, func.getLoc(), name, *layout,
-                                       /*layers=*/1, rows);
-      pool->setAttr("batch", b.getI64IntegerAttr(type.getDimSize(0)));
-      pool->setAttr("max_seq_len", b.getI64IntegerAttr(type.getDimSize(1)));
-    } else if (layer >= static_cast<int64_t>(pool.getLayers())) {
-      pool.setLayers(layer + 1);
-    }
-    auto memref = MemRefType::get({rows, layout->getBytesPerToken()},
-                                  b.getI8Type());
-    mapping.map(arg, plan::CacheRefOp::create(b, func.getLoc(), memref,
-                                              pool.getSymName(), layer)
-                         .getResult());
+    Value input = buffer(arg);
+    input.getDefiningOp()->setAttr("io", b.getStringAttr("input"));
+    // The runtime finds step inputs by role (token_ids, positions, ...).
+    if (auto role =
+            func.getArgAttrOfType<StringAttr>(arg.getArgNumber(), "lm.role"))
+      input.getDefiningOp()->setAttr("role", role);
   }
 
   for (Operation &op : func.getBody().front()) {
@@ -613,7 +683,11 @@ struct LowerToPlanPass
       getOperation().emitError("max-tokens must be positive");
       return signalPassFailure();
     }
-    Lowering lowering(getOperation(), maxTokens);
+    if (kvCacheTokens < 0) {
+      getOperation().emitError("kv-cache-tokens must not be negative");
+      return signalPassFailure();
+    }
+    Lowering lowering(getOperation(), maxTokens, kvCacheTokens);
     if (failed(lowering.run()))
       signalPassFailure();
   }

@@ -47,13 +47,21 @@ def LmAssignKVLayout : Pass<"lm-assign-kv-layout", "mlir::ModuleOp"> {
     cache as DeepSeek deploys it (`fp8`: e4m3 latent in tiles with an fp32
     scale each, bf16 RoPE key — 656 bytes per token at the real dims), or
     plain `bf16`/`f32` rows; the indexer key cache likewise. Cache readers
-    take the layout of the writer of their cache.
+    take the layout of the writer of their cache. A cache read only by
+    sliding-window attention gets the window (a ring, not pages).
+
+    Function arguments that KDA ops or short convolutions carry as their
+    state become per-sequence state: they get an `lm.state` argument
+    attribute, a `#lm.state_layout` of `state-dtype`, and the KDA ops the
+    same layout.
   }];
   let options = [
     Option<"kvCacheDtype", "kv-cache-dtype", "std::string", "\"fp8\"",
            "storage of the caches: fp8, bf16 or f32">,
     Option<"pageSize", "page-size", "int64_t", "64",
            "tokens per cache page">,
+    Option<"stateDtype", "state-dtype", "std::string", "\"f32\"",
+           "storage of per-sequence recurrent state: f32 or bf16">,
   ];
 }
 
@@ -92,6 +100,9 @@ def LmLowerToPlan : Pass<"lm-lower-to-plan", "mlir::ModuleOp"> {
   let options = [
     Option<"maxTokens", "max-tokens", "int64_t", "4096",
            "the most tokens one step processes">,
+    Option<"kvCacheTokens", "kv-cache-tokens", "int64_t", "0",
+           "token rows each paged cache pool holds for all sequences "
+           "together, rounded up to pages (0: max_batch x max_seq_len)">,
   ];
   let dependentDialects = ["::daybreak::plan::PlanDialect",
                            "::mlir::memref::MemRefDialect",

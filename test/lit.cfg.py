@@ -23,6 +23,7 @@ tools = ["daybreak-opt", "daybreak-eval", "daybreak-compile", "daybreak-run"]
 llvm_config.add_tool_substitutions(tools, tool_dirs)
 # The runtime's step tests (GoogleTest), run on artifacts lit compiles.
 config.substitutions.append(("%daybreak_step_tests", config.daybreak_step_tests))
+config.substitutions.append(("%daybreak_session_tests", config.daybreak_session_tests))
 config.substitutions.append(("%daybreak_obj_root", config.daybreak_obj_root))
 
 # PTX the compiler emits is assembled with ptxas where the toolkit has one.

@@ -2,6 +2,8 @@
 
 #include "compiler/artifact/ArtifactEmitter.h"
 
+#include <climits>
+
 #include "dialects/lm/LmOps.h"
 #include "dialects/plan/PlanOps.h"
 #include "runtime/artifact/ArtifactFile.h"
@@ -196,7 +198,7 @@ artifact::emitArtifact(ModuleOp module, const importers::Checkpoint &checkpoint,
 
   // Caches: one per pool layer.
   llvm::StringMap<uint32_t> firstCache;
-  uint64_t cacheBytesPerToken = 0, cacheBytes = 0;
+  uint64_t cacheBytesPerToken = 0, cacheBytes = 0, stateBytesPerSequence = 0;
   for (auto pool : module.getOps<plan::CachePoolOp>()) {
     lm::KVLayoutAttr layout = pool.getLayout();
     CacheFormat format;
@@ -218,17 +220,74 @@ artifact::emitArtifact(ModuleOp module, const importers::Checkpoint &checkpoint,
     manifest.set_max_batch(batch.getInt());
     manifest.set_max_seq_len(maxSeq.getInt());
     firstCache[pool.getSymName()] = manifest.caches_size();
+    int64_t rows = pool.getMaxTokensAttr().getInt();
+    int64_t window = layout.getWindow();
+    if (window) {
+      if (rows % batch.getInt() != 0)
+        return errorf("window cache pool @" + pool.getSymName() +
+                      " holds rows no whole number of per-sequence rings");
+    } else {
+      // One page table serves every paged cache: one pool size.
+      int64_t pages = rows / layout.getPageSize();
+      if (pages >= INT32_MAX)
+        return errorf("cache pool @" + pool.getSymName() + " needs " +
+                      Twine(pages) +
+                      " pages; the page table indexes fewer than 2^31 "
+                      "(lower --max-batch, --max-seq-len or "
+                      "--kv-cache-tokens)");
+      if (manifest.cache_pages() && manifest.cache_pages() != pages)
+        return errorf("cache pool @" + pool.getSymName() + " holds " +
+                      Twine(pages) + " pages; the other paged pools hold " +
+                      Twine(manifest.cache_pages()));
+      manifest.set_cache_pages(pages);
+    }
     for (int64_t l = 0; l < static_cast<int64_t>(pool.getLayers()); ++l) {
       Cache *c = manifest.add_caches();
       c->set_name((pool.getSymName() + "." + Twine(l)).str());
+      c->set_kind(window ? CACHE_WINDOW : CACHE_PAGED);
       c->set_format(format);
       c->set_width(layout.getFeatureDim());
       c->set_tail_dim(layout.getTailDim());
       c->set_scale_block(layout.getScaleBlock());
       c->set_bytes_per_row(layout.getBytesPerToken());
-      c->set_page_size(layout.getPageSize());
+      if (window) {
+        c->set_window(window);
+        c->set_window_rows(rows / batch.getInt());
+      } else {
+        c->set_page_size(layout.getPageSize());
+      }
     }
     cacheBytesPerToken += layout.getBytesPerToken() * pool.getLayers();
+    // The runtime adds one zero page per paged cache (unmapped entries).
+    cacheBytes += pool.getByteSize() +
+                  (window ? 0
+                          : layout.getPageSize() * layout.getBytesPerToken() *
+                                pool.getLayers());
+  }
+  // Per-sequence state: one cache entry per layer, after the caches.
+  for (auto pool : module.getOps<plan::StatePoolOp>()) {
+    lm::StateLayoutAttr layout = pool.getLayout();
+    std::optional<DType> dtype = toDType(layout.getStorageType());
+    if (!dtype)
+      return errorf("state pool @" + pool.getSymName() +
+                    " has an unsupported storage type");
+    if (manifest.max_batch() &&
+        manifest.max_batch() != int64_t(pool.getBatch()))
+      return errorf("state pool @" + pool.getSymName() + " has " +
+                    Twine(pool.getBatch()) + " slots; the caches have " +
+                    Twine(manifest.max_batch()));
+    manifest.set_max_batch(pool.getBatch());
+    firstCache[pool.getSymName()] = manifest.caches_size();
+    for (int64_t l = 0; l < static_cast<int64_t>(pool.getLayers()); ++l) {
+      Cache *c = manifest.add_caches();
+      c->set_name((pool.getSymName() + "." + Twine(l)).str());
+      c->set_kind(CACHE_SLOT_STATE);
+      c->set_slot_bytes(pool.getSlotBytes());
+      c->set_state_dtype(*dtype);
+      for (int64_t d : pool.getSlotShape())
+        c->add_state_shape(d);
+    }
+    stateBytesPerSequence += pool.getSlotBytes() * pool.getLayers();
     cacheBytes += pool.getByteSize();
   }
 
@@ -358,6 +417,7 @@ artifact::emitArtifact(ModuleOp module, const importers::Checkpoint &checkpoint,
   memory->set_arena_bytes(arenaBytes);
   memory->set_cache_bytes_per_token(cacheBytesPerToken);
   memory->set_cache_bytes(cacheBytes);
+  memory->set_state_bytes_per_sequence(stateBytesPerSequence);
   memory->set_total_bytes(deviceWeightBytes + arenaBytes + cacheBytes);
 
   ArtifactWriter writer;

@@ -19,6 +19,7 @@
 #include "mlir/IR/Verifier.h"
 #include "llvm/Support/FormatVariadic.h"
 #include "llvm/Support/MemoryBuffer.h"
+#include <map>
 
 using namespace mlir;
 using namespace daybreak;
@@ -47,6 +48,7 @@ void pipeline::buildLmPipeline(OpPassManager &pm, const Options &options,
   LmAssignKVLayoutOptions layout;
   layout.kvCacheDtype = options.kvCacheDtype;
   layout.pageSize = options.pageSize;
+  layout.stateDtype = options.stateDtype;
   pm.addPass(createLmAssignKVLayout(layout));
   // Pointwise chains become one generated kernel each.
   pm.addNestedPass<func::FuncOp>(createLmFuseElementwise());
@@ -61,6 +63,7 @@ void pipeline::buildLowerToPlanPipeline(OpPassManager &pm,
   // One launch per op, buffers sized for the largest step.
   LmLowerToPlanOptions lower;
   lower.maxTokens = options.maxTokens;
+  lower.kvCacheTokens = options.kvCacheTokens;
   pm.addPass(createLmLowerToPlan(lower));
   // Buffers share the arena by liveness.
   pm.addPass(createPlanAssignWorkspace());
@@ -99,6 +102,8 @@ llvm::Error pipeline::compile(const Options &options, llvm::raw_ostream &out,
   if (options.maxTokens < 0 || options.maxBatch < 0 || options.maxSeqLen < 0)
     return errorf("--max-seq-len, --max-batch and --max-tokens must be "
                   "positive");
+  if (options.kvCacheTokens < 0)
+    return errorf("--kv-cache-tokens must be positive");
   // The family the config's model_type names parses it (model registry).
   auto model = models::loadModel(options.checkpoint);
   if (!model)
@@ -303,7 +308,48 @@ static llvm::Error compileWith(const Options &options, const Options &given,
       << " (all layers, kv-cache-dtype " << options.kvCacheDtype << ")\n"
       << "  caches:           " << formatBytes(m.cache_bytes()) << " ("
       << options.maxBatch << " sequences x " << options.maxSeqLen
-      << " tokens)\n"
+      << " tokens)\n";
+  // Each kind of cache and state, as the runtime allocates it.
+  std::map<std::string, std::pair<int, uint64_t>> kinds;
+  for (const artifact::Cache &c : manifest->caches()) {
+    uint64_t bytes = 0;
+    std::string what;
+    if (c.kind() == artifact::CACHE_SLOT_STATE) {
+      bytes = c.slot_bytes() * manifest->max_batch();
+      what = "slot state, " + std::to_string(c.slot_bytes()) +
+             " B per sequence (any context length)";
+    } else if (c.kind() == artifact::CACHE_WINDOW) {
+      bytes = c.window_rows() * c.bytes_per_row() * manifest->max_batch();
+      what = "window of " + std::to_string(c.window()) + " tokens, a ring of " +
+             std::to_string(c.window_rows()) + " rows per sequence";
+    } else {
+      bytes = (manifest->cache_pages() + 1) * c.page_size() * c.bytes_per_row();
+      what = "paged, " + std::to_string(manifest->cache_pages()) +
+             " pages of " + std::to_string(c.page_size()) +
+             " tokens shared by all sequences";
+    }
+    std::string name = c.name().substr(0, c.name().rfind('.'));
+    auto &[layers, total] = kinds[name + ": " + what];
+    ++layers;
+    total += bytes;
+  }
+  for (const auto &[what, figures] : kinds)
+    log << "    " << what << ": " << figures.first << " layers, "
+        << formatBytes(figures.second) << "\n";
+  if (manifest->cache_pages()) {
+    int64_t pagesPerSeq = 0;
+    for (const artifact::Cache &c : manifest->caches())
+      if (c.kind() == artifact::CACHE_PAGED)
+        pagesPerSeq = (options.maxSeqLen + c.page_size() - 1) / c.page_size();
+    if (pagesPerSeq)
+      log << "    pages hold " << manifest->cache_pages() / pagesPerSeq
+          << " of the " << options.maxBatch
+          << " sequences at full length (--kv-cache-tokens)\n";
+  }
+  if (m.state_bytes_per_sequence())
+    log << "  state / sequence: " << formatBytes(m.state_bytes_per_sequence())
+        << " (all layers, state-dtype " << options.stateDtype << ")\n";
+  log
       << "  total:            " << formatBytes(m.total_bytes()) << "\n";
   return llvm::Error::success();
 }

@@ -53,6 +53,11 @@ struct Options {
   int64_t maxTokens = 0;
   std::string kvCacheDtype = "fp8";
   int64_t pageSize = 64;
+  /// Token rows the paged caches hold for all sequences together (0:
+  /// maxBatch x maxSeqLen, every sequence at full length).
+  int64_t kvCacheTokens = 0;
+  /// Per-sequence recurrent state storage: "f32" or "bf16".
+  std::string stateDtype = "f32";
   /// Keep checkpoint tensors in the checkpoint's files (--weights=reference).
   bool weightsByReference = false;
   /// Called on the pass manager before it runs: the tool applies MLIR's

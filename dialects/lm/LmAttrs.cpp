@@ -59,7 +59,10 @@ LogicalResult KVLayoutAttr::verify(function_ref<InFlightDiagnostic()> emitError,
                                    CacheKind kind, int64_t pageSize,
                                    int64_t featureDim, Type storageType,
                                    int64_t scaleBlock, int64_t tailDim,
-                                   Type tailType) {
+                                   Type tailType, int64_t window) {
+  if (window < 0)
+    return emitError() << "expects window >= 0 (0: the whole sequence), got "
+                       << window;
   if (pageSize <= 0)
     return emitError() << "expects page_size > 0, got " << pageSize;
   if (featureDim <= 0)

@@ -101,7 +101,10 @@ def Lm_KVLayoutAttr : Lm_Attr<"KVLayout", "kv_layout"> {
     `f32` scale per `scale_block` of them when `scale_block` is non-zero,
     followed by `tail_dim` values in `tail_type` (DeepSeek keeps the RoPE key
     in bf16 beside the FP8 latent). Tokens are grouped in pages of
-    `page_size`. DeepSeek-V3.2's sparse-MLA cache (656 bytes per token):
+    `page_size`, taken from a pool as sequences grow. With `window = W`
+    (sliding-window attention reads only the last `W` keys) the cache is a
+    ring of rows per sequence instead of pages. DeepSeek-V3.2's sparse-MLA
+    cache (656 bytes per token):
 
     ```mlir
     #lm.kv_layout<mla_latent, page_size = 64, feature_dim = 576,
@@ -115,11 +118,13 @@ def Lm_KVLayoutAttr : Lm_Attr<"KVLayout", "kv_layout"> {
                         "::mlir::Type":$storageType,
                         "int64_t":$scaleBlock,
                         "int64_t":$tailDim,
-                        "::mlir::Type":$tailType);
+                        "::mlir::Type":$tailType,
+                        DefaultValuedParameter<"int64_t", "0">:$window);
   let assemblyFormat = [{
     `<` $kind `,` `page_size` `=` $pageSize `,` `feature_dim` `=` $featureDim
     `,` `storage` `=` $storageType `,` `scale_block` `=` $scaleBlock `,`
-    `tail_dim` `=` $tailDim `,` `tail` `=` $tailType `>`
+    `tail_dim` `=` $tailDim `,` `tail` `=` $tailType
+    (`,` `window` `=` $window^)? `>`
   }];
   let genVerifyDecl = 1;
   let extraClassDeclaration = [{
@@ -133,7 +138,9 @@ def Lm_StateLayoutAttr : Lm_Attr<"StateLayout", "state_layout"> {
   let description = [{
     The element type a persistent recurrent state is stored in and whether
     each head's `[Dk, Dv]` matrix is kept key-major (`[Dk, Dv]`, as vLLM's
-    Kimi Linear path) or value-major (`[Dv, Dk]`).
+    Kimi Linear path) or value-major (`[Dv, Dk]`). On a function argument
+    (`lm.state`), it marks per-sequence state `[max_batch, ...]` that lives
+    across steps in a slot of its own, zeroed when the slot is reused.
 
     ```mlir
     #lm.state_layout<storage = f32, key_major = true>

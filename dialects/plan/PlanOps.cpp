@@ -53,6 +53,31 @@ LogicalResult CachePoolOp::verify() {
   return success();
 }
 
+int64_t StatePoolOp::getSlotBytes() {
+  int64_t values = 1;
+  for (int64_t d : getSlotShape())
+    values *= d;
+  return values * getLayout().getStorageType().getIntOrFloatBitWidth() / 8;
+}
+
+int64_t StatePoolOp::getByteSize() {
+  return getLayersAttr().getInt() * getBatchAttr().getInt() * getSlotBytes();
+}
+
+LogicalResult StatePoolOp::verify() {
+  if (getLayersAttr().getInt() <= 0)
+    return emitOpError("expects layers > 0, got ") << getLayersAttr().getInt();
+  if (getBatchAttr().getInt() <= 0)
+    return emitOpError("expects batch > 0, got ") << getBatchAttr().getInt();
+  if (getSlotShape().empty() ||
+      llvm::any_of(getSlotShape(), [](int64_t d) { return d <= 0; }))
+    return emitOpError("expects a non-empty slot shape of positive sizes");
+  if (getSlotBytes() % 4 != 0)
+    return emitOpError("expects a slot of whole 4-byte words, got ")
+           << getSlotBytes() << " bytes";
+  return success();
+}
+
 LogicalResult KernelOp::verify() {
   if (getEntry().empty())
     return emitOpError("expects a non-empty entry symbol");
@@ -127,14 +152,30 @@ WeightRefOp::verifySymbolUses(SymbolTableCollection &symbolTable) {
 }
 
 LogicalResult CacheRefOp::verifySymbolUses(SymbolTableCollection &symbolTable) {
+  auto type = cast<MemRefType>(getType());
+  if (auto state = symbolTable.lookupNearestSymbolFrom<StatePoolOp>(
+          *this, getPoolAttr())) {
+    if (getLayerAttr().getInt() < 0 ||
+        getLayerAttr().getInt() >= state.getLayersAttr().getInt())
+      return emitOpError("expects a layer in [0, ")
+             << state.getLayersAttr().getInt() << "), got "
+             << getLayerAttr().getInt();
+    int64_t batch = state.getBatchAttr().getInt();
+    if (type.getDimSize(0) != batch ||
+        type.getDimSize(1) != state.getSlotBytes())
+      return emitOpError("expects memref<")
+             << batch << "x" << state.getSlotBytes()
+             << "xi8> for the state pool's layer, got " << type;
+    return success();
+  }
   auto pool =
       symbolTable.lookupNearestSymbolFrom<CachePoolOp>(*this, getPoolAttr());
   if (!pool)
-    return emitOpError("expects '") << getPool() << "' to name a plan.cache_pool";
+    return emitOpError("expects '")
+           << getPool() << "' to name a plan.cache_pool or plan.state_pool";
   if (getLayerAttr().getInt() < 0 || getLayerAttr().getInt() >= pool.getLayersAttr().getInt())
     return emitOpError("expects a layer in [0, ")
            << pool.getLayersAttr().getInt() << "), got " << getLayerAttr().getInt();
-  auto type = cast<MemRefType>(getType());
   int64_t rows = pool.getMaxTokensAttr().getInt();
   int64_t rowBytes = pool.getLayout().getBytesPerToken();
   if (type.getDimSize(0) != rows || type.getDimSize(1) != rowBytes)

@@ -43,7 +43,12 @@ def Plan_CachePoolOp : Plan_Op<"cache_pool", [Symbol]> {
   let description = [{
     A pool of `max_tokens` token rows per layer for `layers` layers, stored
     as `layout` says (page size, element types, scales). The runtime
-    allocates it once, at load.
+    allocates it once, at load, and hands its pages to sequences as they
+    grow (`max_tokens` may be less than `batch x max_seq_len`: sequences
+    then share fewer pages than they could fill). With a `window` in the
+    layout it is a ring of `max_tokens / batch` rows per sequence instead
+    (sliding-window attention; `window - 1 + max-tokens` rows, so that a
+    prefill chunk never overwrites rows its own queries read).
 
     ```mlir
     plan.cache_pool @mla_latent {layers = 61 : i64, max_tokens = 131072 : i64,
@@ -57,6 +62,34 @@ def Plan_CachePoolOp : Plan_Op<"cache_pool", [Symbol]> {
   let assemblyFormat = "$sym_name attr-dict";
   let hasVerifier = 1;
   let extraClassDeclaration = [{
+    /// Bytes of the whole pool.
+    int64_t getByteSize();
+  }];
+}
+
+def Plan_StatePoolOp : Plan_Op<"state_pool", [Symbol]> {
+  let summary = "per-sequence state of the layers of one kind, one slot each";
+  let description = [{
+    Fixed-size state that a sequence carries across steps (a KDA layer's
+    recurrent state, a short convolution's last inputs): `layers` layers of
+    `batch` slots of `slot_shape` values stored as `layout` says. Its size
+    does not depend on the context length. The runtime zeroes a slot when a
+    new sequence takes it. `plan.cache_ref` names it like a cache pool.
+
+    ```mlir
+    plan.state_pool @kda_state {layers = 3 : i64, batch = 8 : i64,
+        slot_shape = array<i64: 32, 128, 128>,
+        layout = #lm.state_layout<storage = f32, key_major = true>}
+    ```
+  }];
+  let arguments = (ins SymbolNameAttr:$sym_name, Lm_StateLayoutAttr:$layout,
+                       I64Attr:$layers, I64Attr:$batch,
+                       DenseI64ArrayAttr:$slot_shape);
+  let assemblyFormat = "$sym_name attr-dict";
+  let hasVerifier = 1;
+  let extraClassDeclaration = [{
+    /// Bytes of one sequence's state in one layer.
+    int64_t getSlotBytes();
     /// Bytes of the whole pool.
     int64_t getByteSize();
   }];
@@ -151,10 +184,11 @@ def Plan_WeightRefOp : Plan_Op<"weight_ref", [Pure,
 
 def Plan_CacheRefOp : Plan_Op<"cache_ref", [Pure,
     DeclareOpInterfaceMethods<SymbolUserOpInterface>]> {
-  let summary = "the bytes of one layer's share of a cache pool";
+  let summary = "the bytes of one layer's share of a cache or state pool";
   let description = [{
-    Layer `layer`'s `[max_tokens, bytes_per_token]` region of the pool, as
-    raw bytes in the pool's layout.
+    Layer `layer`'s `[max_tokens, bytes_per_token]` region of a cache pool,
+    or `[batch, slot bytes]` region of a state pool, as raw bytes in the
+    pool's layout.
 
     ```mlir
     %c = plan.cache_ref @mla_latent layer(0) : memref<131072x656xi8>

@@ -47,7 +47,7 @@ namespace daybreak::artifact {
 inline constexpr char kMagic[8] = {'D', 'A', 'Y', 'B', 'R', 'E', 'A', 'K'};
 /// Bump on any change an older runtime would misread (ArtifactFile refuses
 /// other versions).
-inline constexpr uint32_t kFormatVersion = 3;
+inline constexpr uint32_t kFormatVersion = 4;
 inline constexpr uint64_t kHeaderSize = 64;
 inline constexpr uint64_t kSectionAlignment = 4096;
 

@@ -146,19 +146,153 @@ StatusOr<double> Device::matmulRate(std::string &how) {
                        " device has no vendor matrix-multiply probe");
 }
 
-StatusOr<uint64_t> runtime::identityCacheRowOffset(const artifact::Manifest &m,
-                                                   int cache, int64_t seq,
-                                                   int64_t pos, int64_t rows) {
-  if (cache < 0 || cache >= m.caches_size())
+Status Device::planCaches(const artifact::Manifest &m) {
+  StatusOr<CachePlan> plan = CachePlan::build(m);
+  if (!plan.ok())
+    return plan.error();
+  caches_ = std::move(*plan);
+  pageTable_.assign(caches_.pageTableEntries(), caches_.zeroPage());
+  return Status::success();
+}
+
+Status Device::writePageTable(int64_t first, const int32_t *entries,
+                              int64_t count) {
+  if (first < 0 || count < 0 ||
+      first + count > static_cast<int64_t>(pageTable_.size()))
+    return Status::error("page-table entries [" + std::to_string(first) +
+                         ", " + std::to_string(first + count) +
+                         ") are outside the table of " +
+                         std::to_string(pageTable_.size()));
+  for (int64_t i = 0; i < count; ++i)
+    if (entries[i] < 0 || entries[i] > caches_.zeroPage())
+      return Status::error("page-table entry " + std::to_string(first + i) +
+                           " names page " + std::to_string(entries[i]) +
+                           " of a pool of " + std::to_string(caches_.pages));
+  if (count == 0)
+    return Status::success();
+  std::memcpy(pageTable_.data() + first, entries, count * sizeof(int32_t));
+  return uploadPageTable(first, count);
+}
+
+Status Device::zeroSlotState(int64_t seq) {
+  if (seq < 0 || seq >= caches_.batch)
+    return Status::error("slot " + std::to_string(seq) +
+                         " is outside the compiled batch of " +
+                         std::to_string(caches_.batch));
+  for (size_t c = 0; c < caches_.caches.size(); ++c) {
+    const CacheLayout &layout = caches_.caches[c];
+    if (layout.kind == CacheKind::SlotState)
+      DAYBREAK_RETURN_IF_ERROR(zeroCacheBytes(
+          int(c), uint64_t(seq) * layout.slotBytes, layout.slotBytes));
+  }
+  return Status::success();
+}
+
+StatusOr<uint64_t> Device::slotOffset(int cache, int64_t seq) const {
+  if (cache < 0 || cache >= static_cast<int>(caches_.caches.size()))
     return Status::error("no cache " + std::to_string(cache));
-  const artifact::Cache &c = m.caches(cache);
-  if (seq < 0 || seq >= m.max_batch() || pos < 0 || rows < 0 ||
-      pos + rows > m.max_seq_len())
+  const CacheLayout &layout = caches_.caches[cache];
+  if (layout.kind != CacheKind::SlotState)
+    return Status::error("cache '" + layout.cache->name() +
+                         "' holds rows, not per-slot state");
+  if (seq < 0 || seq >= caches_.batch)
+    return Status::error("slot " + std::to_string(seq) +
+                         " is outside the compiled batch of " +
+                         std::to_string(caches_.batch));
+  return uint64_t(seq) * layout.slotBytes;
+}
+
+Status Device::readSlotState(int cache, int64_t seq, void *out) {
+  StatusOr<uint64_t> offset = slotOffset(cache, seq);
+  if (!offset.ok())
+    return offset.error();
+  return readCacheBytes(cache, *offset, out, caches_.caches[cache].slotBytes);
+}
+
+Status Device::writeSlotState(int cache, int64_t seq, const void *in) {
+  StatusOr<uint64_t> offset = slotOffset(cache, seq);
+  if (!offset.ok())
+    return offset.error();
+  return writeCacheBytes(cache, *offset, in, caches_.caches[cache].slotBytes);
+}
+
+template <typename Fn>
+Status Device::forEachRun(int cache, int64_t seq, int64_t pos, int64_t rows,
+                          Fn &&fn) const {
+  if (cache < 0 || cache >= static_cast<int>(caches_.caches.size()))
+    return Status::error("no cache " + std::to_string(cache));
+  const CacheLayout &layout = caches_.caches[cache];
+  const std::string &name = layout.cache->name();
+  if (layout.kind == CacheKind::SlotState)
+    return Status::error("cache '" + name + "' is per-slot state, not rows");
+  if (seq < 0 || seq >= caches_.batch || pos < 0 || rows < 0 ||
+      pos + rows > caches_.maxSeqLen)
     return Status::error("rows [" + std::to_string(pos) + ", " +
                          std::to_string(pos + rows) + ") of slot " +
-                         std::to_string(seq) + " are outside cache '" +
-                         c.name() + "'");
-  int64_t pagesPerSeq = (m.max_seq_len() + c.page_size() - 1) / c.page_size();
-  return (uint64_t(seq) * pagesPerSeq * c.page_size() + pos) *
-         c.bytes_per_row();
+                         std::to_string(seq) + " are outside cache '" + name +
+                         "'");
+  // A run ends at a page boundary (paged) or where the ring wraps.
+  int64_t span = layout.kind == CacheKind::Paged ? layout.pageSize
+                                                 : layout.ringRows;
+  if (layout.kind == CacheKind::Window && rows > layout.ringRows)
+    return Status::error(std::to_string(rows) + " rows do not fit the " +
+                         std::to_string(layout.ringRows) +
+                         "-row ring of cache '" + name + "'");
+  for (int64_t p = pos; p < pos + rows;) {
+    int64_t n = std::min(pos + rows, (p / span + 1) * span) - p;
+    if (layout.kind == CacheKind::Paged &&
+        pageTable_[seq * caches_.pagesPerSeq + p / span] ==
+            caches_.zeroPage())
+      return Status::error("row " + std::to_string(p) + " of slot " +
+                           std::to_string(seq) + " of cache '" + name +
+                           "' has no page (reserve the rows first)");
+    DAYBREAK_RETURN_IF_ERROR(
+        fn(caches_.rowOffset(cache, seq, p, pageTable_.data()), n));
+    p += n;
+  }
+  return Status::success();
+}
+
+Status Device::copyCacheRows(int cache, int64_t srcSeq, int64_t srcPos,
+                             int64_t dstSeq, int64_t dstPos, int64_t rows) {
+  // Row by row where the two ranges' runs differ: split at both.
+  std::vector<std::pair<uint64_t, int64_t>> src, dst;
+  auto collect = [](std::vector<std::pair<uint64_t, int64_t>> &runs) {
+    return [&runs](uint64_t offset, int64_t n) {
+      runs.emplace_back(offset, n);
+      return Status::success();
+    };
+  };
+  DAYBREAK_RETURN_IF_ERROR(forEachRun(cache, srcSeq, srcPos, rows,
+                                      collect(src)));
+  DAYBREAK_RETURN_IF_ERROR(forEachRun(cache, dstSeq, dstPos, rows,
+                                      collect(dst)));
+  uint64_t bytesPerRow = caches_.caches[cache].bytesPerRow;
+  size_t i = 0, j = 0;
+  int64_t usedSrc = 0, usedDst = 0;
+  while (i < src.size() && j < dst.size()) {
+    int64_t n = std::min(src[i].second - usedSrc, dst[j].second - usedDst);
+    DAYBREAK_RETURN_IF_ERROR(
+        copyCacheBytes(cache, dst[j].first + usedDst * bytesPerRow,
+                       src[i].first + usedSrc * bytesPerRow,
+                       n * bytesPerRow));
+    usedSrc += n;
+    usedDst += n;
+    if (usedSrc == src[i].second)
+      ++i, usedSrc = 0;
+    if (usedDst == dst[j].second)
+      ++j, usedDst = 0;
+  }
+  return Status::success();
+}
+
+Status Device::readCacheRows(int cache, int64_t seq, int64_t pos,
+                             int64_t rows, void *out) {
+  auto *bytes = static_cast<uint8_t *>(out);
+  return forEachRun(cache, seq, pos, rows, [&](uint64_t offset, int64_t n) {
+    uint64_t size = n * caches_.caches[cache].bytesPerRow;
+    Status status = readCacheBytes(cache, offset, bytes, size);
+    bytes += size;
+    return status;
+  });
 }

@@ -12,6 +12,7 @@
 #define DAYBREAK_RUNTIME_EXECUTOR_DEVICE_H
 
 #include "runtime/artifact/ArtifactFile.h"
+#include "runtime/core/CacheState.h"
 #include "runtime/core/PreparedLaunch.h"
 #include "runtime/support/Status.h"
 
@@ -54,14 +55,14 @@ public:
 
   /// Copies `rows` rows of cache `cache` from positions [srcPos, srcPos +
   /// rows) of sequence slot `srcSeq` to [dstPos, ...) of slot `dstSeq`, in
-  /// the order of the device's other work. The ranges must not overlap.
-  virtual Status copyCacheRows(int cache, int64_t srcSeq, int64_t srcPos,
-                               int64_t dstSeq, int64_t dstPos,
-                               int64_t rows) = 0;
+  /// the order of the device's other work. Both ranges must have pages
+  /// (Model::reserve) and must not overlap.
+  Status copyCacheRows(int cache, int64_t srcSeq, int64_t srcPos,
+                       int64_t dstSeq, int64_t dstPos, int64_t rows);
   /// Reads `rows` rows (bytes_per_row bytes each) of cache `cache` at
   /// positions [pos, pos + rows) of slot `seq` into `out`.
-  virtual Status readCacheRows(int cache, int64_t seq, int64_t pos,
-                               int64_t rows, void *out) = 0;
+  Status readCacheRows(int cache, int64_t seq, int64_t pos, int64_t rows,
+                       void *out);
   /// Runs `step` as runLaunches does and returns how long its launches took
   /// on the device, in milliseconds. The default times the host call, which
   /// is the device time of a synchronous device.
@@ -78,14 +79,58 @@ public:
   /// reaches, and in `how` what was measured; an error saying why where
   /// the device has no such probe.
   virtual StatusOr<double> matmulRate(std::string &how);
-};
 
-/// Byte offset of row `pos` of slot `seq` in cache `cache` of `m` under the
-/// identity page table both devices build (a slot's pages are consecutive),
-/// after checking that `rows` rows from there lie inside the slot.
-StatusOr<uint64_t> identityCacheRowOffset(const artifact::Manifest &m,
-                                          int cache, int64_t seq, int64_t pos,
-                                          int64_t rows);
+  //===--------------------------------------------------------------------===//
+  // Caches and per-slot state (CacheState.h).
+  //===--------------------------------------------------------------------===//
+
+  /// The caches as this device allocated them (valid after prepare).
+  const CachePlan &cachePlan() const { return caches_; }
+  /// Sets page-table entries [first, first + count) to `entries`, in the
+  /// order of the device's other work (a step staged after this call sees
+  /// them). The session's PageAllocator owns the mapping.
+  Status writePageTable(int64_t first, const int32_t *entries, int64_t count);
+  /// Zeroes slot `seq` of every slot-state cache (a slot given to a new
+  /// sequence).
+  Status zeroSlotState(int64_t seq);
+  /// Copies slot `seq` of slot-state cache `cache` (slot_bytes bytes) out
+  /// of, or into, the device: a sequence's state saved and restored.
+  Status readSlotState(int cache, int64_t seq, void *out);
+  Status writeSlotState(int cache, int64_t seq, const void *in);
+
+protected:
+  /// Builds cachePlan() from `m` and the page table's host copy, every
+  /// entry at the zero page; devices call it first in prepare().
+  Status planCaches(const artifact::Manifest &m);
+  /// The page table as the host last wrote it ([batch, pagesPerSeq]); the
+  /// CPU device's kernels read it in place.
+  const int32_t *hostPageTable() const { return pageTable_.data(); }
+  /// Copies entries [first, first + count) of hostPageTable() to where
+  /// the device's kernels read them.
+  virtual Status uploadPageTable(int64_t first, int64_t count) = 0;
+  /// Raw bytes of cache `cache`, at byte offsets of its allocation.
+  virtual Status copyCacheBytes(int cache, uint64_t dst, uint64_t src,
+                                uint64_t bytes) = 0;
+  virtual Status readCacheBytes(int cache, uint64_t src, void *out,
+                                uint64_t bytes) = 0;
+  virtual Status writeCacheBytes(int cache, uint64_t dst, const void *in,
+                                 uint64_t bytes) = 0;
+  virtual Status zeroCacheBytes(int cache, uint64_t offset,
+                                uint64_t bytes) = 0;
+
+private:
+  /// Calls `fn(offset, rows)` for runs of rows [pos, pos + rows) of slot
+  /// `seq` that are contiguous in cache `cache`, after checking that the
+  /// slot and rows exist and have pages.
+  /// Byte offset of slot `seq` of slot-state cache `cache`, checked.
+  StatusOr<uint64_t> slotOffset(int cache, int64_t seq) const;
+  template <typename Fn>
+  Status forEachRun(int cache, int64_t seq, int64_t pos, int64_t rows,
+                    Fn &&fn) const;
+
+  CachePlan caches_;
+  std::vector<int32_t> pageTable_;
+};
 
 /// Bytes per element of an artifact dtype.
 int64_t elementBytes(artifact::DType dtype);

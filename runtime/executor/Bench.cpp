@@ -173,7 +173,16 @@ Status runtime::tileCaches(Model &model, int64_t rows, int64_t slots,
                            int64_t context) {
   Device &device = model.onDevice();
   int caches = model.manifest().caches_size();
+  // Pages for the context and the token each decode step writes after it.
+  for (int64_t s = 0; s < slots; ++s)
+    DAYBREAK_RETURN_IF_ERROR(model.reserve(s, std::min(context + 1,
+                                                       model.maxSeqLen())));
+  auto tiled = [&](int c) {
+    return model.cachePlan().caches[c].kind == CacheKind::Paged;
+  };
   for (int c = 0; c < caches; ++c) {
+    if (!tiled(c)) // windows and slot state have no context to repeat
+      continue;
     // Doubling copies along slot 0, then slot 0 into the others.
     for (int64_t filled = rows; filled < context;) {
       int64_t n = std::min(filled, context - filled);
@@ -190,6 +199,8 @@ Status runtime::tileCaches(Model &model, int64_t rows, int64_t slots,
   }
   // Check a few rows of each cache against the rows they repeat.
   for (int c = 0; c < caches; ++c) {
+    if (!tiled(c))
+      continue;
     const artifact::Cache &cache = model.manifest().caches(c);
     std::vector<uint8_t> got(cache.bytes_per_row()),
         want(cache.bytes_per_row());

@@ -2,6 +2,8 @@
 
 #include "runtime/executor/Commands.h"
 
+#include "runtime/executor/Session.h"
+
 #include "runtime/safetensors/Safetensors.h"
 
 #include <nlohmann/json.hpp>
@@ -19,38 +21,6 @@
 
 using namespace daybreak;
 using namespace daybreak::runtime;
-using Clock = std::chrono::steady_clock;
-
-static double secondsSince(Clock::time_point start) {
-  return std::chrono::duration<double>(Clock::now() - start).count();
-}
-
-/// Runs `inputs` through step `name` in chunks of at most max_tokens tokens,
-/// appending each token's logits to `logits`.
-static Status runChunked(Model &model, const std::string &name,
-                         const StepInputs &inputs, std::vector<float> &logits) {
-  StatusOr<const PreparedStep *> found = model.step(name);
-  if (!found.ok())
-    return found.error();
-  const PreparedStep &step = **found;
-  int64_t chunk = model.maxTokens(), vocab = model.vocabSize();
-  std::vector<float> part;
-  logits.clear();
-  for (size_t start = 0; start < inputs.ids.size(); start += chunk) {
-    size_t end = std::min(inputs.ids.size(), start + size_t(chunk));
-    StepInputs slice;
-    slice.ids.assign(inputs.ids.begin() + start, inputs.ids.begin() + end);
-    slice.positions.assign(inputs.positions.begin() + start,
-                           inputs.positions.begin() + end);
-    slice.sequences.assign(inputs.sequences.begin() + start,
-                           inputs.sequences.begin() + end);
-    Status status = model.run(step, slice, part);
-    if (!status.ok())
-      return status;
-    logits.insert(logits.end(), part.begin(), part.begin() + (end - start) * vocab);
-  }
-  return Status::success();
-}
 
 static Status intList(const nlohmann::json &seq, const char *key,
                       const std::string &path, std::vector<int32_t> &out) {
@@ -98,56 +68,37 @@ Status runtime::runLogits(Model &model, const std::string &inputsPath,
                          std::to_string(model.maxBatch()) + " (--max-batch)");
   int64_t vocab = model.vocabSize();
 
-  // One prefill over every prompt.
-  StepInputs prefill;
-  for (int64_t i = 0; i < batch; ++i)
-    for (size_t p = 0; p < prompts[i].size(); ++p) {
-      prefill.ids.push_back(prompts[i][p]);
-      prefill.positions.push_back(static_cast<int32_t>(p));
-      prefill.sequences.push_back(static_cast<int32_t>(i));
-    }
-  std::vector<float> logits;
-  auto start = Clock::now();
-  Status status = runChunked(model, "prefill", prefill, logits);
-  if (!status.ok())
-    return status;
-  double prefillSeconds = secondsSince(start);
-  std::vector<safetensors::F32Tensor> outputs;
-  size_t row = 0;
+  // Every sequence at once: prompts prefilled together (in chunks of at
+  // most max_tokens), then the given decode tokens, one step each.
+  Session session(model);
+  std::vector<SequenceId> ids;
   for (int64_t i = 0; i < batch; ++i) {
-    int64_t n = prompts[i].size();
-    outputs.push_back({"seq" + std::to_string(i) + ".prefill_logits",
-                       {n, vocab},
-                       std::vector<float>(logits.begin() + row * vocab,
-                                          logits.begin() + (row + n) * vocab)});
-    row += n;
+    SequenceRequest request;
+    request.prompt = prompts[i];
+    request.forced = decodes[i];
+    StatusOr<SequenceId> id = session.admit(std::move(request));
+    if (!id.ok())
+      return id.error().withContext(inputsPath + ": sequence " +
+                                    std::to_string(i));
+    ids.push_back(*id);
   }
+  std::vector<std::vector<float>> prefillLogits(batch), decodeLogits(batch);
+  session.setObserver([&](const TokenLogits &row) {
+    int64_t i = std::find(ids.begin(), ids.end(), row.sequence) - ids.begin();
+    auto &out = row.prefill ? prefillLogits[i] : decodeLogits[i];
+    out.insert(out.end(), row.logits, row.logits + vocab);
+  });
+  DAYBREAK_RETURN_IF_ERROR(session.runToCompletion());
+  for (int64_t i = 0; i < batch; ++i)
+    if (session.status(ids[i])->state == SequenceState::Failed)
+      return Status::error("sequence " + std::to_string(i) + ": " +
+                           session.status(ids[i])->error);
 
-  // Teacher-forced decode: one token per sequence that still has one.
-  std::vector<std::vector<float>> decodeLogits(batch);
-  size_t steps = 0;
-  for (const auto &d : decodes)
-    steps = std::max(steps, d.size());
-  start = Clock::now();
-  for (size_t t = 0; t < steps; ++t) {
-    StepInputs step;
-    std::vector<int64_t> who;
-    for (int64_t i = 0; i < batch; ++i)
-      if (t < decodes[i].size()) {
-        step.ids.push_back(decodes[i][t]);
-        step.positions.push_back(static_cast<int32_t>(prompts[i].size() + t));
-        step.sequences.push_back(static_cast<int32_t>(i));
-        who.push_back(i);
-      }
-    status = runChunked(model, "decode", step, logits);
-    if (!status.ok())
-      return status;
-    for (size_t j = 0; j < who.size(); ++j)
-      decodeLogits[who[j]].insert(decodeLogits[who[j]].end(),
-                                  logits.begin() + j * vocab,
-                                  logits.begin() + (j + 1) * vocab);
-  }
-  double decodeSeconds = secondsSince(start);
+  std::vector<safetensors::F32Tensor> outputs;
+  for (int64_t i = 0; i < batch; ++i)
+    outputs.push_back({"seq" + std::to_string(i) + ".prefill_logits",
+                       {int64_t(prompts[i].size()), vocab},
+                       std::move(prefillLogits[i])});
   for (int64_t i = 0; i < batch; ++i)
     if (!decodes[i].empty())
       outputs.push_back({"seq" + std::to_string(i) + ".decode_logits",
@@ -156,74 +107,55 @@ Status runtime::runLogits(Model &model, const std::string &inputsPath,
   safetensors::Status written = safetensors::writeF32File(outputPath, outputs);
   if (!written.ok)
     return Status::error(written.message);
-  log << "logits: " << batch << " sequences, " << prefill.ids.size()
+  const Session::Timing &time = session.timing();
+  log << "logits: " << batch << " sequences, " << time.prefillTokens
       << " prefill tokens in " << std::fixed << std::setprecision(3)
-      << prefillSeconds << " s, " << steps << " decode steps in "
-      << decodeSeconds << " s -> " << outputPath << "\n";
+      << time.prefillSeconds << " s, " << time.decodeSteps
+      << " decode steps in " << time.decodeSeconds << " s -> " << outputPath
+      << "\n";
   return Status::success();
 }
 
 Status runtime::generate(Model &model, const GenerateOptions &options,
                          std::ostream &out) {
-  int64_t prompt = options.promptIds.size();
-  if (prompt == 0)
+  if (options.promptIds.empty())
     return Status::error("--prompt-ids is empty");
   if (options.maxNewTokens < 0)
     return Status::error("--max-new-tokens must not be negative");
-  if (prompt + options.maxNewTokens > model.maxSeqLen())
-    return Status::error("the prompt (" + std::to_string(prompt) +
+  int64_t promptTokens = options.promptIds.size();
+  // The last generated token is not fed back, so needs no cache row.
+  if (promptTokens + std::max<int64_t>(options.maxNewTokens - 1, 0) >
+      model.maxSeqLen())
+    return Status::error("the prompt (" + std::to_string(promptTokens) +
                          " tokens) plus --max-new-tokens (" +
                          std::to_string(options.maxNewTokens) +
                          ") exceeds the compiled maximum sequence length " +
                          std::to_string(model.maxSeqLen()) +
                          " (--max-seq-len)");
-  Sampler sampler(options.sampling);
-  StepInputs inputs;
-  for (int64_t p = 0; p < prompt; ++p) {
-    inputs.ids.push_back(options.promptIds[p]);
-    inputs.positions.push_back(static_cast<int32_t>(p));
-    inputs.sequences.push_back(0);
-  }
-  std::vector<float> logits;
-  auto start = Clock::now();
-  Status status = runChunked(model, "prefill", inputs, logits);
-  if (!status.ok())
-    return status;
-  double prefillSeconds = secondsSince(start);
-  int64_t vocab = model.vocabSize();
-  std::vector<int32_t> generated;
-  int32_t next = sampler.sample(logits.data() + (prompt - 1) * vocab, vocab);
-  start = Clock::now();
-  // The decode step, found once for the loop.
-  StatusOr<const PreparedStep *> decode = model.step("decode");
-  if (!decode.ok())
-    return decode.error();
-  const auto &eos = model.manifest().eos_token_ids();
-  while (static_cast<int64_t>(generated.size()) < options.maxNewTokens) {
-    generated.push_back(next);
-    if (std::find(eos.begin(), eos.end(), next) != eos.end() ||
-        static_cast<int64_t>(generated.size()) == options.maxNewTokens)
-      break;
-    StepInputs step;
-    step.ids = {next};
-    step.positions = {static_cast<int32_t>(prompt + generated.size() - 1)};
-    step.sequences = {0};
-    status = model.run(**decode, step, logits);
-    if (!status.ok())
-      return status;
-    next = sampler.sample(logits.data(), vocab);
-  }
-  double decodeSeconds = secondsSince(start);
+  Session session(model);
+  SequenceRequest request;
+  request.prompt = options.promptIds;
+  request.maxNewTokens = options.maxNewTokens;
+  request.sampling = options.sampling;
+  StatusOr<SequenceId> id = session.admit(std::move(request));
+  if (!id.ok())
+    return id.error();
+  DAYBREAK_RETURN_IF_ERROR(session.runToCompletion());
+  const SequenceStatus &status = *session.status(*id);
+  if (status.state == SequenceState::Failed)
+    return Status::error(status.error);
   out << "tokens:";
-  for (int32_t t : generated)
+  for (int32_t t : status.generated)
     out << " " << t;
+  const Session::Timing &time = session.timing();
+  int64_t prompt = options.promptIds.size();
   out << "\n" << std::fixed << std::setprecision(3)
-      << "prefill: " << prompt << " tokens in " << prefillSeconds * 1e3
-      << " ms (" << prompt / std::max(prefillSeconds, 1e-9)
+      << "prefill: " << prompt << " tokens in " << time.prefillSeconds * 1e3
+      << " ms (" << prompt / std::max(time.prefillSeconds, 1e-9)
       << " tokens/s)\n";
-  int64_t decoded = std::max<int64_t>(int64_t(generated.size()) - 1, 0);
-  out << "decode:  " << decoded << " steps in " << decodeSeconds * 1e3
-      << " ms (" << decoded / std::max(decodeSeconds, 1e-9)
+  out << "decode:  " << time.decodeSteps << " steps in "
+      << time.decodeSeconds * 1e3 << " ms ("
+      << time.decodeSteps / std::max(time.decodeSeconds, 1e-9)
       << " tokens/s)\n";
   return Status::success();
 }
@@ -316,13 +248,28 @@ void runtime::inspect(const artifact::Manifest &m, std::ostream &out) {
     first = false;
   }
   out << ")\n";
-  out << "caches:    " << m.caches_size() << "\n";
-  for (const artifact::Cache &c : m.caches())
-    out << "  " << c.name() << ": "
-        << artifact::CacheFormat_Name(c.format()) << ", " << c.width()
+  out << "caches:    " << m.caches_size();
+  if (m.cache_pages())
+    out << " (paged ones share " << m.cache_pages() << " pages)";
+  out << "\n";
+  for (const artifact::Cache &c : m.caches()) {
+    out << "  " << c.name() << ": ";
+    if (c.kind() == artifact::CACHE_SLOT_STATE) {
+      out << "slot state " << artifact::DType_Name(c.state_dtype()) << " [";
+      for (int i = 0; i < c.state_shape_size(); ++i)
+        out << (i ? "x" : "") << c.state_shape(i);
+      out << "], " << c.slot_bytes() << " B per sequence\n";
+      continue;
+    }
+    out << artifact::CacheFormat_Name(c.format()) << ", " << c.width()
         << " values/row (tail " << c.tail_dim() << ", scale block "
-        << c.scale_block() << "), " << c.bytes_per_row() << " B/row, pages of "
-        << c.page_size() << "\n";
+        << c.scale_block() << "), " << c.bytes_per_row() << " B/row, ";
+    if (c.kind() == artifact::CACHE_WINDOW)
+      out << "window " << c.window() << " (ring of " << c.window_rows()
+          << " rows per sequence)\n";
+    else
+      out << "pages of " << c.page_size() << "\n";
+  }
   for (const artifact::Step &s : m.steps()) {
     std::map<std::string, int> kernels;
     for (const artifact::Launch &l : s.launches())

@@ -68,6 +68,7 @@ StatusOr<std::unique_ptr<Model>> Model::load(const std::string &path,
   if (!status.ok())
     return status.withContext("loading " + path + " on " +
                               model->device->name());
+  model->pageAllocator = PageAllocator(model->device->cachePlan());
   return model;
 }
 
@@ -108,6 +109,10 @@ Status Model::stage(const PreparedStep &prepared, const StepInputs &inputs) {
                            " is outside the vocabulary [0, " +
                            std::to_string(vocabSize()) + ")");
   }
+  // Pages for every token's row; the device's table gets the new entries.
+  for (int64_t t = 0; t < tokens; ++t)
+    DAYBREAK_RETURN_IF_ERROR(
+        reserve(inputs.sequences[t], int64_t(inputs.positions[t]) + 1));
   // The input buffers, by role (prepareSteps found and checked them).
   const std::pair<const artifact::Buffer *, const std::vector<int32_t> *>
       writes[] = {{prepared.tokenIds, &inputs.ids},
@@ -120,6 +125,23 @@ Status Model::stage(const PreparedStep &prepared, const StepInputs &inputs) {
       return status;
   }
   return Status::success();
+}
+
+Status Model::reserve(int64_t seq, int64_t rows) {
+  int64_t first, count;
+  DAYBREAK_RETURN_IF_ERROR(pageAllocator.grow(seq, rows, first, count));
+  return device->writePageTable(first, pageAllocator.table() + first, count);
+}
+
+Status Model::release(int64_t seq) {
+  int64_t first, count;
+  pageAllocator.release(seq, first, count);
+  return device->writePageTable(first, pageAllocator.table() + first, count);
+}
+
+Status Model::resetSlot(int64_t seq) {
+  DAYBREAK_RETURN_IF_ERROR(release(seq));
+  return device->zeroSlotState(seq);
 }
 
 Status Model::run(const PreparedStep &step, const StepInputs &inputs,

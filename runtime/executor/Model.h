@@ -60,8 +60,10 @@ public:
   Status run(const std::string &name, const StepInputs &inputs,
              std::vector<float> &logits);
 
-  /// Checks `inputs` against the compiled limits and copies them into the
-  /// input buffers of `step`.
+  /// Checks `inputs` against the compiled limits, gives every token's row
+  /// a cache page (taking pages as sequences grow) and copies the inputs
+  /// into the input buffers of `step`. Out of pages: an error, and the step
+  /// does not run.
   Status stage(const PreparedStep &step, const StepInputs &inputs);
   /// The same for the step named `name`, which is returned.
   StatusOr<const PreparedStep *> stage(const std::string &name,
@@ -72,6 +74,21 @@ public:
   /// Runs each launch of step `name` on its own: milliseconds per launch.
   StatusOr<std::vector<double>> profile(const std::string &name,
                                         const StepInputs &inputs);
+  //===--------------------------------------------------------------------===//
+  // Cache pages and per-slot state (runtime/core/CacheState.h).
+  //===--------------------------------------------------------------------===//
+
+  /// Gives rows [0, rows) of slot `seq` cache pages now (steps do so for
+  /// the rows they write).
+  Status reserve(int64_t seq, int64_t rows);
+  /// Returns slot `seq`'s pages to the pool.
+  Status release(int64_t seq);
+  /// Prepares slot `seq` for a new sequence: its pages returned, its
+  /// slot state zeroed.
+  Status resetSlot(int64_t seq);
+  const PageAllocator &pages() const { return pageAllocator; }
+  const CachePlan &cachePlan() const { return device->cachePlan(); }
+
   /// The device, for probes and cache copies.
   Device &onDevice() { return *device; }
 
@@ -91,6 +108,7 @@ private:
   /// Decoded from `file`'s manifest, which they point into.
   std::vector<PreparedStep> steps;
   std::unique_ptr<Device> device;
+  PageAllocator pageAllocator;
 };
 
 } // namespace daybreak::runtime

@@ -153,3 +153,4 @@ func.func @unread(%c: tensor<2x64x80xf32>, %k: tensor<?x80xf32>, %slots: tensor<
       : (tensor<2x64x80xf32>, tensor<?x80xf32>, tensor<?xi32>, tensor<?xi32>) -> tensor<2x64x80xf32>
   return %c1 : tensor<2x64x80xf32>
 }
+

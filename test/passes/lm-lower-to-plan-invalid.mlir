@@ -89,3 +89,12 @@ func.func @unfolded(%x: tensor<?x48xf32>) -> tensor<?x8xf32> {
   %y = lm.matmul %x, %w : (tensor<?x48xf32>, tensor<8x48xf32>) -> tensor<?x8xf32>
   return %y : tensor<?x8xf32>
 }
+
+// -----
+
+// Tests that per-sequence state must be a static [max_batch, ...] tensor.
+// expected-error @+1 {{state argument 0 must be a static [max_batch, ...] tensor, got 'tensor<?x4xf32>'}}
+func.func @dynamic_state(%s: tensor<?x4xf32> {lm.state = #lm.state_layout<storage = f32, key_major = true>})
+    -> tensor<?x4xf32> {
+  return %s : tensor<?x4xf32>
+}

@@ -41,6 +41,16 @@ static cl::opt<int64_t>
 static cl::opt<std::string>
     kvCacheDtype("kv-cache-dtype", cl::desc("cache storage: fp8, bf16, f32"),
                  cl::init("fp8"));
+static cl::opt<int64_t> kvCacheTokens(
+    "kv-cache-tokens",
+    cl::desc("token rows the paged caches hold for all sequences together, "
+             "rounded up to pages (default: --max-batch x --max-seq-len); "
+             "fewer serve more sequences than fit at full length"),
+    cl::init(0));
+static cl::opt<std::string>
+    stateDtype("state-dtype",
+               cl::desc("per-sequence recurrent state storage: f32, bf16"),
+               cl::init("f32"));
 
 static cl::opt<std::string> weights(
     "weights",
@@ -67,7 +77,8 @@ int main(int argc, char **argv) {
   }
   options.compileTo = *phase;
   // 0 asks the pipeline to choose, so an explicit 0 is refused here.
-  for (cl::opt<int64_t> *limit : {&maxSeqLen, &maxBatch, &maxTokens}) {
+  for (cl::opt<int64_t> *limit :
+       {&maxSeqLen, &maxBatch, &maxTokens, &kvCacheTokens}) {
     if (limit->getNumOccurrences() && limit->getValue() <= 0) {
       llvm::errs() << "daybreak-compile: --" << limit->ArgStr << " "
                    << limit->getValue() << " must be positive\n";
@@ -78,6 +89,8 @@ int main(int argc, char **argv) {
   options.maxBatch = maxBatch;
   options.maxTokens = maxTokens;
   options.kvCacheDtype = kvCacheDtype;
+  options.kvCacheTokens = kvCacheTokens;
+  options.stateDtype = stateDtype;
   if (weights != "embed" && weights != "reference") {
     llvm::errs() << "daybreak-compile: unknown --weights=" << weights
                  << " (expected embed or reference)\n";

@@ -19,22 +19,9 @@ namespace daybreak::cpu {
 
 using namespace numerics;
 
-int64_t cacheBytesPerRow(CacheFormat format, int64_t width, int64_t tailDim,
-                         int64_t scaleBlock) {
-  switch (format) {
-  case CacheFormat::F32:
-    return 4 * width;
-  case CacheFormat::BF16:
-    return 2 * width;
-  case CacheFormat::Fp8Scaled: {
-    int64_t quantized = width - tailDim;
-    return quantized + 4 * (quantized / scaleBlock) + 2 * tailDim;
-  }
-  }
-  return 0;
-}
-
 uint8_t *CacheView::row(int64_t seq, int64_t pos) const {
+  if (ringRows)
+    return base + (seq * ringRows + pos % ringRows) * bytesPerRow;
   int64_t logicalPage = seq * pagesPerSeq() + pos / pageSize;
   int64_t page = pageTable ? pageTable[logicalPage] : logicalPage;
   return base + (page * pageSize + pos % pageSize) * bytesPerRow;

@@ -130,93 +130,60 @@ Status CpuDevice::prepare(const artifact::ArtifactFile &file,
     weightBytes += w.size();
   }
 
-  // Caches with identity page tables, and the arena.
-  int64_t batch = m.max_batch(), maxSeq = m.max_seq_len();
+  // Caches and slot states (zeroed), every page unmapped, and the arena.
+  DAYBREAK_RETURN_IF_ERROR(planCaches(m));
+  const runtime::CachePlan &plan = cachePlan();
   caches.resize(m.caches_size());
   cacheBytes.resize(m.caches_size());
   for (int i = 0; i < m.caches_size(); ++i) {
-    const artifact::Cache &c = m.caches(i);
+    const runtime::CacheLayout &layout = plan.caches[i];
     CacheView &view = caches[i];
-    switch (c.format()) {
-    case artifact::CACHE_F32:
-      view.format = CacheFormat::F32;
-      break;
-    case artifact::CACHE_BF16:
-      view.format = CacheFormat::BF16;
-      break;
-    case artifact::CACHE_FP8_SCALED:
-      view.format = CacheFormat::Fp8Scaled;
-      break;
-    default:
-      return Status::error("cache '" + c.name() + "' has an unknown format");
-    }
-    view.width = c.width();
-    view.tailDim = c.tail_dim();
-    view.scaleBlock = c.scale_block();
-    view.bytesPerRow = cacheBytesPerRow(view.format, view.width,
-                                             view.tailDim, view.scaleBlock);
-    if (view.bytesPerRow != c.bytes_per_row())
-      return Status::error("cache '" + c.name() + "' declares " +
-                           std::to_string(c.bytes_per_row()) +
-                           " bytes per row; its format needs " +
-                           std::to_string(view.bytesPerRow));
-    view.batch = batch;
-    view.maxSeqLen = maxSeq;
-    view.pageSize = c.page_size();
-    int64_t pages = batch * view.pagesPerSeq();
-    uint64_t bytes;
-    if (__builtin_mul_overflow(uint64_t(pages),
-                               uint64_t(view.pageSize * view.bytesPerRow),
-                               &bytes))
-      return Status::error("cache '" + c.name() + "' is too large");
-    Status status = allocate(cacheBytes[i], bytes, "cache '" + c.name() + "'");
-    if (!status.ok())
-      return status;
+    view.format = layout.format;
+    view.width = layout.width;
+    view.tailDim = layout.tailDim;
+    view.scaleBlock = layout.scaleBlock;
+    view.bytesPerRow = layout.bytesPerRow;
+    view.batch = plan.batch;
+    view.maxSeqLen = plan.maxSeqLen;
+    view.pageSize = layout.kind == runtime::CacheKind::Paged ? plan.pageSize
+                                                             : 1;
+    view.ringRows = layout.ringRows;
+    view.pageTable = hostPageTable();
+    DAYBREAK_RETURN_IF_ERROR(allocate(cacheBytes[i], layout.bytes,
+                                      "cache '" + m.caches(i).name() + "'"));
     view.base = cacheBytes[i].data.get();
   }
-  // The identity page table, after the caches: it is smaller than any of
-  // them, so limits too large to serve fail on a cache, with its name.
-  int64_t maxPagesPerSeq = 0;
-  for (const CacheView &view : caches)
-    maxPagesPerSeq = std::max<int64_t>(maxPagesPerSeq, view.pagesPerSeq());
-  pageTable.resize(batch * maxPagesPerSeq);
-  for (size_t i = 0; i < pageTable.size(); ++i)
-    pageTable[i] = static_cast<int32_t>(i);
-  for (CacheView &view : caches)
-    view.pageTable = pageTable.data();
   uint64_t arenaSize = 0;
   for (const artifact::Step &step : m.steps())
     arenaSize = std::max<uint64_t>(arenaSize, step.arena_size());
   return allocate(arena, arenaSize, "the step arena");
 }
 
-StatusOr<uint8_t *> CpuDevice::cacheRows(int cache, int64_t seq, int64_t pos,
-                                         int64_t rows) const {
-  StatusOr<uint64_t> offset =
-      runtime::identityCacheRowOffset(*manifest, cache, seq, pos, rows);
-  if (!offset.ok())
-    return offset.error();
-  return cacheBytes[cache].data.get() + *offset;
+Status CpuDevice::uploadPageTable(int64_t, int64_t) {
+  return Status::success(); // the kernels read hostPageTable() in place
 }
 
-Status CpuDevice::copyCacheRows(int cache, int64_t srcSeq, int64_t srcPos,
-                                int64_t dstSeq, int64_t dstPos, int64_t rows) {
-  StatusOr<uint8_t *> src = cacheRows(cache, srcSeq, srcPos, rows);
-  if (!src.ok())
-    return src.error();
-  StatusOr<uint8_t *> dst = cacheRows(cache, dstSeq, dstPos, rows);
-  if (!dst.ok())
-    return dst.error();
-  std::memcpy(*dst, *src, rows * caches[cache].bytesPerRow);
+Status CpuDevice::copyCacheBytes(int cache, uint64_t dst, uint64_t src,
+                                 uint64_t bytes) {
+  uint8_t *base = cacheBytes[cache].data.get();
+  std::memcpy(base + dst, base + src, bytes);
   return Status::success();
 }
 
-Status CpuDevice::readCacheRows(int cache, int64_t seq, int64_t pos,
-                                int64_t rows, void *out) {
-  StatusOr<uint8_t *> src = cacheRows(cache, seq, pos, rows);
-  if (!src.ok())
-    return src.error();
-  std::memcpy(out, *src, rows * caches[cache].bytesPerRow);
+Status CpuDevice::readCacheBytes(int cache, uint64_t src, void *out,
+                                 uint64_t bytes) {
+  std::memcpy(out, cacheBytes[cache].data.get() + src, bytes);
+  return Status::success();
+}
+
+Status CpuDevice::writeCacheBytes(int cache, uint64_t dst, const void *in,
+                                  uint64_t bytes) {
+  std::memcpy(cacheBytes[cache].data.get() + dst, in, bytes);
+  return Status::success();
+}
+
+Status CpuDevice::zeroCacheBytes(int cache, uint64_t offset, uint64_t bytes) {
+  std::memset(cacheBytes[cache].data.get() + offset, 0, bytes);
   return Status::success();
 }
 

@@ -34,10 +34,6 @@ public:
   Status launch(const runtime::PreparedLaunch &launch,
                 int64_t tokens) override;
   uint64_t residentBytes() const override;
-  Status copyCacheRows(int cache, int64_t srcSeq, int64_t srcPos,
-                       int64_t dstSeq, int64_t dstPos, int64_t rows) override;
-  Status readCacheRows(int cache, int64_t seq, int64_t pos, int64_t rows,
-                       void *out) override;
   /// memcpy between two buffers of `bytes` (capped at 1 GiB).
   StatusOr<double> copyBandwidth(uint64_t bytes) override;
 
@@ -49,11 +45,17 @@ public:
   /// The kernels this device implements.
   static const runtime::LauncherTable<CpuDevice> &launchers();
 
+protected:
+  Status uploadPageTable(int64_t first, int64_t count) override;
+  Status copyCacheBytes(int cache, uint64_t dst, uint64_t src,
+                        uint64_t bytes) override;
+  Status readCacheBytes(int cache, uint64_t src, void *out,
+                        uint64_t bytes) override;
+  Status writeCacheBytes(int cache, uint64_t dst, const void *in,
+                         uint64_t bytes) override;
+  Status zeroCacheBytes(int cache, uint64_t offset, uint64_t bytes) override;
+
 private:
-  /// Row (seq, pos) of cache `cache`, after checking that `rows` rows from
-  /// there lie inside the slot.
-  StatusOr<uint8_t *> cacheRows(int cache, int64_t seq, int64_t pos,
-                                int64_t rows) const;
   /// dlopens the generated kernels of the "code.x86_64" section.
   Status loadGeneratedCode(const artifact::ArtifactFile &file);
 
@@ -77,7 +79,6 @@ private:
   std::vector<Allocation> assembled;
   std::vector<Allocation> cacheBytes;
   std::vector<CacheView> caches;
-  std::vector<int32_t> pageTable;
   Allocation arena;
   void *codeHandle = nullptr;
   /// The generated kernel of each elementwise launch, by launch ordinal.

@@ -13,6 +13,7 @@
 #ifndef DAYBREAK_RUNTIME_DEVICES_CPU_CPUKERNELS_H
 #define DAYBREAK_RUNTIME_DEVICES_CPU_CPUKERNELS_H
 
+#include "runtime/core/CacheState.h"
 #include "runtime/core/KernelParams.h"
 #include "runtime/devices/cpu/ThreadPool.h"
 #include "runtime/support/Status.h"
@@ -25,7 +26,8 @@ using runtime::CacheFormat;
 
 /// One layer's cache of a batch of sequences, paged: row `pos` of sequence
 /// `seq` lives in page pageTable[seq * pagesPerSeq + pos / pageSize], at row
-/// pos % pageSize of that page.
+/// pos % pageSize of that page; or, with ringRows (a sliding-window
+/// cache), at row seq * ringRows + pos % ringRows.
 struct CacheView {
   uint8_t *base = nullptr;
   CacheFormat format = CacheFormat::F32;
@@ -37,6 +39,7 @@ struct CacheView {
   int64_t maxSeqLen = 0;
   int64_t pageSize = 0;
   const int32_t *pageTable = nullptr; // [batch * pagesPerSeq]
+  int64_t ringRows = 0;
 
   int64_t pagesPerSeq() const { return (maxSeqLen + pageSize - 1) / pageSize; }
   /// Byte address of a row (no bounds checks: callers check seq and pos).
@@ -47,9 +50,7 @@ struct CacheView {
   void write(int64_t seq, int64_t pos, const float *in) const;
 };
 
-/// Bytes per row of a format (see CacheFormat).
-int64_t cacheBytesPerRow(CacheFormat format, int64_t width, int64_t tailDim,
-                         int64_t scaleBlock);
+using runtime::cacheBytesPerRow;
 
 //===----------------------------------------------------------------------===//
 // Weights at their stored precision.

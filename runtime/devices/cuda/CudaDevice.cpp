@@ -199,45 +199,49 @@ CudaDevice::profileLaunches(const runtime::PreparedStep &step,
   return ms;
 }
 
-StatusOr<CUdeviceptr> CudaDevice::cacheRows(int cache, int64_t seq,
-                                            int64_t pos, int64_t rows) const {
-  StatusOr<uint64_t> offset =
-      runtime::identityCacheRowOffset(*manifest, cache, seq, pos, rows);
-  if (!offset.ok())
-    return offset.error();
-  return caches[cache].base + *offset;
+Status CudaDevice::uploadPageTable(int64_t first, int64_t count) {
+  // Pageable source: the copy is staged before the call returns, so the
+  // host table may change right after; kernels queued later see it.
+  return driver.check(
+      driver.cuMemcpyHtoDAsync(pageTable + first * sizeof(int32_t),
+                               hostPageTable() + first,
+                               count * sizeof(int32_t), stream),
+      "cuMemcpyHtoDAsync");
 }
 
-Status CudaDevice::copyCacheRows(int cache, int64_t srcSeq, int64_t srcPos,
-                                 int64_t dstSeq, int64_t dstPos,
-                                 int64_t rows) {
-  StatusOr<CUdeviceptr> src = cacheRows(cache, srcSeq, srcPos, rows);
-  if (!src.ok())
-    return src.error();
-  StatusOr<CUdeviceptr> dst = cacheRows(cache, dstSeq, dstPos, rows);
-  if (!dst.ok())
-    return dst.error();
-  if (rows == 0)
+Status CudaDevice::copyCacheBytes(int cache, uint64_t dst, uint64_t src,
+                                  uint64_t bytes) {
+  if (bytes == 0)
     return Status::success();
+  CUdeviceptr base = caches[cache].base;
   return driver.check(
-      driver.cuMemcpyDtoDAsync(*dst, *src, rows * caches[cache].bytesPerRow,
-                               stream),
+      driver.cuMemcpyDtoDAsync(base + dst, base + src, bytes, stream),
       "cuMemcpyDtoDAsync");
 }
 
-Status CudaDevice::readCacheRows(int cache, int64_t seq, int64_t pos,
-                                 int64_t rows, void *out) {
-  StatusOr<CUdeviceptr> src = cacheRows(cache, seq, pos, rows);
-  if (!src.ok())
-    return src.error();
+Status CudaDevice::readCacheBytes(int cache, uint64_t src, void *out,
+                                  uint64_t bytes) {
   Status status = driver.check(
-      driver.cuMemcpyDtoHAsync(out, *src, rows * caches[cache].bytesPerRow,
-                               stream),
+      driver.cuMemcpyDtoHAsync(out, caches[cache].base + src, bytes, stream),
       "cuMemcpyDtoHAsync");
   if (!status.ok())
     return status;
   return driver.check(driver.cuStreamSynchronize(stream),
                       "cuStreamSynchronize");
+}
+
+Status CudaDevice::writeCacheBytes(int cache, uint64_t dst, const void *in,
+                                   uint64_t bytes) {
+  return driver.check(
+      driver.cuMemcpyHtoDAsync(caches[cache].base + dst, in, bytes, stream),
+      "cuMemcpyHtoDAsync");
+}
+
+Status CudaDevice::zeroCacheBytes(int cache, uint64_t offset,
+                                  uint64_t bytes) {
+  return driver.check(driver.cuMemsetD8Async(caches[cache].base + offset, 0,
+                                             bytes, stream),
+                      "cuMemsetD8Async");
 }
 
 StatusOr<double> CudaDevice::copyBandwidth(uint64_t bytes) {
@@ -407,20 +411,15 @@ Status CudaDevice::prepare(const artifact::ArtifactFile &file,
   // table, the caches, the arena, the attention partials and the generated
   // kernels' input tables. One cuMemAlloc keeps the footprint what the plan
   // says (no per-buffer rounding) and leaves nothing to allocate later.
+  DAYBREAK_RETURN_IF_ERROR(planCaches(m));
+  const runtime::CachePlan &plan = cachePlan();
   {
-    int64_t batch = m.max_batch(), maxSeq = m.max_seq_len();
-    int64_t pagesPerSeq = 0;
-    for (const artifact::Cache &c : m.caches())
-      pagesPerSeq = std::max<int64_t>(
-          pagesPerSeq, (maxSeq + c.page_size() - 1) / c.page_size());
     size_t total = 0;
     for (const artifact::Weight &w : m.weights())
       total += alignUp(std::max<size_t>(w.size(), 1));
-    total += alignUp(batch * pagesPerSeq * sizeof(int32_t));
-    for (const artifact::Cache &c : m.caches())
-      total += alignUp(size_t(batch) *
-                       ((maxSeq + c.page_size() - 1) / c.page_size()) *
-                       c.page_size() * c.bytes_per_row());
+    total += alignUp(plan.pageTableEntries() * sizeof(int32_t));
+    for (const runtime::CacheLayout &layout : plan.caches)
+      total += alignUp(layout.bytes);
     uint64_t arenaBytes = 0;
     for (const runtime::PreparedStep &step : prepared) {
       arenaBytes = std::max<uint64_t>(arenaBytes, step.step->arena_size());
@@ -462,59 +461,41 @@ Status CudaDevice::prepare(const artifact::ArtifactFile &file,
     weightAddressTable.push_back(*p);
   }
 
-  // Caches (zeroed) with an identity page table, and the arena.
-  int64_t batch = m.max_batch(), maxSeq = m.max_seq_len();
-  int64_t pagesPerSeq = 0;
-  for (const artifact::Cache &c : m.caches()) {
+  // Caches and slot states (zeroed), every page-table entry at the zero
+  // page, and the arena.
+  StatusOr<CUdeviceptr> table = allocate(
+      std::max<size_t>(plan.pageTableEntries() * sizeof(int32_t), 1),
+      "the page table");
+  if (!table.ok())
+    return table.error();
+  pageTable = *table;
+  if (plan.pageTableEntries())
+    DAYBREAK_RETURN_IF_ERROR(uploadPageTable(0, plan.pageTableEntries()));
+  for (int i = 0; i < m.caches_size(); ++i) {
+    const runtime::CacheLayout &layout = plan.caches[i];
     DeviceCacheView view;
-    switch (c.format()) {
-    case artifact::CACHE_F32:
-      view.format = runtime::CacheFormat::F32;
-      break;
-    case artifact::CACHE_BF16:
-      view.format = runtime::CacheFormat::BF16;
-      break;
-    case artifact::CACHE_FP8_SCALED:
-      view.format = runtime::CacheFormat::Fp8Scaled;
-      break;
-    default:
-      return Status::error("cache '" + c.name() + "' has an unknown format");
-    }
-    view.width = c.width();
-    view.tailDim = c.tail_dim();
-    view.scaleBlock = c.scale_block();
-    view.bytesPerRow = c.bytes_per_row();
-    view.batch = batch;
-    view.maxSeqLen = maxSeq;
-    view.pageSize = c.page_size();
-    int64_t pages = batch * ((maxSeq + c.page_size() - 1) / c.page_size());
-    size_t bytes = size_t(pages) * c.page_size() * c.bytes_per_row();
-    StatusOr<CUdeviceptr> p = allocate(bytes, "cache '" + c.name() + "'");
+    view.format = layout.format;
+    view.width = layout.width;
+    view.tailDim = layout.tailDim;
+    view.scaleBlock = layout.scaleBlock;
+    view.bytesPerRow = layout.bytesPerRow;
+    view.batch = plan.batch;
+    view.maxSeqLen = plan.maxSeqLen;
+    view.pageSize =
+        layout.kind == runtime::CacheKind::Paged ? plan.pageSize : 1;
+    view.ringRows = layout.ringRows;
+    view.pageTable = pageTable;
+    StatusOr<CUdeviceptr> p =
+        allocate(layout.bytes, "cache '" + m.caches(i).name() + "'");
     if (!p.ok())
       return p.error();
-    status = driver.check(driver.cuMemsetD8(*p, 0, bytes), "cuMemsetD8");
+    status = driver.check(driver.cuMemsetD8(*p, 0, layout.bytes),
+                          "cuMemsetD8");
     if (!status.ok())
       return status;
     view.base = *p;
     caches.push_back(view);
-    pagesPerSeq = std::max<int64_t>(
-        pagesPerSeq, (maxSeq + c.page_size() - 1) / c.page_size());
   }
-  // The page table after the caches: it is smaller than any of them, so
-  // limits too large to serve fail on a cache, with its name, before the
-  // host builds the table.
-  std::vector<int32_t> identity(batch * pagesPerSeq);
-  for (size_t i = 0; i < identity.size(); ++i)
-    identity[i] = static_cast<int32_t>(i);
-  StatusOr<CUdeviceptr> pageTable =
-      allocate(identity.size() * sizeof(int32_t), "the page table");
-  if (!pageTable.ok())
-    return pageTable.error();
-  status = upload(*pageTable, identity.data(), identity.size() * sizeof(int32_t));
-  if (!status.ok())
-    return status;
-  for (DeviceCacheView &view : caches)
-    view.pageTable = *pageTable;
   for (const artifact::Step &step : m.steps())
     arenaSize = std::max<uint64_t>(arenaSize, step.arena_size());
   StatusOr<CUdeviceptr> a = allocate(arenaSize, "the step arena");

@@ -42,10 +42,6 @@ public:
   /// first time each token count (batch size) is seen.
   Status runLaunches(const runtime::PreparedStep &step,
                      int64_t tokens) override;
-  Status copyCacheRows(int cache, int64_t srcSeq, int64_t srcPos,
-                       int64_t dstSeq, int64_t dstPos, int64_t rows) override;
-  Status readCacheRows(int cache, int64_t seq, int64_t pos, int64_t rows,
-                       void *out) override;
   /// CUDA events around the launches (a decode step's graph replay).
   StatusOr<double> timeLaunches(const runtime::PreparedStep &step,
                                 int64_t tokens) override;
@@ -75,6 +71,17 @@ public:
   /// The kernels this device implements.
   static const runtime::LauncherTable<CudaDevice> &launchers();
 
+protected:
+  /// Copies of the host's entries on the stream.
+  Status uploadPageTable(int64_t first, int64_t count) override;
+  Status copyCacheBytes(int cache, uint64_t dst, uint64_t src,
+                        uint64_t bytes) override;
+  Status readCacheBytes(int cache, uint64_t src, void *out,
+                        uint64_t bytes) override;
+  Status writeCacheBytes(int cache, uint64_t dst, const void *in,
+                         uint64_t bytes) override;
+  Status zeroCacheBytes(int cache, uint64_t offset, uint64_t bytes) override;
+
 private:
   CudaDevice(const Driver &driver, int ordinal, CUdevice device,
              CUcontext context)
@@ -84,10 +91,6 @@ private:
   StatusOr<CUevent> event(size_t i);
   /// Milliseconds between two recorded events, after waiting for the end.
   StatusOr<double> elapsed(CUevent start, CUevent end);
-  /// Device address of row (seq, pos) of cache `cache`, after checking that
-  /// `rows` rows from there lie inside the slot.
-  StatusOr<CUdeviceptr> cacheRows(int cache, int64_t seq, int64_t pos,
-                                  int64_t rows) const;
   /// A 256-byte-aligned piece of the pool.
   StatusOr<CUdeviceptr> allocate(size_t bytes, const std::string &what);
   Status upload(CUdeviceptr dst, const void *src, size_t bytes);
@@ -121,6 +124,7 @@ private:
   std::vector<CUdeviceptr> weights;
   std::vector<uint64_t> weightAddressTable; ///< the same, for the dispatch
   std::vector<DeviceCacheView> caches;
+  CUdeviceptr pageTable = 0;
   CUdeviceptr arena = 0;
   uint64_t arenaSize = 0;
   /// Scratch of sparse attention launches split over their rows.

@@ -48,6 +48,7 @@ namespace daybreak::cuda {
   X(cuMemcpyHtoD, PFN_cuMemcpyHtoD_v3020, 3020)                                \
   X(cuMemcpyDtoH, PFN_cuMemcpyDtoH_v3020, 3020)                                \
   X(cuMemsetD8, PFN_cuMemsetD8_v3020, 3020)                                    \
+  X(cuMemsetD8Async, PFN_cuMemsetD8Async_v3020, 3020)                          \
   X(cuMemcpyDtoDAsync, PFN_cuMemcpyDtoDAsync_v3020, 3020)                      \
   X(cuEventCreate, PFN_cuEventCreate_v2000, 2000)                              \
   X(cuEventRecord, PFN_cuEventRecord_v2000, 2000)                              \

@@ -37,7 +37,7 @@ struct KernelCache {
   int64_t width, tailDim, scaleBlock, bytesPerRow;
   int64_t batch, maxSeqLen, pageSize;
   int32_t format;
-  int32_t pad;
+  int32_t ringRows;
 };
 static_assert(sizeof(KernelCache) == 80, "must match CudaKernels.cu's Cache");
 
@@ -47,7 +47,7 @@ KernelCache toKernel(const DeviceCacheView &view) {
                                                            : 2;
   return {view.base,       view.pageTable,   view.width, view.tailDim,
           view.scaleBlock, view.bytesPerRow, view.batch, view.maxSeqLen,
-          view.pageSize,   format,           0};
+          view.pageSize,   format,           int32_t(view.ringRows)};
 }
 
 int64_t ceilDiv(int64_t a, int64_t b) { return (a + b - 1) / b; }

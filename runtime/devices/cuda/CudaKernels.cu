@@ -44,8 +44,8 @@ struct Cache {
   const int32_t *pageTable; // null: identity
   int64_t width, tailDim, scaleBlock, bytesPerRow;
   int64_t batch, maxSeqLen, pageSize;
-  int32_t format; // 0 F32, 1 BF16, 2 Fp8Scaled
-  int32_t pad;
+  int32_t format;   // 0 F32, 1 BF16, 2 Fp8Scaled
+  int32_t ringRows; // a sliding-window ring's rows per slot, or 0: paged
 };
 
 /// A weight as stored (daybreak::cuda::DeviceWeight: same members, same
@@ -71,6 +71,8 @@ enum : int32_t { kF32 = 0, kBF16 = 1, kFp8Scaled = 2 };
 
 __device__ __forceinline__ uint8_t *cacheRow(const Cache &c, int64_t seq,
                                              int64_t pos) {
+  if (c.ringRows)
+    return c.base + (seq * c.ringRows + pos % c.ringRows) * c.bytesPerRow;
   int64_t pagesPerSeq = (c.maxSeqLen + c.pageSize - 1) / c.pageSize;
   int64_t logical = seq * pagesPerSeq + pos / c.pageSize;
   int64_t page = c.pageTable ? c.pageTable[logical] : logical;

@@ -69,6 +69,7 @@ struct DeviceCacheView {
   int64_t maxSeqLen = 0;
   int64_t pageSize = 0;
   CUdeviceptr pageTable = 0;
+  int64_t ringRows = 0; ///< a sliding-window ring's rows per slot, or 0
 };
 
 /// Blocks a sparse attention launch aims for when it splits over the

@@ -1,0 +1,111 @@
+//===- CacheState.h - Caches and per-slot state, and their pages -*- C++ -*-===//
+//
+// The one description of a model's caches and states that both devices
+// allocate from and the session manages:
+//
+// - CacheLayout: one cache or state of the manifest, checked, with its
+//   addressing. Three kinds (artifact::CacheKind): PAGED rows, taken page
+//   by page from a pool shared by all sequences; WINDOW rows, a ring of
+//   `ringRows` per slot (sliding-window attention); SLOT_STATE, `slotBytes`
+//   per slot (recurrent and convolution state), zeroed when a slot is
+//   reused.
+// - CachePlan: every layout of a model, the page pool's size and the page
+//   table's shape. Unmapped logical pages point at one extra physical page
+//   that is never written (zeros), so kernels that read past a sequence's
+//   end before masking (the DSA indexer scans all key rows) read zeros.
+// - PageAllocator: the host's page table and free list. Pages are taken as
+//   a sequence grows and returned when it ends; running out is an error
+//   that leaves every mapping as it was. Nothing allocates after
+//   construction.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef DAYBREAK_RUNTIME_CORE_CACHESTATE_H
+#define DAYBREAK_RUNTIME_CORE_CACHESTATE_H
+
+#include "runtime/artifact/Manifest.pb.h"
+#include "runtime/core/KernelParams.h"
+#include "runtime/support/Status.h"
+
+#include <cstdint>
+#include <vector>
+
+namespace daybreak::runtime {
+
+enum class CacheKind : uint8_t { Paged, Window, SlotState };
+
+const char *cacheKindName(CacheKind kind);
+
+/// Bytes per row of a format (see CacheFormat).
+int64_t cacheBytesPerRow(CacheFormat format, int64_t width, int64_t tailDim,
+                         int64_t scaleBlock);
+
+struct CacheLayout {
+  const artifact::Cache *cache = nullptr;
+  CacheKind kind = CacheKind::Paged;
+  CacheFormat format = CacheFormat::F32;
+  int64_t width = 0, tailDim = 0, scaleBlock = 0, bytesPerRow = 0;
+  int64_t pageSize = 0; ///< Paged
+  int64_t ringRows = 0; ///< Window: rows per slot
+  int64_t slotBytes = 0; ///< SlotState: bytes per slot
+  /// Bytes the device allocates for it (Paged: the pool plus the zero
+  /// page).
+  uint64_t bytes = 0;
+};
+
+struct CachePlan {
+  int64_t batch = 0, maxSeqLen = 0;
+  /// Paged caches: their one page size, logical pages per slot (the page
+  /// table's row length) and physical pages (the pool; page `pages` is the
+  /// zero page unmapped entries point at).
+  int64_t pageSize = 0, pagesPerSeq = 0, pages = 0;
+  std::vector<CacheLayout> caches;
+
+  /// Checks every cache of `m` (formats, row sizes, kinds, limits) and
+  /// sizes them; errors name the cache.
+  static StatusOr<CachePlan> build(const artifact::Manifest &m);
+
+  bool hasPaged() const { return pagesPerSeq > 0; }
+  int64_t pageTableEntries() const { return batch * pagesPerSeq; }
+  int32_t zeroPage() const { return static_cast<int32_t>(pages); }
+  /// Byte offset of row `pos` of slot `seq` in cache `c`, pages resolved
+  /// through `pageTable` (host mirror); for SlotState, of the slot.
+  uint64_t rowOffset(int c, int64_t seq, int64_t pos,
+                     const int32_t *pageTable) const;
+  /// Bytes of all caches and states.
+  uint64_t totalBytes() const;
+};
+
+class PageAllocator {
+public:
+  PageAllocator() = default;
+  explicit PageAllocator(const CachePlan &plan);
+
+  /// Maps pages so that rows [0, rows) of slot `seq` have one. On success
+  /// `[firstEntry, firstEntry + count)` are the page-table entries that
+  /// changed (count 0 when none). Out of pages or past the slot's length:
+  /// an error naming the figures, and nothing changes.
+  Status grow(int64_t seq, int64_t rows, int64_t &firstEntry, int64_t &count);
+  /// Returns every page of slot `seq` to the pool; the page-table entries
+  /// `[firstEntry, firstEntry + count)` changed (back to the zero page).
+  void release(int64_t seq, int64_t &firstEntry, int64_t &count);
+
+  /// Rows of slot `seq` that have pages.
+  int64_t mappedRows(int64_t seq) const {
+    return pageSize ? mapped[seq] * pageSize : 0;
+  }
+  int64_t freePages() const { return int64_t(freeList.size()); }
+  int64_t totalPages() const { return pages; }
+  const int32_t *table() const { return pageTable.data(); }
+  int64_t tableEntries() const { return int64_t(pageTable.size()); }
+
+private:
+  int64_t batch = 0, pagesPerSeq = 0, pageSize = 0, pages = 0;
+  std::vector<int32_t> pageTable; ///< [batch, pagesPerSeq]
+  std::vector<int32_t> freeList;  ///< a stack, capacity reserved
+  std::vector<int64_t> mapped;    ///< pages per slot, a prefix of its row
+};
+
+} // namespace daybreak::runtime
+
+#endif // DAYBREAK_RUNTIME_CORE_CACHESTATE_H
