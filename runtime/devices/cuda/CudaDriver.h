@@ -55,6 +55,8 @@ namespace daybreak::cuda {
   X(cuEventElapsedTime, PFN_cuEventElapsedTime_v2000, 2000)                    \
   X(cuEventDestroy, PFN_cuEventDestroy_v4000, 4000)                            \
   X(cuLaunchKernel, PFN_cuLaunchKernel_v4000, 4000)                            \
+  X(cuLaunchKernelEx, PFN_cuLaunchKernelEx_v11060, 11060)                      \
+  X(cuFuncSetAttribute, PFN_cuFuncSetAttribute_v9000, 9000)                    \
   X(cuStreamCreate, PFN_cuStreamCreate_v2000, 2000)                            \
   X(cuStreamDestroy, PFN_cuStreamDestroy_v4000, 4000)                          \
   X(cuStreamSynchronize, PFN_cuStreamSynchronize_v2000, 2000)                  \

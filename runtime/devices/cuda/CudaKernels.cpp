@@ -90,6 +90,45 @@ StatusOr<CudaKernels> CudaKernels::load(const Driver &driver, CUmodule module) {
                             "cuOccupancyMaxActiveBlocksPerMultiprocessor");
     *warps = int64_t(std::max(sms, 1)) * std::max(blocks, 1) * 4;
   }
+  // The tensor-core GEMVs: shared memory up to the opt-in limit, and how
+  // many blocks of each fit an SM by registers.
+  int shared[3] = {};
+  const CUdevice_attribute sharedAttributes[3] = {
+      CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_MULTIPROCESSOR,
+      CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN,
+      CU_DEVICE_ATTRIBUTE_RESERVED_SHARED_MEMORY_PER_BLOCK};
+  for (int i = 0; i < 3 && status.ok(); ++i)
+    status = driver.check(
+        driver.cuDeviceGetAttribute(&shared[i], sharedAttributes[i], device),
+        "cuDeviceGetAttribute");
+  kernels.multiprocessors = std::max(sms, 1);
+  kernels.sharedPerSm = shared[0];
+  kernels.sharedPerBlock = shared[1];
+  kernels.sharedReserved = shared[2];
+  const CUfunction tensorFns[2][2][2] = {
+      {{kernels.gemvTcBf16M1T1Fn, kernels.gemvTcBf16M1T2Fn},
+       {kernels.gemvTcBf16M8T1Fn, kernels.gemvTcBf16M8T2Fn}},
+      {{kernels.gemvTcE4m3M1T1Fn, kernels.gemvTcE4m3M1T2Fn},
+       {kernels.gemvTcE4m3M8T1Fn, kernels.gemvTcE4m3M8T2Fn}}};
+  for (int e4m3 = 0; e4m3 < 2; ++e4m3)
+    for (int many = 0; many < 2; ++many)
+      for (int tiles = 0; tiles < 2; ++tiles) {
+        TensorGemvKernel &kernel = kernels.tensorGemvKernels[e4m3][many][tiles];
+        kernel.fn = tensorFns[e4m3][many][tiles];
+        int blocks = 0;
+        if (status.ok())
+          status = driver.check(
+              driver.cuFuncSetAttribute(
+                  kernel.fn, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
+                  shared[1]),
+              "cuFuncSetAttribute");
+        if (status.ok())
+          status = driver.check(
+              driver.cuOccupancyMaxActiveBlocksPerMultiprocessor(
+                  &blocks, kernel.fn, many ? 256 : 128, 0),
+              "cuOccupancyMaxActiveBlocksPerMultiprocessor");
+        kernel.blocksPerSm = std::max(blocks, 1);
+      }
   if (!status.ok())
     return status.withContext("loading the CUDA kernels");
   return kernels;
@@ -186,6 +225,10 @@ Status CudaKernels::matmul(CUdeviceptr x, const DeviceWeight &w,
   if (m > 8)
     return launch(matmulStoredTiledFn, "matmul", ceilDiv(n, 64), ceilDiv(m, 64),
                   1, 256, 0, stream, params);
+  // The tensor cores where they apply; bf16 at m = 1 reads at the copy
+  // bandwidth already with the CUDA-core kernel below.
+  if (tensorGemvApplies(w, m, k) && !(w.type == 1 && m == 1))
+    return tensorGemv(x, w, bias, m, n, k, out, stream);
   // 16-byte pieces: 16 e4m3 codes within one scale block, or 8 bf16 values;
   // a warp task is eight e4m3 or four bf16 columns for one input row (two
   // where that would leave most warps idle), else two.
@@ -207,6 +250,102 @@ Status CudaKernels::matmul(CUdeviceptr x, const DeviceWeight &w,
                       stream, params);
   return launch(gemvStoredFn, "matmul", ceilDiv(n, 8), 1, 1, 256, 0, stream,
                 params);
+}
+
+bool CudaKernels::tensorGemvApplies(const DeviceWeight &w, int64_t m,
+                                    int64_t k) {
+  if (m < 1 || m > 8 || k <= 0)
+    return false;
+  if (w.type == 2)
+    return k % 128 == 0 && w.blockK > 0 && w.blockK % 128 == 0 &&
+           w.blockN > 0 && w.blockN % 16 == 0;
+  return w.type == 1 && k % 64 == 0;
+}
+
+Status CudaKernels::tensorGemv(CUdeviceptr x, const DeviceWeight &w,
+                               const DeviceWeight &bias, int64_t m, int64_t n,
+                               int64_t k, CUdeviceptr out, CUstream stream,
+                               TensorGemvChoice choice) const {
+  if (!tensorGemvApplies(w, m, k))
+    return Status::error("tensorGemv: no tensor-core GEMV for weight type " +
+                         std::to_string(w.type) + ", m " + std::to_string(m) +
+                         ", k " + std::to_string(k));
+  if (n <= 0)
+    return Status::success();
+  bool e4m3 = w.type == 2, many = m > 1;
+  // One 16-row tile a warp by default at m = 1 (loads in flight come from
+  // occupancy); two at m > 1, where converting x is shared by more rows.
+  int tiles = choice.tiles ? choice.tiles : (many ? 2 : 1);
+  if (tiles < 1 || tiles > 2)
+    return Status::error("tensorGemv: tiles must be 1 or 2");
+  const TensorGemvKernel &kernel = tensorGemvKernels[e4m3][many][tiles - 1];
+  int64_t threads = many ? 256 : 128;
+  int64_t rows = threads / 32 * 16 * tiles;
+  int64_t tokens = many ? 8 : 1;
+  int64_t groupK = e4m3 ? 128 : 64;
+  int64_t groups = k / groupK, rowBlocks = ceilDiv(n, rows);
+  // CudaKernels.cu's layout: B entries (8 bytes) per k-step and group, the
+  // inverse x scales, and the partial sums of a split.
+  auto sharedBytes = [&](int64_t cluster) {
+    int64_t per = ceilDiv(groups, cluster);
+    int64_t bytes = per * (groupK / 16) * (many ? 96 : 12) * 8 +
+                    (e4m3 ? per * tokens * 4 : 0);
+    return cluster > 1 ? std::max(bytes, rows * tokens * 4) : bytes;
+  };
+  auto blocksPerSm = [&](int64_t bytes) {
+    if (bytes > sharedPerBlock)
+      return int64_t(0);
+    return std::min(kernel.blocksPerSm,
+                    sharedPerSm / (bytes + sharedReserved));
+  };
+  int64_t cluster = choice.cluster;
+  if (cluster == 0) {
+    // The fewest rounds of the longest block: blocks resident at once
+    // (registers, shared memory) against the K range each one streams.
+    int64_t bestCost = 0;
+    for (int64_t c = 1; c <= std::min<int64_t>(8, groups); ++c) {
+      int64_t resident = multiprocessors * blocksPerSm(sharedBytes(c));
+      if (resident == 0)
+        continue;
+      int64_t cost = ceilDiv(rowBlocks * c, resident) * ceilDiv(groups, c);
+      if (cluster == 0 || cost < bestCost) {
+        cluster = c;
+        bestCost = cost;
+      }
+    }
+    if (cluster == 0)
+      return Status::error("tensorGemv: k " + std::to_string(k) +
+                           " needs more shared memory than a block has");
+  }
+  if (cluster < 1 || cluster > 8 || cluster > groups ||
+      blocksPerSm(sharedBytes(cluster)) == 0)
+    return Status::error("tensorGemv: cannot split k " + std::to_string(k) +
+                         " over a cluster of " + std::to_string(cluster));
+  DeviceWeight weight = w, b = bias;
+  weight.rows = n;
+  weight.cols = k;
+  void *params[] = {&x, &weight, &b, &m, &n, &k, &out};
+  if (rowBlocks * cluster > 0x7FFFFFFF)
+    return Status::error("tensorGemv: grid too large");
+  CUlaunchAttribute attribute{};
+  attribute.id = CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION;
+  attribute.value.clusterDim.x = unsigned(cluster);
+  attribute.value.clusterDim.y = 1;
+  attribute.value.clusterDim.z = 1;
+  CUlaunchConfig config{};
+  config.gridDimX = unsigned(rowBlocks * cluster);
+  config.gridDimY = 1;
+  config.gridDimZ = 1;
+  config.blockDimX = unsigned(threads);
+  config.blockDimY = 1;
+  config.blockDimZ = 1;
+  config.sharedMemBytes = unsigned(sharedBytes(cluster));
+  config.hStream = stream;
+  config.attrs = &attribute;
+  config.numAttrs = cluster > 1 ? 1 : 0;
+  return driver->check(driver->cuLaunchKernelEx(&config, kernel.fn, params,
+                                                nullptr),
+                       "matmul (tensor-core GEMV)");
 }
 
 Status CudaKernels::launchGemv(CUfunction fn, int64_t residentWarps,
