@@ -268,6 +268,22 @@ void benchGemvs(const CudaKernels &kernels, int iterations) {
     }
     summary.push_back(line);
   }
+  // What a graph replay costs per launch at all: the smallest GEMV.
+  {
+    DeviceWeight tiny;
+    tiny.data = pool;
+    tiny.type = 2;
+    tiny.scales = scales;
+    tiny.blockN = tiny.blockK = 128;
+    double seconds = timeGraph(
+        [&](int, CUstream stream) {
+          return kernels.matmul(x, tiny, DeviceWeight(), 1, 16, 128, out,
+                                stream);
+        },
+        std::max(iterations / 2, 8));
+    std::printf("launch floor (graph replay, e4m3 m=1 n=16 k=128): %.2f us\n",
+                seconds * 1e6);
+  }
   std::printf("\nDecode GEMVs as CudaKernels::matmul runs them (graph replay, "
               "copy %.0f GB/s):\n",
               copyRate / 1e9);

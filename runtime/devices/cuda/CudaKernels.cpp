@@ -122,12 +122,43 @@ StatusOr<CudaKernels> CudaKernels::load(const Driver &driver, CUmodule module) {
                   kernel.fn, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
                   shared[1]),
               "cuFuncSetAttribute");
+        unsigned threads = many ? 256 : 128;
         if (status.ok())
           status = driver.check(
               driver.cuOccupancyMaxActiveBlocksPerMultiprocessor(
-                  &blocks, kernel.fn, many ? 256 : 128, 0),
+                  &blocks, kernel.fn, int(threads), 0),
               "cuOccupancyMaxActiveBlocksPerMultiprocessor");
-        kernel.blocksPerSm = std::max(blocks, 1);
+        kernel.blocksPerSm = std::clamp<int64_t>(
+            blocks, 1, TensorGemvKernel::kMaxBlocks);
+        // Clusters resident at once for b blocks an SM: shared memory sized
+        // so that exactly b fit.
+        for (int b = 1; b <= kernel.blocksPerSm; ++b) {
+          unsigned bytes = unsigned(
+              std::min<int64_t>(kernels.sharedPerSm / b - kernels.sharedReserved,
+                                kernels.sharedPerBlock));
+          kernel.activeClusters[1][b] = kernels.multiprocessors * b;
+          for (unsigned c = 2; c <= 8; ++c) {
+            CUlaunchAttribute attribute{};
+            attribute.id = CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION;
+            attribute.value.clusterDim.x = c;
+            attribute.value.clusterDim.y = 1;
+            attribute.value.clusterDim.z = 1;
+            CUlaunchConfig config{};
+            config.gridDimX = c * 1024;
+            config.gridDimY = config.gridDimZ = 1;
+            config.blockDimX = threads;
+            config.blockDimY = config.blockDimZ = 1;
+            config.sharedMemBytes = bytes;
+            config.attrs = &attribute;
+            config.numAttrs = 1;
+            // A size the GPU cannot hold is left at 0 (never chosen).
+            int active = 0;
+            if (driver.cuOccupancyMaxActiveClusters(&active, kernel.fn,
+                                                    &config) != CUDA_SUCCESS)
+              active = 0;
+            kernel.activeClusters[c][b] = active;
+          }
+        }
       }
   if (!status.ok())
     return status.withContext("loading the CUDA kernels");
@@ -273,79 +304,82 @@ Status CudaKernels::tensorGemv(CUdeviceptr x, const DeviceWeight &w,
   if (n <= 0)
     return Status::success();
   bool e4m3 = w.type == 2, many = m > 1;
-  // One 16-row tile a warp by default at m = 1 (loads in flight come from
-  // occupancy); two at m > 1, where converting x is shared by more rows.
-  int tiles = choice.tiles ? choice.tiles : (many ? 2 : 1);
-  if (tiles < 1 || tiles > 2)
-    return Status::error("tensorGemv: tiles must be 1 or 2");
-  const TensorGemvKernel &kernel = tensorGemvKernels[e4m3][many][tiles - 1];
   int64_t threads = many ? 256 : 128;
-  int64_t rows = threads / 32 * 16 * tiles;
   int64_t tokens = many ? 8 : 1;
   int64_t groupK = e4m3 ? 128 : 64;
-  int64_t groups = k / groupK, rowBlocks = ceilDiv(n, rows);
+  int64_t groups = k / groupK;
   // CudaKernels.cu's layout: B entries (8 bytes) per k-step and group, the
-  // inverse x scales, and the partial sums of a split.
-  auto sharedBytes = [&](int64_t cluster) {
+  // inverse x scales, and the two partial-sum buffers of a split.
+  auto sharedBytes = [&](int64_t rows, int64_t cluster) {
     int64_t per = ceilDiv(groups, cluster);
-    int64_t bytes = per * (groupK / 16) * (many ? 96 : 12) * 8 +
-                    (e4m3 ? per * tokens * 4 : 0);
-    return cluster > 1 ? std::max(bytes, rows * tokens * 4) : bytes;
+    return per * (groupK / 16) * (many ? 96 : 12) * 8 +
+           (e4m3 ? per * tokens * 4 : 0) +
+           (cluster > 1 ? 2 * rows * tokens * 4 : 0);
   };
-  auto blocksPerSm = [&](int64_t bytes) {
-    if (bytes > sharedPerBlock)
-      return int64_t(0);
-    return std::min(kernel.blocksPerSm,
-                    sharedPerSm / (bytes + sharedReserved));
-  };
-  int64_t cluster = choice.cluster;
-  if (cluster == 0) {
-    // The fewest rounds of the longest block: blocks resident at once
-    // (registers, shared memory) against the K range each one streams.
-    int64_t bestCost = 0;
+  // Each cluster walks row tiles; the busiest one's work (its tiles times
+  // rows times groups, a group's worth more per tile for the reduction)
+  // over every (tiles, cluster) that fits: the clusters resident at once
+  // (registers, shared memory, GPC boundaries) against the K range each
+  // block streams.
+  int64_t bestTiles = 0, bestCluster = 0, bestCost = 0, bestClusters = 0;
+  for (int64_t tiles = 1; tiles <= 2; ++tiles) {
+    if (choice.tiles && choice.tiles != tiles)
+      continue;
+    const TensorGemvKernel &kernel = tensorGemvKernels[e4m3][many][tiles - 1];
+    int64_t rows = threads / 32 * 16 * tiles, rowTiles = ceilDiv(n, rows);
     for (int64_t c = 1; c <= std::min<int64_t>(8, groups); ++c) {
-      int64_t resident = multiprocessors * blocksPerSm(sharedBytes(c));
-      if (resident == 0)
+      if (choice.cluster && choice.cluster != c)
         continue;
-      int64_t cost = ceilDiv(rowBlocks * c, resident) * ceilDiv(groups, c);
-      if (cluster == 0 || cost < bestCost) {
-        cluster = c;
+      int64_t bytes = sharedBytes(rows, c);
+      if (bytes > sharedPerBlock)
+        continue;
+      int64_t blocks =
+          std::min(kernel.blocksPerSm, sharedPerSm / (bytes + sharedReserved));
+      int64_t active = blocks > 0 ? kernel.activeClusters[c][blocks] : 0;
+      if (active <= 0)
+        continue;
+      int64_t clusters = std::min(rowTiles, active);
+      int64_t cost = ceilDiv(rowTiles, clusters) * rows *
+                     (ceilDiv(groups, c) + (c > 1 ? 1 : 0));
+      if (bestCluster == 0 || cost < bestCost) {
+        bestTiles = tiles;
+        bestCluster = c;
         bestCost = cost;
+        bestClusters = clusters;
       }
     }
-    if (cluster == 0)
-      return Status::error("tensorGemv: k " + std::to_string(k) +
-                           " needs more shared memory than a block has");
   }
-  if (cluster < 1 || cluster > 8 || cluster > groups ||
-      blocksPerSm(sharedBytes(cluster)) == 0)
-    return Status::error("tensorGemv: cannot split k " + std::to_string(k) +
-                         " over a cluster of " + std::to_string(cluster));
+  if (bestCluster == 0)
+    return Status::error("tensorGemv: no tiles and cluster for k " +
+                         std::to_string(k) + " fit the GPU (tiles " +
+                         std::to_string(choice.tiles) + ", cluster " +
+                         std::to_string(choice.cluster) + ")");
+  const TensorGemvKernel &kernel =
+      tensorGemvKernels[e4m3][many][bestTiles - 1];
+  int64_t rows = threads / 32 * 16 * bestTiles;
   DeviceWeight weight = w, b = bias;
   weight.rows = n;
   weight.cols = k;
   void *params[] = {&x, &weight, &b, &m, &n, &k, &out};
-  if (rowBlocks * cluster > 0x7FFFFFFF)
-    return Status::error("tensorGemv: grid too large");
   CUlaunchAttribute attribute{};
   attribute.id = CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION;
-  attribute.value.clusterDim.x = unsigned(cluster);
+  attribute.value.clusterDim.x = unsigned(bestCluster);
   attribute.value.clusterDim.y = 1;
   attribute.value.clusterDim.z = 1;
   CUlaunchConfig config{};
-  config.gridDimX = unsigned(rowBlocks * cluster);
+  config.gridDimX = unsigned(bestClusters * bestCluster);
   config.gridDimY = 1;
   config.gridDimZ = 1;
   config.blockDimX = unsigned(threads);
   config.blockDimY = 1;
   config.blockDimZ = 1;
-  config.sharedMemBytes = unsigned(sharedBytes(cluster));
+  config.sharedMemBytes = unsigned(sharedBytes(rows, bestCluster));
   config.hStream = stream;
   config.attrs = &attribute;
-  config.numAttrs = cluster > 1 ? 1 : 0;
-  return driver->check(driver->cuLaunchKernelEx(&config, kernel.fn, params,
-                                                nullptr),
-                       "matmul (tensor-core GEMV)");
+  config.numAttrs = bestCluster > 1 ? 1 : 0;
+  return driver->check(
+      driver->cuLaunchKernelEx(&config, kernel.fn, params, nullptr),
+      "matmul (tensor-core GEMV)");
 }
 
 Status CudaKernels::launchGemv(CUfunction fn, int64_t residentWarps,

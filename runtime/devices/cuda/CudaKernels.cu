@@ -887,12 +887,14 @@ __device__ __forceinline__ float clusterLoad(const float *local,
 
 extern __shared__ __align__(16) uint8_t tcGemvShared[];
 
-/// The tensor-core GEMV (see above). Block kWarps x 32 threads; grid
-/// ceil(N / (kWarps x kTiles x 16)) x C blocks in clusters of C (1..8);
-/// needs K a multiple of the group, and for e4m3 blockK a multiple of 128
-/// and blockN of 16 (CudaKernels::tensorGemv checks). Shared memory: the
-/// B entries and inverse x scales of ceil(groups / C) groups, and at least
-/// kWarps x kTiles x 16 x kTokens floats when C > 1.
+/// The tensor-core GEMV (see above). Block kWarps x 32 threads; grid: C
+/// blocks (a cluster, 1..8) per cluster, as many clusters as are resident at
+/// once (no more than row tiles of kWarps x kTiles x 16), each looping over
+/// row tiles. Needs K a multiple of the group, and for e4m3 blockK a
+/// multiple of 128 and blockN of 16 (CudaKernels::tensorGemv checks).
+/// Shared memory: the B entries and inverse x scales of ceil(groups / C)
+/// groups, then, when C > 1, two buffers of kWarps x kTiles x 16 x kTokens
+/// partial sums.
 template <int kType, int kTokens, int kWarps, int kTiles>
 __device__ __forceinline__ void
 gemvTensor(const float *__restrict__ x, const Weight &w, const Weight &bias,
@@ -903,19 +905,81 @@ gemvTensor(const float *__restrict__ x, const Weight &w, const Weight &bias,
   const int lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
   const int warp = threadIdx.x >> 5;
   const uint32_t clusters = clusterSize(), rank = clusterRank();
-  const int64_t rowBase = int64_t(blockIdx.x / clusters) * kRows;
+  const int64_t rowTiles = (n + kRows - 1) / kRows;
+  const int64_t tileStride = gridDim.x / clusters;
   const int groups = int(k / S::kGroupK);
   const int gBegin = int(int64_t(groups) * rank / clusters);
   const int gCount = int(int64_t(groups) * (rank + 1) / clusters) - gBegin;
   uint2 *stage = reinterpret_cast<uint2 *>(tcGemvShared);
   float *inverse = reinterpret_cast<float *>(
       stage + int64_t(gCount) * S::kSteps * kSlots);
+  float *partials = inverse + (kType == kWeightE4M3 ? gCount * kTokens : 0);
+
+  // This warp's rows of a tile: 16-row tiles, lane (g, t) loading rows g
+  // and g + 8 (clamped to the last row; such rows are never written).
+  const uint8_t *src[kTiles][2];
+  const float *scaleRow[kTiles];
+  int64_t tileRow[kTiles];
+  const int64_t scaleCols = (k + w.blockK - 1) / w.blockK;
+  const int64_t blockK = w.blockK;
+  auto setRows = [&](int64_t tile) {
+#pragma unroll
+    for (int i = 0; i < kTiles; ++i) {
+      tileRow[i] = tile * kRows + (warp * kTiles + i) * 16;
+      int64_t r0 = min(tileRow[i] + g, n - 1);
+      int64_t r1 = min(tileRow[i] + g + 8, n - 1);
+      int64_t offset = (int64_t(gBegin) * S::kGroupK +
+                        t * 4 * S::kChunkSteps) *
+                       S::kBytes;
+      src[i][0] =
+          static_cast<const uint8_t *>(w.data) + r0 * k * S::kBytes + offset;
+      src[i][1] =
+          static_cast<const uint8_t *>(w.data) + r1 * k * S::kBytes + offset;
+      scaleRow[i] =
+          kType == kWeightE4M3
+              ? w.scales + (min(tileRow[i], n - 1) / w.blockN) * scaleCols
+              : nullptr;
+    }
+  };
+
+  // Loads of group gl: two 16-byte chunks per row (the second 64 bytes on).
+  auto load = [&](uint32_t (&raw)[kTiles][2][8], float (&scale)[kTiles],
+                  int gl) {
+#pragma unroll
+    for (int i = 0; i < kTiles; ++i) {
+#pragma unroll
+      for (int r = 0; r < 2; ++r) {
+        const uint8_t *p = src[i][r] + int64_t(gl) * 128;
+        uint4 c0 = ldgStream(p), c1 = ldgStream(p + 64);
+        raw[i][r][0] = c0.x;
+        raw[i][r][1] = c0.y;
+        raw[i][r][2] = c0.z;
+        raw[i][r][3] = c0.w;
+        raw[i][r][4] = c1.x;
+        raw[i][r][5] = c1.y;
+        raw[i][r][6] = c1.z;
+        raw[i][r][7] = c1.w;
+      }
+      if (kType == kWeightE4M3)
+        scale[i] = __ldg(scaleRow[i] + (int64_t(gBegin + gl) * 128) / blockK);
+    }
+  };
+
+  // The first tile's first weights are in flight while x is staged.
+  uint32_t rawA[kTiles][2][8], rawB[kTiles][2][8];
+  float scaleA[kTiles] = {}, scaleB[kTiles] = {};
+  int64_t tile = blockIdx.x / clusters;
+  if (tile < rowTiles && gCount > 0) {
+    setRows(tile);
+    load(rawA, scaleA, 0);
+  }
 
   // x's columns of this K range in fragment order: lane (g, t) of k-step s
   // of a group reads group columns (s / kChunkSteps) * 16 * kChunkSteps +
   // t * 4 * kChunkSteps + (s % kChunkSteps) * 4 + j, j = 0..3 (b0: j = 0, 1;
   // b1: j = 2, 3), the columns its weight loads hold. A quad of four
-  // columns per thread; a warp covers one (group, token) for e4m3.
+  // columns per thread; a warp covers one (group, token) for e4m3. Staged
+  // once: the block keeps its K range for every tile.
   constexpr int kQuads = S::kGroupK / 4;
   for (int q = threadIdx.x; q < gCount * kTokens * kQuads; q += blockDim.x) {
     int task = q / kQuads, l = q % kQuads;
@@ -950,49 +1014,6 @@ gemvTensor(const float *__restrict__ x, const Weight &w, const Weight &bias,
           make_uint2(p01[p], p23[p]);
   }
   __syncthreads();
-
-  // This warp's rows: tiles of 16, lane (g, t) loading rows g and g + 8
-  // (clamped to the last row; such rows are never written).
-  const uint8_t *src[kTiles][2];
-  const float *scaleRow[kTiles];
-  int64_t tileRow[kTiles];
-  const int64_t scaleCols = (k + w.blockK - 1) / w.blockK;
-#pragma unroll
-  for (int i = 0; i < kTiles; ++i) {
-    tileRow[i] = rowBase + (warp * kTiles + i) * 16;
-    int64_t r0 = min(tileRow[i] + g, n - 1), r1 = min(tileRow[i] + g + 8, n - 1);
-    int64_t offset = (int64_t(gBegin) * S::kGroupK + t * 4 * S::kChunkSteps) *
-                     S::kBytes;
-    src[i][0] = static_cast<const uint8_t *>(w.data) + r0 * k * S::kBytes + offset;
-    src[i][1] = static_cast<const uint8_t *>(w.data) + r1 * k * S::kBytes + offset;
-    scaleRow[i] = kType == kWeightE4M3
-                      ? w.scales + (min(tileRow[i], n - 1) / w.blockN) * scaleCols
-                      : nullptr;
-  }
-  const int64_t blockK = w.blockK;
-
-  // Loads of group gl: two 16-byte chunks per row (the second 64 bytes on).
-  auto load = [&](uint32_t (&raw)[kTiles][2][8], float (&scale)[kTiles],
-                  int gl) {
-#pragma unroll
-    for (int i = 0; i < kTiles; ++i) {
-#pragma unroll
-      for (int r = 0; r < 2; ++r) {
-        const uint8_t *p = src[i][r] + int64_t(gl) * 128;
-        uint4 c0 = ldgStream(p), c1 = ldgStream(p + 64);
-        raw[i][r][0] = c0.x;
-        raw[i][r][1] = c0.y;
-        raw[i][r][2] = c0.z;
-        raw[i][r][3] = c0.w;
-        raw[i][r][4] = c1.x;
-        raw[i][r][5] = c1.y;
-        raw[i][r][6] = c1.z;
-        raw[i][r][7] = c1.w;
-      }
-      if (kType == kWeightE4M3)
-        scale[i] = __ldg(scaleRow[i] + (int64_t(gBegin + gl) * 128) / blockK);
-    }
-  };
 
   // acc[i]: m = 1: rows g, g + 8 (this lane's columns, summed over lanes
   // at the end); m > 1: (row g, token 2t), (g, 2t + 1), (g + 8, 2t),
@@ -1057,106 +1078,127 @@ gemvTensor(const float *__restrict__ x, const Weight &w, const Weight &bias,
     }
   };
 
-  uint32_t rawA[kTiles][2][8], rawB[kTiles][2][8];
-  float scaleA[kTiles] = {}, scaleB[kTiles] = {};
-  if (gCount > 0)
-    load(rawA, scaleA, 0);
-  for (int gl = 0; gl < gCount; gl += 2) {
-    if (gl + 1 < gCount)
-      load(rawB, scaleB, gl + 1);
-    compute(rawA, scaleA, gl);
-    if (gl + 1 < gCount) {
-      if (gl + 2 < gCount)
-        load(rawA, scaleA, gl + 2);
-      compute(rawB, scaleB, gl + 1);
-    }
-  }
-
-  // m = 1: the row sums over the four lanes of a row (fixed order).
-  if (kTokens == 1) {
-#pragma unroll
-    for (int i = 0; i < kTiles; ++i)
-#pragma unroll
-      for (int q = 0; q < 2; ++q) {
-        acc[i][q] += __shfl_xor_sync(0xffffffffu, acc[i][q], 1);
-        acc[i][q] += __shfl_xor_sync(0xffffffffu, acc[i][q], 2);
-      }
-  }
   auto biasAt = [&](int64_t row) {
     return bias.data ? weightAt(bias, row) : 0.0f;
   };
-  if (clusters == 1) {
+  int parity = 0;
+  // Every block of a cluster walks the same tiles, so the cluster barriers
+  // below match.
+  while (tile < rowTiles) {
+    for (int gl = 0; gl < gCount; gl += 2) {
+      if (gl + 1 < gCount)
+        load(rawB, scaleB, gl + 1);
+      compute(rawA, scaleA, gl);
+      if (gl + 1 < gCount) {
+        if (gl + 2 < gCount)
+          load(rawA, scaleA, gl + 2);
+        compute(rawB, scaleB, gl + 1);
+      }
+    }
+    // m = 1: the row sums over the four lanes of a row (fixed order).
+    if (kTokens == 1) {
+#pragma unroll
+      for (int i = 0; i < kTiles; ++i)
+#pragma unroll
+        for (int q = 0; q < 2; ++q) {
+          acc[i][q] += __shfl_xor_sync(0xffffffffu, acc[i][q], 1);
+          acc[i][q] += __shfl_xor_sync(0xffffffffu, acc[i][q], 2);
+        }
+    }
+    float sums[kTiles][4];
+    int64_t rows[kTiles];
+#pragma unroll
+    for (int i = 0; i < kTiles; ++i) {
+      rows[i] = tileRow[i];
+#pragma unroll
+      for (int q = 0; q < 4; ++q) {
+        sums[i][q] = acc[i][q];
+        acc[i][q] = 0.0f;
+      }
+    }
+    // The next tile's first weights are in flight during the write-back.
+    const int64_t current = tile;
+    tile += tileStride;
+    if (tile < rowTiles && gCount > 0) {
+      setRows(tile);
+      load(rawA, scaleA, 0);
+    }
+    if (clusters == 1) {
+#pragma unroll
+      for (int i = 0; i < kTiles; ++i)
+#pragma unroll
+        for (int half = 0; half < 2; ++half) {
+          int64_t row = rows[i] + g + 8 * half;
+          if (row >= n)
+            continue;
+          if (kTokens == 1) {
+            if (t == 0)
+              out[row] = sums[i][half] + biasAt(row);
+          } else {
+            for (int j = 0; j < 2; ++j)
+              if (2 * t + j < m)
+                out[(2 * t + j) * n + row] = sums[i][2 * half + j] + biasAt(row);
+          }
+        }
+      continue;
+    }
+    // C > 1: partial sums [row][token] in this tile's buffer, then block
+    // `rank` adds its share of them over the C blocks in rank order. A
+    // buffer is written again two tiles later, after the next barrier,
+    // which no block passes before it has read this one.
+    float *partial = partials + parity * kRows * kTokens;
+    parity ^= 1;
 #pragma unroll
     for (int i = 0; i < kTiles; ++i)
 #pragma unroll
       for (int half = 0; half < 2; ++half) {
-        int64_t row = tileRow[i] + g + 8 * half;
-        if (row >= n)
-          continue;
+        int local = (warp * kTiles + i) * 16 + g + 8 * half;
         if (kTokens == 1) {
           if (t == 0)
-            out[row] = acc[i][half] + biasAt(row);
+            partial[local] = sums[i][half];
         } else {
-          for (int j = 0; j < 2; ++j)
-            if (2 * t + j < m)
-              out[(2 * t + j) * n + row] = acc[i][2 * half + j] + biasAt(row);
+          partial[local * kTokens + 2 * t] = sums[i][2 * half];
+          partial[local * kTokens + 2 * t + 1] = sums[i][2 * half + 1];
         }
       }
-    return;
-  }
-
-  // C > 1: partial sums [row][token] in shared memory (over the B entries,
-  // which every warp has finished reading), then block `rank` of the
-  // cluster adds its share of them over the C blocks in rank order.
-  float *partial = reinterpret_cast<float *>(tcGemvShared);
-  __syncthreads();
-#pragma unroll
-  for (int i = 0; i < kTiles; ++i)
-#pragma unroll
-    for (int half = 0; half < 2; ++half) {
-      int local = (warp * kTiles + i) * 16 + g + 8 * half;
-      if (kTokens == 1) {
-        if (t == 0)
-          partial[local] = acc[i][half];
-      } else {
-        partial[local * kTokens + 2 * t] = acc[i][2 * half];
-        partial[local * kTokens + 2 * t + 1] = acc[i][2 * half + 1];
-      }
+    clusterSync();
+    const int total = kRows * kTokens;
+    const int share = (total + int(clusters) - 1) / int(clusters);
+    const int end = min(total, share * int(rank + 1));
+    for (int e = share * int(rank) + threadIdx.x; e < end; e += blockDim.x) {
+      float sum = 0.0f;
+      for (uint32_t c = 0; c < clusters; ++c)
+        sum += clusterLoad(partial + e, c);
+      int64_t row = current * kRows + e / kTokens;
+      int token = e % kTokens;
+      if (row < n && token < m)
+        out[token * n + row] = sum + biasAt(row);
     }
-  clusterSync();
-  const int total = kRows * kTokens;
-  const int share = (total + int(clusters) - 1) / int(clusters);
-  const int end = min(total, share * int(rank + 1));
-  for (int e = share * int(rank) + threadIdx.x; e < end; e += blockDim.x) {
-    float sum = 0.0f;
-    for (uint32_t c = 0; c < clusters; ++c)
-      sum += clusterLoad(partial + e, c);
-    int64_t row = rowBase + e / kTokens;
-    int token = e % kTokens;
-    if (row < n && token < m)
-      out[token * n + row] = sum + biasAt(row);
   }
-  clusterSync(); // no block leaves while others read its shared memory
+  if (clusters > 1)
+    clusterSync(); // no block leaves while others read its shared memory
 }
 
 } // namespace
 
-#define DAYBREAK_TC_GEMV(name, type, tokens, warps, tiles)                     \
-  extern "C" __global__ void __launch_bounds__(warps * 32)                     \
+#define DAYBREAK_TC_GEMV(name, type, tokens, warps, tiles, minBlocks)          \
+  extern "C" __global__ void __launch_bounds__(warps * 32, minBlocks)          \
       name(const float *x, Weight w, Weight bias, int64_t m, int64_t n,        \
            int64_t k, float *out) {                                            \
     gemvTensor<type, tokens, warps, tiles>(x, w, bias, m, n, k, out);          \
   }
 /// Tensor-core GEMVs (CudaKernels::tensorGemv): weight type, one input row
-/// or up to 8, four or eight warps of one or two 16-row tiles each.
-DAYBREAK_TC_GEMV(daybreak_gemv_tc_e4m3_m1_t1, kWeightE4M3, 1, 4, 1)
-DAYBREAK_TC_GEMV(daybreak_gemv_tc_e4m3_m1_t2, kWeightE4M3, 1, 4, 2)
-DAYBREAK_TC_GEMV(daybreak_gemv_tc_e4m3_m8_t1, kWeightE4M3, 8, 8, 1)
-DAYBREAK_TC_GEMV(daybreak_gemv_tc_e4m3_m8_t2, kWeightE4M3, 8, 8, 2)
-DAYBREAK_TC_GEMV(daybreak_gemv_tc_bf16_m1_t1, kWeightBF16, 1, 4, 1)
-DAYBREAK_TC_GEMV(daybreak_gemv_tc_bf16_m1_t2, kWeightBF16, 1, 4, 2)
-DAYBREAK_TC_GEMV(daybreak_gemv_tc_bf16_m8_t1, kWeightBF16, 8, 8, 1)
-DAYBREAK_TC_GEMV(daybreak_gemv_tc_bf16_m8_t2, kWeightBF16, 8, 8, 2)
+/// or up to 8, four or eight warps of one or two 16-row tiles each, and the
+/// blocks an SM must hold (registers: 64 warps' worth of loads in flight
+/// for m = 1 with one tile, otherwise 32).
+DAYBREAK_TC_GEMV(daybreak_gemv_tc_e4m3_m1_t1, kWeightE4M3, 1, 4, 1, 6)
+DAYBREAK_TC_GEMV(daybreak_gemv_tc_e4m3_m1_t2, kWeightE4M3, 1, 4, 2, 4)
+DAYBREAK_TC_GEMV(daybreak_gemv_tc_e4m3_m8_t1, kWeightE4M3, 8, 8, 1, 3)
+DAYBREAK_TC_GEMV(daybreak_gemv_tc_e4m3_m8_t2, kWeightE4M3, 8, 8, 2, 2)
+DAYBREAK_TC_GEMV(daybreak_gemv_tc_bf16_m1_t1, kWeightBF16, 1, 4, 1, 6)
+DAYBREAK_TC_GEMV(daybreak_gemv_tc_bf16_m1_t2, kWeightBF16, 1, 4, 2, 4)
+DAYBREAK_TC_GEMV(daybreak_gemv_tc_bf16_m8_t1, kWeightBF16, 8, 8, 1, 3)
+DAYBREAK_TC_GEMV(daybreak_gemv_tc_bf16_m8_t2, kWeightBF16, 8, 8, 2, 2)
 #undef DAYBREAK_TC_GEMV
 
 /// Per-head matmul: x [T, H, K], w [H, K, N] (or [H, N, K] when

@@ -254,11 +254,15 @@ private:
   Status launchGemv(CUfunction fn, int64_t residentWarps, int64_t columns,
                     CUstream stream, void **params) const;
 
-  /// A tensor-core GEMV kernel and how many of its blocks fit an SM by
-  /// registers (shared memory is per launch).
+  /// A tensor-core GEMV kernel, how many of its blocks fit an SM by
+  /// registers, and how many clusters of C = 1..8 blocks the GPU holds at
+  /// once when shared memory allows b blocks an SM (activeClusters[C][b],
+  /// b up to blocksPerSm; GPC boundaries make it less than SMs x b / C).
   struct TensorGemvKernel {
+    static constexpr int kMaxBlocks = 16;
     CUfunction fn = nullptr;
     int64_t blocksPerSm = 0;
+    int32_t activeClusters[9][kMaxBlocks + 1] = {};
   };
   /// [e4m3][m > 1][tiles - 1]
   TensorGemvKernel tensorGemvKernels[2][2][2];
