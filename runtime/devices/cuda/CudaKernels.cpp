@@ -321,7 +321,8 @@ Status CudaKernels::tensorGemv(CUdeviceptr x, const DeviceWeight &w,
   // over every (tiles, cluster) that fits: the clusters resident at once
   // (registers, shared memory, GPC boundaries) against the K range each
   // block streams.
-  int64_t bestTiles = 0, bestCluster = 0, bestCost = 0, bestClusters = 0;
+  int64_t bestTiles = 0, bestCluster = 0, bestClusters = 0;
+  double bestCost = 0.0;
   for (int64_t tiles = 1; tiles <= 2; ++tiles) {
     if (choice.tiles && choice.tiles != tiles)
       continue;
@@ -339,8 +340,14 @@ Status CudaKernels::tensorGemv(CUdeviceptr x, const DeviceWeight &w,
       if (active <= 0)
         continue;
       int64_t clusters = std::min(rowTiles, active);
-      int64_t cost = ceilDiv(rowTiles, clusters) * rows *
-                     (ceilDiv(groups, c) + (c > 1 ? 1 : 0));
+      double cost = double(ceilDiv(rowTiles, clusters) * rows *
+                           (ceilDiv(groups, c) + (c > 1 ? 1 : 0)));
+      // Under 16 warps an SM, too few loads are in flight to stream at the
+      // full bandwidth: the same work takes proportionally longer.
+      double warps = double(clusters * c * (threads / 32)) /
+                     double(multiprocessors);
+      if (warps < 16.0)
+        cost *= 16.0 / warps;
       if (bestCluster == 0 || cost < bestCost) {
         bestTiles = tiles;
         bestCluster = c;

@@ -895,7 +895,7 @@ extern __shared__ __align__(16) uint8_t tcGemvShared[];
 /// Shared memory: the B entries and inverse x scales of ceil(groups / C)
 /// groups, then, when C > 1, two buffers of kWarps x kTiles x 16 x kTokens
 /// partial sums.
-template <int kType, int kTokens, int kWarps, int kTiles>
+template <int kType, int kTokens, int kWarps, int kTiles, int kDepth>
 __device__ __forceinline__ void
 gemvTensor(const float *__restrict__ x, const Weight &w, const Weight &bias,
            int64_t m, int64_t n, int64_t k, float *__restrict__ out) {
@@ -910,10 +910,13 @@ gemvTensor(const float *__restrict__ x, const Weight &w, const Weight &bias,
   const int groups = int(k / S::kGroupK);
   const int gBegin = int(int64_t(groups) * rank / clusters);
   const int gCount = int(int64_t(groups) * (rank + 1) / clusters) - gBegin;
-  uint2 *stage = reinterpret_cast<uint2 *>(tcGemvShared);
+  // The partial sums first: every block of a cluster finds them at the
+  // same offset (the B entries' size depends on the block's K range).
+  float *partials = reinterpret_cast<float *>(tcGemvShared);
+  uint2 *stage = reinterpret_cast<uint2 *>(
+      partials + (clusters > 1 ? 2 * kRows * kTokens : 0));
   float *inverse = reinterpret_cast<float *>(
       stage + int64_t(gCount) * S::kSteps * kSlots);
-  float *partials = inverse + (kType == kWeightE4M3 ? gCount * kTokens : 0);
 
   // This warp's rows of a tile: 16-row tiles, lane (g, t) loading rows g
   // and g + 8 (clamped to the last row; such rows are never written).
@@ -965,13 +968,20 @@ gemvTensor(const float *__restrict__ x, const Weight &w, const Weight &bias,
     }
   };
 
-  // The first tile's first weights are in flight while x is staged.
-  uint32_t rawA[kTiles][2][8], rawB[kTiles][2][8];
-  float scaleA[kTiles] = {}, scaleB[kTiles] = {};
+  // kDepth - 1 groups in flight ahead of the one being multiplied (three
+  // register buffers, or two); the first tile's first ones while x is
+  // staged, the next tile's during a tile's write-back.
+  uint32_t rawA[kTiles][2][8], rawB[kTiles][2][8], rawC[kTiles][2][8];
+  float scaleA[kTiles] = {}, scaleB[kTiles] = {}, scaleC[kTiles] = {};
+  auto prologue = [&]() {
+    load(rawA, scaleA, 0);
+    if (kDepth > 2 && gCount > 1)
+      load(rawB, scaleB, 1);
+  };
   int64_t tile = blockIdx.x / clusters;
   if (tile < rowTiles && gCount > 0) {
     setRows(tile);
-    load(rawA, scaleA, 0);
+    prologue();
   }
 
   // x's columns of this K range in fragment order: lane (g, t) of k-step s
@@ -1021,7 +1031,9 @@ gemvTensor(const float *__restrict__ x, const Weight &w, const Weight &bias,
   float acc[kTiles][4] = {};
   auto compute = [&](const uint32_t (&raw)[kTiles][2][8],
                      const float (&scale)[kTiles], int gl) {
-    float c[kTiles][4] = {};
+    // m > 1 with one tile: even and odd k-steps in two accumulators (two
+    // dependency chains of 12 mma instead of one of 24).
+    float c[kTiles][4] = {}, c2[kTiles][4] = {};
 #pragma unroll
     for (int s = 0; s < S::kSteps; ++s) {
       const int chunk = s / S::kChunkSteps, sub = s % S::kChunkSteps;
@@ -1050,10 +1062,16 @@ gemvTensor(const float *__restrict__ x, const Weight &w, const Weight &bias,
           uint2 b = entry[p * 32 + lane];
 #pragma unroll
           for (int i = 0; i < kTiles; ++i)
-            mma16816<kType>(c[i], a[i], b);
+            mma16816<kType>(kTiles == 1 && s % 2 ? c2[i] : c[i], a[i], b);
         }
       }
     }
+    if (kTokens > 1 && kTiles == 1)
+#pragma unroll
+      for (int i = 0; i < kTiles; ++i)
+#pragma unroll
+        for (int q = 0; q < 4; ++q)
+          c[i][q] += c2[i][q];
 #pragma unroll
     for (int i = 0; i < kTiles; ++i) {
       if (kType == kWeightE4M3 && kTokens == 1) {
@@ -1085,14 +1103,33 @@ gemvTensor(const float *__restrict__ x, const Weight &w, const Weight &bias,
   // Every block of a cluster walks the same tiles, so the cluster barriers
   // below match.
   while (tile < rowTiles) {
-    for (int gl = 0; gl < gCount; gl += 2) {
-      if (gl + 1 < gCount)
-        load(rawB, scaleB, gl + 1);
-      compute(rawA, scaleA, gl);
-      if (gl + 1 < gCount) {
+    if (kDepth > 2) {
+      // Groups gl and gl + 1 are in flight in A and B at the top.
+      for (int gl = 0; gl < gCount; gl += 3) {
         if (gl + 2 < gCount)
-          load(rawA, scaleA, gl + 2);
-        compute(rawB, scaleB, gl + 1);
+          load(rawC, scaleC, gl + 2);
+        compute(rawA, scaleA, gl);
+        if (gl + 1 < gCount) {
+          if (gl + 3 < gCount)
+            load(rawA, scaleA, gl + 3);
+          compute(rawB, scaleB, gl + 1);
+        }
+        if (gl + 2 < gCount) {
+          if (gl + 4 < gCount)
+            load(rawB, scaleB, gl + 4);
+          compute(rawC, scaleC, gl + 2);
+        }
+      }
+    } else {
+      for (int gl = 0; gl < gCount; gl += 2) {
+        if (gl + 1 < gCount)
+          load(rawB, scaleB, gl + 1);
+        compute(rawA, scaleA, gl);
+        if (gl + 1 < gCount) {
+          if (gl + 2 < gCount)
+            load(rawA, scaleA, gl + 2);
+          compute(rawB, scaleB, gl + 1);
+        }
       }
     }
     // m = 1: the row sums over the four lanes of a row (fixed order).
@@ -1121,7 +1158,7 @@ gemvTensor(const float *__restrict__ x, const Weight &w, const Weight &bias,
     tile += tileStride;
     if (tile < rowTiles && gCount > 0) {
       setRows(tile);
-      load(rawA, scaleA, 0);
+      prologue();
     }
     if (clusters == 1) {
 #pragma unroll
@@ -1181,24 +1218,23 @@ gemvTensor(const float *__restrict__ x, const Weight &w, const Weight &bias,
 
 } // namespace
 
-#define DAYBREAK_TC_GEMV(name, type, tokens, warps, tiles, minBlocks)          \
+#define DAYBREAK_TC_GEMV(name, type, tokens, warps, tiles, depth, minBlocks)   \
   extern "C" __global__ void __launch_bounds__(warps * 32, minBlocks)          \
       name(const float *x, Weight w, Weight bias, int64_t m, int64_t n,        \
            int64_t k, float *out) {                                            \
-    gemvTensor<type, tokens, warps, tiles>(x, w, bias, m, n, k, out);          \
+    gemvTensor<type, tokens, warps, tiles, depth>(x, w, bias, m, n, k, out);   \
   }
 /// Tensor-core GEMVs (CudaKernels::tensorGemv): weight type, one input row
-/// or up to 8, four or eight warps of one or two 16-row tiles each, and the
-/// blocks an SM must hold (registers: 64 warps' worth of loads in flight
-/// for m = 1 with one tile, otherwise 32).
-DAYBREAK_TC_GEMV(daybreak_gemv_tc_e4m3_m1_t1, kWeightE4M3, 1, 4, 1, 6)
-DAYBREAK_TC_GEMV(daybreak_gemv_tc_e4m3_m1_t2, kWeightE4M3, 1, 4, 2, 4)
-DAYBREAK_TC_GEMV(daybreak_gemv_tc_e4m3_m8_t1, kWeightE4M3, 8, 8, 1, 3)
-DAYBREAK_TC_GEMV(daybreak_gemv_tc_e4m3_m8_t2, kWeightE4M3, 8, 8, 2, 2)
-DAYBREAK_TC_GEMV(daybreak_gemv_tc_bf16_m1_t1, kWeightBF16, 1, 4, 1, 6)
-DAYBREAK_TC_GEMV(daybreak_gemv_tc_bf16_m1_t2, kWeightBF16, 1, 4, 2, 4)
-DAYBREAK_TC_GEMV(daybreak_gemv_tc_bf16_m8_t1, kWeightBF16, 8, 8, 1, 3)
-DAYBREAK_TC_GEMV(daybreak_gemv_tc_bf16_m8_t2, kWeightBF16, 8, 8, 2, 2)
+/// or up to 8, four or eight warps of one or two 16-row tiles each, groups
+/// in flight plus one, and the blocks an SM must hold (registers).
+DAYBREAK_TC_GEMV(daybreak_gemv_tc_e4m3_m1_t1, kWeightE4M3, 1, 4, 1, 3, 5)
+DAYBREAK_TC_GEMV(daybreak_gemv_tc_e4m3_m1_t2, kWeightE4M3, 1, 4, 2, 2, 4)
+DAYBREAK_TC_GEMV(daybreak_gemv_tc_e4m3_m8_t1, kWeightE4M3, 8, 8, 1, 3, 2)
+DAYBREAK_TC_GEMV(daybreak_gemv_tc_e4m3_m8_t2, kWeightE4M3, 8, 8, 2, 2, 2)
+DAYBREAK_TC_GEMV(daybreak_gemv_tc_bf16_m1_t1, kWeightBF16, 1, 4, 1, 3, 5)
+DAYBREAK_TC_GEMV(daybreak_gemv_tc_bf16_m1_t2, kWeightBF16, 1, 4, 2, 2, 4)
+DAYBREAK_TC_GEMV(daybreak_gemv_tc_bf16_m8_t1, kWeightBF16, 8, 8, 1, 3, 2)
+DAYBREAK_TC_GEMV(daybreak_gemv_tc_bf16_m8_t2, kWeightBF16, 8, 8, 2, 2, 2)
 #undef DAYBREAK_TC_GEMV
 
 /// Per-head matmul: x [T, H, K], w [H, K, N] (or [H, N, K] when
