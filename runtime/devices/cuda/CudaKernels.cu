@@ -860,11 +860,15 @@ __device__ __forceinline__ uint32_t clusterSize() {
   return r;
 }
 
-/// Every thread of the cluster: shared-memory writes before it are visible
-/// to every block of the cluster after it.
-__device__ __forceinline__ void clusterSync() {
-  asm volatile("barrier.cluster.arrive.release.aligned;\n\t"
-               "barrier.cluster.wait.acquire.aligned;" ::: "memory");
+/// A cluster barrier in two halves: shared-memory writes before a thread's
+/// arrive are visible to every block of the cluster after its wait, and a
+/// block can work between the two (each thread alternates them).
+__device__ __forceinline__ void clusterArrive() {
+  asm volatile("barrier.cluster.arrive.release.aligned;" ::: "memory");
+}
+
+__device__ __forceinline__ void clusterWait() {
+  asm volatile("barrier.cluster.wait.acquire.aligned;" ::: "memory");
 }
 
 /// The float at `local` (this block's shared memory) in cluster block `rank`.
@@ -1099,7 +1103,24 @@ gemvTensor(const float *__restrict__ x, const Weight &w, const Weight &bias,
   auto biasAt = [&](int64_t row) {
     return bias.data ? weightAt(bias, row) : 0.0f;
   };
+  // Adds tile `which`'s partial sums at `partial` (every block's) in rank
+  // order for this block's share of its rows and tokens.
+  auto reduce = [&](int64_t which, const float *partial) {
+    const int total = kRows * kTokens;
+    const int share = (total + int(clusters) - 1) / int(clusters);
+    const int end = min(total, share * int(rank + 1));
+    for (int e = share * int(rank) + threadIdx.x; e < end; e += blockDim.x) {
+      float sum = 0.0f;
+      for (uint32_t c = 0; c < clusters; ++c)
+        sum += clusterLoad(partial + e, c);
+      int64_t row = which * kRows + e / kTokens;
+      int token = e % kTokens;
+      if (row < n && token < m)
+        out[token * n + row] = sum + biasAt(row);
+    }
+  };
   int parity = 0;
+  int64_t pending = -1; // the tile whose partial sums await their reduction
   // Every block of a cluster walks the same tiles, so the cluster barriers
   // below match.
   while (tile < rowTiles) {
@@ -1179,12 +1200,16 @@ gemvTensor(const float *__restrict__ x, const Weight &w, const Weight &bias,
         }
       continue;
     }
-    // C > 1: partial sums [row][token] in this tile's buffer, then block
-    // `rank` adds its share of them over the C blocks in rank order. A
-    // buffer is written again two tiles later, after the next barrier,
-    // which no block passes before it has read this one.
+    // C > 1: partial sums [row][token] in this tile's buffer; block `rank`
+    // adds its share of them over the C blocks in rank order once the next
+    // tile is multiplied (the barrier's wait hidden behind it). A buffer is
+    // written again two tiles later, after a wait that no block passes
+    // before every block has read it.
+    if (pending >= 0) {
+      clusterWait();
+      reduce(pending, partials + (parity ^ 1) * kRows * kTokens);
+    }
     float *partial = partials + parity * kRows * kTokens;
-    parity ^= 1;
 #pragma unroll
     for (int i = 0; i < kTiles; ++i)
 #pragma unroll
@@ -1198,22 +1223,16 @@ gemvTensor(const float *__restrict__ x, const Weight &w, const Weight &bias,
           partial[local * kTokens + 2 * t + 1] = sums[i][2 * half + 1];
         }
       }
-    clusterSync();
-    const int total = kRows * kTokens;
-    const int share = (total + int(clusters) - 1) / int(clusters);
-    const int end = min(total, share * int(rank + 1));
-    for (int e = share * int(rank) + threadIdx.x; e < end; e += blockDim.x) {
-      float sum = 0.0f;
-      for (uint32_t c = 0; c < clusters; ++c)
-        sum += clusterLoad(partial + e, c);
-      int64_t row = current * kRows + e / kTokens;
-      int token = e % kTokens;
-      if (row < n && token < m)
-        out[token * n + row] = sum + biasAt(row);
-    }
+    clusterArrive();
+    pending = current;
+    parity ^= 1;
   }
-  if (clusters > 1)
-    clusterSync(); // no block leaves while others read its shared memory
+  if (pending >= 0) {
+    clusterWait();
+    reduce(pending, partials + (parity ^ 1) * kRows * kTokens);
+    clusterArrive(); // no block leaves while others read its shared memory
+    clusterWait();
+  }
 }
 
 } // namespace
@@ -1227,11 +1246,11 @@ gemvTensor(const float *__restrict__ x, const Weight &w, const Weight &bias,
 /// Tensor-core GEMVs (CudaKernels::tensorGemv): weight type, one input row
 /// or up to 8, four or eight warps of one or two 16-row tiles each, groups
 /// in flight plus one, and the blocks an SM must hold (registers).
-DAYBREAK_TC_GEMV(daybreak_gemv_tc_e4m3_m1_t1, kWeightE4M3, 1, 4, 1, 3, 5)
+DAYBREAK_TC_GEMV(daybreak_gemv_tc_e4m3_m1_t1, kWeightE4M3, 1, 4, 1, 2, 6)
 DAYBREAK_TC_GEMV(daybreak_gemv_tc_e4m3_m1_t2, kWeightE4M3, 1, 4, 2, 2, 4)
 DAYBREAK_TC_GEMV(daybreak_gemv_tc_e4m3_m8_t1, kWeightE4M3, 8, 8, 1, 3, 2)
 DAYBREAK_TC_GEMV(daybreak_gemv_tc_e4m3_m8_t2, kWeightE4M3, 8, 8, 2, 2, 2)
-DAYBREAK_TC_GEMV(daybreak_gemv_tc_bf16_m1_t1, kWeightBF16, 1, 4, 1, 3, 5)
+DAYBREAK_TC_GEMV(daybreak_gemv_tc_bf16_m1_t1, kWeightBF16, 1, 4, 1, 2, 6)
 DAYBREAK_TC_GEMV(daybreak_gemv_tc_bf16_m1_t2, kWeightBF16, 1, 4, 2, 2, 4)
 DAYBREAK_TC_GEMV(daybreak_gemv_tc_bf16_m8_t1, kWeightBF16, 8, 8, 1, 3, 2)
 DAYBREAK_TC_GEMV(daybreak_gemv_tc_bf16_m8_t2, kWeightBF16, 8, 8, 2, 2, 2)
