@@ -228,7 +228,7 @@ void benchGemvs(const CudaKernels &kernels, int iterations) {
       std::vector<Variant> variants = {{"auto", false, {}}};
       if (CudaKernels::tensorGemvApplies(weight, m, c.k))
         for (int tiles : {1, 2})
-          for (int cluster : {0, 1, 2, 4, 8})
+          for (int cluster : {0, 1, 2, 4, 8, 16})
             variants.push_back({"tc", true, {tiles, cluster}});
       for (const Variant &v : variants) {
         auto run = [&](int i, CUstream stream) {

@@ -805,8 +805,9 @@ TEST_F(CudaKernelsTest, StoredWeightMatmul) {
 
 TEST_F(CudaKernelsTest, TensorCoreGemv) {
   // Every tensor-core GEMV kernel (one or two row tiles a warp) with K
-  // whole in one block and split over clusters of 2, 3 and 8 blocks, m = 1,
-  // 3 and 8, partial row tiles, NaN codes, with and without bias; x spans
+  // whole in one block and split over clusters of 2, 3, 8 and 16 blocks
+  // (where K has that many groups), m = 1, 3 and 8, partial row tiles, NaN
+  // codes, with and without bias; x spans
   // 2^-30 to 2^30 between groups (each 128-column group of a token is
   // scaled on its own for e4m3) and at long K, the real shapes' 7168 and
   // 18432 columns with the launcher's own choice.
@@ -860,7 +861,7 @@ TEST_F(CudaKernelsTest, TensorCoreGemv) {
         std::vector<TensorGemvChoice> choices = {TensorGemvChoice()};
         if (s.sweep)
           for (int tiles : {1, 2})
-            for (int cluster : {1, 2, 3, 8})
+            for (int cluster : {1, 2, 3, 8, 16})
               if (cluster <= s.k / (type == cpu::WeightType::BF16 ? 64 : 128))
                 choices.push_back(TensorGemvChoice{tiles, cluster});
         for (TensorGemvChoice choice : choices) {

@@ -128,6 +128,10 @@ StatusOr<CudaKernels> CudaKernels::load(const Driver &driver, CUmodule module) {
               driver.cuOccupancyMaxActiveBlocksPerMultiprocessor(
                   &blocks, kernel.fn, int(threads), 0),
               "cuOccupancyMaxActiveBlocksPerMultiprocessor");
+        // Clusters of up to 16 blocks (H100/H200; the driver reports 0
+        // active clusters of a size a GPU cannot hold, never chosen).
+        driver.cuFuncSetAttribute(
+            kernel.fn, CU_FUNC_ATTRIBUTE_NON_PORTABLE_CLUSTER_SIZE_ALLOWED, 1);
         kernel.blocksPerSm = std::clamp<int64_t>(
             blocks, 1, TensorGemvKernel::kMaxBlocks);
         // Clusters resident at once for b blocks an SM: shared memory sized
@@ -137,7 +141,7 @@ StatusOr<CudaKernels> CudaKernels::load(const Driver &driver, CUmodule module) {
               std::min<int64_t>(kernels.sharedPerSm / b - kernels.sharedReserved,
                                 kernels.sharedPerBlock));
           kernel.activeClusters[1][b] = kernels.multiprocessors * b;
-          for (unsigned c = 2; c <= 8; ++c) {
+          for (unsigned c = 2; c <= TensorGemvKernel::kMaxCluster; ++c) {
             CUlaunchAttribute attribute{};
             attribute.id = CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION;
             attribute.value.clusterDim.x = c;
@@ -328,7 +332,8 @@ Status CudaKernels::tensorGemv(CUdeviceptr x, const DeviceWeight &w,
       continue;
     const TensorGemvKernel &kernel = tensorGemvKernels[e4m3][many][tiles - 1];
     int64_t rows = threads / 32 * 16 * tiles, rowTiles = ceilDiv(n, rows);
-    for (int64_t c = 1; c <= std::min<int64_t>(8, groups); ++c) {
+    for (int64_t c = 1;
+         c <= std::min<int64_t>(TensorGemvKernel::kMaxCluster, groups); ++c) {
       if (choice.cluster && choice.cluster != c)
         continue;
       int64_t bytes = sharedBytes(rows, c);

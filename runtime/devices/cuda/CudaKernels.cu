@@ -892,7 +892,7 @@ __device__ __forceinline__ float clusterLoad(const float *local,
 extern __shared__ __align__(16) uint8_t tcGemvShared[];
 
 /// The tensor-core GEMV (see above). Block kWarps x 32 threads; grid: C
-/// blocks (a cluster, 1..8) per cluster, as many clusters as are resident at
+/// blocks (a cluster, 1..16) per cluster, as many clusters as are resident at
 /// once (no more than row tiles of kWarps x kTiles x 16), each looping over
 /// row tiles. Needs K a multiple of the group, and for e4m3 blockK a
 /// multiple of 128 and blockN of 16 (CudaKernels::tensorGemv checks).

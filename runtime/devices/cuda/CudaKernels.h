@@ -62,7 +62,7 @@ static_assert(sizeof(DeviceWeight) == 56, "must match CudaKernels.cu's Weight");
 /// choice to the launcher. Tests and the benchmark force the others.
 struct TensorGemvChoice {
   int tiles = 0;   ///< 16-row tiles per warp: 1 or 2
-  int cluster = 0; ///< blocks of a cluster splitting K: 1 to 8
+  int cluster = 0; ///< blocks of a cluster splitting K: 1 to 16
 };
 
 struct DeviceCacheView {
@@ -255,14 +255,15 @@ private:
                     CUstream stream, void **params) const;
 
   /// A tensor-core GEMV kernel, how many of its blocks fit an SM by
-  /// registers, and how many clusters of C = 1..8 blocks the GPU holds at
+  /// registers, and how many clusters of C = 1..16 blocks the GPU holds at
   /// once when shared memory allows b blocks an SM (activeClusters[C][b],
   /// b up to blocksPerSm; GPC boundaries make it less than SMs x b / C).
   struct TensorGemvKernel {
     static constexpr int kMaxBlocks = 16;
     CUfunction fn = nullptr;
     int64_t blocksPerSm = 0;
-    int32_t activeClusters[9][kMaxBlocks + 1] = {};
+    static constexpr int kMaxCluster = 16; // past 8: non-portable sizes
+    int32_t activeClusters[kMaxCluster + 1][kMaxBlocks + 1] = {};
   };
   /// [e4m3][m > 1][tiles - 1]
   TensorGemvKernel tensorGemvKernels[2][2][2];
