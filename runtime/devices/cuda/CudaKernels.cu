@@ -743,22 +743,25 @@ extern "C" __global__ void __launch_bounds__(128)
 // used as stored. x is the B operand, split exactly into three parts of
 // the weight's 16-bit type (x = h1 + h2 + h3; bf16 parts by truncation,
 // f16 parts of x times a power of two per token and 128-column group that
-// puts the group's largest |x| in [2^14, 2^15)), so every product a tensor
-// core forms is exact and sums are fp32: the fp32 GEMV on the widened
-// weight up to summation order. Each group's mma sum (at most 24 mma steps)
+// puts the group's largest |x| in [2^14, 2^15): exact down to 2^-15 of that
+// largest, below which the parts round at 2^-40 of it), so the products a
+// tensor core forms are the fp32 products and sums are fp32: the fp32 GEMV
+// on the widened weight up to summation order. Each group's mma sum (at most 24 mma steps)
 // is folded into an fp32 accumulator with the group's block scale and the
 // inverse x scale (FFMA, round to nearest), so the tensor cores' truncating
 // accumulation never runs long.
 //
-// A block's warps each own kTiles row tiles of 16 and share one K range:
-// the block first converts x's columns of that range into shared memory in
-// fragment order (once per block, for kWarps x kTiles x 16 rows), then
-// streams its rows' weights with 16-byte loads, the next group's in flight
-// while the current one is multiplied. When N alone gives too few blocks,
-// a cluster of C blocks splits K and reduces its partial sums through
-// distributed shared memory in a fixed order (deterministic). m = 1 puts the
-// three x parts in three B columns (one mma per k-step); m > 1 gives each
-// token a column and issues one mma per part.
+// A block's warps each own kTiles row tiles of 16 and share one K range,
+// which it keeps for its whole life: it converts x's columns of that range
+// into shared memory in fragment order once, then walks row tiles (grid:
+// as many blocks as are resident at once, so no launch has a straggling
+// second wave), streaming each tile's weights with 16-byte loads, one or
+// two groups in flight while the current one is multiplied and the next
+// tile's first ones during a tile's write-back. A cluster of C blocks
+// (1..16) splits K; its partial sums are added through distributed shared
+// memory in a fixed order (deterministic), the barrier's wait deferred by
+// a tile. m = 1 puts the three x parts in three B columns (one mma per
+// k-step); m > 1 gives each token a column and issues one mma per part.
 //===----------------------------------------------------------------------===//
 
 namespace {
