@@ -12,7 +12,10 @@
 //
 // Timing: 5 launches to warm up, then N launches back to back between two
 // context synchronisations, wall clock / N (each case moves tens of MB or
-// more, so launch overhead is small next to it except for rms_norm).
+// more, so launch overhead is small next to it except for rms_norm). The
+// decode GEMVs on stored weights are timed as CUDA graph replays over a
+// weight pool larger than L2, against the copy bandwidth of the same run
+// (benchGemvs); `DaybreakKernelBench N gemv` runs only those.
 //
 //===----------------------------------------------------------------------===//
 
