@@ -177,12 +177,12 @@ void benchGemvs(const CudaKernels &kernels, int iterations) {
     int32_t type; // 1 bf16, 2 e4m3
   };
   const Case cases[] = {
-      {"q_a_proj", 1536, 7168, 2},       {"kv_a_proj", 576, 7168, 2},
-      {"q_b_proj", 24576, 1536, 2},      {"indexer wq_b", 8192, 1536, 2},
-      {"o_proj", 7168, 16384, 2},        {"dense gate/up", 18432, 7168, 2},
-      {"dense down", 7168, 18432, 2},    {"expert gate/up", 2048, 7168, 2},
-      {"expert down", 7168, 2048, 2},    {"lm_head", 129280, 7168, 1},
-      {"router gate", 256, 7168, 1},     {"indexer weights", 64, 7168, 1}};
+      {"q_a_proj", 1536, 7168, 2},    {"kv_a_proj", 576, 7168, 2},
+      {"q_b_proj", 24576, 1536, 2},   {"indexer wq_b", 8192, 1536, 2},
+      {"o_proj", 7168, 16384, 2},     {"dense gate/up", 18432, 7168, 2},
+      {"dense down", 7168, 18432, 2}, {"expert gate/up", 2048, 7168, 2},
+      {"expert down", 7168, 2048, 2}, {"lm_head", 129280, 7168, 1},
+      {"router gate", 256, 7168, 1},  {"indexer weights", 64, 7168, 1}};
   std::vector<float> host(8 * 18432);
   {
     std::mt19937 rng(4);
@@ -264,8 +264,7 @@ void benchGemvs(const CudaKernels &kernels, int iterations) {
           double wall = timeIt([&] { return run(i++, nullptr); }, iterations);
           std::printf("%-18s %-40s %-12s %10.2f us wall clock, %5.1f%% of "
                       "the copy bandwidth\n",
-                      "", "", "", wall * 1e6,
-                      100.0 * bytes / wall / copyRate);
+                      "", "", "", wall * 1e6, 100.0 * bytes / wall / copyRate);
         }
       }
     }

@@ -71,7 +71,7 @@ namespace daybreak::cuda {
   X(cuGraphDestroy, PFN_cuGraphDestroy_v10000, 10000)                          \
   X(cuCtxGetDevice, PFN_cuCtxGetDevice_v2000, 2000)                            \
   X(cuOccupancyMaxActiveBlocksPerMultiprocessor,                               \
-    PFN_cuOccupancyMaxActiveBlocksPerMultiprocessor_v6050, 6050)                \
+    PFN_cuOccupancyMaxActiveBlocksPerMultiprocessor_v6050, 6050)               \
   X(cuOccupancyMaxActiveClusters, PFN_cuOccupancyMaxActiveClusters_v11070,     \
     11070)
 

@@ -124,22 +124,22 @@ StatusOr<CudaKernels> CudaKernels::load(const Driver &driver, CUmodule module) {
               "cuFuncSetAttribute");
         unsigned threads = many ? 256 : 128;
         if (status.ok())
-          status = driver.check(
-              driver.cuOccupancyMaxActiveBlocksPerMultiprocessor(
-                  &blocks, kernel.fn, int(threads), 0),
-              "cuOccupancyMaxActiveBlocksPerMultiprocessor");
+          status =
+              driver.check(driver.cuOccupancyMaxActiveBlocksPerMultiprocessor(
+                               &blocks, kernel.fn, int(threads), 0),
+                           "cuOccupancyMaxActiveBlocksPerMultiprocessor");
         // Clusters of up to 16 blocks (H100/H200; the driver reports 0
         // active clusters of a size a GPU cannot hold, never chosen).
         driver.cuFuncSetAttribute(
             kernel.fn, CU_FUNC_ATTRIBUTE_NON_PORTABLE_CLUSTER_SIZE_ALLOWED, 1);
-        kernel.blocksPerSm = std::clamp<int64_t>(
-            blocks, 1, TensorGemvKernel::kMaxBlocks);
+        kernel.blocksPerSm =
+            std::clamp<int64_t>(blocks, 1, TensorGemvKernel::kMaxBlocks);
         // Clusters resident at once for b blocks an SM: shared memory sized
         // so that exactly b fit.
         for (int b = 1; b <= kernel.blocksPerSm; ++b) {
-          unsigned bytes = unsigned(
-              std::min<int64_t>(kernels.sharedPerSm / b - kernels.sharedReserved,
-                                kernels.sharedPerBlock));
+          unsigned bytes = unsigned(std::min<int64_t>(
+              kernels.sharedPerSm / b - kernels.sharedReserved,
+              kernels.sharedPerBlock));
           kernel.activeClusters[1][b] = kernels.multiprocessors * b;
           for (unsigned c = 2; c <= TensorGemvKernel::kMaxCluster; ++c) {
             CUlaunchAttribute attribute{};
@@ -349,8 +349,8 @@ Status CudaKernels::tensorGemv(CUdeviceptr x, const DeviceWeight &w,
                            (ceilDiv(groups, c) + (c > 1 ? 1 : 0)));
       // Under 16 warps an SM, too few loads are in flight to stream at the
       // full bandwidth: the same work takes proportionally longer.
-      double warps = double(clusters * c * (threads / 32)) /
-                     double(multiprocessors);
+      double warps =
+          double(clusters * c * (threads / 32)) / double(multiprocessors);
       if (warps < 16.0)
         cost *= 16.0 / warps;
       if (bestCluster == 0 || cost < bestCost) {
@@ -366,8 +366,7 @@ Status CudaKernels::tensorGemv(CUdeviceptr x, const DeviceWeight &w,
                          std::to_string(k) + " fit the GPU (tiles " +
                          std::to_string(choice.tiles) + ", cluster " +
                          std::to_string(choice.cluster) + ")");
-  const TensorGemvKernel &kernel =
-      tensorGemvKernels[e4m3][many][bestTiles - 1];
+  const TensorGemvKernel &kernel = tensorGemvKernels[e4m3][many][bestTiles - 1];
   int64_t rows = threads / 32 * 16 * bestTiles;
   DeviceWeight weight = w, b = bias;
   weight.rows = n;

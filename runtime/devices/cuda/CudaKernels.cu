@@ -746,10 +746,10 @@ extern "C" __global__ void __launch_bounds__(128)
 // puts the group's largest |x| in [2^14, 2^15): exact down to 2^-15 of that
 // largest, below which the parts round at 2^-40 of it), so the products a
 // tensor core forms are the fp32 products and sums are fp32: the fp32 GEMV
-// on the widened weight up to summation order. Each group's mma sum (at most 24 mma steps)
-// is folded into an fp32 accumulator with the group's block scale and the
-// inverse x scale (FFMA, round to nearest), so the tensor cores' truncating
-// accumulation never runs long.
+// on the widened weight up to summation order. Each group's mma sum (at most 24
+// mma steps) is folded into an fp32 accumulator with the group's block scale
+// and the inverse x scale (FFMA, round to nearest), so the tensor cores'
+// truncating accumulation never runs long.
 //
 // A block's warps each own kTiles row tiles of 16 and share one K range,
 // which it keeps for its whole life: it converts x's columns of that range
@@ -771,7 +771,7 @@ namespace {
 template <int kType> struct TcShape {
   static constexpr int kBytes = kType == kWeightE4M3 ? 1 : 2;
   static constexpr int kGroupK = 128 / kBytes;
-  static constexpr int kSteps = kGroupK / 16; // mma k-steps per group
+  static constexpr int kSteps = kGroupK / 16;    // mma k-steps per group
   static constexpr int kChunkSteps = kSteps / 2; // k-steps per 16-byte load
 };
 
@@ -922,8 +922,8 @@ gemvTensor(const float *__restrict__ x, const Weight &w, const Weight &bias,
   float *partials = reinterpret_cast<float *>(tcGemvShared);
   uint2 *stage = reinterpret_cast<uint2 *>(
       partials + (clusters > 1 ? 2 * kRows * kTokens : 0));
-  float *inverse = reinterpret_cast<float *>(
-      stage + int64_t(gCount) * S::kSteps * kSlots);
+  float *inverse =
+      reinterpret_cast<float *>(stage + int64_t(gCount) * S::kSteps * kSlots);
 
   // This warp's rows of a tile: 16-row tiles, lane (g, t) loading rows g
   // and g + 8 (clamped to the last row; such rows are never written).
@@ -938,9 +938,8 @@ gemvTensor(const float *__restrict__ x, const Weight &w, const Weight &bias,
       tileRow[i] = tile * kRows + (warp * kTiles + i) * 16;
       int64_t r0 = min(tileRow[i] + g, n - 1);
       int64_t r1 = min(tileRow[i] + g + 8, n - 1);
-      int64_t offset = (int64_t(gBegin) * S::kGroupK +
-                        t * 4 * S::kChunkSteps) *
-                       S::kBytes;
+      int64_t offset =
+          (int64_t(gBegin) * S::kGroupK + t * 4 * S::kChunkSteps) * S::kBytes;
       src[i][0] =
           static_cast<const uint8_t *>(w.data) + r0 * k * S::kBytes + offset;
       src[i][1] =
@@ -953,8 +952,7 @@ gemvTensor(const float *__restrict__ x, const Weight &w, const Weight &bias,
   };
 
   // Loads of group gl: two 16-byte chunks per row (the second 64 bytes on).
-  auto load = [&](uint32_t (&raw)[kTiles][2][8], float (&scale)[kTiles],
-                  int gl) {
+  auto load = [&](uint32_t(&raw)[kTiles][2][8], float(&scale)[kTiles], int gl) {
 #pragma unroll
     for (int i = 0; i < kTiles; ++i) {
 #pragma unroll
@@ -1036,8 +1034,8 @@ gemvTensor(const float *__restrict__ x, const Weight &w, const Weight &bias,
   // at the end); m > 1: (row g, token 2t), (g, 2t + 1), (g + 8, 2t),
   // (g + 8, 2t + 1).
   float acc[kTiles][4] = {};
-  auto compute = [&](const uint32_t (&raw)[kTiles][2][8],
-                     const float (&scale)[kTiles], int gl) {
+  auto compute = [&](const uint32_t(&raw)[kTiles][2][8],
+                     const float(&scale)[kTiles], int gl) {
     // m > 1 with one tile: even and odd k-steps in two accumulators (two
     // dependency chains of 12 mma instead of one of 24).
     float c[kTiles][4] = {}, c2[kTiles][4] = {};
@@ -1198,7 +1196,8 @@ gemvTensor(const float *__restrict__ x, const Weight &w, const Weight &bias,
           } else {
             for (int j = 0; j < 2; ++j)
               if (2 * t + j < m)
-                out[(2 * t + j) * n + row] = sums[i][2 * half + j] + biasAt(row);
+                out[(2 * t + j) * n + row] =
+                    sums[i][2 * half + j] + biasAt(row);
           }
         }
       continue;
