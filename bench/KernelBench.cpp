@@ -12,7 +12,10 @@
 //
 // Timing: 5 launches to warm up, then N launches back to back between two
 // context synchronisations, wall clock / N (each case moves tens of MB or
-// more, so launch overhead is small next to it except for rms_norm).
+// more, so launch overhead is small next to it except for rms_norm). The
+// decode GEMVs on stored weights are timed as CUDA graph replays over a
+// weight pool larger than L2, against the copy bandwidth of the same run
+// (benchGemvs); `DaybreakKernelBench N gemv` runs only those.
 //
 //===----------------------------------------------------------------------===//
 
@@ -97,10 +100,238 @@ CUfunction entry(const std::string &ptx, CUmodule module,
   return fn;
 }
 
+/// Seconds per launch of `launch(i)` (i = 0, 1, ...: the launch's input
+/// set) captured `count` times into a CUDA graph, timed with events around
+/// each of 7 replays after a warm-up one; the median. A decode step replays
+/// its launches this way, so no host launch cost is counted.
+double timeGraph(const std::function<Status(int, CUstream)> &launch,
+                 int count) {
+  CUstream stream = nullptr;
+  check(driver->cuStreamCreate(&stream, CU_STREAM_NON_BLOCKING),
+        "cuStreamCreate");
+  check(driver->cuStreamBeginCapture(stream, CU_STREAM_CAPTURE_MODE_GLOBAL),
+        "cuStreamBeginCapture");
+  for (int i = 0; i < count; ++i)
+    check(launch(i, stream));
+  CUgraph graph = nullptr;
+  check(driver->cuStreamEndCapture(stream, &graph), "cuStreamEndCapture");
+  CUgraphExec exec = nullptr;
+  check(driver->cuGraphInstantiateWithFlags(&exec, graph, 0),
+        "cuGraphInstantiateWithFlags");
+  CUevent begin = nullptr, end = nullptr;
+  check(driver->cuEventCreate(&begin, CU_EVENT_DEFAULT), "cuEventCreate");
+  check(driver->cuEventCreate(&end, CU_EVENT_DEFAULT), "cuEventCreate");
+  std::vector<float> times;
+  for (int replay = 0; replay < 8; ++replay) {
+    check(driver->cuEventRecord(begin, stream), "cuEventRecord");
+    check(driver->cuGraphLaunch(exec, stream), "cuGraphLaunch");
+    check(driver->cuEventRecord(end, stream), "cuEventRecord");
+    check(driver->cuEventSynchronize(end), "cuEventSynchronize");
+    float ms = 0.0f;
+    check(driver->cuEventElapsedTime(&ms, begin, end), "cuEventElapsedTime");
+    if (replay > 0)
+      times.push_back(ms);
+  }
+  std::sort(times.begin(), times.end());
+  driver->cuEventDestroy(begin);
+  driver->cuEventDestroy(end);
+  driver->cuGraphExecDestroy(exec);
+  driver->cuGraphDestroy(graph);
+  driver->cuStreamDestroy(stream);
+  return times[times.size() / 2] * 1e-3 / count;
+}
+
+/// Decode GEMVs on weights at their stored precision, at DeepSeek-V3.2's
+/// real shapes, against the copy bandwidth measured here in the same run
+/// (device-to-device copy of 2 GiB: bytes read + written per second). The
+/// bytes are the stored weight (codes + fp32 block scales), x and out. The
+/// weights are random (every byte with bit 6 clear: finite e4m3 codes and
+/// bf16 values below 2) in a 2 GiB pool that successive launches walk
+/// through, so no launch finds its weight in the 60 MB L2.
+void benchGemvs(const CudaKernels &kernels, int iterations) {
+  size_t copyBytes = size_t(1) << 31;
+  CUdeviceptr a = alloc(copyBytes, 1), b = alloc(copyBytes, 0);
+  double copySeconds = timeIt(
+      [&] {
+        return driver->check(driver->cuMemcpyDtoDAsync(b, a, copyBytes, 0),
+                             "cuMemcpyDtoDAsync");
+      },
+      10);
+  double copyRate = 2.0 * double(copyBytes) / copySeconds;
+  driver->cuMemFree(b);
+  std::printf("copy bandwidth (same run): %.1f GB/s\n", copyRate / 1e9);
+  // The pool reuses the copy's source buffer.
+  CUdeviceptr pool = a;
+  {
+    std::mt19937 rng(3);
+    std::vector<uint8_t> pattern(size_t(64) << 20);
+    for (uint8_t &byte : pattern)
+      byte = uint8_t(rng() & 0xBF);
+    for (size_t at = 0; at < copyBytes; at += pattern.size())
+      check(driver->cuMemcpyHtoD(pool + at, pattern.data(), pattern.size()),
+            "cuMemcpyHtoD");
+  }
+  struct Case {
+    const char *what;
+    int64_t n, k;
+    int32_t type; // 1 bf16, 2 e4m3
+  };
+  const Case cases[] = {
+      {"q_a_proj", 1536, 7168, 2},    {"kv_a_proj", 576, 7168, 2},
+      {"q_b_proj", 24576, 1536, 2},   {"indexer wq_b", 8192, 1536, 2},
+      {"o_proj", 7168, 16384, 2},     {"dense gate/up", 18432, 7168, 2},
+      {"dense down", 7168, 18432, 2}, {"expert gate/up", 2048, 7168, 2},
+      {"expert down", 7168, 2048, 2}, {"lm_head", 129280, 7168, 1},
+      {"router gate", 256, 7168, 1},  {"indexer weights", 64, 7168, 1}};
+  std::vector<float> host(8 * 18432);
+  {
+    std::mt19937 rng(4);
+    std::uniform_real_distribution<float> dist(-1.0f, 1.0f);
+    for (float &v : host)
+      v = dist(rng);
+  }
+  CUdeviceptr scales = alloc(1 << 20, 0x3c), x = alloc(host.size() * 4, 0),
+              out = alloc(8 * 129280 * 4, 0);
+  check(driver->cuMemcpyHtoD(x, host.data(), host.size() * 4), "cuMemcpyHtoD");
+  struct Summary {
+    std::string what;
+    double us[2], percent[2];
+  };
+  std::vector<Summary> summary;
+  for (const Case &c : cases) {
+    Summary line{std::string(c.what) + (c.type == 1 ? " bf16 " : " e4m3 ") +
+                     std::to_string(c.n) + " x " + std::to_string(c.k),
+                 {0, 0},
+                 {0, 0}};
+    for (int64_t m : {1, 8}) {
+      DeviceWeight weight;
+      weight.type = c.type;
+      weight.scales = scales;
+      weight.blockN = weight.blockK = 128;
+      int64_t weightBytes = c.n * c.k * (c.type == 1 ? 2 : 1);
+      double stored = double(weightBytes);
+      if (c.type == 2)
+        stored += 4.0 * ((c.n + 127) / 128) * ((c.k + 127) / 128);
+      double bytes = stored + double(m * c.k * 4 + m * c.n * 4);
+      int64_t stride = (weightBytes + 255) / 256 * 256;
+      int64_t sets = std::max<int64_t>(1, int64_t(copyBytes) / stride);
+      std::string shape = std::string(c.what) + " m=" + std::to_string(m) +
+                          " n=" + std::to_string(c.n) +
+                          " k=" + std::to_string(c.k);
+      auto at = [&](int i) {
+        DeviceWeight w = weight;
+        w.data = pool + CUdeviceptr((i % sets) * stride);
+        return w;
+      };
+      struct Variant {
+        const char *name;
+        bool tensor;
+        TensorGemvChoice choice;
+      };
+      std::vector<Variant> variants = {{"auto", false, {}}};
+      if (CudaKernels::tensorGemvApplies(weight, m, c.k))
+        for (int tiles : {1, 2})
+          for (int cluster : {0, 1, 2, 4, 8, 16})
+            variants.push_back({"tc", true, {tiles, cluster}});
+      for (const Variant &v : variants) {
+        auto run = [&](int i, CUstream stream) {
+          return v.tensor ? kernels.tensorGemv(x, at(i), DeviceWeight(), m, c.n,
+                                               c.k, out, stream, v.choice)
+                          : kernels.matmul(x, at(i), DeviceWeight(), m, c.n,
+                                           c.k, out, stream);
+        };
+        // A forced cluster some shapes cannot take is skipped.
+        if (v.tensor) {
+          Status status = run(0, nullptr);
+          if (!status.ok())
+            continue;
+        }
+        double seconds = timeGraph(run, std::max(iterations / 2, 8));
+        std::string name = v.name;
+        if (v.tensor)
+          name += " t" + std::to_string(v.choice.tiles) + " c" +
+                  (v.choice.cluster ? std::to_string(v.choice.cluster)
+                                    : std::string("auto"));
+        row("gemv", shape, c.type == 1 ? "bf16" : "e4m3", seconds, bytes);
+        double percent = 100.0 * bytes / seconds / copyRate;
+        std::printf("%-18s %-40s %-12s %5.1f%% of the copy bandwidth (%s)\n",
+                    "", "", "", percent, name.c_str());
+        if (!v.tensor) {
+          line.us[m == 8] = seconds * 1e6;
+          line.percent[m == 8] = percent;
+          // The same launches back to back from the host (wall clock).
+          int i = 0;
+          double wall = timeIt([&] { return run(i++, nullptr); }, iterations);
+          std::printf("%-18s %-40s %-12s %10.2f us wall clock, %5.1f%% of "
+                      "the copy bandwidth\n",
+                      "", "", "", wall * 1e6, 100.0 * bytes / wall / copyRate);
+        }
+      }
+    }
+    summary.push_back(line);
+  }
+  // What a graph replay costs per launch at all: the smallest GEMV.
+  {
+    DeviceWeight tiny;
+    tiny.data = pool;
+    tiny.type = 2;
+    tiny.scales = scales;
+    tiny.blockN = tiny.blockK = 128;
+    double seconds = timeGraph(
+        [&](int, CUstream stream) {
+          return kernels.matmul(x, tiny, DeviceWeight(), 1, 16, 128, out,
+                                stream);
+        },
+        std::max(iterations / 2, 8));
+    std::printf("launch floor (graph replay, e4m3 m=1 n=16 k=128): %.2f us\n",
+                seconds * 1e6);
+  }
+  std::printf("\nDecode GEMVs as CudaKernels::matmul runs them (graph replay, "
+              "copy %.0f GB/s):\n",
+              copyRate / 1e9);
+  std::printf("| weight (real shape) | m=1 | %% of copy | m=8 | %% of copy |\n"
+              "|---|---:|---:|---:|---:|\n");
+  for (const Summary &line : summary)
+    std::printf("| %s | %.1f us | %.0f %% | %.1f us | %.0f %% |\n",
+                line.what.c_str(), line.us[0], line.percent[0], line.us[1],
+                line.percent[1]);
+  driver->cuMemFree(pool);
+  driver->cuMemFree(scales);
+  driver->cuMemFree(x);
+  driver->cuMemFree(out);
+}
+
 } // namespace
 
+/// For a profiler (ncu): the auto-chosen GEMV of dense gate/up (e4m3) at
+/// m = 1 and 8 and of lm_head (bf16) at m = 8, twice each, nothing timed.
+void profileGemvs(const CudaKernels &kernels) {
+  CUdeviceptr w = alloc(size_t(129280) * 7168 * 2, 0x3b),
+              scales = alloc(1 << 20, 0x3c), x = alloc(8 * 18432 * 4, 0x3c),
+              out = alloc(8 * 129280 * 4, 0);
+  struct Case {
+    int64_t n, k, m;
+    int32_t type;
+  };
+  for (Case c : {Case{18432, 7168, 1, 2}, Case{18432, 7168, 8, 2},
+                 Case{129280, 7168, 8, 1}})
+    for (int i = 0; i < 2; ++i) {
+      DeviceWeight weight;
+      weight.data = w;
+      weight.type = c.type;
+      weight.scales = scales;
+      weight.blockN = weight.blockK = 128;
+      check(kernels.matmul(x, weight, DeviceWeight(), c.m, c.n, c.k, out,
+                           nullptr));
+      check(driver->cuCtxSynchronize(), "cuCtxSynchronize");
+    }
+}
+
 int main(int argc, char **argv) {
+  // DaybreakKernelBench [iterations [gemv | gemv-profile]]: "gemv" runs
+  // only the GEMVs, "gemv-profile" three of them untimed for a profiler.
   int iterations = argc > 1 ? std::atoi(argv[1]) : 50;
+  bool gemvOnly = argc > 2 && std::string(argv[2]) == "gemv";
   StatusOr<const Driver *> loaded = Driver::get();
   if (!loaded.ok())
     fail("no GPU here: " + loaded.error().message());
@@ -129,6 +360,14 @@ int main(int argc, char **argv) {
   std::printf("%s, %d iterations per case; bytes = the least each launch "
               "must read and write\n",
               name, iterations);
+
+  if (argc > 2 && std::string(argv[2]) == "gemv-profile") {
+    profileGemvs(kernels);
+    return 0;
+  }
+  benchGemvs(kernels, iterations);
+  if (gemvOnly)
+    return 0;
 
   // rms_norm over the hidden size (7168): read x and weight, write out.
   {
@@ -172,70 +411,6 @@ int main(int argc, char **argv) {
                   iterations),
               bytes);
       }
-  }
-
-  // Decode GEMVs on weights at their stored precision, at DeepSeek-V3.2's
-  // real shapes, against the copy bandwidth measured here in the same run
-  // (device-to-device copy of 2 GiB: bytes read + written per second). The
-  // bytes are the stored weight (codes + fp32 block scales), x and out.
-  {
-    size_t copyBytes = size_t(1) << 31;
-    CUdeviceptr a = alloc(copyBytes, 1), b = alloc(copyBytes, 0);
-    double copySeconds = timeIt(
-        [&] {
-          return driver->check(driver->cuMemcpyDtoDAsync(b, a, copyBytes, 0),
-                               "cuMemcpyDtoDAsync");
-        },
-        10);
-    double copyRate = 2.0 * double(copyBytes) / copySeconds;
-    driver->cuMemFree(a);
-    driver->cuMemFree(b);
-    std::printf("copy bandwidth (same run): %.1f GB/s\n", copyRate / 1e9);
-    struct Case {
-      const char *what;
-      int64_t n, k;
-      int32_t type; // 1 bf16, 2 e4m3
-    };
-    const Case cases[] = {
-        {"q_a_proj", 1536, 7168, 2},       {"kv_a_proj", 576, 7168, 2},
-        {"q_b_proj", 24576, 1536, 2},      {"indexer wq_b", 8192, 1536, 2},
-        {"o_proj", 7168, 16384, 2},        {"dense gate/up", 18432, 7168, 2},
-        {"dense down", 7168, 18432, 2},    {"expert gate/up", 2048, 7168, 2},
-        {"expert down", 7168, 2048, 2},    {"lm_head", 129280, 7168, 1},
-        {"router gate", 256, 7168, 1},     {"indexer weights", 64, 7168, 1}};
-    int64_t maxBytes = 0;
-    for (const Case &c : cases)
-      maxBytes = std::max<int64_t>(maxBytes, c.n * c.k * (c.type == 1 ? 2 : 1));
-    CUdeviceptr w = alloc(maxBytes, 0x3c), scales = alloc(maxBytes / 1024, 0x3c),
-                x = alloc(8 * 18432 * 4, 0x3c), out = alloc(8 * 129280 * 4, 0);
-    for (const Case &c : cases)
-      for (int64_t m : {1, 8}) {
-        DeviceWeight weight;
-        weight.data = w;
-        weight.type = c.type;
-        weight.scales = scales;
-        weight.blockN = weight.blockK = 128;
-        double stored = double(c.n * c.k * (c.type == 1 ? 2 : 1));
-        if (c.type == 2)
-          stored += 4.0 * ((c.n + 127) / 128) * ((c.k + 127) / 128);
-        double bytes = stored + double(m * c.k * 4 + m * c.n * 4);
-        double seconds = timeIt(
-            [&] {
-              return kernels.matmul(x, weight, DeviceWeight(), m, c.n, c.k, out,
-                                    nullptr);
-            },
-            iterations);
-        std::string shape = std::string(c.what) + " m=" + std::to_string(m) +
-                            " n=" + std::to_string(c.n) +
-                            " k=" + std::to_string(c.k);
-        row("gemv", shape, c.type == 1 ? "bf16" : "e4m3", seconds, bytes);
-        std::printf("%-18s %-40s %-12s %5.1f%% of the copy bandwidth\n", "", "",
-                    "", 100.0 * bytes / seconds / copyRate);
-      }
-    driver->cuMemFree(w);
-    driver->cuMemFree(scales);
-    driver->cuMemFree(x);
-    driver->cuMemFree(out);
   }
 
   // Caches in DeepSeek's fp8 layouts, one sequence of 4096 tokens: the

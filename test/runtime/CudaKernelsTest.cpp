@@ -803,6 +803,87 @@ TEST_F(CudaKernelsTest, StoredWeightMatmul) {
       }
 }
 
+TEST_F(CudaKernelsTest, TensorCoreGemv) {
+  // Every tensor-core GEMV kernel (one or two row tiles a warp) with K
+  // whole in one block and split over clusters of 2, 3, 8 and 16 blocks
+  // (where K has that many groups), m = 1, 3 and 8, partial row tiles, NaN
+  // codes, with and without bias; x spans
+  // 2^-30 to 2^30 between groups (each 128-column group of a token is
+  // scaled on its own for e4m3) and at long K, the real shapes' 7168 and
+  // 18432 columns with the launcher's own choice.
+  struct Shape {
+    int64_t m, n, k;
+    bool sweep; // every kernel and cluster, else the launcher's choice
+  };
+  for (cpu::WeightType type : {cpu::WeightType::BF16, cpu::WeightType::F8E4M3})
+    for (Shape s : {Shape{1, 300, 1024, true}, Shape{3, 129, 1024, true},
+                    Shape{8, 200, 512, true}, Shape{1, 130, 7168, false},
+                    Shape{8, 96, 7168, false}, Shape{2, 48, 18432, false},
+                    Shape{1, 64, 18432, false}})
+      for (bool withBias : {false, true}) {
+        int64_t blocks = 128;
+        int64_t scaleCount = ((s.n + blocks - 1) / blocks) * (s.k / blocks);
+        StoredWeights w = randomStored(rng, type, s.n * s.k, scaleCount);
+        StoredWeights bias = randomStored(rng, cpu::WeightType::BF16, s.n, 0);
+        auto x = random(s.m * s.k);
+        std::uniform_int_distribution<int> exponent(-30, 30);
+        for (int64_t g = 0; g < s.m * s.k / 128; ++g) {
+          float factor = std::ldexp(1.0f, exponent(rng));
+          for (int64_t i = 0; i < 128; ++i)
+            x[g * 128 + i] *= factor;
+        }
+        cpu::WeightView hw;
+        hw.data = w.bytes.data();
+        hw.type = type;
+        hw.scales = w.scales.data();
+        hw.blockN = hw.blockK = blocks;
+        cpu::WeightView hb;
+        if (withBias) {
+          hb.data = bias.bytes.data();
+          hb.type = cpu::WeightType::BF16;
+        }
+        std::vector<float> expected(s.m * s.n);
+        cpu::matmul(pool, x.data(), hw, hb, s.m, s.n, s.k, expected.data(),
+                    cpu::MatmulTiling());
+        Buffer dx(*driver, x), dw(*driver, w.bytes), ds(*driver, w.scales),
+            db(*driver, bias.bytes), dOut(*driver, s.m * s.n * 4);
+        DeviceWeight gw;
+        gw.data = dw;
+        gw.type = type == cpu::WeightType::BF16 ? 1 : 2;
+        gw.scales = ds.get();
+        gw.blockN = gw.blockK = blocks;
+        DeviceWeight gb;
+        if (withBias) {
+          gb.data = db;
+          gb.type = 1;
+        }
+        ASSERT_TRUE(CudaKernels::tensorGemvApplies(gw, s.m, s.k));
+        std::vector<TensorGemvChoice> choices = {TensorGemvChoice()};
+        if (s.sweep)
+          for (int tiles : {1, 2})
+            for (int cluster : {1, 2, 3, 8, 16})
+              if (cluster <= s.k / (type == cpu::WeightType::BF16 ? 64 : 128))
+                choices.push_back(TensorGemvChoice{tiles, cluster});
+        for (TensorGemvChoice choice : choices) {
+          // Poisoned (NaN) first: every output must be written.
+          ASSERT_EQ(driver->cuMemsetD8(dOut.get(), 0xff, s.m * s.n * 4),
+                    CUDA_SUCCESS);
+          expectRan(kernels->tensorGemv(dx, gw, gb, s.m, s.n, s.k, dOut,
+                                        nullptr, choice));
+          double e =
+              rowRelativeError(dOut.read<float>(s.m * s.n), expected, s.n);
+          char shape[96];
+          std::snprintf(shape, sizeof(shape),
+                        "%s m=%ld n=%ld k=%ld bias=%d tiles=%d cluster=%d",
+                        type == cpu::WeightType::BF16 ? "bf16" : "e4m3",
+                        long(s.m), long(s.n), long(s.k), withBias, choice.tiles,
+                        choice.cluster);
+          report("tensorGemv", shape, e);
+          EXPECT_LE(e, 1e-5); // exact products, fp32 sums in another order
+        }
+      }
+}
+
 TEST_F(CudaKernelsTest, StoredWeightExpertAndHeadMatmul) {
   // e4m3 experts with 128 x 128 scales (partial blocks), routed and not.
   int64_t experts = 5, n = 200, k = 300, slots = 3, bn = 128, bk = 128;

@@ -56,6 +56,8 @@ namespace daybreak::cuda {
   X(cuEventElapsedTime, PFN_cuEventElapsedTime_v2000, 2000)                    \
   X(cuEventDestroy, PFN_cuEventDestroy_v4000, 4000)                            \
   X(cuLaunchKernel, PFN_cuLaunchKernel_v4000, 4000)                            \
+  X(cuLaunchKernelEx, PFN_cuLaunchKernelEx_v11060, 11060)                      \
+  X(cuFuncSetAttribute, PFN_cuFuncSetAttribute_v9000, 9000)                    \
   X(cuStreamCreate, PFN_cuStreamCreate_v2000, 2000)                            \
   X(cuStreamDestroy, PFN_cuStreamDestroy_v4000, 4000)                          \
   X(cuStreamSynchronize, PFN_cuStreamSynchronize_v2000, 2000)                  \
@@ -70,7 +72,9 @@ namespace daybreak::cuda {
   X(cuGraphDestroy, PFN_cuGraphDestroy_v10000, 10000)                          \
   X(cuCtxGetDevice, PFN_cuCtxGetDevice_v2000, 2000)                            \
   X(cuOccupancyMaxActiveBlocksPerMultiprocessor,                               \
-    PFN_cuOccupancyMaxActiveBlocksPerMultiprocessor_v6050, 6050)
+    PFN_cuOccupancyMaxActiveBlocksPerMultiprocessor_v6050, 6050)               \
+  X(cuOccupancyMaxActiveClusters, PFN_cuOccupancyMaxActiveClusters_v11070,     \
+    11070)
 
 class Driver {
 public:

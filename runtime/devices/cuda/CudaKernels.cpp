@@ -90,6 +90,80 @@ StatusOr<CudaKernels> CudaKernels::load(const Driver &driver, CUmodule module) {
                             "cuOccupancyMaxActiveBlocksPerMultiprocessor");
     *warps = int64_t(std::max(sms, 1)) * std::max(blocks, 1) * 4;
   }
+  // The tensor-core GEMVs: shared memory up to the opt-in limit, and how
+  // many blocks of each fit an SM by registers.
+  int shared[3] = {};
+  const CUdevice_attribute sharedAttributes[3] = {
+      CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_MULTIPROCESSOR,
+      CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN,
+      CU_DEVICE_ATTRIBUTE_RESERVED_SHARED_MEMORY_PER_BLOCK};
+  for (int i = 0; i < 3 && status.ok(); ++i)
+    status = driver.check(
+        driver.cuDeviceGetAttribute(&shared[i], sharedAttributes[i], device),
+        "cuDeviceGetAttribute");
+  kernels.multiprocessors = std::max(sms, 1);
+  kernels.sharedPerSm = shared[0];
+  kernels.sharedPerBlock = shared[1];
+  kernels.sharedReserved = shared[2];
+  const CUfunction tensorFns[2][2][2] = {
+      {{kernels.gemvTcBf16M1T1Fn, kernels.gemvTcBf16M1T2Fn},
+       {kernels.gemvTcBf16M8T1Fn, kernels.gemvTcBf16M8T2Fn}},
+      {{kernels.gemvTcE4m3M1T1Fn, kernels.gemvTcE4m3M1T2Fn},
+       {kernels.gemvTcE4m3M8T1Fn, kernels.gemvTcE4m3M8T2Fn}}};
+  for (int e4m3 = 0; e4m3 < 2; ++e4m3)
+    for (int many = 0; many < 2; ++many)
+      for (int tiles = 0; tiles < 2; ++tiles) {
+        TensorGemvKernel &kernel = kernels.tensorGemvKernels[e4m3][many][tiles];
+        kernel.fn = tensorFns[e4m3][many][tiles];
+        int blocks = 0;
+        if (status.ok())
+          status = driver.check(
+              driver.cuFuncSetAttribute(
+                  kernel.fn, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
+                  shared[1]),
+              "cuFuncSetAttribute");
+        unsigned threads = many ? 256 : 128;
+        if (status.ok())
+          status =
+              driver.check(driver.cuOccupancyMaxActiveBlocksPerMultiprocessor(
+                               &blocks, kernel.fn, int(threads), 0),
+                           "cuOccupancyMaxActiveBlocksPerMultiprocessor");
+        // Clusters of up to 16 blocks (H100/H200; the driver reports 0
+        // active clusters of a size a GPU cannot hold, never chosen).
+        driver.cuFuncSetAttribute(
+            kernel.fn, CU_FUNC_ATTRIBUTE_NON_PORTABLE_CLUSTER_SIZE_ALLOWED, 1);
+        kernel.blocksPerSm =
+            std::clamp<int64_t>(blocks, 1, TensorGemvKernel::kMaxBlocks);
+        // Clusters resident at once for b blocks an SM: shared memory sized
+        // so that exactly b fit.
+        for (int b = 1; b <= kernel.blocksPerSm; ++b) {
+          unsigned bytes = unsigned(std::min<int64_t>(
+              kernels.sharedPerSm / b - kernels.sharedReserved,
+              kernels.sharedPerBlock));
+          kernel.activeClusters[1][b] = kernels.multiprocessors * b;
+          for (unsigned c = 2; c <= TensorGemvKernel::kMaxCluster; ++c) {
+            CUlaunchAttribute attribute{};
+            attribute.id = CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION;
+            attribute.value.clusterDim.x = c;
+            attribute.value.clusterDim.y = 1;
+            attribute.value.clusterDim.z = 1;
+            CUlaunchConfig config{};
+            config.gridDimX = c * 1024;
+            config.gridDimY = config.gridDimZ = 1;
+            config.blockDimX = threads;
+            config.blockDimY = config.blockDimZ = 1;
+            config.sharedMemBytes = bytes;
+            config.attrs = &attribute;
+            config.numAttrs = 1;
+            // A size the GPU cannot hold is left at 0 (never chosen).
+            int active = 0;
+            if (driver.cuOccupancyMaxActiveClusters(&active, kernel.fn,
+                                                    &config) != CUDA_SUCCESS)
+              active = 0;
+            kernel.activeClusters[c][b] = active;
+          }
+        }
+      }
   if (!status.ok())
     return status.withContext("loading the CUDA kernels");
   return kernels;
@@ -186,6 +260,10 @@ Status CudaKernels::matmul(CUdeviceptr x, const DeviceWeight &w,
   if (m > 8)
     return launch(matmulStoredTiledFn, "matmul", ceilDiv(n, 64), ceilDiv(m, 64),
                   1, 256, 0, stream, params);
+  // The tensor cores where they apply; bf16 at m = 1 reads at the copy
+  // bandwidth already with the CUDA-core kernel below.
+  if (tensorGemvApplies(w, m, k) && !(w.type == 1 && m == 1))
+    return tensorGemv(x, w, bias, m, n, k, out, stream);
   // 16-byte pieces: 16 e4m3 codes within one scale block, or 8 bf16 values;
   // a warp task is eight e4m3 or four bf16 columns for one input row (two
   // where that would leave most warps idle), else two.
@@ -207,6 +285,112 @@ Status CudaKernels::matmul(CUdeviceptr x, const DeviceWeight &w,
                       stream, params);
   return launch(gemvStoredFn, "matmul", ceilDiv(n, 8), 1, 1, 256, 0, stream,
                 params);
+}
+
+bool CudaKernels::tensorGemvApplies(const DeviceWeight &w, int64_t m,
+                                    int64_t k) {
+  if (m < 1 || m > 8 || k <= 0)
+    return false;
+  if (w.type == 2)
+    return k % 128 == 0 && w.blockK > 0 && w.blockK % 128 == 0 &&
+           w.blockN > 0 && w.blockN % 16 == 0;
+  return w.type == 1 && k % 64 == 0;
+}
+
+Status CudaKernels::tensorGemv(CUdeviceptr x, const DeviceWeight &w,
+                               const DeviceWeight &bias, int64_t m, int64_t n,
+                               int64_t k, CUdeviceptr out, CUstream stream,
+                               TensorGemvChoice choice) const {
+  if (!tensorGemvApplies(w, m, k))
+    return Status::error("tensorGemv: no tensor-core GEMV for weight type " +
+                         std::to_string(w.type) + ", m " + std::to_string(m) +
+                         ", k " + std::to_string(k));
+  if (n <= 0)
+    return Status::success();
+  bool e4m3 = w.type == 2, many = m > 1;
+  int64_t threads = many ? 256 : 128;
+  int64_t tokens = many ? 8 : 1;
+  int64_t groupK = e4m3 ? 128 : 64;
+  int64_t groups = k / groupK;
+  // CudaKernels.cu's layout: B entries (8 bytes) per k-step and group, the
+  // inverse x scales, and the two partial-sum buffers of a split.
+  auto sharedBytes = [&](int64_t rows, int64_t cluster) {
+    int64_t per = ceilDiv(groups, cluster);
+    return per * (groupK / 16) * (many ? 96 : 12) * 8 +
+           (e4m3 ? per * tokens * 4 : 0) +
+           (cluster > 1 ? 2 * rows * tokens * 4 : 0);
+  };
+  // Each cluster walks row tiles; the busiest one's work (its tiles times
+  // rows times groups, a group's worth more per tile for the reduction)
+  // over every (tiles, cluster) that fits: the clusters resident at once
+  // (registers, shared memory, GPC boundaries) against the K range each
+  // block streams.
+  int64_t bestTiles = 0, bestCluster = 0, bestClusters = 0;
+  double bestCost = 0.0;
+  for (int64_t tiles = 1; tiles <= 2; ++tiles) {
+    if (choice.tiles && choice.tiles != tiles)
+      continue;
+    const TensorGemvKernel &kernel = tensorGemvKernels[e4m3][many][tiles - 1];
+    int64_t rows = threads / 32 * 16 * tiles, rowTiles = ceilDiv(n, rows);
+    for (int64_t c = 1;
+         c <= std::min<int64_t>(TensorGemvKernel::kMaxCluster, groups); ++c) {
+      if (choice.cluster && choice.cluster != c)
+        continue;
+      int64_t bytes = sharedBytes(rows, c);
+      if (bytes > sharedPerBlock)
+        continue;
+      int64_t blocks =
+          std::min(kernel.blocksPerSm, sharedPerSm / (bytes + sharedReserved));
+      int64_t active = blocks > 0 ? kernel.activeClusters[c][blocks] : 0;
+      if (active <= 0)
+        continue;
+      int64_t clusters = std::min(rowTiles, active);
+      double cost = double(ceilDiv(rowTiles, clusters) * rows *
+                           (ceilDiv(groups, c) + (c > 1 ? 1 : 0)));
+      // Under 16 warps an SM, too few loads are in flight to stream at the
+      // full bandwidth: the same work takes proportionally longer.
+      double warps =
+          double(clusters * c * (threads / 32)) / double(multiprocessors);
+      if (warps < 16.0)
+        cost *= 16.0 / warps;
+      if (bestCluster == 0 || cost < bestCost) {
+        bestTiles = tiles;
+        bestCluster = c;
+        bestCost = cost;
+        bestClusters = clusters;
+      }
+    }
+  }
+  if (bestCluster == 0)
+    return Status::error("tensorGemv: no tiles and cluster for k " +
+                         std::to_string(k) + " fit the GPU (tiles " +
+                         std::to_string(choice.tiles) + ", cluster " +
+                         std::to_string(choice.cluster) + ")");
+  const TensorGemvKernel &kernel = tensorGemvKernels[e4m3][many][bestTiles - 1];
+  int64_t rows = threads / 32 * 16 * bestTiles;
+  DeviceWeight weight = w, b = bias;
+  weight.rows = n;
+  weight.cols = k;
+  void *params[] = {&x, &weight, &b, &m, &n, &k, &out};
+  CUlaunchAttribute attribute{};
+  attribute.id = CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION;
+  attribute.value.clusterDim.x = unsigned(bestCluster);
+  attribute.value.clusterDim.y = 1;
+  attribute.value.clusterDim.z = 1;
+  CUlaunchConfig config{};
+  config.gridDimX = unsigned(bestClusters * bestCluster);
+  config.gridDimY = 1;
+  config.gridDimZ = 1;
+  config.blockDimX = unsigned(threads);
+  config.blockDimY = 1;
+  config.blockDimZ = 1;
+  config.sharedMemBytes = unsigned(sharedBytes(rows, bestCluster));
+  config.hStream = stream;
+  config.attrs = &attribute;
+  config.numAttrs = bestCluster > 1 ? 1 : 0;
+  return driver->check(
+      driver->cuLaunchKernelEx(&config, kernel.fn, params, nullptr),
+      "matmul (tensor-core GEMV)");
 }
 
 Status CudaKernels::launchGemv(CUfunction fn, int64_t residentWarps,

@@ -736,6 +736,530 @@ extern "C" __global__ void __launch_bounds__(128)
   gemvStored<kWeightBF16, kSmallM, 2>(x, w, bias, m, n, k, out);
 }
 
+//===----------------------------------------------------------------------===//
+// Decode GEMVs on the tensor cores: out[m, N] = x[m, K] W[N, K]^T (+ bias)
+// for m <= 8 on an e4m3 (128 x 128 block scales) or bf16 weight.
+//
+// Weights are the mma A operand (16 rows a tile), widened in registers:
+// e4m3 pairs convert exactly to f16 pairs (one cvt per two codes), bf16 is
+// used as stored. x is the B operand, split exactly into three parts of
+// the weight's 16-bit type (x = h1 + h2 + h3; bf16 parts by truncation,
+// f16 parts of x times a power of two per token and 128-column group that
+// puts the group's largest |x| in [2^14, 2^15): exact down to 2^-15 of that
+// largest, below which the parts round at 2^-40 of it), so the products a
+// tensor core forms are the fp32 products and sums are fp32: the fp32 GEMV
+// on the widened weight up to summation order. Each group's mma sum (at most 24
+// mma steps) is folded into an fp32 accumulator with the group's block scale
+// and the inverse x scale (FFMA, round to nearest), so the tensor cores'
+// truncating accumulation never runs long.
+//
+// A block's warps each own kTiles row tiles of 16 and share one K range,
+// which it keeps for its whole life: it converts x's columns of that range
+// into shared memory in fragment order once, then walks row tiles (grid:
+// as many blocks as are resident at once, so no launch has a straggling
+// second wave), streaming each tile's weights with 16-byte loads, one or
+// two groups in flight while the current one is multiplied and the next
+// tile's first ones during a tile's write-back. A cluster of C blocks
+// (1..16) splits K; its partial sums are added through distributed shared
+// memory in a fixed order (deterministic), the barrier's wait deferred by
+// a tile. m = 1 puts the three x parts in three B columns (one mma per
+// k-step); m > 1 gives each token a column and issues one mma per part.
+//===----------------------------------------------------------------------===//
+
+namespace {
+
+/// Per weight type: a group is the K span of two 16-byte loads by each of
+/// four lanes per row (128 e4m3 codes: one scale block; 64 bf16 values).
+template <int kType> struct TcShape {
+  static constexpr int kBytes = kType == kWeightE4M3 ? 1 : 2;
+  static constexpr int kGroupK = 128 / kBytes;
+  static constexpr int kSteps = kGroupK / 16;    // mma k-steps per group
+  static constexpr int kChunkSteps = kSteps / 2; // k-steps per 16-byte load
+};
+
+/// Shared-memory B entries per k-step: 3 parts x 8 tokens x 4 lanes (m > 1),
+/// or 3 parts x 4 lanes (m = 1: lanes 0-11; the other lanes' columns are 0).
+template <int kTokens> struct TcSlots {
+  static constexpr int kValue = kTokens == 1 ? 12 : 96;
+};
+
+__device__ __forceinline__ uint4 ldgStream(const void *p) {
+  uint4 v;
+  asm("ld.global.nc.L1::no_allocate.L2::256B.v4.u32 {%0, %1, %2, %3}, [%4];"
+      : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
+      : "l"(p));
+  return v;
+}
+
+/// Four e4m3 codes to two f16 pairs (exact; NaN codes give NaN): lo holds
+/// codes 0 and 1 (code 0 in its low half), hi codes 2 and 3.
+__device__ __forceinline__ void e4m3x4ToHalf2(uint32_t codes, uint32_t &lo,
+                                              uint32_t &hi) {
+  asm("{\n\t.reg .b16 l, h;\n\tmov.b32 {l, h}, %2;\n\t"
+      "cvt.rn.f16x2.e4m3x2 %0, l;\n\tcvt.rn.f16x2.e4m3x2 %1, h;\n\t}"
+      : "=r"(lo), "=r"(hi)
+      : "r"(codes));
+}
+
+/// f16 pair of (lo, hi), rounded to nearest.
+__device__ __forceinline__ uint32_t packHalf2(float lo, float hi) {
+  uint32_t h;
+  asm("cvt.rn.f16x2.f32 %0, %1, %2;" : "=r"(h) : "f"(hi), "f"(lo));
+  return h;
+}
+
+__device__ __forceinline__ void unpackHalf2(uint32_t h, float &lo, float &hi) {
+  asm("{\n\t.reg .b16 l, h;\n\tmov.b32 {l, h}, %2;\n\t"
+      "cvt.f32.f16 %0, l;\n\tcvt.f32.f16 %1, h;\n\t}"
+      : "=f"(lo), "=f"(hi)
+      : "r"(h));
+}
+
+/// x = p[0] + p[1] + p[2] for two values (lo and hi half of each part): f16
+/// parts rounded to nearest (exact for values scaled into f16's range: each
+/// residual is exact and 24 bits fit in three 11-bit significands), or bf16
+/// parts by truncation (8 + 8 + 8 bits, exact over fp32's range).
+template <int kType>
+__device__ __forceinline__ void splitX(float lo, float hi, uint32_t (&p)[3]) {
+#pragma unroll
+  for (int i = 0; i < 3; ++i) {
+    float l, h;
+    if (kType == kWeightE4M3) {
+      p[i] = packHalf2(lo, hi);
+      unpackHalf2(p[i], l, h);
+    } else {
+      l = __uint_as_float(__float_as_uint(lo) & 0xFFFF0000u);
+      h = __uint_as_float(__float_as_uint(hi) & 0xFFFF0000u);
+      p[i] = __byte_perm(__float_as_uint(l), __float_as_uint(h), 0x7632);
+    }
+    lo -= l;
+    hi -= h;
+  }
+}
+
+/// d += a b for one m16n8k16 step, f16 or bf16 operands, fp32 accumulators.
+template <int kType>
+__device__ __forceinline__ void mma16816(float (&d)[4], const uint32_t (&a)[4],
+                                         uint2 b) {
+  if (kType == kWeightE4M3)
+    asm("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0, %1, %2, %3}, "
+        "{%4, %5, %6, %7}, {%8, %9}, {%0, %1, %2, %3};"
+        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b.x), "r"(b.y));
+  else
+    asm("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0, %1, %2, "
+        "%3}, {%4, %5, %6, %7}, {%8, %9}, {%0, %1, %2, %3};"
+        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b.x), "r"(b.y));
+}
+
+__device__ __forceinline__ uint32_t clusterRank() {
+  uint32_t r;
+  asm("mov.u32 %0, %%cluster_ctarank;" : "=r"(r));
+  return r;
+}
+
+__device__ __forceinline__ uint32_t clusterSize() {
+  uint32_t r;
+  asm("mov.u32 %0, %%cluster_nctarank;" : "=r"(r));
+  return r;
+}
+
+/// A cluster barrier in two halves: shared-memory writes before a thread's
+/// arrive are visible to every block of the cluster after its wait, and a
+/// block can work between the two (each thread alternates them).
+__device__ __forceinline__ void clusterArrive() {
+  asm volatile("barrier.cluster.arrive.release.aligned;" ::: "memory");
+}
+
+__device__ __forceinline__ void clusterWait() {
+  asm volatile("barrier.cluster.wait.acquire.aligned;" ::: "memory");
+}
+
+/// The float at `local` (this block's shared memory) in cluster block `rank`.
+__device__ __forceinline__ float clusterLoad(const float *local,
+                                             uint32_t rank) {
+  uint64_t shared;
+  uint32_t remote;
+  float v;
+  asm("cvta.to.shared.u64 %0, %1;" : "=l"(shared) : "l"(local));
+  uint32_t addr = uint32_t(shared);
+  asm volatile("mapa.shared::cluster.u32 %0, %1, %2;"
+               : "=r"(remote)
+               : "r"(addr), "r"(rank));
+  asm volatile("ld.shared::cluster.f32 %0, [%1];"
+               : "=f"(v)
+               : "r"(remote)
+               : "memory");
+  return v;
+}
+
+extern __shared__ __align__(16) uint8_t tcGemvShared[];
+
+/// The tensor-core GEMV (see above). Block kWarps x 32 threads; grid: C
+/// blocks (a cluster, 1..16) per cluster, as many clusters as are resident at
+/// once (no more than row tiles of kWarps x kTiles x 16), each looping over
+/// row tiles. Needs K a multiple of the group, and for e4m3 blockK a
+/// multiple of 128 and blockN of 16 (CudaKernels::tensorGemv checks).
+/// Shared memory: the B entries and inverse x scales of ceil(groups / C)
+/// groups, then, when C > 1, two buffers of kWarps x kTiles x 16 x kTokens
+/// partial sums.
+template <int kType, int kTokens, int kWarps, int kTiles, int kDepth>
+__device__ __forceinline__ void
+gemvTensor(const float *__restrict__ x, const Weight &w, const Weight &bias,
+           int64_t m, int64_t n, int64_t k, float *__restrict__ out) {
+  using S = TcShape<kType>;
+  constexpr int kSlots = TcSlots<kTokens>::kValue;
+  constexpr int kRows = kWarps * kTiles * 16;
+  const int lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
+  const int warp = threadIdx.x >> 5;
+  const uint32_t clusters = clusterSize(), rank = clusterRank();
+  const int64_t rowTiles = (n + kRows - 1) / kRows;
+  const int64_t tileStride = gridDim.x / clusters;
+  const int groups = int(k / S::kGroupK);
+  const int gBegin = int(int64_t(groups) * rank / clusters);
+  const int gCount = int(int64_t(groups) * (rank + 1) / clusters) - gBegin;
+  // The partial sums first: every block of a cluster finds them at the
+  // same offset (the B entries' size depends on the block's K range).
+  float *partials = reinterpret_cast<float *>(tcGemvShared);
+  uint2 *stage = reinterpret_cast<uint2 *>(
+      partials + (clusters > 1 ? 2 * kRows * kTokens : 0));
+  float *inverse =
+      reinterpret_cast<float *>(stage + int64_t(gCount) * S::kSteps * kSlots);
+
+  // This warp's rows of a tile: 16-row tiles, lane (g, t) loading rows g
+  // and g + 8 (clamped to the last row; such rows are never written).
+  const uint8_t *src[kTiles][2];
+  const float *scaleRow[kTiles];
+  int64_t tileRow[kTiles];
+  const int64_t scaleCols = (k + w.blockK - 1) / w.blockK;
+  const int64_t blockK = w.blockK;
+  auto setRows = [&](int64_t tile) {
+#pragma unroll
+    for (int i = 0; i < kTiles; ++i) {
+      tileRow[i] = tile * kRows + (warp * kTiles + i) * 16;
+      int64_t r0 = min(tileRow[i] + g, n - 1);
+      int64_t r1 = min(tileRow[i] + g + 8, n - 1);
+      int64_t offset =
+          (int64_t(gBegin) * S::kGroupK + t * 4 * S::kChunkSteps) * S::kBytes;
+      src[i][0] =
+          static_cast<const uint8_t *>(w.data) + r0 * k * S::kBytes + offset;
+      src[i][1] =
+          static_cast<const uint8_t *>(w.data) + r1 * k * S::kBytes + offset;
+      scaleRow[i] =
+          kType == kWeightE4M3
+              ? w.scales + (min(tileRow[i], n - 1) / w.blockN) * scaleCols
+              : nullptr;
+    }
+  };
+
+  // Loads of group gl: two 16-byte chunks per row (the second 64 bytes on).
+  auto load = [&](uint32_t(&raw)[kTiles][2][8], float(&scale)[kTiles], int gl) {
+#pragma unroll
+    for (int i = 0; i < kTiles; ++i) {
+#pragma unroll
+      for (int r = 0; r < 2; ++r) {
+        const uint8_t *p = src[i][r] + int64_t(gl) * 128;
+        uint4 c0 = ldgStream(p), c1 = ldgStream(p + 64);
+        raw[i][r][0] = c0.x;
+        raw[i][r][1] = c0.y;
+        raw[i][r][2] = c0.z;
+        raw[i][r][3] = c0.w;
+        raw[i][r][4] = c1.x;
+        raw[i][r][5] = c1.y;
+        raw[i][r][6] = c1.z;
+        raw[i][r][7] = c1.w;
+      }
+      if (kType == kWeightE4M3)
+        scale[i] = __ldg(scaleRow[i] + (int64_t(gBegin + gl) * 128) / blockK);
+    }
+  };
+
+  // kDepth - 1 groups in flight ahead of the one being multiplied (three
+  // register buffers, or two); the first tile's first ones while x is
+  // staged, the next tile's during a tile's write-back.
+  uint32_t rawA[kTiles][2][8], rawB[kTiles][2][8], rawC[kTiles][2][8];
+  float scaleA[kTiles] = {}, scaleB[kTiles] = {}, scaleC[kTiles] = {};
+  auto prologue = [&]() {
+    load(rawA, scaleA, 0);
+    if (kDepth > 2 && gCount > 1)
+      load(rawB, scaleB, 1);
+  };
+  int64_t tile = blockIdx.x / clusters;
+  if (tile < rowTiles && gCount > 0) {
+    setRows(tile);
+    prologue();
+  }
+
+  // x's columns of this K range in fragment order: lane (g, t) of k-step s
+  // of a group reads group columns (s / kChunkSteps) * 16 * kChunkSteps +
+  // t * 4 * kChunkSteps + (s % kChunkSteps) * 4 + j, j = 0..3 (b0: j = 0, 1;
+  // b1: j = 2, 3), the columns its weight loads hold. A quad of four
+  // columns per thread; a warp covers one (group, token) for e4m3. Staged
+  // once: the block keeps its K range for every tile.
+  constexpr int kQuads = S::kGroupK / 4;
+  for (int q = threadIdx.x; q < gCount * kTokens * kQuads; q += blockDim.x) {
+    int task = q / kQuads, l = q % kQuads;
+    int gl = task / kTokens, token = task % kTokens;
+    int64_t col = int64_t(gBegin + gl) * S::kGroupK + l * 4;
+    float4 v = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+    if (token < m)
+      v = *reinterpret_cast<const float4 *>(x + token * k + col);
+    if (kType == kWeightE4M3) {
+      float amax = warpMax(
+          fmaxf(fmaxf(fabsf(v.x), fabsf(v.y)), fmaxf(fabsf(v.z), fabsf(v.w))));
+      int exponent = int(__float_as_uint(amax) >> 23) & 0xFF;
+      int shift = min(max(141 - exponent, -112), 126); // amax -> [2^14, 2^15)
+      float scale = __uint_as_float(uint32_t(127 + shift) << 23);
+      v.x *= scale;
+      v.y *= scale;
+      v.z *= scale;
+      v.w *= scale;
+      if (l == 0)
+        inverse[gl * kTokens + token] =
+            __uint_as_float(uint32_t(127 - shift) << 23);
+    }
+    uint32_t p01[3], p23[3];
+    splitX<kType>(v.x, v.y, p01);
+    splitX<kType>(v.z, v.w, p23);
+    int step = (l / (4 * S::kChunkSteps)) * S::kChunkSteps + l % S::kChunkSteps;
+    int quarter = (l / S::kChunkSteps) % 4;
+    uint2 *entry = stage + (gl * S::kSteps + step) * kSlots;
+#pragma unroll
+    for (int p = 0; p < 3; ++p)
+      entry[kTokens == 1 ? p * 4 + quarter : p * 32 + token * 4 + quarter] =
+          make_uint2(p01[p], p23[p]);
+  }
+  __syncthreads();
+
+  // acc[i]: m = 1: rows g, g + 8 (this lane's columns, summed over lanes
+  // at the end); m > 1: (row g, token 2t), (g, 2t + 1), (g + 8, 2t),
+  // (g + 8, 2t + 1).
+  float acc[kTiles][4] = {};
+  auto compute = [&](const uint32_t(&raw)[kTiles][2][8],
+                     const float(&scale)[kTiles], int gl) {
+    // m > 1 with one tile: even and odd k-steps in two accumulators (two
+    // dependency chains of 12 mma instead of one of 24).
+    float c[kTiles][4] = {}, c2[kTiles][4] = {};
+#pragma unroll
+    for (int s = 0; s < S::kSteps; ++s) {
+      const int chunk = s / S::kChunkSteps, sub = s % S::kChunkSteps;
+      uint32_t a[kTiles][4];
+#pragma unroll
+      for (int i = 0; i < kTiles; ++i) {
+        if (kType == kWeightE4M3) {
+          e4m3x4ToHalf2(raw[i][0][chunk * 4 + sub], a[i][0], a[i][2]);
+          e4m3x4ToHalf2(raw[i][1][chunk * 4 + sub], a[i][1], a[i][3]);
+        } else {
+          a[i][0] = raw[i][0][chunk * 4 + 2 * sub];
+          a[i][2] = raw[i][0][chunk * 4 + 2 * sub + 1];
+          a[i][1] = raw[i][1][chunk * 4 + 2 * sub];
+          a[i][3] = raw[i][1][chunk * 4 + 2 * sub + 1];
+        }
+      }
+      const uint2 *entry = stage + (gl * S::kSteps + s) * kSlots;
+      if (kTokens == 1) {
+        uint2 b = lane < 12 ? entry[lane] : make_uint2(0u, 0u);
+#pragma unroll
+        for (int i = 0; i < kTiles; ++i)
+          mma16816<kType>(c[i], a[i], b);
+      } else {
+#pragma unroll
+        for (int p = 0; p < 3; ++p) {
+          uint2 b = entry[p * 32 + lane];
+#pragma unroll
+          for (int i = 0; i < kTiles; ++i)
+            mma16816<kType>(kTiles == 1 && s % 2 ? c2[i] : c[i], a[i], b);
+        }
+      }
+    }
+    if (kTokens > 1 && kTiles == 1)
+#pragma unroll
+      for (int i = 0; i < kTiles; ++i)
+#pragma unroll
+        for (int q = 0; q < 4; ++q)
+          c[i][q] += c2[i][q];
+#pragma unroll
+    for (int i = 0; i < kTiles; ++i) {
+      if (kType == kWeightE4M3 && kTokens == 1) {
+        float f = scale[i] * inverse[gl];
+        acc[i][0] = fmaf(c[i][0] + c[i][1], f, acc[i][0]);
+        acc[i][1] = fmaf(c[i][2] + c[i][3], f, acc[i][1]);
+      } else if (kType == kWeightE4M3) {
+        float f0 = scale[i] * inverse[gl * kTokens + 2 * t];
+        float f1 = scale[i] * inverse[gl * kTokens + 2 * t + 1];
+        acc[i][0] = fmaf(c[i][0], f0, acc[i][0]);
+        acc[i][1] = fmaf(c[i][1], f1, acc[i][1]);
+        acc[i][2] = fmaf(c[i][2], f0, acc[i][2]);
+        acc[i][3] = fmaf(c[i][3], f1, acc[i][3]);
+      } else if (kTokens == 1) {
+        acc[i][0] += c[i][0] + c[i][1];
+        acc[i][1] += c[i][2] + c[i][3];
+      } else {
+#pragma unroll
+        for (int q = 0; q < 4; ++q)
+          acc[i][q] += c[i][q];
+      }
+    }
+  };
+
+  auto biasAt = [&](int64_t row) {
+    return bias.data ? weightAt(bias, row) : 0.0f;
+  };
+  // Adds tile `which`'s partial sums at `partial` (every block's) in rank
+  // order for this block's share of its rows and tokens.
+  auto reduce = [&](int64_t which, const float *partial) {
+    const int total = kRows * kTokens;
+    const int share = (total + int(clusters) - 1) / int(clusters);
+    const int end = min(total, share * int(rank + 1));
+    for (int e = share * int(rank) + threadIdx.x; e < end; e += blockDim.x) {
+      float sum = 0.0f;
+      for (uint32_t c = 0; c < clusters; ++c)
+        sum += clusterLoad(partial + e, c);
+      int64_t row = which * kRows + e / kTokens;
+      int token = e % kTokens;
+      if (row < n && token < m)
+        out[token * n + row] = sum + biasAt(row);
+    }
+  };
+  int parity = 0;
+  int64_t pending = -1; // the tile whose partial sums await their reduction
+  // Every block of a cluster walks the same tiles, so the cluster barriers
+  // below match.
+  while (tile < rowTiles) {
+    if (kDepth > 2) {
+      // Groups gl and gl + 1 are in flight in A and B at the top.
+      for (int gl = 0; gl < gCount; gl += 3) {
+        if (gl + 2 < gCount)
+          load(rawC, scaleC, gl + 2);
+        compute(rawA, scaleA, gl);
+        if (gl + 1 < gCount) {
+          if (gl + 3 < gCount)
+            load(rawA, scaleA, gl + 3);
+          compute(rawB, scaleB, gl + 1);
+        }
+        if (gl + 2 < gCount) {
+          if (gl + 4 < gCount)
+            load(rawB, scaleB, gl + 4);
+          compute(rawC, scaleC, gl + 2);
+        }
+      }
+    } else {
+      for (int gl = 0; gl < gCount; gl += 2) {
+        if (gl + 1 < gCount)
+          load(rawB, scaleB, gl + 1);
+        compute(rawA, scaleA, gl);
+        if (gl + 1 < gCount) {
+          if (gl + 2 < gCount)
+            load(rawA, scaleA, gl + 2);
+          compute(rawB, scaleB, gl + 1);
+        }
+      }
+    }
+    // m = 1: the row sums over the four lanes of a row (fixed order).
+    if (kTokens == 1) {
+#pragma unroll
+      for (int i = 0; i < kTiles; ++i)
+#pragma unroll
+        for (int q = 0; q < 2; ++q) {
+          acc[i][q] += __shfl_xor_sync(0xffffffffu, acc[i][q], 1);
+          acc[i][q] += __shfl_xor_sync(0xffffffffu, acc[i][q], 2);
+        }
+    }
+    float sums[kTiles][4];
+    int64_t rows[kTiles];
+#pragma unroll
+    for (int i = 0; i < kTiles; ++i) {
+      rows[i] = tileRow[i];
+#pragma unroll
+      for (int q = 0; q < 4; ++q) {
+        sums[i][q] = acc[i][q];
+        acc[i][q] = 0.0f;
+      }
+    }
+    // The next tile's first weights are in flight during the write-back.
+    const int64_t current = tile;
+    tile += tileStride;
+    if (tile < rowTiles && gCount > 0) {
+      setRows(tile);
+      prologue();
+    }
+    if (clusters == 1) {
+#pragma unroll
+      for (int i = 0; i < kTiles; ++i)
+#pragma unroll
+        for (int half = 0; half < 2; ++half) {
+          int64_t row = rows[i] + g + 8 * half;
+          if (row >= n)
+            continue;
+          if (kTokens == 1) {
+            if (t == 0)
+              out[row] = sums[i][half] + biasAt(row);
+          } else {
+            for (int j = 0; j < 2; ++j)
+              if (2 * t + j < m)
+                out[(2 * t + j) * n + row] =
+                    sums[i][2 * half + j] + biasAt(row);
+          }
+        }
+      continue;
+    }
+    // C > 1: partial sums [row][token] in this tile's buffer; block `rank`
+    // adds its share of them over the C blocks in rank order once the next
+    // tile is multiplied (the barrier's wait hidden behind it). A buffer is
+    // written again two tiles later, after a wait that no block passes
+    // before every block has read it.
+    if (pending >= 0) {
+      clusterWait();
+      reduce(pending, partials + (parity ^ 1) * kRows * kTokens);
+    }
+    float *partial = partials + parity * kRows * kTokens;
+#pragma unroll
+    for (int i = 0; i < kTiles; ++i)
+#pragma unroll
+      for (int half = 0; half < 2; ++half) {
+        int local = (warp * kTiles + i) * 16 + g + 8 * half;
+        if (kTokens == 1) {
+          if (t == 0)
+            partial[local] = sums[i][half];
+        } else {
+          partial[local * kTokens + 2 * t] = sums[i][2 * half];
+          partial[local * kTokens + 2 * t + 1] = sums[i][2 * half + 1];
+        }
+      }
+    clusterArrive();
+    pending = current;
+    parity ^= 1;
+  }
+  if (pending >= 0) {
+    clusterWait();
+    reduce(pending, partials + (parity ^ 1) * kRows * kTokens);
+    clusterArrive(); // no block leaves while others read its shared memory
+    clusterWait();
+  }
+}
+
+} // namespace
+
+#define DAYBREAK_TC_GEMV(name, type, tokens, warps, tiles, depth, minBlocks)   \
+  extern "C" __global__ void __launch_bounds__(warps * 32, minBlocks)          \
+      name(const float *x, Weight w, Weight bias, int64_t m, int64_t n,        \
+           int64_t k, float *out) {                                            \
+    gemvTensor<type, tokens, warps, tiles, depth>(x, w, bias, m, n, k, out);   \
+  }
+/// Tensor-core GEMVs (CudaKernels::tensorGemv): weight type, one input row
+/// or up to 8, four or eight warps of one or two 16-row tiles each, groups
+/// in flight plus one, and the blocks an SM must hold (registers).
+DAYBREAK_TC_GEMV(daybreak_gemv_tc_e4m3_m1_t1, kWeightE4M3, 1, 4, 1, 2, 6)
+DAYBREAK_TC_GEMV(daybreak_gemv_tc_e4m3_m1_t2, kWeightE4M3, 1, 4, 2, 2, 4)
+DAYBREAK_TC_GEMV(daybreak_gemv_tc_e4m3_m8_t1, kWeightE4M3, 8, 8, 1, 3, 2)
+DAYBREAK_TC_GEMV(daybreak_gemv_tc_e4m3_m8_t2, kWeightE4M3, 8, 8, 2, 2, 2)
+DAYBREAK_TC_GEMV(daybreak_gemv_tc_bf16_m1_t1, kWeightBF16, 1, 4, 1, 2, 6)
+DAYBREAK_TC_GEMV(daybreak_gemv_tc_bf16_m1_t2, kWeightBF16, 1, 4, 2, 2, 4)
+DAYBREAK_TC_GEMV(daybreak_gemv_tc_bf16_m8_t1, kWeightBF16, 8, 8, 1, 3, 2)
+DAYBREAK_TC_GEMV(daybreak_gemv_tc_bf16_m8_t2, kWeightBF16, 8, 8, 2, 2, 2)
+#undef DAYBREAK_TC_GEMV
+
 /// Per-head matmul: x [T, H, K], w [H, K, N] (or [H, N, K] when
 /// transposeWeight) -> out [T, H, N]. grid (ceil(N/64), ceil(T/64), H),
 /// block 256.

@@ -58,6 +58,13 @@ struct DeviceWeight {
 };
 static_assert(sizeof(DeviceWeight) == 56, "must match CudaKernels.cu's Weight");
 
+/// How a tensor-core decode GEMV (CudaKernels::tensorGemv) runs; 0 leaves a
+/// choice to the launcher. Tests and the benchmark force the others.
+struct TensorGemvChoice {
+  int tiles = 0;   ///< 16-row tiles per warp: 1 or 2
+  int cluster = 0; ///< blocks of a cluster splitting K: 1 to 16
+};
+
 struct DeviceCacheView {
   CUdeviceptr base = 0;
   runtime::CacheFormat format = runtime::CacheFormat::F32;
@@ -96,6 +103,14 @@ constexpr int64_t sparseAttentionScratchFloats(int64_t valueDim) {
   X(gemvBf16M1, "daybreak_gemv_bf16_m1")                                       \
   X(gemvE4m3M1Narrow, "daybreak_gemv_e4m3_m1_narrow")                          \
   X(gemvBf16M1Narrow, "daybreak_gemv_bf16_m1_narrow")                          \
+  X(gemvTcE4m3M1T1, "daybreak_gemv_tc_e4m3_m1_t1")                             \
+  X(gemvTcE4m3M1T2, "daybreak_gemv_tc_e4m3_m1_t2")                             \
+  X(gemvTcE4m3M8T1, "daybreak_gemv_tc_e4m3_m8_t1")                             \
+  X(gemvTcE4m3M8T2, "daybreak_gemv_tc_e4m3_m8_t2")                             \
+  X(gemvTcBf16M1T1, "daybreak_gemv_tc_bf16_m1_t1")                             \
+  X(gemvTcBf16M1T2, "daybreak_gemv_tc_bf16_m1_t2")                             \
+  X(gemvTcBf16M8T1, "daybreak_gemv_tc_bf16_m8_t1")                             \
+  X(gemvTcBf16M8T2, "daybreak_gemv_tc_bf16_m8_t2")                             \
   X(headMatmul, "daybreak_head_matmul")                                        \
   X(rope, "daybreak_rope")                                                     \
   X(swiglu, "daybreak_swiglu")                                                 \
@@ -144,12 +159,24 @@ public:
                 CUfunction specialized = nullptr) const;
   /// The same on a stored weight [N, K] and bias. An fp32 weight and bias
   /// take the fp32 kernels above (and `specialized`); otherwise m <= 8 takes
+  /// tensorGemv where it applies (e4m3; bf16 for m > 1), then
   /// daybreak_gemv_e4m3 / _bf16 (16-byte loads, widened in registers) where
   /// the shapes allow, else daybreak_gemv_stored, and larger m the stored
   /// 64x64 tiles.
   Status matmul(CUdeviceptr x, const DeviceWeight &w, const DeviceWeight &bias,
                 int64_t m, int64_t n, int64_t k, CUdeviceptr out,
                 CUstream stream, CUfunction specialized = nullptr) const;
+  /// Whether tensorGemv runs this weight and shape: m in 1..8; e4m3 with k
+  /// a multiple of 128, blockK of 128 and blockN of 16, or bf16 with k a
+  /// multiple of 64.
+  static bool tensorGemvApplies(const DeviceWeight &w, int64_t m, int64_t k);
+  /// The decode matmul on the tensor cores (daybreak_gemv_tc_*, see
+  /// CudaKernels.cu), exact products and fp32 sums; an error where
+  /// tensorGemvApplies is false or `choice` cannot run.
+  Status tensorGemv(CUdeviceptr x, const DeviceWeight &w,
+                    const DeviceWeight &bias, int64_t m, int64_t n, int64_t k,
+                    CUdeviceptr out, CUstream stream,
+                    TensorGemvChoice choice = {}) const;
   Status headMatmul(CUdeviceptr x, CUdeviceptr w, bool transposeWeight,
                     int64_t tokens, int64_t heads, int64_t k, int64_t n,
                     CUdeviceptr out, CUstream stream) const;
@@ -227,6 +254,22 @@ private:
   /// of tasks without exceeding what the GPU holds at once (`residentWarps`).
   Status launchGemv(CUfunction fn, int64_t residentWarps, int64_t columns,
                     CUstream stream, void **params) const;
+
+  /// A tensor-core GEMV kernel, how many of its blocks fit an SM by
+  /// registers, and how many clusters of C = 1..16 blocks the GPU holds at
+  /// once when shared memory allows b blocks an SM (activeClusters[C][b],
+  /// b up to blocksPerSm; GPC boundaries make it less than SMs x b / C).
+  struct TensorGemvKernel {
+    static constexpr int kMaxBlocks = 16;
+    CUfunction fn = nullptr;
+    int64_t blocksPerSm = 0;
+    static constexpr int kMaxCluster = 16; // past 8: non-portable sizes
+    int32_t activeClusters[kMaxCluster + 1][kMaxBlocks + 1] = {};
+  };
+  /// [e4m3][m > 1][tiles - 1]
+  TensorGemvKernel tensorGemvKernels[2][2][2];
+  int64_t multiprocessors = 0, sharedPerSm = 0, sharedPerBlock = 0,
+          sharedReserved = 0;
 
   const Driver *driver;
   /// Warps of each fast GEMV the GPU holds at once (SMs x occupancy).
