@@ -17,7 +17,10 @@ status=0
   echo "== DaybreakStepTests: the kernel ABI, and no host allocation in CUDA decode steps"
   DAYBREAK_ARTIFACT=deepseek_v32_small/cuda_fp8.daybreak DAYBREAK_DEVICE=cuda \
     ./DaybreakStepTests || status=1
+  echo "== DaybreakSessionTests: pages, slot state and the session on the CUDA device"
+  DAYBREAK_ARTIFACT=session/cuda.daybreak DAYBREAK_DEVICE=cuda ./DaybreakSessionTests || status=1
   for dir in */; do
+    [ -f "$dir/inputs.json" ] || continue
     name=${dir%/}
     echo "== $name: cuda, f32 cache, vs transformers"
     ./daybreak-run logits "$name/cuda_f32.daybreak" --device=cuda --inputs "$name/inputs.json" \

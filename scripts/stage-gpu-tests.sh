@@ -13,7 +13,12 @@ build=${DAYBREAK_BUILD_DIR:-build}
 dir=${DAYBREAK_DEVICE_DIR:-device}
 rm -rf "$dir" && mkdir -p "$dir"
 cp "$build/bin/daybreak-run" "$build/test/runtime/DaybreakRuntimeTests" \
-  "$build/test/runtime/DaybreakStepTests" "$build/test/runtime/DaybreakKernelBench" "$dir/"
+  "$build/test/runtime/DaybreakStepTests" "$build/test/runtime/DaybreakSessionTests" \
+  "$build/test/runtime/DaybreakKernelBench" "$dir/"
+# The session tests' artifact: 2 slots sharing 2 cache pages of 64 tokens.
+mkdir -p "$dir/session"
+"$build/bin/daybreak-compile" test/fixtures/deepseek_v32_small -o "$dir/session/cuda.daybreak" --target=cuda \
+  --max-seq-len=128 --max-batch=2 --max-tokens=64 --kv-cache-tokens=128 > /dev/null 2>&1
 limits="--max-seq-len=64 --max-batch=2 --max-tokens=64"
 for fixture in shared/deepseek_v32 shared/deepseek_v32_fp8 deepseek_v32_small deepseek_v32_small_fp8; do
   name=$(basename "$fixture")

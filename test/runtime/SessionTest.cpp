@@ -21,6 +21,7 @@
 #include <atomic>
 #include <cstdlib>
 #include <new>
+#include <optional>
 
 // Host memory of this test binary: blocks live, counted.
 static std::atomic<int64_t> liveBlocks{0};
@@ -186,25 +187,51 @@ TEST(PageAllocator, TakesAndReturnsPages) {
   EXPECT_EQ(pages.freePages(), 5);
 }
 
-/// A hand-written artifact with the caches of cacheManifest and no steps.
-std::string writeCacheArtifact(int64_t pages) {
-  std::string path = ::testing::TempDir() + "/caches.daybreak";
-  artifact::ArtifactWriter writer;
-  writer.addSection("weights", std::vector<uint8_t>(8, 0));
-  Status status = writer.write(path, cacheManifest(pages));
-  EXPECT_TRUE(status.ok()) << status.message();
-  return path;
-}
-
 const char *deviceName() {
   const char *name = std::getenv("DAYBREAK_DEVICE");
   return name ? name : "cpu";
 }
+const char *artifactPath() { return std::getenv("DAYBREAK_ARTIFACT"); }
+
+/// A hand-written artifact with the caches of cacheManifest and no steps,
+/// for the device under test: a CUDA one takes its GPU code from the
+/// compiled artifact DAYBREAK_ARTIFACT.
+std::string writeCacheArtifact(int64_t pages) {
+  std::string path = ::testing::TempDir() + "/caches.daybreak";
+  artifact::Manifest m = cacheManifest(pages);
+  artifact::ArtifactWriter writer;
+  writer.addSection("weights", std::vector<uint8_t>(8, 0));
+  std::optional<artifact::ArtifactFile> compiled;
+  if (std::string(deviceName()) != "cpu") {
+    m.set_target("cuda");
+    StatusOr<artifact::ArtifactFile> file =
+        artifact::ArtifactFile::open(artifactPath() ? artifactPath() : "");
+    EXPECT_TRUE(file.ok()) << "the CUDA device needs DAYBREAK_ARTIFACT";
+    if (file.ok()) {
+      compiled.emplace(std::move(*file));
+      for (const artifact::CodeImage &image : compiled->manifest().code()) {
+        const artifact::Section &s =
+            compiled->manifest().sections(image.section());
+        artifact::CodeImage *copy = m.add_code();
+        *copy = image;
+        copy->set_section(writer.addSection(
+            s.name(), compiled->sectionData(image.section()), s.size()));
+      }
+    }
+  }
+  Status status = writer.write(path, m);
+  EXPECT_TRUE(status.ok()) << status.message();
+  return path;
+}
+
+StatusOr<std::unique_ptr<Model>> loadCacheArtifact(int64_t pages) {
+  LoadOptions options;
+  options.device = deviceName();
+  return Model::load(writeCacheArtifact(pages), options);
+}
 
 TEST(SlotState, ZeroedWhenASlotIsReused) {
-  LoadOptions options; // the hand-written artifact targets the CPU
-  StatusOr<std::unique_ptr<Model>> model =
-      Model::load(writeCacheArtifact(5), options);
+  StatusOr<std::unique_ptr<Model>> model = loadCacheArtifact(5);
   ASSERT_TRUE(model.ok()) << model.error().message();
   Device &device = (*model)->onDevice();
   std::vector<float> garbage(16), got(16);
@@ -226,9 +253,7 @@ TEST(SlotState, ZeroedWhenASlotIsReused) {
 }
 
 TEST(CacheRows, NeedPagesAndWrapInRings) {
-  LoadOptions options;
-  StatusOr<std::unique_ptr<Model>> model =
-      Model::load(writeCacheArtifact(5), options);
+  StatusOr<std::unique_ptr<Model>> model = loadCacheArtifact(5);
   ASSERT_TRUE(model.ok()) << model.error().message();
   Model &m = **model;
   Device &device = m.onDevice();
@@ -258,8 +283,6 @@ TEST(CacheRows, NeedPagesAndWrapInRings) {
 //===----------------------------------------------------------------------===//
 // The session over a compiled artifact.
 //===----------------------------------------------------------------------===//
-
-const char *artifactPath() { return std::getenv("DAYBREAK_ARTIFACT"); }
 
 class SessionTest : public ::testing::Test {
 protected:
