@@ -1,8 +1,8 @@
-// Loads an artifact with the installed Daybreak runtime, runs one prefill
-// step on three tokens and prints the argmax of the last token's logits.
-#include "runtime/executor/Model.h"
+// Loads an artifact with the installed Daybreak runtime and serves two
+// sequences at once through its session layer: each generates 4 tokens
+// greedily from its prompt. Prints each sequence's tokens.
+#include "runtime/executor/Session.h"
 
-#include <algorithm>
 #include <cstdio>
 
 using namespace daybreak;
@@ -20,20 +20,30 @@ int main(int argc, char **argv) {
     std::fprintf(stderr, "embed: %s\n", model.error().message().c_str());
     return 1;
   }
-  runtime::StepInputs inputs;
-  inputs.ids = {1, 17, 42};
-  inputs.positions = {0, 1, 2};
-  inputs.sequences = {0, 0, 0};
-  std::vector<float> logits;
-  Status status = (*model)->run("prefill", inputs, logits);
+  runtime::Session session(**model);
+  std::vector<runtime::SequenceId> ids;
+  for (std::vector<int32_t> prompt : {std::vector<int32_t>{1, 17, 42},
+                                      std::vector<int32_t>{5, 9, 2, 77}}) {
+    runtime::SequenceRequest request;
+    request.prompt = prompt;
+    request.maxNewTokens = 4;
+    StatusOr<runtime::SequenceId> id = session.admit(request);
+    if (!id.ok()) {
+      std::fprintf(stderr, "embed: %s\n", id.error().message().c_str());
+      return 1;
+    }
+    ids.push_back(*id);
+  }
+  Status status = session.runToCompletion();
   if (!status.ok()) {
     std::fprintf(stderr, "embed: %s\n", status.message().c_str());
     return 1;
   }
-  int64_t vocab = (*model)->vocabSize();
-  const float *last = logits.data() + 2 * vocab;
-  int64_t best = std::max_element(last, last + vocab) - last;
-  std::printf("vocab %lld, next token %lld\n", (long long)vocab,
-              (long long)best);
+  for (runtime::SequenceId id : ids) {
+    std::printf("tokens:");
+    for (int32_t t : session.status(id)->generated)
+      std::printf(" %d", t);
+    std::printf("\n");
+  }
   return 0;
 }
