@@ -9,6 +9,8 @@ set -uo pipefail
 cd "$(dirname "$0")/.."
 cd "${DAYBREAK_DEVICE_DIR:-device}"
 out=${OUT:-.}/gpu-tests.txt
+# stage-gpu-tests.sh compresses the artifacts.
+find . -name '*.daybreak.xz' -exec xz -d -f {} \;
 status=0
 {
   echo "== machine"; nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv

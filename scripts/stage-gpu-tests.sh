@@ -29,4 +29,8 @@ for fixture in shared/deepseek_v32 shared/deepseek_v32_fp8 deepseek_v32_small de
   "$build/bin/daybreak-compile" "$src" -o "$dir/$name/cuda_fp8.daybreak" --target=cuda $limits --kv-cache-dtype=fp8 > /dev/null 2>&1
   "$build/bin/daybreak-compile" "$src" -o "$dir/$name/cpu_fp8.daybreak" --target=cpu $limits --kv-cache-dtype=fp8 > /dev/null 2>&1
 done
+# The device tool carries at most 64 MiB with the working tree: binaries
+# stripped, artifacts xz-compressed (gpu-tests.sh unpacks them).
+strip "$dir"/daybreak-run "$dir"/Daybreak*
+find "$dir" -name '*.daybreak' -exec xz -T2 -6 {} \;
 du -sh "$dir"

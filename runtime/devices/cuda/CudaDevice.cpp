@@ -417,7 +417,7 @@ Status CudaDevice::prepare(const artifact::ArtifactFile &file,
     size_t total = 0;
     for (const artifact::Weight &w : m.weights())
       total += alignUp(std::max<size_t>(w.size(), 1));
-    total += alignUp(plan.pageTableEntries() * sizeof(int32_t));
+    total += alignUp(std::max<size_t>(plan.pageTableEntries() * sizeof(int32_t), 1));
     for (const runtime::CacheLayout &layout : plan.caches)
       total += alignUp(layout.bytes);
     uint64_t arenaBytes = 0;
@@ -427,7 +427,7 @@ Status CudaDevice::prepare(const artifact::ArtifactFile &file,
         if (l.kernel == abi::KernelId::Elementwise)
           total += alignUp(l.numOperands * sizeof(CUdeviceptr));
     }
-    total += alignUp(arenaBytes);
+    total += alignUp(std::max<uint64_t>(arenaBytes, 1)); // as allocate() rounds
     total += alignUp(attentionPartialFloats * sizeof(float));
     StatusOr<std::pair<size_t, size_t>> before = memoryInfo();
     if (!before.ok())
