@@ -103,7 +103,10 @@ struct AssignKVLayoutPass
     auto stateLayout =
         lm::StateLayoutAttr::get(ctx, stateType, b.getBoolAttr(true));
     getOperation().walk([&](func::FuncOp func) {
-      for (BlockArgument arg : func.getArguments())
+      for (BlockArgument arg : func.getArguments()) {
+        // Declared state (StepFunction::addState marks it).
+        if (func.getArgAttr(arg.getArgNumber(), "lm.state"))
+          func.setArgAttr(arg.getArgNumber(), "lm.state", stateLayout);
         for (Operation *user : arg.getUsers()) {
           bool isState = false;
           if (auto step = dyn_cast<lm::KdaStepOp>(user)) {
@@ -120,6 +123,7 @@ struct AssignKVLayoutPass
           if (isState && !func.getArgAttr(arg.getArgNumber(), "lm.state"))
             func.setArgAttr(arg.getArgNumber(), "lm.state", stateLayout);
         }
+      }
     });
   }
 };

@@ -531,8 +531,12 @@ FailureOr<Value> Lowering::lowerCacheArg(func::FuncOp func,
   Operation *step = b.getInsertionBlock()->getParentOp();
 
   // Per-sequence state: [max_batch, slot shape...], one slot per sequence.
-  if (auto layout = func.getArgAttrOfType<lm::StateLayoutAttr>(
-          arg.getArgNumber(), "lm.state")) {
+  Attribute stateAttr = func.getArgAttr(arg.getArgNumber(), "lm.state");
+  if (stateAttr && !isa<lm::StateLayoutAttr>(stateAttr))
+    return func.emitError("state argument ")
+           << arg.getArgNumber()
+           << " has no #lm.state_layout (run lm-assign-kv-layout)";
+  if (auto layout = dyn_cast_or_null<lm::StateLayoutAttr>(stateAttr)) {
     if (!type || !type.hasStaticShape() || type.getRank() < 2)
       return func.emitError("state argument ")
              << arg.getArgNumber()

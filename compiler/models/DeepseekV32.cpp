@@ -11,6 +11,7 @@
 
 #include "compiler/models/DeepseekV32.h"
 #include "compiler/models/ModelBuilder.h"
+#include "compiler/models/StepFunction.h"
 
 #include "dialects/lm/LmOps.h"
 
@@ -301,29 +302,24 @@ llvm::Error Emitter::buildFunction(StringRef name,
   // says whose each token is, `positions` where it sits in its sequence.
   tokens = kDyn;
   Type ids = tensor({tokens}, b.getI32Type());
-  Type kvType = f32Tensor({options.maxBatch, options.maxSeqLen,
-                           c.kvLoraRank + c.qkRopeHeadDim});
-  Type indexType =
-      f32Tensor({options.maxBatch, options.maxSeqLen, c.indexHeadDim});
-  SmallVector<Type> inputs = {ids, ids, ids};
-  for (int64_t l = 0; l < c.numLayers; ++l)
-    inputs.append({kvType, indexType});
-  SmallVector<Type> results = {f32Tensor({tokens, c.vocabSize})};
-  results.append(inputs.begin() + 3, inputs.end());
-
-  b.setInsertionPointToEnd(module.getBody());
-  auto func = func::FuncOp::create(b, loc, name,
-                                   b.getFunctionType(inputs, results));
-  // Step inputs and outputs by role, for the runtime (no fixed positions).
-  const char *const roles[] = {"token_ids", "positions", "sequences"};
-  for (unsigned i = 0; i < 3; ++i)
-    func.setArgAttr(i, "lm.role", b.getStringAttr(roles[i]));
-  func.setResultAttr(0, "lm.role", b.getStringAttr("logits"));
-  Block *entry = func.addEntryBlock();
-  b.setInsertionPointToStart(entry);
-  Value tokenIds = entry->getArgument(0), positions = entry->getArgument(1);
-  sequences = entry->getArgument(2);
-  SmallVector<Value> caches(entry->getArguments().drop_front(3));
+  // Step inputs and outputs by role, for the runtime (no fixed positions);
+  // each layer's latent and indexer key caches.
+  StepFunction step(b, loc, name);
+  unsigned tokenIdsIn = step.addInput("token_ids", ids);
+  unsigned positionsIn = step.addInput("positions", ids);
+  unsigned sequencesIn = step.addInput("sequences", ids);
+  step.addOutput("logits", f32Tensor({tokens, c.vocabSize}));
+  auto kvType = cast<RankedTensorType>(f32Tensor(
+      {options.maxBatch, options.maxSeqLen, c.kvLoraRank + c.qkRopeHeadDim}));
+  auto indexType = cast<RankedTensorType>(
+      f32Tensor({options.maxBatch, options.maxSeqLen, c.indexHeadDim}));
+  for (int64_t l = 0; l < c.numLayers; ++l) {
+    step.addCache(kvType);
+    step.addCache(indexType);
+  }
+  step.create(module);
+  Value tokenIds = step.input(tokenIdsIn), positions = step.input(positionsIn);
+  sequences = step.input(sequencesIn);
 
   auto embed = floatWeight("model.embed_tokens.weight",
                            {c.vocabSize, c.hiddenSize});
@@ -337,7 +333,8 @@ llvm::Error Emitter::buildFunction(StringRef name,
                      c.rmsNormEps);
     if (!x)
       return x.takeError();
-    auto a = attention(l, *x, positions, caches[2 * l], caches[2 * l + 1]);
+    auto a = attention(l, *x, positions, step.cache(2 * l),
+                       step.cache(2 * l + 1));
     if (!a)
       return a.takeError();
     h = arith::AddFOp::create(b, loc, h, *a).getResult();
@@ -361,9 +358,7 @@ llvm::Error Emitter::buildFunction(StringRef name,
                        c.vocabSize, c.hiddenSize);
   if (!logits)
     return logits.takeError();
-  SmallVector<Value> outs = {*logits};
-  outs.append(caches.begin(), caches.end());
-  func::ReturnOp::create(b, loc, outs);
+  step.finish({*logits});
   return llvm::Error::success();
 }
 
