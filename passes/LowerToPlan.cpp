@@ -12,6 +12,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "passes/KernelSelection.h"
 #include "passes/Passes.h"
 #include "runtime/abi/KernelAbi.h"
 
@@ -381,6 +382,8 @@ static std::optional<int64_t> splatConstant(Value v) {
   return std::nullopt;
 }
 
+// The kernel each case launches is also what loweredKernelName
+// (KernelSelection.cpp) answers for lm-check-target: keep the two in step.
 LogicalResult Lowering::lowerOp(Operation *op) {
   Location loc = op->getLoc();
   auto args = [&](ValueRange values) {
@@ -503,17 +506,17 @@ LogicalResult Lowering::lowerOp(Operation *op) {
         return launch(loc, "cache_write", *operands, {}, kernelAttrs(write));
       })
       .Default([&](Operation *op) -> LogicalResult {
-        if (!isa<lm::LmDialect>(op->getDialect()))
-          return op->emitError("no lowering to plan for this op");
         // Generic lm op: the kernel of its name, operands by declared slot.
-        StringRef name = op->getName().stripDialect();
-        FailureOr<SmallVector<Value>> operands = declaredOperands(op, name);
+        std::optional<StringRef> name = loweredKernelName(op);
+        if (!name || name->empty())
+          return op->emitError("no lowering to plan for this op");
+        FailureOr<SmallVector<Value>> operands = declaredOperands(op, *name);
         if (failed(operands))
           return failure();
         SmallVector<Value> results;
         for (Value r : op->getResults())
           results.push_back(buffer(r));
-        return launch(loc, name, *operands, results, kernelAttrs(op));
+        return launch(loc, *name, *operands, results, kernelAttrs(op));
       });
 }
 

@@ -87,6 +87,35 @@ def LmTile : Pass<"lm-tile", "mlir::ModuleOp"> {
   ];
 }
 
+def LmCheckTarget : Pass<"lm-check-target", "mlir::ModuleOp"> {
+  let summary = "reject ops the target cannot run";
+  let description = [{
+    Checks that every op of every function lowers either to no launch (a
+    constant, a size, a weight reference, a reshape) or to a launch of a
+    runtime kernel that `target` implements: the kernel of the op's name
+    must be declared in `runtime/abi/Kernels.def` and name the target in its
+    targets column. Each op that fails is reported at its location, naming
+    the kernel and the target, so a model the target cannot serve is
+    rejected at compile time rather than when its artifact loads. The
+    pipeline runs it last before `lm-lower-to-plan`, on the ops the lowering
+    will see; the IR is left unchanged.
+
+    ```mlir
+    // error: 'lm.kda_step' op has no runtime kernel: no declaration of
+    // 'kda_step' in runtime/abi/Kernels.def, so target 'cpu' cannot run it
+    %o, %s1 = lm.kda_step %q, %k, %v, %g, %beta, %s0 : ...
+    ```
+  }];
+  let options = [
+    Option<"target", "target", "std::string", "\"cpu\"",
+           "the target the module is compiled for: cpu or cuda">,
+  ];
+  let statistics = [
+    Statistic<"numLaunching", "launching-ops",
+              "ops checked that lower to a runtime kernel launch">,
+  ];
+}
+
 def LmLowerToPlan : Pass<"lm-lower-to-plan", "mlir::ModuleOp"> {
   let summary = "lower lm functions to plan steps of kernel launches";
   let description = [{
@@ -120,6 +149,43 @@ def PlanAssignWorkspace : Pass<"plan-assign-workspace", "mlir::ModuleOp"> {
   }];
   let statistics = [
     Statistic<"peakBytes", "peak-bytes", "largest arena over the steps">,
+  ];
+}
+
+def PlanSpecializeLibraryKernels
+    : Pass<"plan-specialize-library-kernels", "mlir::ModuleOp"> {
+  let summary = "compile the CUDA library kernels for the plan's shapes";
+  let description = [{
+    The CUDA target's last pass on plan. Compiles the library kernels'
+    source (runtime/devices/cuda/CudaKernels.cu, embedded in the compiler)
+    with NVRTC for `chip`: the shape-generic kernels plus one instantiation
+    of a kernel template per distinct shape the plan launches it with (the
+    hidden size of each rms_norm, the reduction dim of each fp32 decode
+    matmul, the widths of the DSA indexer and of sparse attention). Each
+    launch an instantiation serves gets a `specialized` attribute naming the
+    instantiation's entry point, and the compiled PTX is recorded as
+    `plan.code_image @library` (replacing one already there), which the
+    target's serialisation writes into the artifact and assembles with
+    ptxas. Fails when this build has no NVRTC.
+
+    ```mlir
+    plan.code_image @library format "ptx" arch "sm_90a"
+        instantiations {"daybreak_rms_norm_t<128>" = "_Z19daybreak_rms_norm_tILi128EE"}
+        code "..."
+    plan.launch @rms_norm.3 [%tokens] ... {eps = 1.0e-06 : f64, num_results = 1 : i64,
+        specialized = "_Z19daybreak_rms_norm_tILi128EE"}
+    ```
+  }];
+  let options = [
+    Option<"chip", "chip", "std::string", "\"sm_90a\"",
+           "the GPU architecture NVRTC compiles for">,
+  ];
+  let dependentDialects = ["::daybreak::plan::PlanDialect"];
+  let statistics = [
+    Statistic<"numInstantiations", "instantiations",
+              "template instantiations compiled">,
+    Statistic<"numSpecialized", "specialized-launches",
+              "launches an instantiation serves">,
   ];
 }
 

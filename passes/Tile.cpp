@@ -9,6 +9,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "passes/Passes.h"
+#include "runtime/abi/KernelAbi.h"
 
 #include "mlir/IR/Builders.h"
 
@@ -25,13 +26,15 @@ struct TilePass : public daybreak::impl::LmTileBase<TilePass> {
   using LmTileBase::LmTileBase;
 
   void runOnOperation() override {
-    if (target != "cpu" && target != "cuda") {
+    uint8_t mask = abi::targetMask(target);
+    if (!mask) {
       getOperation().emitError("lm-tile: unsupported target '")
-          << target << "' (expected cpu or cuda)";
+          << target << "' (expected "
+          << abi::targetNames(abi::CpuAndCuda, " or ") << ")";
       return signalPassFailure();
     }
     // The CUDA matmuls choose their own grids: no tile would be read.
-    if (target == "cuda") {
+    if (mask == abi::Cuda) {
       getOperation().emitRemark("lm-tile: target 'cuda' reads no tiles (the "
                                 "CUDA library matmuls size their own grids); "
                                 "none recorded");

@@ -2,12 +2,41 @@
 
 #include "compiler/importers/WeightLoader.h"
 
+#include "runtime/numerics/Numerics.h"
+
 using namespace daybreak;
 using namespace daybreak::importers;
 
-llvm::Expected<ref::Tensor>
-importers::loadWeight(const Checkpoint &checkpoint,
-                      llvm::ArrayRef<std::string> sources) {
+/// `bytes` (U8) read as the MXFP4 part of type `as` it holds, if it is one.
+static std::optional<ref::Tensor> readMxfp4(const ref::Tensor &bytes,
+                                            ref::ElementType as) {
+  if (bytes.type() != ref::ElementType::UI8)
+    return std::nullopt;
+  const std::vector<int64_t> &codes = bytes.ints();
+  if (as == ref::ElementType::F8E8M0FNU) {
+    ref::Tensor scales = ref::Tensor::zeros(as, bytes.shape());
+    for (size_t i = 0; i < codes.size(); ++i)
+      scales.floats()[i] = numerics::e8m0ToFloat(uint8_t(codes[i]));
+    return scales;
+  }
+  // [..., G, 16] bytes: element 2b of a block in the low nibble of byte b,
+  // element 2b + 1 in the high one.
+  if (as != ref::ElementType::F4E2M1FN || bytes.rank() < 2 ||
+      bytes.dim(-1) != 16)
+    return std::nullopt;
+  std::vector<int64_t> shape(bytes.shape().begin(), bytes.shape().end() - 1);
+  shape.back() *= 32;
+  ref::Tensor values = ref::Tensor::zeros(as, shape);
+  for (size_t i = 0; i < codes.size(); ++i) {
+    values.floats()[2 * i] = numerics::e2m1ToFloat(uint8_t(codes[i]) & 0xF);
+    values.floats()[2 * i + 1] = numerics::e2m1ToFloat(uint8_t(codes[i]) >> 4);
+  }
+  return values;
+}
+
+/// The tensor of `sources` as stored (stacked when there are several).
+static llvm::Expected<ref::Tensor>
+loadStored(const Checkpoint &checkpoint, llvm::ArrayRef<std::string> sources) {
   if (sources.empty())
     return llvm::createStringError(llvm::inconvertibleErrorCode(),
                                    "a weight without checkpoint sources");
@@ -44,4 +73,16 @@ importers::loadWeight(const Checkpoint &checkpoint,
                 stacked.ints().begin() + i * each);
   }
   return stacked;
+}
+
+llvm::Expected<ref::Tensor>
+importers::loadWeight(const Checkpoint &checkpoint,
+                      llvm::ArrayRef<std::string> sources,
+                      std::optional<ref::ElementType> as) {
+  llvm::Expected<ref::Tensor> stored = loadStored(checkpoint, sources);
+  if (!stored || !as)
+    return stored;
+  if (std::optional<ref::Tensor> mxfp4 = readMxfp4(*stored, *as))
+    return std::move(*mxfp4);
+  return stored;
 }

@@ -33,8 +33,6 @@ namespace {
 
 constexpr int64_t kDyn = ShapedType::kDynamic;
 
-int64_t ceilDiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
-
 /// Emits the ops of one function; weights are declared once per module.
 class Emitter : public ModelBuilder {
 public:
@@ -241,53 +239,28 @@ llvm::Expected<Value> Emitter::moe(int64_t layer, Value x) {
       b.getI64IntegerAttr(c.topkGroup), b.getBoolAttr(c.normTopkProb),
       b.getF64FloatAttr(c.routedScalingFactor));
 
-  // Stacked routed experts; FP8 experts are dequantised in IR (folded at
-  // compile time).
+  // Stacked routed experts, plain or FP8 as the checkpoint stores them.
   std::string prefix = layerName(layer, "mlp.experts.");
-  auto expertWeight = [&](StringRef which, int64_t out,
-                          int64_t in) -> llvm::Expected<Value> {
-    std::string suffix = (which + ".weight").str();
-    auto w = stackedExperts(prefix, suffix, config.numRoutedExperts, {out, in});
-    if (!w)
-      return w.takeError();
-    if (!isa<Float8E4M3FNType>(
-            cast<RankedTensorType>(w->getType()).getElementType()))
-      return *w;
-    std::array<int64_t, 2> block = *c.fp8BlockSize;
-    auto s = stackedExperts(prefix, suffix + "_scale_inv", config.numRoutedExperts,
-                            {ceilDiv(out, block[0]),
-                             ceilDiv(in, block[1])});
-    if (!s)
-      return s.takeError();
-    return lm::Fp8DequantOp::create(b, loc, f32Tensor({experts, out, in}), *w,
-                                    *s, b.getDenseI64ArrayAttr(block))
-        .getResult();
-  };
-  auto wg = expertWeight("gate_proj", inter, c.hiddenSize);
-  auto wu = expertWeight("up_proj", inter, c.hiddenSize);
-  auto wd = expertWeight("down_proj", c.hiddenSize, inter);
+  auto wg = perExpertWeights(prefix, "gate_proj.weight", experts, inter,
+                             c.hiddenSize);
   if (!wg)
     return wg.takeError();
+  auto wu =
+      perExpertWeights(prefix, "up_proj.weight", experts, inter, c.hiddenSize);
   if (!wu)
     return wu.takeError();
+  auto wd = perExpertWeights(prefix, "down_proj.weight", experts, c.hiddenSize,
+                             inter);
   if (!wd)
     return wd.takeError();
   Value idx = route.getIndices(), weights = route.getWeights();
-  Type slotType = f32Tensor({tokens, topK, inter});
-  Value g = lm::ExpertMatmulOp::create(b, loc, slotType, x, *wg, idx, Value(),
-                                       Value())
-                .getResult();
-  Value u = lm::ExpertMatmulOp::create(b, loc, slotType, x, *wu, idx, Value(),
-                                       Value())
-                .getResult();
-  Value act = lm::SwigluOp::create(b, loc, slotType, g, u,
-                                   b.getF64FloatAttr(1.0), FloatAttr(),
-                                   b.getF64FloatAttr(0.0))
-                  .getResult();
-  Value routed = lm::ExpertMatmulOp::create(
-                     b, loc, f32Tensor({tokens, c.hiddenSize}), act, *wd, idx,
-                     weights, Value())
-                     .getResult();
+  Value g = expertMatmul(x, *wg, idx);
+  Value u = expertMatmul(x, *wu, idx);
+  Value act =
+      lm::SwigluOp::create(b, loc, g.getType(), g, u, b.getF64FloatAttr(1.0),
+                           FloatAttr(), b.getF64FloatAttr(0.0))
+          .getResult();
+  Value routed = expertMatmul(act, *wd, idx, weights);
   auto shared = mlp(x, layerName(layer, "mlp.shared_experts."),
                     inter * c.numSharedExperts);
   if (!shared)

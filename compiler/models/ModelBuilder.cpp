@@ -38,58 +38,155 @@ static Type mlirType(MLIRContext *ctx, DType dtype) {
   }
 }
 
-llvm::Expected<Value> ModelBuilder::weight(StringRef name, ArrayRef<int64_t> shape,
-                                      ArrayRef<DType> dtypes) {
-  lm::WeightOp decl = declared.lookup(name);
+Value ModelBuilder::declaredWeight(StringRef symbol, RankedTensorType type,
+                                   ArrayRef<std::string> sources) {
+  lm::WeightOp decl = declared.lookup(symbol);
   if (!decl) {
-    auto view = checkpoint.get(name, shape, dtypes);
-    if (!view)
-      return view.takeError();
-    Type elem = mlirType(b.getContext(), (*view)->dtype);
     OpBuilder::InsertionGuard guard(b);
     b.setInsertionPoint(module.getBody(), module.getBody()->begin());
-    decl = lm::WeightOp::create(b, loc, name, tensor(shape, elem),
-                                b.getStrArrayAttr({name}), ElementsAttr());
-    declared[name] = decl;
+    SmallVector<StringRef> refs(sources.begin(), sources.end());
+    decl = lm::WeightOp::create(b, loc, symbol, type, b.getStrArrayAttr(refs),
+                                ElementsAttr());
+    declared[symbol] = decl;
   }
   return lm::WeightRefOp::create(b, loc, decl.getType(), decl.getSymName())
       .getResult();
+}
+
+llvm::Expected<Value> ModelBuilder::weight(StringRef name,
+                                           ArrayRef<int64_t> shape,
+                                           ArrayRef<DType> dtypes) {
+  if (lm::WeightOp decl = declared.lookup(name))
+    return declaredWeight(name, cast<RankedTensorType>(decl.getType()), {});
+  auto view = checkpoint.get(name, shape, dtypes);
+  if (!view)
+    return view.takeError();
+  Type elem = mlirType(b.getContext(), (*view)->dtype);
+  return declaredWeight(name, tensor(shape, elem), {name.str()});
 }
 
 llvm::Expected<Value> ModelBuilder::stackedExperts(StringRef prefix,
                                                    StringRef suffix,
                                                    int64_t experts,
                                                    ArrayRef<int64_t> shape) {
+  return stackedExperts(prefix, suffix, experts, shape,
+                        {DType::BF16, DType::F16, DType::F32, DType::F8E4M3});
+}
+
+llvm::Expected<Value> ModelBuilder::stackedExperts(StringRef prefix,
+                                                   StringRef suffix,
+                                                   int64_t experts,
+                                                   ArrayRef<int64_t> shape,
+                                                   ArrayRef<DType> dtypes) {
   std::string symbol = (prefix + "*." + suffix).str();
-  lm::WeightOp decl = declared.lookup(symbol);
-  if (!decl) {
-    SmallVector<StringRef> sources;
-    std::vector<std::string> names;
-    std::optional<DType> dtype;
-    for (int64_t e = 0; e < experts; ++e) {
-      names.push_back(llvm::formatv("{0}{1}.{2}", prefix, e, suffix).str());
-      auto view = checkpoint.get(names.back(), shape,
-                                 {DType::BF16, DType::F16, DType::F32,
-                                  DType::F8E4M3});
-      if (!view)
-        return view.takeError();
-      if (dtype && *dtype != (*view)->dtype)
-        return errorf("expert tensors of '" + prefix + "*." + suffix +
-                      "' mix dtypes");
-      dtype = (*view)->dtype;
-    }
-    SmallVector<int64_t> stacked = {experts};
-    stacked.append(shape.begin(), shape.end());
-    OpBuilder::InsertionGuard guard(b);
-    b.setInsertionPoint(module.getBody(), module.getBody()->begin());
-    SmallVector<StringRef> refs(names.begin(), names.end());
-    decl = lm::WeightOp::create(b, loc, symbol,
-                                tensor(stacked, mlirType(b.getContext(),
-                                                         *dtype)),
-                                b.getStrArrayAttr(refs), ElementsAttr());
-    declared[symbol] = decl;
+  if (lm::WeightOp decl = declared.lookup(symbol))
+    return declaredWeight(symbol, cast<RankedTensorType>(decl.getType()), {});
+  std::vector<std::string> names;
+  std::optional<DType> dtype;
+  for (int64_t e = 0; e < experts; ++e) {
+    names.push_back(llvm::formatv("{0}{1}.{2}", prefix, e, suffix).str());
+    auto view = checkpoint.get(names.back(), shape, dtypes);
+    if (!view)
+      return view.takeError();
+    if (dtype && *dtype != (*view)->dtype)
+      return errorf("expert tensors of '" + prefix + "*." + suffix +
+                    "' mix dtypes");
+    dtype = (*view)->dtype;
   }
-  return lm::WeightRefOp::create(b, loc, decl.getType(), decl.getSymName())
+  SmallVector<int64_t> stacked = {experts};
+  stacked.append(shape.begin(), shape.end());
+  return declaredWeight(
+      symbol, tensor(stacked, mlirType(b.getContext(), *dtype)), names);
+}
+
+llvm::Expected<ModelBuilder::ExpertWeights>
+ModelBuilder::perExpertWeights(StringRef prefix, StringRef suffix,
+                               int64_t experts, int64_t out, int64_t in) {
+  auto values = stackedExperts(prefix, suffix, experts, {out, in});
+  if (!values)
+    return values.takeError();
+  ExpertWeights weights;
+  weights.values = *values;
+  if (!isa<Float8E4M3FNType>(
+          cast<RankedTensorType>(values->getType()).getElementType()))
+    return weights;
+  if (!fp8BlockSize)
+    return errorf("expert tensors '" + prefix + "*." + suffix +
+                  "' are FP8 (e4m3), but the config gives no "
+                  "quantization_config.weight_block_size for their scales");
+  weights.format = ExpertFormat::Fp8;
+  weights.fp8Block = *fp8BlockSize;
+  auto scales = stackedExperts(
+      prefix, (suffix + "_scale_inv").str(), experts,
+      {ceilDiv(out, weights.fp8Block[0]), ceilDiv(in, weights.fp8Block[1])},
+      {DType::F32});
+  if (!scales)
+    return scales.takeError();
+  weights.scales = *scales;
+  return weights;
+}
+
+llvm::Expected<ModelBuilder::ExpertWeights>
+ModelBuilder::mxfp4Experts(StringRef name, int64_t experts, int64_t out,
+                           int64_t in) {
+  std::string blocks = (name + "_blocks").str();
+  std::string scales = (name + "_scales").str();
+  if (in % 32 != 0)
+    return errorf("MXFP4 experts '" + blocks + "': " + Twine(in) +
+                  " input features are not whole blocks of 32");
+  int64_t groups = in / 32;
+  // The bytes as stored, checked; declared as the values they hold.
+  auto blockView =
+      checkpoint.get(blocks, {experts, out, groups, 16}, {DType::U8});
+  if (!blockView)
+    return blockView.takeError();
+  auto scaleView = checkpoint.get(scales, {experts, out, groups}, {DType::U8});
+  if (!scaleView)
+    return scaleView.takeError();
+  ExpertWeights weights;
+  weights.format = ExpertFormat::Mxfp4;
+  weights.values = declaredWeight(
+      blocks, tensor({experts, out, in}, b.getType<Float4E2M1FNType>()),
+      {blocks});
+  weights.scales = declaredWeight(
+      scales, tensor({experts, out, groups}, b.getType<Float8E8M0FNUType>()),
+      {scales});
+  return weights;
+}
+
+Value ModelBuilder::expertMatmul(Value x, const ExpertWeights &weights,
+                                 Value indices, Value routingWeights,
+                                 Value bias) {
+  auto weightType = cast<RankedTensorType>(weights.values.getType());
+  // [T, k, out] per slot, or [T, out] summed over the slots.
+  SmallVector<int64_t> shape = {
+      cast<RankedTensorType>(x.getType()).getDimSize(0)};
+  if (!routingWeights)
+    shape.push_back(cast<RankedTensorType>(indices.getType()).getDimSize(1));
+  shape.push_back(weightType.getDimSize(1));
+  Type result = f32Tensor(shape);
+  switch (weights.format) {
+  case ExpertFormat::Mxfp4:
+    return lm::Mxfp4ExpertMatmulOp::create(b, loc, result, x, weights.values,
+                                           weights.scales, indices,
+                                           routingWeights, bias)
+        .getResult();
+  case ExpertFormat::Fp8: {
+    // lm-fold-weights leaves a dequantisation read only by expert matmuls
+    // unfolded: the kernel reads the codes and scales as stored.
+    Value dense = lm::Fp8DequantOp::create(
+                      b, loc, f32Tensor(weightType.getShape()), weights.values,
+                      weights.scales, b.getDenseI64ArrayAttr(weights.fp8Block))
+                      .getResult();
+    return lm::ExpertMatmulOp::create(b, loc, result, x, dense, indices,
+                                      routingWeights, bias)
+        .getResult();
+  }
+  case ExpertFormat::Plain:
+    break;
+  }
+  return lm::ExpertMatmulOp::create(b, loc, result, x, weights.values, indices,
+                                    routingWeights, bias)
       .getResult();
 }
 

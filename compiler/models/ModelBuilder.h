@@ -4,8 +4,9 @@
 // checked weight access (each checkpoint tensor declared once as an
 // lm.weight, its shape and dtype checked, errors naming it), stacked experts,
 // linear layers on plain or FP8 block-scaled weights (kept at their stored
-// precision: lm.fp8_matmul reads the codes and scales), RMSNorm, RoPE with
-// YaRN, and the slicing and reshaping the attention variants need. A family
+// precision: lm.fp8_matmul reads the codes and scales), expert matmuls over
+// plain, FP8 or MXFP4 experts, RMSNorm, RoPE with YaRN, and the slicing and
+// reshaping the attention variants need. A family
 // derives from it (DeepseekV32.cpp) and adds its blocks. Builds one module;
 // not thread-safe.
 //
@@ -66,6 +67,11 @@ protected:
                                              llvm::StringRef suffix,
                                              int64_t experts,
                                              llvm::ArrayRef<int64_t> shape);
+  /// The same with the dtypes each expert tensor may have.
+  llvm::Expected<mlir::Value>
+  stackedExperts(llvm::StringRef prefix, llvm::StringRef suffix,
+                 int64_t experts, llvm::ArrayRef<int64_t> shape,
+                 llvm::ArrayRef<safetensors::DType> dtypes);
   /// A float weight (bf16/f16/f32) used as is.
   llvm::Expected<mlir::Value> floatWeight(llvm::StringRef name,
                                           llvm::ArrayRef<int64_t> shape) {
@@ -84,6 +90,48 @@ protected:
   };
   llvm::Expected<Fp8Weight> fp8Weight(llvm::StringRef name, int64_t out,
                                       int64_t in);
+
+  /// How routed experts' [E, out, in] weights are stored.
+  enum class ExpertFormat {
+    Plain, ///< bf16, f16 or f32
+    Fp8,   ///< e4m3 codes with f32 block scales (`_scale_inv`)
+    Mxfp4, ///< E2M1 values with one E8M0 scale per 32 along `in`
+  };
+  /// Routed experts' weights stacked [E, out, in], in their stored form.
+  struct ExpertWeights {
+    ExpertFormat format = ExpertFormat::Plain;
+    /// [E, out, in]: plain floats, e4m3 codes or E2M1 values.
+    mlir::Value values;
+    /// Fp8: f32 [E, ceil(out / block[0]), ceil(in / block[1])];
+    /// Mxfp4: E8M0 [E, out, in / 32]; Plain: null.
+    mlir::Value scales;
+    /// Fp8: the block of each scale.
+    std::array<int64_t, 2> fp8Block = {0, 0};
+  };
+  /// Routed experts stored one tensor per expert, `{prefix}{j}.{suffix}`
+  /// [out, in] for j < experts (DeepSeek, Kimi): plain, or e4m3 with
+  /// `{suffix}_scale_inv` companions in the config's FP8 blocks.
+  llvm::Expected<ExpertWeights> perExpertWeights(llvm::StringRef prefix,
+                                                 llvm::StringRef suffix,
+                                                 int64_t experts, int64_t out,
+                                                 int64_t in);
+  /// Routed experts stored stacked in MXFP4 as gpt-oss publishes them:
+  /// `{name}_blocks` U8 [experts, out, in / 32, 16] (two E2M1 codes a byte,
+  /// low nibble first) and `{name}_scales` U8 [experts, out, in / 32] (E8M0),
+  /// declared as the E2M1 [experts, out, in] and E8M0 [experts, out, in / 32]
+  /// weights they hold.
+  llvm::Expected<ExpertWeights>
+  mxfp4Experts(llvm::StringRef name, int64_t experts, int64_t out, int64_t in);
+  /// For each token t and routing slot j, x[t, (j,) :] @ W_e^T (+ bias[e])
+  /// with e = indices[t, j] (-1: an empty slot): lm.expert_matmul over
+  /// plain experts and FP8 ones (through lm.fp8_dequant, which
+  /// lm-fold-weights leaves for the kernel to read as stored),
+  /// lm.mxfp4_expert_matmul over MXFP4 ones. `x` is [T, in] or [T, k, in];
+  /// the result is f32 [T, k, out], or with `routingWeights` [T, k] the
+  /// weighted sum over the slots, [T, out].
+  mlir::Value expertMatmul(mlir::Value x, const ExpertWeights &weights,
+                           mlir::Value indices, mlir::Value routingWeights = {},
+                           mlir::Value bias = {});
 
   /// x @ W^T for the [out, in] weight `name`, plain or FP8 block-scaled.
   llvm::Expected<mlir::Value> linear(mlir::Value x, llvm::StringRef name,
@@ -107,6 +155,12 @@ protected:
   mlir::Value reshape(mlir::Value x, llvm::ArrayRef<int64_t> shape,
                       int64_t splitDim = -1);
   mlir::Value collapseLast(mlir::Value x);
+
+  /// Declares (once) the lm.weight `symbol` of `type` made of the
+  /// checkpoint tensors `sources`, and reads it.
+  mlir::Value declaredWeight(llvm::StringRef symbol,
+                             mlir::RankedTensorType type,
+                             llvm::ArrayRef<std::string> sources);
 
   mlir::ModuleOp module;
   const importers::Checkpoint &checkpoint;

@@ -3,20 +3,16 @@
 #include "compiler/pipeline/Pipeline.h"
 
 #include "compiler/artifact/ArtifactEmitter.h"
-#include "runtime/artifact/ArtifactFile.h"
 #include "compiler/importers/HfConfig.h"
 #include "compiler/importers/WeightLoader.h"
 #include "compiler/models/ModelRegistry.h"
-#include "compiler/targets/cpu/CpuCodegen.h"
-#include "compiler/targets/cuda/CudaCodegen.h"
-#include "compiler/targets/cuda/LibraryKernels.h"
-#ifdef DAYBREAK_HAVE_CUDA
-#include "runtime/devices/cuda/CudaKernels.h"
-#endif
+#include "compiler/targets/Target.h"
 #include "passes/Passes.h"
+#include "runtime/artifact/ArtifactFile.h"
 
 #include "mlir/IR/MLIRContext.h"
 #include "mlir/IR/Verifier.h"
+#include "llvm/ADT/StringExtras.h"
 #include "llvm/Support/FormatVariadic.h"
 #include "llvm/Support/MemoryBuffer.h"
 #include <map>
@@ -39,6 +35,22 @@ std::optional<Phase> pipeline::parsePhase(llvm::StringRef name) {
       .Default(std::nullopt);
 }
 
+llvm::StringRef pipeline::phaseName(Phase phase) {
+  switch (phase) {
+  case Phase::Lm:
+    return "lm";
+  case Phase::Plan:
+    return "plan";
+  case Phase::Llvm:
+    return "llvm";
+  case Phase::Ptx:
+    return "ptx";
+  case Phase::Artifact:
+    return "artifact";
+  }
+  llvm_unreachable("unknown phase");
+}
+
 void pipeline::buildLmPipeline(OpPassManager &pm, const Options &options,
                                ref::WeightProvider weights) {
   // Absorbed MLA matrices and dequantised experts are computed once here,
@@ -52,10 +64,16 @@ void pipeline::buildLmPipeline(OpPassManager &pm, const Options &options,
   pm.addPass(createLmAssignKVLayout(layout));
   // Pointwise chains become one generated kernel each.
   pm.addNestedPass<func::FuncOp>(createLmFuseElementwise());
-  // Prefill and decode split their matmuls differently.
-  LmTileOptions tile;
-  tile.target = options.target;
-  pm.addPass(createLmTile(tile));
+  // The target's own passes (tiling for its kernels), then its legality
+  // check on the ops the lowering will launch.
+  if (const targets::Target *target = targets::getTarget(options.target)) {
+    target->buildLmPipeline(pm);
+  } else {
+    // No such target: the check fails, naming it.
+    LmCheckTargetOptions check;
+    check.target = options.target;
+    pm.addPass(createLmCheckTarget(check));
+  }
 }
 
 void pipeline::buildLowerToPlanPipeline(OpPassManager &pm,
@@ -67,6 +85,10 @@ void pipeline::buildLowerToPlanPipeline(OpPassManager &pm,
   pm.addPass(createLmLowerToPlan(lower));
   // Buffers share the arena by liveness.
   pm.addPass(createPlanAssignWorkspace());
+  // What the target does with the finished plan (CUDA: its library kernels
+  // compiled for the plan's shapes).
+  if (const targets::Target *target = targets::getTarget(options.target))
+    target->buildPlanPipeline(pm);
 }
 
 static std::string formatBytes(uint64_t bytes) {
@@ -80,25 +102,30 @@ static std::string formatBytes(uint64_t bytes) {
 }
 
 static llvm::Error compileWith(const Options &options, const Options &given,
+                               const targets::Target &target,
                                const models::ModelDefinition &model,
                                const importers::Checkpoint &checkpoint,
                                llvm::raw_ostream &out, llvm::raw_ostream &log);
 
 llvm::Error pipeline::compile(const Options &options, llvm::raw_ostream &out,
                               llvm::raw_ostream &log) {
-  if (options.target != "cpu" && options.target != "cuda")
+  const targets::Target *target = targets::getTarget(options.target);
+  if (!target)
     return errorf("unsupported --target=" + options.target +
-                  " (this build compiles for: cpu, cuda)");
-#ifndef DAYBREAK_HAVE_CUDA
-  if (options.target == "cuda" && options.compileTo == Phase::Artifact)
-    return errorf("--target=cuda artifacts need the CUDA kernel library, "
-                  "which this build lacks (nvcc was not found when it was "
-                  "built)");
-#endif
-  if (options.target == "cuda" && options.compileTo == Phase::Llvm)
-    return errorf("--compile-to=llvm is the CPU target's phase; use ptx");
-  if (options.target == "cpu" && options.compileTo == Phase::Ptx)
-    return errorf("--compile-to=ptx needs --target=cuda");
+                  " (this build compiles for: " +
+                  llvm::join(targets::getTargetNames(), ", ") + ")");
+  if (options.compileTo == Phase::Artifact) {
+    std::string unavailable = target->getArtifactUnavailableReason();
+    if (!unavailable.empty())
+      return errorf(unavailable);
+  }
+  // Each target prints its generated code in its own form.
+  if ((options.compileTo == Phase::Llvm || options.compileTo == Phase::Ptx) &&
+      phaseName(options.compileTo) != target->getCodePhase())
+    return errorf("--compile-to=" + phaseName(options.compileTo) +
+                  " is not a phase of --target=" + target->getName() +
+                  ", whose generated kernels print with --compile-to=" +
+                  target->getCodePhase());
   if (options.maxTokens < 0 || options.maxBatch < 0 || options.maxSeqLen < 0)
     return errorf("--max-seq-len, --max-batch and --max-tokens must be "
                   "positive");
@@ -139,11 +166,12 @@ llvm::Error pipeline::compile(const Options &options, llvm::raw_ostream &out,
         << cacheRows << ", the tokens the caches hold\n";
     clamped.maxTokens = cacheRows;
   }
-  return compileWith(clamped, options, *config, *checkpoint, out, log);
+  return compileWith(clamped, options, *target, *config, *checkpoint, out, log);
 }
 
 /// `options` holds the limits chosen; `given` those the caller asked for.
 static llvm::Error compileWith(const Options &options, const Options &given,
+                               const targets::Target &target,
                                const models::ModelDefinition &configValue,
                                const importers::Checkpoint &checkpointValue,
                                llvm::raw_ostream &out, llvm::raw_ostream &log) {
@@ -166,10 +194,13 @@ static llvm::Error compileWith(const Options &options, const Options &given,
   }
 
   PassManager pm(&context);
-  buildLmPipeline(pm, options,
-                  [&](llvm::StringRef, Type, llvm::ArrayRef<std::string> s) {
-                    return importers::loadWeight(*checkpoint, s);
-                  });
+  buildLmPipeline(
+      pm, options,
+      [&](llvm::StringRef, Type type, llvm::ArrayRef<std::string> sources) {
+        return importers::loadWeight(
+            *checkpoint, sources,
+            ref::toElementType(cast<ShapedType>(type).getElementType()));
+      });
   buildLowerToPlanPipeline(pm, options);
   if (options.configurePassManager &&
       failed(options.configurePassManager(pm)))
@@ -181,37 +212,8 @@ static llvm::Error compileWith(const Options &options, const Options &given,
     return llvm::Error::success();
   }
 
-  if (options.compileTo == Phase::Ptx) {
-    ModuleOp kernels = plan::findGeneratedKernels(**module);
-    if (!kernels)
-      return llvm::Error::success();
-    auto ptx = targets::cuda::compileToPtx(kernels);
-    if (!ptx)
-      return ptx.takeError();
-    out << *ptx;
-    return llvm::Error::success();
-  }
-
-  // Generated kernels: PTX for the GPU, or through LLVM into one x86-64
-  // shared object for the CPU.
-  std::vector<uint8_t> cpuCode;
-  std::string generatedPtx;
-  if (options.target == "cuda") {
-    if (ModuleOp kernels = plan::findGeneratedKernels(**module)) {
-      auto ptx = targets::cuda::compileToPtx(kernels);
-      if (!ptx)
-        return ptx.takeError();
-      generatedPtx = std::move(*ptx);
-    }
-  } else if (ModuleOp kernels = plan::findGeneratedKernels(**module)) {
-    auto shared = targets::cpu::compileToSharedObject(
-        kernels, options.compileTo == Phase::Llvm ? &out : nullptr);
-    if (!shared)
-      return shared.takeError();
-    cpuCode = std::move(*shared);
-  }
-  if (options.compileTo == Phase::Llvm)
-    return llvm::Error::success();
+  if (options.compileTo == Phase::Llvm || options.compileTo == Phase::Ptx)
+    return target.printCode(**module, out);
 
   if (options.output.empty())
     return errorf("no output file (-o)");
@@ -224,49 +226,12 @@ static llvm::Error compileWith(const Options &options, const Options &given,
   info.vocabSize = config->vocabSize();
   info.eosTokenIds.assign(config->eosTokenIds().begin(),
                           config->eosTokenIds().end());
-  info.cpuCode = std::move(cpuCode);
   info.target = options.target;
   info.weightsByReference = options.weightsByReference;
-  if (options.target == "cuda") {
-    // The library kernels and the generated ones, as PTX the driver
-    // compiles for any GPU at load, and as sm_90a cubins when ptxas is
-    // installed here (with the registers and shared memory it reports).
-    // The library is the kernels specialised for this model's shapes by
-    // NVRTC where the compiler has it (each served launch names its entry
-    // point in `specialized`), else the prebuilt shape-generic PTX.
-    std::vector<std::pair<std::string, std::string>> sources;
-#ifdef DAYBREAK_HAVE_CUDA
-    auto specialized = targets::cuda::specializeLibraryKernels(**module);
-    if (!specialized)
-      return specialized.takeError();
-    if (*specialized) {
-      log << "library kernels: " << (*specialized)->instantiations
-          << " specialised for the model's shapes (NVRTC), serving "
-          << (*specialized)->launches << " launches\n";
-      sources.push_back({"library", std::move((*specialized)->ptx)});
-    } else {
-      sources.push_back({"library", daybreak::cuda::cudaKernelsPtx()});
-    }
-#endif
-    if (!generatedPtx.empty())
-      sources.push_back({"generated", generatedPtx});
-    for (auto &[name, ptx] : sources) {
-      artifact::EmitInfo::GpuModule module;
-      module.name = name;
-      module.arch = "sm_90a";
-      module.ptx = ptx;
-      auto cubin = targets::cuda::assembleWithPtxas(ptx, module.arch);
-      if (!cubin)
-        return cubin.takeError();
-      if (*cubin) {
-        module.cubin = std::move((*cubin)->bytes);
-        for (const targets::cuda::KernelResources &k : (*cubin)->kernels)
-          module.kernels.push_back({k.name, k.registers, k.sharedBytes,
-                                    name == "generated" ? 256 : 0});
-      }
-      info.gpuModules.push_back(std::move(module));
-    }
-  }
+  // The target's code images: generated kernels compiled now, and what its
+  // passes recorded in the plan.
+  if (llvm::Error err = target.serialize(**module, info, log))
+    return err;
   auto manifest =
       artifact::emitArtifact(**module, *checkpoint, info, options.output);
   if (!manifest)

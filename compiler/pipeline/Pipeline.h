@@ -1,7 +1,8 @@
 //===- Pipeline.h - The compile pipeline and its phases ---------*- C++ -*-===//
 //
-// checkpoint --import--> lm --lm passes--> lm (folded, laid out)
-//            --lower--> plan --workspace--> plan --emit--> artifact
+// checkpoint --import--> lm --lm passes--> lm (folded, laid out, checked
+//            for the target) --lower--> plan --workspace, target passes-->
+//            plan --target serialises its code, emit--> artifact
 // `compileTo` stops after a phase and prints its IR. Each phase boundary is
 // checked by the MLIR verifier.
 //
@@ -24,13 +25,15 @@ namespace daybreak::pipeline {
 enum class Phase {
   Lm,       ///< the importer's lm IR
   Plan,     ///< after lowering and workspace planning
-  Llvm,     ///< the generated CPU kernels as optimised LLVM IR
-  Ptx,      ///< the generated GPU kernels as PTX (--target=cuda)
+  Llvm,     ///< the generated kernels as optimised LLVM IR (--target=cpu)
+  Ptx,      ///< the generated kernels as PTX (--target=cuda)
   Artifact, ///< the .daybreak file
 };
 
 /// Parses "lm", "plan", "llvm", "ptx", "artifact".
 std::optional<Phase> parsePhase(llvm::StringRef name);
+/// The name parsePhase reads.
+llvm::StringRef phaseName(Phase phase);
 
 /// The longest default --max-seq-len. Caches are allocated whole at load for
 /// max_batch x max_seq_len tokens: DeepSeek-V3.2's full 163840 positions
@@ -44,6 +47,7 @@ constexpr int64_t kDefaultMaxBatch = 8;
 struct Options {
   std::string checkpoint;
   std::string output;
+  /// A target's name (compiler/targets/Target.h: getTarget).
   std::string target = "cpu";
   Phase compileTo = Phase::Artifact;
   /// Serving limits; 0 leaves the choice to `compile`, which derives it from
@@ -66,11 +70,15 @@ struct Options {
   std::function<mlir::LogicalResult(mlir::PassManager &)> configurePassManager;
 };
 
-/// lm (imported) to lm ready for lowering: weight folding, KV layouts.
+/// lm (imported) to lm ready for lowering: weight folding, KV layouts,
+/// fusion, then the passes of options.target (tiling, the legality check).
+/// An unknown target fails when the pipeline runs, naming it.
 void buildLmPipeline(mlir::OpPassManager &pm, const Options &options,
                      ref::WeightProvider weights);
-/// lm to plan: lowering, workspace planning. Needs options.maxTokens chosen
-/// (`compile` chooses the limits left at 0 before building it).
+/// lm to plan: lowering, workspace planning, then the target's passes on
+/// plan (CUDA: library kernels specialised for the shapes). Needs
+/// options.maxTokens chosen (`compile` chooses the limits left at 0 before
+/// building it).
 void buildLowerToPlanPipeline(mlir::OpPassManager &pm, const Options &options);
 
 /// Runs the whole pipeline; IR phases print to `out`, the artifact goes to

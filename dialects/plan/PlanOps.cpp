@@ -86,6 +86,24 @@ LogicalResult KernelOp::verify() {
   return success();
 }
 
+LogicalResult CodeImageOp::verify() {
+  // The artifact stores PTX text; cubins are assembled from it when written.
+  if (getFormat() != "ptx")
+    return emitOpError("expects format \"ptx\", got \"") << getFormat() << "\"";
+  if (getArch().empty())
+    return emitOpError("expects a non-empty arch");
+  if (getCode().empty())
+    return emitOpError("expects non-empty code");
+  for (NamedAttribute entry : getInstantiations())
+    if (!isa<StringAttr>(entry.getValue()) ||
+        cast<StringAttr>(entry.getValue()).empty())
+      return emitOpError("expects each instantiation to name its entry "
+                         "point, got ")
+             << entry.getValue() << " for '" << entry.getName().getValue()
+             << "'";
+  return success();
+}
+
 LogicalResult StepOp::verify() {
   if (getArenaSizeAttr().getInt() < 0)
     return emitOpError("expects arena_size >= 0, got ") << getArenaSizeAttr().getInt();

@@ -37,6 +37,11 @@ inline constexpr llvm::StringLiteral kGeneratedKernelsModule =
 /// That module in `module`, or null when the plan launches none.
 mlir::ModuleOp findGeneratedKernels(mlir::ModuleOp module);
 
+/// The plan.code_image of the CUDA library kernels compiled for the plan's
+/// shapes (plan-specialize-library-kernels); the artifact's code module of
+/// the same name.
+inline constexpr llvm::StringLiteral kLibraryCodeImage = "library";
+
 /// Checks `launch` against the declaration of kernel `entry`
 /// (runtime/abi/Kernels.def): operands and results by declared position,
 /// absent operands optional, every parameter declared and of its type, every

@@ -81,6 +81,25 @@ std::string daybreak::abi::weightTypesName(uint8_t types) {
   return names;
 }
 
+uint8_t daybreak::abi::targetMask(std::string_view name) {
+  for (const TargetName &target : kTargetNames)
+    if (name == target.name)
+      return target.mask;
+  return 0;
+}
+
+std::string daybreak::abi::targetNames(uint8_t mask,
+                                       std::string_view separator) {
+  std::string names;
+  for (const TargetName &target : kTargetNames)
+    if (mask & target.mask) {
+      if (!names.empty())
+        names += separator;
+      names += target.name;
+    }
+  return names;
+}
+
 const char *daybreak::abi::paramTypeName(ParamType type) {
   switch (type) {
   case ParamType::Int:

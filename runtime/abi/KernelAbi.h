@@ -50,6 +50,18 @@ enum class Presence : uint8_t { Required, Optional };
 /// Devices a kernel runs on (a target's legality check reads this).
 enum TargetMask : uint8_t { Cpu = 1, Cuda = 2, CpuAndCuda = 3 };
 
+/// Each target of the targets column by the name `--target=` and
+/// `--device=` spell it.
+struct TargetName {
+  TargetMask mask;
+  const char *name;
+};
+inline constexpr TargetName kTargetNames[] = {{Cpu, "cpu"}, {Cuda, "cuda"}};
+/// The mask of the target `name`, or 0 for a name no kernel declares.
+uint8_t targetMask(std::string_view name);
+/// The names of the targets in `mask`, joined by `separator` ("cpu, cuda").
+std::string targetNames(uint8_t mask, std::string_view separator = ", ");
+
 /// Stored types a weight operand may have.
 enum WeightTypeMask : uint8_t { F32 = 1, BF16 = 2, F8E4M3 = 4 };
 

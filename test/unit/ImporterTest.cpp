@@ -5,6 +5,7 @@
 
 #include "compiler/reference/Tensor.h"
 #include "runtime/numerics/Numerics.h"
+#include "test/unit/SafetensorsWriter.h"
 
 #include "llvm/ADT/STLExtras.h"
 #include "llvm/Support/FileSystem.h"
@@ -21,6 +22,9 @@
 using namespace daybreak;
 using namespace daybreak::importers;
 using safetensors::DType;
+using testutil::bytesOf;
+using testutil::RawTensor;
+using testutil::writeSafetensors;
 
 namespace {
 
@@ -45,44 +49,6 @@ std::string readText(const std::string &path) {
   auto buffer = llvm::MemoryBuffer::getFile(path);
   EXPECT_TRUE(bool(buffer)) << path;
   return buffer ? (*buffer)->getBuffer().str() : std::string();
-}
-
-/// One tensor of a safetensors file written by `writeSafetensors`.
-struct RawTensor {
-  std::string name;
-  std::string dtype;
-  std::vector<int64_t> shape;
-  std::vector<uint8_t> bytes;
-};
-
-/// Writes the 8-byte little-endian header length, the JSON header and the
-/// concatenated tensor bytes.
-void writeSafetensors(const std::string &path,
-                      const std::vector<RawTensor> &tensors) {
-  llvm::json::Object header;
-  std::string data;
-  for (const RawTensor &tensor : tensors) {
-    size_t begin = data.size();
-    data.append(tensor.bytes.begin(), tensor.bytes.end());
-    header[tensor.name] = llvm::json::Object{
-        {"dtype", tensor.dtype},
-        {"shape", llvm::json::Array(tensor.shape)},
-        {"data_offsets", llvm::json::Array{begin, data.size()}}};
-  }
-  std::string headerText;
-  llvm::raw_string_ostream(headerText) << llvm::json::Value(std::move(header));
-  std::ofstream stream(path, std::ios::binary | std::ios::trunc);
-  uint64_t size = headerText.size();
-  for (int i = 0; i < 8; ++i)
-    stream.put(char((size >> (8 * i)) & 0xff));
-  stream << headerText << data;
-}
-
-/// Little-endian bytes of `values`, each `sizeof(T)` wide.
-template <typename T> std::vector<uint8_t> bytesOf(std::vector<T> values) {
-  std::vector<uint8_t> bytes(values.size() * sizeof(T));
-  std::memcpy(bytes.data(), values.data(), bytes.size());
-  return bytes;
 }
 
 /// Expects `value` to be an error whose message contains every needle.

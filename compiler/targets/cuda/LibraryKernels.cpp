@@ -165,9 +165,9 @@ targets::cuda::specializeLibraryKernels(ModuleOp module, llvm::StringRef chip) {
 
   MLIRContext *context = module.getContext();
   for (auto &[launch, expression] : chosen)
-    launch->setAttr("specialized",
+    launch->setAttr(plan::kSpecializedAttr,
                     StringAttr::get(context, lowered[expression]));
-  library.instantiations = lowered.size();
+  library.instantiations.assign(lowered.begin(), lowered.end());
   library.launches = chosen.size();
   return library;
 #endif

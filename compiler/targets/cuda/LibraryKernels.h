@@ -2,10 +2,12 @@
 // The CUDA library kernels (runtime/devices/cuda/CudaKernels.cu) are
 // shape-generic: sizes arrive at run time. Its hot kernels also exist as
 // templates on the model dimension their loops run over (the `_t` kernels).
-// At `daybreak-compile --target=cuda` time this compiles the kernels' source,
-// embedded in the compiler, with NVRTC for the model's shapes: one template
-// instantiation per distinct shape the lowered plan launches, next to the
-// generic kernels (the fallback). Each specialised launch gets a
+// The pass plan-specialize-library-kernels (the CUDA target's last pass on
+// plan) compiles the kernels' source, embedded in the compiler, with NVRTC
+// for the model's shapes: one template instantiation per distinct shape the
+// lowered plan launches, next to the generic kernels (the fallback). The
+// pass keeps the PTX in the plan (plan.code_image @library) for the
+// target's serialisation to write. Each specialised launch gets a
 // `specialized` attribute naming its instantiation's entry point (the
 // lowered, mangled name), which the CUDA device resolves in the library
 // module instead of the generic kernel.
@@ -26,14 +28,20 @@
 
 #include <optional>
 #include <string>
+#include <utility>
+#include <vector>
 
 namespace daybreak::targets::cuda {
 
 /// The library compiled for a model's shapes.
 struct SpecializedLibrary {
-  std::string ptx;           ///< every generic kernel and each instantiation
-  size_t instantiations = 0; ///< distinct specialised entry points
-  size_t launches = 0;       ///< launches annotated with `specialized`
+  /// Every generic kernel and each instantiation.
+  std::string ptx;
+  /// Each distinct instantiation compiled: its name expression
+  /// ("daybreak_rms_norm_t<128>") and its entry point (the lowered name).
+  std::vector<std::pair<std::string, std::string>> instantiations;
+  /// Launches annotated with `specialized`.
+  size_t launches = 0;
 };
 
 /// Whether this build has NVRTC (else specializeLibraryKernels returns

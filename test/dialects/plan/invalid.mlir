@@ -389,3 +389,29 @@ plan.step @s arena(4096) sizes [] {
   plan.launch @add [] grid affine_map<() -> (1, 1, 1)> block [1, 1, 1] smem 0
       (%x, %x, %x) : memref<8xf32>, memref<8xf32>, memref<8xf32>
 }
+
+// -----
+
+// Tests that a code image holds PTX text (cubins are assembled from it when
+// the artifact is written).
+// expected-error @+1 {{expects format "ptx", got "cubin"}}
+plan.code_image @library format "cubin" arch "sm_90a" instantiations {} code "x"
+
+// -----
+
+// Tests that a code image names its architecture.
+// expected-error @+1 {{expects a non-empty arch}}
+plan.code_image @library format "ptx" arch "" instantiations {} code "x"
+
+// -----
+
+// Tests that a code image holds code.
+// expected-error @+1 {{expects non-empty code}}
+plan.code_image @library format "ptx" arch "sm_90a" instantiations {} code ""
+
+// -----
+
+// Tests that each instantiation of a code image names its entry point.
+// expected-error @+1 {{expects each instantiation to name its entry point, got 1 : i64 for 'daybreak_rms_norm_t<128>'}}
+plan.code_image @library format "ptx" arch "sm_90a"
+    instantiations {"daybreak_rms_norm_t<128>" = 1 : i64} code "x"

@@ -17,6 +17,15 @@ plan.kernel @rms_norm_256 {target = #plan<target cuda>, entry = "rms_norm_256_bf
 
 // -----
 
+// Tests that a code image round-trips: a library compiled for the plan's
+// shapes, with its instantiations and its PTX text.
+// CHECK-LABEL: plan.code_image @library format "ptx" arch "sm_90a" instantiations {"daybreak_rms_norm_t<128>" = "_Z19daybreak_rms_norm_tILi128EE"} code "//\0A.version 8.0\0A.target sm_90a\0A"
+plan.code_image @library format "ptx" arch "sm_90a"
+    instantiations {"daybreak_rms_norm_t<128>" = "_Z19daybreak_rms_norm_tILi128EE"}
+    code "//\0A.version 8.0\0A.target sm_90a\0A"
+
+// -----
+
 // Tests that a step with buffers, weight and cache views, launches over a
 // grid of runtime sizes, and host steps round-trips.
 plan.weight @norm : tensor<256xbf16> {section = 0 : i64, offset = 0 : i64}

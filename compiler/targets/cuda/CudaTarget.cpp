@@ -1,0 +1,133 @@
+//===- CudaTarget.cpp - The CUDA target -----------------------------------===//
+
+#include "compiler/targets/cuda/CudaTarget.h"
+
+#include "compiler/artifact/ArtifactEmitter.h"
+#include "compiler/targets/Target.h"
+#include "compiler/targets/cuda/CudaCodegen.h"
+#include "compiler/targets/cuda/LibraryKernels.h"
+#include "passes/Passes.h"
+#ifdef DAYBREAK_HAVE_CUDA
+#include "runtime/devices/cuda/CudaKernels.h"
+#endif
+
+#include "mlir/Pass/PassManager.h"
+
+using namespace mlir;
+using namespace daybreak;
+
+namespace {
+class CudaTarget final : public targets::Target {
+public:
+  /// The architecture PTX is generated for and cubins assembled for.
+  static constexpr llvm::StringLiteral kChip = "sm_90a";
+
+  llvm::StringRef getName() const override { return "cuda"; }
+  llvm::StringRef getCodePhase() const override { return "ptx"; }
+
+  void buildPlanPipeline(OpPassManager &pm) const override {
+    // The library kernels compiled for the plan's shapes, recorded in the
+    // plan; without NVRTC the artifact keeps the prebuilt generic library.
+    if (!targets::cuda::haveNvrtc())
+      return;
+    PlanSpecializeLibraryKernelsOptions specialize;
+    specialize.chip = kChip.str();
+    pm.addPass(createPlanSpecializeLibraryKernels(specialize));
+  }
+
+  llvm::Error printCode(ModuleOp module,
+                        llvm::raw_ostream &out) const override {
+    ModuleOp kernels = plan::findGeneratedKernels(module);
+    if (!kernels)
+      return llvm::Error::success();
+    auto ptx = targets::cuda::compileToPtx(kernels, kChip);
+    if (!ptx)
+      return ptx.takeError();
+    out << *ptx;
+    return llvm::Error::success();
+  }
+
+  std::string getArtifactUnavailableReason() const override {
+#ifdef DAYBREAK_HAVE_CUDA
+    return "";
+#else
+    return "--target=cuda artifacts need the CUDA kernel library, which this "
+           "build lacks (nvcc was not found when it was built)";
+#endif
+  }
+
+  llvm::Error serialize(ModuleOp module, artifact::EmitInfo &info,
+                        llvm::raw_ostream &log) const override {
+    // Two code modules, each as PTX the driver compiles for any GPU at load
+    // and as a cubin when ptxas is installed here (with the registers and
+    // shared memory it reports): "library", the kernel library as the plan
+    // recorded it specialised (each served launch names its entry point in
+    // `specialized`) or else the prebuilt shape-generic PTX, and
+    // "generated", the generated kernels.
+    struct Source {
+      std::string name, arch, ptx;
+    };
+    std::vector<Source> sources;
+    if (auto library =
+            module.lookupSymbol<plan::CodeImageOp>(plan::kLibraryCodeImage)) {
+      int64_t served = 0;
+      module.walk([&](plan::LaunchOp launch) {
+        served += launch->hasAttr(plan::kSpecializedAttr);
+      });
+      log << "library kernels: " << library.getInstantiations().size()
+          << " specialised for the model's shapes (NVRTC), serving " << served
+          << " launches\n";
+      sources.push_back({library.getSymName().str(), library.getArch().str(),
+                         library.getCode().str()});
+    } else {
+#ifdef DAYBREAK_HAVE_CUDA
+      sources.push_back({plan::kLibraryCodeImage.str(), kChip.str(),
+                         daybreak::cuda::cudaKernelsPtx()});
+#else
+      return llvm::createStringError(llvm::inconvertibleErrorCode(),
+                                     getArtifactUnavailableReason());
+#endif
+    }
+    if (ModuleOp kernels = plan::findGeneratedKernels(module)) {
+      auto ptx = targets::cuda::compileToPtx(kernels, kChip);
+      if (!ptx)
+        return ptx.takeError();
+      sources.push_back({"generated", kChip.str(), std::move(*ptx)});
+    }
+    for (Source &source : sources) {
+      artifact::EmitInfo::GpuModule image;
+      image.name = source.name;
+      image.arch = source.arch;
+      auto cubin = targets::cuda::assembleWithPtxas(source.ptx, image.arch);
+      if (!cubin)
+        return cubin.takeError();
+      image.ptx = std::move(source.ptx);
+      if (*cubin) {
+        image.cubin = std::move((*cubin)->bytes);
+        // Generated kernels run 256 threads a block; the library kernels
+        // choose theirs.
+        for (const targets::cuda::KernelResources &k : (*cubin)->kernels)
+          image.kernels.push_back({k.name, k.registers, k.sharedBytes,
+                                   image.name == "generated" ? 256 : 0});
+      }
+      info.gpuModules.push_back(std::move(image));
+    }
+    return llvm::Error::success();
+  }
+
+protected:
+  void addLmPasses(OpPassManager &pm) const override {
+    // The CUDA library matmuls size their own grids from the shapes and the
+    // GPU's occupancy: lm-tile records no tiles for this target and says so
+    // in a remark, rather than leaving decisions nothing reads.
+    LmTileOptions tile;
+    tile.target = getName().str();
+    pm.addPass(createLmTile(tile));
+  }
+};
+} // namespace
+
+const targets::Target &targets::cuda::getCudaTarget() {
+  static const CudaTarget target;
+  return target;
+}

@@ -1,0 +1,41 @@
+//===- KernelSelection.cpp - The runtime kernel an lm op lowers to --------===//
+
+#include "passes/KernelSelection.h"
+
+#include "dialects/lm/LmOps.h"
+
+#include "mlir/Dialect/Arith/IR/Arith.h"
+#include "mlir/Dialect/Tensor/IR/Tensor.h"
+#include "llvm/ADT/TypeSwitch.h"
+
+using namespace mlir;
+
+std::optional<StringRef> daybreak::loweredKernelName(Operation *op) {
+  using Result = std::optional<StringRef>;
+  // The cases of Lowering::lowerOp (LowerToPlan.cpp), in its order.
+  return llvm::TypeSwitch<Operation *, Result>(op)
+      .Case<arith::ConstantOp, tensor::DimOp, tensor::SplatOp, lm::WeightRefOp,
+            tensor::ExpandShapeOp, tensor::CollapseShapeOp>(
+          [](Operation *) { return StringRef(); })
+      .Case<tensor::ExtractSliceOp, tensor::ConcatOp>(
+          [](Operation *) { return StringRef("copy_columns"); })
+      .Case([](arith::AddFOp) { return StringRef("add"); })
+      .Case([](arith::AddIOp) { return StringRef("add_scalar_i32"); })
+      .Case([](lm::Fp8DequantOp dequant) -> Result {
+        // Codes and scales an expert matmul reads as they are; any other
+        // dequantisation should have been folded (lm-fold-weights), and no
+        // kernel runs it.
+        if (llvm::all_of(dequant->getUsers(), [](Operation *user) {
+              return isa<lm::ExpertMatmulOp>(user);
+            }))
+          return StringRef();
+        return StringRef("fp8_dequant");
+      })
+      .Default([](Operation *op) -> Result {
+        // Every other lm op (lm.elementwise, lm.expert_matmul,
+        // lm.cache_write included) launches the kernel of its name.
+        if (!isa<lm::LmDialect>(op->getDialect()))
+          return std::nullopt;
+        return op->getName().stripDialect();
+      });
+}

@@ -1,0 +1,32 @@
+//===- KernelSelection.h - The runtime kernel of an lm op -------*- C++ -*-===//
+//
+// lm-lower-to-plan launches, for each op of a function body, one runtime
+// kernel (runtime/abi/Kernels.def) or none (ops that only name or view a
+// value). lm-check-target asks the same question before lowering, to reject
+// an op the target cannot run at the op; both read the answer here.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef DAYBREAK_PASSES_KERNELSELECTION_H
+#define DAYBREAK_PASSES_KERNELSELECTION_H
+
+#include "llvm/ADT/StringRef.h"
+
+#include <optional>
+
+namespace mlir {
+class Operation;
+} // namespace mlir
+
+namespace daybreak {
+
+/// The name of the runtime kernel lm-lower-to-plan launches for `op`, an op
+/// of a function body: "" for an op that launches nothing (constants, sizes,
+/// weight references, reshapes, FP8 codes an expert matmul reads as they
+/// are), std::nullopt for an op the lowering has no rule for. The name need
+/// not be declared in Kernels.def: then no runtime kernel runs the op.
+std::optional<llvm::StringRef> loweredKernelName(mlir::Operation *op);
+
+} // namespace daybreak
+
+#endif // DAYBREAK_PASSES_KERNELSELECTION_H

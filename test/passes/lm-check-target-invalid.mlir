@@ -1,0 +1,71 @@
+// RUN: daybreak-opt %s -split-input-file -verify-diagnostics --lm-check-target
+// RUN: daybreak-opt %s -split-input-file -verify-diagnostics --lm-check-target=target=cuda
+// RUN: not daybreak-opt %s -split-input-file --lm-check-target=target=tpu 2>&1 | FileCheck %s --check-prefix=TARGET
+
+// TARGET: error: lm-check-target: unknown target 'tpu' (expected cpu or cuda)
+
+// Kernels.def declares every kernel for both targets, so the cases below are
+// ops that no runtime kernel runs at all: rejected for each target, at the
+// op, naming the kernel the lowering would launch and the target.
+
+// Tests that a KDA decode step (Kimi Linear), which no runtime kernel runs
+// yet, is rejected at the op.
+func.func @kda_step(%q: tensor<?x32x128xf32>, %k: tensor<?x32x128xf32>, %v: tensor<?x32x128xf32>,
+                    %g: tensor<?x32x128xf32>, %beta: tensor<?x32xf32>,
+                    %s0: tensor<?x32x128x128xf32>)
+    -> (tensor<?x32x128xf32>, tensor<?x32x128x128xf32>) {
+  // expected-error-re @+1 {{'lm.kda_step' op has no runtime kernel: no declaration of 'kda_step' in runtime/abi/Kernels.def, so target '{{cpu|cuda}}' cannot run it}}
+  %o, %s1 = lm.kda_step %q, %k, %v, %g, %beta, %s0
+      {scale = 0.0883883 : f64, layout = #lm.state_layout<storage = f32, key_major = true>}
+      : (tensor<?x32x128xf32>, tensor<?x32x128xf32>, tensor<?x32x128xf32>,
+         tensor<?x32x128xf32>, tensor<?x32xf32>, tensor<?x32x128x128xf32>)
+      -> (tensor<?x32x128xf32>, tensor<?x32x128x128xf32>)
+  return %o, %s1 : tensor<?x32x128xf32>, tensor<?x32x128x128xf32>
+}
+
+// -----
+
+// Tests that an expert matmul over MXFP4 weights (gpt-oss), which no runtime
+// kernel runs yet, is rejected at the op, and that every illegal op of a
+// function is reported, not only the first.
+func.func @mxfp4_experts(%x: tensor<?x64xbf16>, %w: tensor<8x128x64xf4E2M1FN>,
+                         %s: tensor<8x128x2xf8E8M0FNU>, %idx: tensor<?x2xi32>,
+                         %g: tensor<?x32x128xf32>, %raw: tensor<?x32x128xf32>,
+                         %alog: tensor<32xf32>, %dtb: tensor<32x128xf32>)
+    -> (tensor<?x2x128xf32>, tensor<?x32x128xf32>) {
+  // expected-error @+1 {{'lm.mxfp4_expert_matmul' op has no runtime kernel: no declaration of 'mxfp4_expert_matmul' in runtime/abi/Kernels.def}}
+  %y = lm.mxfp4_expert_matmul %x, %w, %s, %idx
+      : (tensor<?x64xbf16>, tensor<8x128x64xf4E2M1FN>, tensor<8x128x2xf8E8M0FNU>,
+         tensor<?x2xi32>) -> tensor<?x2x128xf32>
+  // expected-error @+1 {{'lm.kda_gate' op has no runtime kernel: no declaration of 'kda_gate'}}
+  %gate = lm.kda_gate %raw, %alog, %dtb
+      : (tensor<?x32x128xf32>, tensor<32xf32>, tensor<32x128xf32>) -> tensor<?x32x128xf32>
+  return %y, %gate : tensor<?x2x128xf32>, tensor<?x32x128xf32>
+}
+
+// -----
+
+// Tests that an FP8 dequantisation of a weight feeding anything but an
+// expert matmul (lm-fold-weights folds those) is rejected: no kernel
+// dequantises at run time.
+lm.weight @w8 : tensor<8x48xf8E4M3FN> {sources = ["w8"]}
+lm.weight @s : tensor<1x1xf32> {sources = ["s"]}
+func.func @unfolded(%x: tensor<?x48xf32>) -> tensor<?x8xf32> {
+  %w8 = lm.weight_ref @w8 : tensor<8x48xf8E4M3FN>
+  %s = lm.weight_ref @s : tensor<1x1xf32>
+  // expected-error @+1 {{'lm.fp8_dequant' op has no runtime kernel: no declaration of 'fp8_dequant' in runtime/abi/Kernels.def}}
+  %w = lm.fp8_dequant %w8, %s {block_size = array<i64: 128, 128>}
+      : (tensor<8x48xf8E4M3FN>, tensor<1x1xf32>) -> tensor<8x48xf32>
+  %y = lm.matmul %x, %w : (tensor<?x48xf32>, tensor<8x48xf32>) -> tensor<?x8xf32>
+  return %y : tensor<?x8xf32>
+}
+
+// -----
+
+// Tests that an op outside lm with no lowering (a float multiply that
+// lm-fuse-elementwise has not fused) is rejected at the op.
+func.func @unfused(%a: tensor<?x8xf32>, %b: tensor<?x8xf32>) -> tensor<?x8xf32> {
+  // expected-error-re @+1 {{'arith.mulf' op has no lowering to a runtime kernel, so target '{{cpu|cuda}}' cannot run it}}
+  %m = arith.mulf %a, %b : tensor<?x8xf32>
+  return %m : tensor<?x8xf32>
+}
