@@ -3,9 +3,10 @@
 // A pool of worker threads created once at load; `parallelFor` splits an
 // index range into contiguous chunks, runs them on the workers and the
 // calling thread, and returns when all are done. Not reentrant: one
-// parallelFor at a time per pool. A loop allocates nothing: the pool takes
-// the loop body by reference (not as a std::function) and owns one scratch
-// arena per participant (Scratch.h), bound while it runs a chunk.
+// parallelFor at a time per pool. The pool takes the loop body by reference
+// (not as a std::function, which may allocate) and owns one scratch arena
+// per participant (Scratch.h), bound while it runs a chunk: a loop allocates
+// only when a chunk needs more scratch than any chunk before it.
 //
 //===----------------------------------------------------------------------===//
 
