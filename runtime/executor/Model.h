@@ -52,8 +52,10 @@ public:
   StatusOr<const PreparedStep *> step(const std::string &name) const;
 
   /// Runs `step` and fills `logits` with [tokens, vocab] floats. Checks the
-  /// inputs against the compiled limits. Allocates nothing when `logits`
-  /// already holds [tokens, vocab] floats.
+  /// inputs against the compiled limits. Allocates nothing on the host when
+  /// `logits` already holds [tokens, vocab] floats and the step has run at
+  /// this token count before (the first run records a CUDA graph or grows
+  /// the CPU kernels' scratch).
   Status run(const PreparedStep &step, const StepInputs &inputs,
              std::vector<float> &logits);
   /// The same for the step named `name`.

@@ -3,11 +3,12 @@
 // Launches decoded at load against the kernel declarations: malformed ones
 // fail naming the launch; the devices' launcher tables cover exactly the
 // kernels declared for them; and running a step allocates nothing on the
-// host: binding and dispatch for any device (a counting device), and a
-// whole decode step on the CUDA device (graph replay). The step tests read
-// the artifact named by DAYBREAK_ARTIFACT (lit compiles one:
-// test/tools/step-allocations.test; scripts/gpu-tests.sh passes a CUDA
-// one) and skip, saying so, without it.
+// host: binding and dispatch for any device (a counting device), whole
+// decode steps on the device DAYBREAK_DEVICE names (default the CPU; the
+// CUDA device replays graphs), and prefill and decode steps on the CPU at
+// one and three threads. The step tests read the artifact named by
+// DAYBREAK_ARTIFACT (lit compiles one: test/tools/step-allocations.test;
+// scripts/gpu-tests.sh passes a CUDA one) and skip, saying so, without it.
 //
 //===----------------------------------------------------------------------===//
 
@@ -20,9 +21,13 @@
 
 #include "gtest/gtest.h"
 
+#include <algorithm>
 #include <atomic>
 #include <cstdlib>
+#include <initializer_list>
 #include <new>
+#include <string>
+#include <vector>
 
 // Every host allocation of this test binary is counted.
 static std::atomic<uint64_t> allocations{0};
@@ -245,38 +250,173 @@ TEST(StepAllocations, BindingAndDispatchAllocateNothing) {
   EXPECT_EQ(device.launched, expected);
 }
 
+/// The device the step tests run on: DAYBREAK_DEVICE, else the CPU.
+std::string deviceName() {
+  const char *name = std::getenv("DAYBREAK_DEVICE");
+  return name ? name : "cpu";
+}
+
+/// Tokens of `count` consecutive positions of one sequence.
+struct Run {
+  int32_t sequence, position, count;
+};
+
+/// A step's inputs: the tokens of `runs`, packed in order, positions taken
+/// modulo the model's maximum sequence length and ids drawn from `seed`.
+StepInputs stepInputs(const Model &model, uint32_t seed,
+                      std::initializer_list<Run> runs) {
+  StepInputs inputs;
+  for (const Run &run : runs)
+    for (int32_t i = 0; i < run.count; ++i) {
+      seed = seed * 1664525u + 1013904223u;
+      inputs.ids.push_back(
+          static_cast<int32_t>((seed >> 8) % model.vocabSize()));
+      inputs.positions.push_back(
+          static_cast<int32_t>((run.position + i) % model.maxSeqLen()));
+      inputs.sequences.push_back(run.sequence);
+    }
+  return inputs;
+}
+
+/// One step to run: which, on what, and where its logits go.
+struct StepRun {
+  const PreparedStep *step;
+  StepInputs inputs;
+};
+
+/// Gives every row the runs will write a page first, so that the counted
+/// steps measure the steps alone (a serving loop takes pages as sequences
+/// grow; the page allocator is tested on its own).
+void reservePages(Model &model, const std::vector<std::vector<StepRun>> &all) {
+  std::vector<int64_t> rows(model.maxBatch(), 0);
+  for (const std::vector<StepRun> &round : all)
+    for (const StepRun &run : round)
+      for (size_t t = 0; t < run.inputs.ids.size(); ++t)
+        rows[run.inputs.sequences[t]] = std::max<int64_t>(
+            rows[run.inputs.sequences[t]], run.inputs.positions[t] + 1);
+  for (int64_t seq = 0; seq < model.maxBatch(); ++seq)
+    if (rows[seq]) {
+      Status status = model.reserve(seq, rows[seq]);
+      ASSERT_TRUE(status.ok()) << status.message();
+    }
+}
+
+/// Runs rounds[0] (one step of each shape: the warm-up), then the other
+/// rounds (the same shapes on other tokens and positions), and returns the
+/// host allocations of the later rounds. `logits[i]` ends with step i's
+/// logits of the last round.
+uint64_t allocationsAfterWarmUp(Model &model,
+                                const std::vector<std::vector<StepRun>> &rounds,
+                                std::vector<std::vector<float>> &logits) {
+  logits.assign(rounds[0].size(), {});
+  for (size_t r = 0; r < rounds.size(); ++r) {
+    uint64_t before = allocations.load();
+    for (size_t i = 0; i < rounds[r].size(); ++i) {
+      const StepRun &run = rounds[r][i];
+      Status status = model.run(*run.step, run.inputs, logits[i]);
+      if (!status.ok()) {
+        ADD_FAILURE() << run.step->step->name() << ": " << status.message();
+        return 0;
+      }
+    }
+    if (r == 0)
+      continue;
+    if (uint64_t during = allocations.load() - before)
+      return during;
+  }
+  return 0;
+}
+
+/// Decode steps of one sequence and of two, over `rounds` rounds.
+std::vector<std::vector<StepRun>>
+decodeRounds(const Model &model, const PreparedStep *decode, int rounds) {
+  std::vector<std::vector<StepRun>> all;
+  int32_t second =
+      static_cast<int32_t>(std::min<int64_t>(model.maxBatch(), 2) - 1);
+  for (int r = 0; r < rounds; ++r) {
+    uint32_t seed = 1000u * r;
+    all.push_back(
+        {{decode, stepInputs(model, seed + 1, {{0, 3 + r, 1}})},
+         {decode, stepInputs(model, seed + 2,
+                             {{0, 5 + r, 1}, {second, 9 + 2 * r, 1}})}});
+  }
+  return all;
+}
+
 TEST(StepAllocations, DecodeStepsOnTheDeviceAllocateNothing) {
   if (!artifactPath())
     GTEST_SKIP() << "set DAYBREAK_ARTIFACT to an artifact";
-  const char *deviceName = std::getenv("DAYBREAK_DEVICE");
-  if (!deviceName || std::string(deviceName).rfind("cuda", 0) != 0)
-    GTEST_SKIP() << "the CPU kernels still allocate scratch per call; the "
-                    "claim is checked on a CUDA device (DAYBREAK_DEVICE=cuda)";
   LoadOptions options;
-  options.device = deviceName;
+  options.device = deviceName();
   StatusOr<std::unique_ptr<Model>> model =
       Model::load(artifactPath(), options);
   if (!model.ok())
     GTEST_SKIP() << "no such device here: " << model.error().message();
   StatusOr<const PreparedStep *> decode = (*model)->step("decode");
   ASSERT_TRUE(decode.ok()) << decode.error().message();
-  StepInputs inputs;
-  int64_t batch = std::min<int64_t>((*model)->maxBatch(), 2);
-  for (int64_t s = 0; s < batch; ++s) {
-    inputs.ids.push_back(static_cast<int32_t>(3 + s));
-    inputs.positions.push_back(0);
-    inputs.sequences.push_back(static_cast<int32_t>(s));
+  // The first round records the CUDA decode graphs (one per token count)
+  // and grows the CPU kernels' scratch; five more allocate nothing.
+  std::vector<std::vector<StepRun>> rounds = decodeRounds(**model, *decode, 6);
+  reservePages(**model, rounds);
+  std::vector<std::vector<float>> logits;
+  EXPECT_EQ(allocationsAfterWarmUp(**model, rounds, logits), 0u)
+      << "host allocations in decode steps on " << options.device;
+}
+
+TEST(StepAllocations, PrefillAndDecodeStepsOnTheCpuAllocateNothing) {
+  if (!artifactPath())
+    GTEST_SKIP() << "set DAYBREAK_ARTIFACT to an artifact";
+  if (deviceName() != "cpu")
+    GTEST_SKIP() << "a CPU case; on " << deviceName()
+                 << " the claim is the decode step's (above)";
+  // One thread runs every chunk itself; three (more than some machines
+  // have cores) hand chunks to whichever worker is free, so each step maps
+  // chunks to threads anew: the scratch must not depend on that mapping.
+  std::vector<std::vector<float>> firstLogits;
+  for (unsigned threads : {1u, 3u}) {
+    LoadOptions options;
+    options.threads = threads;
+    StatusOr<std::unique_ptr<Model>> model =
+        Model::load(artifactPath(), options);
+    ASSERT_TRUE(model.ok()) << model.error().message();
+    Model &m = **model;
+    StatusOr<const PreparedStep *> prefill = m.step("prefill");
+    StatusOr<const PreparedStep *> decode = m.step("decode");
+    ASSERT_TRUE(prefill.ok()) << prefill.error().message();
+    ASSERT_TRUE(decode.ok()) << decode.error().message();
+    // A serving loop's shapes: a full prefill chunk, a short one packing
+    // two sequences, decode steps of one sequence and of two; each round
+    // other tokens at other positions (other routing, other top-k sets).
+    int32_t full = static_cast<int32_t>(std::min(m.maxTokens(), m.maxSeqLen()));
+    int32_t second =
+        static_cast<int32_t>(std::min<int64_t>(m.maxBatch(), 2) - 1);
+    int32_t shortRun =
+        static_cast<int32_t>(std::min<int64_t>(m.maxTokens(), 7));
+    std::vector<std::vector<StepRun>> rounds;
+    for (int r = 0; r < 4; ++r) {
+      uint32_t seed = 7919u * (r + 1);
+      rounds.push_back(
+          {{*prefill, stepInputs(m, seed + 1, {{0, 0, full}})},
+           {*prefill, stepInputs(m, seed + 2,
+                                 {{second, 2 * r, shortRun - shortRun / 2},
+                                  {0, 20 + r, shortRun / 2}})},
+           {*decode, stepInputs(m, seed + 3, {{0, 30 + 3 * r, 1}})},
+           {*decode, stepInputs(m, seed + 4,
+                                {{0, 40 + r, 1}, {second, 11 + 5 * r, 1}})}});
+    }
+    reservePages(m, rounds);
+    std::vector<std::vector<float>> logits;
+    EXPECT_EQ(allocationsAfterWarmUp(m, rounds, logits), 0u)
+        << "host allocations in prefill and decode steps with " << threads
+        << " threads";
+    // The same steps give the same logits, bit for bit, for any number of
+    // threads (docs/runtime.md, "Threading and determinism").
+    if (firstLogits.empty())
+      firstLogits = logits;
+    else
+      EXPECT_TRUE(firstLogits == logits)
+          << "logits differ between 1 and " << threads << " threads";
   }
-  std::vector<float> logits;
-  // The first step records the decode graph and sizes the logits.
-  Status status = (*model)->run(**decode, inputs, logits);
-  ASSERT_TRUE(status.ok()) << status.message();
-  uint64_t before = allocations.load();
-  for (int i = 0; i < 5 && status.ok(); ++i)
-    status = (*model)->run(**decode, inputs, logits);
-  uint64_t during = allocations.load() - before;
-  ASSERT_TRUE(status.ok()) << status.message();
-  EXPECT_EQ(during, 0u) << "host allocations in 5 decode steps";
 }
 
 } // namespace

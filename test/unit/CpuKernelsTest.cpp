@@ -153,6 +153,84 @@ TEST(CpuThreadPool, SizeOneRunsInline) {
   EXPECT_TRUE(inline_);
 }
 
+TEST(CpuScratch, NestedFramesDoNotAliasAndReleaseInOrder) {
+  cpu::ScratchArena arena;
+  auto disjoint = [](const float *a, int64_t n, const float *b, int64_t m) {
+    return a + n <= b || b + m <= a;
+  };
+  for (int pass = 0; pass < 2; ++pass) { // the first pass grows the block
+    cpu::ScratchFrame outer(arena);
+    float *a = outer.take<float>(1000);
+    float *b = outer.take<float>(10);
+    EXPECT_TRUE(disjoint(a, 1000, b, 10));
+    float *c;
+    {
+      cpu::ScratchFrame inner(arena);
+      c = inner.take<float>(500);
+      EXPECT_TRUE(disjoint(a, 1000, c, 500));
+      EXPECT_TRUE(disjoint(b, 10, c, 500));
+      for (float *p : {a, b, c})
+        EXPECT_EQ(reinterpret_cast<uintptr_t>(p) % 64, 0u);
+    }
+    // The inner frame's memory is free again for the next take.
+    cpu::ScratchFrame again(arena);
+    float *d = again.take<float>(500);
+    if (pass == 1) {
+      EXPECT_EQ(c, d);
+    }
+    EXPECT_TRUE(disjoint(a, 1000, d, 500));
+  }
+  // 1000, 10 and 500 floats rounded up to 64 bytes each.
+  EXPECT_EQ(arena.highWater(), 4032u + 64u + 2048u);
+  EXPECT_EQ(arena.capacity(), arena.highWater());
+}
+
+TEST(CpuScratch, TheSameTakesReuseTheSameMemory) {
+  cpu::ScratchArena arena;
+  std::vector<float *> first, second;
+  for (std::vector<float *> *seen : {&first, &second}) {
+    cpu::ScratchFrame frame(arena);
+    for (int64_t n : {7, 300, 0, 4096})
+      seen->push_back(frame.take<float>(n));
+  }
+  // The first sequence grew the block to hold it all; from then on the same
+  // takes get the same addresses.
+  EXPECT_EQ(arena.capacity(), arena.highWater());
+  std::vector<float *> third;
+  {
+    cpu::ScratchFrame frame(arena);
+    for (int64_t n : {7, 300, 0, 4096})
+      third.push_back(frame.take<float>(n));
+  }
+  EXPECT_EQ(second, third);
+  size_t capacity = arena.capacity();
+  arena.reserve(capacity / 2); // never shrinks
+  EXPECT_EQ(arena.capacity(), capacity);
+}
+
+TEST(CpuThreadPool, EveryParticipantGetsTheLargestScratchSeen) {
+  cpu::ThreadPool pool(4);
+  // One chunk of one loop needs 64 KiB; afterwards every participant's
+  // arena holds that, whichever ran it, so later chunks never grow one.
+  pool.parallelFor(1, 1, [&](int64_t, int64_t) {
+    cpu::ScratchFrame frame;
+    std::fill_n(frame.take<float>(16384), 16384, 1.0f);
+  });
+  std::vector<size_t> capacities(64);
+  for (int iter = 0; iter < 50; ++iter)
+    pool.parallelFor(64, 1, [&](int64_t b, int64_t e) {
+      for (int64_t i = b; i < e; ++i)
+        capacities[i] = cpu::currentScratch().capacity();
+    });
+  for (size_t capacity : capacities)
+    EXPECT_GE(capacity, 65536u);
+  // Outside a loop the current arena is the calling thread's own.
+  cpu::ScratchArena *own = &cpu::currentScratch();
+  pool.parallelFor(
+      64, 1, [&](int64_t, int64_t) { EXPECT_NE(&cpu::currentScratch(), own); });
+  EXPECT_EQ(&cpu::currentScratch(), own);
+}
+
 TEST(CpuKernels, Embedding) {
   std::mt19937 rng(1);
   const int64_t vocab = 50, dim = 33;

@@ -3,7 +3,8 @@
 // The kernels that read caches: each job decodes the cache rows it needs into
 // fp32 scratch and runs the GEMM core on them (queries x keys, then
 // probabilities x values). Jobs are fixed tiles of tokens x keys or tokens x
-// heads, so results do not depend on the thread count.
+// heads, so results do not depend on the thread count. Scratch is sized by
+// the shapes (Scratch.h), never by the data (bounds, selected rows).
 //
 //===----------------------------------------------------------------------===//
 
@@ -15,7 +16,6 @@
 #include <limits>
 #include <numeric>
 #include <string>
-#include <vector>
 
 namespace daybreak::cpu {
 
@@ -52,8 +52,9 @@ Status dsaIndexerScores(ThreadPool &pool, const float *q, const float *weights,
   int64_t tokenJobs = (tokens + kIndexerTokens - 1) / kIndexerTokens;
   int64_t keyJobs = (keyCount + kIndexerKeys - 1) / kIndexerKeys;
   pool.parallelFor(tokenJobs * keyJobs, 1, [&](int64_t begin, int64_t end) {
-    std::vector<float> decoded(kIndexerKeys * dim);
-    std::vector<float> logits(kIndexerTokens * heads * kIndexerKeys);
+    ScratchFrame frame;
+    float *decoded = frame.take<float>(kIndexerKeys * dim);
+    float *logits = frame.take<float>(kIndexerTokens * heads * kIndexerKeys);
     for (int64_t job = begin; job < end; ++job) {
       int64_t t0 = (job / keyJobs) * kIndexerTokens;
       int64_t t1 = std::min(tokens, t0 + kIndexerTokens);
@@ -68,13 +69,12 @@ Status dsaIndexerScores(ThreadPool &pool, const float *q, const float *weights,
           ++tb;
         if (seq != decodedSeq) {
           for (int64_t s = 0; s < count; ++s)
-            keys.read(seq, s0 + s, decoded.data() + s * dim);
+            keys.read(seq, s0 + s, decoded + s * dim);
           decodedSeq = seq;
         }
         // logits[(t, h), s] = q[t, h] . key[s]
-        detail::gemm(q + ta * heads * dim, dim, decoded.data(), dim, false,
-                     nullptr, logits.data(), count, (tb - ta) * heads, 0, count,
-                     dim);
+        detail::gemm(q + ta * heads * dim, dim, decoded, dim, false, nullptr,
+                     logits, count, (tb - ta) * heads, 0, count, dim);
         for (int64_t t = ta; t < tb; ++t) {
           const float *w = weights + t * heads;
           float *out = scores + t * keyCount + s0;
@@ -97,13 +97,13 @@ void dsaIndexSelect(ThreadPool &pool, const float *scores,
                     const int32_t *bounds, int64_t tokens, int64_t keys,
                     int64_t topK, int32_t *indices) {
   pool.parallelFor(tokens, 1, [&](int64_t begin, int64_t end) {
-    std::vector<int32_t> candidates;
+    ScratchFrame frame;
+    int32_t *candidates = frame.take<int32_t>(keys); // bound <= keys
     for (int64_t t = begin; t < end; ++t) {
       const float *row = scores + t * keys;
       int64_t bound = std::clamp<int64_t>(bounds[t], 0, keys);
       int64_t picked = std::min(topK, bound);
-      candidates.resize(bound);
-      std::iota(candidates.begin(), candidates.end(), 0);
+      std::iota(candidates, candidates + bound, 0);
       // Descending score, ties (and NaN, below every number) to the lower
       // index: a total order, so the selection is unique.
       auto key = [&](int32_t i) {
@@ -115,11 +115,11 @@ void dsaIndexSelect(ThreadPool &pool, const float *scores,
         return ka != kb ? ka > kb : a < b;
       };
       if (picked < bound)
-        std::nth_element(candidates.begin(), candidates.begin() + picked,
-                         candidates.end(), better);
-      std::sort(candidates.begin(), candidates.begin() + picked, better);
+        std::nth_element(candidates, candidates + picked, candidates + bound,
+                         better);
+      std::sort(candidates, candidates + picked, better);
       int32_t *out = indices + t * topK;
-      std::copy(candidates.begin(), candidates.begin() + picked, out);
+      std::copy(candidates, candidates + picked, out);
       std::fill(out + picked, out + topK, -1);
     }
   });
@@ -150,7 +150,11 @@ Status sparseAttention(ThreadPool &pool, const float *q, const CacheView &kv,
     return Status::success();
   int64_t headBlocks = (heads + headBlock - 1) / headBlock;
   pool.parallelFor(tokens * headBlocks, 1, [&](int64_t begin, int64_t end) {
-    std::vector<float> rows, probs;
+    // n <= topK selected rows; hn <= headBlock heads.
+    ScratchFrame frame;
+    float *rows = frame.take<float>(topK * width);
+    float *probs = frame.take<float>(headBlock * topK);
+    double *inverse = frame.take<double>(headBlock);
     for (int64_t job = begin; job < end; ++job) {
       int64_t t = job / headBlocks;
       int64_t h0 = (job % headBlocks) * headBlock;
@@ -158,22 +162,19 @@ Status sparseAttention(ThreadPool &pool, const float *q, const CacheView &kv,
       int64_t seq = sequences ? sequences[t] : 0;
       const int32_t *chosen = indices + t * topK;
       int64_t n = 0;
-      rows.resize(topK * width);
       for (int64_t i = 0; i < topK; ++i)
         if (chosen[i] >= 0)
-          kv.read(seq, chosen[i], rows.data() + n++ * width);
+          kv.read(seq, chosen[i], rows + n++ * width);
       float *o = out + (t * heads + h0) * valueDim;
       if (n == 0) {
         std::fill(o, o + hn * valueDim, 0.0f);
         continue;
       }
       // logits[h, i] = q[t, h] . row[i]
-      probs.resize(hn * n);
-      detail::gemm(q + (t * heads + h0) * width, width, rows.data(), width,
-                   false, nullptr, probs.data(), n, hn, 0, n, width);
-      std::vector<double> inverse(hn);
+      detail::gemm(q + (t * heads + h0) * width, width, rows, width, false,
+                   nullptr, probs, n, hn, 0, n, width);
       for (int64_t h = 0; h < hn; ++h) {
-        float *p = probs.data() + h * n;
+        float *p = probs + h * n;
         double maxLogit = sinks ? double(sinks[h0 + h])
                                 : -std::numeric_limits<double>::infinity();
         for (int64_t i = 0; i < n; ++i)
@@ -187,8 +188,8 @@ Status sparseAttention(ThreadPool &pool, const float *q, const CacheView &kv,
         inverse[h] = 1.0 / denominator;
       }
       // out[h, :] = probs[h, :] x V, V the first valueDim columns of rows.
-      detail::gemm(probs.data(), n, rows.data(), width, /*wIsKN=*/true, nullptr,
-                   o, valueDim, hn, 0, valueDim, n);
+      detail::gemm(probs, n, rows, width, /*wIsKN=*/true, nullptr, o, valueDim,
+                   hn, 0, valueDim, n);
       for (int64_t h = 0; h < hn; ++h)
         for (int64_t d = 0; d < valueDim; ++d)
           o[h * valueDim + d] =

@@ -2,6 +2,7 @@
 //
 // Row codecs for the three cache formats (F32, BF16, DeepSeek's scaled FP8
 // latent row) and the cacheWrite kernel that scatters token rows into them.
+// The e4m3 decoding table is built once; nothing is allocated per call.
 //
 //===----------------------------------------------------------------------===//
 
@@ -9,11 +10,10 @@
 #include "runtime/numerics/Numerics.h"
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <cstring>
 #include <string>
-#include <utility>
-#include <vector>
 
 namespace daybreak::cpu {
 
@@ -58,8 +58,8 @@ void CacheView::read(int64_t seq, int64_t pos, float *out) const {
     const uint8_t *scales = src + quantized;
     const uint8_t *tail = scales + 4 * tiles;
     // A small table turns each e4m3 byte into its value.
-    static const std::vector<float> table = [] {
-      std::vector<float> values(256);
+    static const std::array<float, 256> table = [] {
+      std::array<float, 256> values;
       for (int b = 0; b < 256; ++b)
         values[b] = e4m3ToFloat(static_cast<uint8_t>(b));
       return values;
@@ -136,28 +136,34 @@ Status cacheWrite(ThreadPool &pool, const CacheView &cache, const float *values,
   }
   // When two tokens name the same row the later one wins (as a sequential
   // scatter); the earlier ones are dropped so threads never race on a row.
-  std::vector<std::pair<int64_t, int64_t>> keys; // (row key, token)
-  keys.reserve(tokens);
+  struct Write {
+    int64_t row, token; // row: sequence * maxSeqLen + slot
+    bool operator<(const Write &o) const {
+      return row != o.row ? row < o.row : token < o.token;
+    }
+  };
+  ScratchFrame frame;
+  Write *writes = frame.take<Write>(tokens);
+  int64_t count = 0;
   for (int64_t t = 0; t < tokens; ++t)
     if (slots[t] >= 0)
-      keys.push_back(
-          {(sequences ? sequences[t] : 0) * cache.maxSeqLen + slots[t], t});
-  std::sort(keys.begin(), keys.end());
-  std::vector<int64_t> writers;
-  writers.reserve(keys.size());
-  for (size_t i = 0; i < keys.size(); ++i)
-    if (i + 1 == keys.size() || keys[i + 1].first != keys[i].first)
-      writers.push_back(keys[i].second);
+      writes[count++] = {
+          (sequences ? sequences[t] : 0) * cache.maxSeqLen + slots[t], t};
+  std::sort(writes, writes + count);
+  int64_t *writers = frame.take<int64_t>(tokens);
+  int64_t writerCount = 0;
+  for (int64_t i = 0; i < count; ++i)
+    if (i + 1 == count || writes[i + 1].row != writes[i].row)
+      writers[writerCount++] = writes[i].token;
   int64_t grain =
       std::max<int64_t>(1, 8192 / std::max<int64_t>(cache.width, 1));
-  pool.parallelFor(int64_t(writers.size()), grain,
-                   [&](int64_t begin, int64_t end) {
-                     for (int64_t i = begin; i < end; ++i) {
-                       int64_t t = writers[i];
-                       cache.write(sequences ? sequences[t] : 0, slots[t],
-                                   values + t * cache.width);
-                     }
-                   });
+  pool.parallelFor(writerCount, grain, [&](int64_t begin, int64_t end) {
+    for (int64_t i = begin; i < end; ++i) {
+      int64_t t = writers[i];
+      cache.write(sequences ? sequences[t] : 0, slots[t],
+                  values + t * cache.width);
+    }
+  });
   return Status::success();
 }
 

@@ -11,10 +11,10 @@
 //===----------------------------------------------------------------------===//
 
 #include "runtime/devices/cpu/CpuGemm.h"
+#include "runtime/devices/cpu/Scratch.h"
 
 #include <algorithm>
 #include <cstring>
-#include <vector>
 
 #if defined(__x86_64__)
 #include <immintrin.h>
@@ -30,14 +30,6 @@ typedef float V4 __attribute__((vector_size(16)));
 typedef float V8 __attribute__((vector_size(32)));
 
 constexpr int64_t KC = 256, MC = 96, NC = 256;
-
-struct Scratch {
-  std::vector<float> packedW, packedX, zeros;
-};
-Scratch &scratch() {
-  static thread_local Scratch s;
-  return s;
-}
 
 namespace baseline {
 #include "runtime/devices/cpu/CpuGemmKernels.inc"

@@ -17,8 +17,8 @@ namespace daybreak::cpu::detail {
 /// out[i * ldc + j] = sum_p x[i * lda + p] * W(j, p) (+ bias[j]) for i < m and
 /// j in [n0, n1), where W(j, p) is w[j * ldw + p] (weights [N, K]) or, with
 /// wIsKN, w[p * ldw + j] (weights [K, N]). bias may be null. Accumulates in
-/// fp32 in blocks of K, each block summed separately. Thread-safe (scratch is
-/// thread-local).
+/// fp32 in blocks of K, each block summed separately. Thread-safe: the packed
+/// panels come from currentScratch() (Scratch.h).
 void gemm(const float *x, int64_t lda, const float *w, int64_t ldw, bool wIsKN,
           const float *bias, float *out, int64_t ldc, int64_t m, int64_t n0,
           int64_t n1, int64_t k);

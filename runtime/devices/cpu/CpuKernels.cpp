@@ -2,7 +2,8 @@
 //
 // The light kernels of the CPU device: each splits rows (or elements) over
 // the pool; per-row reductions run in double, so results do not depend on
-// the split. Matmuls live in CpuMatmul.cpp, caches in CpuCache.cpp,
+// the split. Temporaries come from scratch arenas sized by the shapes
+// (Scratch.h). Matmuls live in CpuMatmul.cpp, caches in CpuCache.cpp,
 // attention and DSA in CpuAttention.cpp.
 //
 //===----------------------------------------------------------------------===//
@@ -16,7 +17,6 @@
 #include <limits>
 #include <numeric>
 #include <string>
-#include <vector>
 
 namespace daybreak::cpu {
 
@@ -166,14 +166,14 @@ double correctionDim(double rotations, int64_t dim, double base,
          (2.0 * std::log(base));
 }
 
-/// f_i = theta^(-2i/dim) with YaRN's NTK-by-parts blend (models.md §1.4).
-std::vector<double> ropeFrequencies(const RopeParams &p) {
+/// freqs[i] = theta^(-2i/dim) for i < dim / 2, with YaRN's NTK-by-parts
+/// blend (models.md §1.4).
+void ropeFrequencies(const RopeParams &p, double *freqs) {
   int64_t half = p.dim / 2;
-  std::vector<double> freqs(half);
   for (int64_t i = 0; i < half; ++i)
     freqs[i] = std::pow(p.theta, -2.0 * double(i) / double(p.dim));
   if (!p.yarn)
-    return freqs;
+    return;
   double low =
       correctionDim(p.betaFast, p.dim, p.theta, p.originalMaxPositions);
   double high =
@@ -191,20 +191,23 @@ std::vector<double> ropeFrequencies(const RopeParams &p) {
     double ramp = std::clamp((double(i) - low) / (high - low), 0.0, 1.0);
     freqs[i] = freqs[i] / p.factor * ramp + freqs[i] * (1.0 - ramp);
   }
-  return freqs;
 }
 
 } // namespace
 
 void rope(ThreadPool &pool, float *x, const int32_t *positions, int64_t tokens,
           int64_t rowsPerToken, int64_t rowDim, const RopeParams &params) {
-  std::vector<double> freqs = ropeFrequencies(params);
   int64_t half = params.dim / 2;
+  ScratchFrame frame;
+  double *freqs = frame.take<double>(half);
+  ropeFrequencies(params, freqs);
   double scale = params.attentionFactor;
   pool.parallelFor(
       tokens, rowGrain(rowsPerToken * params.dim),
       [&](int64_t begin, int64_t end) {
-        std::vector<double> cosines(half), sines(half);
+        ScratchFrame chunkFrame;
+        double *cosines = chunkFrame.take<double>(half);
+        double *sines = chunkFrame.take<double>(half);
         for (int64_t t = begin; t < end; ++t) {
           double position = double(positions[t]);
           for (int64_t i = 0; i < half; ++i) {
@@ -271,48 +274,51 @@ struct ScoreOrder {
 void moeRouteSigmoid(ThreadPool &pool, const float *logits, const float *bias,
                      int64_t tokens, int64_t experts, const RouteParams &p,
                      int32_t *indices, float *weights) {
+  bool grouped = p.numGroups > 1 && p.topKGroups < p.numGroups;
+  int64_t groupCount = grouped ? p.numGroups : 0;
+  int64_t groupSize = grouped ? experts / p.numGroups : 0;
   pool.parallelFor(tokens, 4, [&](int64_t begin, int64_t end) {
-    std::vector<double> scores(experts), select(experts);
-    std::vector<int64_t> candidates, groups, members;
-    std::vector<double> groupScores;
+    ScratchFrame frame;
+    double *scores = frame.take<double>(experts);
+    double *select = frame.take<double>(experts);
+    int64_t *candidates = frame.take<int64_t>(experts);
+    int64_t *groups = frame.take<int64_t>(groupCount);
+    int64_t *members = frame.take<int64_t>(groupSize);
+    double *groupScores = frame.take<double>(groupCount);
     for (int64_t t = begin; t < end; ++t) {
       const float *row = logits + t * experts;
       for (int64_t e = 0; e < experts; ++e) {
         scores[e] = sigmoid(row[e]);
         select[e] = scores[e] + (bias ? bias[e] : 0.0f);
       }
-      ScoreOrder bySelect{select.data()};
-      candidates.clear();
-      if (p.numGroups <= 1 || p.topKGroups >= p.numGroups) {
-        candidates.resize(experts);
-        std::iota(candidates.begin(), candidates.end(), 0);
+      ScoreOrder bySelect{select};
+      int64_t eligible = 0;
+      if (!grouped) {
+        std::iota(candidates, candidates + experts, 0);
+        eligible = experts;
       } else {
         // Group score: the sum of the group's two best selection scores.
-        int64_t groupSize = experts / p.numGroups;
-        groupScores.assign(p.numGroups, 0.0);
-        for (int64_t g = 0; g < p.numGroups; ++g) {
-          members.resize(groupSize);
-          std::iota(members.begin(), members.end(), g * groupSize);
+        std::fill(groupScores, groupScores + groupCount, 0.0);
+        for (int64_t g = 0; g < groupCount; ++g) {
+          std::iota(members, members + groupSize, g * groupSize);
           int64_t best = std::min<int64_t>(2, groupSize);
-          std::partial_sort(members.begin(), members.begin() + best,
-                            members.end(), bySelect);
+          std::partial_sort(members, members + best, members + groupSize,
+                            bySelect);
           for (int64_t i = 0; i < best; ++i)
             groupScores[g] += select[members[i]];
         }
-        groups.resize(p.numGroups);
-        std::iota(groups.begin(), groups.end(), 0);
-        int64_t keep = std::clamp<int64_t>(p.topKGroups, 0, p.numGroups);
-        std::partial_sort(groups.begin(), groups.begin() + keep, groups.end(),
-                          ScoreOrder{groupScores.data()});
+        std::iota(groups, groups + groupCount, 0);
+        int64_t keep = std::clamp<int64_t>(p.topKGroups, 0, groupCount);
+        std::partial_sort(groups, groups + keep, groups + groupCount,
+                          ScoreOrder{groupScores});
         for (int64_t i = 0; i < keep; ++i)
           for (int64_t e = groups[i] * groupSize;
                e < (groups[i] + 1) * groupSize; ++e)
-            candidates.push_back(e);
+            candidates[eligible++] = e;
       }
-      int64_t picked =
-          std::clamp<int64_t>(p.topK, 0, int64_t(candidates.size()));
-      std::partial_sort(candidates.begin(), candidates.begin() + picked,
-                        candidates.end(), bySelect);
+      int64_t picked = std::clamp<int64_t>(p.topK, 0, eligible);
+      std::partial_sort(candidates, candidates + picked, candidates + eligible,
+                        bySelect);
       double sum = 0.0;
       for (int64_t i = 0; i < picked; ++i)
         sum += scores[candidates[i]];

@@ -4,6 +4,9 @@
 // activations, fp32 weights (converted once at load), caches in their
 // assigned storage layout. Each kernel splits its work over the thread pool
 // it is given; all are deterministic (the same result for any thread count).
+// Temporaries come from scratch arenas (Scratch.h: ScratchFrame) sized by the
+// shapes, never per-call vectors: once a step has run at its shapes, running
+// it again allocates nothing on the host.
 // Data-dependent failures (token ids, expert ids, slots, sequences out of
 // range) return a Status naming the kernel, the value and the limit; shapes
 // were checked by the compiler.
@@ -15,6 +18,7 @@
 
 #include "runtime/core/CacheState.h"
 #include "runtime/core/KernelParams.h"
+#include "runtime/devices/cpu/Scratch.h"
 #include "runtime/devices/cpu/ThreadPool.h"
 #include "runtime/support/Status.h"
 
@@ -130,7 +134,7 @@ void matmul(ThreadPool &pool, const float *x, const float *w,
             const float *bias, int64_t m, int64_t n, int64_t k, float *out,
             const MatmulTiling &tiling);
 /// The same with a stored weight [N, K] and bias (null data: none): each
-/// job widens the weight rows it uses into thread-local scratch, so results
+/// job widens the weight rows it uses into scratch, so results
 /// equal the fp32 matmul on the widened weight.
 void matmul(ThreadPool &pool, const float *x, const WeightView &w,
             const WeightView &bias, int64_t m, int64_t n, int64_t k,

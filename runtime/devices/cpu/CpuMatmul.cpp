@@ -2,7 +2,8 @@
 //
 // Each kernel cuts its output into fixed tiles (independent of the thread
 // count, so results are deterministic) and runs the serial GEMM core on each
-// tile from the pool.
+// tile from the pool. Temporaries come from scratch arenas sized by the
+// shapes (Scratch.h): nothing is allocated once a shape has run.
 //
 //===----------------------------------------------------------------------===//
 
@@ -11,7 +12,6 @@
 
 #include <algorithm>
 #include <string>
-#include <vector>
 
 namespace daybreak::cpu {
 
@@ -30,7 +30,7 @@ int64_t columnBlock(int64_t m, int64_t n) {
 /// detail::gemm over columns [n0, n1) of matrix `matrix` of a stored weight
 /// (its rows are the output columns) and an optional stored bias. An fp32
 /// weight is read in place; any other is first widened, with the bias, into
-/// thread-local scratch that grows to the largest job once and is reused.
+/// scratch.
 void gemmStored(const float *x, int64_t lda, const WeightView &w,
                 int64_t matrix, const WeightView &bias, float *out,
                 int64_t ldc, int64_t m, int64_t n0, int64_t n1, int64_t k) {
@@ -40,21 +40,19 @@ void gemmStored(const float *x, int64_t lda, const WeightView &w,
                  ldc, m, n0, n1, k);
     return;
   }
-  thread_local std::vector<float> rows, biases;
+  ScratchFrame frame;
   int64_t cols = n1 - n0;
-  if (rows.size() < size_t(cols * k))
-    rows.resize(cols * k);
+  float *rows = frame.take<float>(cols * k);
   for (int64_t j = 0; j < cols; ++j)
-    w.decodeRow(matrix, n0 + j, 0, k, rows.data() + j * k);
+    w.decodeRow(matrix, n0 + j, 0, k, rows + j * k);
+  float *biases = nullptr;
   if (bias.data) {
-    if (biases.size() < size_t(cols))
-      biases.resize(cols);
+    biases = frame.take<float>(cols);
     for (int64_t j = 0; j < cols; ++j)
       biases[j] = bias.at(n0 + j);
   }
-  detail::gemm(x, lda, rows.data(), k, /*wIsKN=*/false,
-               bias.data ? biases.data() : nullptr, out + n0, ldc, m, 0, cols,
-               k);
+  detail::gemm(x, lda, rows, k, /*wIsKN=*/false, biases, out + n0, ldc, m, 0,
+               cols, k);
 }
 
 } // namespace
@@ -105,19 +103,16 @@ void headMatmul(ThreadPool &pool, const float *x, const WeightView &stored,
                 int64_t n, float *out) {
   if (tokens <= 0 || heads <= 0 || n <= 0)
     return;
-  // A stored head matrix is widened per job into thread-local scratch (it is
-  // n x k values); an fp32 one is read in place.
+  // A stored head matrix is widened per job into scratch (it is n x k
+  // values); an fp32 one is read in place.
   WeightView w = stored;
   w.rows = heads;
   w.cols = n * k;
-  auto headWeights = [&](int64_t h) -> const float * {
+  auto headWeights = [&](int64_t h, float *head) -> const float * {
     if (w.isF32())
       return static_cast<const float *>(w.data) + h * n * k;
-    thread_local std::vector<float> head;
-    if (head.size() < size_t(n * k))
-      head.resize(n * k);
-    w.decodeRow(0, h, 0, n * k, head.data());
-    return head.data();
+    w.decodeRow(0, h, 0, n * k, head);
+    return head;
   };
   // Head h is the product of x[:, h, :] (row stride heads * k) with w[h].
   int64_t colBlock = columnBlock(tokens, n);
@@ -125,11 +120,13 @@ void headMatmul(ThreadPool &pool, const float *x, const WeightView &stored,
   int64_t colJobs = (n + colBlock - 1) / colBlock;
   int64_t perHead = rowJobs * colJobs;
   pool.parallelFor(heads * perHead, 1, [&](int64_t begin, int64_t end) {
+    ScratchFrame frame;
+    float *head = w.isF32() ? nullptr : frame.take<float>(n * k);
     for (int64_t job = begin; job < end; ++job) {
       int64_t h = job / perHead, rest = job % perHead;
       int64_t r0 = (rest / colJobs) * kRowBlock;
       int64_t c0 = (rest % colJobs) * colBlock;
-      detail::gemm(x + (r0 * heads + h) * k, heads * k, headWeights(h),
+      detail::gemm(x + (r0 * heads + h) * k, heads * k, headWeights(h, head),
                    transposeWeight ? k : n, /*wIsKN=*/!transposeWeight, nullptr,
                    out + (r0 * heads + h) * n, heads * n,
                    std::min(kRowBlock, tokens - r0), c0,
@@ -163,54 +160,63 @@ Status expertMatmul(ThreadPool &pool, const float *x, bool perSlotInput,
           " is outside [-1, " + std::to_string(experts) + ")");
 
   // Group the (token, slot) rows by expert, in row order, and gather their
-  // inputs so each expert runs one GEMM over contiguous rows.
-  std::vector<int64_t> start(experts + 1, 0);
+  // inputs so each expert runs one GEMM over contiguous rows. Scratch is
+  // sized for every row active, whatever the routing chose.
+  ScratchFrame frame;
+  int64_t *start = frame.take<int64_t>(experts + 1);
+  std::fill(start, start + experts + 1, 0);
   for (int64_t r = 0; r < rows; ++r)
     if (indices[r] >= 0)
       ++start[indices[r] + 1];
   for (int64_t e = 0; e < experts; ++e)
     start[e + 1] += start[e];
   int64_t active = start[experts];
-  std::vector<int64_t> order(active), fill(start.begin(), start.end() - 1);
+  int64_t *order = frame.take<int64_t>(rows);
+  int64_t *fill = frame.take<int64_t>(experts);
+  std::copy(start, start + experts, fill);
   for (int64_t r = 0; r < rows; ++r)
     if (indices[r] >= 0)
       order[fill[indices[r]]++] = r;
-  std::vector<float> gathered(active * k), results(active * n);
+  float *gathered = frame.take<float>(rows * k);
+  float *results = frame.take<float>(rows * n);
   pool.parallelFor(active, 16, [&](int64_t begin, int64_t end) {
     for (int64_t i = begin; i < end; ++i) {
       int64_t r = order[i];
       const float *in = x + (perSlotInput ? r : r / slots) * k;
-      std::copy(in, in + k, gathered.begin() + i * k);
+      std::copy(in, in + k, gathered + i * k);
     }
   });
 
-  struct Job {
-    int64_t expert, row0, rows, col0, cols;
-  };
-  std::vector<Job> jobs;
+  // Expert e's jobs are [firstJob[e], firstJob[e + 1]): its rows in blocks
+  // of kRowBlock, each block cut into column blocks.
+  int64_t *firstJob = frame.take<int64_t>(experts + 1);
+  firstJob[0] = 0;
   for (int64_t e = 0; e < experts; ++e) {
     int64_t count = start[e + 1] - start[e];
-    if (!count)
-      continue;
-    int64_t colBlock = columnBlock(count, n);
-    for (int64_t r0 = 0; r0 < count; r0 += kRowBlock)
-      for (int64_t c0 = 0; c0 < n; c0 += colBlock)
-        jobs.push_back({e, start[e] + r0, std::min(kRowBlock, count - r0), c0,
-                        std::min(colBlock, n - c0)});
+    int64_t colJobs = (n + columnBlock(count, n) - 1) / columnBlock(count, n);
+    firstJob[e + 1] =
+        firstJob[e] + (count + kRowBlock - 1) / kRowBlock * colJobs;
   }
-  pool.parallelFor(static_cast<int64_t>(jobs.size()), 1,
-                   [&](int64_t begin, int64_t end) {
-                     for (int64_t j = begin; j < end; ++j) {
-                       const Job &job = jobs[j];
-                       gemmStored(gathered.data() + job.row0 * k, k, w,
-                                  job.expert, WeightView(),
-                                  results.data() + job.row0 * n, n, job.rows,
-                                  job.col0, job.col0 + job.cols, k);
-                     }
-                   });
+  pool.parallelFor(firstJob[experts], 1, [&](int64_t begin, int64_t end) {
+    for (int64_t j = begin; j < end; ++j) {
+      // The expert whose jobs hold j (one without rows has none).
+      int64_t e =
+          std::upper_bound(firstJob, firstJob + experts + 1, j) - firstJob - 1;
+      int64_t count = start[e + 1] - start[e];
+      int64_t colBlock = columnBlock(count, n);
+      int64_t colJobs = (n + colBlock - 1) / colBlock;
+      int64_t r0 = (j - firstJob[e]) / colJobs * kRowBlock;
+      int64_t c0 = (j - firstJob[e]) % colJobs * colBlock;
+      int64_t row0 = start[e] + r0;
+      gemmStored(gathered + row0 * k, k, w, e, WeightView(), results + row0 * n,
+                 n, std::min(kRowBlock, count - r0), c0,
+                 std::min(n, c0 + colBlock), k);
+    }
+  });
 
   // Where each row's result lives (-1: empty slot).
-  std::vector<int64_t> place(rows, -1);
+  int64_t *place = frame.take<int64_t>(rows);
+  std::fill(place, place + rows, -1);
   for (int64_t i = 0; i < active; ++i)
     place[order[i]] = i;
   pool.parallelFor(tokens, 1, [&](int64_t begin, int64_t end) {
@@ -223,7 +229,7 @@ Status expertMatmul(ThreadPool &pool, const float *x, bool perSlotInput,
           if (i < 0)
             continue;
           float weight = routingWeights[t * slots + s];
-          const float *y = results.data() + i * n;
+          const float *y = results + i * n;
           for (int64_t j = 0; j < n; ++j)
             o[j] += weight * y[j];
         }
@@ -235,7 +241,7 @@ Status expertMatmul(ThreadPool &pool, const float *x, bool perSlotInput,
         if (i < 0)
           std::fill(o, o + n, 0.0f);
         else
-          std::copy(results.data() + i * n, results.data() + (i + 1) * n, o);
+          std::copy(results + i * n, results + (i + 1) * n, o);
       }
     }
   });

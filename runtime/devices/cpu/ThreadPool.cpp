@@ -15,6 +15,7 @@ namespace daybreak::cpu {
 ThreadPool::ThreadPool(unsigned threads) {
   if (threads == 0)
     threads = std::max(1u, std::thread::hardware_concurrency());
+  scratch = std::make_unique<ScratchArena[]>(threads);
   workers.reserve(threads - 1);
   for (unsigned i = 0; i + 1 < threads; ++i)
     workers.emplace_back([this, i] { workerLoop(i); });
@@ -30,13 +31,26 @@ ThreadPool::~ThreadPool() {
     worker.join();
 }
 
-void ThreadPool::parallelFor(int64_t n, int64_t grain,
-                             const std::function<void(int64_t, int64_t)> &fn) {
+void ThreadPool::growScratch() {
+  // Any participant may run any chunk of the next loop: all get room for
+  // the largest need seen. Workers are idle and hold no frame here.
+  size_t need = 0;
+  for (unsigned i = 0; i < size(); ++i)
+    need = std::max(need, scratch[i].highWater());
+  for (unsigned i = 0; i < size(); ++i)
+    scratch[i].reserve(need);
+}
+
+void ThreadPool::parallelFor(int64_t n, int64_t grain, ChunkFn fn) {
   if (n <= 0)
     return;
   grain = std::max<int64_t>(grain, 1);
   if (workers.empty() || n <= grain) {
-    fn(0, n);
+    {
+      ScratchBinding binding(scratch[0]);
+      fn(0, n);
+    }
+    growScratch();
     return;
   }
   // A few chunks per thread balance uneven chunks without much locking.
@@ -53,19 +67,25 @@ void ThreadPool::parallelFor(int64_t n, int64_t grain,
   wake.notify_all();
 
   lock.lock();
-  while (nextChunk * chunk < taskSize) {
-    int64_t begin = nextChunk++ * chunk;
-    lock.unlock();
-    fn(begin, std::min(begin + chunkSize, n));
-    lock.lock();
-    --chunksLeft;
+  {
+    ScratchBinding binding(scratch[0]);
+    while (nextChunk * chunk < taskSize) {
+      int64_t begin = nextChunk++ * chunk;
+      lock.unlock();
+      fn(begin, std::min(begin + chunkSize, n));
+      lock.lock();
+      --chunksLeft;
+    }
   }
   done.wait(lock, [this] { return chunksLeft == 0; });
   task = nullptr;
   taskSize = 0;
+  lock.unlock();
+  growScratch();
 }
 
-void ThreadPool::workerLoop(unsigned) {
+void ThreadPool::workerLoop(unsigned index) {
+  ScratchBinding binding(scratch[index + 1]);
   uint64_t seen = 0;
   std::unique_lock<std::mutex> lock(mutex);
   while (true) {
@@ -76,7 +96,7 @@ void ThreadPool::workerLoop(unsigned) {
     // Only chunks of the current loop are handed out, so `task` stays valid
     // while this worker runs one (the caller waits for chunksLeft == 0).
     while (task && nextChunk * chunk < taskSize) {
-      const std::function<void(int64_t, int64_t)> *fn = task;
+      const ChunkFn *fn = task;
       int64_t begin = nextChunk++ * chunk;
       int64_t end = std::min(begin + chunk, taskSize);
       lock.unlock();
