@@ -48,8 +48,9 @@ int64_t byteSize(ShapedType type) {
 
 class Lowering {
 public:
-  Lowering(ModuleOp module, int64_t maxTokens)
-      : module(module), b(module.getContext()), maxTokens(maxTokens) {}
+  Lowering(ModuleOp module, int64_t maxTokens, plan::KernelTarget target)
+      : module(module), b(module.getContext()), maxTokens(maxTokens),
+        target(target) {}
 
   LogicalResult run();
 
@@ -87,6 +88,8 @@ private:
   ModuleOp module;
   OpBuilder b;
   int64_t maxTokens;
+  /// The device whose kernels the plan.kernel declarations name.
+  plan::KernelTarget target;
   Value tokens; // the step's size argument
   IRMapping mapping;
   llvm::StringMap<plan::KernelOp> kernels;
@@ -124,7 +127,7 @@ FlatSymbolRefAttr Lowering::kernel(StringRef name, int64_t numArgs) {
     b.setInsertionPointToEnd(module.getBody());
     kernels[symbol] = plan::KernelOp::create(
         b, module.getLoc(), b.getStringAttr(symbol),
-        plan::KernelTargetAttr::get(b.getContext(), plan::KernelTarget::Cpu),
+        plan::KernelTargetAttr::get(b.getContext(), target),
         b.getStringAttr(name), b.getI64IntegerAttr(numArgs));
   }
   return FlatSymbolRefAttr::get(b.getContext(), symbol);
@@ -616,7 +619,15 @@ struct LowerToPlanPass
       getOperation().emitError("max-tokens must be positive");
       return signalPassFailure();
     }
-    Lowering lowering(getOperation(), maxTokens);
+    std::optional<plan::KernelTarget> kernelTarget =
+        plan::symbolizeKernelTarget(target);
+    if (!kernelTarget) {
+      getOperation().emitError("lm-lower-to-plan: unknown target '")
+          << target << "' (expected "
+          << abi::targetNames(abi::CpuAndCuda, " or ") << ")";
+      return signalPassFailure();
+    }
+    Lowering lowering(getOperation(), maxTokens, *kernelTarget);
     if (failed(lowering.run()))
       signalPassFailure();
   }

@@ -115,12 +115,14 @@ def LmLowerToPlan : Pass<"lm-lower-to-plan", "mlir::ModuleOp"> {
     count: every tensor becomes a `plan.buffer` (reshapes alias their
     source), every lm op a `plan.launch` of the device's library kernel with
     the op's attributes, weights become `plan.weight`s laid out in one
-    section, caches `plan.cache_pool`s. Offsets are left for
-    `plan-assign-workspace`.
+    section, caches `plan.cache_pool`s; each kernel is declared once as a
+    `plan.kernel` of `target`. Offsets are left for `plan-assign-workspace`.
   }];
   let options = [
     Option<"maxTokens", "max-tokens", "int64_t", "4096",
            "the most tokens one step processes">,
+    Option<"target", "target", "std::string", "\"cpu\"",
+           "the device the declared kernels run on: cpu or cuda">,
   ];
   let dependentDialects = ["::daybreak::plan::PlanDialect",
                            "::mlir::memref::MemRefDialect",
