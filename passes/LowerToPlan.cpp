@@ -48,9 +48,10 @@ int64_t byteSize(ShapedType type) {
 
 class Lowering {
 public:
-  Lowering(ModuleOp module, int64_t maxTokens, int64_t kvCacheTokens)
+  Lowering(ModuleOp module, int64_t maxTokens, int64_t kvCacheTokens,
+           plan::KernelTarget target)
       : module(module), b(module.getContext()), maxTokens(maxTokens),
-        kvCacheTokens(kvCacheTokens) {}
+        kvCacheTokens(kvCacheTokens), target(target) {}
 
   LogicalResult run();
 
@@ -94,6 +95,8 @@ private:
   OpBuilder b;
   int64_t maxTokens;
   int64_t kvCacheTokens;
+  /// The device whose kernels the plan.kernel declarations name.
+  plan::KernelTarget target;
   Value tokens; // the step's size argument
   IRMapping mapping;
   llvm::StringMap<plan::KernelOp> kernels;
@@ -133,7 +136,7 @@ FlatSymbolRefAttr Lowering::kernel(StringRef name, int64_t numArgs) {
     b.setInsertionPointToEnd(module.getBody());
     kernels[symbol] = plan::KernelOp::create(
         b, module.getLoc(), b.getStringAttr(symbol),
-        plan::KernelTargetAttr::get(b.getContext(), plan::KernelTarget::Cpu),
+        plan::KernelTargetAttr::get(b.getContext(), target),
         b.getStringAttr(name), b.getI64IntegerAttr(numArgs));
   }
   return FlatSymbolRefAttr::get(b.getContext(), symbol);
@@ -694,7 +697,15 @@ struct LowerToPlanPass
       getOperation().emitError("kv-cache-tokens must not be negative");
       return signalPassFailure();
     }
-    Lowering lowering(getOperation(), maxTokens, kvCacheTokens);
+    std::optional<plan::KernelTarget> kernelTarget =
+        plan::symbolizeKernelTarget(target);
+    if (!kernelTarget) {
+      getOperation().emitError("lm-lower-to-plan: unknown target '")
+          << target << "' (expected "
+          << abi::targetNames(abi::CpuAndCuda, " or ") << ")";
+      return signalPassFailure();
+    }
+    Lowering lowering(getOperation(), maxTokens, kvCacheTokens, *kernelTarget);
     if (failed(lowering.run()))
       signalPassFailure();
   }

@@ -123,8 +123,8 @@ def LmLowerToPlan : Pass<"lm-lower-to-plan", "mlir::ModuleOp"> {
     count: every tensor becomes a `plan.buffer` (reshapes alias their
     source), every lm op a `plan.launch` of the device's library kernel with
     the op's attributes, weights become `plan.weight`s laid out in one
-    section, caches `plan.cache_pool`s. Offsets are left for
-    `plan-assign-workspace`.
+    section, caches `plan.cache_pool`s; each kernel is declared once as a
+    `plan.kernel` of `target`. Offsets are left for `plan-assign-workspace`.
   }];
   let options = [
     Option<"maxTokens", "max-tokens", "int64_t", "4096",
@@ -132,6 +132,8 @@ def LmLowerToPlan : Pass<"lm-lower-to-plan", "mlir::ModuleOp"> {
     Option<"kvCacheTokens", "kv-cache-tokens", "int64_t", "0",
            "token rows each paged cache pool holds for all sequences "
            "together, rounded up to pages (0: max_batch x max_seq_len)">,
+    Option<"target", "target", "std::string", "\"cpu\"",
+           "the device the declared kernels run on: cpu or cuda">,
   ];
   let dependentDialects = ["::daybreak::plan::PlanDialect",
                            "::mlir::memref::MemRefDialect",

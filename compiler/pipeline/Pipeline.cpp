@@ -10,6 +10,7 @@
 #include "passes/Passes.h"
 #include "runtime/artifact/ArtifactFile.h"
 
+#include "mlir/IR/Diagnostics.h"
 #include "mlir/IR/MLIRContext.h"
 #include "mlir/IR/Verifier.h"
 #include "llvm/ADT/StringExtras.h"
@@ -82,6 +83,7 @@ void pipeline::buildLowerToPlanPipeline(OpPassManager &pm,
   LmLowerToPlanOptions lower;
   lower.maxTokens = options.maxTokens;
   lower.kvCacheTokens = options.kvCacheTokens;
+  lower.target = options.target;
   pm.addPass(createLmLowerToPlan(lower));
   // Buffers share the arena by liveness.
   pm.addPass(createPlanAssignWorkspace());
@@ -180,6 +182,30 @@ static llvm::Error compileWith(const Options &options, const Options &given,
 
   MLIRContext context;
   context.loadDialect<plan::PlanDialect, memref::MemRefDialect>();
+  // Every diagnostic goes to `log`, as MLIR's default handler prints errors
+  // (location, severity, message): remarks too, so that a target's pass
+  // saying what it does not do (lm-tile for cuda) reaches the user.
+  ScopedDiagnosticHandler diagnostics(&context, [&](Diagnostic &diag) {
+    if (!isa<UnknownLoc>(diag.getLocation()))
+      log << diag.getLocation() << ": ";
+    switch (diag.getSeverity()) {
+    case DiagnosticSeverity::Error:
+      log << "error: ";
+      break;
+    case DiagnosticSeverity::Warning:
+      log << "warning: ";
+      break;
+    case DiagnosticSeverity::Remark:
+      log << "remark: ";
+      break;
+    case DiagnosticSeverity::Note:
+      log << "note: ";
+      break;
+    }
+    log << diag << "\n";
+    log.flush();
+    return success();
+  });
   models::BuildOptions build;
   build.maxSeqLen = options.maxSeqLen;
   build.maxBatch = options.maxBatch;

@@ -24,7 +24,7 @@ namespace daybreak::pipeline {
 
 enum class Phase {
   Lm,       ///< the importer's lm IR
-  Plan,     ///< after lowering and workspace planning
+  Plan,     ///< after lowering, workspace planning and the target's passes
   Llvm,     ///< the generated kernels as optimised LLVM IR (--target=cpu)
   Ptx,      ///< the generated kernels as PTX (--target=cuda)
   Artifact, ///< the .daybreak file

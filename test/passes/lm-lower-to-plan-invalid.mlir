@@ -1,7 +1,10 @@
 // RUN: daybreak-opt %s -split-input-file -verify-diagnostics --lm-lower-to-plan
 // RUN: not daybreak-opt %s -split-input-file --lm-lower-to-plan="max-tokens=0" 2>&1 | FileCheck %s --check-prefix=MAX
 
+// RUN: not daybreak-opt %s -split-input-file --lm-lower-to-plan="target=tpu" 2>&1 | FileCheck %s --check-prefix=TARGET
+
 // MAX: error: max-tokens must be positive
+// TARGET: error: lm-lower-to-plan: unknown target 'tpu' (expected cpu or cuda)
 
 // Tests that an op with no plan lowering is reported.
 func.func @no_lowering(%a: tensor<?x8xf32>, %b: tensor<?x8xf32>) -> tensor<?x8xf32> {

@@ -1,5 +1,6 @@
 // RUN: daybreak-opt %s -split-input-file --lm-lower-to-plan | FileCheck %s
 // RUN: daybreak-opt %s -split-input-file --lm-lower-to-plan="max-tokens=16" | FileCheck %s --check-prefix=MAX
+// RUN: daybreak-opt %s -split-input-file --lm-lower-to-plan="target=cuda" | FileCheck %s --check-prefix=CUDA
 
 // Tests that a small function lowers to one step sized by the token count:
 // weights become plan.weights packed 64-byte aligned in section 0 with their
@@ -37,6 +38,10 @@
 // CHECK-DAG: plan.kernel @cache_write.4 {entry = "cache_write", num_args = 4 : i64, target = #plan<target cpu>}
 // CHECK-NOT: func.func
 // CHECK-NOT: lm.weight
+// Kernels are declared for the target the plan is lowered for.
+// CUDA-LABEL: plan.step @prefill
+// CUDA-DAG: plan.kernel @embedding.3 {entry = "embedding", num_args = 3 : i64, target = #plan<target cuda>}
+// CUDA-DAG: plan.kernel @matmul.3 {entry = "matmul", num_args = 3 : i64, target = #plan<target cuda>}
 // MAX-LABEL: plan.step @prefill arena({{[0-9]+}}) sizes ["tokens"] attributes {max_sizes = array<i64: 16>}
 lm.weight @embed : tensor<256x128xbf16> {sources = ["model.embed_tokens.weight"]}
 lm.weight @norm : tensor<128xbf16> {sources = ["model.norm.weight"]}

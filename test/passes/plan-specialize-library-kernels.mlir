@@ -44,7 +44,7 @@ module {
     %9 = plan.buffer "v5" offset(106496) (%arg0) {io = "output"} : memref<?x32xf32>
     plan.launch @matmul.3[%arg0] grid affine_map<()[s0] -> (s0, 1, 1)> block [1, 1, 1] smem 0(%3, %8, %9) {absent = array<i64: 2>, num_results = 1 : i64} : memref<?x128xf32>, memref<32x128xbf16>, memref<?x32xf32>
   }
-  plan.kernel @rms_norm.3 {entry = "rms_norm", num_args = 3 : i64, target = #plan<target cpu>}
-  plan.kernel @matmul.3 {entry = "matmul", num_args = 3 : i64, target = #plan<target cpu>}
+  plan.kernel @rms_norm.3 {entry = "rms_norm", num_args = 3 : i64, target = #plan<target cuda>}
+  plan.kernel @matmul.3 {entry = "matmul", num_args = 3 : i64, target = #plan<target cuda>}
 }
 
