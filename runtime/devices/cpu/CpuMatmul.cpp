@@ -2,14 +2,17 @@
 //
 // Each kernel cuts its output into fixed tiles (independent of the thread
 // count, so results are deterministic) and runs the serial GEMM core on each
-// tile from the pool.
+// tile from the pool; MXFP4 experts instead decode each tile's blocks of 32
+// and scale each block's dot product by its power of two.
 //
 //===----------------------------------------------------------------------===//
 
 #include "runtime/devices/cpu/CpuGemm.h"
 #include "runtime/devices/cpu/CpuKernels.h"
+#include "runtime/numerics/Numerics.h"
 
 #include <algorithm>
+#include <array>
 #include <string>
 #include <vector>
 
@@ -146,73 +149,90 @@ Status expertMatmul(ThreadPool &pool, const float *x, bool perSlotInput,
                       indices, tokens, slots, routingWeights, out);
 }
 
-Status expertMatmul(ThreadPool &pool, const float *x, bool perSlotInput,
-                    const WeightView &stored, int64_t experts, int64_t n,
-                    int64_t k, const int32_t *indices, int64_t tokens,
-                    int64_t slots, const float *routingWeights, float *out) {
-  WeightView w = stored;
-  w.rows = n;
-  w.cols = k;
+namespace {
+
+/// The (token, slot) rows of a grouped expert matmul that name an expert,
+/// ordered by expert (row order within one), with their inputs gathered, so
+/// each expert runs over contiguous rows, and room for their results.
+struct ExpertRows {
+  std::vector<int64_t> start;          ///< [experts + 1]: expert e's rows
+  std::vector<int64_t> order;          ///< the (token, slot) row of each
+  std::vector<float> gathered, results; ///< [active, k], [active, n]
+};
+
+/// Rows [row0, row0 + rows) of `expert` times output columns [col0, col0 +
+/// cols): a fixed cut of the work (independent of the thread count).
+struct ExpertJob {
+  int64_t expert, row0, rows, col0, cols;
+};
+
+/// Groups and gathers the rows of `indices` [tokens, slots]; an expert id
+/// outside [-1, experts) is an error naming `kernel`.
+Status groupExpertRows(ThreadPool &pool, const char *kernel, const float *x,
+                       bool perSlotInput, int64_t experts, int64_t n,
+                       int64_t k, const int32_t *indices, int64_t tokens,
+                       int64_t slots, ExpertRows &g) {
   int64_t rows = tokens * slots;
   for (int64_t r = 0; r < rows; ++r)
     if (indices[r] < -1 || indices[r] >= experts)
       return Status::error(
-          "expertMatmul: expert id " + std::to_string(indices[r]) +
+          std::string(kernel) + ": expert id " + std::to_string(indices[r]) +
           " at token " + std::to_string(r / std::max<int64_t>(slots, 1)) +
           ", slot " + std::to_string(r % std::max<int64_t>(slots, 1)) +
           " is outside [-1, " + std::to_string(experts) + ")");
-
-  // Group the (token, slot) rows by expert, in row order, and gather their
-  // inputs so each expert runs one GEMM over contiguous rows.
-  std::vector<int64_t> start(experts + 1, 0);
+  g.start.assign(experts + 1, 0);
   for (int64_t r = 0; r < rows; ++r)
     if (indices[r] >= 0)
-      ++start[indices[r] + 1];
+      ++g.start[indices[r] + 1];
   for (int64_t e = 0; e < experts; ++e)
-    start[e + 1] += start[e];
-  int64_t active = start[experts];
-  std::vector<int64_t> order(active), fill(start.begin(), start.end() - 1);
+    g.start[e + 1] += g.start[e];
+  int64_t active = g.start[experts];
+  std::vector<int64_t> fill(g.start.begin(), g.start.end() - 1);
+  g.order.assign(active, 0);
   for (int64_t r = 0; r < rows; ++r)
     if (indices[r] >= 0)
-      order[fill[indices[r]]++] = r;
-  std::vector<float> gathered(active * k), results(active * n);
+      g.order[fill[indices[r]]++] = r;
+  g.gathered.assign(active * k, 0.0f);
+  g.results.assign(active * n, 0.0f);
   pool.parallelFor(active, 16, [&](int64_t begin, int64_t end) {
     for (int64_t i = begin; i < end; ++i) {
-      int64_t r = order[i];
+      int64_t r = g.order[i];
       const float *in = x + (perSlotInput ? r : r / slots) * k;
-      std::copy(in, in + k, gathered.begin() + i * k);
+      std::copy(in, in + k, g.gathered.begin() + i * k);
     }
   });
+  return Status::success();
+}
 
-  struct Job {
-    int64_t expert, row0, rows, col0, cols;
-  };
-  std::vector<Job> jobs;
+/// Each expert's rows in blocks of kRowBlock, its columns in blocks sized
+/// for the row count (columnBlock).
+std::vector<ExpertJob> expertJobs(const ExpertRows &g, int64_t experts,
+                                  int64_t n) {
+  std::vector<ExpertJob> jobs;
   for (int64_t e = 0; e < experts; ++e) {
-    int64_t count = start[e + 1] - start[e];
+    int64_t count = g.start[e + 1] - g.start[e];
     if (!count)
       continue;
     int64_t colBlock = columnBlock(count, n);
     for (int64_t r0 = 0; r0 < count; r0 += kRowBlock)
       for (int64_t c0 = 0; c0 < n; c0 += colBlock)
-        jobs.push_back({e, start[e] + r0, std::min(kRowBlock, count - r0), c0,
+        jobs.push_back({e, g.start[e] + r0, std::min(kRowBlock, count - r0), c0,
                         std::min(colBlock, n - c0)});
   }
-  pool.parallelFor(static_cast<int64_t>(jobs.size()), 1,
-                   [&](int64_t begin, int64_t end) {
-                     for (int64_t j = begin; j < end; ++j) {
-                       const Job &job = jobs[j];
-                       gemmStored(gathered.data() + job.row0 * k, k, w,
-                                  job.expert, WeightView(),
-                                  results.data() + job.row0 * n, n, job.rows,
-                                  job.col0, job.col0 + job.cols, k);
-                     }
-                   });
+  return jobs;
+}
 
+/// Writes each row's result to `out`: [tokens, slots, n] (empty slots
+/// zero), or with `routingWeights` their weighted sum [tokens, n], slots
+/// added in order.
+void scatterExpertResults(ThreadPool &pool, const ExpertRows &g,
+                          int64_t tokens, int64_t slots, int64_t n,
+                          const float *routingWeights, float *out) {
   // Where each row's result lives (-1: empty slot).
-  std::vector<int64_t> place(rows, -1);
-  for (int64_t i = 0; i < active; ++i)
-    place[order[i]] = i;
+  std::vector<int64_t> place(tokens * slots, -1);
+  for (int64_t i = 0, e = int64_t(g.order.size()); i < e; ++i)
+    place[g.order[i]] = i;
+  const float *results = g.results.data();
   pool.parallelFor(tokens, 1, [&](int64_t begin, int64_t end) {
     for (int64_t t = begin; t < end; ++t) {
       if (routingWeights) {
@@ -223,7 +243,7 @@ Status expertMatmul(ThreadPool &pool, const float *x, bool perSlotInput,
           if (i < 0)
             continue;
           float weight = routingWeights[t * slots + s];
-          const float *y = results.data() + i * n;
+          const float *y = results + i * n;
           for (int64_t j = 0; j < n; ++j)
             o[j] += weight * y[j];
         }
@@ -235,10 +255,138 @@ Status expertMatmul(ThreadPool &pool, const float *x, bool perSlotInput,
         if (i < 0)
           std::fill(o, o + n, 0.0f);
         else
-          std::copy(results.data() + i * n, results.data() + (i + 1) * n, o);
+          std::copy(results + i * n, results + (i + 1) * n, o);
       }
     }
   });
+}
+
+} // namespace
+
+Status expertMatmul(ThreadPool &pool, const float *x, bool perSlotInput,
+                    const WeightView &stored, int64_t experts, int64_t n,
+                    int64_t k, const int32_t *indices, int64_t tokens,
+                    int64_t slots, const float *routingWeights, float *out) {
+  WeightView w = stored;
+  w.rows = n;
+  w.cols = k;
+  ExpertRows g;
+  DAYBREAK_RETURN_IF_ERROR(groupExpertRows(pool, "expertMatmul", x,
+                                           perSlotInput, experts, n, k,
+                                           indices, tokens, slots, g));
+  std::vector<ExpertJob> jobs = expertJobs(g, experts, n);
+  pool.parallelFor(static_cast<int64_t>(jobs.size()), 1,
+                   [&](int64_t begin, int64_t end) {
+                     for (int64_t j = begin; j < end; ++j) {
+                       const ExpertJob &job = jobs[j];
+                       gemmStored(g.gathered.data() + job.row0 * k, k, w,
+                                  job.expert, WeightView(),
+                                  g.results.data() + job.row0 * n, n, job.rows,
+                                  job.col0, job.col0 + job.cols, k);
+                     }
+                   });
+  scatterExpertResults(pool, g, tokens, slots, n, routingWeights, out);
+  return Status::success();
+}
+
+namespace {
+
+/// Output columns an MXFP4 job decodes at once: their values (kMxfp4Tile x
+/// k floats) stay in cache while each of the job's rows reads them.
+constexpr int64_t kMxfp4Tile = 8;
+
+/// The 16 E2M1 values by code (numerics::e2m1ToFloat).
+const std::array<float, 16> &e2m1Values() {
+  static const std::array<float, 16> values = [] {
+    std::array<float, 16> v;
+    for (int c = 0; c < 16; ++c)
+      v[c] = numerics::e2m1ToFloat(uint8_t(c));
+    return v;
+  }();
+  return values;
+}
+
+/// sum over blocks b of scales[b] * (x[32b : 32b + 32] . v[32b : 32b + 32]):
+/// the block's dot product in fp32 (eight partial sums, which the compiler
+/// vectorises without reassociating), then its power of two.
+float mxfp4Dot(const float *x, const float *v, const float *scales,
+               int64_t blocks) {
+  float acc = 0.0f;
+  for (int64_t b = 0; b < blocks; ++b) {
+    const float *xb = x + 32 * b, *vb = v + 32 * b;
+    float lanes[8] = {};
+    for (int i = 0; i < 32; i += 8)
+      for (int l = 0; l < 8; ++l)
+        lanes[l] += xb[i + l] * vb[i + l];
+    float block = ((lanes[0] + lanes[1]) + (lanes[2] + lanes[3])) +
+                  ((lanes[4] + lanes[5]) + (lanes[6] + lanes[7]));
+    acc += block * scales[b];
+  }
+  return acc;
+}
+
+/// One job of an MXFP4 expert matmul: kMxfp4Tile columns at a time, their
+/// E2M1 values and block scales decoded once into thread-local scratch
+/// (grown to the largest tile once, then reused), then every row of the
+/// job against them.
+void mxfp4Job(const ExpertRows &g, const Mxfp4Weights &w,
+              const WeightView &bias, int64_t n, int64_t k,
+              const ExpertJob &job, float *results) {
+  thread_local std::vector<float> values, scales;
+  int64_t blocks = k / 32;
+  if (values.size() < size_t(kMxfp4Tile * k)) {
+    values.resize(kMxfp4Tile * k);
+    scales.resize(kMxfp4Tile * blocks);
+  }
+  const std::array<float, 16> &e2m1 = e2m1Values();
+  for (int64_t c0 = job.col0; c0 < job.col0 + job.cols; c0 += kMxfp4Tile) {
+    int64_t tile = std::min(kMxfp4Tile, job.col0 + job.cols - c0);
+    for (int64_t j = 0; j < tile; ++j) {
+      int64_t row = job.expert * n + c0 + j;
+      const uint8_t *codes = w.values + row * (k / 2);
+      float *v = values.data() + j * k;
+      for (int64_t b = 0; b < k / 2; ++b) {
+        v[2 * b] = e2m1[codes[b] & 0xF];
+        v[2 * b + 1] = e2m1[codes[b] >> 4];
+      }
+      const uint8_t *exponents = w.scales + row * blocks;
+      for (int64_t b = 0; b < blocks; ++b)
+        scales[j * blocks + b] = numerics::e8m0ToFloat(exponents[b]);
+    }
+    for (int64_t r = 0; r < job.rows; ++r) {
+      const float *xr = g.gathered.data() + (job.row0 + r) * k;
+      float *y = results + (job.row0 + r) * n;
+      for (int64_t j = 0; j < tile; ++j) {
+        float dot = mxfp4Dot(xr, values.data() + j * k,
+                             scales.data() + j * blocks, blocks);
+        y[c0 + j] =
+            bias.data ? dot + bias.at(job.expert * n + c0 + j) : dot;
+      }
+    }
+  }
+}
+
+} // namespace
+
+Status mxfp4ExpertMatmul(ThreadPool &pool, const float *x, bool perSlotInput,
+                         const Mxfp4Weights &w, const WeightView &bias,
+                         int64_t experts, int64_t n, int64_t k,
+                         const int32_t *indices, int64_t tokens, int64_t slots,
+                         const float *routingWeights, float *out) {
+  if (k % 32 != 0)
+    return Status::error("mxfp4ExpertMatmul: K " + std::to_string(k) +
+                         " is not a multiple of the MXFP4 block of 32");
+  ExpertRows g;
+  DAYBREAK_RETURN_IF_ERROR(groupExpertRows(pool, "mxfp4ExpertMatmul", x,
+                                           perSlotInput, experts, n, k,
+                                           indices, tokens, slots, g));
+  std::vector<ExpertJob> jobs = expertJobs(g, experts, n);
+  pool.parallelFor(static_cast<int64_t>(jobs.size()), 1,
+                   [&](int64_t begin, int64_t end) {
+                     for (int64_t j = begin; j < end; ++j)
+                       mxfp4Job(g, w, bias, n, k, jobs[j], g.results.data());
+                   });
+  scatterExpertResults(pool, g, tokens, slots, n, routingWeights, out);
   return Status::success();
 }
 

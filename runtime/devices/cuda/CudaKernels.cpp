@@ -518,6 +518,27 @@ Status CudaKernels::expertMatmul(CUdeviceptr x, bool perSlotInput,
                 0, stream, params);
 }
 
+Status CudaKernels::mxfp4ExpertMatmul(
+    CUdeviceptr x, bool perSlotInput, CUdeviceptr values, CUdeviceptr scales,
+    const DeviceWeight &bias, int64_t experts, int64_t n, int64_t k,
+    CUdeviceptr indices, int64_t tokens, int64_t slots,
+    CUdeviceptr routingWeights, CUdeviceptr out, CUstream stream) const {
+  if (k % 32 != 0)
+    return Status::error("mxfp4ExpertMatmul: K " + std::to_string(k) +
+                         " is not a multiple of the MXFP4 block of 32");
+  // Output columns per warp (kMxfp4Cols in CudaKernels.cu), 8 warps a block.
+  constexpr int64_t kColumnsPerWarp = 4;
+  int32_t perSlot = perSlotInput;
+  DeviceWeight b = bias;
+  void *params[] = {&x,       &perSlot, &values,  &scales,
+                    &b,       &experts, &n,       &k,
+                    &indices, &tokens,  &slots,   &routingWeights,
+                    &out};
+  return launch(mxfp4ExpertMatmulFn, "mxfp4ExpertMatmul",
+                ceilDiv(n, 8 * kColumnsPerWarp), tokens, 1, 256, 0, stream,
+                params);
+}
+
 Status CudaKernels::cacheWrite(const DeviceCacheView &cache, CUdeviceptr values,
                                CUdeviceptr slots, CUdeviceptr sequences,
                                int64_t tokens, CUstream stream) const {

@@ -1520,6 +1520,138 @@ daybreak_expert_matmul(const float *x, int32_t perSlotInput, Weight w,
     out[t * n + col] = combined;
 }
 
+namespace {
+
+/// E2M1 code to fp32 (models.md 3.1): the code's exponent and mantissa bits
+/// placed in an fp32 and scaled by 2^126 (exact; code 1, 0.5, is the
+/// subnormal 2^-127 before scaling, as e4m3Fast).
+__device__ __forceinline__ float e2m1ToFloat(uint32_t code) {
+  return __uint_as_float(((code & 8) << 28) | ((code & 7) << 22)) *
+         __int_as_float(0x7E800000); // 2^126
+}
+
+/// E8M0 to fp32, as numerics::e8m0ToFloat: 2^(bits - 127) is the fp32 whose
+/// exponent field is `bits`; 0 gives the subnormal 2^-127, 255 NaN.
+__device__ __forceinline__ float e8m0ToFloat(uint32_t bits) {
+  if (bits == 0xFF)
+    return __int_as_float(0x7FC00000);
+  return __uint_as_float(bits ? bits << 23 : 0x00400000u);
+}
+
+/// Output columns a warp of daybreak_mxfp4_expert_matmul takes (the
+/// launcher's kMxfp4ColumnsPerWarp): the input values a lane loads for a
+/// block serve all of them.
+constexpr int kMxfp4Cols = 4;
+
+} // namespace
+
+/// Grouped expert matmul over MXFP4 experts read as stored (see
+/// cpu::mxfp4ExpertMatmul): values [E, N, K] two a byte, low nibble first,
+/// one E8M0 scale byte per 32 along K. grid (ceil(N / (8 kMxfp4Cols)),
+/// tokens), block 256: each warp kMxfp4Cols consecutive output columns of
+/// token t, looping over its slots in order (the weighted sum adds in the
+/// CPU's order). Lane l takes blocks l, l + 32, ... of 32 values: per column
+/// one 16-byte load of the block's packed values and its scale byte, and the
+/// block's 32 inputs (eight float4 loads through L1) once for all columns.
+/// Values are decoded in registers through a 16-entry table in shared
+/// memory (lanes reading different codes hit different banks), each block's
+/// fp32 dot product scaled by its power of two; the warp then sums its
+/// lanes and adds the bias. An expert id outside [0, E) counts as an empty
+/// slot.
+extern "C" __global__ void __launch_bounds__(256)
+    daybreak_mxfp4_expert_matmul(const float *x, int32_t perSlotInput,
+                                 const uint8_t *values, const uint8_t *scales,
+                                 Weight bias, int64_t experts, int64_t n,
+                                 int64_t k, const int32_t *indices,
+                                 int64_t tokens, int64_t slots,
+                                 const float *routingWeights, float *out) {
+  __shared__ float e2m1[16];
+  if (threadIdx.x < 16)
+    e2m1[threadIdx.x] = e2m1ToFloat(threadIdx.x);
+  __syncthreads();
+  int lane = threadIdx.x & 31;
+  int64_t col0 =
+      (int64_t(blockIdx.x) * (blockDim.x / 32) + threadIdx.x / 32) * kMxfp4Cols;
+  int64_t t = blockIdx.y;
+  if (col0 >= n)
+    return;
+  int64_t blocks = k / 32;
+  float combined[kMxfp4Cols] = {};
+  for (int64_t s = 0; s < slots; ++s) {
+    int64_t e = indices[t * slots + s];
+    bool valid = e >= 0 && e < experts; // the same for the whole warp
+    float y[kMxfp4Cols] = {};
+    if (valid) {
+      const float *in = x + (perSlotInput ? t * slots + s : t) * k;
+      const uint8_t *rowValues[kMxfp4Cols], *rowScales[kMxfp4Cols];
+#pragma unroll
+      for (int c = 0; c < kMxfp4Cols; ++c) {
+        int64_t row = e * n + min(col0 + c, n - 1); // a tail repeats the last
+        rowValues[c] = values + row * (k / 2);
+        rowScales[c] = scales + row * blocks;
+      }
+      float acc[kMxfp4Cols] = {};
+      for (int64_t b = lane; b < blocks; b += 32) {
+        uint4 packed[kMxfp4Cols];
+        uint32_t exponent[kMxfp4Cols];
+#pragma unroll
+        for (int c = 0; c < kMxfp4Cols; ++c) {
+          packed[c] = __ldg(reinterpret_cast<const uint4 *>(rowValues[c]) + b);
+          exponent[c] = __ldg(rowScales[c] + b);
+        }
+        float xv[32];
+        const float4 *xp = reinterpret_cast<const float4 *>(in + 32 * b);
+#pragma unroll
+        for (int q = 0; q < 8; ++q) {
+          float4 v = __ldg(xp + q);
+          xv[4 * q] = v.x;
+          xv[4 * q + 1] = v.y;
+          xv[4 * q + 2] = v.z;
+          xv[4 * q + 3] = v.w;
+        }
+#pragma unroll
+        for (int c = 0; c < kMxfp4Cols; ++c) {
+          const uint32_t words[4] = {packed[c].x, packed[c].y, packed[c].z,
+                                     packed[c].w};
+          // Value i is nibble i % 8 of word i / 8 (low nibble first); even
+          // and odd values in two sums for a shorter dependency chain.
+          float even = 0.0f, odd = 0.0f;
+#pragma unroll
+          for (int i = 0; i < 32; i += 2) {
+            uint32_t word = words[i / 8];
+            even = fmaf(xv[i], e2m1[(word >> (4 * (i % 8))) & 0xF], even);
+            odd = fmaf(xv[i + 1], e2m1[(word >> (4 * (i % 8) + 4)) & 0xF],
+                       odd);
+          }
+          acc[c] = fmaf(even + odd, e8m0ToFloat(exponent[c]), acc[c]);
+        }
+      }
+#pragma unroll
+      for (int c = 0; c < kMxfp4Cols; ++c) {
+        y[c] = warpSum(acc[c]);
+        if (bias.data)
+          y[c] += weightAt(bias, e * n + min(col0 + c, n - 1));
+      }
+    }
+#pragma unroll
+    for (int c = 0; c < kMxfp4Cols; ++c) {
+      int64_t col = col0 + c;
+      if (routingWeights) {
+        if (valid)
+          combined[c] += routingWeights[t * slots + s] * y[c];
+      } else if (lane == 0 && col < n) {
+        out[(t * slots + s) * n + col] = y[c];
+      }
+    }
+  }
+  if (routingWeights && lane == 0) {
+#pragma unroll
+    for (int c = 0; c < kMxfp4Cols; ++c)
+      if (col0 + c < n)
+        out[t * n + col0 + c] = combined[c];
+  }
+}
+
 /// Writes values [T, width] to rows (sequences[t], slots[t]); grid (tokens),
 /// block 128. Slot -1, a slot outside [0, maxSeqLen) or a sequence outside
 /// [0, batch) skips the token; when several tokens name one row the last
