@@ -345,8 +345,8 @@ void benchMxfp4(const CudaKernels &kernels) {
     int64_t n, k;
     bool perSlot;
   };
-  for (Shape shape : {Shape{"gate_up", 5760, 2880, false},
-                      Shape{"down", 2880, 2880, true}}) {
+  for (Shape shape :
+       {Shape{"gate_up", 5760, 2880, false}, Shape{"down", 2880, 2880, true}}) {
     int64_t n = shape.n, k = shape.k;
     // 0x22: E2M1 codes 2 (1.0); 0x7F: scales 2^0; bias 0x3F80: 1.0.
     CUdeviceptr values = alloc(size_t(kExperts * n * k / 2), 0x22),
@@ -377,13 +377,13 @@ void benchMxfp4(const CudaKernels &kernels) {
           [&](int i, CUstream stream) {
             return kernels.mxfp4ExpertMatmul(
                 x, shape.perSlot, values, scales, b, kExperts, n, k,
-                indices + CUdeviceptr(i) * tokens * kSlots * 4, tokens,
-                kSlots, shape.perSlot ? routing : 0, out, stream);
+                indices + CUdeviceptr(i) * tokens * kSlots * 4, tokens, kSlots,
+                shape.perSlot ? routing : 0, out, stream);
           },
           kLaunches);
-      row("mxfp4_expert", std::string(shape.name) + " T=" +
-                              std::to_string(tokens) + " top-4 n=" +
-                              std::to_string(n) + " k=2880",
+      row("mxfp4_expert",
+          std::string(shape.name) + " T=" + std::to_string(tokens) +
+              " top-4 n=" + std::to_string(n) + " k=2880",
           "direct", seconds, bytes);
       driver->cuMemFree(indices);
     }

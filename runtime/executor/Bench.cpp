@@ -92,14 +92,13 @@ DecodeFloor runtime::decodeFloor(const artifact::Manifest &m, int64_t batch,
           bytes = bytes / double(shape[0]) * std::min<int64_t>(batch, shape[0]);
         // Expert weights: only the experts the batch picks are read (packed
         // MXFP4 values, their scales and biases included).
-        bool expertWeight =
-            (k == "expert_matmul" &&
-             (i == abi::ExpertMatmul::In::weight ||
-              i == abi::ExpertMatmul::In::weight_scale)) ||
-            (k == "mxfp4_expert_matmul" &&
-             (i == abi::Mxfp4ExpertMatmul::In::weight ||
-              i == abi::Mxfp4ExpertMatmul::In::scales ||
-              i == abi::Mxfp4ExpertMatmul::In::bias));
+        bool expertWeight = (k == "expert_matmul" &&
+                             (i == abi::ExpertMatmul::In::weight ||
+                              i == abi::ExpertMatmul::In::weight_scale)) ||
+                            (k == "mxfp4_expert_matmul" &&
+                             (i == abi::Mxfp4ExpertMatmul::In::weight ||
+                              i == abi::Mxfp4ExpertMatmul::In::scales ||
+                              i == abi::Mxfp4ExpertMatmul::In::bias));
         if (expertWeight && !shape.empty()) {
           int indices = k == "expert_matmul"
                             ? int(abi::ExpertMatmul::In::indices)

@@ -463,11 +463,11 @@ TEST_F(CudaKernelsTest, Mxfp4ExpertMatmul) {
         for (bool biased : {false, true}) {
           int64_t slots = 4;
           testutil::Mxfp4TestExperts w =
-              c.extreme ? testutil::randomMxfp4Experts(
-                              rng, c.experts, c.n, c.k,
-                              {0, 1, 2, 120, 127, 200, 253, 254})
-                        : testutil::randomMxfp4Experts(rng, c.experts, c.n,
-                                                       c.k);
+              c.extreme
+                  ? testutil::randomMxfp4Experts(
+                        rng, c.experts, c.n, c.k,
+                        {0, 1, 2, 120, 127, 200, 253, 254})
+                  : testutil::randomMxfp4Experts(rng, c.experts, c.n, c.k);
           if (c.extreme)
             w.scales[5] = 0xFF;
           auto x = random(c.tokens * (perSlot ? slots : 1) * c.k);
@@ -519,10 +519,11 @@ TEST_F(CudaKernelsTest, Mxfp4ExpertMatmul) {
           std::vector<float> gpuOut = dOut.read<float>(cpuOut.size());
 
           char shape[96];
-          std::snprintf(shape, sizeof(shape),
-                        "E=%ld N=%ld K=%ld T=%ld perSlot=%d routed=%d bias=%d%s",
-                        long(c.experts), long(c.n), long(c.k), long(c.tokens),
-                        perSlot, routed, biased, c.extreme ? " extreme" : "");
+          std::snprintf(
+              shape, sizeof(shape),
+              "E=%ld N=%ld K=%ld T=%ld perSlot=%d routed=%d bias=%d%s",
+              long(c.experts), long(c.n), long(c.k), long(c.tokens), perSlot,
+              routed, biased, c.extreme ? " extreme" : "");
           int64_t bad = testutil::firstOutOfBound(gpuOut, expected);
           EXPECT_EQ(bad, -1) << shape << ": gpu element " << bad << " is "
                              << gpuOut[std::max<int64_t>(bad, 0)] << ", exact "

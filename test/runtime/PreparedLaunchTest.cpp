@@ -190,12 +190,12 @@ artifact::Manifest mxfp4Manifest() {
   artifact::Launch *l = step->mutable_launches(0);
   l->Clear();
   l->set_kernel("mxfp4_expert_matmul");
-  l->add_operands()->set_buffer(0);                 // input
-  l->add_operands()->set_weight(0);                 // weight
-  l->add_operands()->set_weight(1);                 // scales
-  l->add_operands()->set_buffer(3);                 // indices (token_ids)
-  l->add_operands()->set_absent(true);              // routing_weights
-  l->add_operands()->set_weight(2);                 // bias
+  l->add_operands()->set_buffer(0);    // input
+  l->add_operands()->set_weight(0);    // weight
+  l->add_operands()->set_weight(1);    // scales
+  l->add_operands()->set_buffer(3);    // indices (token_ids)
+  l->add_operands()->set_absent(true); // routing_weights
+  l->add_operands()->set_weight(2);    // bias
   l->add_results()->set_buffer(2);
   return m;
 }
@@ -221,8 +221,7 @@ TEST(PreparedLaunch, Mxfp4ExpertsAreCheckedAtLoad) {
   }
   {
     artifact::Manifest m = mxfp4Manifest();
-    m.mutable_steps(0)->mutable_launches(0)->mutable_operands(2)->set_buffer(
-        0);
+    m.mutable_steps(0)->mutable_launches(0)->mutable_operands(2)->set_buffer(0);
     EXPECT_EQ(prepareError(m),
               label + "reads MXFP4 values and scales that are not weights");
   }

@@ -447,12 +447,15 @@ void checkMxfp4(std::mt19937 &rng, const testutil::Mxfp4TestExperts &w,
     std::fill(idx.begin(), idx.begin() + slots, -1); // a token with none
   std::vector<float> rw = randomFloats(rng, tokens * slots, -1, 1);
   for (bool perSlot : {false, true}) {
-    std::vector<float> x = randomFloats(rng, tokens * (perSlot ? slots : 1) * k);
+    std::vector<float> x =
+        randomFloats(rng, tokens * (perSlot ? slots : 1) * k);
     for (float &v : x)
       v *= inputScale;
-    Tensor xt = perSlot ? floats({tokens, slots, k}, x) : floats({tokens, k}, x);
+    Tensor xt =
+        perSlot ? floats({tokens, slots, k}, x) : floats({tokens, k}, x);
     for (bool weighted : {false, true})
-      for (MxfpBias biasType : {MxfpBias::None, MxfpBias::F32, MxfpBias::BF16}) {
+      for (MxfpBias biasType :
+           {MxfpBias::None, MxfpBias::F32, MxfpBias::BF16}) {
         bool biased = biasType != MxfpBias::None;
         std::vector<float> bias;
         std::vector<uint16_t> bias16;
@@ -466,13 +469,12 @@ void checkMxfp4(std::mt19937 &rng, const testutil::Mxfp4TestExperts &w,
         std::vector<float> routing = weighted ? rw : std::vector<float>();
         testutil::Mxfp4Expected expected = testutil::mxfp4Expected(
             w, x, perSlot, bias, idx, tokens, slots, routing);
-        std::string what = "T=" + std::to_string(tokens) +
-                           " E=" + std::to_string(experts) +
-                           " N=" + std::to_string(n) +
-                           " K=" + std::to_string(k) +
-                           " perSlot=" + std::to_string(perSlot) +
-                           " weighted=" + std::to_string(weighted) +
-                           " bias=" + std::to_string(int(biasType));
+        std::string what =
+            "T=" + std::to_string(tokens) + " E=" + std::to_string(experts) +
+            " N=" + std::to_string(n) + " K=" + std::to_string(k) +
+            " perSlot=" + std::to_string(perSlot) +
+            " weighted=" + std::to_string(weighted) +
+            " bias=" + std::to_string(int(biasType));
 
         Tensor reference = llvm::cantFail(ref::mxfp4ExpertMatmul(
             xt, values, scales, ints({tokens, slots}, idx),

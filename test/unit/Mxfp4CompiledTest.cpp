@@ -98,17 +98,25 @@ void writeCheckpoint(const std::string &dir, const Checkpoint &c) {
   std::string gateUp = kGateUp, down = kDown;
   testutil::writeSafetensors(
       dir + "/model.safetensors",
-      {RawTensor{"embed.weight", "F32", {kVocab, kHidden},
+      {RawTensor{"embed.weight",
+                 "F32",
+                 {kVocab, kHidden},
                  testutil::bytesOf(c.embed)},
-       RawTensor{"router.weight", "F32", {kExperts, kHidden},
+       RawTensor{"router.weight",
+                 "F32",
+                 {kExperts, kHidden},
                  testutil::bytesOf(c.router)},
        RawTensor{gateUp + "_blocks", "U8", blocks(c.gateUp), c.gateUp.values},
        RawTensor{gateUp + "_scales", "U8", scales(c.gateUp), c.gateUp.scales},
-       RawTensor{gateUp + "_bias", "BF16", {kExperts, kInner},
+       RawTensor{gateUp + "_bias",
+                 "BF16",
+                 {kExperts, kInner},
                  testutil::bytesOf(c.gateUpBias)},
        RawTensor{down + "_blocks", "U8", blocks(c.down), c.down.values},
        RawTensor{down + "_scales", "U8", scales(c.down), c.down.scales},
-       RawTensor{down + "_bias", "F32", {kExperts, kVocab},
+       RawTensor{down + "_bias",
+                 "F32",
+                 {kExperts, kVocab},
                  testutil::bytesOf(c.downBias)}});
 }
 
@@ -164,7 +172,8 @@ public:
     auto down = mxfp4Experts(kDown, kExperts, kVocab, kInner);
     if (!down)
       return down.takeError();
-    auto downBias = floatWeight(std::string(kDown) + "_bias", {kExperts, kVocab});
+    auto downBias =
+        floatWeight(std::string(kDown) + "_bias", {kExperts, kVocab});
     if (!downBias)
       return downBias.takeError();
     Value y = expertMatmul(h, *down, indices, weights, *downBias);
@@ -203,8 +212,7 @@ void toValues(ModuleOp module, const Checkpoint &c) {
         name.ends_with("_blocks") ? codes(*w) : w->scales;
     SmallVector<APFloat> values;
     for (uint8_t v : bits)
-      values.emplace_back(elem.getFloatSemantics(),
-                          APInt(elem.getWidth(), v));
+      values.emplace_back(elem.getFloatSemantics(), APInt(elem.getWidth(), v));
     weight.setValueAttr(DenseElementsAttr::get(type, values));
     weight.setSourcesAttr(b.getStrArrayAttr({}));
   }
@@ -285,8 +293,8 @@ testutil::Mxfp4Expected exactLogits(const Checkpoint &c,
       }
     }
   // Underflow: at most 2^-150 for each of the down layer's operations.
-  double underflow = kTopK * (2 * kInner + 2 * (kInner / 32) + 4) *
-                     std::ldexp(1.0, -150);
+  double underflow =
+      kTopK * (2 * kInner + 2 * (kInner / 32) + 4) * std::ldexp(1.0, -150);
   for (double &b : y.bound)
     b = b * (1 + std::ldexp(1.0, -10)) + underflow;
   return y;
@@ -298,8 +306,8 @@ TEST_P(Mxfp4Compiled, RuntimeMatchesReferenceEvaluator) {
   Storage storage = GetParam();
   std::mt19937 rng(20260101);
   Checkpoint ckpt = randomCheckpoint(rng);
-  std::string dir = ::testing::TempDir() + "mxfp4_compiled_" +
-                    std::to_string(int(storage));
+  std::string dir =
+      ::testing::TempDir() + "mxfp4_compiled_" + std::to_string(int(storage));
   (void)llvm::sys::fs::remove_directories(dir);
   ASSERT_FALSE(llvm::sys::fs::create_directories(dir));
   writeCheckpoint(dir, ckpt);
@@ -374,8 +382,8 @@ TEST_P(Mxfp4Compiled, RuntimeMatchesReferenceEvaluator) {
         values ? experts->values : experts->scales;
     ASSERT_EQ(w.size(), bytes.size()) << w.name();
     if (values) {
-      EXPECT_EQ(w.size() * 4, uint64_t(experts->experts * experts->n *
-                                        experts->k * 2))
+      EXPECT_EQ(w.size() * 4,
+                uint64_t(experts->experts * experts->n * experts->k * 2))
           << w.name() << ": a quarter of bf16";
     }
     std::vector<uint8_t> stored(w.size());
@@ -433,12 +441,11 @@ TEST_P(Mxfp4Compiled, RuntimeMatchesReferenceEvaluator) {
     return std::vector<int64_t>(v.begin(), v.end());
   };
   auto expected = evaluator.run(
-      "decode",
-      {ref::Tensor::fromInts({tokens}, toInts(step.ids)),
-       ref::Tensor::fromInts({tokens}, toInts(step.positions)),
-       ref::Tensor::fromInts({tokens}, toInts(step.sequences)),
-       ref::Tensor::zeros(ref::ElementType::F32,
-                          {kMaxBatch, kMaxSeqLen, kHidden})});
+      "decode", {ref::Tensor::fromInts({tokens}, toInts(step.ids)),
+                 ref::Tensor::fromInts({tokens}, toInts(step.positions)),
+                 ref::Tensor::fromInts({tokens}, toInts(step.sequences)),
+                 ref::Tensor::zeros(ref::ElementType::F32,
+                                    {kMaxBatch, kMaxSeqLen, kHidden})});
   ASSERT_TRUE(bool(expected)) << llvm::toString(expected.takeError());
   const std::vector<float> &want = (*expected)[0].floats();
   ASSERT_EQ(got.size(), want.size());

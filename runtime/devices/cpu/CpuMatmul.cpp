@@ -155,8 +155,8 @@ namespace {
 /// ordered by expert (row order within one), with their inputs gathered, so
 /// each expert runs over contiguous rows, and room for their results.
 struct ExpertRows {
-  std::vector<int64_t> start;          ///< [experts + 1]: expert e's rows
-  std::vector<int64_t> order;          ///< the (token, slot) row of each
+  std::vector<int64_t> start;           ///< [experts + 1]: expert e's rows
+  std::vector<int64_t> order;           ///< the (token, slot) row of each
   std::vector<float> gathered, results; ///< [active, k], [active, n]
 };
 
@@ -169,9 +169,9 @@ struct ExpertJob {
 /// Groups and gathers the rows of `indices` [tokens, slots]; an expert id
 /// outside [-1, experts) is an error naming `kernel`.
 Status groupExpertRows(ThreadPool &pool, const char *kernel, const float *x,
-                       bool perSlotInput, int64_t experts, int64_t n,
-                       int64_t k, const int32_t *indices, int64_t tokens,
-                       int64_t slots, ExpertRows &g) {
+                       bool perSlotInput, int64_t experts, int64_t n, int64_t k,
+                       const int32_t *indices, int64_t tokens, int64_t slots,
+                       ExpertRows &g) {
   int64_t rows = tokens * slots;
   for (int64_t r = 0; r < rows; ++r)
     if (indices[r] < -1 || indices[r] >= experts)
@@ -225,9 +225,9 @@ std::vector<ExpertJob> expertJobs(const ExpertRows &g, int64_t experts,
 /// Writes each row's result to `out`: [tokens, slots, n] (empty slots
 /// zero), or with `routingWeights` their weighted sum [tokens, n], slots
 /// added in order.
-void scatterExpertResults(ThreadPool &pool, const ExpertRows &g,
-                          int64_t tokens, int64_t slots, int64_t n,
-                          const float *routingWeights, float *out) {
+void scatterExpertResults(ThreadPool &pool, const ExpertRows &g, int64_t tokens,
+                          int64_t slots, int64_t n, const float *routingWeights,
+                          float *out) {
   // Where each row's result lives (-1: empty slot).
   std::vector<int64_t> place(tokens * slots, -1);
   for (int64_t i = 0, e = int64_t(g.order.size()); i < e; ++i)
@@ -272,19 +272,18 @@ Status expertMatmul(ThreadPool &pool, const float *x, bool perSlotInput,
   w.cols = k;
   ExpertRows g;
   DAYBREAK_RETURN_IF_ERROR(groupExpertRows(pool, "expertMatmul", x,
-                                           perSlotInput, experts, n, k,
-                                           indices, tokens, slots, g));
+                                           perSlotInput, experts, n, k, indices,
+                                           tokens, slots, g));
   std::vector<ExpertJob> jobs = expertJobs(g, experts, n);
-  pool.parallelFor(static_cast<int64_t>(jobs.size()), 1,
-                   [&](int64_t begin, int64_t end) {
-                     for (int64_t j = begin; j < end; ++j) {
-                       const ExpertJob &job = jobs[j];
-                       gemmStored(g.gathered.data() + job.row0 * k, k, w,
-                                  job.expert, WeightView(),
-                                  g.results.data() + job.row0 * n, n, job.rows,
-                                  job.col0, job.col0 + job.cols, k);
-                     }
-                   });
+  pool.parallelFor(
+      static_cast<int64_t>(jobs.size()), 1, [&](int64_t begin, int64_t end) {
+        for (int64_t j = begin; j < end; ++j) {
+          const ExpertJob &job = jobs[j];
+          gemmStored(g.gathered.data() + job.row0 * k, k, w, job.expert,
+                     WeightView(), g.results.data() + job.row0 * n, n, job.rows,
+                     job.col0, job.col0 + job.cols, k);
+        }
+      });
   scatterExpertResults(pool, g, tokens, slots, n, routingWeights, out);
   return Status::success();
 }
@@ -359,8 +358,7 @@ void mxfp4Job(const ExpertRows &g, const Mxfp4Weights &w,
       for (int64_t j = 0; j < tile; ++j) {
         float dot = mxfp4Dot(xr, values.data() + j * k,
                              scales.data() + j * blocks, blocks);
-        y[c0 + j] =
-            bias.data ? dot + bias.at(job.expert * n + c0 + j) : dot;
+        y[c0 + j] = bias.data ? dot + bias.at(job.expert * n + c0 + j) : dot;
       }
     }
   }
@@ -378,8 +376,8 @@ Status mxfp4ExpertMatmul(ThreadPool &pool, const float *x, bool perSlotInput,
                          " is not a multiple of the MXFP4 block of 32");
   ExpertRows g;
   DAYBREAK_RETURN_IF_ERROR(groupExpertRows(pool, "mxfp4ExpertMatmul", x,
-                                           perSlotInput, experts, n, k,
-                                           indices, tokens, slots, g));
+                                           perSlotInput, experts, n, k, indices,
+                                           tokens, slots, g));
   std::vector<ExpertJob> jobs = expertJobs(g, experts, n);
   pool.parallelFor(static_cast<int64_t>(jobs.size()), 1,
                    [&](int64_t begin, int64_t end) {

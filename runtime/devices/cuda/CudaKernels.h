@@ -211,11 +211,10 @@ public:
   /// values [E, N, K] (two a byte, low nibble first), `scales` the E8M0
   /// bytes [E, N, K / 32], `bias` [E, N] or absent (data 0). Decoded in
   /// registers; errors (before launching) when K is not a multiple of 32.
-  Status mxfp4ExpertMatmul(CUdeviceptr x, bool perSlotInput,
-                           CUdeviceptr values, CUdeviceptr scales,
-                           const DeviceWeight &bias, int64_t experts,
-                           int64_t n, int64_t k, CUdeviceptr indices,
-                           int64_t tokens, int64_t slots,
+  Status mxfp4ExpertMatmul(CUdeviceptr x, bool perSlotInput, CUdeviceptr values,
+                           CUdeviceptr scales, const DeviceWeight &bias,
+                           int64_t experts, int64_t n, int64_t k,
+                           CUdeviceptr indices, int64_t tokens, int64_t slots,
                            CUdeviceptr routingWeights, CUdeviceptr out,
                            CUstream stream) const;
   Status cacheWrite(const DeviceCacheView &cache, CUdeviceptr values,
