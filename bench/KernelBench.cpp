@@ -15,7 +15,9 @@
 // more, so launch overhead is small next to it except for rms_norm). The
 // decode GEMVs on stored weights are timed as CUDA graph replays over a
 // weight pool larger than L2, against the copy bandwidth of the same run
-// (benchGemvs); `DaybreakKernelBench N gemv` runs only those.
+// (benchGemvs); `DaybreakKernelBench N gemv` runs only those. The direct
+// MXFP4 expert matmul is timed the same way at gpt-oss-120b's decode shapes
+// (benchMxfp4; `DaybreakKernelBench N mxfp4` runs only it).
 //
 //===----------------------------------------------------------------------===//
 
@@ -327,9 +329,73 @@ void profileGemvs(const CudaKernels &kernels) {
     }
 }
 
+/// The direct MXFP4 expert matmul (mxfp4_expert_matmul: E2M1 values
+/// decoded in registers) at gpt-oss-120b's decode shapes: 128 experts,
+/// top-4, hidden 2880; gate/up [5760, 2880] on the token's row, down
+/// [2880, 2880] on each slot's row with the routing weights; bf16 biases;
+/// T = 1 and 8 tokens. Timed as graph replays of 32 launches whose experts
+/// walk the whole pool (launch i, token t, slot j picks expert
+/// 4 (i T + t) + j mod 128), so none finds its experts in L2. Bytes: the
+/// packed values, E8M0 scales and bias rows of the experts a launch picks,
+/// x and out.
+void benchMxfp4(const CudaKernels &kernels) {
+  constexpr int64_t kExperts = 128, kSlots = 4, kLaunches = 32, kMaxT = 8;
+  struct Shape {
+    const char *name;
+    int64_t n, k;
+    bool perSlot;
+  };
+  for (Shape shape :
+       {Shape{"gate_up", 5760, 2880, false}, Shape{"down", 2880, 2880, true}}) {
+    int64_t n = shape.n, k = shape.k;
+    // 0x22: E2M1 codes 2 (1.0); 0x7F: scales 2^0; bias 0x3F80: 1.0.
+    CUdeviceptr values = alloc(size_t(kExperts * n * k / 2), 0x22),
+                scales = alloc(size_t(kExperts * n * k / 32), 0x7F),
+                bias = alloc(size_t(kExperts * n * 2), 0x3F),
+                x = alloc(size_t(kMaxT * kSlots * k * 4), 0x3C),
+                routing = alloc(size_t(kMaxT * kSlots * 4), 0x3C),
+                out = alloc(size_t(kMaxT * kSlots * n * 4), 0);
+    DeviceWeight b;
+    b.data = bias;
+    b.type = 1;
+    for (int64_t tokens : {int64_t(1), kMaxT}) {
+      std::vector<int32_t> picks(kLaunches * tokens * kSlots);
+      for (int64_t i = 0; i < kLaunches; ++i)
+        for (int64_t t = 0; t < tokens; ++t)
+          for (int64_t j = 0; j < kSlots; ++j)
+            picks[(i * tokens + t) * kSlots + j] =
+                int32_t((kSlots * (i * tokens + t) + j) % kExperts);
+      CUdeviceptr indices = 0;
+      check(driver->cuMemAlloc(&indices, picks.size() * 4), "cuMemAlloc");
+      check(driver->cuMemcpyHtoD(indices, picks.data(), picks.size() * 4),
+            "cuMemcpyHtoD");
+      int64_t distinct = std::min(tokens * kSlots, kExperts);
+      double bytes = double(distinct) * double(n) * (k / 2 + k / 32 + 2) +
+                     double(tokens * (shape.perSlot ? kSlots : 1) * k * 4) +
+                     double(tokens * (shape.perSlot ? 1 : kSlots) * n * 4);
+      double seconds = timeGraph(
+          [&](int i, CUstream stream) {
+            return kernels.mxfp4ExpertMatmul(
+                x, shape.perSlot, values, scales, b, kExperts, n, k,
+                indices + CUdeviceptr(i) * tokens * kSlots * 4, tokens, kSlots,
+                shape.perSlot ? routing : 0, out, stream);
+          },
+          kLaunches);
+      row("mxfp4_expert",
+          std::string(shape.name) + " T=" + std::to_string(tokens) +
+              " top-4 n=" + std::to_string(n) + " k=2880",
+          "direct", seconds, bytes);
+      driver->cuMemFree(indices);
+    }
+    for (CUdeviceptr p : {values, scales, bias, x, routing, out})
+      driver->cuMemFree(p);
+  }
+}
+
 int main(int argc, char **argv) {
-  // DaybreakKernelBench [iterations [gemv | gemv-profile]]: "gemv" runs
-  // only the GEMVs, "gemv-profile" three of them untimed for a profiler.
+  // DaybreakKernelBench [iterations [gemv | gemv-profile | mxfp4]]: "gemv"
+  // runs only the GEMVs, "gemv-profile" three of them untimed for a
+  // profiler, "mxfp4" only the MXFP4 expert matmuls.
   int iterations = argc > 1 ? std::atoi(argv[1]) : 50;
   bool gemvOnly = argc > 2 && std::string(argv[2]) == "gemv";
   StatusOr<const Driver *> loaded = Driver::get();
@@ -365,9 +431,14 @@ int main(int argc, char **argv) {
     profileGemvs(kernels);
     return 0;
   }
+  if (argc > 2 && std::string(argv[2]) == "mxfp4") {
+    benchMxfp4(kernels);
+    return 0;
+  }
   benchGemvs(kernels, iterations);
   if (gemvOnly)
     return 0;
+  benchMxfp4(kernels);
 
   // rms_norm over the hidden size (7168): read x and weight, write out.
   {

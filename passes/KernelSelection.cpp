@@ -33,7 +33,8 @@ std::optional<StringRef> daybreak::loweredKernelName(Operation *op) {
       })
       .Default([](Operation *op) -> Result {
         // Every other lm op (lm.elementwise, lm.expert_matmul,
-        // lm.cache_write included) launches the kernel of its name.
+        // lm.mxfp4_expert_matmul, lm.cache_write included) launches the
+        // kernel of its name.
         if (!isa<lm::LmDialect>(op->getDialect()))
           return std::nullopt;
         return op->getName().stripDialect();

@@ -3,6 +3,7 @@
 #include "compiler/artifact/ArtifactEmitter.h"
 
 #include <climits>
+#include <deque>
 
 #include "dialects/lm/LmOps.h"
 #include "dialects/plan/PlanOps.h"
@@ -40,6 +41,38 @@ static std::optional<DType> toDType(Type type) {
   if (type.isInteger(8))
     return DType::U8;
   return std::nullopt;
+}
+
+/// The stored bytes of a weight's value: its raw data as MLIR holds it, or
+/// where that is not the stored layout, bytes built into `owned` (which
+/// must outlive the writer): a splat repeated, and 4-bit types (MLIR keeps
+/// one value a byte) packed two a byte, low nibble first, as plan.weight
+/// sizes them. Fails unless the result is `size` bytes.
+static llvm::Expected<ArrayRef<char>>
+storedBytes(DenseElementsAttr value, uint64_t size,
+            std::deque<std::vector<char>> &owned) {
+  ArrayRef<char> raw = value.getRawData();
+  Type elem = value.getElementType();
+  int64_t count = value.getNumElements();
+  unsigned bits = elem.isIntOrFloat() ? elem.getIntOrFloatBitWidth() : 0;
+  if (bits == 4) {
+    std::vector<char> &packed = owned.emplace_back((count + 1) / 2, 0);
+    for (int64_t i = 0; i < count; ++i) {
+      uint8_t nibble = uint8_t(raw[value.isSplat() ? 0 : i]) & 0xF;
+      packed[i / 2] = char(uint8_t(packed[i / 2]) | (nibble << (4 * (i % 2))));
+    }
+    raw = packed;
+  } else if (value.isSplat() && count > 1) {
+    std::vector<char> &repeated = owned.emplace_back();
+    repeated.reserve(raw.size() * count);
+    for (int64_t i = 0; i < count; ++i)
+      repeated.insert(repeated.end(), raw.begin(), raw.end());
+    raw = repeated;
+  }
+  if (raw.size() != size)
+    return errorf("holds " + Twine(raw.size()) + " bytes of value, its type " +
+                  Twine(size));
+  return raw;
 }
 
 /// Stores kernel parameter `name` (checked against the kernel's declaration
@@ -82,6 +115,9 @@ artifact::emitArtifact(ModuleOp module, const importers::Checkpoint &checkpoint,
   // the checkpoint's mapping) until the writer copies them into the file.
   uint64_t weightSectionSize = 0;
   std::vector<ArtifactWriter::Piece> weightPieces;
+  // Values whose stored bytes differ from MLIR's (packed, splats), kept
+  // here until the writer copies them.
+  std::deque<std::vector<char>> owned;
   llvm::StringMap<uint32_t> weightIndex;
   // By reference: one external file per checkpoint file used, hashed once;
   // the weights still embedded are packed anew (64-byte aligned).
@@ -160,11 +196,11 @@ artifact::emitArtifact(ModuleOp module, const importers::Checkpoint &checkpoint,
     }
     weightSectionSize = std::max(weightSectionSize, offset + size);
     if (auto value = weight->getAttrOfType<DenseElementsAttr>("lm.value")) {
-      ArrayRef<char> raw = value.getRawData();
-      if (value.isSplat() || raw.size() != size)
-        return errorf("folded weight @" + weight.getSymName() +
-                      " has an unexpected value layout");
-      weightPieces.push_back({offset, raw.data(), size});
+      llvm::Expected<ArrayRef<char>> raw = storedBytes(value, size, owned);
+      if (!raw)
+        return errorf("folded weight @" + weight.getSymName() + " " +
+                      llvm::toString(raw.takeError()));
+      weightPieces.push_back({offset, raw->data(), size});
     } else {
       if (!sources || sources.empty())
         return errorf("weight @" + weight.getSymName() + " has no data");

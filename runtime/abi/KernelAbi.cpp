@@ -75,7 +75,9 @@ std::string daybreak::abi::weightTypesName(uint8_t types) {
   std::string names;
   for (auto [bit, name] : {std::pair<uint8_t, const char *>{F32, "f32"},
                            {BF16, "bf16"},
-                           {F8E4M3, "f8e4m3"}})
+                           {F8E4M3, "f8e4m3"},
+                           {F4E2M1FN, "f4e2m1fn"},
+                           {F8E8M0FNU, "f8e8m0fnu"}})
     if (types & bit)
       names += (names.empty() ? "" : "|") + std::string(name);
   return names;

@@ -62,8 +62,15 @@ uint8_t targetMask(std::string_view name);
 /// The names of the targets in `mask`, joined by `separator` ("cpu, cuda").
 std::string targetNames(uint8_t mask, std::string_view separator = ", ");
 
-/// Stored types a weight operand may have.
-enum WeightTypeMask : uint8_t { F32 = 1, BF16 = 2, F8E4M3 = 4 };
+/// Stored types a weight operand may have. F4E2M1FN weights are packed two
+/// values a byte (low nibble first); F8E8M0FNU holds MX block scales.
+enum WeightTypeMask : uint8_t {
+  F32 = 1,
+  BF16 = 2,
+  F8E4M3 = 4,
+  F4E2M1FN = 8,
+  F8E8M0FNU = 16,
+};
 
 struct ArgDecl {
   const char *role = nullptr;

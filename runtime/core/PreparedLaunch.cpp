@@ -19,6 +19,10 @@ static uint8_t weightTypeBit(artifact::DType dtype) {
     return abi::BF16;
   case artifact::F8E4M3FN:
     return abi::F8E4M3;
+  case artifact::F4E2M1FN:
+    return abi::F4E2M1FN;
+  case artifact::F8E8M0FNU:
+    return abi::F8E8M0FNU;
   default:
     return 0;
   }
@@ -164,6 +168,35 @@ static Status prepareParam(const abi::KernelDecl &decl, unsigned index,
   return Status::error(what + " has an unknown type");
 }
 
+/// An MXFP4 expert launch reads its packed values and scales by the
+/// weight's shape: [E, N, K] values (K whole blocks of 32), [E, N, K / 32]
+/// scales and an [E, N] bias, all weights (a buffer holds no packed
+/// values), so the kernels never read past them.
+static Status checkMxfp4Experts(const artifact::Manifest &m,
+                                const PreparedLaunch &p) {
+  using In = abi::Mxfp4ExpertMatmul::In;
+  const PreparedArg &values = p.args[In::weight], &scales = p.args[In::scales];
+  if (values.kind != PreparedArg::Kind::Weight ||
+      scales.kind != PreparedArg::Kind::Weight)
+    return Status::error("reads MXFP4 values and scales that are not weights");
+  const artifact::Weight &w = m.weights(values.index);
+  const artifact::Weight &s = m.weights(scales.index);
+  if (w.shape_size() != 3 || s.shape_size() != 3 || w.shape(2) % 32 != 0 ||
+      s.shape(0) != w.shape(0) || s.shape(1) != w.shape(1) ||
+      s.shape(2) != w.shape(2) / 32)
+    return Status::error("MXFP4 weight '" + w.name() + "' and scales '" +
+                         s.name() +
+                         "' are not [E, N, K] values with [E, N, K / 32] "
+                         "scales");
+  const PreparedArg &bias = p.args[In::bias];
+  if (bias.kind != PreparedArg::Kind::Absent &&
+      (bias.rank != 2 || bias.perToken[0] || bias.perToken[1] ||
+       bias.constant[0] != w.shape(0) || bias.constant[1] != w.shape(1)))
+    return Status::error("the bias of MXFP4 weight '" + w.name() +
+                         "' is not [E, N]");
+  return Status::success();
+}
+
 /// Decodes launch `l` of `step` into `p`.
 static Status prepareLaunch(const artifact::Manifest &m,
                             const artifact::Step &step,
@@ -226,6 +259,8 @@ static Status prepareLaunch(const artifact::Manifest &m,
       return Status::error(e4m3 ? "reads an e4m3 weight without weight_scale"
                                 : "has weight_scale for a weight not in e4m3");
   }
+  if (p.kernel == abi::KernelId::Mxfp4ExpertMatmul)
+    DAYBREAK_RETURN_IF_ERROR(checkMxfp4Experts(m, p));
   if (p.kernel == abi::KernelId::Rope) {
     using P = abi::Rope::P;
     unsigned yarn = 0;

@@ -90,11 +90,21 @@ DecodeFloor runtime::decodeFloor(const artifact::Manifest &m, int64_t batch,
         double bytes = double(w.size());
         if (k == "embedding" && i == 0 && shape.size() == 2 && shape[0] > 0)
           bytes = bytes / double(shape[0]) * std::min<int64_t>(batch, shape[0]);
-        if (k == "expert_matmul" && !shape.empty() &&
-            (i == abi::ExpertMatmul::In::weight ||
-             i == abi::ExpertMatmul::In::weight_scale)) {
+        // Expert weights: only the experts the batch picks are read (packed
+        // MXFP4 values, their scales and biases included).
+        bool expertWeight = (k == "expert_matmul" &&
+                             (i == abi::ExpertMatmul::In::weight ||
+                              i == abi::ExpertMatmul::In::weight_scale)) ||
+                            (k == "mxfp4_expert_matmul" &&
+                             (i == abi::Mxfp4ExpertMatmul::In::weight ||
+                              i == abi::Mxfp4ExpertMatmul::In::scales ||
+                              i == abi::Mxfp4ExpertMatmul::In::bias));
+        if (expertWeight && !shape.empty()) {
+          int indices = k == "expert_matmul"
+                            ? int(abi::ExpertMatmul::In::indices)
+                            : int(abi::Mxfp4ExpertMatmul::In::indices);
           double experts = double(shape[0]);
-          double picks = double(topK(m, *step, l, 2, batch));
+          double picks = double(topK(m, *step, l, indices, batch));
           double share = 1 - std::pow(1 - std::min(1.0, picks / experts),
                                       double(batch));
           bytes *= share;
@@ -147,10 +157,13 @@ double runtime::prefillFlops(const artifact::Manifest &m, int64_t prompt) {
           int64_t n = attrInt(l, "transpose_weight", 0) ? w[1] : w[2];
           flops += 2 * product(x) * double(n);
         }
-      } else if (k == "expert_matmul") {
+      } else if (k == "expert_matmul" || k == "mxfp4_expert_matmul") {
         std::vector<int64_t> w = shape(1);
+        int indices = k == "expert_matmul"
+                          ? int(abi::ExpertMatmul::In::indices)
+                          : int(abi::Mxfp4ExpertMatmul::In::indices);
         if (w.size() == 3)
-          flops += 2.0 * tokens * double(topK(m, *step, l, 2, tokens)) *
+          flops += 2.0 * tokens * double(topK(m, *step, l, indices, tokens)) *
                    double(w[1]) * double(w[2]);
       } else if (k == "dsa_indexer_scores") {
         std::vector<int64_t> q = shape(0);

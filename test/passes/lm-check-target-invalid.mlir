@@ -25,22 +25,19 @@ func.func @kda_step(%q: tensor<?x32x128xf32>, %k: tensor<?x32x128xf32>, %v: tens
 
 // -----
 
-// Tests that an expert matmul over MXFP4 weights (gpt-oss), which no runtime
-// kernel runs yet, is rejected at the op, and that every illegal op of a
-// function is reported, not only the first.
-func.func @mxfp4_experts(%x: tensor<?x64xbf16>, %w: tensor<8x128x64xf4E2M1FN>,
-                         %s: tensor<8x128x2xf8E8M0FNU>, %idx: tensor<?x2xi32>,
-                         %g: tensor<?x32x128xf32>, %raw: tensor<?x32x128xf32>,
-                         %alog: tensor<32xf32>, %dtb: tensor<32x128xf32>)
-    -> (tensor<?x2x128xf32>, tensor<?x32x128xf32>) {
-  // expected-error @+1 {{'lm.mxfp4_expert_matmul' op has no runtime kernel: no declaration of 'mxfp4_expert_matmul' in runtime/abi/Kernels.def}}
-  %y = lm.mxfp4_expert_matmul %x, %w, %s, %idx
-      : (tensor<?x64xbf16>, tensor<8x128x64xf4E2M1FN>, tensor<8x128x2xf8E8M0FNU>,
-         tensor<?x2xi32>) -> tensor<?x2x128xf32>
+// Tests that a KDA gate (Kimi Linear), which no runtime kernel runs yet, is
+// rejected at the op, and that every illegal op of a function is reported,
+// not only the first.
+func.func @kda_ops(%raw: tensor<?x32x128xf32>, %alog: tensor<32xf32>,
+                   %dtb: tensor<32x128xf32>)
+    -> (tensor<?x32x128xf32>, tensor<?x32x128xf32>) {
   // expected-error @+1 {{'lm.kda_gate' op has no runtime kernel: no declaration of 'kda_gate'}}
   %gate = lm.kda_gate %raw, %alog, %dtb
       : (tensor<?x32x128xf32>, tensor<32xf32>, tensor<32x128xf32>) -> tensor<?x32x128xf32>
-  return %y, %gate : tensor<?x2x128xf32>, tensor<?x32x128xf32>
+  // expected-error @+1 {{'lm.kda_gate' op has no runtime kernel: no declaration of 'kda_gate'}}
+  %again = lm.kda_gate %gate, %alog, %dtb
+      : (tensor<?x32x128xf32>, tensor<32xf32>, tensor<32x128xf32>) -> tensor<?x32x128xf32>
+  return %gate, %again : tensor<?x32x128xf32>, tensor<?x32x128xf32>
 }
 
 // -----

@@ -65,3 +65,26 @@ func.func @legal(%ids: tensor<?xi32>, %c: tensor<2x64x80xf32>, %kv: tensor<?x80x
   return %r, %x, %next, %y, %c1
       : tensor<?x4x32xbf16>, tensor<?x272xf32>, tensor<?xi32>, tensor<?x64xf32>, tensor<2x64x80xf32>
 }
+
+// Tests that an expert matmul over MXFP4 weights (gpt-oss), read as stored by
+// the mxfp4_expert_matmul kernel, passes on both targets, with and without
+// routing weights and bias.
+// CHECK-LABEL: func.func @mxfp4_experts
+// CHECK: lm.mxfp4_expert_matmul
+// CHECK: lm.mxfp4_expert_matmul
+lm.weight @v4 : tensor<8x128x64xf4E2M1FN> {sources = ["v4_blocks"]}
+lm.weight @s4 : tensor<8x128x2xf8E8M0FNU> {sources = ["v4_scales"]}
+lm.weight @b4 : tensor<8x128xbf16> {sources = ["v4_bias"]}
+func.func @mxfp4_experts(%x: tensor<?x64xf32>, %idx: tensor<?x2xi32>, %rw: tensor<?x2xf32>)
+    -> (tensor<?x2x128xf32>, tensor<?x128xf32>) {
+  %w = lm.weight_ref @v4 : tensor<8x128x64xf4E2M1FN>
+  %s = lm.weight_ref @s4 : tensor<8x128x2xf8E8M0FNU>
+  %b = lm.weight_ref @b4 : tensor<8x128xbf16>
+  %slots = lm.mxfp4_expert_matmul %x, %w, %s, %idx bias %b
+      : (tensor<?x64xf32>, tensor<8x128x64xf4E2M1FN>, tensor<8x128x2xf8E8M0FNU>,
+         tensor<?x2xi32>, tensor<8x128xbf16>) -> tensor<?x2x128xf32>
+  %mixed = lm.mxfp4_expert_matmul %x, %w, %s, %idx weights %rw
+      : (tensor<?x64xf32>, tensor<8x128x64xf4E2M1FN>, tensor<8x128x2xf8E8M0FNU>,
+         tensor<?x2xi32>, tensor<?x2xf32>) -> tensor<?x128xf32>
+  return %slots, %mixed : tensor<?x2x128xf32>, tensor<?x128xf32>
+}

@@ -169,3 +169,43 @@ func.func @experts(%x: tensor<?x2x48xf32>, %idx: tensor<?x2xi32>, %rw: tensor<?x
       : (tensor<?x2x48xf32>, tensor<8x128x48xf32>, tensor<?x2xi32>, tensor<?x2xf32>) -> tensor<?x128xf32>
   return %y : tensor<?x128xf32>
 }
+
+// -----
+
+// Tests that an expert matmul over MXFP4 experts launches
+// mxfp4_expert_matmul on the stored weights: values packed two a byte (the
+// [8, 128, 64] f4E2M1FN weight takes 32 KiB, so the scales follow at 32768)
+// and one E8M0 byte per 32 (2 KiB, the bias at 34816), slots by declaration
+// (routing weights absent with a bias, bias absent with routing weights).
+// CHECK: plan.weight @v4 : tensor<8x128x64xf4E2M1FN> {lm.sources = ["v4_blocks"], offset = 0 : i64, section = 0 : i64}
+// CHECK: plan.weight @s4 : tensor<8x128x2xf8E8M0FNU> {lm.sources = ["v4_scales"], offset = 32768 : i64, section = 0 : i64}
+// CHECK: plan.weight @b4 : tensor<8x128xbf16> {lm.sources = ["v4_bias"], offset = 34816 : i64, section = 0 : i64}
+// CHECK-LABEL: plan.step @mxfp4_experts
+// CHECK-NEXT: ^bb0(%[[T:.*]]: index):
+// CHECK-NEXT: %[[X:.*]] = plan.buffer "v0" offset(0) (%[[T]]) {io = "input"} : memref<?x64xf32>
+// CHECK-NEXT: %[[IDX:.*]] = plan.buffer "v1" offset(0) (%[[T]]) {io = "input"} : memref<?x2xi32>
+// CHECK-NEXT: %[[RW:.*]] = plan.buffer "v2" offset(0) (%[[T]]) {io = "input"} : memref<?x2xf32>
+// CHECK-NEXT: %[[W:.*]] = plan.weight_ref @v4 : memref<8x128x64xf4E2M1FN>
+// CHECK-NEXT: %[[S:.*]] = plan.weight_ref @s4 : memref<8x128x2xf8E8M0FNU>
+// CHECK-NEXT: %[[B:.*]] = plan.weight_ref @b4 : memref<8x128xbf16>
+// CHECK-NEXT: %[[Y:.*]] = plan.buffer "v3" offset(0) (%[[T]]) {io = "output"} : memref<?x2x128xf32>
+// CHECK-NEXT: plan.launch @mxfp4_expert_matmul.6[%[[T]]] {{.*}}(%[[X]], %[[W]], %[[S]], %[[IDX]], %[[B]], %[[Y]]) {absent = array<i64: 4>, num_results = 1 : i64}
+// CHECK-NEXT: %[[M:.*]] = plan.buffer "v4" offset(0) (%[[T]]) {io = "output"} : memref<?x128xf32>
+// CHECK-NEXT: plan.launch @mxfp4_expert_matmul.6[%[[T]]] {{.*}}(%[[X]], %[[W]], %[[S]], %[[IDX]], %[[RW]], %[[M]]) {absent = array<i64: 5>, num_results = 1 : i64}
+// CHECK-DAG: plan.kernel @mxfp4_expert_matmul.6 {entry = "mxfp4_expert_matmul", num_args = 6 : i64, target = #plan<target cpu>}
+lm.weight @v4 : tensor<8x128x64xf4E2M1FN> {sources = ["v4_blocks"]}
+lm.weight @s4 : tensor<8x128x2xf8E8M0FNU> {sources = ["v4_scales"]}
+lm.weight @b4 : tensor<8x128xbf16> {sources = ["v4_bias"]}
+func.func @mxfp4_experts(%x: tensor<?x64xf32>, %idx: tensor<?x2xi32>, %rw: tensor<?x2xf32>)
+    -> (tensor<?x2x128xf32>, tensor<?x128xf32>) {
+  %w = lm.weight_ref @v4 : tensor<8x128x64xf4E2M1FN>
+  %s = lm.weight_ref @s4 : tensor<8x128x2xf8E8M0FNU>
+  %b = lm.weight_ref @b4 : tensor<8x128xbf16>
+  %slots = lm.mxfp4_expert_matmul %x, %w, %s, %idx bias %b
+      : (tensor<?x64xf32>, tensor<8x128x64xf4E2M1FN>, tensor<8x128x2xf8E8M0FNU>,
+         tensor<?x2xi32>, tensor<8x128xbf16>) -> tensor<?x2x128xf32>
+  %mixed = lm.mxfp4_expert_matmul %x, %w, %s, %idx weights %rw
+      : (tensor<?x64xf32>, tensor<8x128x64xf4E2M1FN>, tensor<8x128x2xf8E8M0FNU>,
+         tensor<?x2xi32>, tensor<?x2xf32>) -> tensor<?x128xf32>
+  return %slots, %mixed : tensor<?x2x128xf32>, tensor<?x128xf32>
+}

@@ -13,6 +13,8 @@
 
 #include "runtime/devices/cuda/CudaKernels.h"
 #include "runtime/devices/cpu/CpuKernels.h"
+#include "runtime/numerics/Numerics.h"
+#include "test/unit/Mxfp4TestData.h"
 
 #include "gtest/gtest.h"
 
@@ -440,6 +442,106 @@ TEST_F(CudaKernelsTest, ExpertMatmul) {
         report("expertMatmul", shape, e);
         EXPECT_LE(e, 1e-5);
       }
+}
+
+TEST_F(CudaKernelsTest, Mxfp4ExpertMatmul) {
+  // MXFP4 experts read as stored (the direct route) against the CPU kernel:
+  // both within the fp32 rounding bound of the exact result
+  // (test/unit/Mxfp4TestData.h), so within twice it of each other. Shapes:
+  // K of one block, of blocks that leave lanes idle, gpt-oss's 2880; N off
+  // the warp's four columns; -1 slots; the ends of E8M0 (2^-127, 2^127, NaN)
+  // with inputs small enough that no block overflows.
+  struct Case {
+    int64_t experts, n, k, tokens;
+    bool extreme;
+  };
+  for (Case c : {Case{3, 5, 32, 1, false}, Case{6, 70, 96, 5, false},
+                 Case{5, 37, 2880, 1, false}, Case{4, 131, 2880, 8, false},
+                 Case{4, 24, 128, 7, true}})
+    for (bool perSlot : {false, true})
+      for (bool routed : {false, true})
+        for (bool biased : {false, true}) {
+          int64_t slots = 4;
+          testutil::Mxfp4TestExperts w =
+              c.extreme
+                  ? testutil::randomMxfp4Experts(
+                        rng, c.experts, c.n, c.k,
+                        {0, 1, 2, 120, 127, 200, 253, 254})
+                  : testutil::randomMxfp4Experts(rng, c.experts, c.n, c.k);
+          if (c.extreme)
+            w.scales[5] = 0xFF;
+          auto x = random(c.tokens * (perSlot ? slots : 1) * c.k);
+          if (c.extreme)
+            for (float &v : x)
+              v = std::ldexp(v, -24);
+          auto routing = random(c.tokens * slots, -1, 1);
+          std::vector<int32_t> indices(c.tokens * slots);
+          for (auto &i : indices)
+            i = int32_t(rng() % (c.experts + 1)) - 1; // some -1
+          // bf16 bias, as gpt-oss stores it.
+          std::vector<uint16_t> bias16;
+          std::vector<float> bias;
+          if (biased)
+            for (float b : random(c.experts * c.n, -2, 2)) {
+              bias16.push_back(numerics::floatToBf16(b));
+              bias.push_back(numerics::bf16ToFloat(bias16.back()));
+            }
+          testutil::Mxfp4Expected expected = testutil::mxfp4Expected(
+              w, x, perSlot, bias, indices, c.tokens, slots,
+              routed ? routing : std::vector<float>());
+          int64_t outRows = routed ? c.tokens : c.tokens * slots;
+          std::vector<float> cpuOut(outRows * c.n);
+          cpu::Mxfp4Weights hw;
+          hw.values = w.values.data();
+          hw.scales = w.scales.data();
+          cpu::WeightView hb;
+          if (biased) {
+            hb.data = bias16.data();
+            hb.type = cpu::WeightType::BF16;
+          }
+          Status status = cpu::mxfp4ExpertMatmul(
+              pool, x.data(), perSlot, hw, hb, c.experts, c.n, c.k,
+              indices.data(), c.tokens, slots,
+              routed ? routing.data() : nullptr, cpuOut.data());
+          ASSERT_TRUE(status.ok()) << status.message();
+
+          Buffer dx(*driver, x), dv(*driver, w.values), ds(*driver, w.scales),
+              dBias(*driver, bias16), dIdx(*driver, indices),
+              dR(*driver, routing), dOut(*driver, cpuOut.size() * 4);
+          DeviceWeight gb;
+          if (biased) {
+            gb.data = dBias;
+            gb.type = 1;
+          }
+          expectRan(kernels->mxfp4ExpertMatmul(
+              dx, perSlot, dv, ds, gb, c.experts, c.n, c.k, dIdx, c.tokens,
+              slots, routed ? dR.get() : 0, dOut, nullptr));
+          std::vector<float> gpuOut = dOut.read<float>(cpuOut.size());
+
+          char shape[96];
+          std::snprintf(
+              shape, sizeof(shape),
+              "E=%ld N=%ld K=%ld T=%ld perSlot=%d routed=%d bias=%d%s",
+              long(c.experts), long(c.n), long(c.k), long(c.tokens), perSlot,
+              routed, biased, c.extreme ? " extreme" : "");
+          int64_t bad = testutil::firstOutOfBound(gpuOut, expected);
+          EXPECT_EQ(bad, -1) << shape << ": gpu element " << bad << " is "
+                             << gpuOut[std::max<int64_t>(bad, 0)] << ", exact "
+                             << expected.exact[std::max<int64_t>(bad, 0)];
+          // Against the CPU: each within the bound of the exact value.
+          double worst = 0;
+          for (size_t i = 0; i < gpuOut.size(); ++i) {
+            if (std::isnan(cpuOut[i]) || std::isnan(gpuOut[i])) {
+              EXPECT_EQ(std::isnan(cpuOut[i]), std::isnan(gpuOut[i]))
+                  << shape << " element " << i;
+              continue;
+            }
+            double diff = std::fabs(double(gpuOut[i]) - cpuOut[i]);
+            EXPECT_LE(diff, 2 * expected.bound[i]) << shape << " element " << i;
+            worst = std::max(worst, diff / std::max(expected.bound[i], 1e-300));
+          }
+          report("mxfp4 (of bound)", shape, worst); // |gpu - cpu| / bound
+        }
 }
 
 /// A paged cache on both sides: the CPU view over host bytes and the device

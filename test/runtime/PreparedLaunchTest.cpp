@@ -173,6 +173,71 @@ TEST(PreparedLaunch, MalformedLaunchesFailNamingTheLaunch) {
   }
 }
 
+/// rmsNormManifest's step with its launch replaced by an MXFP4 expert
+/// matmul: x [tokens, 8] (buffer 0), indices and output buffers, and the
+/// weights values F4E2M1FN [4, 8, 64], scales F8E8M0FNU [4, 8, 2] and an
+/// [4, 8] bf16 bias.
+artifact::Manifest mxfp4Manifest() {
+  artifact::Manifest m = rmsNormManifest();
+  artifact::Step *step = m.mutable_steps(0);
+  step->mutable_buffers(0)->mutable_dims(1)->set_constant(64);
+  auto addWeight = [&](const char *name, artifact::DType dtype,
+                       std::vector<int64_t> shape) {
+    artifact::Weight *w = m.add_weights();
+    w->set_name(name);
+    w->set_dtype(dtype);
+    for (int64_t d : shape)
+      w->add_shape(d);
+  };
+  addWeight("values", artifact::F4E2M1FN, {4, 8, 64});
+  addWeight("scales", artifact::F8E8M0FNU, {4, 8, 2});
+  addWeight("bias", artifact::BF16, {4, 8});
+  artifact::Launch *l = step->mutable_launches(0);
+  l->Clear();
+  l->set_kernel("mxfp4_expert_matmul");
+  l->add_operands()->set_buffer(0);    // input
+  l->add_operands()->set_weight(0);    // weight
+  l->add_operands()->set_weight(1);    // scales
+  l->add_operands()->set_buffer(3);    // indices (token_ids)
+  l->add_operands()->set_absent(true); // routing_weights
+  l->add_operands()->set_weight(2);    // bias
+  l->add_results()->set_buffer(2);
+  return m;
+}
+
+TEST(PreparedLaunch, Mxfp4ExpertsAreCheckedAtLoad) {
+  const std::string label = "step 'decode' launch 0 (mxfp4_expert_matmul): ";
+  StatusOr<std::vector<PreparedStep>> steps = prepareSteps(mxfp4Manifest());
+  ASSERT_TRUE(steps.ok()) << steps.error().message();
+  EXPECT_EQ((*steps)[0].launches[0].kernel, abi::KernelId::Mxfp4ExpertMatmul);
+  {
+    artifact::Manifest m = mxfp4Manifest();
+    m.mutable_weights(0)->set_dtype(artifact::BF16);
+    EXPECT_EQ(prepareError(m), label + "operand 'weight' holds weight 'values' "
+                                       "stored as BF16; the kernel reads "
+                                       "f4e2m1fn");
+  }
+  {
+    artifact::Manifest m = mxfp4Manifest();
+    m.mutable_weights(1)->set_shape(2, 4);
+    EXPECT_EQ(prepareError(m),
+              label + "MXFP4 weight 'values' and scales 'scales' are not "
+                      "[E, N, K] values with [E, N, K / 32] scales");
+  }
+  {
+    artifact::Manifest m = mxfp4Manifest();
+    m.mutable_steps(0)->mutable_launches(0)->mutable_operands(2)->set_buffer(0);
+    EXPECT_EQ(prepareError(m),
+              label + "reads MXFP4 values and scales that are not weights");
+  }
+  {
+    artifact::Manifest m = mxfp4Manifest();
+    m.mutable_weights(2)->set_shape(1, 9);
+    EXPECT_EQ(prepareError(m),
+              label + "the bias of MXFP4 weight 'values' is not [E, N]");
+  }
+}
+
 TEST(PreparedLaunch, EnumChoicesAreTheDeclaredOnes) {
   const abi::KernelDecl &rope = abi::kernel(abi::KernelId::Rope);
   EXPECT_EQ(rope.enumIndex(abi::Rope::P::style, "interleaved"),

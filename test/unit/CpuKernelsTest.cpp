@@ -11,6 +11,7 @@
 #include "runtime/devices/cpu/CpuKernels.h"
 #include "compiler/reference/Kernels.h"
 #include "runtime/numerics/Numerics.h"
+#include "test/unit/Mxfp4TestData.h"
 
 #include "gtest/gtest.h"
 
@@ -495,6 +496,151 @@ TEST(CpuKernels, ExpertMatmul) {
                                     k, bad.data(), 1, 2, nullptr, out.data());
   ASSERT_FALSE(status.ok());
   EXPECT_NE(status.message().find("expert id 5"), std::string::npos)
+      << status.message();
+}
+
+/// An MXFP4 expert matmul's bias: none, or stored in f32 or bf16.
+enum class MxfpBias { None, F32, BF16 };
+
+/// The reference's tensors of MXFP4 test experts: F4E2M1FN values and
+/// F8E8M0FNU scales, unpacked.
+std::pair<Tensor, Tensor> referenceMxfp4(const testutil::Mxfp4TestExperts &w) {
+  return {Tensor::fromFloats({w.experts, w.n, w.k}, w.codeValues(),
+                             ElementType::F4E2M1FN),
+          Tensor::fromFloats({w.experts, w.n, w.k / 32}, w.scaleValues(),
+                             ElementType::F8E8M0FNU)};
+}
+
+/// The CPU kernel and the reference evaluator's kernel on the same MXFP4
+/// experts, both within the fp32 rounding bound of the exact result
+/// (Mxfp4TestData.h), and the CPU result the same for 1 and 4 threads.
+void checkMxfp4(std::mt19937 &rng, const testutil::Mxfp4TestExperts &w,
+                int64_t tokens, int64_t slots, float inputScale) {
+  int64_t experts = w.experts, n = w.n, k = w.k;
+  auto [values, scales] = referenceMxfp4(w);
+  std::vector<int32_t> idx(tokens * slots);
+  for (int32_t &e : idx)
+    e = static_cast<int32_t>(rng() % (experts + 1)) - 1; // -1 included
+  if (tokens > 1)
+    std::fill(idx.begin(), idx.begin() + slots, -1); // a token with none
+  std::vector<float> rw = randomFloats(rng, tokens * slots, -1, 1);
+  for (bool perSlot : {false, true}) {
+    std::vector<float> x =
+        randomFloats(rng, tokens * (perSlot ? slots : 1) * k);
+    for (float &v : x)
+      v *= inputScale;
+    Tensor xt =
+        perSlot ? floats({tokens, slots, k}, x) : floats({tokens, k}, x);
+    for (bool weighted : {false, true})
+      for (MxfpBias biasType :
+           {MxfpBias::None, MxfpBias::F32, MxfpBias::BF16}) {
+        bool biased = biasType != MxfpBias::None;
+        std::vector<float> bias;
+        std::vector<uint16_t> bias16;
+        if (biased)
+          bias = randomFloats(rng, experts * n, -2, 2);
+        if (biasType == MxfpBias::BF16)
+          for (float &b : bias) {
+            bias16.push_back(numerics::floatToBf16(b));
+            b = numerics::bf16ToFloat(bias16.back());
+          }
+        std::vector<float> routing = weighted ? rw : std::vector<float>();
+        testutil::Mxfp4Expected expected = testutil::mxfp4Expected(
+            w, x, perSlot, bias, idx, tokens, slots, routing);
+        std::string what =
+            "T=" + std::to_string(tokens) + " E=" + std::to_string(experts) +
+            " N=" + std::to_string(n) + " K=" + std::to_string(k) +
+            " perSlot=" + std::to_string(perSlot) +
+            " weighted=" + std::to_string(weighted) +
+            " bias=" + std::to_string(int(biasType));
+
+        Tensor reference = llvm::cantFail(ref::mxfp4ExpertMatmul(
+            xt, values, scales, ints({tokens, slots}, idx),
+            weighted ? floats({tokens, slots}, rw) : Tensor(),
+            biased ? Tensor::fromFloats({experts, n}, bias) : Tensor()));
+        int64_t bad = testutil::firstOutOfBound(reference.floats(), expected);
+        EXPECT_EQ(bad, -1) << "reference, " << what << ": "
+                           << reference.floats()[std::max<int64_t>(bad, 0)];
+
+        cpu::Mxfp4Weights packed;
+        packed.values = w.values.data();
+        packed.scales = w.scales.data();
+        cpu::WeightView biasView;
+        if (biasType == MxfpBias::F32) {
+          biasView = cpu::WeightView::f32(bias.data());
+        } else if (biasType == MxfpBias::BF16) {
+          biasView.data = bias16.data();
+          biasView.type = cpu::WeightType::BF16;
+        }
+        std::vector<float> first;
+        for (unsigned threads : kThreadCounts) {
+          cpu::ThreadPool pool(threads);
+          std::vector<float> out(tokens * (weighted ? 1 : slots) * n, 7.0f);
+          Status status = cpu::mxfp4ExpertMatmul(
+              pool, x.data(), perSlot, packed, biasView, experts, n, k,
+              idx.data(), tokens, slots, weighted ? rw.data() : nullptr,
+              out.data());
+          ASSERT_TRUE(status.ok()) << status.message();
+          bad = testutil::firstOutOfBound(out, expected);
+          EXPECT_EQ(bad, -1)
+              << "cpu, " << what << ", " << threads << " threads: element "
+              << bad << " is " << out[std::max<int64_t>(bad, 0)] << ", exact "
+              << expected.exact[std::max<int64_t>(bad, 0)] << " +- "
+              << expected.bound[std::max<int64_t>(bad, 0)];
+          if (first.empty())
+            first = out;
+          else // the work split never depends on the thread count
+            EXPECT_EQ(0, std::memcmp(first.data(), out.data(),
+                                     out.size() * sizeof(float)))
+                << what;
+        }
+      }
+  }
+}
+
+TEST(CpuKernels, Mxfp4ExpertMatmul) {
+  std::mt19937 rng(17);
+  // K of one block, of blocks that do not fill 32 lanes, and of many; N off
+  // the 8-column tiles; one token and a batch with -1 slots.
+  struct Shape {
+    int64_t experts, n, k;
+  };
+  for (Shape shape : {Shape{3, 5, 32}, Shape{5, 37, 96}, Shape{4, 70, 1088}})
+    for (int64_t tokens : {1, 30}) {
+      testutil::Mxfp4TestExperts w =
+          testutil::randomMxfp4Experts(rng, shape.experts, shape.n, shape.k);
+      checkMxfp4(rng, w, tokens, /*slots=*/3, /*inputScale=*/1.0f);
+    }
+}
+
+TEST(CpuKernels, Mxfp4ExpertMatmulExtremeScales) {
+  // The ends of E8M0: 2^-127 (a subnormal fp32), 2^127, NaN (255), with
+  // small inputs so that no block's sum overflows. A NaN scale makes its
+  // slot's outputs NaN, and a weighted sum over it NaN, as in the reference.
+  std::mt19937 rng(18);
+  testutil::Mxfp4TestExperts w = testutil::randomMxfp4Experts(
+      rng, 4, 24, 128, {0, 1, 2, 120, 127, 200, 253, 254});
+  w.scales[5] = 0xFF;
+  w.scales[w.scales.size() / 2] = 0xFF;
+  checkMxfp4(rng, w, 7, 2, std::ldexp(1.0f, -24));
+}
+
+TEST(CpuKernels, Mxfp4ExpertMatmulErrors) {
+  std::mt19937 rng(19);
+  testutil::Mxfp4TestExperts w = testutil::randomMxfp4Experts(rng, 2, 4, 64);
+  cpu::Mxfp4Weights packed;
+  packed.values = w.values.data();
+  packed.scales = w.scales.data();
+  cpu::ThreadPool pool(2);
+  std::vector<float> x(64), out(2 * 4);
+  std::vector<int32_t> bad = {0, 2};
+  Status status =
+      cpu::mxfp4ExpertMatmul(pool, x.data(), false, packed, cpu::WeightView(),
+                             2, 4, 64, bad.data(), 1, 2, nullptr, out.data());
+  ASSERT_FALSE(status.ok());
+  EXPECT_NE(status.message().find("mxfp4ExpertMatmul: expert id 2 at token 0, "
+                                  "slot 1 is outside [-1, 2)"),
+            std::string::npos)
       << status.message();
 }
 

@@ -386,6 +386,18 @@ struct CpuLaunchers {
                              opt<float>(l.in(In::routing_weights)),
                              f(l.out(0)));
   }
+  static Status mxfp4ExpertMatmul(CpuDevice &d, const BoundLaunch &l) {
+    using In = abi::Mxfp4ExpertMatmul::In;
+    const BoundArg &x = l.in(In::input), &w = l.in(In::weight),
+                   &indices = l.in(In::indices);
+    Mxfp4Weights packed;
+    packed.values = w.as<uint8_t>();
+    packed.scales = l.in(In::scales).as<uint8_t>();
+    return cpu::mxfp4ExpertMatmul(
+        d.pool, f(x), x.rank == 3, packed, weight(l.in(In::bias)), w.dim(0),
+        w.dim(1), w.dim(2), i32(indices), l.tokens, indices.dim(1),
+        opt<float>(l.in(In::routing_weights)), f(l.out(0)));
+  }
   static Status cacheWrite(CpuDevice &d, const BoundLaunch &l) {
     using In = abi::CacheWrite::In;
     return cpu::cacheWrite(d.pool, cache(d, l.in(In::cache)),
@@ -451,6 +463,7 @@ const runtime::LauncherTable<CpuDevice> &CpuDevice::launchers() {
       {K::Swiglu, &CpuLaunchers::swiglu},
       {K::MoeRoute, &CpuLaunchers::moeRoute},
       {K::ExpertMatmul, &CpuLaunchers::expertMatmul},
+      {K::Mxfp4ExpertMatmul, &CpuLaunchers::mxfp4ExpertMatmul},
       {K::CacheWrite, &CpuLaunchers::cacheWrite},
       {K::DsaIndexerScores, &CpuLaunchers::dsaIndexerScores},
       {K::DsaIndexSelect, &CpuLaunchers::dsaIndexSelect},

@@ -91,6 +91,15 @@ struct WeightView {
                  float *out) const;
 };
 
+/// MXFP4 experts as stored (gpt-oss, Kimi K3): E2M1 values [E, N, K], two
+/// a byte, low nibble first, and one E8M0 exponent byte per 32 values along
+/// K, [E, N, K / 32]; value (e, n, i) is E2M1 times 2^(scale - 127), 255 a
+/// NaN scale. A view of memory owned elsewhere; trivially copyable.
+struct Mxfp4Weights {
+  const uint8_t *values = nullptr;
+  const uint8_t *scales = nullptr;
+};
+
 //===----------------------------------------------------------------------===//
 // Kernels. Row-major; `rows` is the product of all dims but the last.
 //===----------------------------------------------------------------------===//
@@ -187,6 +196,18 @@ Status expertMatmul(ThreadPool &pool, const float *x, bool perSlotInput,
                     const WeightView &w, int64_t experts, int64_t n, int64_t k,
                     const int32_t *indices, int64_t tokens, int64_t slots,
                     const float *routingWeights, float *out);
+
+/// The grouped expert matmul of expertMatmul over MXFP4 experts
+/// ([experts, n, k], k a multiple of 32): each block of 32 values is
+/// decoded as read and its fp32 dot product with the input scaled by the
+/// block's power of two; `bias` [E, N] (null data: none) is added to a
+/// slot's product before the routing weights. Errors on an expert id
+/// outside [-1, E).
+Status mxfp4ExpertMatmul(ThreadPool &pool, const float *x, bool perSlotInput,
+                         const Mxfp4Weights &w, const WeightView &bias,
+                         int64_t experts, int64_t n, int64_t k,
+                         const int32_t *indices, int64_t tokens, int64_t slots,
+                         const float *routingWeights, float *out);
 
 /// Writes values [T, width] to rows (sequences[t], slots[t]) of the cache;
 /// slot -1 skips. Errors on a sequence outside [0, batch) or a slot outside

@@ -2,15 +2,19 @@
 //
 // Each kernel cuts its output into fixed tiles (independent of the thread
 // count, so results are deterministic) and runs the serial GEMM core on each
-// tile from the pool. Temporaries come from scratch arenas sized by the
-// shapes (Scratch.h): nothing is allocated once a shape has run.
+// tile from the pool; MXFP4 experts instead decode each tile's blocks of 32
+// and scale each block's dot product by its power of two. Temporaries come
+// from scratch arenas sized by the shapes (Scratch.h): nothing is allocated
+// once a shape has run.
 //
 //===----------------------------------------------------------------------===//
 
 #include "runtime/devices/cpu/CpuGemm.h"
 #include "runtime/devices/cpu/CpuKernels.h"
+#include "runtime/numerics/Numerics.h"
 
 #include <algorithm>
+#include <array>
 #include <string>
 
 namespace daybreak::cpu {
@@ -143,82 +147,118 @@ Status expertMatmul(ThreadPool &pool, const float *x, bool perSlotInput,
                       indices, tokens, slots, routingWeights, out);
 }
 
-Status expertMatmul(ThreadPool &pool, const float *x, bool perSlotInput,
-                    const WeightView &stored, int64_t experts, int64_t n,
-                    int64_t k, const int32_t *indices, int64_t tokens,
-                    int64_t slots, const float *routingWeights, float *out) {
-  WeightView w = stored;
-  w.rows = n;
-  w.cols = k;
+namespace {
+
+/// The (token, slot) rows of a grouped expert matmul that name an expert,
+/// ordered by expert (row order within one), with their inputs gathered, so
+/// each expert runs over contiguous rows, and room for their results. In
+/// the caller's scratch, sized for every row active whatever the routing
+/// chose (so a step of a shape already run allocates nothing).
+struct ExpertRows {
+  int64_t *start = nullptr;     ///< [experts + 1]: expert e's rows
+  int64_t *order = nullptr;     ///< the (token, slot) row of each active one
+  float *gathered = nullptr;    ///< [active, k]
+  float *results = nullptr;     ///< [active, n]
+  int64_t rows = 0, active = 0; ///< tokens x slots, and those with experts
+};
+
+/// Rows [row0, row0 + rows) of `expert` times output columns [col0, col0 +
+/// cols): a fixed cut of the work (independent of the thread count).
+struct ExpertJob {
+  int64_t expert, row0, rows, col0, cols;
+};
+
+/// Groups and gathers the rows of `indices` [tokens, slots]; an expert id
+/// outside [-1, experts) is an error naming `kernel`.
+Status groupExpertRows(ThreadPool &pool, const char *kernel, const float *x,
+                       bool perSlotInput, int64_t experts, int64_t n, int64_t k,
+                       const int32_t *indices, int64_t tokens, int64_t slots,
+                       ScratchFrame &frame, ExpertRows &g) {
   int64_t rows = tokens * slots;
   for (int64_t r = 0; r < rows; ++r)
     if (indices[r] < -1 || indices[r] >= experts)
       return Status::error(
-          "expertMatmul: expert id " + std::to_string(indices[r]) +
+          std::string(kernel) + ": expert id " + std::to_string(indices[r]) +
           " at token " + std::to_string(r / std::max<int64_t>(slots, 1)) +
           ", slot " + std::to_string(r % std::max<int64_t>(slots, 1)) +
           " is outside [-1, " + std::to_string(experts) + ")");
-
-  // Group the (token, slot) rows by expert, in row order, and gather their
-  // inputs so each expert runs one GEMM over contiguous rows. Scratch is
-  // sized for every row active, whatever the routing chose.
-  ScratchFrame frame;
-  int64_t *start = frame.take<int64_t>(experts + 1);
-  std::fill(start, start + experts + 1, 0);
+  g.rows = rows;
+  g.start = frame.take<int64_t>(experts + 1);
+  std::fill(g.start, g.start + experts + 1, 0);
   for (int64_t r = 0; r < rows; ++r)
     if (indices[r] >= 0)
-      ++start[indices[r] + 1];
+      ++g.start[indices[r] + 1];
   for (int64_t e = 0; e < experts; ++e)
-    start[e + 1] += start[e];
-  int64_t active = start[experts];
-  int64_t *order = frame.take<int64_t>(rows);
+    g.start[e + 1] += g.start[e];
+  g.active = g.start[experts];
+  g.order = frame.take<int64_t>(rows);
   int64_t *fill = frame.take<int64_t>(experts);
-  std::copy(start, start + experts, fill);
+  std::copy(g.start, g.start + experts, fill);
   for (int64_t r = 0; r < rows; ++r)
     if (indices[r] >= 0)
-      order[fill[indices[r]]++] = r;
-  float *gathered = frame.take<float>(rows * k);
-  float *results = frame.take<float>(rows * n);
-  pool.parallelFor(active, 16, [&](int64_t begin, int64_t end) {
+      g.order[fill[indices[r]]++] = r;
+  g.gathered = frame.take<float>(rows * k);
+  g.results = frame.take<float>(rows * n);
+  pool.parallelFor(g.active, 16, [&](int64_t begin, int64_t end) {
     for (int64_t i = begin; i < end; ++i) {
-      int64_t r = order[i];
+      int64_t r = g.order[i];
       const float *in = x + (perSlotInput ? r : r / slots) * k;
-      std::copy(in, in + k, gathered + i * k);
+      std::copy(in, in + k, g.gathered + i * k);
     }
   });
+  return Status::success();
+}
 
-  // Expert e's jobs are [firstJob[e], firstJob[e + 1]): its rows in blocks
-  // of kRowBlock, each block cut into column blocks.
-  int64_t *firstJob = frame.take<int64_t>(experts + 1);
-  firstJob[0] = 0;
-  for (int64_t e = 0; e < experts; ++e) {
-    int64_t count = start[e + 1] - start[e];
-    int64_t colJobs = (n + columnBlock(count, n) - 1) / columnBlock(count, n);
-    firstJob[e + 1] =
-        firstJob[e] + (count + kRowBlock - 1) / kRowBlock * colJobs;
+/// The jobs of a grouped expert matmul: each expert's rows in blocks of
+/// kRowBlock, its columns in blocks sized for the row count (columnBlock),
+/// in expert, row, column order. Expert e's jobs are [firstJob[e],
+/// firstJob[e + 1]).
+class ExpertJobs {
+public:
+  ExpertJobs(const ExpertRows &g, int64_t experts, int64_t n,
+             ScratchFrame &frame)
+      : g(g), experts(experts), n(n),
+        firstJob(frame.take<int64_t>(experts + 1)) {
+    firstJob[0] = 0;
+    for (int64_t e = 0; e < experts; ++e) {
+      int64_t count = g.start[e + 1] - g.start[e];
+      int64_t colJobs = (n + columnBlock(count, n) - 1) / columnBlock(count, n);
+      firstJob[e + 1] =
+          firstJob[e] + (count + kRowBlock - 1) / kRowBlock * colJobs;
+    }
   }
-  pool.parallelFor(firstJob[experts], 1, [&](int64_t begin, int64_t end) {
-    for (int64_t j = begin; j < end; ++j) {
-      // The expert whose jobs hold j (one without rows has none).
-      int64_t e =
-          std::upper_bound(firstJob, firstJob + experts + 1, j) - firstJob - 1;
-      int64_t count = start[e + 1] - start[e];
-      int64_t colBlock = columnBlock(count, n);
-      int64_t colJobs = (n + colBlock - 1) / colBlock;
-      int64_t r0 = (j - firstJob[e]) / colJobs * kRowBlock;
-      int64_t c0 = (j - firstJob[e]) % colJobs * colBlock;
-      int64_t row0 = start[e] + r0;
-      gemmStored(gathered + row0 * k, k, w, e, WeightView(), results + row0 * n,
-                 n, std::min(kRowBlock, count - r0), c0,
-                 std::min(n, c0 + colBlock), k);
-    }
-  });
+  int64_t size() const { return firstJob[experts]; }
+  ExpertJob operator[](int64_t j) const {
+    // The expert whose jobs hold j (one without rows has none).
+    int64_t e =
+        std::upper_bound(firstJob, firstJob + experts + 1, j) - firstJob - 1;
+    int64_t count = g.start[e + 1] - g.start[e];
+    int64_t colBlock = columnBlock(count, n);
+    int64_t colJobs = (n + colBlock - 1) / colBlock;
+    int64_t r0 = (j - firstJob[e]) / colJobs * kRowBlock;
+    int64_t c0 = (j - firstJob[e]) % colJobs * colBlock;
+    return {e, g.start[e] + r0, std::min(kRowBlock, count - r0), c0,
+            std::min(colBlock, n - c0)};
+  }
 
+private:
+  const ExpertRows &g;
+  int64_t experts, n;
+  int64_t *firstJob;
+};
+
+/// Writes each row's result to `out`: [tokens, slots, n] (empty slots
+/// zero), or with `routingWeights` their weighted sum [tokens, n], slots
+/// added in order.
+void scatterExpertResults(ThreadPool &pool, const ExpertRows &g, int64_t tokens,
+                          int64_t slots, int64_t n, const float *routingWeights,
+                          ScratchFrame &frame, float *out) {
   // Where each row's result lives (-1: empty slot).
-  int64_t *place = frame.take<int64_t>(rows);
-  std::fill(place, place + rows, -1);
-  for (int64_t i = 0; i < active; ++i)
-    place[order[i]] = i;
+  int64_t *place = frame.take<int64_t>(g.rows);
+  std::fill(place, place + g.rows, -1);
+  for (int64_t i = 0; i < g.active; ++i)
+    place[g.order[i]] = i;
+  const float *results = g.results;
   pool.parallelFor(tokens, 1, [&](int64_t begin, int64_t end) {
     for (int64_t t = begin; t < end; ++t) {
       if (routingWeights) {
@@ -245,6 +285,129 @@ Status expertMatmul(ThreadPool &pool, const float *x, bool perSlotInput,
       }
     }
   });
+}
+
+} // namespace
+
+Status expertMatmul(ThreadPool &pool, const float *x, bool perSlotInput,
+                    const WeightView &stored, int64_t experts, int64_t n,
+                    int64_t k, const int32_t *indices, int64_t tokens,
+                    int64_t slots, const float *routingWeights, float *out) {
+  WeightView w = stored;
+  w.rows = n;
+  w.cols = k;
+  ScratchFrame frame;
+  ExpertRows g;
+  DAYBREAK_RETURN_IF_ERROR(groupExpertRows(pool, "expertMatmul", x,
+                                           perSlotInput, experts, n, k, indices,
+                                           tokens, slots, frame, g));
+  ExpertJobs jobs(g, experts, n, frame);
+  pool.parallelFor(jobs.size(), 1, [&](int64_t begin, int64_t end) {
+    for (int64_t j = begin; j < end; ++j) {
+      ExpertJob job = jobs[j];
+      gemmStored(g.gathered + job.row0 * k, k, w, job.expert, WeightView(),
+                 g.results + job.row0 * n, n, job.rows, job.col0,
+                 job.col0 + job.cols, k);
+    }
+  });
+  scatterExpertResults(pool, g, tokens, slots, n, routingWeights, frame, out);
+  return Status::success();
+}
+
+namespace {
+
+/// Output columns an MXFP4 job decodes at once: their values (kMxfp4Tile x
+/// k floats) stay in cache while each of the job's rows reads them.
+constexpr int64_t kMxfp4Tile = 8;
+
+/// The 16 E2M1 values by code (numerics::e2m1ToFloat).
+const std::array<float, 16> &e2m1Values() {
+  static const std::array<float, 16> values = [] {
+    std::array<float, 16> v;
+    for (int c = 0; c < 16; ++c)
+      v[c] = numerics::e2m1ToFloat(uint8_t(c));
+    return v;
+  }();
+  return values;
+}
+
+/// sum over blocks b of scales[b] * (x[32b : 32b + 32] . v[32b : 32b + 32]):
+/// the block's dot product in fp32 (eight partial sums, which the compiler
+/// vectorises without reassociating), then its power of two.
+float mxfp4Dot(const float *x, const float *v, const float *scales,
+               int64_t blocks) {
+  float acc = 0.0f;
+  for (int64_t b = 0; b < blocks; ++b) {
+    const float *xb = x + 32 * b, *vb = v + 32 * b;
+    float lanes[8] = {};
+    for (int i = 0; i < 32; i += 8)
+      for (int l = 0; l < 8; ++l)
+        lanes[l] += xb[i + l] * vb[i + l];
+    float block = ((lanes[0] + lanes[1]) + (lanes[2] + lanes[3])) +
+                  ((lanes[4] + lanes[5]) + (lanes[6] + lanes[7]));
+    acc += block * scales[b];
+  }
+  return acc;
+}
+
+/// One job of an MXFP4 expert matmul: kMxfp4Tile columns at a time, their
+/// E2M1 values and block scales decoded once into the participant's
+/// scratch, then every row of the job against them.
+void mxfp4Job(const ExpertRows &g, const Mxfp4Weights &w,
+              const WeightView &bias, int64_t n, int64_t k,
+              const ExpertJob &job, float *results) {
+  // This participant's scratch (the job runs inside a pool chunk).
+  ScratchFrame frame;
+  int64_t blocks = k / 32;
+  float *values = frame.take<float>(kMxfp4Tile * k);
+  float *scales = frame.take<float>(kMxfp4Tile * blocks);
+  const std::array<float, 16> &e2m1 = e2m1Values();
+  for (int64_t c0 = job.col0; c0 < job.col0 + job.cols; c0 += kMxfp4Tile) {
+    int64_t tile = std::min(kMxfp4Tile, job.col0 + job.cols - c0);
+    for (int64_t j = 0; j < tile; ++j) {
+      int64_t row = job.expert * n + c0 + j;
+      const uint8_t *codes = w.values + row * (k / 2);
+      float *v = values + j * k;
+      for (int64_t b = 0; b < k / 2; ++b) {
+        v[2 * b] = e2m1[codes[b] & 0xF];
+        v[2 * b + 1] = e2m1[codes[b] >> 4];
+      }
+      const uint8_t *exponents = w.scales + row * blocks;
+      for (int64_t b = 0; b < blocks; ++b)
+        scales[j * blocks + b] = numerics::e8m0ToFloat(exponents[b]);
+    }
+    for (int64_t r = 0; r < job.rows; ++r) {
+      const float *xr = g.gathered + (job.row0 + r) * k;
+      float *y = results + (job.row0 + r) * n;
+      for (int64_t j = 0; j < tile; ++j) {
+        float dot = mxfp4Dot(xr, values + j * k, scales + j * blocks, blocks);
+        y[c0 + j] = bias.data ? dot + bias.at(job.expert * n + c0 + j) : dot;
+      }
+    }
+  }
+}
+
+} // namespace
+
+Status mxfp4ExpertMatmul(ThreadPool &pool, const float *x, bool perSlotInput,
+                         const Mxfp4Weights &w, const WeightView &bias,
+                         int64_t experts, int64_t n, int64_t k,
+                         const int32_t *indices, int64_t tokens, int64_t slots,
+                         const float *routingWeights, float *out) {
+  if (k % 32 != 0)
+    return Status::error("mxfp4ExpertMatmul: K " + std::to_string(k) +
+                         " is not a multiple of the MXFP4 block of 32");
+  ScratchFrame frame;
+  ExpertRows g;
+  DAYBREAK_RETURN_IF_ERROR(groupExpertRows(pool, "mxfp4ExpertMatmul", x,
+                                           perSlotInput, experts, n, k, indices,
+                                           tokens, slots, frame, g));
+  ExpertJobs jobs(g, experts, n, frame);
+  pool.parallelFor(jobs.size(), 1, [&](int64_t begin, int64_t end) {
+    for (int64_t j = begin; j < end; ++j)
+      mxfp4Job(g, w, bias, n, k, jobs[j], g.results);
+  });
+  scatterExpertResults(pool, g, tokens, slots, n, routingWeights, frame, out);
   return Status::success();
 }
 

@@ -727,6 +727,15 @@ struct CudaLaunchers {
                                    indices.dim(1), p(l.in(In::routing_weights)),
                                    p(l.out(0)), d.stream);
   }
+  static Status mxfp4ExpertMatmul(CudaDevice &d, const BoundLaunch &l) {
+    using In = abi::Mxfp4ExpertMatmul::In;
+    const BoundArg &x = l.in(In::input), &w = l.in(In::weight),
+                   &indices = l.in(In::indices);
+    return d.kernels->mxfp4ExpertMatmul(
+        p(x), x.rank == 3, p(w), p(l.in(In::scales)), weight(l.in(In::bias)),
+        w.dim(0), w.dim(1), w.dim(2), p(indices), l.tokens, indices.dim(1),
+        p(l.in(In::routing_weights)), p(l.out(0)), d.stream);
+  }
   static Status cacheWrite(CudaDevice &d, const BoundLaunch &l) {
     using In = abi::CacheWrite::In;
     return d.kernels->cacheWrite(cache(d, l.in(In::cache)), p(l.in(In::values)),
@@ -794,6 +803,7 @@ const runtime::LauncherTable<CudaDevice> &CudaDevice::launchers() {
       {K::Swiglu, &CudaLaunchers::swiglu},
       {K::MoeRoute, &CudaLaunchers::moeRoute},
       {K::ExpertMatmul, &CudaLaunchers::expertMatmul},
+      {K::Mxfp4ExpertMatmul, &CudaLaunchers::mxfp4ExpertMatmul},
       {K::CacheWrite, &CudaLaunchers::cacheWrite},
       {K::DsaIndexerScores, &CudaLaunchers::dsaIndexerScores},
       {K::DsaIndexSelect, &CudaLaunchers::dsaIndexSelect},

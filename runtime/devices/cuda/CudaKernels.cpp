@@ -518,6 +518,38 @@ Status CudaKernels::expertMatmul(CUdeviceptr x, bool perSlotInput,
                 0, stream, params);
 }
 
+Status CudaKernels::mxfp4ExpertMatmul(CUdeviceptr x, bool perSlotInput,
+                                      CUdeviceptr values, CUdeviceptr scales,
+                                      const DeviceWeight &bias, int64_t experts,
+                                      int64_t n, int64_t k, CUdeviceptr indices,
+                                      int64_t tokens, int64_t slots,
+                                      CUdeviceptr routingWeights,
+                                      CUdeviceptr out, CUstream stream) const {
+  if (k % 32 != 0)
+    return Status::error("mxfp4ExpertMatmul: K " + std::to_string(k) +
+                         " is not a multiple of the MXFP4 block of 32");
+  // Output columns and warps of a block (kMxfp4Cols and kMxfp4Warps in
+  // CudaKernels.cu); each (slot, part of K) task leaves one partial sum per
+  // column in shared memory.
+  constexpr int64_t kColumns = 4, kWarps = 8;
+  int64_t parts = slots > 0 && slots < kWarps ? kWarps / slots : 1;
+  int64_t sharedBytes = slots * parts * kColumns * int64_t(sizeof(float));
+  // The limit less the kernel's own 16-float table.
+  int64_t available = (kSharedFloats - 16) * int64_t(sizeof(float));
+  if (sharedBytes > available)
+    return Status::error("mxfp4ExpertMatmul: " + std::to_string(slots) +
+                         " routing slots need " + std::to_string(sharedBytes) +
+                         " bytes of shared memory; a block has " +
+                         std::to_string(available));
+  int32_t perSlot = perSlotInput;
+  DeviceWeight b = bias;
+  void *params[] = {&x,  &perSlot, &values,  &scales, &b,     &experts,
+                    &n,  &k,       &indices, &tokens, &slots, &routingWeights,
+                    &out};
+  return launch(mxfp4ExpertMatmulFn, "mxfp4ExpertMatmul", ceilDiv(n, kColumns),
+                tokens, 1, 256, unsigned(sharedBytes), stream, params);
+}
+
 Status CudaKernels::cacheWrite(const DeviceCacheView &cache, CUdeviceptr values,
                                CUdeviceptr slots, CUdeviceptr sequences,
                                int64_t tokens, CUstream stream) const {

@@ -1520,6 +1520,147 @@ daybreak_expert_matmul(const float *x, int32_t perSlotInput, Weight w,
     out[t * n + col] = combined;
 }
 
+namespace {
+
+/// E2M1 code to fp32 (models.md 3.1): the code's exponent and mantissa bits
+/// placed in an fp32 and scaled by 2^126 (exact; code 1, 0.5, is the
+/// subnormal 2^-127 before scaling, as e4m3Fast).
+__device__ __forceinline__ float e2m1ToFloat(uint32_t code) {
+  return __uint_as_float(((code & 8) << 28) | ((code & 7) << 22)) *
+         __int_as_float(0x7E800000); // 2^126
+}
+
+/// E8M0 to fp32, as numerics::e8m0ToFloat: 2^(bits - 127) is the fp32 whose
+/// exponent field is `bits`; 0 gives the subnormal 2^-127, 255 NaN.
+__device__ __forceinline__ float e8m0ToFloat(uint32_t bits) {
+  if (bits == 0xFF)
+    return __int_as_float(0x7FC00000);
+  return __uint_as_float(bits ? bits << 23 : 0x00400000u);
+}
+
+/// Output columns a block of daybreak_mxfp4_expert_matmul takes (the
+/// launcher's kMxfp4Columns): the input values a lane loads for a block of
+/// 32 serve all of them.
+constexpr int kMxfp4Cols = 4;
+/// Warps a block of daybreak_mxfp4_expert_matmul has (block 256).
+constexpr int kMxfp4Warps = 8;
+
+} // namespace
+
+/// Grouped expert matmul over MXFP4 experts read as stored (see
+/// cpu::mxfp4ExpertMatmul): values [E, N, K] two a byte, low nibble first,
+/// one E8M0 scale byte per 32 along K. grid (ceil(N / kMxfp4Cols), tokens),
+/// block 256, dynamic shared memory slots x parts x kMxfp4Cols floats.
+/// A block computes kMxfp4Cols consecutive output columns of token t for
+/// every slot: its warps split the (slot, part of K) tasks, parts =
+/// 8 / slots warps per slot (one when slots >= 8, a warp then taking several
+/// slots), so even one decode token keeps every warp busy. In a task lane l
+/// takes blocks of 32 values b = 32 part + l, stepping 32 parts: per column
+/// one 16-byte load of the block's packed values and its scale byte, and the
+/// block's 32 inputs (eight float4 loads through L1) once for all columns.
+/// Values are decoded in registers through a 16-entry table in shared
+/// memory (lanes reading different codes hit different banks), each block's
+/// fp32 dot product scaled by its power of two; the warp sums its lanes into
+/// shared memory. Then one thread per column adds the parts and the bias of
+/// each slot in order and writes the slots, or their weighted sum in slot
+/// order: the result does not depend on scheduling. An expert id outside
+/// [0, E) counts as an empty slot.
+extern "C" __global__ void __launch_bounds__(256)
+    daybreak_mxfp4_expert_matmul(const float *x, int32_t perSlotInput,
+                                 const uint8_t *values, const uint8_t *scales,
+                                 Weight bias, int64_t experts, int64_t n,
+                                 int64_t k, const int32_t *indices,
+                                 int64_t tokens, int64_t slots,
+                                 const float *routingWeights, float *out) {
+  __shared__ float e2m1[16];
+  extern __shared__ float partials[]; // [slots][parts][kMxfp4Cols]
+  if (threadIdx.x < 16)
+    e2m1[threadIdx.x] = e2m1ToFloat(threadIdx.x);
+  __syncthreads();
+  int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  int64_t col0 = int64_t(blockIdx.x) * kMxfp4Cols;
+  int64_t t = blockIdx.y;
+  int64_t blocks = k / 32;
+  int parts = slots > 0 && slots < kMxfp4Warps ? kMxfp4Warps / int(slots) : 1;
+  for (int64_t task = warp; task < slots * parts; task += kMxfp4Warps) {
+    int64_t s = task / parts, part = task % parts;
+    int64_t e = indices[t * slots + s];
+    float acc[kMxfp4Cols] = {};
+    if (e >= 0 && e < experts) { // the same for the whole warp
+      const float *in = x + (perSlotInput ? t * slots + s : t) * k;
+      const uint8_t *rowValues[kMxfp4Cols], *rowScales[kMxfp4Cols];
+#pragma unroll
+      for (int c = 0; c < kMxfp4Cols; ++c) {
+        int64_t row = e * n + min(col0 + c, n - 1); // a tail repeats the last
+        rowValues[c] = values + row * (k / 2);
+        rowScales[c] = scales + row * blocks;
+      }
+      for (int64_t b = 32 * part + lane; b < blocks; b += 32 * parts) {
+        uint4 packed[kMxfp4Cols];
+        uint32_t exponent[kMxfp4Cols];
+#pragma unroll
+        for (int c = 0; c < kMxfp4Cols; ++c) {
+          packed[c] = __ldg(reinterpret_cast<const uint4 *>(rowValues[c]) + b);
+          exponent[c] = __ldg(rowScales[c] + b);
+        }
+        float xv[32];
+        const float4 *xp = reinterpret_cast<const float4 *>(in + 32 * b);
+#pragma unroll
+        for (int q = 0; q < 8; ++q) {
+          float4 v = __ldg(xp + q);
+          xv[4 * q] = v.x;
+          xv[4 * q + 1] = v.y;
+          xv[4 * q + 2] = v.z;
+          xv[4 * q + 3] = v.w;
+        }
+#pragma unroll
+        for (int c = 0; c < kMxfp4Cols; ++c) {
+          const uint32_t words[4] = {packed[c].x, packed[c].y, packed[c].z,
+                                     packed[c].w};
+          // Value i is nibble i % 8 of word i / 8 (low nibble first); even
+          // and odd values in two sums for a shorter dependency chain.
+          float even = 0.0f, odd = 0.0f;
+#pragma unroll
+          for (int i = 0; i < 32; i += 2) {
+            uint32_t word = words[i / 8];
+            even = fmaf(xv[i], e2m1[(word >> (4 * (i % 8))) & 0xF], even);
+            odd = fmaf(xv[i + 1], e2m1[(word >> (4 * (i % 8) + 4)) & 0xF], odd);
+          }
+          acc[c] = fmaf(even + odd, e8m0ToFloat(exponent[c]), acc[c]);
+        }
+      }
+    }
+#pragma unroll
+    for (int c = 0; c < kMxfp4Cols; ++c) {
+      float sum = warpSum(acc[c]);
+      if (lane == 0)
+        partials[task * kMxfp4Cols + c] = sum;
+    }
+  }
+  __syncthreads();
+  int64_t col = col0 + threadIdx.x;
+  if (threadIdx.x >= kMxfp4Cols || col >= n)
+    return;
+  float combined = 0.0f;
+  for (int64_t s = 0; s < slots; ++s) {
+    int64_t e = indices[t * slots + s];
+    bool valid = e >= 0 && e < experts;
+    float y = 0.0f;
+    if (valid) {
+      for (int p = 0; p < parts; ++p)
+        y += partials[(s * parts + p) * kMxfp4Cols + threadIdx.x];
+      if (bias.data)
+        y += weightAt(bias, e * n + col);
+    }
+    if (!routingWeights)
+      out[(t * slots + s) * n + col] = y;
+    else if (valid)
+      combined += routingWeights[t * slots + s] * y;
+  }
+  if (routingWeights)
+    out[t * n + col] = combined;
+}
+
 /// Writes values [T, width] to rows (sequences[t], slots[t]); grid (tokens),
 /// block 128. Slot -1, a slot outside [0, maxSeqLen) or a sequence outside
 /// [0, batch) skips the token; when several tokens name one row the last

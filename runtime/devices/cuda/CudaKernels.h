@@ -117,6 +117,7 @@ constexpr int64_t sparseAttentionScratchFloats(int64_t valueDim) {
   X(add, "daybreak_add")                                                       \
   X(moeRouteSigmoid, "daybreak_moe_route_sigmoid")                             \
   X(expertMatmul, "daybreak_expert_matmul")                                    \
+  X(mxfp4ExpertMatmul, "daybreak_mxfp4_expert_matmul")                         \
   X(cacheWrite, "daybreak_cache_write")                                        \
   X(dsaIndexerScores, "daybreak_dsa_indexer_scores")                           \
   X(dsaIndexSelect, "daybreak_dsa_index_select")                               \
@@ -206,6 +207,16 @@ public:
                       CUdeviceptr indices, int64_t tokens, int64_t slots,
                       CUdeviceptr routingWeights, CUdeviceptr out,
                       CUstream stream) const;
+  /// cpu::mxfp4ExpertMatmul on the device: `values` the packed E2M1
+  /// values [E, N, K] (two a byte, low nibble first), `scales` the E8M0
+  /// bytes [E, N, K / 32], `bias` [E, N] or absent (data 0). Decoded in
+  /// registers; errors (before launching) when K is not a multiple of 32.
+  Status mxfp4ExpertMatmul(CUdeviceptr x, bool perSlotInput, CUdeviceptr values,
+                           CUdeviceptr scales, const DeviceWeight &bias,
+                           int64_t experts, int64_t n, int64_t k,
+                           CUdeviceptr indices, int64_t tokens, int64_t slots,
+                           CUdeviceptr routingWeights, CUdeviceptr out,
+                           CUstream stream) const;
   Status cacheWrite(const DeviceCacheView &cache, CUdeviceptr values,
                     CUdeviceptr slots, CUdeviceptr sequences, int64_t tokens,
                     CUstream stream) const;
