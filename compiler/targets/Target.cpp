@@ -25,6 +25,13 @@ std::vector<const abi::KernelDecl *> Target::getKernels() const {
 }
 
 void Target::buildLmPipeline(OpPassManager &pm) const {
+  // lm-tile knows each target's kernels: the CPU GEMM splits its thread-pool
+  // jobs by the tiles it records; for CUDA, whose library matmuls size their
+  // grids from the shapes and the GPU's occupancy, it records none and says
+  // so in a remark rather than leaving decisions nothing reads.
+  LmTileOptions tile;
+  tile.target = getName().str();
+  pm.addPass(createLmTile(tile));
   addLmPasses(pm);
   // Last before lowering, on the ops the lowering will launch: an op this
   // target cannot run fails here, at its location.

@@ -53,9 +53,9 @@ public:
   /// Every runtime kernel the target implements, in declaration order.
   std::vector<const abi::KernelDecl *> getKernels() const;
 
-  /// Adds the target's passes on lm, after the target-neutral ones: its own
-  /// (addLmPasses), then lm-check-target, last before lowering so that it
-  /// checks the ops the lowering will launch.
+  /// Adds the target's passes on lm, after the target-neutral ones: lm-tile
+  /// for this target, its own (addLmPasses), then lm-check-target, last
+  /// before lowering so that it checks the ops the lowering will launch.
   void buildLmPipeline(mlir::OpPassManager &pm) const;
   /// Adds the target's passes on plan, after workspace planning.
   virtual void buildPlanPipeline(mlir::OpPassManager &pm) const {}
@@ -77,8 +77,8 @@ public:
                                 llvm::raw_ostream &log) const = 0;
 
 protected:
-  /// The target's passes on lm (tiling for its kernels).
-  virtual void addLmPasses(mlir::OpPassManager &pm) const = 0;
+  /// The target's own passes on lm, after tiling; none by default.
+  virtual void addLmPasses(mlir::OpPassManager &pm) const {}
 };
 
 /// The target `--target=name` selects, or null when there is none.

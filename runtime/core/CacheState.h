@@ -76,6 +76,24 @@ struct CachePlan {
   uint64_t totalBytes() const;
 };
 
+/// Fills the addressing fields every device's cache view shares (format,
+/// row geometry, batch, page size, ring) from cache `i` of `plan`; the
+/// device sets the view's base and page table.
+template <typename View> void fillCacheView(View &view, const CachePlan &plan,
+                                            int i) {
+  const CacheLayout &layout = plan.caches[i];
+  view.format = layout.format;
+  view.width = layout.width;
+  view.tailDim = layout.tailDim;
+  view.scaleBlock = layout.scaleBlock;
+  view.bytesPerRow = layout.bytesPerRow;
+  view.batch = plan.batch;
+  view.maxSeqLen = plan.maxSeqLen;
+  // A ring or a slot's state is one run of rows: pages of one row.
+  view.pageSize = layout.kind == CacheKind::Paged ? plan.pageSize : 1;
+  view.ringRows = layout.ringRows;
+}
+
 class PageAllocator {
 public:
   PageAllocator() = default;

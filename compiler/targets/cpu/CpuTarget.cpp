@@ -5,9 +5,7 @@
 #include "compiler/artifact/ArtifactEmitter.h"
 #include "compiler/targets/Target.h"
 #include "compiler/targets/cpu/CpuCodegen.h"
-#include "passes/Passes.h"
-
-#include "mlir/Pass/PassManager.h"
+#include "dialects/plan/PlanOps.h"
 
 using namespace mlir;
 using namespace daybreak;
@@ -38,15 +36,6 @@ public:
       return shared.takeError();
     info.cpuCode = std::move(*shared);
     return llvm::Error::success();
-  }
-
-protected:
-  void addLmPasses(OpPassManager &pm) const override {
-    // The CPU GEMM splits its thread-pool jobs by the tiles chosen here:
-    // panels in @prefill, column stripes in @decode.
-    LmTileOptions tile;
-    tile.target = getName().str();
-    pm.addPass(createLmTile(tile));
   }
 };
 } // namespace

@@ -114,16 +114,6 @@ public:
     }
     return llvm::Error::success();
   }
-
-protected:
-  void addLmPasses(OpPassManager &pm) const override {
-    // The CUDA library matmuls size their own grids from the shapes and the
-    // GPU's occupancy: lm-tile records no tiles for this target and says so
-    // in a remark, rather than leaving decisions nothing reads.
-    LmTileOptions tile;
-    tile.target = getName().str();
-    pm.addPass(createLmTile(tile));
-  }
 };
 } // namespace
 

@@ -138,16 +138,7 @@ Status CpuDevice::prepare(const artifact::ArtifactFile &file,
   for (int i = 0; i < m.caches_size(); ++i) {
     const runtime::CacheLayout &layout = plan.caches[i];
     CacheView &view = caches[i];
-    view.format = layout.format;
-    view.width = layout.width;
-    view.tailDim = layout.tailDim;
-    view.scaleBlock = layout.scaleBlock;
-    view.bytesPerRow = layout.bytesPerRow;
-    view.batch = plan.batch;
-    view.maxSeqLen = plan.maxSeqLen;
-    view.pageSize = layout.kind == runtime::CacheKind::Paged ? plan.pageSize
-                                                             : 1;
-    view.ringRows = layout.ringRows;
+    runtime::fillCacheView(view, plan, i);
     view.pageTable = hostPageTable();
     DAYBREAK_RETURN_IF_ERROR(allocate(cacheBytes[i], layout.bytes,
                                       "cache '" + m.caches(i).name() + "'"));
