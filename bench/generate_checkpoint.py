@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Write a random-weight DeepSeek-V3.2 checkpoint in the Hugging Face hub format, for benchmarks.
+"""Write a random-weight DeepSeek-V3.2 or gpt-oss checkpoint in the Hugging Face hub format, for benchmarks.
 
 The folder holds config.json (hub field names, quantization_config fmt e4m3 with 128x128 blocks) and
 model.safetensors, or model-0000i-of-0000n.safetensors + model.safetensors.index.json when the tensors
@@ -12,6 +12,13 @@ No MTP layer is written (num_nextn_predict_layers 0).
     python3 bench/generate_checkpoint.py --preset small --out /tmp/ds-small
     python3 bench/generate_checkpoint.py --preset real --layers 2 --out /data/ds-real-2l
     python3 bench/generate_checkpoint.py --preset real --layers 4 --dense-layers 1 --dry-run
+    python3 bench/generate_checkpoint.py --family gpt_oss --preset real --layers 2 --out /data/oss-real-2l
+
+gpt_oss (`--family gpt_oss`, gpt-oss-120b at `--preset real`): the hub MXFP4 layout of models.md 3.2 and the
+gpt_oss_mxfp4 fixture's README: experts as U8 `*_blocks` [E, out, in/32, 16] (two E2M1 codes a byte, uniformly
+random codes) and U8 E8M0 `*_scales` [E, out, in/32] (one power of two per tensor, so that the dequantized
+weights have std ~ 1/sqrt(fan_in)), bf16 expert biases, attention (q/k/v/o with biases, sinks), router and
+lm_head; float32 norms; `layer_types` alternating sliding/full from layer 0 as the hub config has them.
 
 Weights are random but well scaled: FP8 codes are drawn from a 256-entry table of quantized normal quantiles
 (finite e4m3 codes only, |code| <= ~180, never the 0x7F/0xFF NaNs), with a power-of-two (ue8m0-style) block
@@ -137,6 +144,63 @@ PRESETS = {
     },
 }
 
+# gpt-oss (openai/gpt-oss-120b config.json; `small`: the gpt_oss_mxfp4 fixture's dimensions).
+GPT_OSS_COMMON = {
+    "architectures": ["GptOssForCausalLM"],
+    "attention_bias": True,
+    "attention_dropout": 0.0,
+    "eos_token_id": 200002,
+    "hidden_act": "silu",
+    "initial_context_length": 4096,
+    "initializer_range": 0.02,
+    "model_type": "gpt_oss",
+    "output_router_logits": False,
+    "pad_token_id": 199999,
+    "quantization_config": {
+        "modules_to_not_convert": ["model.layers.*.self_attn", "model.layers.*.mlp.router",
+                                   "model.embed_tokens", "lm_head"],
+        "quant_method": "mxfp4",
+    },
+    "rms_norm_eps": 1e-05,
+    "rope_scaling": {"beta_fast": 32.0, "beta_slow": 1.0, "factor": 32.0,
+                     "original_max_position_embeddings": 4096, "rope_type": "yarn", "truncate": False},
+    "rope_theta": 150000,
+    "router_aux_loss_coef": 0.9,
+    "swiglu_limit": 7.0,
+    "tie_word_embeddings": False,
+    "torch_dtype": "bfloat16",
+    "use_cache": True,
+}
+
+GPT_OSS_PRESETS = {
+    "real": {
+        "experts_per_token": 4,
+        "head_dim": 64,
+        "hidden_size": 2880,
+        "intermediate_size": 2880,
+        "max_position_embeddings": 131072,
+        "num_attention_heads": 64,
+        "num_experts_per_tok": 4,
+        "num_key_value_heads": 8,
+        "num_local_experts": 128,
+        "sliding_window": 128,
+        "vocab_size": 201088,
+    },
+    "small": {
+        "experts_per_token": 4,
+        "head_dim": 32,
+        "hidden_size": 128,
+        "intermediate_size": 128,
+        "max_position_embeddings": 131072,
+        "num_attention_heads": 4,
+        "num_experts_per_tok": 4,
+        "num_key_value_heads": 2,
+        "num_local_experts": 8,
+        "sliding_window": 8,
+        "vocab_size": 512,
+    },
+}
+
 
 def make_config(preset: str, layers: int, dense_layers: int, experts: int = 0) -> dict:
     cfg = dict(COMMON)
@@ -155,10 +219,22 @@ def make_config(preset: str, layers: int, dense_layers: int, experts: int = 0) -
     return cfg
 
 
+def make_gpt_oss_config(preset: str, layers: int, experts: int = 0) -> dict:
+    cfg = json.loads(json.dumps(GPT_OSS_COMMON))
+    cfg.update(json.loads(json.dumps(GPT_OSS_PRESETS[preset])))
+    cfg["num_hidden_layers"] = layers
+    cfg["layer_types"] = ["sliding_attention" if i % 2 == 0 else "full_attention" for i in range(layers)]
+    if experts:
+        cfg["num_local_experts"] = experts
+    if cfg["vocab_size"] <= cfg["pad_token_id"]:  # the small preset: the fixture's ids
+        cfg["eos_token_id"], cfg["pad_token_id"] = 2, 1
+    return cfg
+
+
 # --------------------------------------------------------------------------------------------------------
 # Tensor plan: (name, dtype, shape, kind, param) in hub order
 # --------------------------------------------------------------------------------------------------------
-ITEMSIZE = {"F32": 4, "BF16": 2, "F8_E4M3": 1}
+ITEMSIZE = {"F32": 4, "BF16": 2, "F8_E4M3": 1, "U8": 1}
 
 
 class T:
@@ -234,6 +310,48 @@ def layer_tensors(cfg: dict, i: int) -> list:
         ts += fp8_linear(m + "shared_experts.up_proj.weight", sI, H)
         ts += fp8_linear(m + "shared_experts.down_proj.weight", H, sI)
     return ts
+
+
+# E2M1 values of the 16 codes; uniformly random codes have this RMS.
+E2M1 = [0.0, 0.5, 1.0, 1.5, 2.0, 3.0, 4.0, 6.0, -0.0, -0.5, -1.0, -1.5, -2.0, -3.0, -4.0, -6.0]
+E2M1_RMS = math.sqrt(sum(v * v for v in E2M1) / 16)
+
+
+def mxfp4_experts(name, experts, rows, cols):
+    """`{name}_blocks` U8 [E, rows, cols/32, 16], `{name}_scales` U8 [E, rows, cols/32], `{name}_bias` bf16."""
+    std = cols ** -0.5
+    return [T(name + "_blocks", "U8", (experts, rows, cols // 32, 16), "mxfp4", std, cols),
+            T(name + "_scales", "U8", (experts, rows, cols // 32), "e8m0", std, cols),
+            T(name + "_bias", "BF16", (experts, rows), "bias")]
+
+
+def gpt_oss_layer_tensors(cfg: dict, i: int) -> list:
+    H, I, E = cfg["hidden_size"], cfg["intermediate_size"], cfg["num_local_experts"]
+    nh, nkv, hd = cfg["num_attention_heads"], cfg["num_key_value_heads"], cfg["head_dim"]
+    p = f"model.layers.{i}."
+    a = p + "self_attn."
+    ts = [T(p + "input_layernorm.weight", "F32", (H,), "norm")]
+    for proj, rows, cols in (("q", nh * hd, H), ("k", nkv * hd, H), ("v", nkv * hd, H), ("o", H, nh * hd)):
+        ts += bf16_linear(a + f"{proj}_proj.weight", rows, cols)
+        ts += [T(a + f"{proj}_proj.bias", "BF16", (rows,), "bias")]
+    ts += [T(a + "sinks", "BF16", (nh,), "bias")]
+    ts += [T(p + "post_attention_layernorm.weight", "F32", (H,), "norm")]
+    m = p + "mlp."
+    ts += bf16_linear(m + "router.weight", E, H)
+    ts += [T(m + "router.bias", "BF16", (E,), "bias")]
+    ts += mxfp4_experts(m + "experts.gate_up_proj", E, 2 * I, H)
+    ts += mxfp4_experts(m + "experts.down_proj", E, H, I)
+    return ts
+
+
+def plan_gpt_oss_tensors(cfg: dict):
+    H, V = cfg["hidden_size"], cfg["vocab_size"]
+    groups = [("embed_tokens", [T("model.embed_tokens.weight", "BF16", (V, H), "embed", 1.0)])]
+    for i in range(cfg["num_hidden_layers"]):
+        groups.append((f"layer {i} ({cfg['layer_types'][i].split('_')[0]})", gpt_oss_layer_tensors(cfg, i)))
+    groups.append(("norm + lm_head",
+                   [T("model.norm.weight", "F32", (H,), "norm")] + bf16_linear("lm_head.weight", V, H)))
+    return groups
 
 
 def plan_tensors(cfg: dict):
@@ -343,8 +461,19 @@ def tensor_chunks(t: T, seed: int):
     elif t.kind == "scale":
         _, scale, _, _ = tables_for(t.std)
         yield struct.pack("<f", scale) * n
+    elif t.kind == "norm" and t.dtype == "F32":
+        yield b"".join(struct.pack("<f", 1.0 + 0.1 * rng.gauss(0.0, 1.0)) for _ in range(n))
     elif t.kind == "norm":
         yield b"".join(struct.pack("<H", bf16_bits(1.0 + 0.1 * rng.gauss(0.0, 1.0))) for _ in range(n))
+    elif t.kind == "mxfp4":
+        left = n  # two uniformly random E2M1 codes a byte
+        while left:
+            k = min(left, CHUNK)
+            yield rng.randbytes(k)
+            left -= k
+    elif t.kind == "e8m0":
+        # One power of two for the tensor: E2M1_RMS * 2^(byte - 127) ~ std.
+        yield bytes([127 + round(math.log2(t.std / E2M1_RMS))]) * n
     elif t.kind == "bias":
         yield b"".join(struct.pack("<H", bf16_bits(0.1 * rng.gauss(0.0, 1.0))) for _ in range(n))
     elif t.kind == "router_bias":
@@ -383,13 +512,16 @@ def human(n: float) -> str:
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--family", choices=["deepseek_v32", "gpt_oss"], default="deepseek_v32")
     ap.add_argument("--preset", choices=sorted(PRESETS), default="small")
     ap.add_argument("--layers", type=int, default=2, help="num_hidden_layers (default 2)")
     ap.add_argument("--dense-layers", type=int, default=1,
-                    help="first_k_dense_replace: layers 0..k-1 dense MLP, the rest MoE (default 1)")
+                    help="first_k_dense_replace: layers 0..k-1 dense MLP, the rest MoE (default 1; "
+                         "deepseek_v32 only)")
     ap.add_argument("--experts", type=int, default=0,
                     help="n_routed_experts (default: the preset's; 256 at the real dimensions), "
-                         "a multiple of the experts per group (32 real, 2 small)")
+                         "a multiple of the experts per group (32 real, 2 small); gpt_oss: "
+                         "num_local_experts (128 real), at least 4")
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--out", help="checkpoint folder to write (created; old model*.safetensors* removed)")
     ap.add_argument("--max-shard-bytes", type=parse_bytes, default=4 << 30,
@@ -400,30 +532,40 @@ def main():
     args = ap.parse_args()
     if args.layers < 1 or not 0 <= args.dense_layers <= args.layers:
         ap.error("need --layers >= 1 and 0 <= --dense-layers <= --layers")
-    base = PRESETS[args.preset]
-    per_group = base["n_routed_experts"] // base["n_group"]
-    if args.experts and (args.experts % per_group or args.experts < base["num_experts_per_tok"]):
-        ap.error(f"--experts must be a multiple of {per_group} and at least num_experts_per_tok "
-                 f"({base['num_experts_per_tok']})")
+    if args.family == "gpt_oss":
+        if args.experts and args.experts < GPT_OSS_PRESETS[args.preset]["num_experts_per_tok"]:
+            ap.error("--experts must be at least num_experts_per_tok (4)")
+    else:
+        base = PRESETS[args.preset]
+        per_group = base["n_routed_experts"] // base["n_group"]
+        if args.experts and (args.experts % per_group or args.experts < base["num_experts_per_tok"]):
+            ap.error(f"--experts must be a multiple of {per_group} and at least num_experts_per_tok "
+                     f"({base['num_experts_per_tok']})")
     if not args.dry_run and not args.out:
         ap.error("--out is required unless --dry-run")
 
-    cfg = make_config(args.preset, args.layers, args.dense_layers, args.experts)
-    groups = plan_tensors(cfg)
+    if args.family == "gpt_oss":
+        cfg = make_gpt_oss_config(args.preset, args.layers, args.experts)
+        groups = plan_gpt_oss_tensors(cfg)
+    else:
+        cfg = make_config(args.preset, args.layers, args.dense_layers, args.experts)
+        groups = plan_tensors(cfg)
     tensors = [t for _, ts in groups for t in ts]
     nshards = assign_shards(tensors, args.max_shard_bytes)
     total = sum(t.nbytes for t in tensors)
-    params = sum(t.numel for t in tensors if t.kind != "scale")
+    # Parameters: MXFP4 blocks hold two a byte; scales are not parameters.
+    params = sum(t.numel * (2 if t.kind == "mxfp4" else 1) for t in tensors if t.kind not in ("scale", "e8m0"))
 
     def fname(s):
         return "model.safetensors" if nshards == 1 else f"model-{s + 1:05d}-of-{nshards:05d}.safetensors"
 
-    print(f"preset {args.preset}: {args.layers} layers ({args.dense_layers} dense, "
-          f"{args.layers - args.dense_layers} MoE), {len(tensors)} tensors, {params:,} parameters, "
+    shape = (f"{args.layers} layers ({args.dense_layers} dense, {args.layers - args.dense_layers} MoE)"
+             if args.family == "deepseek_v32" else f"{args.layers} layers")
+    print(f"{args.family} preset {args.preset}: {shape}, {len(tensors)} tensors, {params:,} parameters, "
           f"{total:,} bytes of tensor data ({human(total)}) in {nshards} shard(s)")
     for label, ts in groups:
         nb = sum(t.nbytes for t in ts)
-        npar = sum(t.numel for t in ts if t.kind != "scale")
+        npar = sum(t.numel * (2 if t.kind == "mxfp4" else 1) for t in ts if t.kind not in ("scale", "e8m0"))
         print(f"  {label:<22} {len(ts):6d} tensors {npar:16,d} params {nb:16,d} bytes ({human(nb)})")
 
     if args.dry_run:
