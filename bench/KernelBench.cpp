@@ -252,9 +252,9 @@ void benchGemvs(const CudaKernels &kernels, int iterations) {
           size_t at = base + size_t(r * k + i) * (w.type == 1 ? 2 : 1);
           float v;
           if (w.type == 1)
-            v = numerics::bf16ToFloat(uint16_t(
-                pattern[at % pattern.size()] |
-                (pattern[(at + 1) % pattern.size()] << 8)));
+            v = numerics::bf16ToFloat(
+                uint16_t(pattern[at % pattern.size()] |
+                         (pattern[(at + 1) % pattern.size()] << 8)));
           else
             v = numerics::e4m3ToFloat(pattern[at % pattern.size()]) *
                 scaleValue;
@@ -262,15 +262,15 @@ void benchGemvs(const CudaKernels &kernels, int iterations) {
         }
         largest = std::max(largest, std::fabs(sum));
         double got = hy[t * n + r];
-        error = std::isnan(got) ? INFINITY
-                                : std::max(error, std::fabs(got - sum));
+        error =
+            std::isnan(got) ? INFINITY : std::max(error, std::fabs(got - sum));
       }
       worst = std::max(worst, error / largest);
     }
     bool ok = worst <= 1e-5;
     mismatches += !ok;
-    std::printf("%-18s %-40s %-12s checked (%s): worst error %.3g%s\n", "",
-                "", "", label, worst, ok ? "" : " MISMATCH");
+    std::printf("%-18s %-40s %-12s checked (%s): worst error %.3g%s\n", "", "",
+                "", label, worst, ok ? "" : " MISMATCH");
   };
   // A decode step's view of a GEMV: a CUDA graph of `count` (norm, GEMV)
   // pairs, the norm (rms_norm over [m, k] of the state) writing the GEMV's
@@ -289,7 +289,8 @@ void benchGemvs(const CudaKernels &kernels, int iterations) {
     double bytes = stored + double(m * k * 4 + m * n * 4);
     if (slot == 0) {
       steps.push_back(StepSummary{});
-      steps.back().what = std::string(what) + (type == 1 ? " bf16 " : " e4m3 ") +
+      steps.back().what = std::string(what) +
+                          (type == 1 ? " bf16 " : " e4m3 ") +
                           std::to_string(n) + " x " + std::to_string(k);
       steps.back().mb = stored / 1e6;
     }
@@ -299,12 +300,10 @@ void benchGemvs(const CudaKernels &kernels, int iterations) {
     // What tensorGemv would run (matmul keeps wide bf16 m = 1 on the CUDA
     // cores: lm_head).
     step.choice[slot] = picked.tiles ? "t" + std::to_string(picked.tiles) +
-                                           " c" +
-                                           std::to_string(picked.cluster)
+                                           " c" + std::to_string(picked.cluster)
                                      : "-";
     auto norm = [&](CUstream stream) {
-      return kernels.rmsNorm(state, DeviceWeight(), m, k, 1e-6, normed,
-                             stream);
+      return kernels.rmsNorm(state, DeviceWeight(), m, k, 1e-6, normed, stream);
     };
     auto reset = [&] {
       check(driver->cuMemcpyHtoD(state, outHost.data(), outHost.size() * 4),
@@ -343,11 +342,10 @@ void benchGemvs(const CudaKernels &kernels, int iterations) {
     int64_t stride = (weightBytes + 255) / 256 * 256;
     double copySeconds = timeGraph(
         [&](int i, CUstream stream) {
-          return driver->check(
-              driver->cuMemcpyDtoDAsync(
-                  b, pool + CUdeviceptr((i % sets) * stride),
-                  size_t(weightBytes), stream),
-              "cuMemcpyDtoDAsync");
+          return driver->check(driver->cuMemcpyDtoDAsync(
+                                   b, pool + CUdeviceptr((i % sets) * stride),
+                                   size_t(weightBytes), stream),
+                               "cuMemcpyDtoDAsync");
         },
         count);
     step.copy[slot] = 2.0 * double(weightBytes) / copySeconds / 1e9;
@@ -428,10 +426,11 @@ void benchGemvs(const CudaKernels &kernels, int iterations) {
         std::printf("%-18s %-40s %-12s %5.1f%% of the copy bandwidth (%s)\n",
                     "", "", "", percent, name.c_str());
         if (!v.tensor) {
-          TensorGemvChoice picked = kernels.tensorGemvChoice(at(0), m, c.n, c.k);
+          TensorGemvChoice picked =
+              kernels.tensorGemvChoice(at(0), m, c.n, c.k);
           if (picked.tiles)
-            std::printf("%-18s %-40s %-12s launcher's choice t%d c%d\n", "",
-                        "", "", picked.tiles, picked.cluster);
+            std::printf("%-18s %-40s %-12s launcher's choice t%d c%d\n", "", "",
+                        "", picked.tiles, picked.cluster);
           line.us[m == 8] = seconds * 1e6;
           line.percent[m == 8] = percent;
           // The same launches back to back from the host (wall clock).
@@ -476,17 +475,16 @@ void benchGemvs(const CudaKernels &kernels, int iterations) {
     for (const StepSummary &step : steps) {
       double serialShare = step.pair[slot] - step.norm[slot],
              earlyShare = step.pairPdl[slot] - step.norm[slot];
-      std::printf("| %s | %.1f | %s | %.1f us | %.1f us | %.1f us | %.1f us | "
-                  "%.1f us | %.1f us | %.0f %% | %.1f us | **%.0f %%** | "
-                  "%.0f GB/s |\n",
-                  step.what.c_str(), step.mb, step.choice[slot].c_str(),
-                  step.alone[slot] * 1e6, step.alonePdl[slot] * 1e6,
-                  step.norm[slot] * 1e6, step.pair[slot] * 1e6,
-                  step.pairPdl[slot] * 1e6, serialShare * 1e6,
-                  100.0 * step.bytes[slot] / serialShare / copyRate,
-                  earlyShare * 1e6,
-                  100.0 * step.bytes[slot] / earlyShare / copyRate,
-                  step.copy[slot]);
+      std::printf(
+          "| %s | %.1f | %s | %.1f us | %.1f us | %.1f us | %.1f us | "
+          "%.1f us | %.1f us | %.0f %% | %.1f us | **%.0f %%** | "
+          "%.0f GB/s |\n",
+          step.what.c_str(), step.mb, step.choice[slot].c_str(),
+          step.alone[slot] * 1e6, step.alonePdl[slot] * 1e6,
+          step.norm[slot] * 1e6, step.pair[slot] * 1e6,
+          step.pairPdl[slot] * 1e6, serialShare * 1e6,
+          100.0 * step.bytes[slot] / serialShare / copyRate, earlyShare * 1e6,
+          100.0 * step.bytes[slot] / earlyShare / copyRate, step.copy[slot]);
     }
   }
   std::printf("\nDecode GEMVs as CudaKernels::matmul runs them (graph replay, "

@@ -1038,16 +1038,16 @@ TEST_F(CudaKernelsTest, ProgrammaticGemvInGraph) {
            "cuStreamBeginCapture"));
     Status launched = Status::success();
     for (int r = 0; r < kRounds && launched.ok(); ++r) {
-      launched = early.rmsNorm(dState, DeviceWeight(), c.m, c.k, 1e-6,
-                               dNormed, stream);
+      launched = early.rmsNorm(dState, DeviceWeight(), c.m, c.k, 1e-6, dNormed,
+                               stream);
       if (launched.ok())
         launched = early.tensorGemv(dNormed, gw[r % kWeights], DeviceWeight(),
                                     c.m, c.n, c.k, dState, stream, c.choice,
                                     /*constantWeight=*/true);
     }
     CUgraph graph = nullptr;
-    ASSERT_TRUE(ok(driver->cuStreamEndCapture(stream, &graph),
-                   "cuStreamEndCapture"));
+    ASSERT_TRUE(
+        ok(driver->cuStreamEndCapture(stream, &graph), "cuStreamEndCapture"));
     ASSERT_TRUE(launched.ok()) << launched.message();
     CUgraphExec exec = nullptr;
     ASSERT_TRUE(ok(driver->cuGraphInstantiateWithFlags(&exec, graph, 0),

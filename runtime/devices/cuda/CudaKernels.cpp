@@ -372,9 +372,8 @@ CudaKernels::planTensorGemv(const DeviceWeight &w, int64_t m, int64_t n,
   return plan;
 }
 
-TensorGemvChoice CudaKernels::tensorGemvChoice(const DeviceWeight &w,
-                                               int64_t m, int64_t n,
-                                               int64_t k) const {
+TensorGemvChoice CudaKernels::tensorGemvChoice(const DeviceWeight &w, int64_t m,
+                                               int64_t n, int64_t k) const {
   TensorGemvPlan plan = planTensorGemv(w, m, n, k, {});
   return TensorGemvChoice{int(plan.tiles), int(plan.cluster)};
 }

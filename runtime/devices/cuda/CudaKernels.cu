@@ -1024,8 +1024,8 @@ gemvTensor(const float *__restrict__ x, const Weight &w, const Weight &bias,
     // launch runs, and little enough of L2 that the lines are still there
     // when the loads below reach them.
     constexpr int64_t kPrefetchBytes = 16 << 20;
-    const int64_t ahead = min(int64_t(gCount),
-                              kPrefetchBytes / (int64_t(gridDim.x) * kRows * 128));
+    const int64_t ahead = min(
+        int64_t(gCount), kPrefetchBytes / (int64_t(gridDim.x) * kRows * 128));
     if (ahead > kDepth - 1 && lane < kTiles * 16) {
       int64_t row = min(tile * kRows + warp * kTiles * 16 + lane, n - 1);
       const uint8_t *p = static_cast<const uint8_t *>(w.data) +

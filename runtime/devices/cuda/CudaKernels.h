@@ -176,12 +176,12 @@ public:
   /// The decode matmul on the tensor cores (daybreak_gemv_tc_*, see
   /// CudaKernels.cu), exact products and fp32 sums; an error where
   /// tensorGemvApplies is false or `choice` cannot run. `constantWeight`:
-  /// no kernel writes `w` or its scales (a weight uploaded at load), so
-  /// unless programmaticLaunch() is off the GEMV is launched as a
-  /// programmatic dependent of the kernel before it on the stream: it
-  /// streams its first weights while that kernel finishes, and reads x,
-  /// the bias and writes `out` only after it has completed (in a captured
-  /// graph too: the capture keeps the programmatic edge).
+  /// no kernel writes `w` or its scales (a weight uploaded at load), so,
+  /// with programmatic launches on, the GEMV is launched as a programmatic
+  /// dependent of the kernel before it on the stream: it streams its first
+  /// weights while that kernel finishes, and reads x and the bias and
+  /// writes `out` only after it has completed (stream capture records a
+  /// programmatic graph edge, CUDA 12.3 and later).
   Status tensorGemv(CUdeviceptr x, const DeviceWeight &w,
                     const DeviceWeight &bias, int64_t m, int64_t n, int64_t k,
                     CUdeviceptr out, CUstream stream,
@@ -189,12 +189,10 @@ public:
                     bool constantWeight = false) const;
   /// The tiles and cluster size tensorGemv picks for this shape (tiles 0:
   /// none fits), for the benchmark's report.
-  TensorGemvChoice tensorGemvChoice(const DeviceWeight &w, int64_t m,
-                                    int64_t n, int64_t k) const;
-  /// Whether GEMVs on constant weights are launched as programmatic
-  /// dependents: yes unless DAYBREAK_CUDA_PDL=0 was set at load.
-  bool programmaticLaunch() const { return programmatic; }
-  /// A copy with programmatic launches on or off (the benchmark times both).
+  TensorGemvChoice tensorGemvChoice(const DeviceWeight &w, int64_t m, int64_t n,
+                                    int64_t k) const;
+  /// A copy with programmatic launches on or off (the benchmark times
+  /// both); load() turns them on unless DAYBREAK_CUDA_PDL=0.
   CudaKernels withProgrammaticLaunch(bool on) const {
     CudaKernels copy = *this;
     copy.programmatic = on;
@@ -304,8 +302,7 @@ private:
   /// A tensor-core GEMV launch: tiles a warp, cluster size (0: none fits),
   /// clusters, threads and shared memory of a block.
   struct TensorGemvPlan {
-    int64_t tiles = 0, cluster = 0, clusters = 0, threads = 0,
-            sharedBytes = 0;
+    int64_t tiles = 0, cluster = 0, clusters = 0, threads = 0, sharedBytes = 0;
   };
   /// The cheapest launch `choice` allows (see CudaKernels.cpp).
   TensorGemvPlan planTensorGemv(const DeviceWeight &w, int64_t m, int64_t n,
@@ -314,7 +311,7 @@ private:
           sharedReserved = 0;
 
   const Driver *driver;
-  bool programmatic = true;
+  bool programmatic = true; ///< see withProgrammaticLaunch
   /// Warps of each fast GEMV the GPU holds at once (SMs x occupancy).
   int64_t gemvE4m3Warps = 0, gemvBf16Warps = 0, gemvE4m3M1Warps = 0,
           gemvBf16M1Warps = 0, gemvE4m3M1NarrowWarps = 0,
