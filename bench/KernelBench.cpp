@@ -23,12 +23,15 @@
 
 #include "runtime/devices/cpu/CpuKernels.h"
 #include "runtime/devices/cuda/CudaKernels.h"
+#include "runtime/numerics/Numerics.h"
 
 #include "SpecializedKernelsPtx.h"
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <cstdio>
+#include <cstring>
 #include <functional>
 #include <random>
 #include <string>
@@ -160,13 +163,13 @@ void benchGemvs(const CudaKernels &kernels, int iterations) {
       },
       10);
   double copyRate = 2.0 * double(copyBytes) / copySeconds;
-  driver->cuMemFree(b);
   std::printf("copy bandwidth (same run): %.1f GB/s\n", copyRate / 1e9);
   // The pool reuses the copy's source buffer.
   CUdeviceptr pool = a;
+  // Kept to check results on the host: pool byte o is pattern[o % size].
+  std::vector<uint8_t> pattern(size_t(64) << 20);
   {
     std::mt19937 rng(3);
-    std::vector<uint8_t> pattern(size_t(64) << 20);
     for (uint8_t &byte : pattern)
       byte = uint8_t(rng() & 0xBF);
     for (size_t at = 0; at < copyBytes; at += pattern.size())
@@ -195,11 +198,175 @@ void benchGemvs(const CudaKernels &kernels, int iterations) {
   CUdeviceptr scales = alloc(1 << 20, 0x3c), x = alloc(host.size() * 4, 0),
               out = alloc(8 * 129280 * 4, 0);
   check(driver->cuMemcpyHtoD(x, host.data(), host.size() * 4), "cuMemcpyHtoD");
+  // The decode-step graphs' state: the norm reads `state` (the previous
+  // GEMV's output, [m, k] of it; random where no GEMV wrote) into `normed`.
+  std::vector<float> outHost(8 * 129280);
+  {
+    std::mt19937 rng(5);
+    std::uniform_real_distribution<float> dist(-1.0f, 1.0f);
+    for (float &v : outHost)
+      v = dist(rng);
+  }
+  CUdeviceptr state = alloc(outHost.size() * 4, 0),
+              normed = alloc(host.size() * 4, 0);
+  const CudaKernels serial = kernels.withProgrammaticLaunch(false),
+                    early = kernels.withProgrammaticLaunch(true);
   struct Summary {
     std::string what;
     double us[2], percent[2];
   };
+  struct StepSummary {
+    std::string what;
+    double mb;
+    // [m == 8]: GEMV alone, and its PDL form; the norm alone; norm + GEMV
+    // with and without PDL; the same-size copy's GB/s.
+    double alone[2], alonePdl[2], norm[2], pair[2], pairPdl[2], copy[2];
+    double bytes[2];
+    std::string choice[2];
+  };
+  std::vector<StepSummary> steps;
   std::vector<Summary> summary;
+  float scaleValue;
+  {
+    uint32_t bits = 0x3c3c3c3c; // the scales' fill byte
+    std::memcpy(&scaleValue, &bits, 4);
+  }
+  int mismatches = 0;
+  // The last GEMV's output `y` [m, n] against the host on 61 rows spread
+  // over N, from the x it read; the worst error over the largest |out| of
+  // those rows, per token.
+  auto verify = [&](const char *label, CUdeviceptr xs, CUdeviceptr ys,
+                    const DeviceWeight &w, int64_t m, int64_t n, int64_t k) {
+    std::vector<float> hx(m * k), hy(m * n);
+    check(driver->cuCtxSynchronize(), "cuCtxSynchronize");
+    check(driver->cuMemcpyDtoH(hx.data(), xs, hx.size() * 4), "cuMemcpyDtoH");
+    check(driver->cuMemcpyDtoH(hy.data(), ys, hy.size() * 4), "cuMemcpyDtoH");
+    size_t base = size_t(w.data - pool);
+    double worst = 0.0;
+    for (int64_t t = 0; t < m; ++t) {
+      double largest = 1e-30, error = 0.0;
+      for (int64_t j = 0; j <= 60; ++j) {
+        int64_t r = j * (n - 1) / 60;
+        double sum = 0.0;
+        for (int64_t i = 0; i < k; ++i) {
+          size_t at = base + size_t(r * k + i) * (w.type == 1 ? 2 : 1);
+          float v;
+          if (w.type == 1)
+            v = numerics::bf16ToFloat(
+                uint16_t(pattern[at % pattern.size()] |
+                         (pattern[(at + 1) % pattern.size()] << 8)));
+          else
+            v = numerics::e4m3ToFloat(pattern[at % pattern.size()]) *
+                scaleValue;
+          sum += double(hx[t * k + i]) * double(v);
+        }
+        largest = std::max(largest, std::fabs(sum));
+        double got = hy[t * n + r];
+        error =
+            std::isnan(got) ? INFINITY : std::max(error, std::fabs(got - sum));
+      }
+      worst = std::max(worst, error / largest);
+    }
+    bool ok = worst <= 1e-5;
+    mismatches += !ok;
+    std::printf("%-18s %-40s %-12s checked (%s): worst error %.3g%s\n", "", "",
+                "", label, worst, ok ? "" : " MISMATCH");
+  };
+  // A decode step's view of a GEMV: a CUDA graph of `count` (norm, GEMV)
+  // pairs, the norm (rms_norm over [m, k] of the state) writing the GEMV's
+  // x and reading the state the GEMV then overwrites: the RAW and WAR
+  // hazards a programmatic launch must respect. Timed without and with PDL,
+  // against the norm alone (the GEMV's share of a step is the difference)
+  // and the GEMV alone (each GEMV after another, as before), with a copy of
+  // the weight's size for context. The last GEMV's output is checked.
+  auto stepCase = [&](const char *what, int64_t n, int64_t k, int32_t type,
+                      int64_t m, int64_t weightBytes, double stored,
+                      const std::function<DeviceWeight(int)> &at,
+                      int64_t sets) {
+    int count = std::max(iterations / 2, 8);
+    int slot = m == 8;
+    std::string shape = std::string(what) + " m=" + std::to_string(m);
+    double bytes = stored + double(m * k * 4 + m * n * 4);
+    if (slot == 0) {
+      steps.push_back(StepSummary{});
+      steps.back().what = std::string(what) +
+                          (type == 1 ? " bf16 " : " e4m3 ") +
+                          std::to_string(n) + " x " + std::to_string(k);
+      steps.back().mb = stored / 1e6;
+    }
+    StepSummary &step = steps.back();
+    step.bytes[slot] = bytes;
+    TensorGemvChoice picked = kernels.tensorGemvChoice(at(0), m, n, k);
+    // What tensorGemv would run (matmul keeps wide bf16 m = 1 on the CUDA
+    // cores: lm_head).
+    step.choice[slot] = picked.tiles ? "t" + std::to_string(picked.tiles) +
+                                           " c" + std::to_string(picked.cluster)
+                                     : "-";
+    auto norm = [&](CUstream stream) {
+      return kernels.rmsNorm(state, DeviceWeight(), m, k, 1e-6, normed, stream);
+    };
+    auto reset = [&] {
+      check(driver->cuMemcpyHtoD(state, outHost.data(), outHost.size() * 4),
+            "cuMemcpyHtoD");
+    };
+    auto alone = [&](const CudaKernels &with) {
+      return timeGraph(
+          [&](int i, CUstream stream) {
+            return with.matmul(x, at(i), DeviceWeight(), m, n, k, out, stream,
+                               nullptr, /*constantWeight=*/true);
+          },
+          count);
+    };
+    auto pair = [&](const CudaKernels &with) {
+      reset();
+      return timeGraph(
+          [&](int i, CUstream stream) {
+            Status status = norm(stream);
+            if (!status.ok())
+              return status;
+            return with.matmul(normed, at(i), DeviceWeight(), m, n, k, state,
+                               stream, nullptr, /*constantWeight=*/true);
+          },
+          count);
+    };
+    step.alone[slot] = alone(serial);
+    step.alonePdl[slot] = alone(early);
+    verify("GEMV alone, PDL", x, out, at(count - 1), m, n, k);
+    reset();
+    step.norm[slot] =
+        timeGraph([&](int, CUstream stream) { return norm(stream); }, count);
+    step.pair[slot] = pair(serial);
+    verify("norm + GEMV", normed, state, at(count - 1), m, n, k);
+    step.pairPdl[slot] = pair(early);
+    verify("norm + GEMV, PDL", normed, state, at(count - 1), m, n, k);
+    int64_t stride = (weightBytes + 255) / 256 * 256;
+    double copySeconds = timeGraph(
+        [&](int i, CUstream stream) {
+          return driver->check(driver->cuMemcpyDtoDAsync(
+                                   b, pool + CUdeviceptr((i % sets) * stride),
+                                   size_t(weightBytes), stream),
+                               "cuMemcpyDtoDAsync");
+        },
+        count);
+    step.copy[slot] = 2.0 * double(weightBytes) / copySeconds / 1e9;
+    auto share = [&](double seconds) {
+      return 100.0 * bytes / seconds / copyRate;
+    };
+    std::printf("%-18s %-40s GEMV alone %.2f us (%.1f%%), PDL %.2f us "
+                "(%.1f%%)\n",
+                "step", shape.c_str(), step.alone[slot] * 1e6,
+                share(step.alone[slot]), step.alonePdl[slot] * 1e6,
+                share(step.alonePdl[slot]));
+    std::printf("%-18s %-40s norm alone %.2f us; norm + GEMV %.2f us, PDL "
+                "%.2f us; GEMV's share %.2f us (%.1f%%), PDL %.2f us "
+                "(%.1f%%); same-size copy %.0f GB/s\n",
+                "step", shape.c_str(), step.norm[slot] * 1e6,
+                step.pair[slot] * 1e6, step.pairPdl[slot] * 1e6,
+                (step.pair[slot] - step.norm[slot]) * 1e6,
+                share(step.pair[slot] - step.norm[slot]),
+                (step.pairPdl[slot] - step.norm[slot]) * 1e6,
+                share(step.pairPdl[slot] - step.norm[slot]), step.copy[slot]);
+  };
   for (const Case &c : cases) {
     Summary line{std::string(c.what) + (c.type == 1 ? " bf16 " : " e4m3 ") +
                      std::to_string(c.n) + " x " + std::to_string(c.k),
@@ -259,6 +426,11 @@ void benchGemvs(const CudaKernels &kernels, int iterations) {
         std::printf("%-18s %-40s %-12s %5.1f%% of the copy bandwidth (%s)\n",
                     "", "", "", percent, name.c_str());
         if (!v.tensor) {
+          TensorGemvChoice picked =
+              kernels.tensorGemvChoice(at(0), m, c.n, c.k);
+          if (picked.tiles)
+            std::printf("%-18s %-40s %-12s launcher's choice t%d c%d\n", "", "",
+                        "", picked.tiles, picked.cluster);
           line.us[m == 8] = seconds * 1e6;
           line.percent[m == 8] = percent;
           // The same launches back to back from the host (wall clock).
@@ -269,6 +441,7 @@ void benchGemvs(const CudaKernels &kernels, int iterations) {
                       "", "", "", wall * 1e6, 100.0 * bytes / wall / copyRate);
         }
       }
+      stepCase(c.what, c.n, c.k, c.type, m, weightBytes, stored, at, sets);
     }
     summary.push_back(line);
   }
@@ -288,6 +461,32 @@ void benchGemvs(const CudaKernels &kernels, int iterations) {
     std::printf("launch floor (graph replay, e4m3 m=1 n=16 k=128): %.2f us\n",
                 seconds * 1e6);
   }
+  for (int slot = 0; slot < 2; ++slot) {
+    std::printf(
+        "\nDecode GEMVs at m=%d in a decode step: each after the norm that "
+        "writes its x (graph replay; the GEMV's share = norm + GEMV less the "
+        "norm alone; %% of the copy bandwidth %.0f GB/s):\n",
+        slot ? 8 : 1, copyRate / 1e9);
+    std::printf("| weight (real shape) | MB | launch | alone | alone, PDL | "
+                "norm | norm + GEMV | + PDL | GEMV's share | %% of copy | "
+                "share, PDL | %% of copy | same-size copy |\n"
+                "|---|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|"
+                "---:|\n");
+    for (const StepSummary &step : steps) {
+      double serialShare = step.pair[slot] - step.norm[slot],
+             earlyShare = step.pairPdl[slot] - step.norm[slot];
+      std::printf(
+          "| %s | %.1f | %s | %.1f us | %.1f us | %.1f us | %.1f us | "
+          "%.1f us | %.1f us | %.0f %% | %.1f us | **%.0f %%** | "
+          "%.0f GB/s |\n",
+          step.what.c_str(), step.mb, step.choice[slot].c_str(),
+          step.alone[slot] * 1e6, step.alonePdl[slot] * 1e6,
+          step.norm[slot] * 1e6, step.pair[slot] * 1e6,
+          step.pairPdl[slot] * 1e6, serialShare * 1e6,
+          100.0 * step.bytes[slot] / serialShare / copyRate, earlyShare * 1e6,
+          100.0 * step.bytes[slot] / earlyShare / copyRate, step.copy[slot]);
+    }
+  }
   std::printf("\nDecode GEMVs as CudaKernels::matmul runs them (graph replay, "
               "copy %.0f GB/s):\n",
               copyRate / 1e9);
@@ -297,10 +496,10 @@ void benchGemvs(const CudaKernels &kernels, int iterations) {
     std::printf("| %s | %.1f us | %.0f %% | %.1f us | %.0f %% |\n",
                 line.what.c_str(), line.us[0], line.percent[0], line.us[1],
                 line.percent[1]);
-  driver->cuMemFree(pool);
-  driver->cuMemFree(scales);
-  driver->cuMemFree(x);
-  driver->cuMemFree(out);
+  for (CUdeviceptr p : {pool, b, scales, x, out, state, normed})
+    driver->cuMemFree(p);
+  if (mismatches)
+    fail(std::to_string(mismatches) + " GEMV results differ from the host");
 }
 
 } // namespace

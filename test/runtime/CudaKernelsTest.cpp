@@ -986,6 +986,105 @@ TEST_F(CudaKernelsTest, TensorCoreGemv) {
       }
 }
 
+TEST_F(CudaKernelsTest, ProgrammaticGemvInGraph) {
+  // Tensor-core GEMVs launched as programmatic dependents (PDL) inside a
+  // captured graph, each right after an rms_norm that writes its x (read
+  // after write) and reads the buffer the GEMV then overwrites (write after
+  // read): round r's norm reads round r - 1's output. Replayed three times
+  // and replayed on the host with the CPU kernels. A GEMV that read x or
+  // wrote its output before the norm finished would be off by O(1); the
+  // chain of 18 rounds carries the fp32 reordering of each, hence 1e-4 for
+  // it, and the last GEMV alone, from the x the device read, holds 1e-5.
+  struct Case {
+    cpu::WeightType type;
+    int64_t m, n, k;
+    TensorGemvChoice choice;
+  };
+  constexpr int kWeights = 3, kRounds = 6, kReplays = 3;
+  const CudaKernels early = kernels->withProgrammaticLaunch(true);
+  for (Case c : {Case{cpu::WeightType::F8E4M3, 8, 2048, 1024, {}},
+                 Case{cpu::WeightType::F8E4M3, 1, 1536, 1024, {1, 2}},
+                 Case{cpu::WeightType::BF16, 3, 1024, 1024, {}}}) {
+    int64_t blocks = 128, scaleCount = (c.n / blocks) * (c.k / blocks);
+    std::vector<StoredWeights> w;
+    std::vector<std::optional<Buffer>> dw(kWeights), ds(kWeights);
+    std::vector<cpu::WeightView> hw(kWeights);
+    std::vector<DeviceWeight> gw(kWeights);
+    w.reserve(kWeights);
+    for (int i = 0; i < kWeights; ++i) {
+      w.push_back(randomStored(rng, c.type, c.n * c.k, scaleCount));
+      for (uint8_t &code : w[i].bytes) // no NaN: a row of them spreads
+        if (c.type == cpu::WeightType::F8E4M3 && (code & 0x7F) == 0x7F)
+          code ^= 1;
+      dw[i].emplace(*driver, w[i].bytes);
+      ds[i].emplace(*driver, w[i].scales);
+      hw[i].data = w[i].bytes.data();
+      hw[i].type = c.type;
+      hw[i].scales = w[i].scales.data();
+      hw[i].blockN = hw[i].blockK = blocks;
+      gw[i].data = *dw[i];
+      gw[i].type = c.type == cpu::WeightType::BF16 ? 1 : 2;
+      gw[i].scales = ds[i]->get();
+      gw[i].blockN = gw[i].blockK = blocks;
+    }
+    // n >= k: the norm's [m, k] rows lie in the GEMV's [m, n] output.
+    std::vector<float> state = random(c.m * c.n), normed(c.m * c.k);
+    Buffer dState(*driver, state), dNormed(*driver, c.m * c.k * 4);
+    CUstream stream = nullptr;
+    ASSERT_TRUE(ok(driver->cuStreamCreate(&stream, CU_STREAM_NON_BLOCKING),
+                   "cuStreamCreate"));
+    ASSERT_TRUE(
+        ok(driver->cuStreamBeginCapture(stream, CU_STREAM_CAPTURE_MODE_GLOBAL),
+           "cuStreamBeginCapture"));
+    Status launched = Status::success();
+    for (int r = 0; r < kRounds && launched.ok(); ++r) {
+      launched = early.rmsNorm(dState, DeviceWeight(), c.m, c.k, 1e-6, dNormed,
+                               stream);
+      if (launched.ok())
+        launched = early.tensorGemv(dNormed, gw[r % kWeights], DeviceWeight(),
+                                    c.m, c.n, c.k, dState, stream, c.choice,
+                                    /*constantWeight=*/true);
+    }
+    CUgraph graph = nullptr;
+    ASSERT_TRUE(
+        ok(driver->cuStreamEndCapture(stream, &graph), "cuStreamEndCapture"));
+    ASSERT_TRUE(launched.ok()) << launched.message();
+    CUgraphExec exec = nullptr;
+    ASSERT_TRUE(ok(driver->cuGraphInstantiateWithFlags(&exec, graph, 0),
+                   "cuGraphInstantiateWithFlags"));
+    for (int replay = 0; replay < kReplays; ++replay)
+      ASSERT_TRUE(ok(driver->cuGraphLaunch(exec, stream), "cuGraphLaunch"));
+    ASSERT_TRUE(ok(driver->cuStreamSynchronize(stream), "cuStreamSynchronize"));
+    driver->cuGraphExecDestroy(exec);
+    driver->cuGraphDestroy(graph);
+    driver->cuStreamDestroy(stream);
+    for (int replay = 0; replay < kReplays; ++replay)
+      for (int r = 0; r < kRounds; ++r) {
+        cpu::rmsNorm(pool, state.data(), nullptr, c.m, c.k, 1e-6,
+                     normed.data());
+        cpu::matmul(pool, normed.data(), hw[r % kWeights], cpu::WeightView(),
+                    c.m, c.n, c.k, state.data(), cpu::MatmulTiling());
+      }
+    std::vector<float> gotState = dState.read<float>(c.m * c.n),
+                       gotNormed = dNormed.read<float>(c.m * c.k);
+    char shape[96];
+    std::snprintf(shape, sizeof(shape), "%s m=%ld n=%ld k=%ld cluster=%d",
+                  c.type == cpu::WeightType::BF16 ? "bf16" : "e4m3", long(c.m),
+                  long(c.n), long(c.k), c.choice.cluster);
+    double chain = std::max(rowRelativeError(gotState, state, c.n),
+                            rowRelativeError(gotNormed, normed, c.k));
+    report("PDL chain", shape, chain);
+    EXPECT_LE(chain, 1e-4);
+    std::vector<float> last(c.m * c.n);
+    cpu::matmul(pool, gotNormed.data(), hw[(kRounds - 1) % kWeights],
+                cpu::WeightView(), c.m, c.n, c.k, last.data(),
+                cpu::MatmulTiling());
+    double e = rowRelativeError(gotState, last, c.n);
+    report("PDL last GEMV", shape, e);
+    EXPECT_LE(e, 1e-5); // exact products, fp32 sums in another order
+  }
+}
+
 TEST_F(CudaKernelsTest, StoredWeightExpertAndHeadMatmul) {
   // e4m3 experts with 128 x 128 scales (partial blocks), routed and not.
   int64_t experts = 5, n = 200, k = 300, slots = 3, bn = 128, bk = 128;

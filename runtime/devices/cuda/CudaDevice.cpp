@@ -624,8 +624,11 @@ struct CudaLaunchers {
                            const DeviceWeight &w, const DeviceWeight &bias) {
     const BoundArg &x = l.in(0);
     int64_t n = l.in(1).dim(0), k = l.in(1).dim(1);
+    // A weight slot is written only at load: a decode GEMV may stream it
+    // before the kernel ahead of it has finished (programmatic launch).
+    bool constant = l.in(1).arg->kind == runtime::PreparedArg::Kind::Weight;
     return d.kernels->matmul(p(x), w, bias, x.numel() / k, n, k, p(l.out(0)),
-                             d.stream, specialized(d, l));
+                             d.stream, specialized(d, l), constant);
   }
   static Status matmul(CudaDevice &d, const BoundLaunch &l) {
     using In = abi::Matmul::In;

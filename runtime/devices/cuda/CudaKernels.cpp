@@ -12,6 +12,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
 #include <string>
 
 namespace daybreak::cuda {
@@ -59,6 +60,9 @@ constexpr int64_t kSharedFloats = 48 * 1024 / 4;
 
 StatusOr<CudaKernels> CudaKernels::load(const Driver &driver, CUmodule module) {
   CudaKernels kernels(driver);
+  // Programmatic launches stay switchable for comparison and diagnosis.
+  if (const char *env = std::getenv("DAYBREAK_CUDA_PDL"))
+    kernels.programmatic = std::string(env) != "0";
 #define DAYBREAK_RESOLVE_KERNEL(member, symbol)                                \
   if (Status status = driver.check(                                            \
           driver.cuModuleGetFunction(&kernels.member##Fn, module, symbol),     \
@@ -250,7 +254,7 @@ Status CudaKernels::matmul(CUdeviceptr x, CUdeviceptr w, CUdeviceptr bias,
 Status CudaKernels::matmul(CUdeviceptr x, const DeviceWeight &w,
                            const DeviceWeight &bias, int64_t m, int64_t n,
                            int64_t k, CUdeviceptr out, CUstream stream,
-                           CUfunction specialized) const {
+                           CUfunction specialized, bool constantWeight) const {
   if (w.type == 0 && (bias.data == 0 || bias.type == 0))
     return matmul(x, w.data, bias.data, m, n, k, out, stream, specialized);
   DeviceWeight weight = w, b = bias;
@@ -260,15 +264,18 @@ Status CudaKernels::matmul(CUdeviceptr x, const DeviceWeight &w,
   if (m > 8)
     return launch(matmulStoredTiledFn, "matmul", ceilDiv(n, 64), ceilDiv(m, 64),
                   1, 256, 0, stream, params);
-  // The tensor cores where they apply; bf16 at m = 1 reads at the copy
-  // bandwidth already with the CUDA-core kernel below.
-  if (tensorGemvApplies(w, m, k) && !(w.type == 1 && m == 1))
-    return tensorGemv(x, w, bias, m, n, k, out, stream);
   // 16-byte pieces: 16 e4m3 codes within one scale block, or 8 bf16 values;
   // a warp task is eight e4m3 or four bf16 columns for one input row (two
   // where that would leave most warps idle), else two.
   bool e4m3 = w.type == 2 && k % 16 == 0 && w.blockK % 16 == 0;
   bool bf16 = w.type == 1 && k % 8 == 0;
+  // The tensor cores where they apply, but for bf16 at m = 1 with enough
+  // columns to fill the GPU with the CUDA-core kernel below, which then
+  // reads at the copy bandwidth (lm_head: 107 % against 96-102 %); with
+  // fewer, its narrow form is the slower (router gate 14.5 us against 6.3).
+  bool wideBf16 = bf16 && m == 1 && ceilDiv(n, 4) >= gemvBf16M1Warps / 2;
+  if (tensorGemvApplies(w, m, k) && !wideBf16)
+    return tensorGemv(x, w, bias, m, n, k, out, stream, {}, constantWeight);
   if ((e4m3 || bf16) && m == 1) {
     int64_t wide = e4m3 ? gemvE4m3M1Warps : gemvBf16M1Warps;
     int64_t tasks = ceilDiv(n, e4m3 ? 8 : 4);
@@ -297,16 +304,9 @@ bool CudaKernels::tensorGemvApplies(const DeviceWeight &w, int64_t m,
   return w.type == 1 && k % 64 == 0;
 }
 
-Status CudaKernels::tensorGemv(CUdeviceptr x, const DeviceWeight &w,
-                               const DeviceWeight &bias, int64_t m, int64_t n,
-                               int64_t k, CUdeviceptr out, CUstream stream,
-                               TensorGemvChoice choice) const {
-  if (!tensorGemvApplies(w, m, k))
-    return Status::error("tensorGemv: no tensor-core GEMV for weight type " +
-                         std::to_string(w.type) + ", m " + std::to_string(m) +
-                         ", k " + std::to_string(k));
-  if (n <= 0)
-    return Status::success();
+CudaKernels::TensorGemvPlan
+CudaKernels::planTensorGemv(const DeviceWeight &w, int64_t m, int64_t n,
+                            int64_t k, TensorGemvChoice choice) const {
   bool e4m3 = w.type == 2, many = m > 1;
   int64_t threads = many ? 256 : 128;
   int64_t tokens = many ? 8 : 1;
@@ -361,33 +361,73 @@ Status CudaKernels::tensorGemv(CUdeviceptr x, const DeviceWeight &w,
       }
     }
   }
+  TensorGemvPlan plan;
   if (bestCluster == 0)
+    return plan;
+  plan.tiles = bestTiles;
+  plan.cluster = bestCluster;
+  plan.clusters = bestClusters;
+  plan.threads = threads;
+  plan.sharedBytes = sharedBytes(threads / 32 * 16 * bestTiles, bestCluster);
+  return plan;
+}
+
+TensorGemvChoice CudaKernels::tensorGemvChoice(const DeviceWeight &w, int64_t m,
+                                               int64_t n, int64_t k) const {
+  TensorGemvPlan plan = planTensorGemv(w, m, n, k, {});
+  return TensorGemvChoice{int(plan.tiles), int(plan.cluster)};
+}
+
+Status CudaKernels::tensorGemv(CUdeviceptr x, const DeviceWeight &w,
+                               const DeviceWeight &bias, int64_t m, int64_t n,
+                               int64_t k, CUdeviceptr out, CUstream stream,
+                               TensorGemvChoice choice,
+                               bool constantWeight) const {
+  if (!tensorGemvApplies(w, m, k))
+    return Status::error("tensorGemv: no tensor-core GEMV for weight type " +
+                         std::to_string(w.type) + ", m " + std::to_string(m) +
+                         ", k " + std::to_string(k));
+  if (n <= 0)
+    return Status::success();
+  TensorGemvPlan plan = planTensorGemv(w, m, n, k, choice);
+  if (plan.cluster == 0)
     return Status::error("tensorGemv: no tiles and cluster for k " +
                          std::to_string(k) + " fit the GPU (tiles " +
                          std::to_string(choice.tiles) + ", cluster " +
                          std::to_string(choice.cluster) + ")");
-  const TensorGemvKernel &kernel = tensorGemvKernels[e4m3][many][bestTiles - 1];
-  int64_t rows = threads / 32 * 16 * bestTiles;
+  const TensorGemvKernel &kernel =
+      tensorGemvKernels[w.type == 2][m > 1][plan.tiles - 1];
   DeviceWeight weight = w, b = bias;
   weight.rows = n;
   weight.cols = k;
   void *params[] = {&x, &weight, &b, &m, &n, &k, &out};
-  CUlaunchAttribute attribute{};
-  attribute.id = CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION;
-  attribute.value.clusterDim.x = unsigned(bestCluster);
-  attribute.value.clusterDim.y = 1;
-  attribute.value.clusterDim.z = 1;
+  CUlaunchAttribute attributes[2] = {};
+  unsigned count = 0;
+  if (plan.cluster > 1) {
+    CUlaunchAttribute &cluster = attributes[count++];
+    cluster.id = CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION;
+    cluster.value.clusterDim.x = unsigned(plan.cluster);
+    cluster.value.clusterDim.y = 1;
+    cluster.value.clusterDim.z = 1;
+  }
+  // The kernel reads only the weight before griddepcontrol.wait, so with a
+  // weight no kernel writes it may start before the previous kernel ends.
+  if (constantWeight && programmatic) {
+    CUlaunchAttribute &early = attributes[count++];
+    early.id = CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION;
+    early.value.programmaticStreamSerializationAllowed = 1;
+  }
   CUlaunchConfig config{};
-  config.gridDimX = unsigned(bestClusters * bestCluster);
+  config.gridDimX = unsigned(plan.clusters * plan.cluster);
   config.gridDimY = 1;
   config.gridDimZ = 1;
-  config.blockDimX = unsigned(threads);
+  config.blockDimX = unsigned(plan.threads);
   config.blockDimY = 1;
   config.blockDimZ = 1;
-  config.sharedMemBytes = unsigned(sharedBytes(rows, bestCluster));
+  config.sharedMemBytes = unsigned(plan.sharedBytes);
   config.hStream = stream;
-  config.attrs = &attribute;
-  config.numAttrs = bestCluster > 1 ? 1 : 0;
+  config.attrs = attributes;
+  config.numAttrs = count;
   return driver->check(
       driver->cuLaunchKernelEx(&config, kernel.fn, params, nullptr),
       "matmul (tensor-core GEMV)");

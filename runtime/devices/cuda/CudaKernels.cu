@@ -129,6 +129,28 @@ __device__ __forceinline__ uint8_t floatToE4m3(float value) {
   return sign | uint8_t(code > 0x7E ? 0x7E : code);
 }
 
+/// Programmatic dependent launch (PDL). A kernel launched with the
+/// programmatic-stream-serialization attribute (CudaKernels::tensorGemv on
+/// a constant weight) may start while the kernel before it on the stream
+/// still runs; waitForPrevious() returns once that kernel has completed and
+/// its writes are visible (at once for an ordinary launch). Before it such
+/// a kernel reads only constant data and writes nothing: the workspace
+/// planner reuses buffers, so any buffer may still be read or written by
+/// an earlier kernel. Completion is transitive: a dependent completes only
+/// after its wait, so kernels launched after it stay ordered as before.
+__device__ __forceinline__ void waitForPrevious() {
+  asm volatile("griddepcontrol.wait;" ::: "memory");
+}
+
+/// Lets the next kernel on the stream start now if it was launched as a
+/// programmatic dependent (a no-op otherwise). Safe anywhere in any
+/// kernel: the dependent still waits for this one's completion before it
+/// reads or writes a buffer; it only starts (and streams its weights)
+/// sooner, on the SMs this grid leaves free.
+__device__ __forceinline__ void allowDependents() {
+  asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
+}
+
 /// 2^ceil(log2(max(amax, 1e-4) / 448)) as an exponent, as CpuCache.cpp.
 enum : int32_t { kWeightF32 = 0, kWeightBF16 = 1, kWeightE4M3 = 2 };
 
@@ -353,6 +375,9 @@ __device__ __forceinline__ void rmsNormRow(const float *x, const Weight &weight,
                                            int64_t dimArg, double eps,
                                            float *out) {
   __shared__ float scratch[32];
+  // A decode GEMV usually follows (q_a, the MLP, lm_head): let it stream
+  // its first weights while the rows are normalised.
+  allowDependents();
   const int64_t dim = kDim > 0 ? int64_t(kDim) : dimArg;
   const float *in = x + int64_t(blockIdx.x) * dim;
   float *o = out + int64_t(blockIdx.x) * dim;
@@ -911,6 +936,10 @@ gemvTensor(const float *__restrict__ x, const Weight &w, const Weight &bias,
   using S = TcShape<kType>;
   constexpr int kSlots = TcSlots<kTokens>::kValue;
   constexpr int kRows = kWarps * kTiles * 16;
+  // The next GEMV (or any programmatic dependent) may take the SMs this
+  // grid's blocks leave as they finish, and stream its weights during this
+  // one's tail.
+  allowDependents();
   const int lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
   const int warp = threadIdx.x >> 5;
   const uint32_t clusters = clusterSize(), rank = clusterRank();
@@ -989,7 +1018,28 @@ gemvTensor(const float *__restrict__ x, const Weight &w, const Weight &bias,
   if (tile < rowTiles && gCount > 0) {
     setRows(tile);
     prologue();
+    // The first tile's next groups into L2, a row a lane (the warp's rows
+    // are consecutive), the whole grid prefetching at most kPrefetchBytes:
+    // about what HBM delivers while a short kernel ahead of a programmatic
+    // launch runs, and little enough of L2 that the lines are still there
+    // when the loads below reach them.
+    constexpr int64_t kPrefetchBytes = 16 << 20;
+    const int64_t ahead = min(
+        int64_t(gCount), kPrefetchBytes / (int64_t(gridDim.x) * kRows * 128));
+    if (ahead > kDepth - 1 && lane < kTiles * 16) {
+      int64_t row = min(tile * kRows + warp * kTiles * 16 + lane, n - 1);
+      const uint8_t *p = static_cast<const uint8_t *>(w.data) +
+                         row * k * S::kBytes +
+                         int64_t(gBegin + kDepth - 1) * 128;
+      asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;" ::"l"(p),
+                   "r"(uint32_t(ahead - (kDepth - 1)) * 128u)
+                   : "memory");
+    }
   }
+  // Everything above reads the weight alone, so it may overlap the kernel
+  // before this one (programmatic launch); x is that kernel's output and
+  // `out` may be a buffer it still reads.
+  waitForPrevious();
 
   // x's columns of this K range in fragment order: lane (g, t) of k-step s
   // of a group reads group columns (s / kChunkSteps) * 16 * kChunkSteps +
@@ -1322,6 +1372,7 @@ extern "C" __global__ void daybreak_swiglu(const float *gate, const float *up,
                                            int64_t n, double alpha,
                                            int32_t hasLimit, double limit,
                                            double upOffset, float *out) {
+  allowDependents(); // the down projection's GEMV follows
   int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
   if (i >= n)
     return;
@@ -1336,6 +1387,7 @@ extern "C" __global__ void daybreak_swiglu(const float *gate, const float *up,
 /// grid (ceil(n/256)), block 256.
 extern "C" __global__ void daybreak_add(const float *a, const float *b,
                                         int64_t n, float *out) {
+  allowDependents(); // a GEMV may follow a residual add
   int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
   if (i < n)
     out[i] = a[i] + b[i];

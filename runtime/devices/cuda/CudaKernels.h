@@ -160,24 +160,44 @@ public:
                 CUfunction specialized = nullptr) const;
   /// The same on a stored weight [N, K] and bias. An fp32 weight and bias
   /// take the fp32 kernels above (and `specialized`); otherwise m <= 8 takes
-  /// tensorGemv where it applies (e4m3; bf16 for m > 1), then
+  /// tensorGemv where it applies (e4m3; bf16 for m > 1, and for m = 1 when
+  /// N is too small for the CUDA-core kernel to fill the GPU), then
   /// daybreak_gemv_e4m3 / _bf16 (16-byte loads, widened in registers) where
   /// the shapes allow, else daybreak_gemv_stored, and larger m the stored
-  /// 64x64 tiles.
+  /// 64x64 tiles. `constantWeight`: see tensorGemv.
   Status matmul(CUdeviceptr x, const DeviceWeight &w, const DeviceWeight &bias,
                 int64_t m, int64_t n, int64_t k, CUdeviceptr out,
-                CUstream stream, CUfunction specialized = nullptr) const;
+                CUstream stream, CUfunction specialized = nullptr,
+                bool constantWeight = false) const;
   /// Whether tensorGemv runs this weight and shape: m in 1..8; e4m3 with k
   /// a multiple of 128, blockK of 128 and blockN of 16, or bf16 with k a
   /// multiple of 64.
   static bool tensorGemvApplies(const DeviceWeight &w, int64_t m, int64_t k);
   /// The decode matmul on the tensor cores (daybreak_gemv_tc_*, see
   /// CudaKernels.cu), exact products and fp32 sums; an error where
-  /// tensorGemvApplies is false or `choice` cannot run.
+  /// tensorGemvApplies is false or `choice` cannot run. `constantWeight`:
+  /// no kernel writes `w` or its scales (a weight uploaded at load), so,
+  /// with programmatic launches on, the GEMV is launched as a programmatic
+  /// dependent of the kernel before it on the stream: it streams its first
+  /// weights while that kernel finishes, and reads x and the bias and
+  /// writes `out` only after it has completed (stream capture records a
+  /// programmatic graph edge, CUDA 12.3 and later).
   Status tensorGemv(CUdeviceptr x, const DeviceWeight &w,
                     const DeviceWeight &bias, int64_t m, int64_t n, int64_t k,
                     CUdeviceptr out, CUstream stream,
-                    TensorGemvChoice choice = {}) const;
+                    TensorGemvChoice choice = {},
+                    bool constantWeight = false) const;
+  /// The tiles and cluster size tensorGemv picks for this shape (tiles 0:
+  /// none fits), for the benchmark's report.
+  TensorGemvChoice tensorGemvChoice(const DeviceWeight &w, int64_t m, int64_t n,
+                                    int64_t k) const;
+  /// A copy with programmatic launches on or off (the benchmark times
+  /// both); load() turns them on unless DAYBREAK_CUDA_PDL=0.
+  CudaKernels withProgrammaticLaunch(bool on) const {
+    CudaKernels copy = *this;
+    copy.programmatic = on;
+    return copy;
+  }
   Status headMatmul(CUdeviceptr x, CUdeviceptr w, bool transposeWeight,
                     int64_t tokens, int64_t heads, int64_t k, int64_t n,
                     CUdeviceptr out, CUstream stream) const;
@@ -279,10 +299,19 @@ private:
   };
   /// [e4m3][m > 1][tiles - 1]
   TensorGemvKernel tensorGemvKernels[2][2][2];
+  /// A tensor-core GEMV launch: tiles a warp, cluster size (0: none fits),
+  /// clusters, threads and shared memory of a block.
+  struct TensorGemvPlan {
+    int64_t tiles = 0, cluster = 0, clusters = 0, threads = 0, sharedBytes = 0;
+  };
+  /// The cheapest launch `choice` allows (see CudaKernels.cpp).
+  TensorGemvPlan planTensorGemv(const DeviceWeight &w, int64_t m, int64_t n,
+                                int64_t k, TensorGemvChoice choice) const;
   int64_t multiprocessors = 0, sharedPerSm = 0, sharedPerBlock = 0,
           sharedReserved = 0;
 
   const Driver *driver;
+  bool programmatic = true; ///< see withProgrammaticLaunch
   /// Warps of each fast GEMV the GPU holds at once (SMs x occupancy).
   int64_t gemvE4m3Warps = 0, gemvBf16Warps = 0, gemvE4m3M1Warps = 0,
           gemvBf16M1Warps = 0, gemvE4m3M1NarrowWarps = 0,
