@@ -414,7 +414,7 @@ LogicalResult Lowering::lowerOp(Operation *op) {
       .Case<tensor::ExpandShapeOp, tensor::CollapseShapeOp>([&](auto reshape) {
         // A view of a cache (attention's [B, S, Hkv, D]) is the cache.
         Value src = lookup(reshape.getSrc());
-        if (src.template getDefiningOp<plan::CacheRefOp>())
+        if (src && src.getDefiningOp<plan::CacheRefOp>())
           mapping.map(reshape.getResult(), src);
         else
           buffer(reshape.getResult(), src);

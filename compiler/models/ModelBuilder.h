@@ -40,6 +40,14 @@ struct CheckpointTraits {
   std::optional<importers::YarnConfig> yarn;
 };
 
+/// lm.swiglu's parameters: y = g' sigmoid(alpha g') (u' + upOffset), g' and
+/// u' clamped by `limit` when set.
+struct GluParams {
+  double alpha = 1.0;
+  std::optional<double> limit;
+  double upOffset = 0.0;
+};
+
 class ModelBuilder {
 public:
   ModelBuilder(mlir::ModuleOp module, const importers::Checkpoint &checkpoint,
@@ -142,13 +150,6 @@ protected:
                                      int64_t out, int64_t in,
                                      llvm::StringRef bias = {});
 
-  /// lm.swiglu's parameters: y = g' sigmoid(alpha g') (u' + upOffset), g'
-  /// and u' clamped by `limit` when set.
-  struct GluParams {
-    double alpha = 1.0;
-    std::optional<double> limit;
-    double upOffset = 0.0;
-  };
   mlir::Value swiglu(mlir::Value gate, mlir::Value up, const GluParams &act);
   /// The dense gated MLP `{prefix}{gate,up,down}_proj.weight`:
   /// down(swiglu(gate(x), up(x))).

@@ -324,7 +324,7 @@ TEST(GptOssConfigTest, ReadsOptionalSpellings) {
   EXPECT_EQ(config->eosTokenIds, (std::vector<int64_t>{2, 7}));
   EXPECT_EQ(config->slidingLayers, (std::vector<bool>{true, false}));
   ASSERT_TRUE(config->yarn.has_value());
-  EXPECT_EQ(config->yarn->attentionFactor, 1.25);
+  EXPECT_EQ(config->yarn->attentionFactor.value_or(0.0), 1.25);
   EXPECT_FALSE(config->mxfp4Experts);
 }
 
@@ -361,7 +361,10 @@ TEST(GptOssConfigTest, RejectsBadConfigs) {
        "missing field 'sliding_window'"},
       {[](llvm::json::Object &r) { r["sliding_window"] = 0; },
        "'sliding_window' in edited/config.json must be positive, got 0"},
-      {[](llvm::json::Object &r) { r["num_experts_per_tok"] = 9; },
+      {[](llvm::json::Object &r) {
+         r["num_experts_per_tok"] = 9;
+         r.erase("experts_per_token");
+       },
        "must be <= num_local_experts (8), got 9"},
       {[](llvm::json::Object &r) { r["head_dim"] = 31; },
        "'head_dim' in edited/config.json must be even, got 31"},
