@@ -38,9 +38,9 @@ class Emitter : public ModelBuilder {
 public:
   Emitter(ModuleOp module, const GptOssConfig &config,
           const importers::Checkpoint &checkpoint)
-      : ModelBuilder(module, checkpoint,
-                     CheckpointTraits{std::nullopt, config.ropeTheta,
-                                      config.yarn}),
+      : ModelBuilder(
+            module, checkpoint,
+            CheckpointTraits{std::nullopt, config.ropeTheta, config.yarn}),
         config(config) {}
 
   llvm::Error buildFunction(StringRef name, const BuildOptions &options);
@@ -95,9 +95,8 @@ llvm::Expected<Value> Emitter::attention(int64_t layer, Value x,
   // Half-split RoPE over the whole head of queries and keys.
   Value qHeads = rope(reshape(*q, {kDyn, heads, dim}), positions,
                       lm::RopeStyle::HalfSplit, 0, dim);
-  Value kRows = collapseLast(rope(reshape(*k, {kDyn, kvHeads, dim}),
-                                  positions, lm::RopeStyle::HalfSplit, 0,
-                                  dim));
+  Value kRows = collapseLast(rope(reshape(*k, {kDyn, kvHeads, dim}), positions,
+                                  lm::RopeStyle::HalfSplit, 0, dim));
 
   // This step's keys and values go to the caches first; attention reads
   // every sequence's rows through [B, S, Hkv, D] views of them.
@@ -108,8 +107,8 @@ llvm::Expected<Value> Emitter::attention(int64_t layer, Value x,
                                     positions, sequences, lm::KVLayoutAttr())
                .getResult();
   auto cacheType = cast<RankedTensorType>(kCache.getType());
-  SmallVector<int64_t> view = {cacheType.getDimSize(0),
-                               cacheType.getDimSize(1), kvHeads, dim};
+  SmallVector<int64_t> view = {cacheType.getDimSize(0), cacheType.getDimSize(1),
+                               kvHeads, dim};
   Value keys = reshape(kCache, view), values = reshape(vCache, view);
 
   // Sinks are stored bf16; the attention reads them in f32 (a widening
@@ -125,8 +124,8 @@ llvm::Expected<Value> Emitter::attention(int64_t layer, Value x,
   bool sliding = c.slidingLayers[layer];
   Value out =
       lm::AttentionOp::create(
-          b, loc, f32Tensor({kDyn, heads, dim}), qHeads, keys, values,
-          sinksF32, positions, Value(), sequences, Value(),
+          b, loc, f32Tensor({kDyn, heads, dim}), qHeads, keys, values, sinksF32,
+          positions, Value(), sequences, Value(),
           lm::MaskKindAttr::get(b.getContext(),
                                 sliding ? lm::MaskKind::SlidingWindow
                                         : lm::MaskKind::Causal),
@@ -152,7 +151,8 @@ llvm::Expected<Value> Emitter::moe(int64_t layer, Value x) {
     int64_t experts = c.numLocalExperts, inter = c.intermediateSize;
     if (!c.mxfp4Experts)
       return errorf("gpt_oss experts without quantization_config (bf16 '" +
-                    prefix + "gate_up_proj' [experts, hidden, 2 * inter], "
+                    prefix +
+                    "gate_up_proj' [experts, hidden, 2 * inter], "
                     "dequantised by transformers) are not supported yet; "
                     "compile the hub's MXFP4 checkpoint");
     RoutedExperts routed;
@@ -167,11 +167,13 @@ llvm::Expected<Value> Emitter::moe(int64_t layer, Value x) {
     if (!gateUpBias)
       return gateUpBias.takeError();
     routed.gateBias = *gateUpBias;
-    auto down = mxfp4Experts(prefix + "down_proj", experts, c.hiddenSize, inter);
+    auto down =
+        mxfp4Experts(prefix + "down_proj", experts, c.hiddenSize, inter);
     if (!down)
       return down.takeError();
     routed.down = *down;
-    auto downBias = floatWeight(prefix + "down_proj_bias", {experts, c.hiddenSize});
+    auto downBias =
+        floatWeight(prefix + "down_proj_bias", {experts, c.hiddenSize});
     if (!downBias)
       return downBias.takeError();
     routed.downBias = *downBias;
@@ -218,8 +220,8 @@ llvm::Error Emitter::buildFunction(StringRef name,
                      c.rmsNormEps);
     if (!x)
       return x.takeError();
-    auto a = attention(l, *x, positions, step.cache(2 * l),
-                       step.cache(2 * l + 1));
+    auto a =
+        attention(l, *x, positions, step.cache(2 * l), step.cache(2 * l + 1));
     if (!a)
       return a.takeError();
     h = arith::AddFOp::create(b, loc, h, *a).getResult();
@@ -235,10 +237,9 @@ llvm::Error Emitter::buildFunction(StringRef name,
   auto xf = rmsNorm(h, "model.norm.weight", c.hiddenSize, c.rmsNormEps);
   if (!xf)
     return xf.takeError();
-  auto logits = linear(*xf,
-                       c.tieWordEmbeddings ? "model.embed_tokens.weight"
-                                           : "lm_head.weight",
-                       c.vocabSize, c.hiddenSize);
+  auto logits = linear(
+      *xf, c.tieWordEmbeddings ? "model.embed_tokens.weight" : "lm_head.weight",
+      c.vocabSize, c.hiddenSize);
   if (!logits)
     return logits.takeError();
   step.finish({*logits});
@@ -273,9 +274,7 @@ public:
   explicit GptOssModel(GptOssConfig config) : config(std::move(config)) {}
   llvm::StringRef modelType() const override { return "gpt_oss"; }
   int64_t vocabSize() const override { return config.vocabSize; }
-  int64_t maxPositions() const override {
-    return config.maxPositionEmbeddings;
-  }
+  int64_t maxPositions() const override { return config.maxPositionEmbeddings; }
   llvm::ArrayRef<int64_t> eosTokenIds() const override {
     return config.eosTokenIds;
   }

@@ -91,13 +91,12 @@ TEST_P(GptOssE2E, LogitsMatchTransformers) {
 
   // MXFP4 bytes are read as the values their weights declare, as the
   // pipeline's lm-fold-weights reads them.
-  ref::Evaluator evaluator(
-      **module,
-      [&](llvm::StringRef, Type type, llvm::ArrayRef<std::string> srcs) {
-        return importers::loadWeight(
-            *checkpoint, srcs,
-            ref::toElementType(cast<ShapedType>(type).getElementType()));
-      });
+  ref::Evaluator evaluator(**module, [&](llvm::StringRef, Type type,
+                                         llvm::ArrayRef<std::string> srcs) {
+    return importers::loadWeight(
+        *checkpoint, srcs,
+        ref::toElementType(cast<ShapedType>(type).getElementType()));
+  });
   // The caches are the step's arguments after its three inputs (token ids,
   // positions, sequences); they start zeroed.
   auto prefill = (*module)->lookupSymbol<func::FuncOp>("prefill");
@@ -105,8 +104,9 @@ TEST_P(GptOssE2E, LogitsMatchTransformers) {
   std::vector<ref::Tensor> caches;
   for (Type type : prefill.getArgumentTypes().drop_front(3)) {
     auto shape = cast<RankedTensorType>(type).getShape();
-    caches.push_back(ref::Tensor::zeros(
-        ref::ElementType::F32, std::vector<int64_t>(shape.begin(), shape.end())));
+    caches.push_back(
+        ref::Tensor::zeros(ref::ElementType::F32,
+                           std::vector<int64_t>(shape.begin(), shape.end())));
   }
   auto step = [&](llvm::StringRef fn, const std::vector<int64_t> &ids,
                   const std::vector<int64_t> &positions,
@@ -144,8 +144,8 @@ TEST_P(GptOssE2E, LogitsMatchTransformers) {
     ASSERT_EQ(want.size(), prompts[i].size() * vocab);
     double worst = 0;
     for (size_t j = 0; j < want.size(); ++j)
-      worst = std::max(worst,
-                       std::fabs(double(got[row * vocab + j]) - want[j]));
+      worst =
+          std::max(worst, std::fabs(double(got[row * vocab + j]) - want[j]));
     row += prompts[i].size();
     EXPECT_LE(worst, kTolerance) << prefix << " prefill";
     std::printf("%s %s prefill: %zu logits, max |diff| %.3g\n", GetParam(),
@@ -170,9 +170,9 @@ TEST_P(GptOssE2E, LogitsMatchTransformers) {
     ASSERT_EQ(static_cast<int64_t>(rows.size()), batch * vocab);
     for (int64_t i = 0; i < batch; ++i)
       for (int64_t j = 0; j < vocab; ++j)
-        worstDecode[i] = std::max(
-            worstDecode[i], std::fabs(double(rows[i * vocab + j]) -
-                                      wantDecode[i][t * vocab + j]));
+        worstDecode[i] =
+            std::max(worstDecode[i], std::fabs(double(rows[i * vocab + j]) -
+                                               wantDecode[i][t * vocab + j]));
   }
   for (int64_t i = 0; i < batch; ++i) {
     EXPECT_LE(worstDecode[i], kTolerance) << "seq" << i << " decode";
