@@ -1,7 +1,7 @@
 //===- FoldWeights.cpp - Compute weight-only subgraphs at compile time ----===//
 //
 // A value is weight-derived when it is an lm.weight_ref or the result of a
-// foldable op (FP8 dequantisation, reshapes, static slices) whose tensor
+// foldable op (FP8 dequantisation, reshapes, static slices, widening casts) whose tensor
 // operands are all weight-derived. Each weight-derived value that a
 // non-foldable op reads is evaluated with the reference evaluator (on a
 // scratch function holding just its subgraph) and replaced by a new
@@ -15,6 +15,7 @@
 #include "compiler/importers/Checkpoint.h"
 #include "compiler/importers/WeightLoader.h"
 
+#include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/Dialect/Tensor/IR/Tensor.h"
 #include "mlir/IR/Builders.h"
@@ -54,6 +55,9 @@ static bool isFoldable(Operation *op) {
   if (isa<lm::Fp8DequantOp, tensor::ExpandShapeOp, tensor::CollapseShapeOp>(
           op))
     return true;
+  // A widened tensor weight (bf16 attention sinks read in f32).
+  if (auto ext = dyn_cast<arith::ExtFOp>(op))
+    return isa<RankedTensorType>(ext.getType());
   if (auto slice = dyn_cast<tensor::ExtractSliceOp>(op))
     return slice.getOffsets().empty() && slice.getSizes().empty() &&
            slice.getStrides().empty();

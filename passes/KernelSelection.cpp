@@ -31,6 +31,14 @@ std::optional<StringRef> daybreak::loweredKernelName(Operation *op) {
           return StringRef();
         return StringRef("fp8_dequant");
       })
+      .Case([](lm::AttentionOp attention) -> Result {
+        // The runtime kernel reads K and V from caches: only the form over
+        // [B, S, Hkv, D] cache views, causal or sliding, lowers.
+        if (cast<ShapedType>(attention.getK().getType()).getRank() != 4 ||
+            attention.getMask() == lm::MaskKind::Bidirectional)
+          return std::nullopt;
+        return StringRef("attention");
+      })
       .Default([](Operation *op) -> Result {
         // Every other lm op (lm.elementwise, lm.expert_matmul,
         // lm.mxfp4_expert_matmul, lm.cache_write included) launches the

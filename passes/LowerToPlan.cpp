@@ -412,7 +412,12 @@ LogicalResult Lowering::lowerOp(Operation *op) {
         return success();
       })
       .Case<tensor::ExpandShapeOp, tensor::CollapseShapeOp>([&](auto reshape) {
-        buffer(reshape.getResult(), lookup(reshape.getSrc()));
+        // A view of a cache (attention's [B, S, Hkv, D]) is the cache.
+        Value src = lookup(reshape.getSrc());
+        if (src && src.getDefiningOp<plan::CacheRefOp>())
+          mapping.map(reshape.getResult(), src);
+        else
+          buffer(reshape.getResult(), src);
         return success();
       })
       .Case([&](tensor::ExtractSliceOp slice) -> LogicalResult {
@@ -498,6 +503,36 @@ LogicalResult Lowering::lowerOp(Operation *op) {
         }
         Value out = buffer(matmul.getResult());
         return launch(loc, "expert_matmul", *operands, {out}, attrs);
+      })
+      .Case([&](lm::AttentionOp attention) -> LogicalResult {
+        // The cache form only (lm-check-target rejects the others): K and
+        // V are views of caches; the query's batch row is its sequence.
+        auto kType = cast<RankedTensorType>(attention.getK().getType());
+        Value k = lookup(attention.getK()), v = lookup(attention.getV());
+        if (kType.getRank() != 4 || !k || !v ||
+            !k.getDefiningOp<plan::CacheRefOp>() ||
+            !v.getDefiningOp<plan::CacheRefOp>())
+          return attention.emitError("only attention over K and V caches "
+                                     "([B, S, Hkv, D] views of cache "
+                                     "arguments) lowers to plan");
+        if (attention.getMask() == lm::MaskKind::Bidirectional)
+          return attention.emitError("bidirectional attention over caches "
+                                     "has no runtime kernel");
+        SmallVector<NamedAttribute> attrs = {
+            b.getNamedAttr("scale", attention.getScaleAttr()),
+            b.getNamedAttr("kv_heads",
+                           b.getI64IntegerAttr(kType.getDimSize(2)))};
+        if (auto window = attention.getWindow())
+          attrs.push_back(
+              b.getNamedAttr("window", b.getI64IntegerAttr(*window)));
+        Value out = buffer(attention.getResult());
+        return launch(loc, "attention",
+                      {lookup(attention.getQ()), k, v,
+                       lookup(attention.getQPositions()),
+                       lookup(attention.getQSegments()),
+                       attention.getSinks() ? lookup(attention.getSinks())
+                                            : Value()},
+                      {out}, attrs);
       })
       .Case([&](lm::CacheWriteOp write) -> LogicalResult {
         // Caches are updated in place: the result is the cache itself.

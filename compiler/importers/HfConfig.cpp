@@ -8,6 +8,7 @@
 
 #include "compiler/importers/HfConfig.h"
 
+#include "llvm/ADT/STLExtras.h"
 #include "llvm/ADT/SmallString.h"
 #include "llvm/ADT/Twine.h"
 #include "llvm/Support/JSON.h"
@@ -149,16 +150,21 @@ public:
     return nullptr;
   }
 
-  const json::Array *array(StringRef key) {
+  const json::Array *optionalArray(StringRef key) {
     const json::Value *value = lookup(key);
-    if (!value) {
-      missing(key);
+    if (!value)
       return nullptr;
-    }
     if (const json::Array *result = value->getAsArray())
       return result;
     wrongType(key, "an array", *value);
     return nullptr;
+  }
+  const json::Array *array(StringRef key) {
+    if (!has(key)) {
+      missing(key);
+      return nullptr;
+    }
+    return optionalArray(key);
   }
 
   /// Records "field 'key' in <path> <message>" unless `ok`.
@@ -197,8 +203,10 @@ private:
 };
 
 /// Reads `rope_parameters` (transformers >= 5) or the hub's `rope_scaling`;
-/// sets `ropeTheta` and `yarn`.
-void readRope(FieldReader &reader, DeepseekV32Config &config) {
+/// sets `ropeTheta` and `yarn` (whose original context defaults to
+/// `maxPositions`).
+void readRope(FieldReader &reader, int64_t maxPositions, double &ropeTheta,
+              std::optional<YarnConfig> &yarnConfig) {
   StringRef ropeKey =
       reader.has("rope_parameters") ? "rope_parameters" : "rope_scaling";
   const json::Object *rope = reader.optionalObject(ropeKey);
@@ -208,9 +216,9 @@ void readRope(FieldReader &reader, DeepseekV32Config &config) {
 
   // rope_parameters carries rope_theta; the hub spelling keeps it top level.
   if (ropeReader && ropeReader->has("rope_theta"))
-    config.ropeTheta = ropeReader->number("rope_theta");
+    ropeTheta = ropeReader->number("rope_theta");
   else
-    config.ropeTheta = reader.number("rope_theta");
+    ropeTheta = reader.number("rope_theta");
   if (!ropeReader)
     return;
 
@@ -231,7 +239,7 @@ void readRope(FieldReader &reader, DeepseekV32Config &config) {
   // Defaults as in transformers' _compute_yarn_parameters.
   yarn.originalMaxPositions =
       ropeReader->optionalInteger("original_max_position_embeddings")
-          .value_or(config.maxPositionEmbeddings);
+          .value_or(maxPositions);
   ropeReader->checkPositive("original_max_position_embeddings",
                             yarn.originalMaxPositions);
   yarn.betaFast = ropeReader->optionalNumber("beta_fast").value_or(32.0);
@@ -239,7 +247,34 @@ void readRope(FieldReader &reader, DeepseekV32Config &config) {
   yarn.mscale = ropeReader->optionalNumber("mscale").value_or(1.0);
   yarn.mscaleAllDim =
       ropeReader->optionalNumber("mscale_all_dim").value_or(0.0);
-  config.yarn = yarn;
+  yarn.truncate = ropeReader->optionalBoolean("truncate").value_or(true);
+  yarn.attentionFactor = ropeReader->optionalNumber("attention_factor");
+  if (yarn.attentionFactor)
+    ropeReader->checkPositive("attention_factor", *yarn.attentionFactor);
+  yarnConfig = yarn;
+}
+
+/// eos_token_id: an id or a list of ids; generation stops at any of them.
+void readEosTokenIds(FieldReader &reader, std::vector<int64_t> &ids) {
+  const json::Value *eos = reader.lookup("eos_token_id");
+  if (!eos)
+    return;
+  if (std::optional<int64_t> id = eos->getAsInteger()) {
+    ids.push_back(*id);
+    return;
+  }
+  const json::Array *list = eos->getAsArray();
+  reader.check(list != nullptr, "eos_token_id",
+               "must be an integer or a list of integers");
+  if (!list)
+    return;
+  for (const json::Value &v : *list) {
+    std::optional<int64_t> id = v.getAsInteger();
+    reader.check(id.has_value(), "eos_token_id",
+                 "must be an integer or a list of integers");
+    if (id)
+      ids.push_back(*id);
+  }
 }
 
 /// Reads `quantization_config`; only block-scaled FP8 is understood, and any
@@ -375,19 +410,164 @@ Expected<DeepseekV32Config> parseDeepseekV32(const json::Object &root,
   // transformers' PretrainedConfig default; hub configs spell it out anyway.
   config.tieWordEmbeddings =
       reader.optionalBoolean("tie_word_embeddings").value_or(false);
-  // An id or a list of ids: generation stops at any of them.
-  if (const json::Value *eos = reader.lookup("eos_token_id")) {
-    if (std::optional<int64_t> id = eos->getAsInteger())
-      config.eosTokenIds.push_back(*id);
-    else if (const json::Array *ids = eos->getAsArray())
-      for (const json::Value &v : *ids)
-        if (std::optional<int64_t> id = v.getAsInteger())
-          config.eosTokenIds.push_back(*id);
-  }
-  readRope(reader, config);
+  readEosTokenIds(reader, config.eosTokenIds);
+  readRope(reader, config.maxPositionEmbeddings, config.ropeTheta,
+           config.yarn);
   readQuantization(reader, config);
   if (!reader.failed())
     validate(reader, config);
+  if (reader.failed())
+    return makeError(error);
+  return config;
+}
+
+/// Reads gpt-oss's `quantization_config`: absent (dequantised experts) or
+/// MXFP4 experts. Any other scheme is refused: the experts would be misread.
+void readGptOssQuantization(FieldReader &reader, GptOssConfig &config) {
+  const json::Object *quant = reader.optionalObject("quantization_config");
+  if (!quant)
+    return;
+  FieldReader quantReader = reader.nested(*quant, "quantization_config");
+  StringRef method = quantReader.string("quant_method");
+  if (reader.failed())
+    return;
+  quantReader.check(method == "mxfp4", "quant_method",
+                    "names unsupported quantization '" + method +
+                        "' (supported: mxfp4)");
+  config.mxfp4Experts = true;
+  if (const json::Array *modules =
+          quantReader.optionalArray("modules_to_not_convert"))
+    for (const json::Value &module : *modules) {
+      std::optional<StringRef> name = module.getAsString();
+      quantReader.check(name.has_value(), "modules_to_not_convert",
+                        "must hold strings");
+      if (!name)
+        continue;
+      // The experts are what MXFP4 converts; a checkpoint that keeps them
+      // unconverted would store them in a layout this importer does not read.
+      quantReader.check(!name->contains("mlp.experts"),
+                        "modules_to_not_convert",
+                        "lists '" + *name +
+                            "': unconverted experts in an mxfp4 checkpoint "
+                            "are not supported");
+      config.modulesToNotConvert.push_back(name->str());
+    }
+}
+
+/// layer_types, or transformers' default (sliding on even layers).
+void readLayerTypes(FieldReader &reader, GptOssConfig &config) {
+  const json::Array *types = reader.optionalArray("layer_types");
+  if (reader.failed())
+    return;
+  if (!types) {
+    for (int64_t l = 0; l < config.numLayers; ++l)
+      config.slidingLayers.push_back((l + 1) % 2 != 0);
+    return;
+  }
+  reader.check(static_cast<int64_t>(types->size()) == config.numLayers,
+               "layer_types",
+               "must list num_hidden_layers (" + Twine(config.numLayers) +
+                   ") entries, got " + Twine(types->size()));
+  for (const json::Value &type : *types) {
+    std::optional<StringRef> name = type.getAsString();
+    bool known =
+        name && (*name == "sliding_attention" || *name == "full_attention");
+    std::string got = name ? ", got '" + name->str() + "'" : "";
+    reader.check(known, "layer_types",
+                 "must hold \"sliding_attention\" or \"full_attention\"" +
+                     got);
+    config.slidingLayers.push_back(name && *name == "sliding_attention");
+  }
+}
+
+Expected<GptOssConfig> parseGptOss(const json::Object &root, StringRef path) {
+  std::string error;
+  FieldReader reader(root, path, error);
+  GptOssConfig config;
+  config.vocabSize = reader.integer("vocab_size");
+  config.hiddenSize = reader.integer("hidden_size");
+  config.intermediateSize = reader.integer("intermediate_size");
+  config.numLayers = reader.integer("num_hidden_layers");
+  config.numHeads = reader.integer("num_attention_heads");
+  config.numKeyValueHeads = reader.integer("num_key_value_heads");
+  config.headDim = reader.integer("head_dim");
+  config.numLocalExperts = reader.integer("num_local_experts");
+  // The hub config spells the top-k both ways (transformers reads
+  // num_experts_per_tok, OpenAI's reference experts_per_token).
+  std::optional<int64_t> topK = reader.optionalInteger("num_experts_per_tok");
+  std::optional<int64_t> perToken = reader.optionalInteger("experts_per_token");
+  if (!topK && !perToken)
+    reader.fail("missing field 'num_experts_per_tok' (or 'experts_per_token') "
+                "in " + path);
+  if (topK && perToken)
+    reader.check(*topK == *perToken, "experts_per_token",
+                 "must equal num_experts_per_tok (" + Twine(*topK) +
+                     "), got " + Twine(*perToken));
+  config.numExpertsPerTok = topK.value_or(perToken.value_or(0));
+  config.maxPositionEmbeddings = reader.integer("max_position_embeddings");
+  config.rmsNormEps = reader.number("rms_norm_eps");
+  config.swigluLimit = reader.optionalNumber("swiglu_limit").value_or(7.0);
+  config.swigluAlpha = reader.optionalNumber("swiglu_alpha").value_or(1.702);
+  config.attentionBias =
+      reader.optionalBoolean("attention_bias").value_or(true);
+  config.tieWordEmbeddings =
+      reader.optionalBoolean("tie_word_embeddings").value_or(false);
+  readEosTokenIds(reader, config.eosTokenIds);
+  readRope(reader, config.maxPositionEmbeddings, config.ropeTheta,
+           config.yarn);
+  readGptOssQuantization(reader, config);
+  if (reader.failed())
+    return makeError(error);
+
+  std::pair<StringRef, int64_t> positives[] = {
+      {"vocab_size", config.vocabSize},
+      {"hidden_size", config.hiddenSize},
+      {"intermediate_size", config.intermediateSize},
+      {"num_hidden_layers", config.numLayers},
+      {"num_attention_heads", config.numHeads},
+      {"num_key_value_heads", config.numKeyValueHeads},
+      {"head_dim", config.headDim},
+      {"num_local_experts", config.numLocalExperts},
+      {topK ? "num_experts_per_tok" : "experts_per_token",
+       config.numExpertsPerTok},
+      {"max_position_embeddings", config.maxPositionEmbeddings},
+  };
+  for (auto [key, value] : positives)
+    reader.checkPositive(key, value);
+  reader.checkPositive("rms_norm_eps", config.rmsNormEps);
+  reader.checkPositive("rope_theta", config.ropeTheta);
+  reader.checkPositive("swiglu_limit", config.swigluLimit);
+  reader.checkPositive("swiglu_alpha", config.swigluAlpha);
+  if (reader.failed())
+    return makeError(error);
+  readLayerTypes(reader, config);
+  // Half-split RoPE rotates pairs (i, i + head_dim / 2).
+  reader.check(config.headDim % 2 == 0, "head_dim",
+               "must be even, got " + Twine(config.headDim));
+  reader.check(config.numHeads % config.numKeyValueHeads == 0,
+               "num_attention_heads",
+               "must be a multiple of num_key_value_heads (" +
+                   Twine(config.numKeyValueHeads) + "), got " +
+                   Twine(config.numHeads));
+  reader.check(config.numExpertsPerTok <= config.numLocalExperts,
+               topK ? "num_experts_per_tok" : "experts_per_token",
+               "must be <= num_local_experts (" +
+                   Twine(config.numLocalExperts) + "), got " +
+                   Twine(config.numExpertsPerTok));
+  if (llvm::is_contained(config.slidingLayers, true)) {
+    // Only read when a layer slides: transformers ignores it otherwise.
+    config.slidingWindow = reader.integer("sliding_window");
+    reader.checkPositive("sliding_window", config.slidingWindow);
+  }
+  if (config.mxfp4Experts) {
+    // MXFP4 scales blocks of 32 input features of each expert matrix.
+    reader.check(config.hiddenSize % 32 == 0, "hidden_size",
+                 "must be a multiple of 32 for MXFP4 experts, got " +
+                     Twine(config.hiddenSize));
+    reader.check(config.intermediateSize % 32 == 0, "intermediate_size",
+                 "must be a multiple of 32 for MXFP4 experts, got " +
+                     Twine(config.intermediateSize));
+  }
   if (reader.failed())
     return makeError(error);
   return config;
@@ -435,6 +615,22 @@ Expected<DeepseekV32Config> parseDeepseekV32Config(StringRef jsonText,
   if (!root)
     return root.takeError();
   return dispatch(*root->getAsObject(), path);
+}
+
+Expected<GptOssConfig> parseGptOssConfig(StringRef jsonText, StringRef path) {
+  Expected<json::Value> root = parseRoot(jsonText, path);
+  if (!root)
+    return root.takeError();
+  const json::Object &object = *root->getAsObject();
+  std::string error;
+  FieldReader reader(object, path, error);
+  StringRef modelType = reader.string("model_type");
+  if (reader.failed())
+    return makeError(error);
+  if (modelType != "gpt_oss")
+    return makeError("model_type '" + modelType + "' in " + path +
+                     " is not gpt_oss");
+  return parseGptOss(object, path);
 }
 
 Expected<DeepseekV32Config> loadConfig(StringRef dir) {

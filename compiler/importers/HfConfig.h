@@ -3,8 +3,8 @@
 //
 // Parses and validates a checkpoint's `config.json` into a plain struct, so
 // the importer never reads JSON again and every inconsistent value is
-// reported once, naming the field and the file. Only `deepseek_v32` is
-// supported today. All functions are pure and thread-safe.
+// reported once, naming the field and the file: `deepseek_v32` and
+// `gpt_oss`. All functions are pure and thread-safe.
 //
 //===----------------------------------------------------------------------===//
 
@@ -17,6 +17,7 @@
 #include <array>
 #include <cstdint>
 #include <optional>
+#include <string>
 #include <vector>
 
 namespace daybreak::importers {
@@ -29,6 +30,11 @@ struct YarnConfig {
   double betaFast;              // beta_fast (default 32)
   double betaSlow;              // beta_slow (default 1)
   int64_t originalMaxPositions; // original_max_position_embeddings
+  /// truncate (default true): floor/ceil the ramp bounds; gpt-oss false.
+  bool truncate = true;
+  /// attention_factor, when given: multiplies cos and sin instead of the
+  /// factor derived from mscale (transformers' _compute_yarn_parameters).
+  std::optional<double> attentionFactor;
 };
 
 /// The fields of a `deepseek_v32` config.json the compiler uses.
@@ -57,6 +63,37 @@ struct DeepseekV32Config {
 /// Parses `jsonText`; `path` only names the file in error messages.
 llvm::Expected<DeepseekV32Config>
 parseDeepseekV32Config(llvm::StringRef jsonText, llvm::StringRef path);
+
+/// The fields of a `gpt_oss` config.json the compiler uses (transformers'
+/// GptOssConfig; its defaults where transformers has one).
+struct GptOssConfig {
+  int64_t vocabSize, hiddenSize, intermediateSize, numLayers, numHeads,
+      numKeyValueHeads, headDim, numLocalExperts, numExpertsPerTok,
+      maxPositionEmbeddings;
+  /// sliding_window: keys a sliding layer's query sees, itself included
+  /// (0 when no layer slides).
+  int64_t slidingWindow = 0;
+  double rmsNormEps, ropeTheta;
+  /// swiglu_limit (7) and swiglu_alpha (1.702) of the clamped SwiGLU.
+  double swigluLimit = 7.0, swigluAlpha = 1.702;
+  /// attention_bias: q/k/v/o projections carry biases (default true).
+  bool attentionBias = true;
+  bool tieWordEmbeddings = false;
+  /// layer_types: true for "sliding_attention", false for "full_attention"
+  /// (transformers' default when absent: even layers slide).
+  std::vector<bool> slidingLayers;
+  std::vector<int64_t> eosTokenIds;
+  std::optional<YarnConfig> yarn;
+  /// quantization_config {quant_method "mxfp4"}: routed experts stored as
+  /// `*_blocks` / `*_scales`; else dequantised bf16 `gate_up_proj` [E, H,
+  /// 2I] and `down_proj` [E, I, H].
+  bool mxfp4Experts = false;
+  /// quantization_config.modules_to_not_convert, as listed.
+  std::vector<std::string> modulesToNotConvert;
+};
+
+llvm::Expected<GptOssConfig> parseGptOssConfig(llvm::StringRef jsonText,
+                                               llvm::StringRef path);
 
 /// Reads <dir>/config.json, dispatches on model_type; anything but
 /// "deepseek_v32" is an error "unsupported model_type 'X' in <path>

@@ -27,7 +27,6 @@ using namespace mlir;
 using namespace daybreak;
 using namespace daybreak::models;
 using importers::DeepseekV32Config;
-using safetensors::DType;
 
 namespace {
 
@@ -48,7 +47,6 @@ public:
 private:
   llvm::Expected<Value> attention(int64_t layer, Value x, Value positions,
                                   Value &kvCache, Value &indexCache);
-  llvm::Expected<Value> mlp(Value x, StringRef prefix, int64_t inter);
   llvm::Expected<Value> moe(int64_t layer, Value x);
 
   std::string layerName(int64_t layer, StringRef rest) {
@@ -201,71 +199,39 @@ llvm::Expected<Value> Emitter::attention(int64_t layer, Value x,
                 heads * vdim);
 }
 
-llvm::Expected<Value> Emitter::mlp(Value x, StringRef prefix, int64_t inter) {
-  auto gate = linear(x, (prefix + "gate_proj.weight").str(), inter,
-                     config.hiddenSize);
-  auto up = linear(x, (prefix + "up_proj.weight").str(), inter,
-                   config.hiddenSize);
-  if (!gate || !up)
-    return gate ? up.takeError() : gate.takeError();
-  Value act = lm::SwigluOp::create(b, loc, (*gate).getType(), *gate, *up,
-                                   b.getF64FloatAttr(1.0), FloatAttr(),
-                                   b.getF64FloatAttr(0.0))
-                  .getResult();
-  return linear(act, (prefix + "down_proj.weight").str(), config.hiddenSize,
-                inter);
-}
-
 llvm::Expected<Value> Emitter::moe(int64_t layer, Value x) {
   const DeepseekV32Config &c = config;
-  int64_t experts = c.numRoutedExperts, topK = c.numExpertsPerTok;
-  int64_t inter = c.moeIntermediateSize;
-  auto gateW = floatWeight(layerName(layer, "mlp.gate.weight"),
-                           {experts, c.hiddenSize});
-  if (!gateW)
-    return gateW.takeError();
-  auto bias = weight(layerName(layer, "mlp.gate.e_score_correction_bias"),
-                     {experts}, {DType::F32});
-  if (!bias)
-    return bias.takeError();
-  Value logits = lm::MatmulOp::create(b, loc, f32Tensor({tokens, experts}), x,
-                                      *gateW, Value())
-                     .getResult();
-  auto route = lm::MoeRouteOp::create(
-      b, loc, tensor({tokens, topK}, b.getI32Type()), f32Tensor({tokens, topK}),
-      logits, *bias,
-      lm::RoutingScoreAttr::get(b.getContext(), lm::RoutingScore::Sigmoid),
-      b.getI64IntegerAttr(topK), b.getI64IntegerAttr(c.numGroups),
-      b.getI64IntegerAttr(c.topkGroup), b.getBoolAttr(c.normTopkProb),
-      b.getF64FloatAttr(c.routedScalingFactor));
-
+  MoeConfig moe;
+  moe.hidden = c.hiddenSize;
+  moe.inter = c.moeIntermediateSize;
+  moe.experts = c.numRoutedExperts;
+  moe.topK = c.numExpertsPerTok;
+  moe.routing = lm::RoutingScore::Sigmoid;
+  moe.numGroups = c.numGroups;
+  moe.topKGroups = c.topkGroup;
+  moe.renormalize = c.normTopkProb;
+  moe.scalingFactor = c.routedScalingFactor;
+  moe.routerWeight = layerName(layer, "mlp.gate.weight");
+  moe.selectionBias = layerName(layer, "mlp.gate.e_score_correction_bias");
   // Stacked routed experts, plain or FP8 as the checkpoint stores them.
-  std::string prefix = layerName(layer, "mlp.experts.");
-  auto wg = perExpertWeights(prefix, "gate_proj.weight", experts, inter,
-                             c.hiddenSize);
-  if (!wg)
-    return wg.takeError();
-  auto wu =
-      perExpertWeights(prefix, "up_proj.weight", experts, inter, c.hiddenSize);
-  if (!wu)
-    return wu.takeError();
-  auto wd = perExpertWeights(prefix, "down_proj.weight", experts, c.hiddenSize,
-                             inter);
-  if (!wd)
-    return wd.takeError();
-  Value idx = route.getIndices(), weights = route.getWeights();
-  Value g = expertMatmul(x, *wg, idx);
-  Value u = expertMatmul(x, *wu, idx);
-  Value act =
-      lm::SwigluOp::create(b, loc, g.getType(), g, u, b.getF64FloatAttr(1.0),
-                           FloatAttr(), b.getF64FloatAttr(0.0))
-          .getResult();
-  Value routed = expertMatmul(act, *wd, idx, weights);
-  auto shared = mlp(x, layerName(layer, "mlp.shared_experts."),
-                    inter * c.numSharedExperts);
-  if (!shared)
-    return shared.takeError();
-  return arith::AddFOp::create(b, loc, routed, *shared).getResult();
+  moe.loadExperts = [&, layer]() -> llvm::Expected<RoutedExperts> {
+    std::string prefix = layerName(layer, "mlp.experts.");
+    int64_t experts = c.numRoutedExperts, inter = c.moeIntermediateSize;
+    RoutedExperts routed;
+    for (auto [weights, suffix, out, in] :
+         {std::tuple{&routed.gate, "gate_proj.weight", inter, c.hiddenSize},
+          {&routed.up, "up_proj.weight", inter, c.hiddenSize},
+          {&routed.down, "down_proj.weight", c.hiddenSize, inter}}) {
+      auto w = perExpertWeights(prefix, suffix, experts, out, in);
+      if (!w)
+        return w.takeError();
+      *weights = *w;
+    }
+    return routed;
+  };
+  moe.sharedPrefix = layerName(layer, "mlp.shared_experts.");
+  moe.sharedInter = c.moeIntermediateSize * c.numSharedExperts;
+  return ModelBuilder::moe(x, moe);
 }
 
 llvm::Error Emitter::buildFunction(StringRef name,
@@ -316,7 +282,8 @@ llvm::Error Emitter::buildFunction(StringRef name,
     if (!x2)
       return x2.takeError();
     auto f = l < c.firstKDenseReplace
-                 ? mlp(*x2, layerName(l, "mlp."), c.intermediateSize)
+                 ? gatedMlp(*x2, layerName(l, "mlp."), c.hiddenSize,
+                            c.intermediateSize)
                  : moe(l, *x2);
     if (!f)
       return f.takeError();

@@ -213,9 +213,12 @@ llvm::Expected<ModelBuilder::Fp8Weight> ModelBuilder::fp8Weight(StringRef name,
 }
 
 llvm::Expected<Value> ModelBuilder::linear(Value x, StringRef name, int64_t out,
-                                      int64_t in) {
+                                           int64_t in, StringRef bias) {
   Type result = f32Tensor(withLast(x, out));
   if (isFp8(name)) {
+    if (!bias.empty())
+      return errorf("FP8 weight '" + name + "' with bias '" + bias +
+                    "': biases on FP8 projections are not supported");
     auto w = fp8Weight(name, out, in);
     if (!w)
       return w.takeError();
@@ -227,7 +230,89 @@ llvm::Expected<Value> ModelBuilder::linear(Value x, StringRef name, int64_t out,
   auto w = floatWeight(name, {out, in});
   if (!w)
     return w.takeError();
-  return lm::MatmulOp::create(b, loc, result, x, *w, Value()).getResult();
+  Value biasValue;
+  if (!bias.empty()) {
+    auto bv = floatWeight(bias, {out});
+    if (!bv)
+      return bv.takeError();
+    biasValue = *bv;
+  }
+  return lm::MatmulOp::create(b, loc, result, x, *w, biasValue).getResult();
+}
+
+Value ModelBuilder::swiglu(Value gate, Value up, const GluParams &act) {
+  FloatAttr limit = act.limit ? b.getF64FloatAttr(*act.limit) : FloatAttr();
+  return lm::SwigluOp::create(b, loc, gate.getType(), gate, up,
+                              b.getF64FloatAttr(act.alpha), limit,
+                              b.getF64FloatAttr(act.upOffset))
+      .getResult();
+}
+
+llvm::Expected<Value> ModelBuilder::gatedMlp(Value x, StringRef prefix,
+                                             int64_t hidden, int64_t inter,
+                                             const GluParams &act) {
+  auto gate = linear(x, (prefix + "gate_proj.weight").str(), inter, hidden);
+  auto up = linear(x, (prefix + "up_proj.weight").str(), inter, hidden);
+  if (!gate || !up)
+    return gate ? up.takeError() : gate.takeError();
+  return linear(swiglu(*gate, *up, act), (prefix + "down_proj.weight").str(),
+                hidden, inter);
+}
+
+llvm::Expected<Value> ModelBuilder::moe(Value x, const MoeConfig &c) {
+  int64_t tokens = cast<RankedTensorType>(x.getType()).getDimSize(0);
+  auto routerWeight = floatWeight(c.routerWeight, {c.experts, c.hidden});
+  if (!routerWeight)
+    return routerWeight.takeError();
+  Value routerBias, selectionBias;
+  if (!c.routerBias.empty()) {
+    auto bias = floatWeight(c.routerBias, {c.experts});
+    if (!bias)
+      return bias.takeError();
+    routerBias = *bias;
+  }
+  if (!c.selectionBias.empty()) {
+    // lm.moe_route reads its selection bias in f32, as DeepSeek stores it.
+    auto bias = weight(c.selectionBias, {c.experts}, {DType::F32});
+    if (!bias)
+      return bias.takeError();
+    selectionBias = *bias;
+  }
+  Value logits = lm::MatmulOp::create(b, loc, f32Tensor({tokens, c.experts}),
+                                      x, *routerWeight, routerBias)
+                     .getResult();
+  auto route = lm::MoeRouteOp::create(
+      b, loc, tensor({tokens, c.topK}, b.getI32Type()),
+      f32Tensor({tokens, c.topK}), logits, selectionBias,
+      lm::RoutingScoreAttr::get(b.getContext(), c.routing),
+      b.getI64IntegerAttr(c.topK), b.getI64IntegerAttr(c.numGroups),
+      b.getI64IntegerAttr(c.topKGroups), b.getBoolAttr(c.renormalize),
+      b.getF64FloatAttr(c.scalingFactor));
+
+  auto experts = c.loadExperts();
+  if (!experts)
+    return experts.takeError();
+  Value idx = route.getIndices(), weights = route.getWeights();
+  Value g, u;
+  if (experts->interleavedGateUp) {
+    // One matmul over the interleaved rows, then the even and odd columns:
+    // [T, k, 2I] seen as [T, k, I, 2] (a view) and sliced on its last dim.
+    Value both = expertMatmul(x, experts->gate, idx, {}, experts->gateBias);
+    Value pairs = reshape(both, {tokens, c.topK, c.inter, 2});
+    g = collapseLast(sliceLast(pairs, 0, 1));
+    u = collapseLast(sliceLast(pairs, 1, 1));
+  } else {
+    g = expertMatmul(x, experts->gate, idx, {}, experts->gateBias);
+    u = expertMatmul(x, experts->up, idx, {}, experts->upBias);
+  }
+  Value routed = expertMatmul(swiglu(g, u, c.act), experts->down, idx,
+                              weights, experts->downBias);
+  if (c.sharedPrefix.empty())
+    return routed;
+  auto shared = gatedMlp(x, c.sharedPrefix, c.hidden, c.sharedInter, c.act);
+  if (!shared)
+    return shared.takeError();
+  return arith::AddFOp::create(b, loc, routed, *shared).getResult();
 }
 
 llvm::Expected<Value> ModelBuilder::denseWeight(StringRef name, int64_t out,
@@ -257,18 +342,20 @@ Value ModelBuilder::rope(Value x, Value positions, lm::RopeStyle style,
                     int64_t offset, int64_t dim) {
   lm::YarnAttr yarn;
   if (const std::optional<importers::YarnConfig> &y = yarnScaling) {
-    // transformers' attention factor: the ratio of the two mscales when
-    // both are given, else 0.1 ln(factor) + 1.
+    // transformers' attention factor: the config's when given, else the
+    // ratio of the two mscales when both are given, else 0.1 ln(factor) + 1.
     auto mscale = [&](double m) {
       return y->factor <= 1.0 ? 1.0 : 0.1 * m * std::log(y->factor) + 1.0;
     };
-    double attentionFactor = (y->mscale != 0.0 && y->mscaleAllDim != 0.0)
-                                 ? mscale(y->mscale) / mscale(y->mscaleAllDim)
-                                 : mscale(1.0);
+    double attentionFactor =
+        y->attentionFactor ? *y->attentionFactor
+        : (y->mscale != 0.0 && y->mscaleAllDim != 0.0)
+            ? mscale(y->mscale) / mscale(y->mscaleAllDim)
+            : mscale(1.0);
     yarn = lm::YarnAttr::get(
         b.getContext(), b.getF64FloatAttr(y->factor), y->originalMaxPositions,
         b.getF64FloatAttr(y->betaFast), b.getF64FloatAttr(y->betaSlow),
-        b.getF64FloatAttr(attentionFactor), b.getBoolAttr(true));
+        b.getF64FloatAttr(attentionFactor), b.getBoolAttr(y->truncate));
   }
   return lm::RopeOp::create(b, loc, x.getType(), x, positions,
                             lm::RopeStyleAttr::get(b.getContext(), style),

@@ -3,12 +3,13 @@
 // What every family's builder needs to write lm IR from a checkpoint:
 // checked weight access (each checkpoint tensor declared once as an
 // lm.weight, its shape and dtype checked, errors naming it), stacked experts,
-// linear layers on plain or FP8 block-scaled weights (kept at their stored
-// precision: lm.fp8_matmul reads the codes and scales), expert matmuls over
-// plain, FP8 or MXFP4 experts, RMSNorm, RoPE with YaRN, and the slicing and
-// reshaping the attention variants need. A family
-// derives from it (DeepseekV32.cpp) and adds its blocks. Builds one module;
-// not thread-safe.
+// linear layers (optional bias) on plain or FP8 block-scaled weights (kept at
+// their stored precision: lm.fp8_matmul reads the codes and scales), expert
+// matmuls over plain, FP8 or MXFP4 experts, the gated MLP and the MoE block
+// (routing, routed experts in any of those formats, optional shared
+// experts), RMSNorm, RoPE with YaRN, and the slicing and reshaping the
+// attention variants need. A family derives from it (DeepseekV32.cpp,
+// GptOss.cpp) and adds its blocks. Builds one module; not thread-safe.
 //
 //===----------------------------------------------------------------------===//
 
@@ -25,7 +26,9 @@
 #include "llvm/ADT/StringMap.h"
 
 #include <array>
+#include <functional>
 #include <optional>
+#include <string>
 
 namespace daybreak::models {
 
@@ -35,6 +38,14 @@ struct CheckpointTraits {
   std::optional<std::array<int64_t, 2>> fp8BlockSize;
   double ropeTheta = 10000.0;
   std::optional<importers::YarnConfig> yarn;
+};
+
+/// lm.swiglu's parameters: y = g' sigmoid(alpha g') (u' + upOffset), g' and
+/// u' clamped by `limit` when set.
+struct GluParams {
+  double alpha = 1.0;
+  std::optional<double> limit;
+  double upOffset = 0.0;
 };
 
 class ModelBuilder {
@@ -133,9 +144,54 @@ protected:
                            mlir::Value indices, mlir::Value routingWeights = {},
                            mlir::Value bias = {});
 
-  /// x @ W^T for the [out, in] weight `name`, plain or FP8 block-scaled.
+  /// x @ W^T for the [out, in] weight `name`, plain or FP8 block-scaled,
+  /// plus the [out] float weight `bias` when named (plain weights only).
   llvm::Expected<mlir::Value> linear(mlir::Value x, llvm::StringRef name,
-                                     int64_t out, int64_t in);
+                                     int64_t out, int64_t in,
+                                     llvm::StringRef bias = {});
+
+  mlir::Value swiglu(mlir::Value gate, mlir::Value up, const GluParams &act);
+  /// The dense gated MLP `{prefix}{gate,up,down}_proj.weight`:
+  /// down(swiglu(gate(x), up(x))).
+  llvm::Expected<mlir::Value> gatedMlp(mlir::Value x, llvm::StringRef prefix,
+                                       int64_t hidden, int64_t inter,
+                                       const GluParams &act = {});
+
+  /// A layer's routed experts as the MoE block reads them, with their
+  /// optional [E, out] biases.
+  struct RoutedExperts {
+    /// Separate gate and up projections [E, inter, hidden]; with
+    /// `interleavedGateUp`, `gate` alone holds both, [E, 2 inter, hidden],
+    /// row 2j gate unit j and row 2j + 1 up unit j (gpt-oss), and
+    /// `gateBias` their [E, 2 inter] bias.
+    ExpertWeights gate, up, down;
+    bool interleavedGateUp = false;
+    mlir::Value gateBias, upBias, downBias;
+  };
+  /// A mixture-of-experts block: router logits, lm.moe_route, the routed
+  /// experts' gated MLP weighted per slot, plus optional shared experts.
+  struct MoeConfig {
+    int64_t hidden = 0, inter = 0, experts = 0, topK = 0;
+    lm::RoutingScore routing = lm::RoutingScore::Softmax;
+    int64_t numGroups = 1, topKGroups = 1;
+    bool renormalize = true;
+    double scalingFactor = 1.0;
+    /// The router's [experts, hidden] weight and its optional [experts]
+    /// bias, added to the logits.
+    std::string routerWeight, routerBias;
+    /// An optional f32 [experts] bias on the selection scores only
+    /// (DeepSeek's e_score_correction_bias).
+    std::string selectionBias;
+    /// Loads the routed experts; called once the router is emitted.
+    std::function<llvm::Expected<RoutedExperts>()> loadExperts;
+    GluParams act;
+    /// Shared experts `{sharedPrefix}{gate,up,down}_proj.weight` of width
+    /// sharedInter, added to the routed output; none when the prefix is
+    /// empty.
+    std::string sharedPrefix;
+    int64_t sharedInter = 0;
+  };
+  llvm::Expected<mlir::Value> moe(mlir::Value x, const MoeConfig &config);
   /// The dense [out, in] value of weight `name` (FP8 dequantised in IR).
   llvm::Expected<mlir::Value> denseWeight(llvm::StringRef name, int64_t out,
                                           int64_t in);

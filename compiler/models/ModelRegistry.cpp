@@ -2,6 +2,7 @@
 
 #include "compiler/models/ModelRegistry.h"
 #include "compiler/models/DeepseekV32.h"
+#include "compiler/models/GptOss.h"
 
 #include "llvm/ADT/SmallString.h"
 #include "llvm/ADT/Twine.h"
@@ -17,6 +18,7 @@ ModelDefinition::~ModelDefinition() = default;
 llvm::ArrayRef<ModelFamily> models::modelFamilies() {
   static const ModelFamily families[] = {
       {"deepseek_v32", &parseDeepseekV32Model},
+      {"gpt_oss", &parseGptOssModel},
   };
   return families;
 }

@@ -491,6 +491,12 @@ llvm::Error FrameEvaluator::evaluateLm(Operation *op) {
           p.mask = ref::MaskKind::Bidirectional;
           break;
         }
+        if (cast<ShapedType>(o.getK().getType()).getRank() == 4)
+          return bind(o.getResult(),
+                      cachedAttention(get(o.getQ()), get(o.getK()),
+                                      get(o.getV()), p, get(o.getSinks()),
+                                      get(o.getQPositions()),
+                                      get(o.getQSegments())));
         return bind(o.getResult(),
                     attention(get(o.getQ()), get(o.getK()), get(o.getV()), p,
                               get(o.getSinks()), get(o.getQPositions()),
@@ -705,6 +711,15 @@ llvm::Error FrameEvaluator::evaluateUpstream(Operation *op) {
         for (float &v : out.floats())
           v = -v;
         return bind(o.getResult(), std::move(out));
+      })
+      .Case([&](arith::ExtFOp o) -> llvm::Error {
+        // Widening is exact: the values stay, the type records the width.
+        std::optional<ElementType> to =
+            toElementType(getElementTypeOrSelf(o.getType()));
+        if (!to)
+          return makeError("arith.extf to unsupported type " +
+                           describeType(o.getType()));
+        return bind(o.getResult(), get(o.getIn()).castTo(*to));
       })
       .Case([&](tensor::ExtractSliceOp o) -> llvm::Error {
         // Dynamic offsets and sizes are index scalars (rank-0 tensors).

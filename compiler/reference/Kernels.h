@@ -201,6 +201,17 @@ Tensor attention(const Tensor &q, const Tensor &k, const Tensor &v,
                  const Tensor &qPositions, const Tensor &kPositions,
                  const Tensor &qSegments, const Tensor &kSegments);
 
+/// Dense attention over per-sequence caches: k [B, S, Hkv, Dqk], v [B, S,
+/// Hkv, Dv]; query t reads row qSequences[t], whose key s sits at position
+/// s, masked relative to qPositions[t] ([T] each, I32). Otherwise as
+/// `attention`. Errors on a sequence outside [0, B).
+llvm::Expected<Tensor> cachedAttention(const Tensor &q, const Tensor &k,
+                                       const Tensor &v,
+                                       const AttentionParams &params,
+                                       const Tensor &sinks,
+                                       const Tensor &qPositions,
+                                       const Tensor &qSequences);
+
 /// Sparse MLA in absorbed (MQA) form over selected keys:
 ///   q [T, H, Dqk], kv [S, Dqk] (latent | rope key), indices [T, topK] I32
 ///   with -1 padding -> [T, H, Dv] where V = kv[:, :Dv].

@@ -27,11 +27,30 @@ def Lm_AttentionOp : Lm_Op<"attention", [Pure, AttrSizedOperandSegments]> {
     images in a vision tower). `sinks [Hq]` adds one learned logit per head
     to the softmax denominator (gpt-oss). A query that sees no key yields 0.
 
+    Over per-sequence caches, `k [B, S, Hkv, Dqk]` and `v [B, S, Hkv, Dv]`
+    (views of `[B, S, Hkv * D]` caches that `lm.cache_write` fills) hold
+    the keys of `B` sequences, row `b`'s key `s` sitting at position `s`.
+    Then `q_positions [T]` and `q_segments [T]` are required — query `t`
+    reads row `q_segments[t]` only, its mask taken relative to
+    `q_positions[t]` — and `k_positions`/`k_segments` are not allowed. The
+    mask keeps a query off the rows its sequence has not written yet, so
+    this is the form a step over a batch of sequences uses, its own keys
+    written first; it lowers to the runtime's `attention` kernel (not
+    `bidirectional`: the kernel is causal).
+
     ```mlir
     %o = lm.attention %q, %k, %v sinks %sinks sliding_window
         {scale = 0.125 : f64, window = 128 : i64}
         : (tensor<?x8x64xbf16>, tensor<?x2x64xbf16>, tensor<?x2x64xbf16>,
            tensor<8xf32>) -> tensor<?x8x64xbf16>
+    %kc = tensor.expand_shape %kcache [[0], [1], [2, 3]]
+        output_shape [4, 4096, 2, 64]
+        : tensor<4x4096x128xf32> into tensor<4x4096x2x64xf32>
+    %oc = lm.attention %q, %kc, %vc sinks %sinks q_positions %pos
+        q_segments %seq causal {scale = 0.125 : f64}
+        : (tensor<?x8x64xf32>, tensor<4x4096x2x64xf32>,
+           tensor<4x4096x2x64xf32>, tensor<8xf32>, tensor<?xi32>,
+           tensor<?xi32>) -> tensor<?x8x64xf32>
     ```
   }];
   let arguments = (ins Lm_FloatTensor:$q, Lm_FloatTensor:$k,

@@ -469,13 +469,17 @@ LogicalResult AttentionOp::verify() {
   ShapeChecker c(*this);
   Value q = getQ(), k = getK(), v = getV();
   CHECK(c.rank("q", q, 3));
-  CHECK(c.rank("k", k, 3));
-  CHECK(c.rank("v", v, 3));
-  CHECK(c.same("k", k, 2, "q", q, 2));
-  CHECK(c.same("v", v, 0, "k", k, 0));
-  CHECK(c.same("v", v, 1, "k", k, 1));
+  // Rank 4: [B, S, Hkv, D] per-sequence caches, one leading batch dim.
+  bool cached = cast<ShapedType>(k.getType()).getRank() == 4;
+  int64_t batch = cached ? 1 : 0;
+  CHECK(c.rank("k", k, 3 + batch));
+  CHECK(c.rank("v", v, 3 + batch));
+  CHECK(c.same("k", k, 2 + batch, "q", q, 2));
+  for (int64_t d = 0; d < 2 + batch; ++d)
+    CHECK(c.same("v", v, d, "k", k, d));
   int64_t hq = ShapeChecker::dimOf(q, 1);
-  int64_t hkv = ShapeChecker::firstStatic({{k, 1}, {v, 1}});
+  int64_t hkv =
+      ShapeChecker::firstStatic({{k, 1 + batch}, {v, 1 + batch}});
   if (!ShapedType::isDynamic(hq) && !ShapedType::isDynamic(hkv) &&
       (hkv == 0 || hq % hkv != 0))
     return emitOpError("expects the query heads (")
@@ -485,10 +489,20 @@ LogicalResult AttentionOp::verify() {
     CHECK(c.rank("sinks", sinks, 1));
     CHECK(c.same("sinks", sinks, 0, "q", q, 1));
   }
-  if (!getQPositions() != !getKPositions())
+  if (cached) {
+    // Keys sit at their row's positions and belong to their batch row.
+    if (!getQPositions() || !getQSegments())
+      return emitOpError("expects q_positions and q_segments (each query's "
+                         "batch row) with [B, S, Hkv, D] caches");
+    if (getKPositions() || getKSegments())
+      return emitOpError("expects no k_positions or k_segments with "
+                         "[B, S, Hkv, D] caches (keys sit at their row's "
+                         "positions)");
+  } else if (!getQPositions() != !getKPositions()) {
     return emitOpError("expects q_positions and k_positions together");
-  if (!getQSegments() != !getKSegments())
+  } else if (!getQSegments() != !getKSegments()) {
     return emitOpError("expects q_segments and k_segments together");
+  }
   for (auto [name, value, of] :
        {std::tuple<StringRef, Value, Value>{"q_positions", getQPositions(), q},
         {"k_positions", getKPositions(), k},
@@ -510,7 +524,7 @@ LogicalResult AttentionOp::verify() {
   CHECK(c.rank("result", result, 3));
   CHECK(c.same("result", result, 0, "q", q, 0));
   CHECK(c.same("result", result, 1, "q", q, 1));
-  return c.same("result", result, 2, "v", v, 2);
+  return c.same("result", result, 2, "v", v, 2 + batch);
 }
 
 LogicalResult SparseAttentionOp::verify() {

@@ -66,3 +66,29 @@ func.func @unfused(%a: tensor<?x8xf32>, %b: tensor<?x8xf32>) -> tensor<?x8xf32> 
   %m = arith.mulf %a, %b : tensor<?x8xf32>
   return %m : tensor<?x8xf32>
 }
+
+// -----
+
+// Tests that dense attention over K and V tensors (not cache views) is
+// rejected at the op: the runtime's attention kernel reads caches.
+func.func @attention_over_tensors(%q: tensor<?x8x16xf32>, %k: tensor<64x2x16xf32>,
+                                  %v: tensor<64x2x16xf32>) -> tensor<?x8x16xf32> {
+  // expected-error-re @+1 {{'lm.attention' op has no lowering to a runtime kernel, so target '{{cpu|cuda}}' cannot run it}}
+  %a = lm.attention %q, %k, %v causal {scale = 0.25 : f64}
+      : (tensor<?x8x16xf32>, tensor<64x2x16xf32>, tensor<64x2x16xf32>) -> tensor<?x8x16xf32>
+  return %a : tensor<?x8x16xf32>
+}
+
+// -----
+
+// Tests that bidirectional attention over cache views is rejected at the op:
+// the runtime's attention kernel is causal.
+func.func @bidirectional_over_caches(%q: tensor<?x8x16xf32>, %k: tensor<2x64x2x16xf32>,
+                                     %v: tensor<2x64x2x16xf32>, %pos: tensor<?xi32>,
+                                     %seq: tensor<?xi32>) -> tensor<?x8x16xf32> {
+  // expected-error-re @+1 {{'lm.attention' op has no lowering to a runtime kernel, so target '{{cpu|cuda}}' cannot run it}}
+  %a = lm.attention %q, %k, %v q_positions %pos q_segments %seq bidirectional {scale = 0.25 : f64}
+      : (tensor<?x8x16xf32>, tensor<2x64x2x16xf32>, tensor<2x64x2x16xf32>,
+         tensor<?xi32>, tensor<?xi32>) -> tensor<?x8x16xf32>
+  return %a : tensor<?x8x16xf32>
+}

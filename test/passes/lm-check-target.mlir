@@ -88,3 +88,27 @@ func.func @mxfp4_experts(%x: tensor<?x64xf32>, %idx: tensor<?x2xi32>, %rw: tenso
          tensor<?x2xi32>, tensor<?x2xf32>) -> tensor<?x128xf32>
   return %slots, %mixed : tensor<?x2x128xf32>, tensor<?x128xf32>
 }
+
+// Tests that dense attention over K and V cache views (gpt-oss's layers,
+// sliding and full), which the runtime's attention kernel runs, passes on
+// both targets.
+// CHECK-LABEL: func.func @attention_over_caches
+// CHECK: lm.attention {{.*}} sliding_window
+// CHECK: lm.attention {{.*}} causal
+func.func @attention_over_caches(%kc: tensor<2x64x32xf32>, %vc: tensor<2x64x32xf32>,
+                                 %q: tensor<?x8x16xf32>, %pos: tensor<?xi32>, %seq: tensor<?xi32>,
+                                 %sinks: tensor<8xf32>)
+    -> (tensor<?x8x16xf32>, tensor<?x8x16xf32>) {
+  %k = tensor.expand_shape %kc [[0], [1], [2, 3]] output_shape [2, 64, 2, 16]
+      : tensor<2x64x32xf32> into tensor<2x64x2x16xf32>
+  %v = tensor.expand_shape %vc [[0], [1], [2, 3]] output_shape [2, 64, 2, 16]
+      : tensor<2x64x32xf32> into tensor<2x64x2x16xf32>
+  %a0 = lm.attention %q, %k, %v sinks %sinks q_positions %pos q_segments %seq sliding_window
+      {scale = 0.25 : f64, window = 8 : i64}
+      : (tensor<?x8x16xf32>, tensor<2x64x2x16xf32>, tensor<2x64x2x16xf32>, tensor<8xf32>,
+         tensor<?xi32>, tensor<?xi32>) -> tensor<?x8x16xf32>
+  %a1 = lm.attention %q, %k, %v q_positions %pos q_segments %seq causal {scale = 0.25 : f64}
+      : (tensor<?x8x16xf32>, tensor<2x64x2x16xf32>, tensor<2x64x2x16xf32>,
+         tensor<?xi32>, tensor<?xi32>) -> tensor<?x8x16xf32>
+  return %a0, %a1 : tensor<?x8x16xf32>, tensor<?x8x16xf32>
+}

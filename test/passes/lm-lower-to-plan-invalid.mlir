@@ -101,3 +101,35 @@ func.func @dynamic_state(%s: tensor<?x4xf32> {lm.state = #lm.state_layout<storag
     -> tensor<?x4xf32> {
   return %s : tensor<?x4xf32>
 }
+
+// -----
+
+// Tests that dense attention over K and V tensors rather than cache views is
+// reported: the attention kernel reads caches.
+func.func @attention_over_tensors(%q: tensor<?x8x16xf32>, %k: tensor<64x2x16xf32>,
+                                  %v: tensor<64x2x16xf32>) -> tensor<?x8x16xf32> {
+  // expected-error @+1 {{only attention over K and V caches ([B, S, Hkv, D] views of cache arguments) lowers to plan}}
+  %a = lm.attention %q, %k, %v causal {scale = 0.25 : f64}
+      : (tensor<?x8x16xf32>, tensor<64x2x16xf32>, tensor<64x2x16xf32>) -> tensor<?x8x16xf32>
+  return %a : tensor<?x8x16xf32>
+}
+
+// -----
+
+// Tests that bidirectional attention over caches is reported: the attention
+// kernel is causal.
+func.func @bidirectional_over_caches(%kc: tensor<2x64x32xf32>, %kv: tensor<?x32xf32>,
+                                     %q: tensor<?x8x16xf32>, %pos: tensor<?xi32>,
+                                     %seq: tensor<?xi32>) -> (tensor<?x8x16xf32>, tensor<2x64x32xf32>) {
+  %c = lm.cache_write %kc, %kv, %pos sequences %seq
+      {layout = #lm.kv_layout<key_value, page_size = 16, feature_dim = 32, storage = f32,
+                              scale_block = 0, tail_dim = 0, tail = bf16>}
+      : (tensor<2x64x32xf32>, tensor<?x32xf32>, tensor<?xi32>, tensor<?xi32>) -> tensor<2x64x32xf32>
+  %k = tensor.expand_shape %c [[0], [1], [2, 3]] output_shape [2, 64, 2, 16]
+      : tensor<2x64x32xf32> into tensor<2x64x2x16xf32>
+  // expected-error @+1 {{bidirectional attention over caches has no runtime kernel}}
+  %a = lm.attention %q, %k, %k q_positions %pos q_segments %seq bidirectional {scale = 0.25 : f64}
+      : (tensor<?x8x16xf32>, tensor<2x64x2x16xf32>, tensor<2x64x2x16xf32>,
+         tensor<?xi32>, tensor<?xi32>) -> tensor<?x8x16xf32>
+  return %a, %c : tensor<?x8x16xf32>, tensor<2x64x32xf32>
+}

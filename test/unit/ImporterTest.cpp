@@ -18,6 +18,7 @@
 #include <cmath>
 #include <cstring>
 #include <fstream>
+#include <functional>
 
 using namespace daybreak;
 using namespace daybreak::importers;
@@ -253,6 +254,147 @@ TEST(HfConfigTest, RejectsBadValues) {
     expectError(
         parseEdited([&](llvm::json::Object &root) { root[c.key] = c.value; }),
         {c.needle});
+  }
+}
+
+//===----------------------------------------------------------------------===//
+// gpt_oss config
+//===----------------------------------------------------------------------===//
+
+const char *const kGptOssFixture = "test/fixtures/shared/gpt_oss_mxfp4";
+
+/// The gpt-oss fixture's config.json after `edit`, parsed.
+llvm::Expected<GptOssConfig>
+parseGptOssEdited(llvm::function_ref<void(llvm::json::Object &)> edit) {
+  std::string path =
+      std::string(DAYBREAK_SOURCE_DIR) + "/" + kGptOssFixture + "/config.json";
+  llvm::Expected<llvm::json::Value> value = llvm::json::parse(readText(path));
+  EXPECT_TRUE(bool(value));
+  if (!value)
+    return value.takeError();
+  edit(*value->getAsObject());
+  std::string text;
+  llvm::raw_string_ostream(text) << *value;
+  return parseGptOssConfig(text, "edited/config.json");
+}
+
+TEST(GptOssConfigTest, ParsesFixture) {
+  llvm::Expected<GptOssConfig> config =
+      parseGptOssEdited([](llvm::json::Object &) {});
+  ASSERT_TRUE(bool(config)) << llvm::toString(config.takeError());
+  EXPECT_EQ(config->vocabSize, 512);
+  EXPECT_EQ(config->hiddenSize, 128);
+  EXPECT_EQ(config->numLayers, 2);
+  EXPECT_EQ(config->numHeads, 4);
+  EXPECT_EQ(config->numKeyValueHeads, 2);
+  EXPECT_EQ(config->headDim, 32);
+  EXPECT_EQ(config->numLocalExperts, 8);
+  EXPECT_EQ(config->numExpertsPerTok, 4);
+  EXPECT_EQ(config->slidingWindow, 8);
+  EXPECT_EQ(config->slidingLayers, (std::vector<bool>{true, false}));
+  EXPECT_EQ(config->eosTokenIds, (std::vector<int64_t>{2}));
+  EXPECT_DOUBLE_EQ(config->swigluLimit, 7.0);
+  EXPECT_DOUBLE_EQ(config->swigluAlpha, 1.702);
+  EXPECT_DOUBLE_EQ(config->ropeTheta, 150000.0);
+  EXPECT_TRUE(config->attentionBias);
+  EXPECT_FALSE(config->tieWordEmbeddings);
+  EXPECT_TRUE(config->mxfp4Experts);
+  EXPECT_EQ(config->modulesToNotConvert.size(), 4u);
+  ASSERT_TRUE(config->yarn.has_value());
+  EXPECT_DOUBLE_EQ(config->yarn->factor, 32.0);
+  EXPECT_EQ(config->yarn->originalMaxPositions, 4096);
+  EXPECT_FALSE(config->yarn->truncate);
+  EXPECT_FALSE(config->yarn->attentionFactor.has_value());
+}
+
+TEST(GptOssConfigTest, ReadsOptionalSpellings) {
+  llvm::Expected<GptOssConfig> config =
+      parseGptOssEdited([](llvm::json::Object &root) {
+        // Only OpenAI's spelling of the top-k, every EOS id of a list,
+        // transformers' default layer types, an explicit attention factor.
+        root.erase("num_experts_per_tok");
+        root["eos_token_id"] = llvm::json::Array{2, 7};
+        root.erase("layer_types");
+        root["rope_scaling"].getAsObject()->insert(
+            {"attention_factor", 1.25});
+        root.erase("quantization_config");
+      });
+  ASSERT_TRUE(bool(config)) << llvm::toString(config.takeError());
+  EXPECT_EQ(config->numExpertsPerTok, 4);
+  EXPECT_EQ(config->eosTokenIds, (std::vector<int64_t>{2, 7}));
+  EXPECT_EQ(config->slidingLayers, (std::vector<bool>{true, false}));
+  ASSERT_TRUE(config->yarn.has_value());
+  EXPECT_EQ(config->yarn->attentionFactor.value_or(0.0), 1.25);
+  EXPECT_FALSE(config->mxfp4Experts);
+}
+
+TEST(GptOssConfigTest, RejectsBadConfigs) {
+  struct Case {
+    std::function<void(llvm::json::Object &)> edit;
+    const char *needle;
+  };
+  Case cases[] = {
+      {[](llvm::json::Object &r) { r.erase("head_dim"); },
+       "missing field 'head_dim' in edited/config.json"},
+      {[](llvm::json::Object &r) {
+         r.erase("num_experts_per_tok");
+         r.erase("experts_per_token");
+       },
+       "missing field 'num_experts_per_tok' (or 'experts_per_token')"},
+      {[](llvm::json::Object &r) { r["experts_per_token"] = 2; },
+       "'experts_per_token' in edited/config.json must equal "
+       "num_experts_per_tok (4), got 2"},
+      {[](llvm::json::Object &r) { r["num_key_value_heads"] = 3; },
+       "'num_attention_heads' in edited/config.json must be a multiple of "
+       "num_key_value_heads (3), got 4"},
+      {[](llvm::json::Object &r) {
+         r["layer_types"] = llvm::json::Array{"sliding_attention"};
+       },
+       "'layer_types' in edited/config.json must list num_hidden_layers (2) "
+       "entries, got 1"},
+      {[](llvm::json::Object &r) {
+         r["layer_types"] =
+             llvm::json::Array{"sliding_attention", "chunked_attention"};
+       },
+       "got 'chunked_attention'"},
+      {[](llvm::json::Object &r) { r.erase("sliding_window"); },
+       "missing field 'sliding_window'"},
+      {[](llvm::json::Object &r) { r["sliding_window"] = 0; },
+       "'sliding_window' in edited/config.json must be positive, got 0"},
+      {[](llvm::json::Object &r) {
+         r["num_experts_per_tok"] = 9;
+         r.erase("experts_per_token");
+       },
+       "must be <= num_local_experts (8), got 9"},
+      {[](llvm::json::Object &r) { r["head_dim"] = 31; },
+       "'head_dim' in edited/config.json must be even, got 31"},
+      {[](llvm::json::Object &r) {
+         r["quantization_config"] =
+             llvm::json::Object{{"quant_method", "fp8"}};
+       },
+       "'quantization_config.quant_method' in edited/config.json names "
+       "unsupported quantization 'fp8' (supported: mxfp4)"},
+      {[](llvm::json::Object &r) {
+         r["quantization_config"] = llvm::json::Object{
+             {"quant_method", "mxfp4"},
+             {"modules_to_not_convert",
+              llvm::json::Array{"model.layers.*.mlp.experts"}}};
+       },
+       "unconverted experts in an mxfp4 checkpoint are not supported"},
+      {[](llvm::json::Object &r) { r["eos_token_id"] = "2"; },
+       "'eos_token_id' in edited/config.json must be an integer or a list "
+       "of integers"},
+      {[](llvm::json::Object &r) { r["swiglu_limit"] = "7"; },
+       "'swiglu_limit' in edited/config.json must be a number, not a "
+       "string"},
+      {[](llvm::json::Object &r) {
+         (*r["rope_scaling"].getAsObject())["truncate"] = 0;
+       },
+       "'rope_scaling.truncate' in edited/config.json must be a boolean"},
+  };
+  for (const Case &c : cases) {
+    SCOPED_TRACE(c.needle);
+    expectError(parseGptOssEdited(c.edit), {c.needle});
   }
 }
 

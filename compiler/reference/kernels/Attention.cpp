@@ -98,6 +98,48 @@ Tensor attention(const Tensor &q, const Tensor &k, const Tensor &v,
   return out;
 }
 
+llvm::Expected<Tensor> cachedAttention(const Tensor &q, const Tensor &k,
+                                       const Tensor &v,
+                                       const AttentionParams &params,
+                                       const Tensor &sinks,
+                                       const Tensor &qPositions,
+                                       const Tensor &qSequences) {
+  int64_t tokens = q.dim(0), qHeads = q.dim(1), qkDim = q.dim(2);
+  int64_t batches = k.dim(0), keys = k.dim(1), kvHeads = k.dim(2);
+  int64_t valueDim = v.dim(3);
+  int64_t group = qHeads / kvHeads;
+  if (llvm::Error err =
+          detail::checkSequences(qSequences, batches, "cachedAttention"))
+    return std::move(err);
+  Tensor out = Tensor::zeros(ElementType::F32, {tokens, qHeads, valueDim});
+
+  std::vector<double> logits;
+  std::vector<const float *> values;
+  for (int64_t t = 0; t < tokens; ++t) {
+    int64_t qPos = intAt(qPositions, t), row = intAt(qSequences, t);
+    for (int64_t h = 0; h < qHeads; ++h) {
+      int64_t kvHead = h / group;
+      const float *query = q.floats().data() + (t * qHeads + h) * qkDim;
+      logits.clear();
+      values.clear();
+      for (int64_t s = 0; s < keys; ++s) {
+        if (!maskAllows(params, qPos, s))
+          continue;
+        int64_t at = (row * keys + s) * kvHeads + kvHead;
+        logits.push_back(params.scale *
+                         dot(query, k.floats().data() + at * qkDim, qkDim));
+        values.push_back(v.floats().data() + at * valueDim);
+      }
+      std::optional<double> sink;
+      if (!sinks.empty())
+        sink = sinks.floats()[h];
+      attendRow(logits, values, valueDim, sink,
+                out.floats().data() + (t * qHeads + h) * valueDim);
+    }
+  }
+  return out;
+}
+
 llvm::Expected<Tensor> sparseAttention(const Tensor &q, const Tensor &kv,
                                        const Tensor &indices, double scale,
                                        int64_t valueDim, const Tensor &sinks,

@@ -1334,6 +1334,69 @@ func.func @attention_k_segments_alone(%q: tensor<4x8x64xf32>, %k: tensor<6x2x64x
 
 // -----
 
+// Tests that lm.attention over caches rejects a v that is not rank 4 like k.
+func.func @attention_cache_v_rank(%q: tensor<4x8x16xf32>, %k: tensor<2x64x2x16xf32>, %v: tensor<128x2x16xf32>, %p: tensor<4xi32>, %s: tensor<4xi32>) {
+  // expected-error @+1 {{'lm.attention' op expects v of rank 4, got 'tensor<128x2x16xf32>'}}
+  %r = lm.attention %q, %k, %v q_positions %p q_segments %s causal {scale = 0.25 : f64} : (tensor<4x8x16xf32>, tensor<2x64x2x16xf32>, tensor<128x2x16xf32>, tensor<4xi32>, tensor<4xi32>) -> tensor<4x8x16xf32>
+  return
+}
+
+// -----
+
+// Tests that lm.attention over caches rejects a v cache of another batch than k's.
+func.func @attention_cache_v_batch(%q: tensor<4x8x16xf32>, %k: tensor<2x64x2x16xf32>, %v: tensor<3x64x2x16xf32>, %p: tensor<4xi32>, %s: tensor<4xi32>) {
+  // expected-error @+1 {{'lm.attention' op expects v dim 0 (3) to equal k dim 0 (2)}}
+  %r = lm.attention %q, %k, %v q_positions %p q_segments %s causal {scale = 0.25 : f64} : (tensor<4x8x16xf32>, tensor<2x64x2x16xf32>, tensor<3x64x2x16xf32>, tensor<4xi32>, tensor<4xi32>) -> tensor<4x8x16xf32>
+  return
+}
+
+// -----
+
+// Tests that lm.attention over caches rejects a key head dim other than the query's.
+func.func @attention_cache_k_dim(%q: tensor<4x8x16xf32>, %k: tensor<2x64x2x32xf32>, %v: tensor<2x64x2x32xf32>, %p: tensor<4xi32>, %s: tensor<4xi32>) {
+  // expected-error @+1 {{'lm.attention' op expects k dim 3 (32) to equal q dim 2 (16)}}
+  %r = lm.attention %q, %k, %v q_positions %p q_segments %s causal {scale = 0.25 : f64} : (tensor<4x8x16xf32>, tensor<2x64x2x32xf32>, tensor<2x64x2x32xf32>, tensor<4xi32>, tensor<4xi32>) -> tensor<4x8x32xf32>
+  return
+}
+
+// -----
+
+// Tests that lm.attention over caches rejects query heads that are not a multiple of the cache's KV heads.
+func.func @attention_cache_gqa(%q: tensor<4x6x16xf32>, %k: tensor<2x64x4x16xf32>, %v: tensor<2x64x4x16xf32>, %p: tensor<4xi32>, %s: tensor<4xi32>) {
+  // expected-error @+1 {{'lm.attention' op expects the query heads (6) to be a multiple of the key/value heads (4)}}
+  %r = lm.attention %q, %k, %v q_positions %p q_segments %s causal {scale = 0.25 : f64} : (tensor<4x6x16xf32>, tensor<2x64x4x16xf32>, tensor<2x64x4x16xf32>, tensor<4xi32>, tensor<4xi32>) -> tensor<4x6x16xf32>
+  return
+}
+
+// -----
+
+// Tests that lm.attention over caches requires each query's batch row (q_segments).
+func.func @attention_cache_no_segments(%q: tensor<4x8x16xf32>, %k: tensor<2x64x2x16xf32>, %v: tensor<2x64x2x16xf32>, %p: tensor<4xi32>) {
+  // expected-error @+1 {{'lm.attention' op expects q_positions and q_segments (each query's batch row) with [B, S, Hkv, D] caches}}
+  %r = lm.attention %q, %k, %v q_positions %p causal {scale = 0.25 : f64} : (tensor<4x8x16xf32>, tensor<2x64x2x16xf32>, tensor<2x64x2x16xf32>, tensor<4xi32>) -> tensor<4x8x16xf32>
+  return
+}
+
+// -----
+
+// Tests that lm.attention over caches requires each query's position.
+func.func @attention_cache_no_positions(%q: tensor<4x8x16xf32>, %k: tensor<2x64x2x16xf32>, %v: tensor<2x64x2x16xf32>, %s: tensor<4xi32>) {
+  // expected-error @+1 {{'lm.attention' op expects q_positions and q_segments (each query's batch row) with [B, S, Hkv, D] caches}}
+  %r = lm.attention %q, %k, %v q_segments %s causal {scale = 0.25 : f64} : (tensor<4x8x16xf32>, tensor<2x64x2x16xf32>, tensor<2x64x2x16xf32>, tensor<4xi32>) -> tensor<4x8x16xf32>
+  return
+}
+
+// -----
+
+// Tests that lm.attention over caches rejects key positions: keys sit at their row's positions.
+func.func @attention_cache_k_positions(%q: tensor<4x8x16xf32>, %k: tensor<2x64x2x16xf32>, %v: tensor<2x64x2x16xf32>, %p: tensor<4xi32>, %s: tensor<4xi32>, %kp: tensor<64xi32>) {
+  // expected-error @+1 {{'lm.attention' op expects no k_positions or k_segments with [B, S, Hkv, D] caches (keys sit at their row's positions)}}
+  %r = lm.attention %q, %k, %v q_positions %p k_positions %kp q_segments %s causal {scale = 0.25 : f64} : (tensor<4x8x16xf32>, tensor<2x64x2x16xf32>, tensor<2x64x2x16xf32>, tensor<4xi32>, tensor<64xi32>, tensor<4xi32>) -> tensor<4x8x16xf32>
+  return
+}
+
+// -----
+
 // Tests that lm.attention rejects q_positions that are not rank 1.
 func.func @attention_q_positions_rank(%q: tensor<4x8x64xf32>, %k: tensor<6x2x64xf32>, %v: tensor<6x2x32xf32>, %qp: tensor<4x1xi32>, %kp: tensor<6xi32>) {
   // expected-error @+1 {{'lm.attention' op expects q_positions of rank 1, got 'tensor<4x1xi32>'}}

@@ -138,6 +138,30 @@ func.func @attention(%q: tensor<?x8x64xbf16>, %k: tensor<?x2x64xbf16>, %v: tenso
 
 // -----
 
+// Tests that lm.attention over [B, S, Hkv, D] cache views (each query's
+// position and batch row given) round-trips, sliding and causal.
+// CHECK-LABEL: func @attention_over_caches
+func.func @attention_over_caches(%q: tensor<?x8x16xf32>, %kc: tensor<3x64x32xf32>,
+                                 %vc: tensor<3x64x32xf32>, %sinks: tensor<8xf32>,
+                                 %pos: tensor<?xi32>, %seq: tensor<?xi32>) {
+  %k = tensor.expand_shape %kc [[0], [1], [2, 3]] output_shape [3, 64, 2, 16]
+      : tensor<3x64x32xf32> into tensor<3x64x2x16xf32>
+  %v = tensor.expand_shape %vc [[0], [1], [2, 3]] output_shape [3, 64, 2, 16]
+      : tensor<3x64x32xf32> into tensor<3x64x2x16xf32>
+  // CHECK: lm.attention %{{.*}}, %{{.*}}, %{{.*}} sinks %{{.*}} q_positions %{{.*}} q_segments %{{.*}} sliding_window {scale = 2.500000e-01 : f64, window = 8 : i64} : (tensor<?x8x16xf32>, tensor<3x64x2x16xf32>, tensor<3x64x2x16xf32>, tensor<8xf32>, tensor<?xi32>, tensor<?xi32>) -> tensor<?x8x16xf32>
+  %0 = lm.attention %q, %k, %v sinks %sinks q_positions %pos q_segments %seq sliding_window
+      {scale = 0.25 : f64, window = 8 : i64}
+      : (tensor<?x8x16xf32>, tensor<3x64x2x16xf32>, tensor<3x64x2x16xf32>, tensor<8xf32>,
+         tensor<?xi32>, tensor<?xi32>) -> tensor<?x8x16xf32>
+  // CHECK: lm.attention %{{.*}}, %{{.*}}, %{{.*}} q_positions %{{.*}} q_segments %{{.*}} causal
+  %1 = lm.attention %q, %k, %v q_positions %pos q_segments %seq causal {scale = 0.25 : f64}
+      : (tensor<?x8x16xf32>, tensor<3x64x2x16xf32>, tensor<3x64x2x16xf32>,
+         tensor<?xi32>, tensor<?xi32>) -> tensor<?x8x16xf32>
+  return
+}
+
+// -----
+
 // Tests that DSA index selection and sparse MLA attention round-trip.
 // CHECK-LABEL: func @dsa
 func.func @dsa(%iq: tensor<?x64x128xbf16>, %ik: tensor<?x128xbf16>, %iw: tensor<?x64xf32>,

@@ -1,0 +1,299 @@
+//===- GptOss.cpp - lm IR for gpt-oss -------------------------------------===//
+//
+// The math follows models.md section 3.4 and transformers' GptOss: pre-norm
+// blocks; GQA attention with q/k/v/o biases, half-split YaRN RoPE over the
+// whole head, learned per-head sinks, sliding-window or full causal masks per
+// layer_types, keys and values written to per-layer caches and read back
+// from them; MoE with a biased router, softmax over the top-k logits, and
+// MXFP4 experts (interleaved gate/up rows, per-expert biases, clamped
+// SwiGLU).
+//
+//===----------------------------------------------------------------------===//
+
+#include "compiler/models/GptOss.h"
+#include "compiler/models/ModelBuilder.h"
+#include "compiler/models/StepFunction.h"
+
+#include "dialects/lm/LmOps.h"
+
+#include "mlir/Dialect/Arith/IR/Arith.h"
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/Dialect/Tensor/IR/Tensor.h"
+#include "mlir/IR/Builders.h"
+#include "llvm/Support/FormatVariadic.h"
+
+#include <cmath>
+
+using namespace mlir;
+using namespace daybreak;
+using namespace daybreak::models;
+using importers::GptOssConfig;
+
+namespace {
+
+constexpr int64_t kDyn = ShapedType::kDynamic;
+
+/// Emits the ops of one function; weights are declared once per module.
+class Emitter : public ModelBuilder {
+public:
+  Emitter(ModuleOp module, const GptOssConfig &config,
+          const importers::Checkpoint &checkpoint)
+      : ModelBuilder(
+            module, checkpoint,
+            CheckpointTraits{std::nullopt, config.ropeTheta, config.yarn}),
+        config(config) {}
+
+  llvm::Error buildFunction(StringRef name, const BuildOptions &options);
+
+private:
+  llvm::Expected<Value> attention(int64_t layer, Value x, Value positions,
+                                  Value &kCache, Value &vCache);
+  llvm::Expected<Value> moe(int64_t layer, Value x);
+  /// `name` projected to `out` features with its bias when the config has
+  /// attention biases.
+  llvm::Expected<Value> projection(Value x, StringRef name, int64_t out,
+                                   int64_t in);
+
+  std::string layerName(int64_t layer, StringRef rest) {
+    return llvm::formatv("model.layers.{0}.{1}", layer, rest).str();
+  }
+
+  const GptOssConfig &config;
+  /// The sequence (cache batch row) of each token.
+  Value sequences;
+};
+
+} // namespace
+
+static llvm::Error errorf(const llvm::Twine &message) {
+  return llvm::createStringError(llvm::inconvertibleErrorCode(), message);
+}
+
+llvm::Expected<Value> Emitter::projection(Value x, StringRef name, int64_t out,
+                                          int64_t in) {
+  std::string bias = config.attentionBias ? (name + ".bias").str() : "";
+  return linear(x, (name + ".weight").str(), out, in, bias);
+}
+
+llvm::Expected<Value> Emitter::attention(int64_t layer, Value x,
+                                         Value positions, Value &kCache,
+                                         Value &vCache) {
+  const GptOssConfig &c = config;
+  int64_t heads = c.numHeads, kvHeads = c.numKeyValueHeads, dim = c.headDim;
+  auto name = [&](StringRef rest) {
+    return layerName(layer, ("self_attn." + rest).str());
+  };
+  auto q = projection(x, name("q_proj"), heads * dim, c.hiddenSize);
+  if (!q)
+    return q.takeError();
+  auto k = projection(x, name("k_proj"), kvHeads * dim, c.hiddenSize);
+  if (!k)
+    return k.takeError();
+  auto v = projection(x, name("v_proj"), kvHeads * dim, c.hiddenSize);
+  if (!v)
+    return v.takeError();
+  // Half-split RoPE over the whole head of queries and keys.
+  Value qHeads = rope(reshape(*q, {kDyn, heads, dim}), positions,
+                      lm::RopeStyle::HalfSplit, 0, dim);
+  Value kRows = collapseLast(rope(reshape(*k, {kDyn, kvHeads, dim}), positions,
+                                  lm::RopeStyle::HalfSplit, 0, dim));
+
+  // This step's keys and values go to the caches first; attention reads
+  // every sequence's rows through [B, S, Hkv, D] views of them.
+  kCache = lm::CacheWriteOp::create(b, loc, kCache.getType(), kCache, kRows,
+                                    positions, sequences, lm::KVLayoutAttr())
+               .getResult();
+  vCache = lm::CacheWriteOp::create(b, loc, vCache.getType(), vCache, *v,
+                                    positions, sequences, lm::KVLayoutAttr())
+               .getResult();
+  auto cacheType = cast<RankedTensorType>(kCache.getType());
+  SmallVector<int64_t> view = {cacheType.getDimSize(0), cacheType.getDimSize(1),
+                               kvHeads, dim};
+  Value keys = reshape(kCache, view), values = reshape(vCache, view);
+
+  // Sinks are stored bf16; the attention reads them in f32 (a widening
+  // lm-fold-weights computes once).
+  auto sinks = floatWeight(name("sinks"), {heads});
+  if (!sinks)
+    return sinks.takeError();
+  Value sinksF32 = *sinks;
+  if (!cast<RankedTensorType>(sinksF32.getType()).getElementType().isF32())
+    sinksF32 =
+        arith::ExtFOp::create(b, loc, f32Tensor({heads}), sinksF32).getResult();
+
+  bool sliding = c.slidingLayers[layer];
+  Value out =
+      lm::AttentionOp::create(
+          b, loc, f32Tensor({kDyn, heads, dim}), qHeads, keys, values, sinksF32,
+          positions, Value(), sequences, Value(),
+          lm::MaskKindAttr::get(b.getContext(),
+                                sliding ? lm::MaskKind::SlidingWindow
+                                        : lm::MaskKind::Causal),
+          b.getF64FloatAttr(1.0 / std::sqrt(double(dim))),
+          sliding ? b.getI64IntegerAttr(c.slidingWindow) : IntegerAttr())
+          .getResult();
+  return projection(collapseLast(out), name("o_proj"), c.hiddenSize,
+                    heads * dim);
+}
+
+llvm::Expected<Value> Emitter::moe(int64_t layer, Value x) {
+  const GptOssConfig &c = config;
+  MoeConfig moe;
+  moe.hidden = c.hiddenSize;
+  moe.inter = c.intermediateSize;
+  moe.experts = c.numLocalExperts;
+  moe.topK = c.numExpertsPerTok;
+  moe.routing = lm::RoutingScore::SoftmaxTopK;
+  moe.routerWeight = layerName(layer, "mlp.router.weight");
+  moe.routerBias = layerName(layer, "mlp.router.bias");
+  moe.loadExperts = [&, layer]() -> llvm::Expected<RoutedExperts> {
+    std::string prefix = layerName(layer, "mlp.experts.");
+    int64_t experts = c.numLocalExperts, inter = c.intermediateSize;
+    if (!c.mxfp4Experts)
+      return errorf("gpt_oss experts without quantization_config (bf16 '" +
+                    prefix +
+                    "gate_up_proj' [experts, hidden, 2 * inter], "
+                    "dequantised by transformers) are not supported yet; "
+                    "compile the hub's MXFP4 checkpoint");
+    RoutedExperts routed;
+    routed.interleavedGateUp = true;
+    auto gateUp =
+        mxfp4Experts(prefix + "gate_up_proj", experts, 2 * inter, c.hiddenSize);
+    if (!gateUp)
+      return gateUp.takeError();
+    routed.gate = *gateUp;
+    auto gateUpBias =
+        floatWeight(prefix + "gate_up_proj_bias", {experts, 2 * inter});
+    if (!gateUpBias)
+      return gateUpBias.takeError();
+    routed.gateBias = *gateUpBias;
+    auto down =
+        mxfp4Experts(prefix + "down_proj", experts, c.hiddenSize, inter);
+    if (!down)
+      return down.takeError();
+    routed.down = *down;
+    auto downBias =
+        floatWeight(prefix + "down_proj_bias", {experts, c.hiddenSize});
+    if (!downBias)
+      return downBias.takeError();
+    routed.downBias = *downBias;
+    return routed;
+  };
+  // Clamped SwiGLU: gate clamped above at the limit, up to [-limit, limit],
+  // out = (up + 1) * gate * sigmoid(alpha * gate).
+  moe.act = {c.swigluAlpha, c.swigluLimit, 1.0};
+  return ModelBuilder::moe(x, moe);
+}
+
+llvm::Error Emitter::buildFunction(StringRef name,
+                                   const BuildOptions &options) {
+  const GptOssConfig &c = config;
+  // Tokens of several sequences are flattened into one dim; `sequences`
+  // says whose each token is, `positions` where it sits in its sequence.
+  Type ids = tensor({kDyn}, b.getI32Type());
+  StepFunction step(b, loc, name);
+  unsigned tokenIdsIn = step.addInput("token_ids", ids);
+  unsigned positionsIn = step.addInput("positions", ids);
+  unsigned sequencesIn = step.addInput("sequences", ids);
+  step.addOutput("logits", f32Tensor({kDyn, c.vocabSize}));
+  // Each layer's key and value caches, one row of kv_heads * head_dim per
+  // token.
+  auto cacheType = cast<RankedTensorType>(f32Tensor(
+      {options.maxBatch, options.maxSeqLen, c.numKeyValueHeads * c.headDim}));
+  for (int64_t l = 0; l < c.numLayers; ++l) {
+    step.addCache(cacheType);
+    step.addCache(cacheType);
+  }
+  step.create(module);
+  Value tokenIds = step.input(tokenIdsIn), positions = step.input(positionsIn);
+  sequences = step.input(sequencesIn);
+
+  auto embed =
+      floatWeight("model.embed_tokens.weight", {c.vocabSize, c.hiddenSize});
+  if (!embed)
+    return embed.takeError();
+  Value h = lm::EmbeddingOp::create(b, loc, f32Tensor({kDyn, c.hiddenSize}),
+                                    *embed, tokenIds)
+                .getResult();
+  for (int64_t l = 0; l < c.numLayers; ++l) {
+    auto x = rmsNorm(h, layerName(l, "input_layernorm.weight"), c.hiddenSize,
+                     c.rmsNormEps);
+    if (!x)
+      return x.takeError();
+    auto a =
+        attention(l, *x, positions, step.cache(2 * l), step.cache(2 * l + 1));
+    if (!a)
+      return a.takeError();
+    h = arith::AddFOp::create(b, loc, h, *a).getResult();
+    auto x2 = rmsNorm(h, layerName(l, "post_attention_layernorm.weight"),
+                      c.hiddenSize, c.rmsNormEps);
+    if (!x2)
+      return x2.takeError();
+    auto f = moe(l, *x2);
+    if (!f)
+      return f.takeError();
+    h = arith::AddFOp::create(b, loc, h, *f).getResult();
+  }
+  auto xf = rmsNorm(h, "model.norm.weight", c.hiddenSize, c.rmsNormEps);
+  if (!xf)
+    return xf.takeError();
+  auto logits = linear(
+      *xf, c.tieWordEmbeddings ? "model.embed_tokens.weight" : "lm_head.weight",
+      c.vocabSize, c.hiddenSize);
+  if (!logits)
+    return logits.takeError();
+  step.finish({*logits});
+  return llvm::Error::success();
+}
+
+llvm::Expected<OwningOpRef<ModuleOp>>
+models::buildGptOss(MLIRContext &context, const GptOssConfig &config,
+                    const importers::Checkpoint &checkpoint,
+                    const BuildOptions &options) {
+  context.loadDialect<lm::LmDialect, func::FuncDialect, arith::ArithDialect,
+                      tensor::TensorDialect>();
+  if (options.maxSeqLen <= 0 || options.maxBatch <= 0)
+    return errorf("max sequence length and batch must be positive, got " +
+                  llvm::Twine(options.maxSeqLen) + " and " +
+                  llvm::Twine(options.maxBatch));
+  OwningOpRef<ModuleOp> module = ModuleOp::create(UnknownLoc::get(&context));
+  Emitter emitter(*module, config, checkpoint);
+  // Prefill (prompts, chunked by the runtime) and decode (one token per
+  // sequence) compute the same function; they are separate entry points
+  // because the pipeline plans and tiles them differently.
+  for (StringRef name : {"prefill", "decode"})
+    if (llvm::Error err = emitter.buildFunction(name, options))
+      return std::move(err);
+  return std::move(module);
+}
+
+namespace {
+/// A parsed gpt_oss config as a registry definition.
+class GptOssModel final : public models::ModelDefinition {
+public:
+  explicit GptOssModel(GptOssConfig config) : config(std::move(config)) {}
+  llvm::StringRef modelType() const override { return "gpt_oss"; }
+  int64_t vocabSize() const override { return config.vocabSize; }
+  int64_t maxPositions() const override { return config.maxPositionEmbeddings; }
+  llvm::ArrayRef<int64_t> eosTokenIds() const override {
+    return config.eosTokenIds;
+  }
+  llvm::Expected<OwningOpRef<ModuleOp>>
+  build(MLIRContext &context, const importers::Checkpoint &checkpoint,
+        const models::BuildOptions &options) const override {
+    return models::buildGptOss(context, config, checkpoint, options);
+  }
+
+private:
+  GptOssConfig config;
+};
+} // namespace
+
+llvm::Expected<std::unique_ptr<models::ModelDefinition>>
+models::parseGptOssModel(llvm::StringRef json, llvm::StringRef path) {
+  llvm::Expected<GptOssConfig> config =
+      importers::parseGptOssConfig(json, path);
+  if (!config)
+    return config.takeError();
+  return std::make_unique<GptOssModel>(std::move(*config));
+}

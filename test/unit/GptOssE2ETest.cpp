@@ -1,0 +1,188 @@
+//===- GptOssE2ETest.cpp - lm IR of gpt-oss vs transformers ---------------===//
+//
+// Imports the golden gpt-oss checkpoints (MXFP4 experts; made by
+// transformers, see each fixture's README) through the model registry,
+// builds their lm IR, runs @prefill over all prompts as one batch and
+// @decode over the teacher-forced tokens with the reference evaluator, and
+// compares every logit with transformers' float32 output. Prompts are longer
+// than the sliding window, so sliding layers mask keys their full layers see.
+//
+//===----------------------------------------------------------------------===//
+
+#include "compiler/importers/WeightLoader.h"
+#include "compiler/models/ModelRegistry.h"
+#include "compiler/reference/Evaluator.h"
+#include "runtime/safetensors/Safetensors.h"
+
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/IR/MLIRContext.h"
+#include "mlir/IR/Verifier.h"
+#include "llvm/Support/JSON.h"
+#include "llvm/Support/MemoryBuffer.h"
+
+#include "gtest/gtest.h"
+
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+
+using namespace mlir;
+using namespace daybreak;
+
+namespace {
+
+std::vector<int64_t> intList(const llvm::json::Object &seq,
+                             llvm::StringRef key) {
+  std::vector<int64_t> out;
+  if (const llvm::json::Array *a = seq.getArray(key))
+    for (const llvm::json::Value &v : *a)
+      out.push_back(*v.getAsInteger());
+  return out;
+}
+
+/// The float32 tensor `name` of a safetensors file, row-major.
+std::vector<float> readF32(const safetensors::File &file,
+                           const std::string &name) {
+  const safetensors::TensorView *view = file.find(name);
+  EXPECT_NE(view, nullptr) << "missing " << name;
+  if (!view || view->dtype != safetensors::DType::F32)
+    return {};
+  std::vector<float> values(view->byteSize / 4);
+  std::memcpy(values.data(), view->data, view->byteSize);
+  return values;
+}
+
+class GptOssE2E : public ::testing::TestWithParam<const char *> {};
+
+TEST_P(GptOssE2E, LogitsMatchTransformers) {
+  std::string dir = std::string(DAYBREAK_SOURCE_DIR) + "/" + GetParam();
+  auto model = models::loadModel(dir);
+  ASSERT_TRUE(!!model) << llvm::toString(model.takeError());
+  ASSERT_EQ((*model)->modelType(), "gpt_oss");
+  auto checkpoint = importers::Checkpoint::open(dir);
+  ASSERT_TRUE(!!checkpoint) << llvm::toString(checkpoint.takeError());
+
+  auto inputsText = llvm::MemoryBuffer::getFile(dir + "/inputs.json");
+  ASSERT_TRUE(!!inputsText);
+  auto inputs = llvm::json::parse((*inputsText)->getBuffer());
+  ASSERT_TRUE(!!inputs) << llvm::toString(inputs.takeError());
+  const llvm::json::Array *sequences =
+      inputs->getAsObject()->getArray("sequences");
+  ASSERT_NE(sequences, nullptr);
+  safetensors::File expected;
+  safetensors::Status status =
+      safetensors::File::open(dir + "/expected.safetensors", expected);
+  ASSERT_TRUE(status.ok) << status.message;
+
+  std::vector<std::vector<int64_t>> prompts, decodes;
+  for (const llvm::json::Value &seqValue : *sequences) {
+    prompts.push_back(intList(*seqValue.getAsObject(), "prompt_ids"));
+    decodes.push_back(intList(*seqValue.getAsObject(), "decode_ids"));
+  }
+  int64_t batch = prompts.size();
+
+  MLIRContext context;
+  models::BuildOptions options;
+  options.maxSeqLen = 64;
+  options.maxBatch = batch;
+  auto module = (*model)->build(context, *checkpoint, options);
+  ASSERT_TRUE(!!module) << llvm::toString(module.takeError());
+  ASSERT_TRUE(succeeded(verify(**module)));
+
+  // MXFP4 bytes are read as the values their weights declare, as the
+  // pipeline's lm-fold-weights reads them.
+  ref::Evaluator evaluator(**module, [&](llvm::StringRef, Type type,
+                                         llvm::ArrayRef<std::string> srcs) {
+    return importers::loadWeight(
+        *checkpoint, srcs,
+        ref::toElementType(cast<ShapedType>(type).getElementType()));
+  });
+  // The caches are the step's arguments after its three inputs (token ids,
+  // positions, sequences); they start zeroed.
+  auto prefill = (*module)->lookupSymbol<func::FuncOp>("prefill");
+  ASSERT_TRUE(prefill);
+  std::vector<ref::Tensor> caches;
+  for (Type type : prefill.getArgumentTypes().drop_front(3)) {
+    auto shape = cast<RankedTensorType>(type).getShape();
+    caches.push_back(
+        ref::Tensor::zeros(ref::ElementType::F32,
+                           std::vector<int64_t>(shape.begin(), shape.end())));
+  }
+  auto step = [&](llvm::StringRef fn, const std::vector<int64_t> &ids,
+                  const std::vector<int64_t> &positions,
+                  const std::vector<int64_t> &seqs) -> std::vector<float> {
+    int64_t n = ids.size();
+    std::vector<ref::Tensor> args = {ref::Tensor::fromInts({n}, ids),
+                                     ref::Tensor::fromInts({n}, positions),
+                                     ref::Tensor::fromInts({n}, seqs)};
+    args.insert(args.end(), caches.begin(), caches.end());
+    auto out = evaluator.run(fn, args);
+    EXPECT_TRUE(!!out) << llvm::toString(out.takeError());
+    if (!out)
+      return {};
+    caches.assign(out->begin() + 1, out->end());
+    return (*out)[0].floats();
+  };
+
+  // Tolerance: 1e-4 absolute on logits of magnitude ~4 (fp32 vs fp32;
+  // transformers' own fp32-vs-fp64 spread is ~4e-6, fixture READMEs).
+  constexpr double kTolerance = 1e-4;
+  int64_t vocab = (*model)->vocabSize();
+  std::vector<int64_t> ids, positions, seqs;
+  for (int64_t i = 0; i < batch; ++i)
+    for (size_t p = 0; p < prompts[i].size(); ++p) {
+      ids.push_back(prompts[i][p]);
+      positions.push_back(p);
+      seqs.push_back(i);
+    }
+  std::vector<float> got = step("prefill", ids, positions, seqs);
+  ASSERT_EQ(got.size(), ids.size() * vocab);
+  size_t row = 0;
+  for (int64_t i = 0; i < batch; ++i) {
+    std::string prefix = "seq" + std::to_string(i);
+    std::vector<float> want = readF32(expected, prefix + ".prefill_logits");
+    ASSERT_EQ(want.size(), prompts[i].size() * vocab);
+    double worst = 0;
+    for (size_t j = 0; j < want.size(); ++j)
+      worst =
+          std::max(worst, std::fabs(double(got[row * vocab + j]) - want[j]));
+    row += prompts[i].size();
+    EXPECT_LE(worst, kTolerance) << prefix << " prefill";
+    std::printf("%s %s prefill: %zu logits, max |diff| %.3g\n", GetParam(),
+                prefix.c_str(), want.size(), worst);
+  }
+
+  std::vector<double> worstDecode(batch, 0.0);
+  std::vector<std::vector<float>> wantDecode(batch);
+  for (int64_t i = 0; i < batch; ++i)
+    wantDecode[i] =
+        readF32(expected, "seq" + std::to_string(i) + ".decode_logits");
+  for (size_t t = 0; t < decodes[0].size(); ++t) {
+    ids.clear();
+    positions.clear();
+    seqs.clear();
+    for (int64_t i = 0; i < batch; ++i) {
+      ids.push_back(decodes[i][t]);
+      positions.push_back(prompts[i].size() + t);
+      seqs.push_back(i);
+    }
+    std::vector<float> rows = step("decode", ids, positions, seqs);
+    ASSERT_EQ(static_cast<int64_t>(rows.size()), batch * vocab);
+    for (int64_t i = 0; i < batch; ++i)
+      for (int64_t j = 0; j < vocab; ++j)
+        worstDecode[i] =
+            std::max(worstDecode[i], std::fabs(double(rows[i * vocab + j]) -
+                                               wantDecode[i][t * vocab + j]));
+  }
+  for (int64_t i = 0; i < batch; ++i) {
+    EXPECT_LE(worstDecode[i], kTolerance) << "seq" << i << " decode";
+    std::printf("%s seq%lld decode: %zu steps, max |diff| %.3g\n", GetParam(),
+                static_cast<long long>(i), decodes[i].size(), worstDecode[i]);
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Fixtures, GptOssE2E,
+                         ::testing::Values("test/fixtures/shared/gpt_oss_mxfp4",
+                                           "test/fixtures/gpt_oss_small"));
+
+} // namespace
