@@ -146,16 +146,16 @@ denseAttention(const float *q, const Cache &k, const Cache &v,
         vRows[tid] = cacheRow(v, seq, c0 + tid);
       }
       __syncthreads();
-      // Decode this KV head's columns of the chunk's rows.
-      for (int64_t e = tid; e < int64_t(cn) * headDim; e += blockDim.x) {
-        int c = int(e / headDim);
-        int64_t d = e % headDim;
+      // Decode this KV head's columns of the chunk's rows (32-bit index
+      // arithmetic: a chunk holds at most 32 x 256 values).
+      const int kd = int(headDim), vd = int(valueDim);
+      for (int e = tid; e < cn * kd; e += kAttentionThreads) {
+        int c = e / kd, d = e % kd;
         ks[c * kStride + d] = cacheValue(k, kRows[c], g * headDim + d);
       }
-      for (int64_t e = tid; e < int64_t(cn) * valueDim; e += blockDim.x) {
-        int c = int(e / valueDim);
-        int64_t d = e % valueDim;
-        vs[c * valueDim + d] = cacheValue(v, vRows[c], g * valueDim + d);
+      for (int e = tid; e < cn * vd; e += kAttentionThreads) {
+        int c = e / vd, d = e % vd;
+        vs[c * vd + d] = cacheValue(v, vRows[c], g * valueDim + d);
       }
       __syncthreads();
       // Scores: a warp takes four rows at a time, a lane one key (chunk <=
