@@ -190,7 +190,7 @@ namespace Rope {
 enum Style : int64_t { interleaved, half_split };
 } // namespace Rope
 namespace MoeRoute {
-enum Routing : int64_t { softmax, sigmoid };
+enum Routing : int64_t { softmax, sigmoid, softmax_topk };
 } // namespace MoeRoute
 
 } // namespace daybreak::abi

@@ -40,8 +40,18 @@ struct RopeParams {
   bool truncate = true;
 };
 
-/// DeepSeek noaux_tc routing's parameters (lm.moe_route `sigmoid`).
+/// How lm.moe_route scores experts (the ones the devices run).
+enum class RouteScore {
+  /// DeepSeek noaux_tc: sigmoid scores, biased selection, group limit.
+  Sigmoid,
+  /// gpt-oss: top-k of the (biased) logits, softmax over the k picked.
+  SoftmaxTopK,
+};
+
+/// lm.moe_route's parameters (numGroups, topKGroups and renormalize serve
+/// `sigmoid` only; softmax_topk's weights always sum to scalingFactor).
 struct RouteParams {
+  RouteScore score = RouteScore::Sigmoid;
   int64_t topK = 1, numGroups = 1, topKGroups = 1;
   bool renormalize = true;
   double scalingFactor = 1.0;

@@ -25,12 +25,16 @@ runtime::RopeParams runtime::ropeParams(const PreparedLaunch &l) {
 }
 
 StatusOr<runtime::RouteParams>
-runtime::sigmoidRouteParams(const PreparedLaunch &l, const char *device) {
+runtime::routeParams(const PreparedLaunch &l, const char *device) {
   using P = abi::MoeRoute::P;
-  if (l.i(P::routing) != abi::MoeRoute::sigmoid)
-    return Status::error(std::string("only sigmoid routing runs on the ") +
-                         device + " device");
   runtime::RouteParams p;
+  if (l.i(P::routing) == abi::MoeRoute::sigmoid)
+    p.score = runtime::RouteScore::Sigmoid;
+  else if (l.i(P::routing) == abi::MoeRoute::softmax_topk)
+    p.score = runtime::RouteScore::SoftmaxTopK;
+  else
+    return Status::error(std::string("softmax routing does not run on the ") +
+                         device + " device (sigmoid and softmax_topk do)");
   p.topK = l.i(P::top_k);
   p.numGroups = l.i(P::num_groups);
   p.topKGroups = l.i(P::top_k_groups);

@@ -19,10 +19,10 @@ namespace daybreak::runtime {
 /// A `rope` launch's rotation: style, slice, theta and the YaRN fields.
 runtime::RopeParams ropeParams(const PreparedLaunch &l);
 
-/// A `moe_route` launch's parameters; an error naming `device` for a
-/// routing function other than sigmoid (the only one the devices run).
-StatusOr<runtime::RouteParams> sigmoidRouteParams(const PreparedLaunch &l,
-                                              const char *device);
+/// A `moe_route` launch's parameters; an error naming `device` for
+/// `softmax` routing (the devices run `sigmoid` and `softmax_topk`).
+StatusOr<runtime::RouteParams> routeParams(const PreparedLaunch &l,
+                                           const char *device);
 
 } // namespace daybreak::runtime
 

@@ -197,6 +197,58 @@ static Status checkMxfp4Experts(const artifact::Manifest &m,
   return Status::success();
 }
 
+/// A dense attention launch reads q [T, Hq, D] and writes [T, Hq, Dv] by
+/// the K and V caches' widths (rows of kv_heads x D and kv_heads x Dv), so
+/// the kernels never read or write past them; a window cache must hold the
+/// launch's window.
+static Status checkAttention(const artifact::Manifest &m,
+                             const PreparedLaunch &p) {
+  using In = abi::Attention::In;
+  using P = abi::Attention::P;
+  const PreparedArg &q = p.args[In::q], &out = p.args[p.numOperands];
+  int64_t kvHeads = p.params[P::kv_heads].i;
+  if (kvHeads <= 0)
+    return Status::error("has kv_heads " + std::to_string(kvHeads));
+  if (p.params[P::window].present && p.params[P::window].i <= 0)
+    return Status::error("has window " +
+                         std::to_string(p.params[P::window].i));
+  if (q.rank != 3 || q.perToken[1] || q.perToken[2] || out.rank != 3 ||
+      out.perToken[1] || out.perToken[2] || q.constant[1] % kvHeads != 0)
+    return Status::error("expects q [T, Hq, D] and output [T, Hq, Dv] with "
+                         "Hq a multiple of kv_heads (" +
+                         std::to_string(kvHeads) + ")");
+  int64_t heads = q.constant[1], dims[2] = {q.constant[2], 0};
+  for (unsigned slot : {In::k, In::v}) {
+    const artifact::Cache &c = m.caches(p.args[slot].index);
+    bool isK = slot == In::k;
+    if (c.kind() == artifact::CACHE_SLOT_STATE || c.width() % kvHeads != 0 ||
+        (isK && c.width() != kvHeads * dims[0]))
+      return Status::error("cache '" + c.name() + "' does not hold rows of " +
+                           std::to_string(kvHeads) + " heads" +
+                           (isK ? " of " + std::to_string(dims[0]) + " values"
+                                : std::string()));
+    if (!isK)
+      dims[1] = c.width() / kvHeads;
+    if (c.kind() == artifact::CACHE_WINDOW &&
+        (!p.params[P::window].present || p.params[P::window].i > c.window()))
+      return Status::error("reads window cache '" + c.name() + "' (window " +
+                           std::to_string(c.window()) +
+                           ") without a window that fits it");
+  }
+  if (out.constant[1] != heads || out.constant[2] != dims[1])
+    return Status::error("writes an output of " +
+                         std::to_string(out.constant[1]) + " x " +
+                         std::to_string(out.constant[2]) + " per token, not " +
+                         std::to_string(heads) + " x " +
+                         std::to_string(dims[1]));
+  const PreparedArg &sinks = p.args[In::sinks];
+  if (sinks.kind != PreparedArg::Kind::Absent &&
+      (sinks.rank != 1 || sinks.perToken[0] || sinks.constant[0] != heads))
+    return Status::error("has sinks that are not [" + std::to_string(heads) +
+                         "]");
+  return Status::success();
+}
+
 /// Decodes launch `l` of `step` into `p`.
 static Status prepareLaunch(const artifact::Manifest &m,
                             const artifact::Step &step,
@@ -261,6 +313,8 @@ static Status prepareLaunch(const artifact::Manifest &m,
   }
   if (p.kernel == abi::KernelId::Mxfp4ExpertMatmul)
     DAYBREAK_RETURN_IF_ERROR(checkMxfp4Experts(m, p));
+  if (p.kernel == abi::KernelId::Attention)
+    DAYBREAK_RETURN_IF_ERROR(checkAttention(m, p));
   if (p.kernel == abi::KernelId::Rope) {
     using P = abi::Rope::P;
     unsigned yarn = 0;

@@ -28,6 +28,7 @@
 #include <optional>
 #include <random>
 #include <string>
+#include <tuple>
 #include <vector>
 
 using namespace daybreak;
@@ -411,6 +412,42 @@ TEST_F(CudaKernelsTest, MoeRouteSigmoid) {
   }
 }
 
+TEST_F(CudaKernelsTest, MoeRouteSoftmaxTopK) {
+  for (auto [tokens, experts, topK, ties] :
+       {std::tuple<int64_t, int64_t, int64_t, bool>{33, 128, 4, false},
+        {33, 128, 4, true}, {1, 32, 4, true}, {5, 16, 16, false}}) {
+    auto logits = random(tokens * experts, -4, 4);
+    auto bias = random(experts, -0.5f, 0.5f);
+    if (ties) // few distinct values: ties across the top-k boundary
+      for (float &l : logits)
+        l = std::round(l);
+    cpu::RouteParams p;
+    p.score = runtime::RouteScore::SoftmaxTopK;
+    p.topK = topK;
+    p.scalingFactor = 1.5;
+    for (bool withBias : {false, true}) {
+      const float *hostBias = withBias ? bias.data() : nullptr;
+      std::vector<int32_t> indices(tokens * topK);
+      std::vector<float> weights(tokens * topK);
+      cpu::moeRouteSoftmaxTopK(pool, logits.data(), hostBias, tokens, experts,
+                               p, indices.data(), weights.data());
+      Buffer dLogits(*driver, logits), dBias(*driver, bias),
+          dIdx(*driver, indices.size() * 4), dW(*driver, weights.size() * 4);
+      expectRan(kernels->moeRouteSoftmaxTopK(dLogits,
+                                             withBias ? dBias.get() : 0,
+                                             tokens, experts, p, dIdx, dW,
+                                             nullptr));
+      EXPECT_EQ(dIdx.read<int32_t>(indices.size()), indices); // exact
+      double e = rowRelativeError(dW.read<float>(weights.size()), weights, topK);
+      char shape[64];
+      std::snprintf(shape, sizeof(shape), "E=%ld k=%ld ties=%d bias=%d",
+                    long(experts), long(topK), ties, withBias);
+      report("moeRouteSoftmaxTopK", shape, e);
+      EXPECT_LE(e, 1e-6); // double on both sides
+    }
+  }
+}
+
 TEST_F(CudaKernelsTest, ExpertMatmul) {
   int64_t experts = 6, n = 70, k = 300, slots = 4;
   for (int64_t tokens : {1, 5})
@@ -552,9 +589,11 @@ struct TestCache {
   std::vector<int32_t> pageTable;
   std::optional<Buffer> dBytes, dTable;
 
+  /// Paged through a shuffled page table, or with `ringRows` a ring of
+  /// that many rows per sequence (a window cache: page size 1, no table).
   TestCache(cpu::CacheFormat format, int64_t width, int64_t tailDim,
             int64_t scaleBlock, int64_t maxSeqLen, int64_t pageSize,
-            std::mt19937 &rng) {
+            std::mt19937 &rng, int64_t ringRows = 0) {
     host.format = format;
     host.width = width;
     host.tailDim = tailDim;
@@ -563,16 +602,21 @@ struct TestCache {
         cpu::cacheBytesPerRow(format, width, tailDim, scaleBlock);
     host.batch = 2;
     host.maxSeqLen = maxSeqLen;
-    host.pageSize = pageSize;
-    int64_t pages = host.batch * host.pagesPerSeq();
-    pageTable.resize(pages);
-    std::iota(pageTable.begin(), pageTable.end(), 0);
-    std::shuffle(pageTable.begin(), pageTable.end(), rng);
-    bytes.resize(pages * pageSize * host.bytesPerRow);
+    host.pageSize = ringRows ? 1 : pageSize;
+    host.ringRows = ringRows;
+    int64_t rows = host.batch * ringRows;
+    if (!ringRows) {
+      int64_t pages = host.batch * host.pagesPerSeq();
+      pageTable.resize(pages);
+      std::iota(pageTable.begin(), pageTable.end(), 0);
+      std::shuffle(pageTable.begin(), pageTable.end(), rng);
+      rows = pages * pageSize;
+      host.pageTable = pageTable.data();
+    }
+    bytes.resize(rows * host.bytesPerRow);
     for (auto &b : bytes)
       b = uint8_t(rng());
     host.base = bytes.data();
-    host.pageTable = pageTable.data();
   }
   /// Fills every row with values of varied magnitude (per 64-wide span).
   void fill(std::mt19937 &rng) {
@@ -599,6 +643,7 @@ struct TestCache {
     v.maxSeqLen = host.maxSeqLen;
     v.pageSize = host.pageSize;
     v.pageTable = *dTable;
+    v.ringRows = host.ringRows;
     return v;
   }
 };
@@ -801,6 +846,94 @@ TEST_F(CudaKernelsTest, SparseAttention) {
             for (int64_t i = 3 * heads * valueDim;
                  i < tokens * heads * valueDim; ++i)
               ASSERT_EQ(got[i], 0.0f);
+          }
+        }
+}
+
+TEST_F(CudaKernelsTest, DenseAttention) {
+  struct Shape {
+    int64_t heads, kvHeads, headDim, valueDim;
+  };
+  // gpt-oss (64 query heads on 8 KV heads of 64), the fixtures' MHA of 32,
+  // MQA at 64 query heads, the widest heads, a value dim unlike the key's.
+  const Shape shapes[] = {
+      {64, 8, 64, 64}, {4, 4, 32, 32}, {64, 1, 64, 64},
+      {16, 2, 256, 256}, {6, 3, 32, 48}};
+  // Decode: one token per sequence; prefill: a chunk of one sequence and a
+  // fresh prompt of the other. Windows: none, shorter than the prompts
+  // (on a ring of window - 1 + tokens rows), longer than any sequence.
+  struct Step {
+    const char *name;
+    std::vector<int32_t> positions, sequences;
+  };
+  std::vector<Step> steps = {{"decode", {95, 40}, {0, 1}}, {"prefill", {}, {}}};
+  for (int32_t p = 60; p < 80; ++p) {
+    steps[1].positions.push_back(p);
+    steps[1].sequences.push_back(0);
+  }
+  for (int32_t p = 0; p < 30; ++p) {
+    steps[1].positions.push_back(p);
+    steps[1].sequences.push_back(1);
+  }
+  for (auto format : {cpu::CacheFormat::F32, cpu::CacheFormat::BF16,
+                      cpu::CacheFormat::Fp8Scaled})
+    for (const Shape &sh : shapes)
+      for (const Step &step : steps)
+        for (int64_t window : {0, 16, 1000}) {
+          bool fp8 = format == cpu::CacheFormat::Fp8Scaled;
+          int64_t tokens = step.positions.size(), maxSeqLen = 96;
+          int64_t kWidth = sh.kvHeads * sh.headDim,
+                  vWidth = sh.kvHeads * sh.valueDim;
+          // Fp8: 32-wide scale blocks (several a head) and a bf16 tail.
+          int64_t ringRows = window == 16 ? window - 1 + tokens : 0;
+          TestCache k(format, kWidth, fp8 ? 16 : 0, fp8 ? 32 : 0, maxSeqLen,
+                      16, rng, ringRows);
+          TestCache v(format, vWidth, fp8 ? 16 : 0, fp8 ? 32 : 0, maxSeqLen,
+                      16, rng, ringRows);
+          k.fill(rng);
+          v.fill(rng);
+          auto q = random(tokens * sh.heads * sh.headDim);
+          auto sinks = random(sh.heads, -2.0f, 3.0f);
+          bool withSinks = window != 1000;
+          double scale = 1.0 / std::sqrt(double(sh.headDim));
+          std::vector<float> expected(tokens * sh.heads * sh.valueDim);
+          ASSERT_TRUE(cpu::attention(pool, q.data(), k.host, v.host,
+                                     step.positions.data(),
+                                     step.sequences.data(),
+                                     withSinks ? sinks.data() : nullptr,
+                                     tokens, sh.heads, sh.kvHeads, scale,
+                                     window, expected.data())
+                          .ok());
+          DeviceCacheView dk = k.upload(*driver), dv = v.upload(*driver);
+          Buffer dq(*driver, q), dPos(*driver, step.positions),
+              dSeqs(*driver, step.sequences), dSinks(*driver, sinks),
+              dOut(*driver, expected.size() * 4);
+          int64_t scratchFloats =
+              attentionScratchFloats(sh.heads / sh.kvHeads, sh.valueDim);
+          Buffer dScratch(*driver, scratchFloats * 4);
+          // With scratch, grids under two blocks per SM split each token's
+          // keys (flash decoding); without, one block takes them all.
+          for (bool split : {false, true}) {
+            // NaN first, so a path that leaves outputs unwritten fails.
+            ASSERT_EQ(driver->cuMemsetD8(dOut.get(), 0xff, expected.size() * 4),
+                      CUDA_SUCCESS);
+            expectRan(kernels->attention(
+                dq, dk, dv, dPos, dSeqs, withSinks ? dSinks.get() : 0, tokens,
+                sh.heads, sh.kvHeads, scale, window, dOut, nullptr,
+                split ? dScratch.get() : 0, split ? scratchFloats : 0));
+            double e = rowRelativeError(dOut.read<float>(expected.size()),
+                                        expected, sh.valueDim);
+            char shape[96];
+            std::snprintf(shape, sizeof(shape),
+                          "%s %s H=%ld/%ld D=%ld/%ld win=%ld%s split=%d",
+                          formatName(format), step.name, long(sh.heads),
+                          long(sh.kvHeads), long(sh.headDim),
+                          long(sh.valueDim), long(window),
+                          ringRows ? " ring" : "", split);
+            report("attention", shape, e);
+            // fp32 scores and online softmax (expf) against the CPU's fp32
+            // GEMMs with a double softmax; the same decoded K and V.
+            EXPECT_LE(e, 2e-5) << shape;
           }
         }
 }

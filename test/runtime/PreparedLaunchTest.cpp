@@ -238,6 +238,105 @@ TEST(PreparedLaunch, Mxfp4ExpertsAreCheckedAtLoad) {
   }
 }
 
+/// rmsNormManifest's step with its launch replaced by dense attention: q
+/// [tokens, 4, 8] (buffer 0) over K and V caches of 2 KV heads (widths 16
+/// and 24: values of 12), output [tokens, 4, 12] (buffer 2), positions and
+/// sequences by role, sinks [4] (a weight), window 8 on a window cache.
+artifact::Manifest attentionManifest() {
+  artifact::Manifest m = rmsNormManifest();
+  artifact::Step *step = m.mutable_steps(0);
+  for (auto [buffer, dims] :
+       {std::pair<int, std::vector<int64_t>>{0, {4, 8}}, {2, {4, 12}}}) {
+    artifact::Buffer *b = step->mutable_buffers(buffer);
+    b->mutable_dims()->RemoveLast();
+    for (int64_t d : dims)
+      b->add_dims()->set_constant(d);
+  }
+  for (auto [name, width] : {std::pair<const char *, int64_t>{"k", 16},
+                             {"v", 24}}) {
+    artifact::Cache *c = m.add_caches();
+    c->set_name(name);
+    c->set_format(artifact::CACHE_F32);
+    c->set_width(width);
+    c->set_bytes_per_row(4 * width);
+    c->set_kind(artifact::CACHE_WINDOW);
+    c->set_window(8);
+    c->set_window_rows(11);
+  }
+  artifact::Weight *sinks = m.add_weights();
+  sinks->set_name("sinks");
+  sinks->set_dtype(artifact::F32);
+  sinks->add_shape(4);
+  artifact::Launch *l = step->mutable_launches(0);
+  l->Clear();
+  l->set_kernel("attention");
+  l->add_operands()->set_buffer(0); // q
+  l->add_operands()->set_cache(0);  // k
+  l->add_operands()->set_cache(1);  // v
+  l->add_operands()->set_buffer(4); // positions
+  l->add_operands()->set_buffer(5); // sequences
+  l->add_operands()->set_weight(0); // sinks
+  l->add_results()->set_buffer(2);
+  for (auto [name, value] : {std::pair<const char *, int64_t>{"kv_heads", 2},
+                             {"window", 8}}) {
+    artifact::Attr *a = l->add_attrs();
+    a->set_name(name);
+    a->set_i(value);
+  }
+  artifact::Attr *scale = l->add_attrs();
+  scale->set_name("scale");
+  scale->set_f(0.125);
+  return m;
+}
+
+TEST(PreparedLaunch, AttentionShapesAreCheckedAtLoad) {
+  const std::string label = "step 'decode' launch 0 (attention): ";
+  StatusOr<std::vector<PreparedStep>> steps =
+      prepareSteps(attentionManifest());
+  ASSERT_TRUE(steps.ok()) << steps.error().message();
+  EXPECT_EQ((*steps)[0].launches[0].kernel, abi::KernelId::Attention);
+  auto launch = [](artifact::Manifest &m) {
+    return m.mutable_steps(0)->mutable_launches(0);
+  };
+  {
+    artifact::Manifest m = attentionManifest();
+    launch(m)->mutable_attrs(0)->set_i(3);
+    EXPECT_EQ(prepareError(m),
+              label + "expects q [T, Hq, D] and output [T, Hq, Dv] with Hq "
+                      "a multiple of kv_heads (3)");
+  }
+  {
+    artifact::Manifest m = attentionManifest();
+    m.mutable_caches(0)->set_width(24);
+    m.mutable_caches(0)->set_bytes_per_row(96);
+    EXPECT_EQ(prepareError(m), label + "cache 'k' does not hold rows of 2 "
+                                       "heads of 8 values");
+  }
+  {
+    artifact::Manifest m = attentionManifest();
+    m.mutable_caches(1)->set_width(20);
+    m.mutable_caches(1)->set_bytes_per_row(80);
+    EXPECT_EQ(prepareError(m), label + "writes an output of 4 x 12 per "
+                                       "token, not 4 x 10");
+  }
+  {
+    artifact::Manifest m = attentionManifest();
+    launch(m)->mutable_attrs(1)->set_i(9);
+    EXPECT_EQ(prepareError(m), label + "reads window cache 'k' (window 8) "
+                                       "without a window that fits it");
+  }
+  {
+    artifact::Manifest m = attentionManifest();
+    launch(m)->mutable_attrs(1)->set_i(0);
+    EXPECT_EQ(prepareError(m), label + "has window 0");
+  }
+  {
+    artifact::Manifest m = attentionManifest();
+    m.mutable_weights(0)->set_shape(0, 8);
+    EXPECT_EQ(prepareError(m), label + "has sinks that are not [4]");
+  }
+}
+
 TEST(PreparedLaunch, EnumChoicesAreTheDeclaredOnes) {
   const abi::KernelDecl &rope = abi::kernel(abi::KernelId::Rope);
   EXPECT_EQ(rope.enumIndex(abi::Rope::P::style, "interleaved"),
@@ -249,6 +348,8 @@ TEST(PreparedLaunch, EnumChoicesAreTheDeclaredOnes) {
             abi::MoeRoute::softmax);
   EXPECT_EQ(route.enumIndex(abi::MoeRoute::P::routing, "sigmoid"),
             abi::MoeRoute::sigmoid);
+  EXPECT_EQ(route.enumIndex(abi::MoeRoute::P::routing, "softmax_topk"),
+            abi::MoeRoute::softmax_topk);
   EXPECT_EQ(route.enumIndex(abi::MoeRoute::P::routing, "relu"), -1);
 }
 

@@ -9,6 +9,7 @@
 #include "llvm/Support/FormatVariadic.h"
 
 #ifdef DAYBREAK_HAVE_NVRTC
+#include "CudaAttentionSource.h"
 #include "CudaKernelsSource.h"
 #include <nvrtc.h>
 #endif
@@ -104,9 +105,14 @@ targets::cuda::specializeLibraryKernels(ModuleOp module, llvm::StringRef chip) {
     lowered.emplace(expression, "");
   });
 
-  std::string source;
+  std::string source, attention;
   for (const char *chunk : kCudaKernelsSourceChunks)
     source += chunk;
+  for (const char *chunk : kCudaAttentionSourceChunks)
+    attention += chunk;
+  // The file CudaKernels.cu includes, by the name it includes it as.
+  const char *headers[] = {attention.c_str()};
+  const char *headerNames[] = {"CudaAttention.cuh"};
   nvrtcProgram program;
   auto check = [](nvrtcResult result, llvm::StringRef what) -> llvm::Error {
     if (result == NVRTC_SUCCESS)
@@ -115,7 +121,7 @@ targets::cuda::specializeLibraryKernels(ModuleOp module, llvm::StringRef chip) {
   };
   if (llvm::Error e =
           check(nvrtcCreateProgram(&program, source.c_str(), "CudaKernels.cu",
-                                   0, nullptr, nullptr),
+                                   1, headers, headerNames),
                 "nvrtcCreateProgram"))
     return std::move(e);
   struct Destroy {

@@ -1,4 +1,4 @@
-//===- CpuAttention.cpp - DSA indexer, top-k selection, sparse MLA --------===//
+//===- CpuAttention.cpp - Dense GQA, DSA indexer, top-k, sparse MLA -------===//
 //
 // The kernels that read caches: each job decodes the cache rows it needs into
 // fp32 scratch and runs the GEMM core on them (queries x keys, then
@@ -37,6 +37,10 @@ Status checkSequences(const int32_t *sequences, int64_t tokens, int64_t batch,
 
 // Tokens and keys per indexer job.
 constexpr int64_t kIndexerTokens = 8, kIndexerKeys = 128;
+
+// Dense attention: query rows (tokens x the query heads of one KV head) per
+// job, and keys decoded per chunk of its online softmax.
+constexpr int64_t kAttentionRows = 64, kAttentionKeys = 64;
 
 } // namespace
 
@@ -194,6 +198,144 @@ Status sparseAttention(ThreadPool &pool, const float *q, const CacheView &kv,
         for (int64_t d = 0; d < valueDim; ++d)
           o[h * valueDim + d] =
               static_cast<float>(o[h * valueDim + d] * inverse[h]);
+    }
+  });
+  return Status::success();
+}
+
+Status attention(ThreadPool &pool, const float *q, const CacheView &k,
+                 const CacheView &v, const int32_t *positions,
+                 const int32_t *sequences, const float *sinks, int64_t tokens,
+                 int64_t heads, int64_t kvHeads, double scale, int64_t window,
+                 float *out) {
+  if (kvHeads <= 0 || heads % kvHeads != 0 || k.width % kvHeads != 0 ||
+      v.width % kvHeads != 0)
+    return Status::error("attention: " + std::to_string(heads) +
+                         " query heads, K and V rows of " +
+                         std::to_string(k.width) + " and " +
+                         std::to_string(v.width) +
+                         " values do not split into " +
+                         std::to_string(kvHeads) + " KV heads");
+  if (Status status = checkSequences(sequences, tokens,
+                                     std::min(k.batch, v.batch), "attention");
+      !status.ok())
+    return status;
+  int64_t maxSeqLen = std::min(k.maxSeqLen, v.maxSeqLen);
+  for (int64_t t = 0; t < tokens; ++t)
+    if (positions[t] < 0 || positions[t] >= maxSeqLen)
+      return Status::error("attention: position " +
+                           std::to_string(positions[t]) + " of token " +
+                           std::to_string(t) + " is outside [0, " +
+                           std::to_string(maxSeqLen) + ")");
+  // A ring keeps the last ringRows positions: enough when every query's
+  // window and the step's later rows fit (the plan gives window - 1 +
+  // max_tokens rows).
+  for (const CacheView *c : {&k, &v})
+    if (c->ringRows && (window <= 0 || window - 1 + tokens > c->ringRows))
+      return Status::error(
+          "attention: a window cache of " + std::to_string(c->ringRows) +
+          " rows per sequence cannot hold a window of " +
+          std::to_string(window) + " keys and " + std::to_string(tokens) +
+          " tokens");
+  int64_t group = heads / kvHeads, headDim = k.width / kvHeads,
+          valueDim = v.width / kvHeads;
+  // Jobs are fixed tiles of tokens x one KV head (its group of query heads
+  // shares the decoded keys and values), cut by the shapes only.
+  int64_t blockTokens = std::max<int64_t>(1, kAttentionRows / group);
+  int64_t blockRows = blockTokens * group;
+  int64_t tokenBlocks = (tokens + blockTokens - 1) / blockTokens;
+  pool.parallelFor(tokenBlocks * kvHeads, 1, [&](int64_t begin, int64_t end) {
+    ScratchFrame frame;
+    float *qs = frame.take<float>(blockRows * headDim);
+    float *keys = frame.take<float>(kAttentionKeys * headDim);
+    float *values = frame.take<float>(kAttentionKeys * valueDim);
+    float *probs = frame.take<float>(blockRows * kAttentionKeys);
+    float *part = frame.take<float>(blockRows * valueDim);
+    float *acc = frame.take<float>(blockRows * valueDim);
+    double *runMax = frame.take<double>(blockRows);
+    double *runSum = frame.take<double>(blockRows);
+    int64_t *first = frame.take<int64_t>(blockTokens);
+    for (int64_t job = begin; job < end; ++job) {
+      int64_t g = job % kvHeads;
+      int64_t t0 = (job / kvHeads) * blockTokens;
+      int64_t t1 = std::min(tokens, t0 + blockTokens);
+      // Runs of tokens of one sequence share each decoded chunk of keys.
+      for (int64_t ta = t0; ta < t1;) {
+        int64_t seq = sequences ? sequences[ta] : 0;
+        int64_t tb = ta + 1;
+        while (tb < t1 && (sequences ? sequences[tb] : 0) == seq)
+          ++tb;
+        int64_t rows = (tb - ta) * group;
+        int64_t lo = std::numeric_limits<int64_t>::max(), hi = -1;
+        for (int64_t t = ta; t < tb; ++t) {
+          int64_t p = positions[t];
+          first[t - ta] = window > 0 ? std::max<int64_t>(0, p - window + 1) : 0;
+          lo = std::min(lo, first[t - ta]);
+          hi = std::max(hi, p);
+          std::copy_n(q + (t * heads + g * group) * headDim, group * headDim,
+                      qs + (t - ta) * group * headDim);
+        }
+        std::fill(runMax, runMax + rows,
+                  -std::numeric_limits<double>::infinity());
+        std::fill(runSum, runSum + rows, 0.0);
+        std::fill(acc, acc + rows * valueDim, 0.0f);
+        for (int64_t c0 = lo; c0 <= hi; c0 += kAttentionKeys) {
+          int64_t n = std::min(kAttentionKeys, hi + 1 - c0);
+          for (int64_t i = 0; i < n; ++i) {
+            k.readColumns(seq, c0 + i, g * headDim, headDim,
+                          keys + i * headDim);
+            v.readColumns(seq, c0 + i, g * valueDim, valueDim,
+                          values + i * valueDim);
+          }
+          // probs[r, i] = q[r] . key[i], then the online softmax's update.
+          detail::gemm(qs, headDim, keys, headDim, false, nullptr, probs, n,
+                       rows, 0, n, headDim);
+          for (int64_t r = 0; r < rows; ++r) {
+            int64_t u = r / group;
+            int64_t i0 = std::max<int64_t>(first[u] - c0, 0);
+            int64_t i1 = std::min<int64_t>(positions[ta + u] + 1 - c0, n);
+            float *p = probs + r * n;
+            double m = runMax[r];
+            for (int64_t i = i0; i < i1; ++i)
+              m = std::max(m, scale * p[i]);
+            double correction = m == runMax[r] ? 1.0 : std::exp(runMax[r] - m);
+            double sum = runSum[r] * correction;
+            for (int64_t i = 0; i < n; ++i) {
+              double e = i >= i0 && i < i1 ? std::exp(scale * p[i] - m) : 0.0;
+              sum += e;
+              p[i] = static_cast<float>(e);
+            }
+            runMax[r] = m;
+            runSum[r] = sum;
+            if (correction != 1.0)
+              for (int64_t d = 0; d < valueDim; ++d)
+                acc[r * valueDim + d] = static_cast<float>(
+                    acc[r * valueDim + d] * correction);
+          }
+          // acc += probs x V
+          detail::gemm(probs, n, values, valueDim, /*wIsKN=*/true, nullptr,
+                       part, valueDim, rows, 0, valueDim, n);
+          for (int64_t e = 0; e < rows * valueDim; ++e)
+            acc[e] += part[e];
+        }
+        for (int64_t r = 0; r < rows; ++r) {
+          int64_t t = ta + r / group, h = g * group + r % group;
+          float *o = out + (t * heads + h) * valueDim;
+          if (runSum[r] == 0.0) { // no visible key
+            std::fill(o, o + valueDim, 0.0f);
+            continue;
+          }
+          // The sink joins the maximum and the denominator, not the values.
+          double m = sinks ? std::max(runMax[r], double(sinks[h])) : runMax[r];
+          double keep = std::exp(runMax[r] - m);
+          double denominator =
+              runSum[r] * keep + (sinks ? std::exp(sinks[h] - m) : 0.0);
+          double factor = keep / denominator;
+          for (int64_t d = 0; d < valueDim; ++d)
+            o[d] = static_cast<float>(acc[r * valueDim + d] * factor);
+        }
+        ta = tb;
+      }
     }
   });
   return Status::success();

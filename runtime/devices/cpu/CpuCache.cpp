@@ -38,6 +38,17 @@ int fp8ScaleExponent(float amax) {
   return mantissa == 0.5 ? exponent - 1 : exponent;
 }
 
+/// Each e4m3 byte's value, built once.
+const std::array<float, 256> &e4m3Values() {
+  static const std::array<float, 256> table = [] {
+    std::array<float, 256> values;
+    for (int b = 0; b < 256; ++b)
+      values[b] = e4m3ToFloat(static_cast<uint8_t>(b));
+    return values;
+  }();
+  return table;
+}
+
 } // namespace
 
 void CacheView::read(int64_t seq, int64_t pos, float *out) const {
@@ -57,13 +68,7 @@ void CacheView::read(int64_t seq, int64_t pos, float *out) const {
     int64_t quantized = width - tailDim, tiles = quantized / scaleBlock;
     const uint8_t *scales = src + quantized;
     const uint8_t *tail = scales + 4 * tiles;
-    // A small table turns each e4m3 byte into its value.
-    static const std::array<float, 256> table = [] {
-      std::array<float, 256> values;
-      for (int b = 0; b < 256; ++b)
-        values[b] = e4m3ToFloat(static_cast<uint8_t>(b));
-      return values;
-    }();
+    const std::array<float, 256> &table = e4m3Values();
     for (int64_t tile = 0; tile < tiles; ++tile) {
       float scale;
       std::memcpy(&scale, scales + 4 * tile, 4);
@@ -74,6 +79,43 @@ void CacheView::read(int64_t seq, int64_t pos, float *out) const {
       uint16_t bits;
       std::memcpy(&bits, tail + 2 * i, 2);
       out[quantized + i] = bf16ToFloat(bits);
+    }
+    return;
+  }
+  }
+}
+
+void CacheView::readColumns(int64_t seq, int64_t pos, int64_t first,
+                            int64_t count, float *out) const {
+  const uint8_t *src = row(seq, pos);
+  switch (format) {
+  case CacheFormat::F32:
+    std::memcpy(out, src + 4 * first, count * sizeof(float));
+    return;
+  case CacheFormat::BF16:
+    for (int64_t i = 0; i < count; ++i) {
+      uint16_t bits;
+      std::memcpy(&bits, src + 2 * (first + i), 2);
+      out[i] = bf16ToFloat(bits);
+    }
+    return;
+  case CacheFormat::Fp8Scaled: {
+    // Column by column, the same value read() gives it.
+    int64_t quantized = width - tailDim;
+    const uint8_t *scales = src + quantized;
+    const uint8_t *tail = scales + 4 * (quantized / scaleBlock);
+    const std::array<float, 256> &table = e4m3Values();
+    for (int64_t i = 0; i < count; ++i) {
+      int64_t c = first + i;
+      if (c < quantized) {
+        float scale;
+        std::memcpy(&scale, scales + 4 * (c / scaleBlock), 4);
+        out[i] = table[src[c]] * scale;
+      } else {
+        uint16_t bits;
+        std::memcpy(&bits, tail + 2 * (c - quantized), 2);
+        out[i] = bf16ToFloat(bits);
+      }
     }
     return;
   }

@@ -351,13 +351,15 @@ struct CpuLaunchers {
   }
   static Status moeRoute(CpuDevice &d, const BoundLaunch &l) {
     using In = abi::MoeRoute::In;
-    StatusOr<cpu::RouteParams> route = runtime::sigmoidRouteParams(*l, "cpu");
+    StatusOr<cpu::RouteParams> route = runtime::routeParams(*l, "cpu");
     if (!route.ok())
       return route.error();
     const BoundArg &logits = l.in(In::logits);
-    cpu::moeRouteSigmoid(d.pool, f(logits), opt<float>(l.in(In::bias)),
-                         l.tokens, logits.dim(1), *route, i32(l.out(0)),
-                         f(l.out(1)));
+    auto kernel = route->score == runtime::RouteScore::SoftmaxTopK
+                      ? &cpu::moeRouteSoftmaxTopK
+                      : &cpu::moeRouteSigmoid;
+    kernel(d.pool, f(logits), opt<float>(l.in(In::bias)), l.tokens,
+           logits.dim(1), *route, i32(l.out(0)), f(l.out(1)));
     return Status::success();
   }
   static Status expertMatmul(CpuDevice &d, const BoundLaunch &l) {
@@ -420,6 +422,16 @@ struct CpuLaunchers {
         opt<int32_t>(l.in(In::sequences)), l.tokens, q.dim(1), l->f(P::scale),
         l->i(P::value_dim), opt<float>(l.in(In::sinks)), f(l.out(0)));
   }
+  static Status attention(CpuDevice &d, const BoundLaunch &l) {
+    using In = abi::Attention::In;
+    using P = abi::Attention::P;
+    const BoundArg &q = l.in(In::q);
+    return cpu::attention(
+        d.pool, f(q), cache(d, l.in(In::k)), cache(d, l.in(In::v)),
+        i32(l.in(In::positions)), opt<int32_t>(l.in(In::sequences)),
+        opt<float>(l.in(In::sinks)), l.tokens, q.dim(1), l->i(P::kv_heads),
+        l->f(P::scale), l->has(P::window) ? l->i(P::window) : 0, f(l.out(0)));
+  }
   static Status elementwise(CpuDevice &d, const BoundLaunch &l) {
     CpuDevice::ElementwiseFn kernel = d.generated[l->ordinal];
     if (!kernel)
@@ -459,6 +471,7 @@ const runtime::LauncherTable<CpuDevice> &CpuDevice::launchers() {
       {K::DsaIndexerScores, &CpuLaunchers::dsaIndexerScores},
       {K::DsaIndexSelect, &CpuLaunchers::dsaIndexSelect},
       {K::SparseAttention, &CpuLaunchers::sparseAttention},
+      {K::Attention, &CpuLaunchers::attention},
       {K::Elementwise, &CpuLaunchers::elementwise},
   };
   return table;

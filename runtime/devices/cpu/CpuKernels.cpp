@@ -339,6 +339,44 @@ void moeRouteSigmoid(ThreadPool &pool, const float *logits, const float *bias,
   });
 }
 
+void moeRouteSoftmaxTopK(ThreadPool &pool, const float *logits,
+                         const float *bias, int64_t tokens, int64_t experts,
+                         const RouteParams &p, int32_t *indices,
+                         float *weights) {
+  pool.parallelFor(tokens, 4, [&](int64_t begin, int64_t end) {
+    ScratchFrame frame;
+    double *select = frame.take<double>(experts);
+    int64_t *candidates = frame.take<int64_t>(experts);
+    for (int64_t t = begin; t < end; ++t) {
+      const float *row = logits + t * experts;
+      for (int64_t e = 0; e < experts; ++e)
+        select[e] = double(row[e]) + (bias ? bias[e] : 0.0f);
+      std::iota(candidates, candidates + experts, 0);
+      int64_t picked = std::clamp<int64_t>(p.topK, 0, experts);
+      std::partial_sort(candidates, candidates + picked, candidates + experts,
+                        ScoreOrder{select});
+      // The softmax is over the picked experts' unbiased logits; its maximum
+      // skips NaN as the reference's std::max does (NaN weights follow).
+      double best = -std::numeric_limits<double>::infinity();
+      for (int64_t i = 0; i < picked; ++i)
+        best = std::max(best, double(row[candidates[i]]));
+      double sum = 0.0;
+      for (int64_t i = 0; i < picked; ++i)
+        sum += std::exp(double(row[candidates[i]]) - best);
+      for (int64_t i = 0; i < p.topK; ++i) {
+        bool used = i < picked; // fewer experts than topK: -1 slots
+        indices[t * p.topK + i] =
+            used ? static_cast<int32_t>(candidates[i]) : -1;
+        weights[t * p.topK + i] =
+            used ? static_cast<float>(std::exp(double(row[candidates[i]]) -
+                                               best) /
+                                      sum * p.scalingFactor)
+                 : 0.0f;
+      }
+    }
+  });
+}
+
 void copyColumns(ThreadPool &pool, const float *src, int64_t srcStride,
                  int64_t srcOffset, float *dst, int64_t dstStride,
                  int64_t dstOffset, int64_t rows, int64_t cols) {

@@ -50,6 +50,10 @@ struct CacheView {
   uint8_t *row(int64_t seq, int64_t pos) const;
   /// Decodes a row into `out[width]`.
   void read(int64_t seq, int64_t pos, float *out) const;
+  /// Decodes columns [first, first + count) of a row into `out[count]` (one
+  /// head of a row that holds several), each as read() decodes it.
+  void readColumns(int64_t seq, int64_t pos, int64_t first, int64_t count,
+                   float *out) const;
   /// Encodes `in[width]` into a row.
   void write(int64_t seq, int64_t pos, const float *in) const;
 };
@@ -183,6 +187,16 @@ void moeRouteSigmoid(ThreadPool &pool, const float *logits, const float *bias,
                      int64_t tokens, int64_t experts, const RouteParams &p,
                      int32_t *indices, float *weights);
 
+/// gpt-oss routing as lm.moe_route `softmax_topk`: the topK experts of the
+/// highest logits + bias (bias may be null; ties to the lower expert id,
+/// sorted by descending selection score), weighted by the softmax of their
+/// unbiased logits times scalingFactor. numGroups, topKGroups and
+/// renormalize do not apply.
+void moeRouteSoftmaxTopK(ThreadPool &pool, const float *logits,
+                         const float *bias, int64_t tokens, int64_t experts,
+                         const RouteParams &p, int32_t *indices,
+                         float *weights);
+
 /// Grouped expert matmul: x [T, K] (or [T, slots, K] when perSlotInput),
 /// w [E, N, K], indices [T, slots] (-1 = empty slot); with routingWeights
 /// [T, slots] out is [T, N] (weighted sum), else [T, slots, N]. Errors on an
@@ -237,6 +251,25 @@ Status sparseAttention(ThreadPool &pool, const float *q, const CacheView &kv,
                        const int32_t *sequences, int64_t tokens, int64_t heads,
                        double scale, int64_t valueDim, const float *sinks,
                        float *out);
+
+/// Dense GQA attention over K and V caches (the `attention` kernel, as
+/// gpt-oss runs it): q [T, heads, headDim]; K rows hold [kvHeads, headDim]
+/// and V rows [kvHeads, valueDim] (headDim = k.width / kvHeads, valueDim =
+/// v.width / kvHeads); query head h reads KV head h / (heads / kvHeads).
+/// Query t of sequence sequences[t] (null: 0) at position p = positions[t]
+/// attends to its sequence's keys at positions max(0, p - window + 1) .. p
+/// (window 0: 0 .. p) with softmax(scale * q . k); sinks[h] (null: none)
+/// joins the maximum and the denominator only; no visible key gives 0.
+/// out [T, heads, valueDim]. An online softmax over chunks of keys, in
+/// fixed tiles of tokens x KV heads. Errors on a sequence outside [0,
+/// batch), a position outside [0, maxSeqLen), heads that do not split into
+/// kvHeads, or a ring (window) cache too short for the window and the step
+/// (window - 1 + tokens > ringRows).
+Status attention(ThreadPool &pool, const float *q, const CacheView &k,
+                 const CacheView &v, const int32_t *positions,
+                 const int32_t *sequences, const float *sinks, int64_t tokens,
+                 int64_t heads, int64_t kvHeads, double scale, int64_t window,
+                 float *out);
 
 /// Copies columns [srcOffset, srcOffset + cols) of each of `rows` rows of
 /// src (row length srcStride) to columns [dstOffset, ...) of dst (row

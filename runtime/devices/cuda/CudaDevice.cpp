@@ -396,16 +396,28 @@ Status CudaDevice::prepare(const artifact::ArtifactFile &file,
   if (!status.ok())
     return status;
 
-  // Partials of sparse attention split over its rows (decode), beside the
-  // plan's arena: a few MB at DeepSeek-V3.2's dimensions.
-  int64_t valueDim = 0;
+  // Partials of sparse and dense attention split over their keys (decode),
+  // beside the plan's arena, one buffer for both (launches run in order on
+  // one stream): a few MB at DeepSeek-V3.2's and gpt-oss's dimensions.
   for (const runtime::PreparedStep &step : prepared)
-    for (const PreparedLaunch &l : step.launches)
+    for (const PreparedLaunch &l : step.launches) {
       if (l.kernel == abi::KernelId::SparseAttention)
-        valueDim = std::max(valueDim,
-                            l.i(abi::SparseAttention::P::value_dim));
-  if (valueDim > 0)
-    attentionPartialFloats = sparseAttentionScratchFloats(valueDim);
+        attentionPartialFloats = std::max(
+            attentionPartialFloats,
+            sparseAttentionScratchFloats(
+                l.i(abi::SparseAttention::P::value_dim)));
+      if (l.kernel == abi::KernelId::Attention) {
+        // Shapes checked at load (prepareSteps): q [T, Hq, D], output
+        // [T, Hq, Dv].
+        using In = abi::Attention::In;
+        int64_t heads = l.args[In::q].constant[1];
+        int64_t valueDim = l.args[l.numOperands].constant[2];
+        attentionPartialFloats = std::max(
+            attentionPartialFloats,
+            attentionScratchFloats(heads / l.i(abi::Attention::P::kv_heads),
+                                   valueDim));
+      }
+    }
 
   // Everything lives in one allocation, sized here: the weights, the page
   // table, the caches, the arena, the attention partials and the generated
@@ -496,7 +508,7 @@ Status CudaDevice::prepare(const artifact::ArtifactFile &file,
   if (attentionPartialFloats > 0) {
     StatusOr<CUdeviceptr> p =
         allocate(attentionPartialFloats * sizeof(float),
-                 "the sparse attention partials");
+                 "the attention partials");
     if (!p.ok())
       return p.error();
     attentionPartials = *p;
@@ -696,13 +708,16 @@ struct CudaLaunchers {
   }
   static Status moeRoute(CudaDevice &d, const BoundLaunch &l) {
     using In = abi::MoeRoute::In;
-    StatusOr<runtime::RouteParams> route = runtime::sigmoidRouteParams(*l, "cuda");
+    StatusOr<runtime::RouteParams> route = runtime::routeParams(*l, "cuda");
     if (!route.ok())
       return route.error();
     const BoundArg &logits = l.in(In::logits);
-    return d.kernels->moeRouteSigmoid(p(logits), p(l.in(In::bias)), l.tokens,
-                                      logits.dim(1), *route, p(l.out(0)),
-                                      p(l.out(1)), d.stream);
+    auto kernel = route->score == runtime::RouteScore::SoftmaxTopK
+                      ? &CudaKernels::moeRouteSoftmaxTopK
+                      : &CudaKernels::moeRouteSigmoid;
+    return ((*d.kernels).*kernel)(p(logits), p(l.in(In::bias)), l.tokens,
+                                  logits.dim(1), *route, p(l.out(0)),
+                                  p(l.out(1)), d.stream);
   }
   static Status expertMatmul(CudaDevice &d, const BoundLaunch &l) {
     using In = abi::ExpertMatmul::In;
@@ -762,6 +777,17 @@ struct CudaLaunchers {
         l->i(P::value_dim), p(l.in(In::sinks)), p(l.out(0)), d.stream,
         specialized(d, l), d.attentionPartials, d.attentionPartialFloats);
   }
+  static Status attention(CudaDevice &d, const BoundLaunch &l) {
+    using In = abi::Attention::In;
+    using P = abi::Attention::P;
+    const BoundArg &q = l.in(In::q);
+    return d.kernels->attention(
+        p(q), cache(d, l.in(In::k)), cache(d, l.in(In::v)),
+        p(l.in(In::positions)), p(l.in(In::sequences)), p(l.in(In::sinks)),
+        l.tokens, q.dim(1), l->i(P::kv_heads), l->f(P::scale),
+        l->has(P::window) ? l->i(P::window) : 0, p(l.out(0)), d.stream,
+        d.attentionPartials, d.attentionPartialFloats);
+  }
   static Status elementwise(CudaDevice &d, const BoundLaunch &l) {
     CUfunction fn = d.generatedFns[l->ordinal];
     CUdeviceptr inputs = d.inputTables[l->ordinal];
@@ -802,6 +828,7 @@ const runtime::LauncherTable<CudaDevice> &CudaDevice::launchers() {
       {K::DsaIndexerScores, &CudaLaunchers::dsaIndexerScores},
       {K::DsaIndexSelect, &CudaLaunchers::dsaIndexSelect},
       {K::SparseAttention, &CudaLaunchers::sparseAttention},
+      {K::Attention, &CudaLaunchers::attention},
       {K::Elementwise, &CudaLaunchers::elementwise},
   };
   return table;

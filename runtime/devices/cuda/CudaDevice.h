@@ -127,7 +127,7 @@ private:
   CUdeviceptr pageTable = 0;
   CUdeviceptr arena = 0;
   uint64_t arenaSize = 0;
-  /// Scratch of sparse attention launches split over their rows.
+  /// Scratch of sparse and dense attention launches split over their keys.
   CUdeviceptr attentionPartials = 0;
   int64_t attentionPartialFloats = 0;
 };

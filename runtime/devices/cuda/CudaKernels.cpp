@@ -533,6 +533,23 @@ Status CudaKernels::moeRouteSigmoid(CUdeviceptr logits, CUdeviceptr bias,
                 stream, params);
 }
 
+Status CudaKernels::moeRouteSoftmaxTopK(CUdeviceptr logits, CUdeviceptr bias,
+                                        int64_t tokens, int64_t experts,
+                                        const runtime::RouteParams &p,
+                                        CUdeviceptr indices,
+                                        CUdeviceptr weights,
+                                        CUstream stream) const {
+  if (experts > 1024) // kMaxRouteExperts in CudaKernels.cu
+    return Status::error("moeRouteSoftmaxTopK: " + std::to_string(experts) +
+                         " experts, the CUDA kernel supports 1024");
+  int64_t topK = p.topK;
+  double scaling = p.scalingFactor;
+  void *params[] = {&logits, &bias,    &tokens,  &experts,
+                    &topK,   &scaling, &indices, &weights};
+  return launch(moeRouteSoftmaxTopKFn, "moeRouteSoftmaxTopK", tokens, 1, 1,
+                256, 0, stream, params);
+}
+
 Status CudaKernels::expertMatmul(CUdeviceptr x, bool perSlotInput,
                                  CUdeviceptr w, int64_t experts, int64_t n,
                                  int64_t k, CUdeviceptr indices, int64_t tokens,
@@ -690,6 +707,99 @@ Status CudaKernels::sparseAttention(CUdeviceptr q, const DeviceCacheView &kv,
   void *combine[] = {&partials, &heads, &splitCount, &valueDim, &sinks, &out};
   return launch(sparseAttentionCombineFn, "sparseAttentionCombine", tokens,
                 heads, 1, 128, 0, stream, combine);
+}
+
+Status CudaKernels::attention(CUdeviceptr q, const DeviceCacheView &k,
+                              const DeviceCacheView &v, CUdeviceptr positions,
+                              CUdeviceptr sequences, CUdeviceptr sinks,
+                              int64_t tokens, int64_t heads, int64_t kvHeads,
+                              double scale, int64_t window, CUdeviceptr out,
+                              CUstream stream, CUdeviceptr partials,
+                              int64_t partialFloats) const {
+  if (kvHeads <= 0 || heads % kvHeads != 0 || k.width % kvHeads != 0 ||
+      v.width % kvHeads != 0)
+    return Status::error("attention: " + std::to_string(heads) +
+                         " query heads, K and V rows of " +
+                         std::to_string(k.width) + " and " +
+                         std::to_string(v.width) +
+                         " values do not split into " +
+                         std::to_string(kvHeads) + " KV heads");
+  int64_t group = heads / kvHeads, headDim = k.width / kvHeads,
+          valueDim = v.width / kvHeads;
+  constexpr int64_t kAccumulators = 256 * 16; // CudaAttention.cuh
+  if (valueDim <= 0 || valueDim > kAccumulators)
+    return Status::error("attention: value dim " + std::to_string(valueDim) +
+                         " outside [1, " + std::to_string(kAccumulators) +
+                         "]");
+  for (const DeviceCacheView *c : {&k, &v})
+    if (c->ringRows && (window <= 0 || window - 1 + tokens > c->ringRows))
+      return Status::error(
+          "attention: a window cache of " + std::to_string(c->ringRows) +
+          " rows per sequence cannot hold a window of " +
+          std::to_string(window) + " keys and " + std::to_string(tokens) +
+          " tokens");
+  int64_t headGroup = attentionHeadGroup(group, valueDim);
+  // Split each token's keys while the grid is small (decode), as far as
+  // the keys (a chunk of 32 each) and the scratch allow.
+  int64_t keys = std::min(k.maxSeqLen, v.maxSeqLen);
+  if (window > 0)
+    keys = std::min(keys, window);
+  int64_t blocks = tokens * kvHeads * ceilDiv(group, headGroup);
+  int64_t splits = 1;
+  if (partials && blocks > 0 && blocks < kSparseAttentionTargetBlocks)
+    splits = std::min({ceilDiv(kSparseAttentionTargetBlocks, blocks),
+                       ceilDiv(keys, 32), int64_t(64)});
+  while (splits > 1 && tokens * heads * splits * (valueDim + 3) > partialFloats)
+    --splits;
+  // Query rows (tokens x heads) per block and keys per chunk, shrunk until
+  // the block's shared memory fits the default 48 KiB.
+  int64_t tileTokens =
+      splits > 1 ? 1
+                 : std::clamp<int64_t>(kAccumulators / (headGroup * valueDim),
+                                       1, 64);
+  int64_t chunk = 32;
+  auto bytes = [&] {
+    int64_t rows = tileTokens * headGroup;
+    int64_t floats = rows * headDim + chunk * (headDim + 1) +
+                     chunk * valueDim + rows * chunk + 3 * rows;
+    floats += floats & 1; // the int64 bounds that follow are 8-aligned
+    return 4 * floats + 16 * tileTokens + 16 * chunk;
+  };
+  while (bytes() > 4 * kSharedFloats) {
+    if (chunk > 8)
+      chunk /= 2;
+    else if (tileTokens > 1)
+      tileTokens /= 2;
+    else if (headGroup > 1)
+      --headGroup;
+    else
+      return Status::error("attention: K and V heads of " +
+                           std::to_string(headDim) + " and " +
+                           std::to_string(valueDim) +
+                           " values do not fit in shared memory");
+  }
+  KernelCache kc = toKernel(k), vc = toKernel(v);
+  int32_t tile = int32_t(tileTokens), group32 = int32_t(headGroup),
+          rows = int32_t(chunk);
+  int64_t gridY = kvHeads * ceilDiv(group, headGroup);
+  if (splits == 1) {
+    void *params[] = {&q,      &kc,    &vc,      &positions, &sequences,
+                      &sinks,  &tokens, &heads,  &kvHeads,   &scale,
+                      &window, &out,   &tile,    &group32,   &rows};
+    return launch(attentionFn, "attention", ceilDiv(tokens, tileTokens), gridY,
+                  1, 256, unsigned(bytes()), stream, params);
+  }
+  int32_t splitCount = int32_t(splits);
+  void *params[] = {&q,       &kc,      &vc,      &positions, &sequences,
+                    &tokens,  &heads,   &kvHeads, &scale,     &window,
+                    &partials, &group32, &rows,   &splitCount};
+  Status status = launch(attentionSplitFn, "attentionSplit", tokens, gridY,
+                         splits, 256, unsigned(bytes()), stream, params);
+  if (!status.ok())
+    return status;
+  void *combine[] = {&partials, &heads, &splitCount, &valueDim, &sinks, &out};
+  return launch(sparseAttentionCombineFn, "attentionCombine", tokens, heads, 1,
+                128, 0, stream, combine);
 }
 
 Status CudaKernels::copyColumns(CUdeviceptr src, int64_t srcStride,

@@ -1521,6 +1521,60 @@ extern "C" __global__ void daybreak_moe_route_sigmoid(
   }
 }
 
+/// gpt-oss routing (see cpu::moeRouteSoftmaxTopK): the topK best of logits
+/// + bias under the total order, then the softmax of their unbiased logits
+/// times scalingFactor, in double as the CPU kernel. grid (tokens), block
+/// 256; experts <= kMaxRouteExperts (the launcher checks).
+extern "C" __global__ void daybreak_moe_route_softmax_topk(
+    const float *logits, const float *bias, int64_t tokens, int64_t experts,
+    int64_t topK, double scalingFactor, int32_t *indices, float *weights) {
+  __shared__ double selects[kMaxRouteExperts];
+  int64_t t = blockIdx.x;
+  const float *row = logits + t * experts;
+  for (int64_t e = threadIdx.x; e < experts; e += blockDim.x)
+    selects[e] = double(row[e]) + (bias ? bias[e] : 0.0f);
+  __syncthreads();
+  if (threadIdx.x != 0)
+    return;
+  int64_t picked = topK < experts ? topK : experts;
+  if (picked < 0)
+    picked = 0;
+  int32_t *outIdx = indices + t * topK;
+  float *outW = weights + t * topK;
+  // Pick: the best expert strictly below the previous pick in the order.
+  double prevKey = 0, best = -__longlong_as_double(0x7FF0000000000000ll);
+  int64_t prev = -1;
+  for (int64_t i = 0; i < picked; ++i) {
+    int64_t pick = -1;
+    double pickKey = 0;
+    for (int64_t e = 0; e < experts; ++e) {
+      double ke = orderKey(selects[e]);
+      if (prev >= 0 && !better(prevKey, prev, ke, e))
+        continue;
+      if (pick < 0 || better(ke, e, pickKey, pick)) {
+        pick = e;
+        pickKey = ke;
+      }
+    }
+    outIdx[i] = int32_t(pick);
+    prev = pick;
+    prevKey = pickKey;
+    // The maximum skips NaN, as the CPU kernel's std::max.
+    if (double(row[pick]) > best)
+      best = row[pick];
+  }
+  double sum = 0.0;
+  for (int64_t i = 0; i < picked; ++i)
+    sum += exp(double(row[outIdx[i]]) - best);
+  for (int64_t i = 0; i < topK; ++i)
+    if (i < picked) {
+      outW[i] = float(exp(double(row[outIdx[i]]) - best) / sum * scalingFactor);
+    } else {
+      outIdx[i] = -1;
+      outW[i] = 0.0f;
+    }
+}
+
 /// Grouped expert matmul (see cpu::expertMatmul). grid (ceil(N/8), tokens),
 /// block 256: each warp one output column n of token t, looping over its
 /// slots in order (so the weighted sum adds in the CPU's order). An expert
@@ -2257,3 +2311,6 @@ extern "C" __global__ void daybreak_causal_bounds(const int32_t *positions,
   if (t < tokens)
     bounds[t] = positions[t] + 1;
 }
+
+// Dense GQA attention: its own file, one translation unit with this one.
+#include "CudaAttention.cuh"

@@ -89,6 +89,23 @@ constexpr int64_t sparseAttentionScratchFloats(int64_t valueDim) {
   return 2 * kSparseAttentionTargetBlocks * 16 * (valueDim + 3);
 }
 
+/// Query heads of one KV head that a dense attention block takes at most:
+/// its threads keep 256 x 16 output values (heads x valueDim) in registers.
+constexpr int64_t attentionHeadGroup(int64_t queryHeadsPerKv,
+                                     int64_t valueDim) {
+  int64_t fit = valueDim > 0 ? 256 * 16 / valueDim : 1;
+  return queryHeadsPerKv < fit ? queryHeadsPerKv : fit;
+}
+/// Scratch floats that serve every split an attention launch chooses:
+/// blocks x splits stays under twice the target blocks (as for sparse
+/// attention), each block holding at most attentionHeadGroup heads of
+/// valueDim + 3 floats.
+constexpr int64_t attentionScratchFloats(int64_t queryHeadsPerKv,
+                                         int64_t valueDim) {
+  return 2 * kSparseAttentionTargetBlocks *
+         attentionHeadGroup(queryHeadsPerKv, valueDim) * (valueDim + 3);
+}
+
 #define DAYBREAK_CUDA_KERNELS(X)                                               \
   X(embedding, "daybreak_embedding")                                           \
   X(rmsNorm, "daybreak_rms_norm")                                              \
@@ -116,6 +133,7 @@ constexpr int64_t sparseAttentionScratchFloats(int64_t valueDim) {
   X(swiglu, "daybreak_swiglu")                                                 \
   X(add, "daybreak_add")                                                       \
   X(moeRouteSigmoid, "daybreak_moe_route_sigmoid")                             \
+  X(moeRouteSoftmaxTopK, "daybreak_moe_route_softmax_topk")                    \
   X(expertMatmul, "daybreak_expert_matmul")                                    \
   X(mxfp4ExpertMatmul, "daybreak_mxfp4_expert_matmul")                         \
   X(cacheWrite, "daybreak_cache_write")                                        \
@@ -124,6 +142,8 @@ constexpr int64_t sparseAttentionScratchFloats(int64_t valueDim) {
   X(sparseAttention, "daybreak_sparse_attention")                              \
   X(sparseAttentionSplit, "daybreak_sparse_attention_split")                   \
   X(sparseAttentionCombine, "daybreak_sparse_attention_combine")               \
+  X(attention, "daybreak_attention")                                           \
+  X(attentionSplit, "daybreak_attention_split")                                \
   X(copyColumns, "daybreak_copy_columns")                                      \
   X(causalBounds, "daybreak_causal_bounds")
 
@@ -217,6 +237,13 @@ public:
                          int64_t experts, const runtime::RouteParams &p,
                          CUdeviceptr indices, CUdeviceptr weights,
                          CUstream stream) const;
+  /// cpu::moeRouteSoftmaxTopK on the device; errors (before launching)
+  /// past 1024 experts.
+  Status moeRouteSoftmaxTopK(CUdeviceptr logits, CUdeviceptr bias,
+                             int64_t tokens, int64_t experts,
+                             const runtime::RouteParams &p,
+                             CUdeviceptr indices, CUdeviceptr weights,
+                             CUstream stream) const;
   Status expertMatmul(CUdeviceptr x, bool perSlotInput, CUdeviceptr w,
                       int64_t experts, int64_t n, int64_t k,
                       CUdeviceptr indices, int64_t tokens, int64_t slots,
@@ -267,6 +294,23 @@ public:
                          CUfunction specialized = nullptr,
                          CUdeviceptr partials = 0,
                          int64_t partialFloats = 0) const;
+  /// cpu::attention on the device (CudaAttention.cuh): a block takes a tile
+  /// of tokens and the query heads of one KV head (fp32 scores and online
+  /// softmax on the CUDA cores). Errors (before launching) on heads that do
+  /// not split into kvHeads, valueDim > 4096, a ring cache too short for
+  /// the window and the step (as the CPU kernel), or rows too wide for
+  /// shared memory. With `partials` (`partialFloats` floats,
+  /// attentionScratchFloats allow every split), a grid of fewer blocks than
+  /// two per SM of an H200 (decode) is split over each token's keys too,
+  /// and daybreak_sparse_attention_combine merges the splits with the
+  /// sinks (flash decoding). A sequence or position out of range gives
+  /// zeros (the CPU kernel's error).
+  Status attention(CUdeviceptr q, const DeviceCacheView &k,
+                   const DeviceCacheView &v, CUdeviceptr positions,
+                   CUdeviceptr sequences, CUdeviceptr sinks, int64_t tokens,
+                   int64_t heads, int64_t kvHeads, double scale,
+                   int64_t window, CUdeviceptr out, CUstream stream,
+                   CUdeviceptr partials = 0, int64_t partialFloats = 0) const;
   /// src and dst must not overlap.
   Status copyColumns(CUdeviceptr src, int64_t srcStride, int64_t srcOffset,
                      CUdeviceptr dst, int64_t dstStride, int64_t dstOffset,
