@@ -38,8 +38,14 @@ void *operator new(size_t size) {
     return p;
   std::abort();
 }
-void operator delete(void *p) noexcept { std::free(p); }
-void operator delete(void *p, size_t) noexcept { std::free(p); }
+// Not inlined: GCC 12 would see std::free meet a pointer from operator new
+// and warn (-Wmismatched-new-delete), though this pair is matched.
+__attribute__((noinline)) void operator delete(void *p) noexcept {
+  std::free(p);
+}
+__attribute__((noinline)) void operator delete(void *p, size_t) noexcept {
+  std::free(p);
+}
 
 using namespace daybreak;
 using namespace daybreak::runtime;
@@ -182,7 +188,7 @@ artifact::Manifest mxfp4Manifest() {
   artifact::Step *step = m.mutable_steps(0);
   step->mutable_buffers(0)->mutable_dims(1)->set_constant(64);
   auto addWeight = [&](const char *name, artifact::DType dtype,
-                       std::vector<int64_t> shape) {
+                       std::initializer_list<int64_t> shape) {
     artifact::Weight *w = m.add_weights();
     w->set_name(name);
     w->set_dtype(dtype);

@@ -229,9 +229,12 @@ Status attention(ThreadPool &pool, const float *q, const CacheView &k,
                            std::to_string(maxSeqLen) + ")");
   // A ring keeps the last ringRows positions: enough when every query's
   // window and the step's later rows fit (the plan gives window - 1 +
-  // max_tokens rows).
+  // max_tokens rows), or when it holds every position (capped at the
+  // longest sequence, it never wraps).
   for (const CacheView *c : {&k, &v})
-    if (c->ringRows && (window <= 0 || window - 1 + tokens > c->ringRows))
+    if (c->ringRows &&
+        (window <= 0 ||
+         (c->ringRows < c->maxSeqLen && window - 1 + tokens > c->ringRows)))
       return Status::error(
           "attention: a window cache of " + std::to_string(c->ringRows) +
           " rows per sequence cannot hold a window of " +

@@ -732,7 +732,9 @@ Status CudaKernels::attention(CUdeviceptr q, const DeviceCacheView &k,
                          " outside [1, " + std::to_string(kAccumulators) +
                          "]");
   for (const DeviceCacheView *c : {&k, &v})
-    if (c->ringRows && (window <= 0 || window - 1 + tokens > c->ringRows))
+    if (c->ringRows &&
+        (window <= 0 ||
+         (c->ringRows < c->maxSeqLen && window - 1 + tokens > c->ringRows)))
       return Status::error(
           "attention: a window cache of " + std::to_string(c->ringRows) +
           " rows per sequence cannot hold a window of " +
