@@ -1,7 +1,7 @@
 //===- FoldWeights.cpp - Compute weight-only subgraphs at compile time ----===//
 //
 // A value is weight-derived when it is an lm.weight_ref or the result of a
-// foldable op (FP8 dequantisation, reshapes, static slices) whose tensor
+// foldable op (FP8 dequantisation, reshapes, static slices, arith.extf) whose tensor
 // operands are all weight-derived. Each weight-derived value that a
 // non-foldable op reads is evaluated with the reference evaluator (on a
 // scratch function holding just its subgraph) and replaced by a new
@@ -15,6 +15,7 @@
 #include "compiler/importers/Checkpoint.h"
 #include "compiler/importers/WeightLoader.h"
 
+#include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/Dialect/Tensor/IR/Tensor.h"
 #include "mlir/IR/Builders.h"
@@ -32,15 +33,18 @@ namespace daybreak {
 using namespace mlir;
 using namespace daybreak;
 
-/// Whether `value` is an FP8 weight dequantised straight from its stored
-/// codes and scales for expert matmuls only. Those stay FP8 in the artifact
-/// (1 byte per parameter instead of 4) and are dequantised by the devices
-/// at load, as fp8_matmul weights are: folding would hold and write every
-/// routed expert in fp32 (45 GB per DeepSeek-V3.2 layer).
-static bool isStoredFp8ExpertWeight(Value value) {
+/// Whether `value` is an FP8 weight dequantised from weight-derived codes
+/// and scales (stored ones, or MXFP4 experts converted by the offline route)
+/// for expert matmuls only. Those stay FP8 in the artifact (1 byte per
+/// parameter instead of 4), the codes and scales folded on their own if
+/// computed, and the devices read them as stored, as fp8_matmul weights:
+/// folding the dequantisation would hold and write every routed expert in
+/// fp32 (45 GB per DeepSeek-V3.2 layer).
+static bool isStoredFp8ExpertWeight(Value value,
+                                    const llvm::SetVector<Value> &derived) {
   auto dequant = value.getDefiningOp<lm::Fp8DequantOp>();
-  if (!dequant || !dequant.getWeight().getDefiningOp<lm::WeightRefOp>() ||
-      !dequant.getScaleInv().getDefiningOp<lm::WeightRefOp>())
+  if (!dequant || !derived.contains(dequant.getWeight()) ||
+      !derived.contains(dequant.getScaleInv()))
     return false;
   return llvm::all_of(value.getUses(), [](OpOperand &use) {
     auto matmul = dyn_cast<lm::ExpertMatmulOp>(use.getOwner());
@@ -51,8 +55,9 @@ static bool isStoredFp8ExpertWeight(Value value) {
 
 /// Ops folded when all their tensor operands are weight-derived.
 static bool isFoldable(Operation *op) {
-  if (isa<lm::Fp8DequantOp, tensor::ExpandShapeOp, tensor::CollapseShapeOp>(
-          op))
+  // arith.extf: MXFP4 experts widened to E4M3 codes and f32 scales (exact).
+  if (isa<lm::Fp8DequantOp, tensor::ExpandShapeOp, tensor::CollapseShapeOp,
+          arith::ExtFOp>(op))
     return true;
   if (auto slice = dyn_cast<tensor::ExtractSliceOp>(op))
     return slice.getOffsets().empty() && slice.getSizes().empty() &&
@@ -149,9 +154,10 @@ void FoldWeightsPass::runOnOperation() {
     if (isa<lm::WeightRefOp>(def))
       continue;
     bool readByKernel = llvm::any_of(value.getUsers(), [&](Operation *user) {
-      return !isFoldable(user) || !derived.contains(user->getResult(0));
+      return !isFoldable(user) || !derived.contains(user->getResult(0)) ||
+             isStoredFp8ExpertWeight(user->getResult(0), derived);
     });
-    if (!readByKernel || isStoredFp8ExpertWeight(value))
+    if (!readByKernel || isStoredFp8ExpertWeight(value, derived))
       continue;
 
     // A scratch module with the subgraph of `value`.
