@@ -183,10 +183,13 @@ def LmLowerToPlan : Pass<"lm-lower-to-plan", "mlir::ModuleOp"> {
 def PlanAssignWorkspace : Pass<"plan-assign-workspace", "mlir::ModuleOp"> {
   let summary = "place each step's buffers in one arena by liveness";
   let description = [{
-    Computes each buffer's live range over the step's launches (aliases
-    share one range) and gives it a 256-byte-aligned offset so that buffers
-    live at the same time never overlap, first fit by decreasing size. Sets
-    the step's arena size to the peak.
+    Computes each buffer's live range over the step's launches and gives it
+    a 256-byte-aligned offset so that buffers live at the same time never
+    overlap, first fit by decreasing size. Buffers of one name are one
+    allocation, sized for the largest and live over all of their uses:
+    reshapes (aliases of their source) and the MXFP4 online route's
+    workspace (`mxfp4_workspace.*`), which every MoE layer reuses. Sets the
+    step's arena size to the peak.
   }];
   let statistics = [
     Statistic<"peakBytes", "peak-bytes", "largest arena over the steps">,
