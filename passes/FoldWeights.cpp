@@ -1,8 +1,8 @@
 //===- FoldWeights.cpp - Compute weight-only subgraphs at compile time ----===//
 //
 // A value is weight-derived when it is an lm.weight_ref or the result of a
-// foldable op (FP8 dequantisation, reshapes, static slices, arith.extf) whose tensor
-// operands are all weight-derived. Each weight-derived value that a
+// foldable op (FP8 dequantisation, reshapes, static slices, arith.extf) whose
+// tensor operands are all weight-derived. Each weight-derived value that a
 // non-foldable op reads is evaluated with the reference evaluator (on a
 // scratch function holding just its subgraph) and replaced by a new
 // lm.weight carrying the value. Equal subgraphs in @prefill and @decode fold

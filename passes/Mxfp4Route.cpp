@@ -63,8 +63,8 @@ struct Mxfp4RoutePass
     Value codes = arith::ExtFOp::create(
         b, loc, weightType.clone(b.getType<Float8E4M3FNType>()),
         op.getWeight());
-    Value scales = arith::ExtFOp::create(b, loc, scaleType.clone(b.getF32Type()),
-                                         op.getScales());
+    Value scales = arith::ExtFOp::create(
+        b, loc, scaleType.clone(b.getF32Type()), op.getScales());
     Value dense = dequant(b, loc, codes, scales);
     replace(b, op, dense, op.getIndices(), op.getBias());
     return success();
@@ -97,8 +97,7 @@ struct Mxfp4RoutePass
                               b.getF32Type()),
         RankedTensorType::get({slots, n}, b.getF32Type()), indexType,
         op.getWeight(), op.getScales(), op.getIndices(), op.getBias());
-    Value dense =
-        dequant(b, loc, convert.getCodes(), convert.getBlockScales());
+    Value dense = dequant(b, loc, convert.getCodes(), convert.getBlockScales());
     replace(b, op, dense, convert.getSlots(),
             op.getBias() ? convert.getSlotBias() : Value());
     return success();
@@ -108,17 +107,17 @@ struct Mxfp4RoutePass
   /// reads FP8 experts in (the lowering hands it the codes and scales).
   Value dequant(OpBuilder &b, Location loc, Value codes, Value scales) {
     auto type = cast<RankedTensorType>(codes.getType());
-    return lm::Fp8DequantOp::create(
-               b, loc, type.clone(b.getF32Type()), codes, scales,
-               b.getDenseI64ArrayAttr({1, kMxfp4Block}))
+    return lm::Fp8DequantOp::create(b, loc, type.clone(b.getF32Type()), codes,
+                                    scales,
+                                    b.getDenseI64ArrayAttr({1, kMxfp4Block}))
         .getResult();
   }
 
   void replace(OpBuilder &b, lm::Mxfp4ExpertMatmulOp op, Value weight,
                Value indices, Value bias) {
-    Value result = lm::ExpertMatmulOp::create(
-                       b, op.getLoc(), op.getType(), op.getInput(), weight,
-                       indices, op.getRoutingWeights(), bias)
+    Value result = lm::ExpertMatmulOp::create(b, op.getLoc(), op.getType(),
+                                              op.getInput(), weight, indices,
+                                              op.getRoutingWeights(), bias)
                        .getResult();
     op.replaceAllUsesWith(result);
     op.erase();

@@ -3,9 +3,9 @@
 #include "compiler/artifact/ArtifactEmitter.h"
 
 #include <climits>
+#include <deque>
 #include <map>
 #include <set>
-#include <deque>
 
 #include "dialects/lm/LmOps.h"
 #include "dialects/plan/PlanOps.h"

@@ -720,8 +720,8 @@ llvm::Error FrameEvaluator::evaluateUpstream(Operation *op) {
         // A wider float type holds every value (E2M1 in E4M3, E8M0 in f32,
         // the MXFP4 offline route): the values stay, the type changes.
         const Tensor &in = get(o.getIn());
-        std::optional<ElementType> elem = toElementType(
-            cast<ShapedType>(o.getType()).getElementType());
+        std::optional<ElementType> elem =
+            toElementType(cast<ShapedType>(o.getType()).getElementType());
         if (!elem || !in.isFloat())
           return makeError("arith.extf only on float tensors");
         Tensor out = Tensor::zeros(*elem, in.shape());

@@ -638,8 +638,8 @@ TEST_F(CudaKernelsTest, Mxfp4ToFp8Experts) {
         fp8.scales = scales.data();
         fp8.blockN = 1;
         fp8.blockK = 32;
-        ASSERT_TRUE(cpu::expertMatmul(pool, x.data(), false, fp8, ws, c.n,
-                                      c.k, remapped.data(), tokens, slots,
+        ASSERT_TRUE(cpu::expertMatmul(pool, x.data(), false, fp8, ws, c.n, c.k,
+                                      remapped.data(), tokens, slots,
                                       routing.data(), cpuOut.data(),
                                       cpu::WeightView::f32(bias.data()))
                         .ok());
@@ -675,10 +675,11 @@ TEST_F(CudaKernelsTest, Mxfp4ToFp8Experts) {
             int64_t slot = remapped[(i / c.n) * slots + s];
             double sum = std::fabs(bias[slot * c.n + i % c.n]);
             for (int64_t p = 0; p < c.k; ++p)
-              sum += std::fabs(double(x[(i / c.n) * c.k + p]) *
-                               numerics::e4m3ToFloat(
-                                   codes[(slot * c.n + i % c.n) * c.k + p]) *
-                               scales[(slot * c.n + i % c.n) * groups + p / 32]);
+              sum +=
+                  std::fabs(double(x[(i / c.n) * c.k + p]) *
+                            numerics::e4m3ToFloat(
+                                codes[(slot * c.n + i % c.n) * c.k + p]) *
+                            scales[(slot * c.n + i % c.n) * groups + p / 32]);
             magnitude += std::fabs(routing[(i / c.n) * slots + s]) * sum;
           }
           double rounds = double(c.k + 4 + slots);

@@ -634,8 +634,8 @@ TEST_P(Mxfp4Routes, SameLogitsAsDirect) {
     for (size_t i = 0; i < got.size(); ++i) {
       double diff = std::fabs(double(got[i]) - want[i]);
       worst = std::max(worst, diff);
-      EXPECT_LE(diff, 1e-5 * largest) << c.route << " step " << s << " logit "
-                                      << i;
+      EXPECT_LE(diff, 1e-5 * largest)
+          << c.route << " step " << s << " logit " << i;
       EXPECT_LE(std::fabs(double(routed.reference[s][i]) - want[i]),
                 1e-5 * largest)
           << c.route << " reference, step " << s << " logit " << i;
@@ -648,8 +648,8 @@ TEST_P(Mxfp4Routes, SameLogitsAsDirect) {
     }
     std::printf("mxfp4 route %s (top-%ld, %ld groups) step %zu: max |diff| to "
                 "direct %.3g of logits up to %.3g\n",
-                c.route, long(c.routing.topK), long(c.routing.groups), s,
-                worst, largest);
+                c.route, long(c.routing.topK), long(c.routing.groups), s, worst,
+                largest);
   }
 
   // The memory plan: the route, its stored bytes, the shared workspace
@@ -670,9 +670,9 @@ TEST_P(Mxfp4Routes, SameLogitsAsDirect) {
                 aligned(kExperts * kInner * 4)
           : 0;
   EXPECT_EQ(m.mxfp4_workspace_bytes(), workspace);
-  EXPECT_NE(routed.inspected.find(std::string("mxfp4 experts: route ") +
-                                  c.route),
-            std::string::npos)
+  EXPECT_NE(
+      routed.inspected.find(std::string("mxfp4 experts: route ") + c.route),
+      std::string::npos)
       << routed.inspected;
   EXPECT_EQ(direct.memory.mxfp4_route(), "direct");
 }

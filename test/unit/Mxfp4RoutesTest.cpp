@@ -84,9 +84,9 @@ TEST(Mxfp4Routes, FoldedScaleIsExactOnlyForBytes119To133) {
       llvm::APFloat::opStatus status =
           value.convert(llvm::APFloat::Float8E4M3FN(),
                         llvm::APFloat::rmNearestTiesToEven, &lost);
-      bool exact = !lost && status == llvm::APFloat::opOK &&
-                   value.isFinite() &&
-                   value.convertToDouble() == exactValue(uint8_t(c), uint8_t(s));
+      bool exact =
+          !lost && status == llvm::APFloat::opOK && value.isFinite() &&
+          value.convertToDouble() == exactValue(uint8_t(c), uint8_t(s));
       allExact &= exact;
     }
     EXPECT_EQ(allExact, s >= 119 && s <= 133) << "E8M0 byte " << s;
@@ -138,8 +138,9 @@ TEST(Mxfp4Routes, CpuKernelConvertsEveryCodeAndScale) {
     for (int64_t j = 0; j < n; ++j) {
       EXPECT_EQ(bias[slot * n + j], expertBias[e * n + j]);
       for (int64_t i = 0; i < k; ++i) {
-        double value = double(numerics::e4m3ToFloat(codes[(slot * n + j) * k + i])) *
-                       scales[(slot * n + j) * groups + i / 32];
+        double value =
+            double(numerics::e4m3ToFloat(codes[(slot * n + j) * k + i])) *
+            scales[(slot * n + j) * groups + i / 32];
         ASSERT_TRUE(same(value, w.at(e, j, i)))
             << "slot " << slot << " row " << j << " value " << i << ": "
             << value << " vs " << w.at(e, j, i);
@@ -161,10 +162,10 @@ TEST(Mxfp4Routes, CpuKernelMatchesReference) {
   testutil::Mxfp4TestExperts w = testutil::randomMxfp4Experts(
       rng, experts, n, k, {0, 1, 100, 127, 140, 254, 255});
   std::vector<std::vector<int32_t>> cases = {
-      {-1, -1, -1, -1, -1, -1},      // nothing selected
-      {3, -1, -1, 3, -1, 3},         // one expert
-      {4, 0, 2, 1, 3, 0},            // every expert (T x k > E)
-      {2, -1, 4, 4, -1, 2},          // -1 slots
+      {-1, -1, -1, -1, -1, -1}, // nothing selected
+      {3, -1, -1, 3, -1, 3},    // one expert
+      {4, 0, 2, 1, 3, 0},       // every expert (T x k > E)
+      {2, -1, 4, 4, -1, 2},     // -1 slots
   };
   for (const std::vector<int32_t> &indices : cases) {
     int64_t tokens = int64_t(indices.size()) / slots, ws = experts;
@@ -172,8 +173,8 @@ TEST(Mxfp4Routes, CpuKernelMatchesReference) {
     std::vector<float> scales(ws * n * (k / 32)), bias(ws * n);
     std::vector<int32_t> remapped(indices.size());
     Status status = cpu::mxfp4ToFp8Experts(
-        pool, {w.values.data(), w.scales.data()}, cpu::WeightView(), experts,
-        n, k, indices.data(), tokens, slots, ws, codes.data(), scales.data(),
+        pool, {w.values.data(), w.scales.data()}, cpu::WeightView(), experts, n,
+        k, indices.data(), tokens, slots, ws, codes.data(), scales.data(),
         bias.data(), remapped.data());
     ASSERT_TRUE(status.ok()) << status.message();
     std::vector<int64_t> ids(indices.begin(), indices.end());
@@ -235,10 +236,10 @@ TEST(Mxfp4Routes, Fp8ExpertMatmulOnWorkspaceMatchesDirect) {
   biasView.data = bias16.data();
   biasView.type = cpu::WeightType::BF16;
   std::vector<std::vector<int32_t>> cases = {
-      {5, -1, 5, -1, 5, -1},            // one expert, -1 slots
-      {-1, -1},                         // nothing
-      {0, 1, 2, 3, 4, 5, 1, 0, 3, 2},   // all experts, T x k > E
-      {3, 1, -1, 4, 1, 3},              // mixed
+      {5, -1, 5, -1, 5, -1},          // one expert, -1 slots
+      {-1, -1},                       // nothing
+      {0, 1, 2, 3, 4, 5, 1, 0, 3, 2}, // all experts, T x k > E
+      {3, 1, -1, 4, 1, 3},            // mixed
   };
   for (const std::vector<int32_t> &indices : cases)
     for (bool routed : {false, true}) {
@@ -252,12 +253,12 @@ TEST(Mxfp4Routes, Fp8ExpertMatmulOnWorkspaceMatchesDirect) {
       std::vector<uint8_t> codes(ws * n * k);
       std::vector<float> scales(ws * n * (k / 32)), slotBias(ws * n);
       std::vector<int32_t> remapped(indices.size());
-      ASSERT_TRUE(cpu::mxfp4ToFp8Experts(
-                      pool, {w.values.data(), w.scales.data()}, biasView,
-                      experts, n, k, indices.data(), tokens, slots, ws,
-                      codes.data(), scales.data(), slotBias.data(),
-                      remapped.data())
-                      .ok());
+      ASSERT_TRUE(
+          cpu::mxfp4ToFp8Experts(pool, {w.values.data(), w.scales.data()},
+                                 biasView, experts, n, k, indices.data(),
+                                 tokens, slots, ws, codes.data(), scales.data(),
+                                 slotBias.data(), remapped.data())
+              .ok());
       cpu::WeightView fp8;
       fp8.data = codes.data();
       fp8.type = cpu::WeightType::F8E4M3;
@@ -278,14 +279,13 @@ TEST(Mxfp4Routes, Fp8ExpertMatmulOnWorkspaceMatchesDirect) {
                       rw, direct.data())
                       .ok());
       std::vector<float> none;
-      testutil::Mxfp4Expected exact = testutil::mxfp4Expected(
-          w, x, false, bias, indices, tokens, slots,
-          routed ? routing : none, /*dotRounds=*/k + 1);
+      testutil::Mxfp4Expected exact =
+          testutil::mxfp4Expected(w, x, false, bias, indices, tokens, slots,
+                                  routed ? routing : none, /*dotRounds=*/k + 1);
       EXPECT_EQ(testutil::firstOutOfBound(online, exact), -1);
       EXPECT_EQ(testutil::firstOutOfBound(direct, exact), -1);
       for (size_t i = 0; i < online.size(); ++i)
-        EXPECT_LE(std::fabs(double(online[i]) - direct[i]),
-                  2 * exact.bound[i])
+        EXPECT_LE(std::fabs(double(online[i]) - direct[i]), 2 * exact.bound[i])
             << "element " << i;
     }
 }

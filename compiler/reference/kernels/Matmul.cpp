@@ -128,9 +128,8 @@ mxfp4ToFp8Experts(const Tensor &w, const Tensor &scales, const Tensor &indices,
                   const Tensor &bias, int64_t slotCount) {
   int64_t experts = w.dim(0), n = w.dim(1), k = w.dim(2);
   int64_t groups = scales.dim(2);
-  if (llvm::Error err = checkSlotIndices(indices, experts,
-                                         "mxfp4ToFp8Experts: expert id",
-                                         "token"))
+  if (llvm::Error err = checkSlotIndices(
+          indices, experts, "mxfp4ToFp8Experts: expert id", "token"))
     return std::move(err);
   std::vector<int64_t> slotOf(experts, -1);
   for (int64_t e : indices.ints())

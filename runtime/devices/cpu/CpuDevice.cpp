@@ -377,12 +377,11 @@ struct CpuLaunchers {
         l->has(abi::ExpertMatmul::P::block_size)
             ? &l->ints(abi::ExpertMatmul::P::block_size)
             : nullptr;
-    return cpu::expertMatmul(d.pool, f(x), x.rank == 3,
-                             weight(w, &l.in(In::weight_scale), blocks),
-                             w.dim(0), w.dim(1), w.dim(2), i32(indices),
-                             l.tokens, indices.dim(1),
-                             opt<float>(l.in(In::routing_weights)),
-                             f(l.out(0)), weight(l.in(In::bias)));
+    return cpu::expertMatmul(
+        d.pool, f(x), x.rank == 3, weight(w, &l.in(In::weight_scale), blocks),
+        w.dim(0), w.dim(1), w.dim(2), i32(indices), l.tokens, indices.dim(1),
+        opt<float>(l.in(In::routing_weights)), f(l.out(0)),
+        weight(l.in(In::bias)));
   }
   static Status mxfp4ExpertMatmul(CpuDevice &d, const BoundLaunch &l) {
     using In = abi::Mxfp4ExpertMatmul::In;

@@ -3,9 +3,10 @@
 // Each kernel cuts its output into fixed tiles (independent of the thread
 // count, so results are deterministic) and runs the serial GEMM core on each
 // tile from the pool; MXFP4 experts instead decode each tile's blocks of 32
-// and scale each block's dot product by its power of two. Temporaries come
-// from scratch arenas sized by the shapes (Scratch.h): nothing is allocated
-// once a shape has run.
+// and scale each block's dot product by its power of two, and the MXFP4
+// online route converts a step's selected experts to E4M3 for the FP8 expert
+// matmul. Temporaries come from scratch arenas sized by the shapes
+// (Scratch.h): nothing is allocated once a shape has run.
 //
 //===----------------------------------------------------------------------===//
 
@@ -433,11 +434,11 @@ Status mxfp4ToFp8Experts(ThreadPool &pool, const Mxfp4Weights &w,
   int64_t rows = tokens * slots;
   for (int64_t r = 0; r < rows; ++r)
     if (indices[r] < -1 || indices[r] >= experts)
-      return Status::error(
-          "mxfp4ToFp8Experts: expert id " + std::to_string(indices[r]) +
-          " at token " + std::to_string(r / slots) + ", slot " +
-          std::to_string(r % slots) + " is outside [-1, " +
-          std::to_string(experts) + ")");
+      return Status::error("mxfp4ToFp8Experts: expert id " +
+                           std::to_string(indices[r]) + " at token " +
+                           std::to_string(r / slots) + ", slot " +
+                           std::to_string(r % slots) + " is outside [-1, " +
+                           std::to_string(experts) + ")");
   // Each selected expert's slot, in increasing id order, and the expert of
   // each slot.
   ScratchFrame frame;

@@ -718,13 +718,11 @@ struct CudaLaunchers {
         l->has(abi::ExpertMatmul::P::block_size)
             ? &l->ints(abi::ExpertMatmul::P::block_size)
             : nullptr;
-    return d.kernels->expertMatmul(p(x), x.rank == 3,
-                                   weight(w, &l.in(In::weight_scale), blocks),
-                                   w.dim(0), w.dim(1),
-                                   w.dim(2), p(indices), l.tokens,
-                                   indices.dim(1), p(l.in(In::routing_weights)),
-                                   p(l.out(0)), d.stream,
-                                   weight(l.in(In::bias)));
+    return d.kernels->expertMatmul(
+        p(x), x.rank == 3, weight(w, &l.in(In::weight_scale), blocks), w.dim(0),
+        w.dim(1), w.dim(2), p(indices), l.tokens, indices.dim(1),
+        p(l.in(In::routing_weights)), p(l.out(0)), d.stream,
+        weight(l.in(In::bias)));
   }
   static Status mxfp4ToFp8Experts(CudaDevice &d, const BoundLaunch &l) {
     using In = abi::Mxfp4ToFp8Experts::In;
@@ -733,8 +731,8 @@ struct CudaLaunchers {
     const BoundArg &codes = l.out(Out::codes);
     return d.kernels->mxfp4ToFp8Experts(
         p(w), p(l.in(In::scales)), weight(l.in(In::bias)), w.dim(0), w.dim(1),
-        w.dim(2), p(indices), l.tokens, indices.dim(1), codes.dim(0),
-        p(codes), p(l.out(Out::block_scales)), p(l.out(Out::slot_bias)),
+        w.dim(2), p(indices), l.tokens, indices.dim(1), codes.dim(0), p(codes),
+        p(l.out(Out::block_scales)), p(l.out(Out::slot_bias)),
         p(l.out(Out::slots)), d.stream);
   }
   static Status mxfp4ExpertMatmul(CudaDevice &d, const BoundLaunch &l) {

@@ -513,8 +513,8 @@ Status CudaKernels::expertMatmul(CUdeviceptr x, bool perSlotInput,
   DeviceWeight w = weight, b = bias;
   w.rows = n;
   w.cols = k;
-  void *params[] = {&x,       &perSlot, &w,     &experts,        &n,  &k,
-                    &indices, &tokens,  &slots, &routingWeights, &b,  &out};
+  void *params[] = {&x,       &perSlot, &w,     &experts,        &n, &k,
+                    &indices, &tokens,  &slots, &routingWeights, &b, &out};
   return launch(expertMatmulFn, "expertMatmul", ceilDiv(n, 8), tokens, 1, 256,
                 0, stream, params);
 }
@@ -553,8 +553,8 @@ Status CudaKernels::mxfp4ExpertMatmul(CUdeviceptr x, bool perSlotInput,
 
 Status CudaKernels::mxfp4ToFp8Experts(
     CUdeviceptr values, CUdeviceptr scales, const DeviceWeight &bias,
-    int64_t experts, int64_t n, int64_t k, CUdeviceptr indices,
-    int64_t tokens, int64_t slots, int64_t workspaceSlots, CUdeviceptr codes,
+    int64_t experts, int64_t n, int64_t k, CUdeviceptr indices, int64_t tokens,
+    int64_t slots, int64_t workspaceSlots, CUdeviceptr codes,
     CUdeviceptr blockScales, CUdeviceptr slotBias, CUdeviceptr remapped,
     CUstream stream) const {
   if (k % 32 != 0)
@@ -574,9 +574,9 @@ Status CudaKernels::mxfp4ToFp8Experts(
   int64_t perThread = std::max<int64_t>(8, ceilDiv(rows, kThreads));
   int64_t chunks = std::max<int64_t>(1, ceilDiv(items, kThreads * perThread));
   DeviceWeight b = bias;
-  void *params[] = {&values,    &scales,      &b,        &experts, &n,
-                    &k,         &indices,     &rows,     &perThread, &codes,
-                    &blockScales, &slotBias,  &remapped};
+  void *params[] = {&values,      &scales,   &b,       &experts,   &n,
+                    &k,           &indices,  &rows,    &perThread, &codes,
+                    &blockScales, &slotBias, &remapped};
   return launch(mxfp4ToFp8ExpertsFn, "mxfp4ToFp8Experts", chunks,
                 workspaceSlots, 1, unsigned(kThreads), 0, stream, params);
 }

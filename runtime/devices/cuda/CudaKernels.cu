@@ -1689,13 +1689,11 @@ __device__ __forceinline__ uint32_t e2m1x4ToE4m3x4(uint32_t packed) {
 /// values, two 16-byte stores of E4M3 codes, the scale byte to fp32. Block
 /// (0, 0) also writes the remapped indices. An id outside [0, E) counts as
 /// an empty slot (-1), as in daybreak_expert_matmul.
-extern "C" __global__ void
-daybreak_mxfp4_to_fp8_experts(const uint8_t *values, const uint8_t *scales,
-                              Weight bias, int64_t experts, int64_t n,
-                              int64_t k, const int32_t *indices, int64_t rows,
-                              int64_t perThread, uint8_t *codes,
-                              float *blockScales, float *slotBias,
-                              int32_t *remapped) {
+extern "C" __global__ void daybreak_mxfp4_to_fp8_experts(
+    const uint8_t *values, const uint8_t *scales, Weight bias, int64_t experts,
+    int64_t n, int64_t k, const int32_t *indices, int64_t rows,
+    int64_t perThread, uint8_t *codes, float *blockScales, float *slotBias,
+    int32_t *remapped) {
   __shared__ uint32_t used[kMxfp4ExpertWords];
   __shared__ int32_t before[kMxfp4ExpertWords + 1];
   __shared__ int64_t expert;
@@ -1728,10 +1726,10 @@ daybreak_mxfp4_to_fp8_experts(const uint8_t *values, const uint8_t *scales,
   if (blockIdx.x == 0 && blockIdx.y == 0)
     for (int64_t r = threadIdx.x; r < rows; r += blockDim.x) {
       int32_t e = indices[r];
-      remapped[r] = e >= 0 && e < experts
-                        ? before[e >> 5] +
-                              __popc(used[e >> 5] & ((1u << (e & 31)) - 1))
-                        : -1;
+      remapped[r] =
+          e >= 0 && e < experts
+              ? before[e >> 5] + __popc(used[e >> 5] & ((1u << (e & 31)) - 1))
+              : -1;
     }
   int64_t e = expert;
   if (e < 0)
@@ -1746,14 +1744,12 @@ daybreak_mxfp4_to_fp8_experts(const uint8_t *values, const uint8_t *scales,
   int64_t last = end < items ? end : items;
   for (int64_t i = first + threadIdx.x; i < last; i += blockDim.x) {
     uint4 packed = in[i];
-    out[2 * i] = make_uint4(e2m1x4ToE4m3x4(packed.x),
-                            e2m1x4ToE4m3x4(packed.x >> 16),
-                            e2m1x4ToE4m3x4(packed.y),
-                            e2m1x4ToE4m3x4(packed.y >> 16));
-    out[2 * i + 1] = make_uint4(e2m1x4ToE4m3x4(packed.z),
-                                e2m1x4ToE4m3x4(packed.z >> 16),
-                                e2m1x4ToE4m3x4(packed.w),
-                                e2m1x4ToE4m3x4(packed.w >> 16));
+    out[2 * i] =
+        make_uint4(e2m1x4ToE4m3x4(packed.x), e2m1x4ToE4m3x4(packed.x >> 16),
+                   e2m1x4ToE4m3x4(packed.y), e2m1x4ToE4m3x4(packed.y >> 16));
+    out[2 * i + 1] =
+        make_uint4(e2m1x4ToE4m3x4(packed.z), e2m1x4ToE4m3x4(packed.z >> 16),
+                   e2m1x4ToE4m3x4(packed.w), e2m1x4ToE4m3x4(packed.w >> 16));
     scaleOut[i] = e8m0ToFloat(exponents[i]);
   }
   if (blockIdx.x == 0)

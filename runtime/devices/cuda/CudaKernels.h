@@ -226,12 +226,12 @@ public:
   /// counts as an empty slot; errors (before launching) when K is not a
   /// multiple of 32 or E exceeds 2048 (the kernel's shared bitmap).
   Status mxfp4ToFp8Experts(CUdeviceptr values, CUdeviceptr scales,
-                           const DeviceWeight &bias, int64_t experts,
-                           int64_t n, int64_t k, CUdeviceptr indices,
-                           int64_t tokens, int64_t slots,
-                           int64_t workspaceSlots, CUdeviceptr codes,
-                           CUdeviceptr blockScales, CUdeviceptr slotBias,
-                           CUdeviceptr remapped, CUstream stream) const;
+                           const DeviceWeight &bias, int64_t experts, int64_t n,
+                           int64_t k, CUdeviceptr indices, int64_t tokens,
+                           int64_t slots, int64_t workspaceSlots,
+                           CUdeviceptr codes, CUdeviceptr blockScales,
+                           CUdeviceptr slotBias, CUdeviceptr remapped,
+                           CUstream stream) const;
   Status cacheWrite(const DeviceCacheView &cache, CUdeviceptr values,
                     CUdeviceptr slots, CUdeviceptr sequences, int64_t tokens,
                     CUstream stream) const;
