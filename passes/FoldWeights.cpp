@@ -42,9 +42,13 @@ using namespace daybreak;
 /// fp32 (45 GB per DeepSeek-V3.2 layer).
 static bool isStoredFp8ExpertWeight(Value value,
                                     const llvm::SetVector<Value> &derived) {
+  // An operand computed from weights may already be folded into a weight.
+  auto fromWeights = [&](Value v) {
+    return derived.contains(v) || v.getDefiningOp<lm::WeightRefOp>();
+  };
   auto dequant = value.getDefiningOp<lm::Fp8DequantOp>();
-  if (!dequant || !derived.contains(dequant.getWeight()) ||
-      !derived.contains(dequant.getScaleInv()))
+  if (!dequant || !fromWeights(dequant.getWeight()) ||
+      !fromWeights(dequant.getScaleInv()))
     return false;
   return llvm::all_of(value.getUses(), [](OpOperand &use) {
     auto matmul = dyn_cast<lm::ExpertMatmulOp>(use.getOwner());

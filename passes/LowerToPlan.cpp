@@ -515,7 +515,7 @@ LogicalResult Lowering::lowerOp(Operation *op) {
         StringRef shared[] = {plan::kMxfp4WorkspaceCodes,
                               plan::kMxfp4WorkspaceScales,
                               plan::kMxfp4WorkspaceBias};
-        for (auto [result, name] : llvm::zip_first(shared, results))
+        for (auto [name, result] : llvm::zip_first(shared, results))
           cast<plan::BufferOp>(result.getDefiningOp()).setName(name);
         return launch(loc, "mxfp4_to_fp8_experts", *operands, results, {});
       })
