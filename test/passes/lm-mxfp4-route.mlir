@@ -14,13 +14,13 @@
 
 // ONLINE-LABEL: module attributes {lm.mxfp4_route = "online"}
 // ONLINE: func.func @moe
-// ONLINE: %[[CV:.*]]:4 = lm.mxfp4_to_fp8_experts %{{.*}}, %{{.*}}, %[[IDX:[^ ,]+]] bias %{{.*}} : (tensor<8x128x64xf4E2M1FN>, tensor<8x128x2xf8E8M0FNU>, tensor<?x2xi32>, tensor<8x128xbf16>) -> (tensor<6x128x64xf8E4M3FN>, tensor<6x128x2xf32>, tensor<6x128xf32>, tensor<?x2xi32>)
-// ONLINE: %[[W:.*]] = lm.fp8_dequant %[[CV]]#0, %[[CV]]#1 {block_size = array<i64: 1, 32>} : (tensor<6x128x64xf8E4M3FN>, tensor<6x128x2xf32>) -> tensor<6x128x64xf32>
-// ONLINE: %[[H:.*]] = lm.expert_matmul %{{.*}}, %[[W]], %[[CV]]#3 bias %[[CV]]#2
-// ONLINE: %[[CV2:.*]]:4 = lm.mxfp4_to_fp8_experts %{{.*}}, %{{.*}}, %[[IDX]] :
+// ONLINE: %[[C:[^ ,]+]], %[[S:[^ ,]+]], %[[B:[^ ,]+]], %[[SLOTS:[^ ,]+]] = lm.mxfp4_to_fp8_experts %{{.*}}, %{{.*}}, %[[IDX:[^ ,]+]] bias %{{.*}} : (tensor<8x128x64xf4E2M1FN>, tensor<8x128x2xf8E8M0FNU>, tensor<?x2xi32>, tensor<8x128xbf16>) -> (tensor<6x128x64xf8E4M3FN>, tensor<6x128x2xf32>, tensor<6x128xf32>, tensor<?x2xi32>)
+// ONLINE: %[[W:.*]] = lm.fp8_dequant %[[C]], %[[S]] {block_size = array<i64: 1, 32>} : (tensor<6x128x64xf8E4M3FN>, tensor<6x128x2xf32>) -> tensor<6x128x64xf32>
+// ONLINE: %[[H:.*]] = lm.expert_matmul %{{.*}}, %[[W]], %[[SLOTS]] bias %[[B]]
+// ONLINE: %[[C2:[^ ,]+]], %[[S2:[^ ,]+]], %{{[^ ,]+}}, %[[SLOTS2:[^ ,]+]] = lm.mxfp4_to_fp8_experts %{{.*}}, %{{.*}}, %[[IDX]] :
 // ONLINE-SAME: -> (tensor<6x64x128xf8E4M3FN>, tensor<6x64x4xf32>, tensor<6x64xf32>, tensor<?x2xi32>)
-// ONLINE: %[[W2:.*]] = lm.fp8_dequant %[[CV2]]#0, %[[CV2]]#1 {block_size = array<i64: 1, 32>}
-// ONLINE: lm.expert_matmul %[[H]], %[[W2]], %[[CV2]]#3 weights %{{.*}} :
+// ONLINE: %[[W2:.*]] = lm.fp8_dequant %[[C2]], %[[S2]] {block_size = array<i64: 1, 32>}
+// ONLINE: lm.expert_matmul %[[H]], %[[W2]], %[[SLOTS2]] weights %{{.*}} :
 // ONLINE-NOT: lm.mxfp4_expert_matmul
 
 // OFFLINE-LABEL: module attributes {lm.mxfp4_route = "offline"}
