@@ -12,7 +12,10 @@
 // weights give the same bytes and the same logits: copied from the
 // checkpoint, referenced in it (--weights=reference), and as lm.weight
 // values (what a fold or a hand-written module carries), which the artifact
-// writer packs two a byte.
+// writer packs two a byte. The offline and online routes (lm-mxfp4-route,
+// docs/mxfp4.md) give the direct route's logits within fp32 reordering, for
+// top-2 and top-1 routing, steps using every expert, one token's and one
+// repeated token's, and the memory plan reports each route's bytes.
 //
 //===----------------------------------------------------------------------===//
 
