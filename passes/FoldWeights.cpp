@@ -1,8 +1,8 @@
 //===- FoldWeights.cpp - Compute weight-only subgraphs at compile time ----===//
 //
 // A value is weight-derived when it is an lm.weight_ref or the result of a
-// foldable op (FP8 dequantisation, reshapes, static slices, widening casts) whose tensor
-// operands are all weight-derived. Each weight-derived value that a
+// foldable op (FP8 dequantisation, reshapes, static slices, widening casts)
+// whose tensor operands are all weight-derived. Each weight-derived value that a
 // non-foldable op reads is evaluated with the reference evaluator (on a
 // scratch function holding just its subgraph) and replaced by a new
 // lm.weight carrying the value. Equal subgraphs in @prefill and @decode fold
@@ -33,15 +33,22 @@ namespace daybreak {
 using namespace mlir;
 using namespace daybreak;
 
-/// Whether `value` is an FP8 weight dequantised straight from its stored
-/// codes and scales for expert matmuls only. Those stay FP8 in the artifact
-/// (1 byte per parameter instead of 4) and are dequantised by the devices
-/// at load, as fp8_matmul weights are: folding would hold and write every
-/// routed expert in fp32 (45 GB per DeepSeek-V3.2 layer).
-static bool isStoredFp8ExpertWeight(Value value) {
+/// Whether `value` is an FP8 weight dequantised from weight-derived codes
+/// and scales (stored ones, or MXFP4 experts converted by the offline route)
+/// for expert matmuls only. Those stay FP8 in the artifact (1 byte per
+/// parameter instead of 4), the codes and scales folded on their own if
+/// computed, and the devices read them as stored, as fp8_matmul weights:
+/// folding the dequantisation would hold and write every routed expert in
+/// fp32 (45 GB per DeepSeek-V3.2 layer).
+static bool isStoredFp8ExpertWeight(Value value,
+                                    const llvm::SetVector<Value> &derived) {
+  // An operand computed from weights may already be folded into a weight.
+  auto fromWeights = [&](Value v) {
+    return derived.contains(v) || v.getDefiningOp<lm::WeightRefOp>();
+  };
   auto dequant = value.getDefiningOp<lm::Fp8DequantOp>();
-  if (!dequant || !dequant.getWeight().getDefiningOp<lm::WeightRefOp>() ||
-      !dequant.getScaleInv().getDefiningOp<lm::WeightRefOp>())
+  if (!dequant || !fromWeights(dequant.getWeight()) ||
+      !fromWeights(dequant.getScaleInv()))
     return false;
   return llvm::all_of(value.getUses(), [](OpOperand &use) {
     auto matmul = dyn_cast<lm::ExpertMatmulOp>(use.getOwner());
@@ -55,7 +62,8 @@ static bool isFoldable(Operation *op) {
   if (isa<lm::Fp8DequantOp, tensor::ExpandShapeOp, tensor::CollapseShapeOp>(
           op))
     return true;
-  // A widened tensor weight (bf16 attention sinks read in f32).
+  // A widened tensor weight: MXFP4 experts as E4M3 codes and f32 scales
+  // (exact), bf16 attention sinks read in f32.
   if (auto ext = dyn_cast<arith::ExtFOp>(op))
     return isa<RankedTensorType>(ext.getType());
   if (auto slice = dyn_cast<tensor::ExtractSliceOp>(op))
@@ -153,9 +161,10 @@ void FoldWeightsPass::runOnOperation() {
     if (isa<lm::WeightRefOp>(def))
       continue;
     bool readByKernel = llvm::any_of(value.getUsers(), [&](Operation *user) {
-      return !isFoldable(user) || !derived.contains(user->getResult(0));
+      return !isFoldable(user) || !derived.contains(user->getResult(0)) ||
+             isStoredFp8ExpertWeight(user->getResult(0), derived);
     });
-    if (!readByKernel || isStoredFp8ExpertWeight(value))
+    if (!readByKernel || isStoredFp8ExpertWeight(value, derived))
       continue;
 
     // A scratch module with the subgraph of `value`.

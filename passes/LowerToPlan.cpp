@@ -533,6 +533,26 @@ LogicalResult Lowering::lowerOp(Operation *op) {
                        attention.getSinks() ? lookup(attention.getSinks())
                                             : Value()},
                       {out}, attrs);
+        })
+      .Case([&](lm::Mxfp4ToFp8ExpertsOp convert) -> LogicalResult {
+        // Every MoE layer converts into the same workspace: buffers of one
+        // name are one allocation to plan-assign-workspace, sized for the
+        // largest layer and live from the first conversion to the last
+        // expert matmul, so the layers share it rather than each taking
+        // its own. The remapped indices are per layer.
+        FailureOr<SmallVector<Value>> operands =
+            declaredOperands(convert, "mxfp4_to_fp8_experts");
+        if (failed(operands))
+          return failure();
+        SmallVector<Value> results;
+        for (Value r : convert->getResults())
+          results.push_back(buffer(r));
+        StringRef shared[] = {plan::kMxfp4WorkspaceCodes,
+                              plan::kMxfp4WorkspaceScales,
+                              plan::kMxfp4WorkspaceBias};
+        for (auto [name, result] : llvm::zip_first(shared, results))
+          cast<plan::BufferOp>(result.getDefiningOp()).setName(name);
+        return launch(loc, "mxfp4_to_fp8_experts", *operands, results, {});
       })
       .Case([&](lm::CacheWriteOp write) -> LogicalResult {
         // Caches are updated in place: the result is the cache itself.

@@ -23,6 +23,45 @@ def LmFoldWeights : Pass<"lm-fold-weights", "mlir::ModuleOp"> {
   ];
 }
 
+def LmMxfp4Route : Pass<"lm-mxfp4-route", "mlir::ModuleOp"> {
+  let summary = "choose how MXFP4 experts are stored and read";
+  let description = [{
+    Rewrites every `lm.mxfp4_expert_matmul` for one of three routes
+    (`docs/mxfp4.md`), and records the choice as the module's
+    `lm.mxfp4_route` attribute, which the memory plan prints:
+    - `direct`: left as it is; the kernel reads E2M1 + E8M0 as stored and
+      decodes in registers.
+    - `offline`: the experts are converted at compile time, `arith.extf` to
+      E4M3 codes and f32 block scales (exact: every E2M1 value is an E4M3
+      value, every E8M0 scale an f32), which `lm-fold-weights` folds into
+      the artifact; an `lm.expert_matmul` over `lm.fp8_dequant {block_size
+      = [1, 32]}` reads them (1.125 bytes a value instead of 0.53).
+    - `online`: the experts stay packed; before each expert matmul an
+      `lm.mxfp4_to_fp8_experts` converts the experts the step selected into
+      a workspace of `min(E, max-tokens x k)` slots and remaps the indices,
+      and the FP8 expert matmul reads the workspace. The lowering gives
+      every layer's workspace one buffer.
+
+    ```mlir
+    // route=online
+    %c, %s, %b, %slots = lm.mxfp4_to_fp8_experts %w, %sc, %idx bias %bias
+    %d = lm.fp8_dequant %c, %s {block_size = array<i64: 1, 32>}
+    %y = lm.expert_matmul %x, %d, %slots weights %rw bias %b
+    ```
+  }];
+  let options = [
+    Option<"route", "route", "std::string", "\"direct\"",
+           "how MXFP4 experts are read: online, offline or direct">,
+    Option<"maxTokens", "max-tokens", "int64_t", "4096",
+           "the most tokens one step processes (sizes the online workspace)">,
+  ];
+  let dependentDialects = ["::mlir::arith::ArithDialect"];
+  let statistics = [
+    Statistic<"numRewritten", "rewritten",
+              "MXFP4 expert matmuls rewritten for the route">,
+  ];
+}
+
 def LmFuseElementwise : Pass<"lm-fuse-elementwise", "mlir::func::FuncOp"> {
   let summary = "fuse pointwise op chains into lm.elementwise kernels";
   let description = [{
@@ -144,10 +183,13 @@ def LmLowerToPlan : Pass<"lm-lower-to-plan", "mlir::ModuleOp"> {
 def PlanAssignWorkspace : Pass<"plan-assign-workspace", "mlir::ModuleOp"> {
   let summary = "place each step's buffers in one arena by liveness";
   let description = [{
-    Computes each buffer's live range over the step's launches (aliases
-    share one range) and gives it a 256-byte-aligned offset so that buffers
-    live at the same time never overlap, first fit by decreasing size. Sets
-    the step's arena size to the peak.
+    Computes each buffer's live range over the step's launches and gives it
+    a 256-byte-aligned offset so that buffers live at the same time never
+    overlap, first fit by decreasing size. Buffers of one name are one
+    allocation, sized for the largest and live over all of their uses:
+    reshapes (aliases of their source) and the MXFP4 online route's
+    workspace (`mxfp4_workspace.*`), which every MoE layer reuses. Sets the
+    step's arena size to the peak.
   }];
   let statistics = [
     Statistic<"peakBytes", "peak-bytes", "largest arena over the steps">,

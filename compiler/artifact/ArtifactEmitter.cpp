@@ -4,6 +4,8 @@
 
 #include <climits>
 #include <deque>
+#include <map>
+#include <set>
 
 #include "dialects/lm/LmOps.h"
 #include "dialects/plan/PlanOps.h"
@@ -94,6 +96,50 @@ static void addParam(Launch &launch, StringRef name, Attribute value) {
         for (int64_t v : a.asArrayRef())
           attr->mutable_ints()->add_values(v);
       });
+}
+
+/// The MXFP4 figures of the memory plan: the online workspace (the largest
+/// per step of its buffers, one allocation per name), and the experts'
+/// stored and offline bytes, from the weights the MXFP4 launches read (a
+/// value is 1/2 + 1/32 bytes packed, 1 + 4/32 as E4M3 with fp32 scales).
+static void setMxfp4Figures(const Manifest &manifest, MemoryPlan &memory) {
+  uint64_t workspace = 0;
+  std::set<uint32_t> read;
+  for (const Step &step : manifest.steps()) {
+    std::map<std::string, uint64_t> shared;
+    for (const Buffer &b : step.buffers())
+      if (llvm::StringRef(b.name()).starts_with("mxfp4_workspace."))
+        shared[b.name()] = std::max<uint64_t>(shared[b.name()], b.max_bytes());
+    uint64_t bytes = 0;
+    for (const auto &[name, size] : shared)
+      bytes += (size + 255) / 256 * 256;
+    workspace = std::max(workspace, bytes);
+    for (const Launch &l : step.launches()) {
+      bool packed = l.kernel() == "mxfp4_expert_matmul" ||
+                    l.kernel() == "mxfp4_to_fp8_experts";
+      // The offline route's experts: E4M3 in [1, 32] blocks.
+      bool offline = false;
+      if (l.kernel() == "expert_matmul" && memory.mxfp4_route() == "offline")
+        for (const Attr &a : l.attrs())
+          offline |= a.name() == "block_size" && a.ints().values_size() == 2 &&
+                     a.ints().values(0) == 1 && a.ints().values(1) == 32;
+      int slot = packed ? 0 : offline ? 1 : -1;
+      if (slot >= 0 && l.operands(slot).has_weight())
+        read.insert(l.operands(slot).weight());
+    }
+  }
+  uint64_t values = 0;
+  for (uint32_t w : read) {
+    uint64_t n = 1;
+    for (int64_t d : manifest.weights(w).shape())
+      n *= d;
+    values += n;
+  }
+  memory.set_mxfp4_workspace_bytes(workspace);
+  memory.set_mxfp4_offline_bytes(values + values / 32 * 4);
+  memory.set_mxfp4_stored_bytes(memory.mxfp4_route() == "offline"
+                                    ? values + values / 32 * 4
+                                    : values / 2 + values / 32);
 }
 
 llvm::Expected<Manifest>
@@ -455,6 +501,10 @@ artifact::emitArtifact(ModuleOp module, const importers::Checkpoint &checkpoint,
   memory->set_cache_bytes(cacheBytes);
   memory->set_state_bytes_per_sequence(stateBytesPerSequence);
   memory->set_total_bytes(deviceWeightBytes + arenaBytes + cacheBytes);
+  if (auto route = module->getAttrOfType<StringAttr>("lm.mxfp4_route")) {
+    memory->set_mxfp4_route(route.str());
+    setMxfp4Figures(manifest, *memory);
+  }
 
   ArtifactWriter writer;
   StatusOr<uint32_t> weightSection = writer.addSection(

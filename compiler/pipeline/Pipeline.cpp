@@ -54,8 +54,17 @@ llvm::StringRef pipeline::phaseName(Phase phase) {
 
 void pipeline::buildLmPipeline(OpPassManager &pm, const Options &options,
                                ref::WeightProvider weights) {
-  // Absorbed MLA matrices and dequantised experts are computed once here,
-  // not per step.
+  // MXFP4 experts take their route first: the offline route's conversion is
+  // a weight-only subgraph for lm-fold-weights to compute.
+  const targets::Target *target = targets::getTarget(options.target);
+  LmMxfp4RouteOptions route;
+  route.route = !options.mxfp4Route.empty() ? options.mxfp4Route
+                : target ? target->getDefaultMxfp4Route().str()
+                         : std::string("direct");
+  route.maxTokens = options.maxTokens;
+  pm.addPass(createLmMxfp4Route(route));
+  // Absorbed MLA matrices, dequantised experts and the offline route's
+  // converted experts are computed once here, not per step.
   pm.addPass(createLmFoldWeightsPass(std::move(weights)));
   // The runtime allocates caches from the layouts chosen here.
   LmAssignKVLayoutOptions layout;
@@ -67,7 +76,7 @@ void pipeline::buildLmPipeline(OpPassManager &pm, const Options &options,
   pm.addNestedPass<func::FuncOp>(createLmFuseElementwise());
   // The target's own passes (tiling for its kernels), then its legality
   // check on the ops the lowering will launch.
-  if (const targets::Target *target = targets::getTarget(options.target)) {
+  if (target) {
     target->buildLmPipeline(pm);
   } else {
     // No such target: the check fails, naming it.
@@ -293,6 +302,17 @@ static llvm::Error compileWith(const Options &options, const Options &given,
     log << "    " << artifact::DType_Name(p.dtype()) << ": "
         << formatBytes(p.bytes()) << " in " << p.tensors() << " tensors, "
         << artifact::weightOriginText(p) << "\n";
+  if (!m.mxfp4_route().empty()) {
+    int64_t saved = int64_t(m.mxfp4_offline_bytes()) -
+                    int64_t(m.mxfp4_stored_bytes() + m.mxfp4_workspace_bytes());
+    log << "  mxfp4 experts:    route " << m.mxfp4_route() << ", "
+        << formatBytes(m.mxfp4_stored_bytes()) << " stored, workspace "
+        << formatBytes(m.mxfp4_workspace_bytes())
+        << " (shared by all layers, in the arena); offline would store "
+        << formatBytes(m.mxfp4_offline_bytes()) << ": "
+        << (saved >= 0 ? "saves " : "costs ")
+        << formatBytes(uint64_t(saved >= 0 ? saved : -saved)) << "\n";
+  }
   log << "  arena:            " << formatBytes(m.arena_bytes()) << " (at "
       << options.maxTokens << " tokens per step)\n"
       << "  KV bytes / token: " << m.cache_bytes_per_token()

@@ -62,6 +62,9 @@ struct Options {
   int64_t kvCacheTokens = 0;
   /// Per-sequence recurrent state storage: "f32" or "bf16".
   std::string stateDtype = "f32";
+  /// How MXFP4 experts are stored and read: "online", "offline" or
+  /// "direct" (lm-mxfp4-route); empty: the target's default.
+  std::string mxfp4Route;
   /// Keep checkpoint tensors in the checkpoint's files (--weights=reference).
   bool weightsByReference = false;
   /// Called on the pass manager before it runs: the tool applies MLIR's

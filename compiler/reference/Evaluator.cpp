@@ -453,6 +453,22 @@ llvm::Error FrameEvaluator::evaluateLm(Operation *op) {
                                       get(o.getRoutingWeights()),
                                       get(o.getBias())));
       })
+      .Case([&](Mxfp4ToFp8ExpertsOp o) -> llvm::Error {
+        auto converted = mxfp4ToFp8Experts(
+            get(o.getWeight()), get(o.getScales()), get(o.getIndices()),
+            get(o.getBias()), o.getCodes().getType().getDimSize(0));
+        if (!converted)
+          return converted.takeError();
+        if (llvm::Error err = bind(o.getCodes(), std::move(converted->codes)))
+          return err;
+        if (llvm::Error err =
+                bind(o.getBlockScales(), std::move(converted->blockScales)))
+          return err;
+        if (llvm::Error err =
+                bind(o.getSlotBias(), std::move(converted->slotBias)))
+          return err;
+        return bind(o.getSlots(), std::move(converted->slots));
+      })
       .Case([&](MoeRouteOp o) {
         RoutingParams p;
         switch (o.getRouting()) {
@@ -705,6 +721,18 @@ llvm::Error FrameEvaluator::evaluateUpstream(Operation *op) {
         return bind(o.getResult(),
                     elementwise(get(o.getLhs()), get(o.getRhs()),
                                 [](float x, float y) { return x / y; }));
+      })
+      .Case([&](arith::ExtFOp o) -> llvm::Error {
+        // A wider float type holds every value (E2M1 in E4M3, E8M0 in f32,
+        // the MXFP4 offline route): the values stay, the type changes.
+        const Tensor &in = get(o.getIn());
+        std::optional<ElementType> elem =
+            toElementType(cast<ShapedType>(o.getType()).getElementType());
+        if (!elem || !in.isFloat())
+          return makeError("arith.extf only on float tensors");
+        Tensor out = Tensor::zeros(*elem, in.shape());
+        out.floats() = in.floats();
+        return bind(o.getResult(), std::move(out));
       })
       .Case([&](arith::NegFOp o) {
         Tensor out = get(o.getOperand());

@@ -122,6 +122,20 @@ llvm::Expected<Tensor> mxfp4ExpertMatmul(const Tensor &x, const Tensor &w,
                                          const Tensor &routingWeights,
                                          const Tensor &bias);
 
+/// The MXFP4 online route's conversion (lm.mxfp4_to_fp8_experts): the
+/// distinct experts of `indices` [T, k], in increasing id order, in slots
+/// 0.. of `slotCount` slots: codes [S, N, K] (E4M3, the E2M1 values
+/// exactly), blockScales [S, N, K / 32] (f32), slotBias [S, N] (f32, zero
+/// without `bias`), slots [T, k] (the slot of each entry, -1 kept). Unused
+/// slots are zero. Errors on an expert id outside [-1, E) or more distinct
+/// experts than slots.
+struct Mxfp4Fp8Experts {
+  Tensor codes, blockScales, slotBias, slots;
+};
+llvm::Expected<Mxfp4Fp8Experts>
+mxfp4ToFp8Experts(const Tensor &w, const Tensor &scales, const Tensor &indices,
+                  const Tensor &bias, int64_t slotCount);
+
 /// Grouped expert matmul over plain float weights w [E, N, K]; the same
 /// routing semantics as mxfp4ExpertMatmul.
 llvm::Expected<Tensor> expertMatmul(const Tensor &x, const Tensor &w,

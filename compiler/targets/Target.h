@@ -68,6 +68,10 @@ public:
   virtual llvm::Error printCode(mlir::ModuleOp module,
                                 llvm::raw_ostream &out) const = 0;
 
+  /// The MXFP4 expert route (lm-mxfp4-route) when --mxfp4-route is not
+  /// given: "direct" by default (docs/mxfp4.md says why per target).
+  virtual llvm::StringRef getDefaultMxfp4Route() const { return "direct"; }
+
   /// Why this build cannot write the target's artifacts, or "" when it can.
   virtual std::string getArtifactUnavailableReason() const { return ""; }
   /// Compiles what remains of the target's code (the generated kernels,

@@ -97,6 +97,43 @@ def Lm_Mxfp4ExpertMatmulOp : Lm_Op<"mxfp4_expert_matmul",
   let hasVerifier = 1;
 }
 
+def Lm_Mxfp4ToFp8ExpertsOp : Lm_Op<"mxfp4_to_fp8_experts", [Pure]> {
+  let summary = "the step's selected MXFP4 experts converted to FP8";
+  let description = [{
+    The online MXFP4 route (`lm-mxfp4-route{route=online}`): the distinct
+    experts that `indices [T, k]` name (ids >= 0), in increasing id order,
+    go to the workspace slots 0, 1, ...: `codes [S, N, K]` E4M3 (each E2M1
+    value re-encoded, exactly), `block_scales [S, N, K / 32]` f32 (the
+    block's `2^(scale - 127)`, exact; NaN for byte 255) and `slot_bias [S,
+    N]` f32 (the expert's bias row, zero without `bias`). `slots [T, k]`
+    names each (token, slot)'s workspace slot; -1 stays -1. So an
+    `lm.expert_matmul` over `lm.fp8_dequant %codes, %block_scales
+    {block_size = [1, 32]}` with `slots` (and `slot_bias`) computes what
+    `lm.mxfp4_expert_matmul` does. `S` must hold every expert a step can
+    select, `min(E, max_tokens x k)`; slots past the distinct count are
+    unspecified (the reference evaluator zeroes them, the kernels leave
+    them).
+
+    ```mlir
+    %c, %s, %b, %slots = lm.mxfp4_to_fp8_experts %w, %sc, %idx bias %bias
+        : (tensor<8x128x64xf4E2M1FN>, tensor<8x128x2xf8E8M0FNU>,
+           tensor<?x2xi32>, tensor<8x128xbf16>)
+        -> (tensor<8x128x64xf8E4M3FN>, tensor<8x128x2xf32>,
+            tensor<8x128xf32>, tensor<?x2xi32>)
+    ```
+  }];
+  let arguments = (ins Lm_Fp4Tensor:$weight, Lm_E8M0Tensor:$scales,
+                       Lm_IndexTensor:$indices,
+                       Optional<Lm_WeightTensor>:$bias);
+  let results = (outs Lm_Fp8Tensor:$codes, Lm_F32Tensor:$block_scales,
+                      Lm_F32Tensor:$slot_bias, Lm_IndexTensor:$slots);
+  let assemblyFormat = [{
+    $weight `,` $scales `,` $indices (`bias` $bias^)? attr-dict `:`
+    functional-type(operands, results)
+  }];
+  let hasVerifier = 1;
+}
+
 def Lm_HeadMatmulOp : Lm_Op<"head_matmul", [Pure]> {
   let summary = "per-head matmul (MLA absorption)";
   let description = [{

@@ -334,6 +334,47 @@ LogicalResult Mxfp4ExpertMatmulOp::verify() {
   return c.same("result", result, -1, "weight", weight, 1);
 }
 
+LogicalResult Mxfp4ToFp8ExpertsOp::verify() {
+  ShapeChecker c(*this);
+  Value weight = getWeight(), scales = getScales(), indices = getIndices();
+  Value codes = getCodes(), blockScales = getBlockScales();
+  CHECK(c.rank("weight", weight, 3));
+  CHECK(c.rank("scales", scales, 3));
+  CHECK(c.rank("indices", indices, 2));
+  CHECK(c.rank("codes", codes, 3));
+  CHECK(c.rank("block_scales", blockScales, 3));
+  CHECK(c.rank("slot_bias", getSlotBias(), 2));
+  int64_t k = ShapeChecker::dimOf(weight, 2);
+  if (!ShapedType::isDynamic(k) && k % 32 != 0)
+    return emitOpError("expects the reduction dim K to be a multiple of the "
+                       "MXFP4 block of 32, got ")
+           << k;
+  CHECK(c.same("scales", scales, 0, "weight", weight, 0));
+  CHECK(c.same("scales", scales, 1, "weight", weight, 1));
+  CHECK(c.equals("scales", scales, 2, ShapedType::isDynamic(k) ? k : k / 32,
+                 "one scale per 32 weights along K"));
+  if (Value bias = getBias()) {
+    CHECK(c.rank("bias", bias, 2));
+    CHECK(c.same("bias", bias, 0, "weight", weight, 0));
+    CHECK(c.same("bias", bias, 1, "weight", weight, 1));
+  }
+  // The workspace: S slots of the weight's [N, K] and its scales' shape.
+  CHECK(c.same("codes", codes, 1, "weight", weight, 1));
+  CHECK(c.same("codes", codes, 2, "weight", weight, 2));
+  CHECK(c.same("block_scales", blockScales, 0, "codes", codes, 0));
+  CHECK(c.same("block_scales", blockScales, 1, "scales", scales, 1));
+  CHECK(c.same("block_scales", blockScales, 2, "scales", scales, 2));
+  CHECK(c.same("slot_bias", getSlotBias(), 0, "codes", codes, 0));
+  CHECK(c.same("slot_bias", getSlotBias(), 1, "weight", weight, 1));
+  int64_t slots = ShapeChecker::dimOf(codes, 0);
+  int64_t experts = ShapeChecker::dimOf(weight, 0);
+  if (ShapedType::isDynamic(slots) || slots < 1 ||
+      (!ShapedType::isDynamic(experts) && slots > experts))
+    return emitOpError("expects a static workspace of 1 to E = ")
+           << experts << " expert slots, got " << slots;
+  return c.sameShape("slots", getSlots(), "indices", indices);
+}
+
 LogicalResult HeadMatmulOp::verify() {
   ShapeChecker c(*this);
   Value input = getInput(), weight = getWeight(), result = getResult();

@@ -41,6 +41,16 @@ mlir::ModuleOp findGeneratedKernels(mlir::ModuleOp module);
 /// shapes (plan-specialize-library-kernels); the artifact's code module of
 /// the same name.
 inline constexpr llvm::StringLiteral kLibraryCodeImage = "library";
+/// The names of the MXFP4 online route's workspace buffers (codes, block
+/// scales, bias rows). Every MoE layer's conversion writes buffers of these
+/// names, which plan-assign-workspace makes one allocation each (sized for
+/// the largest layer), and the memory plan reports them.
+inline constexpr llvm::StringLiteral kMxfp4WorkspaceCodes =
+    "mxfp4_workspace.codes";
+inline constexpr llvm::StringLiteral kMxfp4WorkspaceScales =
+    "mxfp4_workspace.scales";
+inline constexpr llvm::StringLiteral kMxfp4WorkspaceBias =
+    "mxfp4_workspace.bias";
 
 /// Checks `launch` against the declaration of kernel `entry`
 /// (runtime/abi/Kernels.def): operands and results by declared position,

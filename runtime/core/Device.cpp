@@ -60,11 +60,30 @@ runtime::fp8Scalings(const artifact::Manifest &m,
       } else {
         continue;
       }
-      if (l.args[weight].kind != PreparedArg::Kind::Weight ||
-          l.args[scale].kind != PreparedArg::Kind::Weight)
-        return Status::error(l.label + ": expects weight and scale weights");
       if (!l.has(blocks) || l.ints(blocks).size() != 2)
         return Status::error(l.label + ": expects two block sizes");
+      const PreparedArg &w = l.args[weight], &sc = l.args[scale];
+      if (w.kind == PreparedArg::Kind::Buffer &&
+          sc.kind == PreparedArg::Kind::Buffer) {
+        // A workspace an earlier launch fills (the MXFP4 online route):
+        // static e4m3 [E, N, K] with fp32 scales covering its blocks.
+        int64_t bn = l.ints(blocks)[0], bk = l.ints(blocks)[1];
+        if (w.dtype != DType::F8E4M3FN || sc.dtype != DType::F32 ||
+            w.rank != 3 || sc.rank != 3 || bn <= 0 || bk <= 0 ||
+            w.perToken[0] || w.perToken[1] || w.perToken[2] || sc.perToken[0] ||
+            sc.perToken[1] || sc.perToken[2] ||
+            sc.constant[0] != w.constant[0] ||
+            sc.constant[1] != (w.constant[1] + bn - 1) / bn ||
+            sc.constant[2] != (w.constant[2] + bk - 1) / bk)
+          return Status::error(l.label +
+                               ": the e4m3 workspace and its scales are not "
+                               "[E, N, K] with fp32 block scales covering it");
+        continue;
+      }
+      if (w.kind != PreparedArg::Kind::Weight ||
+          sc.kind != PreparedArg::Kind::Weight)
+        return Status::error(l.label + ": expects weight and scale weights "
+                                       "(or both buffers)");
       Fp8Scaling &s = scalings[l.args[weight].index];
       s.scale = l.args[scale].index;
       s.blockN = l.ints(blocks)[0];

@@ -173,9 +173,9 @@ static Status prepareParam(const abi::KernelDecl &decl, unsigned index,
 /// scales and an [E, N] bias, all weights (a buffer holds no packed
 /// values), so the kernels never read past them.
 static Status checkMxfp4Experts(const artifact::Manifest &m,
-                                const PreparedLaunch &p) {
-  using In = abi::Mxfp4ExpertMatmul::In;
-  const PreparedArg &values = p.args[In::weight], &scales = p.args[In::scales];
+                                const PreparedLaunch &p, unsigned valuesSlot,
+                                unsigned scalesSlot, unsigned biasSlot) {
+  const PreparedArg &values = p.args[valuesSlot], &scales = p.args[scalesSlot];
   if (values.kind != PreparedArg::Kind::Weight ||
       scales.kind != PreparedArg::Kind::Weight)
     return Status::error("reads MXFP4 values and scales that are not weights");
@@ -188,7 +188,7 @@ static Status checkMxfp4Experts(const artifact::Manifest &m,
                          s.name() +
                          "' are not [E, N, K] values with [E, N, K / 32] "
                          "scales");
-  const PreparedArg &bias = p.args[In::bias];
+  const PreparedArg &bias = p.args[biasSlot];
   if (bias.kind != PreparedArg::Kind::Absent &&
       (bias.rank != 2 || bias.perToken[0] || bias.perToken[1] ||
        bias.constant[0] != w.shape(0) || bias.constant[1] != w.shape(1)))
@@ -246,6 +246,52 @@ static Status checkAttention(const artifact::Manifest &m,
       (sinks.rank != 1 || sinks.perToken[0] || sinks.constant[0] != heads))
     return Status::error("has sinks that are not [" + std::to_string(heads) +
                          "]");
+  return Status::success();
+}
+
+/// The online route's conversion writes S whole experts into a workspace:
+/// codes [S, N, K] E4M3, block scales [S, N, K / 32] and bias rows [S, N]
+/// f32 buffers of the weight's N and K, and remapped indices of the
+/// indices' shape, so the kernels never write past them.
+static Status checkMxfp4Workspace(const artifact::Manifest &m,
+                                  const PreparedLaunch &p) {
+  using In = abi::Mxfp4ToFp8Experts::In;
+  using Out = abi::Mxfp4ToFp8Experts::Out;
+  DAYBREAK_RETURN_IF_ERROR(
+      checkMxfp4Experts(m, p, In::weight, In::scales, In::bias));
+  const artifact::Weight &w = m.weights(p.args[In::weight].index);
+  // `a` has exactly the static extents `dims`.
+  auto fixed = [](const PreparedArg &a, std::initializer_list<int64_t> dims) {
+    if (a.rank != dims.size())
+      return false;
+    unsigned d = 0;
+    for (int64_t size : dims) {
+      if (a.perToken[d] || a.constant[d] != size)
+        return false;
+      ++d;
+    }
+    return true;
+  };
+  const PreparedArg &codes = p.args[p.numOperands + Out::codes];
+  const PreparedArg &scales = p.args[p.numOperands + Out::block_scales];
+  const PreparedArg &bias = p.args[p.numOperands + Out::slot_bias];
+  const PreparedArg &indices = p.args[In::indices];
+  const PreparedArg &slots = p.args[p.numOperands + Out::slots];
+  int64_t s = codes.constant[0]; // the workspace's slots
+  if (codes.dtype != artifact::F8E4M3FN || scales.dtype != artifact::F32 ||
+      bias.dtype != artifact::F32 || s < 1 || s > w.shape(0) ||
+      !fixed(codes, {s, w.shape(1), w.shape(2)}) ||
+      !fixed(scales, {s, w.shape(1), w.shape(2) / 32}) ||
+      !fixed(bias, {s, w.shape(1)}))
+    return Status::error("the FP8 workspace of MXFP4 weight '" + w.name() +
+                         "' is not E4M3 [S, N, K] codes, f32 [S, N, K / 32] "
+                         "scales and f32 [S, N] bias rows, 1 <= S <= E");
+  if (slots.rank != 2 || indices.rank != 2 ||
+      slots.constant[1] != indices.constant[1] ||
+      slots.perToken[0] != indices.perToken[0] ||
+      slots.constant[0] != indices.constant[0])
+    return Status::error("the remapped indices of MXFP4 weight '" + w.name() +
+                         "' do not have the indices' shape");
   return Status::success();
 }
 
@@ -311,8 +357,13 @@ static Status prepareLaunch(const artifact::Manifest &m,
       return Status::error(e4m3 ? "reads an e4m3 weight without weight_scale"
                                 : "has weight_scale for a weight not in e4m3");
   }
-  if (p.kernel == abi::KernelId::Mxfp4ExpertMatmul)
-    DAYBREAK_RETURN_IF_ERROR(checkMxfp4Experts(m, p));
+  if (p.kernel == abi::KernelId::Mxfp4ExpertMatmul) {
+    using In = abi::Mxfp4ExpertMatmul::In;
+    DAYBREAK_RETURN_IF_ERROR(
+        checkMxfp4Experts(m, p, In::weight, In::scales, In::bias));
+  }
+  if (p.kernel == abi::KernelId::Mxfp4ToFp8Experts)
+    DAYBREAK_RETURN_IF_ERROR(checkMxfp4Workspace(m, p));
   if (p.kernel == abi::KernelId::Attention)
     DAYBREAK_RETURN_IF_ERROR(checkAttention(m, p));
   if (p.kernel == abi::KernelId::Rope) {

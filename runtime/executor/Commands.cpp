@@ -318,4 +318,15 @@ void runtime::inspect(const artifact::Manifest &m, std::ostream &out) {
     out << "  weights " << artifact::DType_Name(p.dtype()) << ": "
         << bytes(p.bytes()) << " in " << p.tensors() << " tensors, "
         << artifact::weightOriginText(p) << "\n";
+  if (!mem.mxfp4_route().empty()) {
+    // What the route holds against the offline route's E4M3 experts.
+    uint64_t held = mem.mxfp4_stored_bytes() + mem.mxfp4_workspace_bytes();
+    uint64_t offline = mem.mxfp4_offline_bytes();
+    out << "  mxfp4 experts: route " << mem.mxfp4_route() << ", stored "
+        << bytes(mem.mxfp4_stored_bytes()) << ", workspace "
+        << bytes(mem.mxfp4_workspace_bytes()) << " (shared by all layers); "
+        << "offline " << bytes(offline) << ", "
+        << (held <= offline ? "saves " : "costs ")
+        << bytes(held <= offline ? offline - held : held - offline) << "\n";
+  }
 }

@@ -46,6 +46,16 @@ float e8m0ToFloat(uint8_t bits);
 /// returns it as a float (what a tensor of that type would hold).
 inline float roundToBf16(float value) { return bf16ToFloat(floatToBf16(value)); }
 inline float roundToF16(float value) { return f16ToFloat(floatToF16(value)); }
+/// The E4M3 code of E2M1 code `code` (low 4 bits): the same value, exactly
+/// (E2M1's 0, 0.5 .. 6 are E4M3's 0, 2^-1 .. 1.5 x 2^2; the sign bit moves
+/// from bit 3 to bit 7). The MXFP4 offline and online routes re-encode with
+/// it; docs/mxfp4.md.
+inline uint8_t e2m1ToE4m3(uint8_t code) {
+  // Magnitudes 0, 0.5, 1, 1.5, 2, 3, 4, 6.
+  static constexpr uint8_t kMagnitude[8] = {0x00, 0x30, 0x38, 0x3C,
+                                            0x40, 0x44, 0x48, 0x4C};
+  return uint8_t(((code & 8) << 4) | kMagnitude[code & 7]);
+}
 inline float roundToE4m3(float value) { return e4m3ToFloat(floatToE4m3(value)); }
 inline float roundToE2m1(float value) { return e2m1ToFloat(floatToE2m1(value)); }
 

@@ -581,6 +581,155 @@ TEST_F(CudaKernelsTest, Mxfp4ExpertMatmul) {
         }
 }
 
+TEST_F(CudaKernelsTest, Mxfp4ToFp8Experts) {
+  // The MXFP4 online route's conversion against the CPU kernel (itself
+  // checked exhaustively and against the reference in Mxfp4RoutesTest):
+  // every code and every E8M0 byte (255 included), gpt-oss's K = 2880 and
+  // K of one block, bf16 bias and none; selections with -1 slots, one
+  // expert, none, and every expert (T x k > E). Codes, scales and bias rows
+  // of the used slots and the remapped indices must be identical (the
+  // conversion is exact: no tolerance). Then the FP8 expert matmul on the
+  // workspace (block [1, 32], the slots' bias) against the CPU's.
+  struct Case {
+    int64_t experts, n, k;
+  };
+  std::vector<uint8_t> everyByte(256);
+  for (int b = 0; b < 256; ++b)
+    everyByte[b] = uint8_t(b);
+  for (Case c : {Case{5, 70, 2880}, Case{9, 33, 32}})
+    for (bool biased : {false, true}) {
+      testutil::Mxfp4TestExperts w =
+          testutil::randomMxfp4Experts(rng, c.experts, c.n, c.k, everyByte);
+      std::vector<uint16_t> bias16;
+      for (float b : random(c.experts * c.n, -2, 2))
+        bias16.push_back(numerics::floatToBf16(b));
+      int64_t slots = 4;
+      std::vector<std::vector<int32_t>> selections = {
+          {-1, -1, -1, -1},
+          {3, -1, 3, -1, -1, 3, 3, -1},
+          {2, -1, 0, 4, 4, 2, -1, 1},
+      };
+      std::vector<int32_t> every;
+      for (int64_t i = 0; i < 3 * c.experts; ++i)
+        every.push_back(int32_t(i % c.experts));
+      every.resize((every.size() + slots - 1) / slots * slots, -1);
+      selections.push_back(every);
+      for (const std::vector<int32_t> &indices : selections) {
+        int64_t tokens = int64_t(indices.size()) / slots;
+        int64_t ws = std::min<int64_t>(c.experts, tokens * slots);
+        int64_t groups = c.k / 32;
+        std::vector<uint8_t> codes(ws * c.n * c.k);
+        std::vector<float> scales(ws * c.n * groups), bias(ws * c.n);
+        std::vector<int32_t> remapped(indices.size());
+        cpu::WeightView hb;
+        if (biased) {
+          hb.data = bias16.data();
+          hb.type = cpu::WeightType::BF16;
+        }
+        Status status = cpu::mxfp4ToFp8Experts(
+            pool, {w.values.data(), w.scales.data()}, hb, c.experts, c.n, c.k,
+            indices.data(), tokens, slots, ws, codes.data(), scales.data(),
+            bias.data(), remapped.data());
+        ASSERT_TRUE(status.ok()) << status.message();
+        Buffer dv(*driver, w.values), ds(*driver, w.scales),
+            dBias(*driver, bias16), dIdx(*driver, indices),
+            dCodes(*driver, codes.size()), dScales(*driver, scales.size() * 4),
+            dSlotBias(*driver, bias.size() * 4),
+            dRemapped(*driver, remapped.size() * 4);
+        DeviceWeight gb;
+        if (biased) {
+          gb.data = dBias;
+          gb.type = 1;
+        }
+        expectRan(kernels->mxfp4ToFp8Experts(
+            dv, ds, gb, c.experts, c.n, c.k, dIdx, tokens, slots, ws, dCodes,
+            dScales, dSlotBias, dRemapped, nullptr));
+        std::vector<int32_t> gpuRemapped =
+            dRemapped.read<int32_t>(remapped.size());
+        ASSERT_EQ(gpuRemapped, remapped);
+        int64_t used = 0;
+        for (int32_t r : remapped)
+          used = std::max<int64_t>(used, r + 1);
+        std::vector<uint8_t> gpuCodes = dCodes.read<uint8_t>(codes.size());
+        std::vector<float> gpuScales = dScales.read<float>(scales.size());
+        std::vector<float> gpuBias = dSlotBias.read<float>(bias.size());
+        for (int64_t i = 0; i < used * c.n * c.k; ++i)
+          ASSERT_EQ(gpuCodes[i], codes[i]) << "code " << i;
+        for (int64_t i = 0; i < used * c.n * groups; ++i)
+          ASSERT_EQ(std::memcmp(&gpuScales[i], &scales[i], 4) == 0 ||
+                        (std::isnan(gpuScales[i]) && std::isnan(scales[i])),
+                    true)
+              << "scale " << i;
+        for (int64_t i = 0; i < used * c.n; ++i)
+          ASSERT_EQ(gpuBias[i], bias[i]) << "bias row value " << i;
+
+        // The FP8 expert matmul on the workspace, routed, with the bias.
+        auto x = random(tokens * c.k, -1, 1);
+        for (float &v : x)
+          v = std::ldexp(v, -20); // no block overflows at byte 254
+        auto routing = random(tokens * slots, -1, 1);
+        std::vector<float> cpuOut(tokens * c.n);
+        cpu::WeightView fp8;
+        fp8.data = codes.data();
+        fp8.type = cpu::WeightType::F8E4M3;
+        fp8.scales = scales.data();
+        fp8.blockN = 1;
+        fp8.blockK = 32;
+        ASSERT_TRUE(cpu::expertMatmul(pool, x.data(), false, fp8, ws, c.n, c.k,
+                                      remapped.data(), tokens, slots,
+                                      routing.data(), cpuOut.data(),
+                                      cpu::WeightView::f32(bias.data()))
+                        .ok());
+        Buffer dx(*driver, x), dR(*driver, routing),
+            dOut(*driver, cpuOut.size() * 4);
+        DeviceWeight gw;
+        gw.data = dCodes;
+        gw.type = 2;
+        gw.scales = dScales;
+        gw.blockN = 1;
+        gw.blockK = 32;
+        expectRan(kernels->expertMatmul(dx, false, gw, ws, c.n, c.k, dRemapped,
+                                        tokens, slots, dR, dOut, nullptr,
+                                        DeviceWeight::f32(dSlotBias)));
+        std::vector<float> gpuOut = dOut.read<float>(cpuOut.size());
+        for (size_t i = 0; i < gpuOut.size(); ++i) {
+          // Bytes 253 and 254 make some weights infinite (docs/mxfp4.md), 255
+          // NaN: both devices must agree on what is not finite.
+          if (!std::isfinite(cpuOut[i]) || !std::isfinite(gpuOut[i])) {
+            EXPECT_TRUE((std::isnan(cpuOut[i]) && std::isnan(gpuOut[i])) ||
+                        cpuOut[i] == gpuOut[i])
+                << "output " << i << ": " << cpuOut[i] << " vs " << gpuOut[i];
+            continue;
+          }
+          // Two fp32 summation orders of K products, the bias and the
+          // slots: gamma_(K + 2 + slots) of the sum of magnitudes each,
+          // bounded here by that of the CPU result's largest term sum.
+          double magnitude = 0;
+          for (int64_t s = 0; s < slots; ++s) {
+            int64_t e = indices[(i / c.n) * slots + s];
+            if (e < 0)
+              continue;
+            int64_t slot = remapped[(i / c.n) * slots + s];
+            double sum = std::fabs(bias[slot * c.n + i % c.n]);
+            for (int64_t p = 0; p < c.k; ++p)
+              sum +=
+                  std::fabs(double(x[(i / c.n) * c.k + p]) *
+                            numerics::e4m3ToFloat(
+                                codes[(slot * c.n + i % c.n) * c.k + p]) *
+                            scales[(slot * c.n + i % c.n) * groups + p / 32]);
+            magnitude += std::fabs(routing[(i / c.n) * slots + s]) * sum;
+          }
+          double rounds = double(c.k + 4 + slots);
+          double gamma = rounds * std::ldexp(1.0, -24) /
+                         (1 - rounds * std::ldexp(1.0, -24));
+          EXPECT_LE(std::fabs(double(gpuOut[i]) - cpuOut[i]),
+                    2 * gamma * magnitude + std::ldexp(1.0, -140))
+              << "output " << i;
+        }
+      }
+    }
+}
+
 /// A paged cache on both sides: the CPU view over host bytes and the device
 /// view over a copy. Batch 2, a non-identity page table.
 struct TestCache {

@@ -104,18 +104,25 @@ struct Mxfp4Expected {
   std::vector<double> exact, bound;
 };
 
+/// `dotRounds` is the roundings of a term inside a slot's dot product: by
+/// default 32 + K / 32 (the direct route's block sums, then the blocks);
+/// K + 1 for a kernel that widens each weight exactly and sums all K
+/// products (the FP8 routes: the product, at most K - 1 additions and the
+/// bias).
 inline Mxfp4Expected mxfp4Expected(const Mxfp4TestExperts &w,
                                    const std::vector<float> &x, bool perSlot,
                                    const std::vector<float> &bias,
                                    const std::vector<int32_t> &indices,
                                    int64_t tokens, int64_t slots,
-                                   const std::vector<float> &routing) {
+                                   const std::vector<float> &routing,
+                                   int64_t dotRounds = 0) {
   const double u = std::ldexp(1.0, -24), tiny = std::ldexp(1.0, -150);
   int64_t n = w.n, k = w.k, blocks = k / 32;
   bool weighted = !routing.empty();
   // Roundings along a term's path (see the file comment), and the
   // operations whose underflow can add 2^-150 each.
-  double rounds = 32 + blocks + 2 + (weighted ? 1 + slots : 0) + 1;
+  double rounds = (dotRounds ? dotRounds : 32 + blocks) + 2 +
+                  (weighted ? 1 + slots : 0) + 1;
   double gamma = rounds * u / (1 - rounds * u);
   double ops = double(slots) * (2 * k + 2 * blocks + 4);
   double largestScale = 1.0;

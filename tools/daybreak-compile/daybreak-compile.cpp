@@ -3,6 +3,7 @@
 // daybreak-compile <checkpoint-dir> -o model.daybreak [--target=cpu]
 //   [--compile-to=lm|plan|llvm|ptx|artifact] [--max-seq-len N] [--max-batch B]
 //   [--max-tokens T] [--kv-cache-dtype=fp8|bf16|f32]
+//   [--mxfp4-route=online|offline|direct]
 //
 //===----------------------------------------------------------------------===//
 
@@ -52,6 +53,15 @@ static cl::opt<std::string>
                cl::desc("per-sequence recurrent state storage: f32, bf16"),
                cl::init("f32"));
 
+static cl::opt<std::string> mxfp4Route(
+    "mxfp4-route",
+    cl::desc("how MXFP4 experts are stored and read: online (packed, the "
+             "step's experts converted to FP8 into a shared workspace), "
+             "offline (converted to FP8 at compile time), direct (packed, "
+             "decoded in the matmul); default: online on cuda, direct on "
+             "cpu"),
+    cl::init(""));
+
 static cl::opt<std::string> weights(
     "weights",
     cl::desc("embed: copy checkpoint tensors into the artifact; reference: "
@@ -97,6 +107,13 @@ int main(int argc, char **argv) {
     return 1;
   }
   options.weightsByReference = weights == "reference";
+  if (mxfp4Route.getNumOccurrences() && mxfp4Route != "online" &&
+      mxfp4Route != "offline" && mxfp4Route != "direct") {
+    llvm::errs() << "daybreak-compile: unknown --mxfp4-route=" << mxfp4Route
+                 << " (expected online, offline or direct)\n";
+    return 1;
+  }
+  options.mxfp4Route = mxfp4Route;
   options.configurePassManager = [](mlir::PassManager &pm) {
     return mlir::applyPassManagerCLOptions(pm);
   };

@@ -123,6 +123,52 @@ llvm::Expected<Tensor> mxfp4ExpertMatmul(const Tensor &x, const Tensor &w,
                         });
 }
 
+llvm::Expected<Mxfp4Fp8Experts>
+mxfp4ToFp8Experts(const Tensor &w, const Tensor &scales, const Tensor &indices,
+                  const Tensor &bias, int64_t slotCount) {
+  int64_t experts = w.dim(0), n = w.dim(1), k = w.dim(2);
+  int64_t groups = scales.dim(2);
+  if (llvm::Error err = checkSlotIndices(
+          indices, experts, "mxfp4ToFp8Experts: expert id", "token"))
+    return std::move(err);
+  std::vector<int64_t> slotOf(experts, -1);
+  for (int64_t e : indices.ints())
+    if (e >= 0)
+      slotOf[e] = 0;
+  int64_t used = 0;
+  for (int64_t &slot : slotOf)
+    if (slot == 0)
+      slot = used++;
+  if (used > slotCount)
+    return llvm::createStringError(
+        llvm::inconvertibleErrorCode(),
+        "mxfp4ToFp8Experts: %lld distinct experts exceed the workspace's %lld "
+        "slots",
+        static_cast<long long>(used), static_cast<long long>(slotCount));
+  Mxfp4Fp8Experts out;
+  out.codes = Tensor::zeros(ElementType::F8E4M3FN, {slotCount, n, k});
+  out.blockScales = Tensor::zeros(ElementType::F32, {slotCount, n, groups});
+  out.slotBias = Tensor::zeros(ElementType::F32, {slotCount, n});
+  out.slots = indices;
+  for (int64_t e = 0; e < experts; ++e) {
+    int64_t s = slotOf[e];
+    if (s < 0)
+      continue;
+    // Every E2M1 value is an E4M3 value and 2^(byte - 127) an f32: copies.
+    std::copy_n(w.floats().begin() + e * n * k, n * k,
+                out.codes.floats().begin() + s * n * k);
+    std::copy_n(scales.floats().begin() + e * n * groups, n * groups,
+                out.blockScales.floats().begin() + s * n * groups);
+    if (!bias.empty())
+      std::copy_n(bias.floats().begin() + e * n, n,
+                  out.slotBias.floats().begin() + s * n);
+  }
+  for (int64_t &e : out.slots.ints())
+    if (e >= 0)
+      e = slotOf[e];
+  return out;
+}
+
 llvm::Expected<Tensor> expertMatmul(const Tensor &x, const Tensor &w,
                                     const Tensor &indices,
                                     const Tensor &routingWeights,

@@ -24,6 +24,9 @@ public:
 
   llvm::StringRef getName() const override { return "cuda"; }
   llvm::StringRef getCodePhase() const override { return "ptx"; }
+  /// The selected experts converted to FP8 per step, so the expert GEMMs
+  /// read E4M3 while the device holds the experts packed (docs/mxfp4.md).
+  llvm::StringRef getDefaultMxfp4Route() const override { return "online"; }
 
   void buildPlanPipeline(OpPassManager &pm) const override {
     // The library kernels compiled for the plan's shapes, recorded in the

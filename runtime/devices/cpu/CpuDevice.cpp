@@ -364,20 +364,17 @@ struct CpuLaunchers {
   }
   static Status expertMatmul(CpuDevice &d, const BoundLaunch &l) {
     using In = abi::ExpertMatmul::In;
-    if (l.in(In::bias).present())
-      return Status::error("expert biases are not supported on cpu yet");
     const BoundArg &x = l.in(In::input), &w = l.in(In::weight),
                    &indices = l.in(In::indices);
     const std::vector<int64_t> *blocks =
         l->has(abi::ExpertMatmul::P::block_size)
             ? &l->ints(abi::ExpertMatmul::P::block_size)
             : nullptr;
-    return cpu::expertMatmul(d.pool, f(x), x.rank == 3,
-                             weight(w, &l.in(In::weight_scale), blocks),
-                             w.dim(0), w.dim(1), w.dim(2), i32(indices),
-                             l.tokens, indices.dim(1),
-                             opt<float>(l.in(In::routing_weights)),
-                             f(l.out(0)));
+    return cpu::expertMatmul(
+        d.pool, f(x), x.rank == 3, weight(w, &l.in(In::weight_scale), blocks),
+        w.dim(0), w.dim(1), w.dim(2), i32(indices), l.tokens, indices.dim(1),
+        opt<float>(l.in(In::routing_weights)), f(l.out(0)),
+        weight(l.in(In::bias)));
   }
   static Status mxfp4ExpertMatmul(CpuDevice &d, const BoundLaunch &l) {
     using In = abi::Mxfp4ExpertMatmul::In;
@@ -390,6 +387,20 @@ struct CpuLaunchers {
         d.pool, f(x), x.rank == 3, packed, weight(l.in(In::bias)), w.dim(0),
         w.dim(1), w.dim(2), i32(indices), l.tokens, indices.dim(1),
         opt<float>(l.in(In::routing_weights)), f(l.out(0)));
+  }
+  static Status mxfp4ToFp8Experts(CpuDevice &d, const BoundLaunch &l) {
+    using In = abi::Mxfp4ToFp8Experts::In;
+    using Out = abi::Mxfp4ToFp8Experts::Out;
+    const BoundArg &w = l.in(In::weight), &indices = l.in(In::indices);
+    Mxfp4Weights packed;
+    packed.values = w.as<uint8_t>();
+    packed.scales = l.in(In::scales).as<uint8_t>();
+    const BoundArg &codes = l.out(Out::codes);
+    return cpu::mxfp4ToFp8Experts(
+        d.pool, packed, weight(l.in(In::bias)), w.dim(0), w.dim(1), w.dim(2),
+        i32(indices), l.tokens, indices.dim(1), codes.dim(0),
+        codes.as<uint8_t>(), f(l.out(Out::block_scales)),
+        f(l.out(Out::slot_bias)), i32(l.out(Out::slots)));
   }
   static Status cacheWrite(CpuDevice &d, const BoundLaunch &l) {
     using In = abi::CacheWrite::In;
@@ -467,6 +478,7 @@ const runtime::LauncherTable<CpuDevice> &CpuDevice::launchers() {
       {K::MoeRoute, &CpuLaunchers::moeRoute},
       {K::ExpertMatmul, &CpuLaunchers::expertMatmul},
       {K::Mxfp4ExpertMatmul, &CpuLaunchers::mxfp4ExpertMatmul},
+      {K::Mxfp4ToFp8Experts, &CpuLaunchers::mxfp4ToFp8Experts},
       {K::CacheWrite, &CpuLaunchers::cacheWrite},
       {K::DsaIndexerScores, &CpuLaunchers::dsaIndexerScores},
       {K::DsaIndexSelect, &CpuLaunchers::dsaIndexSelect},

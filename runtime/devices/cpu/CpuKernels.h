@@ -205,11 +205,14 @@ Status expertMatmul(ThreadPool &pool, const float *x, bool perSlotInput,
                     const float *w, int64_t experts, int64_t n, int64_t k,
                     const int32_t *indices, int64_t tokens, int64_t slots,
                     const float *routingWeights, float *out);
-/// The same with stored expert weights (one matrix of n x k per expert).
+/// The same with stored expert weights (one matrix of n x k per expert)
+/// and an optional `bias` [E, N] (null data: none), added to a slot's
+/// product before the routing weights.
 Status expertMatmul(ThreadPool &pool, const float *x, bool perSlotInput,
                     const WeightView &w, int64_t experts, int64_t n, int64_t k,
                     const int32_t *indices, int64_t tokens, int64_t slots,
-                    const float *routingWeights, float *out);
+                    const float *routingWeights, float *out,
+                    const WeightView &bias = WeightView());
 
 /// The grouped expert matmul of expertMatmul over MXFP4 experts
 /// ([experts, n, k], k a multiple of 32): each block of 32 values is
@@ -222,6 +225,21 @@ Status mxfp4ExpertMatmul(ThreadPool &pool, const float *x, bool perSlotInput,
                          int64_t experts, int64_t n, int64_t k,
                          const int32_t *indices, int64_t tokens, int64_t slots,
                          const float *routingWeights, float *out);
+
+/// The MXFP4 online route's conversion (Kernels.def mxfp4_to_fp8_experts):
+/// the distinct experts of `indices` [tokens, slots], in increasing id
+/// order, into workspace slots 0..: `codes` [S, n, k] E4M3 (each E2M1 value
+/// exactly), `blockScales` [S, n, k / 32] (2^(scale - 127), NaN for 255),
+/// `slotBias` [S, n] (the bias row, zero when bias.data is null), and
+/// `remapped` [tokens, slots] (the slot of each entry, -1 kept). Slots past
+/// the distinct count are not written. Errors on an expert id outside [-1,
+/// experts) or more distinct experts than the `workspaceSlots`.
+Status mxfp4ToFp8Experts(ThreadPool &pool, const Mxfp4Weights &w,
+                         const WeightView &bias, int64_t experts, int64_t n,
+                         int64_t k, const int32_t *indices, int64_t tokens,
+                         int64_t slots, int64_t workspaceSlots, uint8_t *codes,
+                         float *blockScales, float *slotBias,
+                         int32_t *remapped);
 
 /// Writes values [T, width] to rows (sequences[t], slots[t]) of the cache;
 /// slot -1 skips. Errors on a sequence outside [0, batch) or a slot outside

@@ -3,9 +3,10 @@
 // Each kernel cuts its output into fixed tiles (independent of the thread
 // count, so results are deterministic) and runs the serial GEMM core on each
 // tile from the pool; MXFP4 experts instead decode each tile's blocks of 32
-// and scale each block's dot product by its power of two. Temporaries come
-// from scratch arenas sized by the shapes (Scratch.h): nothing is allocated
-// once a shape has run.
+// and scale each block's dot product by its power of two, and the MXFP4
+// online route converts a step's selected experts to E4M3 for the FP8 expert
+// matmul. Temporaries come from scratch arenas sized by the shapes
+// (Scratch.h): nothing is allocated once a shape has run.
 //
 //===----------------------------------------------------------------------===//
 
@@ -247,6 +248,15 @@ private:
   int64_t *firstJob;
 };
 
+/// Row `e` of an [E, n] bias (f32 or bf16; null data stays null).
+WeightView biasRow(const WeightView &bias, int64_t e, int64_t n) {
+  WeightView row = bias;
+  if (bias.data)
+    row.data = static_cast<const char *>(bias.data) +
+               e * n * (bias.type == WeightType::BF16 ? 2 : 4);
+  return row;
+}
+
 /// Writes each row's result to `out`: [tokens, slots, n] (empty slots
 /// zero), or with `routingWeights` their weighted sum [tokens, n], slots
 /// added in order.
@@ -292,7 +302,8 @@ void scatterExpertResults(ThreadPool &pool, const ExpertRows &g, int64_t tokens,
 Status expertMatmul(ThreadPool &pool, const float *x, bool perSlotInput,
                     const WeightView &stored, int64_t experts, int64_t n,
                     int64_t k, const int32_t *indices, int64_t tokens,
-                    int64_t slots, const float *routingWeights, float *out) {
+                    int64_t slots, const float *routingWeights, float *out,
+                    const WeightView &bias) {
   WeightView w = stored;
   w.rows = n;
   w.cols = k;
@@ -305,9 +316,9 @@ Status expertMatmul(ThreadPool &pool, const float *x, bool perSlotInput,
   pool.parallelFor(jobs.size(), 1, [&](int64_t begin, int64_t end) {
     for (int64_t j = begin; j < end; ++j) {
       ExpertJob job = jobs[j];
-      gemmStored(g.gathered + job.row0 * k, k, w, job.expert, WeightView(),
-                 g.results + job.row0 * n, n, job.rows, job.col0,
-                 job.col0 + job.cols, k);
+      gemmStored(g.gathered + job.row0 * k, k, w, job.expert,
+                 biasRow(bias, job.expert, n), g.results + job.row0 * n, n,
+                 job.rows, job.col0, job.col0 + job.cols, k);
     }
   });
   scatterExpertResults(pool, g, tokens, slots, n, routingWeights, frame, out);
@@ -408,6 +419,66 @@ Status mxfp4ExpertMatmul(ThreadPool &pool, const float *x, bool perSlotInput,
       mxfp4Job(g, w, bias, n, k, jobs[j], g.results);
   });
   scatterExpertResults(pool, g, tokens, slots, n, routingWeights, frame, out);
+  return Status::success();
+}
+
+Status mxfp4ToFp8Experts(ThreadPool &pool, const Mxfp4Weights &w,
+                         const WeightView &bias, int64_t experts, int64_t n,
+                         int64_t k, const int32_t *indices, int64_t tokens,
+                         int64_t slots, int64_t workspaceSlots, uint8_t *codes,
+                         float *blockScales, float *slotBias,
+                         int32_t *remapped) {
+  if (k % 32 != 0)
+    return Status::error("mxfp4ToFp8Experts: K " + std::to_string(k) +
+                         " is not a multiple of the MXFP4 block of 32");
+  int64_t rows = tokens * slots;
+  for (int64_t r = 0; r < rows; ++r)
+    if (indices[r] < -1 || indices[r] >= experts)
+      return Status::error("mxfp4ToFp8Experts: expert id " +
+                           std::to_string(indices[r]) + " at token " +
+                           std::to_string(r / slots) + ", slot " +
+                           std::to_string(r % slots) + " is outside [-1, " +
+                           std::to_string(experts) + ")");
+  // Each selected expert's slot, in increasing id order, and the expert of
+  // each slot.
+  ScratchFrame frame;
+  int64_t *slotOf = frame.take<int64_t>(experts);
+  std::fill(slotOf, slotOf + experts, -1);
+  for (int64_t r = 0; r < rows; ++r)
+    if (indices[r] >= 0)
+      slotOf[indices[r]] = 0;
+  int64_t *expertOf = frame.take<int64_t>(experts);
+  int64_t used = 0;
+  for (int64_t e = 0; e < experts; ++e)
+    if (slotOf[e] == 0) {
+      expertOf[used] = e;
+      slotOf[e] = used++;
+    }
+  if (used > workspaceSlots)
+    return Status::error("mxfp4ToFp8Experts: " + std::to_string(used) +
+                         " distinct experts exceed the workspace's " +
+                         std::to_string(workspaceSlots) + " slots");
+  std::array<uint8_t, 16> e4m3;
+  for (int c = 0; c < 16; ++c)
+    e4m3[c] = numerics::e2m1ToE4m3(uint8_t(c));
+  int64_t blocks = k / 32;
+  pool.parallelFor(used * n, 16, [&](int64_t begin, int64_t end) {
+    for (int64_t r = begin; r < end; ++r) {
+      int64_t e = expertOf[r / n], j = r % n;
+      const uint8_t *packed = w.values + (e * n + j) * (k / 2);
+      uint8_t *out = codes + r * k;
+      for (int64_t b = 0; b < k / 2; ++b) {
+        out[2 * b] = e4m3[packed[b] & 0xF];
+        out[2 * b + 1] = e4m3[packed[b] >> 4];
+      }
+      const uint8_t *exponents = w.scales + (e * n + j) * blocks;
+      for (int64_t b = 0; b < blocks; ++b)
+        blockScales[r * blocks + b] = numerics::e8m0ToFloat(exponents[b]);
+      slotBias[r] = bias.data ? bias.at(e * n + j) : 0.0f;
+    }
+  });
+  for (int64_t r = 0; r < rows; ++r)
+    remapped[r] = indices[r] < 0 ? -1 : int32_t(slotOf[indices[r]]);
   return Status::success();
 }
 

@@ -721,20 +721,28 @@ struct CudaLaunchers {
   }
   static Status expertMatmul(CudaDevice &d, const BoundLaunch &l) {
     using In = abi::ExpertMatmul::In;
-    if (l.in(In::bias).present())
-      return Status::error("expert biases are not supported on cuda yet");
     const BoundArg &x = l.in(In::input), &w = l.in(In::weight),
                    &indices = l.in(In::indices);
     const std::vector<int64_t> *blocks =
         l->has(abi::ExpertMatmul::P::block_size)
             ? &l->ints(abi::ExpertMatmul::P::block_size)
             : nullptr;
-    return d.kernels->expertMatmul(p(x), x.rank == 3,
-                                   weight(w, &l.in(In::weight_scale), blocks),
-                                   w.dim(0), w.dim(1),
-                                   w.dim(2), p(indices), l.tokens,
-                                   indices.dim(1), p(l.in(In::routing_weights)),
-                                   p(l.out(0)), d.stream);
+    return d.kernels->expertMatmul(
+        p(x), x.rank == 3, weight(w, &l.in(In::weight_scale), blocks), w.dim(0),
+        w.dim(1), w.dim(2), p(indices), l.tokens, indices.dim(1),
+        p(l.in(In::routing_weights)), p(l.out(0)), d.stream,
+        weight(l.in(In::bias)));
+  }
+  static Status mxfp4ToFp8Experts(CudaDevice &d, const BoundLaunch &l) {
+    using In = abi::Mxfp4ToFp8Experts::In;
+    using Out = abi::Mxfp4ToFp8Experts::Out;
+    const BoundArg &w = l.in(In::weight), &indices = l.in(In::indices);
+    const BoundArg &codes = l.out(Out::codes);
+    return d.kernels->mxfp4ToFp8Experts(
+        p(w), p(l.in(In::scales)), weight(l.in(In::bias)), w.dim(0), w.dim(1),
+        w.dim(2), p(indices), l.tokens, indices.dim(1), codes.dim(0), p(codes),
+        p(l.out(Out::block_scales)), p(l.out(Out::slot_bias)),
+        p(l.out(Out::slots)), d.stream);
   }
   static Status mxfp4ExpertMatmul(CudaDevice &d, const BoundLaunch &l) {
     using In = abi::Mxfp4ExpertMatmul::In;
@@ -824,6 +832,7 @@ const runtime::LauncherTable<CudaDevice> &CudaDevice::launchers() {
       {K::MoeRoute, &CudaLaunchers::moeRoute},
       {K::ExpertMatmul, &CudaLaunchers::expertMatmul},
       {K::Mxfp4ExpertMatmul, &CudaLaunchers::mxfp4ExpertMatmul},
+      {K::Mxfp4ToFp8Experts, &CudaLaunchers::mxfp4ToFp8Experts},
       {K::CacheWrite, &CudaLaunchers::cacheWrite},
       {K::DsaIndexerScores, &CudaLaunchers::dsaIndexerScores},
       {K::DsaIndexSelect, &CudaLaunchers::dsaIndexSelect},

@@ -564,13 +564,14 @@ Status CudaKernels::expertMatmul(CUdeviceptr x, bool perSlotInput,
                                  int64_t n, int64_t k, CUdeviceptr indices,
                                  int64_t tokens, int64_t slots,
                                  CUdeviceptr routingWeights, CUdeviceptr out,
-                                 CUstream stream) const {
+                                 CUstream stream,
+                                 const DeviceWeight &bias) const {
   int32_t perSlot = perSlotInput;
-  DeviceWeight w = weight;
+  DeviceWeight w = weight, b = bias;
   w.rows = n;
   w.cols = k;
-  void *params[] = {&x,       &perSlot, &w,     &experts,        &n,  &k,
-                    &indices, &tokens,  &slots, &routingWeights, &out};
+  void *params[] = {&x,       &perSlot, &w,     &experts,        &n, &k,
+                    &indices, &tokens,  &slots, &routingWeights, &b, &out};
   return launch(expertMatmulFn, "expertMatmul", ceilDiv(n, 8), tokens, 1, 256,
                 0, stream, params);
 }
@@ -605,6 +606,36 @@ Status CudaKernels::mxfp4ExpertMatmul(CUdeviceptr x, bool perSlotInput,
                     &out};
   return launch(mxfp4ExpertMatmulFn, "mxfp4ExpertMatmul", ceilDiv(n, kColumns),
                 tokens, 1, 256, unsigned(sharedBytes), stream, params);
+}
+
+Status CudaKernels::mxfp4ToFp8Experts(
+    CUdeviceptr values, CUdeviceptr scales, const DeviceWeight &bias,
+    int64_t experts, int64_t n, int64_t k, CUdeviceptr indices, int64_t tokens,
+    int64_t slots, int64_t workspaceSlots, CUdeviceptr codes,
+    CUdeviceptr blockScales, CUdeviceptr slotBias, CUdeviceptr remapped,
+    CUstream stream) const {
+  if (k % 32 != 0)
+    return Status::error("mxfp4ToFp8Experts: K " + std::to_string(k) +
+                         " is not a multiple of the MXFP4 block of 32");
+  // kMxfp4ExpertWords words of 32 experts in CudaKernels.cu.
+  constexpr int64_t kMaxExperts = 64 * 32;
+  if (experts > kMaxExperts)
+    return Status::error("mxfp4ToFp8Experts: " + std::to_string(experts) +
+                         " experts exceed the kernel's " +
+                         std::to_string(kMaxExperts));
+  // Every block scans the indices once, so a block converts at least as
+  // many blocks of 32 values as there are indices to scan (8 a thread at
+  // decode sizes).
+  constexpr int64_t kThreads = 256;
+  int64_t rows = tokens * slots, items = n * (k / 32);
+  int64_t perThread = std::max<int64_t>(8, ceilDiv(rows, kThreads));
+  int64_t chunks = std::max<int64_t>(1, ceilDiv(items, kThreads * perThread));
+  DeviceWeight b = bias;
+  void *params[] = {&values,      &scales,   &b,       &experts,   &n,
+                    &k,           &indices,  &rows,    &perThread, &codes,
+                    &blockScales, &slotBias, &remapped};
+  return launch(mxfp4ToFp8ExpertsFn, "mxfp4ToFp8Experts", chunks,
+                workspaceSlots, 1, unsigned(kThreads), 0, stream, params);
 }
 
 Status CudaKernels::cacheWrite(const DeviceCacheView &cache, CUdeviceptr values,

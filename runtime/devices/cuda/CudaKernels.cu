@@ -1578,12 +1578,13 @@ extern "C" __global__ void daybreak_moe_route_softmax_topk(
 /// Grouped expert matmul (see cpu::expertMatmul). grid (ceil(N/8), tokens),
 /// block 256: each warp one output column n of token t, looping over its
 /// slots in order (so the weighted sum adds in the CPU's order). An expert
-/// id outside [0, E) counts as an empty slot.
+/// id outside [0, E) counts as an empty slot. `bias` [E, N] (data null:
+/// none) is added to a slot's product before its routing weight.
 extern "C" __global__ void
 daybreak_expert_matmul(const float *x, int32_t perSlotInput, Weight w,
                        int64_t experts, int64_t n, int64_t k,
                        const int32_t *indices, int64_t tokens, int64_t slots,
-                       const float *routingWeights, float *out) {
+                       const float *routingWeights, Weight bias, float *out) {
   int lane = threadIdx.x & 31;
   int64_t col = int64_t(blockIdx.x) * (blockDim.x / 32) + threadIdx.x / 32;
   int64_t t = blockIdx.y;
@@ -1614,6 +1615,8 @@ daybreak_expert_matmul(const float *x, int32_t perSlotInput, Weight w,
           acc = fmaf(in[p], weightAt(w, first + p), acc);
       }
       y = warpSum(acc);
+      if (bias.data)
+        y += weightAt(bias, e * n + col);
     }
     if (routingWeights) {
       if (valid)
@@ -1765,6 +1768,99 @@ extern "C" __global__ void __launch_bounds__(256)
   }
   if (routingWeights)
     out[t * n + col] = combined;
+}
+
+/// Words of the expert bitmap of daybreak_mxfp4_to_fp8_experts: at most
+/// 32 x kMxfp4ExpertWords experts (the launcher checks).
+constexpr int kMxfp4ExpertWords = 64;
+
+/// The E4M3 codes of four E2M1 codes, the nibbles of `packed` (low first),
+/// one a byte: the magnitudes through a byte permutation of the 8-entry
+/// table (E2M1 0, 0.5 .. 6 are E4M3 0x00, 0x30 .. 0x4C), the signs moved
+/// from bit 3 of each nibble to bit 7 of each byte. As numerics::e2m1ToE4m3.
+__device__ __forceinline__ uint32_t e2m1x4ToE4m3x4(uint32_t packed) {
+  uint32_t magnitudes = __byte_perm(0x3C383000u, 0x4C484440u, packed & 0x7777u);
+  uint32_t spread = (packed & 0x000Fu) | ((packed & 0x00F0u) << 4) |
+                    ((packed & 0x0F00u) << 8) | ((packed & 0xF000u) << 12);
+  return magnitudes | ((spread & 0x08080808u) << 4);
+}
+
+/// The MXFP4 online route's conversion (cpu::mxfp4ToFp8Experts): the
+/// distinct experts of indices [T, k], in increasing id order, into the
+/// workspace's slots. grid (chunks, workspace slots), block 256. Every block
+/// marks the selected experts in a shared bitmap (the indices are few and
+/// in L2) and finds its slot's expert from the bitmap's prefix counts; a
+/// block whose slot is past the distinct count does nothing. Each thread
+/// converts blocks of 32 values of its chunk: one 16-byte load of packed
+/// values, two 16-byte stores of E4M3 codes, the scale byte to fp32. Block
+/// (0, 0) also writes the remapped indices. An id outside [0, E) counts as
+/// an empty slot (-1), as in daybreak_expert_matmul.
+extern "C" __global__ void daybreak_mxfp4_to_fp8_experts(
+    const uint8_t *values, const uint8_t *scales, Weight bias, int64_t experts,
+    int64_t n, int64_t k, const int32_t *indices, int64_t rows,
+    int64_t perThread, uint8_t *codes, float *blockScales, float *slotBias,
+    int32_t *remapped) {
+  __shared__ uint32_t used[kMxfp4ExpertWords];
+  __shared__ int32_t before[kMxfp4ExpertWords + 1];
+  __shared__ int64_t expert;
+  int words = int((experts + 31) / 32);
+  for (int i = threadIdx.x; i < words; i += blockDim.x)
+    used[i] = 0;
+  __syncthreads();
+  for (int64_t r = threadIdx.x; r < rows; r += blockDim.x) {
+    int32_t e = indices[r];
+    if (e >= 0 && e < experts)
+      atomicOr(&used[e >> 5], 1u << (e & 31));
+  }
+  __syncthreads();
+  int64_t slot = blockIdx.y;
+  if (threadIdx.x == 0) {
+    // Selected experts below each word, and the expert of this slot.
+    before[0] = 0;
+    expert = -1;
+    for (int i = 0; i < words; ++i) {
+      before[i + 1] = before[i] + __popc(used[i]);
+      if (expert < 0 && slot < before[i + 1]) {
+        uint32_t bits = used[i];
+        for (int64_t skip = slot - before[i]; skip > 0; --skip)
+          bits &= bits - 1; // drop the lowest set bit
+        expert = int64_t(i) * 32 + __ffs(bits) - 1;
+      }
+    }
+  }
+  __syncthreads();
+  if (blockIdx.x == 0 && blockIdx.y == 0)
+    for (int64_t r = threadIdx.x; r < rows; r += blockDim.x) {
+      int32_t e = indices[r];
+      remapped[r] =
+          e >= 0 && e < experts
+              ? before[e >> 5] + __popc(used[e >> 5] & ((1u << (e & 31)) - 1))
+              : -1;
+    }
+  int64_t e = expert;
+  if (e < 0)
+    return;
+  int64_t groups = k / 32, items = n * groups;
+  const uint4 *in = reinterpret_cast<const uint4 *>(values) + e * items;
+  uint4 *out = reinterpret_cast<uint4 *>(codes) + slot * items * 2;
+  const uint8_t *exponents = scales + e * items;
+  float *scaleOut = blockScales + slot * items;
+  int64_t first = int64_t(blockIdx.x) * blockDim.x * perThread;
+  int64_t end = first + int64_t(blockDim.x) * perThread;
+  int64_t last = end < items ? end : items;
+  for (int64_t i = first + threadIdx.x; i < last; i += blockDim.x) {
+    uint4 packed = in[i];
+    out[2 * i] =
+        make_uint4(e2m1x4ToE4m3x4(packed.x), e2m1x4ToE4m3x4(packed.x >> 16),
+                   e2m1x4ToE4m3x4(packed.y), e2m1x4ToE4m3x4(packed.y >> 16));
+    out[2 * i + 1] =
+        make_uint4(e2m1x4ToE4m3x4(packed.z), e2m1x4ToE4m3x4(packed.z >> 16),
+                   e2m1x4ToE4m3x4(packed.w), e2m1x4ToE4m3x4(packed.w >> 16));
+    scaleOut[i] = e8m0ToFloat(exponents[i]);
+  }
+  if (blockIdx.x == 0)
+    for (int64_t j = threadIdx.x; j < n; j += blockDim.x)
+      slotBias[slot * n + j] = bias.data ? weightAt(bias, e * n + j) : 0.0f;
 }
 
 /// Writes values [T, width] to rows (sequences[t], slots[t]); grid (tokens),

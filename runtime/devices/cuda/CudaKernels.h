@@ -136,6 +136,7 @@ constexpr int64_t attentionScratchFloats(int64_t queryHeadsPerKv,
   X(moeRouteSoftmaxTopK, "daybreak_moe_route_softmax_topk")                    \
   X(expertMatmul, "daybreak_expert_matmul")                                    \
   X(mxfp4ExpertMatmul, "daybreak_mxfp4_expert_matmul")                         \
+  X(mxfp4ToFp8Experts, "daybreak_mxfp4_to_fp8_experts")                        \
   X(cacheWrite, "daybreak_cache_write")                                        \
   X(dsaIndexerScores, "daybreak_dsa_indexer_scores")                           \
   X(dsaIndexSelect, "daybreak_dsa_index_select")                               \
@@ -249,11 +250,14 @@ public:
                       CUdeviceptr indices, int64_t tokens, int64_t slots,
                       CUdeviceptr routingWeights, CUdeviceptr out,
                       CUstream stream) const;
+  /// With stored weights (e4m3 in any block size) and an optional `bias`
+  /// [E, N] (data 0: none).
   Status expertMatmul(CUdeviceptr x, bool perSlotInput, const DeviceWeight &w,
                       int64_t experts, int64_t n, int64_t k,
                       CUdeviceptr indices, int64_t tokens, int64_t slots,
                       CUdeviceptr routingWeights, CUdeviceptr out,
-                      CUstream stream) const;
+                      CUstream stream,
+                      const DeviceWeight &bias = DeviceWeight()) const;
   /// cpu::mxfp4ExpertMatmul on the device: `values` the packed E2M1
   /// values [E, N, K] (two a byte, low nibble first), `scales` the E8M0
   /// bytes [E, N, K / 32], `bias` [E, N] or absent (data 0). Decoded in
@@ -263,6 +267,17 @@ public:
                            int64_t experts, int64_t n, int64_t k,
                            CUdeviceptr indices, int64_t tokens, int64_t slots,
                            CUdeviceptr routingWeights, CUdeviceptr out,
+                           CUstream stream) const;
+  /// cpu::mxfp4ToFp8Experts on the device (the MXFP4 online route), into
+  /// a workspace of `workspaceSlots` experts. An expert id outside [0, E)
+  /// counts as an empty slot; errors (before launching) when K is not a
+  /// multiple of 32 or E exceeds 2048 (the kernel's shared bitmap).
+  Status mxfp4ToFp8Experts(CUdeviceptr values, CUdeviceptr scales,
+                           const DeviceWeight &bias, int64_t experts, int64_t n,
+                           int64_t k, CUdeviceptr indices, int64_t tokens,
+                           int64_t slots, int64_t workspaceSlots,
+                           CUdeviceptr codes, CUdeviceptr blockScales,
+                           CUdeviceptr slotBias, CUdeviceptr remapped,
                            CUstream stream) const;
   Status cacheWrite(const DeviceCacheView &cache, CUdeviceptr values,
                     CUdeviceptr slots, CUdeviceptr sequences, int64_t tokens,

@@ -3927,3 +3927,33 @@ func.func @sparse_attention_sequences_kv_dim(%q: tensor<4x4x80xf32>, %kv: tensor
   %r = lm.sparse_attention %q, %kv, %i sequences %seq {scale = 0.27 : f64, value_dim = 64 : i64} : (tensor<4x4x80xf32>, tensor<2x64x96xf32>, tensor<4x16xi32>, tensor<4xi32>) -> tensor<4x4x64xf32>
   return
 }
+
+// -----
+
+// Tests that lm.mxfp4_to_fp8_experts rejects a workspace of more slots than
+// experts.
+func.func @mxfp4_to_fp8_slots(%w: tensor<8x128x64xf4E2M1FN>, %s: tensor<8x128x2xf8E8M0FNU>, %idx: tensor<4x2xi32>) {
+  // expected-error @+1 {{'lm.mxfp4_to_fp8_experts' op expects a static workspace of 1 to E = 8 expert slots, got 9}}
+  %c:4 = lm.mxfp4_to_fp8_experts %w, %s, %idx : (tensor<8x128x64xf4E2M1FN>, tensor<8x128x2xf8E8M0FNU>, tensor<4x2xi32>) -> (tensor<9x128x64xf8E4M3FN>, tensor<9x128x2xf32>, tensor<9x128xf32>, tensor<4x2xi32>)
+  return
+}
+
+// -----
+
+// Tests that lm.mxfp4_to_fp8_experts rejects workspace codes of another row
+// length than the weight's K.
+func.func @mxfp4_to_fp8_codes(%w: tensor<8x128x64xf4E2M1FN>, %s: tensor<8x128x2xf8E8M0FNU>, %idx: tensor<4x2xi32>) {
+  // expected-error @+1 {{'lm.mxfp4_to_fp8_experts' op expects codes dim 2 (32) to equal weight dim 2 (64)}}
+  %c:4 = lm.mxfp4_to_fp8_experts %w, %s, %idx : (tensor<8x128x64xf4E2M1FN>, tensor<8x128x2xf8E8M0FNU>, tensor<4x2xi32>) -> (tensor<4x128x32xf8E4M3FN>, tensor<4x128x2xf32>, tensor<4x128xf32>, tensor<4x2xi32>)
+  return
+}
+
+// -----
+
+// Tests that lm.mxfp4_to_fp8_experts rejects remapped indices of another
+// shape than the indices.
+func.func @mxfp4_to_fp8_remapped(%w: tensor<8x128x64xf4E2M1FN>, %s: tensor<8x128x2xf8E8M0FNU>, %idx: tensor<4x2xi32>) {
+  // expected-error @+1 {{'lm.mxfp4_to_fp8_experts' op expects slots dim 1 (3) to equal indices dim 1 (2)}}
+  %c:4 = lm.mxfp4_to_fp8_experts %w, %s, %idx : (tensor<8x128x64xf4E2M1FN>, tensor<8x128x2xf8E8M0FNU>, tensor<4x2xi32>) -> (tensor<4x128x64xf8E4M3FN>, tensor<4x128x2xf32>, tensor<4x128xf32>, tensor<4x3xi32>)
+  return
+}

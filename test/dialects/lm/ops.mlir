@@ -95,6 +95,24 @@ func.func @matmuls(%x: tensor<?x256xbf16>, %w: tensor<512x256xbf16>, %b: tensor<
 
 // -----
 
+// Tests that the MXFP4 online route's conversion round-trips, with and
+// without the bias.
+// CHECK-LABEL: func @mxfp4_to_fp8
+func.func @mxfp4_to_fp8(%w: tensor<8x128x64xf4E2M1FN>, %s: tensor<8x128x2xf8E8M0FNU>,
+                        %idx: tensor<?x2xi32>, %b: tensor<8x128xbf16>) {
+  // CHECK: lm.mxfp4_to_fp8_experts %{{.*}}, %{{.*}}, %{{.*}} bias %{{.*}} : (tensor<8x128x64xf4E2M1FN>, tensor<8x128x2xf8E8M0FNU>, tensor<?x2xi32>, tensor<8x128xbf16>) -> (tensor<4x128x64xf8E4M3FN>, tensor<4x128x2xf32>, tensor<4x128xf32>, tensor<?x2xi32>)
+  %c:4 = lm.mxfp4_to_fp8_experts %w, %s, %idx bias %b
+      : (tensor<8x128x64xf4E2M1FN>, tensor<8x128x2xf8E8M0FNU>, tensor<?x2xi32>, tensor<8x128xbf16>)
+      -> (tensor<4x128x64xf8E4M3FN>, tensor<4x128x2xf32>, tensor<4x128xf32>, tensor<?x2xi32>)
+  // CHECK: lm.mxfp4_to_fp8_experts %{{.*}}, %{{.*}}, %{{.*}} : (tensor<8x128x64xf4E2M1FN>, tensor<8x128x2xf8E8M0FNU>, tensor<?x2xi32>) -> (tensor<8x128x64xf8E4M3FN>
+  %d:4 = lm.mxfp4_to_fp8_experts %w, %s, %idx
+      : (tensor<8x128x64xf4E2M1FN>, tensor<8x128x2xf8E8M0FNU>, tensor<?x2xi32>)
+      -> (tensor<8x128x64xf8E4M3FN>, tensor<8x128x2xf32>, tensor<8x128xf32>, tensor<?x2xi32>)
+  return
+}
+
+// -----
+
 // Tests that MoE routing round-trips in all three scoring schemes.
 // CHECK-LABEL: func @routing
 func.func @routing(%logits: tensor<?x256xf32>, %corr: tensor<256xf32>, %l2: tensor<?x32xbf16>) {
