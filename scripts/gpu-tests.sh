@@ -2,8 +2,8 @@
 # There (the GPU machine, from the repository root with device/ carried):
 # the runtime-only GPU tests, then every fixture through the CUDA device:
 # with an f32 cache against transformers' logits (atol 1e-4, top-1 at every
-# position), with DeepSeek's fp8 cache against the CPU runtime on the same
-# artifact semantics (atol 5e-2, top-1). Writes $OUT/gpu-tests.txt.
+# position; gpt-oss by each MXFP4 route), with an fp8 cache against the CPU
+# runtime on the same artifact semantics (atol 5e-2, top-1). Writes $OUT/gpu-tests.txt.
 set -uo pipefail
 # DAYBREAK_DEVICE_DIR: where stage-gpu-tests.sh staged (default device/).
 cd "$(dirname "$0")/.."
@@ -29,6 +29,15 @@ status=0
         --output "$name/cuda_f32.safetensors" \
       && ./daybreak-run compare "$name/cuda_f32.safetensors" --expected "$name/expected.safetensors" --atol 1e-4 \
       || status=1
+    for artifact in "$name"/cuda_f32_*.daybreak; do
+      [ -f "$artifact" ] || continue
+      variant=$(basename "$artifact" .daybreak)
+      echo "== $name: cuda, f32 cache, ${variant#cuda_f32_} route, vs transformers"
+      ./daybreak-run logits "$artifact" --device=cuda --inputs "$name/inputs.json" \
+          --output "$name/$variant.safetensors" \
+        && ./daybreak-run compare "$name/$variant.safetensors" --expected "$name/expected.safetensors" --atol 1e-4 \
+        || status=1
+    done
     echo "== $name: cuda vs cpu runtime, fp8 cache"
     ./daybreak-run logits "$name/cpu_fp8.daybreak" --device=cpu --inputs "$name/inputs.json" \
         --output "$name/cpu_fp8.safetensors" --threads 8 \
