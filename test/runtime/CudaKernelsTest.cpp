@@ -1033,11 +1033,16 @@ TEST_F(CudaKernelsTest, DenseAttention) {
           int64_t tokens = step.positions.size(), maxSeqLen = 96;
           int64_t kWidth = sh.kvHeads * sh.headDim,
                   vWidth = sh.kvHeads * sh.valueDim;
-          // Fp8: 32-wide scale blocks (several a head) and a bf16 tail.
+          // Fp8: 32-wide scale blocks (several a head) and a bf16 tail of
+          // 16 or more columns, so that the quantized part is whole blocks
+          // (as CachePlan requires of every real cache).
+          auto tail = [&](int64_t width) {
+            return fp8 ? 16 + (width - 16) % 32 : 0;
+          };
           int64_t ringRows = window == 16 ? window - 1 + tokens : 0;
-          TestCache k(format, kWidth, fp8 ? 16 : 0, fp8 ? 32 : 0, maxSeqLen,
+          TestCache k(format, kWidth, tail(kWidth), fp8 ? 32 : 0, maxSeqLen,
                       16, rng, ringRows);
-          TestCache v(format, vWidth, fp8 ? 16 : 0, fp8 ? 32 : 0, maxSeqLen,
+          TestCache v(format, vWidth, tail(vWidth), fp8 ? 32 : 0, maxSeqLen,
                       16, rng, ringRows);
           k.fill(rng);
           v.fill(rng);
