@@ -9,6 +9,7 @@
 
 #include "dialects/lm/LmOps.h"
 #include "dialects/plan/PlanOps.h"
+#include "runtime/abi/KernelAbi.h"
 #include "runtime/artifact/ArtifactFile.h"
 #include "runtime/artifact/ArtifactWriter.h"
 
@@ -115,15 +116,19 @@ static void setMxfp4Figures(const Manifest &manifest, MemoryPlan &memory) {
       bytes += (size + 255) / 256 * 256;
     workspace = std::max(workspace, bytes);
     for (const Launch &l : step.launches()) {
-      bool packed = l.kernel() == "mxfp4_expert_matmul" ||
-                    l.kernel() == "mxfp4_to_fp8_experts";
-      // The offline route's experts: E4M3 in [1, 32] blocks.
-      bool offline = false;
-      if (l.kernel() == "expert_matmul" && memory.mxfp4_route() == "offline")
+      // The launch's MXFP4 weight, or the offline route's E4M3 one ([1, 32]
+      // blocks).
+      int slot = -1;
+      if (l.kernel() == "mxfp4_to_fp8_experts")
+        slot = abi::Mxfp4ToFp8Experts::In::weight;
+      else if (l.kernel() == "mxfp4_expert_matmul")
+        slot = abi::Mxfp4ExpertMatmul::In::weight;
+      else if (l.kernel() == "expert_matmul" &&
+               memory.mxfp4_route() == "offline")
         for (const Attr &a : l.attrs())
-          offline |= a.name() == "block_size" && a.ints().values_size() == 2 &&
-                     a.ints().values(0) == 1 && a.ints().values(1) == 32;
-      int slot = packed ? 0 : offline ? 1 : -1;
+          if (a.name() == "block_size" && a.ints().values_size() == 2 &&
+              a.ints().values(0) == 1 && a.ints().values(1) == 32)
+            slot = abi::ExpertMatmul::In::weight;
       if (slot >= 0 && l.operands(slot).has_weight())
         read.insert(l.operands(slot).weight());
     }

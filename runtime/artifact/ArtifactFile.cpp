@@ -182,7 +182,8 @@ std::string weightOriginText(const WeightPrecision &p) {
     return "as the checkpoint stores them";
   return p.origin() +
          ": products the compiler computed once (absorbed MLA, dequantised "
-         "folds), kept in fp32 so the fold adds no rounding";
+         "folds, widened bf16 sinks), kept in fp32 so the fold adds no "
+         "rounding";
 }
 
 std::optional<uint64_t> dtypeBits(DType dtype) {

@@ -678,6 +678,9 @@ TEST_P(Mxfp4Routes, SameLogitsAsDirect) {
       std::string::npos)
       << routed.inspected;
   EXPECT_EQ(direct.memory.mxfp4_route(), "direct");
+  // Direct reads the experts packed, as stored.
+  EXPECT_EQ(direct.memory.mxfp4_stored_bytes(), values / 2 + values / 32);
+  EXPECT_EQ(direct.memory.mxfp4_workspace_bytes(), 0u);
 }
 
 INSTANTIATE_TEST_SUITE_P(
