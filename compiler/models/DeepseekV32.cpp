@@ -327,36 +327,7 @@ models::buildDeepseekV32(MLIRContext &context, const DeepseekV32Config &config,
   return std::move(module);
 }
 
-namespace {
-/// A parsed deepseek_v32 config as a registry definition.
-class DeepseekV32Model final : public models::ModelDefinition {
-public:
-  explicit DeepseekV32Model(importers::DeepseekV32Config config)
-      : config(std::move(config)) {}
-  llvm::StringRef modelType() const override { return "deepseek_v32"; }
-  int64_t vocabSize() const override { return config.vocabSize; }
-  int64_t maxPositions() const override {
-    return config.maxPositionEmbeddings;
-  }
-  llvm::ArrayRef<int64_t> eosTokenIds() const override {
-    return config.eosTokenIds;
-  }
-  llvm::Expected<mlir::OwningOpRef<mlir::ModuleOp>>
-  build(mlir::MLIRContext &context, const importers::Checkpoint &checkpoint,
-        const models::BuildOptions &options) const override {
-    return models::buildDeepseekV32(context, config, checkpoint, options);
-  }
-
-private:
-  importers::DeepseekV32Config config;
-};
-} // namespace
-
 llvm::Expected<std::unique_ptr<models::ModelDefinition>>
 models::parseDeepseekV32Model(llvm::StringRef json, llvm::StringRef path) {
-  llvm::Expected<importers::DeepseekV32Config> config =
-      importers::parseDeepseekV32Config(json, path);
-  if (!config)
-    return config.takeError();
-  return std::make_unique<DeepseekV32Model>(std::move(*config));
+  return parseConfiguredModel<importers::DeepseekV32Config, importers::parseDeepseekV32Config, models::buildDeepseekV32>("deepseek_v32", json, path);
 }

@@ -267,33 +267,7 @@ models::buildGptOss(MLIRContext &context, const GptOssConfig &config,
   return std::move(module);
 }
 
-namespace {
-/// A parsed gpt_oss config as a registry definition.
-class GptOssModel final : public models::ModelDefinition {
-public:
-  explicit GptOssModel(GptOssConfig config) : config(std::move(config)) {}
-  llvm::StringRef modelType() const override { return "gpt_oss"; }
-  int64_t vocabSize() const override { return config.vocabSize; }
-  int64_t maxPositions() const override { return config.maxPositionEmbeddings; }
-  llvm::ArrayRef<int64_t> eosTokenIds() const override {
-    return config.eosTokenIds;
-  }
-  llvm::Expected<OwningOpRef<ModuleOp>>
-  build(MLIRContext &context, const importers::Checkpoint &checkpoint,
-        const models::BuildOptions &options) const override {
-    return models::buildGptOss(context, config, checkpoint, options);
-  }
-
-private:
-  GptOssConfig config;
-};
-} // namespace
-
 llvm::Expected<std::unique_ptr<models::ModelDefinition>>
 models::parseGptOssModel(llvm::StringRef json, llvm::StringRef path) {
-  llvm::Expected<GptOssConfig> config =
-      importers::parseGptOssConfig(json, path);
-  if (!config)
-    return config.takeError();
-  return std::make_unique<GptOssModel>(std::move(*config));
+  return parseConfiguredModel<GptOssConfig, importers::parseGptOssConfig, models::buildGptOss>("gpt_oss", json, path);
 }

@@ -52,6 +52,51 @@ public:
         const BuildOptions &options) const = 0;
 };
 
+/// The registry definition of a family whose config type `Config` has
+/// vocabSize, maxPositionEmbeddings and eosTokenIds, built by `Build`.
+template <typename Config,
+          llvm::Expected<mlir::OwningOpRef<mlir::ModuleOp>> (*Build)(
+              mlir::MLIRContext &, const Config &,
+              const importers::Checkpoint &, const BuildOptions &)>
+class ConfiguredModel final : public ModelDefinition {
+public:
+  ConfiguredModel(llvm::StringRef type, Config config)
+      : type(type), config(std::move(config)) {}
+  llvm::StringRef modelType() const override { return type; }
+  int64_t vocabSize() const override { return config.vocabSize; }
+  int64_t maxPositions() const override {
+    return config.maxPositionEmbeddings;
+  }
+  llvm::ArrayRef<int64_t> eosTokenIds() const override {
+    return config.eosTokenIds;
+  }
+  llvm::Expected<mlir::OwningOpRef<mlir::ModuleOp>>
+  build(mlir::MLIRContext &context, const importers::Checkpoint &checkpoint,
+        const BuildOptions &options) const override {
+    return Build(context, config, checkpoint, options);
+  }
+
+private:
+  llvm::StringRef type;
+  Config config;
+};
+
+/// Parses a `type` config with `Parse` into a ConfiguredModel.
+template <typename Config,
+          llvm::Expected<Config> (*Parse)(llvm::StringRef, llvm::StringRef),
+          llvm::Expected<mlir::OwningOpRef<mlir::ModuleOp>> (*Build)(
+              mlir::MLIRContext &, const Config &,
+              const importers::Checkpoint &, const BuildOptions &)>
+llvm::Expected<std::unique_ptr<ModelDefinition>>
+parseConfiguredModel(llvm::StringRef type, llvm::StringRef json,
+                     llvm::StringRef path) {
+  llvm::Expected<Config> config = Parse(json, path);
+  if (!config)
+    return config.takeError();
+  return std::make_unique<ConfiguredModel<Config, Build>>(type,
+                                                          std::move(*config));
+}
+
 struct ModelFamily {
   const char *modelType;
   /// Parses a config.json of this family; `path` names it in errors.

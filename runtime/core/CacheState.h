@@ -28,6 +28,7 @@
 #include "runtime/support/Status.h"
 
 #include <cstdint>
+#include <string>
 #include <vector>
 
 namespace daybreak::runtime {
@@ -92,6 +93,25 @@ template <typename View> void fillCacheView(View &view, const CachePlan &plan,
   // A ring or a slot's state is one run of rows: pages of one row.
   view.pageSize = layout.kind == CacheKind::Paged ? plan.pageSize : 1;
   view.ringRows = layout.ringRows;
+}
+
+/// Whether a dense attention launch of `tokens` tokens with `window` may
+/// read the window cache `view` (any cache without a ring may): a ring
+/// keeps the last ringRows positions, enough when every query's window and
+/// the step's later rows fit (the plan gives window - 1 + max_tokens
+/// rows), or when it holds every position (capped at the longest
+/// sequence, it never wraps).
+template <typename View>
+Status checkAttentionRing(const View &view, int64_t window, int64_t tokens) {
+  if (!view.ringRows ||
+      (window > 0 && (view.ringRows >= view.maxSeqLen ||
+                      window - 1 + tokens <= view.ringRows)))
+    return Status::success();
+  return Status::error("attention: a window cache of " +
+                       std::to_string(view.ringRows) +
+                       " rows per sequence cannot hold a window of " +
+                       std::to_string(window) + " keys and " +
+                       std::to_string(tokens) + " tokens");
 }
 
 class PageAllocator {

@@ -227,19 +227,8 @@ Status attention(ThreadPool &pool, const float *q, const CacheView &k,
                            std::to_string(positions[t]) + " of token " +
                            std::to_string(t) + " is outside [0, " +
                            std::to_string(maxSeqLen) + ")");
-  // A ring keeps the last ringRows positions: enough when every query's
-  // window and the step's later rows fit (the plan gives window - 1 +
-  // max_tokens rows), or when it holds every position (capped at the
-  // longest sequence, it never wraps).
   for (const CacheView *c : {&k, &v})
-    if (c->ringRows &&
-        (window <= 0 ||
-         (c->ringRows < c->maxSeqLen && window - 1 + tokens > c->ringRows)))
-      return Status::error(
-          "attention: a window cache of " + std::to_string(c->ringRows) +
-          " rows per sequence cannot hold a window of " +
-          std::to_string(window) + " keys and " + std::to_string(tokens) +
-          " tokens");
+    DAYBREAK_RETURN_IF_ERROR(runtime::checkAttentionRing(*c, window, tokens));
   int64_t group = heads / kvHeads, headDim = k.width / kvHeads,
           valueDim = v.width / kvHeads;
   // Jobs are fixed tiles of tokens x one KV head (its group of query heads

@@ -8,6 +8,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "runtime/devices/cuda/CudaKernels.h"
+#include "runtime/core/CacheState.h"
 #include "runtime/devices/cuda/CudaKernelsPtx.h"
 
 #include <algorithm>
@@ -763,14 +764,7 @@ Status CudaKernels::attention(CUdeviceptr q, const DeviceCacheView &k,
                          " outside [1, " + std::to_string(kAccumulators) +
                          "]");
   for (const DeviceCacheView *c : {&k, &v})
-    if (c->ringRows &&
-        (window <= 0 ||
-         (c->ringRows < c->maxSeqLen && window - 1 + tokens > c->ringRows)))
-      return Status::error(
-          "attention: a window cache of " + std::to_string(c->ringRows) +
-          " rows per sequence cannot hold a window of " +
-          std::to_string(window) + " keys and " + std::to_string(tokens) +
-          " tokens");
+    DAYBREAK_RETURN_IF_ERROR(runtime::checkAttentionRing(*c, window, tokens));
   int64_t headGroup = attentionHeadGroup(group, valueDim);
   // Split each token's keys while the grid is small (decode), as far as
   // the keys (a chunk of 32 each) and the scratch allow.
