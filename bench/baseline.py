@@ -1,10 +1,17 @@
 #!/usr/bin/env python3
 r"""PyTorch (Hugging Face transformers) baseline for Daybreak's benchmark.
 
-Loads a DeepSeek-V3.2 checkpoint in the hub format (as written by bench/generate_checkpoint.py: FP8 e4m3
-projection weights with 128x128 float32 `weight_scale_inv` block scales, per-expert routed weights, possibly
-sharded) into transformers' DeepseekV32ForCausalLM as a plain bf16 model (FP8 weights dequantized here,
-W = W8 * scale_inv[i // 128, j // 128]), eager attention, and times on one GPU:
+Loads a checkpoint in the hub format (as written by bench/generate_checkpoint.py, possibly sharded) into
+transformers as a plain bf16 model, eager attention, and times it on one GPU. Two families:
+
+  * deepseek_v32 (DeepseekV32ForCausalLM): FP8 e4m3 projection weights with 128x128 float32
+    `weight_scale_inv` block scales, dequantized here (W = W8 * scale_inv[i // 128, j // 128]), per-expert
+    routed weights packed as transformers' conversion mapping packs them;
+  * gpt_oss (GptOssForCausalLM): MXFP4 experts (`*_blocks` two E2M1 codes a byte, low nibble first, and
+    `*_scales` E8M0), dequantized here exactly (W = FP4[code] * 2^(scale - 127)) and transposed to
+    transformers' [experts, in, out]; everything else as stored.
+
+Cases:
 
   * decode (B, C): one decode step (one new token for each of B sequences) with a KV cache that already
     holds C tokens per sequence;
@@ -22,10 +29,11 @@ so an interrupted run still leaves the cases done so far.
 Checking the loader against a golden fixture (float32, transformers' own logits in expected.safetensors):
 
     python3 bench/baseline.py --check-fixture test/fixtures/deepseek_v32_small_fp8 --dtype float32 --device cpu
+    python3 bench/baseline.py --check-fixture test/fixtures/gpt_oss_small --dtype float32 --device cpu
 
 --device cpu exists only to test this script on a machine without a GPU (timings use time.perf_counter
-there and the probes use smaller sizes). Needs torch, transformers >= 5 (with DeepseekV32ForCausalLM) and
-safetensors.
+there and the probes use smaller sizes). Needs torch, transformers >= 5 (with DeepseekV32ForCausalLM and
+GptOssForCausalLM) and safetensors.
 """
 
 import argparse
@@ -43,7 +51,7 @@ import torch
 import transformers
 from safetensors import safe_open
 from safetensors.torch import load_file
-from transformers import AutoConfig, DeepseekV32ForCausalLM, DynamicCache
+from transformers import AutoConfig, DeepseekV32ForCausalLM, DynamicCache, GptOssForCausalLM
 
 # The cache for a decode case is made by prefilling at most this many tokens of one sequence and tiling them.
 FILL_CHUNK = 512
@@ -64,6 +72,9 @@ def log(msg: str) -> None:
 # --------------------------------------------------------------------------------------------------------
 EXPERT_RE = re.compile(r"^(.*\.mlp\.experts)\.(\d+)\.(gate_proj|up_proj|down_proj)\.weight$")
 LAYER_RE = re.compile(r"^model\.layers\.(\d+)\.")
+MODELS = {"deepseek_v32": DeepseekV32ForCausalLM, "gpt_oss": GptOssForCausalLM}
+# E2M1 (models.md 3.1): codes 0-7 positive, 8-15 their negatives.
+FP4_VALUES = [0.0, 0.5, 1.0, 1.5, 2.0, 3.0, 4.0, 6.0, -0.0, -0.5, -1.0, -1.5, -2.0, -3.0, -4.0, -6.0]
 
 
 def checkpoint_files(folder: str) -> dict:
@@ -88,12 +99,28 @@ def dequantize(w8: torch.Tensor, scale_inv: torch.Tensor, block: list) -> torch.
     return w8.float() * scale
 
 
+def dequantize_mxfp4(blocks: torch.Tensor, scales: torch.Tensor) -> torch.Tensor:
+    """MXFP4 as the hub stores it: blocks uint8 [..., rows, K / 32, 16], scales uint8 [..., rows, K / 32] ->
+    float32 [..., rows, K] with W[..., r, 32 g + 2 b] = FP4[lo(blocks[..., r, g, b])] * 2^(scales[..., r, g] - 127)
+    and W[..., r, 32 g + 2 b + 1] from the high nibble (exact: every product is a float32)."""
+    if tuple(scales.shape) != tuple(blocks.shape[:-1]) or blocks.shape[-1] != 16:
+        raise ValueError(f"MXFP4 blocks {tuple(blocks.shape)} and scales {tuple(scales.shape)} do not match")
+    lut = torch.tensor(FP4_VALUES, dtype=torch.float32, device=blocks.device)
+    lo, hi = lut[(blocks & 0x0F).long()], lut[(blocks >> 4).long()]
+    values = torch.stack([lo, hi], dim=-1).reshape(*blocks.shape[:-1], 32)
+    values = values * torch.exp2(scales.float() - 127.0).unsqueeze(-1)
+    return values.reshape(*blocks.shape[:-2], blocks.shape[-2] * 32)
+
+
 def build_model(folder: str, dtype: torch.dtype, device: torch.device, experts: str):
-    """transformers' DeepseekV32ForCausalLM from the checkpoint's config, without its quantization_config (the
-    FP8 weights are dequantized by our loader, so no FP8 integration may kick in), built directly on `device`
-    in `dtype`. Like from_pretrained(dtype=bf16), e_score_correction_bias stays float32 (transformers
-    creates it as float32 and lists it in _keep_in_fp32_modules_strict)."""
+    """transformers' model class for the checkpoint's model_type (MODELS), from its config without the
+    quantization_config (our loader dequantizes FP8 and MXFP4 weights, so no quantization integration may kick
+    in), built directly on `device` in `dtype`. For DeepSeek, like from_pretrained(dtype=bf16),
+    e_score_correction_bias stays float32 (transformers creates it as float32 and lists it in
+    _keep_in_fp32_modules_strict)."""
     config = AutoConfig.from_pretrained(folder)
+    if config.model_type not in MODELS:
+        raise ValueError(f"{folder}: model_type {config.model_type!r} is not one of {sorted(MODELS)}")
     if getattr(config, "quantization_config", None) is not None:
         delattr(config, "quantization_config")
     old_dtype = torch.get_default_dtype()
@@ -101,7 +128,7 @@ def build_model(folder: str, dtype: torch.dtype, device: torch.device, experts: 
     try:
         # Parameters are allocated (and randomly initialised) on the target device, then overwritten.
         with torch.device(device):
-            model = DeepseekV32ForCausalLM(config)
+            model = MODELS[config.model_type](config)
     finally:
         torch.set_default_dtype(old_dtype)
     model.eval()
@@ -111,6 +138,60 @@ def build_model(folder: str, dtype: torch.dtype, device: torch.device, experts: 
 
 
 def load_weights(model, folder: str, device: torch.device) -> None:
+    if model.config.model_type == "gpt_oss":
+        load_gpt_oss_weights(model, folder, device)
+    else:
+        load_deepseek_weights(model, folder, device)
+
+
+def load_gpt_oss_weights(model, folder: str, device: torch.device) -> None:
+    """Copy every checkpoint tensor into the model: MXFP4 experts (`<name>_blocks` + `<name>_scales`)
+    dequantized one expert at a time and transposed from the hub's [out, in] to transformers' [in, out] rows
+    (gate_up rows stay interleaved, as GptOssExperts reads them), everything else cast to the parameter's
+    dtype. Strict: every model tensor written exactly once, every checkpoint tensor used."""
+    files = checkpoint_files(folder)
+    handles = {}
+
+    def read(name):
+        path = files[name]
+        if path not in handles:
+            handles[path] = safe_open(path, framework="pt", device=str(device))
+        return handles[path].get_tensor(name)
+
+    target = model.state_dict()
+    written = set()
+    for name in sorted(files):
+        if name.endswith("_scales"):
+            if name[: -len("_scales")] + "_blocks" not in files:
+                raise ValueError(f"{name} has no _blocks tensor")
+            continue
+        m = LAYER_RE.match(name)
+        if m and int(m.group(1)) >= model.config.num_hidden_layers:
+            raise ValueError(f"checkpoint tensor {name} is beyond num_hidden_layers")
+        key = name[: -len("_blocks")] if name.endswith("_blocks") else name
+        if key not in target:
+            raise KeyError(f"checkpoint tensor {name} has no place in the model")
+        if key in written:
+            raise ValueError(f"{name} written twice")
+        dst = target[key]
+        if name.endswith("_blocks"):
+            blocks, scales = read(name), read(key + "_scales")
+            if blocks.dim() != 4 or tuple(dst.shape) != (blocks.shape[0], blocks.shape[2] * 32, blocks.shape[1]):
+                raise ValueError(f"{name}: blocks {tuple(blocks.shape)} vs model {key} {tuple(dst.shape)}")
+            for e in range(blocks.shape[0]):
+                dst[e].copy_(dequantize_mxfp4(blocks[e], scales[e]).t().to(dst.dtype))
+        else:
+            t = read(name)
+            if tuple(dst.shape) != tuple(t.shape):
+                raise ValueError(f"{name}: checkpoint shape {tuple(t.shape)} vs model {tuple(dst.shape)}")
+            dst.copy_(t.to(dst.dtype))
+        written.add(key)
+    missing = sorted(set(target) - written)
+    if missing:
+        raise ValueError(f"{len(missing)} model tensors not in the checkpoint, e.g. {missing[:5]}")
+
+
+def load_deepseek_weights(model, folder: str, device: torch.device) -> None:
     """Copy every checkpoint tensor into the model: FP8 weights dequantized with their block scales, then cast
     to the parameter's dtype; per-expert weights packed the way transformers' conversion mapping does for
     deepseek_v32 (the "qwen2_moe" converters: MergeModulelist(dim=0) + Concatenate(dim=1)), i.e.
@@ -290,13 +371,22 @@ def probe_gemm(device: torch.device, repeats: int = 5) -> float:
 # --------------------------------------------------------------------------------------------------------
 # Cases
 # --------------------------------------------------------------------------------------------------------
-CACHE_FILL = (
-    "transformers DynamicCache (one DynamicIndexedLayer per layer: MLA keys [B, heads, C, qk_nope+qk_rope] and "
-    "values [B, heads, C, v_head_dim], expanded per head, plus the DSA indexer keys [B, C, index_head_dim]); "
-    f"filled by an eager prefill of min(C, {FILL_CHUNK}) random tokens of one sequence whose keys, values and "
-    "indexer keys are tiled along the sequence to C tokens and broadcast to the B sequences; each timed step "
-    "feeds B random tokens at position C, and DynamicCache.crop(-1) takes the cache back to C tokens after every "
-    "step (untimed)")
+CACHE_FILL = {
+    "deepseek_v32": (
+        "transformers DynamicCache (one DynamicIndexedLayer per layer: MLA keys [B, heads, C, qk_nope+qk_rope] "
+        "and values [B, heads, C, v_head_dim], expanded per head, plus the DSA indexer keys [B, C, "
+        f"index_head_dim]); filled by an eager prefill of min(C, {FILL_CHUNK}) random tokens of one sequence whose "
+        "keys, values and indexer keys are tiled along the sequence to C tokens and broadcast to the B sequences; "
+        "each timed step feeds B random tokens at position C, and DynamicCache.crop(-1) takes the cache back to C "
+        "tokens after every step (untimed)"),
+    "gpt_oss": (
+        "transformers DynamicCache (full-attention layers: DynamicLayer keys and values [B, kv_heads, C, "
+        "head_dim]; sliding layers: DynamicSlidingWindowLayer holding the last sliding_window - 1 tokens); "
+        f"filled by an eager prefill of min(C, {FILL_CHUNK}) random tokens of one sequence whose keys and values "
+        "are tiled along the sequence to C tokens (full layers) or kept as the window the prefill left (sliding "
+        "layers, their position count set to C), broadcast to the B sequences; each timed step feeds B random "
+        "tokens at position C, and the layers' tensors and counters are put back after every step (untimed)"),
+}
 
 
 def tile(t: torch.Tensor, batch: int, length: int, dim: int) -> torch.Tensor:
@@ -317,6 +407,20 @@ def filled_cache(model, batch: int, context: int, gen: torch.Generator, device: 
     ids = torch.randint(0, config.vocab_size, (1, chunk), generator=gen, device=device)
     cache = DynamicCache(config=config)
     model(input_ids=ids, past_key_values=cache, use_cache=True, logits_to_keep=1)
+    if config.model_type == "gpt_oss":
+        for layer in cache.layers:
+            if hasattr(layer, "sliding_window"):
+                # The window the prefill left ([1, kv_heads, min(chunk, sliding_window - 1), head_dim]): the last
+                # tokens before position C as far as the next step's attention can tell (their values differ).
+                length = layer.keys.shape[2]
+                layer.keys = tile(layer.keys, batch, length, dim=2)
+                layer.values = tile(layer.values, batch, length, dim=2)
+                layer.cumulative_length = context
+            else:
+                layer.keys = tile(layer.keys, batch, context, dim=2)
+                layer.values = tile(layer.values, batch, context, dim=2)
+        check_cache(cache, batch, context)
+        return cache
     for layer in cache.layers:
         layer.keys = tile(layer.keys, batch, context + 1, dim=2)
         layer.values = tile(layer.values, batch, context + 1, dim=2)
@@ -329,12 +433,32 @@ def filled_cache(model, batch: int, context: int, gen: torch.Generator, device: 
 
 
 def check_cache(cache: DynamicCache, batch: int, context: int) -> None:
-    """Every tensor the attention and the indexer read holds exactly `context` tokens of `batch` sequences."""
+    """Every layer holds `context` tokens of `batch` sequences: every tensor the attention (and DeepSeek's
+    indexer) reads, or for a sliding-window layer its position count and a window of at most sliding_window - 1
+    tokens."""
     for i, layer in enumerate(cache.layers):
-        shapes = [layer.keys.shape[:3:2], layer.values.shape[:3:2], layer.indexer_keys.shape[:2]]
-        if any(tuple(s) != (batch, context) for s in shapes):
-            raise RuntimeError(f"layer {i} cache: keys {tuple(layer.keys.shape)}, values {tuple(layer.values.shape)}, "
-                               f"indexer keys {tuple(layer.indexer_keys.shape)}; wanted {batch} x {context} tokens")
+        if hasattr(layer, "sliding_window"):
+            ok = (layer.get_seq_length() == context and layer.keys.shape[0] == batch
+                  and layer.keys.shape[2] == min(context, layer.sliding_window - 1))
+        else:
+            shapes = [layer.keys.shape[:3:2], layer.values.shape[:3:2]]
+            if hasattr(layer, "indexer_keys"):
+                shapes.append(layer.indexer_keys.shape[:2])
+            ok = all(tuple(s) == (batch, context) for s in shapes)
+        if not ok:
+            raise RuntimeError(f"layer {i} cache: keys {tuple(layer.keys.shape)}, values {tuple(layer.values.shape)}"
+                               f", {layer.get_seq_length()} tokens; wanted {batch} x {context} tokens")
+
+
+def snapshot(cache: DynamicCache) -> list:
+    """Each layer's attributes (tensors are replaced, never written in place, by a step's update)."""
+    return [dict(vars(layer)) for layer in cache.layers]
+
+
+def restore(cache: DynamicCache, saved: list) -> None:
+    for layer, attributes in zip(cache.layers, saved):
+        vars(layer).clear()
+        vars(layer).update(attributes)
 
 
 def decode_case(model, step, args, device, batch, context, gen) -> dict:
@@ -344,11 +468,18 @@ def decode_case(model, step, args, device, batch, context, gen) -> dict:
     def call():
         step(input_ids=ids, past_key_values=cache, use_cache=True)
 
+    saved = snapshot(cache) if model.config.model_type == "gpt_oss" else None
+
     def reset():
-        # Drop the token the step appended (keys, values and indexer keys). Cropping rather than keeping the
-        # old tensors aside frees them as the step replaces them, so memory peaks as in generate(): the whole
-        # cache once plus one layer's worth being concatenated.
-        cache.crop(-1)
+        # Drop the token the step appended. DeepSeek: crop the keys, values and indexer keys; cropping rather
+        # than keeping the old tensors aside frees them as the step replaces them, so memory peaks as in
+        # generate(): the whole cache once plus one layer's worth being concatenated. gpt-oss: a sliding
+        # layer cannot be cropped once its window is full, so every layer's tensors and counters are put back
+        # (the cache is small enough: 8 KV heads).
+        if saved is not None:
+            restore(cache, saved)
+        else:
+            cache.crop(-1)
         check_cache(cache, batch, context)
 
     times = measure(call, reset, device, args.warmup, args.iters, args.case_timeout, args.mode == "compile")
@@ -379,7 +510,7 @@ def run_benchmark(args, device: torch.device) -> None:
         "torch": torch.__version__,
         "transformers": transformers.__version__,
         "checkpoint": args.checkpoint,
-        "cache_fill": CACHE_FILL,
+        "cache_fill": None,
         "probes": {},
         "settings": {"warmup": args.warmup, "iterations": args.iters},
         "decode": [],
@@ -404,6 +535,8 @@ def run_benchmark(args, device: torch.device) -> None:
 
     torch.set_grad_enabled(False)
     model = load_model(args.checkpoint, dtype, device, args.experts)
+    result["model_type"] = model.config.model_type
+    result["cache_fill"] = CACHE_FILL[model.config.model_type]
     step = model.forward
     if args.mode == "compile":
         # Every case is a new shape; without a higher limit dynamo would silently fall back to eager after 8.
@@ -492,7 +625,7 @@ def int_list(text: str) -> list:
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--checkpoint", help="DeepSeek-V3.2 checkpoint folder (hub format)")
+    ap.add_argument("--checkpoint", help="DeepSeek-V3.2 or gpt-oss checkpoint folder (hub format)")
     ap.add_argument("--mode", choices=("eager", "compile"), default="eager")
     ap.add_argument("--compile-mode", default="default", help="torch.compile mode (default: %(default)s)")
     ap.add_argument("--batch", type=int_list, default=[1, 8, 64], help="decode batch sizes, comma-separated")

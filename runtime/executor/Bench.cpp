@@ -92,17 +92,25 @@ DecodeFloor runtime::decodeFloor(const artifact::Manifest &m, int64_t batch,
           bytes = bytes / double(shape[0]) * std::min<int64_t>(batch, shape[0]);
         // Expert weights: only the experts the batch picks are read (packed
         // MXFP4 values, their scales and biases included).
-        bool expertWeight = (k == "expert_matmul" &&
-                             (i == abi::ExpertMatmul::In::weight ||
-                              i == abi::ExpertMatmul::In::weight_scale)) ||
-                            (k == "mxfp4_expert_matmul" &&
-                             (i == abi::Mxfp4ExpertMatmul::In::weight ||
-                              i == abi::Mxfp4ExpertMatmul::In::scales ||
-                              i == abi::Mxfp4ExpertMatmul::In::bias));
-        if (expertWeight && !shape.empty()) {
-          int indices = k == "expert_matmul"
-                            ? int(abi::ExpertMatmul::In::indices)
-                            : int(abi::Mxfp4ExpertMatmul::In::indices);
+        // The online MXFP4 route's conversion reads the packed experts the
+        // step picks; the workspace it writes and the matmul reads is not
+        // counted (the floor is on the bytes as stored).
+        int indices = -1;
+        if (k == "expert_matmul" && (i == abi::ExpertMatmul::In::weight ||
+                                     i == abi::ExpertMatmul::In::weight_scale ||
+                                     i == abi::ExpertMatmul::In::bias))
+          indices = abi::ExpertMatmul::In::indices;
+        else if (k == "mxfp4_expert_matmul" &&
+                 (i == abi::Mxfp4ExpertMatmul::In::weight ||
+                  i == abi::Mxfp4ExpertMatmul::In::scales ||
+                  i == abi::Mxfp4ExpertMatmul::In::bias))
+          indices = abi::Mxfp4ExpertMatmul::In::indices;
+        else if (k == "mxfp4_to_fp8_experts" &&
+                 (i == abi::Mxfp4ToFp8Experts::In::weight ||
+                  i == abi::Mxfp4ToFp8Experts::In::scales ||
+                  i == abi::Mxfp4ToFp8Experts::In::bias))
+          indices = abi::Mxfp4ToFp8Experts::In::indices;
+        if (indices >= 0 && !shape.empty()) {
           double experts = double(shape[0]);
           double picks = double(topK(m, *step, l, indices, batch));
           double share = 1 - std::pow(1 - std::min(1.0, picks / experts),
@@ -117,6 +125,8 @@ DecodeFloor runtime::decodeFloor(const artifact::Manifest &m, int64_t batch,
           rows = 1;
         else if (k == "sparse_attention")
           rows = std::min<double>(rows, double(topK(m, *step, l, 2, batch)));
+        else if (k == "attention" && attrInt(l, "window", 0) > 0)
+          rows = std::min<double>(rows, double(attrInt(l, "window", 0)));
         floor.cacheBytes += batch * rows * rowBytes;
       }
     }
@@ -170,6 +180,19 @@ double runtime::prefillFlops(const artifact::Manifest &m, int64_t prompt) {
         if (q.size() == 3)
           flops += 2.0 * double(q[1]) * double(q[2]) *
                    keys(std::numeric_limits<int64_t>::max());
+      } else if (k == "attention") {
+        // Scores and values over each query's window of keys (D from q,
+        // Dv from the V cache's rows of kv_heads x Dv).
+        std::vector<int64_t> q = shape(abi::Attention::In::q);
+        int64_t kvHeads = attrInt(l, "kv_heads", 0);
+        int64_t window = attrInt(l, "window", 0);
+        const artifact::Operand &v = l.operands(abi::Attention::In::v);
+        if (q.size() == 3 && kvHeads > 0 &&
+            v.kind_case() == artifact::Operand::kCache)
+          flops +=
+              2.0 * double(q[1]) *
+              double(q[2] + m.caches(v.cache()).width() / kvHeads) *
+              keys(window > 0 ? window : std::numeric_limits<int64_t>::max());
       } else if (k == "sparse_attention") {
         std::vector<int64_t> q = shape(0);
         if (q.size() == 3)

@@ -2,10 +2,10 @@
 
 The oracle for bench-command.test: the bytes a decode step must move and the FLOPs of a prefill,
 derived from config.json and the safetensors header (tensor names and shapes) with DeepSeek-V3.2's
-math, not from the artifact Daybreak compiled. Also checks the JSON's shape: every requested case
-present, measured cases with positive times, skipped ones with a reason naming the limit.
+or gpt-oss's math, not from the artifact Daybreak compiled. Also checks the JSON's shape: every
+requested case present, measured cases with positive times, skipped ones with a reason naming the limit.
 
-    python3 bench_oracle.py CHECKPOINT bench.json --max-tokens 64
+    python3 bench_oracle.py CHECKPOINT bench.json --max-tokens 64 [--mxfp4-route direct|online|offline]
 """
 import argparse
 import json
@@ -32,13 +32,102 @@ def main():
     ap.add_argument("checkpoint")
     ap.add_argument("bench")
     ap.add_argument("--max-tokens", type=int, required=True)
+    ap.add_argument("--mxfp4-route", choices=("direct", "online", "offline"), default="direct")
     args = ap.parse_args()
     cfg = json.load(open(f"{args.checkpoint}/config.json"))
     tensors = {k: v for k, v in header(f"{args.checkpoint}/model.safetensors").items()
                if k != "__metadata__"}
     numel = {k: math.prod(v["shape"]) for k, v in tensors.items()}
     doc = json.load(open(args.bench))
+    if cfg["model_type"] == "gpt_oss":
+        failures = gpt_oss_failures(cfg, tensors, numel, doc, args)
+    else:
+        failures = deepseek_failures(cfg, tensors, numel, doc, args)
+    for f in failures:
+        print("FAIL", f)
+    measured = sum("skipped" not in r for r in doc["decode"] + doc["prefill"])
+    print(f"checked {measured} measured cases, {len(failures)} failures")
+    sys.exit(1 if failures else 0)
 
+
+def check_times(doc, failures, max_tokens):
+    for row in doc["decode"]:
+        if "skipped" not in row and not (row["median_ms"] > 0 and row["p90_ms"] >= row["median_ms"]
+                                         and row["tokens_per_s"] > 0):
+            failures.append(f"decode {row['batch']}x{row['context']}: implausible times {row}")
+    for row in doc["prefill"]:
+        if "skipped" not in row and (row["steps"] != math.ceil(row["tokens"] / max_tokens) or not row["ms"] > 0):
+            failures.append(f"prefill {row['tokens']}: {row}")
+
+
+def closeness(failures):
+    def close(what, got, want):
+        if not math.isclose(got, want, rel_tol=1e-9):
+            failures.append(f"{what}: bench says {got}, the checkpoint gives {want}")
+    return close
+
+
+def gpt_oss_failures(cfg, tensors, numel, doc, args):
+    """gpt-oss (models.md 3): a decode step reads every weight as stored (bf16, f32 norms; the learned sinks
+    widened to f32), the MXFP4 experts the batch picks under uniform routing as the route holds them (direct
+    and online: the packed values, their E8M0 bytes and bf16 biases, which the online route's conversion
+    reads; offline: one e4m3 byte a value and an f32 scale per 32), B embedding rows, and per layer and
+    sequence the K and V rows the attention sees (min(C + 1, window) on sliding layers) plus the row each
+    writes. A prefill does 2 P x every projection, top-k experts of 3 I x H each, and 2 heads (D + D) FLOPs per
+    visible key."""
+    failures = []
+    close = closeness(failures)
+    check_times(doc, failures, args.max_tokens)
+    H, L, V = cfg["hidden_size"], cfg["num_hidden_layers"], cfg["vocab_size"]
+    E, k, I = cfg["num_local_experts"], cfg["num_experts_per_tok"], cfg["intermediate_size"]
+    heads, kv_heads = cfg["num_attention_heads"], cfg["num_key_value_heads"]
+    D = cfg.get("head_dim") or H // heads
+    window = cfg["sliding_window"]
+    dtype_bytes = {"F32": 4, "BF16": 2, "U8": 1}
+
+    def is_expert(name):
+        return ".mlp.experts." in name
+
+    def stored(n):
+        if n.endswith(".sinks"):
+            return 4 * numel[n]
+        if args.mxfp4_route == "offline" and n.endswith("_blocks"):
+            return 2 * numel[n]  # one e4m3 code per value, two values a packed byte
+        if args.mxfp4_route == "offline" and n.endswith("_scales"):
+            return 4 * numel[n]  # f32 2^(s - 127) per 32 values
+        return dtype_bytes[tensors[n]["dtype"]] * numel[n]
+
+    embed = "model.embed_tokens.weight"
+    dense_bytes = sum(stored(n) for n in tensors if not is_expert(n) and n != embed)
+    expert_bytes = sum(stored(n) for n in tensors if is_expert(n))
+    embed_row = dtype_bytes[tensors[embed]["dtype"]] * H
+    row = fp8_row_bytes(kv_heads * D, 0)  # one K or V row of a layer (the tests use fp8 caches)
+    for r in doc["decode"]:
+        if "skipped" in r:
+            continue
+        B, C = r["batch"], r["context"]
+        share = 1 - (1 - k / E) ** B
+        close(f"decode {B}x{C} weight bytes", r["floor_weight_bytes"],
+              dense_bytes + min(B, V) * embed_row + share * expert_bytes)
+        seen = [min(C + 1, window) if t == "sliding_attention" else C + 1 for t in cfg["layer_types"]]
+        close(f"decode {B}x{C} cache bytes", r["floor_cache_bytes"], sum(B * 2 * (n + 1) * row for n in seen))
+
+    linear = sum(numel[n] for n in tensors if n.endswith(".weight") and len(tensors[n]["shape"]) == 2
+                 and not is_expert(n) and n != embed)
+    for r in doc["prefill"]:
+        if "skipped" in r:
+            continue
+        P = r["tokens"]
+        flops = 2.0 * P * (linear + L * k * 3 * I * H)
+        for t in cfg["layer_types"]:
+            keys = sum(min(p + 1, window) if t == "sliding_attention" else p + 1 for p in range(P))
+            flops += 2.0 * heads * (D + D) * keys
+        close(f"prefill {P} FLOPs", r["floor_flops"], flops)
+    return failures
+
+
+def deepseek_failures(cfg, tensors, numel, doc, args):
+    """DeepSeek-V3.2 (MLA with the DSA indexer, FP8 block-scaled weights, MoE after the dense layers)."""
     H, L = cfg["hidden_size"], cfg["num_hidden_layers"]
     E, k = cfg["n_routed_experts"], cfg["num_experts_per_tok"]
     moe_layers = L - cfg["first_k_dense_replace"]
@@ -103,11 +192,7 @@ def main():
         if row["steps"] != math.ceil(P / args.max_tokens) or not row["ms"] > 0:
             failures.append(f"prefill {P}: {row}")
 
-    for f in failures:
-        print("FAIL", f)
-    measured = sum("skipped" not in r for r in doc["decode"] + doc["prefill"])
-    print(f"checked {measured} measured cases, {len(failures)} failures")
-    sys.exit(1 if failures else 0)
+    return failures
 
 
 if __name__ == "__main__":
