@@ -5,8 +5,9 @@
 #
 #   unpack     decompress the carried toolchain parts into device/toolchain
 #              and check that the tools load and the GPU and PyTorch are there
-#   prepare    write the benchmark checkpoint (bench/generate_checkpoint.py)
-#              and compile it for the GPU with daybreak-compile
+#   prepare    write the benchmark checkpoint (bench/generate_checkpoint.py),
+#              then compile
+#   compile    compile it for the GPU with daybreak-compile (once per route)
 #   memory     device memory of the loaded model against the checkpoint
 #   daybreak   daybreak-run bench over the artifact -> $OUT/daybreak.json
 #   baselines  transformers eager and torch.compile over the same checkpoint
@@ -24,16 +25,31 @@ mkdir -p "$tc" "$work" "$out"
 export LD_LIBRARY_PATH=$tc:/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-}
 export PYTHONUNBUFFERED=1
 
-# The benchmark model: DeepSeek-V3.2 at its real dimensions (hidden 7168, 128
-# heads, MLA, indexer 64 x 128 with top-2048, vocabulary 129280), one dense
-# layer and one MoE layer of EXPERTS routed experts of the real shape (top-8
-# + 1 shared). Runs 1-2 (2026-11-29) used 64, since weights were fp32 on the
-# device then; with weights held as stored, the real 256 fit (EXPERTS=256).
+# The benchmark model, by FAMILY:
+# - deepseek_v32 (default): DeepSeek-V3.2 at its real dimensions (hidden 7168,
+#   128 heads, MLA, indexer 64 x 128 with top-2048, vocabulary 129280), one
+#   dense layer and one MoE layer of EXPERTS routed experts of the real shape
+#   (top-8 + 1 shared). Runs 1-2 (2026-11-29) used 64, since weights were fp32
+#   on the device then; with weights held as stored, the real 256 fit.
+# - gpt_oss: gpt-oss-120b at its real dimensions (hidden 2880, 64 query and 8
+#   KV heads of 64, 128 MXFP4 experts top-4, vocabulary 201088), LAYERS layers
+#   (default 2: one sliding-window layer, one full), compiled once per MXFP4
+#   route in ROUTES; each route gets its own artifact and results. PRESET=small
+#   (generate_checkpoint.py's) tries the steps on a tiny model.
+family=${FAMILY:-deepseek_v32}
 experts=${EXPERTS:-256}
-ckpt=$work/ckpt
-artifact=$work/model.daybreak
+ckpt=$work/ckpt-$family
 limits="--max-seq-len=33024 --max-batch=64 --max-tokens=8192"
 cases="--batch 1,8,64 --context 1024,8192,32768 --prefill 1024,8192"
+if [ "$family" = gpt_oss ]; then
+  routes=${ROUTES:-online direct offline}
+else
+  routes=default
+fi
+# artifact ROUTE: the artifact compiled for a route (the plain name for DeepSeek).
+artifact() { if [ "$1" = default ]; then echo "$work/model.daybreak"; else echo "$work/model-$1.daybreak"; fi; }
+# suffix ROUTE: what the route's result files add to their names.
+suffix() { if [ "$1" = default ]; then echo ""; else echo "-$1"; fi; }
 
 for step in "$@"; do
   echo "== $step ($(date -u +%T))"
@@ -64,26 +80,43 @@ shutil.copyfileobj(lzma.open(sys.argv[1]), open(sys.argv[2], "wb"), 1 << 24)' \
 from transformers.models.deepseek_v32 import modeling_deepseek_v32 as m; print("deepseek_v32:", m.__file__)' || true
     ;;
   prepare)
-    python3 bench/generate_checkpoint.py --preset real --layers 2 \
-      --dense-layers 1 --experts "$experts" --out "$ckpt" --force
+    if [ "$family" = gpt_oss ]; then
+      python3 bench/generate_checkpoint.py --family gpt_oss --preset "${PRESET:-real}" \
+        --layers "${LAYERS:-2}" --out "$ckpt" --force
+    else
+      python3 bench/generate_checkpoint.py --preset real --layers 2 \
+        --dense-layers 1 --experts "$experts" --out "$ckpt" --force
+    fi
     du -sh "$ckpt"
-    /usr/bin/time -v "$tc/daybreak-compile" "$ckpt" -o "$artifact" \
-      --target=cuda $limits --kv-cache-dtype=fp8 2>&1 |
-      grep -E "Elapsed|Maximum resident|error" || true
-    "$tc/daybreak-run" inspect "$artifact" | tee "$out/inspect.txt" | head -40
+    ;&
+  compile)
+    for route in $routes; do
+      flags=()
+      [ "$route" = default ] || flags=(--mxfp4-route="$route")
+      /usr/bin/time -v "$tc/daybreak-compile" "$ckpt" -o "$(artifact "$route")" \
+        --target=cuda $limits --kv-cache-dtype=fp8 "${flags[@]}" 2>&1 |
+        grep -E "Elapsed|Maximum resident|error|mxfp4 experts" || true
+      "$tc/daybreak-run" inspect "$(artifact "$route")" |
+        tee "$out/inspect$(suffix "$route").txt" | head -40
+    done
     ;;
   memory)
     # Device memory against the checkpoint: the memory plan's weights (as
     # stored), arena and caches, and what cuMemGetInfo saw the load take.
     echo "checkpoint: $(du -sb "$ckpt" | cut -f1) bytes on disk"
-    grep -E "^memory|weights " "$out/inspect.txt" || true
-    "$tc/daybreak-run" generate "$artifact" --prompt-ids 1,17,42,7 \
-      --max-new-tokens 4 2>&1 | tee "$out/memory.txt"
+    for route in $routes; do
+      grep -E "^memory|weights |mxfp4 experts" "$out/inspect$(suffix "$route").txt" || true
+      "$tc/daybreak-run" generate "$(artifact "$route")" --prompt-ids 1,17,42,7 \
+        --max-new-tokens 4 2>&1 | tee "$out/memory$(suffix "$route").txt"
+    done
     ;;
   daybreak)
-    "$tc/daybreak-run" bench "$artifact" $cases --iterations 10 \
-      --prefill-iterations 2 --max-case-seconds 10 \
-      --json "$out/daybreak.json" 2>&1 | tee "$out/daybreak.log"
+    for route in $routes; do
+      "$tc/daybreak-run" bench "$(artifact "$route")" $cases --iterations 10 \
+        --prefill-iterations 2 --max-case-seconds 10 \
+        --json "$out/daybreak$(suffix "$route").json" 2>&1 |
+        tee "$out/daybreak$(suffix "$route").log"
+    done
     ;;
   baselines)
     for mode in eager compile; do
@@ -93,12 +126,14 @@ from transformers.models.deepseek_v32 import modeling_deepseek_v32 as m; print("
     done
     ;;
   report)
-    python3 bench/report.py --daybreak "$out/daybreak.json" \
-      $(for f in "$out"/baseline_*.json; do [ -f "$f" ] && echo --baseline "$f"; done) \
-      --markdown "$out/report.md" --plot "$out/decode.png"
+    for route in $routes; do
+      python3 bench/report.py --daybreak "$out/daybreak$(suffix "$route").json" \
+        $(for f in "$out"/baseline_*.json; do [ -f "$f" ] && echo --baseline "$f"; done) \
+        --markdown "$out/report$(suffix "$route").md" --plot "$out/decode$(suffix "$route").png"
+    done
     ;;
   *)
-    echo "unknown step '$step' (unpack, prepare, memory, daybreak, baselines, report)" >&2
+    echo "unknown step '$step' (unpack, prepare, compile, memory, daybreak, baselines, report)" >&2
     exit 2
     ;;
   esac
