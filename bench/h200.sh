@@ -77,7 +77,8 @@ shutil.copyfileobj(lzma.open(sys.argv[1]), open(sys.argv[2], "wb"), 1 << 24)' \
     free -g | head -2
     nproc
     python3 -c 'import torch, transformers; print("torch", torch.__version__, "transformers", transformers.__version__)
-from transformers.models.deepseek_v32 import modeling_deepseek_v32 as m; print("deepseek_v32:", m.__file__)' || true
+from transformers.models.deepseek_v32 import modeling_deepseek_v32 as m; print("deepseek_v32:", m.__file__)
+from transformers.models.gpt_oss import modeling_gpt_oss as g; print("gpt_oss:", g.__file__)' || true
     ;;
   prepare)
     if [ "$family" = gpt_oss ]; then

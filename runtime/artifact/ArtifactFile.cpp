@@ -180,10 +180,14 @@ uint64_t fnv1a64(const uint8_t *data, size_t size, uint64_t hash) {
 std::string weightOriginText(const WeightPrecision &p) {
   if (p.origin() == "checkpoint")
     return "as the checkpoint stores them";
+  if (p.dtype() == F8E4M3FN)
+    return p.origin() + ": MXFP4 experts the offline route converted to E4M3 "
+                        "at compile time (every E2M1 value is exact in E4M3; "
+                        "docs/mxfp4.md)";
   return p.origin() +
-         ": products the compiler computed once (absorbed MLA, dequantised "
-         "folds, widened bf16 sinks), kept in fp32 so the fold adds no "
-         "rounding";
+         ": values the compiler computed once (absorbed MLA, dequantised "
+         "folds, widened bf16 sinks, the offline MXFP4 route's block "
+         "scales), kept in fp32 so the fold adds no rounding";
 }
 
 std::optional<uint64_t> dtypeBits(DType dtype) {
