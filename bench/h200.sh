@@ -42,10 +42,28 @@ ckpt=$work/ckpt-$family
 limits="--max-seq-len=33024 --max-batch=64 --max-tokens=8192"
 cases="--batch 1,8,64 --context 1024,8192,32768 --prefill 1024,8192"
 if [ "$family" = gpt_oss ]; then
-  routes=${ROUTES:-online direct offline}
+  # online-every: the online route converting in decode too
+  # (--mxfp4-convert-in-decode), timed at 1K only, to show what that costs.
+  routes=${ROUTES:-online direct offline online-every}
 else
   routes=default
 fi
+# route_flags ROUTE: daybreak-compile's flags for a route.
+route_flags() {
+  case $1 in
+  default) ;;
+  online-every) echo "--mxfp4-route=online --mxfp4-convert-in-decode" ;;
+  *) echo "--mxfp4-route=$1" ;;
+  esac
+}
+# route_cases ROUTE: the bench cases of a route.
+route_cases() {
+  if [ "$1" = online-every ]; then
+    echo "--batch 1,8,64 --context 1024 --prefill 1024"
+  else
+    echo "$cases"
+  fi
+}
 # artifact ROUTE: the artifact compiled for a route (the plain name for DeepSeek).
 artifact() { if [ "$1" = default ]; then echo "$work/model.daybreak"; else echo "$work/model-$1.daybreak"; fi; }
 # suffix ROUTE: what the route's result files add to their names.
@@ -92,10 +110,8 @@ from transformers.models.gpt_oss import modeling_gpt_oss as g; print("gpt_oss:",
     ;&
   compile)
     for route in $routes; do
-      flags=()
-      [ "$route" = default ] || flags=(--mxfp4-route="$route")
       /usr/bin/time -v "$tc/daybreak-compile" "$ckpt" -o "$(artifact "$route")" \
-        --target=cuda $limits --kv-cache-dtype=fp8 "${flags[@]}" 2>&1 |
+        --target=cuda $limits --kv-cache-dtype=fp8 $(route_flags "$route") 2>&1 |
         grep -E "Elapsed|Maximum resident|error|mxfp4 experts" || true
       "$tc/daybreak-run" inspect "$(artifact "$route")" |
         tee "$out/inspect$(suffix "$route").txt" | head -40
@@ -113,7 +129,7 @@ from transformers.models.gpt_oss import modeling_gpt_oss as g; print("gpt_oss:",
     ;;
   daybreak)
     for route in $routes; do
-      "$tc/daybreak-run" bench "$(artifact "$route")" $cases --iterations 10 \
+      "$tc/daybreak-run" bench "$(artifact "$route")" $(route_cases "$route") --iterations 10 \
         --prefill-iterations 2 --max-case-seconds 10 \
         --json "$out/daybreak$(suffix "$route").json" 2>&1 |
         tee "$out/daybreak$(suffix "$route").log"

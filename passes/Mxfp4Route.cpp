@@ -5,12 +5,13 @@
 // E4M3 codes and f32 block scales (arith.extf, folded by lm-fold-weights)
 // read by lm.expert_matmul; online converts the step's selected experts into
 // a workspace (lm.mxfp4_to_fp8_experts) that lm.expert_matmul reads with
-// remapped indices.
+// remapped indices, in every step but decode (unless convert-in-decode).
 //
 //===----------------------------------------------------------------------===//
 
 #include "passes/Passes.h"
 
+#include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/Builders.h"
 
 namespace daybreak {
@@ -46,12 +47,21 @@ struct Mxfp4RoutePass
     if (route == "direct")
       return;
     for (lm::Mxfp4ExpertMatmulOp op : matmuls) {
+      if (route == "online" && !convertInDecode && isInDecodeStep(op))
+        continue;
       b.setInsertionPoint(op);
       if (failed(route == "online" ? rewriteOnline(b, op)
                                    : rewriteOffline(b, op)))
         return signalPassFailure();
       ++numRewritten;
     }
+  }
+
+  /// Whether `op` is in the decode step function, which the online route
+  /// leaves direct (see the pass description).
+  static bool isInDecodeStep(Operation *op) {
+    auto func = op->getParentOfType<func::FuncOp>();
+    return func && func.getSymName() == "decode";
   }
 
   /// The weight's codes and scales widened at compile time (lm-fold-weights

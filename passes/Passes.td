@@ -40,7 +40,12 @@ def LmMxfp4Route : Pass<"lm-mxfp4-route", "mlir::ModuleOp"> {
       `lm.mxfp4_to_fp8_experts` converts the experts the step selected into
       a workspace of `min(E, max-tokens x k)` slots and remaps the indices,
       and the FP8 expert matmul reads the workspace. The lowering gives
-      every layer's workspace one buffer.
+      every layer's workspace one buffer. The `@decode` step is left
+      direct unless `convert-in-decode` is set: converting moves the
+      selected experts' packed bytes, then writes and reads them again as
+      E4M3 (about 5x what reading them packed moves, `docs/mxfp4.md`), and
+      a decode step's few tokens per expert give the FP8 GEMM nothing to
+      gain it back with.
 
     ```mlir
     // route=online
@@ -54,6 +59,9 @@ def LmMxfp4Route : Pass<"lm-mxfp4-route", "mlir::ModuleOp"> {
            "how MXFP4 experts are read: online, offline or direct">,
     Option<"maxTokens", "max-tokens", "int64_t", "4096",
            "the most tokens one step processes (sizes the online workspace)">,
+    Option<"convertInDecode", "convert-in-decode", "bool", "false",
+           "online route: convert in the @decode step too (by default it "
+           "reads the packed experts directly)">,
   ];
   let dependentDialects = ["::mlir::arith::ArithDialect"];
   let statistics = [

@@ -62,6 +62,7 @@ void pipeline::buildLmPipeline(OpPassManager &pm, const Options &options,
                 : target ? target->getDefaultMxfp4Route().str()
                          : std::string("direct");
   route.maxTokens = options.maxTokens;
+  route.convertInDecode = options.mxfp4ConvertInDecode;
   pm.addPass(createLmMxfp4Route(route));
   // Absorbed MLA matrices, dequantised experts and the offline route's
   // converted experts are computed once here, not per step.
@@ -305,7 +306,8 @@ static llvm::Error compileWith(const Options &options, const Options &given,
   if (!m.mxfp4_route().empty()) {
     int64_t saved = int64_t(m.mxfp4_offline_bytes()) -
                     int64_t(m.mxfp4_stored_bytes() + m.mxfp4_workspace_bytes());
-    log << "  mxfp4 experts:    route " << m.mxfp4_route() << ", "
+    log << "  mxfp4 experts:    route " << artifact::mxfp4RouteText(*manifest)
+        << ", "
         << formatBytes(m.mxfp4_stored_bytes()) << " stored, workspace "
         << formatBytes(m.mxfp4_workspace_bytes())
         << " (shared by all layers, in the arena); offline would store "

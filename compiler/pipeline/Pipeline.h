@@ -65,6 +65,9 @@ struct Options {
   /// How MXFP4 experts are stored and read: "online", "offline" or
   /// "direct" (lm-mxfp4-route); empty: the target's default.
   std::string mxfp4Route;
+  /// The online route converts in the decode step too (by default decode
+  /// reads the packed experts).
+  bool mxfp4ConvertInDecode = false;
   /// Keep checkpoint tensors in the checkpoint's files (--weights=reference).
   bool weightsByReference = false;
   /// Called on the pass manager before it runs: the tool applies MLIR's

@@ -190,6 +190,24 @@ std::string weightOriginText(const WeightPrecision &p) {
          "scales), kept in fp32 so the fold adds no rounding";
 }
 
+std::string mxfp4RouteText(const Manifest &m) {
+  const std::string &route = m.memory().mxfp4_route();
+  if (route != "online")
+    return route;
+  std::string converting, packed;
+  for (const Step &step : m.steps()) {
+    bool converts = false;
+    for (const Launch &l : step.launches())
+      converts |= l.kernel() == "mxfp4_to_fp8_experts";
+    std::string &list = converts ? converting : packed;
+    list += (list.empty() ? "" : ", ") + step.name();
+  }
+  if (packed.empty())
+    return route + " (every step converts)";
+  return route + " (" + (converting.empty() ? "no step" : converting) +
+         " converts; " + packed + " reads the packed experts)";
+}
+
 std::optional<uint64_t> dtypeBits(DType dtype) {
   if (dtype == F4E2M1FN)
     return 4;

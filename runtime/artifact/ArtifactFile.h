@@ -94,6 +94,11 @@ std::optional<uint64_t> dtypeBits(DType dtype);
 /// compiler computed them and fp32 keeps the product exact.
 std::string weightOriginText(const WeightPrecision &p);
 
+/// The MXFP4 route of the memory plan, for memory plans: the route's name,
+/// and for the online route which steps convert (the decode step reads the
+/// packed experts unless it has conversions of its own).
+std::string mxfp4RouteText(const Manifest &m);
+
 /// A read-only mapping of a verified `.daybreak` file. Owns the mapping;
 /// move-only; pointers it returns stay valid while it lives (moving keeps them
 /// valid). Immutable after `open`, so concurrent reads are safe.

@@ -322,7 +322,8 @@ void runtime::inspect(const artifact::Manifest &m, std::ostream &out) {
     // What the route holds against the offline route's E4M3 experts.
     uint64_t held = mem.mxfp4_stored_bytes() + mem.mxfp4_workspace_bytes();
     uint64_t offline = mem.mxfp4_offline_bytes();
-    out << "  mxfp4 experts: route " << mem.mxfp4_route() << ", stored "
+    out << "  mxfp4 experts: route " << artifact::mxfp4RouteText(m)
+        << ", stored "
         << bytes(mem.mxfp4_stored_bytes()) << ", workspace "
         << bytes(mem.mxfp4_workspace_bytes()) << " (shared by all layers); "
         << "offline " << bytes(offline) << ", "

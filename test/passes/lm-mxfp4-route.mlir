@@ -1,6 +1,7 @@
 // RUN: daybreak-opt %s -split-input-file --lm-mxfp4-route="route=online max-tokens=3" | FileCheck %s --check-prefix=ONLINE
 // RUN: daybreak-opt %s -split-input-file --lm-mxfp4-route="route=offline" | FileCheck %s --check-prefix=OFFLINE
 // RUN: daybreak-opt %s -split-input-file --lm-mxfp4-route="route=direct" | FileCheck %s --check-prefix=DIRECT
+// RUN: daybreak-opt %s -split-input-file --lm-mxfp4-route="route=online max-tokens=3 convert-in-decode=true" | FileCheck %s --check-prefix=EVERY
 // RUN: not daybreak-opt %s -split-input-file --lm-mxfp4-route="route=both" 2>&1 | FileCheck %s --check-prefix=BAD
 
 // Tests each route on a gate/up and a down expert matmul of one layer.
@@ -65,4 +66,44 @@ func.func @moe(%x: tensor<?x64xf32>, %idx: tensor<?x2xi32>, %rw: tensor<?x2xf32>
 // DIRECT-LABEL: module {
 func.func @none(%x: tensor<?x64xf32>) -> tensor<?x64xf32> {
   return %x : tensor<?x64xf32>
+}
+
+// -----
+
+// Tests that the online route leaves the @decode step direct: converting a
+// decode step's few selected experts moves about 5x the bytes of reading
+// them packed (docs/mxfp4.md). convert-in-decode converts there too.
+// ONLINE-LABEL: module attributes {lm.mxfp4_route = "online"}
+// ONLINE: func.func @prefill
+// ONLINE: lm.mxfp4_to_fp8_experts
+// ONLINE: lm.expert_matmul
+// ONLINE: func.func @decode
+// ONLINE-NOT: lm.mxfp4_to_fp8_experts
+// ONLINE: lm.mxfp4_expert_matmul
+// ONLINE-NOT: lm.mxfp4_to_fp8_experts
+// EVERY-LABEL: module attributes {lm.mxfp4_route = "online"}
+// EVERY: func.func @prefill
+// EVERY: lm.mxfp4_to_fp8_experts
+// EVERY: func.func @decode
+// EVERY: lm.mxfp4_to_fp8_experts
+// EVERY-NOT: lm.mxfp4_expert_matmul
+// OFFLINE-LABEL: module attributes {lm.mxfp4_route = "offline"}
+// DIRECT-LABEL: module attributes {lm.mxfp4_route = "direct"}
+lm.weight @w : tensor<8x128x64xf4E2M1FN> {sources = ["w"]}
+lm.weight @s : tensor<8x128x2xf8E8M0FNU> {sources = ["s"]}
+func.func @prefill(%x: tensor<?x64xf32>, %idx: tensor<?x2xi32>) -> tensor<?x2x128xf32> {
+  %w = lm.weight_ref @w : tensor<8x128x64xf4E2M1FN>
+  %s = lm.weight_ref @s : tensor<8x128x2xf8E8M0FNU>
+  %h = lm.mxfp4_expert_matmul %x, %w, %s, %idx
+      : (tensor<?x64xf32>, tensor<8x128x64xf4E2M1FN>, tensor<8x128x2xf8E8M0FNU>,
+         tensor<?x2xi32>) -> tensor<?x2x128xf32>
+  return %h : tensor<?x2x128xf32>
+}
+func.func @decode(%x: tensor<?x64xf32>, %idx: tensor<?x2xi32>) -> tensor<?x2x128xf32> {
+  %w = lm.weight_ref @w : tensor<8x128x64xf4E2M1FN>
+  %s = lm.weight_ref @s : tensor<8x128x2xf8E8M0FNU>
+  %h = lm.mxfp4_expert_matmul %x, %w, %s, %idx
+      : (tensor<?x64xf32>, tensor<8x128x64xf4E2M1FN>, tensor<8x128x2xf8E8M0FNU>,
+         tensor<?x2xi32>) -> tensor<?x2x128xf32>
+  return %h : tensor<?x2x128xf32>
 }

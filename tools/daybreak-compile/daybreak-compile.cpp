@@ -62,6 +62,12 @@ static cl::opt<std::string> mxfp4Route(
              "cpu"),
     cl::init(""));
 
+static cl::opt<bool> mxfp4ConvertInDecode(
+    "mxfp4-convert-in-decode",
+    cl::desc("online MXFP4 route: convert the selected experts in the decode "
+             "step too (by default decode reads them packed, docs/mxfp4.md)"),
+    cl::init(false));
+
 static cl::opt<std::string> weights(
     "weights",
     cl::desc("embed: copy checkpoint tensors into the artifact; reference: "
@@ -114,6 +120,7 @@ int main(int argc, char **argv) {
     return 1;
   }
   options.mxfp4Route = mxfp4Route;
+  options.mxfp4ConvertInDecode = mxfp4ConvertInDecode;
   options.configurePassManager = [](mlir::PassManager &pm) {
     return mlir::applyPassManagerCLOptions(pm);
   };
