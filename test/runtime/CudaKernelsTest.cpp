@@ -484,21 +484,33 @@ TEST_F(CudaKernelsTest, ExpertMatmul) {
 TEST_F(CudaKernelsTest, Mxfp4ExpertMatmul) {
   // MXFP4 experts read as stored (the direct route) against the CPU kernel:
   // both within the fp32 rounding bound of the exact result
-  // (test/unit/Mxfp4TestData.h), so within twice it of each other. Shapes:
-  // K of one block, of blocks that leave lanes idle, gpt-oss's 2880; N off
-  // the warp's four columns; -1 slots; the ends of E8M0 (2^-127, 2^127, NaN)
-  // with inputs small enough that no block overflows.
+  // (test/unit/Mxfp4TestData.h), so within twice it of each other. The
+  // kernel is expert-major (blocks of 8 output rows, each distinct expert
+  // read once for all the pairs that picked it, two pairs at a time, K in
+  // parts of 32 blocks of 32). Shapes: K of one block, of blocks that leave
+  // lanes idle, of several parts (gpt-oss's 2880: 3 parts), N off the 8
+  // rows; T = 1, 2, 5, 7, 8, 64 with top-1 .. top-8; -1 slots; `crowd`
+  // limits the picks to the first experts (many pairs an expert, odd counts
+  // for the two-at-a-time loop, the other experts never picked); 300
+  // experts (several bitmap words a lane); the ends of E8M0 (2^-127,
+  // 2^127, NaN) with inputs small enough that no block overflows.
   struct Case {
-    int64_t experts, n, k, tokens;
+    int64_t experts, n, k, tokens, slots;
     bool extreme;
+    int64_t crowd; // picks among experts [0, crowd); 0: all
   };
-  for (Case c : {Case{3, 5, 32, 1, false}, Case{6, 70, 96, 5, false},
-                 Case{5, 37, 2880, 1, false}, Case{4, 131, 2880, 8, false},
-                 Case{4, 24, 128, 7, true}})
+  for (Case c :
+       {Case{3, 5, 32, 1, 4, false, 0}, Case{6, 70, 96, 5, 4, false, 0},
+        Case{5, 37, 2880, 1, 4, false, 0}, Case{4, 131, 2880, 8, 4, false, 0},
+        Case{4, 24, 128, 7, 4, true, 0}, Case{16, 45, 352, 2, 1, false, 0},
+        Case{128, 20, 2880, 8, 8, false, 0},
+        Case{40, 67, 1056, 64, 4, false, 0}, Case{40, 19, 320, 64, 4, false, 3},
+        Case{9, 33, 64, 64, 8, false, 2}, Case{300, 9, 64, 2, 8, false, 0},
+        Case{7, 29, 2880, 8, 2, false, 1}})
     for (bool perSlot : {false, true})
       for (bool routed : {false, true})
         for (bool biased : {false, true}) {
-          int64_t slots = 4;
+          int64_t slots = c.slots;
           testutil::Mxfp4TestExperts w =
               c.extreme
                   ? testutil::randomMxfp4Experts(
@@ -513,8 +525,9 @@ TEST_F(CudaKernelsTest, Mxfp4ExpertMatmul) {
               v = std::ldexp(v, -24);
           auto routing = random(c.tokens * slots, -1, 1);
           std::vector<int32_t> indices(c.tokens * slots);
+          int64_t choices = c.crowd ? c.crowd : c.experts;
           for (auto &i : indices)
-            i = int32_t(rng() % (c.experts + 1)) - 1; // some -1
+            i = int32_t(rng() % (choices + 1)) - 1; // some -1
           // bf16 bias, as gpt-oss stores it.
           std::vector<uint16_t> bias16;
           std::vector<float> bias;
@@ -558,9 +571,12 @@ TEST_F(CudaKernelsTest, Mxfp4ExpertMatmul) {
           char shape[96];
           std::snprintf(
               shape, sizeof(shape),
-              "E=%ld N=%ld K=%ld T=%ld perSlot=%d routed=%d bias=%d%s",
-              long(c.experts), long(c.n), long(c.k), long(c.tokens), perSlot,
-              routed, biased, c.extreme ? " extreme" : "");
+              "E=%ld N=%ld K=%ld T=%ld top-%ld perSlot=%d routed=%d bias=%d%s",
+              long(c.experts), long(c.n), long(c.k), long(c.tokens),
+              long(slots), perSlot, routed, biased,
+              c.extreme ? " extreme"
+              : c.crowd ? " crowded"
+                        : "");
           int64_t bad = testutil::firstOutOfBound(gpuOut, expected);
           EXPECT_EQ(bad, -1) << shape << ": gpu element " << bad << " is "
                              << gpuOut[std::max<int64_t>(bad, 0)] << ", exact "

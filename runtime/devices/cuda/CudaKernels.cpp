@@ -587,26 +587,41 @@ Status CudaKernels::mxfp4ExpertMatmul(CUdeviceptr x, bool perSlotInput,
   if (k % 32 != 0)
     return Status::error("mxfp4ExpertMatmul: K " + std::to_string(k) +
                          " is not a multiple of the MXFP4 block of 32");
-  // Output columns and warps of a block (kMxfp4Cols and kMxfp4Warps in
-  // CudaKernels.cu); each (slot, part of K) task leaves one partial sum per
-  // column in shared memory.
-  constexpr int64_t kColumns = 4, kWarps = 8;
-  int64_t parts = slots > 0 && slots < kWarps ? kWarps / slots : 1;
-  int64_t sharedBytes = slots * parts * kColumns * int64_t(sizeof(float));
-  // The limit less the kernel's own 16-float table.
-  int64_t available = (kSharedFloats - 16) * int64_t(sizeof(float));
+  // kMxfp4ExpertWords words of 32 experts in CudaKernels.cu.
+  constexpr int64_t kMaxExperts = 64 * 32;
+  if (experts > kMaxExperts)
+    return Status::error("mxfp4ExpertMatmul: " + std::to_string(experts) +
+                         " experts exceed the kernel's " +
+                         std::to_string(kMaxExperts));
+  // Output rows of a block (kMxfp4Rows in CudaKernels.cu). K is split into
+  // parts so that a lane of a task has one block of 32 values a row (every
+  // task's loads issued at once), as long as the parts' partial sums
+  // (parts x pairs x kRows floats) stay within half the default shared
+  // memory (the kernel's 168 registers allow 3 blocks an SM, 228 KB of
+  // shared memory holds 3 of 48 KB); the pairs' experts and the distinct
+  // list follow them.
+  constexpr int64_t kRows = 8;
+  int64_t pairs = tokens * slots, blocks = k / 32;
+  int64_t lists = (pairs + std::min(experts, pairs)) * int64_t(sizeof(int32_t));
+  int64_t perPart = pairs * kRows * int64_t(sizeof(float));
+  int64_t budget = kSharedFloats * int64_t(sizeof(float)) / 2;
+  int64_t parts = std::max<int64_t>(
+      1, std::min(ceilDiv(blocks, 32), budget / std::max<int64_t>(perPart, 1)));
+  int64_t sharedBytes = parts * perPart + lists;
+  // The limit less the kernel's own bitmap and count (272 bytes).
+  int64_t available = kSharedFloats * int64_t(sizeof(float)) - 272;
   if (sharedBytes > available)
-    return Status::error("mxfp4ExpertMatmul: " + std::to_string(slots) +
-                         " routing slots need " + std::to_string(sharedBytes) +
-                         " bytes of shared memory; a block has " +
-                         std::to_string(available));
+    return Status::error(
+        "mxfp4ExpertMatmul: " + std::to_string(tokens) + " tokens x " +
+        std::to_string(slots) + " slots need " + std::to_string(sharedBytes) +
+        " bytes of shared memory; a block has " + std::to_string(available));
   int32_t perSlot = perSlotInput;
   DeviceWeight b = bias;
-  void *params[] = {&x,  &perSlot, &values,  &scales, &b,     &experts,
-                    &n,  &k,       &indices, &tokens, &slots, &routingWeights,
-                    &out};
-  return launch(mxfp4ExpertMatmulFn, "mxfp4ExpertMatmul", ceilDiv(n, kColumns),
-                tokens, 1, 256, unsigned(sharedBytes), stream, params);
+  void *params[] = {
+      &x,       &perSlot, &values, &scales,         &b,     &experts, &n, &k,
+      &indices, &tokens,  &slots,  &routingWeights, &parts, &out};
+  return launch(mxfp4ExpertMatmulFn, "mxfp4ExpertMatmul", ceilDiv(n, kRows), 1,
+                1, 128, unsigned(sharedBytes), stream, params);
 }
 
 Status CudaKernels::mxfp4ToFp8Experts(

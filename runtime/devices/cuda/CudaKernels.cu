@@ -1631,14 +1631,6 @@ daybreak_expert_matmul(const float *x, int32_t perSlotInput, Weight w,
 
 namespace {
 
-/// E2M1 code to fp32 (models.md 3.1): the code's exponent and mantissa bits
-/// placed in an fp32 and scaled by 2^126 (exact; code 1, 0.5, is the
-/// subnormal 2^-127 before scaling, as e4m3Fast).
-__device__ __forceinline__ float e2m1ToFloat(uint32_t code) {
-  return __uint_as_float(((code & 8) << 28) | ((code & 7) << 22)) *
-         __int_as_float(0x7E800000); // 2^126
-}
-
 /// E8M0 to fp32, as numerics::e8m0ToFloat: 2^(bits - 127) is the fp32 whose
 /// exponent field is `bits`; 0 gives the subnormal 2^-127, 255 NaN.
 __device__ __forceinline__ float e8m0ToFloat(uint32_t bits) {
@@ -1647,132 +1639,261 @@ __device__ __forceinline__ float e8m0ToFloat(uint32_t bits) {
   return __uint_as_float(bits ? bits << 23 : 0x00400000u);
 }
 
-/// Output columns a block of daybreak_mxfp4_expert_matmul takes (the
-/// launcher's kMxfp4Columns): the input values a lane loads for a block of
-/// 32 serve all of them.
-constexpr int kMxfp4Cols = 4;
-/// Warps a block of daybreak_mxfp4_expert_matmul has (block 256).
-constexpr int kMxfp4Warps = 8;
+/// The eight E2M1 codes of `word` (code i in bits 4i .. 4i + 3, low nibble
+/// first as stored) times 2^-14, exactly, into v[i]. Codes i and i + 4 are
+/// 16 bits apart, as the two halves of an f16 pair: one shift puts their
+/// signs at bits 15 and 31, another their exponent and mantissa bits
+/// (e1 e0 m) at bits 11 .. 9, the low exponent bits and the top mantissa bit
+/// of each f16. That f16 is the E2M1 value times 2^-14 for every code (e = 0,
+/// code 0.5, lands on the f16 subnormal 2^-15, as e = 0 is E2M1's subnormal),
+/// and widening it to fp32 is exact: two shifts, two LOP3 and two
+/// conversions a pair, no table.
+__device__ __forceinline__ void e2m1x8ToFloat(uint32_t word, float (&v)[8]) {
+#pragma unroll
+  for (int i = 0; i < 4; ++i) {
+    uint32_t sign = (word << (12 - 4 * i)) & 0x80008000u;
+    uint32_t bits = (i < 3 ? word << (9 - 4 * i) : word >> 3) & 0x0E000E00u;
+    unpackHalf2(sign | bits, v[i], v[i + 4]);
+  }
+}
+
+/// Output rows (columns of the result) a block of
+/// daybreak_mxfp4_expert_matmul owns (the launcher's kRows).
+constexpr int kMxfp4Rows = 8;
+/// Warps a block of daybreak_mxfp4_expert_matmul has (block 128).
+constexpr int kMxfp4Warps = 4;
+/// Words of the expert bitmaps of the MXFP4 kernels: at most
+/// 32 x kMxfp4ExpertWords experts (the launchers check).
+constexpr int kMxfp4ExpertWords = 64;
+
+/// One (expert, part of K) task of daybreak_mxfp4_expert_matmul for kPairs
+/// (token, slot) pairs that picked the expert: lane l takes the blocks of
+/// 32 values b = first + l, first + l + 32, .. < end of the block's
+/// kMxfp4Rows rows `rows` (one 16-byte load and one scale byte a row and a
+/// block), and dots each with the pairs' inputs `in`. The inputs are read
+/// times 2^14 (exact below 2^114), which cancels the decode's 2^-14, so each
+/// product is x v rounded once; a block's 32 products are summed in fp32
+/// and the sum times the block's power of two added to the lane's
+/// accumulator; the warp's sum of the lanes is the task's partial for
+/// (pair, row). Eight rows share each input load; each value is decoded
+/// once for the kPairs pairs.
+template <int kPairs>
+__device__ __forceinline__ void
+mxfp4Task(const uint8_t *expertValues, const uint8_t *expertScales,
+          int32_t row0, int32_t lastRow, int64_t blocks,
+          const float *const (&in)[kPairs], int64_t first, int64_t end,
+          float (&sums)[kMxfp4Rows][kPairs]) {
+  int lane = threadIdx.x & 31;
+  float acc[kMxfp4Rows][kPairs] = {};
+  for (int64_t b = first + lane; b < end; b += 32) {
+    uint4 packed[kMxfp4Rows];
+    uint32_t exponent[kMxfp4Rows];
+#pragma unroll
+    for (int r = 0; r < kMxfp4Rows; ++r) {
+      // Row offsets recomputed a block (not held: 8 rows of two 64-bit
+      // pointers would cost 32 registers); a tail repeats the last row.
+      int64_t row = min(row0 + r, lastRow);
+      packed[r] = ldgStream(expertValues + row * blocks * 16 + 16 * b);
+      exponent[r] = __ldg(expertScales + row * blocks + b);
+    }
+    float block[kMxfp4Rows][kPairs] = {};
+#pragma unroll
+    for (int j = 0; j < 4; ++j) {
+      float xv[kPairs][8];
+#pragma unroll
+      for (int q = 0; q < kPairs; ++q) {
+        const float4 *xp = reinterpret_cast<const float4 *>(in[q] + 32 * b);
+        float4 lo = __ldg(xp + 2 * j), hi = __ldg(xp + 2 * j + 1);
+        float raw[8] = {lo.x, lo.y, lo.z, lo.w, hi.x, hi.y, hi.z, hi.w};
+#pragma unroll
+        for (int i = 0; i < 8; ++i)
+          xv[q][i] = raw[i] * 16384.0f; // 2^14
+      }
+#pragma unroll
+      for (int r = 0; r < kMxfp4Rows; ++r) {
+        uint32_t word = j == 0   ? packed[r].x
+                        : j == 1 ? packed[r].y
+                        : j == 2 ? packed[r].z
+                                 : packed[r].w;
+        float v[8];
+        e2m1x8ToFloat(word, v);
+#pragma unroll
+        for (int q = 0; q < kPairs; ++q)
+#pragma unroll
+          for (int i = 0; i < 8; ++i)
+            block[r][q] = fmaf(xv[q][i], v[i], block[r][q]);
+      }
+    }
+#pragma unroll
+    for (int r = 0; r < kMxfp4Rows; ++r) {
+      float scale = e8m0ToFloat(exponent[r]);
+#pragma unroll
+      for (int q = 0; q < kPairs; ++q)
+        acc[r][q] = fmaf(block[r][q], scale, acc[r][q]);
+    }
+  }
+#pragma unroll
+  for (int r = 0; r < kMxfp4Rows; ++r)
+#pragma unroll
+    for (int q = 0; q < kPairs; ++q)
+      sums[r][q] = warpSum(acc[r][q]);
+}
 
 } // namespace
 
 /// Grouped expert matmul over MXFP4 experts read as stored (see
 /// cpu::mxfp4ExpertMatmul): values [E, N, K] two a byte, low nibble first,
-/// one E8M0 scale byte per 32 along K. grid (ceil(N / kMxfp4Cols), tokens),
-/// block 256, dynamic shared memory slots x parts x kMxfp4Cols floats.
-/// A block computes kMxfp4Cols consecutive output columns of token t for
-/// every slot: its warps split the (slot, part of K) tasks, parts =
-/// 8 / slots warps per slot (one when slots >= 8, a warp then taking several
-/// slots), so even one decode token keeps every warp busy. In a task lane l
-/// takes blocks of 32 values b = 32 part + l, stepping 32 parts: per column
-/// one 16-byte load of the block's packed values and its scale byte, and the
-/// block's 32 inputs (eight float4 loads through L1) once for all columns.
-/// Values are decoded in registers through a 16-entry table in shared
-/// memory (lanes reading different codes hit different banks), each block's
-/// fp32 dot product scaled by its power of two; the warp sums its lanes into
-/// shared memory. Then one thread per column adds the parts and the bias of
-/// each slot in order and writes the slots, or their weighted sum in slot
-/// order: the result does not depend on scheduling. An expert id outside
-/// [0, E) counts as an empty slot.
-extern "C" __global__ void __launch_bounds__(256)
-    daybreak_mxfp4_expert_matmul(const float *x, int32_t perSlotInput,
-                                 const uint8_t *values, const uint8_t *scales,
-                                 Weight bias, int64_t experts, int64_t n,
-                                 int64_t k, const int32_t *indices,
-                                 int64_t tokens, int64_t slots,
-                                 const float *routingWeights, float *out) {
-  __shared__ float e2m1[16];
-  extern __shared__ float partials[]; // [slots][parts][kMxfp4Cols]
-  if (threadIdx.x < 16)
-    e2m1[threadIdx.x] = e2m1ToFloat(threadIdx.x);
-  __syncthreads();
+/// one E8M0 scale byte per 32 along K. grid (ceil(N / kMxfp4Rows)), block
+/// 128, dynamic shared memory (parts x pairs x kMxfp4Rows floats, then
+/// pairs + min(E, pairs) ints; pairs = tokens x slots).
+///
+/// Expert-major: a block owns kMxfp4Rows output rows and streams those rows
+/// of every *distinct* expert the pairs picked exactly once, however many
+/// pairs picked it. Its warps take (expert, part of K) tasks, parts set by
+/// the launcher so that a lane has one block of 32 values per row (K = 2880:
+/// 90 blocks, 3 parts); a task's pairs go through mxfp4Task two at a time,
+/// so an expert picked by one or two pairs is read once from HBM (a third
+/// pair re-reads it from L2). Each (pair, part, row) partial lands in one
+/// shared-memory slot; then one thread per (output row, row) adds the parts
+/// in order, the bias, and the slots in slot order (weighted by the routing
+/// weights, or written per slot): the result does not depend on scheduling.
+/// An expert id outside [0, E) is an empty slot.
+///
+/// Roofline (H200, gpt-oss-120b): an expert row of K = 2880 is 1440 bytes
+/// of values and 90 of scales, 0.53125 B a value; the T = 1 top-4 gate/up
+/// (5760 rows) reads 35.3 MB, 8.4 us at 4.2 TB/s, the down projection
+/// (2880 rows) 17.6 MB, 4.2 us. 4.2 TB/s over 132 SMs at 1.98 GHz is 16 B,
+/// 30 values, a cycle per SM. Per 8 values (one word) of a row: 8 shifts
+/// and LOP3 and 8 conversions to decode, 8 FFMA a pair; per word and pair
+/// 2 input loads and 8 multiplies shared by the 8 rows: about 4.4 issued
+/// instructions a value for one pair, 128 lanes a cycle, 29 values a
+/// cycle: issue meets memory near peak, so expect about 70 % of copy
+/// bandwidth at T = 1 and lower as pairs per expert grow (5.5 a value at
+/// two pairs). Bytes in flight: 128 B of weights a lane, 4 KB a warp, 40 KB
+/// an SM at 10 resident warps, above the ~25 KB that HBM latency (~800 ns)
+/// times an SM's share (32 B/ns) asks for.
+extern "C" __global__ void __launch_bounds__(128) daybreak_mxfp4_expert_matmul(
+    const float *x, int32_t perSlotInput, const uint8_t *values,
+    const uint8_t *scales, Weight bias, int64_t experts, int64_t n, int64_t k,
+    const int32_t *indices, int64_t tokens, int64_t slots,
+    const float *routingWeights, int64_t parts, float *out) {
+  __shared__ uint32_t used[kMxfp4ExpertWords];
+  __shared__ int32_t distinct;
+  int64_t pairs = tokens * slots;
+  extern __shared__ float partials[]; // [parts][pairs][kMxfp4Rows]
+  int32_t *pairExpert =
+      reinterpret_cast<int32_t *>(partials + parts * pairs * kMxfp4Rows);
+  int32_t *expertList = pairExpert + pairs; // distinct experts, increasing
   int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
-  int64_t col0 = int64_t(blockIdx.x) * kMxfp4Cols;
-  int64_t t = blockIdx.y;
-  int64_t blocks = k / 32;
-  int parts = slots > 0 && slots < kMxfp4Warps ? kMxfp4Warps / int(slots) : 1;
-  for (int64_t task = warp; task < slots * parts; task += kMxfp4Warps) {
-    int64_t s = task / parts, part = task % parts;
-    int64_t e = indices[t * slots + s];
-    float acc[kMxfp4Cols] = {};
-    if (e >= 0 && e < experts) { // the same for the whole warp
-      const float *in = x + (perSlotInput ? t * slots + s : t) * k;
-      const uint8_t *rowValues[kMxfp4Cols], *rowScales[kMxfp4Cols];
-#pragma unroll
-      for (int c = 0; c < kMxfp4Cols; ++c) {
-        int64_t row = e * n + min(col0 + c, n - 1); // a tail repeats the last
-        rowValues[c] = values + row * (k / 2);
-        rowScales[c] = scales + row * blocks;
-      }
-      for (int64_t b = 32 * part + lane; b < blocks; b += 32 * parts) {
-        uint4 packed[kMxfp4Cols];
-        uint32_t exponent[kMxfp4Cols];
-#pragma unroll
-        for (int c = 0; c < kMxfp4Cols; ++c) {
-          packed[c] = __ldg(reinterpret_cast<const uint4 *>(rowValues[c]) + b);
-          exponent[c] = __ldg(rowScales[c] + b);
-        }
-        float xv[32];
-        const float4 *xp = reinterpret_cast<const float4 *>(in + 32 * b);
-#pragma unroll
-        for (int q = 0; q < 8; ++q) {
-          float4 v = __ldg(xp + q);
-          xv[4 * q] = v.x;
-          xv[4 * q + 1] = v.y;
-          xv[4 * q + 2] = v.z;
-          xv[4 * q + 3] = v.w;
-        }
-#pragma unroll
-        for (int c = 0; c < kMxfp4Cols; ++c) {
-          const uint32_t words[4] = {packed[c].x, packed[c].y, packed[c].z,
-                                     packed[c].w};
-          // Value i is nibble i % 8 of word i / 8 (low nibble first); even
-          // and odd values in two sums for a shorter dependency chain.
-          float even = 0.0f, odd = 0.0f;
-#pragma unroll
-          for (int i = 0; i < 32; i += 2) {
-            uint32_t word = words[i / 8];
-            even = fmaf(xv[i], e2m1[(word >> (4 * (i % 8))) & 0xF], even);
-            odd = fmaf(xv[i + 1], e2m1[(word >> (4 * (i % 8) + 4)) & 0xF], odd);
-          }
-          acc[c] = fmaf(even + odd, e8m0ToFloat(exponent[c]), acc[c]);
-        }
-      }
+  int words = int((experts + 31) / 32);
+  for (int i = threadIdx.x; i < words; i += blockDim.x)
+    used[i] = 0;
+  __syncthreads();
+  for (int64_t p = threadIdx.x; p < pairs; p += blockDim.x) {
+    int32_t e = indices[p];
+    bool valid = e >= 0 && e < experts;
+    pairExpert[p] = valid ? e : -1;
+    if (valid)
+      atomicOr(&used[e >> 5], 1u << (e & 31));
+  }
+  __syncthreads();
+  if (warp == 0) {
+    // Lane l holds bitmap words 2l and 2l + 1; the prefix of their counts
+    // places its experts in the list.
+    uint32_t w0 = 2 * lane < words ? used[2 * lane] : 0,
+             w1 = 2 * lane + 1 < words ? used[2 * lane + 1] : 0;
+    int count = __popc(w0) + __popc(w1), before = count;
+    for (int o = 1; o < 32; o <<= 1) {
+      int v = __shfl_up_sync(0xffffffffu, before, o);
+      if (lane >= o)
+        before += v;
     }
+    if (lane == 31)
+      distinct = before;
+    before -= count;
+    for (; w0; w0 &= w0 - 1)
+      expertList[before++] = 64 * lane + __ffs(w0) - 1;
+    for (; w1; w1 &= w1 - 1)
+      expertList[before++] = 64 * lane + 32 + __ffs(w1) - 1;
+  }
+  __syncthreads();
+
+  int64_t row0 = int64_t(blockIdx.x) * kMxfp4Rows;
+  int64_t blocks = k / 32;
+  int64_t perPart = (blocks + parts - 1) / parts;
+  for (int64_t task = warp; task < distinct * parts; task += kMxfp4Warps) {
+    int64_t d = task / parts, part = task % parts;
+    int32_t e = expertList[d];
+    int64_t first = part * perPart;
+    int64_t end = first + perPart < blocks ? first + perPart : blocks;
+    const uint8_t *expertValues = values + e * n * (k / 2),
+                  *expertScales = scales + e * n * blocks;
+    // The pairs that picked e, two at a time, found 32 at a time.
+    for (int64_t base = 0; base < pairs; base += 32) {
+      uint32_t mine = __ballot_sync(
+          0xffffffffu, base + lane < pairs && pairExpert[base + lane] == e);
+      while (mine) {
+        int64_t p0 = base + __ffs(mine) - 1;
+        mine &= mine - 1;
+        float *slot0 = partials + (part * pairs + p0) * kMxfp4Rows;
+        const float *in0 = x + (perSlotInput ? p0 : p0 / slots) * k;
+        if (mine) {
+          int64_t p1 = base + __ffs(mine) - 1;
+          mine &= mine - 1;
+          float *slot1 = partials + (part * pairs + p1) * kMxfp4Rows;
+          const float *in[2] = {in0, x + (perSlotInput ? p1 : p1 / slots) * k};
+          float sums[kMxfp4Rows][2];
+          mxfp4Task<2>(expertValues, expertScales, int32_t(row0),
+                       int32_t(n - 1), blocks, in, first, end, sums);
+          if (lane == 0)
 #pragma unroll
-    for (int c = 0; c < kMxfp4Cols; ++c) {
-      float sum = warpSum(acc[c]);
-      if (lane == 0)
-        partials[task * kMxfp4Cols + c] = sum;
+            for (int r = 0; r < kMxfp4Rows; ++r) {
+              slot0[r] = sums[r][0];
+              slot1[r] = sums[r][1];
+            }
+        } else {
+          const float *in[1] = {in0};
+          float sums[kMxfp4Rows][1];
+          mxfp4Task<1>(expertValues, expertScales, int32_t(row0),
+                       int32_t(n - 1), blocks, in, first, end, sums);
+          if (lane == 0)
+#pragma unroll
+            for (int r = 0; r < kMxfp4Rows; ++r)
+              slot0[r] = sums[r][0];
+        }
+      }
     }
   }
   __syncthreads();
-  int64_t col = col0 + threadIdx.x;
-  if (threadIdx.x >= kMxfp4Cols || col >= n)
-    return;
-  float combined = 0.0f;
-  for (int64_t s = 0; s < slots; ++s) {
-    int64_t e = indices[t * slots + s];
-    bool valid = e >= 0 && e < experts;
-    float y = 0.0f;
-    if (valid) {
-      for (int p = 0; p < parts; ++p)
-        y += partials[(s * parts + p) * kMxfp4Cols + threadIdx.x];
-      if (bias.data)
-        y += weightAt(bias, e * n + col);
-    }
-    if (!routingWeights)
-      out[(t * slots + s) * n + col] = y;
-    else if (valid)
-      combined += routingWeights[t * slots + s] * y;
-  }
-  if (routingWeights)
-    out[t * n + col] = combined;
-}
 
-/// Words of the expert bitmap of daybreak_mxfp4_to_fp8_experts: at most
-/// 32 x kMxfp4ExpertWords experts (the launcher checks).
-constexpr int kMxfp4ExpertWords = 64;
+  // Outputs: one thread per (output row, row of the block).
+  int64_t outRows = routingWeights ? tokens : pairs;
+  for (int64_t item = threadIdx.x; item < outRows * kMxfp4Rows;
+       item += blockDim.x) {
+    int64_t o = item / kMxfp4Rows, r = item % kMxfp4Rows, col = row0 + r;
+    if (col >= n)
+      continue;
+    float combined = 0.0f;
+    for (int64_t s = routingWeights ? 0 : o % slots,
+                 last = routingWeights ? slots : s + 1;
+         s < last; ++s) {
+      int64_t p = routingWeights ? o * slots + s : o;
+      int32_t e = pairExpert[p];
+      float y = 0.0f;
+      if (e >= 0) {
+        for (int64_t part = 0; part < parts; ++part)
+          y += partials[(part * pairs + p) * kMxfp4Rows + r];
+        if (bias.data)
+          y += weightAt(bias, e * n + col);
+      }
+      if (!routingWeights)
+        combined = y;
+      else if (e >= 0)
+        combined += routingWeights[p] * y;
+    }
+    out[o * n + col] = combined;
+  }
+}
 
 /// The E4M3 codes of four E2M1 codes, the nibbles of `packed` (low first),
 /// one a byte: the magnitudes through a byte permutation of the 8-entry
