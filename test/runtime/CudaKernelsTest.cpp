@@ -493,7 +493,8 @@ TEST_F(CudaKernelsTest, Mxfp4ExpertMatmul) {
   // limits the picks to the first experts (many pairs an expert, odd counts
   // for the two-at-a-time loop, the other experts never picked); 300
   // experts (several bitmap words a lane); the ends of E8M0 (2^-127,
-  // 2^127, NaN) with inputs small enough that no block overflows.
+  // 2^127, NaN) with inputs small enough that no block overflows; prefill
+  // steps of more pairs than one launch takes.
   struct Case {
     int64_t experts, n, k, tokens, slots;
     bool extreme;
@@ -506,7 +507,11 @@ TEST_F(CudaKernelsTest, Mxfp4ExpertMatmul) {
         Case{128, 20, 2880, 8, 8, false, 0},
         Case{40, 67, 1056, 64, 4, false, 0}, Case{40, 19, 320, 64, 4, false, 3},
         Case{9, 33, 64, 64, 8, false, 2}, Case{300, 9, 64, 2, 8, false, 0},
-        Case{7, 29, 2880, 8, 2, false, 1}})
+        Case{7, 29, 2880, 8, 2, false, 1},
+        // Prefill: more pairs than a block's shared memory holds, so the
+        // launcher runs the tokens in several launches (about 1,200 pairs
+        // each).
+        Case{16, 21, 320, 700, 4, false, 0}, Case{8, 13, 64, 1300, 1, false, 3}})
     for (bool perSlot : {false, true})
       for (bool routed : {false, true})
         for (bool biased : {false, true}) {

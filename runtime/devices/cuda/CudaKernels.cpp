@@ -593,35 +593,58 @@ Status CudaKernels::mxfp4ExpertMatmul(CUdeviceptr x, bool perSlotInput,
     return Status::error("mxfp4ExpertMatmul: " + std::to_string(experts) +
                          " experts exceed the kernel's " +
                          std::to_string(kMaxExperts));
-  // Output rows of a block (kMxfp4Rows in CudaKernels.cu). K is split into
-  // parts so that a lane of a task has one block of 32 values a row (every
-  // task's loads issued at once), as long as the parts' partial sums
-  // (parts x pairs x kRows floats) stay within half the default shared
-  // memory (the kernel's 168 registers allow 3 blocks an SM, 228 KB of
-  // shared memory holds 3 of 48 KB); the pairs' experts and the distinct
-  // list follow them.
+  // Output rows of a block (kMxfp4Rows in CudaKernels.cu). A block keeps
+  // every (token, slot) pair's partial sums and the pairs' experts in
+  // shared memory, so a step of more pairs than fit (prefill) runs in
+  // launches of whole tokens, each streaming its own distinct experts.
+  // K is split into parts so that a lane of a task has one block of 32
+  // values a row (every task's loads issued at once), as long as the parts'
+  // partial sums (parts x pairs x kRows floats) stay within half the
+  // default shared memory (the kernel's 168 registers allow 3 blocks an
+  // SM, 228 KB of shared memory holds 3 of 48 KB); the pairs' experts and
+  // the distinct list follow them.
   constexpr int64_t kRows = 8;
-  int64_t pairs = tokens * slots, blocks = k / 32;
-  int64_t lists = (pairs + std::min(experts, pairs)) * int64_t(sizeof(int32_t));
-  int64_t perPart = pairs * kRows * int64_t(sizeof(float));
-  int64_t budget = kSharedFloats * int64_t(sizeof(float)) / 2;
-  int64_t parts = std::max<int64_t>(
-      1, std::min(ceilDiv(blocks, 32), budget / std::max<int64_t>(perPart, 1)));
-  int64_t sharedBytes = parts * perPart + lists;
   // The limit less the kernel's own bitmap and count (272 bytes).
-  int64_t available = kSharedFloats * int64_t(sizeof(float)) - 272;
-  if (sharedBytes > available)
-    return Status::error(
-        "mxfp4ExpertMatmul: " + std::to_string(tokens) + " tokens x " +
-        std::to_string(slots) + " slots need " + std::to_string(sharedBytes) +
-        " bytes of shared memory; a block has " + std::to_string(available));
+  const int64_t available = kSharedFloats * int64_t(sizeof(float)) - 272;
+  const int64_t budget = kSharedFloats * int64_t(sizeof(float)) / 2;
+  // One part's sums, an expert id and a distinct-list entry per pair.
+  const int64_t bytesPerPair = (kRows + 2) * int64_t(sizeof(float));
+  int64_t chunkTokens =
+      slots > 0 ? std::max<int64_t>(1, available / bytesPerPair / slots)
+                : tokens;
+  int64_t blocks = k / 32;
   int32_t perSlot = perSlotInput;
   DeviceWeight b = bias;
-  void *params[] = {
-      &x,       &perSlot, &values, &scales,         &b,     &experts, &n, &k,
-      &indices, &tokens,  &slots,  &routingWeights, &parts, &out};
-  return launch(mxfp4ExpertMatmulFn, "mxfp4ExpertMatmul", ceilDiv(n, kRows), 1,
-                1, 128, unsigned(sharedBytes), stream, params);
+  for (int64_t t0 = 0; t0 < tokens; t0 += chunkTokens) {
+    int64_t chunk = std::min(chunkTokens, tokens - t0);
+    int64_t pairs = chunk * slots;
+    int64_t lists =
+        (pairs + std::min(experts, pairs)) * int64_t(sizeof(int32_t));
+    int64_t perPart = pairs * kRows * int64_t(sizeof(float));
+    int64_t parts = std::max<int64_t>(
+        1,
+        std::min(ceilDiv(blocks, 32), budget / std::max<int64_t>(perPart, 1)));
+    int64_t sharedBytes = parts * perPart + lists;
+    if (sharedBytes > available)
+      return Status::error(
+          "mxfp4ExpertMatmul: " + std::to_string(chunk) + " tokens x " +
+          std::to_string(slots) + " slots need " + std::to_string(sharedBytes) +
+          " bytes of shared memory; a block has " + std::to_string(available));
+    // The chunk's rows of x, indices, routing weights and out.
+    CUdeviceptr cx = x + (perSlotInput ? t0 * slots : t0) * k * sizeof(float);
+    CUdeviceptr cIndices = indices + t0 * slots * sizeof(int32_t);
+    CUdeviceptr cWeights =
+        routingWeights ? routingWeights + t0 * slots * sizeof(float) : 0;
+    CUdeviceptr cOut =
+        out + (routingWeights ? t0 : t0 * slots) * n * sizeof(float);
+    void *params[] = {&cx,       &perSlot, &values, &scales,   &b,
+                      &experts,  &n,       &k,      &cIndices, &chunk,
+                      &slots,    &cWeights, &parts, &cOut};
+    DAYBREAK_RETURN_IF_ERROR(launch(mxfp4ExpertMatmulFn, "mxfp4ExpertMatmul",
+                                    ceilDiv(n, kRows), 1, 1, 128,
+                                    unsigned(sharedBytes), stream, params));
+  }
+  return Status::success();
 }
 
 Status CudaKernels::mxfp4ToFp8Experts(
