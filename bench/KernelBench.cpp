@@ -17,7 +17,10 @@
 // weight pool larger than L2, against the copy bandwidth of the same run
 // (benchGemvs); `DaybreakKernelBench N gemv` runs only those. The direct
 // MXFP4 expert matmul is timed the same way at gpt-oss-120b's decode shapes
-// (benchMxfp4; `DaybreakKernelBench N mxfp4` runs only it).
+// (benchMxfp4; `DaybreakKernelBench N mxfp4` runs only it). Dense attention
+// at gpt-oss-120b's shapes, prefill and decode, on the CUDA cores and the
+// tensor cores, in TFLOP/s (benchAttention; `DaybreakKernelBench N
+// attention` runs only it).
 //
 //===----------------------------------------------------------------------===//
 
@@ -600,10 +603,88 @@ void benchMxfp4(const CudaKernels &kernels) {
   }
 }
 
+/// Dense attention at gpt-oss-120b's shapes (64 query heads on 8 KV heads of
+/// 64, an fp8 cache as AssignKVLayout lays it out: 512 e4m3 codes and four
+/// block scales a row): prefill of one sequence of 1K and 8K tokens, full
+/// (causal) and with the 128-key window, and a decode step of 64 sequences
+/// at 8K, each on both paths (the CUDA cores with the decode split where it
+/// applies). FLOPs: 2 x 2 x heads x dim per visible (query, key) pair.
+void benchAttention(const CudaKernels &kernels, int iterations) {
+  constexpr int64_t kHeads = 64, kKvHeads = 8, kDim = 64, kWidth = 512;
+  auto cache = [](int64_t batch, int64_t seqLen) {
+    DeviceCacheView v;
+    v.format = cpu::CacheFormat::Fp8Scaled;
+    v.width = kWidth;
+    v.scaleBlock = 128;
+    v.bytesPerRow = cpu::cacheBytesPerRow(v.format, kWidth, 0, 128);
+    v.batch = batch;
+    v.maxSeqLen = seqLen;
+    v.pageSize = 64;
+    // 0x38: e4m3 codes of 1.0 (scales of ~4e-5).
+    v.base = alloc(size_t(batch * seqLen * v.bytesPerRow), 0x38);
+    return v;
+  };
+  struct Case {
+    const char *name;
+    int64_t batch, tokens, context, window;
+  };
+  int64_t scratchFloats = attentionScratchFloats(kHeads / kKvHeads, kDim);
+  CUdeviceptr scratch = alloc(scratchFloats * 4, 0);
+  for (Case c :
+       {Case{"prefill", 1, 1024, 1024, 0}, Case{"prefill", 1, 1024, 1024, 128},
+        Case{"prefill", 1, 8192, 8192, 0}, Case{"prefill", 1, 8192, 8192, 128},
+        Case{"decode", 64, 64, 8192, 0}}) {
+    DeviceCacheView kv = cache(c.batch, c.context);
+    // Prefill: positions 0..T-1 of sequence 0; decode: the last position
+    // of each sequence.
+    std::vector<int32_t> positions(c.tokens), sequences(c.tokens);
+    double pairs = 0.0;
+    for (int64_t t = 0; t < c.tokens; ++t) {
+      bool decode = c.batch > 1;
+      positions[t] = int32_t(decode ? c.context - 1 : t);
+      sequences[t] = int32_t(decode ? t : 0);
+      int64_t seen = positions[t] + 1;
+      pairs += double(c.window > 0 ? std::min(seen, c.window) : seen);
+    }
+    CUdeviceptr dPos = 0, dSeqs = 0;
+    check(driver->cuMemAlloc(&dPos, c.tokens * 4), "cuMemAlloc");
+    check(driver->cuMemAlloc(&dSeqs, c.tokens * 4), "cuMemAlloc");
+    check(driver->cuMemcpyHtoD(dPos, positions.data(), c.tokens * 4),
+          "cuMemcpyHtoD");
+    check(driver->cuMemcpyHtoD(dSeqs, sequences.data(), c.tokens * 4),
+          "cuMemcpyHtoD");
+    CUdeviceptr q = alloc(c.tokens * kHeads * kDim * 4, 0x3c),
+                out = alloc(c.tokens * kHeads * kDim * 4, 0);
+    double flops = 4.0 * kHeads * kDim * pairs;
+    for (AttentionPath path :
+         {AttentionPath::CudaCores, AttentionPath::TensorCores}) {
+      double seconds = timeIt(
+          [&] {
+            return kernels.attention(q, kv, kv, dPos, dSeqs, 0, c.tokens,
+                                     kHeads, kKvHeads, 0.125, c.window, out,
+                                     nullptr, scratch, scratchFloats, path);
+          },
+          std::max(3, iterations / 10));
+      std::printf("%-18s %-40s %-12s %10.3f ms %9.1f TFLOP/s\n", "attention",
+                  (std::string(c.name) + " B=" + std::to_string(c.batch) +
+                   " T=" + std::to_string(c.tokens) +
+                   " ctx=" + std::to_string(c.context) +
+                   " win=" + std::to_string(c.window) + " H=64/8 D=64 fp8")
+                      .c_str(),
+                  path == AttentionPath::TensorCores ? "tensor" : "cuda",
+                  seconds * 1e3, flops / seconds / 1e12);
+    }
+    for (CUdeviceptr p : {kv.base, dPos, dSeqs, q, out})
+      driver->cuMemFree(p);
+  }
+  driver->cuMemFree(scratch);
+}
+
 int main(int argc, char **argv) {
-  // DaybreakKernelBench [iterations [gemv | gemv-profile | mxfp4]]: "gemv"
-  // runs only the GEMVs, "gemv-profile" three of them untimed for a
-  // profiler, "mxfp4" only the MXFP4 expert matmuls.
+  // DaybreakKernelBench [iterations [gemv | gemv-profile | mxfp4 |
+  // attention]]: "gemv" runs only the GEMVs, "gemv-profile" three of them
+  // untimed for a profiler, "mxfp4" only the MXFP4 expert matmuls,
+  // "attention" only dense attention.
   int iterations = argc > 1 ? std::atoi(argv[1]) : 50;
   bool gemvOnly = argc > 2 && std::string(argv[2]) == "gemv";
   StatusOr<const Driver *> loaded = Driver::get();
@@ -643,10 +724,15 @@ int main(int argc, char **argv) {
     benchMxfp4(kernels);
     return 0;
   }
+  if (argc > 2 && std::string(argv[2]) == "attention") {
+    benchAttention(kernels, iterations);
+    return 0;
+  }
   benchGemvs(kernels, iterations);
   if (gemvOnly)
     return 0;
   benchMxfp4(kernels);
+  benchAttention(kernels, iterations);
 
   // rms_norm over the hidden size (7168): read x and weight, write out.
   {

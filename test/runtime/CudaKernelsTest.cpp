@@ -763,14 +763,14 @@ struct TestCache {
   /// that many rows per sequence (a window cache: page size 1, no table).
   TestCache(cpu::CacheFormat format, int64_t width, int64_t tailDim,
             int64_t scaleBlock, int64_t maxSeqLen, int64_t pageSize,
-            std::mt19937 &rng, int64_t ringRows = 0) {
+            std::mt19937 &rng, int64_t ringRows = 0, int64_t batch = 2) {
     host.format = format;
     host.width = width;
     host.tailDim = tailDim;
     host.scaleBlock = scaleBlock;
     host.bytesPerRow =
         cpu::cacheBytesPerRow(format, width, tailDim, scaleBlock);
-    host.batch = 2;
+    host.batch = batch;
     host.maxSeqLen = maxSeqLen;
     host.pageSize = ringRows ? 1 : pageSize;
     host.ringRows = ringRows;
@@ -1024,6 +1024,87 @@ TEST_F(CudaKernelsTest, DenseAttention) {
   struct Shape {
     int64_t heads, kvHeads, headDim, valueDim;
   };
+  struct Step {
+    const char *name;
+    std::vector<int32_t> positions, sequences;
+  };
+  // The fp8 layout of a cache row of `width` values: a bf16 tail and a
+  // scale block (the quantized part whole blocks, as CachePlan requires).
+  struct Fp8Layout {
+    int64_t tail, scaleBlock;
+  };
+  // One case on the CPU, then on every GPU path that takes it: the CUDA
+  // cores whole and split over keys (flash decoding, with the scratch the
+  // CUDA device gives it), the tensor cores where tensorAttentionApplies,
+  // and the launcher's own choice with that scratch (what a model runs).
+  auto compare = [&](cpu::CacheFormat format, const Shape &sh, const Step &step,
+                     int64_t window, int64_t ringRows, bool withSinks,
+                     int64_t maxSeqLen, int64_t batch,
+                     Fp8Layout (*fp8Layout)(int64_t width)) {
+    bool fp8 = format == cpu::CacheFormat::Fp8Scaled;
+    int64_t tokens = step.positions.size();
+    int64_t kWidth = sh.kvHeads * sh.headDim, vWidth = sh.kvHeads * sh.valueDim;
+    Fp8Layout kLayout = fp8 ? fp8Layout(kWidth) : Fp8Layout{0, 0},
+              vLayout = fp8 ? fp8Layout(vWidth) : Fp8Layout{0, 0};
+    TestCache k(format, kWidth, kLayout.tail, kLayout.scaleBlock, maxSeqLen, 16,
+                rng, ringRows, batch);
+    TestCache v(format, vWidth, vLayout.tail, vLayout.scaleBlock, maxSeqLen, 16,
+                rng, ringRows, batch);
+    k.fill(rng);
+    v.fill(rng);
+    auto q = random(tokens * sh.heads * sh.headDim);
+    auto sinks = random(sh.heads, -2.0f, 3.0f);
+    double scale = 1.0 / std::sqrt(double(sh.headDim));
+    std::vector<float> expected(tokens * sh.heads * sh.valueDim);
+    ASSERT_TRUE(cpu::attention(pool, q.data(), k.host, v.host,
+                               step.positions.data(), step.sequences.data(),
+                               withSinks ? sinks.data() : nullptr, tokens,
+                               sh.heads, sh.kvHeads, scale, window,
+                               expected.data())
+                    .ok());
+    DeviceCacheView dk = k.upload(*driver), dv = v.upload(*driver);
+    Buffer dq(*driver, q), dPos(*driver, step.positions),
+        dSeqs(*driver, step.sequences), dSinks(*driver, sinks),
+        dOut(*driver, expected.size() * 4);
+    int64_t scratchFloats =
+        attentionScratchFloats(sh.heads / sh.kvHeads, sh.valueDim);
+    Buffer dScratch(*driver, scratchFloats * 4);
+    struct Variant {
+      const char *name;
+      AttentionPath path;
+      bool split;
+    };
+    std::vector<Variant> variants = {
+        {"cuda", AttentionPath::CudaCores, false},
+        {"cuda+split", AttentionPath::CudaCores, true},
+        {"auto", AttentionPath::Auto, true}};
+    if (CudaKernels::tensorAttentionApplies(dk, dv, sh.kvHeads))
+      variants.push_back({"tensor", AttentionPath::TensorCores, false});
+    for (const Variant &variant : variants) {
+      // NaN first, so a path that leaves outputs unwritten fails.
+      ASSERT_EQ(driver->cuMemsetD8(dOut.get(), 0xff, expected.size() * 4),
+                CUDA_SUCCESS);
+      expectRan(kernels->attention(
+          dq, dk, dv, dPos, dSeqs, withSinks ? dSinks.get() : 0, tokens,
+          sh.heads, sh.kvHeads, scale, window, dOut, nullptr,
+          variant.split ? dScratch.get() : 0, variant.split ? scratchFloats : 0,
+          variant.path));
+      double e = rowRelativeError(dOut.read<float>(expected.size()), expected,
+                                  sh.valueDim);
+      char shape[128];
+      std::snprintf(
+          shape, sizeof(shape), "%s %s H=%ld/%ld D=%ld/%ld win=%ld%s%s %s",
+          formatName(format), step.name, long(sh.heads), long(sh.kvHeads),
+          long(sh.headDim), long(sh.valueDim), long(window),
+          ringRows ? " ring" : "", withSinks ? " sinks" : "", variant.name);
+      report("attention", shape, e);
+      // fp32 scores and online softmax (expf) against the CPU's fp32 GEMMs
+      // with a double softmax; the same decoded K and V (the tensor cores'
+      // products exact, see CudaAttention.cuh).
+      EXPECT_LE(e, 2e-5) << shape;
+    }
+  };
+
   // gpt-oss (64 query heads on 8 KV heads of 64), the fixtures' MHA of 32,
   // MQA at 64 query heads, the widest heads, a value dim unlike the key's.
   const Shape shapes[] = {
@@ -1032,10 +1113,6 @@ TEST_F(CudaKernelsTest, DenseAttention) {
   // Decode: one token per sequence; prefill: a chunk of one sequence and a
   // fresh prompt of the other. Windows: none, shorter than the prompts
   // (on a ring of window - 1 + tokens rows), longer than any sequence.
-  struct Step {
-    const char *name;
-    std::vector<int32_t> positions, sequences;
-  };
   std::vector<Step> steps = {{"decode", {95, 40}, {0, 1}}, {"prefill", {}, {}}};
   for (int32_t p = 60; p < 80; ++p) {
     steps[1].positions.push_back(p);
@@ -1045,72 +1122,62 @@ TEST_F(CudaKernelsTest, DenseAttention) {
     steps[1].positions.push_back(p);
     steps[1].sequences.push_back(1);
   }
+  // Fp8: 32-wide scale blocks (several a head) and a bf16 tail of 16 or
+  // more columns.
+  auto blocksAndTail = [](int64_t width) {
+    return Fp8Layout{16 + (width - 16) % 32, 32};
+  };
   for (auto format : {cpu::CacheFormat::F32, cpu::CacheFormat::BF16,
                       cpu::CacheFormat::Fp8Scaled})
     for (const Shape &sh : shapes)
       for (const Step &step : steps)
-        for (int64_t window : {0, 16, 1000}) {
-          bool fp8 = format == cpu::CacheFormat::Fp8Scaled;
-          int64_t tokens = step.positions.size(), maxSeqLen = 96;
-          int64_t kWidth = sh.kvHeads * sh.headDim,
-                  vWidth = sh.kvHeads * sh.valueDim;
-          // Fp8: 32-wide scale blocks (several a head) and a bf16 tail of
-          // 16 or more columns, so that the quantized part is whole blocks
-          // (as CachePlan requires of every real cache).
-          auto tail = [&](int64_t width) {
-            return fp8 ? 16 + (width - 16) % 32 : 0;
-          };
-          int64_t ringRows = window == 16 ? window - 1 + tokens : 0;
-          TestCache k(format, kWidth, tail(kWidth), fp8 ? 32 : 0, maxSeqLen,
-                      16, rng, ringRows);
-          TestCache v(format, vWidth, tail(vWidth), fp8 ? 32 : 0, maxSeqLen,
-                      16, rng, ringRows);
-          k.fill(rng);
-          v.fill(rng);
-          auto q = random(tokens * sh.heads * sh.headDim);
-          auto sinks = random(sh.heads, -2.0f, 3.0f);
-          bool withSinks = window != 1000;
-          double scale = 1.0 / std::sqrt(double(sh.headDim));
-          std::vector<float> expected(tokens * sh.heads * sh.valueDim);
-          ASSERT_TRUE(cpu::attention(pool, q.data(), k.host, v.host,
-                                     step.positions.data(),
-                                     step.sequences.data(),
-                                     withSinks ? sinks.data() : nullptr,
-                                     tokens, sh.heads, sh.kvHeads, scale,
-                                     window, expected.data())
-                          .ok());
-          DeviceCacheView dk = k.upload(*driver), dv = v.upload(*driver);
-          Buffer dq(*driver, q), dPos(*driver, step.positions),
-              dSeqs(*driver, step.sequences), dSinks(*driver, sinks),
-              dOut(*driver, expected.size() * 4);
-          int64_t scratchFloats =
-              attentionScratchFloats(sh.heads / sh.kvHeads, sh.valueDim);
-          Buffer dScratch(*driver, scratchFloats * 4);
-          // With scratch, grids under two blocks per SM split each token's
-          // keys (flash decoding); without, one block takes them all.
-          for (bool split : {false, true}) {
-            // NaN first, so a path that leaves outputs unwritten fails.
-            ASSERT_EQ(driver->cuMemsetD8(dOut.get(), 0xff, expected.size() * 4),
-                      CUDA_SUCCESS);
-            expectRan(kernels->attention(
-                dq, dk, dv, dPos, dSeqs, withSinks ? dSinks.get() : 0, tokens,
-                sh.heads, sh.kvHeads, scale, window, dOut, nullptr,
-                split ? dScratch.get() : 0, split ? scratchFloats : 0));
-            double e = rowRelativeError(dOut.read<float>(expected.size()),
-                                        expected, sh.valueDim);
-            char shape[96];
-            std::snprintf(shape, sizeof(shape),
-                          "%s %s H=%ld/%ld D=%ld/%ld win=%ld%s split=%d",
-                          formatName(format), step.name, long(sh.heads),
-                          long(sh.kvHeads), long(sh.headDim),
-                          long(sh.valueDim), long(window),
-                          ringRows ? " ring" : "", split);
-            report("attention", shape, e);
-            // fp32 scores and online softmax (expf) against the CPU's fp32
-            // GEMMs with a double softmax; the same decoded K and V.
-            EXPECT_LE(e, 2e-5) << shape;
-          }
-        }
+        for (int64_t window : {0, 16, 1000})
+          compare(format, sh, step, window,
+                  window == 16 ? window - 1 + int64_t(step.positions.size())
+                               : 0,
+                  window != 1000, 96, 2, blocksAndTail);
+
+  // Prefill at the tensor cores' shapes: GQA groups of 8 (gpt-oss), 4 (at
+  // dims of 128), 1, and 80 (two blocks of heads, dims unlike each other);
+  // bf16 caches and fp8 ones laid out as AssignKVLayout does (no tail,
+  // blocks of up to 128). Steps: a one-token prompt, a 300-token prompt,
+  // three prompts in one batch (runs of tokens that end inside a block's
+  // tile), and a later chunk of one sequence with a fresh prompt and a
+  // decode token of others. Windows none, 16, 128 (gpt-oss) on paged and
+  // ring caches (the chunk and the decode token wrap the ring), and 1000;
+  // sinks on and off.
+  const Shape prefillShapes[] = {
+      {64, 8, 64, 64}, {32, 4, 128, 128}, {4, 4, 64, 64}, {80, 1, 32, 48}};
+  auto run = [](const char *name,
+                std::vector<std::pair<int32_t, int32_t>> spans) {
+    Step step{name, {}, {}};
+    for (size_t s = 0; s < spans.size(); ++s)
+      for (int32_t p = spans[s].first; p < spans[s].second; ++p) {
+        step.positions.push_back(p);
+        step.sequences.push_back(int32_t(s));
+      }
+    return step;
+  };
+  const std::vector<Step> prefills = {
+      run("prompt 1", {{0, 1}}), run("prompt 300", {{0, 300}}),
+      run("3 prompts", {{0, 37}, {0, 5}, {0, 121}}),
+      run("chunk+prompt+decode", {{200, 264}, {0, 100}, {250, 251}})};
+  auto modelLayout = [](int64_t width) {
+    return Fp8Layout{0, std::gcd<int64_t>(width, 128)};
+  };
+  for (auto format : {cpu::CacheFormat::BF16, cpu::CacheFormat::Fp8Scaled})
+    for (const Shape &sh : prefillShapes)
+      for (const Step &step : prefills)
+        for (auto [window, ring] : {std::pair{int64_t(0), false},
+                                    {16, false},
+                                    {16, true},
+                                    {128, false},
+                                    {128, true},
+                                    {1000, false}})
+          for (bool withSinks : {false, true})
+            compare(format, sh, step, window,
+                    ring ? window - 1 + int64_t(step.positions.size()) : 0,
+                    withSinks, 320, 3, modelLayout);
 }
 
 //===----------------------------------------------------------------------===//

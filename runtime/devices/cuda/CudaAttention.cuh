@@ -18,6 +18,10 @@
 // daybreak_sparse_attention_combine, whose partial layout this shares,
 // merges the splits in a fixed order with the sinks.
 //
+// Prefill on bf16 and fp8 caches takes the tensor cores instead
+// (daybreak_attention_tc64 / _tc128 below: exact bf16 products of split
+// fp32 operands, the same softmax); CudaKernels::attention chooses.
+//
 //===----------------------------------------------------------------------===//
 
 namespace {
@@ -302,4 +306,536 @@ daybreak_attention_split(const float *q, Cache k, Cache v,
   denseAttention<true>(q, k, v, positions, sequences, nullptr, tokens, heads,
                        kvHeads, scale, window, nullptr, 1, headGroup, chunk,
                        splits, partial);
+}
+
+//===----------------------------------------------------------------------===//
+// Prefill attention on the tensor cores: daybreak_attention_tc64 (head and
+// value dims up to 64) and daybreak_attention_tc128 (up to 128), for bf16
+// and fp8 caches with dims that are multiples of 16. The semantics, masks,
+// sinks and zeros for tokens outside the batch or the cache are
+// denseAttention's; only where the products are formed changes.
+//
+// Exactness (as the decode GEMVs above, "Decode GEMVs on the tensor
+// cores"): every cache value is exactly a bf16. A bf16 cache stores it so;
+// an fp8 cache stores e4m3 codes (4 significant bits) times a per-block
+// scale that the format defines as a power of two (runtime::CacheFormat,
+// and CacheView::write and daybreak_cache_write only write such), so code x
+// scale, computed in fp32 as cacheValue does, is the CPU's value and has at
+// most 4 significant bits: its bf16 truncation is exact. The scale is so
+// folded into the decoded K and V values, exactly. (A scale that were not
+// a power of two would need the per-block scale on the partial sums for K,
+// and could not be folded for V, whose scale varies along the reduction;
+// the format rules that out.) The fp32 operands, Q and the probabilities
+// P, are split exactly into three bf16 parts by truncation (x = h1 + h2 +
+// h3: 8 + 8 + 8 significant bits), so each bf16 x bf16 product the tensor
+// core forms is exact and each fp32 product is the sum of three: scores
+// and P V are the fp32 products summed in another order. The tensor
+// core's fp32 accumulation truncates, so no accumulator runs long: a
+// score sums at most 8 k-steps x 3 parts = 24 mma (the GEMVs' group), and
+// each key tile's P V (64 keys, 12 mma; 32 keys for tc128, 6 mma) goes to a
+// fresh accumulator that is folded into the fp32 output with the online
+// softmax's correction (one FFMA, rounded to nearest). The softmax itself
+// (scale, masks, running max and sum, expf) is fp32 on the CUDA cores as
+// in denseAttention. f32 caches stay on denseAttention: their values would
+// need three parts too (9 mma per product).
+//
+// Data flow. A block of 4 warps takes 64 query rows: a tile of 64 / hn
+// tokens times hn = min(group, 64) query heads of one KV head, row r being
+// token r / hn and head r % hn, so each K and V tile it loads serves every
+// head of the group. A warp owns 16 rows (one mma M tile) and keeps their
+// Q parts (A fragments), output accumulators, running max and sum in
+// registers. Runs of tokens of one sequence in the tile are taken in turn
+// (rows outside the run see no key, so their state does not change); for
+// each run the block walks the keys [lo, hi] its tokens see in tiles of
+// kKeys: each thread loads its 8-column chunks of the next tile's K and V
+// rows (16-byte loads for bf16, 4-byte pieces for fp8 codes, scales and
+// tails) into registers while the warps multiply the current tile out of
+// shared memory (double-buffered; one barrier a tile), then widens them to
+// bf16 into the other buffer. Per tile a warp forms S = Q K^T (B fragments
+// by ldmatrix), masks and scales it, updates the softmax, turns its
+// accumulators into P's A fragments (the m16n8 C layout of two key tiles is
+// the m16k16 A layout) and adds P V (ldmatrix.trans) to the output. A warp
+// whose rows see none of a tile's keys skips it.
+//
+// Roofline: gpt-oss-120b prefill, a full-attention layer (64 query heads,
+// 8 KV heads, dims 64), 8192 tokens causal: 2 x 2 x 64 x 64 x 8192^2 / 2 =
+// 0.55 TFLOP. Three bf16 mma per product: at mma.sync's ~60-70% of the
+// H200's ~660 TFLOP/s (measured wgmma rate) that is ~130-150 TFLOP/s of
+// fp32-exact work, ~4 ms a layer (the softmax's ALU work, about as many
+// issue slots as the mma, overlaps it across warps). The CUDA-core kernel
+// above peaks at the 67 TFLOP/s of fp32 FMA and reaches a fraction of it.
+//===----------------------------------------------------------------------===//
+
+namespace {
+
+/// Query rows of a tensor-core attention block: 4 warps of 16.
+constexpr int kTcAttentionThreads = 128, kTcAttentionRows = 64;
+
+/// Per instance (kDim: the largest head or value dim it takes).
+template <int kDim> struct TcAttentionShape {
+  static constexpr int kKeys = 4096 / kDim;     // keys a tile: 64 or 32
+  static constexpr int kSteps = kDim / 16;      // k-steps of Q K^T at most
+  static constexpr int kKeySteps = kKeys / 16;  // k-steps of P V
+  static constexpr int kStride = kDim + 8;      // bf16 a shared row (+16 B)
+  static constexpr int kLanesPerKey = kDim / 8; // threads a row's chunks
+  static constexpr int kKeysPerPass = kTcAttentionThreads / kLanesPerKey;
+  static constexpr int kChunks = kKeys / kKeysPerPass; // chunks a thread
+  static constexpr int kWarpKeys = 32 / kLanesPerKey;  // keys a warp a pass
+  // tc128 has no registers left for its Q fragments (96) and the next
+  // tile's loads (32): it keeps Q's parts in (dynamic) shared memory, read
+  // by ldmatrix, and stores each tile as soon as it is loaded.
+  static constexpr bool kQShared = kDim == 128;
+  static constexpr bool kOverlap = kDim == 64;
+};
+
+/// Q's parts for the instances that keep them in shared memory:
+/// [3][kTcAttentionRows][kStride] bf16.
+extern __shared__ __align__(16) uint16_t tcAttentionQ[];
+
+/// Where a thread's 8-column chunk of one cache's KV head lies in a row.
+struct TcChunk {
+  int32_t kind;   // kTcNone, kTcBf16 (16 bytes), kTcCodes, kTcTail
+  int32_t offset; // bytes into the row
+  int32_t scale;  // bytes into the row of the codes' fp32 scale
+};
+enum : int32_t { kTcNone = 0, kTcBf16 = 1, kTcCodes = 2, kTcTail = 3 };
+
+/// The chunk of columns [col, col + 8) of a row (col < dim: else none).
+/// fp8: CudaKernels::attention checks that no chunk straddles a scale
+/// block or the tail, and that rows keep 4-byte alignment.
+__device__ __forceinline__ TcChunk tcChunk(const Cache &c, int64_t col,
+                                           bool inside) {
+  if (!inside)
+    return {kTcNone, 0, 0};
+  if (c.format == kBF16)
+    return {kTcBf16, int32_t(2 * col), 0};
+  int64_t quantized = c.width - c.tailDim;
+  if (col < quantized)
+    return {kTcCodes, int32_t(col),
+            int32_t(quantized + 4 * (col / c.scaleBlock))};
+  int64_t scales = quantized > 0 ? quantized / c.scaleBlock : 0;
+  return {kTcTail, int32_t(quantized + 4 * scales + 2 * (col - quantized)), 0};
+}
+
+/// The chunk's stored bytes (zeros without a row): bf16 values, or two
+/// words of e4m3 codes and their scale's bits.
+__device__ __forceinline__ uint4 tcLoad(const uint8_t *row, TcChunk c) {
+  if (!row || c.kind == kTcNone)
+    return make_uint4(0, 0, 0, 0);
+  if (c.kind == kTcBf16)
+    return __ldg(reinterpret_cast<const uint4 *>(row + c.offset));
+  const uint32_t *p = reinterpret_cast<const uint32_t *>(row + c.offset);
+  if (c.kind == kTcTail)
+    return make_uint4(__ldg(p), __ldg(p + 1), __ldg(p + 2), __ldg(p + 3));
+  return make_uint4(__ldg(p), __ldg(p + 1),
+                    __ldg(reinterpret_cast<const uint32_t *>(row + c.scale)),
+                    0);
+}
+
+/// e4m3 codes times their power-of-two scale as a bf16 pair (exact, see
+/// above): the pair in `h2` (an f16 pair from e4m3x4ToHalf2).
+__device__ __forceinline__ uint32_t tcScaledPair(uint32_t h2, float scale) {
+  float lo, hi;
+  unpackHalf2(h2, lo, hi);
+  return __byte_perm(__float_as_uint(lo * scale), __float_as_uint(hi * scale),
+                     0x7632);
+}
+
+/// Writes a loaded chunk to shared memory as 8 bf16.
+__device__ __forceinline__ void tcStore(uint16_t *dst, uint4 raw, TcChunk c) {
+  if (c.kind == kTcNone)
+    return;
+  if (c.kind == kTcCodes) {
+    float scale = __uint_as_float(raw.z);
+    uint32_t h[4];
+    e4m3x4ToHalf2(raw.x, h[0], h[1]);
+    e4m3x4ToHalf2(raw.y, h[2], h[3]);
+    raw = make_uint4(tcScaledPair(h[0], scale), tcScaledPair(h[1], scale),
+                     tcScaledPair(h[2], scale), tcScaledPair(h[3], scale));
+  }
+  *reinterpret_cast<uint4 *>(dst) = raw;
+}
+
+__device__ __forceinline__ uint32_t sharedAddress(const void *p) {
+  uint64_t shared;
+  asm("cvta.to.shared.u64 %0, %1;" : "=l"(shared) : "l"(p));
+  return uint32_t(shared);
+}
+
+/// Four 8x8 bf16 matrices from shared memory (lane l gives the address of
+/// row l % 8 of matrix l / 8), plain or transposed.
+template <bool kTrans>
+__device__ __forceinline__ void ldmatrixX4(uint32_t (&r)[4], const void *p) {
+  if (kTrans)
+    asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0, %1, %2, "
+                 "%3}, [%4];"
+                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+                 : "r"(sharedAddress(p))
+                 : "memory");
+  else
+    asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, "
+                 "[%4];"
+                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+                 : "r"(sharedAddress(p))
+                 : "memory");
+}
+
+/// The tensor-core attention (see above). Grid (ceil(tokens / (64 / hn)),
+/// kvHeads x ceil(group / hn)), block 128, hn = min(group, 64).
+template <int kDim>
+__device__ __forceinline__ void
+denseAttentionTc(const float *q, const Cache &k, const Cache &v,
+                 const int32_t *positions, const int32_t *sequences,
+                 const float *sinks, int64_t tokens, int64_t heads,
+                 int64_t kvHeads, double scale, int64_t window, float *out) {
+  using S = TcAttentionShape<kDim>;
+  __shared__ __align__(16) uint16_t kTile[2][S::kKeys * S::kStride];
+  __shared__ __align__(16) uint16_t vTile[2][S::kKeys * S::kStride];
+  __shared__ int32_t bounds[kTcAttentionRows][2]; // a run's tokens: first, last
+
+  const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
+  const int g = lane >> 2, t = lane & 3; // mma fragment row and column pair
+  const int64_t group = heads / kvHeads, headDim = k.width / kvHeads,
+                valueDim = v.width / kvHeads;
+  const int hn = int(group < kTcAttentionRows ? group : kTcAttentionRows);
+  const int tileTokens = kTcAttentionRows / hn;
+  const int64_t groups = (group + hn - 1) / hn;
+  const int64_t kvHead = blockIdx.y / groups;
+  const int64_t h0 = kvHead * group + (blockIdx.y % groups) * hn;
+  const int64_t t0 = int64_t(blockIdx.x) * tileTokens;
+  const int64_t t1 = t0 + tileTokens < tokens ? t0 + tileTokens : tokens;
+  const int64_t maxSeqLen =
+      k.maxSeqLen < v.maxSeqLen ? k.maxSeqLen : v.maxSeqLen;
+  const int64_t batch = k.batch < v.batch ? k.batch : v.batch;
+  const float fscale = float(scale);
+  const float negInf = -__int_as_float(0x7F800000);
+  const int dSteps = int(headDim / 16), vPairs = int(valueDim / 16);
+
+  // This lane's rows g and g + 8 of the warp's 16: token t0 + rowU, head
+  // h0 + rowH, and whether the block has that row.
+  int rowU[2], rowH[2];
+  bool rowValid[2];
+#pragma unroll
+  for (int i = 0; i < 2; ++i) {
+    int r = warp * 16 + g + 8 * i;
+    rowU[i] = r / hn;
+    rowH[i] = r % hn;
+    rowValid[i] = rowU[i] < tileTokens && t0 + rowU[i] < t1 &&
+                  h0 + rowH[i] < kvHead * group + group;
+  }
+  auto rowIndex = [&](int i) { // (token, head) of row i in q and out
+    return (t0 + rowU[i]) * heads + h0 + rowH[i];
+  };
+
+  // Q's A fragments, each fp32 pair split into three bf16 parts:
+  // qa[step][part] = {(g, 2t..), (g + 8, 2t..), (g, 2t + 8..), (g + 8, ..)},
+  // or the same parts at rows g, g + 8 of tcAttentionQ (read back by this
+  // warp only, after the run loop's barriers).
+  uint32_t qa[S::kQShared ? 1 : S::kSteps][3][4];
+#pragma unroll
+  for (int ks = 0; ks < S::kSteps; ++ks) {
+    if (ks >= dSteps)
+      break;
+#pragma unroll
+    for (int j = 0; j < 4; ++j) {
+      int i = j & 1, col = ks * 16 + (j >> 1) * 8 + 2 * t;
+      float2 x = make_float2(0.0f, 0.0f);
+      if (rowValid[i])
+        x = *reinterpret_cast<const float2 *>(q + rowIndex(i) * headDim + col);
+      uint32_t p[3];
+      splitX<kWeightBF16>(x.x, x.y, p);
+#pragma unroll
+      for (int part = 0; part < 3; ++part) {
+        int row = part * kTcAttentionRows + warp * 16 + g + 8 * i;
+        if (S::kQShared)
+          *reinterpret_cast<uint32_t *>(tcAttentionQ + row * S::kStride + col) =
+              p[part];
+        else
+          qa[S::kQShared ? 0 : ks][part][j] = p[part];
+      }
+    }
+  }
+  const uint16_t *qBase =
+      tcAttentionQ +
+      (warp * 16 + (lane & 7) + ((lane >> 3) & 1) * 8) * S::kStride +
+      (lane >> 4) * 8;
+
+  // Output accumulators (C fragments of valueDim / 8 column tiles), and
+  // each row's running max and sum; they span every run of the tile.
+  float o[kDim / 8][4];
+#pragma unroll
+  for (int j = 0; j < kDim / 8; ++j)
+    o[j][0] = o[j][1] = o[j][2] = o[j][3] = 0.0f;
+  float rowMax[2] = {negInf, negInf}, rowSum[2] = {0.0f, 0.0f};
+
+  // This thread's chunks: columns [col, col + 8) of its KV head in rows
+  // key0 + kKeysPerPass x c of a tile. A lane of each half-warp finds one
+  // K (lanes 0-15) or V (16-31) row a tile; the others take it by shuffle.
+  const int col = (tid % S::kLanesPerKey) * 8;
+  const int key0 = tid / S::kLanesPerKey;
+  const TcChunk kChunk = tcChunk(k, kvHead * headDim + col, col < headDim);
+  const TcChunk vChunk = tcChunk(v, kvHead * valueDim + col, col < valueDim);
+  const int slot = lane & 15; // c x kWarpKeys + the key's lane group
+  const int slotKey =
+      warp * S::kWarpKeys + (slot % S::kWarpKeys) +
+      (slot / S::kWarpKeys) * S::kKeysPerPass; // key of this lane's slot
+  uint4 raw[2][S::kChunks];
+
+  for (int64_t ta = t0; ta < t1;) {
+    const int64_t seq = sequences ? sequences[ta] : 0;
+    int64_t tb = ta + 1;
+    while (tb < t1 && (sequences ? sequences[tb] : 0) == seq)
+      ++tb;
+    // The run's tokens' visible keys (none outside the batch or cache).
+    __syncthreads(); // the previous run's bounds and tiles are consumed
+    if (tid < tb - ta) {
+      int64_t p = positions[ta + tid];
+      bool valid = seq >= 0 && seq < batch && p >= 0 && p < maxSeqLen;
+      bounds[tid][0] = valid ? int32_t(windowStart(p, window)) : 0;
+      bounds[tid][1] = valid ? int32_t(p) : -1;
+    }
+    __syncthreads();
+    int32_t lo = 0x7FFFFFFF, hi = -1;
+    for (int u = 0; u < tb - ta; ++u)
+      if (bounds[u][0] <= bounds[u][1]) {
+        lo = bounds[u][0] < lo ? bounds[u][0] : lo;
+        hi = bounds[u][1] > hi ? bounds[u][1] : hi;
+      }
+    // This lane's rows' keys (empty outside the run), and the warp's span.
+    int32_t first[2], last[2];
+    int32_t warpLo = 0x7FFFFFFF, warpHi = -1;
+#pragma unroll
+    for (int i = 0; i < 2; ++i) {
+      int u = int(t0 - ta) + rowU[i]; // the row's token in the run
+      bool in = rowValid[i] && u >= 0 && u < tb - ta;
+      first[i] = in ? bounds[u][0] : 0;
+      last[i] = in ? bounds[u][1] : -1;
+      if (first[i] <= last[i]) {
+        warpLo = first[i] < warpLo ? first[i] : warpLo;
+        warpHi = last[i] > warpHi ? last[i] : warpHi;
+      }
+    }
+    for (int d = 16; d > 0; d >>= 1) {
+      int32_t l = __shfl_xor_sync(0xffffffffu, warpLo, d);
+      int32_t h = __shfl_xor_sync(0xffffffffu, warpHi, d);
+      warpLo = l < warpLo ? l : warpLo;
+      warpHi = h > warpHi ? h : warpHi;
+    }
+
+    // Loads tile c0's chunks of K and V rows into `raw` (zeros past hi).
+    auto fetch = [&](int32_t c0) {
+      int32_t pos = c0 + slotKey;
+      const uint8_t *mine = nullptr;
+      if (slot < S::kChunks * S::kWarpKeys && pos <= hi)
+        mine = lane < 16 ? cacheRow(k, seq, pos) : cacheRow(v, seq, pos);
+#pragma unroll
+      for (int c = 0; c < S::kChunks; ++c) {
+        int from = c * S::kWarpKeys + lane / S::kLanesPerKey;
+        const uint8_t *kRow = reinterpret_cast<const uint8_t *>(
+            __shfl_sync(0xffffffffu, reinterpret_cast<uint64_t>(mine), from));
+        const uint8_t *vRow = reinterpret_cast<const uint8_t *>(__shfl_sync(
+            0xffffffffu, reinterpret_cast<uint64_t>(mine), 16 + from));
+        raw[0][c] = tcLoad(kRow, kChunk);
+        raw[1][c] = tcLoad(vRow, vChunk);
+      }
+    };
+    auto store = [&](int buffer) {
+#pragma unroll
+      for (int c = 0; c < S::kChunks; ++c) {
+        int offset = (key0 + c * S::kKeysPerPass) * S::kStride + col;
+        tcStore(&kTile[buffer][offset], raw[0][c], kChunk);
+        tcStore(&vTile[buffer][offset], raw[1][c], vChunk);
+      }
+    };
+
+    int buffer = 0;
+    if (lo <= hi) {
+      fetch(lo);
+      store(0);
+    }
+    __syncthreads();
+    for (int32_t c0 = lo; c0 <= hi; c0 += S::kKeys) {
+      const bool more = c0 + S::kKeys <= hi;
+      if (more) {
+        fetch(c0 + S::kKeys); // in flight while this tile is multiplied
+        if (!S::kOverlap)
+          store(buffer ^ 1);
+      }
+      if (c0 <= warpHi && c0 + S::kKeys > warpLo) {
+        // S = Q K^T: B fragments of two 8-key tiles a ldmatrix.
+        float s[S::kKeys / 8][4];
+#pragma unroll
+        for (int j = 0; j < S::kKeys / 8; ++j)
+          s[j][0] = s[j][1] = s[j][2] = s[j][3] = 0.0f;
+        const uint16_t *kBase = kTile[buffer] +
+                                ((lane & 7) + ((lane >> 4) << 3)) * S::kStride +
+                                ((lane >> 3) & 1) * 8;
+#pragma unroll
+        for (int ks = 0; ks < S::kSteps; ++ks) {
+          if (ks >= dSteps)
+            break;
+          uint32_t a[3][4];
+#pragma unroll
+          for (int part = 0; part < 3; ++part)
+            if (S::kQShared)
+              ldmatrixX4<false>(a[part],
+                                qBase + part * kTcAttentionRows * S::kStride +
+                                    ks * 16);
+            else
+#pragma unroll
+              for (int j = 0; j < 4; ++j)
+                a[part][j] = qa[S::kQShared ? 0 : ks][part][j];
+#pragma unroll
+          for (int n = 0; n < S::kKeys / 16; ++n) {
+            uint32_t b[4];
+            ldmatrixX4<false>(b, kBase + n * 16 * S::kStride + ks * 16);
+#pragma unroll
+            for (int part = 0; part < 3; ++part) {
+              mma16816<kWeightBF16>(s[2 * n], a[part], make_uint2(b[0], b[1]));
+              mma16816<kWeightBF16>(s[2 * n + 1], a[part],
+                                    make_uint2(b[2], b[3]));
+            }
+          }
+        }
+        // Scale and mask (C element e: row g + 8 (e >> 1), key 2t + (e & 1)),
+        // then the online softmax over the quad of lanes holding a row.
+        float tileMax[2] = {negInf, negInf};
+#pragma unroll
+        for (int j = 0; j < S::kKeys / 8; ++j)
+#pragma unroll
+          for (int e = 0; e < 4; ++e) {
+            int32_t key = c0 + 8 * j + 2 * t + (e & 1);
+            int i = e >> 1;
+            s[j][e] =
+                key >= first[i] && key <= last[i] ? s[j][e] * fscale : negInf;
+            tileMax[i] = fmaxf(tileMax[i], s[j][e]);
+          }
+        float correction[2], m[2], sum[2] = {0.0f, 0.0f};
+#pragma unroll
+        for (int i = 0; i < 2; ++i) {
+          tileMax[i] =
+              fmaxf(tileMax[i], __shfl_xor_sync(0xffffffffu, tileMax[i], 1));
+          tileMax[i] =
+              fmaxf(tileMax[i], __shfl_xor_sync(0xffffffffu, tileMax[i], 2));
+          m[i] = fmaxf(rowMax[i], tileMax[i]);
+          correction[i] = m[i] == rowMax[i] ? 1.0f : expf(rowMax[i] - m[i]);
+        }
+#pragma unroll
+        for (int j = 0; j < S::kKeys / 8; ++j)
+#pragma unroll
+          for (int e = 0; e < 4; ++e) {
+            int i = e >> 1;
+            s[j][e] = s[j][e] == negInf ? 0.0f : expf(s[j][e] - m[i]);
+            sum[i] += s[j][e];
+          }
+#pragma unroll
+        for (int i = 0; i < 2; ++i) {
+          sum[i] += __shfl_xor_sync(0xffffffffu, sum[i], 1);
+          sum[i] += __shfl_xor_sync(0xffffffffu, sum[i], 2);
+          rowMax[i] = m[i];
+          rowSum[i] = rowSum[i] * correction[i] + sum[i];
+        }
+        // P's A fragments for each 16-key step, split into three parts.
+        uint32_t pa[S::kKeySteps][3][4];
+#pragma unroll
+        for (int kk = 0; kk < S::kKeySteps; ++kk)
+#pragma unroll
+          for (int j = 0; j < 4; ++j) {
+            const float *c = s[2 * kk + (j >> 1)] + 2 * (j & 1);
+            uint32_t p[3];
+            splitX<kWeightBF16>(c[0], c[1], p);
+#pragma unroll
+            for (int part = 0; part < 3; ++part)
+              pa[kk][part][j] = p[part];
+          }
+        // P V into a fresh accumulator per pair of 8-column tiles, folded
+        // into o with the correction.
+        const uint16_t *vBase =
+            vTile[buffer] +
+            ((lane & 7) + (((lane >> 3) & 1) << 3)) * S::kStride +
+            (lane >> 4) * 8;
+#pragma unroll
+        for (int n = 0; n < kDim / 16; ++n) {
+          if (n >= vPairs)
+            break;
+          float part[2][4] = {};
+#pragma unroll
+          for (int kk = 0; kk < S::kKeySteps; ++kk) {
+            uint32_t b[4];
+            ldmatrixX4<true>(b, vBase + kk * 16 * S::kStride + n * 16);
+#pragma unroll
+            for (int p = 0; p < 3; ++p) {
+              mma16816<kWeightBF16>(part[0], pa[kk][p], make_uint2(b[0], b[1]));
+              mma16816<kWeightBF16>(part[1], pa[kk][p], make_uint2(b[2], b[3]));
+            }
+          }
+#pragma unroll
+          for (int x = 0; x < 2; ++x)
+#pragma unroll
+            for (int e = 0; e < 4; ++e)
+              o[2 * n + x][e] =
+                  fmaf(o[2 * n + x][e], correction[e >> 1], part[x][e]);
+        }
+      }
+      if (more && S::kOverlap)
+        store(buffer ^ 1);
+      __syncthreads();
+      buffer ^= 1;
+    }
+    ta = tb;
+  }
+
+  // out = o e^(m - M) / (l e^(m - M) + e^(sink - M)), M = max(m, sink), as
+  // denseAttention; a row without a visible key gets zeros.
+#pragma unroll
+  for (int i = 0; i < 2; ++i) {
+    if (!rowValid[i])
+      continue;
+    float factor = 0.0f;
+    if (rowSum[i] > 0.0f) {
+      float sink = sinks ? sinks[h0 + rowH[i]] : negInf;
+      float top = fmaxf(rowMax[i], sink);
+      float keep = expf(rowMax[i] - top);
+      factor = keep / (rowSum[i] * keep + (sinks ? expf(sink - top) : 0.0f));
+    }
+    float *dst = out + rowIndex(i) * valueDim + 2 * t;
+#pragma unroll
+    for (int j = 0; j < kDim / 8; ++j) {
+      if (j >= 2 * vPairs)
+        break;
+      float2 value = rowSum[i] > 0.0f ? make_float2(o[j][2 * i] * factor,
+                                                    o[j][2 * i + 1] * factor)
+                                      : make_float2(0.0f, 0.0f);
+      *reinterpret_cast<float2 *>(dst + 8 * j) = value;
+    }
+  }
+}
+
+} // namespace
+
+/// denseAttentionTc for head and value dims up to 64 (multiples of 16).
+/// Grid (ceil(tokens / (64 / hn)), kvHeads x ceil(group / hn)) with hn =
+/// min(heads / kvHeads, 64), block 128, static shared memory only. The
+/// bounds' `1` lets ptxas take every register it needs (250 here; without
+/// it, it spilled tc128 to fit three blocks an SM).
+extern "C" __global__ void __launch_bounds__(kTcAttentionThreads, 1)
+    daybreak_attention_tc64(const float *q, Cache k, Cache v,
+                            const int32_t *positions, const int32_t *sequences,
+                            const float *sinks, int64_t tokens, int64_t heads,
+                            int64_t kvHeads, double scale, int64_t window,
+                            float *out) {
+  denseAttentionTc<64>(q, k, v, positions, sequences, sinks, tokens, heads,
+                       kvHeads, scale, window, out);
+}
+
+/// daybreak_attention_tc64 for dims up to 128 (32-key tiles), with 3 x 64 x
+/// 136 x 2 bytes of dynamic shared memory for Q's parts.
+extern "C" __global__ void __launch_bounds__(kTcAttentionThreads, 1)
+    daybreak_attention_tc128(const float *q, Cache k, Cache v,
+                             const int32_t *positions, const int32_t *sequences,
+                             const float *sinks, int64_t tokens, int64_t heads,
+                             int64_t kvHeads, double scale, int64_t window,
+                             float *out) {
+  denseAttentionTc<128>(q, k, v, positions, sequences, sinks, tokens, heads,
+                        kvHeads, scale, window, out);
 }

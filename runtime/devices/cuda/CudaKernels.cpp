@@ -57,6 +57,12 @@ int64_t ceilDiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
 // The default dynamic shared memory limit (no cuFuncSetAttribute opt-in).
 constexpr int64_t kSharedFloats = 48 * 1024 / 4;
 
+// The tensor-core attention (CudaAttention.cuh): query rows a block (64
+// tokens x heads at most), threads, and daybreak_attention_tc128's dynamic
+// shared memory (Q's three bf16 parts: 3 x 64 rows x (128 + 8) values).
+constexpr int64_t kTcAttentionRows = 64, kTcAttentionThreads = 128;
+constexpr int64_t kTcAttention128Bytes = 3 * kTcAttentionRows * (128 + 8) * 2;
+
 } // namespace
 
 StatusOr<CudaKernels> CudaKernels::load(const Driver &driver, CUmodule module) {
@@ -169,6 +175,13 @@ StatusOr<CudaKernels> CudaKernels::load(const Driver &driver, CUmodule module) {
           }
         }
       }
+  // Beyond the 48 KiB default: tc128's Q parts (its tiles are static).
+  if (status.ok())
+    status = driver.check(driver.cuFuncSetAttribute(
+                              kernels.attentionTc128Fn,
+                              CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
+                              int(kTcAttention128Bytes)),
+                          "cuFuncSetAttribute");
   if (!status.ok())
     return status.withContext("loading the CUDA kernels");
   return kernels;
@@ -785,7 +798,7 @@ Status CudaKernels::attention(CUdeviceptr q, const DeviceCacheView &k,
                               int64_t tokens, int64_t heads, int64_t kvHeads,
                               double scale, int64_t window, CUdeviceptr out,
                               CUstream stream, CUdeviceptr partials,
-                              int64_t partialFloats) const {
+                              int64_t partialFloats, AttentionPath path) const {
   if (kvHeads <= 0 || heads % kvHeads != 0 || k.width % kvHeads != 0 ||
       v.width % kvHeads != 0)
     return Status::error("attention: " + std::to_string(heads) +
@@ -816,6 +829,26 @@ Status CudaKernels::attention(CUdeviceptr q, const DeviceCacheView &k,
                        ceilDiv(keys, 32), int64_t(64)});
   while (splits > 1 && tokens * heads * splits * (valueDim + 3) > partialFloats)
     --splits;
+  bool tensor = tensorAttentionApplies(k, v, kvHeads);
+  if (path == AttentionPath::TensorCores && !tensor)
+    return Status::error(
+        "attention: the tensor-core path does not take K and V heads of " +
+        std::to_string(headDim) + " and " + std::to_string(valueDim) +
+        " values in these caches (see tensorAttentionApplies)");
+  if (path == AttentionPath::TensorCores ||
+      (path == AttentionPath::Auto && tensor && splits == 1)) {
+    // hn = min(group, 64) heads a block, 64 / hn tokens; tc128 also for
+    // dims past 64.
+    int64_t hn = std::min(group, kTcAttentionRows);
+    bool wide = std::max(headDim, valueDim) > 64;
+    KernelCache kc = toKernel(k), vc = toKernel(v);
+    void *params[] = {&q,      &kc,    &vc,      &positions, &sequences, &sinks,
+                      &tokens, &heads, &kvHeads, &scale,     &window,    &out};
+    return launch(wide ? attentionTc128Fn : attentionTc64Fn, "attentionTc",
+                  ceilDiv(tokens, kTcAttentionRows / hn),
+                  kvHeads * ceilDiv(group, hn), 1, kTcAttentionThreads,
+                  wide ? unsigned(kTcAttention128Bytes) : 0, stream, params);
+  }
   // Query rows (tokens x heads) per block and keys per chunk, shrunk until
   // the block's shared memory fits the default 48 KiB.
   int64_t tileTokens =
@@ -865,6 +898,30 @@ Status CudaKernels::attention(CUdeviceptr q, const DeviceCacheView &k,
   void *combine[] = {&partials, &heads, &splitCount, &valueDim, &sinks, &out};
   return launch(sparseAttentionCombineFn, "attentionCombine", tokens, heads, 1,
                 128, 0, stream, combine);
+}
+
+bool CudaKernels::tensorAttentionApplies(const DeviceCacheView &k,
+                                         const DeviceCacheView &v,
+                                         int64_t kvHeads) {
+  if (kvHeads <= 0 || k.width % kvHeads != 0 || v.width % kvHeads != 0)
+    return false;
+  // Each thread moves 8-column chunks of its KV head's columns (CudaAttention
+  // .cuh's tcChunk): 16 bytes of bf16, or 8 e4m3 codes of one scale block
+  // and their scale, or 16 bytes of the bf16 tail, in 4-byte pieces.
+  auto fits = [&](const DeviceCacheView &c) {
+    int64_t dim = c.width / kvHeads;
+    if (dim <= 0 || dim % 16 != 0 || dim > 128)
+      return false;
+    if (c.format == runtime::CacheFormat::BF16)
+      return c.base % 16 == 0 && c.bytesPerRow % 16 == 0;
+    if (c.format != runtime::CacheFormat::Fp8Scaled)
+      return false;
+    int64_t quantized = c.width - c.tailDim;
+    return quantized % 8 == 0 &&
+           (quantized == 0 || (c.scaleBlock > 0 && c.scaleBlock % 8 == 0)) &&
+           c.base % 4 == 0 && c.bytesPerRow % 4 == 0;
+  };
+  return fits(k) && fits(v);
 }
 
 Status CudaKernels::copyColumns(CUdeviceptr src, int64_t srcStride,

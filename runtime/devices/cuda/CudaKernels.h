@@ -65,6 +65,15 @@ struct TensorGemvChoice {
   int cluster = 0; ///< blocks of a cluster splitting K: 1 to 16
 };
 
+/// Which kernel CudaKernels::attention runs. Auto leaves the choice to the
+/// launcher; tests and the benchmark force the others.
+enum class AttentionPath {
+  Auto,
+  CudaCores,   ///< daybreak_attention (and its split for decode)
+  TensorCores, ///< daybreak_attention_tc64 / _tc128 (an error where they
+               ///< do not apply, see CudaKernels::tensorAttentionApplies)
+};
+
 struct DeviceCacheView {
   CUdeviceptr base = 0;
   runtime::CacheFormat format = runtime::CacheFormat::F32;
@@ -145,6 +154,8 @@ constexpr int64_t attentionScratchFloats(int64_t queryHeadsPerKv,
   X(sparseAttentionCombine, "daybreak_sparse_attention_combine")               \
   X(attention, "daybreak_attention")                                           \
   X(attentionSplit, "daybreak_attention_split")                                \
+  X(attentionTc64, "daybreak_attention_tc64")                                  \
+  X(attentionTc128, "daybreak_attention_tc128")                                \
   X(copyColumns, "daybreak_copy_columns")                                      \
   X(causalBounds, "daybreak_causal_bounds")
 
@@ -310,22 +321,35 @@ public:
                          CUdeviceptr partials = 0,
                          int64_t partialFloats = 0) const;
   /// cpu::attention on the device (CudaAttention.cuh): a block takes a tile
-  /// of tokens and the query heads of one KV head (fp32 scores and online
-  /// softmax on the CUDA cores). Errors (before launching) on heads that do
-  /// not split into kvHeads, valueDim > 4096, a ring cache too short for
-  /// the window and the step (as the CPU kernel), or rows too wide for
-  /// shared memory. With `partials` (`partialFloats` floats,
-  /// attentionScratchFloats allow every split), a grid of fewer blocks than
-  /// two per SM of an H200 (decode) is split over each token's keys too,
-  /// and daybreak_sparse_attention_combine merges the splits with the
-  /// sinks (flash decoding). A sequence or position out of range gives
-  /// zeros (the CPU kernel's error).
+  /// of tokens and the query heads of one KV head. Errors (before
+  /// launching) on heads that do not split into kvHeads, valueDim > 4096, a
+  /// ring cache too short for the window and the step (as the CPU kernel),
+  /// or rows too wide for shared memory. A sequence or position out of
+  /// range gives zeros (the CPU kernel's error). Two paths:
+  /// - the tensor cores (daybreak_attention_tc64 / _tc128: exact bf16
+  ///   products, fp32 sums and softmax) wherever tensorAttentionApplies and
+  ///   the launch is not split;
+  /// - the CUDA cores (daybreak_attention: fp32 scores and online softmax)
+  ///   otherwise. With `partials` (`partialFloats` floats,
+  ///   attentionScratchFloats allow every split), a grid of fewer blocks
+  ///   than two per SM of an H200 (decode) is split over each token's keys
+  ///   too, and daybreak_sparse_attention_combine merges the splits with
+  ///   the sinks (flash decoding).
+  /// `path` forces one of them (TensorCores: never split).
   Status attention(CUdeviceptr q, const DeviceCacheView &k,
                    const DeviceCacheView &v, CUdeviceptr positions,
                    CUdeviceptr sequences, CUdeviceptr sinks, int64_t tokens,
-                   int64_t heads, int64_t kvHeads, double scale,
-                   int64_t window, CUdeviceptr out, CUstream stream,
-                   CUdeviceptr partials = 0, int64_t partialFloats = 0) const;
+                   int64_t heads, int64_t kvHeads, double scale, int64_t window,
+                   CUdeviceptr out, CUstream stream, CUdeviceptr partials = 0,
+                   int64_t partialFloats = 0,
+                   AttentionPath path = AttentionPath::Auto) const;
+  /// Whether the tensor-core attention takes these caches: bf16 or fp8
+  /// (Fp8Scaled) K and V, head and value dims multiples of 16 up to 128,
+  /// 16-byte aligned bf16 rows, and fp8 rows 4-byte aligned with scale
+  /// blocks and a quantized part of whole 8-column chunks. f32 caches, and
+  /// wider or odd heads, take the CUDA-core kernel.
+  static bool tensorAttentionApplies(const DeviceCacheView &k,
+                                     const DeviceCacheView &v, int64_t kvHeads);
   /// src and dst must not overlap.
   Status copyColumns(CUdeviceptr src, int64_t srcStride, int64_t srcOffset,
                      CUdeviceptr dst, int64_t dstStride, int64_t dstOffset,
