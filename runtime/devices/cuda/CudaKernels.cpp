@@ -63,6 +63,15 @@ constexpr int64_t kSharedFloats = 48 * 1024 / 4;
 constexpr int64_t kTcAttentionRows = 64, kTcAttentionThreads = 128;
 constexpr int64_t kTcAttention128Bytes = 3 * kTcAttentionRows * (128 + 8) * 2;
 
+/// A tensor-core GEMM block's shared memory (GemmSmem in CudaKernels.cu):
+/// two stages of x (64 rows of 68 floats) and of the weight (128 rows of
+/// 64 values), x's three parts (64 rows of 72 halves each), two stages of
+/// 2 x 128 scales, 64 inverse x scales, and 64 source and destination rows.
+constexpr int64_t tensorGemmSharedBytes(int32_t type) {
+  return 2 * 64 * 68 * 4 + 2 * 128 * 64 * (type == 2 ? 1 : 2) +
+         3 * 64 * 72 * 2 + 2 * 2 * 128 * 4 + 3 * 64 * 4;
+}
+
 } // namespace
 
 StatusOr<CudaKernels> CudaKernels::load(const Driver &driver, CUmodule module) {
@@ -100,6 +109,26 @@ StatusOr<CudaKernels> CudaKernels::load(const Driver &driver, CUmodule module) {
                                 &blocks, fn, 128, 0),
                             "cuOccupancyMaxActiveBlocksPerMultiprocessor");
     *warps = int64_t(std::max(sms, 1)) * std::max(blocks, 1) * 4;
+  }
+  // The tensor-core GEMMs: their shared memory past the default 48 KiB, and
+  // the largest carveout so that two blocks fit an SM.
+  for (auto [fn, type] : {std::pair{kernels.gemmTcBf16Fn, 1},
+                          {kernels.gemmTcE4m3Fn, 2},
+                          {kernels.gemmTcE4m3K32Fn, 2},
+                          {kernels.expertGemmTcBf16Fn, 1},
+                          {kernels.expertGemmTcE4m3Fn, 2},
+                          {kernels.expertGemmTcE4m3K32Fn, 2}}) {
+    if (status.ok())
+      status =
+          driver.check(driver.cuFuncSetAttribute(
+                           fn, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
+                           int(tensorGemmSharedBytes(type))),
+                       "cuFuncSetAttribute");
+    if (status.ok())
+      status = driver.check(
+          driver.cuFuncSetAttribute(
+              fn, CU_FUNC_ATTRIBUTE_PREFERRED_SHARED_MEMORY_CARVEOUT, 100),
+          "cuFuncSetAttribute");
   }
   // The tensor-core GEMVs: shared memory up to the opt-in limit, and how
   // many blocks of each fit an SM by registers.
@@ -275,6 +304,8 @@ Status CudaKernels::matmul(CUdeviceptr x, const DeviceWeight &w,
   weight.rows = n;
   weight.cols = k;
   void *params[] = {&x, &weight, &b, &m, &n, &k, &out};
+  if (m > 8 && tensorGemmApplies(w, k) && x % 16 == 0)
+    return tensorGemm(x, w, bias, m, n, k, out, stream);
   if (m > 8)
     return launch(matmulStoredTiledFn, "matmul", ceilDiv(n, 64), ceilDiv(m, 64),
                   1, 256, 0, stream, params);
@@ -316,6 +347,50 @@ bool CudaKernels::tensorGemvApplies(const DeviceWeight &w, int64_t m,
     return k % 128 == 0 && w.blockK > 0 && w.blockK % 128 == 0 &&
            w.blockN > 0 && w.blockN % 16 == 0;
   return w.type == 1 && k % 64 == 0;
+}
+
+bool CudaKernels::tensorGemmApplies(const DeviceWeight &w, int64_t k) {
+  if (k <= 0 || k % 16 != 0 || w.data % 16 != 0)
+    return false;
+  if (w.type == 2)
+    return w.blockN > 0 &&
+           (w.blockK == 32 || (w.blockK > 0 && w.blockK % 64 == 0));
+  return w.type == 1;
+}
+
+/// The tensor-core GEMM kernel for a weight (tensorGemmApplies holds):
+/// [0] dense, [1] grouped by expert.
+static std::pair<CUfunction, CUfunction>
+tensorGemmFns(const DeviceWeight &w, CUfunction bf16, CUfunction e4m3,
+              CUfunction e4m3K32, CUfunction expertBf16, CUfunction expertE4m3,
+              CUfunction expertE4m3K32) {
+  if (w.type == 1)
+    return {bf16, expertBf16};
+  if (w.blockK == 32)
+    return {e4m3K32, expertE4m3K32};
+  return {e4m3, expertE4m3};
+}
+
+Status CudaKernels::tensorGemm(CUdeviceptr x, const DeviceWeight &w,
+                               const DeviceWeight &bias, int64_t m, int64_t n,
+                               int64_t k, CUdeviceptr out,
+                               CUstream stream) const {
+  if (!tensorGemmApplies(w, k) || x % 16 != 0)
+    return Status::error("tensorGemm: no tensor-core GEMM for weight type " +
+                         std::to_string(w.type) + ", blockK " +
+                         std::to_string(w.blockK) + ", k " + std::to_string(k) +
+                         " (or x or the weight not 16-byte aligned)");
+  DeviceWeight weight = w, b = bias;
+  weight.rows = n;
+  weight.cols = k;
+  CUfunction fn = tensorGemmFns(w, gemmTcBf16Fn, gemmTcE4m3Fn, gemmTcE4m3K32Fn,
+                                expertGemmTcBf16Fn, expertGemmTcE4m3Fn,
+                                expertGemmTcE4m3K32Fn)
+                      .first;
+  void *params[] = {&x, &weight, &b, &m, &n, &k, &out};
+  return launch(fn, "matmul (tensor-core GEMM)", ceilDiv(n, 128),
+                ceilDiv(m, kTensorGemmRows), 1, 128,
+                unsigned(tensorGemmSharedBytes(w.type)), stream, params);
 }
 
 CudaKernels::TensorGemvPlan
@@ -573,13 +648,20 @@ Status CudaKernels::expertMatmul(CUdeviceptr x, bool perSlotInput,
                       indices, tokens, slots, routingWeights, out, stream);
 }
 
-Status CudaKernels::expertMatmul(CUdeviceptr x, bool perSlotInput,
-                                 const DeviceWeight &weight, int64_t experts,
-                                 int64_t n, int64_t k, CUdeviceptr indices,
-                                 int64_t tokens, int64_t slots,
-                                 CUdeviceptr routingWeights, CUdeviceptr out,
-                                 CUstream stream,
-                                 const DeviceWeight &bias) const {
+Status CudaKernels::expertMatmul(
+    CUdeviceptr x, bool perSlotInput, const DeviceWeight &weight,
+    int64_t experts, int64_t n, int64_t k, CUdeviceptr indices, int64_t tokens,
+    int64_t slots, CUdeviceptr routingWeights, CUdeviceptr out, CUstream stream,
+    const DeviceWeight &bias, CUdeviceptr scratch, int64_t scratchBytes) const {
+  // Past decode sizes the weight rows are shared by several rows each:
+  // grouped by expert, the tensor cores read each once per 64 rows.
+  if (tokens > 8 && tensorGemmApplies(weight, k) && x % 16 == 0 &&
+      experts <= kTensorGemmMaxExperts && scratch &&
+      scratchBytes >= expertGemmScratchBytes(tokens, slots, experts, n,
+                                             routingWeights != 0))
+    return tensorExpertMatmul(x, perSlotInput, weight, experts, n, k, indices,
+                              tokens, slots, routingWeights, out, stream, bias,
+                              scratch, scratchBytes);
   int32_t perSlot = perSlotInput;
   DeviceWeight w = weight, b = bias;
   w.rows = n;
@@ -588,6 +670,65 @@ Status CudaKernels::expertMatmul(CUdeviceptr x, bool perSlotInput,
                     &indices, &tokens,  &slots, &routingWeights, &b, &out};
   return launch(expertMatmulFn, "expertMatmul", ceilDiv(n, 8), tokens, 1, 256,
                 0, stream, params);
+}
+
+Status CudaKernels::tensorExpertMatmul(
+    CUdeviceptr x, bool perSlotInput, const DeviceWeight &weight,
+    int64_t experts, int64_t n, int64_t k, CUdeviceptr indices, int64_t tokens,
+    int64_t slots, CUdeviceptr routingWeights, CUdeviceptr out, CUstream stream,
+    const DeviceWeight &bias, CUdeviceptr scratch, int64_t scratchBytes) const {
+  bool routed = routingWeights != 0;
+  int64_t needed = expertGemmScratchBytes(tokens, slots, experts, n, routed);
+  if (!tensorGemmApplies(weight, k) || x % 16 != 0)
+    return Status::error("tensorExpertMatmul: no tensor-core GEMM for weight "
+                         "type " +
+                         std::to_string(weight.type) + ", blockK " +
+                         std::to_string(weight.blockK) + ", k " +
+                         std::to_string(k) +
+                         " (or x or the weight not 16-byte aligned)");
+  if (experts < 1 || experts > kTensorGemmMaxExperts)
+    return Status::error("tensorExpertMatmul: " + std::to_string(experts) +
+                         " experts outside [1, " +
+                         std::to_string(kTensorGemmMaxExperts) + "]");
+  if (!scratch || scratchBytes < needed)
+    return Status::error("tensorExpertMatmul: " + std::to_string(tokens) +
+                         " tokens x " + std::to_string(slots) + " slots need " +
+                         std::to_string(needed) + " bytes of scratch; given " +
+                         std::to_string(scratchBytes));
+  int64_t rows = tokens * slots;
+  if (rows <= 0 || n <= 0)
+    return Status::success();
+  // The scratch as expertGemmScratchBytes lays it out.
+  int64_t tiles = ceilDiv(rows, kTensorGemmRows) + std::min(experts, rows);
+  CUdeviceptr tileCount = scratch, tileList = scratch + 16,
+              order = tileList + tiles * 16,
+              results = order + (rows * 4 + 15) / 16 * 16;
+  CUdeviceptr zeroOut = routed ? 0 : out;
+  void *group[] = {&indices,  &rows,      &experts, &order,
+                   &tileList, &tileCount, &zeroOut, &n};
+  DAYBREAK_RETURN_IF_ERROR(launch(expertGroupFn, "expertMatmul (grouping)", 1,
+                                  1, 1, 1024, unsigned(2 * experts * 4), stream,
+                                  group));
+  DeviceWeight w = weight, b = bias;
+  w.rows = n;
+  w.cols = k;
+  int32_t perSlot = perSlotInput;
+  CUdeviceptr y = routed ? results : out;
+  CUfunction fn = tensorGemmFns(weight, gemmTcBf16Fn, gemmTcE4m3Fn,
+                                gemmTcE4m3K32Fn, expertGemmTcBf16Fn,
+                                expertGemmTcE4m3Fn, expertGemmTcE4m3K32Fn)
+                      .second;
+  void *gemm[] = {&x,        &perSlot,   &w,     &n, &k, &order,
+                  &tileList, &tileCount, &slots, &b, &y};
+  DAYBREAK_RETURN_IF_ERROR(
+      launch(fn, "expertMatmul (tensor-core GEMM)", ceilDiv(n, 128), tiles, 1,
+             128, unsigned(tensorGemmSharedBytes(weight.type)), stream, gemm));
+  if (!routed)
+    return Status::success();
+  void *combine[] = {
+      &results, &indices, &routingWeights, &experts, &tokens, &slots, &n, &out};
+  return launch(expertCombineFn, "expertMatmul (combine)", ceilDiv(n, 256),
+                tokens, 1, 256, 0, stream, combine);
 }
 
 Status CudaKernels::mxfp4ExpertMatmul(CUdeviceptr x, bool perSlotInput,

@@ -1310,6 +1310,585 @@ DAYBREAK_TC_GEMV(daybreak_gemv_tc_bf16_m8_t1, kWeightBF16, 8, 8, 1, 3, 2)
 DAYBREAK_TC_GEMV(daybreak_gemv_tc_bf16_m8_t2, kWeightBF16, 8, 8, 2, 2, 2)
 #undef DAYBREAK_TC_GEMV
 
+//===----------------------------------------------------------------------===//
+// GEMMs on the tensor cores for many rows (prefill, large batches):
+// out[m, N] = x[m, K] W[N, K]^T (+ bias) on a bf16 or e4m3 (block-scaled)
+// weight, dense or grouped by expert, with the decode GEMVs' exact numerics:
+// x is the mma A operand split into three 16-bit parts (splitX; for e4m3
+// each 64-column stage of a row scaled into f16's range by a power of two),
+// the weight the B operand widened exactly to f16 (e4m3) or used as stored
+// (bf16), so the products are the fp32 products of x and the widened
+// weight. A group of k-steps (one e4m3 scale block of K, at most 64
+// columns: at most 12 mma on one accumulator) is summed on the tensor
+// cores, then folded into an fp32 accumulator with the block scale and the
+// inverse x scale (FMUL, FFMA round to nearest): the fp32 GEMM on the
+// widened weight up to summation order.
+//
+// A block (4 warps) computes 64 rows x 128 columns and walks K in stages
+// of 64 columns, two in shared memory: while stage s is converted and
+// multiplied, cp.async brings stage s + 1 (x as fp32, 16 bytes a copy, 4
+// bytes on L2 a value; the weight as stored; the stage's e4m3 scales per
+// column). Each stage's x is split into its three parts once, by all
+// threads, into shared memory in the mma's fragment order (ldmatrix reads
+// them); each warp (32 rows x 64 columns, 2 x 8 mma tiles) reads its
+// weight rows with one 16-byte load per 8 columns and 64 (e4m3) or 32
+// (bf16) K columns and widens them in registers. The k order inside a
+// 16-byte piece is permuted so that one lane's piece holds its fragment's
+// columns of several k-steps (as the GEMVs: lane (g, t) of k-step s takes
+// piece columns (s % C) * 4 + t * 4C + j); x's parts are stored with the
+// same permutation, so every product pairs the right x and weight values.
+// Two blocks an SM (registers): one converts x while the other multiplies.
+//
+// Roofline (H200, 132 SMs): each product costs three 16-bit mma, so the
+// ceiling is a third of the dense bf16 rate: 990 / 3 = 330 TFLOP/s with
+// wgmma, about 200-230 TFLOP/s at mma.sync's 60-70 % of it, less the
+// conversion of x (about 20 instructions a value pair for each 128-column
+// tile, on the ALU and conversion pipes beside the tensor cores: the other
+// block's mma hide it) and the folds. Per K column a block moves 64 x 4
+// bytes of x and 128 (e4m3) or 256 (bf16) bytes of weights for 2 x 64 x
+// 128 FLOP: 43 (e4m3) or 32 (bf16) FLOP a byte from L2, so 150 TFLOP/s
+// takes 3.5-4.7 TB/s of L2 bandwidth: fp32 x is the next limit (a
+// cluster multicasting x to the blocks of one row tile would halve it).
+// Predicted ~150 TFLOP/s: gpt-oss-120b's experts at a prefill of 8192
+// tokens (top-4: 8192 x 4 x (5760 + 2880) x 2880 x 2 = 1.63 TFLOP a layer)
+// ~11 ms; a dense 8192 x 7168 x 7168 e4m3 projection (0.84 TFLOP) ~5.6 ms.
+//===----------------------------------------------------------------------===//
+
+namespace {
+
+constexpr int kGemmRows = 64;       // x rows (tokens) a block
+constexpr int kGemmCols = 128;      // output columns (weight rows) a block
+constexpr int kGemmK = 64;          // K columns a stage
+constexpr int kGemmThreads = 128;   // 2 x 2 warps of 32 rows x 64 columns
+constexpr int kGemmXStride = 68;    // floats a staged x row (272 bytes)
+constexpr int kGemmPartStride = 72; // halves a row of a part (144 bytes)
+
+/// Per weight type: C k-steps a 16-byte piece of a weight row, and the
+/// bytes of one row's stage in shared memory.
+template <int kType> struct GemmShape {
+  static constexpr int kBytes = kType == kWeightE4M3 ? 1 : 2;
+  static constexpr int kChunkSteps = 4 / kBytes;
+  static constexpr int kRowBytes = kGemmK * kBytes;
+};
+
+/// Shared memory of a GEMM block (bytes): two stages of x (64 rows, padded
+/// so a quarter warp's rows hit distinct banks) and of the weight (128
+/// rows), x's three parts, two stages of e4m3 scales (two groups x 128
+/// columns), the stage's inverse x scales, and the block's source and
+/// destination row of each of its 64 rows. CudaKernels.cpp mirrors it.
+template <int kType> struct GemmSmem {
+  static constexpr int kX = 0;
+  static constexpr int kW = kX + 2 * kGemmRows * kGemmXStride * 4;
+  static constexpr int kParts =
+      kW + 2 * kGemmCols * GemmShape<kType>::kRowBytes;
+  static constexpr int kScales = kParts + 3 * kGemmRows * kGemmPartStride * 2;
+  static constexpr int kInverse = kScales + 2 * 2 * kGemmCols * 4;
+  static constexpr int kSource = kInverse + kGemmRows * 4;
+  static constexpr int kDest = kSource + kGemmRows * 4; // + 64 x 4 bytes
+};
+
+__device__ __forceinline__ uint32_t sharedAddress(const void *p) {
+  uint64_t shared;
+  asm("cvta.to.shared.u64 %0, %1;" : "=l"(shared) : "l"(p));
+  return uint32_t(shared);
+}
+
+/// 16 (or 4) bytes from global to shared memory, asynchronously; zeros
+/// where !valid (`src` is then not read).
+__device__ __forceinline__ void copyAsync16(void *dst, const void *src,
+                                            bool valid) {
+  asm volatile(
+      "cp.async.cg.shared.global [%0], [%1], 16, %2;" ::"r"(sharedAddress(dst)),
+      "l"(src), "r"(valid ? 16 : 0)
+      : "memory");
+}
+__device__ __forceinline__ void copyAsync4(void *dst, const void *src,
+                                           bool valid) {
+  asm volatile(
+      "cp.async.ca.shared.global [%0], [%1], 4, %2;" ::"r"(sharedAddress(dst)),
+      "l"(src), "r"(valid ? 4 : 0)
+      : "memory");
+}
+__device__ __forceinline__ void copyAsyncCommit() {
+  asm volatile("cp.async.commit_group;" ::: "memory");
+}
+__device__ __forceinline__ void copyAsyncWaitAll() {
+  asm volatile("cp.async.wait_group 0;" ::: "memory");
+}
+
+/// An mma A fragment (16 x 16, 16-bit) from shared memory: lanes 0-15 give
+/// the rows of columns 0-7, lanes 16-31 those of columns 8-15.
+__device__ __forceinline__ void loadMatrixX4(uint32_t (&a)[4], const void *p) {
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, "
+               "[%4];"
+               : "=r"(a[0]), "=r"(a[1]), "=r"(a[2]), "=r"(a[3])
+               : "r"(sharedAddress(p))
+               : "memory");
+}
+
+/// One block's 64 x 128 output tile (see above). `source[r]`: the x row of
+/// tile row r (-1: none, a zero row); `dest[r]`: its output row (-1: not
+/// written); both in shared memory, written before the call and followed
+/// by a barrier. `weight` and `scales` point at the expert's matrix and
+/// its scale rows; `biasOffset` at its bias row. kFoldSteps: k-steps a
+/// scale group (2: blockK 32; 4: blockK a multiple of 64, and bf16).
+template <int kType, int kFoldSteps>
+__device__ __forceinline__ void
+gemmTile(const float *__restrict__ x, const uint8_t *__restrict__ weight,
+         const float *__restrict__ scales, const Weight &w, const Weight &bias,
+         int64_t biasOffset, int64_t n, int64_t k, int64_t n0,
+         float *__restrict__ out, uint8_t *smem) {
+  using S = GemmShape<kType>;
+  using L = GemmSmem<kType>;
+  constexpr int C = S::kChunkSteps;
+  constexpr int kGroups = 4 / kFoldSteps; // scale groups a stage
+  float *xs = reinterpret_cast<float *>(smem + L::kX);
+  uint8_t *ws = smem + L::kW;
+  uint16_t *parts = reinterpret_cast<uint16_t *>(smem + L::kParts);
+  float *scaleStage = reinterpret_cast<float *>(smem + L::kScales);
+  float *inverse = reinterpret_cast<float *>(smem + L::kInverse);
+  const int32_t *source = reinterpret_cast<const int32_t *>(smem + L::kSource);
+  const int32_t *dest = reinterpret_cast<const int32_t *>(smem + L::kDest);
+  const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
+  const int g = lane >> 2, t = lane & 3;
+  const int wm = warp & 1, wn = warp >> 1;
+
+  // The scale row of this thread's column (thread i loads column n0 + i).
+  const bool ownColumn = n0 + tid < n;
+  const float *scaleRow =
+      kType == kWeightE4M3 && ownColumn
+          ? scales + ((n0 + tid) / w.blockN) * ((k + w.blockK - 1) / w.blockK)
+          : scales;
+
+  // Stage loads: x's 64 rows of 16 pieces (a warp covers two rows), the
+  // weight's 128 rows, the e4m3 scales of the stage's groups per column.
+  auto load = [&](int64_t k0, int buf) {
+#pragma unroll
+    for (int i = 0; i < kGemmRows * 16 / kGemmThreads; ++i) {
+      int e = tid + i * kGemmThreads, row = e / 16, piece = e % 16;
+      int64_t col = k0 + piece * 4;
+      int32_t src = source[row];
+      bool valid = src >= 0 && col < k;
+      copyAsync16(xs + (buf * kGemmRows + row) * kGemmXStride + piece * 4,
+                  valid ? x + int64_t(src) * k + col : x, valid);
+    }
+    // The weight: 128 rows of 4 (e4m3) or 8 (bf16) pieces; bf16 swaps the
+    // halves of odd rows so a quarter warp's two rows hit distinct banks.
+    constexpr int kPieces = S::kRowBytes / 16;
+#pragma unroll
+    for (int i = 0; i < kGemmCols * kPieces / kGemmThreads; ++i) {
+      int e = tid + i * kGemmThreads, row = e / kPieces, piece = e % kPieces;
+      int64_t col = k0 + piece * (16 / S::kBytes);
+      bool valid = n0 + row < n && col < k;
+      int slot = kType == kWeightE4M3 ? piece : piece ^ ((row & 1) << 2);
+      copyAsync16(ws + (buf * kGemmCols + row) * S::kRowBytes + slot * 16,
+                  valid ? weight + ((n0 + row) * k + col) * S::kBytes : weight,
+                  valid);
+    }
+    if (kType == kWeightE4M3) {
+#pragma unroll
+      for (int grp = 0; grp < kGroups; ++grp) {
+        int64_t col = k0 + grp * kFoldSteps * 16;
+        bool valid = ownColumn && col < k;
+        copyAsync4(scaleStage + (buf * 2 + grp) * kGemmCols + tid,
+                   valid ? scaleRow + col / w.blockK : scales, valid);
+      }
+    }
+    copyAsyncCommit();
+  };
+
+  // Splits stage `buf` of x into the parts: thread (row, h) takes k-steps
+  // 2h and 2h + 1 of its row; a quarter warp holds 8 rows at one h, so
+  // its loads and stores fall in distinct banks.
+  auto convert = [&](int buf) {
+    const int h = (tid >> 3) & 1, row = (tid >> 4) * 8 + (tid & 7);
+    const float *xr = xs + (buf * kGemmRows + row) * kGemmXStride;
+    float4 v[2][4];
+#pragma unroll
+    for (int jj = 0; jj < 2; ++jj)
+#pragma unroll
+      for (int q = 0; q < 4; ++q) {
+        const int step = 2 * h + jj;
+        v[jj][q] = *reinterpret_cast<const float4 *>(
+            xr + (step / C) * 16 * C + q * 4 * C + (step % C) * 4);
+      }
+    if (kType == kWeightE4M3) {
+      // The row's largest |x| of the stage into [2^14, 2^15).
+      float amax = 0.0f;
+#pragma unroll
+      for (int jj = 0; jj < 2; ++jj)
+#pragma unroll
+        for (int q = 0; q < 4; ++q)
+          amax = fmaxf(fmaxf(amax, fmaxf(fabsf(v[jj][q].x), fabsf(v[jj][q].y))),
+                       fmaxf(fabsf(v[jj][q].z), fabsf(v[jj][q].w)));
+      amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, 8));
+      int exponent = int(__float_as_uint(amax) >> 23) & 0xFF;
+      int shift = min(max(141 - exponent, -112), 126);
+      float scale = __uint_as_float(uint32_t(127 + shift) << 23);
+#pragma unroll
+      for (int jj = 0; jj < 2; ++jj)
+#pragma unroll
+        for (int q = 0; q < 4; ++q) {
+          v[jj][q].x *= scale;
+          v[jj][q].y *= scale;
+          v[jj][q].z *= scale;
+          v[jj][q].w *= scale;
+        }
+      if (h == 0)
+        inverse[row] = __uint_as_float(uint32_t(127 - shift) << 23);
+    }
+#pragma unroll
+    for (int jj = 0; jj < 2; ++jj) {
+      // Fragment columns 2q, 2q + 1 (lo) and 2q + 8, 2q + 9 (hi) of the
+      // k-step: piece q's first and second pair.
+      uint32_t lo[3][4], hi[3][4];
+#pragma unroll
+      for (int q = 0; q < 4; ++q) {
+        uint32_t p[3];
+        splitX<kType>(v[jj][q].x, v[jj][q].y, p);
+#pragma unroll
+        for (int i = 0; i < 3; ++i)
+          lo[i][q] = p[i];
+        splitX<kType>(v[jj][q].z, v[jj][q].w, p);
+#pragma unroll
+        for (int i = 0; i < 3; ++i)
+          hi[i][q] = p[i];
+      }
+      const int step = 2 * h + jj;
+#pragma unroll
+      for (int i = 0; i < 3; ++i) {
+        uint16_t *dst =
+            parts + (i * kGemmRows + row) * kGemmPartStride + step * 16;
+        *reinterpret_cast<uint4 *>(dst) =
+            make_uint4(lo[i][0], lo[i][1], lo[i][2], lo[i][3]);
+        *reinterpret_cast<uint4 *>(dst + 8) =
+            make_uint4(hi[i][0], hi[i][1], hi[i][2], hi[i][3]);
+      }
+    }
+  };
+
+  // acc[mt][nt]: rows wm * 32 + mt * 16 + g (+ 8), columns wn * 64 +
+  // nt * 8 + 2t (+ 1), the mma's accumulator order. One row tile at a time
+  // sums a scale group on the tensor cores (c) and folds it into acc: the
+  // weight's words are read and widened once per row tile, which keeps the
+  // registers under the 255 two blocks an SM allow.
+  float acc[2][8][4] = {};
+  auto fold = [&](const float(&c)[8][4], int mt, int buf, int grp) {
+    float inv0 = 1.0f, inv1 = 1.0f;
+    if (kType == kWeightE4M3) {
+      inv0 = inverse[wm * 32 + mt * 16 + g];
+      inv1 = inverse[wm * 32 + mt * 16 + g + 8];
+    }
+#pragma unroll
+    for (int nt = 0; nt < 8; ++nt) {
+      if (kType == kWeightE4M3) {
+        float2 s = *reinterpret_cast<const float2 *>(
+            scaleStage + (buf * 2 + grp) * kGemmCols + wn * 64 + nt * 8 +
+            2 * t);
+        acc[mt][nt][0] = fmaf(c[nt][0], s.x * inv0, acc[mt][nt][0]);
+        acc[mt][nt][1] = fmaf(c[nt][1], s.y * inv0, acc[mt][nt][1]);
+        acc[mt][nt][2] = fmaf(c[nt][2], s.x * inv1, acc[mt][nt][2]);
+        acc[mt][nt][3] = fmaf(c[nt][3], s.y * inv1, acc[mt][nt][3]);
+      } else {
+#pragma unroll
+        for (int q = 0; q < 4; ++q)
+          acc[mt][nt][q] += c[nt][q];
+      }
+    }
+  };
+
+  // 8 bytes of a weight row per load: two k-steps of e4m3, one of bf16.
+  constexpr int kPerLoad = 2 / S::kBytes;
+  auto multiply = [&](int buf) {
+    const uint8_t *wb = ws + buf * kGemmCols * S::kRowBytes;
+#pragma unroll
+    for (int grp = 0; grp < kGroups; ++grp)
+#pragma unroll
+      for (int mt = 0; mt < 2; ++mt) {
+        float c[8][4] = {};
+#pragma unroll
+        for (int step0 = grp * kFoldSteps; step0 < (grp + 1) * kFoldSteps;
+             step0 += kPerLoad) {
+          // This lane's words of each of its 8 column tiles: row g of the
+          // tile, piece t of the k-steps' span (bf16: halves swapped on
+          // odd rows).
+          const int span = step0 / C, sub0 = step0 % C;
+          uint2 raw[8];
+#pragma unroll
+          for (int nt = 0; nt < 8; ++nt) {
+            int row = wn * 64 + nt * 8 + g;
+            int piece = span * 4 + t;
+            if (kType != kWeightE4M3)
+              piece ^= (g & 1) << 2;
+            raw[nt] = *reinterpret_cast<const uint2 *>(
+                wb + row * S::kRowBytes + piece * 16 + (sub0 / kPerLoad) * 8);
+          }
+#pragma unroll
+          for (int d = 0; d < kPerLoad; ++d) {
+            const int step = step0 + d;
+            uint2 b[8];
+#pragma unroll
+            for (int nt = 0; nt < 8; ++nt) {
+              if (kType == kWeightE4M3)
+                e4m3x4ToHalf2(d == 0 ? raw[nt].x : raw[nt].y, b[nt].x, b[nt].y);
+              else
+                b[nt] = raw[nt];
+            }
+#pragma unroll
+            for (int i = 0; i < 3; ++i) {
+              uint32_t a[4];
+              loadMatrixX4(
+                  a, parts +
+                         (i * kGemmRows + wm * 32 + mt * 16 + (lane & 15)) *
+                             kGemmPartStride +
+                         step * 16 + (lane >> 4) * 8);
+#pragma unroll
+              for (int nt = 0; nt < 8; ++nt)
+                mma16816<kType>(c[nt], a, b[nt]);
+            }
+          }
+        }
+        fold(c, mt, buf, grp);
+      }
+  };
+
+  const int64_t stages = (k + kGemmK - 1) / kGemmK;
+  load(0, 0);
+  for (int64_t s = 0; s < stages; ++s) {
+    const int buf = int(s & 1);
+    // Stage s has landed for every thread, and every warp is done with
+    // stage s - 1 (its buffers and the parts are free).
+    copyAsyncWaitAll();
+    __syncthreads();
+    if (s + 1 < stages)
+      load((s + 1) * kGemmK, buf ^ 1);
+    convert(buf);
+    __syncthreads();
+    multiply(buf);
+  }
+
+#pragma unroll
+  for (int mt = 0; mt < 2; ++mt)
+#pragma unroll
+    for (int half = 0; half < 2; ++half) {
+      int32_t row = dest[wm * 32 + mt * 16 + g + 8 * half];
+      if (row < 0)
+        continue;
+      float *o = out + int64_t(row) * n;
+#pragma unroll
+      for (int nt = 0; nt < 8; ++nt)
+#pragma unroll
+        for (int j = 0; j < 2; ++j) {
+          int64_t col = n0 + wn * 64 + nt * 8 + 2 * t + j;
+          if (col < n)
+            o[col] = acc[mt][nt][2 * half + j] +
+                     (bias.data ? weightAt(bias, biasOffset + col) : 0.0f);
+        }
+    }
+}
+
+extern __shared__ __align__(16) uint8_t tcGemmShared[];
+
+/// The dense GEMM: grid (ceil(N / 128), ceil(M / 64)), block 128, dynamic
+/// shared memory GemmSmem<kType>::kBytes. Needs K a multiple of 16, x and
+/// the weight 16-byte aligned, and for e4m3 blockK 32 (kFoldSteps 2) or a
+/// multiple of 64 (CudaKernels::tensorGemmApplies).
+template <int kType, int kFoldSteps>
+__device__ __forceinline__ void gemmDense(const float *x, const Weight &w,
+                                          const Weight &bias, int64_t m,
+                                          int64_t n, int64_t k, float *out) {
+  using L = GemmSmem<kType>;
+  int32_t *source = reinterpret_cast<int32_t *>(tcGemmShared + L::kSource);
+  int32_t *dest = reinterpret_cast<int32_t *>(tcGemmShared + L::kDest);
+  const int64_t m0 = int64_t(blockIdx.y) * kGemmRows;
+  if (threadIdx.x < kGemmRows) {
+    int64_t row = m0 + threadIdx.x;
+    source[threadIdx.x] = dest[threadIdx.x] = row < m ? int32_t(row) : -1;
+  }
+  __syncthreads();
+  gemmTile<kType, kFoldSteps>(x, static_cast<const uint8_t *>(w.data), w.scales,
+                              w, bias, 0, n, k, int64_t(blockIdx.x) * kGemmCols,
+                              out, tcGemmShared);
+}
+
+/// The grouped expert GEMM over the tiles daybreak_expert_group built:
+/// grid (ceil(N / 128), an upper bound on the tiles), block 128; a block
+/// past the tile count returns. Tile (expert, begin, rows) multiplies the
+/// rows order[begin, begin + rows) (each a token x slots + slot pair) by
+/// the expert's matrix into `out` row pair (bias: the expert's row).
+template <int kType, int kFoldSteps>
+__device__ __forceinline__ void
+gemmExperts(const float *x, int32_t perSlotInput, const Weight &w, int64_t n,
+            int64_t k, const int32_t *order, const int4 *tiles,
+            const int32_t *tileCount, int64_t slots, const Weight &bias,
+            float *out) {
+  using L = GemmSmem<kType>;
+  if (int64_t(blockIdx.y) >= int64_t(*tileCount))
+    return;
+  const int4 tile = tiles[blockIdx.y];
+  int32_t *source = reinterpret_cast<int32_t *>(tcGemmShared + L::kSource);
+  int32_t *dest = reinterpret_cast<int32_t *>(tcGemmShared + L::kDest);
+  if (threadIdx.x < kGemmRows) {
+    int32_t pair = int(threadIdx.x) < tile.z ? order[tile.y + threadIdx.x] : -1;
+    source[threadIdx.x] = pair < 0       ? -1
+                          : perSlotInput ? pair
+                                         : int32_t(pair / slots);
+    dest[threadIdx.x] = pair;
+  }
+  __syncthreads();
+  const int64_t e = tile.x;
+  const float *scales = w.scales;
+  if (kType == kWeightE4M3)
+    scales +=
+        e * ((n + w.blockN - 1) / w.blockN) * ((k + w.blockK - 1) / w.blockK);
+  gemmTile<kType, kFoldSteps>(x,
+                              static_cast<const uint8_t *>(w.data) +
+                                  e * n * k * GemmShape<kType>::kBytes,
+                              scales, w, bias, e * n, n, k,
+                              int64_t(blockIdx.x) * kGemmCols, out,
+                              tcGemmShared);
+}
+
+/// Exclusive prefix sums over the block (1024 threads) of two counts;
+/// `totals` (32 int2 in shared memory) gets reused, `sum` the totals.
+__device__ int2 blockExclusiveScan(int2 v, int2 *totals, int2 &sum) {
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  int2 inclusive = v;
+#pragma unroll
+  for (int o = 1; o < 32; o <<= 1) {
+    int a = __shfl_up_sync(0xffffffffu, inclusive.x, o);
+    int b = __shfl_up_sync(0xffffffffu, inclusive.y, o);
+    if (lane >= o) {
+      inclusive.x += a;
+      inclusive.y += b;
+    }
+  }
+  if (lane == 31)
+    totals[warp] = inclusive;
+  __syncthreads();
+  if (warp == 0) {
+    int2 w = totals[lane], scanned = w;
+#pragma unroll
+    for (int o = 1; o < 32; o <<= 1) {
+      int a = __shfl_up_sync(0xffffffffu, scanned.x, o);
+      int b = __shfl_up_sync(0xffffffffu, scanned.y, o);
+      if (lane >= o) {
+        scanned.x += a;
+        scanned.y += b;
+      }
+    }
+    totals[lane] = make_int2(scanned.x - w.x, scanned.y - w.y);
+    if (lane == 31)
+      totals[32] = scanned;
+  }
+  __syncthreads();
+  sum = totals[32];
+  int2 base = totals[warp];
+  return make_int2(base.x + inclusive.x - v.x, base.y + inclusive.y - v.y);
+}
+
+} // namespace
+
+#define DAYBREAK_TC_GEMM(name, type, fold)                                     \
+  extern "C" __global__ void __launch_bounds__(kGemmThreads, 2)                \
+      daybreak_gemm_tc_##name(const float *x, Weight w, Weight bias,           \
+                              int64_t m, int64_t n, int64_t k, float *out) {   \
+    gemmDense<type, fold>(x, w, bias, m, n, k, out);                           \
+  }                                                                            \
+  extern "C" __global__ void __launch_bounds__(kGemmThreads, 2)                \
+      daybreak_expert_gemm_tc_##name(                                          \
+          const float *x, int32_t perSlotInput, Weight w, int64_t n,           \
+          int64_t k, const int32_t *order, const int4 *tiles,                  \
+          const int32_t *tileCount, int64_t slots, Weight bias, float *out) {  \
+    gemmExperts<type, fold>(x, perSlotInput, w, n, k, order, tiles, tileCount, \
+                            slots, bias, out);                                 \
+  }
+/// Tensor-core GEMMs (CudaKernels::tensorGemm, tensorExpertMatmul): bf16;
+/// e4m3 with blockK a multiple of 64 (DeepSeek's 128 x 128 blocks); e4m3
+/// with blockK 32 (gpt-oss's MXFP4 experts as e4m3 with [1, 32] scales).
+DAYBREAK_TC_GEMM(bf16, kWeightBF16, 4)
+DAYBREAK_TC_GEMM(e4m3, kWeightE4M3, 4)
+DAYBREAK_TC_GEMM(e4m3_k32, kWeightE4M3, 2)
+#undef DAYBREAK_TC_GEMM
+
+/// Groups the rows of a grouped expert matmul by expert for the GEMM
+/// above: one block of 1024 threads, dynamic shared memory 2 x E ints
+/// (E <= 4096). Counts each expert's rows (an id outside [0, E) is an
+/// empty slot), scans them, writes each expert's tiles of at most 64 rows
+/// (expert, first row in `order`, rows) and their count, and places each
+/// row in `order` by expert (atomics: the order within an expert varies
+/// from run to run, the results do not: a row's output depends on that
+/// row alone). Without routing weights, `zeroOut` ([rows, N]) gets zeros
+/// in the rows of empty slots (the GEMM writes every other row once).
+extern "C" __global__ void __launch_bounds__(1024)
+    daybreak_expert_group(const int32_t *indices, int64_t rows, int64_t experts,
+                          int32_t *order, int4 *tiles, int32_t *tileCount,
+                          float *zeroOut, int64_t n) {
+  extern __shared__ int32_t groupShared[];
+  __shared__ int2 totals[33];
+  int32_t *count = groupShared, *cursor = groupShared + experts;
+  for (int64_t e = threadIdx.x; e < experts; e += blockDim.x)
+    count[e] = 0;
+  __syncthreads();
+  for (int64_t r = threadIdx.x; r < rows; r += blockDim.x) {
+    int32_t e = indices[r];
+    if (e >= 0 && e < experts)
+      atomicAdd(&count[e], 1);
+    else if (zeroOut)
+      for (int64_t j = 0; j < n; ++j)
+        zeroOut[r * n + j] = 0.0f;
+  }
+  __syncthreads();
+  // Each thread scans a run of `per` experts: rows and tiles.
+  const int64_t per = (experts + blockDim.x - 1) / blockDim.x;
+  const int64_t first = min(int64_t(threadIdx.x) * per, experts);
+  const int64_t last = min(first + per, experts);
+  int2 mine = make_int2(0, 0);
+  for (int64_t e = first; e < last; ++e) {
+    mine.x += count[e];
+    mine.y += (count[e] + kGemmRows - 1) / kGemmRows;
+  }
+  int2 sum;
+  int2 at = blockExclusiveScan(mine, totals, sum);
+  for (int64_t e = first; e < last; ++e) {
+    int32_t rowsOf = count[e];
+    for (int32_t j = 0; j * kGemmRows < rowsOf; ++j)
+      tiles[at.y + j] = make_int4(int(e), at.x + j * kGemmRows,
+                                  min(kGemmRows, rowsOf - j * kGemmRows), 0);
+    cursor[e] = at.x;
+    at.x += rowsOf;
+    at.y += (rowsOf + kGemmRows - 1) / kGemmRows;
+  }
+  if (threadIdx.x == 0)
+    *tileCount = sum.y;
+  __syncthreads();
+  for (int64_t r = threadIdx.x; r < rows; r += blockDim.x) {
+    int32_t e = indices[r];
+    if (e >= 0 && e < experts)
+      order[atomicAdd(&cursor[e], 1)] = int32_t(r);
+  }
+}
+
+/// out[t] = sum over slots s in order of routingWeights[t, s] * y[t, s]
+/// (empty slots skipped), as daybreak_expert_matmul combines. grid
+/// (ceil(N / 256), tokens), block 256.
+extern "C" __global__ void
+daybreak_expert_combine(const float *y, const int32_t *indices,
+                        const float *routingWeights, int64_t experts,
+                        int64_t tokens, int64_t slots, int64_t n, float *out) {
+  int64_t col = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
+  int64_t t = blockIdx.y;
+  if (col >= n)
+    return;
+  float combined = 0.0f;
+  for (int64_t s = 0; s < slots; ++s) {
+    int64_t e = indices[t * slots + s];
+    if (e >= 0 && e < experts)
+      combined += routingWeights[t * slots + s] * y[(t * slots + s) * n + col];
+  }
+  out[t * n + col] = combined;
+}
+
 /// Per-head matmul: x [T, H, K], w [H, K, N] (or [H, N, K] when
 /// transposeWeight) -> out [T, H, N]. grid (ceil(N/64), ceil(T/64), H),
 /// block 256.

@@ -115,6 +115,27 @@ constexpr int64_t attentionScratchFloats(int64_t queryHeadsPerKv,
          attentionHeadGroup(queryHeadsPerKv, valueDim) * (valueDim + 3);
 }
 
+/// Rows (tokens, or expert rows) of one tensor-core GEMM tile
+/// (kGemmRows in CudaKernels.cu).
+inline constexpr int64_t kTensorGemmRows = 64;
+/// Experts a grouped tensor-core GEMM takes at most (the grouping kernel's
+/// shared counters).
+inline constexpr int64_t kTensorGemmMaxExperts = 4096;
+/// Device scratch bytes a grouped expert matmul on the tensor cores needs
+/// (CudaKernels::tensorExpertMatmul): the tile count, at most one partial
+/// tile an expert beyond the full ones (int4 each), the rows ordered by
+/// expert (int32), and with routing weights each row's result before the
+/// weighted sum over slots ([tokens x slots, n] floats).
+constexpr int64_t expertGemmScratchBytes(int64_t tokens, int64_t slots,
+                                         int64_t experts, int64_t n,
+                                         bool routed) {
+  int64_t rows = tokens * slots;
+  int64_t tiles = (rows + kTensorGemmRows - 1) / kTensorGemmRows +
+                  (experts < rows ? experts : rows);
+  int64_t orderBytes = (rows * 4 + 15) / 16 * 16;
+  return 16 + tiles * 16 + orderBytes + (routed ? rows * n * 4 : 0);
+}
+
 #define DAYBREAK_CUDA_KERNELS(X)                                               \
   X(embedding, "daybreak_embedding")                                           \
   X(rmsNorm, "daybreak_rms_norm")                                              \
@@ -137,6 +158,14 @@ constexpr int64_t attentionScratchFloats(int64_t queryHeadsPerKv,
   X(gemvTcBf16M1T2, "daybreak_gemv_tc_bf16_m1_t2")                             \
   X(gemvTcBf16M8T1, "daybreak_gemv_tc_bf16_m8_t1")                             \
   X(gemvTcBf16M8T2, "daybreak_gemv_tc_bf16_m8_t2")                             \
+  X(gemmTcBf16, "daybreak_gemm_tc_bf16")                                       \
+  X(gemmTcE4m3, "daybreak_gemm_tc_e4m3")                                       \
+  X(gemmTcE4m3K32, "daybreak_gemm_tc_e4m3_k32")                                \
+  X(expertGemmTcBf16, "daybreak_expert_gemm_tc_bf16")                          \
+  X(expertGemmTcE4m3, "daybreak_expert_gemm_tc_e4m3")                          \
+  X(expertGemmTcE4m3K32, "daybreak_expert_gemm_tc_e4m3_k32")                   \
+  X(expertGroup, "daybreak_expert_group")                                      \
+  X(expertCombine, "daybreak_expert_combine")                                  \
   X(headMatmul, "daybreak_head_matmul")                                        \
   X(rope, "daybreak_rope")                                                     \
   X(swiglu, "daybreak_swiglu")                                                 \
@@ -195,8 +224,9 @@ public:
   /// tensorGemv where it applies (e4m3; bf16 for m > 1, and for m = 1 when
   /// N is too small for the CUDA-core kernel to fill the GPU), then
   /// daybreak_gemv_e4m3 / _bf16 (16-byte loads, widened in registers) where
-  /// the shapes allow, else daybreak_gemv_stored, and larger m the stored
-  /// 64x64 tiles. `constantWeight`: see tensorGemv.
+  /// the shapes allow, else daybreak_gemv_stored; larger m tensorGemm where
+  /// it applies, else the stored 64x64 tiles (CUDA cores). `constantWeight`:
+  /// see tensorGemv.
   Status matmul(CUdeviceptr x, const DeviceWeight &w, const DeviceWeight &bias,
                 int64_t m, int64_t n, int64_t k, CUdeviceptr out,
                 CUstream stream, CUfunction specialized = nullptr,
@@ -219,6 +249,15 @@ public:
                     CUdeviceptr out, CUstream stream,
                     TensorGemvChoice choice = {},
                     bool constantWeight = false) const;
+  /// Whether tensorGemm runs this weight: K a multiple of 16, the weight
+  /// 16-byte aligned, and bf16 or e4m3 with blockK 32 or a multiple of 64.
+  static bool tensorGemmApplies(const DeviceWeight &w, int64_t k);
+  /// The many-row matmul on the tensor cores (daybreak_gemm_tc_*, see
+  /// CudaKernels.cu): exact products and fp32 sums, as tensorGemv, any m.
+  /// An error where tensorGemmApplies is false or x is not 16-byte aligned.
+  Status tensorGemm(CUdeviceptr x, const DeviceWeight &w,
+                    const DeviceWeight &bias, int64_t m, int64_t n, int64_t k,
+                    CUdeviceptr out, CUstream stream) const;
   /// The tiles and cluster size tensorGemv picks for this shape (tiles 0:
   /// none fits), for the benchmark's report.
   TensorGemvChoice tensorGemvChoice(const DeviceWeight &w, int64_t m, int64_t n,
@@ -262,13 +301,31 @@ public:
                       CUdeviceptr routingWeights, CUdeviceptr out,
                       CUstream stream) const;
   /// With stored weights (e4m3 in any block size) and an optional `bias`
-  /// [E, N] (data 0: none).
+  /// [E, N] (data 0: none). More than 8 tokens take tensorExpertMatmul
+  /// where it applies and `scratch` holds expertGemmScratchBytes (device
+  /// memory, `scratchBytes` long, no other use during the launch); else a
+  /// warp per output column and token on the CUDA cores.
   Status expertMatmul(CUdeviceptr x, bool perSlotInput, const DeviceWeight &w,
                       int64_t experts, int64_t n, int64_t k,
                       CUdeviceptr indices, int64_t tokens, int64_t slots,
                       CUdeviceptr routingWeights, CUdeviceptr out,
                       CUstream stream,
-                      const DeviceWeight &bias = DeviceWeight()) const;
+                      const DeviceWeight &bias = DeviceWeight(),
+                      CUdeviceptr scratch = 0, int64_t scratchBytes = 0) const;
+  /// The grouped expert matmul on the tensor cores: daybreak_expert_group
+  /// orders the (token, slot) rows by expert into tiles of at most 64 in
+  /// `scratch`, the tensor-core GEMM multiplies each tile by its expert
+  /// (rows written once each: deterministic), and with routing weights
+  /// daybreak_expert_combine adds each token's slots in slot order. An
+  /// error where tensorGemmApplies is false, x is not 16-byte aligned,
+  /// experts exceed kTensorGemmMaxExperts or the scratch is too small.
+  Status tensorExpertMatmul(CUdeviceptr x, bool perSlotInput,
+                            const DeviceWeight &w, int64_t experts, int64_t n,
+                            int64_t k, CUdeviceptr indices, int64_t tokens,
+                            int64_t slots, CUdeviceptr routingWeights,
+                            CUdeviceptr out, CUstream stream,
+                            const DeviceWeight &bias, CUdeviceptr scratch,
+                            int64_t scratchBytes) const;
   /// cpu::mxfp4ExpertMatmul on the device: `values` the packed E2M1
   /// values [E, N, K] (two a byte, low nibble first), `scales` the E8M0
   /// bytes [E, N, K / 32], `bias` [E, N] or absent (data 0). Decoded in
