@@ -419,6 +419,26 @@ Status CudaDevice::prepare(const artifact::ArtifactFile &file,
       }
     }
 
+  // Scratch of grouped expert matmuls on the tensor cores, its own buffer
+  // (the attention partials may be smaller): at the maximum token count,
+  // [T, slots] indices and [E, N, K] weights (constant, checked at load).
+  for (const runtime::PreparedStep &step : prepared)
+    for (const PreparedLaunch &l : step.launches) {
+      if (l.kernel != abi::KernelId::ExpertMatmul)
+        continue;
+      using In = abi::ExpertMatmul::In;
+      const runtime::PreparedArg &indices = l.args[In::indices];
+      const runtime::PreparedArg &w = l.args[In::weight];
+      int64_t tokens =
+          indices.constant[0] + indices.perToken[0] * m.max_tokens();
+      bool routed = l.args[In::routing_weights].kind !=
+                    runtime::PreparedArg::Kind::Absent;
+      expertScratchBytes = std::max(
+          expertScratchBytes,
+          expertGemmScratchBytes(tokens, indices.constant[1], w.constant[0],
+                                 w.constant[1], routed));
+    }
+
   // Everything lives in one allocation, sized here: the weights, the page
   // table, the caches, the arena, the attention partials and the generated
   // kernels' input tables. One cuMemAlloc keeps the footprint what the plan
@@ -441,6 +461,7 @@ Status CudaDevice::prepare(const artifact::ArtifactFile &file,
     }
     total += alignUp(std::max<uint64_t>(arenaBytes, 1)); // as allocate() rounds
     total += alignUp(attentionPartialFloats * sizeof(float));
+    total += alignUp(expertScratchBytes);
     StatusOr<std::pair<size_t, size_t>> before = memoryInfo();
     if (!before.ok())
       return before.error();
@@ -512,6 +533,13 @@ Status CudaDevice::prepare(const artifact::ArtifactFile &file,
     if (!p.ok())
       return p.error();
     attentionPartials = *p;
+  }
+  if (expertScratchBytes > 0) {
+    StatusOr<CUdeviceptr> p =
+        allocate(expertScratchBytes, "the expert matmul scratch");
+    if (!p.ok())
+      return p.error();
+    expertScratch = *p;
   }
 
   // Generated kernels read their inputs through a table of pointers; the
@@ -731,7 +759,7 @@ struct CudaLaunchers {
         p(x), x.rank == 3, weight(w, &l.in(In::weight_scale), blocks), w.dim(0),
         w.dim(1), w.dim(2), p(indices), l.tokens, indices.dim(1),
         p(l.in(In::routing_weights)), p(l.out(0)), d.stream,
-        weight(l.in(In::bias)));
+        weight(l.in(In::bias)), d.expertScratch, d.expertScratchBytes);
   }
   static Status mxfp4ToFp8Experts(CudaDevice &d, const BoundLaunch &l) {
     using In = abi::Mxfp4ToFp8Experts::In;

@@ -130,6 +130,11 @@ private:
   /// Scratch of sparse and dense attention launches split over their keys.
   CUdeviceptr attentionPartials = 0;
   int64_t attentionPartialFloats = 0;
+  /// Scratch of grouped expert matmuls on the tensor cores (rows ordered
+  /// by expert, tiles, per-slot results), sized for the largest launch at
+  /// the step's maximum token count.
+  CUdeviceptr expertScratch = 0;
+  int64_t expertScratchBytes = 0;
 };
 
 } // namespace daybreak::cuda
