@@ -1361,6 +1361,189 @@ TEST_F(CudaKernelsTest, TensorCoreGemv) {
       }
 }
 
+TEST_F(CudaKernelsTest, TensorCoreGemm) {
+  // The many-row tensor-core GEMM, forced (tensorGemm) and as matmul picks
+  // it, on bf16 and e4m3 weights with DeepSeek's 128 x 128 block scales
+  // and gpt-oss's [1, 32] ones: m from one partial row tile to 16 of them,
+  // N past a multiple of the 128-column tile, K a multiple of 16 but not of
+  // the 64-column stage (a partial last stage and scale block), NaN codes,
+  // with and without bias; x spans 2^-30 to 2^30 between 64-column stages
+  // (each stage of a row is scaled on its own for e4m3).
+  struct Shape {
+    int64_t m, n, k;
+  };
+  struct Format {
+    cpu::WeightType type;
+    int64_t blockN, blockK;
+  };
+  for (Format f : {Format{cpu::WeightType::BF16, 0, 0},
+                   Format{cpu::WeightType::F8E4M3, 128, 128},
+                   Format{cpu::WeightType::F8E4M3, 1, 32}})
+    for (Shape s :
+         {Shape{16, 200, 512}, Shape{17, 130, 1040}, Shape{100, 300, 2880},
+          Shape{300, 129, 336}, Shape{1024, 257, 1024}})
+      for (bool withBias : {false, true}) {
+        bool e4m3 = f.type == cpu::WeightType::F8E4M3;
+        int64_t scaleCount = e4m3 ? ((s.n + f.blockN - 1) / f.blockN) *
+                                        ((s.k + f.blockK - 1) / f.blockK)
+                                  : 0;
+        StoredWeights w = randomStored(rng, f.type, s.n * s.k, scaleCount);
+        StoredWeights bias = randomStored(rng, cpu::WeightType::BF16, s.n, 0);
+        auto x = random(s.m * s.k);
+        std::uniform_int_distribution<int> exponent(-30, 30);
+        for (int64_t r = 0; r < s.m; ++r)
+          for (int64_t c0 = 0; c0 < s.k; c0 += 64) {
+            float factor = std::ldexp(1.0f, exponent(rng));
+            for (int64_t c = c0; c < std::min(c0 + 64, s.k); ++c)
+              x[r * s.k + c] *= factor;
+          }
+        cpu::WeightView hw;
+        hw.data = w.bytes.data();
+        hw.type = f.type;
+        hw.scales = w.scales.data();
+        hw.blockN = f.blockN;
+        hw.blockK = f.blockK;
+        cpu::WeightView hb;
+        if (withBias) {
+          hb.data = bias.bytes.data();
+          hb.type = cpu::WeightType::BF16;
+        }
+        std::vector<float> expected(s.m * s.n);
+        cpu::matmul(pool, x.data(), hw, hb, s.m, s.n, s.k, expected.data(),
+                    cpu::MatmulTiling());
+        Buffer dx(*driver, x), dw(*driver, w.bytes), ds(*driver, w.scales),
+            db(*driver, bias.bytes), dOut(*driver, s.m * s.n * 4);
+        DeviceWeight gw;
+        gw.data = dw;
+        gw.type = e4m3 ? 2 : 1;
+        gw.scales = ds.get();
+        gw.blockN = f.blockN;
+        gw.blockK = f.blockK;
+        DeviceWeight gb;
+        if (withBias) {
+          gb.data = db;
+          gb.type = 1;
+        }
+        ASSERT_TRUE(CudaKernels::tensorGemmApplies(gw, s.k));
+        for (bool forced : {true, false}) {
+          // Poisoned (NaN) first: every output must be written.
+          ASSERT_EQ(driver->cuMemsetD8(dOut.get(), 0xff, s.m * s.n * 4),
+                    CUDA_SUCCESS);
+          expectRan(forced ? kernels->tensorGemm(dx, gw, gb, s.m, s.n, s.k,
+                                                 dOut, nullptr)
+                           : kernels->matmul(dx, gw, gb, s.m, s.n, s.k, dOut,
+                                             nullptr));
+          double e =
+              rowRelativeError(dOut.read<float>(s.m * s.n), expected, s.n);
+          char shape[96];
+          std::snprintf(
+              shape, sizeof(shape), "%s/%ldx%ld m=%ld n=%ld k=%ld bias=%d %s",
+              e4m3 ? "e4m3" : "bf16", long(f.blockN), long(f.blockK), long(s.m),
+              long(s.n), long(s.k), withBias, forced ? "tensorGemm" : "matmul");
+          report("tensorGemm", shape, e);
+          EXPECT_LE(e, 1e-5) << shape; // exact products, fp32 sums reordered
+        }
+      }
+}
+
+TEST_F(CudaKernelsTest, TensorCoreExpertMatmul) {
+  // The grouped expert GEMM on the tensor cores, forced and as
+  // expertMatmul picks it (with scratch), against the CPU kernel: bf16,
+  // e4m3 with [1, 32] and 128 x 128 scales; 64 to 1024 tokens, top-1 to
+  // top-8; skewed routing (expert 3 takes most slots, several experts take
+  // none), empty slots (-1); x per token or per slot; with and without
+  // routing weights and bias. N and K are not multiples of the tiles.
+  struct Format {
+    cpu::WeightType type;
+    int64_t blockN, blockK;
+  };
+  constexpr int64_t experts = 10, n = 200, k = 336;
+  int run = 0;
+  for (Format f : {Format{cpu::WeightType::F8E4M3, 1, 32},
+                   Format{cpu::WeightType::F8E4M3, 128, 128},
+                   Format{cpu::WeightType::BF16, 0, 0}})
+    for (auto [tokens, slots] : {std::pair<int64_t, int64_t>{64, 1},
+                                 {64, 8},
+                                 {300, 4},
+                                 {1024, 2},
+                                 {1024, 8}})
+      for (bool perSlot : {false, true})
+        for (bool routed : {false, true}) {
+          bool e4m3 = f.type == cpu::WeightType::F8E4M3;
+          bool withBias = ++run % 2 == 0;
+          int64_t scaleCount = e4m3
+                                   ? experts * ((n + f.blockN - 1) / f.blockN) *
+                                         ((k + f.blockK - 1) / f.blockK)
+                                   : 0;
+          StoredWeights w =
+              randomStored(rng, f.type, experts * n * k, scaleCount);
+          auto bias = random(experts * n);
+          auto x = random(tokens * (perSlot ? slots : 1) * k);
+          auto routing = random(tokens * slots, 0, 1);
+          // 70 % of the slots on expert 3, 5 % empty, the rest on experts
+          // 0-5 (6 to 9 never picked).
+          std::vector<int32_t> indices(tokens * slots);
+          for (auto &i : indices) {
+            uint32_t draw = rng() % 100;
+            i = draw < 70 ? 3 : draw < 75 ? -1 : int32_t(rng() % 6);
+          }
+          cpu::WeightView hw;
+          hw.data = w.bytes.data();
+          hw.type = f.type;
+          hw.scales = w.scales.data();
+          hw.blockN = f.blockN;
+          hw.blockK = f.blockK;
+          cpu::WeightView hb;
+          if (withBias)
+            hb.data = bias.data();
+          int64_t outRows = routed ? tokens : tokens * slots;
+          std::vector<float> expected(outRows * n);
+          ASSERT_TRUE(cpu::expertMatmul(pool, x.data(), perSlot, hw, experts, n,
+                                        k, indices.data(), tokens, slots,
+                                        routed ? routing.data() : nullptr,
+                                        expected.data(), hb)
+                          .ok());
+          int64_t scratchBytes =
+              expertGemmScratchBytes(tokens, slots, experts, n, routed);
+          Buffer dx(*driver, x), dw(*driver, w.bytes), ds(*driver, w.scales),
+              db(*driver, bias), dIdx(*driver, indices), dR(*driver, routing),
+              dOut(*driver, expected.size() * 4),
+              dScratch(*driver, size_t(scratchBytes));
+          DeviceWeight gw;
+          gw.data = dw;
+          gw.type = e4m3 ? 2 : 1;
+          gw.scales = ds.get();
+          gw.blockN = f.blockN;
+          gw.blockK = f.blockK;
+          DeviceWeight gb;
+          if (withBias)
+            gb.data = db; // f32
+          for (bool forced : {true, false}) {
+            ASSERT_EQ(driver->cuMemsetD8(dOut.get(), 0xff, expected.size() * 4),
+                      CUDA_SUCCESS);
+            expectRan(forced ? kernels->tensorExpertMatmul(
+                                   dx, perSlot, gw, experts, n, k, dIdx, tokens,
+                                   slots, routed ? dR.get() : 0, dOut, nullptr,
+                                   gb, dScratch, scratchBytes)
+                             : kernels->expertMatmul(
+                                   dx, perSlot, gw, experts, n, k, dIdx, tokens,
+                                   slots, routed ? dR.get() : 0, dOut, nullptr,
+                                   gb, dScratch, scratchBytes));
+            double e = rowRelativeError(dOut.read<float>(expected.size()),
+                                        expected, n);
+            char shape[112];
+            std::snprintf(shape, sizeof(shape),
+                          "%s/%ldx%ld T=%ld top-%ld perSlot=%d routed=%d "
+                          "bias=%d %s",
+                          e4m3 ? "e4m3" : "bf16", long(f.blockN),
+                          long(f.blockK), long(tokens), long(slots), perSlot,
+                          routed, withBias, forced ? "forced" : "auto");
+            report("expertMatmul (tc)", shape, e);
+            EXPECT_LE(e, 1e-5) << shape;
+          }
+        }
+}
+
 TEST_F(CudaKernelsTest, ProgrammaticGemvInGraph) {
   // Tensor-core GEMVs launched as programmatic dependents (PDL) inside a
   // captured graph, each right after an rms_norm that writes its x (read
