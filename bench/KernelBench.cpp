@@ -20,7 +20,9 @@
 // (benchMxfp4; `DaybreakKernelBench N mxfp4` runs only it). Dense attention
 // at gpt-oss-120b's shapes, prefill and decode, on the CUDA cores and the
 // tensor cores, in TFLOP/s (benchAttention; `DaybreakKernelBench N
-// attention` runs only it).
+// attention` runs only it). The many-row tensor-core GEMMs run at prefill
+// shapes, dense and grouped by expert, reporting TFLOP/s (benchTensorGemm;
+// `DaybreakKernelBench N gemm` runs only them).
 //
 //===----------------------------------------------------------------------===//
 
@@ -680,11 +682,109 @@ void benchAttention(const CudaKernels &kernels, int iterations) {
   driver->cuMemFree(scratch);
 }
 
+/// The many-row tensor-core GEMMs at prefill shapes: a dense 8192 x 7168 x
+/// 7168 projection (DeepSeek-V3.2; e4m3 with 128 x 128 scales, and bf16)
+/// and grouped expert matmuls of 8192 tokens: gpt-oss-120b's top-4 of 128
+/// experts (e4m3 with [1, 32] scales, the MXFP4 workspace: gate_up 5760 x
+/// 2880 per token, down 2880 x 2880 per slot with routing weights) and
+/// DeepSeek-V3.2's top-8 of 256 (gate_up 4096 x 7168). Routing spreads each
+/// token's slots over distinct experts. Prints time and TFLOP/s (2 M N K,
+/// M the token or token x slot rows) against the roofline in
+/// CudaKernels.cu: a third of the dense bf16 rate for three mma a product.
+void benchTensorGemm(const CudaKernels &kernels, int iterations) {
+  auto tflops = [](const char *kernel, const std::string &shape, double seconds,
+                   double flop) {
+    std::printf("%-18s %-52s %10.1f us %7.1f TFLOP/s %5.1f%% of 330\n", kernel,
+                shape.c_str(), seconds * 1e6, flop / seconds / 1e12,
+                100.0 * flop / seconds / 330e12);
+  };
+  constexpr int64_t kTokens = 8192;
+  {
+    constexpr int64_t n = 7168, k = 7168;
+    CUdeviceptr x = alloc(size_t(kTokens * k * 4), 0x3c),
+                out = alloc(size_t(kTokens * n * 4), 0);
+    for (int32_t type : {2, 1}) {
+      // e4m3 0x38: 1.0; bf16 0x3c3c: 0.0115; scales 0x3c3c3c3c: 0.0115.
+      DeviceWeight w;
+      w.data =
+          alloc(size_t(n * k * (type == 2 ? 1 : 2)), type == 2 ? 0x38 : 0x3c);
+      w.type = type;
+      if (type == 2) {
+        w.scales = alloc(size_t((n / 128) * (k / 128) * 4), 0x3c);
+        w.blockN = w.blockK = 128;
+      }
+      double seconds = timeIt(
+          [&] {
+            return kernels.tensorGemm(x, w, DeviceWeight(), kTokens, n, k, out,
+                                      nullptr);
+          },
+          std::max(iterations / 10, 3));
+      tflops("tensor_gemm",
+             std::string(type == 2 ? "e4m3 128x128" : "bf16") +
+                 " m=8192 n=7168 k=7168",
+             seconds, 2.0 * kTokens * n * k);
+      driver->cuMemFree(w.data);
+      if (w.scales)
+        driver->cuMemFree(w.scales);
+    }
+    driver->cuMemFree(x);
+    driver->cuMemFree(out);
+  }
+  struct Experts {
+    const char *name;
+    int64_t experts, slots, n, k, blockN, blockK;
+    bool perSlot;
+  };
+  for (Experts e :
+       {Experts{"gpt-oss gate_up", 128, 4, 5760, 2880, 1, 32, false},
+        Experts{"gpt-oss down", 128, 4, 2880, 2880, 1, 32, true},
+        Experts{"dsv3 gate_up", 256, 8, 4096, 7168, 128, 128, false}}) {
+    int64_t rows = kTokens * e.slots;
+    DeviceWeight w;
+    w.data = alloc(size_t(e.experts * e.n * e.k), 0x38);
+    w.type = 2;
+    w.blockN = e.blockN;
+    w.blockK = e.blockK;
+    w.scales = alloc(size_t(e.experts * ((e.n + e.blockN - 1) / e.blockN) *
+                            (e.k / e.blockK) * 4),
+                     0x3c);
+    CUdeviceptr x = alloc(size_t((e.perSlot ? rows : kTokens) * e.k * 4), 0x3c),
+                routing = alloc(size_t(rows * 4), 0x3c),
+                out = alloc(size_t(rows * e.n * 4), 0);
+    // Token t's slot j: expert (slots t + j) mod E, distinct within a token.
+    std::vector<int32_t> picks(rows);
+    for (int64_t r = 0; r < rows; ++r)
+      picks[r] = int32_t(((r / e.slots) * e.slots + r % e.slots) % e.experts);
+    CUdeviceptr indices = alloc(picks.size() * 4, 0);
+    check(driver->cuMemcpyHtoD(indices, picks.data(), picks.size() * 4),
+          "cuMemcpyHtoD");
+    bool routed = e.perSlot;
+    int64_t scratchBytes =
+        expertGemmScratchBytes(kTokens, e.slots, e.experts, e.n, routed);
+    CUdeviceptr scratch = alloc(size_t(scratchBytes), 0);
+    double seconds = timeIt(
+        [&] {
+          return kernels.tensorExpertMatmul(
+              x, e.perSlot, w, e.experts, e.n, e.k, indices, kTokens, e.slots,
+              routed ? routing : 0, out, nullptr, DeviceWeight(), scratch,
+              scratchBytes);
+        },
+        std::max(iterations / 10, 3));
+    tflops("tensor_expert_gemm",
+           std::string(e.name) + " T=8192 top-" + std::to_string(e.slots) +
+               " n=" + std::to_string(e.n) + " k=" + std::to_string(e.k),
+           seconds, 2.0 * rows * e.n * e.k);
+    for (CUdeviceptr p : {w.data, w.scales, x, routing, out, indices, scratch})
+      driver->cuMemFree(p);
+  }
+}
+
 int main(int argc, char **argv) {
   // DaybreakKernelBench [iterations [gemv | gemv-profile | mxfp4 |
-  // attention]]: "gemv" runs only the GEMVs, "gemv-profile" three of them
-  // untimed for a profiler, "mxfp4" only the MXFP4 expert matmuls,
-  // "attention" only dense attention.
+  // attention | gemm]]: "gemv" runs only the GEMVs, "gemv-profile" three of
+  // them untimed for a profiler, "mxfp4" only the MXFP4 expert matmuls,
+  // "attention" only dense attention, "gemm" only the many-row tensor-core
+  // GEMMs.
   int iterations = argc > 1 ? std::atoi(argv[1]) : 50;
   bool gemvOnly = argc > 2 && std::string(argv[2]) == "gemv";
   StatusOr<const Driver *> loaded = Driver::get();
@@ -728,11 +828,16 @@ int main(int argc, char **argv) {
     benchAttention(kernels, iterations);
     return 0;
   }
+  if (argc > 2 && std::string(argv[2]) == "gemm") {
+    benchTensorGemm(kernels, iterations);
+    return 0;
+  }
   benchGemvs(kernels, iterations);
   if (gemvOnly)
     return 0;
   benchMxfp4(kernels);
   benchAttention(kernels, iterations);
+  benchTensorGemm(kernels, iterations);
 
   // rms_norm over the hidden size (7168): read x and weight, write out.
   {
