@@ -1460,29 +1460,36 @@ gemmTile(const float *__restrict__ x, const uint8_t *__restrict__ weight,
           ? scales + ((n0 + tid) / w.blockN) * ((k + w.blockK - 1) / w.blockK)
           : scales;
 
-  // Stage loads: x's 64 rows of 16 pieces (a warp covers two rows), the
-  // weight's 128 rows, the e4m3 scales of the stage's groups per column.
+  // Stage loads: x's 64 rows of 16 pieces, two threads a row taking every
+  // other piece (a warp fills whole 32-byte sectors of 16 rows, from one
+  // row pointer a thread), the weight's 128 rows, and the e4m3 scales of
+  // the stage's groups per column.
+  const int xRow = tid >> 1, xHalf = tid & 1;
+  const int32_t xSource = source[xRow];
+  const float *xBase =
+      x + (xSource >= 0 ? int64_t(xSource) * k : 0) + xHalf * 4;
+  constexpr int kPieces = S::kRowBytes / 16, kRowStep = kGemmThreads / kPieces;
+  const int wRow = tid / kPieces, wPiece = tid % kPieces;
+  const int wCol = wPiece * (16 / S::kBytes);
+  const uint8_t *wBase = weight + ((n0 + wRow) * k + wCol) * S::kBytes;
+  uint8_t *wDst =
+      ws + (kType == kWeightE4M3 ? wPiece : wPiece ^ ((wRow & 1) << 2)) * 16;
   auto load = [&](int64_t k0, int buf) {
+    float *xDst = xs + (buf * kGemmRows + xRow) * kGemmXStride + xHalf * 4;
 #pragma unroll
-    for (int i = 0; i < kGemmRows * 16 / kGemmThreads; ++i) {
-      int e = tid + i * kGemmThreads, row = e / 16, piece = e % 16;
-      int64_t col = k0 + piece * 4;
-      int32_t src = source[row];
-      bool valid = src >= 0 && col < k;
-      copyAsync16(xs + (buf * kGemmRows + row) * kGemmXStride + piece * 4,
-                  valid ? x + int64_t(src) * k + col : x, valid);
+    for (int i = 0; i < 8; ++i) {
+      bool valid = xSource >= 0 && k0 + xHalf * 4 + i * 8 < k;
+      copyAsync16(xDst + i * 8, valid ? xBase + k0 + i * 8 : x, valid);
     }
-    // The weight: 128 rows of 4 (e4m3) or 8 (bf16) pieces; bf16 swaps the
-    // halves of odd rows so a quarter warp's two rows hit distinct banks.
-    constexpr int kPieces = S::kRowBytes / 16;
+    // The weight: 128 rows of 4 (e4m3) or 8 (bf16) pieces, a thread taking
+    // one piece of every kRowStep-th row; bf16 swaps the halves of odd
+    // rows so a quarter warp's two rows hit distinct banks.
 #pragma unroll
-    for (int i = 0; i < kGemmCols * kPieces / kGemmThreads; ++i) {
-      int e = tid + i * kGemmThreads, row = e / kPieces, piece = e % kPieces;
-      int64_t col = k0 + piece * (16 / S::kBytes);
-      bool valid = n0 + row < n && col < k;
-      int slot = kType == kWeightE4M3 ? piece : piece ^ ((row & 1) << 2);
-      copyAsync16(ws + (buf * kGemmCols + row) * S::kRowBytes + slot * 16,
-                  valid ? weight + ((n0 + row) * k + col) * S::kBytes : weight,
+    for (int i = 0; i < kGemmCols / kRowStep; ++i) {
+      const int row = wRow + i * kRowStep;
+      bool valid = n0 + row < n && k0 + wCol < k;
+      copyAsync16(wDst + (buf * kGemmCols + row) * S::kRowBytes,
+                  valid ? wBase + (i * kRowStep * k + k0) * S::kBytes : weight,
                   valid);
     }
     if (kType == kWeightE4M3) {
