@@ -358,17 +358,13 @@ bool CudaKernels::tensorGemmApplies(const DeviceWeight &w, int64_t k) {
   return w.type == 1;
 }
 
-/// The tensor-core GEMM kernel for a weight (tensorGemmApplies holds):
-/// [0] dense, [1] grouped by expert.
-static std::pair<CUfunction, CUfunction>
-tensorGemmFns(const DeviceWeight &w, CUfunction bf16, CUfunction e4m3,
-              CUfunction e4m3K32, CUfunction expertBf16, CUfunction expertE4m3,
-              CUfunction expertE4m3K32) {
+CUfunction CudaKernels::tensorGemmFn(const DeviceWeight &w,
+                                     bool grouped) const {
   if (w.type == 1)
-    return {bf16, expertBf16};
+    return grouped ? expertGemmTcBf16Fn : gemmTcBf16Fn;
   if (w.blockK == 32)
-    return {e4m3K32, expertE4m3K32};
-  return {e4m3, expertE4m3};
+    return grouped ? expertGemmTcE4m3K32Fn : gemmTcE4m3K32Fn;
+  return grouped ? expertGemmTcE4m3Fn : gemmTcE4m3Fn;
 }
 
 Status CudaKernels::tensorGemm(CUdeviceptr x, const DeviceWeight &w,
@@ -383,13 +379,9 @@ Status CudaKernels::tensorGemm(CUdeviceptr x, const DeviceWeight &w,
   DeviceWeight weight = w, b = bias;
   weight.rows = n;
   weight.cols = k;
-  CUfunction fn = tensorGemmFns(w, gemmTcBf16Fn, gemmTcE4m3Fn, gemmTcE4m3K32Fn,
-                                expertGemmTcBf16Fn, expertGemmTcE4m3Fn,
-                                expertGemmTcE4m3K32Fn)
-                      .first;
   void *params[] = {&x, &weight, &b, &m, &n, &k, &out};
-  return launch(fn, "matmul (tensor-core GEMM)", ceilDiv(n, 128),
-                ceilDiv(m, kTensorGemmRows), 1, 128,
+  return launch(tensorGemmFn(w, false), "matmul (tensor-core GEMM)",
+                ceilDiv(n, 128), ceilDiv(m, kTensorGemmRows), 1, 128,
                 unsigned(tensorGemmSharedBytes(w.type)), stream, params);
 }
 
@@ -696,7 +688,7 @@ Status CudaKernels::tensorExpertMatmul(
                          std::to_string(needed) + " bytes of scratch; given " +
                          std::to_string(scratchBytes));
   int64_t rows = tokens * slots;
-  if (rows <= 0 || n <= 0)
+  if (tokens <= 0 || n <= 0)
     return Status::success();
   // The scratch as expertGemmScratchBytes lays it out.
   int64_t tiles = ceilDiv(rows, kTensorGemmRows) + std::min(experts, rows);
@@ -714,15 +706,12 @@ Status CudaKernels::tensorExpertMatmul(
   w.cols = k;
   int32_t perSlot = perSlotInput;
   CUdeviceptr y = routed ? results : out;
-  CUfunction fn = tensorGemmFns(weight, gemmTcBf16Fn, gemmTcE4m3Fn,
-                                gemmTcE4m3K32Fn, expertGemmTcBf16Fn,
-                                expertGemmTcE4m3Fn, expertGemmTcE4m3K32Fn)
-                      .second;
   void *gemm[] = {&x,        &perSlot,   &w,     &n, &k, &order,
                   &tileList, &tileCount, &slots, &b, &y};
   DAYBREAK_RETURN_IF_ERROR(
-      launch(fn, "expertMatmul (tensor-core GEMM)", ceilDiv(n, 128), tiles, 1,
-             128, unsigned(tensorGemmSharedBytes(weight.type)), stream, gemm));
+      launch(tensorGemmFn(weight, true), "expertMatmul (tensor-core GEMM)",
+             ceilDiv(n, 128), tiles, 1, 128,
+             unsigned(tensorGemmSharedBytes(weight.type)), stream, gemm));
   if (!routed)
     return Status::success();
   void *combine[] = {

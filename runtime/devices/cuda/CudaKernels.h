@@ -426,6 +426,11 @@ private:
   Status launchGemv(CUfunction fn, int64_t residentWarps, int64_t columns,
                     CUstream stream, void **params) const;
 
+  /// The tensor-core GEMM for a weight where tensorGemmApplies holds: bf16,
+  /// e4m3 with blockK 32, or e4m3 with blockK a multiple of 64; dense or
+  /// `grouped` by expert.
+  CUfunction tensorGemmFn(const DeviceWeight &w, bool grouped) const;
+
   /// A tensor-core GEMV kernel, how many of its blocks fit an SM by
   /// registers, and how many clusters of C = 1..16 blocks the GPU holds at
   /// once when shared memory allows b blocks an SM (activeClusters[C][b],
