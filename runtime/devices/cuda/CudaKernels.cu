@@ -1331,8 +1331,9 @@ DAYBREAK_TC_GEMV(daybreak_gemv_tc_bf16_m8_t2, kWeightBF16, 8, 8, 2, 2, 2)
 // column). Each stage's x is split into its three parts once, by all
 // threads, into shared memory in the mma's fragment order (ldmatrix reads
 // them); each warp (32 rows x 64 columns, 2 x 8 mma tiles) reads its
-// weight rows with one 16-byte load per 8 columns and 64 (e4m3) or 32
-// (bf16) K columns and widens them in registers. The k order inside a
+// weight words with one 8-byte load per 8 columns and two k-steps (e4m3)
+// or one (bf16) for each of its two 16-row tiles in turn, and widens them
+// in registers (a row tile's group sums in 32 registers). The k order in a
 // 16-byte piece is permuted so that one lane's piece holds its fragment's
 // columns of several k-steps (as the GEMVs: lane (g, t) of k-step s takes
 // piece columns (s % C) * 4 + t * 4C + j); x's parts are stored with the
@@ -1700,7 +1701,7 @@ gemmTile(const float *__restrict__ x, const uint8_t *__restrict__ weight,
 extern __shared__ __align__(16) uint8_t tcGemmShared[];
 
 /// The dense GEMM: grid (ceil(N / 128), ceil(M / 64)), block 128, dynamic
-/// shared memory GemmSmem<kType>::kBytes. Needs K a multiple of 16, x and
+/// shared memory as GemmSmem lays it out. Needs K a multiple of 16, x and
 /// the weight 16-byte aligned, and for e4m3 blockK 32 (kFoldSteps 2) or a
 /// multiple of 64 (CudaKernels::tensorGemmApplies).
 template <int kType, int kFoldSteps>
