@@ -1391,7 +1391,9 @@ template <int kType> struct GemmSmem {
   static constexpr int kDest = kSource + kGemmRows * 4; // + 64 x 4 bytes
 };
 
-__device__ __forceinline__ uint32_t sharedAddress(const void *p) {
+/// The shared-window address of a generic pointer into shared memory (as
+/// CudaAttention.cuh's sharedAddress, which this file includes after).
+__device__ __forceinline__ uint32_t gemmSharedAddress(const void *p) {
   uint64_t shared;
   asm("cvta.to.shared.u64 %0, %1;" : "=l"(shared) : "l"(p));
   return uint32_t(shared);
@@ -1401,17 +1403,17 @@ __device__ __forceinline__ uint32_t sharedAddress(const void *p) {
 /// where !valid (`src` is then not read).
 __device__ __forceinline__ void copyAsync16(void *dst, const void *src,
                                             bool valid) {
-  asm volatile(
-      "cp.async.cg.shared.global [%0], [%1], 16, %2;" ::"r"(sharedAddress(dst)),
-      "l"(src), "r"(valid ? 16 : 0)
-      : "memory");
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;" ::"r"(
+                   gemmSharedAddress(dst)),
+               "l"(src), "r"(valid ? 16 : 0)
+               : "memory");
 }
 __device__ __forceinline__ void copyAsync4(void *dst, const void *src,
                                            bool valid) {
-  asm volatile(
-      "cp.async.ca.shared.global [%0], [%1], 4, %2;" ::"r"(sharedAddress(dst)),
-      "l"(src), "r"(valid ? 4 : 0)
-      : "memory");
+  asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;" ::"r"(
+                   gemmSharedAddress(dst)),
+               "l"(src), "r"(valid ? 4 : 0)
+               : "memory");
 }
 __device__ __forceinline__ void copyAsyncCommit() {
   asm volatile("cp.async.commit_group;" ::: "memory");
@@ -1426,7 +1428,7 @@ __device__ __forceinline__ void loadMatrixX4(uint32_t (&a)[4], const void *p) {
   asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, "
                "[%4];"
                : "=r"(a[0]), "=r"(a[1]), "=r"(a[2]), "=r"(a[3])
-               : "r"(sharedAddress(p))
+               : "r"(gemmSharedAddress(p))
                : "memory");
 }
 
