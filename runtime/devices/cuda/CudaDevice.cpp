@@ -420,23 +420,24 @@ Status CudaDevice::prepare(const artifact::ArtifactFile &file,
     }
 
   // Scratch of grouped expert matmuls on the tensor cores, its own buffer
-  // (the attention partials may be smaller): at the maximum token count,
-  // [T, slots] indices and [E, N, K] weights (constant, checked at load).
+  // (the attention partials may be smaller): each extent at the maximum
+  // token count, indices [T, slots], weights [E, N, K] (a workspace's too).
   for (const runtime::PreparedStep &step : prepared)
     for (const PreparedLaunch &l : step.launches) {
       if (l.kernel != abi::KernelId::ExpertMatmul)
         continue;
       using In = abi::ExpertMatmul::In;
-      const runtime::PreparedArg &indices = l.args[In::indices];
-      const runtime::PreparedArg &w = l.args[In::weight];
-      int64_t tokens =
-          indices.constant[0] + indices.perToken[0] * m.max_tokens();
+      auto extent = [&](unsigned arg, int d) {
+        const runtime::PreparedArg &a = l.args[arg];
+        return a.constant[d] + a.perToken[d] * m.max_tokens();
+      };
       bool routed = l.args[In::routing_weights].kind !=
                     runtime::PreparedArg::Kind::Absent;
-      expertScratchBytes = std::max(
-          expertScratchBytes,
-          expertGemmScratchBytes(tokens, indices.constant[1], w.constant[0],
-                                 w.constant[1], routed));
+      expertScratchBytes =
+          std::max(expertScratchBytes,
+                   expertGemmScratchBytes(
+                       extent(In::indices, 0), extent(In::indices, 1),
+                       extent(In::weight, 0), extent(In::weight, 1), routed));
     }
 
   // Everything lives in one allocation, sized here: the weights, the page
