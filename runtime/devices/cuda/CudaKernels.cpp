@@ -352,9 +352,11 @@ bool CudaKernels::tensorGemvApplies(const DeviceWeight &w, int64_t m,
 bool CudaKernels::tensorGemmApplies(const DeviceWeight &w, int64_t k) {
   if (k <= 0 || k % 16 != 0 || w.data % 16 != 0)
     return false;
+  // e4m3 with [1, 32] scales (the MXFP4 routes' FP8 experts) stays on the
+  // CUDA cores: daybreak_*gemm_tc_e4m3_k32 gave wrong results on the H200
+  // (2026-12-02, bench/NOTES.md) and is not selected until fixed.
   if (w.type == 2)
-    return w.blockN > 0 &&
-           (w.blockK == 32 || (w.blockK > 0 && w.blockK % 64 == 0));
+    return w.blockN > 0 && w.blockK > 0 && w.blockK % 64 == 0;
   return w.type == 1;
 }
 
@@ -362,8 +364,6 @@ CUfunction CudaKernels::tensorGemmFn(const DeviceWeight &w,
                                      bool grouped) const {
   if (w.type == 1)
     return grouped ? expertGemmTcBf16Fn : gemmTcBf16Fn;
-  if (w.blockK == 32)
-    return grouped ? expertGemmTcE4m3K32Fn : gemmTcE4m3K32Fn;
   return grouped ? expertGemmTcE4m3Fn : gemmTcE4m3Fn;
 }
 
@@ -965,8 +965,11 @@ Status CudaKernels::attention(CUdeviceptr q, const DeviceCacheView &k,
         "attention: the tensor-core path does not take K and V heads of " +
         std::to_string(headDim) + " and " + std::to_string(valueDim) +
         " values in these caches (see tensorAttentionApplies)");
-  if (path == AttentionPath::TensorCores ||
-      (path == AttentionPath::Auto && tensor && splits == 1)) {
+  // Auto keeps the CUDA cores: on the H200 the tensor-core kernels were
+  // within 2.3e-5 of the CPU, not within fp32 rounding as designed (the
+  // CUDA cores: 5e-7), so they run only when asked for until that is
+  // understood (bench/NOTES.md, 2026-12-02).
+  if (path == AttentionPath::TensorCores) {
     // hn = min(group, 64) heads a block, 64 / hn tokens; tc128 also for
     // dims past 64.
     int64_t hn = std::min(group, kTcAttentionRows);
