@@ -89,6 +89,19 @@ def checkpoint_files(folder: str) -> dict:
         return {name: path for name in f.keys()}
 
 
+def tensor_reader(files: dict, device: torch.device):
+    """name -> the tensor on `device`, each safetensors file opened once."""
+    handles = {}
+
+    def read(name):
+        path = files[name]
+        if path not in handles:
+            handles[path] = safe_open(path, framework="pt", device=str(device))
+        return handles[path].get_tensor(name)
+
+    return read
+
+
 def dequantize(w8: torch.Tensor, scale_inv: torch.Tensor, block: list) -> torch.Tensor:
     """DeepSeek's block FP8: W[i, j] = W8[i, j] * scale_inv[i // bi, j // bj]; edge blocks may be partial."""
     rows, cols = w8.shape
@@ -150,13 +163,7 @@ def load_gpt_oss_weights(model, folder: str, device: torch.device) -> None:
     (gate_up rows stay interleaved, as GptOssExperts reads them), everything else cast to the parameter's
     dtype. Strict: every model tensor written exactly once, every checkpoint tensor used."""
     files = checkpoint_files(folder)
-    handles = {}
-
-    def read(name):
-        path = files[name]
-        if path not in handles:
-            handles[path] = safe_open(path, framework="pt", device=str(device))
-        return handles[path].get_tensor(name)
+    read = tensor_reader(files, device)
 
     target = model.state_dict()
     written = set()
@@ -203,13 +210,7 @@ def load_deepseek_weights(model, folder: str, device: torch.device) -> None:
     with open(os.path.join(folder, "config.json")) as f:
         block = (json.load(f).get("quantization_config") or {}).get("weight_block_size", [128, 128])
     files = checkpoint_files(folder)
-    handles = {}
-
-    def read(name):
-        path = files[name]
-        if path not in handles:
-            handles[path] = safe_open(path, framework="pt", device=str(device))
-        return handles[path].get_tensor(name)
+    read = tensor_reader(files, device)
 
     target = model.state_dict()
     written = set()
