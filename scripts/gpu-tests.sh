@@ -9,7 +9,10 @@ set -uo pipefail
 cd "$(dirname "$0")/.."
 cd "${DAYBREAK_DEVICE_DIR:-device}"
 out=${OUT:-.}/gpu-tests.txt
-# stage-gpu-tests.sh compresses the artifacts.
+# stage-gpu-tests.sh compresses the binaries and the artifacts.
+for f in daybreak-run.xz Daybreak*.xz; do
+  [ -f "$f" ] && xz -d -f "$f" && chmod +x "${f%.xz}"
+done
 find . -name '*.daybreak.xz' -exec xz -d -f {} \;
 status=0
 {

@@ -40,7 +40,8 @@ for fixture in shared/deepseek_v32 shared/deepseek_v32_fp8 deepseek_v32_small de
   esac
 done
 # The device tool carries at most 64 MiB with the working tree: binaries
-# stripped, artifacts xz-compressed (gpu-tests.sh unpacks them).
+# stripped, binaries and artifacts xz-compressed (gpu-tests.sh unpacks them).
 strip "$dir"/daybreak-run "$dir"/Daybreak*
+xz -T2 -6 "$dir"/daybreak-run "$dir"/Daybreak*
 find "$dir" -name '*.daybreak' -exec xz -T2 -6 {} \;
 du -sh "$dir"
