@@ -431,6 +431,19 @@ Status CudaDevice::prepare(const artifact::ArtifactFile &file,
         const runtime::PreparedArg &a = l.args[arg];
         return a.constant[d] + a.perToken[d] * m.max_tokens();
       };
+      // Only launches the tensor-core path takes: an e4m3 weight (the one
+      // kind with block sizes) of scale blocks it does not read, such as
+      // the MXFP4 routes' [1, 32], stays on the CUDA cores.
+      if (l.has(abi::ExpertMatmul::P::block_size)) {
+        const std::vector<int64_t> &blocks =
+            l.ints(abi::ExpertMatmul::P::block_size);
+        DeviceWeight e4m3;
+        e4m3.type = 2;
+        e4m3.blockN = blocks[0];
+        e4m3.blockK = blocks[1];
+        if (!CudaKernels::tensorGemmApplies(e4m3, extent(In::weight, 2)))
+          continue;
+      }
       bool routed = l.args[In::routing_weights].kind !=
                     runtime::PreparedArg::Kind::Absent;
       expertScratchBytes =
