@@ -684,9 +684,10 @@ void benchAttention(const CudaKernels &kernels, int iterations) {
 
 /// The many-row tensor-core GEMMs at prefill shapes: a dense 8192 x 7168 x
 /// 7168 projection (DeepSeek-V3.2; e4m3 with 128 x 128 scales, and bf16)
-/// and a grouped expert matmul of 8192 tokens: DeepSeek-V3.2's top-8 of 256
-/// (gate_up 4096 x 7168; gpt-oss's [1, 32]-scale workspace is not taken,
-/// CudaKernels::tensorGemmApplies). Routing spreads each
+/// and grouped expert matmuls of 8192 tokens: gpt-oss-120b's top-4 of 128
+/// experts (e4m3 with [1, 32] scales, the MXFP4 workspace: gate_up 5760 x
+/// 2880 per token, down 2880 x 2880 per slot with routing weights) and
+/// DeepSeek-V3.2's top-8 of 256 (gate_up 4096 x 7168). Routing spreads each
 /// token's slots over distinct experts. Prints time and TFLOP/s (2 M N K,
 /// M the token or token x slot rows) against the roofline in
 /// CudaKernels.cu: a third of the dense bf16 rate for three mma a product.
@@ -735,7 +736,9 @@ void benchTensorGemm(const CudaKernels &kernels, int iterations) {
     bool perSlot;
   };
   for (Experts e :
-       {Experts{"dsv3 gate_up", 256, 8, 4096, 7168, 128, 128, false}}) {
+       {Experts{"gpt-oss gate_up", 128, 4, 5760, 2880, 1, 32, false},
+        Experts{"gpt-oss down", 128, 4, 2880, 2880, 1, 32, true},
+        Experts{"dsv3 gate_up", 256, 8, 4096, 7168, 128, 128, false}}) {
     int64_t rows = kTokens * e.slots;
     DeviceWeight w;
     w.data = alloc(size_t(e.experts * e.n * e.k), 0x38);

@@ -300,36 +300,39 @@ TEST_F(CudaKernelsTest, HeadMatmul) {
 }
 
 TEST_F(CudaKernelsTest, Rope) {
-  for (bool interleaved : {false, true})
-    for (bool yarn : {false, true}) {
-      int64_t tokens = 9, rowsPerToken = 3, rowDim = 200;
-      cpu::RopeParams p;
-      p.interleaved = interleaved;
-      p.offset = 72;
-      p.dim = 64;
-      p.yarn = yarn;
-      p.factor = 40;
-      p.betaFast = 32;
-      p.betaSlow = 1;
-      p.attentionFactor = yarn ? 1.3 : 1.0;
-      auto x = random(tokens * rowsPerToken * rowDim);
-      std::vector<int32_t> positions(tokens);
-      for (auto &pos : positions)
-        pos = int32_t(rng() % 160000);
-      positions[0] = 0;
-      std::vector<float> expected = x;
-      cpu::rope(pool, expected.data(), positions.data(), tokens, rowsPerToken,
-                rowDim, p);
-      Buffer dx(*driver, x), dPos(*driver, positions);
-      expectRan(
-          kernels->rope(dx, dPos, tokens, rowsPerToken, rowDim, p, nullptr));
-      double e = rowRelativeError(dx.read<float>(x.size()), expected, rowDim);
-      char shape[64];
-      std::snprintf(shape, sizeof(shape), "interleaved=%d yarn=%d", interleaved,
-                    yarn);
-      report("rope", shape, e);
-      EXPECT_LE(e, 1e-6); // both in double: rounding of the last fp32 step
-    }
+  // 3 rows a token (one partial block of kRopeRows) and 37 (two whole
+  // blocks and a partial one).
+  for (int64_t rowsPerToken : {int64_t(3), int64_t(37)})
+    for (bool interleaved : {false, true})
+      for (bool yarn : {false, true}) {
+        int64_t tokens = 9, rowDim = 200;
+        cpu::RopeParams p;
+        p.interleaved = interleaved;
+        p.offset = 72;
+        p.dim = 64;
+        p.yarn = yarn;
+        p.factor = 40;
+        p.betaFast = 32;
+        p.betaSlow = 1;
+        p.attentionFactor = yarn ? 1.3 : 1.0;
+        auto x = random(tokens * rowsPerToken * rowDim);
+        std::vector<int32_t> positions(tokens);
+        for (auto &pos : positions)
+          pos = int32_t(rng() % 160000);
+        positions[0] = 0;
+        std::vector<float> expected = x;
+        cpu::rope(pool, expected.data(), positions.data(), tokens, rowsPerToken,
+                  rowDim, p);
+        Buffer dx(*driver, x), dPos(*driver, positions);
+        expectRan(
+            kernels->rope(dx, dPos, tokens, rowsPerToken, rowDim, p, nullptr));
+        double e = rowRelativeError(dx.read<float>(x.size()), expected, rowDim);
+        char shape[64];
+        std::snprintf(shape, sizeof(shape), "rows=%ld interleaved=%d yarn=%d",
+                      long(rowsPerToken), interleaved, yarn);
+        report("rope", shape, e);
+        EXPECT_LE(e, 1e-6); // both in double: rounding of the last fp32 step
+      }
 }
 
 TEST_F(CudaKernelsTest, ElementwiseAndCopies) {
@@ -363,6 +366,21 @@ TEST_F(CudaKernelsTest, ElementwiseAndCopies) {
   Buffer dSrc(*driver, src), dDst(*driver, dst);
   expectRan(kernels->copyColumns(dSrc, 61, 3, dDst, 80, 10, rows, 50, nullptr));
   EXPECT_EQ(dDst.read<float>(dst.size()), expected); // exact
+
+  // One column of 5001 rows of two (gpt-oss's interleaved gate and up).
+  {
+    int64_t rows = 5001;
+    auto src = random(rows * 2), dst = random(rows);
+    for (int64_t column : {0, 1}) {
+      std::vector<float> expected = dst;
+      cpu::copyColumns(pool, src.data(), 2, column, expected.data(), 1, 0, rows,
+                       1);
+      Buffer dSrc(*driver, src), dDst(*driver, dst);
+      expectRan(
+          kernels->copyColumns(dSrc, 2, column, dDst, 1, 0, rows, 1, nullptr));
+      EXPECT_EQ(dDst.read<float>(dst.size()), expected); // exact
+    }
+  }
 
   std::vector<int32_t> positions = {0, 5, 17, 4095, 2};
   std::vector<int32_t> bounds(positions.size());
@@ -1078,9 +1096,8 @@ TEST_F(CudaKernelsTest, DenseAttention) {
         {"cuda", AttentionPath::CudaCores, false},
         {"cuda+split", AttentionPath::CudaCores, true},
         {"auto", AttentionPath::Auto, true}};
-    // The tensor-core path (AttentionPath::TensorCores) is not among them:
-    // it was within 2.3e-5 on the H200, above this test's fp32 bound, and
-    // the launcher no longer picks it (bench/NOTES.md, 2026-12-02).
+    if (CudaKernels::tensorAttentionApplies(dk, dv, sh.kvHeads))
+      variants.push_back({"tensor", AttentionPath::TensorCores, false});
     for (const Variant &variant : variants) {
       // NaN first, so a path that leaves outputs unwritten fails.
       ASSERT_EQ(driver->cuMemsetD8(dOut.get(), 0xff, expected.size() * 4),
@@ -1364,8 +1381,8 @@ TEST_F(CudaKernelsTest, TensorCoreGemv) {
 
 TEST_F(CudaKernelsTest, TensorCoreGemm) {
   // The many-row tensor-core GEMM, forced (tensorGemm) and as matmul picks
-  // it, on bf16 and e4m3 weights with DeepSeek's 128 x 128 block scales:
-  // m from one partial row tile to 16 of them,
+  // it, on bf16 and e4m3 weights with DeepSeek's 128 x 128 block scales
+  // and gpt-oss's [1, 32] ones: m from one partial row tile to 16 of them,
   // N past a multiple of the 128-column tile, K a multiple of 16 but not of
   // the 64-column stage (a partial last stage and scale block), NaN codes,
   // with and without bias; x spans 2^-30 to 2^30 between 64-column stages
@@ -1377,9 +1394,9 @@ TEST_F(CudaKernelsTest, TensorCoreGemm) {
     cpu::WeightType type;
     int64_t blockN, blockK;
   };
-  // (e4m3 with [1, 32] scales is not taken: CudaKernels::tensorGemmApplies.)
   for (Format f : {Format{cpu::WeightType::BF16, 0, 0},
-                   Format{cpu::WeightType::F8E4M3, 128, 128}})
+                   Format{cpu::WeightType::F8E4M3, 128, 128},
+                   Format{cpu::WeightType::F8E4M3, 1, 32}})
     for (Shape s :
          {Shape{16, 200, 512}, Shape{17, 130, 1040}, Shape{100, 300, 2880},
           Shape{300, 129, 336}, Shape{1024, 257, 1024}})
@@ -1460,8 +1477,8 @@ TEST_F(CudaKernelsTest, TensorCoreExpertMatmul) {
   };
   constexpr int64_t experts = 10, n = 200, k = 336;
   int run = 0;
-  // (e4m3 with [1, 32] scales is not taken: CudaKernels::tensorGemmApplies.)
-  for (Format f : {Format{cpu::WeightType::F8E4M3, 128, 128},
+  for (Format f : {Format{cpu::WeightType::F8E4M3, 1, 32},
+                   Format{cpu::WeightType::F8E4M3, 128, 128},
                    Format{cpu::WeightType::BF16, 0, 0}})
     for (auto [tokens, slots] : {std::pair<int64_t, int64_t>{64, 1},
                                  {64, 8},

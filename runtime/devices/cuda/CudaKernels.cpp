@@ -352,11 +352,11 @@ bool CudaKernels::tensorGemvApplies(const DeviceWeight &w, int64_t m,
 bool CudaKernels::tensorGemmApplies(const DeviceWeight &w, int64_t k) {
   if (k <= 0 || k % 16 != 0 || w.data % 16 != 0)
     return false;
-  // e4m3 with [1, 32] scales (the MXFP4 routes' FP8 experts) stays on the
-  // CUDA cores: daybreak_*gemm_tc_e4m3_k32 gave wrong results on the H200
-  // (2026-12-02, bench/NOTES.md) and is not selected until fixed.
+  // e4m3: DeepSeek's 128 x 128 blocks (any blockK a multiple of the
+  // 64-column stage) or [1, 32] (the MXFP4 routes' FP8 experts).
   if (w.type == 2)
-    return w.blockN > 0 && w.blockK > 0 && w.blockK % 64 == 0;
+    return w.blockN > 0 &&
+           (w.blockK == 32 || (w.blockK > 0 && w.blockK % 64 == 0));
   return w.type == 1;
 }
 
@@ -364,6 +364,8 @@ CUfunction CudaKernels::tensorGemmFn(const DeviceWeight &w,
                                      bool grouped) const {
   if (w.type == 1)
     return grouped ? expertGemmTcBf16Fn : gemmTcBf16Fn;
+  if (w.blockK == 32)
+    return grouped ? expertGemmTcE4m3K32Fn : gemmTcE4m3K32Fn;
   return grouped ? expertGemmTcE4m3Fn : gemmTcE4m3Fn;
 }
 
@@ -573,8 +575,14 @@ Status CudaKernels::rope(CUdeviceptr x, CUdeviceptr positions, int64_t tokens,
   void *params[] = {&x,           &positions, &tokens, &rowsPerToken, &rowDim,
                     &interleaved, &offset,    &dim,    &theta,        &yarn,
                     &factor,      &low,       &high,   &attention};
-  return launch(ropeFn, "rope", ceilDiv(dim / 2, 64), tokens, 1, 64, 0, stream,
-                params);
+  if (dim / 2 > kRopeMaxPairs)
+    return Status::error("rope: " + std::to_string(dim) +
+                         " rotated dims exceed the kernel's " +
+                         std::to_string(2 * kRopeMaxPairs));
+  if (tokens <= 0 || rowsPerToken <= 0 || dim < 2)
+    return Status::success();
+  return launch(ropeFn, "rope", tokens, ceilDiv(rowsPerToken, kRopeRows), 1,
+                256, 0, stream, params);
 }
 
 Status CudaKernels::swiglu(CUdeviceptr gate, CUdeviceptr up, int64_t n,
@@ -965,11 +973,10 @@ Status CudaKernels::attention(CUdeviceptr q, const DeviceCacheView &k,
         "attention: the tensor-core path does not take K and V heads of " +
         std::to_string(headDim) + " and " + std::to_string(valueDim) +
         " values in these caches (see tensorAttentionApplies)");
-  // Auto keeps the CUDA cores: on the H200 the tensor-core kernels were
-  // within 2.3e-5 of the CPU, not within fp32 rounding as designed (the
-  // CUDA cores: 5e-7), so they run only when asked for until that is
-  // understood (bench/NOTES.md, 2026-12-02).
-  if (path == AttentionPath::TensorCores) {
+  // Auto takes the tensor cores wherever they apply and the launch does
+  // not split over keys (prefill; decode without scratch).
+  if (path == AttentionPath::TensorCores ||
+      (path == AttentionPath::Auto && tensor && splits == 1)) {
     // hn = min(group, 64) heads a block, 64 / hn tokens; tc128 also for
     // dims past 64.
     int64_t hn = std::min(group, kTcAttentionRows);
@@ -1064,8 +1071,10 @@ Status CudaKernels::copyColumns(CUdeviceptr src, int64_t srcStride,
                                 CUstream stream) const {
   void *params[] = {&src,       &srcStride, &srcOffset, &dst,
                     &dstStride, &dstOffset, &rows,      &cols};
-  return launch(copyColumnsFn, "copyColumns", rows, 1, 1, 256, 0, stream,
-                params);
+  if (rows <= 0 || cols <= 0)
+    return Status::success();
+  return launch(copyColumnsFn, "copyColumns", ceilDiv(rows * cols, 256), 1, 1,
+                256, 0, stream, params);
 }
 
 Status CudaKernels::causalBounds(CUdeviceptr positions, int64_t tokens,

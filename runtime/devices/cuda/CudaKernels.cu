@@ -1336,8 +1336,10 @@ DAYBREAK_TC_GEMV(daybreak_gemv_tc_bf16_m8_t2, kWeightBF16, 8, 8, 2, 2, 2)
 // in registers (a row tile's group sums in 32 registers). The k order in a
 // 16-byte piece is permuted so that one lane's piece holds its fragment's
 // columns of several k-steps (as the GEMVs: lane (g, t) of k-step s takes
-// piece columns (s % C) * 4 + t * 4C + j); x's parts are stored with the
-// same permutation, so every product pairs the right x and weight values.
+// piece columns (s % C) * 4 + t * 4C + j; with [1, 32] scale groups the
+// two k-steps of a group stay inside its 32 columns instead: 32 (s / 2) +
+// 8 t + 4 (s % 2) + j); x's parts are stored with the same permutation,
+// so every product pairs the right x and weight values.
 // Two blocks an SM (registers): one converts x while the other multiplies.
 // ptxas (CUDA 13.0, sm_90a) gives them 250-255 registers: no spills for
 // bf16, 40-44 bytes for e4m3 with 128-column scale blocks, 64-240 with
@@ -1448,6 +1450,17 @@ gemmTile(const float *__restrict__ x, const uint8_t *__restrict__ weight,
   using L = GemmSmem<kType>;
   constexpr int C = S::kChunkSteps;
   constexpr int kGroups = 4 / kFoldSteps; // scale groups a stage
+  // The stage's K permutation: lane t's four columns of k-step s. Whole
+  // stage groups (bf16; e4m3 with blockK >= 64) take 16 t + 4 s, so one
+  // 8-byte load of a lane serves two k-steps of e4m3 and every k-step
+  // spans the stage. [1, 32] scale groups (kFoldSteps 2) must keep each
+  // group's two k-steps inside its 32 columns: 32 (s / 2) + 8 t + 4 (s % 2),
+  // still two k-steps an 8-byte load. x's parts follow the same map.
+  constexpr bool kSplitGroups = kType == kWeightE4M3 && kFoldSteps == 2;
+  auto stepColumn = [](int step, int lane) {
+    return kSplitGroups ? 32 * (step / 2) + 8 * lane + 4 * (step % 2)
+                        : (step / C) * 16 * C + lane * 4 * C + (step % C) * 4;
+  };
   float *xs = reinterpret_cast<float *>(smem + L::kX);
   uint8_t *ws = smem + L::kW;
   uint16_t *parts = reinterpret_cast<uint16_t *>(smem + L::kParts);
@@ -1522,8 +1535,7 @@ gemmTile(const float *__restrict__ x, const uint8_t *__restrict__ weight,
 #pragma unroll
       for (int q = 0; q < 4; ++q) {
         const int step = 2 * h + jj;
-        v[jj][q] = *reinterpret_cast<const float4 *>(
-            xr + (step / C) * 16 * C + q * 4 * C + (step % C) * 4);
+        v[jj][q] = *reinterpret_cast<const float4 *>(xr + stepColumn(step, q));
       }
     if (kType == kWeightE4M3) {
       // The row's largest |x| of the stage into [2^14, 2^15).
@@ -1634,7 +1646,9 @@ gemmTile(const float *__restrict__ x, const uint8_t *__restrict__ weight,
             if (kType != kWeightE4M3)
               piece ^= (g & 1) << 2;
             raw[nt] = *reinterpret_cast<const uint2 *>(
-                wb + row * S::kRowBytes + piece * 16 + (sub0 / kPerLoad) * 8);
+                wb + row * S::kRowBytes +
+                (kSplitGroups ? stepColumn(step0, t)
+                              : piece * 16 + (sub0 / kPerLoad) * 8));
           }
 #pragma unroll
           for (int d = 0; d < kPerLoad; ++d) {
@@ -1927,35 +1941,46 @@ extern "C" __global__ void daybreak_head_matmul(const float *x, Weight w,
                        tokens, n, k);
 }
 
-/// In-place RoPE. grid (ceil(half/64), tokens), block 64: one thread per
-/// (token, pair) computes the angle in double and rotates that pair of every
-/// row of the token. `low`/`high` are YaRN's ramp ends (from the host; unused
-/// without yarn).
+/// Rows of one token a RoPE block rotates, and the pairs it takes at most
+/// (kRopeMaxPairs in CudaKernels.h).
+constexpr int kRopeRows = 16, kRopeMaxPairs = 256;
+
+/// In-place RoPE. grid (tokens, ceil(rowsPerToken / kRopeRows)), block
+/// 256: a block takes kRopeRows rows of one token. Its first threads compute
+/// each pair's angle in double into shared memory (once a block, not once a
+/// row), then every thread rotates (row, pair) values in turn, consecutive
+/// threads on consecutive pairs. `low`/`high` are YaRN's ramp ends (from
+/// the host; unused without yarn). dim / 2 <= kRopeMaxPairs
+/// (CudaKernels::rope checks).
 extern "C" __global__ void
 daybreak_rope(float *x, const int32_t *positions, int64_t tokens,
               int64_t rowsPerToken, int64_t rowDim, int32_t interleaved,
               int64_t offset, int64_t dim, double theta, int32_t yarn,
               double factor, double low, double high, double attentionFactor) {
-  int64_t half = dim / 2;
-  int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
-  int64_t t = blockIdx.y;
-  if (i >= half)
-    return;
-  double freq = pow(theta, -2.0 * double(i) / double(dim));
-  if (yarn) {
-    double ramp = fmin(fmax((double(i) - low) / (high - low), 0.0), 1.0);
-    freq = freq / factor * ramp + freq * (1.0 - ramp);
+  __shared__ double cosines[kRopeMaxPairs], sines[kRopeMaxPairs];
+  const int64_t half = dim / 2, t = blockIdx.x;
+  const double position = double(positions[t]);
+  for (int64_t i = threadIdx.x; i < half; i += blockDim.x) {
+    double freq = pow(theta, -2.0 * double(i) / double(dim));
+    if (yarn) {
+      double ramp = fmin(fmax((double(i) - low) / (high - low), 0.0), 1.0);
+      freq = freq / factor * ramp + freq * (1.0 - ramp);
+    }
+    double angle = position * freq;
+    cosines[i] = cos(angle) * attentionFactor;
+    sines[i] = sin(angle) * attentionFactor;
   }
-  double angle = double(positions[t]) * freq;
-  double cosine = cos(angle) * attentionFactor;
-  double sine = sin(angle) * attentionFactor;
-  int64_t a = interleaved ? 2 * i : i;
-  int64_t b = interleaved ? 2 * i + 1 : i + half;
-  for (int64_t r = 0; r < rowsPerToken; ++r) {
+  __syncthreads();
+  const int64_t r0 = int64_t(blockIdx.y) * kRopeRows;
+  const int64_t rows = min(int64_t(kRopeRows), rowsPerToken - r0);
+  for (int64_t j = threadIdx.x; j < rows * half; j += blockDim.x) {
+    int64_t r = r0 + j / half, i = j % half;
+    int64_t a = interleaved ? 2 * i : i;
+    int64_t b = interleaved ? 2 * i + 1 : i + half;
     float *row = x + (t * rowsPerToken + r) * rowDim + offset;
     double xa = row[a], xb = row[b];
-    row[a] = float(xa * cosine - xb * sine);
-    row[b] = float(xb * cosine + xa * sine);
+    row[a] = float(xa * cosines[i] - xb * sines[i]);
+    row[b] = float(xb * cosines[i] + xa * sines[i]);
   }
 }
 
@@ -3102,14 +3127,18 @@ daybreak_sparse_attention_combine(const float *partial, int64_t heads,
   }
 }
 
-/// grid (rows), block 256. src and dst must not overlap (unlike memmove).
+/// grid (ceil(rows x cols / 256)), block 256: one thread a value, so a
+/// slice one column wide (gpt-oss's de-interleaved gate and up, rows x 1)
+/// fills the GPU as a wide one does. src and dst must not overlap.
 extern "C" __global__ void
 daybreak_copy_columns(const float *src, int64_t srcStride, int64_t srcOffset,
                       float *dst, int64_t dstStride, int64_t dstOffset,
                       int64_t rows, int64_t cols) {
-  int64_t r = blockIdx.x;
-  for (int64_t i = threadIdx.x; i < cols; i += blockDim.x)
-    dst[r * dstStride + dstOffset + i] = src[r * srcStride + srcOffset + i];
+  int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (i >= rows * cols)
+    return;
+  int64_t r = i / cols, c = i - r * cols;
+  dst[r * dstStride + dstOffset + c] = src[r * srcStride + srcOffset + c];
 }
 
 /// bounds[t] = positions[t] + 1. grid (ceil(tokens/256)), block 256.

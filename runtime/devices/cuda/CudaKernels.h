@@ -115,6 +115,9 @@ constexpr int64_t attentionScratchFloats(int64_t queryHeadsPerKv,
          attentionHeadGroup(queryHeadsPerKv, valueDim) * (valueDim + 3);
 }
 
+/// RoPE: rows of one token a block rotates, and the rotated pairs
+/// (dim / 2) it takes at most (kRopeRows, kRopeMaxPairs in CudaKernels.cu).
+inline constexpr int64_t kRopeRows = 16, kRopeMaxPairs = 256;
 /// Rows (tokens, or expert rows) of one tensor-core GEMM tile
 /// (kGemmRows in CudaKernels.cu).
 inline constexpr int64_t kTensorGemmRows = 64;
