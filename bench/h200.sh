@@ -67,7 +67,11 @@ route_cases() {
 # artifact ROUTE: the artifact compiled for a route (the plain name for DeepSeek).
 artifact() { if [ "$1" = default ]; then echo "$work/model.daybreak"; else echo "$work/model-$1.daybreak"; fi; }
 # suffix ROUTE: what the route's result files add to their names.
-suffix() { if [ "$1" = default ]; then echo ""; else echo "-$1"; fi; }
+# ATTENTION=tensor-cores: daybreak-run's dense attention at prefill on the
+# tensor cores (--attention=tensor-cores); its results get the suffix -tc.
+run_flags=${ATTENTION:+--attention=$ATTENTION}
+tag=${ATTENTION:+-tc}
+suffix() { if [ "$1" = default ]; then echo "$tag"; else echo "-$1$tag"; fi; }
 
 for step in "$@"; do
   echo "== $step ($(date -u +%T))"
@@ -129,7 +133,7 @@ from transformers.models.gpt_oss import modeling_gpt_oss as g; print("gpt_oss:",
     ;;
   daybreak)
     for route in $routes; do
-      "$tc/daybreak-run" bench "$(artifact "$route")" $(route_cases "$route") --iterations 10 \
+      "$tc/daybreak-run" bench "$(artifact "$route")" $(route_cases "$route") $run_flags --iterations 10 \
         --prefill-iterations 2 --max-case-seconds 10 \
         --json "$out/daybreak$(suffix "$route").json" 2>&1 |
         tee "$out/daybreak$(suffix "$route").log"

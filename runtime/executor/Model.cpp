@@ -23,6 +23,9 @@ StatusOr<std::unique_ptr<Model>> Model::load(const std::string &path,
     if (target != "cpu")
       return Status::error(path + ": compiled for target '" + target +
                            "', which --device=cpu does not run");
+    if (options.tensorCoreAttention)
+      return Status::error("--attention=tensor-cores: the CPU device has no "
+                           "tensor cores (use --device=cuda)");
     device = std::make_unique<cpu::CpuDevice>(options.threads);
   } else if (options.device.rfind("cuda", 0) == 0) {
 #ifdef DAYBREAK_HAVE_CUDA
@@ -48,6 +51,7 @@ StatusOr<std::unique_ptr<Model>> Model::load(const std::string &path,
         cuda::CudaDevice::open(ordinal);
     if (!gpu.ok())
       return gpu.error().withContext("--device=" + options.device);
+    (*gpu)->preferTensorCoreAttention(options.tensorCoreAttention);
     device = std::move(*gpu);
 #else
     return Status::error("--device=" + options.device +

@@ -12,7 +12,7 @@
 //   daybreak-run compare logits.safetensors --expected expected.safetensors
 //       [--atol 1e-4]
 //   common: [--device=cpu|cuda[:N]] (default: the artifact's target)
-//           [--threads N]
+//           [--threads N] [--attention=exact|tensor-cores]
 //
 //===----------------------------------------------------------------------===//
 
@@ -33,19 +33,25 @@ using namespace daybreak;
 using namespace daybreak::runtime;
 
 static int usage() {
-  std::cerr << "usage: daybreak-run generate|logits|bench|inspect|verify model.daybreak "
-               "[options] | daybreak-run devices\n"
-               "  generate: --prompt-ids 1,2,3 [--max-new-tokens N] "
-               "[--temperature T] [--top-p P] [--seed S]\n"
-               "  logits:   --inputs inputs.json --output out.safetensors\n"
-               "  bench:    [--batch 1,8,64] [--context 1024,8192,32768] "
-               "[--prefill 1024,8192] [--warmup 3] [--iterations 20]\n"
-               "            [--prefill-iterations 3] [--fill-tokens 512] "
-               "[--max-case-seconds 60] [--kernels 0|1] [--seed 1]\n"
-               "            [--json out.json] (JSON on stdout without it)\n"
-               "  compare (logits.safetensors instead of model.daybreak): "
-               "--expected e.safetensors [--atol 1e-4]\n"
-               "  common:   [--device=cpu|cuda[:N]] (default: the artifact's target) [--threads N]\n";
+  std::cerr
+      << "usage: daybreak-run generate|logits|bench|inspect|verify "
+         "model.daybreak "
+         "[options] | daybreak-run devices\n"
+         "  generate: --prompt-ids 1,2,3 [--max-new-tokens N] "
+         "[--temperature T] [--top-p P] [--seed S]\n"
+         "  logits:   --inputs inputs.json --output out.safetensors\n"
+         "  bench:    [--batch 1,8,64] [--context 1024,8192,32768] "
+         "[--prefill 1024,8192] [--warmup 3] [--iterations 20]\n"
+         "            [--prefill-iterations 3] [--fill-tokens 512] "
+         "[--max-case-seconds 60] [--kernels 0|1] [--seed 1]\n"
+         "            [--json out.json] (JSON on stdout without it)\n"
+         "  compare (logits.safetensors instead of model.daybreak): "
+         "--expected e.safetensors [--atol 1e-4]\n"
+         "  common:   [--device=cpu|cuda[:N]] (default: the artifact's target) "
+         "[--threads N]\n"
+         "            [--attention=exact|tensor-cores] (CUDA: dense "
+         "attention's prefill\n"
+         "            on the tensor cores; faster, not exact; default exact)\n";
   return 2;
 }
 
@@ -114,6 +120,11 @@ int main(int argc, char **argv) {
 
   if (!parse(flag("threads", "0"), load.threads))
     return fail("--threads expects a number");
+  std::string attention = flag("attention", "exact");
+  if (attention != "exact" && attention != "tensor-cores")
+    return fail("--attention=" + attention +
+                ": expected exact or tensor-cores");
+  load.tensorCoreAttention = attention == "tensor-cores";
   if (command == "compare") {
     // daybreak-run compare actual.safetensors --expected e.safetensors
     double atol;

@@ -836,7 +836,7 @@ struct CudaLaunchers {
         p(l.in(In::positions)), p(l.in(In::sequences)), p(l.in(In::sinks)),
         l.tokens, q.dim(1), l->i(P::kv_heads), l->f(P::scale),
         l->has(P::window) ? l->i(P::window) : 0, p(l.out(0)), d.stream,
-        d.attentionPartials, d.attentionPartialFloats);
+        d.attentionPartials, d.attentionPartialFloats, d.attentionPath);
   }
   static Status elementwise(CudaDevice &d, const BoundLaunch &l) {
     CUfunction fn = d.generatedFns[l->ordinal];

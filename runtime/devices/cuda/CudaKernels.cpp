@@ -973,10 +973,12 @@ Status CudaKernels::attention(CUdeviceptr q, const DeviceCacheView &k,
         "attention: the tensor-core path does not take K and V heads of " +
         std::to_string(headDim) + " and " + std::to_string(valueDim) +
         " values in these caches (see tensorAttentionApplies)");
-  // Auto takes the tensor cores wherever they apply and the launch does
-  // not split over keys (prefill; decode without scratch).
+  // Auto keeps the exact CUDA-core kernels: the tensor cores' mma.sync
+  // does not sum as fp32 does (2e-5 .. 4e-5 of the CPU on the H200, see
+  // CudaAttention.cuh), so they run where asked for, or preferred by the
+  // device's option (`daybreak-run --attention=tensor-cores`).
   if (path == AttentionPath::TensorCores ||
-      (path == AttentionPath::Auto && tensor && splits == 1)) {
+      (path == AttentionPath::PreferTensorCores && tensor && splits == 1)) {
     // hn = min(group, 64) heads a block, 64 / hn tokens; tc128 also for
     // dims past 64.
     int64_t hn = std::min(group, kTcAttentionRows);

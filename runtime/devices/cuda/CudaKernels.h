@@ -66,9 +66,13 @@ struct TensorGemvChoice {
 };
 
 /// Which kernel CudaKernels::attention runs. Auto leaves the choice to the
-/// launcher; tests and the benchmark force the others.
+/// launcher (the exact CUDA-core kernels); PreferTensorCores takes the
+/// tensor cores wherever they apply and the launch does not split over
+/// keys (prefill, on bf16 and fp8 caches: not the exact mode's precision,
+/// see CudaAttention.cuh); tests and the benchmark force the others.
 enum class AttentionPath {
   Auto,
+  PreferTensorCores,
   CudaCores,   ///< daybreak_attention (and its split for decode)
   TensorCores, ///< daybreak_attention_tc64 / _tc128 (an error where they
                ///< do not apply, see CudaKernels::tensorAttentionApplies)
