@@ -15,8 +15,11 @@ static std::optional<ref::Tensor> readMxfp4(const ref::Tensor &bytes,
   const std::vector<int64_t> &codes = bytes.ints();
   if (as == ref::ElementType::F8E8M0FNU) {
     ref::Tensor scales = ref::Tensor::zeros(as, bytes.shape());
+    float decoded[256]; // each code decoded once: billions of values
+    for (int c = 0; c < 256; ++c)
+      decoded[c] = numerics::e8m0ToFloat(uint8_t(c));
     for (size_t i = 0; i < codes.size(); ++i)
-      scales.floats()[i] = numerics::e8m0ToFloat(uint8_t(codes[i]));
+      scales.floats()[i] = decoded[uint8_t(codes[i])];
     return scales;
   }
   // [..., G, 16] bytes: element 2b of a block in the low nibble of byte b,
@@ -27,9 +30,13 @@ static std::optional<ref::Tensor> readMxfp4(const ref::Tensor &bytes,
   std::vector<int64_t> shape(bytes.shape().begin(), bytes.shape().end() - 1);
   shape.back() *= 32;
   ref::Tensor values = ref::Tensor::zeros(as, shape);
+  float decoded[16];
+  for (int c = 0; c < 16; ++c)
+    decoded[c] = numerics::e2m1ToFloat(uint8_t(c));
+  float *out = values.floats().data();
   for (size_t i = 0; i < codes.size(); ++i) {
-    values.floats()[2 * i] = numerics::e2m1ToFloat(uint8_t(codes[i]) & 0xF);
-    values.floats()[2 * i + 1] = numerics::e2m1ToFloat(uint8_t(codes[i]) >> 4);
+    out[2 * i] = decoded[uint8_t(codes[i]) & 0xF];
+    out[2 * i + 1] = decoded[uint8_t(codes[i]) >> 4];
   }
   return values;
 }
