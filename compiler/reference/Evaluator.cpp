@@ -740,15 +740,6 @@ llvm::Error FrameEvaluator::evaluateUpstream(Operation *op) {
           v = -v;
         return bind(o.getResult(), std::move(out));
       })
-      .Case([&](arith::ExtFOp o) -> llvm::Error {
-        // Widening is exact: the values stay, the type records the width.
-        std::optional<ElementType> to =
-            toElementType(getElementTypeOrSelf(o.getType()));
-        if (!to)
-          return makeError("arith.extf to unsupported type " +
-                           describeType(o.getType()));
-        return bind(o.getResult(), get(o.getIn()).castTo(*to));
-      })
       .Case([&](tensor::ExtractSliceOp o) -> llvm::Error {
         // Dynamic offsets and sizes are index scalars (rank-0 tensors).
         auto resolve = [&](ArrayRef<OpFoldResult> mixed) {

@@ -2146,36 +2146,67 @@ extern "C" __global__ void daybreak_moe_route_softmax_topk(
     const float *logits, const float *bias, int64_t tokens, int64_t experts,
     int64_t topK, double scalingFactor, int32_t *indices, float *weights) {
   __shared__ double selects[kMaxRouteExperts];
+  __shared__ double warpKeys[32];
+  __shared__ int32_t warpPicks[32], picks[kMaxRouteExperts];
   int64_t t = blockIdx.x;
   const float *row = logits + t * experts;
   for (int64_t e = threadIdx.x; e < experts; e += blockDim.x)
     selects[e] = double(row[e]) + (bias ? bias[e] : 0.0f);
   __syncthreads();
-  if (threadIdx.x != 0)
-    return;
   int64_t picked = topK < experts ? topK : experts;
   if (picked < 0)
     picked = 0;
+  // Pick i: the best expert strictly below pick i - 1 in the order (key,
+  // then the lower id), found by the whole block: each thread over its
+  // experts, then the warps' shuffles and warp 0 over the warps. The order
+  // is total, so the result is the serial scan's. -1: no candidate.
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  const int warps = (blockDim.x + 31) >> 5;
+  double prevKey = 0;
+  int32_t prev = -1;
+  auto take = [](double &key, int32_t &pick, double otherKey, int32_t other) {
+    if (other >= 0 && (pick < 0 || better(otherKey, other, key, pick))) {
+      key = otherKey;
+      pick = other;
+    }
+  };
+  for (int64_t i = 0; i < picked; ++i) {
+    double key = 0;
+    int32_t pick = -1;
+    for (int64_t e = threadIdx.x; e < experts; e += blockDim.x) {
+      double ke = orderKey(selects[e]);
+      if (prev < 0 || better(prevKey, prev, ke, e))
+        take(key, pick, ke, int32_t(e));
+    }
+    for (int offset = 16; offset > 0; offset >>= 1)
+      take(key, pick, __shfl_xor_sync(0xffffffffu, key, offset),
+           __shfl_xor_sync(0xffffffffu, pick, offset));
+    if (lane == 0) {
+      warpKeys[warp] = key;
+      warpPicks[warp] = pick;
+    }
+    __syncthreads();
+    if (warp == 0) {
+      key = lane < warps ? warpKeys[lane] : 0.0;
+      pick = lane < warps ? warpPicks[lane] : -1;
+      for (int offset = 16; offset > 0; offset >>= 1)
+        take(key, pick, __shfl_xor_sync(0xffffffffu, key, offset),
+             __shfl_xor_sync(0xffffffffu, pick, offset));
+      if (lane == 0)
+        picks[i] = pick;
+    }
+    __syncthreads();
+    prev = picks[i];
+    prevKey = prev >= 0 ? orderKey(selects[prev]) : 0.0;
+  }
+  if (threadIdx.x != 0)
+    return;
   int32_t *outIdx = indices + t * topK;
   float *outW = weights + t * topK;
-  // Pick: the best expert strictly below the previous pick in the order.
-  double prevKey = 0, best = -__longlong_as_double(0x7FF0000000000000ll);
-  int64_t prev = -1;
+  double best = -__longlong_as_double(0x7FF0000000000000ll);
   for (int64_t i = 0; i < picked; ++i) {
-    int64_t pick = -1;
-    double pickKey = 0;
-    for (int64_t e = 0; e < experts; ++e) {
-      double ke = orderKey(selects[e]);
-      if (prev >= 0 && !better(prevKey, prev, ke, e))
-        continue;
-      if (pick < 0 || better(ke, e, pickKey, pick)) {
-        pick = e;
-        pickKey = ke;
-      }
-    }
-    outIdx[i] = int32_t(pick);
-    prev = pick;
-    prevKey = pickKey;
+    int32_t pick = picks[i];
+    outIdx[i] = pick;
     // The maximum skips NaN, as the CPU kernel's std::max.
     if (double(row[pick]) > best)
       best = row[pick];
