@@ -329,20 +329,21 @@ daybreak_attention_split(const float *q, Cache k, Cache v,
 // h3: 8 + 8 + 8 significant bits), so each bf16 x bf16 product the tensor
 // core forms is exact and each fp32 product is the sum of three: scores
 // and P V would be the fp32 products summed in another order, if the
-// tensor core summed them as fp32 does. It does not: on the H200 a row of
-// one key (one score, four k-steps) is already ~2e-6 of the CPU where the
-// CUDA cores are exact, and whole rows reach 2.3e-5 (D = 64) to 3.7e-5
-// (D = 128); summing each k-step's three parts on a fresh accumulator did
-// not help (measured 2026-12-02). So mma.sync's accumulation keeps far
-// fewer than fp32's bits of the addends it aligns, and the three-part
-// split buys no exactness past that. This path therefore is not the
-// exact mode's: CudaKernels::attention takes it only when asked
-// (AttentionPath::TensorCores, `daybreak-run --attention=tensor-cores`),
-// and its test bound is derived from the caches' own rounding
-// (CudaKernelsTest.DenseAttention). Each key tile's P V (64 keys, 12 mma;
-// 32 keys for tc128, 6 mma) goes to a fresh accumulator that is folded
-// into the fp32 output with the online softmax's correction (one FFMA,
-// rounded to nearest); a score sums 8 k-steps x 3 parts. The softmax itself
+// tensor core summed them as fp32 does. It does not: mma.sync aligns the
+// addends of an mma (its products and the accumulator) and keeps fewer
+// bits of them than fp32 rounding would. Each k-step's three mma therefore
+// run on a fresh accumulator, smallest part first, and are added to the
+// score or to the key tile's P V in fp32 (FADD): on the H200 that took
+// rows of one key with sinks (one score of four k-steps, P = 1) from 3.2e-5
+// to 1.7e-5 of the CPU and the worst row of CudaKernelsTest.DenseAttention
+// from 6.6e-5 to 3.7e-5 (2026-12-02; the CUDA cores: within 2e-5), still
+// not fp32's. So this path is not the exact mode's: CudaKernels::attention
+// takes it only when asked (AttentionPath::TensorCores, or
+// PreferTensorCores from `daybreak-run --attention=tensor-cores`), and its
+// test bound is derived from the caches' own rounding. Each key tile's P V
+// (64 keys; 32 for tc128) goes to a fresh accumulator that is folded into
+// the fp32 output with the online softmax's correction (one FFMA, rounded
+// to nearest). The softmax itself
 // (scale, masks, running max and sum, expf) is fp32 on the CUDA cores as
 // in denseAttention. f32 caches stay on denseAttention: their values would
 // need three parts too (9 mma per product).
@@ -697,12 +698,19 @@ denseAttentionTc(const float *q, const Cache &k, const Cache &v,
           for (int n = 0; n < S::kKeys / 16; ++n) {
             uint32_t b[4];
             ldmatrixX4<false>(b, kBase + n * 16 * S::kStride + ks * 16);
+            // The k-step's three parts on a fresh accumulator, smallest
+            // first, added to the score in fp32 (see "Precision" above).
+            float step[2][4] = {};
 #pragma unroll
-            for (int part = 0; part < 3; ++part) {
-              mma16816<kWeightBF16>(s[2 * n], a[part], make_uint2(b[0], b[1]));
-              mma16816<kWeightBF16>(s[2 * n + 1], a[part],
-                                    make_uint2(b[2], b[3]));
+            for (int part = 2; part >= 0; --part) {
+              mma16816<kWeightBF16>(step[0], a[part], make_uint2(b[0], b[1]));
+              mma16816<kWeightBF16>(step[1], a[part], make_uint2(b[2], b[3]));
             }
+#pragma unroll
+            for (int x = 0; x < 2; ++x)
+#pragma unroll
+              for (int e = 0; e < 4; ++e)
+                s[2 * n + x][e] += step[x][e];
           }
         }
         // Scale and mask (C element e: row g + 8 (e >> 1), key 2t + (e & 1)),
@@ -771,11 +779,17 @@ denseAttentionTc(const float *q, const Cache &k, const Cache &v,
           for (int kk = 0; kk < S::kKeySteps; ++kk) {
             uint32_t b[4];
             ldmatrixX4<true>(b, vBase + kk * 16 * S::kStride + n * 16);
+            float step[2][4] = {};
 #pragma unroll
-            for (int p = 0; p < 3; ++p) {
-              mma16816<kWeightBF16>(part[0], pa[kk][p], make_uint2(b[0], b[1]));
-              mma16816<kWeightBF16>(part[1], pa[kk][p], make_uint2(b[2], b[3]));
+            for (int p = 2; p >= 0; --p) {
+              mma16816<kWeightBF16>(step[0], pa[kk][p], make_uint2(b[0], b[1]));
+              mma16816<kWeightBF16>(step[1], pa[kk][p], make_uint2(b[2], b[3]));
             }
+#pragma unroll
+            for (int x = 0; x < 2; ++x)
+#pragma unroll
+              for (int e = 0; e < 4; ++e)
+                part[x][e] += step[x][e];
           }
 #pragma unroll
           for (int x = 0; x < 2; ++x)

@@ -974,7 +974,7 @@ Status CudaKernels::attention(CUdeviceptr q, const DeviceCacheView &k,
         std::to_string(headDim) + " and " + std::to_string(valueDim) +
         " values in these caches (see tensorAttentionApplies)");
   // Auto keeps the exact CUDA-core kernels: the tensor cores' mma.sync
-  // does not sum as fp32 does (2e-5 .. 4e-5 of the CPU on the H200, see
+  // does not sum as fp32 does (up to 3.7e-5 of the CPU on the H200, see
   // CudaAttention.cuh), so they run where asked for, or preferred by the
   // device's option (`daybreak-run --attention=tensor-cores`).
   if (path == AttentionPath::TensorCores ||
