@@ -27,9 +27,9 @@ namespace daybreak::runtime {
 struct LoadOptions {
   std::string device = "cpu"; ///< "cpu" (later "cuda:N")
   unsigned threads = 0;       ///< CPU threads; 0: all hardware threads
-  /// CUDA: dense attention's prefill on the tensor cores (bf16 and fp8
-  /// caches), faster and not exact (CudaAttention.cuh); an error on the
-  /// CPU device.
+  /// CUDA: dense attention on the tensor cores wherever a launch does not
+  /// split over keys (prefill, large decode batches; bf16 and fp8 caches),
+  /// faster and not exact (CudaAttention.cuh); an error on the CPU device.
   bool tensorCoreAttention = false;
 };
 

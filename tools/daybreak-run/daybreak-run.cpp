@@ -33,25 +33,27 @@ using namespace daybreak;
 using namespace daybreak::runtime;
 
 static int usage() {
-  std::cerr
-      << "usage: daybreak-run generate|logits|bench|inspect|verify "
-         "model.daybreak "
-         "[options] | daybreak-run devices\n"
-         "  generate: --prompt-ids 1,2,3 [--max-new-tokens N] "
-         "[--temperature T] [--top-p P] [--seed S]\n"
-         "  logits:   --inputs inputs.json --output out.safetensors\n"
-         "  bench:    [--batch 1,8,64] [--context 1024,8192,32768] "
-         "[--prefill 1024,8192] [--warmup 3] [--iterations 20]\n"
-         "            [--prefill-iterations 3] [--fill-tokens 512] "
-         "[--max-case-seconds 60] [--kernels 0|1] [--seed 1]\n"
-         "            [--json out.json] (JSON on stdout without it)\n"
-         "  compare (logits.safetensors instead of model.daybreak): "
-         "--expected e.safetensors [--atol 1e-4]\n"
-         "  common:   [--device=cpu|cuda[:N]] (default: the artifact's target) "
-         "[--threads N]\n"
-         "            [--attention=exact|tensor-cores] (CUDA: dense "
-         "attention's prefill\n"
-         "            on the tensor cores; faster, not exact; default exact)\n";
+  static const char *const lines[] = {
+      "usage: daybreak-run generate|logits|bench|inspect|verify model.daybreak",
+      "           [options] | daybreak-run devices",
+      "  generate: --prompt-ids 1,2,3 [--max-new-tokens N] [--temperature T]",
+      "            [--top-p P] [--seed S]",
+      "  logits:   --inputs inputs.json --output out.safetensors",
+      "  bench:    [--batch 1,8,64] [--context 1024,8192,32768]",
+      "            [--prefill 1024,8192] [--warmup 3] [--iterations 20]",
+      "            [--prefill-iterations 3] [--fill-tokens 512]",
+      "            [--max-case-seconds 60] [--kernels 0|1] [--seed 1]",
+      "            [--json out.json] (JSON on stdout without it)",
+      "  compare (logits.safetensors instead of model.daybreak):",
+      "            --expected e.safetensors [--atol 1e-4]",
+      "  common:   [--device=cpu|cuda[:N]] (default: the artifact's target)",
+      "            [--threads N]",
+      "            [--attention=exact|tensor-cores] (CUDA: dense attention on",
+      "            the tensor cores where a launch does not split over keys:",
+      "            prefill, large decode batches; faster, not exact)",
+  };
+  for (const char *line : lines)
+    std::cerr << line << "\n";
   return 2;
 }
 

@@ -24,8 +24,9 @@ class CudaDevice final : public runtime::Device {
 public:
   /// The device `ordinal` of the driver; fails with the driver's reason.
   static StatusOr<std::unique_ptr<CudaDevice>> open(int ordinal);
-  /// Dense attention on the tensor cores where they apply (prefill on bf16
-  /// and fp8 caches): 5-10x faster, not the exact mode's precision
+  /// Dense attention on the tensor cores where they apply and a launch does
+  /// not split over keys (prefill, large decode batches; bf16 and fp8
+  /// caches): 5-10x faster, not the exact mode's precision
   /// (CudaAttention.cuh). Off by default.
   void preferTensorCoreAttention(bool prefer) {
     attentionPath =
