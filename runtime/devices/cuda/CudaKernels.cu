@@ -1777,7 +1777,8 @@ gemmExperts(const float *x, int32_t perSlotInput, const Weight &w, int64_t n,
 }
 
 /// Exclusive prefix sums over the block (1024 threads) of two counts;
-/// `totals` (32 int2 in shared memory) gets reused, `sum` the totals.
+/// `totals` (33 int2 in shared memory: a warp's each, then the block's)
+/// gets reused, `sum` the totals.
 __device__ int2 blockExclusiveScan(int2 v, int2 *totals, int2 &sum) {
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
   int2 inclusive = v;
