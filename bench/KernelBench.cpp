@@ -635,14 +635,16 @@ void benchAttention(const CudaKernels &kernels, int iterations) {
   for (Case c :
        {Case{"prefill", 1, 1024, 1024, 0}, Case{"prefill", 1, 1024, 1024, 128},
         Case{"prefill", 1, 8192, 8192, 0}, Case{"prefill", 1, 8192, 8192, 128},
-        Case{"decode", 64, 64, 8192, 0}}) {
+        Case{"decode", 1, 1, 32768, 0}, Case{"decode", 8, 8, 32768, 0},
+        Case{"decode", 64, 64, 8192, 0}, Case{"decode", 64, 64, 32768, 0},
+        Case{"decode", 64, 64, 32768, 128}}) {
     DeviceCacheView kv = cache(c.batch, c.context);
     // Prefill: positions 0..T-1 of sequence 0; decode: the last position
     // of each sequence.
     std::vector<int32_t> positions(c.tokens), sequences(c.tokens);
     double pairs = 0.0;
     for (int64_t t = 0; t < c.tokens; ++t) {
-      bool decode = c.batch > 1;
+      bool decode = std::string(c.name) == "decode";
       positions[t] = int32_t(decode ? c.context - 1 : t);
       sequences[t] = int32_t(decode ? t : 0);
       int64_t seen = positions[t] + 1;
@@ -658,8 +660,14 @@ void benchAttention(const CudaKernels &kernels, int iterations) {
     CUdeviceptr q = alloc(c.tokens * kHeads * kDim * 4, 0x3c),
                 out = alloc(c.tokens * kHeads * kDim * 4, 0);
     double flops = 4.0 * kHeads * kDim * pairs;
+    // Cache bytes a step must read: each visible K and V row once.
+    double bytes = 2.0 * pairs * double(kv.bytesPerRow);
+    // (The tensor cores do not split over keys: decode there would be one
+    // block a KV head of each sequence.)
     for (AttentionPath path :
          {AttentionPath::CudaCores, AttentionPath::TensorCores}) {
+      if (path == AttentionPath::TensorCores && c.tokens == c.batch)
+        continue;
       double seconds = timeIt(
           [&] {
             return kernels.attention(q, kv, kv, dPos, dSeqs, 0, c.tokens,
@@ -667,14 +675,15 @@ void benchAttention(const CudaKernels &kernels, int iterations) {
                                      nullptr, scratch, scratchFloats, path);
           },
           std::max(3, iterations / 10));
-      std::printf("%-18s %-40s %-12s %10.3f ms %9.1f TFLOP/s\n", "attention",
+      std::printf("%-18s %-40s %-12s %10.3f ms %9.1f TFLOP/s %8.0f GB/s\n",
+                  "attention",
                   (std::string(c.name) + " B=" + std::to_string(c.batch) +
                    " T=" + std::to_string(c.tokens) +
                    " ctx=" + std::to_string(c.context) +
                    " win=" + std::to_string(c.window) + " H=64/8 D=64 fp8")
                       .c_str(),
                   path == AttentionPath::TensorCores ? "tensor" : "cuda",
-                  seconds * 1e3, flops / seconds / 1e12);
+                  seconds * 1e3, flops / seconds / 1e12, bytes / seconds / 1e9);
     }
     for (CUdeviceptr p : {kv.base, dPos, dSeqs, q, out})
       driver->cuMemFree(p);

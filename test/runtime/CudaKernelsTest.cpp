@@ -1209,6 +1209,34 @@ TEST_F(CudaKernelsTest, DenseAttention) {
             compare(format, sh, step, window,
                     ring ? window - 1 + int64_t(step.positions.size()) : 0,
                     withSinks, 320, 3, modelLayout);
+
+  // Decode (daybreak_attention_decode where decodeAttentionApplies, with
+  // the scratch; the generic kernel without it or where it does not apply):
+  // sequences at positions that leave warps and splits without keys, a
+  // last tile of one key, and 700 keys over every warp; two tokens of one
+  // sequence (tokens <= batch still). Groups of
+  // 8 (gpt-oss), 4 at dims of 128, 1, 16 (two blocks of 8 heads) and 12
+  // (8 and 4, head dim 48).
+  const Shape decodeShapes[] = {{64, 8, 64, 64},
+                                {32, 4, 128, 128},
+                                {4, 4, 64, 64},
+                                {16, 1, 32, 32},
+                                {24, 2, 48, 32}};
+  const std::vector<Step> decodes = {
+      {"decode 6", {0, 31, 128, 129, 699, 400}, {0, 1, 2, 3, 4, 5}},
+      {"decode 2 of 1", {500, 501}, {2, 2}}};
+  for (auto format : {cpu::CacheFormat::F32, cpu::CacheFormat::BF16,
+                      cpu::CacheFormat::Fp8Scaled})
+    for (const Shape &sh : decodeShapes)
+      for (const Step &step : decodes)
+        for (auto [window, ring] : {std::pair{int64_t(0), false},
+                                    {128, false},
+                                    {128, true},
+                                    {1000, false}})
+          for (bool withSinks : {false, true})
+            compare(format, sh, step, window,
+                    ring ? window - 1 + int64_t(step.positions.size()) : 0,
+                    withSinks, 700, 6, modelLayout);
 }
 
 //===----------------------------------------------------------------------===//

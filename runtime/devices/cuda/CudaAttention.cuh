@@ -861,3 +861,291 @@ extern "C" __global__ void __launch_bounds__(kTcAttentionThreads, 1)
   denseAttentionTc<128>(q, k, v, positions, sequences, sinks, tokens, heads,
                         kvHeads, scale, window, out);
 }
+
+//===----------------------------------------------------------------------===//
+// Decode attention on the CUDA cores: daybreak_attention_decode.
+//
+// A decode step's tokens each belong to their own sequence, so nothing is
+// shared between tokens and denseAttention's tiles of tokens, chunks of 32
+// keys and five barriers a chunk leave the GPU waiting on memory (at 64
+// sequences of 8K keys, 18 ms a layer for 0.5 GB of fp8 cache). Here a
+// block takes one token, the query heads of one KV head (up to
+// kDecodeHeads) and one split of its keys; each of its warps walks its own
+// 32-key tiles with no barrier:
+// - scores: a lane a key, its K row read in 16-value vectors and decoded in
+//   registers, every head's dot product against Q broadcast from shared
+//   memory, summed over the head dim in order;
+// - the online softmax per head over the tile (warp max and sum);
+// - P x V: lanes split the value dims four at a time, 128 / valueDim keys a
+//   pass, each lane's four values one vector load.
+// The warps' partial softmax states merge in shared memory into the same
+// per-split partials as daybreak_attention_split ([tokens, heads, splits,
+// valueDim + 3]: max, denominator, key count, unnormalised sums), which
+// daybreak_sparse_attention_combine merges with the sinks. Caches: K and V
+// in one format, rows of a multiple of 16 bytes, fp8 without a bf16 tail
+// and with scale blocks of a multiple of 16 columns; head dims a multiple
+// of 16 up to kDecodeMaxHeadDim, value dims 32, 64 or 128
+// (CudaKernels::decodeAttentionApplies).
+//===----------------------------------------------------------------------===//
+
+namespace {
+
+constexpr int kDecodeWarps = 4, kDecodeHeads = 8, kDecodeMaxHeadDim = 256,
+              kDecodeMaxValueDim = 128;
+
+/// kN consecutive values of a cache row from column `col` (aligned to kN
+/// values; for fp8, within one scale block), decoded as cacheValue does
+/// (e4m3Fast: CudaKernels.cu's exact decode).
+template <int kFormat, int kN>
+__device__ __forceinline__ void loadCacheValues(const Cache &c,
+                                                const uint8_t *row, int col,
+                                                float *out) {
+  constexpr int kSize = kFormat == kF32 ? 4 : kFormat == kBF16 ? 2 : 1;
+  constexpr int kBytes = kN * kSize;
+  const uint8_t *p = row + int64_t(col) * kSize;
+  uint32_t w[(kBytes + 3) / 4];
+  if constexpr (kBytes % 16 == 0) {
+#pragma unroll
+    for (int i = 0; i < kBytes / 16; ++i) {
+      uint4 v = __ldg(reinterpret_cast<const uint4 *>(p) + i);
+      w[4 * i] = v.x;
+      w[4 * i + 1] = v.y;
+      w[4 * i + 2] = v.z;
+      w[4 * i + 3] = v.w;
+    }
+  } else if constexpr (kBytes == 8) {
+    uint2 v = __ldg(reinterpret_cast<const uint2 *>(p));
+    w[0] = v.x;
+    w[1] = v.y;
+  } else if constexpr (kBytes == 4) {
+    w[0] = __ldg(reinterpret_cast<const unsigned int *>(p));
+  } else if constexpr (kBytes == 2) {
+    w[0] = __ldg(reinterpret_cast<const unsigned short *>(p));
+  } else {
+    w[0] = __ldg(p);
+  }
+  if constexpr (kFormat == kF32) {
+#pragma unroll
+    for (int i = 0; i < kN; ++i)
+      out[i] = __uint_as_float(w[i]);
+  } else if constexpr (kFormat == kBF16) {
+#pragma unroll
+    for (int i = 0; i < kN; ++i)
+      out[i] = __uint_as_float((w[i / 2] >> (16 * (i % 2))) << 16);
+  } else {
+    float scale = __ldg(reinterpret_cast<const float *>(row + c.width) +
+                        col / int(c.scaleBlock));
+#pragma unroll
+    for (int i = 0; i < kN; ++i)
+      out[i] = e4m3Fast((w[i / 4] >> (8 * (i % 4))) & 0xFFu) * scale;
+  }
+}
+
+/// daybreak_attention_decode's body for caches of format kFormat and up to
+/// kHeads query heads a block.
+template <int kFormat, int kHeads>
+__device__ __forceinline__ void
+decodeAttention(const float *q, const Cache &k, const Cache &v,
+                const int32_t *positions, const int32_t *sequences,
+                int64_t heads, int64_t kvHeads, double scale, int64_t window,
+                float *partial, int32_t headGroup, int32_t splits, float *qs,
+                float (*ps)[kDecodeHeads][32], const uint8_t *(*vRows)[32],
+                float (*warpMaxes)[kDecodeHeads],
+                float (*warpSums)[kDecodeHeads], float *warpAcc) {
+  const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
+  const int headDim = int(k.width / kvHeads), valueDim = int(v.width / kvHeads);
+  const int64_t group = heads / kvHeads;
+  const int64_t groups = (group + headGroup - 1) / headGroup;
+  const int64_t g = blockIdx.y / groups;
+  const int64_t h0 = g * group + (blockIdx.y % groups) * headGroup;
+  const int hn = int(g * group + group - h0 < headGroup ? g * group + group - h0
+                                                         : headGroup);
+  const int64_t t = blockIdx.x;
+  const float negInf = -__int_as_float(0x7F800000);
+  const float fscale = float(scale);
+
+  // This split's keys [first, last] (denseAttention's bounds and split).
+  const int64_t seq = sequences ? sequences[t] : 0, p = positions[t];
+  const int64_t batch = k.batch < v.batch ? k.batch : v.batch;
+  const int64_t maxSeqLen = k.maxSeqLen < v.maxSeqLen ? k.maxSeqLen
+                                                      : v.maxSeqLen;
+  int64_t first = 0, last = -1;
+  if (seq >= 0 && seq < batch && p >= 0 && p < maxSeqLen) {
+    first = windowStart(p, window);
+    int64_t per = (p - first + splits) / splits; // ceil(len / splits)
+    int64_t from = first + int64_t(blockIdx.z) * per;
+    last = from + per - 1 < p ? from + per - 1 : p;
+    first = from;
+  }
+
+  // Q rows of the block's heads; rows past hn stay zero.
+  for (int e = tid; e < kHeads * headDim; e += blockDim.x)
+    qs[e] = e < hn * headDim ? q[(t * heads + h0) * headDim + e] : 0.0f;
+  __syncthreads();
+
+  float m[kHeads], l[kHeads], acc[kHeads][4];
+#pragma unroll
+  for (int h = 0; h < kHeads; ++h) {
+    m[h] = negInf;
+    l[h] = 0.0f;
+#pragma unroll
+    for (int j = 0; j < 4; ++j)
+      acc[h][j] = 0.0f;
+  }
+  const int lanesPerKey = valueDim / 4, keysPerPass = 32 / lanesPerKey;
+  const int passKey = lane / lanesPerKey, dim0 = 4 * (lane % lanesPerKey);
+  for (int64_t base = first + 32 * warp; base <= last;
+       base += 32 * kDecodeWarps) {
+    const int n = int(last + 1 - base < 32 ? last + 1 - base : 32);
+    // Scores: lane `lane` takes key base + lane.
+    float s[kHeads];
+#pragma unroll
+    for (int h = 0; h < kHeads; ++h)
+      s[h] = 0.0f;
+    if (lane < n) {
+      const uint8_t *kRow = cacheRow(k, seq, base + lane);
+      vRows[warp][lane] = cacheRow(v, seq, base + lane);
+      for (int d0 = 0; d0 < headDim; d0 += 16) {
+        float kv[16];
+        loadCacheValues<kFormat, 16>(k, kRow, int(g) * headDim + d0, kv);
+#pragma unroll
+        for (int h = 0; h < kHeads; ++h) {
+          const float4 *qr =
+              reinterpret_cast<const float4 *>(qs + h * headDim + d0);
+#pragma unroll
+          for (int i = 0; i < 4; ++i) {
+            float4 qv = qr[i];
+            s[h] = fmaf(qv.x, kv[4 * i], s[h]);
+            s[h] = fmaf(qv.y, kv[4 * i + 1], s[h]);
+            s[h] = fmaf(qv.z, kv[4 * i + 2], s[h]);
+            s[h] = fmaf(qv.w, kv[4 * i + 3], s[h]);
+          }
+        }
+      }
+    }
+    // The online softmax over the tile, per head.
+#pragma unroll
+    for (int h = 0; h < kHeads; ++h) {
+      float x = lane < n ? s[h] * fscale : negInf;
+      float previous = m[h];
+      float top = fmaxf(previous, warpMax(x));
+      float correction = top == previous ? 1.0f : expf(previous - top);
+      float e = lane < n ? expf(x - top) : 0.0f;
+      l[h] = l[h] * correction + warpSum(e);
+      m[h] = top;
+#pragma unroll
+      for (int j = 0; j < 4; ++j)
+        acc[h][j] *= correction;
+      ps[warp][h][lane] = e;
+    }
+    __syncwarp();
+    // P x V: lane `lane` takes dims dim0 .. dim0 + 3 of keys passKey,
+    // passKey + keysPerPass, ...
+    for (int c = passKey; c < n; c += keysPerPass) {
+      float vv[4];
+      loadCacheValues<kFormat, 4>(v, vRows[warp][c], int(g) * valueDim + dim0,
+                                  vv);
+#pragma unroll
+      for (int h = 0; h < kHeads; ++h) {
+        float pc = ps[warp][h][c];
+#pragma unroll
+        for (int j = 0; j < 4; ++j)
+          acc[h][j] = fmaf(pc, vv[j], acc[h][j]);
+      }
+    }
+    __syncwarp(); // ps and vRows are rewritten by the next tile
+  }
+
+  // Lanes of one dim range hold sums over different keys: add them up.
+  for (int offset = lanesPerKey; offset < 32; offset *= 2)
+#pragma unroll
+    for (int h = 0; h < kHeads; ++h)
+#pragma unroll
+      for (int j = 0; j < 4; ++j)
+        acc[h][j] += __shfl_xor_sync(0xffffffffu, acc[h][j], offset);
+#pragma unroll
+  for (int h = 0; h < kHeads; ++h) {
+    if (lane == 0) {
+      warpMaxes[warp][h] = m[h];
+      warpSums[warp][h] = l[h];
+    }
+    if (lane < lanesPerKey)
+#pragma unroll
+      for (int j = 0; j < 4; ++j)
+        warpAcc[(warp * kHeads + h) * valueDim + dim0 + j] = acc[h][j];
+  }
+  __syncthreads();
+
+  // The warps' states merged: max M, denominator sum_w l_w e^(m_w - M),
+  // sums sum_w acc_w e^(m_w - M), over the warps that saw keys.
+  const int64_t stride = valueDim + 3;
+  float *out = partial + ((t * heads + h0) * splits + blockIdx.z) * stride;
+  const int busyWarps =
+      first + 32 * (kDecodeWarps - 1) <= last
+          ? kDecodeWarps
+          : int(first <= last ? (last - first) / 32 + 1 : 0);
+  for (int e = tid; e < hn * (valueDim + 1); e += blockDim.x) {
+    int h = e / (valueDim + 1), d = e % (valueDim + 1) - 1; // -1: the header
+    float top = negInf;
+    for (int w = 0; w < busyWarps; ++w)
+      top = fmaxf(top, warpMaxes[w][h]);
+    float sum = 0.0f;
+    for (int w = 0; w < busyWarps; ++w)
+        sum = fmaf(d < 0 ? warpSums[w][h]
+                         : warpAcc[(w * kHeads + h) * valueDim + d],
+                   expf(warpMaxes[w][h] - top), sum);
+    float *head = out + int64_t(h) * splits * stride;
+    if (d >= 0) {
+      head[3 + d] = sum;
+    } else {
+      head[0] = top;
+      head[1] = sum;
+      head[2] = float(first <= last ? last - first + 1 : 0);
+    }
+  }
+}
+
+} // namespace
+
+/// Decode attention (see above): grid (tokens, kvHeads x ceil(group /
+/// headGroup), splits), block 32 x kDecodeWarps, static shared memory; a
+/// block takes the z-th of `splits` equal parts of token x's keys for up to
+/// headGroup <= kDecodeHeads query heads of one KV head, and leaves
+/// daybreak_attention_split's partials for
+/// daybreak_sparse_attention_combine. `heads` of a block: 1, 2, 4 or 8, the
+/// smallest that holds headGroup.
+extern "C" __global__ void __launch_bounds__(32 * kDecodeWarps)
+daybreak_attention_decode(const float *q, Cache k, Cache v,
+                          const int32_t *positions, const int32_t *sequences,
+                          int64_t heads, int64_t kvHeads, double scale,
+                          int64_t window, float *partial, int32_t headGroup,
+                          int32_t splits) {
+  __shared__ __align__(16) float qs[kDecodeHeads * kDecodeMaxHeadDim];
+  __shared__ float ps[kDecodeWarps][kDecodeHeads][32];
+  __shared__ const uint8_t *vRows[kDecodeWarps][32];
+  __shared__ float warpMaxes[kDecodeWarps][kDecodeHeads];
+  __shared__ float warpSums[kDecodeWarps][kDecodeHeads];
+  __shared__ float warpAcc[kDecodeWarps * kDecodeHeads * kDecodeMaxValueDim];
+#define DAYBREAK_DECODE(format, n)                                             \
+  decodeAttention<format, n>(q, k, v, positions, sequences, heads, kvHeads,    \
+                             scale, window, partial, headGroup, splits, qs,    \
+                             ps, vRows, warpMaxes, warpSums, warpAcc)
+#define DAYBREAK_DECODE_HEADS(format)                                          \
+  if (headGroup <= 1)                                                          \
+    DAYBREAK_DECODE(format, 1);                                                \
+  else if (headGroup <= 2)                                                     \
+    DAYBREAK_DECODE(format, 2);                                                \
+  else if (headGroup <= 4)                                                     \
+    DAYBREAK_DECODE(format, 4);                                                \
+  else                                                                         \
+    DAYBREAK_DECODE(format, 8)
+  if (k.format == kF32) {
+    DAYBREAK_DECODE_HEADS(kF32);
+  } else if (k.format == kBF16) {
+    DAYBREAK_DECODE_HEADS(kBF16);
+  } else {
+    DAYBREAK_DECODE_HEADS(kFp8Scaled);
+  }
+#undef DAYBREAK_DECODE_HEADS
+#undef DAYBREAK_DECODE
+}

@@ -412,10 +412,13 @@ Status CudaDevice::prepare(const artifact::ArtifactFile &file,
         using In = abi::Attention::In;
         int64_t heads = l.args[In::q].constant[1];
         int64_t valueDim = l.args[l.numOperands].constant[2];
+        // A decode step (at most a token a cache slot) unsplit, too.
         attentionPartialFloats = std::max(
-            attentionPartialFloats,
-            attentionScratchFloats(heads / l.i(abi::Attention::P::kv_heads),
-                                   valueDim));
+            {attentionPartialFloats,
+             attentionScratchFloats(heads / l.i(abi::Attention::P::kv_heads),
+                                    valueDim),
+             decodeAttentionScratchFloats(
+                 std::min(m.max_tokens(), m.max_batch()), heads, valueDim)});
       }
     }
 

@@ -954,12 +954,45 @@ Status CudaKernels::attention(CUdeviceptr q, const DeviceCacheView &k,
                          "]");
   for (const DeviceCacheView *c : {&k, &v})
     DAYBREAK_RETURN_IF_ERROR(runtime::checkAttentionRing(*c, window, tokens));
-  int64_t headGroup = attentionHeadGroup(group, valueDim);
-  // Split each token's keys while the grid is small (decode), as far as
-  // the keys (a chunk of 32 each) and the scratch allow.
   int64_t keys = std::min(k.maxSeqLen, v.maxSeqLen);
   if (window > 0)
     keys = std::min(keys, window);
+  // Decode: at most one token a cache slot, so no keys shared between
+  // tokens. Split each token's keys until the grid holds twice the target
+  // blocks (each split a tile of 32 keys a warp at least), as far as the
+  // scratch allows.
+  if (path != AttentionPath::TensorCores && partials &&
+      tokens <= std::min(k.batch, v.batch) &&
+      decodeAttentionApplies(k, v, kvHeads) &&
+      decodeAttentionScratchFloats(tokens, heads, valueDim) <= partialFloats) {
+    int64_t decodeGroup = std::min(group, kDecodeAttentionHeads);
+    int64_t blocks = tokens * kvHeads * ceilDiv(group, decodeGroup);
+    int64_t splits = 1;
+    if (blocks < 2 * kSparseAttentionTargetBlocks)
+      splits = std::min({ceilDiv(2 * kSparseAttentionTargetBlocks, blocks),
+                         ceilDiv(keys, 32 * kDecodeAttentionWarps),
+                         int64_t(64)});
+    while (splits > 1 &&
+           decodeAttentionScratchFloats(tokens, heads, valueDim) * splits >
+               partialFloats)
+      --splits;
+    KernelCache kc = toKernel(k), vc = toKernel(v);
+    int32_t group32 = int32_t(decodeGroup), splitCount = int32_t(splits);
+    void *params[] = {&q,      &kc,       &vc,      &positions,
+                      &sequences, &heads, &kvHeads, &scale,
+                      &window, &partials, &group32, &splitCount};
+    Status status = launch(attentionDecodeFn, "attentionDecode", tokens,
+                           blocks / tokens, splits, 32 * kDecodeAttentionWarps,
+                           0, stream, params);
+    if (!status.ok())
+      return status;
+    void *combine[] = {&partials, &heads, &splitCount, &valueDim, &sinks, &out};
+    return launch(sparseAttentionCombineFn, "attentionCombine", tokens, heads,
+                  1, 128, 0, stream, combine);
+  }
+  int64_t headGroup = attentionHeadGroup(group, valueDim);
+  // Split each token's keys while the grid is small (decode), as far as
+  // the keys (a chunk of 32 each) and the scratch allow.
   int64_t blocks = tokens * kvHeads * ceilDiv(group, headGroup);
   int64_t splits = 1;
   if (partials && blocks > 0 && blocks < kSparseAttentionTargetBlocks)
@@ -1062,6 +1095,27 @@ bool CudaKernels::tensorAttentionApplies(const DeviceCacheView &k,
     return quantized % 8 == 0 &&
            (quantized == 0 || (c.scaleBlock > 0 && c.scaleBlock % 8 == 0)) &&
            c.base % 4 == 0 && c.bytesPerRow % 4 == 0;
+  };
+  return fits(k) && fits(v);
+}
+
+bool CudaKernels::decodeAttentionApplies(const DeviceCacheView &k,
+                                         const DeviceCacheView &v,
+                                         int64_t kvHeads) {
+  if (kvHeads <= 0 || k.width % kvHeads != 0 || v.width % kvHeads != 0 ||
+      k.format != v.format)
+    return false;
+  int64_t headDim = k.width / kvHeads, valueDim = v.width / kvHeads;
+  if (headDim <= 0 || headDim % 16 != 0 || headDim > 256 ||
+      (valueDim != 32 && valueDim != 64 && valueDim != 128))
+    return false;
+  // K rows are read 16 values, V rows 4 values at a time, by aligned vector
+  // loads; an fp8 vector shares one scale.
+  auto fits = [](const DeviceCacheView &c) {
+    if (c.base % 16 != 0 || c.bytesPerRow % 16 != 0)
+      return false;
+    return c.format != runtime::CacheFormat::Fp8Scaled ||
+           (c.tailDim == 0 && c.scaleBlock > 0 && c.scaleBlock % 16 == 0);
   };
   return fits(k) && fits(v);
 }

@@ -73,7 +73,8 @@ struct TensorGemvChoice {
 enum class AttentionPath {
   Auto,
   PreferTensorCores,
-  CudaCores,   ///< daybreak_attention (and its split for decode)
+  CudaCores,   ///< daybreak_attention (decode: daybreak_attention_decode
+               ///< or daybreak_attention_split)
   TensorCores, ///< daybreak_attention_tc64 / _tc128 (an error where they
                ///< do not apply, see CudaKernels::tensorAttentionApplies)
 };
@@ -117,6 +118,19 @@ constexpr int64_t attentionScratchFloats(int64_t queryHeadsPerKv,
                                          int64_t valueDim) {
   return 2 * kSparseAttentionTargetBlocks *
          attentionHeadGroup(queryHeadsPerKv, valueDim) * (valueDim + 3);
+}
+
+/// Query heads of one KV head that a decode attention block takes at most
+/// (kDecodeHeads in CudaAttention.cuh).
+inline constexpr int64_t kDecodeAttentionHeads = 8;
+/// Warps of a decode attention block (kDecodeWarps in CudaAttention.cuh).
+inline constexpr int64_t kDecodeAttentionWarps = 4;
+/// Scratch floats of a decode attention launch of `tokens` tokens that is
+/// not split over keys: its per-head partials for the combining kernel.
+/// (Splits it takes only as far as attentionScratchFloats allows.)
+constexpr int64_t decodeAttentionScratchFloats(int64_t tokens, int64_t heads,
+                                               int64_t valueDim) {
+  return tokens * heads * (valueDim + 3);
 }
 
 /// RoPE: rows of one token a block rotates, and the rotated pairs
@@ -190,6 +204,7 @@ constexpr int64_t expertGemmScratchBytes(int64_t tokens, int64_t slots,
   X(sparseAttentionCombine, "daybreak_sparse_attention_combine")               \
   X(attention, "daybreak_attention")                                           \
   X(attentionSplit, "daybreak_attention_split")                                \
+  X(attentionDecode, "daybreak_attention_decode")                              \
   X(attentionTc64, "daybreak_attention_tc64")                                  \
   X(attentionTc128, "daybreak_attention_tc128")                                \
   X(copyColumns, "daybreak_copy_columns")                                      \
@@ -384,22 +399,27 @@ public:
                          CUfunction specialized = nullptr,
                          CUdeviceptr partials = 0,
                          int64_t partialFloats = 0) const;
-  /// cpu::attention on the device (CudaAttention.cuh): a block takes a tile
-  /// of tokens and the query heads of one KV head. Errors (before
+  /// cpu::attention on the device (CudaAttention.cuh). Errors (before
   /// launching) on heads that do not split into kvHeads, valueDim > 4096, a
   /// ring cache too short for the window and the step (as the CPU kernel),
   /// or rows too wide for shared memory. A sequence or position out of
-  /// range gives zeros (the CPU kernel's error). Two paths:
-  /// - the tensor cores (daybreak_attention_tc64 / _tc128: exact bf16
-  ///   products, fp32 sums and softmax) wherever tensorAttentionApplies and
-  ///   the launch is not split;
-  /// - the CUDA cores (daybreak_attention: fp32 scores and online softmax)
-  ///   otherwise. With `partials` (`partialFloats` floats,
-  ///   attentionScratchFloats allow every split), a grid of fewer blocks
-  ///   than two per SM of an H200 (decode) is split over each token's keys
-  ///   too, and daybreak_sparse_attention_combine merges the splits with
-  ///   the sinks (flash decoding).
-  /// `path` forces one of them (TensorCores: never split).
+  /// range gives zeros (the CPU kernel's error). The paths:
+  /// - decode on the CUDA cores: with `partials` (`partialFloats` floats),
+  ///   a step of at most one token per cache slot (tokens <= batch) whose
+  ///   caches decodeAttentionApplies to runs daybreak_attention_decode (a
+  ///   block a token, KV head and split of its keys), split over the keys
+  ///   as far as the grid is small and the scratch allows
+  ///   (attentionScratchFloats, and decodeAttentionScratchFloats for the
+  ///   step unsplit), and daybreak_sparse_attention_combine merges the
+  ///   splits with the sinks;
+  /// - the CUDA cores otherwise (daybreak_attention: a block a tile of
+  ///   tokens and the query heads of one KV head; fp32 scores and online
+  ///   softmax), split over keys in the same way while the grid is small;
+  /// - the tensor cores (daybreak_attention_tc64 / _tc128; not exact, see
+  ///   CudaAttention.cuh) where `path` asks for them: TensorCores always
+  ///   (never split), PreferTensorCores where tensorAttentionApplies and
+  ///   neither CUDA-core path would split.
+  /// Auto and CudaCores take the CUDA cores.
   Status attention(CUdeviceptr q, const DeviceCacheView &k,
                    const DeviceCacheView &v, CUdeviceptr positions,
                    CUdeviceptr sequences, CUdeviceptr sinks, int64_t tokens,
@@ -413,6 +433,12 @@ public:
   /// blocks and a quantized part of whole 8-column chunks. f32 caches, and
   /// wider or odd heads, take the CUDA-core kernel.
   static bool tensorAttentionApplies(const DeviceCacheView &k,
+                                     const DeviceCacheView &v, int64_t kvHeads);
+  /// Whether daybreak_attention_decode takes these caches: K and V in one
+  /// format, head dims a multiple of 16 up to 256, value dims of 32, 64 or
+  /// 128, 16-byte aligned rows, and fp8 rows without a bf16 tail and with
+  /// scale blocks of a multiple of 16 columns.
+  static bool decodeAttentionApplies(const DeviceCacheView &k,
                                      const DeviceCacheView &v, int64_t kvHeads);
   /// src and dst must not overlap.
   Status copyColumns(CUdeviceptr src, int64_t srcStride, int64_t srcOffset,
