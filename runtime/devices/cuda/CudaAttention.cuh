@@ -886,6 +886,16 @@ extern "C" __global__ void __launch_bounds__(kTcAttentionThreads, 1)
 // and with scale blocks of a multiple of 16 columns; head dims a multiple
 // of 16 up to kDecodeMaxHeadDim, value dims 32, 64 or 128
 // (CudaKernels::decodeAttentionApplies).
+//
+// Roofline (gpt-oss: 8 heads a KV head of 64, fp8 cache): a key costs 1024
+// FMAs (8 x 64 for scores, as many for P x V) for 132 bytes of K and V, so
+// fp32 CUDA cores at 33.5 TFMA/s and 4.3 TB/s of HBM run out together, at
+// about 33 G keys x KV heads a second. Measured on the H200
+// (DaybreakKernelBench attention): 64 sequences at 32K keys in 2.95 ms a
+// layer, 750 GB/s, 17 % of the copy bandwidth (the earlier kernel: 75 ms).
+// Occupancy limits it: at 128 registers four blocks fit an SM (three, at
+// 168: 4.1 ms); loading the next K vector ahead of its use did not help.
+// The tensor cores would lift the FMA ceiling but do not sum exactly.
 //===----------------------------------------------------------------------===//
 
 namespace {
@@ -895,7 +905,7 @@ constexpr int kDecodeWarps = 4, kDecodeHeads = 8, kDecodeMaxHeadDim = 256,
 
 /// kN consecutive values of a cache row from column `col` (aligned to kN
 /// values; for fp8, within one scale block), decoded as cacheValue does
-/// (e4m3Fast: CudaKernels.cu's exact decode).
+/// (e4m3x2ToFloat: CudaKernels.cu's exact decode).
 template <int kFormat, int kN>
 __device__ __forceinline__ void loadCacheValues(const Cache &c,
                                                 const uint8_t *row, int col,
@@ -935,9 +945,17 @@ __device__ __forceinline__ void loadCacheValues(const Cache &c,
   } else {
     float scale = __ldg(reinterpret_cast<const float *>(row + c.width) +
                         col / int(c.scaleBlock));
+    if constexpr (kN == 1) {
+      out[0] = e4m3Fast(w[0]) * scale;
+    } else {
 #pragma unroll
-    for (int i = 0; i < kN; ++i)
-      out[i] = e4m3Fast((w[i / 4] >> (8 * (i % 4))) & 0xFFu) * scale;
+      for (int i = 0; i < kN / 2; ++i) {
+        e4m3x2ToFloat(uint16_t(w[i / 2] >> (16 * (i % 2))), out[2 * i],
+                      out[2 * i + 1]);
+        out[2 * i] *= scale;
+        out[2 * i + 1] *= scale;
+      }
+    }
   }
 }
 
@@ -1114,7 +1132,7 @@ decodeAttention(const float *q, const Cache &k, const Cache &v,
 /// daybreak_attention_split's partials for
 /// daybreak_sparse_attention_combine. `heads` of a block: 1, 2, 4 or 8, the
 /// smallest that holds headGroup.
-extern "C" __global__ void __launch_bounds__(32 * kDecodeWarps)
+extern "C" __global__ void __launch_bounds__(32 * kDecodeWarps, 4)
 daybreak_attention_decode(const float *q, Cache k, Cache v,
                           const int32_t *positions, const int32_t *sequences,
                           int64_t heads, int64_t kvHeads, double scale,

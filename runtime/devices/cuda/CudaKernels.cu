@@ -534,23 +534,29 @@ __device__ __forceinline__ float e4m3Fast(uint32_t code) {
   return em == 0x7F ? __int_as_float(0x7FC00000) : v;
 }
 
+/// Two e4m3 codes (the low byte first) to fp32: Hopper converts the pair to
+/// f16 in one instruction, exactly, NaN codes to NaN.
+__device__ __forceinline__ void e4m3x2ToFloat(uint16_t pair, float &low,
+                                              float &high) {
+  uint32_t halves;
+  asm("cvt.rn.f16x2.e4m3x2 %0, %1;" : "=r"(halves) : "h"(pair));
+  asm("{\n\t.reg .b16 lo, hi;\n\tmov.b32 {lo, hi}, %2;\n\t"
+      "cvt.f32.f16 %0, lo;\n\tcvt.f32.f16 %1, hi;\n\t}"
+      : "=f"(low), "=f"(high)
+      : "r"(halves));
+}
+
 /// Widens the 16-byte piece `bits` of a weight row to fp32: 16 e4m3 codes
-/// (Hopper converts two per instruction to f16, exactly, NaN codes to NaN),
-/// or 8 bf16 values. The e4m3 block scale is applied by the caller.
+/// (e4m3x2ToFloat), or 8 bf16 values. The e4m3 block scale is applied by
+/// the caller.
 template <int kType>
 __device__ __forceinline__ void widenPiece(const uint4 &bits, float *out) {
   const uint32_t words[4] = {bits.x, bits.y, bits.z, bits.w};
   if (kType == kWeightE4M3) {
 #pragma unroll
-    for (int i = 0; i < 8; ++i) {
-      uint16_t pair = uint16_t(words[i / 2] >> (16 * (i % 2)));
-      uint32_t halves;
-      asm("cvt.rn.f16x2.e4m3x2 %0, %1;" : "=r"(halves) : "h"(pair));
-      asm("{\n\t.reg .b16 lo, hi;\n\tmov.b32 {lo, hi}, %2;\n\t"
-          "cvt.f32.f16 %0, lo;\n\tcvt.f32.f16 %1, hi;\n\t}"
-          : "=f"(out[2 * i]), "=f"(out[2 * i + 1])
-          : "r"(halves));
-    }
+    for (int i = 0; i < 8; ++i)
+      e4m3x2ToFloat(uint16_t(words[i / 2] >> (16 * (i % 2))), out[2 * i],
+                    out[2 * i + 1]);
   } else {
 #pragma unroll
     for (int i = 0; i < 8; ++i)
