@@ -1055,6 +1055,16 @@ Status CudaKernels::attention(CUdeviceptr q, const DeviceCacheView &k,
   int32_t tile = int32_t(tileTokens), group32 = int32_t(headGroup),
           rows = int32_t(chunk);
   int64_t gridY = kvHeads * ceilDiv(group, headGroup);
+  // Register-tiled prefill: 64 query rows a block (whole GQA groups).
+  if (splits == 1 && headDim <= 64 && valueDim <= 64 && group <= 64 &&
+      64 % group == 0) {
+    void *params[] = {&q,     &kc,    &vc,      &positions, &sequences,
+                      &sinks, &tokens, &heads, &kvHeads,   &scale,
+                      &window, &out};
+    return launch(attentionPrefill64Fn, "attentionPrefill64",
+                  ceilDiv(tokens, 64 / group), kvHeads, 1, 256, 0, stream,
+                  params);
+  }
   if (splits == 1) {
     void *params[] = {&q,      &kc,    &vc,      &positions, &sequences,
                       &sinks,  &tokens, &heads,  &kvHeads,   &scale,

@@ -205,6 +205,7 @@ constexpr int64_t expertGemmScratchBytes(int64_t tokens, int64_t slots,
   X(attention, "daybreak_attention")                                           \
   X(attentionSplit, "daybreak_attention_split")                                \
   X(attentionDecode, "daybreak_attention_decode")                              \
+  X(attentionPrefill64, "daybreak_attention_prefill64")                        \
   X(attentionTc64, "daybreak_attention_tc64")                                  \
   X(attentionTc128, "daybreak_attention_tc128")                                \
   X(copyColumns, "daybreak_copy_columns")                                      \
