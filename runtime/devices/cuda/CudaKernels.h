@@ -73,8 +73,8 @@ struct TensorGemvChoice {
 enum class AttentionPath {
   Auto,
   PreferTensorCores,
-  CudaCores,   ///< daybreak_attention (decode: daybreak_attention_decode
-               ///< or daybreak_attention_split)
+  CudaCores,   ///< daybreak_attention_prefill64 or daybreak_attention
+               ///< (decode: daybreak_attention_decode or _split)
   TensorCores, ///< daybreak_attention_tc64 / _tc128 (an error where they
                ///< do not apply, see CudaKernels::tensorAttentionApplies)
 };
@@ -413,9 +413,12 @@ public:
   ///   (attentionScratchFloats, and decodeAttentionScratchFloats for the
   ///   step unsplit), and daybreak_sparse_attention_combine merges the
   ///   splits with the sinks;
-  /// - the CUDA cores otherwise (daybreak_attention: a block a tile of
-  ///   tokens and the query heads of one KV head; fp32 scores and online
-  ///   softmax), split over keys in the same way while the grid is small;
+  /// - the CUDA cores otherwise: daybreak_attention_prefill64 (64 query
+  ///   rows a block, register-tiled) for head and value dims up to 64 and
+  ///   groups that divide 64 when the launch is not split, else
+  ///   daybreak_attention (a block a tile of tokens and the query heads of
+  ///   one KV head), split over keys in the same way while the grid is
+  ///   small; fp32 scores and online softmax in both;
   /// - the tensor cores (daybreak_attention_tc64 / _tc128; not exact, see
   ///   CudaAttention.cuh) where `path` asks for them: TensorCores always
   ///   (never split), PreferTensorCores where tensorAttentionApplies and
