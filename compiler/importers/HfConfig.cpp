@@ -573,6 +573,197 @@ Expected<GptOssConfig> parseGptOss(const json::Object &root, StringRef path) {
   return config;
 }
 
+/// The first of `keys` the config has (HF aliases), or `keys[0]` to name
+/// a missing field.
+StringRef aliasOf(FieldReader &reader, std::initializer_list<StringRef> keys) {
+  for (StringRef key : keys)
+    if (reader.has(key))
+      return key;
+  return *keys.begin();
+}
+
+/// linear_attn_config's layer lists (1-based), or transformers' default.
+void readKdaLayers(FieldReader &reader, const json::Object *linear,
+                   KimiLinearConfig &config) {
+  int64_t layers = config.numLayers;
+  config.kdaLayers.assign(layers, true);
+  FieldReader linearReader = reader.nested(*linear, "linear_attn_config");
+  const json::Array *kda = linearReader.optionalArray("kda_layers");
+  const json::Array *full = linearReader.optionalArray("full_attn_layers");
+  if (!kda && !full) {
+    for (int64_t i = 0; i < layers; ++i)
+      config.kdaLayers[i] = (i + 1) % 4 != 0;
+    return;
+  }
+  // Each layer in exactly one list (a list left out: the other's
+  // complement).
+  std::vector<int> seen(layers, 0);
+  auto mark = [&](const json::Array *list, StringRef key, bool isKda) {
+    if (!list)
+      return;
+    for (const json::Value &v : *list) {
+      std::optional<int64_t> layer = v.getAsInteger();
+      linearReader.check(layer && *layer >= 1 && *layer <= layers, key,
+                         "must hold 1-based layer numbers in [1, " +
+                             Twine(layers) + "]");
+      if (!layer || *layer < 1 || *layer > layers)
+        continue;
+      linearReader.check(!seen[*layer - 1], key,
+                         "names layer " + Twine(*layer) +
+                             " twice (or in both kda_layers and "
+                             "full_attn_layers)");
+      seen[*layer - 1] = 1;
+      config.kdaLayers[*layer - 1] = isKda;
+    }
+  };
+  mark(kda, "kda_layers", true);
+  mark(full, "full_attn_layers", false);
+  if (kda && full)
+    for (int64_t i = 0; i < layers && !reader.failed(); ++i)
+      linearReader.check(seen[i], "kda_layers",
+                         "and full_attn_layers leave layer " + Twine(i + 1) +
+                             " (1-based) in neither");
+  else
+    for (int64_t i = 0; i < layers; ++i)
+      if (!seen[i])
+        config.kdaLayers[i] = !kda; // the listed kind's complement
+}
+
+Expected<KimiLinearConfig> parseKimiLinear(const json::Object &root,
+                                           StringRef path) {
+  std::string error;
+  FieldReader reader(root, path, error);
+  KimiLinearConfig config;
+  config.vocabSize = reader.integer("vocab_size");
+  config.hiddenSize = reader.integer("hidden_size");
+  config.numLayers = reader.integer("num_hidden_layers");
+  config.maxPositionEmbeddings = reader.integer(
+      aliasOf(reader, {"model_max_length", "max_position_embeddings"}));
+  config.intermediateSize = reader.integer("intermediate_size");
+  config.firstKDenseReplace =
+      reader.optionalInteger("first_k_dense_replace").value_or(0);
+  config.numHeads = reader.integer("num_attention_heads");
+  config.qLoraRank = reader.optionalInteger("q_lora_rank").value_or(0);
+  config.kvLoraRank = reader.integer("kv_lora_rank");
+  config.qkNopeHeadDim = reader.integer("qk_nope_head_dim");
+  config.qkRopeHeadDim = reader.integer("qk_rope_head_dim");
+  config.vHeadDim = reader.integer("v_head_dim");
+  config.numExperts =
+      reader.integer(aliasOf(reader, {"num_experts", "num_local_experts"}));
+  config.numExpertsPerToken = reader.integer(
+      aliasOf(reader, {"num_experts_per_token", "num_experts_per_tok"}));
+  config.numSharedExperts =
+      reader
+          .optionalInteger(
+              aliasOf(reader, {"num_shared_experts", "n_shared_experts"}))
+          .value_or(0);
+  config.moeIntermediateSize = reader.integer("moe_intermediate_size");
+  config.numExpertGroups =
+      reader.optionalInteger(aliasOf(reader, {"num_expert_group", "n_group"}))
+          .value_or(1);
+  config.topkGroup = reader.optionalInteger("topk_group").value_or(1);
+  config.routedScalingFactor =
+      reader.optionalNumber("routed_scaling_factor").value_or(1.0);
+  config.moeRenormalize =
+      reader
+          .optionalBoolean(
+              aliasOf(reader, {"moe_renormalize", "norm_topk_prob"}))
+          .value_or(true);
+  config.rmsNormEps = reader.number("rms_norm_eps");
+  config.tieWordEmbeddings =
+      reader.optionalBoolean("tie_word_embeddings").value_or(false);
+  readEosTokenIds(reader, config.eosTokenIds);
+  // What this importer builds, and refuses otherwise: NoPE MLA (HF infers
+  // it from qk_rope_head_dim == 0 too), sigmoid routing, SiLU experts, a
+  // MoE every layer after the dense ones.
+  bool nope = reader.optionalBoolean("mla_use_nope")
+                  .value_or(config.qkRopeHeadDim == 0);
+  reader.check(nope, "mla_use_nope",
+               "is false: rotary MLA in kimi_linear is not supported");
+  std::optional<StringRef> router =
+      reader.optionalString("moe_router_activation_func");
+  reader.check(!router || *router == "sigmoid", "moe_router_activation_func",
+               "names '" + router.value_or("") + "' (supported: sigmoid)");
+  std::optional<StringRef> act = reader.optionalString("hidden_act");
+  reader.check(!act || *act == "silu", "hidden_act",
+               "names '" + act.value_or("") + "' (supported: silu)");
+  std::optional<int64_t> freq = reader.optionalInteger("moe_layer_freq");
+  reader.check(!freq || *freq == 1, "moe_layer_freq",
+               "must be 1 (a MoE every layer after the dense ones), got " +
+                   Twine(freq.value_or(0)));
+  const json::Object *linear = reader.optionalObject("linear_attn_config");
+  if (!linear)
+    reader.fail("missing field 'linear_attn_config' in " + path);
+  if (reader.failed())
+    return makeError(error);
+  FieldReader linearReader = reader.nested(*linear, "linear_attn_config");
+  config.kdaHeads = linearReader.integer("num_heads");
+  config.kdaHeadDim = linearReader.integer("head_dim");
+  config.shortConvKernel = linearReader.integer("short_conv_kernel_size");
+  // Kimi K3's variants (a bounded gate, a full-rank output gate) are other
+  // math; refused here rather than misread.
+  linearReader.check(!linearReader.has("gate_lower_bound"), "gate_lower_bound",
+                     "is set: the bounded KDA gate is not supported for "
+                     "kimi_linear");
+  linearReader.check(
+      !linearReader.optionalBoolean("use_full_rank_gate").value_or(false),
+      "use_full_rank_gate",
+      "is true: a full-rank output gate is not supported for kimi_linear");
+  if (reader.failed())
+    return makeError(error);
+
+  std::pair<StringRef, int64_t> positives[] = {
+      {"vocab_size", config.vocabSize},
+      {"hidden_size", config.hiddenSize},
+      {"num_hidden_layers", config.numLayers},
+      {"intermediate_size", config.intermediateSize},
+      {"num_attention_heads", config.numHeads},
+      {"kv_lora_rank", config.kvLoraRank},
+      {"qk_nope_head_dim", config.qkNopeHeadDim},
+      {"v_head_dim", config.vHeadDim},
+      {"num_experts", config.numExperts},
+      {"num_experts_per_token", config.numExpertsPerToken},
+      {"moe_intermediate_size", config.moeIntermediateSize},
+      {"num_expert_group", config.numExpertGroups},
+      {"topk_group", config.topkGroup},
+      {"linear_attn_config.num_heads", config.kdaHeads},
+      {"linear_attn_config.head_dim", config.kdaHeadDim},
+      {"linear_attn_config.short_conv_kernel_size", config.shortConvKernel},
+  };
+  for (auto [key, value] : positives)
+    reader.checkPositive(key, value);
+  reader.checkPositive("rms_norm_eps", config.rmsNormEps);
+  reader.checkPositive("routed_scaling_factor", config.routedScalingFactor);
+  reader.check(config.qLoraRank >= 0, "q_lora_rank",
+               "must be null or positive, got " + Twine(config.qLoraRank));
+  reader.check(config.qkRopeHeadDim >= 0, "qk_rope_head_dim",
+               "must be >= 0, got " + Twine(config.qkRopeHeadDim));
+  reader.check(config.numSharedExperts >= 0, "num_shared_experts",
+               "must be >= 0, got " + Twine(config.numSharedExperts));
+  reader.check(config.firstKDenseReplace >= 0 &&
+                   config.firstKDenseReplace <= config.numLayers,
+               "first_k_dense_replace",
+               "must be in [0, num_hidden_layers], got " +
+                   Twine(config.firstKDenseReplace));
+  if (reader.failed())
+    return makeError(error);
+  reader.check(config.numExpertsPerToken <= config.numExperts,
+               "num_experts_per_token",
+               "must be <= num_experts (" + Twine(config.numExperts) +
+                   "), got " + Twine(config.numExpertsPerToken));
+  reader.check(config.numExperts % config.numExpertGroups == 0,
+               "num_expert_group",
+               "must divide num_experts (" + Twine(config.numExperts) +
+                   "), got " + Twine(config.numExpertGroups));
+  reader.check(config.topkGroup <= config.numExpertGroups, "topk_group",
+               "must be <= num_expert_group (" + Twine(config.numExpertGroups) +
+                   "), got " + Twine(config.topkGroup));
+  readKdaLayers(reader, linear, config);
+  if (reader.failed())
+    return makeError(error);
+  return config;
+}
+
 /// Parses `jsonText` and returns its top-level object.
 Expected<json::Value> parseRoot(StringRef jsonText, StringRef path) {
   Expected<json::Value> value = json::parse(jsonText);
@@ -615,6 +806,27 @@ Expected<DeepseekV32Config> parseDeepseekV32Config(StringRef jsonText,
   if (!root)
     return root.takeError();
   return dispatch(*root->getAsObject(), path);
+}
+
+double KimiLinearConfig::softmaxScale() const {
+  return 1.0 / std::sqrt(double(qkNopeHeadDim + qkRopeHeadDim));
+}
+
+Expected<KimiLinearConfig> parseKimiLinearConfig(StringRef jsonText,
+                                                 StringRef path) {
+  Expected<json::Value> root = parseRoot(jsonText, path);
+  if (!root)
+    return root.takeError();
+  const json::Object &object = *root->getAsObject();
+  std::string error;
+  FieldReader reader(object, path, error);
+  StringRef modelType = reader.string("model_type");
+  if (reader.failed())
+    return makeError(error);
+  if (modelType != "kimi_linear")
+    return makeError("model_type '" + modelType + "' in " + path +
+                     " is not kimi_linear");
+  return parseKimiLinear(object, path);
 }
 
 Expected<GptOssConfig> parseGptOssConfig(StringRef jsonText, StringRef path) {

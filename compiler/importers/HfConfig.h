@@ -3,8 +3,8 @@
 //
 // Parses and validates a checkpoint's `config.json` into a plain struct, so
 // the importer never reads JSON again and every inconsistent value is
-// reported once, naming the field and the file: `deepseek_v32` and
-// `gpt_oss`. All functions are pure and thread-safe.
+// reported once, naming the field and the file: `deepseek_v32`,
+// `gpt_oss` and `kimi_linear`. All functions are pure and thread-safe.
 //
 //===----------------------------------------------------------------------===//
 
@@ -94,6 +94,45 @@ struct GptOssConfig {
 
 llvm::Expected<GptOssConfig> parseGptOssConfig(llvm::StringRef jsonText,
                                                llvm::StringRef path);
+
+/// The fields of a `kimi_linear` config.json the compiler uses
+/// (transformers' KimiLinearConfig and vLLM's loader; models.md section 2).
+/// HF's aliases are accepted where the hub spells a field both ways.
+struct KimiLinearConfig {
+  int64_t vocabSize, hiddenSize, numLayers, maxPositionEmbeddings;
+  /// The dense MLP of the first first_k_dense_replace layers.
+  int64_t intermediateSize, firstKDenseReplace;
+  /// MLA (the full-attention layers): q_lora_rank 0 when null (a plain
+  /// q_proj); always NoPE (mla_use_nope), the rope-width part of q and k
+  /// still scored.
+  int64_t numHeads, qLoraRank, kvLoraRank, qkNopeHeadDim, qkRopeHeadDim,
+      vHeadDim;
+  /// MoE: num_experts (num_local_experts), num_experts_per_token
+  /// (num_experts_per_tok), num_shared_experts (n_shared_experts),
+  /// moe_intermediate_size; sigmoid routing with e_score_correction_bias,
+  /// num_expert_group (n_group) groups of which topk_group are kept.
+  int64_t numExperts, numExpertsPerToken, numSharedExperts, moeIntermediateSize,
+      numExpertGroups, topkGroup;
+  double routedScalingFactor;
+  /// moe_renormalize (norm_topk_prob).
+  bool moeRenormalize;
+  /// linear_attn_config: KDA heads of kdaHeadDim keys and values, the
+  /// short convolution's width.
+  int64_t kdaHeads, kdaHeadDim, shortConvKernel;
+  /// Per layer (0-based): true for a KDA layer, false for MLA
+  /// (linear_attn_config.kda_layers / full_attn_layers are 1-based; absent,
+  /// layer i is MLA iff (i + 1) % 4 == 0, as transformers).
+  std::vector<bool> kdaLayers;
+  double rmsNormEps;
+  bool tieWordEmbeddings = false;
+  std::vector<int64_t> eosTokenIds;
+
+  /// MLA softmax scale: (qk_nope + qk_rope)^-0.5 (no YaRN).
+  double softmaxScale() const;
+};
+
+llvm::Expected<KimiLinearConfig> parseKimiLinearConfig(llvm::StringRef jsonText,
+                                                       llvm::StringRef path);
 
 /// Reads <dir>/config.json, dispatches on model_type; anything but
 /// "deepseek_v32" is an error "unsupported model_type 'X' in <path>

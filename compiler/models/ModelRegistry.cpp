@@ -3,6 +3,7 @@
 #include "compiler/models/ModelRegistry.h"
 #include "compiler/models/DeepseekV32.h"
 #include "compiler/models/GptOss.h"
+#include "compiler/models/KimiLinear.h"
 
 #include "llvm/ADT/SmallString.h"
 #include "llvm/ADT/Twine.h"
@@ -19,6 +20,7 @@ llvm::ArrayRef<ModelFamily> models::modelFamilies() {
   static const ModelFamily families[] = {
       {"deepseek_v32", &parseDeepseekV32Model},
       {"gpt_oss", &parseGptOssModel},
+      {"kimi_linear", &parseKimiLinearModel},
   };
   return families;
 }

@@ -538,11 +538,22 @@ llvm::Error FrameEvaluator::evaluateLm(Operation *op) {
                                                   get(o.getBounds()),
                                                   o.getTopK()));
       })
-      .Case([&](ShortConvOp o) {
-        ConvResult r = causalConv1d(
-            get(o.getInput()), get(o.getWeight()), get(o.getState()),
-            o.getActivation() == Activation::Silu ? ConvActivation::Silu
-                                                  : ConvActivation::None);
+      .Case([&](ShortConvOp o) -> llvm::Error {
+        ConvActivation act = o.getActivation() == Activation::Silu
+                                 ? ConvActivation::Silu
+                                 : ConvActivation::None;
+        ConvResult r;
+        if (o.getSequences()) {
+          auto slots =
+              causalConv1dSlots(get(o.getInput()), get(o.getWeight()),
+                                get(o.getState()), get(o.getSequences()), act);
+          if (!slots)
+            return slots.takeError();
+          r = std::move(*slots);
+        } else {
+          r = causalConv1d(get(o.getInput()), get(o.getWeight()),
+                           get(o.getState()), act);
+        }
         if (llvm::Error err = bind(o.getOutput(), std::move(r.output)))
           return err;
         return bind(o.getNewState(), std::move(r.state));
@@ -554,20 +565,43 @@ llvm::Error FrameEvaluator::evaluateLm(Operation *op) {
         return bind(o.getResult(), kdaGate(get(o.getRaw()), get(o.getALog()),
                                            get(o.getDtBias()), bound));
       })
-      .Case([&](KdaChunkOp o) {
-        KdaResult r = kdaChunk(
-            get(o.getQ()), get(o.getK()), get(o.getV()), get(o.getG()),
-            get(o.getBeta()), get(o.getState()),
-            kdaParams(f64(o.getScale()), o.getQkL2norm(), o.getChunkSize()));
+      .Case([&](KdaChunkOp o) -> llvm::Error {
+        KdaParams params =
+            kdaParams(f64(o.getScale()), o.getQkL2norm(), o.getChunkSize());
+        KdaResult r;
+        if (o.getSequences()) {
+          auto slots =
+              kdaSlots(get(o.getQ()), get(o.getK()), get(o.getV()),
+                       get(o.getG()), get(o.getBeta()), get(o.getState()),
+                       get(o.getSequences()), params, /*chunked=*/true);
+          if (!slots)
+            return slots.takeError();
+          r = std::move(*slots);
+        } else {
+          r = kdaChunk(get(o.getQ()), get(o.getK()), get(o.getV()),
+                       get(o.getG()), get(o.getBeta()), get(o.getState()),
+                       params);
+        }
         if (llvm::Error err = bind(o.getOutput(), std::move(r.output)))
           return err;
         return bind(o.getNewState(), std::move(r.state));
       })
-      .Case([&](KdaStepOp o) {
-        KdaResult r = kdaStep(get(o.getQ()), get(o.getK()), get(o.getV()),
-                              get(o.getG()), get(o.getBeta()),
-                              get(o.getState()),
-                              kdaParams(f64(o.getScale()), o.getQkL2norm()));
+      .Case([&](KdaStepOp o) -> llvm::Error {
+        KdaParams params = kdaParams(f64(o.getScale()), o.getQkL2norm());
+        KdaResult r;
+        if (o.getSequences()) {
+          auto slots =
+              kdaSlots(get(o.getQ()), get(o.getK()), get(o.getV()),
+                       get(o.getG()), get(o.getBeta()), get(o.getState()),
+                       get(o.getSequences()), params, /*chunked=*/false);
+          if (!slots)
+            return slots.takeError();
+          r = std::move(*slots);
+        } else {
+          r = kdaStep(get(o.getQ()), get(o.getK()), get(o.getV()),
+                      get(o.getG()), get(o.getBeta()), get(o.getState()),
+                      params);
+        }
         if (llvm::Error err = bind(o.getOutput(), std::move(r.output)))
           return err;
         return bind(o.getNewState(), std::move(r.state));

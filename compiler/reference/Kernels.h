@@ -306,6 +306,22 @@ KdaResult kdaStep(const Tensor &q, const Tensor &k, const Tensor &v,
                   const Tensor &g, const Tensor &beta, const Tensor &state,
                   const KdaParams &params);
 
+/// Steps over many sequences: x, q, k, v, g, beta hold tokens of sequences
+/// `sequences [T]` (slots of the state's leading dim: short_conv's state is
+/// [B, W-1, C], KDA's [B, H, Dk, Dv]). Each slot's tokens, in step order,
+/// run through the per-sequence kernel above from the slot's state
+/// (kdaChunk, or kdaStep token by token when !chunked); slots no token
+/// names keep their state. An error names a token whose slot is outside
+/// [0, B).
+llvm::Expected<ConvResult>
+causalConv1dSlots(const Tensor &x, const Tensor &weight, const Tensor &state,
+                  const Tensor &sequences, ConvActivation activation);
+llvm::Expected<KdaResult> kdaSlots(const Tensor &q, const Tensor &k,
+                                   const Tensor &v, const Tensor &g,
+                                   const Tensor &beta, const Tensor &state,
+                                   const Tensor &sequences,
+                                   const KdaParams &params, bool chunked);
+
 //===----------------------------------------------------------------------===//
 // Cross-layer residuals (kernels/CrossLayer.cpp)
 //===----------------------------------------------------------------------===//

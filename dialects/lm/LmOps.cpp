@@ -637,13 +637,17 @@ LogicalResult ShortConvOp::verify() {
   Value input = getInput(), weight = getWeight(), state = getState();
   CHECK(c.rank("input", input, 2));
   CHECK(c.rank("weight", weight, 2));
-  CHECK(c.rank("state", state, 2));
+  // With sequences, the state has a leading slot dim.
+  FailureOr<int64_t> slots = verifySequences(c, getSequences(), "input", input);
+  if (failed(slots))
+    return failure();
+  CHECK(c.rank("state", state, 2 + *slots));
   CHECK(c.same("weight", weight, 0, "input", input, 1));
-  CHECK(c.same("state", state, 1, "input", input, 1));
+  CHECK(c.same("state", state, 1 + *slots, "input", input, 1));
   int64_t width = ShapeChecker::dimOf(weight, 1);
   if (!ShapedType::isDynamic(width)) {
     CHECK(expectPositive(*this, "kernel width", width));
-    CHECK(c.equals("state", state, 0, width - 1, "kernel width - 1"));
+    CHECK(c.equals("state", state, *slots, width - 1, "kernel width - 1"));
   }
   if (getActivation() == Activation::Sigmoid)
     return emitOpError("expects activation none or silu");
@@ -667,12 +671,19 @@ LogicalResult KdaGateOp::verify() {
   return c.sameShape("result", getResult(), "raw", raw);
 }
 
-/// Shared by kda_chunk and kda_step: `lead` leading dims ([T] or [B]) on
-/// q, k, v, g, beta; the state adds `stateLead` leading dims before
-/// [H, Dk, Dv].
+/// Shared by kda_chunk and kda_step: one leading dim ([T] or [B]) on q, k,
+/// v, g, beta; the state adds `stateLead` leading dims before [H, Dk, Dv]
+/// (kda_step's batch, tied to q's), or with sequences one slot dim of its
+/// own.
 template <typename OpT>
 static LogicalResult verifyKda(OpT op, int64_t stateLead) {
   ShapeChecker c(op);
+  FailureOr<int64_t> slots =
+      verifySequences(c, op.getSequences(), "q", op.getQ());
+  if (failed(slots))
+    return failure();
+  bool tiedBatch = stateLead && !*slots;
+  stateLead = std::max(stateLead, *slots);
   Value q = op.getQ(), k = op.getK(), v = op.getV(), g = op.getG();
   Value beta = op.getBeta(), state = op.getState();
   CHECK(c.rank("q", q, 3));
@@ -685,7 +696,7 @@ static LogicalResult verifyKda(OpT op, int64_t stateLead) {
   CHECK(c.same("beta", beta, 0, "q", q, 0));
   CHECK(c.same("beta", beta, 1, "q", q, 1));
   CHECK(c.rank("state", state, 3 + stateLead));
-  if (stateLead)
+  if (tiedBatch)
     CHECK(c.same("state", state, 0, "q", q, 0));
   CHECK(c.same("state", state, stateLead, "q", q, 1));
   CHECK(c.same("state", state, stateLead + 1, "q", q, 2));

@@ -22,6 +22,11 @@ def Lm_ShortConvOp : Lm_Op<"short_conv", [Pure]> {
     j, c])`, and `new_state` is the last `W-1` rows of `xx`. `act` is
     `none` or `silu`.
 
+    With `sequences [T]` (I32) a step carries tokens of several sequences:
+    `state` is `[B, W-1, C]`, one slot per sequence, and each slot's tokens
+    (those `t` with `sequences[t] = b`, in step order) are convolved as
+    above from slot `b`; slots no token names keep their state.
+
     ```mlir
     %y, %st = lm.short_conv %x, %w, %st0 silu
         : (tensor<?x4096xbf16>, tensor<4096x4xbf16>, tensor<3x4096xbf16>)
@@ -30,11 +35,12 @@ def Lm_ShortConvOp : Lm_Op<"short_conv", [Pure]> {
   }];
   let arguments = (ins Lm_FloatTensor:$input, Lm_WeightTensor:$weight,
                        Lm_FloatTensor:$state,
+                       Optional<Lm_IndexTensor>:$sequences,
                        Lm_ActivationAttr:$activation);
   let results = (outs Lm_FloatTensor:$output, Lm_FloatTensor:$new_state);
   let assemblyFormat = [{
-    $input `,` $weight `,` $state $activation attr-dict `:`
-    functional-type(operands, results)
+    $input `,` $weight `,` $state (`sequences` $sequences^)? $activation
+    attr-dict `:` functional-type(operands, results)
   }];
   let hasVerifier = 1;
 }
@@ -69,12 +75,14 @@ class Lm_KdaOp<string mnemonic, dag extraArgs = (ins)>
   let arguments = !con((ins Lm_FloatTensor:$q, Lm_FloatTensor:$k,
                             Lm_FloatTensor:$v, Lm_F32Tensor:$g,
                             Lm_FloatTensor:$beta, Lm_F32Tensor:$state,
+                            Optional<Lm_IndexTensor>:$sequences,
                             F64Attr:$scale, UnitAttr:$qk_l2norm,
                             OptionalAttr<Lm_StateLayoutAttr>:$layout),
                        extraArgs);
   let results = (outs Lm_FloatTensor:$output, Lm_F32Tensor:$new_state);
   let assemblyFormat = [{
-    $q `,` $k `,` $v `,` $g `,` $beta `,` $state attr-dict `:`
+    $q `,` $k `,` $v `,` $g `,` $beta `,` $state
+    (`sequences` $sequences^)? attr-dict `:`
     functional-type(operands, results)
   }];
   let hasVerifier = 1;
@@ -93,6 +101,11 @@ def Lm_KdaChunkOp : Lm_KdaOp<"kda_chunk",
     by token; implementations use the chunked WY/UT form with
     `chunk_size`-token chunks.
 
+    With `sequences [T]` (I32) a step carries tokens of several sequences
+    (a batched prefill): `state` is `[B, H, Dk, Dv]`, one slot per
+    sequence, and each slot's tokens (in step order) run the rule from slot
+    `b`'s state; slots no token names keep their state.
+
     ```mlir
     %o, %s1 = lm.kda_chunk %q, %k, %v, %g, %beta, %s0
         {scale = 0.0883883 : f64, qk_l2norm, chunk_size = 64 : i64}
@@ -109,6 +122,10 @@ def Lm_KdaStepOp : Lm_KdaOp<"kda_step"> {
     One recurrent step of Kimi Delta Attention for a batch of `B`
     sequences: `q, k, g [B, H, Dk]`, `v [B, H, Dv]`, `beta [B, H]`,
     `state [B, H, Dk, Dv]`; same update as `lm.kda_chunk` with `T = 1`.
+    With `sequences [T]` (I32) the tokens name slots of `state [B, H, Dk,
+    Dv]` instead (a decode step over the slots of a step's sequences, `B`
+    the slot count, not the token count); a slot named by several tokens
+    takes them in step order, and slots no token names keep their state.
 
     ```mlir
     %o, %s1 = lm.kda_step %q, %k, %v, %g, %beta, %s0

@@ -399,6 +399,154 @@ TEST(GptOssConfigTest, RejectsBadConfigs) {
 }
 
 //===----------------------------------------------------------------------===//
+// kimi_linear config.json
+//===----------------------------------------------------------------------===//
+
+const char *const kKimiLinearFixture = "test/fixtures/shared/kimi_linear";
+
+/// Parses the kimi_linear fixture's config after `edit`.
+llvm::Expected<KimiLinearConfig>
+parseKimiLinearEdited(const std::function<void(llvm::json::Object &)> &edit) {
+  std::string path = std::string(DAYBREAK_SOURCE_DIR) + "/" +
+                     kKimiLinearFixture + "/config.json";
+  llvm::Expected<llvm::json::Value> value = llvm::json::parse(readText(path));
+  EXPECT_TRUE(bool(value));
+  if (!value)
+    return value.takeError();
+  edit(*value->getAsObject());
+  std::string text;
+  llvm::raw_string_ostream(text) << *value;
+  return parseKimiLinearConfig(text, "edited/config.json");
+}
+
+TEST(KimiLinearConfigTest, ParsesFixture) {
+  llvm::Expected<KimiLinearConfig> config =
+      parseKimiLinearEdited([](llvm::json::Object &) {});
+  ASSERT_TRUE(bool(config)) << llvm::toString(config.takeError());
+  EXPECT_EQ(config->vocabSize, 512);
+  EXPECT_EQ(config->hiddenSize, 128);
+  EXPECT_EQ(config->numLayers, 4);
+  EXPECT_EQ(config->maxPositionEmbeddings, 1048576);
+  EXPECT_EQ(config->intermediateSize, 256);
+  EXPECT_EQ(config->firstKDenseReplace, 1);
+  EXPECT_EQ(config->numHeads, 2);
+  EXPECT_EQ(config->qLoraRank, 0); // null: a plain q_proj
+  EXPECT_EQ(config->kvLoraRank, 32);
+  EXPECT_EQ(config->qkNopeHeadDim, 32);
+  EXPECT_EQ(config->qkRopeHeadDim, 16);
+  EXPECT_EQ(config->vHeadDim, 32);
+  EXPECT_EQ(config->numExperts, 8);
+  EXPECT_EQ(config->numExpertsPerToken, 2);
+  EXPECT_EQ(config->numSharedExperts, 1);
+  EXPECT_EQ(config->moeIntermediateSize, 64);
+  EXPECT_EQ(config->numExpertGroups, 1);
+  EXPECT_EQ(config->topkGroup, 1);
+  EXPECT_DOUBLE_EQ(config->routedScalingFactor, 2.446);
+  EXPECT_TRUE(config->moeRenormalize);
+  EXPECT_EQ(config->kdaHeads, 2);
+  EXPECT_EQ(config->kdaHeadDim, 32);
+  EXPECT_EQ(config->shortConvKernel, 4);
+  // kda_layers [1, 2, 3], full_attn_layers [4]: 1-based.
+  EXPECT_EQ(config->kdaLayers, (std::vector<bool>{true, true, true, false}));
+  EXPECT_DOUBLE_EQ(config->rmsNormEps, 1e-5);
+  EXPECT_FALSE(config->tieWordEmbeddings);
+  EXPECT_EQ(config->eosTokenIds, (std::vector<int64_t>{2}));
+  EXPECT_DOUBLE_EQ(config->softmaxScale(), 1.0 / std::sqrt(48.0));
+}
+
+TEST(KimiLinearConfigTest, ReadsAliasesAndDefaults) {
+  llvm::Expected<KimiLinearConfig> config =
+      parseKimiLinearEdited([](llvm::json::Object &root) {
+        // transformers' aliases; no layer lists (every fourth layer MLA);
+        // one list only (the other its complement) is checked below.
+        root["num_local_experts"] = 8;
+        root.erase("num_experts");
+        root["num_experts_per_tok"] = 2;
+        root.erase("num_experts_per_token");
+        root["n_shared_experts"] = 2;
+        root.erase("num_shared_experts");
+        root["norm_topk_prob"] = false;
+        root.erase("moe_renormalize");
+        root["max_position_embeddings"] = 4096;
+        root.erase("model_max_length");
+        root["num_hidden_layers"] = 8;
+        auto *linear = root["linear_attn_config"].getAsObject();
+        linear->erase("kda_layers");
+        linear->erase("full_attn_layers");
+      });
+  ASSERT_TRUE(bool(config)) << llvm::toString(config.takeError());
+  EXPECT_EQ(config->numExperts, 8);
+  EXPECT_EQ(config->numExpertsPerToken, 2);
+  EXPECT_EQ(config->numSharedExperts, 2);
+  EXPECT_FALSE(config->moeRenormalize);
+  EXPECT_EQ(config->maxPositionEmbeddings, 4096);
+  EXPECT_EQ(config->kdaLayers, (std::vector<bool>{true, true, true, false, true,
+                                                  true, true, false}));
+
+  llvm::Expected<KimiLinearConfig> fullOnly =
+      parseKimiLinearEdited([](llvm::json::Object &root) {
+        root["linear_attn_config"].getAsObject()->erase("kda_layers");
+        (*root["linear_attn_config"].getAsObject())["full_attn_layers"] =
+            llvm::json::Array{2};
+      });
+  ASSERT_TRUE(bool(fullOnly)) << llvm::toString(fullOnly.takeError());
+  EXPECT_EQ(fullOnly->kdaLayers, (std::vector<bool>{true, false, true, true}));
+}
+
+TEST(KimiLinearConfigTest, RejectsBadConfigs) {
+  struct Case {
+    std::function<void(llvm::json::Object &)> edit;
+    const char *needle;
+  };
+  auto linear = [](llvm::json::Object &r) -> llvm::json::Object & {
+    return *r["linear_attn_config"].getAsObject();
+  };
+  Case cases[] = {
+      {[](llvm::json::Object &r) { r.erase("kv_lora_rank"); },
+       "missing field 'kv_lora_rank' in edited/config.json"},
+      {[](llvm::json::Object &r) { r.erase("linear_attn_config"); },
+       "missing field 'linear_attn_config' in edited/config.json"},
+      {[&](llvm::json::Object &r) { linear(r).erase("head_dim"); },
+       "missing field 'linear_attn_config.head_dim'"},
+      {[&](llvm::json::Object &r) {
+         linear(r)["kda_layers"] = llvm::json::Array{1, 2, 5};
+       },
+       "'linear_attn_config.kda_layers' in edited/config.json must hold "
+       "1-based layer numbers in [1, 4]"},
+      {[&](llvm::json::Object &r) {
+         linear(r)["kda_layers"] = llvm::json::Array{1, 2, 3, 4};
+       },
+       "names layer 4 twice"},
+      {[&](llvm::json::Object &r) {
+         linear(r)["kda_layers"] = llvm::json::Array{1, 2};
+       },
+       "leave layer 3 (1-based) in neither"},
+      {[](llvm::json::Object &r) { r["mla_use_nope"] = false; },
+       "'mla_use_nope' in edited/config.json is false: rotary MLA in "
+       "kimi_linear is not supported"},
+      {[](llvm::json::Object &r) {
+         r["moe_router_activation_func"] = "softmax";
+       },
+       "names 'softmax' (supported: sigmoid)"},
+      {[](llvm::json::Object &r) { r["num_experts_per_token"] = 9; },
+       "must be <= num_experts (8), got 9"},
+      {[](llvm::json::Object &r) { r["num_expert_group"] = 3; },
+       "must divide num_experts (8), got 3"},
+      {[&](llvm::json::Object &r) { linear(r)["gate_lower_bound"] = -5.0; },
+       "the bounded KDA gate is not supported for kimi_linear"},
+      {[&](llvm::json::Object &r) { linear(r)["short_conv_kernel_size"] = 0; },
+       "'linear_attn_config.short_conv_kernel_size' in edited/config.json "
+       "must be positive, got 0"},
+      {[](llvm::json::Object &r) { r["model_type"] = "deepseek_v3"; },
+       "model_type 'deepseek_v3' in edited/config.json is not kimi_linear"},
+  };
+  for (const Case &c : cases) {
+    SCOPED_TRACE(c.needle);
+    expectError(parseKimiLinearEdited(c.edit), {c.needle});
+  }
+}
+
+//===----------------------------------------------------------------------===//
 // Checkpoint
 //===----------------------------------------------------------------------===//
 

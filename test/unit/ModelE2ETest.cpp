@@ -1,11 +1,15 @@
-//===- GptOssE2ETest.cpp - lm IR of gpt-oss vs transformers ---------------===//
+//===- ModelE2ETest.cpp - lm IR of each family vs transformers ------------===//
 //
-// Imports the golden gpt-oss checkpoints (MXFP4 experts; made by
-// transformers, see each fixture's README) through the model registry,
-// builds their lm IR, runs @prefill over all prompts as one batch and
-// @decode over the teacher-forced tokens with the reference evaluator, and
-// compares every logit with transformers' float32 output. Prompts are longer
-// than the sliding window, so sliding layers mask keys their full layers see.
+// Imports golden checkpoints (made by transformers, see each fixture's
+// README) through the model registry, builds their lm IR, runs @prefill over
+// all prompts as one batch and @decode over the teacher-forced tokens with
+// the reference evaluator, threading every cache and state from step to
+// step, and compares every logit with transformers' float32 output:
+// - gpt-oss (MXFP4 experts): prompts longer than the sliding window, so
+//   sliding layers mask keys their full layers see;
+// - Kimi Linear: KDA layers' per-sequence state (convolution windows and
+//   the recurrent state) through a batched prefill of two prompts of
+//   different lengths and batched decode, NoPE MLA over the latent cache.
 //
 //===----------------------------------------------------------------------===//
 
@@ -52,13 +56,17 @@ std::vector<float> readF32(const safetensors::File &file,
   return values;
 }
 
-class GptOssE2E : public ::testing::TestWithParam<const char *> {};
+struct Fixture {
+  const char *path, *modelType;
+};
 
-TEST_P(GptOssE2E, LogitsMatchTransformers) {
-  std::string dir = std::string(DAYBREAK_SOURCE_DIR) + "/" + GetParam();
+class ModelE2E : public ::testing::TestWithParam<Fixture> {};
+
+TEST_P(ModelE2E, LogitsMatchTransformers) {
+  std::string dir = std::string(DAYBREAK_SOURCE_DIR) + "/" + GetParam().path;
   auto model = models::loadModel(dir);
   ASSERT_TRUE(!!model) << llvm::toString(model.takeError());
-  ASSERT_EQ((*model)->modelType(), "gpt_oss");
+  ASSERT_EQ((*model)->modelType(), GetParam().modelType);
   auto checkpoint = importers::Checkpoint::open(dir);
   ASSERT_TRUE(!!checkpoint) << llvm::toString(checkpoint.takeError());
 
@@ -97,8 +105,8 @@ TEST_P(GptOssE2E, LogitsMatchTransformers) {
         *checkpoint, srcs,
         ref::toElementType(cast<ShapedType>(type).getElementType()));
   });
-  // The caches are the step's arguments after its three inputs (token ids,
-  // positions, sequences); they start zeroed.
+  // The caches and states are the step's arguments after its three inputs
+  // (token ids, positions, sequences); they start zeroed.
   auto prefill = (*module)->lookupSymbol<func::FuncOp>("prefill");
   ASSERT_TRUE(prefill);
   std::vector<ref::Tensor> caches;
@@ -148,7 +156,7 @@ TEST_P(GptOssE2E, LogitsMatchTransformers) {
           std::max(worst, std::fabs(double(got[row * vocab + j]) - want[j]));
     row += prompts[i].size();
     EXPECT_LE(worst, kTolerance) << prefix << " prefill";
-    std::printf("%s %s prefill: %zu logits, max |diff| %.3g\n", GetParam(),
+    std::printf("%s %s prefill: %zu logits, max |diff| %.3g\n", GetParam().path,
                 prefix.c_str(), want.size(), worst);
   }
 
@@ -176,13 +184,21 @@ TEST_P(GptOssE2E, LogitsMatchTransformers) {
   }
   for (int64_t i = 0; i < batch; ++i) {
     EXPECT_LE(worstDecode[i], kTolerance) << "seq" << i << " decode";
-    std::printf("%s seq%lld decode: %zu steps, max |diff| %.3g\n", GetParam(),
-                static_cast<long long>(i), decodes[i].size(), worstDecode[i]);
+    std::printf("%s seq%lld decode: %zu steps, max |diff| %.3g\n",
+                GetParam().path, static_cast<long long>(i), decodes[i].size(),
+                worstDecode[i]);
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(Fixtures, GptOssE2E,
-                         ::testing::Values("test/fixtures/shared/gpt_oss_mxfp4",
-                                           "test/fixtures/gpt_oss_small"));
+INSTANTIATE_TEST_SUITE_P(
+    Fixtures, ModelE2E,
+    ::testing::Values(Fixture{"test/fixtures/shared/gpt_oss_mxfp4", "gpt_oss"},
+                      Fixture{"test/fixtures/gpt_oss_small", "gpt_oss"},
+                      Fixture{"test/fixtures/shared/kimi_linear",
+                              "kimi_linear"}),
+    [](const ::testing::TestParamInfo<Fixture> &info) {
+      std::string name = info.param.path;
+      return name.substr(name.rfind('/') + 1);
+    });
 
 } // namespace

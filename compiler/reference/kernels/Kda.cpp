@@ -262,4 +262,124 @@ KdaResult kdaChunk(const Tensor &q, const Tensor &k, const Tensor &v,
   return result;
 }
 
+//===----------------------------------------------------------------------===//
+// Steps over many sequences: the per-sequence kernels above, slot by slot
+//===----------------------------------------------------------------------===//
+
+namespace {
+
+/// The tokens of each slot of `slots`, in step order; an error names a
+/// token whose slot is outside [0, slots).
+llvm::Expected<std::vector<std::vector<int64_t>>>
+tokensBySlot(const Tensor &sequences, int64_t slots, llvm::StringRef op) {
+  std::vector<std::vector<int64_t>> bySlot(slots);
+  for (int64_t t = 0; t < sequences.numel(); ++t) {
+    int64_t slot = intAt(sequences, t);
+    if (slot < 0 || slot >= slots)
+      return llvm::createStringError(
+          llvm::inconvertibleErrorCode(),
+          "%s: token %lld names sequence %lld, outside the state's slots "
+          "[0, %lld)",
+          op.str().c_str(), static_cast<long long>(t),
+          static_cast<long long>(slot), static_cast<long long>(slots));
+    bySlot[slot].push_back(t);
+  }
+  return bySlot;
+}
+
+/// Values per index of x's leading dim.
+int64_t rowSize(const Tensor &x) { return x.dim(0) ? x.numel() / x.dim(0) : 0; }
+
+/// Rows `rows` of x (leading dim), as an F32 tensor.
+Tensor takeRows(const Tensor &x, const std::vector<int64_t> &rows) {
+  std::vector<int64_t> shape = x.shape();
+  shape[0] = static_cast<int64_t>(rows.size());
+  Tensor out = Tensor::zeros(ElementType::F32, shape);
+  int64_t size = rowSize(x);
+  for (size_t i = 0; i < rows.size(); ++i)
+    std::copy_n(x.floats().begin() + rows[i] * size, size,
+                out.floats().begin() + int64_t(i) * size);
+  return out;
+}
+
+/// Writes the rows of `from` to rows `rows` of `into`.
+void putRows(Tensor &into, const Tensor &from,
+             const std::vector<int64_t> &rows) {
+  int64_t size = rowSize(into);
+  for (size_t i = 0; i < rows.size(); ++i)
+    std::copy_n(from.floats().begin() + int64_t(i) * size, size,
+                into.floats().begin() + rows[i] * size);
+}
+
+/// Slot b of state [B, ...], without its leading dim.
+Tensor takeSlot(const Tensor &state, int64_t b) {
+  std::vector<int64_t> shape(state.shape().begin() + 1, state.shape().end());
+  return takeRows(state, {b}).reshaped(shape);
+}
+
+} // namespace
+
+llvm::Expected<ConvResult>
+causalConv1dSlots(const Tensor &x, const Tensor &weight, const Tensor &state,
+                  const Tensor &sequences, ConvActivation activation) {
+  auto bySlot = tokensBySlot(sequences, state.dim(0), "short_conv");
+  if (!bySlot)
+    return bySlot.takeError();
+  ConvResult result;
+  result.output = Tensor::zeros(ElementType::F32, x.shape());
+  result.state = state.castTo(ElementType::F32);
+  for (int64_t b = 0; b < state.dim(0); ++b) {
+    const std::vector<int64_t> &tokens = (*bySlot)[b];
+    if (tokens.empty())
+      continue;
+    ConvResult r = causalConv1d(takeRows(x, tokens), weight, takeSlot(state, b),
+                                activation);
+    putRows(result.output, r.output, tokens);
+    putRows(result.state, r.state, {b});
+  }
+  return result;
+}
+
+llvm::Expected<KdaResult> kdaSlots(const Tensor &q, const Tensor &k,
+                                   const Tensor &v, const Tensor &g,
+                                   const Tensor &beta, const Tensor &state,
+                                   const Tensor &sequences,
+                                   const KdaParams &params, bool chunked) {
+  auto bySlot =
+      tokensBySlot(sequences, state.dim(0), chunked ? "kda_chunk" : "kda_step");
+  if (!bySlot)
+    return bySlot.takeError();
+  KdaResult result;
+  result.output =
+      Tensor::zeros(ElementType::F32, {q.dim(0), q.dim(1), v.dim(2)});
+  result.state = state.castTo(ElementType::F32);
+  for (int64_t b = 0; b < state.dim(0); ++b) {
+    const std::vector<int64_t> &tokens = (*bySlot)[b];
+    if (tokens.empty())
+      continue;
+    Tensor slotState = takeSlot(state, b);
+    if (chunked) {
+      KdaResult r = kdaChunk(takeRows(q, tokens), takeRows(k, tokens),
+                             takeRows(v, tokens), takeRows(g, tokens),
+                             takeRows(beta, tokens), slotState, params);
+      putRows(result.output, r.output, tokens);
+      slotState = std::move(r.state);
+    } else {
+      // Token by token, each a batch of one.
+      std::vector<int64_t> shape = slotState.shape();
+      shape.insert(shape.begin(), 1);
+      slotState = slotState.reshaped(shape);
+      for (int64_t t : tokens) {
+        KdaResult r =
+            kdaStep(takeRows(q, {t}), takeRows(k, {t}), takeRows(v, {t}),
+                    takeRows(g, {t}), takeRows(beta, {t}), slotState, params);
+        putRows(result.output, r.output, {t});
+        slotState = std::move(r.state);
+      }
+    }
+    putRows(result.state, slotState, {b});
+  }
+  return result;
+}
+
 } // namespace daybreak::ref

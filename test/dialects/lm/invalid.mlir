@@ -2333,6 +2333,47 @@ func.func @kda_chunk_ods_layout_kind(%q: tensor<4x2x16xf32>, %k: tensor<4x2x16xf
 
 // -----
 
+// Tests that lm.short_conv with sequences rejects a state without its slot
+// dim ([B, W-1, C]).
+func.func @short_conv_slots_rank(%x: tensor<4x16xbf16>, %w: tensor<16x4xbf16>, %st: tensor<3x16xbf16>, %seq: tensor<4xi32>) {
+  // expected-error @+1 {{'lm.short_conv' op expects state of rank 3, got 'tensor<3x16xbf16>'}}
+  %r:2 = lm.short_conv %x, %w, %st sequences %seq silu : (tensor<4x16xbf16>, tensor<16x4xbf16>, tensor<3x16xbf16>, tensor<4xi32>) -> (tensor<4x16xbf16>, tensor<3x16xbf16>)
+  return
+}
+
+// -----
+
+// Tests that lm.short_conv rejects sequences of another length than the
+// input's tokens.
+func.func @short_conv_sequences_length(%x: tensor<4x16xbf16>, %w: tensor<16x4xbf16>, %st: tensor<2x3x16xbf16>, %seq: tensor<5xi32>) {
+  // expected-error @+1 {{'lm.short_conv' op expects sequences dim 0 (5) to equal input dim 0 (4)}}
+  %r:2 = lm.short_conv %x, %w, %st sequences %seq silu : (tensor<4x16xbf16>, tensor<16x4xbf16>, tensor<2x3x16xbf16>, tensor<5xi32>) -> (tensor<4x16xbf16>, tensor<2x3x16xbf16>)
+  return
+}
+
+// -----
+
+// Tests that lm.kda_chunk with sequences rejects an unbatched [H, Dk, Dv]
+// state (it needs a slot per sequence).
+func.func @kda_chunk_slots_rank(%q: tensor<4x2x16xf32>, %k: tensor<4x2x16xf32>, %v: tensor<4x2x8xf32>, %g: tensor<4x2x16xf32>, %beta: tensor<4x2xf32>, %st: tensor<2x16x8xf32>, %seq: tensor<4xi32>) {
+  // expected-error @+1 {{'lm.kda_chunk' op expects state of rank 4, got 'tensor<2x16x8xf32>'}}
+  %r:2 = lm.kda_chunk %q, %k, %v, %g, %beta, %st sequences %seq {scale = 0.25 : f64} : (tensor<4x2x16xf32>, tensor<4x2x16xf32>, tensor<4x2x8xf32>, tensor<4x2x16xf32>, tensor<4x2xf32>, tensor<2x16x8xf32>, tensor<4xi32>) -> (tensor<4x2x8xf32>, tensor<2x16x8xf32>)
+  return
+}
+
+// -----
+
+// Tests that lm.kda_step with sequences checks the state's head dims (its
+// slot count is its own: 3 slots for 4 tokens is fine, 3 heads for q's 2
+// is not).
+func.func @kda_step_slots_heads(%q: tensor<4x2x16xf32>, %k: tensor<4x2x16xf32>, %v: tensor<4x2x8xf32>, %g: tensor<4x2x16xf32>, %beta: tensor<4x2xf32>, %st: tensor<3x3x16x8xf32>, %seq: tensor<4xi32>) {
+  // expected-error @+1 {{'lm.kda_step' op expects state dim 1 (3) to equal q dim 1 (2)}}
+  %r:2 = lm.kda_step %q, %k, %v, %g, %beta, %st sequences %seq {scale = 0.25 : f64} : (tensor<4x2x16xf32>, tensor<4x2x16xf32>, tensor<4x2x8xf32>, tensor<4x2x16xf32>, tensor<4x2xf32>, tensor<3x3x16x8xf32>, tensor<4xi32>) -> (tensor<4x2x8xf32>, tensor<3x3x16x8xf32>)
+  return
+}
+
+// -----
+
 // Tests that lm.kda_step rejects an unbatched [H, Dk, Dv] state (that is lm.kda_chunk's).
 func.func @kda_step_state_rank(%q: tensor<4x2x16xf32>, %k: tensor<4x2x16xf32>, %v: tensor<4x2x8xf32>, %g: tensor<4x2x16xf32>, %beta: tensor<4x2xf32>, %st: tensor<2x16x8xf32>) {
   // expected-error @+1 {{'lm.kda_step' op expects state of rank 4, got 'tensor<2x16x8xf32>'}}

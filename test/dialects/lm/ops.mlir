@@ -238,6 +238,32 @@ func.func @kda(%x: tensor<?x4096xbf16>, %cw: tensor<4096x4xbf16>, %cs: tensor<3x
 
 // -----
 
+// Tests that the KDA state ops round-trip over the slots of several
+// sequences (`sequences`: state with a leading slot dim, 8 slots here, not
+// tied to the token count).
+// CHECK-LABEL: func @kda_slots
+func.func @kda_slots(%x: tensor<?x64xbf16>, %cw: tensor<64x4xbf16>, %cs: tensor<8x3x64xbf16>,
+                     %seq: tensor<?xi32>, %q: tensor<?x2x32xf32>, %g: tensor<?x2x32xf32>,
+                     %beta: tensor<?x2xf32>, %s: tensor<8x2x32x32xf32>) {
+  // CHECK: lm.short_conv %{{.*}}, %{{.*}}, %{{.*}} sequences %{{.*}} silu :
+  %y, %st = lm.short_conv %x, %cw, %cs sequences %seq silu
+      : (tensor<?x64xbf16>, tensor<64x4xbf16>, tensor<8x3x64xbf16>, tensor<?xi32>)
+      -> (tensor<?x64xbf16>, tensor<8x3x64xbf16>)
+  // CHECK: lm.kda_chunk %{{.*}} sequences %{{.*}} {qk_l2norm, scale
+  %o, %s1 = lm.kda_chunk %q, %q, %q, %g, %beta, %s sequences %seq {scale = 0.17 : f64, qk_l2norm}
+      : (tensor<?x2x32xf32>, tensor<?x2x32xf32>, tensor<?x2x32xf32>, tensor<?x2x32xf32>,
+         tensor<?x2xf32>, tensor<8x2x32x32xf32>, tensor<?xi32>)
+      -> (tensor<?x2x32xf32>, tensor<8x2x32x32xf32>)
+  // CHECK: lm.kda_step %{{.*}} sequences %{{.*}} {qk_l2norm, scale
+  %o2, %s2 = lm.kda_step %q, %q, %q, %g, %beta, %s1 sequences %seq {scale = 0.17 : f64, qk_l2norm}
+      : (tensor<?x2x32xf32>, tensor<?x2x32xf32>, tensor<?x2x32xf32>, tensor<?x2x32xf32>,
+         tensor<?x2xf32>, tensor<8x2x32x32xf32>, tensor<?xi32>)
+      -> (tensor<?x2x32xf32>, tensor<8x2x32x32xf32>)
+  return
+}
+
+// -----
+
 // Tests that the cross-layer residual ops round-trip with explicit sources.
 // CHECK-LABEL: func @residuals
 func.func @residuals(%b0: tensor<?x256xbf16>, %b1: tensor<?x256xbf16>, %p: tensor<?x256xbf16>,

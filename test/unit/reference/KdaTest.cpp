@@ -234,4 +234,97 @@ TEST(KdaChunk, EmptySequenceKeepsTheState) {
   EXPECT_TRUE(allClose(r.state, in.state, 0.0));
 }
 
+//===----------------------------------------------------------------------===//
+// Steps over several sequences (the `sequences` forms)
+//===----------------------------------------------------------------------===//
+
+/// Rows `rows` of a [T, ...] tensor.
+Tensor rowsOf(const Tensor &x, const std::vector<int64_t> &rows) {
+  int64_t size = x.dim(0) ? x.numel() / x.dim(0) : 0;
+  std::vector<int64_t> shape = x.shape();
+  shape[0] = int64_t(rows.size());
+  std::vector<float> values;
+  for (int64_t r : rows)
+    values.insert(values.end(), x.floats().begin() + r * size,
+                  x.floats().begin() + (r + 1) * size);
+  return Tensor::fromFloats(shape, values);
+}
+
+/// Slot b of a [B, ...] state.
+Tensor slotOf(const Tensor &state, int64_t b) {
+  std::vector<int64_t> shape(state.shape().begin() + 1, state.shape().end());
+  return rowsOf(state, {b}).reshaped(shape);
+}
+
+/// A step of 4 slots whose tokens interleave: slot 1 has three (two apart),
+/// slot 0 two, slot 2 one, slot 3 none.
+const std::vector<int64_t> kSlotOfToken = {1, 0, 1, 2, 0, 1};
+std::vector<int64_t> tokensOf(int64_t slot) {
+  std::vector<int64_t> tokens;
+  for (size_t t = 0; t < kSlotOfToken.size(); ++t)
+    if (kSlotOfToken[t] == slot)
+      tokens.push_back(int64_t(t));
+  return tokens;
+}
+
+TEST(CausalConv1dSlots, EachSlotAsItsOwnSequence) {
+  std::mt19937 rng(46);
+  int64_t tokens = int64_t(kSlotOfToken.size());
+  Tensor x = randomTensor(rng, {tokens, 5});
+  Tensor w = randomTensor(rng, {5, 4});
+  Tensor state = randomTensor(rng, {4, 3, 5});
+  Tensor sequences = Tensor::fromInts({tokens}, kSlotOfToken, ElementType::I32);
+  auto r = causalConv1dSlots(x, w, state, sequences, ConvActivation::Silu);
+  ASSERT_TRUE(!!r) << llvm::toString(r.takeError());
+  for (int64_t b = 0; b < 4; ++b) {
+    SCOPED_TRACE(::testing::Message() << "slot " << b);
+    std::vector<int64_t> mine = tokensOf(b);
+    ConvResult alone = causalConv1d(rowsOf(x, mine), w, slotOf(state, b),
+                                    ConvActivation::Silu);
+    EXPECT_TRUE(allClose(rowsOf(r->output, mine), alone.output, 0.0));
+    // Slot 3 has no token: its state as it was.
+    EXPECT_TRUE(allClose(slotOf(r->state, b),
+                         mine.empty() ? slotOf(state, b) : alone.state, 0.0));
+  }
+  Tensor outside =
+      Tensor::fromInts({tokens}, {1, 0, 4, 2, 0, 1}, ElementType::I32);
+  auto bad = causalConv1dSlots(x, w, state, outside, ConvActivation::Silu);
+  ASSERT_FALSE(!!bad);
+  EXPECT_EQ(llvm::toString(bad.takeError()),
+            "short_conv: token 2 names sequence 4, outside the state's slots "
+            "[0, 4)");
+}
+
+TEST(KdaSlots, EachSlotAsItsOwnSequence) {
+  std::mt19937 rng(47);
+  int64_t tokens = int64_t(kSlotOfToken.size()), heads = 2, keyDim = 8,
+          valueDim = 4;
+  KdaInputs in = randomInputs(rng, tokens, heads, keyDim, valueDim, false);
+  Tensor state = randomTensor(rng, {4, heads, keyDim, valueDim});
+  Tensor sequences = Tensor::fromInts({tokens}, kSlotOfToken, ElementType::I32);
+  KdaParams params;
+  params.scale = 1.0 / std::sqrt(double(keyDim));
+  for (bool chunked : {true, false}) {
+    auto r = kdaSlots(in.q, in.k, in.v, in.g, in.beta, state, sequences, params,
+                      chunked);
+    ASSERT_TRUE(!!r) << llvm::toString(r.takeError());
+    for (int64_t b = 0; b < 4; ++b) {
+      SCOPED_TRACE(::testing::Message()
+                   << "slot " << b << " chunked " << chunked);
+      std::vector<int64_t> mine = tokensOf(b);
+      KdaInputs alone{rowsOf(in.q, mine),    rowsOf(in.k, mine),
+                      rowsOf(in.v, mine),    rowsOf(in.g, mine),
+                      rowsOf(in.beta, mine), slotOf(state, b)};
+      // Each slot's tokens from its own state: the per-sequence chunked
+      // kernel, or the recurrent oracle token by token.
+      KdaResult expected = chunked
+                               ? kdaChunk(alone.q, alone.k, alone.v, alone.g,
+                                          alone.beta, alone.state, params)
+                               : stepByStep(alone, params);
+      EXPECT_TRUE(allClose(rowsOf(r->output, mine), expected.output, 0.0));
+      EXPECT_TRUE(allClose(slotOf(r->state, b), expected.state, 0.0));
+    }
+  }
+}
+
 } // namespace

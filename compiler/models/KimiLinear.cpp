@@ -1,0 +1,439 @@
+//===- KimiLinear.cpp - lm IR for Kimi Linear -----------------------------===//
+//
+// The math follows models.md section 2 and transformers' KimiLinear (5.17,
+// checked against an independent recurrence in the kimi_linear fixture's
+// README): pre-norm blocks whose token mixer is either
+// - Kimi Delta Attention: q, k, v projections through causal depthwise
+//   convolutions with SiLU (their windows per-sequence state), the gated
+//   delta rule over L2-normalised q and k with q scaled by Dk^-0.5, beta =
+//   sigmoid(b_proj x), the per-channel log decay from the low-rank forget
+//   gate (f_b(f_a(x)), A_log, dt_bias), and the output RMS-normed per head
+//   times sigmoid of the low-rank output gate g_b(g_a(x)); or
+// - NoPE MLA: the latent row [normed c_kv | k_pe] cached per token, queries
+//   absorbed through W_UK and scored against it as MQA (no rotation; the
+//   rope-width part still scores), values through W_UV;
+// and an MLP that is dense for the first first_k_dense_replace layers and a
+// sigmoid-routed MoE (selection bias, renormalised, scaled, shared experts)
+// after.
+//
+//===----------------------------------------------------------------------===//
+
+#include "compiler/models/KimiLinear.h"
+#include "compiler/models/ModelBuilder.h"
+#include "compiler/models/StepFunction.h"
+
+#include "dialects/lm/LmOps.h"
+
+#include "mlir/Dialect/Arith/IR/Arith.h"
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/Dialect/Tensor/IR/Tensor.h"
+#include "mlir/IR/Builders.h"
+#include "llvm/Support/FormatVariadic.h"
+
+#include <cmath>
+
+using namespace mlir;
+using namespace daybreak;
+using namespace daybreak::models;
+using importers::KimiLinearConfig;
+
+namespace {
+
+constexpr int64_t kDyn = ShapedType::kDynamic;
+
+/// A KDA layer's per-sequence state: the q, k and v convolution windows
+/// [batch, W - 1, heads * dim] and the recurrent state [batch, heads, Dk,
+/// Dv].
+struct KdaState {
+  Value *convQ, *convK, *convV, *recurrent;
+};
+
+/// Emits the ops of one function; weights are declared once per module.
+class Emitter : public ModelBuilder {
+public:
+  Emitter(ModuleOp module, const KimiLinearConfig &config,
+          const importers::Checkpoint &checkpoint)
+      : ModelBuilder(module, checkpoint, CheckpointTraits{}), config(config) {}
+
+  llvm::Error buildFunction(StringRef name, const BuildOptions &options);
+
+private:
+  llvm::Expected<Value> kda(int64_t layer, Value x, bool decode,
+                            KdaState state);
+  llvm::Expected<Value> mla(int64_t layer, Value x, Value positions,
+                            Value &cache);
+  llvm::Expected<Value> mlp(int64_t layer, Value x);
+
+  std::string layerName(int64_t layer, StringRef rest) {
+    return llvm::formatv("model.layers.{0}.{1}", layer, rest).str();
+  }
+  /// x [T, n] -> [T, n] through the causal depthwise convolution `name`
+  /// ([n, 1, W] as stored) with SiLU, its window threaded through `window`.
+  llvm::Expected<Value> shortConv(Value x, StringRef name, Value &window);
+
+  const KimiLinearConfig &config;
+  /// The sequence (cache and state slot) of each token.
+  Value sequences;
+};
+
+} // namespace
+
+static llvm::Error errorf(const llvm::Twine &message) {
+  return llvm::createStringError(llvm::inconvertibleErrorCode(), message);
+}
+
+llvm::Expected<Value> Emitter::shortConv(Value x, StringRef name,
+                                         Value &window) {
+  int64_t channels = cast<RankedTensorType>(x.getType()).getDimSize(1);
+  int64_t width = config.shortConvKernel;
+  auto w = floatWeight(name, {channels, 1, width});
+  if (!w)
+    return w.takeError();
+  Value taps = tensor::CollapseShapeOp::create(
+                   b, loc, *w, ArrayRef<ReassociationIndices>{{0, 1}, {2}})
+                   .getResult();
+  auto conv = lm::ShortConvOp::create(
+      b, loc, x.getType(), window.getType(), x, taps, window, sequences,
+      lm::ActivationAttr::get(b.getContext(), lm::Activation::Silu));
+  window = conv.getNewState();
+  return conv.getOutput();
+}
+
+llvm::Expected<Value> Emitter::kda(int64_t layer, Value x, bool decode,
+                                   KdaState state) {
+  const KimiLinearConfig &c = config;
+  int64_t heads = c.kdaHeads, dim = c.kdaHeadDim, width = heads * dim;
+  auto name = [&](StringRef rest) {
+    return layerName(layer, ("self_attn." + rest).str());
+  };
+  // q, k, v: projection, then the convolution over each sequence's window.
+  Value qkv[3];
+  Value *windows[3] = {state.convQ, state.convK, state.convV};
+  const char *projections[3] = {"q", "k", "v"};
+  for (int i = 0; i < 3; ++i) {
+    std::string p = projections[i];
+    auto lin = linear(x, name(p + "_proj.weight"), width, c.hiddenSize);
+    if (!lin)
+      return lin.takeError();
+    auto conv = shortConv(*lin, name(p + "_conv1d.weight"), *windows[i]);
+    if (!conv)
+      return conv.takeError();
+    qkv[i] = reshape(*conv, {kDyn, heads, dim});
+  }
+
+  // beta = sigmoid(b_proj x) per head; the log decay from the low-rank
+  // forget gate.
+  auto betaLin = linear(x, name("b_proj.weight"), heads, c.hiddenSize);
+  if (!betaLin)
+    return betaLin.takeError();
+  Value beta =
+      lm::SigmoidOp::create(b, loc, betaLin->getType(), *betaLin).getResult();
+  auto fa = linear(x, name("f_a_proj.weight"), dim, c.hiddenSize);
+  if (!fa)
+    return fa.takeError();
+  auto fb = linear(*fa, name("f_b_proj.weight"), width, dim);
+  if (!fb)
+    return fb.takeError();
+  auto aLog =
+      weight(name("A_log"), {1, 1, heads, 1}, {safetensors::DType::F32});
+  if (!aLog)
+    return aLog.takeError();
+  auto dtBias = weight(name("dt_bias"), {width}, {safetensors::DType::F32});
+  if (!dtBias)
+    return dtBias.takeError();
+  Value aLogHeads =
+      tensor::CollapseShapeOp::create(
+          b, loc, *aLog, ArrayRef<ReassociationIndices>{{0, 1, 2, 3}})
+          .getResult();
+  Value decay = lm::KdaGateOp::create(
+                    b, loc, f32Tensor({kDyn, heads, dim}),
+                    reshape(*fb, {kDyn, heads, dim}), aLogHeads,
+                    reshape(*dtBias, {heads, dim}, /*splitDim=*/0), FloatAttr())
+                    .getResult();
+
+  // The gated delta rule from each sequence's recurrent state: chunked over
+  // a prompt, one step a token in decode.
+  Type outType = f32Tensor({kDyn, heads, dim});
+  Type stateType = state.recurrent->getType();
+  FloatAttr scale = b.getF64FloatAttr(1.0 / std::sqrt(double(dim)));
+  Value out;
+  if (decode) {
+    auto step =
+        lm::KdaStepOp::create(b, loc, outType, stateType, qkv[0], qkv[1],
+                              qkv[2], decay, beta, *state.recurrent, sequences,
+                              scale, b.getUnitAttr(), lm::StateLayoutAttr());
+    out = step.getOutput();
+    *state.recurrent = step.getNewState();
+  } else {
+    auto chunk = lm::KdaChunkOp::create(
+        b, loc, outType, stateType, qkv[0], qkv[1], qkv[2], decay, beta,
+        *state.recurrent, sequences, scale, b.getUnitAttr(),
+        lm::StateLayoutAttr(), b.getI64IntegerAttr(64));
+    out = chunk.getOutput();
+    *state.recurrent = chunk.getNewState();
+  }
+
+  // Per-head RMSNorm times sigmoid of the output gate, then o_proj.
+  auto ga = linear(x, name("g_a_proj.weight"), dim, c.hiddenSize);
+  if (!ga)
+    return ga.takeError();
+  auto gb = linear(*ga, name("g_b_proj.weight"), width, dim);
+  if (!gb)
+    return gb.takeError();
+  auto onorm = floatWeight(name("o_norm.weight"), {dim});
+  if (!onorm)
+    return onorm.takeError();
+  Value gated =
+      lm::GatedRmsNormOp::create(
+          b, loc, outType, out, reshape(*gb, {kDyn, heads, dim}), *onorm,
+          lm::ActivationAttr::get(b.getContext(), lm::Activation::Sigmoid),
+          b.getF64FloatAttr(c.rmsNormEps))
+          .getResult();
+  return linear(collapseLast(gated), name("o_proj.weight"), c.hiddenSize,
+                width);
+}
+
+llvm::Expected<Value> Emitter::mla(int64_t layer, Value x, Value positions,
+                                   Value &cache) {
+  const KimiLinearConfig &c = config;
+  int64_t heads = c.numHeads, nope = c.qkNopeHeadDim, rot = c.qkRopeHeadDim;
+  int64_t lora = c.kvLoraRank, vdim = c.vHeadDim;
+  auto name = [&](StringRef rest) {
+    return layerName(layer, ("self_attn." + rest).str());
+  };
+
+  // Queries [nope | rope] per head, through the q-LoRA when there is one.
+  llvm::Expected<Value> qf = Value();
+  if (c.qLoraRank == 0) {
+    qf = linear(x, name("q_proj.weight"), heads * (nope + rot), c.hiddenSize);
+  } else {
+    auto qa = linear(x, name("q_a_proj.weight"), c.qLoraRank, c.hiddenSize);
+    if (!qa)
+      return qa.takeError();
+    auto qr =
+        rmsNorm(*qa, name("q_a_layernorm.weight"), c.qLoraRank, c.rmsNormEps);
+    if (!qr)
+      return qr.takeError();
+    qf =
+        linear(*qr, name("q_b_proj.weight"), heads * (nope + rot), c.qLoraRank);
+  }
+  if (!qf)
+    return qf.takeError();
+  Value q = reshape(*qf, {kDyn, heads, nope + rot});
+  Value qNope = sliceLast(q, 0, nope), qRope = sliceLast(q, nope, rot);
+
+  // Absorption: W_UK [H, nope, lora] into the query, W_UV after attention.
+  auto kvb = denseWeight(name("kv_b_proj.weight"), heads * (nope + vdim), lora);
+  if (!kvb)
+    return kvb.takeError();
+  Value kvb3 = reshape(*kvb, {heads, nope + vdim, lora}, /*splitDim=*/0);
+  auto headSlice = [&](int64_t offset, int64_t size) {
+    SmallVector<OpFoldResult> offsets = {
+        b.getIndexAttr(0), b.getIndexAttr(offset), b.getIndexAttr(0)};
+    SmallVector<OpFoldResult> sizes = {
+        b.getIndexAttr(heads), b.getIndexAttr(size), b.getIndexAttr(lora)};
+    SmallVector<OpFoldResult> strides(3, b.getIndexAttr(1));
+    return tensor::ExtractSliceOp::create(b, loc, kvb3, offsets, sizes, strides)
+        .getResult();
+  };
+  Value wUK = headSlice(0, nope), wUV = headSlice(nope, vdim);
+  Value qLatent = lm::HeadMatmulOp::create(
+                      b, loc, f32Tensor({kDyn, heads, lora}), qNope, wUK,
+                      /*transpose_weight=*/false)
+                      .getResult();
+  Value qAbsorbed =
+      tensor::ConcatOp::create(b, loc, f32Tensor({kDyn, heads, lora + rot}),
+                               /*dim=*/2, ValueRange{qLatent, qRope})
+          .getResult();
+
+  // The latent row [normed c_kv | k_pe] (no rotation), cached first; every
+  // sequence's rows are then one KV head of keys [B, S, 1, lora + rot] and,
+  // their first lora columns, of values.
+  auto kv =
+      linear(x, name("kv_a_proj_with_mqa.weight"), lora + rot, c.hiddenSize);
+  if (!kv)
+    return kv.takeError();
+  auto latent = rmsNorm(sliceLast(*kv, 0, lora), name("kv_a_layernorm.weight"),
+                        lora, c.rmsNormEps);
+  if (!latent)
+    return latent.takeError();
+  Value row =
+      tensor::ConcatOp::create(b, loc, f32Tensor({kDyn, lora + rot}), /*dim=*/1,
+                               ValueRange{*latent, sliceLast(*kv, lora, rot)})
+          .getResult();
+  cache = lm::CacheWriteOp::create(b, loc, cache.getType(), cache, row,
+                                   positions, sequences, lm::KVLayoutAttr())
+              .getResult();
+  auto cacheType = cast<RankedTensorType>(cache.getType());
+  int64_t batch = cacheType.getDimSize(0), rows = cacheType.getDimSize(1);
+  Value keys = reshape(cache, {batch, rows, 1, lora + rot});
+  SmallVector<OpFoldResult> zeros(3, b.getIndexAttr(0));
+  SmallVector<OpFoldResult> sizes = {
+      b.getIndexAttr(batch), b.getIndexAttr(rows), b.getIndexAttr(lora)};
+  SmallVector<OpFoldResult> ones(3, b.getIndexAttr(1));
+  Value values =
+      reshape(tensor::ExtractSliceOp::create(b, loc, cache, zeros, sizes, ones)
+                  .getResult(),
+              {batch, rows, 1, lora});
+  Value latentOut =
+      lm::AttentionOp::create(
+          b, loc, f32Tensor({kDyn, heads, lora}), qAbsorbed, keys, values,
+          Value(), positions, Value(), sequences, Value(),
+          lm::MaskKindAttr::get(b.getContext(), lm::MaskKind::Causal),
+          b.getF64FloatAttr(c.softmaxScale()), IntegerAttr())
+          .getResult();
+  Value out = lm::HeadMatmulOp::create(b, loc, f32Tensor({kDyn, heads, vdim}),
+                                       latentOut, wUV,
+                                       /*transpose_weight=*/true)
+                  .getResult();
+  return linear(collapseLast(out), name("o_proj.weight"), c.hiddenSize,
+                heads * vdim);
+}
+
+llvm::Expected<Value> Emitter::mlp(int64_t layer, Value x) {
+  const KimiLinearConfig &c = config;
+  if (layer < c.firstKDenseReplace)
+    return gatedMlp(x, layerName(layer, "mlp."), c.hiddenSize,
+                    c.intermediateSize);
+  MoeConfig moe;
+  moe.hidden = c.hiddenSize;
+  moe.inter = c.moeIntermediateSize;
+  moe.experts = c.numExperts;
+  moe.topK = c.numExpertsPerToken;
+  moe.routing = lm::RoutingScore::Sigmoid;
+  moe.numGroups = c.numExpertGroups;
+  moe.topKGroups = c.topkGroup;
+  moe.renormalize = c.moeRenormalize;
+  moe.scalingFactor = c.routedScalingFactor;
+  moe.routerWeight = layerName(layer, "block_sparse_moe.gate.weight");
+  moe.selectionBias =
+      layerName(layer, "block_sparse_moe.gate.e_score_correction_bias");
+  // Experts one tensor each: w1 gate, w3 up, w2 down.
+  moe.loadExperts = [&, layer]() -> llvm::Expected<RoutedExperts> {
+    std::string prefix = layerName(layer, "block_sparse_moe.experts.");
+    int64_t experts = c.numExperts, inter = c.moeIntermediateSize;
+    RoutedExperts routed;
+    for (auto [weights, suffix, out, in] :
+         {std::tuple{&routed.gate, "w1.weight", inter, c.hiddenSize},
+          {&routed.up, "w3.weight", inter, c.hiddenSize},
+          {&routed.down, "w2.weight", c.hiddenSize, inter}}) {
+      auto w = perExpertWeights(prefix, suffix, experts, out, in);
+      if (!w)
+        return w.takeError();
+      *weights = *w;
+    }
+    return routed;
+  };
+  if (c.numSharedExperts > 0) {
+    moe.sharedPrefix = layerName(layer, "block_sparse_moe.shared_experts.");
+    moe.sharedInter = c.moeIntermediateSize * c.numSharedExperts;
+  }
+  return ModelBuilder::moe(x, moe);
+}
+
+llvm::Error Emitter::buildFunction(StringRef name,
+                                   const BuildOptions &options) {
+  const KimiLinearConfig &c = config;
+  bool decode = name == "decode";
+  // Tokens of several sequences are flattened into one dim; `sequences`
+  // says whose each token is, `positions` where it sits in its sequence.
+  Type ids = tensor({kDyn}, b.getI32Type());
+  StepFunction step(b, loc, name);
+  unsigned tokenIdsIn = step.addInput("token_ids", ids);
+  unsigned positionsIn = step.addInput("positions", ids);
+  unsigned sequencesIn = step.addInput("sequences", ids);
+  step.addOutput("logits", f32Tensor({kDyn, c.vocabSize}));
+  // MLA layers: one latent cache each. KDA layers: three convolution
+  // windows and the recurrent state per sequence.
+  int64_t width = c.kdaHeads * c.kdaHeadDim;
+  auto cacheType = cast<RankedTensorType>(f32Tensor(
+      {options.maxBatch, options.maxSeqLen, c.kvLoraRank + c.qkRopeHeadDim}));
+  auto windowType = cast<RankedTensorType>(
+      f32Tensor({options.maxBatch, c.shortConvKernel - 1, width}));
+  auto recurrentType = cast<RankedTensorType>(
+      f32Tensor({options.maxBatch, c.kdaHeads, c.kdaHeadDim, c.kdaHeadDim}));
+  std::vector<unsigned> cacheOf(c.numLayers), stateOf(c.numLayers);
+  for (int64_t l = 0; l < c.numLayers; ++l) {
+    if (!c.kdaLayers[l]) {
+      cacheOf[l] = step.addCache(cacheType);
+      continue;
+    }
+    stateOf[l] = step.addState(windowType);
+    step.addState(windowType);
+    step.addState(windowType);
+    step.addState(recurrentType);
+  }
+  step.create(module);
+  Value tokenIds = step.input(tokenIdsIn), positions = step.input(positionsIn);
+  sequences = step.input(sequencesIn);
+
+  auto embed =
+      floatWeight("model.embed_tokens.weight", {c.vocabSize, c.hiddenSize});
+  if (!embed)
+    return embed.takeError();
+  Value h = lm::EmbeddingOp::create(b, loc, f32Tensor({kDyn, c.hiddenSize}),
+                                    *embed, tokenIds)
+                .getResult();
+  for (int64_t l = 0; l < c.numLayers; ++l) {
+    auto x = rmsNorm(h, layerName(l, "input_layernorm.weight"), c.hiddenSize,
+                     c.rmsNormEps);
+    if (!x)
+      return x.takeError();
+    llvm::Expected<Value> a =
+        c.kdaLayers[l]
+            ? kda(l, *x, decode,
+                  KdaState{&step.state(stateOf[l]), &step.state(stateOf[l] + 1),
+                           &step.state(stateOf[l] + 2),
+                           &step.state(stateOf[l] + 3)})
+            : mla(l, *x, positions, step.cache(cacheOf[l]));
+    if (!a)
+      return a.takeError();
+    h = arith::AddFOp::create(b, loc, h, *a).getResult();
+    auto x2 = rmsNorm(h, layerName(l, "post_attention_layernorm.weight"),
+                      c.hiddenSize, c.rmsNormEps);
+    if (!x2)
+      return x2.takeError();
+    auto f = mlp(l, *x2);
+    if (!f)
+      return f.takeError();
+    h = arith::AddFOp::create(b, loc, h, *f).getResult();
+  }
+  auto xf = rmsNorm(h, "model.norm.weight", c.hiddenSize, c.rmsNormEps);
+  if (!xf)
+    return xf.takeError();
+  auto logits = linear(
+      *xf, c.tieWordEmbeddings ? "model.embed_tokens.weight" : "lm_head.weight",
+      c.vocabSize, c.hiddenSize);
+  if (!logits)
+    return logits.takeError();
+  step.finish({*logits});
+  return llvm::Error::success();
+}
+
+llvm::Expected<OwningOpRef<ModuleOp>>
+models::buildKimiLinear(MLIRContext &context, const KimiLinearConfig &config,
+                        const importers::Checkpoint &checkpoint,
+                        const BuildOptions &options) {
+  context.loadDialect<lm::LmDialect, func::FuncDialect, arith::ArithDialect,
+                      tensor::TensorDialect>();
+  if (options.maxSeqLen <= 0 || options.maxBatch <= 0)
+    return errorf("max sequence length and batch must be positive, got " +
+                  llvm::Twine(options.maxSeqLen) + " and " +
+                  llvm::Twine(options.maxBatch));
+  OwningOpRef<ModuleOp> module = ModuleOp::create(UnknownLoc::get(&context));
+  Emitter emitter(*module, config, checkpoint);
+  // Prefill runs the chunked delta rule, decode its one-token step; both
+  // thread the same caches and state.
+  for (StringRef name : {"prefill", "decode"})
+    if (llvm::Error err = emitter.buildFunction(name, options))
+      return std::move(err);
+  return std::move(module);
+}
+
+llvm::Expected<std::unique_ptr<models::ModelDefinition>>
+models::parseKimiLinearModel(llvm::StringRef json, llvm::StringRef path) {
+  return parseConfiguredModel<KimiLinearConfig,
+                              importers::parseKimiLinearConfig,
+                              models::buildKimiLinear>("kimi_linear", json,
+                                                       path);
+}
