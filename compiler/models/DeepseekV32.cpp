@@ -93,32 +93,11 @@ llvm::Expected<Value> Emitter::attention(int64_t layer, Value x,
   Value qRope = sliceLast(q, nope, rot);
 
   // Absorption: W_UK [H, nope, lora] into the query, W_UV after attention.
-  auto kvb = denseWeight(name("kv_b_proj.weight"), heads * (nope + vdim),
-                         lora);
-  if (!kvb)
-    return kvb.takeError();
-  Value kvb3 = reshape(*kvb, {heads, nope + vdim, lora}, /*splitDim=*/0);
-  auto headSlice = [&](int64_t offset, int64_t size) {
-    SmallVector<OpFoldResult> offsets = {b.getIndexAttr(0),
-                                         b.getIndexAttr(offset),
-                                         b.getIndexAttr(0)};
-    SmallVector<OpFoldResult> sizes = {b.getIndexAttr(heads),
-                                       b.getIndexAttr(size),
-                                       b.getIndexAttr(lora)};
-    SmallVector<OpFoldResult> strides(3, b.getIndexAttr(1));
-    return tensor::ExtractSliceOp::create(b, loc, kvb3, offsets, sizes,
-                                          strides)
-        .getResult();
-  };
-  Value wUK = headSlice(0, nope), wUV = headSlice(nope, vdim);
-  Value qLatent = lm::HeadMatmulOp::create(
-                      b, loc, f32Tensor({tokens, heads, lora}), qNope, wUK,
-                      /*transpose_weight=*/false)
-                      .getResult();
-  Value qAbsorbed =
-      tensor::ConcatOp::create(b, loc, f32Tensor({tokens, heads, lora + rot}),
-                               /*dim=*/2, ValueRange{qLatent, qRope})
-          .getResult();
+  auto absorbed = absorbMla(name("kv_b_proj.weight"), qNope, qRope, heads, nope,
+                            rot, vdim, lora);
+  if (!absorbed)
+    return absorbed.takeError();
+  Value qAbsorbed = absorbed->query;
 
   // The latent key row [normed c_kv | rotated k_pe], written to the cache.
   auto kv = linear(x, name("kv_a_proj_with_mqa.weight"), lora + rot,
@@ -190,11 +169,7 @@ llvm::Expected<Value> Emitter::attention(int64_t layer, Value x,
                         b.getF64FloatAttr(c.softmaxScale()),
                         b.getI64IntegerAttr(lora))
                         .getResult();
-  Value out = lm::HeadMatmulOp::create(b, loc,
-                                       f32Tensor({tokens, heads, vdim}),
-                                       latentOut, wUV,
-                                       /*transpose_weight=*/true)
-                  .getResult();
+  Value out = mlaValueUp(*absorbed, latentOut, heads, vdim);
   return linear(collapseLast(out), name("o_proj.weight"), c.hiddenSize,
                 heads * vdim);
 }

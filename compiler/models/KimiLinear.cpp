@@ -223,28 +223,11 @@ llvm::Expected<Value> Emitter::mla(int64_t layer, Value x, Value positions,
   Value qNope = sliceLast(q, 0, nope), qRope = sliceLast(q, nope, rot);
 
   // Absorption: W_UK [H, nope, lora] into the query, W_UV after attention.
-  auto kvb = denseWeight(name("kv_b_proj.weight"), heads * (nope + vdim), lora);
-  if (!kvb)
-    return kvb.takeError();
-  Value kvb3 = reshape(*kvb, {heads, nope + vdim, lora}, /*splitDim=*/0);
-  auto headSlice = [&](int64_t offset, int64_t size) {
-    SmallVector<OpFoldResult> offsets = {
-        b.getIndexAttr(0), b.getIndexAttr(offset), b.getIndexAttr(0)};
-    SmallVector<OpFoldResult> sizes = {
-        b.getIndexAttr(heads), b.getIndexAttr(size), b.getIndexAttr(lora)};
-    SmallVector<OpFoldResult> strides(3, b.getIndexAttr(1));
-    return tensor::ExtractSliceOp::create(b, loc, kvb3, offsets, sizes, strides)
-        .getResult();
-  };
-  Value wUK = headSlice(0, nope), wUV = headSlice(nope, vdim);
-  Value qLatent = lm::HeadMatmulOp::create(
-                      b, loc, f32Tensor({kDyn, heads, lora}), qNope, wUK,
-                      /*transpose_weight=*/false)
-                      .getResult();
-  Value qAbsorbed =
-      tensor::ConcatOp::create(b, loc, f32Tensor({kDyn, heads, lora + rot}),
-                               /*dim=*/2, ValueRange{qLatent, qRope})
-          .getResult();
+  auto absorbed = absorbMla(name("kv_b_proj.weight"), qNope, qRope, heads, nope,
+                            rot, vdim, lora);
+  if (!absorbed)
+    return absorbed.takeError();
+  Value qAbsorbed = absorbed->query;
 
   // The latent row [normed c_kv | k_pe] (no rotation), cached first; every
   // sequence's rows are then one KV head of keys [B, S, 1, lora + rot] and,
@@ -282,10 +265,7 @@ llvm::Expected<Value> Emitter::mla(int64_t layer, Value x, Value positions,
           lm::MaskKindAttr::get(b.getContext(), lm::MaskKind::Causal),
           b.getF64FloatAttr(c.softmaxScale()), IntegerAttr())
           .getResult();
-  Value out = lm::HeadMatmulOp::create(b, loc, f32Tensor({kDyn, heads, vdim}),
-                                       latentOut, wUV,
-                                       /*transpose_weight=*/true)
-                  .getResult();
+  Value out = mlaValueUp(*absorbed, latentOut, heads, vdim);
   return linear(collapseLast(out), name("o_proj.weight"), c.hiddenSize,
                 heads * vdim);
 }

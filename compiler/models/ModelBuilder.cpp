@@ -409,6 +409,46 @@ Value ModelBuilder::reshape(Value x, ArrayRef<int64_t> shape, int64_t splitDim) 
       .getResult();
 }
 
+llvm::Expected<ModelBuilder::AbsorbedMla>
+ModelBuilder::absorbMla(StringRef kvB, Value qNope, Value qRope, int64_t heads,
+                        int64_t nope, int64_t rot, int64_t vdim, int64_t lora) {
+  auto kvb = denseWeight(kvB, heads * (nope + vdim), lora);
+  if (!kvb)
+    return kvb.takeError();
+  Value kvb3 = reshape(*kvb, {heads, nope + vdim, lora}, /*splitDim=*/0);
+  auto headSlice = [&](int64_t offset, int64_t size) {
+    SmallVector<OpFoldResult> offsets = {
+        b.getIndexAttr(0), b.getIndexAttr(offset), b.getIndexAttr(0)};
+    SmallVector<OpFoldResult> sizes = {
+        b.getIndexAttr(heads), b.getIndexAttr(size), b.getIndexAttr(lora)};
+    SmallVector<OpFoldResult> strides(3, b.getIndexAttr(1));
+    return tensor::ExtractSliceOp::create(b, loc, kvb3, offsets, sizes, strides)
+        .getResult();
+  };
+  AbsorbedMla mla;
+  mla.wUK = headSlice(0, nope);
+  mla.wUV = headSlice(nope, vdim);
+  int64_t tokens = cast<RankedTensorType>(qNope.getType()).getDimSize(0);
+  Value qLatent = lm::HeadMatmulOp::create(
+                      b, loc, f32Tensor({tokens, heads, lora}), qNope, mla.wUK,
+                      /*transpose_weight=*/false)
+                      .getResult();
+  mla.query =
+      tensor::ConcatOp::create(b, loc, f32Tensor({tokens, heads, lora + rot}),
+                               /*dim=*/2, ValueRange{qLatent, qRope})
+          .getResult();
+  return mla;
+}
+
+Value ModelBuilder::mlaValueUp(const AbsorbedMla &mla, Value latentOut,
+                               int64_t heads, int64_t vdim) {
+  int64_t tokens = cast<RankedTensorType>(latentOut.getType()).getDimSize(0);
+  return lm::HeadMatmulOp::create(b, loc, f32Tensor({tokens, heads, vdim}),
+                                  latentOut, mla.wUV,
+                                  /*transpose_weight=*/true)
+      .getResult();
+}
+
 Value ModelBuilder::collapseLast(Value x) {
   auto type = cast<RankedTensorType>(x.getType());
   int64_t rank = type.getRank();

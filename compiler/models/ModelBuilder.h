@@ -192,6 +192,20 @@ protected:
     int64_t sharedInter = 0;
   };
   llvm::Expected<mlir::Value> moe(mlir::Value x, const MoeConfig &config);
+  /// MLA in absorbed form: `kvB` (kv_b_proj, [heads * (nope + vdim),
+  /// lora], dense) split per head into W_UK [H, nope, lora] and W_UV [H,
+  /// vdim, lora]; `query` is [q_nope W_UK | q_rope], f32 [T, H, lora + rot],
+  /// and `up(out)` takes attention's latent output [T, H, lora] through W_UV
+  /// to [T, H, vdim].
+  struct AbsorbedMla {
+    mlir::Value wUK, wUV, query;
+  };
+  llvm::Expected<AbsorbedMla> absorbMla(llvm::StringRef kvB, mlir::Value qNope,
+                                        mlir::Value qRope, int64_t heads,
+                                        int64_t nope, int64_t rot, int64_t vdim,
+                                        int64_t lora);
+  mlir::Value mlaValueUp(const AbsorbedMla &mla, mlir::Value latentOut,
+                         int64_t heads, int64_t vdim);
   /// The dense [out, in] value of weight `name` (FP8 dequantised in IR).
   llvm::Expected<mlir::Value> denseWeight(llvm::StringRef name, int64_t out,
                                           int64_t in);
