@@ -7,7 +7,8 @@
 // of the library all see one module): it uses that file's Cache, cacheRow,
 // value decoders and warp reductions.
 //
-// One body serves prefill and decode. A block takes a tile of consecutive
+// This generic kernel (daybreak_attention, and its split) serves every
+// shape the kernels below do not take. A block takes a tile of consecutive
 // tokens and the query heads of one KV head (a head group when they do not
 // fit), so each K and V row it decodes serves every query head of the
 // group; runs of tokens of one sequence in the tile share the decoded rows.
@@ -18,9 +19,14 @@
 // daybreak_sparse_attention_combine, whose partial layout this shares,
 // merges the splits in a fixed order with the sinks.
 //
-// Prefill on bf16 and fp8 caches takes the tensor cores instead
-// (daybreak_attention_tc64 / _tc128 below: exact bf16 products of split
-// fp32 operands, the same softmax); CudaKernels::attention chooses.
+// Below it, three more kernels of the same semantics, which
+// CudaKernels::attention chooses between:
+// - daybreak_attention_tc64 / _tc128: prefill on the tensor cores (bf16
+//   and fp8 caches; not exact, an option);
+// - daybreak_attention_decode: decode steps (a token per cache slot), a
+//   block a token, KV head and key split, warps on their own key tiles;
+// - daybreak_attention_prefill64: prefill on the CUDA cores, register-
+//   tiled like an SGEMM, for head and value dims up to 64.
 //
 //===----------------------------------------------------------------------===//
 
