@@ -812,8 +812,12 @@ double KimiLinearConfig::softmaxScale() const {
   return 1.0 / std::sqrt(double(qkNopeHeadDim + qkRopeHeadDim));
 }
 
-Expected<KimiLinearConfig> parseKimiLinearConfig(StringRef jsonText,
-                                                 StringRef path) {
+/// Parses `jsonText` as a config of `family` with `parse`; any other
+/// model_type is an error naming it.
+template <typename Config>
+static Expected<Config>
+parseFamilyConfig(StringRef jsonText, StringRef path, StringRef family,
+                  Expected<Config> (*parse)(const json::Object &, StringRef)) {
   Expected<json::Value> root = parseRoot(jsonText, path);
   if (!root)
     return root.takeError();
@@ -823,26 +827,19 @@ Expected<KimiLinearConfig> parseKimiLinearConfig(StringRef jsonText,
   StringRef modelType = reader.string("model_type");
   if (reader.failed())
     return makeError(error);
-  if (modelType != "kimi_linear")
-    return makeError("model_type '" + modelType + "' in " + path +
-                     " is not kimi_linear");
-  return parseKimiLinear(object, path);
+  if (modelType != family)
+    return makeError("model_type '" + modelType + "' in " + path + " is not " +
+                     family);
+  return parse(object, path);
+}
+
+Expected<KimiLinearConfig> parseKimiLinearConfig(StringRef jsonText,
+                                                 StringRef path) {
+  return parseFamilyConfig(jsonText, path, "kimi_linear", parseKimiLinear);
 }
 
 Expected<GptOssConfig> parseGptOssConfig(StringRef jsonText, StringRef path) {
-  Expected<json::Value> root = parseRoot(jsonText, path);
-  if (!root)
-    return root.takeError();
-  const json::Object &object = *root->getAsObject();
-  std::string error;
-  FieldReader reader(object, path, error);
-  StringRef modelType = reader.string("model_type");
-  if (reader.failed())
-    return makeError(error);
-  if (modelType != "gpt_oss")
-    return makeError("model_type '" + modelType + "' in " + path +
-                     " is not gpt_oss");
-  return parseGptOss(object, path);
+  return parseFamilyConfig(jsonText, path, "gpt_oss", parseGptOss);
 }
 
 Expected<DeepseekV32Config> loadConfig(StringRef dir) {

@@ -263,11 +263,14 @@ TEST(HfConfigTest, RejectsBadValues) {
 
 const char *const kGptOssFixture = "test/fixtures/shared/gpt_oss_mxfp4";
 
-/// The gpt-oss fixture's config.json after `edit`, parsed.
-llvm::Expected<GptOssConfig>
-parseGptOssEdited(llvm::function_ref<void(llvm::json::Object &)> edit) {
+/// The config.json of the fixture `dir` after `edit`, parsed by `parse`.
+template <typename Config>
+llvm::Expected<Config>
+parseEdited(const char *dir,
+            llvm::Expected<Config> (*parse)(llvm::StringRef, llvm::StringRef),
+            llvm::function_ref<void(llvm::json::Object &)> edit) {
   std::string path =
-      std::string(DAYBREAK_SOURCE_DIR) + "/" + kGptOssFixture + "/config.json";
+      std::string(DAYBREAK_SOURCE_DIR) + "/" + dir + "/config.json";
   llvm::Expected<llvm::json::Value> value = llvm::json::parse(readText(path));
   EXPECT_TRUE(bool(value));
   if (!value)
@@ -275,7 +278,13 @@ parseGptOssEdited(llvm::function_ref<void(llvm::json::Object &)> edit) {
   edit(*value->getAsObject());
   std::string text;
   llvm::raw_string_ostream(text) << *value;
-  return parseGptOssConfig(text, "edited/config.json");
+  return parse(text, "edited/config.json");
+}
+
+/// The gpt-oss fixture's config.json after `edit`, parsed.
+llvm::Expected<GptOssConfig>
+parseGptOssEdited(llvm::function_ref<void(llvm::json::Object &)> edit) {
+  return parseEdited(kGptOssFixture, parseGptOssConfig, edit);
 }
 
 TEST(GptOssConfigTest, ParsesFixture) {
@@ -404,19 +413,10 @@ TEST(GptOssConfigTest, RejectsBadConfigs) {
 
 const char *const kKimiLinearFixture = "test/fixtures/shared/kimi_linear";
 
-/// Parses the kimi_linear fixture's config after `edit`.
+/// The kimi_linear fixture's config.json after `edit`, parsed.
 llvm::Expected<KimiLinearConfig>
-parseKimiLinearEdited(const std::function<void(llvm::json::Object &)> &edit) {
-  std::string path = std::string(DAYBREAK_SOURCE_DIR) + "/" +
-                     kKimiLinearFixture + "/config.json";
-  llvm::Expected<llvm::json::Value> value = llvm::json::parse(readText(path));
-  EXPECT_TRUE(bool(value));
-  if (!value)
-    return value.takeError();
-  edit(*value->getAsObject());
-  std::string text;
-  llvm::raw_string_ostream(text) << *value;
-  return parseKimiLinearConfig(text, "edited/config.json");
+parseKimiLinearEdited(llvm::function_ref<void(llvm::json::Object &)> edit) {
+  return parseEdited(kKimiLinearFixture, parseKimiLinearConfig, edit);
 }
 
 TEST(KimiLinearConfigTest, ParsesFixture) {
