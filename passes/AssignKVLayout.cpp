@@ -52,17 +52,32 @@ struct AssignKVLayoutPass
       // Read only by sliding-window attention: a ring of `window` rows.
       int64_t window = 0;
       bool allWindowed = true;
-      // Readers, seen through reshapes and slices of the cache.
+      // Readers, seen through reshapes and slices of the cache; a dense
+      // attention whose values are a column prefix of the rows (absorbed
+      // MLA: values are the c_kv of latent rows [c_kv | k_pe]) makes them
+      // latent rows of that value width.
       SmallVector<Operation *> readers;
-      SmallVector<Value> worklist = {write.getResult()};
-      while (!worklist.empty())
-        for (Operation *user : worklist.pop_back_val().getUsers()) {
-          if (isa<tensor::CollapseShapeOp, tensor::ExpandShapeOp,
-                  tensor::ExtractSliceOp>(user))
-            worklist.push_back(user->getResult(0));
+      SmallVector<std::pair<Value, int64_t>> worklist = {
+          {write.getResult(), 0}};
+      while (!worklist.empty()) {
+        auto [value, columns] = worklist.pop_back_val();
+        for (OpOperand &use : value.getUses()) {
+          Operation *user = use.getOwner();
+          if (auto slice = dyn_cast<tensor::ExtractSliceOp>(user))
+            worklist.push_back(
+                {slice.getResult(), slice.getStaticSizes().back()});
+          else if (isa<tensor::CollapseShapeOp, tensor::ExpandShapeOp>(user))
+            worklist.push_back({user->getResult(0), columns});
           else if (!isa<func::ReturnOp>(user)) // on to the next step
             readers.push_back(user);
+          auto dense = dyn_cast<lm::AttentionOp>(user);
+          if (dense && columns > 0 && columns < width &&
+              use.get() == dense.getV()) {
+            kind = lm::CacheKind::MlaLatent;
+            valueDim = columns;
+          }
         }
+      }
       for (Operation *user : readers) {
         auto dense = dyn_cast<lm::AttentionOp>(user);
         bool windowed = dense &&

@@ -105,6 +105,9 @@ private:
   llvm::DenseMap<Attribute, int64_t> poolLayers;
   /// State pools by (layout, slot shape), likewise.
   llvm::MapVector<Attribute, plan::StatePoolOp> statePools;
+  /// Views of a cache's column prefix (lm values mapped to the cache) and
+  /// their columns.
+  llvm::DenseMap<Value, int64_t> cacheColumns;
   int64_t bufferCount = 0;
   int64_t provisionalArena = 0;
 };
@@ -414,10 +417,14 @@ LogicalResult Lowering::lowerOp(Operation *op) {
       .Case<tensor::ExpandShapeOp, tensor::CollapseShapeOp>([&](auto reshape) {
         // A view of a cache (attention's [B, S, Hkv, D]) is the cache.
         Value src = lookup(reshape.getSrc());
-        if (src && src.getDefiningOp<plan::CacheRefOp>())
+        if (src && src.getDefiningOp<plan::CacheRefOp>()) {
           mapping.map(reshape.getResult(), src);
-        else
+          if (auto it = cacheColumns.find(reshape.getSrc());
+              it != cacheColumns.end())
+            cacheColumns[reshape.getResult()] = it->second;
+        } else {
           buffer(reshape.getResult(), src);
+        }
         return success();
       })
       .Case([&](tensor::ExtractSliceOp slice) -> LogicalResult {
@@ -425,6 +432,22 @@ LogicalResult Lowering::lowerOp(Operation *op) {
         int64_t last = src.getRank() - 1;
         ArrayRef<int64_t> offsets = slice.getStaticOffsets();
         ArrayRef<int64_t> strides = slice.getStaticStrides();
+        // A column prefix of a cache is a view of it (absorbed MLA's values,
+        // the c_kv prefix of its latent rows): attention reads it with
+        // value_columns.
+        if (Value cache = lookup(slice.getSource());
+            cache && cache.getDefiningOp<plan::CacheRefOp>()) {
+          ArrayRef<int64_t> sizes = slice.getStaticSizes();
+          for (int64_t d = 0; d <= last; ++d)
+            if (offsets[d] != 0 || strides[d] != 1 ||
+                (d < last && sizes[d] != src.getDimSize(d)))
+              return slice.emitError("only a column prefix of a cache (all "
+                                     "rows, the first columns) lowers to "
+                                     "plan");
+          mapping.map(slice.getResult(), cache);
+          cacheColumns[slice.getResult()] = sizes[last];
+          return success();
+        }
         for (int64_t d = 0; d < last; ++d)
           if (offsets[d] != 0)
             return slice.emitError("only slices of the last dim lower to plan");
@@ -525,6 +548,10 @@ LogicalResult Lowering::lowerOp(Operation *op) {
         if (auto window = attention.getWindow())
           attrs.push_back(
               b.getNamedAttr("window", b.getI64IntegerAttr(*window)));
+        if (auto it = cacheColumns.find(attention.getV());
+            it != cacheColumns.end())
+          attrs.push_back(b.getNamedAttr("value_columns",
+                                         b.getI64IntegerAttr(it->second)));
         Value out = buffer(attention.getResult());
         return launch(loc, "attention",
                       {lookup(attention.getQ()), k, v,
@@ -554,6 +581,27 @@ LogicalResult Lowering::lowerOp(Operation *op) {
           cast<plan::BufferOp>(result.getDefiningOp()).setName(name);
         return launch(loc, "mxfp4_to_fp8_experts", *operands, results, {});
       })
+      .Case<lm::ShortConvOp, lm::KdaChunkOp, lm::KdaStepOp>(
+          [&](auto scan) -> LogicalResult {
+            // Per-sequence state is updated in place: the new state is the
+            // state slot itself, and the kernel has one result.
+            Value state = lookup(scan.getState());
+            if (!state || !state.template getDefiningOp<plan::CacheRefOp>())
+              return scan.emitError("only state that is a per-sequence "
+                                    "state argument (lm.state) lowers to "
+                                    "plan");
+            if (!scan.getSequences())
+              return scan.emitError("needs `sequences` (the state slot of "
+                                    "each token) to lower to plan");
+            StringRef name = scan->getName().stripDialect();
+            FailureOr<SmallVector<Value>> operands =
+                declaredOperands(scan, name);
+            if (failed(operands))
+              return failure();
+            mapping.map(scan.getNewState(), state);
+            Value out = buffer(scan.getOutput());
+            return launch(loc, name, *operands, {out}, kernelAttrs(scan));
+          })
       .Case([&](lm::CacheWriteOp write) -> LogicalResult {
         // Caches are updated in place: the result is the cache itself.
         FailureOr<SmallVector<Value>> operands =
@@ -678,6 +726,7 @@ FailureOr<Value> Lowering::lowerCacheArg(func::FuncOp func,
 
 LogicalResult Lowering::lowerFunction(func::FuncOp func) {
   mapping.clear();
+  cacheColumns.clear();
   bufferCount = 0;
   provisionalArena = 0;
   poolLayers.clear();

@@ -11,6 +11,7 @@ namespace {
 #define WEIGHT(role, types) {#role, ArgKind::Tensor, uint8_t(types)},
 #define OPT_WEIGHT(role, types) {#role, ArgKind::Optional, uint8_t(types)},
 #define CACHE(role) {#role, ArgKind::Cache, F32},
+#define STATE(role) {#role, ArgKind::State, F32},
 #define VARIADIC(role) {#role, ArgKind::Variadic, F32},
 #define INT(name, presence) {#name, ParamType::Int, Presence::presence},
 #define FLOAT(name, presence) {#name, ParamType::Float, Presence::presence},

@@ -40,7 +40,8 @@ constexpr unsigned kNumKernels = 0
 enum class ArgKind : uint8_t {
   Tensor,   ///< a buffer or a weight, present
   Optional, ///< a buffer or a weight, or absent
-  Cache,    ///< a cache
+  Cache,    ///< a cache (paged or window rows)
+  State,    ///< per-slot state (a slot-state cache)
   Variadic, ///< any number of tensors (last operand only)
 };
 
@@ -144,6 +145,7 @@ std::string weightTypesName(uint8_t types);
 #define WEIGHT(role, types) role,
 #define OPT_WEIGHT(role, types) role,
 #define CACHE(role) role,
+#define STATE(role) role,
 #define VARIADIC(role) role,
 #define INT(name, presence) name,
 #define FLOAT(name, presence) name,
@@ -177,6 +179,7 @@ std::string weightTypesName(uint8_t types);
 #undef WEIGHT
 #undef OPT_WEIGHT
 #undef CACHE
+#undef STATE
 #undef VARIADIC
 #undef INT
 #undef FLOAT
@@ -192,6 +195,8 @@ enum Style : int64_t { interleaved, half_split };
 namespace MoeRoute {
 enum Routing : int64_t { softmax, sigmoid, softmax_topk };
 } // namespace MoeRoute
+/// short_conv's and gated_rms_norm's activation.
+enum Activation : int64_t { none, sigmoid, silu };
 
 } // namespace daybreak::abi
 

@@ -75,6 +75,13 @@ StatusOr<CachePlan> CachePlan::build(const artifact::Manifest &m) {
                     " bytes per slot; expected a positive multiple of 4");
       if (!mulFits(plan.batch, layout.slotBytes, layout.bytes))
         return fail("is too large");
+      // The state's values, as stored: `format` says f32 or bf16.
+      if (c.state_dtype() == artifact::BF16)
+        layout.format = CacheFormat::BF16;
+      else if (c.state_dtype() != artifact::F32)
+        return fail("stores its state as " +
+                    artifact::DType_Name(c.state_dtype()) +
+                    "; expected F32 or BF16");
       plan.caches.push_back(layout);
       continue;
     }

@@ -48,7 +48,8 @@ struct CacheLayout {
   int64_t width = 0, tailDim = 0, scaleBlock = 0, bytesPerRow = 0;
   int64_t pageSize = 0; ///< Paged
   int64_t ringRows = 0; ///< Window: rows per slot
-  int64_t slotBytes = 0; ///< SlotState: bytes per slot
+  int64_t slotBytes = 0; ///< SlotState: bytes per slot (values as `format`:
+                         ///< F32 or BF16)
   /// Bytes the device allocates for it (Paged: the pool plus the zero
   /// page).
   uint64_t bytes = 0;
@@ -93,6 +94,16 @@ template <typename View> void fillCacheView(View &view, const CachePlan &plan,
   // A ring or a slot's state is one run of rows: pages of one row.
   view.pageSize = layout.kind == CacheKind::Paged ? plan.pageSize : 1;
   view.ringRows = layout.ringRows;
+}
+
+/// The view of the first `columns` values of each row of `view`: an
+/// attention launch's value_columns (absorbed MLA's values, the c_kv prefix
+/// of its latent rows). A scaled FP8 row's prefix is its scaled part
+/// (checked at load), whose scales follow it.
+template <typename View> View columnPrefixView(View view, int64_t columns) {
+  view.width = columns;
+  view.tailDim = 0;
+  return view;
 }
 
 /// Whether a dense attention launch of `tokens` tokens with `window` may

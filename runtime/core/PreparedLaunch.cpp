@@ -42,17 +42,24 @@ static Status prepareArg(const artifact::Manifest &m, const artifact::Step &step
       return Status::error(slot + " is required but absent");
     arg.kind = Kind::Absent;
     return Status::success();
-  case artifact::Operand::kCache:
-    if (kind != ArgKind::Cache)
+  case artifact::Operand::kCache: {
+    if (kind != ArgKind::Cache && kind != ArgKind::State)
       return Status::error(slot + " is a tensor, got a cache");
     if (op.cache() >= uint32_t(m.caches_size()))
       return Status::error(slot + " names cache " + std::to_string(op.cache()) +
                            " of " + std::to_string(m.caches_size()));
+    const artifact::Cache &c = m.caches(op.cache());
+    bool isState = c.kind() == artifact::CACHE_SLOT_STATE;
+    if (isState != (kind == ArgKind::State))
+      return Status::error(slot + " takes " +
+                           (isState ? "a cache of rows" : "per-slot state") +
+                           ", got '" + c.name() + "'");
     arg.kind = Kind::Cache;
     arg.index = op.cache();
     return Status::success();
+  }
   case artifact::Operand::kWeight: {
-    if (kind == ArgKind::Cache)
+    if (kind == ArgKind::Cache || kind == ArgKind::State)
       return Status::error(slot + " is a cache, got a weight");
     if (op.weight() >= uint32_t(m.weights_size()))
       return Status::error(slot + " names weight " +
@@ -76,7 +83,7 @@ static Status prepareArg(const artifact::Manifest &m, const artifact::Step &step
     return Status::success();
   }
   case artifact::Operand::kBuffer: {
-    if (kind == ArgKind::Cache)
+    if (kind == ArgKind::Cache || kind == ArgKind::State)
       return Status::error(slot + " is a cache, got a buffer");
     if (op.buffer() >= uint32_t(step.buffers_size()))
       return Status::error(slot + " names buffer " +
@@ -229,6 +236,22 @@ static Status checkAttention(const artifact::Manifest &m,
                                 : std::string()));
     if (!isK)
       dims[1] = c.width() / kvHeads;
+    if (!isK && p.params[P::value_columns].present) {
+      // Values as the prefix of one KV head's rows: for a scaled FP8 row,
+      // exactly its scaled part (the bf16 tail follows its scales).
+      int64_t columns = p.params[P::value_columns].i;
+      int64_t limit = c.format() == artifact::CACHE_FP8_SCALED
+                          ? c.width() - c.tail_dim()
+                          : c.width();
+      if (kvHeads != 1 || columns <= 0 || columns > limit ||
+          (c.format() == artifact::CACHE_FP8_SCALED && columns != limit))
+        return Status::error("reads value_columns " + std::to_string(columns) +
+                             " of cache '" + c.name() + "' (" +
+                             std::to_string(kvHeads) +
+                             " KV heads; a prefix of one head's " +
+                             std::to_string(limit) + " values is required)");
+      dims[1] = columns;
+    }
     if (c.kind() == artifact::CACHE_WINDOW &&
         (!p.params[P::window].present || p.params[P::window].i > c.window()))
       return Status::error("reads window cache '" + c.name() + "' (window " +

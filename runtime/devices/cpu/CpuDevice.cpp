@@ -437,11 +437,82 @@ struct CpuLaunchers {
     using In = abi::Attention::In;
     using P = abi::Attention::P;
     const BoundArg &q = l.in(In::q);
+    CacheView v = cache(d, l.in(In::v));
+    if (l->has(P::value_columns))
+      v = runtime::columnPrefixView(v, l->i(P::value_columns));
     return cpu::attention(
-        d.pool, f(q), cache(d, l.in(In::k)), cache(d, l.in(In::v)),
+        d.pool, f(q), cache(d, l.in(In::k)), v,
         i32(l.in(In::positions)), opt<int32_t>(l.in(In::sequences)),
         opt<float>(l.in(In::sinks)), l.tokens, q.dim(1), l->i(P::kv_heads),
         l->f(P::scale), l->has(P::window) ? l->i(P::window) : 0, f(l.out(0)));
+  }
+  static StateView state(CpuDevice &d, const BoundArg &a) {
+    const runtime::CacheLayout &layout = d.cachePlan().caches[a.cache()];
+    StateView view;
+    view.base = d.cacheBytes[a.cache()].data.get();
+    view.bf16 = layout.format == runtime::CacheFormat::BF16;
+    view.slotBytes = layout.slotBytes;
+    view.slots = d.cachePlan().batch;
+    return view;
+  }
+  static Status shortConv(CpuDevice &d, const BoundLaunch &l) {
+    using In = abi::ShortConv::In;
+    const BoundArg &w = l.in(In::weight);
+    return cpu::shortConv(d.pool, f(l.in(In::input)), weight(w), w.dim(0),
+                          w.dim(1), state(d, l.in(In::state)),
+                          i32(l.in(In::sequences)), l.tokens,
+                          l->i(abi::ShortConv::P::activation), f(l.out(0)));
+  }
+  static Status kdaGate(CpuDevice &d, const BoundLaunch &l) {
+    using In = abi::KdaGate::In;
+    using P = abi::KdaGate::P;
+    const BoundArg &raw = l.in(In::raw);
+    double bound = l->has(P::lower_bound) ? l->f(P::lower_bound) : 0.0;
+    cpu::kdaGate(d.pool, f(raw), f(l.in(In::a_log)), f(l.in(In::dt_bias)),
+                 l.tokens, raw.dim(1), raw.dim(2),
+                 l->has(P::lower_bound) ? &bound : nullptr, f(l.out(0)));
+    return Status::success();
+  }
+  /// kda_chunk and kda_step share their operands and parameters but
+  /// chunk_size.
+  template <typename In, typename P>
+  static void kdaOperands(const BoundLaunch &l, KdaInputs &in, KdaShape &shape) {
+    const BoundArg &q = l.in(In::q), &v = l.in(In::v);
+    in = {f(q), f(l.in(In::k)), f(v), f(l.in(In::g)), f(l.in(In::beta))};
+    shape.heads = q.dim(1);
+    shape.keyDim = q.dim(2);
+    shape.valueDim = v.dim(2);
+    shape.scale = l->f(P::scale);
+    shape.qkL2Norm = l->has(P::qk_l2norm) && l->i(P::qk_l2norm);
+  }
+  static Status kdaChunk(CpuDevice &d, const BoundLaunch &l) {
+    using In = abi::KdaChunk::In;
+    using P = abi::KdaChunk::P;
+    KdaInputs in;
+    KdaShape shape;
+    kdaOperands<In, P>(l, in, shape);
+    shape.chunkSize = l->i(P::chunk_size);
+    return cpu::kdaChunk(d.pool, in, state(d, l.in(In::state)),
+                         i32(l.in(In::sequences)), l.tokens, shape,
+                         f(l.out(0)));
+  }
+  static Status kdaStep(CpuDevice &d, const BoundLaunch &l) {
+    using In = abi::KdaStep::In;
+    KdaInputs in;
+    KdaShape shape;
+    kdaOperands<In, abi::KdaStep::P>(l, in, shape);
+    return cpu::kdaStep(d.pool, in, state(d, l.in(In::state)),
+                        i32(l.in(In::sequences)), l.tokens, shape,
+                        f(l.out(0)));
+  }
+  static Status gatedRmsNorm(CpuDevice &d, const BoundLaunch &l) {
+    using In = abi::GatedRmsNorm::In;
+    using P = abi::GatedRmsNorm::P;
+    const BoundArg &x = l.in(In::input);
+    cpu::gatedRmsNorm(d.pool, f(x), f(l.in(In::gate)), weight(l.in(In::weight)),
+                      x.numel() / x.back(), x.back(), l->f(P::eps),
+                      l->i(P::activation), f(l.out(0)));
+    return Status::success();
   }
   static Status elementwise(CpuDevice &d, const BoundLaunch &l) {
     CpuDevice::ElementwiseFn kernel = d.generated[l->ordinal];
@@ -484,6 +555,11 @@ const runtime::LauncherTable<CpuDevice> &CpuDevice::launchers() {
       {K::DsaIndexSelect, &CpuLaunchers::dsaIndexSelect},
       {K::SparseAttention, &CpuLaunchers::sparseAttention},
       {K::Attention, &CpuLaunchers::attention},
+      {K::ShortConv, &CpuLaunchers::shortConv},
+      {K::KdaGate, &CpuLaunchers::kdaGate},
+      {K::KdaChunk, &CpuLaunchers::kdaChunk},
+      {K::KdaStep, &CpuLaunchers::kdaStep},
+      {K::GatedRmsNorm, &CpuLaunchers::gatedRmsNorm},
       {K::Elementwise, &CpuLaunchers::elementwise},
   };
   return table;

@@ -299,6 +299,57 @@ void copyColumns(ThreadPool &pool, const float *src, int64_t srcStride,
 /// bounds[t] = positions[t] + 1.
 void causalBounds(const int32_t *positions, int64_t tokens, int32_t *bounds);
 
+//===----------------------------------------------------------------------===//
+// Kimi Delta Attention over per-slot state (CpuKda.cpp)
+//===----------------------------------------------------------------------===//
+
+/// One layer's per-slot state as stored: slot s is slotBytes at base + s *
+/// slotBytes, its values f32 or bf16 (read widened, written rounded).
+struct StateView {
+  uint8_t *base = nullptr;
+  bool bf16 = false;
+  int64_t slotBytes = 0;
+  int64_t slots = 0;
+};
+
+/// The KDA scans' operands: q, k, g [T, H, Dk], v [T, H, Dv], beta [T, H].
+struct KdaInputs {
+  const float *q = nullptr, *k = nullptr, *v = nullptr, *g = nullptr,
+              *beta = nullptr;
+};
+struct KdaShape {
+  int64_t heads = 0, keyDim = 0, valueDim = 0;
+  double scale = 1.0;
+  bool qkL2Norm = false;
+  int64_t chunkSize = 64; ///< kda_chunk only
+};
+
+/// short_conv (Kernels.def): x [T, C], weight [C, W] as stored, a state slot
+/// of [W - 1, C] per sequence; activation an abi::Activation. Errors on a
+/// sequence outside [0, state.slots) or a slot that is not [W - 1, C].
+Status shortConv(ThreadPool &pool, const float *x, const WeightView &weight,
+                 int64_t channels, int64_t width, const StateView &state,
+                 const int32_t *sequences, int64_t tokens, int64_t activation,
+                 float *out);
+/// kda_gate: raw [T, H, D], aLog [H], dtBias [H, D]; lowerBound null for
+/// the softplus gate.
+void kdaGate(ThreadPool &pool, const float *raw, const float *aLog,
+             const float *dtBias, int64_t tokens, int64_t heads, int64_t dim,
+             const double *lowerBound, float *out);
+/// kda_chunk: each slot's tokens in chunks of shape.chunkSize, the WY/UT
+/// form (models.md 2.4); state slots [H, Dk, Dv]. out [T, H, Dv].
+Status kdaChunk(ThreadPool &pool, const KdaInputs &in, const StateView &state,
+                const int32_t *sequences, int64_t tokens,
+                const KdaShape &shape, float *out);
+/// kda_step: the recurrence token by token.
+Status kdaStep(ThreadPool &pool, const KdaInputs &in, const StateView &state,
+               const int32_t *sequences, int64_t tokens, const KdaShape &shape,
+               float *out);
+/// gated_rms_norm: rows of dim; weight as stored (null data: none).
+void gatedRmsNorm(ThreadPool &pool, const float *x, const float *gate,
+                  const WeightView &weight, int64_t rows, int64_t dim,
+                  double eps, int64_t activation, float *out);
+
 } // namespace daybreak::cpu
 
 #endif // DAYBREAK_RUNTIME_DEVICES_CPU_CPUKERNELS_H

@@ -834,8 +834,11 @@ struct CudaLaunchers {
     using In = abi::Attention::In;
     using P = abi::Attention::P;
     const BoundArg &q = l.in(In::q);
+    DeviceCacheView v = cache(d, l.in(In::v));
+    if (l->has(P::value_columns))
+      v = runtime::columnPrefixView(v, l->i(P::value_columns));
     return d.kernels->attention(
-        p(q), cache(d, l.in(In::k)), cache(d, l.in(In::v)),
+        p(q), cache(d, l.in(In::k)), v,
         p(l.in(In::positions)), p(l.in(In::sequences)), p(l.in(In::sinks)),
         l.tokens, q.dim(1), l->i(P::kv_heads), l->f(P::scale),
         l->has(P::window) ? l->i(P::window) : 0, p(l.out(0)), d.stream,
