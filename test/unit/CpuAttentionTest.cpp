@@ -291,6 +291,48 @@ TEST(CpuAttention, DenseAgainstDoubleOracle) {
   }
 }
 
+// Absorbed MLA (Kimi Linear): one cache of latent rows [c_kv | k_pe] is
+// both the keys and, through columnPrefixView (value_columns), the values:
+// the first 32 of each 48-value row. FP8 rows keep k_pe as their bf16 tail,
+// so the prefix is exactly their scaled part.
+TEST(CpuAttention, ValuesAsTheLatentRowsPrefix) {
+  std::mt19937 rng(11);
+  constexpr int64_t kLora = 32, kRope = 16, kWidth = kLora + kRope;
+  using F = cpu::CacheFormat;
+  for (F format : {F::F32, F::BF16, F::Fp8Scaled}) {
+    SCOPED_TRACE(int(format));
+    bool fp8 = format == F::Fp8Scaled;
+    Case c{"latent", 4, 1, kWidth, kLora, format, false, 0, false,
+           packed({{0, 0, 13}, {2, 5, 11}, {1, 30, 31}}, kBatch)};
+    const Scenario &s = c.scenario;
+    int64_t tokens = s.positions.size();
+    TestCache latent(rng, format, kWidth, fp8 ? kRope : 0, fp8 ? 16 : 0,
+                     kBatch, kMaxSeqLen, kPageSize, 0);
+    std::vector<std::vector<float>> keys(kBatch), values(kBatch);
+    for (int64_t seq = 0; seq < kBatch; ++seq)
+      for (int64_t p = 0; p < s.lengths[seq]; ++p) {
+        float spread = std::ldexp(1.0f, int(p % 5) - 2);
+        std::vector<float> row = randomFloats(rng, kWidth, -spread, spread);
+        latent.view.write(seq, p, row.data());
+        std::vector<float> stored = storedValues(latent.view, row.data());
+        keys[seq].insert(keys[seq].end(), stored.begin(), stored.end());
+        values[seq].insert(values[seq].end(), stored.begin(),
+                           stored.begin() + kLora);
+      }
+    std::vector<float> q = randomFloats(rng, tokens * c.heads * kWidth);
+    double scale = 1.0 / std::sqrt(double(kWidth)) * 2.0;
+    std::vector<float> expected = oracle(c, q, keys, values, {}, scale);
+    cpu::ThreadPool pool(2);
+    std::vector<float> out(expected.size(), NAN);
+    Status status = cpu::attention(
+        pool, q.data(), latent.view,
+        runtime::columnPrefixView(latent.view, kLora), s.positions.data(),
+        s.sequences.data(), nullptr, tokens, c.heads, 1, scale, 0, out.data());
+    ASSERT_TRUE(status.ok()) << status.message();
+    EXPECT_TRUE(relClose(out, expected, 1e-5));
+  }
+}
+
 TEST(CpuAttention, DenseWithoutSequencesReadsSequenceZero) {
   std::mt19937 rng(5);
   TestCache k(rng, cpu::CacheFormat::F32, 32, 0, 0, 1, 16, 4, 0);
