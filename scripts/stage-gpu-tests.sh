@@ -1,10 +1,11 @@
 #!/usr/bin/env bash
 # Here (no GPU): builds and copies into device/ (ignored by git) what the GPU
 # machine runs, so it needs no MLIR there: daybreak-run, the runtime-only
-# tests, and for each DeepSeek-V3.2 and gpt-oss fixture a CUDA artifact (f32
+# tests, and for each DeepSeek-V3.2, gpt-oss and Kimi Linear fixture a CUDA artifact (f32
 # and fp8 caches), a CPU artifact (fp8 cache) and the fixture's inputs and
 # expected logits; for gpt-oss also a CUDA artifact (f32 cache) per MXFP4
-# route besides the default (online). Then, through the device tool: run scripts/gpu-tests.sh, carry
+# route besides the default (online), for Kimi Linear one prefilling in
+# steps of 7 tokens. Then, through the device tool: run scripts/gpu-tests.sh, carry
 # ["device"].
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -21,12 +22,14 @@ mkdir -p "$dir/session"
 "$build/bin/daybreak-compile" test/fixtures/deepseek_v32_small -o "$dir/session/cuda.daybreak" --target=cuda \
   --max-seq-len=128 --max-batch=2 --max-tokens=64 --kv-cache-tokens=128 > /dev/null 2>&1
 for fixture in shared/deepseek_v32 shared/deepseek_v32_fp8 deepseek_v32_small deepseek_v32_small_fp8 \
-    shared/gpt_oss_mxfp4 gpt_oss_small; do
+    shared/gpt_oss_mxfp4 gpt_oss_small shared/kimi_linear kimi_linear_long; do
   name=$(basename "$fixture")
   src=test/fixtures/$fixture
   # gpt_oss_small batches three sequences.
   limits="--max-seq-len=64 --max-batch=2 --max-tokens=64"
   [ "$name" = gpt_oss_small ] && limits="--max-seq-len=64 --max-batch=3 --max-tokens=96"
+  # kimi_linear_long: three sequences, prompts up to 150 tokens.
+  [ "$name" = kimi_linear_long ] && limits="--max-seq-len=160 --max-batch=3 --max-tokens=256"
   mkdir -p "$dir/$name"
   cp "$src/inputs.json" "$src/expected.safetensors" "$dir/$name/"
   "$build/bin/daybreak-compile" "$src" -o "$dir/$name/cuda_f32.daybreak" --target=cuda $limits --kv-cache-dtype=f32 > /dev/null 2>&1
@@ -37,6 +40,10 @@ for fixture in shared/deepseek_v32 shared/deepseek_v32_fp8 deepseek_v32_small de
       "$build/bin/daybreak-compile" "$src" -o "$dir/$name/cuda_f32_$route.daybreak" --target=cuda $limits \
         --kv-cache-dtype=f32 --mxfp4-route=$route > /dev/null 2>&1
     done ;;
+  kimi_linear*)
+    # Prefill in steps of 7 tokens: the KDA state carried between steps.
+    "$build/bin/daybreak-compile" "$src" -o "$dir/$name/cuda_f32_chunk7.daybreak" --target=cuda \
+      ${limits% --max-tokens=*} --max-tokens=7 --kv-cache-dtype=f32 > /dev/null 2>&1 ;;
   esac
 done
 # The device tool carries at most 64 MiB with the working tree: binaries

@@ -41,6 +41,11 @@ namespace {
 
 constexpr int64_t kDyn = ShapedType::kDynamic;
 
+/// The MLA layers' q_a_layernorm and kv_a_layernorm: transformers'
+/// KimiLinearRMSNorm at its default eps, not rms_norm_eps (the block norms
+/// and KDA's o_norm take rms_norm_eps).
+constexpr double kLatentNormEps = 1e-6;
+
 /// A KDA layer's per-sequence state: the q, k and v convolution windows
 /// [batch, W - 1, heads * dim] and the recurrent state [batch, heads, Dk,
 /// Dv].
@@ -211,7 +216,7 @@ llvm::Expected<Value> Emitter::mla(int64_t layer, Value x, Value positions,
     if (!qa)
       return qa.takeError();
     auto qr =
-        rmsNorm(*qa, name("q_a_layernorm.weight"), c.qLoraRank, c.rmsNormEps);
+        rmsNorm(*qa, name("q_a_layernorm.weight"), c.qLoraRank, kLatentNormEps);
     if (!qr)
       return qr.takeError();
     qf =
@@ -237,7 +242,7 @@ llvm::Expected<Value> Emitter::mla(int64_t layer, Value x, Value positions,
   if (!kv)
     return kv.takeError();
   auto latent = rmsNorm(sliceLast(*kv, 0, lora), name("kv_a_layernorm.weight"),
-                        lora, c.rmsNormEps);
+                        lora, kLatentNormEps);
   if (!latent)
     return latent.takeError();
   Value row =

@@ -1813,3 +1813,183 @@ TEST_F(CudaKernelsTest, StoredWeightEmbeddingAndNorms) {
 }
 
 } // namespace
+
+// The KDA kernels against the CPU ones (CpuKdaTest checks those against the
+// reference recurrence): tokens of several slots interleaved in the step,
+// lengths across the 64-token chunk (1, 63, 64, 65, 130, 200), a slot no
+// token names, key dims of 32 and 128 (the largest the kernels take), value
+// dims not a multiple of 32, state in and out in f32 and bf16.
+TEST_F(CudaKernelsTest, KdaScansAndShortConv) {
+  struct Shape {
+    int64_t heads, dk, dv;
+    std::vector<int64_t> lengths;
+  };
+  for (const Shape &s : {Shape{2, 32, 32, {1, 63, 0, 65, 130}},
+                         Shape{3, 128, 80, {200, 1, 64}},
+                         Shape{2, 16, 8, {5, 5, 5, 5}}})
+    for (bool bf16 : {false, true}) {
+      std::vector<int32_t> sequences;
+      for (size_t slot = 0; slot < s.lengths.size(); ++slot)
+        sequences.insert(sequences.end(), s.lengths[slot], int32_t(slot));
+      std::shuffle(sequences.begin(), sequences.end(), rng);
+      int64_t tokens = int64_t(sequences.size());
+      int64_t slots = int64_t(s.lengths.size());
+      int64_t h = s.heads, dk = s.dk, dv = s.dv;
+      auto q = random(tokens * h * dk), k = random(tokens * h * dk),
+           v = random(tokens * h * dv), beta = random(tokens * h, 0, 1);
+      auto raw = random(tokens * h * dk, -6, 3), aLog = random(h),
+           dtBias = random(h * dk);
+      std::vector<float> g(raw.size());
+      cpu::kdaGate(pool, raw.data(), aLog.data(), dtBias.data(), tokens, h, dk,
+                   nullptr, g.data());
+      // State values bf16-exact, so both storages start equal.
+      std::vector<float> state0 = random(slots * h * dk * dv, -0.5, 0.5);
+      for (float &x : state0)
+        x = numerics::roundToBf16(x);
+      std::vector<uint16_t> state0Bf16(state0.size());
+      for (size_t i = 0; i < state0.size(); ++i)
+        state0Bf16[i] = numerics::floatToBf16(state0[i]);
+      int64_t valueBytes = bf16 ? 2 : 4;
+      cpu::KdaShape shape;
+      shape.heads = h;
+      shape.keyDim = dk;
+      shape.valueDim = dv;
+      shape.scale = 1.0 / std::sqrt(double(dk));
+      shape.qkL2Norm = true;
+      Buffer dq(*driver, q), dk_(*driver, k), dv_(*driver, v), dg(*driver, g),
+          dBeta(*driver, beta), dSeq(*driver, sequences),
+          dOut(*driver, tokens * h * dv * 4);
+      for (bool chunked : {true, false}) {
+        char label[96];
+        std::snprintf(label, sizeof(label), "%s H%ld Dk%ld Dv%ld T%ld %s",
+                      chunked ? "chunk" : "step", long(h), long(dk), long(dv),
+                      long(tokens), bf16 ? "bf16" : "f32");
+        SCOPED_TRACE(label);
+        // The CPU oracle on the same storage.
+        std::vector<float> cpuState = state0;
+        std::vector<uint16_t> cpuStateBf16 = state0Bf16;
+        cpu::StateView view;
+        view.base = bf16 ? reinterpret_cast<uint8_t *>(cpuStateBf16.data())
+                         : reinterpret_cast<uint8_t *>(cpuState.data());
+        view.bf16 = bf16;
+        view.slots = slots;
+        view.slotBytes = h * dk * dv * valueBytes;
+        std::vector<float> expected(tokens * h * dv);
+        cpu::KdaInputs in{q.data(), k.data(), v.data(), g.data(), beta.data()};
+        Status ran = chunked ? cpu::kdaChunk(pool, in, view, sequences.data(),
+                                             tokens, shape, expected.data())
+                             : cpu::kdaStep(pool, in, view, sequences.data(),
+                                            tokens, shape, expected.data());
+        ASSERT_TRUE(ran.ok()) << ran.message();
+        Buffer dState = bf16 ? Buffer(*driver, state0Bf16)
+                             : Buffer(*driver, state0);
+        DeviceState state;
+        state.base = dState;
+        state.bf16 = bf16;
+        state.slots = slots;
+        state.slotBytes = view.slotBytes;
+        DeviceKdaInputs din;
+        din.q = dq;
+        din.k = dk_;
+        din.v = dv_;
+        din.g = dg;
+        din.beta = dBeta;
+        expectRan(kernels->kda(chunked, din, state, dSeq, tokens, h, dk, dv,
+                               shape.scale, true, dOut, nullptr));
+        double e =
+            rowRelativeError(dOut.read<float>(tokens * h * dv), expected, dv);
+        report(chunked ? "kdaChunk" : "kdaStep", label, e);
+        // fp32 sums in another order over up to 200 tokens of recurrence.
+        EXPECT_LE(e, 1e-4);
+        std::vector<float> gotState(state0.size());
+        if (bf16) {
+          std::vector<uint16_t> bits = dState.read<uint16_t>(state0.size());
+          int64_t off = 0;
+          for (size_t i = 0; i < bits.size(); ++i) {
+            gotState[i] = numerics::bf16ToFloat(bits[i]);
+            cpuState[i] = numerics::bf16ToFloat(cpuStateBf16[i]);
+            // One bf16 step either way where fp32 sums round differently.
+            off += std::fabs(gotState[i] - cpuState[i]) >
+                   std::ldexp(std::fabs(cpuState[i]), -7) + 1e-6;
+          }
+          EXPECT_EQ(off, 0) << "state values beyond one bf16 rounding";
+        } else {
+          gotState = dState.read<float>(state0.size());
+          EXPECT_LE(rowRelativeError(gotState, cpuState, dk * dv), 1e-4);
+        }
+      }
+
+      // short_conv over the same slots: channels h * dk, width 4.
+      int64_t channels = h * dk, width = 4;
+      auto x = random(tokens * channels), w = random(channels * width);
+      std::vector<float> conv0 = random(slots * (width - 1) * channels);
+      for (float &c : conv0)
+        c = numerics::roundToBf16(c);
+      std::vector<uint16_t> conv0Bf16(conv0.size());
+      for (size_t i = 0; i < conv0.size(); ++i)
+        conv0Bf16[i] = numerics::floatToBf16(conv0[i]);
+      std::vector<float> cpuConv = conv0, expected(tokens * channels);
+      std::vector<uint16_t> cpuConvBf16 = conv0Bf16;
+      cpu::StateView view;
+      view.base = bf16 ? reinterpret_cast<uint8_t *>(cpuConvBf16.data())
+                       : reinterpret_cast<uint8_t *>(cpuConv.data());
+      view.bf16 = bf16;
+      view.slots = slots;
+      view.slotBytes = (width - 1) * channels * valueBytes;
+      ASSERT_TRUE(cpu::shortConv(pool, x.data(), cpu::WeightView::f32(w.data()),
+                                 channels, width, view, sequences.data(),
+                                 tokens, /*silu*/ 2, expected.data())
+                      .ok());
+      Buffer dx(*driver, x), dw(*driver, w), dConvOut(*driver,
+                                                     tokens * channels * 4);
+      Buffer dConv = bf16 ? Buffer(*driver, conv0Bf16) : Buffer(*driver, conv0);
+      DeviceState state;
+      state.base = dConv;
+      state.bf16 = bf16;
+      state.slots = slots;
+      state.slotBytes = view.slotBytes;
+      expectRan(kernels->shortConv(dx, DeviceWeight::f32(dw), channels, width,
+                                   state, dSeq, tokens, 2, dConvOut, nullptr));
+      EXPECT_LE(rowRelativeError(dConvOut.read<float>(tokens * channels),
+                                 expected, channels),
+                1e-5);
+      // The new windows are copies: exact.
+      if (bf16)
+        EXPECT_EQ(dConv.read<uint16_t>(conv0.size()), cpuConvBf16);
+      else
+        EXPECT_EQ(dConv.read<float>(conv0.size()), cpuConv);
+    }
+}
+
+TEST_F(CudaKernelsTest, KdaGateAndGatedNorm) {
+  int64_t tokens = 9, heads = 3, dim = 128;
+  auto raw = random(tokens * heads * dim, -30, 30), aLog = random(heads),
+       dtBias = random(heads * dim);
+  Buffer dRaw(*driver, raw), dA(*driver, aLog), dB(*driver, dtBias),
+      dOut(*driver, raw.size() * 4);
+  for (bool bounded : {false, true}) {
+    double bound = -5.0;
+    std::vector<float> expected(raw.size());
+    cpu::kdaGate(pool, raw.data(), aLog.data(), dtBias.data(), tokens, heads,
+                 dim, bounded ? &bound : nullptr, expected.data());
+    expectRan(kernels->kdaGate(dRaw, dA, dB, tokens, heads, dim,
+                               bounded ? &bound : nullptr, dOut, nullptr));
+    // Both in double, rounded once.
+    EXPECT_LE(rowRelativeError(dOut.read<float>(raw.size()), expected, dim),
+              1e-6);
+  }
+  auto x = random(tokens * heads * dim, -3, 3), gate = random(x.size(), -4, 4),
+       weight = random(dim);
+  Buffer dx(*driver, x), dGate(*driver, gate), dw(*driver, weight);
+  for (int64_t activation : {1, 2}) {
+    std::vector<float> expected(x.size());
+    cpu::gatedRmsNorm(pool, x.data(), gate.data(),
+                      cpu::WeightView::f32(weight.data()), tokens * heads, dim,
+                      1e-5, activation, expected.data());
+    expectRan(kernels->gatedRmsNorm(dx, dGate, DeviceWeight::f32(dw),
+                                    tokens * heads, dim, 1e-5, activation,
+                                    dOut, nullptr));
+    EXPECT_LE(rowRelativeError(dOut.read<float>(x.size()), expected, dim),
+              1e-5);
+  }
+}

@@ -10,6 +10,7 @@
 
 #ifdef DAYBREAK_HAVE_NVRTC
 #include "CudaAttentionSource.h"
+#include "CudaKdaSource.h"
 #include "CudaKernelsSource.h"
 #include <nvrtc.h>
 #endif
@@ -105,14 +106,16 @@ targets::cuda::specializeLibraryKernels(ModuleOp module, llvm::StringRef chip) {
     lowered.emplace(expression, "");
   });
 
-  std::string source, attention;
+  std::string source, attention, kda;
   for (const char *chunk : kCudaKernelsSourceChunks)
     source += chunk;
   for (const char *chunk : kCudaAttentionSourceChunks)
     attention += chunk;
-  // The file CudaKernels.cu includes, by the name it includes it as.
-  const char *headers[] = {attention.c_str()};
-  const char *headerNames[] = {"CudaAttention.cuh"};
+  for (const char *chunk : kCudaKdaSourceChunks)
+    kda += chunk;
+  // The files CudaKernels.cu includes, by the names it includes them as.
+  const char *headers[] = {attention.c_str(), kda.c_str()};
+  const char *headerNames[] = {"CudaAttention.cuh", "CudaKda.cuh"};
   nvrtcProgram program;
   auto check = [](nvrtcResult result, llvm::StringRef what) -> llvm::Error {
     if (result == NVRTC_SUCCESS)
@@ -121,7 +124,7 @@ targets::cuda::specializeLibraryKernels(ModuleOp module, llvm::StringRef chip) {
   };
   if (llvm::Error e =
           check(nvrtcCreateProgram(&program, source.c_str(), "CudaKernels.cu",
-                                   1, headers, headerNames),
+                                   2, headers, headerNames),
                 "nvrtcCreateProgram"))
     return std::move(e);
   struct Destroy {

@@ -844,6 +844,66 @@ struct CudaLaunchers {
         l->has(P::window) ? l->i(P::window) : 0, p(l.out(0)), d.stream,
         d.attentionPartials, d.attentionPartialFloats, d.attentionPath);
   }
+  static DeviceState state(CudaDevice &d, const BoundArg &a) {
+    const runtime::CacheLayout &layout = d.cachePlan().caches[a.cache()];
+    DeviceState view;
+    view.base = d.caches[a.cache()].base;
+    view.bf16 = layout.format == runtime::CacheFormat::BF16;
+    view.slotBytes = layout.slotBytes;
+    view.slots = d.cachePlan().batch;
+    return view;
+  }
+  static Status shortConv(CudaDevice &d, const BoundLaunch &l) {
+    using In = abi::ShortConv::In;
+    const BoundArg &w = l.in(In::weight);
+    return d.kernels->shortConv(p(l.in(In::input)), weight(w), w.dim(0),
+                                w.dim(1), state(d, l.in(In::state)),
+                                p(l.in(In::sequences)), l.tokens,
+                                l->i(abi::ShortConv::P::activation),
+                                p(l.out(0)), d.stream);
+  }
+  static Status kdaGate(CudaDevice &d, const BoundLaunch &l) {
+    using In = abi::KdaGate::In;
+    using P = abi::KdaGate::P;
+    const BoundArg &raw = l.in(In::raw);
+    double bound = l->has(P::lower_bound) ? l->f(P::lower_bound) : 0.0;
+    return d.kernels->kdaGate(p(raw), p(l.in(In::a_log)), p(l.in(In::dt_bias)),
+                              l.tokens, raw.dim(1), raw.dim(2),
+                              l->has(P::lower_bound) ? &bound : nullptr,
+                              p(l.out(0)), d.stream);
+  }
+  /// kda_chunk and kda_step: the same operands and parameters (but
+  /// chunk_size, which the CUDA kernel fixes at 64).
+  template <typename In, typename P>
+  static Status kda(CudaDevice &d, const BoundLaunch &l, bool chunked) {
+    const BoundArg &q = l.in(In::q), &v = l.in(In::v);
+    DeviceKdaInputs in;
+    in.q = p(q);
+    in.k = p(l.in(In::k));
+    in.v = p(v);
+    in.g = p(l.in(In::g));
+    in.beta = p(l.in(In::beta));
+    return d.kernels->kda(chunked, in, state(d, l.in(In::state)),
+                          p(l.in(In::sequences)), l.tokens, q.dim(1), q.dim(2),
+                          v.dim(2), l->f(P::scale),
+                          l->has(P::qk_l2norm) && l->i(P::qk_l2norm),
+                          p(l.out(0)), d.stream);
+  }
+  static Status kdaChunk(CudaDevice &d, const BoundLaunch &l) {
+    return kda<abi::KdaChunk::In, abi::KdaChunk::P>(d, l, true);
+  }
+  static Status kdaStep(CudaDevice &d, const BoundLaunch &l) {
+    return kda<abi::KdaStep::In, abi::KdaStep::P>(d, l, false);
+  }
+  static Status gatedRmsNorm(CudaDevice &d, const BoundLaunch &l) {
+    using In = abi::GatedRmsNorm::In;
+    using P = abi::GatedRmsNorm::P;
+    const BoundArg &x = l.in(In::input);
+    return d.kernels->gatedRmsNorm(p(x), p(l.in(In::gate)),
+                                   weight(l.in(In::weight)),
+                                   x.numel() / x.back(), x.back(), l->f(P::eps),
+                                   l->i(P::activation), p(l.out(0)), d.stream);
+  }
   static Status elementwise(CudaDevice &d, const BoundLaunch &l) {
     CUfunction fn = d.generatedFns[l->ordinal];
     CUdeviceptr inputs = d.inputTables[l->ordinal];
@@ -886,6 +946,11 @@ const runtime::LauncherTable<CudaDevice> &CudaDevice::launchers() {
       {K::DsaIndexSelect, &CudaLaunchers::dsaIndexSelect},
       {K::SparseAttention, &CudaLaunchers::sparseAttention},
       {K::Attention, &CudaLaunchers::attention},
+      {K::ShortConv, &CudaLaunchers::shortConv},
+      {K::KdaGate, &CudaLaunchers::kdaGate},
+      {K::KdaChunk, &CudaLaunchers::kdaChunk},
+      {K::KdaStep, &CudaLaunchers::kdaStep},
+      {K::GatedRmsNorm, &CudaLaunchers::gatedRmsNorm},
       {K::Elementwise, &CudaLaunchers::elementwise},
   };
   return table;

@@ -62,6 +62,15 @@ constexpr int64_t kSharedFloats = 48 * 1024 / 4;
 // shared memory (Q's three bf16 parts: 3 x 64 rows x (128 + 8) values).
 constexpr int64_t kTcAttentionRows = 64, kTcAttentionThreads = 128;
 constexpr int64_t kTcAttention128Bytes = 3 * kTcAttentionRows * (128 + 8) * 2;
+/// daybreak_kda_chunk's dynamic shared memory for key dim `dk`
+/// (kdaChunkSharedFloats in CudaKda.cuh): the chunk's q, k and G rows, L
+/// and Aqk, the state slice, V/X and U, beta, G_last, the token list.
+constexpr int64_t kdaChunkSharedBytes(int64_t dk) {
+  constexpr int64_t chunk = 64, columns = 32;
+  return 4 * (2 + 3 * chunk * (dk + 1) + 2 * chunk * (chunk + 1) +
+              dk * (columns + 1) + 2 * chunk * (columns + 1) + chunk +
+              (dk + 1) + chunk + 34);
+}
 
 /// A tensor-core GEMM block's shared memory (GemmSmem in CudaKernels.cu):
 /// two stages of x (64 rows of 68 floats) and of the weight (128 rows of
@@ -204,13 +213,16 @@ StatusOr<CudaKernels> CudaKernels::load(const Driver &driver, CUmodule module) {
           }
         }
       }
-  // Beyond the 48 KiB default: tc128's Q parts (its tiles are static).
-  if (status.ok())
-    status = driver.check(driver.cuFuncSetAttribute(
-                              kernels.attentionTc128Fn,
-                              CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
-                              int(kTcAttention128Bytes)),
-                          "cuFuncSetAttribute");
+  // Beyond the 48 KiB default: tc128's Q parts (its tiles are static) and
+  // kda_chunk's chunk.
+  for (auto [fn, bytes] :
+       {std::pair{kernels.attentionTc128Fn, kTcAttention128Bytes},
+        {kernels.kdaChunkFn, kdaChunkSharedBytes(kKdaMaxKeyDim)}})
+    if (status.ok())
+      status = driver.check(
+          driver.cuFuncSetAttribute(
+              fn, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, int(bytes)),
+          "cuFuncSetAttribute");
   if (!status.ok())
     return status.withContext("loading the CUDA kernels");
   return kernels;
@@ -264,6 +276,92 @@ Status CudaKernels::rmsNorm(CUdeviceptr x, const DeviceWeight &weight,
   void *params[] = {&x, &w, &rows, &dim, &eps, &out};
   return launch(specialized ? specialized : rmsNormFn, "rmsNorm", rows, 1, 1,
                 256, 0, stream, params);
+}
+
+Status CudaKernels::shortConv(CUdeviceptr x, const DeviceWeight &weight,
+                              int64_t channels, int64_t width,
+                              const DeviceState &state, CUdeviceptr sequences,
+                              int64_t tokens, int64_t activation,
+                              CUdeviceptr out, CUstream stream) const {
+  if (width < 2 || width > kShortConvMaxWidth ||
+      (width - 1) * channels * (state.bf16 ? 2 : 4) != state.slotBytes)
+    return Status::error("short_conv: a width-" + std::to_string(width) +
+                         " convolution over " + std::to_string(channels) +
+                         " channels with state slots of " +
+                         std::to_string(state.slotBytes) +
+                         " bytes (the CUDA kernel takes widths 2 to " +
+                         std::to_string(kShortConvMaxWidth) + ")");
+  DeviceWeight w = weight;
+  CUdeviceptr base = state.base;
+  int64_t slotBytes = state.slotBytes, slots = state.slots;
+  int32_t bf16 = state.bf16, act = int32_t(activation);
+  int64_t count = tokens * channels;
+  void *params[] = {&x,      &w,        &base,  &slotBytes, &bf16,
+                    &sequences, &tokens, &channels, &width, &slots,
+                    &act,    &out};
+  DAYBREAK_RETURN_IF_ERROR(launch(shortConvFn, "shortConv", ceilDiv(count, 256),
+                                  1, 1, 256, 0, stream, params));
+  void *update[] = {&x,         &base,   &slotBytes, &bf16,
+                    &sequences, &tokens, &channels,  &width};
+  return launch(shortConvStateFn, "shortConvState", slots,
+                ceilDiv(channels, 128), 1, 128, 0, stream, update);
+}
+
+Status CudaKernels::kdaGate(CUdeviceptr raw, CUdeviceptr aLog,
+                            CUdeviceptr dtBias, int64_t tokens, int64_t heads,
+                            int64_t dim, const double *lowerBound,
+                            CUdeviceptr out, CUstream stream) const {
+  int64_t count = tokens * heads * dim;
+  int32_t bounded = lowerBound != nullptr;
+  double bound = lowerBound ? *lowerBound : 0.0;
+  void *params[] = {&raw, &aLog, &dtBias, &count, &heads,
+                    &dim, &bounded, &bound, &out};
+  return launch(kdaGateFn, "kdaGate", ceilDiv(count, 256), 1, 1, 256, 0,
+                stream, params);
+}
+
+Status CudaKernels::kda(bool chunked, const DeviceKdaInputs &in,
+                        const DeviceState &state, CUdeviceptr sequences,
+                        int64_t tokens, int64_t heads, int64_t keyDim,
+                        int64_t valueDim, double scale, bool qkL2Norm,
+                        CUdeviceptr out, CUstream stream) const {
+  const char *name = chunked ? "kda_chunk" : "kda_step";
+  if (keyDim <= 0 || keyDim > kKdaMaxKeyDim || valueDim <= 0)
+    return Status::error(std::string(name) + ": key dim " +
+                         std::to_string(keyDim) +
+                         " (the CUDA kernels take 1 to " +
+                         std::to_string(kKdaMaxKeyDim) + ")");
+  if (heads * keyDim * valueDim * (state.bf16 ? 2 : 4) != state.slotBytes)
+    return Status::error(std::string(name) + ": a state slot of " +
+                         std::to_string(state.slotBytes) +
+                         " bytes does not hold " + std::to_string(heads) +
+                         " heads of " + std::to_string(keyDim) + " x " +
+                         std::to_string(valueDim));
+  DeviceKdaInputs i = in;
+  CUdeviceptr base = state.base;
+  int64_t slotBytes = state.slotBytes;
+  int32_t bf16 = state.bf16, l2norm = qkL2Norm;
+  void *params[] = {&i.q,      &i.k,    &i.v,     &i.g,    &i.beta,
+                    &base,     &slotBytes, &bf16, &sequences, &tokens,
+                    &heads,    &keyDim, &valueDim, &scale, &l2norm,
+                    &out};
+  int64_t splits = ceilDiv(valueDim, 32);
+  if (chunked)
+    return launch(kdaChunkFn, name, state.slots, heads, splits, 256,
+                  unsigned(kdaChunkSharedBytes(keyDim)), stream, params);
+  return launch(kdaStepFn, name, state.slots, heads, splits, 128, 0, stream,
+                params);
+}
+
+Status CudaKernels::gatedRmsNorm(CUdeviceptr x, CUdeviceptr gate,
+                                 const DeviceWeight &weight, int64_t rows,
+                                 int64_t dim, double eps, int64_t activation,
+                                 CUdeviceptr out, CUstream stream) const {
+  DeviceWeight w = weight;
+  int32_t act = int32_t(activation);
+  void *params[] = {&x, &gate, &w, &dim, &eps, &act, &out};
+  return launch(gatedRmsNormFn, "gatedRmsNorm", rows, 1, 1, 128, 0, stream,
+                params);
 }
 
 Status CudaKernels::layerNorm(CUdeviceptr x, CUdeviceptr weight,

@@ -3190,3 +3190,4 @@ extern "C" __global__ void daybreak_causal_bounds(const int32_t *positions,
 
 // Dense GQA attention: its own file, one translation unit with this one.
 #include "CudaAttention.cuh"
+#include "CudaKda.cuh"

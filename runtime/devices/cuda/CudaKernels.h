@@ -93,6 +93,23 @@ struct DeviceCacheView {
   int64_t ringRows = 0; ///< a sliding-window ring's rows per slot, or 0
 };
 
+/// One layer's per-slot state on the device (see cpu::StateView).
+struct DeviceState {
+  CUdeviceptr base = 0;
+  bool bf16 = false;
+  int64_t slotBytes = 0;
+  int64_t slots = 0;
+};
+
+/// The KDA scans' operands: q, k, g [T, H, Dk], v [T, H, Dv], beta [T, H].
+struct DeviceKdaInputs {
+  CUdeviceptr q = 0, k = 0, v = 0, g = 0, beta = 0;
+};
+
+/// Key dims the KDA kernels take (kKdaMaxKeyDim in CudaKda.cuh) and
+/// short_conv's widths (kShortConvMaxWidth).
+inline constexpr int64_t kKdaMaxKeyDim = 128, kShortConvMaxWidth = 8;
+
 /// Blocks a sparse attention launch aims for when it splits over the
 /// selected rows: two per SM of an H200 (132 SMs).
 inline constexpr int64_t kSparseAttentionTargetBlocks = 264;
@@ -208,6 +225,12 @@ constexpr int64_t expertGemmScratchBytes(int64_t tokens, int64_t slots,
   X(attentionPrefill64, "daybreak_attention_prefill64")                        \
   X(attentionTc64, "daybreak_attention_tc64")                                  \
   X(attentionTc128, "daybreak_attention_tc128")                                \
+  X(shortConv, "daybreak_short_conv")                                          \
+  X(shortConvState, "daybreak_short_conv_state")                               \
+  X(kdaGate, "daybreak_kda_gate")                                              \
+  X(kdaChunk, "daybreak_kda_chunk")                                            \
+  X(kdaStep, "daybreak_kda_step")                                              \
+  X(gatedRmsNorm, "daybreak_gated_rms_norm")                                   \
   X(copyColumns, "daybreak_copy_columns")                                      \
   X(causalBounds, "daybreak_causal_bounds")
 
@@ -444,6 +467,27 @@ public:
   /// scale blocks of a multiple of 16 columns.
   static bool decodeAttentionApplies(const DeviceCacheView &k,
                                      const DeviceCacheView &v, int64_t kvHeads);
+  /// The KDA kernels (Kernels.def; CudaKda.cuh). shortConv: x [T, C],
+  /// weight [C, W] as stored (W <= kShortConvMaxWidth); outputs first, then
+  /// the windows. kda: the chunked form (prefill) or the step (decode),
+  /// Dk <= kKdaMaxKeyDim. Tokens naming a slot outside [0, state.slots) are
+  /// skipped (their outputs zero in shortConv, untouched in kda).
+  Status shortConv(CUdeviceptr x, const DeviceWeight &weight, int64_t channels,
+                   int64_t width, const DeviceState &state,
+                   CUdeviceptr sequences, int64_t tokens, int64_t activation,
+                   CUdeviceptr out, CUstream stream) const;
+  Status kdaGate(CUdeviceptr raw, CUdeviceptr aLog, CUdeviceptr dtBias,
+                 int64_t tokens, int64_t heads, int64_t dim,
+                 const double *lowerBound, CUdeviceptr out,
+                 CUstream stream) const;
+  Status kda(bool chunked, const DeviceKdaInputs &in, const DeviceState &state,
+             CUdeviceptr sequences, int64_t tokens, int64_t heads,
+             int64_t keyDim, int64_t valueDim, double scale, bool qkL2Norm,
+             CUdeviceptr out, CUstream stream) const;
+  Status gatedRmsNorm(CUdeviceptr x, CUdeviceptr gate,
+                      const DeviceWeight &weight, int64_t rows, int64_t dim,
+                      double eps, int64_t activation, CUdeviceptr out,
+                      CUstream stream) const;
   /// src and dst must not overlap.
   Status copyColumns(CUdeviceptr src, int64_t srcStride, int64_t srcOffset,
                      CUdeviceptr dst, int64_t dstStride, int64_t dstOffset,
