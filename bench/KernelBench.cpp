@@ -22,7 +22,8 @@
 // tensor cores, in TFLOP/s (benchAttention; `DaybreakKernelBench N
 // attention` runs only it). The many-row tensor-core GEMMs run at prefill
 // shapes, dense and grouped by expert, reporting TFLOP/s (benchTensorGemm;
-// `DaybreakKernelBench N gemm` runs only them).
+// `DaybreakKernelBench N gemm` runs only them). The KDA scans run at
+// Kimi-Linear-48B's dims (`DaybreakKernelBench N kda` runs only them).
 //
 //===----------------------------------------------------------------------===//
 
@@ -691,6 +692,68 @@ void benchAttention(const CudaKernels &kernels, int iterations) {
   driver->cuMemFree(scratch);
 }
 
+/// Kimi Delta Attention at Kimi-Linear-48B's dims (32 heads, Dk = Dv =
+/// 128, fp32 state): the chunked prefill of one sequence of 4K to 64K
+/// tokens, and the decode step of B sequences, whose floor is its state
+/// bytes (read and written once: 2 x B x 32 x 128 x 128 x 4) plus its
+/// inputs. Inputs are constant fills (q, k ~ 0.0115, g ~ -0.023, beta ~
+/// 0.0115): the kernels' time does not depend on the values.
+void benchKda(const CudaKernels &kernels, int iterations) {
+  constexpr int64_t kHeads = 32, kDim = 128;
+  auto inputs = [&](int64_t tokens) {
+    DeviceKdaInputs in;
+    in.q = alloc(tokens * kHeads * kDim * 4, 0x3c);
+    in.k = alloc(tokens * kHeads * kDim * 4, 0x3c);
+    in.v = alloc(tokens * kHeads * kDim * 4, 0x3c);
+    in.g = alloc(tokens * kHeads * kDim * 4, 0xbc);
+    in.beta = alloc(tokens * kHeads * 4, 0x3c);
+    return in;
+  };
+  auto release = [](const DeviceKdaInputs &in) {
+    for (CUdeviceptr p : {in.q, in.k, in.v, in.g, in.beta})
+      driver->cuMemFree(p);
+  };
+  auto run = [&](bool chunked, int64_t slots, int64_t tokens, int reps) {
+    DeviceKdaInputs in = inputs(tokens);
+    std::vector<int32_t> sequences(tokens);
+    for (int64_t t = 0; t < tokens; ++t)
+      sequences[t] = int32_t(chunked ? 0 : t);
+    CUdeviceptr dSeqs = alloc(tokens * 4, 0), out = alloc(tokens * kHeads * kDim * 4, 0);
+    check(driver->cuMemcpyHtoD(dSeqs, sequences.data(), tokens * 4),
+          "cuMemcpyHtoD");
+    DeviceState state;
+    state.slots = slots;
+    state.slotBytes = kHeads * kDim * kDim * 4;
+    state.base = alloc(slots * state.slotBytes, 0);
+    double seconds = timeIt(
+        [&] {
+          return kernels.kda(chunked, in, state, dSeqs, tokens, kHeads, kDim,
+                             kDim, 1.0 / std::sqrt(double(kDim)), true, out,
+                             nullptr);
+        },
+        reps);
+    double stateBytes = 2.0 * slots * state.slotBytes;
+    double ioBytes = double(tokens) * kHeads * (5 * kDim + 1) * 4;
+    std::string shape = (chunked ? "prefill T=" : "decode B=") +
+                        std::to_string(chunked ? tokens : slots) +
+                        " H=32 Dk=Dv=128 f32 state";
+    if (chunked)
+      std::printf("%-18s %-40s %-12s %10.3f ms %9.1f Mtok/s %8.0f GB/s\n",
+                  "kda_chunk", shape.c_str(), "cuda", seconds * 1e3,
+                  tokens / seconds / 1e6,
+                  (stateBytes + ioBytes) / seconds / 1e9);
+    else
+      row("kda_step", shape, "cuda", seconds, stateBytes + ioBytes);
+    release(in);
+    for (CUdeviceptr p : {dSeqs, out, state.base})
+      driver->cuMemFree(p);
+  };
+  for (int64_t tokens : {4096, 8192, 16384, 32768, 65536})
+    run(true, 1, tokens, std::max(2, iterations / 20));
+  for (int64_t batch : {1, 8, 64, 256})
+    run(false, batch, batch, iterations);
+}
+
 /// The many-row tensor-core GEMMs at prefill shapes: a dense 8192 x 7168 x
 /// 7168 projection (DeepSeek-V3.2; e4m3 with 128 x 128 scales, and bf16)
 /// and grouped expert matmuls of 8192 tokens: gpt-oss-120b's top-4 of 128
@@ -793,7 +856,7 @@ int main(int argc, char **argv) {
   // attention | gemm]]: "gemv" runs only the GEMVs, "gemv-profile" three of
   // them untimed for a profiler, "mxfp4" only the MXFP4 expert matmuls,
   // "attention" only dense attention, "gemm" only the many-row tensor-core
-  // GEMMs.
+  // GEMMs, "kda" only the KDA scans.
   int iterations = argc > 1 ? std::atoi(argv[1]) : 50;
   bool gemvOnly = argc > 2 && std::string(argv[2]) == "gemv";
   StatusOr<const Driver *> loaded = Driver::get();
@@ -837,6 +900,10 @@ int main(int argc, char **argv) {
     benchAttention(kernels, iterations);
     return 0;
   }
+  if (argc > 2 && std::string(argv[2]) == "kda") {
+    benchKda(kernels, iterations);
+    return 0;
+  }
   if (argc > 2 && std::string(argv[2]) == "gemm") {
     benchTensorGemm(kernels, iterations);
     return 0;
@@ -847,6 +914,7 @@ int main(int argc, char **argv) {
   benchMxfp4(kernels);
   benchAttention(kernels, iterations);
   benchTensorGemm(kernels, iterations);
+  benchKda(kernels, iterations);
 
   // rms_norm over the hidden size (7168): read x and weight, write out.
   {

@@ -8,36 +8,28 @@
 // ops that no runtime kernel runs at all: rejected for each target, at the
 // op, naming the kernel the lowering would launch and the target.
 
-// Tests that a KDA decode step (Kimi Linear), which no runtime kernel runs
+// Tests that a SiTU activation (Kimi K3), which no runtime kernel runs
 // yet, is rejected at the op.
-func.func @kda_step(%q: tensor<?x32x128xf32>, %k: tensor<?x32x128xf32>, %v: tensor<?x32x128xf32>,
-                    %g: tensor<?x32x128xf32>, %beta: tensor<?x32xf32>,
-                    %s0: tensor<?x32x128x128xf32>)
-    -> (tensor<?x32x128xf32>, tensor<?x32x128x128xf32>) {
-  // expected-error-re @+1 {{'lm.kda_step' op has no runtime kernel: no declaration of 'kda_step' in runtime/abi/Kernels.def, so target '{{cpu|cuda}}' cannot run it}}
-  %o, %s1 = lm.kda_step %q, %k, %v, %g, %beta, %s0
-      {scale = 0.0883883 : f64, layout = #lm.state_layout<storage = f32, key_major = true>}
-      : (tensor<?x32x128xf32>, tensor<?x32x128xf32>, tensor<?x32x128xf32>,
-         tensor<?x32x128xf32>, tensor<?x32xf32>, tensor<?x32x128x128xf32>)
-      -> (tensor<?x32x128xf32>, tensor<?x32x128x128xf32>)
-  return %o, %s1 : tensor<?x32x128xf32>, tensor<?x32x128x128xf32>
+func.func @situ(%g: tensor<?x64xf32>, %u: tensor<?x64xf32>) -> tensor<?x64xf32> {
+  // expected-error-re @+1 {{'lm.situ' op has no runtime kernel: no declaration of 'situ' in runtime/abi/Kernels.def, so target '{{cpu|cuda}}' cannot run it}}
+  %y = lm.situ %g, %u {beta = 4.0 : f64, linear_beta = 25.0 : f64}
+      : (tensor<?x64xf32>, tensor<?x64xf32>) -> tensor<?x64xf32>
+  return %y : tensor<?x64xf32>
 }
 
 // -----
 
-// Tests that a KDA gate (Kimi Linear), which no runtime kernel runs yet, is
-// rejected at the op, and that every illegal op of a function is reported,
-// not only the first.
-func.func @kda_ops(%raw: tensor<?x32x128xf32>, %alog: tensor<32xf32>,
-                   %dtb: tensor<32x128xf32>)
-    -> (tensor<?x32x128xf32>, tensor<?x32x128xf32>) {
-  // expected-error @+1 {{'lm.kda_gate' op has no runtime kernel: no declaration of 'kda_gate'}}
-  %gate = lm.kda_gate %raw, %alog, %dtb
-      : (tensor<?x32x128xf32>, tensor<32xf32>, tensor<32x128xf32>) -> tensor<?x32x128xf32>
-  // expected-error @+1 {{'lm.kda_gate' op has no runtime kernel: no declaration of 'kda_gate'}}
-  %again = lm.kda_gate %gate, %alog, %dtb
-      : (tensor<?x32x128xf32>, tensor<32xf32>, tensor<32x128xf32>) -> tensor<?x32x128xf32>
-  return %gate, %again : tensor<?x32x128xf32>, tensor<?x32x128xf32>
+// Tests that every illegal op of a function is reported, not only the
+// first.
+func.func @situ_twice(%g: tensor<?x64xf32>, %u: tensor<?x64xf32>)
+    -> (tensor<?x64xf32>, tensor<?x64xf32>) {
+  // expected-error @+1 {{'lm.situ' op has no runtime kernel: no declaration of 'situ'}}
+  %y = lm.situ %g, %u {beta = 4.0 : f64, linear_beta = 25.0 : f64}
+      : (tensor<?x64xf32>, tensor<?x64xf32>) -> tensor<?x64xf32>
+  // expected-error @+1 {{'lm.situ' op has no runtime kernel: no declaration of 'situ'}}
+  %z = lm.situ %y, %u {beta = 4.0 : f64, linear_beta = 25.0 : f64}
+      : (tensor<?x64xf32>, tensor<?x64xf32>) -> tensor<?x64xf32>
+  return %y, %z : tensor<?x64xf32>, tensor<?x64xf32>
 }
 
 // -----

@@ -17,12 +17,41 @@ func.func @no_lowering(%a: tensor<?x8xf32>, %b: tensor<?x8xf32>) -> tensor<?x8xf
 
 // Tests that an lm op no runtime kernel runs (no declaration in
 // runtime/abi/Kernels.def) is rejected at compile time, at the op.
-func.func @no_kernel(%raw: tensor<?x32x128xf32>, %alog: tensor<32xf32>,
-                     %dtb: tensor<32x128xf32>) -> tensor<?x32x128xf32> {
-  // expected-error @+1 {{no runtime kernel 'kda_gate' (runtime/abi/Kernels.def) runs this op}}
-  %g = lm.kda_gate %raw, %alog, %dtb
-      : (tensor<?x32x128xf32>, tensor<32xf32>, tensor<32x128xf32>) -> tensor<?x32x128xf32>
-  return %g : tensor<?x32x128xf32>
+func.func @no_kernel(%g: tensor<?x64xf32>, %u: tensor<?x64xf32>) -> tensor<?x64xf32> {
+  // expected-error @+1 {{no runtime kernel 'situ' (runtime/abi/Kernels.def) runs this op}}
+  %y = lm.situ %g, %u {beta = 4.0 : f64, linear_beta = 25.0 : f64}
+      : (tensor<?x64xf32>, tensor<?x64xf32>) -> tensor<?x64xf32>
+  return %y : tensor<?x64xf32>
+}
+
+// -----
+
+// Tests that a KDA step without `sequences` (its state one sequence's, not
+// per-slot) is rejected: the runtime's state is a slot per sequence.
+func.func @kda_step_unbatched(%q: tensor<?x2x8xf32>, %k: tensor<?x2x8xf32>,
+    %v: tensor<?x2x8xf32>, %g: tensor<?x2x8xf32>, %beta: tensor<?x2xf32>,
+    %s0: tensor<2x2x8x8xf32> {lm.state = #lm.state_layout<storage = f32, key_major = true>})
+    -> (tensor<?x2x8xf32>, tensor<2x2x8x8xf32>) {
+  // expected-error @+1 {{needs `sequences` (the state slot of each token) to lower to plan}}
+  %o, %s1 = lm.kda_step %q, %k, %v, %g, %beta, %s0 {scale = 0.35 : f64}
+      : (tensor<?x2x8xf32>, tensor<?x2x8xf32>, tensor<?x2x8xf32>,
+         tensor<?x2x8xf32>, tensor<?x2xf32>, tensor<2x2x8x8xf32>)
+      -> (tensor<?x2x8xf32>, tensor<2x2x8x8xf32>)
+  return %o, %s1 : tensor<?x2x8xf32>, tensor<2x2x8x8xf32>
+}
+
+// -----
+
+// Tests that a short convolution whose state is a computed value, not a
+// per-sequence state argument, is rejected.
+func.func @conv_state_not_an_argument(%x: tensor<?x8xf32>, %w: tensor<8x4xf32>,
+    %s0: tensor<2x3x8xf32>, %seq: tensor<?xi32>) -> tensor<?x8xf32> {
+  %s = arith.addf %s0, %s0 : tensor<2x3x8xf32>
+  // expected-error @+1 {{only state that is a per-sequence state argument (lm.state) lowers to plan}}
+  %y, %s1 = lm.short_conv %x, %w, %s sequences %seq silu
+      : (tensor<?x8xf32>, tensor<8x4xf32>, tensor<2x3x8xf32>, tensor<?xi32>)
+      -> (tensor<?x8xf32>, tensor<2x3x8xf32>)
+  return %y : tensor<?x8xf32>
 }
 
 // -----

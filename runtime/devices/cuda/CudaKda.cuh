@@ -26,9 +26,11 @@
 // first version; the tensor-core form (sub-chunks of 16 with a reference
 // decay between them) is the next step.
 //
-// kda_step (decode) keeps each block's [Dk, 32] slice of the state in
-// registers (a warp per 32 key rows, a lane per value column) for all of
-// its slot's tokens: the state is read and written once a step, coalesced.
+// kda_step (decode) takes a block per token (times heads and value
+// columns); the block of a slot's first token keeps its [Dk, 32] slice of
+// the state in shared memory for all of the slot's tokens: the state is
+// read (cp.async, before anything else) and written once a step,
+// coalesced.
 //
 //===----------------------------------------------------------------------===//
 
@@ -341,17 +343,52 @@ daybreak_kda_chunk(const float *q, const float *k, const float *v,
       km[r * P + d] = kr * e;
       gm[r * P + d] = kr * __expf(last[d] - gr);
     }
-    // 5. (I + L)^-1, unit lower triangular, a row at a time: T[r, j] =
-    // -sum_{j <= c < r} L[r, c] T[c, j] (rows above r hold T already).
-    for (int r = 1; r < n; ++r) {
+    // 5. (I + L)^-1, unit lower triangular, in blocks of 16 rows: the
+    // diagonal blocks by substitution, all four at once (T[r, j] = -sum_{j
+    // <= c < r} L[r, c] T[c, j]); then block row I from the rows above it:
+    // T_IJ = -T_II M_IJ, M_IJ = sum_{J <= K < I} L_IK T_KJ.
+    const int blocks16 = (n + 15) / 16;
+    for (int i = 1; i < 16; ++i) {
+      int b = tid >> 4, j = tid & 15;
+      bool active = b < blocks16 && j < i;
       float value = 0.0f;
-      if (tid < r) {
-        for (int c = tid; c < r; ++c)
-          value -= lm[r * CP + c] * lm[c * CP + tid];
+      if (active) {
+        int r = 16 * b + i;
+        for (int c = j; c < i; ++c)
+          value -= lm[r * CP + 16 * b + c] * lm[(16 * b + c) * CP + 16 * b + j];
       }
       __syncthreads();
-      if (tid < r)
-        lm[r * CP + tid] = value;
+      if (active)
+        lm[(16 * b + i) * CP + 16 * b + j] = value;
+      __syncthreads();
+    }
+    for (int I = 1; I < blocks16; ++I) {
+      float part[3];
+      int entries = I * 256;
+      for (int e = tid, k = 0; e < entries; e += nthreads, ++k) {
+        int J = e >> 8, a = (e >> 4) & 15, col = e & 15;
+        float m = 0.0f;
+        for (int K = J; K < I; ++K)
+          for (int x = K == J ? col : 0; x < 16; ++x)
+            m += lm[(16 * I + a) * CP + 16 * K + x] *
+                 lm[(16 * K + x) * CP + 16 * J + col];
+        part[k] = m;
+      }
+      __syncthreads();
+      for (int e = tid, k = 0; e < entries; e += nthreads, ++k)
+        lm[(16 * I + ((e >> 4) & 15)) * CP + 16 * (e >> 8) + (e & 15)] = part[k];
+      __syncthreads();
+      for (int e = tid, k = 0; e < entries; e += nthreads, ++k) {
+        int J = e >> 8, a = (e >> 4) & 15, col = e & 15;
+        float t = lm[(16 * I + a) * CP + 16 * J + col]; // T_II's diagonal: 1
+        for (int x = 0; x < a; ++x)
+          t += lm[(16 * I + a) * CP + 16 * I + x] *
+               lm[(16 * I + x) * CP + 16 * J + col];
+        part[k] = -t;
+      }
+      __syncthreads();
+      for (int e = tid, k = 0; e < entries; e += nthreads, ++k)
+        lm[(16 * I + ((e >> 4) & 15)) * CP + 16 * (e >> 8) + (e & 15)] = part[k];
       __syncthreads();
     }
     // 6. X = V - (k e^G) S.
@@ -405,114 +442,185 @@ daybreak_kda_chunk(const float *q, const float *k, const float *v,
   }
 }
 
-/// kda_step: grid (slots, heads, ceil(Dv / 32)), block 128 (dk <= 128): warp
-/// w holds key rows [32 w, 32 w + 32) of value column e0 + lane in
-/// registers across the slot's tokens.
+namespace {
+
+/// A token's operands for kdaStepToken: q, k and e^g rows in shared memory,
+/// its value and beta, and this thread's part of the squared norms.
+struct KdaStepOperands {
+  float v, beta, qsq, ksq;
+};
+
+__device__ __forceinline__ KdaStepOperands
+kdaStepLoad(const float *q, const float *k, const float *v, const float *g,
+            const float *beta, int64_t row, int64_t dk, int64_t dv, int64_t e,
+            bool column, float *qs, float *ks, float *gs) {
+  KdaStepOperands ops{column ? v[row * dv + e] : 0.0f, beta[row], 0.0f, 0.0f};
+  for (int64_t d = threadIdx.x; d < dk; d += blockDim.x) {
+    float qd = q[row * dk + d], kd = k[row * dk + d];
+    qs[d] = qd;
+    ks[d] = kd;
+    gs[d] = __expf(g[row * dk + d]);
+    ops.qsq = fmaf(qd, qd, ops.qsq);
+    ops.ksq = fmaf(kd, kd, ops.ksq);
+  }
+  return ops;
+}
+
+/// One KDA step of token row `row` (token x heads + head), its operands
+/// loaded by kdaStepLoad, on a block's [Dk, 32] fp32 state slice `work` in
+/// shared memory (kda_step's layout: a warp per 32 key rows, a lane per
+/// value column): the L2 norms, the decay, the delta update and o = S^T q.
+__device__ __forceinline__ void
+kdaStepToken(KdaStepOperands ops, int64_t row, int64_t dk, int64_t dv,
+             int64_t e, int64_t d0, bool column, double scale, int32_t l2norm,
+             float *work, const float *qs, const float *ks, const float *gs,
+             float (*kPart)[32], float (*oPart)[32], float (*norms)[4],
+             float *out) {
+  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+  const int warps = int(blockDim.x >> 5);
+  float qsq = warpSum(ops.qsq), ksq = warpSum(ops.ksq);
+  if (lane == 0) {
+    norms[0][warp] = qsq;
+    norms[1][warp] = ksq;
+  }
+  __syncthreads();
+  float qf = float(scale), kf = 1.0f;
+  if (l2norm) {
+    float qt = 0.0f, kt = 0.0f;
+    for (int w = 0; w < warps; ++w) {
+      qt += norms[0][w];
+      kt += norms[1][w];
+    }
+    qf = float(scale / sqrt(double(qt) + 1e-6));
+    kf = float(1.0 / sqrt(double(kt) + 1e-6));
+  }
+  // S <- diag(e^g) S; S^T k over this warp's rows.
+  float partial = 0.0f;
+  int64_t rows = dk - d0 < 32 ? dk - d0 : 32;
+  for (int64_t i = 0; i < rows; ++i) {
+    float x = work[(d0 + i) * kKdaColumns + lane] * gs[d0 + i];
+    work[(d0 + i) * kKdaColumns + lane] = x;
+    partial = fmaf(ks[d0 + i] * kf, x, partial);
+  }
+  kPart[warp][lane] = partial;
+  __syncthreads();
+  float kS = 0.0f;
+  for (int w = 0; w < warps; ++w)
+    kS += kPart[w][lane];
+  float u = column ? ops.beta * (ops.v - kS) : 0.0f;
+  // S += k u^T; o = S^T q.
+  float o = 0.0f;
+  for (int64_t i = 0; i < rows; ++i) {
+    float x = fmaf(ks[d0 + i] * kf, u, work[(d0 + i) * kKdaColumns + lane]);
+    work[(d0 + i) * kKdaColumns + lane] = x;
+    o = fmaf(qs[d0 + i] * qf, x, o);
+  }
+  oPart[warp][lane] = o;
+  __syncthreads();
+  if (warp == 0 && column) {
+    float sum = 0.0f;
+    for (int w = 0; w < warps; ++w)
+      sum += oPart[w][lane];
+    out[row * dv + e] = sum;
+  }
+  __syncthreads(); // qs, ks, gs and the partials are rewritten
+}
+
+} // namespace
+
+/// kda_step: grid (tokens, heads, ceil(Dv / 32)), block 128 (dk <= 128).
+/// The block of a slot's first token in the step runs all of the slot's
+/// tokens in order (decode: one); the others leave. Its [Dk, 32] slice of
+/// the state lives in shared memory (16 KiB, fp32), copied in with
+/// cp.async where the rows allow (f32 state, Dv a multiple of 4): the copy
+/// holds no registers, so a dozen blocks an SM keep ~200 KiB in flight, and
+/// it depends on the token's slot only, overlapping the token's loads and
+/// the check for earlier tokens of the slot.
 extern "C" __global__ void __launch_bounds__(kKdaStepThreads)
 daybreak_kda_step(const float *q, const float *k, const float *v,
                   const float *g, const float *beta, uint8_t *state,
                   int64_t slotBytes, int32_t stateBf16,
                   const int32_t *sequences, int64_t tokens, int64_t heads,
-                  int64_t dk, int64_t dv, double scale, int32_t l2norm,
-                  float *out) {
+                  int64_t slots, int64_t dk, int64_t dv, double scale,
+                  int32_t l2norm, float *out) {
+  __shared__ __align__(16) float work[kKdaMaxKeyDim * kKdaColumns];
   __shared__ float qs[kKdaMaxKeyDim], ks[kKdaMaxKeyDim], gs[kKdaMaxKeyDim];
   __shared__ float kPart[4][32], oPart[4][32], norms[2][4];
   __shared__ int list[kKdaChunk];
   __shared__ int counts[34];
   __shared__ int64_t cursor;
-  const int slot = blockIdx.x, h = blockIdx.y;
+  const int64_t t = blockIdx.x;
+  const int h = blockIdx.y;
+  const int slot = sequences[t];
+  if (slot < 0 || slot >= slots)
+    return;
   const int64_t e0 = int64_t(blockIdx.z) * kKdaColumns;
-  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
-  const int64_t e = e0 + lane, d0 = int64_t(warp) * 32;
+  const int64_t e = e0 + (threadIdx.x & 31);
+  const int64_t d0 = int64_t(threadIdx.x >> 5) * 32;
+  const int64_t cols = dv - e0 < kKdaColumns ? dv - e0 : kKdaColumns;
   const bool column = e < dv;
   uint8_t *slotState = state + slot * slotBytes;
   const int64_t stateBase = int64_t(h) * dk * dv;
-
+  const bool async = !stateBf16 && dv % 4 == 0 &&
+                     (reinterpret_cast<unsigned long long>(state) & 15) == 0 &&
+                     slotBytes % 16 == 0;
+  if (async) {
+    const float *src = reinterpret_cast<const float *>(slotState) + stateBase;
+    for (int64_t i = threadIdx.x; i < dk * (kKdaColumns / 4); i += blockDim.x) {
+      int64_t d = i / (kKdaColumns / 4), c = 4 * (i % (kKdaColumns / 4));
+      copyAsync16(work + d * kKdaColumns + c, src + d * dv + e0 + c, c < cols);
+    }
+    copyAsyncCommit();
+  } else {
+    for (int64_t i = threadIdx.x; i < dk * kKdaColumns; i += blockDim.x) {
+      int64_t d = i / kKdaColumns, c = i % kKdaColumns;
+      work[i] = c < cols ? stateLoad(slotState, stateBf16,
+                                     stateBase + d * dv + e0 + c)
+                         : 0.0f;
+    }
+  }
+  KdaStepOperands first = kdaStepLoad(q, k, v, g, beta, t * heads + h, dk,
+                                      dv, e, column, qs, ks, gs);
+  bool earlier = false;
+  for (int64_t i = threadIdx.x; i < t; i += blockDim.x)
+    earlier |= sequences[i] == slot;
+  if (async)
+    copyAsyncWaitAll();
+  if (__syncthreads_or(earlier))
+    return;
+  kdaStepToken(first, t * heads + h, dk, dv, e, d0, column, scale, l2norm,
+               work, qs, ks, gs, kPart, oPart, norms, out);
+  // Later tokens of the slot, in step order.
   if (threadIdx.x == 0)
-    cursor = 0;
+    cursor = t + 1;
   __syncthreads();
-  float s[32];
-  bool loaded = false;
   for (;;) {
     int n = nextSlotTokens(sequences, tokens, slot, &cursor, list, kKdaChunk,
                            counts);
     if (n == 0)
       break;
-    if (!loaded) {
-#pragma unroll
-      for (int i = 0; i < 32; ++i)
-        s[i] = column && d0 + i < dk
-                   ? stateLoad(slotState, stateBf16,
-                               stateBase + (d0 + i) * dv + e)
-                   : 0.0f;
-      loaded = true;
-    }
     for (int r = 0; r < n; ++r) {
-      int64_t row = (int64_t(list[r]) * heads + h);
-      float qsq = 0.0f, ksq = 0.0f;
-      for (int64_t d = threadIdx.x; d < dk; d += blockDim.x) {
-        float qd = q[row * dk + d], kd = k[row * dk + d];
-        qs[d] = qd;
-        ks[d] = kd;
-        gs[d] = __expf(g[row * dk + d]);
-        qsq = fmaf(qd, qd, qsq);
-        ksq = fmaf(kd, kd, ksq);
-      }
-      qsq = warpSum(qsq);
-      ksq = warpSum(ksq);
-      if (lane == 0) {
-        norms[0][warp] = qsq;
-        norms[1][warp] = ksq;
-      }
-      __syncthreads();
-      float qf = float(scale), kf = 1.0f;
-      if (l2norm) {
-        float qt = 0.0f, kt = 0.0f;
-        for (int w = 0; w < int(blockDim.x >> 5); ++w) {
-          qt += norms[0][w];
-          kt += norms[1][w];
-        }
-        qf = float(scale / sqrt(double(qt) + 1e-6));
-        kf = float(1.0 / sqrt(double(kt) + 1e-6));
-      }
-      // S <- diag(e^g) S; S^T k over this warp's rows.
-      float partial = 0.0f;
-#pragma unroll
-      for (int i = 0; i < 32; ++i)
-        if (d0 + i < dk) {
-          s[i] *= gs[d0 + i];
-          partial = fmaf(ks[d0 + i] * kf, s[i], partial);
-        }
-      kPart[warp][lane] = partial;
-      __syncthreads();
-      float kS = 0.0f;
-      for (int w = 0; w < int(blockDim.x >> 5); ++w)
-        kS += kPart[w][lane];
-      float u = column ? beta[row] * (v[row * dv + (column ? e : 0)] - kS)
-                       : 0.0f;
-      // S += k u^T; o = S^T q.
-      float o = 0.0f;
-#pragma unroll
-      for (int i = 0; i < 32; ++i)
-        if (d0 + i < dk) {
-          s[i] = fmaf(ks[d0 + i] * kf, u, s[i]);
-          o = fmaf(qs[d0 + i] * qf, s[i], o);
-        }
-      oPart[warp][lane] = o;
-      __syncthreads();
-      if (warp == 0 && column) {
-        float sum = 0.0f;
-        for (int w = 0; w < int(blockDim.x >> 5); ++w)
-          sum += oPart[w][lane];
-        out[row * dv + e] = sum;
-      }
-      __syncthreads(); // qs, ks, gs and the partials are rewritten
+      int64_t row = int64_t(list[r]) * heads + h;
+      KdaStepOperands ops =
+          kdaStepLoad(q, k, v, g, beta, row, dk, dv, e, column, qs, ks, gs);
+      kdaStepToken(ops, row, dk, dv, e, d0, column, scale, l2norm, work, qs,
+                   ks, gs, kPart, oPart, norms, out);
     }
   }
-  if (!loaded || !column)
-    return;
-#pragma unroll
-  for (int i = 0; i < 32; ++i)
-    if (d0 + i < dk)
-      stateStore(slotState, stateBf16, stateBase + (d0 + i) * dv + e, s[i]);
+  // Back as stored: 16-byte stores of fp32 rows, else value by value.
+  if (async) {
+    float *dst = reinterpret_cast<float *>(slotState) + stateBase;
+    for (int64_t i = threadIdx.x; i < dk * (kKdaColumns / 4); i += blockDim.x) {
+      int64_t d = i / (kKdaColumns / 4), c = 4 * (i % (kKdaColumns / 4));
+      if (c < cols)
+        *reinterpret_cast<float4 *>(dst + d * dv + e0 + c) =
+            *reinterpret_cast<const float4 *>(work + d * kKdaColumns + c);
+    }
+  } else {
+    for (int64_t i = threadIdx.x; i < dk * kKdaColumns; i += blockDim.x) {
+      int64_t d = i / kKdaColumns, c = i % kKdaColumns;
+      if (c < cols)
+        stateStore(slotState, stateBf16, stateBase + d * dv + e0 + c, work[i]);
+    }
+  }
 }

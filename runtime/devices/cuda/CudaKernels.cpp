@@ -349,8 +349,13 @@ Status CudaKernels::kda(bool chunked, const DeviceKdaInputs &in,
   if (chunked)
     return launch(kdaChunkFn, name, state.slots, heads, splits, 256,
                   unsigned(kdaChunkSharedBytes(keyDim)), stream, params);
-  return launch(kdaStepFn, name, state.slots, heads, splits, 128, 0, stream,
-                params);
+  int64_t slots = state.slots;
+  void *stepParams[] = {&i.q,      &i.k,     &i.v,    &i.g,       &i.beta,
+                        &base,     &slotBytes, &bf16, &sequences, &tokens,
+                        &heads,    &slots,   &keyDim, &valueDim,  &scale,
+                        &l2norm,   &out};
+  return launch(kdaStepFn, name, tokens, heads, splits, 128, 0, stream,
+                stepParams);
 }
 
 Status CudaKernels::gatedRmsNorm(CUdeviceptr x, CUdeviceptr gate,
