@@ -2,14 +2,26 @@
 r"""PyTorch (Hugging Face transformers) baseline for Daybreak's benchmark.
 
 Loads a checkpoint in the hub format (as written by bench/generate_checkpoint.py, possibly sharded) into
-transformers as a plain bf16 model, eager attention, and times it on one GPU. Two families:
+transformers as a plain bf16 model, eager attention, and times it on one GPU. Three families:
 
   * deepseek_v32 (DeepseekV32ForCausalLM): FP8 e4m3 projection weights with 128x128 float32
     `weight_scale_inv` block scales, dequantized here (W = W8 * scale_inv[i // 128, j // 128]), per-expert
     routed weights packed as transformers' conversion mapping packs them;
   * gpt_oss (GptOssForCausalLM): MXFP4 experts (`*_blocks` two E2M1 codes a byte, low nibble first, and
     `*_scales` E8M0), dequantized here exactly (W = FP4[code] * 2^(scale - 127)) and transposed to
-    transformers' [experts, in, out]; everything else as stored.
+    transformers' [experts, in, out]; everything else as stored;
+  * kimi_linear (KimiLinearForCausalLM): bf16 as stored (A_log, dt_bias, e_score_correction_bias float32), loaded
+    by transformers' own from_pretrained (its hub conversion: q/k/v_conv1d concatenated, the forget gate's tensors
+    moved, w1/w3/w2 experts packed), strict (an empty loading report). transformers 5.17 then holds every tensor in
+    bf16, A_log, dt_bias and the router's weight and bias included (later versions keep dt_bias and the router in
+    float32); the log names the float32 ones. Kimi Linear is run on transformers' torch
+    code: before its modeling module is imported, `fla` and `causal_conv1d` are made unimportable (sys.modules
+    entries of None), so KDA runs as transformers' chunked torch algorithm (chunks of 64, fp32) in prefill and its
+    per-token recurrence in decode, and the short convolution as F.conv1d; the script checks that these functions
+    are the torch ones and says so in its output and JSON ("implementation"). The MLA layers cache the compressed
+    latent ([B, 1, C, kv_lora_rank] and the shared [B, 1, C, qk_rope_head_dim] key part) and expand it through
+    kv_b_proj for every cached token at every step; KDA layers hold a conv state and a [B, heads, Dk, Dv] fp32
+    recurrent state per sequence, whatever the context.
 
 Cases:
 
@@ -30,14 +42,17 @@ Checking the loader against a golden fixture (float32, transformers' own logits 
 
     python3 bench/baseline.py --check-fixture test/fixtures/deepseek_v32_small_fp8 --dtype float32 --device cpu
     python3 bench/baseline.py --check-fixture test/fixtures/gpt_oss_small --dtype float32 --device cpu
+    python3 bench/baseline.py --check-fixture test/fixtures/shared/kimi_linear --dtype float32 --device cpu
 
 --device cpu exists only to test this script on a machine without a GPU (timings use time.perf_counter
 there and the probes use smaller sizes). Needs torch, transformers >= 5 (with DeepseekV32ForCausalLM and
-GptOssForCausalLM) and safetensors.
+GptOssForCausalLM; KimiLinearForCausalLM for kimi_linear, which 5.17 has) and safetensors.
 """
 
 import argparse
 import gc
+import importlib.util
+import inspect
 import json
 import math
 import os
@@ -72,7 +87,12 @@ def log(msg: str) -> None:
 # --------------------------------------------------------------------------------------------------------
 EXPERT_RE = re.compile(r"^(.*\.mlp\.experts)\.(\d+)\.(gate_proj|up_proj|down_proj)\.weight$")
 LAYER_RE = re.compile(r"^model\.layers\.(\d+)\.")
-MODELS = {"deepseek_v32": DeepseekV32ForCausalLM, "gpt_oss": GptOssForCausalLM}
+MODELS = {"deepseek_v32": DeepseekV32ForCausalLM, "gpt_oss": GptOssForCausalLM}  # kimi_linear: load_kimi_linear
+# Packages whose kernels transformers' Kimi Linear would prefer to its torch code (hub_kernels'
+# use_kernel_func_from_hub_with_fallback), and the functions it wraps that way.
+KIMI_BLOCKED_PACKAGES = ("fla", "causal_conv1d")
+KIMI_TORCH_FUNCTIONS = ("chunk_kimi_delta_attention", "recurrent_kimi_delta_attention", "causal_conv1d_fn",
+                        "causal_conv1d_update")
 # E2M1 (models.md 3.1): codes 0-7 positive, 8-15 their negatives.
 FP4_VALUES = [0.0, 0.5, 1.0, 1.5, 2.0, 3.0, 4.0, 6.0, -0.0, -0.5, -1.0, -1.5, -2.0, -3.0, -4.0, -6.0]
 
@@ -263,11 +283,83 @@ def load_deepseek_weights(model, folder: str, device: torch.device) -> None:
         log(f"ignored checkpoint layers beyond num_hidden_layers: {sorted(skipped_layers)}")
 
 
+def kimi_linear_class():
+    """transformers' KimiLinearForCausalLM, its modeling module imported with `fla` and `causal_conv1d` unimportable
+    so that every KDA and short-convolution function is transformers' torch code. Returns (class, description);
+    exits with the reason when this transformers lacks the model or the check fails."""
+    module_name = "transformers.models.kimi_linear.modeling_kimi_linear"
+    installed = [p for p in KIMI_BLOCKED_PACKAGES
+                 if sys.modules.get(p) is not None or importlib.util.find_spec(p) is not None]
+    if module_name not in sys.modules:
+        for p in KIMI_BLOCKED_PACKAGES:
+            if sys.modules.get(p) is None:
+                sys.modules[p] = None  # `import p` now raises ImportError: transformers takes its torch path
+    try:
+        from transformers.models.kimi_linear import modeling_kimi_linear as km
+    except ImportError as exc:
+        sys.exit(f"baseline: transformers {transformers.__version__} has no Kimi Linear model "
+                 f"(import of {module_name} failed: {exc}); kimi_linear needs a transformers with "
+                 "KimiLinearForCausalLM (5.17 has it)")
+    missing = [n for n in ("KimiLinearForCausalLM",) + KIMI_TORCH_FUNCTIONS if not hasattr(km, n)]
+    if missing:
+        sys.exit(f"baseline: transformers {transformers.__version__}'s modeling_kimi_linear lacks {missing}, which "
+                 "this script checks (written against 5.17 and 5.24)")
+    kernels = []
+    for name in KIMI_TORCH_FUNCTIONS:
+        # use_kernel_func_from_hub_with_fallback's wrapper records whether it found another implementation.
+        chosen = inspect.getclosurevars(getattr(km, name)).nonlocals.get("is_new_implementation")
+        if chosen:
+            kernels.append(name)
+    loaded = [p for p in KIMI_BLOCKED_PACKAGES if sys.modules.get(p) is not None]
+    if kernels or loaded:
+        sys.exit(f"baseline: transformers' Kimi Linear would not run its torch code: {kernels or loaded} come from "
+                 f"{loaded or 'an external package'} (was {module_name} imported before this check?)")
+    note = ("KDA and short convolution on transformers' torch code (chunked KDA, chunks of 64, for prompts; "
+            "the per-token recurrence and the conv-state update in decode): "
+            + " and ".join(KIMI_BLOCKED_PACKAGES) + " blocked from import"
+            + (f" (installed here: {', '.join(installed)})" if installed else " (neither installed)"))
+    if importlib.util.find_spec("kernels") is not None:
+        note += "; the `kernels` package is installed but unused (no use_kernels / kernelize)"
+    return km.KimiLinearForCausalLM, note
+
+
+def load_kimi_linear(folder: str, dtype: torch.dtype, device: torch.device, experts: str):
+    """KimiLinearForCausalLM.from_pretrained on the folder (transformers' own hub conversion), strict: any missing,
+    unexpected or mismatched key or conversion error fails the load."""
+    cls, note = kimi_linear_class()
+    log(note)
+    model, info = cls.from_pretrained(folder, dtype=dtype, attn_implementation="eager",
+                                      experts_implementation=experts, device_map=str(device),
+                                      output_loading_info=True)
+    bad = {k: v for k, v in info.items() if v}
+    if bad:
+        raise ValueError(f"{folder}: from_pretrained reported loading problems: {bad}")
+    model.eval()
+    config = model.config
+    if "full_attention" not in config.layer_types:
+        raise ValueError(f"{folder}: no MLA (full attention) layer in {config.layer_types}; transformers' cache "
+                         "takes the position from one, so the baseline needs at least 4 layers")
+    kinds = ["kda" if t == "linear_attention" else "mla" for t in config.layer_types]
+    fp32 = sorted({re.sub(r"^model\.layers\.\d+\.", "", n)
+                   for n, t in list(model.named_parameters()) + list(model.named_buffers())
+                   if t.dtype == torch.float32})
+    log(f"layers {kinds}, mlp {list(config.mlp_layer_types)}"
+        + (f"; float32 tensors: {fp32 or 'none'}" if dtype != torch.float32 else ""))
+    model.baseline_implementation = note
+    return model
+
+
 def load_model(folder: str, dtype: torch.dtype, device: torch.device, experts: str):
     t0 = time.perf_counter()
-    model = build_model(folder, dtype, device, experts)
-    with torch.no_grad():
-        load_weights(model, folder, device)
+    with open(os.path.join(folder, "config.json")) as f:
+        model_type = json.load(f).get("model_type")
+    if model_type == "kimi_linear":
+        with torch.no_grad():
+            model = load_kimi_linear(folder, dtype, device, experts)
+    else:
+        model = build_model(folder, dtype, device, experts)
+        with torch.no_grad():
+            load_weights(model, folder, device)
     n = sum(p.numel() for p in model.parameters())
     nbytes = sum(p.numel() * p.element_size() for p in model.parameters())
     log(f"loaded {folder}: {model.config.num_hidden_layers} layers, {n:,} parameters, {nbytes / 2**30:.2f} GiB "
@@ -387,7 +479,34 @@ CACHE_FILL = {
         "are tiled along the sequence to C tokens (full layers) or kept as the window the prefill left (sliding "
         "layers, their position count set to C), broadcast to the B sequences; each timed step feeds B random "
         "tokens at position C, and the layers' tensors and counters are put back after every step (untimed)"),
+    "kimi_linear": (
+        "transformers DynamicCache (MLA layers: DynamicLayer holding the compressed latent, keys = kv_a_layernorm'd "
+        "c_kv [B, 1, C, kv_lora_rank] and values = the shared key part [B, 1, C, qk_rope_head_dim], expanded through "
+        "kv_b_proj for every cached token at every step; KDA layers: LinearAttentionLayer with the conv state "
+        "[B, 3 x heads x head_dim, kernel] and the fp32 recurrent state [B, heads, head_dim, head_dim], the same "
+        f"size at any context); filled by an eager prefill of min(C, {FILL_CHUNK}) random tokens of one sequence "
+        "whose MLA latents are tiled along the sequence to C tokens and whose KDA states (those the prefill left) "
+        "are copied to the B sequences; each timed step feeds B random tokens at position C (the KDA layers take "
+        "transformers' recurrent decode path), then the MLA layers are cropped back to C tokens and the KDA "
+        "states, which a step updates in place, are copied back (untimed)"),
 }
+
+
+def cache_arg(model) -> str:
+    """The forward keyword of the cache: past_key_values (transformers 5.17), cache (later 5.x, where
+    past_key_values is a deprecated alias)."""
+    return "past_key_values" if "past_key_values" in inspect.signature(model.forward).parameters else "cache"
+
+
+def is_linear_layer(layer) -> bool:
+    """A linear-attention (KDA) cache layer: conv and recurrent states, no tokens."""
+    return hasattr(layer, "recurrent_states") and hasattr(layer, "conv_states")
+
+
+def linear_states(cache: DynamicCache) -> list:
+    """Every KDA conv and recurrent state tensor of the cache (a decode step updates them in place)."""
+    return [t for layer in cache.layers if is_linear_layer(layer)
+            for states in (layer.conv_states, layer.recurrent_states) for t in states.values() if t is not None]
 
 
 def tile(t: torch.Tensor, batch: int, length: int, dim: int) -> torch.Tensor:
@@ -407,7 +526,25 @@ def filled_cache(model, batch: int, context: int, gen: torch.Generator, device: 
     chunk = min(context, FILL_CHUNK)
     ids = torch.randint(0, config.vocab_size, (1, chunk), generator=gen, device=device)
     cache = DynamicCache(config=config)
-    model(input_ids=ids, past_key_values=cache, use_cache=True, logits_to_keep=1)
+    model(input_ids=ids, use_cache=True, logits_to_keep=1, **{cache_arg(model): cache})
+    if config.model_type == "kimi_linear":
+        if not any(is_linear_layer(layer) for layer in cache.layers):
+            raise RuntimeError(f"transformers {transformers.__version__}: no cache layer with conv_states and "
+                               "recurrent_states after a prefill; this script knows the KDA cache layout of 5.17 "
+                               "to 5.24 (LinearAttentionLayer)")
+        for layer in cache.layers:
+            if is_linear_layer(layer):
+                # The state after min(C, FILL_CHUNK) tokens for every sequence (its size does not depend on C).
+                for states in (layer.conv_states, layer.recurrent_states):
+                    for k, t in states.items():
+                        if t is not None:
+                            states[k] = t.expand(batch, *t.shape[1:]).contiguous()
+            else:
+                layer.keys = tile(layer.keys, batch, context + 1, dim=2)
+                layer.values = tile(layer.values, batch, context + 1, dim=2)
+                layer.crop(-1)  # as every timed step will start: a view cropped from C + 1 tokens (see below)
+        check_cache(cache, batch, context)
+        return cache
     if config.model_type == "gpt_oss":
         for layer in cache.layers:
             if hasattr(layer, "sliding_window"):
@@ -438,6 +575,13 @@ def check_cache(cache: DynamicCache, batch: int, context: int) -> None:
     indexer) reads, or for a sliding-window layer its position count and a window of at most sliding_window - 1
     tokens."""
     for i, layer in enumerate(cache.layers):
+        if is_linear_layer(layer):
+            states = [layer.conv_states.get(0), layer.recurrent_states.get(0)]
+            if not all(t is not None and t.shape[0] == batch for t in states) or not layer.has_previous_state[0]:
+                raise RuntimeError(f"layer {i} (linear attention) state: "
+                                   f"{[None if t is None else tuple(t.shape) for t in states]}, previous state "
+                                   f"{layer.has_previous_state[0]}; wanted {batch} sequences")
+            continue
         if hasattr(layer, "sliding_window"):
             ok = (layer.get_seq_length() == context and layer.keys.shape[0] == batch
                   and layer.keys.shape[2] == min(context, layer.sliding_window - 1))
@@ -466,10 +610,15 @@ def decode_case(model, step, args, device, batch, context, gen) -> dict:
     cache = filled_cache(model, batch, context, gen, device)
     ids = torch.randint(0, model.config.vocab_size, (batch, 1), generator=gen, device=device)
 
-    def call():
-        step(input_ids=ids, past_key_values=cache, use_cache=True)
+    kw = cache_arg(model)
 
-    saved = snapshot(cache) if model.config.model_type == "gpt_oss" else None
+    def call():
+        step(input_ids=ids, use_cache=True, **{kw: cache})
+
+    model_type = model.config.model_type
+    saved = snapshot(cache) if model_type == "gpt_oss" else None
+    # Kimi Linear: the KDA states a step overwrites in place, with copies to put back.
+    states = [(t, t.clone()) for t in linear_states(cache)] if model_type == "kimi_linear" else []
 
     def reset():
         # Drop the token the step appended. DeepSeek: crop the keys, values and indexer keys; cropping rather
@@ -477,8 +626,16 @@ def decode_case(model, step, args, device, batch, context, gen) -> dict:
         # generate(): the whole cache once plus one layer's worth being concatenated. gpt-oss: a sliding
         # layer cannot be cropped once its window is full, so every layer's tensors and counters are put back
         # (the cache is small enough: 8 KV heads).
+        # Kimi Linear: its MLA layers are cropped (the KDA layers cannot be: no record of their past states), and
+        # its KDA states copied back.
         if saved is not None:
             restore(cache, saved)
+        elif states:
+            for layer in cache.layers:
+                if not is_linear_layer(layer):
+                    layer.crop(-1)
+            for t, copy in states:
+                t.copy_(copy)
         else:
             cache.crop(-1)
         check_cache(cache, batch, context)
@@ -492,9 +649,11 @@ def decode_case(model, step, args, device, batch, context, gen) -> dict:
 def prefill_case(model, step, args, device, tokens, gen) -> dict:
     ids = torch.randint(0, model.config.vocab_size, (1, tokens), generator=gen, device=device)
 
+    kw = cache_arg(model)
+
     def call():
         # Like generate()'s prefill: a fresh cache is written and only the last position's logits are made.
-        step(input_ids=ids, past_key_values=DynamicCache(config=model.config), use_cache=True, logits_to_keep=1)
+        step(input_ids=ids, use_cache=True, logits_to_keep=1, **{kw: DynamicCache(config=model.config)})
 
     times = measure(call, lambda: None, device, args.warmup, args.iters, args.case_timeout, args.mode == "compile")
     median = statistics.median(times)
@@ -538,6 +697,10 @@ def run_benchmark(args, device: torch.device) -> None:
     model = load_model(args.checkpoint, dtype, device, args.experts)
     result["model_type"] = model.config.model_type
     result["cache_fill"] = CACHE_FILL[model.config.model_type]
+    result["implementation"] = (f"attention={model.config._attn_implementation}, "
+                                f"experts={model.config._experts_implementation}"
+                                + (f"; {model.baseline_implementation}"
+                                   if hasattr(model, "baseline_implementation") else ""))
     step = model.forward
     if args.mode == "compile":
         # Every case is a new shape; without a higher limit dynamo would silently fall back to eager after 8.
@@ -599,10 +762,11 @@ def check_fixture(args, device: torch.device) -> int:
     prefill_diff = float((logits - expected["seq0.prefill_logits"]).abs().max())
 
     cache = DynamicCache(config=model.config)
-    model(input_ids=prompt, past_key_values=cache, use_cache=True)
+    kw = cache_arg(model)
+    model(input_ids=prompt, use_cache=True, **{kw: cache})
     decoded = []
     for tok in seq["decode_ids"]:
-        out = model(input_ids=torch.tensor([[tok]], device=device), past_key_values=cache, use_cache=True)
+        out = model(input_ids=torch.tensor([[tok]], device=device), use_cache=True, **{kw: cache})
         decoded.append(out.logits[0, -1].float().cpu())
     decode_diff = float((torch.stack(decoded) - expected["seq0.decode_logits"]).abs().max())
 
@@ -626,7 +790,7 @@ def int_list(text: str) -> list:
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--checkpoint", help="DeepSeek-V3.2 or gpt-oss checkpoint folder (hub format)")
+    ap.add_argument("--checkpoint", help="DeepSeek-V3.2, gpt-oss or Kimi Linear checkpoint folder (hub format)")
     ap.add_argument("--mode", choices=("eager", "compile"), default="eager")
     ap.add_argument("--compile-mode", default="default", help="torch.compile mode (default: %(default)s)")
     ap.add_argument("--batch", type=int_list, default=[1, 8, 64], help="decode batch sizes, comma-separated")

@@ -1,5 +1,6 @@
 #!/usr/bin/env python3
-"""Write a random-weight DeepSeek-V3.2 or gpt-oss checkpoint in the Hugging Face hub format, for benchmarks.
+"""Write a random-weight DeepSeek-V3.2, gpt-oss or Kimi Linear checkpoint in the Hugging Face hub format, for
+benchmarks.
 
 The folder holds config.json (hub field names, quantization_config fmt e4m3 with 128x128 blocks) and
 model.safetensors, or model-0000i-of-0000n.safetensors + model.safetensors.index.json when the tensors
@@ -13,12 +14,24 @@ No MTP layer is written (num_nextn_predict_layers 0).
     python3 bench/generate_checkpoint.py --preset real --layers 2 --out /data/ds-real-2l
     python3 bench/generate_checkpoint.py --preset real --layers 4 --dense-layers 1 --dry-run
     python3 bench/generate_checkpoint.py --family gpt_oss --preset real --layers 2 --out /data/oss-real-2l
+    python3 bench/generate_checkpoint.py --family kimi_linear --preset real --layers 4 --out /data/kimi-real-4l
 
 gpt_oss (`--family gpt_oss`, gpt-oss-120b at `--preset real`): the hub MXFP4 layout of models.md 3.2 and the
 gpt_oss_mxfp4 fixture's README: experts as U8 `*_blocks` [E, out, in/32, 16] (two E2M1 codes a byte, uniformly
 random codes) and U8 E8M0 `*_scales` [E, out, in/32] (one power of two per tensor, so that the dequantized
 weights have std ~ 1/sqrt(fan_in)), bf16 expert biases, attention (q/k/v/o with biases, sinks), router and
 lm_head; float32 norms; `layer_types` alternating sliding/full from layer 0 as the hub config has them.
+
+kimi_linear (`--family kimi_linear`, Kimi-Linear-48B-A3B at `--preset real`, the shared kimi_linear fixture's dimensions
+at `--preset small`): models.md 2.8 and the fixtures' README (test/fixtures/kimi_linear_long): KDA layers
+(`self_attn.{q,k,v}_proj`, depthwise `{q,k,v}_conv1d` [C, 1, W], `f_a_proj`/`f_b_proj`, `b_proj`, `g_a_proj`/`g_b_proj`,
+`A_log` [1, 1, H, 1], `dt_bias` [H * Dk], `o_norm`, `o_proj`) and NoPE MLA layers with a plain `q_proj` (q_lora_rank
+null), 3 KDA then 1 MLA repeating (`linear_attn_config` kda_layers / full_attn_layers, 1-based; at --layers 27 the
+hub's lists, whose last layer is MLA), layers 0..--dense-layers-1 a dense MLP and the rest MoE under
+`block_sparse_moe.` (per-expert w1/w3/w2, sigmoid router + e_score_correction_bias, one shared expert). Everything
+bf16 except A_log, dt_bias and e_score_correction_bias (float32). The KDA decay is drawn as generate_kimi_linear.py
+draws it (A = exp(A_log) ~ U(1, 16), dt_bias = softplus^-1(dt), dt log-uniform in [1e-3, 0.3], f_b_proj at half
+scale), so g = -A softplus(f + dt_bias) mostly spans -5 .. 0.
 
 Weights are random but well scaled: FP8 codes are drawn from a 256-entry table of quantized normal quantiles
 (finite e4m3 codes only, |code| <= ~180, never the 0x7F/0xFF NaNs), with a power-of-two (ue8m0-style) block
@@ -202,6 +215,76 @@ GPT_OSS_PRESETS = {
 }
 
 
+# Kimi Linear (moonshotai/Kimi-Linear-48B-A3B-Instruct config.json, models.md 2.1; `small`: the dimensions of
+# test/fixtures/shared/kimi_linear, whose config `--preset small --layers 4` writes again).
+KIMI_COMMON = {
+    "architectures": ["KimiLinearForCausalLM"],
+    "hidden_act": "silu",
+    "initializer_range": 0.02,
+    "mla_use_nope": True,
+    "model_max_length": 1048576,
+    "model_type": "kimi_linear",
+    "moe_layer_freq": 1,
+    "moe_renormalize": True,
+    "moe_router_activation_func": "sigmoid",
+    "num_expert_group": 1,
+    "num_nextn_predict_layers": 0,
+    "q_lora_rank": None,
+    "rms_norm_eps": 1e-05,
+    "rope_scaling": None,
+    "rope_theta": 10000.0,
+    "routed_scaling_factor": 2.446,
+    "tie_word_embeddings": False,
+    "topk_group": 1,
+    "torch_dtype": "bfloat16",
+    "use_cache": True,
+    "use_grouped_topk": True,
+}
+
+KIMI_PRESETS = {
+    "real": {
+        "bos_token_id": 163584,
+        "eos_token_id": 163586,
+        "hidden_size": 2304,
+        "intermediate_size": 9216,
+        "kv_lora_rank": 512,
+        "linear_attn_config": {"head_dim": 128, "num_heads": 32, "short_conv_kernel_size": 4},
+        "moe_intermediate_size": 1024,
+        "num_attention_heads": 32,
+        "num_experts": 256,
+        "num_experts_per_token": 8,
+        "num_key_value_heads": 32,
+        "num_shared_experts": 1,
+        "pad_token_id": 163839,
+        "qk_nope_head_dim": 128,
+        "qk_rope_head_dim": 64,
+        "v_head_dim": 128,
+        "vocab_size": 163840,
+    },
+    "small": {
+        "bos_token_id": 1,
+        "eos_token_id": 2,
+        "hidden_size": 128,
+        "intermediate_size": 256,
+        "kv_lora_rank": 32,
+        "linear_attn_config": {"head_dim": 32, "num_heads": 2, "short_conv_kernel_size": 4},
+        "moe_intermediate_size": 64,
+        "num_attention_heads": 2,
+        "num_experts": 8,
+        "num_experts_per_token": 2,
+        "num_key_value_heads": 2,
+        "num_shared_experts": 1,
+        "pad_token_id": None,
+        "qk_nope_head_dim": 32,
+        "qk_rope_head_dim": 16,
+        "v_head_dim": 32,
+        "vocab_size": 512,
+    },
+}
+# The hub's 27 layers: 3 KDA : 1 MLA, ending KDA, KDA, MLA (models.md 2.1).
+KIMI_HUB_FULL_ATTN_LAYERS = [4, 8, 12, 16, 20, 24, 27]
+
+
 def make_config(preset: str, layers: int, dense_layers: int, experts: int = 0) -> dict:
     cfg = dict(COMMON)
     cfg.update(json.loads(json.dumps(PRESETS[preset])))
@@ -228,6 +311,20 @@ def make_gpt_oss_config(preset: str, layers: int, experts: int = 0) -> dict:
         cfg["num_local_experts"] = experts
     if cfg["vocab_size"] <= cfg["pad_token_id"]:  # the small preset: the fixture's ids
         cfg["eos_token_id"], cfg["pad_token_id"] = 2, 1
+    return cfg
+
+
+def make_kimi_config(preset: str, layers: int, dense_layers: int, experts: int = 0) -> dict:
+    cfg = json.loads(json.dumps(KIMI_COMMON))
+    cfg.update(json.loads(json.dumps(KIMI_PRESETS[preset])))
+    cfg["num_hidden_layers"] = layers
+    cfg["first_k_dense_replace"] = dense_layers
+    # 1-based, as on the hub: layer l is MLA ("full attention") every fourth layer, KDA otherwise.
+    full = KIMI_HUB_FULL_ATTN_LAYERS if layers == 27 else [l for l in range(1, layers + 1) if l % 4 == 0]
+    cfg["linear_attn_config"]["full_attn_layers"] = full
+    cfg["linear_attn_config"]["kda_layers"] = [l for l in range(1, layers + 1) if l not in full]
+    if experts:
+        cfg["num_experts"] = experts
     return cfg
 
 
@@ -260,8 +357,8 @@ def fp8_linear(name, rows, cols):
               (math.ceil(rows / BLOCK), math.ceil(cols / BLOCK)), "scale", std, cols)]
 
 
-def bf16_linear(name, rows, cols):
-    return [T(name, "BF16", (rows, cols), "bf16", cols ** -0.5, cols)]
+def bf16_linear(name, rows, cols, gain=1.0):
+    return [T(name, "BF16", (rows, cols), "bf16", gain * cols ** -0.5, cols)]
 
 
 def norm(name, n):
@@ -351,6 +448,71 @@ def plan_gpt_oss_tensors(cfg: dict):
         groups.append((f"layer {i} ({cfg['layer_types'][i].split('_')[0]})", gpt_oss_layer_tensors(cfg, i)))
     groups.append(("norm + lm_head",
                    [T("model.norm.weight", "F32", (H,), "norm")] + bf16_linear("lm_head.weight", V, H)))
+    return groups
+
+
+def kimi_layer_tensors(cfg: dict, i: int) -> list:
+    """Layer i (0-based) of a Kimi Linear checkpoint, hub names (models.md 2.8; the fixtures' README)."""
+    H = cfg["hidden_size"]
+    lin = cfg["linear_attn_config"]
+    nk, dk, W = lin["num_heads"], lin["head_dim"], lin["short_conv_kernel_size"]
+    C = nk * dk
+    p = f"model.layers.{i}."
+    a = p + "self_attn."
+    ts = norm(p + "input_layernorm.weight", H)
+    if i + 1 in lin["kda_layers"]:
+        for n in "qkv":
+            ts += bf16_linear(a + f"{n}_proj.weight", C, H)
+            # depthwise kernel of W taps, std W^-1/2: the conv output keeps the input's scale
+            ts += [T(a + f"{n}_conv1d.weight", "BF16", (C, 1, W), "bf16", W ** -0.5, W)]
+        ts += bf16_linear(a + "f_a_proj.weight", dk, H)
+        ts += bf16_linear(a + "f_b_proj.weight", C, dk, 0.5)  # forget-gate input f ~ N(0, 1/4)
+        ts += bf16_linear(a + "b_proj.weight", nk, H)
+        ts += bf16_linear(a + "g_a_proj.weight", dk, H)
+        ts += bf16_linear(a + "g_b_proj.weight", C, dk)
+        ts += [T(a + "A_log", "F32", (1, 1, nk, 1), "a_log")]
+        ts += [T(a + "dt_bias", "F32", (C,), "dt_bias")]
+        ts += norm(a + "o_norm.weight", dk)
+        ts += bf16_linear(a + "o_proj.weight", H, C)
+    else:
+        nh, kvl = cfg["num_attention_heads"], cfg["kv_lora_rank"]
+        nope, rope, vd = cfg["qk_nope_head_dim"], cfg["qk_rope_head_dim"], cfg["v_head_dim"]
+        ts += bf16_linear(a + "q_proj.weight", nh * (nope + rope), H, 2.0)  # wider scores: a sharper softmax
+        ts += bf16_linear(a + "kv_a_proj_with_mqa.weight", kvl + rope, H, 2.0)
+        ts += norm(a + "kv_a_layernorm.weight", kvl)
+        ts += bf16_linear(a + "kv_b_proj.weight", nh * (nope + vd), kvl)
+        ts += bf16_linear(a + "o_proj.weight", H, nh * vd)
+    ts += norm(p + "post_attention_layernorm.weight", H)
+    if i < cfg["first_k_dense_replace"]:
+        I = cfg["intermediate_size"]
+        ts += bf16_linear(p + "mlp.gate_proj.weight", I, H)
+        ts += bf16_linear(p + "mlp.up_proj.weight", I, H)
+        ts += bf16_linear(p + "mlp.down_proj.weight", H, I)
+    else:
+        m = p + "block_sparse_moe."
+        E, mI = cfg["num_experts"], cfg["moe_intermediate_size"]
+        sI = mI * cfg["num_shared_experts"]
+        ts += bf16_linear(m + "gate.weight", E, H, 2.0)
+        ts += [T(m + "gate.e_score_correction_bias", "F32", (E,), "router_bias")]
+        for e in range(E):
+            ts += bf16_linear(m + f"experts.{e}.w1.weight", mI, H)
+            ts += bf16_linear(m + f"experts.{e}.w3.weight", mI, H)
+            ts += bf16_linear(m + f"experts.{e}.w2.weight", H, mI)
+        if sI:
+            ts += bf16_linear(m + "shared_experts.gate_proj.weight", sI, H)
+            ts += bf16_linear(m + "shared_experts.up_proj.weight", sI, H)
+            ts += bf16_linear(m + "shared_experts.down_proj.weight", H, sI)
+    return ts
+
+
+def plan_kimi_tensors(cfg: dict):
+    H, V = cfg["hidden_size"], cfg["vocab_size"]
+    groups = [("embed_tokens", [T("model.embed_tokens.weight", "BF16", (V, H), "embed", 1.0)])]
+    for i in range(cfg["num_hidden_layers"]):
+        attn = "kda" if i + 1 in cfg["linear_attn_config"]["kda_layers"] else "mla"
+        mlp = "dense" if i < cfg["first_k_dense_replace"] else "moe"
+        groups.append((f"layer {i} ({attn}, {mlp})", kimi_layer_tensors(cfg, i)))
+    groups.append(("norm + lm_head", norm("model.norm.weight", H) + bf16_linear("lm_head.weight", V, H)))
     return groups
 
 
@@ -478,6 +640,16 @@ def tensor_chunks(t: T, seed: int):
         yield b"".join(struct.pack("<H", bf16_bits(0.1 * rng.gauss(0.0, 1.0))) for _ in range(n))
     elif t.kind == "router_bias":
         yield b"".join(struct.pack("<f", 0.05 * rng.gauss(0.0, 1.0)) for _ in range(n))
+    elif t.kind == "a_log":
+        # KDA decay rate per head: A = exp(A_log) ~ U(1, 16) (fla's and transformers' initialisation).
+        yield b"".join(struct.pack("<f", math.log(rng.uniform(1.0, 16.0))) for _ in range(n))
+    elif t.kind == "dt_bias":
+        # softplus^-1(dt) per channel, dt log-uniform in [1e-3, 0.3] (test/fixtures/generate_kimi_linear.py).
+        out = []
+        for _ in range(n):
+            dt = math.exp(rng.uniform(math.log(1e-3), math.log(0.3)))
+            out.append(struct.pack("<f", dt + math.log(-math.expm1(-dt))))
+        yield b"".join(out)
     else:
         raise AssertionError(t.kind)
 
@@ -512,16 +684,18 @@ def human(n: float) -> str:
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--family", choices=["deepseek_v32", "gpt_oss"], default="deepseek_v32")
+    ap.add_argument("--family", choices=["deepseek_v32", "gpt_oss", "kimi_linear"], default="deepseek_v32")
     ap.add_argument("--preset", choices=sorted(PRESETS), default="small")
-    ap.add_argument("--layers", type=int, default=2, help="num_hidden_layers (default 2)")
+    ap.add_argument("--layers", type=int, default=None,
+                    help="num_hidden_layers (default 2; kimi_linear 4: three KDA layers, then one MLA)")
     ap.add_argument("--dense-layers", type=int, default=1,
                     help="first_k_dense_replace: layers 0..k-1 dense MLP, the rest MoE (default 1; "
-                         "deepseek_v32 only)")
+                         "deepseek_v32 and kimi_linear)")
     ap.add_argument("--experts", type=int, default=0,
                     help="n_routed_experts (default: the preset's; 256 at the real dimensions), "
                          "a multiple of the experts per group (32 real, 2 small); gpt_oss: "
-                         "num_local_experts (128 real), at least 4")
+                         "num_local_experts (128 real), at least 4; kimi_linear: num_experts (256 real), "
+                         "at least num_experts_per_token (8 real, 2 small)")
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--out", help="checkpoint folder to write (created; old model*.safetensors* removed)")
     ap.add_argument("--max-shard-bytes", type=parse_bytes, default=4 << 30,
@@ -530,11 +704,17 @@ def main():
     ap.add_argument("--list", action="store_true", help="with --dry-run: list every tensor (experts included)")
     ap.add_argument("--force", action="store_true", help="write even if the free disk space looks too small")
     args = ap.parse_args()
+    if args.layers is None:
+        args.layers = 4 if args.family == "kimi_linear" else 2
     if args.layers < 1 or not 0 <= args.dense_layers <= args.layers:
         ap.error("need --layers >= 1 and 0 <= --dense-layers <= --layers")
     if args.family == "gpt_oss":
         if args.experts and args.experts < GPT_OSS_PRESETS[args.preset]["num_experts_per_tok"]:
             ap.error("--experts must be at least num_experts_per_tok (4)")
+    elif args.family == "kimi_linear":
+        topk = KIMI_PRESETS[args.preset]["num_experts_per_token"]
+        if args.experts and args.experts < topk:
+            ap.error(f"--experts must be at least num_experts_per_token ({topk})")
     else:
         base = PRESETS[args.preset]
         per_group = base["n_routed_experts"] // base["n_group"]
@@ -547,6 +727,9 @@ def main():
     if args.family == "gpt_oss":
         cfg = make_gpt_oss_config(args.preset, args.layers, args.experts)
         groups = plan_gpt_oss_tensors(cfg)
+    elif args.family == "kimi_linear":
+        cfg = make_kimi_config(args.preset, args.layers, args.dense_layers, args.experts)
+        groups = plan_kimi_tensors(cfg)
     else:
         cfg = make_config(args.preset, args.layers, args.dense_layers, args.experts)
         groups = plan_tensors(cfg)
@@ -561,6 +744,10 @@ def main():
 
     shape = (f"{args.layers} layers ({args.dense_layers} dense, {args.layers - args.dense_layers} MoE)"
              if args.family == "deepseek_v32" else f"{args.layers} layers")
+    if args.family == "kimi_linear":
+        lin = cfg["linear_attn_config"]
+        shape = (f"{args.layers} layers (KDA {lin['kda_layers']}, MLA {lin['full_attn_layers']}, 1-based; "
+                 f"{args.dense_layers} dense, {args.layers - args.dense_layers} MoE)")
     print(f"{args.family} preset {args.preset}: {shape}, {len(tensors)} tensors, {params:,} parameters, "
           f"{total:,} bytes of tensor data ({human(total)}) in {nshards} shard(s)")
     for label, ts in groups:

@@ -12,6 +12,7 @@
 #   daybreak   daybreak-run bench over the artifact -> $OUT/daybreak.json
 #   baselines  transformers eager and torch.compile over the same checkpoint
 #              -> $OUT/baseline_eager.json, $OUT/baseline_compile.json
+#              (MODES="eager" or "compile": one of them, e.g. one per call)
 #   report     bench/report.py -> $OUT/report.md, $OUT/decode.png
 #
 # Everything it writes besides $OUT stays in device/ (ignored), which the
@@ -36,6 +37,14 @@ export PYTHONUNBUFFERED=1
 #   (default 2: one sliding-window layer, one full), compiled once per MXFP4
 #   route in ROUTES; each route gets its own artifact and results. PRESET=small
 #   (generate_checkpoint.py's) tries the steps on a tiny model.
+# - kimi_linear: Kimi-Linear-48B-A3B at its real dimensions (hidden 2304, KDA
+#   32 heads x 128 with short conv 4, NoPE MLA 32 heads with kv_lora 512, 256
+#   bf16 experts top-8 + 1 shared, vocabulary 163840), LAYERS layers (default
+#   4: KDA, KDA, KDA, MLA; layer 0 a dense MLP, the rest MoE; 12.0 GiB), bf16
+#   as the hub has it (no MXFP4 routes). EXPERTS, if set, fewer routed
+#   experts of the same shape. The transformers baseline runs its torch KDA
+#   and conv code (baseline.py keeps fla and causal_conv1d out). PRESET=small
+#   tries the steps on the shared kimi_linear fixture's dimensions.
 family=${FAMILY:-deepseek_v32}
 experts=${EXPERTS:-256}
 ckpt=$work/ckpt-$family
@@ -100,12 +109,22 @@ shutil.copyfileobj(lzma.open(sys.argv[1]), open(sys.argv[2], "wb"), 1 << 24)' \
     nproc
     python3 -c 'import torch, transformers; print("torch", torch.__version__, "transformers", transformers.__version__)
 from transformers.models.deepseek_v32 import modeling_deepseek_v32 as m; print("deepseek_v32:", m.__file__)
-from transformers.models.gpt_oss import modeling_gpt_oss as g; print("gpt_oss:", g.__file__)' || true
+from transformers.models.gpt_oss import modeling_gpt_oss as g; print("gpt_oss:", g.__file__)
+import importlib.util
+try:
+    from transformers.models.kimi_linear import configuration_kimi_linear as k; print("kimi_linear:", k.__file__)
+except ImportError as e:
+    print("kimi_linear: not in this transformers:", e)
+for p in ("fla", "causal_conv1d", "kernels"):
+    print(p, "installed" if importlib.util.find_spec(p) else "not installed")' || true
     ;;
   prepare)
     if [ "$family" = gpt_oss ]; then
       python3 bench/generate_checkpoint.py --family gpt_oss --preset "${PRESET:-real}" \
         --layers "${LAYERS:-2}" --out "$ckpt" --force
+    elif [ "$family" = kimi_linear ]; then
+      python3 bench/generate_checkpoint.py --family kimi_linear --preset "${PRESET:-real}" \
+        --layers "${LAYERS:-4}" ${EXPERTS:+--experts "$EXPERTS"} --out "$ckpt" --force
     else
       python3 bench/generate_checkpoint.py --preset real --layers 2 \
         --dense-layers 1 --experts "$experts" --out "$ckpt" --force
@@ -140,7 +159,7 @@ from transformers.models.gpt_oss import modeling_gpt_oss as g; print("gpt_oss:",
     done
     ;;
   baselines)
-    for mode in eager compile; do
+    for mode in ${MODES:-eager compile}; do
       python3 bench/baseline.py --checkpoint "$ckpt" --mode $mode $cases \
         --warmup 2 --iters 10 --case-timeout 30 \
         --out "$out/baseline_$mode.json" 2>&1 | tee "$out/baseline_$mode.log"

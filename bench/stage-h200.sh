@@ -16,6 +16,10 @@
 #   run carry=["device/toolchain-b"]  bash bench/h200.sh unpack prepare
 #   run                               bash bench/h200.sh daybreak
 #   run                               bash bench/h200.sh baselines
+#
+# The same toolchain serves every family: FAMILY=gpt_oss or FAMILY=kimi_linear
+# before each h200.sh step (bench/README.md, "The H200 run"), e.g.
+#   run carry=["device/toolchain-b"]  FAMILY=kimi_linear bash bench/h200.sh unpack prepare
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ./scripts/build.sh > /dev/null

@@ -96,6 +96,16 @@ template <typename View> void fillCacheView(View &view, const CachePlan &plan,
   view.ringRows = layout.ringRows;
 }
 
+/// Fills the fields every device's state view shares (stored as bf16 or
+/// f32, bytes per slot, slots) from slot-state cache `i` of `plan`; the
+/// device sets the base.
+template <typename View> void fillStateView(View &view, const CachePlan &plan,
+                                            int i) {
+  view.bf16 = plan.caches[i].format == CacheFormat::BF16;
+  view.slotBytes = plan.caches[i].slotBytes;
+  view.slots = plan.batch;
+}
+
 /// The view of the first `columns` values of each row of `view`: an
 /// attention launch's value_columns (absorbed MLA's values, the c_kv prefix
 /// of its latent rows). A scaled FP8 row's prefix is its scaled part

@@ -14,6 +14,8 @@
 #include "runtime/abi/KernelAbi.h"
 #include "runtime/numerics/Numerics.h"
 
+#include "test/unit/KernelTestUtil.h"
+
 #include "gtest/gtest.h"
 
 #include <algorithm>
@@ -24,17 +26,10 @@
 
 using namespace daybreak;
 using ref::Tensor;
+using test::randomFloats;
+using test::relClose;
 
 namespace {
-
-std::vector<float> randomFloats(std::mt19937 &rng, int64_t n, float lo = -1.0f,
-                                float hi = 1.0f) {
-  std::uniform_real_distribution<float> dist(lo, hi);
-  std::vector<float> v(n);
-  for (float &x : v)
-    x = dist(rng);
-  return v;
-}
 
 Tensor floats(std::vector<int64_t> shape, const std::vector<float> &values) {
   return Tensor::fromFloats(std::move(shape), values);
@@ -42,31 +37,6 @@ Tensor floats(std::vector<int64_t> shape, const std::vector<float> &values) {
 
 std::vector<float> toVector(const Tensor &t) {
   return std::vector<float>(t.floats().begin(), t.floats().end());
-}
-
-/// max |actual - expected| <= tolerance * max(max |expected|, 1e-30).
-::testing::AssertionResult relClose(const std::vector<float> &actual,
-                                    const std::vector<float> &expected,
-                                    double tolerance) {
-  if (actual.size() != expected.size())
-    return ::testing::AssertionFailure()
-           << actual.size() << " values vs " << expected.size();
-  double scale = 1e-30, worst = 0.0;
-  size_t at = 0;
-  for (float e : expected)
-    scale = std::max(scale, std::fabs(double(e)));
-  for (size_t i = 0; i < actual.size(); ++i) {
-    double diff = std::fabs(double(actual[i]) - expected[i]);
-    if (!(diff <= worst) || std::isnan(diff)) {
-      worst = std::isnan(diff) ? INFINITY : diff;
-      at = i;
-    }
-  }
-  if (worst <= tolerance * scale)
-    return ::testing::AssertionSuccess();
-  return ::testing::AssertionFailure()
-         << "element " << at << ": " << actual[at] << " vs " << expected[at]
-         << ", relative error " << worst / scale << " > " << tolerance;
 }
 
 /// The slot of each token: `lengths[s]` tokens of slot s, interleaved in a

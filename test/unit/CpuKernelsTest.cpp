@@ -13,6 +13,8 @@
 #include "runtime/numerics/Numerics.h"
 #include "test/unit/Mxfp4TestData.h"
 
+#include "test/unit/KernelTestUtil.h"
+
 #include "gtest/gtest.h"
 
 #include <algorithm>
@@ -27,19 +29,12 @@
 using namespace daybreak;
 using ref::ElementType;
 using ref::Tensor;
+using test::randomFloats;
+using test::relClose;
 
 namespace {
 
 const unsigned kThreadCounts[] = {1, 4};
-
-std::vector<float> randomFloats(std::mt19937 &rng, int64_t n, float lo = -1.0f,
-                                float hi = 1.0f) {
-  std::uniform_real_distribution<float> dist(lo, hi);
-  std::vector<float> v(n);
-  for (float &x : v)
-    x = dist(rng);
-  return v;
-}
 
 Tensor floats(std::vector<int64_t> shape, std::vector<float> values) {
   return Tensor::fromFloats(std::move(shape), std::move(values));
@@ -48,31 +43,6 @@ Tensor floats(std::vector<int64_t> shape, std::vector<float> values) {
 Tensor ints(std::vector<int64_t> shape, const std::vector<int32_t> &values) {
   return Tensor::fromInts(std::move(shape),
                           std::vector<int64_t>(values.begin(), values.end()));
-}
-
-/// max |actual - expected| <= tolerance * max(max |expected|, 1e-30).
-::testing::AssertionResult relClose(const std::vector<float> &actual,
-                                    const std::vector<float> &expected,
-                                    double tolerance) {
-  if (actual.size() != expected.size())
-    return ::testing::AssertionFailure()
-           << actual.size() << " values vs " << expected.size();
-  double scale = 1e-30, worst = 0.0;
-  size_t at = 0;
-  for (float e : expected)
-    scale = std::max(scale, std::fabs(double(e)));
-  for (size_t i = 0; i < actual.size(); ++i) {
-    double diff = std::fabs(double(actual[i]) - expected[i]);
-    if (!(diff <= worst) || std::isnan(diff)) {
-      worst = std::isnan(diff) ? INFINITY : diff;
-      at = i;
-    }
-  }
-  if (worst <= tolerance * scale)
-    return ::testing::AssertionSuccess();
-  return ::testing::AssertionFailure()
-         << "element " << at << ": " << actual[at] << " vs " << expected[at]
-         << ", relative error " << worst / scale << " > " << tolerance;
 }
 
 std::vector<int32_t> toInts(const Tensor &t) {

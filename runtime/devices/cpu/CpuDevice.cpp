@@ -447,12 +447,9 @@ struct CpuLaunchers {
         l->f(P::scale), l->has(P::window) ? l->i(P::window) : 0, f(l.out(0)));
   }
   static StateView state(CpuDevice &d, const BoundArg &a) {
-    const runtime::CacheLayout &layout = d.cachePlan().caches[a.cache()];
     StateView view;
+    runtime::fillStateView(view, d.cachePlan(), a.cache());
     view.base = d.cacheBytes[a.cache()].data.get();
-    view.bf16 = layout.format == runtime::CacheFormat::BF16;
-    view.slotBytes = layout.slotBytes;
-    view.slots = d.cachePlan().batch;
     return view;
   }
   static Status shortConv(CpuDevice &d, const BoundLaunch &l) {

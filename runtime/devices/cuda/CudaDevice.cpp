@@ -845,12 +845,9 @@ struct CudaLaunchers {
         d.attentionPartials, d.attentionPartialFloats, d.attentionPath);
   }
   static DeviceState state(CudaDevice &d, const BoundArg &a) {
-    const runtime::CacheLayout &layout = d.cachePlan().caches[a.cache()];
     DeviceState view;
+    runtime::fillStateView(view, d.cachePlan(), a.cache());
     view.base = d.caches[a.cache()].base;
-    view.bf16 = layout.format == runtime::CacheFormat::BF16;
-    view.slotBytes = layout.slotBytes;
-    view.slots = d.cachePlan().batch;
     return view;
   }
   static Status shortConv(CudaDevice &d, const BoundLaunch &l) {

@@ -39,7 +39,7 @@ namespace {
 constexpr int kKdaChunk = 64;       // tokens a chunk
 constexpr int kKdaMaxKeyDim = 128;  // key dim a block holds
 constexpr int kKdaColumns = 32;     // value columns a block owns
-constexpr int kKdaThreads = 256;    // kda_chunk
+constexpr int kKdaThreads = 512;    // kda_chunk
 constexpr int kKdaStepThreads = 128; // kda_step: a warp per 32 key rows
 constexpr int kShortConvMaxWidth = 8;
 
@@ -221,7 +221,7 @@ __host__ __device__ constexpr int64_t kdaChunkSharedFloats(int64_t dk) {
 
 } // namespace
 
-/// kda_chunk: grid (slots, heads, ceil(Dv / 32)), block 256, dynamic shared
+/// kda_chunk: grid (slots, heads, ceil(Dv / 32)), block 512, dynamic shared
 /// memory kdaChunkSharedFloats(dk) floats; dk <= 128.
 extern "C" __global__ void __launch_bounds__(kKdaThreads)
 daybreak_kda_chunk(const float *q, const float *k, const float *v,
@@ -277,6 +277,7 @@ daybreak_kda_chunk(const float *q, const float *k, const float *v,
       int64_t at = (int64_t(list[r]) * heads + h) * dk + d;
       qm[r * P + d] = q[at];
       km[r * P + d] = k[at];
+      gm[r * P + d] = g[at];
     }
     for (int64_t i = tid; i < int64_t(n) * kKdaColumns; i += nthreads) {
       int64_t r = i / kKdaColumns, c = i % kKdaColumns;
@@ -285,10 +286,11 @@ daybreak_kda_chunk(const float *q, const float *k, const float *v,
     }
     for (int r = tid; r < n; r += nthreads)
       bm[r] = beta[int64_t(list[r]) * heads + h];
+    __syncthreads();
     for (int64_t d = tid; d < dk; d += nthreads) {
       float acc = 0.0f;
       for (int r = 0; r < n; ++r) {
-        acc += g[(int64_t(list[r]) * heads + h) * dk + d];
+        acc += gm[r * P + d];
         gm[r * P + d] = acc;
       }
       last[d] = acc;

@@ -347,7 +347,7 @@ Status CudaKernels::kda(bool chunked, const DeviceKdaInputs &in,
                     &out};
   int64_t splits = ceilDiv(valueDim, 32);
   if (chunked)
-    return launch(kdaChunkFn, name, state.slots, heads, splits, 256,
+    return launch(kdaChunkFn, name, state.slots, heads, splits, 512,
                   unsigned(kdaChunkSharedBytes(keyDim)), stream, params);
   int64_t slots = state.slots;
   void *stepParams[] = {&i.q,      &i.k,     &i.v,    &i.g,       &i.beta,
