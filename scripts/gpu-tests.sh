@@ -13,6 +13,7 @@ out=${OUT:-.}/gpu-tests.txt
 for f in daybreak-run.xz Daybreak*.xz; do
   [ -f "$f" ] && xz -d -f "$f" && chmod +x "${f%.xz}"
 done
+[ -f artifacts.tar.xz ] && xz -dc artifacts.tar.xz | tar xf -
 find . -name '*.daybreak.xz' -exec xz -d -f {} \;
 status=0
 {

@@ -47,8 +47,11 @@ for fixture in shared/deepseek_v32 shared/deepseek_v32_fp8 deepseek_v32_small de
   esac
 done
 # The device tool carries at most 64 MiB with the working tree: binaries
-# stripped, binaries and artifacts xz-compressed (gpu-tests.sh unpacks them).
+# stripped and xz-compressed, the artifacts in one xz'd tar (they share
+# their kernel code, which the one stream stores once; gpu-tests.sh unpacks
+# both).
 strip "$dir"/daybreak-run "$dir"/Daybreak*
 xz -T2 -6 "$dir"/daybreak-run "$dir"/Daybreak*
-find "$dir" -name '*.daybreak' -exec xz -T2 -6 {} \;
+(cd "$dir" && find . -name '*.daybreak' | sort | tar cf - -T - | xz -T2 -9 > artifacts.tar.xz &&
+  find . -name '*.daybreak' -delete)
 du -sh "$dir"
