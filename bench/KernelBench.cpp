@@ -718,7 +718,8 @@ void benchKda(const CudaKernels &kernels, int iterations) {
     std::vector<int32_t> sequences(tokens);
     for (int64_t t = 0; t < tokens; ++t)
       sequences[t] = int32_t(chunked ? 0 : t);
-    CUdeviceptr dSeqs = alloc(tokens * 4, 0), out = alloc(tokens * kHeads * kDim * 4, 0);
+    CUdeviceptr dSeqs = alloc(tokens * 4, 0),
+                out = alloc(tokens * kHeads * kDim * 4, 0);
     check(driver->cuMemcpyHtoD(dSeqs, sequences.data(), tokens * 4),
           "cuMemcpyHtoD");
     DeviceState state;

@@ -550,8 +550,8 @@ LogicalResult Lowering::lowerOp(Operation *op) {
               b.getNamedAttr("window", b.getI64IntegerAttr(*window)));
         if (auto it = cacheColumns.find(attention.getV());
             it != cacheColumns.end())
-          attrs.push_back(b.getNamedAttr("value_columns",
-                                         b.getI64IntegerAttr(it->second)));
+          attrs.push_back(
+              b.getNamedAttr("value_columns", b.getI64IntegerAttr(it->second)));
         Value out = buffer(attention.getResult());
         return launch(loc, "attention",
                       {lookup(attention.getQ()), k, v,
@@ -560,7 +560,7 @@ LogicalResult Lowering::lowerOp(Operation *op) {
                        attention.getSinks() ? lookup(attention.getSinks())
                                             : Value()},
                       {out}, attrs);
-        })
+      })
       .Case([&](lm::Mxfp4ToFp8ExpertsOp convert) -> LogicalResult {
         // Every MoE layer converts into the same workspace: buffers of one
         // name are one allocation to plan-assign-workspace, sized for the

@@ -99,8 +99,8 @@ template <typename View> void fillCacheView(View &view, const CachePlan &plan,
 /// Fills the fields every device's state view shares (stored as bf16 or
 /// f32, bytes per slot, slots) from slot-state cache `i` of `plan`; the
 /// device sets the base.
-template <typename View> void fillStateView(View &view, const CachePlan &plan,
-                                            int i) {
+template <typename View>
+void fillStateView(View &view, const CachePlan &plan, int i) {
   view.bf16 = plan.caches[i].format == CacheFormat::BF16;
   view.slotBytes = plan.caches[i].slotBytes;
   view.slots = plan.batch;

@@ -1824,9 +1824,9 @@ TEST_F(CudaKernelsTest, KdaScansAndShortConv) {
     int64_t heads, dk, dv;
     std::vector<int64_t> lengths;
   };
-  for (const Shape &s : {Shape{2, 32, 32, {1, 63, 0, 65, 130}},
-                         Shape{3, 128, 80, {200, 1, 64}},
-                         Shape{2, 16, 8, {5, 5, 5, 5}}})
+  for (const Shape &s :
+       {Shape{2, 32, 32, {1, 63, 0, 65, 130}}, Shape{3, 128, 80, {200, 1, 64}},
+        Shape{2, 16, 8, {5, 5, 5, 5}}})
     for (bool bf16 : {false, true}) {
       std::vector<int32_t> sequences;
       for (size_t slot = 0; slot < s.lengths.size(); ++slot)
@@ -1881,8 +1881,8 @@ TEST_F(CudaKernelsTest, KdaScansAndShortConv) {
                              : cpu::kdaStep(pool, in, view, sequences.data(),
                                             tokens, shape, expected.data());
         ASSERT_TRUE(ran.ok()) << ran.message();
-        Buffer dState = bf16 ? Buffer(*driver, state0Bf16)
-                             : Buffer(*driver, state0);
+        Buffer dState =
+            bf16 ? Buffer(*driver, state0Bf16) : Buffer(*driver, state0);
         DeviceState state;
         state.base = dState;
         state.bf16 = bf16;
@@ -1940,8 +1940,8 @@ TEST_F(CudaKernelsTest, KdaScansAndShortConv) {
                                  channels, width, view, sequences.data(),
                                  tokens, /*silu*/ 2, expected.data())
                       .ok());
-      Buffer dx(*driver, x), dw(*driver, w), dConvOut(*driver,
-                                                     tokens * channels * 4);
+      Buffer dx(*driver, x), dw(*driver, w),
+          dConvOut(*driver, tokens * channels * 4);
       Buffer dConv = bf16 ? Buffer(*driver, conv0Bf16) : Buffer(*driver, conv0);
       DeviceState state;
       state.base = dConv;
@@ -1987,8 +1987,8 @@ TEST_F(CudaKernelsTest, KdaGateAndGatedNorm) {
                       cpu::WeightView::f32(weight.data()), tokens * heads, dim,
                       1e-5, activation, expected.data());
     expectRan(kernels->gatedRmsNorm(dx, dGate, DeviceWeight::f32(dw),
-                                    tokens * heads, dim, 1e-5, activation,
-                                    dOut, nullptr));
+                                    tokens * heads, dim, 1e-5, activation, dOut,
+                                    nullptr));
     EXPECT_LE(rowRelativeError(dOut.read<float>(x.size()), expected, dim),
               1e-5);
   }

@@ -302,12 +302,15 @@ TEST(CpuAttention, ValuesAsTheLatentRowsPrefix) {
   for (F format : {F::F32, F::BF16, F::Fp8Scaled}) {
     SCOPED_TRACE(int(format));
     bool fp8 = format == F::Fp8Scaled;
-    Case c{"latent", 4, 1, kWidth, kLora, format, false, 0, false,
-           packed({{0, 0, 13}, {2, 5, 11}, {1, 30, 31}}, kBatch)};
+    Case c{"latent", 4,
+           1,        kWidth,
+           kLora,    format,
+           false,    0,
+           false,    packed({{0, 0, 13}, {2, 5, 11}, {1, 30, 31}}, kBatch)};
     const Scenario &s = c.scenario;
     int64_t tokens = s.positions.size();
-    TestCache latent(rng, format, kWidth, fp8 ? kRope : 0, fp8 ? 16 : 0,
-                     kBatch, kMaxSeqLen, kPageSize, 0);
+    TestCache latent(rng, format, kWidth, fp8 ? kRope : 0, fp8 ? 16 : 0, kBatch,
+                     kMaxSeqLen, kPageSize, 0);
     std::vector<std::vector<float>> keys(kBatch), values(kBatch);
     for (int64_t seq = 0; seq < kBatch; ++seq)
       for (int64_t p = 0; p < s.lengths[seq]; ++p) {

@@ -9,9 +9,9 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "runtime/devices/cpu/CpuKernels.h"
 #include "compiler/reference/Kernels.h"
 #include "runtime/abi/KernelAbi.h"
+#include "runtime/devices/cpu/CpuKernels.h"
 #include "runtime/numerics/Numerics.h"
 
 #include "test/unit/KernelTestUtil.h"
@@ -119,8 +119,7 @@ enum class Form { Chunk, Step };
 
 Status runKda(cpu::ThreadPool &pool, Form form, const KdaProblem &p,
               const cpu::KdaInputs &in, const int32_t *sequences,
-              int64_t tokens, cpu::StateView state, int64_t chunk,
-              float *out) {
+              int64_t tokens, cpu::StateView state, int64_t chunk, float *out) {
   if (form == Form::Chunk)
     return cpu::kdaChunk(pool, in, state, sequences, tokens, p.shape(chunk),
                          out);
@@ -137,10 +136,10 @@ TEST(CpuKda, ShortConvMatchesReference) {
   int64_t tokens = int64_t(slots.size()), batch = int64_t(lengths.size());
   std::vector<float> x = randomFloats(rng, tokens * channels);
   std::vector<float> w = randomFloats(rng, channels * width);
-  std::vector<float> state0 =
-      randomFloats(rng, batch * (width - 1) * channels);
+  std::vector<float> state0 = randomFloats(rng, batch * (width - 1) * channels);
   for (auto [activation, refActivation] :
-       {std::pair<int64_t, ref::ConvActivation>{daybreak::abi::silu, ref::ConvActivation::Silu},
+       {std::pair<int64_t, ref::ConvActivation>{daybreak::abi::silu,
+                                                ref::ConvActivation::Silu},
         {daybreak::abi::none, ref::ConvActivation::None}}) {
     auto expected = ref::causalConv1dSlots(
         floats({tokens, channels}, x), floats({channels, width}, w),
@@ -150,10 +149,10 @@ TEST(CpuKda, ShortConvMatchesReference) {
     for (unsigned threads : {1u, 4u}) {
       cpu::ThreadPool pool(threads);
       std::vector<float> state = state0, out(tokens * channels, NAN);
-      Status status = cpu::shortConv(
-          pool, x.data(), cpu::WeightView::f32(w.data()), channels, width,
-          stateView(state, batch), slots.data(), tokens, activation,
-          out.data());
+      Status status =
+          cpu::shortConv(pool, x.data(), cpu::WeightView::f32(w.data()),
+                         channels, width, stateView(state, batch), slots.data(),
+                         tokens, activation, out.data());
       ASSERT_TRUE(status.ok()) << status.message();
       EXPECT_TRUE(relClose(out, toVector(expected->output), 1e-6));
       EXPECT_TRUE(relClose(state, toVector(expected->state), 0.0))
@@ -171,10 +170,10 @@ TEST(CpuKda, GateAndGatedNormMatchReference) {
   cpu::ThreadPool pool(2);
   for (bool bounded : {false, true}) {
     double bound = -5.0;
-    Tensor expected = ref::kdaGate(
-        floats({tokens, heads, dim}, raw), floats({heads}, aLog),
-        floats({heads, dim}, dtBias),
-        bounded ? std::optional<double>(bound) : std::nullopt);
+    Tensor expected =
+        ref::kdaGate(floats({tokens, heads, dim}, raw), floats({heads}, aLog),
+                     floats({heads, dim}, dtBias),
+                     bounded ? std::optional<double>(bound) : std::nullopt);
     std::vector<float> out(raw.size(), NAN);
     cpu::kdaGate(pool, raw.data(), aLog.data(), dtBias.data(), tokens, heads,
                  dim, bounded ? &bound : nullptr, out.data());
@@ -184,7 +183,8 @@ TEST(CpuKda, GateAndGatedNormMatchReference) {
   std::vector<float> gate = randomFloats(rng, tokens * heads * dim, -4, 4);
   std::vector<float> weight = randomFloats(rng, dim);
   for (auto [activation, refActivation] :
-       {std::pair<int64_t, ref::GateActivation>{daybreak::abi::sigmoid, ref::GateActivation::Sigmoid},
+       {std::pair<int64_t, ref::GateActivation>{daybreak::abi::sigmoid,
+                                                ref::GateActivation::Sigmoid},
         {daybreak::abi::silu, ref::GateActivation::Silu}}) {
     Tensor expected = ref::gatedRmsNorm(
         floats({tokens, heads, dim}, x), floats({tokens, heads, dim}, gate),
@@ -209,14 +209,15 @@ TEST(CpuKda, ChunkAndStepFormsMatchTheRecurrence) {
                              {Form::Chunk, int64_t(16)},
                              {Form::Step, int64_t(0)}})
     for (unsigned threads : {1u, 4u}) {
-      SCOPED_TRACE(testing::Message() << (form == Form::Chunk ? "chunk " : "step ")
-                                      << chunk << ", " << threads << " threads");
+      SCOPED_TRACE(testing::Message()
+                   << (form == Form::Chunk ? "chunk " : "step ") << chunk
+                   << ", " << threads << " threads");
       cpu::ThreadPool pool(threads);
       std::vector<float> state = p.state;
       std::vector<float> out(p.tokens() * p.heads * p.dv, NAN);
-      Status status = runKda(pool, form, p, p.inputs(), p.sequences.data(),
-                             p.tokens(), stateView(state, p.slots), chunk,
-                             out.data());
+      Status status =
+          runKda(pool, form, p, p.inputs(), p.sequences.data(), p.tokens(),
+                 stateView(state, p.slots), chunk, out.data());
       ASSERT_TRUE(status.ok()) << status.message();
       // fp32 against the double recurrence over up to 130 tokens.
       EXPECT_TRUE(relClose(out, toVector(expected.output), 2e-5));
@@ -242,11 +243,10 @@ TEST(CpuKda, StateCarriesAcrossCalls) {
   int64_t splits[] = {0, 1, 8, 71, 120, p.tokens()};
   for (int i = 0; i + 1 < 6; ++i) {
     int64_t t0 = splits[i], n = splits[i + 1] - t0;
-    cpu::KdaInputs in = {p.q.data() + t0 * p.heads * p.dk,
-                         p.k.data() + t0 * p.heads * p.dk,
-                         p.v.data() + t0 * p.heads * p.dv,
-                         p.g.data() + t0 * p.heads * p.dk,
-                         p.beta.data() + t0 * p.heads};
+    cpu::KdaInputs in = {
+        p.q.data() + t0 * p.heads * p.dk, p.k.data() + t0 * p.heads * p.dk,
+        p.v.data() + t0 * p.heads * p.dv, p.g.data() + t0 * p.heads * p.dk,
+        p.beta.data() + t0 * p.heads};
     Form form = n == 1 ? Form::Step : Form::Chunk;
     Status status =
         runKda(pool, form, p, in, p.sequences.data() + t0, n,
@@ -309,16 +309,16 @@ TEST(CpuKda, ErrorsNameTheSlotAndTheLimit) {
   // A slot of another shape: 8 x 8 per head is not 8 x 4.
   cpu::KdaShape shape = p.shape(64);
   shape.valueDim = 4;
-  Status status = cpu::kdaChunk(pool, p.inputs(), stateView(state, p.slots),
-                                p.sequences.data(), p.tokens(), shape,
-                                out.data());
+  Status status =
+      cpu::kdaChunk(pool, p.inputs(), stateView(state, p.slots),
+                    p.sequences.data(), p.tokens(), shape, out.data());
   ASSERT_FALSE(status.ok());
   EXPECT_NE(status.message().find("does not hold 1 heads of 8 x 4"),
             std::string::npos)
       << status.message();
   std::vector<float> x(p.tokens() * 8), w(8 * 4), conv(p.slots * 2 * 8);
-  status = cpu::shortConv(pool, x.data(), cpu::WeightView::f32(w.data()), 8,
-                          4, stateView(conv, p.slots), p.sequences.data(),
+  status = cpu::shortConv(pool, x.data(), cpu::WeightView::f32(w.data()), 8, 4,
+                          stateView(conv, p.slots), p.sequences.data(),
                           p.tokens(), daybreak::abi::silu, x.data());
   ASSERT_FALSE(status.ok());
   EXPECT_NE(status.message().find("is not the 3 x 8 window"), std::string::npos)

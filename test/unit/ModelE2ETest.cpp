@@ -200,8 +200,7 @@ INSTANTIATE_TEST_SUITE_P(
                       Fixture{"test/fixtures/gpt_oss_small", "gpt_oss"},
                       Fixture{"test/fixtures/shared/kimi_linear",
                               "kimi_linear"},
-                      Fixture{"test/fixtures/kimi_linear_long",
-                              "kimi_linear"}),
+                      Fixture{"test/fixtures/kimi_linear_long", "kimi_linear"}),
     [](const ::testing::TestParamInfo<Fixture> &info) {
       std::string name = info.param.path;
       return name.substr(name.rfind('/') + 1);

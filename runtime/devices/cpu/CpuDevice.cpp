@@ -441,10 +441,10 @@ struct CpuLaunchers {
     if (l->has(P::value_columns))
       v = runtime::columnPrefixView(v, l->i(P::value_columns));
     return cpu::attention(
-        d.pool, f(q), cache(d, l.in(In::k)), v,
-        i32(l.in(In::positions)), opt<int32_t>(l.in(In::sequences)),
-        opt<float>(l.in(In::sinks)), l.tokens, q.dim(1), l->i(P::kv_heads),
-        l->f(P::scale), l->has(P::window) ? l->i(P::window) : 0, f(l.out(0)));
+        d.pool, f(q), cache(d, l.in(In::k)), v, i32(l.in(In::positions)),
+        opt<int32_t>(l.in(In::sequences)), opt<float>(l.in(In::sinks)),
+        l.tokens, q.dim(1), l->i(P::kv_heads), l->f(P::scale),
+        l->has(P::window) ? l->i(P::window) : 0, f(l.out(0)));
   }
   static StateView state(CpuDevice &d, const BoundArg &a) {
     StateView view;
@@ -473,7 +473,8 @@ struct CpuLaunchers {
   /// kda_chunk and kda_step share their operands and parameters but
   /// chunk_size.
   template <typename In, typename P>
-  static void kdaOperands(const BoundLaunch &l, KdaInputs &in, KdaShape &shape) {
+  static void kdaOperands(const BoundLaunch &l, KdaInputs &in,
+                          KdaShape &shape) {
     const BoundArg &q = l.in(In::q), &v = l.in(In::v);
     in = {f(q), f(l.in(In::k)), f(v), f(l.in(In::g)), f(l.in(In::beta))};
     shape.heads = q.dim(1);
@@ -499,8 +500,7 @@ struct CpuLaunchers {
     KdaShape shape;
     kdaOperands<In, abi::KdaStep::P>(l, in, shape);
     return cpu::kdaStep(d.pool, in, state(d, l.in(In::state)),
-                        i32(l.in(In::sequences)), l.tokens, shape,
-                        f(l.out(0)));
+                        i32(l.in(In::sequences)), l.tokens, shape, f(l.out(0)));
   }
   static Status gatedRmsNorm(CpuDevice &d, const BoundLaunch &l) {
     using In = abi::GatedRmsNorm::In;

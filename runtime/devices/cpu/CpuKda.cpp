@@ -12,8 +12,8 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "runtime/devices/cpu/CpuKernels.h"
 #include "runtime/abi/KernelAbi.h"
+#include "runtime/devices/cpu/CpuKernels.h"
 #include "runtime/numerics/Numerics.h"
 
 #include <algorithm>
@@ -32,9 +32,8 @@ struct SlotGroups {
   int32_t *slot = nullptr, *start = nullptr, *tokens = nullptr;
 };
 
-Status groupBySlot(const char *kernel, const int32_t *sequences,
-                   int64_t tokens, int64_t slots, ScratchFrame &frame,
-                   SlotGroups &groups) {
+Status groupBySlot(const char *kernel, const int32_t *sequences, int64_t tokens,
+                   int64_t slots, ScratchFrame &frame, SlotGroups &groups) {
   for (int64_t t = 0; t < tokens; ++t)
     if (sequences[t] < 0 || sequences[t] >= slots)
       return Status::error(std::string(kernel) + ": sequence " +
@@ -121,14 +120,13 @@ void prepareQk(const float *q, const float *k, int64_t dim,
 
 Status checkKdaShape(const char *kernel, const KdaShape &shape,
                      const StateView &state) {
-  int64_t bytes = shape.heads * shape.keyDim * shape.valueDim *
-                  (state.bf16 ? 2 : 4);
+  int64_t bytes =
+      shape.heads * shape.keyDim * shape.valueDim * (state.bf16 ? 2 : 4);
   if (bytes != state.slotBytes)
     return Status::error(std::string(kernel) + ": a state slot of " +
                          std::to_string(state.slotBytes) +
-                         " bytes does not hold " +
-                         std::to_string(shape.heads) + " heads of " +
-                         std::to_string(shape.keyDim) + " x " +
+                         " bytes does not hold " + std::to_string(shape.heads) +
+                         " heads of " + std::to_string(shape.keyDim) + " x " +
                          std::to_string(shape.valueDim));
   return Status::success();
 }
@@ -139,18 +137,17 @@ Status shortConv(ThreadPool &pool, const float *x, const WeightView &weight,
                  int64_t channels, int64_t width, const StateView &state,
                  const int32_t *sequences, int64_t tokens, int64_t activation,
                  float *out) {
-  if (width < 1 || (width - 1) * channels * (state.bf16 ? 2 : 4) !=
-                       state.slotBytes)
-    return Status::error("short_conv: a state slot of " +
-                         std::to_string(state.slotBytes) +
-                         " bytes is not the " + std::to_string(width - 1) +
-                         " x " + std::to_string(channels) +
-                         " window of a width-" + std::to_string(width) +
-                         " convolution");
+  if (width < 1 ||
+      (width - 1) * channels * (state.bf16 ? 2 : 4) != state.slotBytes)
+    return Status::error(
+        "short_conv: a state slot of " + std::to_string(state.slotBytes) +
+        " bytes is not the " + std::to_string(width - 1) + " x " +
+        std::to_string(channels) + " window of a width-" +
+        std::to_string(width) + " convolution");
   ScratchFrame frame;
   SlotGroups groups;
-  DAYBREAK_RETURN_IF_ERROR(groupBySlot("short_conv", sequences, tokens,
-                                       state.slots, frame, groups));
+  DAYBREAK_RETURN_IF_ERROR(
+      groupBySlot("short_conv", sequences, tokens, state.slots, frame, groups));
   int64_t history = width - 1;
   // Channels in blocks: each block walks every slot's tokens.
   constexpr int64_t kBlock = 64;
@@ -195,43 +192,46 @@ void kdaGate(ThreadPool &pool, const float *raw, const float *aLog,
              const double *lowerBound, float *out) {
   pool.parallelFor(tokens, std::max<int64_t>(1, 16384 / (heads * dim)),
                    [&](int64_t begin, int64_t end) {
-    for (int64_t t = begin; t < end; ++t)
-      for (int64_t h = 0; h < heads; ++h) {
-        double a = std::exp(double(aLog[h]));
-        for (int64_t d = 0; d < dim; ++d) {
-          int64_t i = (t * heads + h) * dim + d;
-          double z = double(raw[i]) + dtBias[h * dim + d];
-          double g;
-          if (lowerBound) {
-            g = *lowerBound / (1.0 + std::exp(-a * z));
-          } else {
-            // softplus(z) = log1p(exp(z)), linear past 20 (as torch).
-            double softplus = z > 20.0 ? z : std::log1p(std::exp(z));
-            g = -a * softplus;
-          }
-          out[i] = static_cast<float>(g);
-        }
-      }
-  });
+                     for (int64_t t = begin; t < end; ++t)
+                       for (int64_t h = 0; h < heads; ++h) {
+                         double a = std::exp(double(aLog[h]));
+                         for (int64_t d = 0; d < dim; ++d) {
+                           int64_t i = (t * heads + h) * dim + d;
+                           double z = double(raw[i]) + dtBias[h * dim + d];
+                           double g;
+                           if (lowerBound) {
+                             g = *lowerBound / (1.0 + std::exp(-a * z));
+                           } else {
+                             // softplus(z) = log1p(exp(z)), linear past 20 (as
+                             // torch).
+                             double softplus =
+                                 z > 20.0 ? z : std::log1p(std::exp(z));
+                             g = -a * softplus;
+                           }
+                           out[i] = static_cast<float>(g);
+                         }
+                       }
+                   });
 }
 
 Status kdaChunk(ThreadPool &pool, const KdaInputs &in, const StateView &state,
-                const int32_t *sequences, int64_t tokens,
-                const KdaShape &shape, float *out) {
+                const int32_t *sequences, int64_t tokens, const KdaShape &shape,
+                float *out) {
   DAYBREAK_RETURN_IF_ERROR(checkKdaShape("kda_chunk", shape, state));
   if (shape.chunkSize <= 0)
     return Status::error("kda_chunk: chunk size " +
                          std::to_string(shape.chunkSize));
   ScratchFrame frame;
   SlotGroups groups;
-  DAYBREAK_RETURN_IF_ERROR(groupBySlot("kda_chunk", sequences, tokens,
-                                       state.slots, frame, groups));
+  DAYBREAK_RETURN_IF_ERROR(
+      groupBySlot("kda_chunk", sequences, tokens, state.slots, frame, groups));
   const int64_t heads = shape.heads, dk = shape.keyDim, dv = shape.valueDim;
   const int64_t chunk = std::min(shape.chunkSize, std::max<int64_t>(tokens, 1));
   pool.parallelFor(groups.count * heads, 1, [&](int64_t begin, int64_t end) {
     ScratchFrame local;
     float *s = local.take<float>(dk * dv);
-    float *q = local.take<float>(chunk * dk), *k = local.take<float>(chunk * dk);
+    float *q = local.take<float>(chunk * dk),
+          *k = local.take<float>(chunk * dk);
     float *gamma = local.take<float>(chunk * dk);
     float *v = local.take<float>(chunk * dv), *beta = local.take<float>(chunk);
     float *lower = local.take<float>(chunk * chunk);
@@ -267,7 +267,8 @@ Status kdaChunk(ThreadPool &pool, const KdaInputs &in, const StateView &state,
           for (int64_t c = 0; c <= r; ++c) {
             double kk = 0.0, qkSum = 0.0;
             for (int64_t d = 0; d < dk; ++d) {
-              double e = std::exp(double(gamma[r * dk + d]) - gamma[c * dk + d]);
+              double e =
+                  std::exp(double(gamma[r * dk + d]) - gamma[c * dk + d]);
               double kc = double(k[c * dk + d]) * e;
               kk += double(k[r * dk + d]) * kc;
               qkSum += double(q[r * dk + d]) * kc;
@@ -314,7 +315,8 @@ Status kdaChunk(ThreadPool &pool, const KdaInputs &in, const StateView &state,
           for (int64_t e = 0; e < dv; ++e)
             acc[e] = 0.0;
           for (int64_t d = 0; d < dk; ++d) {
-            double qd = double(q[r * dk + d]) * std::exp(double(gamma[r * dk + d]));
+            double qd =
+                double(q[r * dk + d]) * std::exp(double(gamma[r * dk + d]));
             for (int64_t e = 0; e < dv; ++e)
               acc[e] += qd * s[d * dv + e];
           }
@@ -354,8 +356,8 @@ Status kdaStep(ThreadPool &pool, const KdaInputs &in, const StateView &state,
   DAYBREAK_RETURN_IF_ERROR(checkKdaShape("kda_step", shape, state));
   ScratchFrame frame;
   SlotGroups groups;
-  DAYBREAK_RETURN_IF_ERROR(groupBySlot("kda_step", sequences, tokens,
-                                       state.slots, frame, groups));
+  DAYBREAK_RETURN_IF_ERROR(
+      groupBySlot("kda_step", sequences, tokens, state.slots, frame, groups));
   const int64_t heads = shape.heads, dk = shape.keyDim, dv = shape.valueDim;
   pool.parallelFor(groups.count * heads, 1, [&](int64_t begin, int64_t end) {
     ScratchFrame local;
@@ -410,20 +412,20 @@ Status kdaStep(ThreadPool &pool, const KdaInputs &in, const StateView &state,
 void gatedRmsNorm(ThreadPool &pool, const float *x, const float *gate,
                   const WeightView &weight, int64_t rows, int64_t dim,
                   double eps, int64_t activation, float *out) {
-  pool.parallelFor(rows, std::max<int64_t>(1, 16384 / dim),
-                   [&](int64_t begin, int64_t end) {
-    for (int64_t r = begin; r < end; ++r) {
-      const float *in = x + r * dim, *gr = gate + r * dim;
-      double sumSquares = 0.0;
-      for (int64_t i = 0; i < dim; ++i)
-        sumSquares += double(in[i]) * in[i];
-      double inv = 1.0 / std::sqrt(sumSquares / double(dim) + eps);
-      for (int64_t i = 0; i < dim; ++i)
-        out[r * dim + i] = static_cast<float>(
-            in[i] * inv * (weight.data ? weight.at(i) : 1.0f) *
-            activate(activation, gr[i]));
-    }
-  });
+  pool.parallelFor(
+      rows, std::max<int64_t>(1, 16384 / dim), [&](int64_t begin, int64_t end) {
+        for (int64_t r = begin; r < end; ++r) {
+          const float *in = x + r * dim, *gr = gate + r * dim;
+          double sumSquares = 0.0;
+          for (int64_t i = 0; i < dim; ++i)
+            sumSquares += double(in[i]) * in[i];
+          double inv = 1.0 / std::sqrt(sumSquares / double(dim) + eps);
+          for (int64_t i = 0; i < dim; ++i)
+            out[r * dim + i] = static_cast<float>(
+                in[i] * inv * (weight.data ? weight.at(i) : 1.0f) *
+                activate(activation, gr[i]));
+        }
+      });
 }
 
 } // namespace daybreak::cpu

@@ -339,8 +339,8 @@ void kdaGate(ThreadPool &pool, const float *raw, const float *aLog,
 /// kda_chunk: each slot's tokens in chunks of shape.chunkSize, the WY/UT
 /// form (models.md 2.4); state slots [H, Dk, Dv]. out [T, H, Dv].
 Status kdaChunk(ThreadPool &pool, const KdaInputs &in, const StateView &state,
-                const int32_t *sequences, int64_t tokens,
-                const KdaShape &shape, float *out);
+                const int32_t *sequences, int64_t tokens, const KdaShape &shape,
+                float *out);
 /// kda_step: the recurrence token by token.
 Status kdaStep(ThreadPool &pool, const KdaInputs &in, const StateView &state,
                const int32_t *sequences, int64_t tokens, const KdaShape &shape,

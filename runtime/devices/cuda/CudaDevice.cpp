@@ -838,9 +838,9 @@ struct CudaLaunchers {
     if (l->has(P::value_columns))
       v = runtime::columnPrefixView(v, l->i(P::value_columns));
     return d.kernels->attention(
-        p(q), cache(d, l.in(In::k)), v,
-        p(l.in(In::positions)), p(l.in(In::sequences)), p(l.in(In::sinks)),
-        l.tokens, q.dim(1), l->i(P::kv_heads), l->f(P::scale),
+        p(q), cache(d, l.in(In::k)), v, p(l.in(In::positions)),
+        p(l.in(In::sequences)), p(l.in(In::sinks)), l.tokens, q.dim(1),
+        l->i(P::kv_heads), l->f(P::scale),
         l->has(P::window) ? l->i(P::window) : 0, p(l.out(0)), d.stream,
         d.attentionPartials, d.attentionPartialFloats, d.attentionPath);
   }
@@ -853,11 +853,10 @@ struct CudaLaunchers {
   static Status shortConv(CudaDevice &d, const BoundLaunch &l) {
     using In = abi::ShortConv::In;
     const BoundArg &w = l.in(In::weight);
-    return d.kernels->shortConv(p(l.in(In::input)), weight(w), w.dim(0),
-                                w.dim(1), state(d, l.in(In::state)),
-                                p(l.in(In::sequences)), l.tokens,
-                                l->i(abi::ShortConv::P::activation),
-                                p(l.out(0)), d.stream);
+    return d.kernels->shortConv(
+        p(l.in(In::input)), weight(w), w.dim(0), w.dim(1),
+        state(d, l.in(In::state)), p(l.in(In::sequences)), l.tokens,
+        l->i(abi::ShortConv::P::activation), p(l.out(0)), d.stream);
   }
   static Status kdaGate(CudaDevice &d, const BoundLaunch &l) {
     using In = abi::KdaGate::In;
@@ -880,11 +879,10 @@ struct CudaLaunchers {
     in.v = p(v);
     in.g = p(l.in(In::g));
     in.beta = p(l.in(In::beta));
-    return d.kernels->kda(chunked, in, state(d, l.in(In::state)),
-                          p(l.in(In::sequences)), l.tokens, q.dim(1), q.dim(2),
-                          v.dim(2), l->f(P::scale),
-                          l->has(P::qk_l2norm) && l->i(P::qk_l2norm),
-                          p(l.out(0)), d.stream);
+    return d.kernels->kda(
+        chunked, in, state(d, l.in(In::state)), p(l.in(In::sequences)),
+        l.tokens, q.dim(1), q.dim(2), v.dim(2), l->f(P::scale),
+        l->has(P::qk_l2norm) && l->i(P::qk_l2norm), p(l.out(0)), d.stream);
   }
   static Status kdaChunk(CudaDevice &d, const BoundLaunch &l) {
     return kda<abi::KdaChunk::In, abi::KdaChunk::P>(d, l, true);
@@ -896,10 +894,9 @@ struct CudaLaunchers {
     using In = abi::GatedRmsNorm::In;
     using P = abi::GatedRmsNorm::P;
     const BoundArg &x = l.in(In::input);
-    return d.kernels->gatedRmsNorm(p(x), p(l.in(In::gate)),
-                                   weight(l.in(In::weight)),
-                                   x.numel() / x.back(), x.back(), l->f(P::eps),
-                                   l->i(P::activation), p(l.out(0)), d.stream);
+    return d.kernels->gatedRmsNorm(
+        p(x), p(l.in(In::gate)), weight(l.in(In::weight)), x.numel() / x.back(),
+        x.back(), l->f(P::eps), l->i(P::activation), p(l.out(0)), d.stream);
   }
   static Status elementwise(CudaDevice &d, const BoundLaunch &l) {
     CUfunction fn = d.generatedFns[l->ordinal];

@@ -36,10 +36,10 @@
 
 namespace {
 
-constexpr int kKdaChunk = 64;       // tokens a chunk
-constexpr int kKdaMaxKeyDim = 128;  // key dim a block holds
-constexpr int kKdaColumns = 32;     // value columns a block owns
-constexpr int kKdaThreads = 512;    // kda_chunk
+constexpr int kKdaChunk = 64;        // tokens a chunk
+constexpr int kKdaMaxKeyDim = 128;   // key dim a block holds
+constexpr int kKdaColumns = 32;      // value columns a block owns
+constexpr int kKdaThreads = 512;     // kda_chunk
 constexpr int kKdaStepThreads = 128; // kda_step: a warp per 32 key rows
 constexpr int kShortConvMaxWidth = 8;
 
@@ -73,8 +73,7 @@ __device__ __forceinline__ float kdaActivate(int activation, float x) {
 __device__ int nextSlotTokens(const int32_t *sequences, int64_t tokens,
                               int slot, int64_t *cursor, int *list, int limit,
                               int *counts) {
-  int warps = blockDim.x >> 5, warp = threadIdx.x >> 5,
-      lane = threadIdx.x & 31;
+  int warps = blockDim.x >> 5, warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
   int64_t pos = *cursor;
   int count = 0;
   while (count < limit && pos < tokens) {
@@ -174,12 +173,10 @@ daybreak_short_conv_state(const float *x, uint8_t *state, int64_t slotBytes,
 }
 
 /// kda_gate: grid (ceil(T * H * D / 256)), block 256.
-extern "C" __global__ void daybreak_kda_gate(const float *raw,
-                                             const float *aLog,
-                                             const float *dtBias,
-                                             int64_t count, int64_t heads,
-                                             int64_t dim, int32_t bounded,
-                                             double lowerBound, float *out) {
+extern "C" __global__ void
+daybreak_kda_gate(const float *raw, const float *aLog, const float *dtBias,
+                  int64_t count, int64_t heads, int64_t dim, int32_t bounded,
+                  double lowerBound, float *out) {
   int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
   if (i >= count)
     return;
@@ -224,25 +221,25 @@ __host__ __device__ constexpr int64_t kdaChunkSharedFloats(int64_t dk) {
 /// kda_chunk: grid (slots, heads, ceil(Dv / 32)), block 512, dynamic shared
 /// memory kdaChunkSharedFloats(dk) floats; dk <= 128.
 extern "C" __global__ void __launch_bounds__(kKdaThreads)
-daybreak_kda_chunk(const float *q, const float *k, const float *v,
-                   const float *g, const float *beta, uint8_t *state,
-                   int64_t slotBytes, int32_t stateBf16,
-                   const int32_t *sequences, int64_t tokens, int64_t heads,
-                   int64_t dk, int64_t dv, double scale, int32_t l2norm,
-                   float *out) {
+    daybreak_kda_chunk(const float *q, const float *k, const float *v,
+                       const float *g, const float *beta, uint8_t *state,
+                       int64_t slotBytes, int32_t stateBf16,
+                       const int32_t *sequences, int64_t tokens, int64_t heads,
+                       int64_t dk, int64_t dv, double scale, int32_t l2norm,
+                       float *out) {
   extern __shared__ float shared[];
   const int64_t P = dk + 1, CP = kKdaChunk + 1, VP = kKdaColumns + 1;
   int64_t *cursor = reinterpret_cast<int64_t *>(shared); // 8-aligned
-  float *qm = shared + 2;                // q, then q e^G        [C, P]
-  float *km = qm + kKdaChunk * P;        // k, then k e^G        [C, P]
-  float *gm = km + kKdaChunk * P;        // G, then k e^(G_l-G)  [C, P]
-  float *lm = gm + kKdaChunk * P;        // L, then (I + L)^-1   [C, CP]
-  float *am = lm + kKdaChunk * CP;       // Aqk                  [C, CP]
-  float *sm = am + kKdaChunk * CP;       // S slice              [dk, VP]
-  float *xm = sm + dk * VP;              // V, then X            [C, VP]
-  float *um = xm + kKdaChunk * VP;       // U                    [C, VP]
-  float *bm = um + kKdaChunk * VP;       // beta                 [C]
-  float *last = bm + kKdaChunk;          // G_last               [P]
+  float *qm = shared + 2;          // q, then q e^G        [C, P]
+  float *km = qm + kKdaChunk * P;  // k, then k e^G        [C, P]
+  float *gm = km + kKdaChunk * P;  // G, then k e^(G_l-G)  [C, P]
+  float *lm = gm + kKdaChunk * P;  // L, then (I + L)^-1   [C, CP]
+  float *am = lm + kKdaChunk * CP; // Aqk                  [C, CP]
+  float *sm = am + kKdaChunk * CP; // S slice              [dk, VP]
+  float *xm = sm + dk * VP;        // V, then X            [C, VP]
+  float *um = xm + kKdaChunk * VP; // U                    [C, VP]
+  float *bm = um + kKdaChunk * VP; // beta                 [C]
+  float *last = bm + kKdaChunk;    // G_last               [P]
   int *list = reinterpret_cast<int *>(last + P); // tokens       [C]
   int *counts = list + kKdaChunk;                // 34
 
@@ -378,7 +375,8 @@ daybreak_kda_chunk(const float *q, const float *k, const float *v,
       }
       __syncthreads();
       for (int e = tid, k = 0; e < entries; e += nthreads, ++k)
-        lm[(16 * I + ((e >> 4) & 15)) * CP + 16 * (e >> 8) + (e & 15)] = part[k];
+        lm[(16 * I + ((e >> 4) & 15)) * CP + 16 * (e >> 8) + (e & 15)] =
+            part[k];
       __syncthreads();
       for (int e = tid, k = 0; e < entries; e += nthreads, ++k) {
         int J = e >> 8, a = (e >> 4) & 15, col = e & 15;
@@ -390,7 +388,8 @@ daybreak_kda_chunk(const float *q, const float *k, const float *v,
       }
       __syncthreads();
       for (int e = tid, k = 0; e < entries; e += nthreads, ++k)
-        lm[(16 * I + ((e >> 4) & 15)) * CP + 16 * (e >> 8) + (e & 15)] = part[k];
+        lm[(16 * I + ((e >> 4) & 15)) * CP + 16 * (e >> 8) + (e & 15)] =
+            part[k];
       __syncthreads();
     }
     // 6. X = V - (k e^G) S.
@@ -539,12 +538,12 @@ kdaStepToken(KdaStepOperands ops, int64_t row, int64_t dk, int64_t dv,
 /// it depends on the token's slot only, overlapping the token's loads and
 /// the check for earlier tokens of the slot.
 extern "C" __global__ void __launch_bounds__(kKdaStepThreads)
-daybreak_kda_step(const float *q, const float *k, const float *v,
-                  const float *g, const float *beta, uint8_t *state,
-                  int64_t slotBytes, int32_t stateBf16,
-                  const int32_t *sequences, int64_t tokens, int64_t heads,
-                  int64_t slots, int64_t dk, int64_t dv, double scale,
-                  int32_t l2norm, float *out) {
+    daybreak_kda_step(const float *q, const float *k, const float *v,
+                      const float *g, const float *beta, uint8_t *state,
+                      int64_t slotBytes, int32_t stateBf16,
+                      const int32_t *sequences, int64_t tokens, int64_t heads,
+                      int64_t slots, int64_t dk, int64_t dv, double scale,
+                      int32_t l2norm, float *out) {
   __shared__ __align__(16) float work[kKdaMaxKeyDim * kKdaColumns];
   __shared__ float qs[kKdaMaxKeyDim], ks[kKdaMaxKeyDim], gs[kKdaMaxKeyDim];
   __shared__ float kPart[4][32], oPart[4][32], norms[2][4];
@@ -581,8 +580,8 @@ daybreak_kda_step(const float *q, const float *k, const float *v,
                          : 0.0f;
     }
   }
-  KdaStepOperands first = kdaStepLoad(q, k, v, g, beta, t * heads + h, dk,
-                                      dv, e, column, qs, ks, gs);
+  KdaStepOperands first = kdaStepLoad(q, k, v, g, beta, t * heads + h, dk, dv,
+                                      e, column, qs, ks, gs);
   bool earlier = false;
   for (int64_t i = threadIdx.x; i < t; i += blockDim.x)
     earlier |= sequences[i] == slot;
@@ -590,8 +589,8 @@ daybreak_kda_step(const float *q, const float *k, const float *v,
     copyAsyncWaitAll();
   if (__syncthreads_or(earlier))
     return;
-  kdaStepToken(first, t * heads + h, dk, dv, e, d0, column, scale, l2norm,
-               work, qs, ks, gs, kPart, oPart, norms, out);
+  kdaStepToken(first, t * heads + h, dk, dv, e, d0, column, scale, l2norm, work,
+               qs, ks, gs, kPart, oPart, norms, out);
   // Later tokens of the slot, in step order.
   if (threadIdx.x == 0)
     cursor = t + 1;
@@ -605,8 +604,8 @@ daybreak_kda_step(const float *q, const float *k, const float *v,
       int64_t row = int64_t(list[r]) * heads + h;
       KdaStepOperands ops =
           kdaStepLoad(q, k, v, g, beta, row, dk, dv, e, column, qs, ks, gs);
-      kdaStepToken(ops, row, dk, dv, e, d0, column, scale, l2norm, work, qs,
-                   ks, gs, kPart, oPart, norms, out);
+      kdaStepToken(ops, row, dk, dv, e, d0, column, scale, l2norm, work, qs, ks,
+                   gs, kPart, oPart, norms, out);
     }
   }
   // Back as stored: 16-byte stores of fp32 rows, else value by value.

@@ -296,9 +296,8 @@ Status CudaKernels::shortConv(CUdeviceptr x, const DeviceWeight &weight,
   int64_t slotBytes = state.slotBytes, slots = state.slots;
   int32_t bf16 = state.bf16, act = int32_t(activation);
   int64_t count = tokens * channels;
-  void *params[] = {&x,      &w,        &base,  &slotBytes, &bf16,
-                    &sequences, &tokens, &channels, &width, &slots,
-                    &act,    &out};
+  void *params[] = {&x,      &w,        &base,  &slotBytes, &bf16, &sequences,
+                    &tokens, &channels, &width, &slots,     &act,  &out};
   DAYBREAK_RETURN_IF_ERROR(launch(shortConvFn, "shortConv", ceilDiv(count, 256),
                                   1, 1, 256, 0, stream, params));
   void *update[] = {&x,         &base,   &slotBytes, &bf16,
@@ -314,10 +313,10 @@ Status CudaKernels::kdaGate(CUdeviceptr raw, CUdeviceptr aLog,
   int64_t count = tokens * heads * dim;
   int32_t bounded = lowerBound != nullptr;
   double bound = lowerBound ? *lowerBound : 0.0;
-  void *params[] = {&raw, &aLog, &dtBias, &count, &heads,
-                    &dim, &bounded, &bound, &out};
-  return launch(kdaGateFn, "kdaGate", ceilDiv(count, 256), 1, 1, 256, 0,
-                stream, params);
+  void *params[] = {&raw, &aLog,    &dtBias, &count, &heads,
+                    &dim, &bounded, &bound,  &out};
+  return launch(kdaGateFn, "kdaGate", ceilDiv(count, 256), 1, 1, 256, 0, stream,
+                params);
 }
 
 Status CudaKernels::kda(bool chunked, const DeviceKdaInputs &in,
@@ -327,10 +326,9 @@ Status CudaKernels::kda(bool chunked, const DeviceKdaInputs &in,
                         CUdeviceptr out, CUstream stream) const {
   const char *name = chunked ? "kda_chunk" : "kda_step";
   if (keyDim <= 0 || keyDim > kKdaMaxKeyDim || valueDim <= 0)
-    return Status::error(std::string(name) + ": key dim " +
-                         std::to_string(keyDim) +
-                         " (the CUDA kernels take 1 to " +
-                         std::to_string(kKdaMaxKeyDim) + ")");
+    return Status::error(
+        std::string(name) + ": key dim " + std::to_string(keyDim) +
+        " (the CUDA kernels take 1 to " + std::to_string(kKdaMaxKeyDim) + ")");
   if (heads * keyDim * valueDim * (state.bf16 ? 2 : 4) != state.slotBytes)
     return Status::error(std::string(name) + ": a state slot of " +
                          std::to_string(state.slotBytes) +
@@ -341,19 +339,18 @@ Status CudaKernels::kda(bool chunked, const DeviceKdaInputs &in,
   CUdeviceptr base = state.base;
   int64_t slotBytes = state.slotBytes;
   int32_t bf16 = state.bf16, l2norm = qkL2Norm;
-  void *params[] = {&i.q,      &i.k,    &i.v,     &i.g,    &i.beta,
-                    &base,     &slotBytes, &bf16, &sequences, &tokens,
-                    &heads,    &keyDim, &valueDim, &scale, &l2norm,
-                    &out};
+  void *params[] = {&i.q,       &i.k,   &i.v,       &i.g,    &i.beta, &base,
+                    &slotBytes, &bf16,  &sequences, &tokens, &heads,  &keyDim,
+                    &valueDim,  &scale, &l2norm,    &out};
   int64_t splits = ceilDiv(valueDim, 32);
   if (chunked)
     return launch(kdaChunkFn, name, state.slots, heads, splits, 512,
                   unsigned(kdaChunkSharedBytes(keyDim)), stream, params);
   int64_t slots = state.slots;
-  void *stepParams[] = {&i.q,      &i.k,     &i.v,    &i.g,       &i.beta,
-                        &base,     &slotBytes, &bf16, &sequences, &tokens,
-                        &heads,    &slots,   &keyDim, &valueDim,  &scale,
-                        &l2norm,   &out};
+  void *stepParams[] = {&i.q,    &i.k,       &i.v,    &i.g,       &i.beta,
+                        &base,   &slotBytes, &bf16,   &sequences, &tokens,
+                        &heads,  &slots,     &keyDim, &valueDim,  &scale,
+                        &l2norm, &out};
   return launch(kdaStepFn, name, tokens, heads, splits, 128, 0, stream,
                 stepParams);
 }
