@@ -17,6 +17,8 @@
 #include "runtime/devices/cpu/CpuKernels.h"
 #include "runtime/numerics/Numerics.h"
 
+#include "test/unit/KernelTestUtil.h"
+
 #include "gtest/gtest.h"
 
 #include <algorithm>
@@ -31,14 +33,8 @@ using namespace daybreak;
 
 namespace {
 
-std::vector<float> randomFloats(std::mt19937 &rng, int64_t n, float lo = -1.0f,
-                                float hi = 1.0f) {
-  std::uniform_real_distribution<float> dist(lo, hi);
-  std::vector<float> v(n);
-  for (float &x : v)
-    x = dist(rng);
-  return v;
-}
+using test::randomFloats;
+using test::relClose;
 
 /// This file's own dequantised copy of a stored row: bf16 round to nearest
 /// even; Fp8Scaled blocks of e4m3 times 2^ceil(log2(max(amax, 1e-4) / 448))
@@ -176,28 +172,6 @@ std::vector<float> oracle(const Case &c, const std::vector<float> &q,
     }
   }
   return out;
-}
-
-/// max |actual - expected| <= tolerance * max |expected|.
-::testing::AssertionResult relClose(const std::vector<float> &actual,
-                                    const std::vector<float> &expected,
-                                    double tolerance) {
-  double scale = 1e-30, worst = 0.0;
-  size_t at = 0;
-  for (float e : expected)
-    scale = std::max(scale, std::fabs(double(e)));
-  for (size_t i = 0; i < actual.size(); ++i) {
-    double diff = std::fabs(double(actual[i]) - expected[i]);
-    if (!(diff <= worst)) {
-      worst = std::isnan(diff) ? INFINITY : diff;
-      at = i;
-    }
-  }
-  if (worst <= tolerance * scale)
-    return ::testing::AssertionSuccess();
-  return ::testing::AssertionFailure()
-         << "element " << at << ": " << actual[at] << " vs " << expected[at]
-         << ", relative error " << worst / scale << " > " << tolerance;
 }
 
 const int64_t kBatch = 3, kMaxSeqLen = 48, kPageSize = 4;
