@@ -726,13 +726,18 @@ void benchKda(const CudaKernels &kernels, int iterations) {
     state.slots = slots;
     state.slotBytes = kHeads * kDim * kDim * 4;
     state.base = alloc(slots * state.slotBytes, 0);
+    uint64_t scratchBytes = CudaKernels::kdaChunkScratchBytes(
+        tokens, slots, kHeads, kDim, kDim);
+    CUdeviceptr scratch = chunked ? alloc(scratchBytes, 0) : 0;
     double seconds = timeIt(
         [&] {
           return kernels.kda(chunked, in, state, dSeqs, tokens, kHeads, kDim,
-                             kDim, 1.0 / std::sqrt(double(kDim)), true, out,
-                             nullptr);
+                             kDim, 1.0 / std::sqrt(double(kDim)), true, scratch,
+                             scratchBytes, out, nullptr);
         },
         reps);
+    if (scratch)
+      driver->cuMemFree(scratch);
     double stateBytes = 2.0 * slots * state.slotBytes;
     double ioBytes = double(tokens) * kHeads * (5 * kDim + 1) * 4;
     std::string shape = (chunked ? "prefill T=" : "decode B=") +

@@ -1894,8 +1894,22 @@ TEST_F(CudaKernelsTest, KdaScansAndShortConv) {
         din.v = dv_;
         din.g = dg;
         din.beta = dBeta;
+        uint64_t scratchBytes =
+            CudaKernels::kdaChunkScratchBytes(tokens, slots, h, dk, dv);
+        Buffer dScratch(*driver, scratchBytes);
+        if (chunked) {
+          // Too little scratch: an error naming it, nothing launched.
+          Status small = kernels->kda(true, din, state, dSeq, tokens, h, dk, dv,
+                                      shape.scale, true, dScratch,
+                                      scratchBytes - 1, dOut, nullptr);
+          EXPECT_FALSE(small.ok());
+          EXPECT_NE(small.message().find("bytes of scratch"),
+                    std::string::npos)
+              << small.message();
+        }
         expectRan(kernels->kda(chunked, din, state, dSeq, tokens, h, dk, dv,
-                               shape.scale, true, dOut, nullptr));
+                               shape.scale, true, dScratch, scratchBytes, dOut,
+                               nullptr));
         double e =
             rowRelativeError(dOut.read<float>(tokens * h * dv), expected, dv);
         report(chunked ? "kdaChunk" : "kdaStep", label, e);

@@ -462,6 +462,21 @@ Status CudaDevice::prepare(const artifact::ArtifactFile &file,
   // says (no per-buffer rounding) and leaves nothing to allocate later.
   DAYBREAK_RETURN_IF_ERROR(planCaches(m));
   const runtime::CachePlan &plan = cachePlan();
+
+  // kda_chunk's scratch (its chunk table and per-chunk products), at the
+  // maximum token count over every slot.
+  for (const runtime::PreparedStep &step : prepared)
+    for (const PreparedLaunch &l : step.launches) {
+      if (l.kernel != abi::KernelId::KdaChunk)
+        continue;
+      using In = abi::KdaChunk::In;
+      const runtime::PreparedArg &q = l.args[In::q], &v = l.args[In::v];
+      kdaScratchBytes = std::max<uint64_t>(
+          kdaScratchBytes,
+          CudaKernels::kdaChunkScratchBytes(
+              q.constant[0] + q.perToken[0] * m.max_tokens(), plan.batch,
+              q.constant[1], q.constant[2], v.constant[2]));
+    }
   {
     size_t total = 0;
     for (const artifact::Weight &w : m.weights())
@@ -479,6 +494,7 @@ Status CudaDevice::prepare(const artifact::ArtifactFile &file,
     total += alignUp(std::max<uint64_t>(arenaBytes, 1)); // as allocate() rounds
     total += alignUp(attentionPartialFloats * sizeof(float));
     total += alignUp(expertScratchBytes);
+    total += alignUp(kdaScratchBytes);
     StatusOr<std::pair<size_t, size_t>> before = memoryInfo();
     if (!before.ok())
       return before.error();
@@ -557,6 +573,12 @@ Status CudaDevice::prepare(const artifact::ArtifactFile &file,
     if (!p.ok())
       return p.error();
     expertScratch = *p;
+  }
+  if (kdaScratchBytes > 0) {
+    StatusOr<CUdeviceptr> p = allocate(kdaScratchBytes, "the kda_chunk scratch");
+    if (!p.ok())
+      return p.error();
+    kdaScratch = *p;
   }
 
   // Generated kernels read their inputs through a table of pointers; the
@@ -882,7 +904,8 @@ struct CudaLaunchers {
     return d.kernels->kda(
         chunked, in, state(d, l.in(In::state)), p(l.in(In::sequences)),
         l.tokens, q.dim(1), q.dim(2), v.dim(2), l->f(P::scale),
-        l->has(P::qk_l2norm) && l->i(P::qk_l2norm), p(l.out(0)), d.stream);
+        l->has(P::qk_l2norm) && l->i(P::qk_l2norm), d.kdaScratch,
+        d.kdaScratchBytes, p(l.out(0)), d.stream);
   }
   static Status kdaChunk(CudaDevice &d, const BoundLaunch &l) {
     return kda<abi::KdaChunk::In, abi::KdaChunk::P>(d, l, true);

@@ -144,6 +144,10 @@ private:
   /// the step's maximum token count.
   CUdeviceptr expertScratch = 0;
   int64_t expertScratchBytes = 0;
+  /// kda_chunk's scratch (CudaKernels::kdaChunkScratchBytes) for the
+  /// largest launch at the step's maximum token count.
+  CUdeviceptr kdaScratch = 0;
+  uint64_t kdaScratchBytes = 0;
 };
 
 } // namespace daybreak::cuda

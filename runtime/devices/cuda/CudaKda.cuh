@@ -6,31 +6,28 @@
 // CudaAttention.cuh is): it uses that file's Weight, bf16 helpers and block
 // reductions.
 //
-// Tokens of a step may belong to any slots in any order. The scans take a
-// block per slot (times heads and value columns) that collects its slot's
-// tokens itself, in step order, by scanning `sequences` (a block-wide ballot
-// compaction, 64 tokens at a time): no grouping pass, no scratch. Tokens
+// Tokens of a step may belong to any slots in any order. kda_step and
+// short_conv find a slot's tokens themselves, in step order, by scanning
+// `sequences` (a block-wide ballot compaction, 64 tokens at a time). Tokens
 // naming a slot outside [0, slots) are skipped (the CPU device reports
 // them; a CUDA kernel cannot).
 //
-// kda_chunk is the WY/UT form of models.md 2.4 on the CUDA cores, fp32, a
-// block per (slot, head, 32 value columns), 64-token chunks, everything of a
-// chunk in shared memory (~165 KiB at Dk = 128):
-//   L = beta_r k_r . k_c exp(G_r - G_c) (c < r), Aqk = q_r . k_c exp(G_r -
-//   G_c) (c <= r), the decay differences taken directly, never factored (no
-//   overflow whatever the gate); T = (I + L)^-1 by forward substitution;
-//   X = V - (k e^G) S; U = T diag(beta) X; O = (q e^G) S + Aqk U;
-//   S <- e^{G_last} S + (k e^{G_last - G})^T U.
-// The products L and Aqk cost C^2 Dk exponentials a chunk and are
-// recomputed by each of the Dv / 32 blocks of a head: this is the exact
-// first version; the tensor-core form (sub-chunks of 16 with a reference
-// decay between them) is the next step.
+// kda_chunk is the WY/UT form of models.md 2.4 in four passes over a
+// scratch buffer (CudaKernels::kdaChunkScratchBytes): count each slot's
+// tokens; number them slot by slot and cut them into chunks of 64;
+// daybreak_kda_intra computes everything of a chunk that does not depend
+// on the state, for all chunks and heads at once (Aqk, T = (I + L)^-1,
+// w = T diag(beta) (k e^G), u = T diag(beta) v; the products on the tensor
+// cores in 3xTF32, the decay differences bounded by 16-row sub-chunks);
+// daybreak_kda_inter then carries each slot's state through its chunks,
+// three [C, Dk] x [Dk, 32] products a chunk on the CUDA cores in fp32:
+//   U = u - w S; O = (q e^G) S + Aqk U; S <- e^{G_last} S + (k e^{G_last -
+//   G})^T U.
 //
-// kda_step (decode) takes a block per token (times heads and value
-// columns); the block of a slot's first token keeps its [Dk, 32] slice of
-// the state in shared memory for all of the slot's tokens: the state is
-// read (cp.async, before anything else) and written once a step,
-// coalesced.
+// kda_step (decode) takes a block per token (times heads and 128 value
+// columns); the block of a slot's first token keeps its [Dk, 128] slice of
+// the state in registers for all of the slot's tokens: read first (16-byte
+// loads) and written once a step, coalesced.
 //
 //===----------------------------------------------------------------------===//
 
@@ -39,8 +36,8 @@ namespace {
 constexpr int kKdaChunk = 64;        // tokens a chunk
 constexpr int kKdaMaxKeyDim = 128;   // key dim a block holds
 constexpr int kKdaColumns = 32;      // value columns a block owns
-constexpr int kKdaThreads = 512;     // kda_chunk
-constexpr int kKdaStepThreads = 128; // kda_step: a warp per 32 key rows
+constexpr int kKdaStepThreads = 256; // kda_step: a warp per 16 key rows
+constexpr int kKdaStepColumns = 128; // value columns a kda_step block owns
 constexpr int kShortConvMaxWidth = 8;
 
 __device__ __forceinline__ float stateLoad(const uint8_t *slot, bool bf16,
@@ -207,346 +204,768 @@ daybreak_gated_rms_norm(const float *x, const float *gate, Weight weight,
                          kdaActivate(activation, g[i]);
 }
 
+/// kda_chunk's scratch (daybreak::cuda::DeviceKdaScratch: same members,
+/// same order), carved by CudaKernels::kda from one buffer of
+/// kdaChunkScratchBytes. Positions p in [0, T) number the step's tokens
+/// slot by slot, each slot's in step order (`order[p]` is the token), so a
+/// chunk is a run of positions; per-position rows are [H][T][width].
+struct KdaScratch {
+  int32_t *counts;     // [slots] tokens of each slot
+  int32_t *firstChunk; // [slots] the slot's first chunk
+  int32_t *chunkCount; // [1] chunks in all
+  int32_t *order;      // [T] the token at each position
+  int32_t *chunks;     // [maxChunks][4] slot, first position, length, -
+  float *qg;           // [H][T][DkP] q e^G (G: the chunk's cumulative g)
+  float *kg;           // [H][T][DkP] k e^(G_last - G)
+  float *w;            // [H][T][DkP] T diag(beta) (k e^G)
+  float *u;            // [H][T][DvP] T diag(beta) v
+  float *aqk;          // [H][T][64] Aqk's rows (zero above the diagonal)
+  float *decay;        // [H][maxChunks][DkP] e^(G_last)
+  int64_t maxChunks;   // ceil(T / 64) + slots
+};
+
 namespace {
 
-/// Dynamic shared memory of daybreak_kda_chunk for key dim `dk`.
-__host__ __device__ constexpr int64_t kdaChunkSharedFloats(int64_t dk) {
-  return 2 + 3 * kKdaChunk * (dk + 1) + 2 * kKdaChunk * (kKdaChunk + 1) +
-         dk * (kKdaColumns + 1) + 2 * kKdaChunk * (kKdaColumns + 1) +
-         kKdaChunk + (dk + 1) + kKdaChunk + 34;
+/// Key and value widths the scratch rows are padded to (zeros): whole mma
+/// k-steps of 8, and whole 32-column slices of the inter-chunk pass.
+__host__ __device__ constexpr int64_t kdaKeyPad(int64_t dk) {
+  return (dk + 7) / 8 * 8;
+}
+__host__ __device__ constexpr int64_t kdaValuePad(int64_t dv) {
+  return (dv + 31) / 32 * 32;
+}
+
+/// A 32-bit float rounded to TF32 (its 19 high bits).
+__device__ __forceinline__ uint32_t toTf32(float x) {
+  uint32_t r;
+  asm("cvt.rna.tf32.f32 %0, %1;" : "=r"(r) : "f"(x));
+  return r;
+}
+
+/// x = hi + lo, both TF32: the operand split of 3xTF32.
+__device__ __forceinline__ void splitTf32(float x, uint32_t &hi, uint32_t &lo) {
+  hi = toTf32(x);
+  lo = toTf32(x - __uint_as_float(hi));
+}
+
+__device__ __forceinline__ void mmaTf32(float (&d)[4], const uint32_t (&a)[4],
+                                        uint32_t b0, uint32_t b1) {
+  asm volatile("mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32 {%0, %1, "
+               "%2, %3}, {%4, %5, %6, %7}, {%8, %9}, {%0, %1, %2, %3};"
+               : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+               : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0),
+                 "r"(b1));
+}
+
+/// d (a 16 x 8 tile, the mma accumulator order: d[0], d[1] at row
+/// lane / 4, columns 2 (lane % 4) + {0, 1}; d[2], d[3] eight rows down)
+/// += A B over k in [0, kDim), kDim a multiple of 8, on the tensor cores
+/// in 3xTF32 (a_hi b_hi + a_hi b_lo + a_lo b_hi: fp32's accuracy up to
+/// summation order). A(r, k) = a[r * lda + k]; B(k, n) = b[k * bk + n * bn]
+/// (shared memory). Called by a whole warp.
+__device__ __forceinline__ void mmaTile3xTf32(float (&d)[4], const float *a,
+                                              int lda, const float *b, int bk,
+                                              int bn, int kDim) {
+  const int lane = threadIdx.x & 31, row = lane >> 2, col = lane & 3;
+  for (int k0 = 0; k0 < kDim; k0 += 8) {
+    uint32_t ah[4], al[4], bh[2], bl[2];
+    splitTf32(a[row * lda + k0 + col], ah[0], al[0]);
+    splitTf32(a[(row + 8) * lda + k0 + col], ah[1], al[1]);
+    splitTf32(a[row * lda + k0 + col + 4], ah[2], al[2]);
+    splitTf32(a[(row + 8) * lda + k0 + col + 4], ah[3], al[3]);
+    splitTf32(b[(k0 + col) * bk + row * bn], bh[0], bl[0]);
+    splitTf32(b[(k0 + col + 4) * bk + row * bn], bh[1], bl[1]);
+    mmaTf32(d, al, bh[0], bh[1]);
+    mmaTf32(d, ah, bl[0], bl[1]);
+    mmaTf32(d, ah, bh[0], bh[1]);
+  }
+}
+
+template <int N> __device__ __forceinline__ void copyAsyncWait() {
+  asm volatile("cp.async.wait_group %0;" ::"n"(N) : "memory");
+}
+
+/// The (row, column) of pair p of a lower triangle (diagonal included)
+/// walked row by row.
+__device__ __forceinline__ void trianglePair(int p, int &r, int &c) {
+  r = int((sqrtf(8.0f * p + 1.0f) - 1.0f) * 0.5f);
+  while (r * (r + 1) / 2 > p)
+    --r;
+  while ((r + 1) * (r + 2) / 2 <= p)
+    ++r;
+  c = p - r * (r + 1) / 2;
+}
+
+/// daybreak_kda_intra's shared memory for key dim `dk` (floats): q, k, G
+/// rows, the 3xTF32 operand staging (the V tiles later), Aqk and L, beta,
+/// G_last, the chunk's header.
+__host__ __device__ constexpr int64_t kdaIntraSharedFloats(int64_t dk) {
+  return 3 * kKdaChunk * (kdaKeyPad(dk) + 4) +
+         80 * (kdaKeyPad(dk) + 4 > 132 ? kdaKeyPad(dk) + 4 : 132) +
+         2 * kKdaChunk * (kKdaChunk + 4) + kKdaChunk + kdaKeyPad(dk) + 4 + 4;
+}
+
+/// daybreak_kda_inter's shared memory (floats): w, q e^G and k e^(G_last -
+/// G) rows, u's and U's 32 columns, Aqk, the state slice, e^(G_last).
+__host__ __device__ constexpr int64_t kdaInterSharedFloats(int64_t dk) {
+  return 3 * kKdaChunk * (kdaKeyPad(dk) + 4) + 2 * kKdaChunk * kKdaColumns +
+         kKdaChunk * (kKdaChunk + 4) + kdaKeyPad(dk) * kKdaColumns +
+         kdaKeyPad(dk);
 }
 
 } // namespace
 
-/// kda_chunk: grid (slots, heads, ceil(Dv / 32)), block 512, dynamic shared
-/// memory kdaChunkSharedFloats(dk) floats; dk <= 128.
-extern "C" __global__ void __launch_bounds__(kKdaThreads)
-    daybreak_kda_chunk(const float *q, const float *k, const float *v,
-                       const float *g, const float *beta, uint8_t *state,
-                       int64_t slotBytes, int32_t stateBf16,
-                       const int32_t *sequences, int64_t tokens, int64_t heads,
-                       int64_t dk, int64_t dv, double scale, int32_t l2norm,
-                       float *out) {
-  extern __shared__ float shared[];
-  const int64_t P = dk + 1, CP = kKdaChunk + 1, VP = kKdaColumns + 1;
-  int64_t *cursor = reinterpret_cast<int64_t *>(shared); // 8-aligned
-  float *qm = shared + 2;          // q, then q e^G        [C, P]
-  float *km = qm + kKdaChunk * P;  // k, then k e^G        [C, P]
-  float *gm = km + kKdaChunk * P;  // G, then k e^(G_l-G)  [C, P]
-  float *lm = gm + kKdaChunk * P;  // L, then (I + L)^-1   [C, CP]
-  float *am = lm + kKdaChunk * CP; // Aqk                  [C, CP]
-  float *sm = am + kKdaChunk * CP; // S slice              [dk, VP]
-  float *xm = sm + dk * VP;        // V, then X            [C, VP]
-  float *um = xm + kKdaChunk * VP; // U                    [C, VP]
-  float *bm = um + kKdaChunk * VP; // beta                 [C]
-  float *last = bm + kKdaChunk;    // G_last               [P]
-  int *list = reinterpret_cast<int *>(last + P); // tokens       [C]
-  int *counts = list + kKdaChunk;                // 34
-
-  const int slot = blockIdx.x, h = blockIdx.y;
-  const int64_t e0 = int64_t(blockIdx.z) * kKdaColumns;
-  const int cols = int(dv - e0 < kKdaColumns ? dv - e0 : kKdaColumns);
-  const int tid = threadIdx.x, nthreads = blockDim.x;
-  const int warp = tid >> 5, lane = tid & 31, warps = nthreads >> 5;
-  uint8_t *slotState = state + slot * slotBytes;
-  const int64_t stateBase = int64_t(h) * dk * dv;
-
-  for (int64_t i = tid; i < dk * kKdaColumns; i += nthreads) {
-    int64_t d = i / kKdaColumns, c = i % kKdaColumns;
-    sm[d * VP + c] =
-        c < cols ? stateLoad(slotState, stateBf16, stateBase + d * dv + e0 + c)
-                 : 0.0f;
+/// kda_chunk, pass 1 of 4: each slot's token count. Grid (slots), block
+/// 256.
+extern "C" __global__ void daybreak_kda_count(const int32_t *sequences,
+                                              int64_t tokens, KdaScratch s) {
+  int count = 0;
+  for (int64_t base = 0; base < tokens; base += blockDim.x) {
+    int64_t t = base + threadIdx.x;
+    count += __syncthreads_count(t < tokens && sequences[t] == blockIdx.x);
   }
-  if (tid == 0)
-    *cursor = 0;
-  __syncthreads();
+  if (threadIdx.x == 0)
+    s.counts[blockIdx.x] = count;
+}
 
-  bool any = false;
+/// kda_chunk, pass 2: the positions and chunks of each slot. Grid (slots),
+/// block 256. A slot's positions follow those of the slots before it; its
+/// tokens are cut into chunks of 64 (the last shorter).
+extern "C" __global__ void daybreak_kda_order(const int32_t *sequences,
+                                              int64_t tokens, KdaScratch s) {
+  __shared__ int list[kKdaChunk];
+  __shared__ int counts[34];
+  __shared__ int64_t cursor;
+  __shared__ int before[2];
+  const int slot = blockIdx.x;
+  if (threadIdx.x < 2)
+    before[threadIdx.x] = 0;
+  __syncthreads();
+  int positions = 0, chunks = 0;
+  for (int i = threadIdx.x; i < slot; i += blockDim.x) {
+    positions += s.counts[i];
+    chunks += (s.counts[i] + kKdaChunk - 1) / kKdaChunk;
+  }
+  atomicAdd(&before[0], positions);
+  atomicAdd(&before[1], chunks);
+  if (threadIdx.x == 0)
+    cursor = 0;
+  __syncthreads();
+  int position = before[0], chunk = before[1];
+  if (threadIdx.x == 0) {
+    s.firstChunk[slot] = chunk;
+    if (slot == gridDim.x - 1)
+      *s.chunkCount =
+          chunk + (s.counts[slot] + kKdaChunk - 1) / kKdaChunk;
+  }
   for (;;) {
-    int n = nextSlotTokens(sequences, tokens, slot, cursor, list, kKdaChunk,
+    int n = nextSlotTokens(sequences, tokens, slot, &cursor, list, kKdaChunk,
                            counts);
     if (n == 0)
       break;
-    any = true;
-    // 1. The chunk's rows: q, k, the v slice, beta, and G = cumsum(g).
-    for (int64_t i = tid; i < int64_t(n) * dk; i += nthreads) {
-      int64_t r = i / dk, d = i % dk;
-      int64_t at = (int64_t(list[r]) * heads + h) * dk + d;
-      qm[r * P + d] = q[at];
-      km[r * P + d] = k[at];
-      gm[r * P + d] = g[at];
+    for (int i = threadIdx.x; i < n; i += blockDim.x)
+      s.order[position + i] = list[i];
+    if (threadIdx.x == 0) {
+      int32_t *entry = s.chunks + 4 * int64_t(chunk);
+      entry[0] = slot;
+      entry[1] = position;
+      entry[2] = n;
+      entry[3] = 0;
     }
-    for (int64_t i = tid; i < int64_t(n) * kKdaColumns; i += nthreads) {
-      int64_t r = i / kKdaColumns, c = i % kKdaColumns;
-      xm[r * VP + c] =
-          c < cols ? v[(int64_t(list[r]) * heads + h) * dv + e0 + c] : 0.0f;
+    position += n;
+    ++chunk;
+  }
+}
+
+/// kda_chunk, pass 3: everything of a chunk that does not depend on the
+/// state, all chunks (and heads) at once. Grid (maxChunks, heads), block
+/// 256, dynamic shared memory kdaIntraSharedFloats(dk) floats.
+///
+/// With G the chunk's cumulative g (per key channel): Aqk = q_r . k_c
+/// e^(G_r - G_c) (c <= r), L = beta_r k_r . k_c e^(G_r - G_c) (c < r),
+/// T = (I + L)^-1, and the rows of q e^G, k e^(G_last - G),
+/// w = T diag(beta) (k e^G), u = T diag(beta) v. Aqk and L are 16 x 16
+/// blocks: the four on the diagonal take e^(G_r - G_c) directly; below
+/// them, block (I, J) factors it through the first row of sub-chunk I,
+/// e^(G_r - G_I) e^(G_I - G_c), both factors at most 1 for a decaying g
+/// (g <= 0, as kda_gate makes it), so the products run on the tensor
+/// cores (3xTF32), as do w and u. T by forward substitution in 16-row
+/// blocks, fp32.
+extern "C" __global__ void __launch_bounds__(256)
+    daybreak_kda_intra(const float *q, const float *k, const float *v,
+                       const float *g, const float *beta, int64_t tokens,
+                       int64_t heads, int64_t dk, int64_t dv, double scale,
+                       int32_t l2norm, KdaScratch s) {
+  extern __shared__ __align__(16) float shared[];
+  const int chunk = blockIdx.x, h = blockIdx.y;
+  if (chunk >= *s.chunkCount)
+    return;
+  const int DK = int(kdaKeyPad(dk)), KP = DK + 4, CP = kKdaChunk + 4;
+  const int64_t DV = kdaValuePad(dv);
+  float *qs = shared;                            // q          [C, KP]
+  float *ks = qs + kKdaChunk * KP;               // k, k e^G   [C, KP]
+  float *gs = ks + kKdaChunk * KP;               // G          [C, KP]
+  float *stage = gs + kKdaChunk * KP;            // operands, V tiles
+  float *aqk = stage + 80 * (KP > 132 ? KP : 132); // Aqk      [C, CP]
+  float *lt = aqk + kKdaChunk * CP;              // L, T diag(beta)
+  float *bs = lt + kKdaChunk * CP;               // beta       [C]
+  float *last = bs + kKdaChunk;                  // G_last     [DK]
+  const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
+  const int32_t *entry = s.chunks + 4 * int64_t(chunk);
+  const int64_t begin = entry[1];
+  const int n = entry[2];
+  const int64_t rowBase = int64_t(h) * tokens + begin; // position rows
+
+  // 1. The chunk's q, k, g rows and beta (zeros past n and dk).
+  for (int i = tid; i < kKdaChunk * DK; i += blockDim.x) {
+    int r = i / DK, d = i % DK;
+    float qv = 0.0f, kv = 0.0f, gv = 0.0f;
+    if (r < n && d < dk) {
+      int64_t at = (int64_t(s.order[begin + r]) * heads + h) * dk + d;
+      qv = q[at];
+      kv = k[at];
+      gv = g[at];
     }
-    for (int r = tid; r < n; r += nthreads)
-      bm[r] = beta[int64_t(list[r]) * heads + h];
-    __syncthreads();
-    for (int64_t d = tid; d < dk; d += nthreads) {
-      float acc = 0.0f;
-      for (int r = 0; r < n; ++r) {
-        acc += gm[r * P + d];
-        gm[r * P + d] = acc;
+    qs[r * KP + d] = qv;
+    ks[r * KP + d] = kv;
+    gs[r * KP + d] = gv;
+  }
+  for (int r = tid; r < kKdaChunk; r += blockDim.x)
+    bs[r] = r < n ? beta[int64_t(s.order[begin + r]) * heads + h] : 0.0f;
+  __syncthreads();
+  // 2. G = cumsum(g); L2 norms (a warp a row), q times the scale.
+  for (int d = tid; d < DK; d += blockDim.x) {
+    float acc = 0.0f;
+    for (int r = 0; r < kKdaChunk; ++r) {
+      acc += gs[r * KP + d];
+      gs[r * KP + d] = acc;
+    }
+    last[d] = acc; // rows past n add nothing: G_last = G_(n-1)
+  }
+  for (int r = warp; r < n; r += blockDim.x >> 5) {
+    float qq = 0.0f, kk = 0.0f;
+    for (int d = lane; d < DK; d += 32) {
+      qq = fmaf(qs[r * KP + d], qs[r * KP + d], qq);
+      kk = fmaf(ks[r * KP + d], ks[r * KP + d], kk);
+    }
+    qq = warpSum(qq);
+    kk = warpSum(kk);
+    float qf = float(scale), kf = 1.0f;
+    if (l2norm) {
+      qf = float(scale / sqrt(double(qq) + 1e-6));
+      kf = float(1.0 / sqrt(double(kk) + 1e-6));
+    }
+    for (int d = lane; d < DK; d += 32) {
+      qs[r * KP + d] *= qf;
+      ks[r * KP + d] *= kf;
+    }
+  }
+  // Above the diagonal: zero (Aqk, and T's upper triangle).
+  for (int i = tid; i < kKdaChunk * kKdaChunk; i += blockDim.x) {
+    int r = i / kKdaChunk, c = i % kKdaChunk;
+    if (c > r)
+      aqk[r * CP + c] = lt[r * CP + c] = 0.0f;
+  }
+  __syncthreads();
+  // 3. The diagonal blocks, e^(G_r - G_c) taken directly. L's diagonal
+  // holds T's (1); its own (zero) is never read.
+  for (int p = tid; p < 4 * 136; p += blockDim.x) {
+    int b = p / 136, r, c;
+    trianglePair(p % 136, r, c);
+    r += 16 * b;
+    c += 16 * b;
+    float qk = 0.0f, kk = 0.0f;
+    for (int d = 0; d < DK; ++d) {
+      float kc = ks[c * KP + d] * __expf(gs[r * KP + d] - gs[c * KP + d]);
+      qk = fmaf(qs[r * KP + d], kc, qk);
+      kk = fmaf(ks[r * KP + d], kc, kk);
+    }
+    aqk[r * CP + c] = qk;
+    lt[r * CP + c] = c < r ? bs[r] * kk : 1.0f;
+  }
+  // 4. The blocks below the diagonal, sub-chunk I's rows against the 16 I
+  // rows before it, on the tensor cores. stage: rows 0-15 q e^(G - G_I),
+  // 16-31 k e^(G - G_I) of sub-chunk I; rows 32 on k e^(G_I - G) of the
+  // rows before it.
+  for (int I = 1; I < 4; ++I) {
+    const float *ref = gs + 16 * I * KP;
+    for (int i = tid; i < (32 + 16 * I) * DK; i += blockDim.x) {
+      int r = i / DK, d = i % DK;
+      float value;
+      if (r < 32) {
+        int row = 16 * I + (r & 15);
+        float e = __expf(gs[row * KP + d] - ref[d]);
+        value = (r < 16 ? qs : ks)[row * KP + d] * e;
+      } else {
+        int row = r - 32;
+        value = ks[row * KP + d] * __expf(ref[d] - gs[row * KP + d]);
       }
-      last[d] = acc;
-    }
-    __syncthreads();
-    // 2. L2 norms (a warp a row), q times the scale.
-    for (int r = warp; r < n; r += warps) {
-      float qs = 0.0f, ks = 0.0f;
-      for (int64_t d = lane; d < dk; d += 32) {
-        qs = fmaf(qm[r * P + d], qm[r * P + d], qs);
-        ks = fmaf(km[r * P + d], km[r * P + d], ks);
-      }
-      qs = warpSum(qs);
-      ks = warpSum(ks);
-      float qf = float(scale), kf = 1.0f;
-      if (l2norm) {
-        qf = float(scale / sqrt(double(qs) + 1e-6));
-        kf = float(1.0 / sqrt(double(ks) + 1e-6));
-      }
-      for (int64_t d = lane; d < dk; d += 32) {
-        qm[r * P + d] *= qf;
-        km[r * P + d] *= kf;
-      }
-    }
-    __syncthreads();
-    // 3. L and Aqk over the lower triangle, one decay difference each.
-    int pairs = n * (n + 1) / 2;
-    for (int p = tid; p < pairs; p += nthreads) {
-      int r = int((sqrtf(8.0f * p + 1.0f) - 1.0f) * 0.5f);
-      while (r * (r + 1) / 2 > p)
-        --r;
-      while ((r + 1) * (r + 2) / 2 <= p)
-        ++r;
-      int c = p - r * (r + 1) / 2;
-      float kk = 0.0f, qk = 0.0f;
-      for (int64_t d = 0; d < dk; ++d) {
-        float kc = km[c * P + d] * __expf(gm[r * P + d] - gm[c * P + d]);
-        kk = fmaf(km[r * P + d], kc, kk);
-        qk = fmaf(qm[r * P + d], kc, qk);
-      }
-      // T's diagonal is 1; L's own (zero) is never read.
-      lm[r * CP + c] = c < r ? bm[r] * kk : 1.0f;
-      am[r * CP + c] = qk;
-    }
-    __syncthreads();
-    // 4. q e^G, k e^G and k e^(G_last - G), in place (G is done with).
-    for (int64_t i = tid; i < int64_t(n) * dk; i += nthreads) {
-      int64_t r = i / dk, d = i % dk;
-      float gr = gm[r * P + d], kr = km[r * P + d];
-      float e = __expf(gr);
-      qm[r * P + d] *= e;
-      km[r * P + d] = kr * e;
-      gm[r * P + d] = kr * __expf(last[d] - gr);
-    }
-    // 5. (I + L)^-1, unit lower triangular, in blocks of 16 rows: the
-    // diagonal blocks by substitution, all four at once (T[r, j] = -sum_{j
-    // <= c < r} L[r, c] T[c, j]); then block row I from the rows above it:
-    // T_IJ = -T_II M_IJ, M_IJ = sum_{J <= K < I} L_IK T_KJ.
-    const int blocks16 = (n + 15) / 16;
-    for (int i = 1; i < 16; ++i) {
-      int b = tid >> 4, j = tid & 15;
-      bool active = b < blocks16 && j < i;
-      float value = 0.0f;
-      if (active) {
-        int r = 16 * b + i;
-        for (int c = j; c < i; ++c)
-          value -= lm[r * CP + 16 * b + c] * lm[(16 * b + c) * CP + 16 * b + j];
-      }
-      __syncthreads();
-      if (active)
-        lm[(16 * b + i) * CP + 16 * b + j] = value;
-      __syncthreads();
-    }
-    for (int I = 1; I < blocks16; ++I) {
-      float part[3];
-      int entries = I * 256;
-      for (int e = tid, k = 0; e < entries; e += nthreads, ++k) {
-        int J = e >> 8, a = (e >> 4) & 15, col = e & 15;
-        float m = 0.0f;
-        for (int K = J; K < I; ++K)
-          for (int x = K == J ? col : 0; x < 16; ++x)
-            m += lm[(16 * I + a) * CP + 16 * K + x] *
-                 lm[(16 * K + x) * CP + 16 * J + col];
-        part[k] = m;
-      }
-      __syncthreads();
-      for (int e = tid, k = 0; e < entries; e += nthreads, ++k)
-        lm[(16 * I + ((e >> 4) & 15)) * CP + 16 * (e >> 8) + (e & 15)] =
-            part[k];
-      __syncthreads();
-      for (int e = tid, k = 0; e < entries; e += nthreads, ++k) {
-        int J = e >> 8, a = (e >> 4) & 15, col = e & 15;
-        float t = lm[(16 * I + a) * CP + 16 * J + col]; // T_II's diagonal: 1
-        for (int x = 0; x < a; ++x)
-          t += lm[(16 * I + a) * CP + 16 * I + x] *
-               lm[(16 * I + x) * CP + 16 * J + col];
-        part[k] = -t;
-      }
-      __syncthreads();
-      for (int e = tid, k = 0; e < entries; e += nthreads, ++k)
-        lm[(16 * I + ((e >> 4) & 15)) * CP + 16 * (e >> 8) + (e & 15)] =
-            part[k];
-      __syncthreads();
-    }
-    // 6. X = V - (k e^G) S.
-    for (int i = tid; i < n * kKdaColumns; i += nthreads) {
-      int r = i / kKdaColumns, c = i % kKdaColumns;
-      float acc = xm[r * VP + c];
-      for (int64_t d = 0; d < dk; ++d)
-        acc = fmaf(-km[r * P + d], sm[d * VP + c], acc);
-      xm[r * VP + c] = acc;
-    }
-    __syncthreads();
-    // 7. U = T diag(beta) X.
-    for (int i = tid; i < n * kKdaColumns; i += nthreads) {
-      int r = i / kKdaColumns, c = i % kKdaColumns;
-      float acc = 0.0f;
-      for (int j = 0; j <= r; ++j)
-        acc = fmaf(lm[r * CP + j] * bm[j], xm[j * VP + c], acc);
-      um[r * VP + c] = acc;
+      stage[r * KP + d] = value;
     }
     __syncthreads();
-    // 8. O = (q e^G) S + Aqk U.
-    for (int i = tid; i < n * kKdaColumns; i += nthreads) {
-      int r = i / kKdaColumns, c = i % kKdaColumns;
-      if (c >= cols)
-        continue;
-      float acc = 0.0f;
-      for (int64_t d = 0; d < dk; ++d)
-        acc = fmaf(qm[r * P + d], sm[d * VP + c], acc);
-      for (int j = 0; j <= r; ++j)
-        acc = fmaf(am[r * CP + j], um[j * VP + c], acc);
-      out[(int64_t(list[r]) * heads + h) * dv + e0 + c] = acc;
-    }
-    __syncthreads();
-    // 9. S = e^(G_last) S + (k e^(G_last - G))^T U.
-    for (int64_t i = tid; i < dk * kKdaColumns; i += nthreads) {
-      int64_t d = i / kKdaColumns, c = i % kKdaColumns;
-      float acc = sm[d * VP + c] * __expf(last[d]);
-      for (int j = 0; j < n; ++j)
-        acc = fmaf(gm[j * P + d], um[j * VP + c], acc);
-      sm[d * VP + c] = acc;
+    for (int tile = warp; tile < 4 * I; tile += blockDim.x >> 5) {
+      int which = tile / (2 * I), nt = tile % (2 * I); // 0: Aqk, 1: L
+      float acc[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+      mmaTile3xTf32(acc, stage + 16 * which * KP, KP,
+                    stage + (32 + 8 * nt) * KP, 1, KP, DK);
+      for (int e = 0; e < 4; ++e) {
+        int r = 16 * I + (lane >> 2) + (e >> 1) * 8;
+        int c = 8 * nt + 2 * (lane & 3) + (e & 1);
+        if (which == 0)
+          aqk[r * CP + c] = acc[e];
+        else
+          lt[r * CP + c] = bs[r] * acc[e];
+      }
     }
     __syncthreads();
   }
-  if (!any)
-    return;
-  for (int64_t i = tid; i < dk * kKdaColumns; i += nthreads) {
-    int64_t d = i / kKdaColumns, c = i % kKdaColumns;
-    if (c < cols)
-      stateStore(slotState, stateBf16, stateBase + d * dv + e0 + c,
-                 sm[d * VP + c]);
+  // 5. T = (I + L)^-1, unit lower triangular, in blocks of 16 rows: the
+  // diagonal blocks by substitution, all four at once (T[r, j] = -sum_{j
+  // <= c < r} L[r, c] T[c, j]); then block row I from the rows above it:
+  // T_IJ = -T_II M_IJ, M_IJ = sum_{J <= K < I} L_IK T_KJ.
+  for (int i = 1; i < 16; ++i) {
+    int b = tid >> 4, j = tid & 15;
+    bool active = b < 4 && j < i;
+    float value = 0.0f;
+    if (active) {
+      int r = 16 * b + i;
+      for (int c = j; c < i; ++c)
+        value -= lt[r * CP + 16 * b + c] * lt[(16 * b + c) * CP + 16 * b + j];
+    }
+    __syncthreads();
+    if (active)
+      lt[(16 * b + i) * CP + 16 * b + j] = value;
+    __syncthreads();
+  }
+  for (int I = 1; I < 4; ++I) {
+    float part[3];
+    int entries = I * 256;
+    for (int e = tid, x = 0; e < entries; e += blockDim.x, ++x) {
+      int J = e >> 8, a = (e >> 4) & 15, col = e & 15;
+      float m = 0.0f;
+      for (int K = J; K < I; ++K)
+        for (int y = K == J ? col : 0; y < 16; ++y)
+          m += lt[(16 * I + a) * CP + 16 * K + y] *
+               lt[(16 * K + y) * CP + 16 * J + col];
+      part[x] = m;
+    }
+    __syncthreads();
+    for (int e = tid, x = 0; e < entries; e += blockDim.x, ++x)
+      lt[(16 * I + ((e >> 4) & 15)) * CP + 16 * (e >> 8) + (e & 15)] = part[x];
+    __syncthreads();
+    for (int e = tid, x = 0; e < entries; e += blockDim.x, ++x) {
+      int J = e >> 8, a = (e >> 4) & 15, col = e & 15;
+      float t = lt[(16 * I + a) * CP + 16 * J + col]; // T_II's diagonal: 1
+      for (int y = 0; y < a; ++y)
+        t += lt[(16 * I + a) * CP + 16 * I + y] *
+             lt[(16 * I + y) * CP + 16 * J + col];
+      part[x] = -t;
+    }
+    __syncthreads();
+    for (int e = tid, x = 0; e < entries; e += blockDim.x, ++x)
+      lt[(16 * I + ((e >> 4) & 15)) * CP + 16 * (e >> 8) + (e & 15)] = part[x];
+    __syncthreads();
+  }
+  // 6. T diag(beta); the rows of q e^G and k e^(G_last - G) out, k e^G in
+  // place; Aqk and e^(G_last) out.
+  for (int i = tid; i < kKdaChunk * kKdaChunk; i += blockDim.x) {
+    int r = i / kKdaChunk, c = i % kKdaChunk;
+    lt[r * CP + c] *= bs[c];
+  }
+  for (int i = tid; i < kKdaChunk * DK; i += blockDim.x) {
+    int r = i / DK, d = i % DK;
+    float gr = gs[r * KP + d], kr = ks[r * KP + d];
+    if (r < n) {
+      s.qg[(rowBase + r) * DK + d] = qs[r * KP + d] * __expf(gr);
+      s.kg[(rowBase + r) * DK + d] = kr * __expf(last[d] - gr);
+    }
+    ks[r * KP + d] = kr * __expf(gr);
+  }
+  for (int i = tid; i < n * kKdaChunk; i += blockDim.x) {
+    int r = i / kKdaChunk, c = i % kKdaChunk;
+    s.aqk[(rowBase + r) * kKdaChunk + c] = aqk[r * CP + c];
+  }
+  for (int d = tid; d < DK; d += blockDim.x)
+    s.decay[(int64_t(h) * s.maxChunks + chunk) * DK + d] = __expf(last[d]);
+  __syncthreads();
+  // 7. w = T diag(beta) (k e^G), on the tensor cores: 4 x DK / 8 tiles.
+  for (int tile = warp; tile < 4 * (DK / 8); tile += blockDim.x >> 5) {
+    int mt = tile / (DK / 8), nt = tile % (DK / 8);
+    float acc[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+    mmaTile3xTf32(acc, lt + 16 * mt * CP, CP, ks + 8 * nt, KP, 1, kKdaChunk);
+    for (int e = 0; e < 4; ++e) {
+      int r = 16 * mt + (lane >> 2) + (e >> 1) * 8;
+      if (r < n)
+        s.w[(rowBase + r) * DK + 8 * nt + 2 * (lane & 3) + (e & 1)] = acc[e];
+    }
+  }
+  // 8. u = T diag(beta) v, 128 value columns at a time (stage: [C, 132]).
+  for (int64_t v0 = 0; v0 < DV; v0 += 128) {
+    const int width = int(DV - v0 < 128 ? DV - v0 : 128);
+    __syncthreads(); // the stage is free
+    for (int i = tid; i < kKdaChunk * width; i += blockDim.x) {
+      int r = i / width, c = i % width;
+      int64_t col = v0 + c;
+      stage[r * 132 + c] =
+          r < n && col < dv
+              ? v[(int64_t(s.order[begin + r]) * heads + h) * dv + col]
+              : 0.0f;
+    }
+    __syncthreads();
+    for (int tile = warp; tile < 4 * (width / 8); tile += blockDim.x >> 5) {
+      int mt = tile / (width / 8), nt = tile % (width / 8);
+      float acc[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+      mmaTile3xTf32(acc, lt + 16 * mt * CP, CP, stage + 8 * nt, 132, 1,
+                    kKdaChunk);
+      for (int e = 0; e < 4; ++e) {
+        int r = 16 * mt + (lane >> 2) + (e >> 1) * 8;
+        if (r < n)
+          s.u[(rowBase + r) * DV + v0 + 8 * nt + 2 * (lane & 3) + (e & 1)] =
+              acc[e];
+      }
+    }
+  }
+}
+
+/// kda_chunk, pass 4: the state through a slot's chunks in order. Grid
+/// (slots, heads, DvP / 32), block 256, dynamic shared memory
+/// kdaInterSharedFloats(dk) floats. A chunk is three products on the
+/// block's [Dk, 32] state slice S (fp32, CUDA cores):
+///   U = u - w S;  O = (q e^G) S + Aqk U;  S <- e^(G_last) S + (k e^(G_last
+///   - G))^T U.
+/// The next chunk's operands stream in (cp.async) as the current ones are
+/// done with: w and u after U, q e^G and Aqk after O, k e^(G_last - G) and
+/// the decay after the update.
+extern "C" __global__ void __launch_bounds__(256)
+    daybreak_kda_inter(uint8_t *state, int64_t slotBytes, int32_t stateBf16,
+                       int64_t tokens, int64_t heads, int64_t dk, int64_t dv,
+                       KdaScratch s, float *out) {
+  extern __shared__ __align__(16) float shared[];
+  const int slot = blockIdx.x, h = blockIdx.y;
+  const int count = (s.counts[slot] + kKdaChunk - 1) / kKdaChunk;
+  if (count == 0)
+    return; // no token: the state stays
+  const int first = s.firstChunk[slot];
+  const int DK = int(kdaKeyPad(dk)), KP = DK + 4, AP = kKdaChunk + 4;
+  const int64_t DV = kdaValuePad(dv);
+  const int64_t e0 = int64_t(blockIdx.z) * kKdaColumns;
+  float *ws = shared;                       // w              [C, KP]
+  float *qgs = ws + kKdaChunk * KP;         // q e^G          [C, KP]
+  float *kgs = qgs + kKdaChunk * KP;        // k e^(Gl - G)   [C, KP]
+  float *uin = kgs + kKdaChunk * KP;        // u's columns    [C, 32]
+  float *us = uin + kKdaChunk * kKdaColumns; // U             [C, 32]
+  float *as = us + kKdaChunk * kKdaColumns; // Aqk            [C, AP]
+  float *ss = as + kKdaChunk * AP;          // S slice        [DK, 32]
+  float *decay = ss + DK * kKdaColumns;     // e^(G_last)     [DK]
+  const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
+  const int64_t column = e0 + lane;
+  uint8_t *slotState = state + slot * slotBytes;
+  const int64_t stateBase = int64_t(h) * dk * dv;
+
+  for (int i = tid; i < DK * kKdaColumns; i += blockDim.x) {
+    int d = i / kKdaColumns, c = i % kKdaColumns;
+    ss[i] = d < dk && e0 + c < dv
+                ? stateLoad(slotState, stateBf16, stateBase + d * dv + e0 + c)
+                : 0.0f;
+  }
+
+  // Rows of `width` floats (a multiple of 4) at `src` (row stride `stride`)
+  // into `dst` (row stride `pitch`); rows past n zero-filled.
+  auto rows = [&](float *dst, int pitch, const float *src, int64_t stride,
+                  int width, int n) {
+    int pieces = width / 4;
+    for (int i = tid; i < kKdaChunk * pieces; i += blockDim.x) {
+      int r = i / pieces, c = 4 * (i % pieces);
+      bool valid = r < n;
+      copyAsync16(dst + r * pitch + c, valid ? src + r * stride + c : src,
+                  valid);
+    }
+  };
+  auto chunkRows = [&](int c, int64_t &base, int &n) {
+    const int32_t *entry = s.chunks + 4 * int64_t(first + c);
+    base = int64_t(h) * tokens + entry[1];
+    n = entry[2];
+  };
+  auto issueWu = [&](int c) {
+    if (c < count) {
+      int64_t base;
+      int n;
+      chunkRows(c, base, n);
+      rows(ws, KP, s.w + base * DK, DK, DK, n);
+      rows(uin, kKdaColumns, s.u + base * DV + e0, DV, kKdaColumns, n);
+    }
+    copyAsyncCommit();
+  };
+  auto issueQa = [&](int c) {
+    if (c < count) {
+      int64_t base;
+      int n;
+      chunkRows(c, base, n);
+      rows(qgs, KP, s.qg + base * DK, DK, DK, n);
+      rows(as, AP, s.aqk + base * kKdaChunk, kKdaChunk, kKdaChunk, n);
+    }
+    copyAsyncCommit();
+  };
+  auto issueKd = [&](int c) {
+    if (c < count) {
+      int64_t base;
+      int n;
+      chunkRows(c, base, n);
+      rows(kgs, KP, s.kg + base * DK, DK, DK, n);
+      const float *src =
+          s.decay + (int64_t(h) * s.maxChunks + first + c) * DK;
+      for (int i = tid; i < DK / 4; i += blockDim.x)
+        copyAsync16(decay + 4 * i, src + 4 * i, true);
+    }
+    copyAsyncCommit();
+  };
+  issueWu(0);
+  issueQa(0);
+  issueKd(0);
+
+  for (int c = 0; c < count; ++c) {
+    const int32_t *entry = s.chunks + 4 * int64_t(first + c);
+    const int64_t begin = entry[1];
+    const int n = entry[2];
+    // U = u - w S: a warp 8 rows, a lane a column.
+    copyAsyncWait<2>();
+    __syncthreads();
+    {
+      float acc[8];
+      for (int i = 0; i < 8; ++i)
+        acc[i] = uin[(8 * warp + i) * kKdaColumns + lane];
+      for (int d = 0; d < DK; d += 4) {
+        float s0 = ss[d * kKdaColumns + lane];
+        float s1 = ss[(d + 1) * kKdaColumns + lane];
+        float s2 = ss[(d + 2) * kKdaColumns + lane];
+        float s3 = ss[(d + 3) * kKdaColumns + lane];
+#pragma unroll
+        for (int i = 0; i < 8; ++i) {
+          float4 x = *reinterpret_cast<const float4 *>(ws + (8 * warp + i) *
+                                                                KP + d);
+          acc[i] = fmaf(-x.x, s0, acc[i]);
+          acc[i] = fmaf(-x.y, s1, acc[i]);
+          acc[i] = fmaf(-x.z, s2, acc[i]);
+          acc[i] = fmaf(-x.w, s3, acc[i]);
+        }
+      }
+      for (int i = 0; i < 8; ++i)
+        us[(8 * warp + i) * kKdaColumns + lane] = acc[i];
+    }
+    __syncthreads();
+    issueWu(c + 1);
+    // O = (q e^G) S + Aqk U.
+    copyAsyncWait<2>();
+    __syncthreads();
+    {
+      float acc[8] = {0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f};
+      for (int d = 0; d < DK; d += 4) {
+        float s0 = ss[d * kKdaColumns + lane];
+        float s1 = ss[(d + 1) * kKdaColumns + lane];
+        float s2 = ss[(d + 2) * kKdaColumns + lane];
+        float s3 = ss[(d + 3) * kKdaColumns + lane];
+#pragma unroll
+        for (int i = 0; i < 8; ++i) {
+          float4 x = *reinterpret_cast<const float4 *>(qgs + (8 * warp + i) *
+                                                                 KP + d);
+          acc[i] = fmaf(x.x, s0, acc[i]);
+          acc[i] = fmaf(x.y, s1, acc[i]);
+          acc[i] = fmaf(x.z, s2, acc[i]);
+          acc[i] = fmaf(x.w, s3, acc[i]);
+        }
+      }
+      // Aqk is zero above the diagonal: row 8 warp + i needs j < 8 warp + 8.
+      for (int j = 0; j < 8 * warp + 8; j += 4) {
+        float u0 = us[j * kKdaColumns + lane];
+        float u1 = us[(j + 1) * kKdaColumns + lane];
+        float u2 = us[(j + 2) * kKdaColumns + lane];
+        float u3 = us[(j + 3) * kKdaColumns + lane];
+#pragma unroll
+        for (int i = 0; i < 8; ++i) {
+          float4 a = *reinterpret_cast<const float4 *>(as + (8 * warp + i) *
+                                                                AP + j);
+          acc[i] = fmaf(a.x, u0, acc[i]);
+          acc[i] = fmaf(a.y, u1, acc[i]);
+          acc[i] = fmaf(a.z, u2, acc[i]);
+          acc[i] = fmaf(a.w, u3, acc[i]);
+        }
+      }
+      for (int i = 0; i < 8; ++i) {
+        int r = 8 * warp + i;
+        if (r < n && column < dv)
+          out[(int64_t(s.order[begin + r]) * heads + h) * dv + column] =
+              acc[i];
+      }
+    }
+    __syncthreads();
+    issueQa(c + 1);
+    // S <- e^(G_last) S + (k e^(G_last - G))^T U: a warp 16 key rows.
+    copyAsyncWait<2>();
+    __syncthreads();
+    for (int d0 = 16 * warp; d0 < DK; d0 += 16 * (blockDim.x >> 5)) {
+      const int rowsHere = DK - d0 < 16 ? DK - d0 : 16; // a multiple of 8
+      float acc[16];
+#pragma unroll
+      for (int i = 0; i < 16; ++i)
+        acc[i] = i < rowsHere
+                     ? decay[d0 + i] * ss[(d0 + i) * kKdaColumns + lane]
+                     : 0.0f;
+      for (int r = 0; r < kKdaChunk; ++r) {
+        float u = us[r * kKdaColumns + lane];
+#pragma unroll
+        for (int i = 0; i < 16; i += 4) {
+          if (i >= rowsHere)
+            break;
+          float4 x = *reinterpret_cast<const float4 *>(kgs + r * KP + d0 + i);
+          acc[i] = fmaf(x.x, u, acc[i]);
+          acc[i + 1] = fmaf(x.y, u, acc[i + 1]);
+          acc[i + 2] = fmaf(x.z, u, acc[i + 2]);
+          acc[i + 3] = fmaf(x.w, u, acc[i + 3]);
+        }
+      }
+#pragma unroll
+      for (int i = 0; i < 16; ++i)
+        if (i < rowsHere)
+          ss[(d0 + i) * kKdaColumns + lane] = acc[i];
+    }
+    __syncthreads();
+    issueKd(c + 1);
+  }
+  copyAsyncWait<0>();
+  for (int i = tid; i < DK * kKdaColumns; i += blockDim.x) {
+    int d = i / kKdaColumns, c = i % kKdaColumns;
+    if (d < dk && e0 + c < dv)
+      stateStore(slotState, stateBf16, stateBase + d * dv + e0 + c, ss[i]);
   }
 }
 
 namespace {
 
-/// A token's operands for kdaStepToken: q, k and e^g rows in shared memory,
-/// its value and beta, and this thread's part of the squared norms.
-struct KdaStepOperands {
-  float v, beta, qsq, ksq;
-};
-
-__device__ __forceinline__ KdaStepOperands
-kdaStepLoad(const float *q, const float *k, const float *v, const float *g,
-            const float *beta, int64_t row, int64_t dk, int64_t dv, int64_t e,
-            bool column, float *qs, float *ks, float *gs) {
-  KdaStepOperands ops{column ? v[row * dv + e] : 0.0f, beta[row], 0.0f, 0.0f};
-  for (int64_t d = threadIdx.x; d < dk; d += blockDim.x) {
-    float qd = q[row * dk + d], kd = k[row * dk + d];
-    qs[d] = qd;
-    ks[d] = kd;
-    gs[d] = __expf(g[row * dk + d]);
-    ops.qsq = fmaf(qd, qd, ops.qsq);
-    ops.ksq = fmaf(kd, kd, ops.ksq);
-  }
-  return ops;
-}
-
-/// One KDA step of token row `row` (token x heads + head), its operands
-/// loaded by kdaStepLoad, on a block's [Dk, 32] fp32 state slice `work` in
-/// shared memory (kda_step's layout: a warp per 32 key rows, a lane per
-/// value column): the L2 norms, the decay, the delta update and o = S^T q.
+/// kda_step's per-token work on a thread's part of the state slice, `s`:
+/// 16 key rows (this warp's, 16 warp + i) by 4 value columns (this lane's,
+/// c0 + j), in registers. Loads the token's operands (q, k, e^g into
+/// shared memory), then S <- diag(e^g) S, u = beta (v - S^T k),
+/// S += k u^T, o = S^T q, the sums over key rows across warps through
+/// `part` (two [8][128] halves).
 __device__ __forceinline__ void
-kdaStepToken(KdaStepOperands ops, int64_t row, int64_t dk, int64_t dv,
-             int64_t e, int64_t d0, bool column, double scale, int32_t l2norm,
-             float *work, const float *qs, const float *ks, const float *gs,
-             float (*kPart)[32], float (*oPart)[32], float (*norms)[4],
-             float *out) {
-  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
-  const int warps = int(blockDim.x >> 5);
-  float qsq = warpSum(ops.qsq), ksq = warpSum(ops.ksq);
+kdaStepToken(float (&s)[16][4], const float *q, const float *k, const float *v,
+             const float *g, const float *beta, int64_t row, int64_t dk,
+             int64_t dv, int64_t c0, double scale, int32_t l2norm, float *qs,
+             float *ks, float *gs, float (*part)[kKdaStepColumns],
+             float (*norms)[8], float *out) {
+  const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
+  float qd = 0.0f, kd = 0.0f;
+  if (tid < kKdaMaxKeyDim) {
+    float gd = 0.0f;
+    if (tid < dk) {
+      qd = q[row * dk + tid];
+      kd = k[row * dk + tid];
+      gd = __expf(g[row * dk + tid]);
+    }
+    qs[tid] = qd;
+    ks[tid] = kd;
+    gs[tid] = gd;
+  }
+  float vv[4];
+#pragma unroll
+  for (int j = 0; j < 4; ++j)
+    vv[j] = c0 + j < dv ? v[row * dv + c0 + j] : 0.0f;
+  const float b = beta[row];
+  float qq = warpSum(qd * qd), kk = warpSum(kd * kd);
   if (lane == 0) {
-    norms[0][warp] = qsq;
-    norms[1][warp] = ksq;
+    norms[0][warp] = qq;
+    norms[1][warp] = kk;
   }
   __syncthreads();
   float qf = float(scale), kf = 1.0f;
   if (l2norm) {
     float qt = 0.0f, kt = 0.0f;
-    for (int w = 0; w < warps; ++w) {
+#pragma unroll
+    for (int w = 0; w < 8; ++w) {
       qt += norms[0][w];
       kt += norms[1][w];
     }
     qf = float(scale / sqrt(double(qt) + 1e-6));
     kf = float(1.0 / sqrt(double(kt) + 1e-6));
   }
-  // S <- diag(e^g) S; S^T k over this warp's rows.
-  float partial = 0.0f;
-  int64_t rows = dk - d0 < 32 ? dk - d0 : 32;
-  for (int64_t i = 0; i < rows; ++i) {
-    float x = work[(d0 + i) * kKdaColumns + lane] * gs[d0 + i];
-    work[(d0 + i) * kKdaColumns + lane] = x;
-    partial = fmaf(ks[d0 + i] * kf, x, partial);
+  const int d0 = 16 * warp;
+  float acc[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+#pragma unroll
+  for (int i = 0; i < 16; ++i) {
+    float e = gs[d0 + i], kx = ks[d0 + i] * kf;
+#pragma unroll
+    for (int j = 0; j < 4; ++j) {
+      s[i][j] *= e;
+      acc[j] = fmaf(kx, s[i][j], acc[j]);
+    }
   }
-  kPart[warp][lane] = partial;
+  *reinterpret_cast<float4 *>(&part[warp][4 * lane]) =
+      make_float4(acc[0], acc[1], acc[2], acc[3]);
   __syncthreads();
-  float kS = 0.0f;
-  for (int w = 0; w < warps; ++w)
-    kS += kPart[w][lane];
-  float u = column ? ops.beta * (ops.v - kS) : 0.0f;
-  // S += k u^T; o = S^T q.
-  float o = 0.0f;
-  for (int64_t i = 0; i < rows; ++i) {
-    float x = fmaf(ks[d0 + i] * kf, u, work[(d0 + i) * kKdaColumns + lane]);
-    work[(d0 + i) * kKdaColumns + lane] = x;
-    o = fmaf(qs[d0 + i] * qf, x, o);
+  float u[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+#pragma unroll
+  for (int w = 0; w < 8; ++w) {
+    float4 x = *reinterpret_cast<const float4 *>(&part[w][4 * lane]);
+    u[0] += x.x;
+    u[1] += x.y;
+    u[2] += x.z;
+    u[3] += x.w;
   }
-  oPart[warp][lane] = o;
+#pragma unroll
+  for (int j = 0; j < 4; ++j) {
+    u[j] = b * (vv[j] - u[j]);
+    acc[j] = 0.0f;
+  }
+#pragma unroll
+  for (int i = 0; i < 16; ++i) {
+    float kx = ks[d0 + i] * kf, qx = qs[d0 + i] * qf;
+#pragma unroll
+    for (int j = 0; j < 4; ++j) {
+      s[i][j] = fmaf(kx, u[j], s[i][j]);
+      acc[j] = fmaf(qx, s[i][j], acc[j]);
+    }
+  }
+  *reinterpret_cast<float4 *>(&part[8 + warp][4 * lane]) =
+      make_float4(acc[0], acc[1], acc[2], acc[3]);
   __syncthreads();
-  if (warp == 0 && column) {
-    float sum = 0.0f;
-    for (int w = 0; w < warps; ++w)
-      sum += oPart[w][lane];
-    out[row * dv + e] = sum;
+  if (warp == 0) {
+    float o[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+#pragma unroll
+    for (int w = 0; w < 8; ++w) {
+      float4 x = *reinterpret_cast<const float4 *>(&part[8 + w][4 * lane]);
+      o[0] += x.x;
+      o[1] += x.y;
+      o[2] += x.z;
+      o[3] += x.w;
+    }
+#pragma unroll
+    for (int j = 0; j < 4; ++j)
+      if (c0 + j < dv)
+        out[row * dv + c0 + j] = o[j];
   }
-  __syncthreads(); // qs, ks, gs and the partials are rewritten
+  __syncthreads(); // qs, ks, gs and part are rewritten next token
 }
 
 } // namespace
 
-/// kda_step: grid (tokens, heads, ceil(Dv / 32)), block 128 (dk <= 128).
+/// kda_step: grid (tokens, heads, ceil(Dv / 128)), block 256 (dk <= 128).
 /// The block of a slot's first token in the step runs all of the slot's
-/// tokens in order (decode: one); the others leave. Its [Dk, 32] slice of
-/// the state lives in shared memory (16 KiB, fp32), copied in with
-/// cp.async where the rows allow (f32 state, Dv a multiple of 4): the copy
-/// holds no registers, so a dozen blocks an SM keep ~200 KiB in flight, and
-/// it depends on the token's slot only, overlapping the token's loads and
-/// the check for earlier tokens of the slot.
-extern "C" __global__ void __launch_bounds__(kKdaStepThreads)
+/// tokens in order (decode: one); the others leave. Its [Dk, 128] slice of
+/// the state lives in registers (a warp 16 key rows, a lane 4 value
+/// columns: 64 values a thread), loaded before anything else, 16-byte
+/// loads where the rows allow (f32, Dv a multiple of 4): 64 KiB in flight a
+/// block from its first instruction, two blocks an SM, so the step streams
+/// its state at close to the memory's rate; written back once.
+extern "C" __global__ void __launch_bounds__(kKdaStepThreads, 2)
     daybreak_kda_step(const float *q, const float *k, const float *v,
                       const float *g, const float *beta, uint8_t *state,
                       int64_t slotBytes, int32_t stateBf16,
                       const int32_t *sequences, int64_t tokens, int64_t heads,
                       int64_t slots, int64_t dk, int64_t dv, double scale,
                       int32_t l2norm, float *out) {
-  __shared__ __align__(16) float work[kKdaMaxKeyDim * kKdaColumns];
   __shared__ float qs[kKdaMaxKeyDim], ks[kKdaMaxKeyDim], gs[kKdaMaxKeyDim];
-  __shared__ float kPart[4][32], oPart[4][32], norms[2][4];
+  __shared__ __align__(16) float part[16][kKdaStepColumns];
+  __shared__ float norms[2][8];
   __shared__ int list[kKdaChunk];
   __shared__ int counts[34];
   __shared__ int64_t cursor;
@@ -555,73 +974,66 @@ extern "C" __global__ void __launch_bounds__(kKdaStepThreads)
   const int slot = sequences[t];
   if (slot < 0 || slot >= slots)
     return;
-  const int64_t e0 = int64_t(blockIdx.z) * kKdaColumns;
-  const int64_t e = e0 + (threadIdx.x & 31);
-  const int64_t d0 = int64_t(threadIdx.x >> 5) * 32;
-  const int64_t cols = dv - e0 < kKdaColumns ? dv - e0 : kKdaColumns;
-  const bool column = e < dv;
+  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+  const int64_t c0 = int64_t(blockIdx.z) * kKdaStepColumns + 4 * lane;
+  const int64_t d0 = 16 * warp;
   uint8_t *slotState = state + slot * slotBytes;
   const int64_t stateBase = int64_t(h) * dk * dv;
-  const bool async = !stateBf16 && dv % 4 == 0 &&
-                     (reinterpret_cast<unsigned long long>(state) & 15) == 0 &&
-                     slotBytes % 16 == 0;
-  if (async) {
-    const float *src = reinterpret_cast<const float *>(slotState) + stateBase;
-    for (int64_t i = threadIdx.x; i < dk * (kKdaColumns / 4); i += blockDim.x) {
-      int64_t d = i / (kKdaColumns / 4), c = 4 * (i % (kKdaColumns / 4));
-      copyAsync16(work + d * kKdaColumns + c, src + d * dv + e0 + c, c < cols);
+  const bool vec = !stateBf16 && dv % 4 == 0 && c0 + 4 <= dv &&
+                   (reinterpret_cast<unsigned long long>(state) & 15) == 0 &&
+                   slotBytes % 16 == 0;
+  // Rows past dk (and columns past dv) hold zeros and are not stored.
+  const int rows = int(dk - d0 < 16 ? (dk - d0 > 0 ? dk - d0 : 0) : 16);
+  const int64_t first = stateBase + d0 * dv + c0;
+  float s[16][4];
+  if (vec) {
+    const float *p = reinterpret_cast<const float *>(slotState) + first;
+#pragma unroll
+    for (int i = 0; i < 16; ++i) {
+      float4 x = i < rows ? *reinterpret_cast<const float4 *>(p + i * dv)
+                          : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+      s[i][0] = x.x;
+      s[i][1] = x.y;
+      s[i][2] = x.z;
+      s[i][3] = x.w;
     }
-    copyAsyncCommit();
   } else {
-    for (int64_t i = threadIdx.x; i < dk * kKdaColumns; i += blockDim.x) {
-      int64_t d = i / kKdaColumns, c = i % kKdaColumns;
-      work[i] = c < cols ? stateLoad(slotState, stateBf16,
-                                     stateBase + d * dv + e0 + c)
-                         : 0.0f;
-    }
+#pragma unroll
+    for (int i = 0; i < 16; ++i)
+#pragma unroll
+      for (int j = 0; j < 4; ++j)
+        s[i][j] = i < rows && c0 + j < dv
+                      ? stateLoad(slotState, stateBf16, first + i * dv + j)
+                      : 0.0f;
   }
-  KdaStepOperands first = kdaStepLoad(q, k, v, g, beta, t * heads + h, dk, dv,
-                                      e, column, qs, ks, gs);
   bool earlier = false;
   for (int64_t i = threadIdx.x; i < t; i += blockDim.x)
     earlier |= sequences[i] == slot;
-  if (async)
-    copyAsyncWaitAll();
   if (__syncthreads_or(earlier))
     return;
-  kdaStepToken(first, t * heads + h, dk, dv, e, d0, column, scale, l2norm, work,
-               qs, ks, gs, kPart, oPart, norms, out);
-  // Later tokens of the slot, in step order.
   if (threadIdx.x == 0)
     cursor = t + 1;
-  __syncthreads();
-  for (;;) {
-    int n = nextSlotTokens(sequences, tokens, slot, &cursor, list, kKdaChunk,
-                           counts);
-    if (n == 0)
+  // This token, then the slot's later ones in step order.
+  for (int64_t token = t;;) {
+    kdaStepToken(s, q, k, v, g, beta, token * heads + h, dk, dv, c0, scale,
+                 l2norm, qs, ks, gs, part, norms, out);
+    if (nextSlotTokens(sequences, tokens, slot, &cursor, list, 1, counts) == 0)
       break;
-    for (int r = 0; r < n; ++r) {
-      int64_t row = int64_t(list[r]) * heads + h;
-      KdaStepOperands ops =
-          kdaStepLoad(q, k, v, g, beta, row, dk, dv, e, column, qs, ks, gs);
-      kdaStepToken(ops, row, dk, dv, e, d0, column, scale, l2norm, work, qs, ks,
-                   gs, kPart, oPart, norms, out);
-    }
+    token = list[0];
   }
-  // Back as stored: 16-byte stores of fp32 rows, else value by value.
-  if (async) {
-    float *dst = reinterpret_cast<float *>(slotState) + stateBase;
-    for (int64_t i = threadIdx.x; i < dk * (kKdaColumns / 4); i += blockDim.x) {
-      int64_t d = i / (kKdaColumns / 4), c = 4 * (i % (kKdaColumns / 4));
-      if (c < cols)
-        *reinterpret_cast<float4 *>(dst + d * dv + e0 + c) =
-            *reinterpret_cast<const float4 *>(work + d * kKdaColumns + c);
-    }
+  if (vec) {
+    float *p = reinterpret_cast<float *>(slotState) + first;
+#pragma unroll
+    for (int i = 0; i < 16; ++i)
+      if (i < rows)
+        *reinterpret_cast<float4 *>(p + i * dv) =
+            make_float4(s[i][0], s[i][1], s[i][2], s[i][3]);
   } else {
-    for (int64_t i = threadIdx.x; i < dk * kKdaColumns; i += blockDim.x) {
-      int64_t d = i / kKdaColumns, c = i % kKdaColumns;
-      if (c < cols)
-        stateStore(slotState, stateBf16, stateBase + d * dv + e0 + c, work[i]);
-    }
+#pragma unroll
+    for (int i = 0; i < 16; ++i)
+#pragma unroll
+      for (int j = 0; j < 4; ++j)
+        if (i < rows && c0 + j < dv)
+          stateStore(slotState, stateBf16, first + i * dv + j, s[i][j]);
   }
 }

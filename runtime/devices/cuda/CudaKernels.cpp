@@ -62,14 +62,62 @@ constexpr int64_t kSharedFloats = 48 * 1024 / 4;
 // shared memory (Q's three bf16 parts: 3 x 64 rows x (128 + 8) values).
 constexpr int64_t kTcAttentionRows = 64, kTcAttentionThreads = 128;
 constexpr int64_t kTcAttention128Bytes = 3 * kTcAttentionRows * (128 + 8) * 2;
-/// daybreak_kda_chunk's dynamic shared memory for key dim `dk`
-/// (kdaChunkSharedFloats in CudaKda.cuh): the chunk's q, k and G rows, L
-/// and Aqk, the state slice, V/X and U, beta, G_last, the token list.
-constexpr int64_t kdaChunkSharedBytes(int64_t dk) {
-  constexpr int64_t chunk = 64, columns = 32;
-  return 4 * (2 + 3 * chunk * (dk + 1) + 2 * chunk * (chunk + 1) +
-              dk * (columns + 1) + 2 * chunk * (columns + 1) + chunk +
-              (dk + 1) + chunk + 34);
+/// The KDA chunk passes' padded widths and dynamic shared memory for key
+/// dim `dk` (kdaKeyPad, kdaIntraSharedFloats and kdaInterSharedFloats in
+/// CudaKda.cuh).
+constexpr int64_t kKdaChunk = 64, kKdaColumns = 32;
+constexpr int64_t kdaKeyPad(int64_t dk) { return (dk + 7) / 8 * 8; }
+constexpr int64_t kdaValuePad(int64_t dv) { return (dv + 31) / 32 * 32; }
+constexpr int64_t kdaIntraSharedBytes(int64_t dk) {
+  // q, k and G rows; the operand stage (80 rows, the V tiles' 132 columns
+  // at least); Aqk and L; beta, G_last, the chunk header.
+  int64_t pitch = kdaKeyPad(dk) + 4;
+  return 4 * (3 * kKdaChunk * pitch + 80 * std::max<int64_t>(pitch, 132) +
+              2 * kKdaChunk * (kKdaChunk + 4) + kKdaChunk + kdaKeyPad(dk) + 8);
+}
+constexpr int64_t kdaInterSharedBytes(int64_t dk) {
+  // w, q e^G and k e^(G_last - G) rows; u's and U's 32 columns; Aqk; the
+  // state slice; e^(G_last).
+  return 4 * (3 * kKdaChunk * (kdaKeyPad(dk) + 4) +
+              2 * kKdaChunk * kKdaColumns + kKdaChunk * (kKdaChunk + 4) +
+              kdaKeyPad(dk) * kKdaColumns + kdaKeyPad(dk));
+}
+
+/// daybreak_kda_*'s scratch (KdaScratch in CudaKda.cuh: same members, same
+/// order), carved from one buffer by kdaScratchLayout.
+struct DeviceKdaScratch {
+  CUdeviceptr counts, firstChunk, chunkCount, order, chunks;
+  CUdeviceptr qg, kg, w, u, aqk, decay;
+  int64_t maxChunks;
+};
+static_assert(sizeof(DeviceKdaScratch) == 96, "must match KdaScratch");
+
+/// The scratch regions (256-byte aligned) from `base`, and their bytes in
+/// all.
+std::pair<DeviceKdaScratch, uint64_t>
+kdaScratchLayout(CUdeviceptr base, int64_t tokens, int64_t slots,
+                 int64_t heads, int64_t dk, int64_t dv) {
+  DeviceKdaScratch s;
+  s.maxChunks = (tokens + kKdaChunk - 1) / kKdaChunk + slots;
+  uint64_t at = 0;
+  auto take = [&](int64_t bytes) {
+    CUdeviceptr p = base + at;
+    at += (uint64_t(bytes) + 255) / 256 * 256;
+    return p;
+  };
+  int64_t rows = heads * tokens;
+  s.counts = take(4 * slots);
+  s.firstChunk = take(4 * slots);
+  s.chunkCount = take(4);
+  s.order = take(4 * tokens);
+  s.chunks = take(16 * s.maxChunks);
+  s.qg = take(4 * rows * kdaKeyPad(dk));
+  s.kg = take(4 * rows * kdaKeyPad(dk));
+  s.w = take(4 * rows * kdaKeyPad(dk));
+  s.u = take(4 * rows * kdaValuePad(dv));
+  s.aqk = take(4 * rows * kKdaChunk);
+  s.decay = take(4 * heads * s.maxChunks * kdaKeyPad(dk));
+  return {s, at};
 }
 
 /// A tensor-core GEMM block's shared memory (GemmSmem in CudaKernels.cu):
@@ -214,10 +262,11 @@ StatusOr<CudaKernels> CudaKernels::load(const Driver &driver, CUmodule module) {
         }
       }
   // Beyond the 48 KiB default: tc128's Q parts (its tiles are static) and
-  // kda_chunk's chunk.
+  // kda_chunk's intra- and inter-chunk passes.
   for (auto [fn, bytes] :
        {std::pair{kernels.attentionTc128Fn, kTcAttention128Bytes},
-        {kernels.kdaChunkFn, kdaChunkSharedBytes(kKdaMaxKeyDim)}})
+        {kernels.kdaIntraFn, kdaIntraSharedBytes(kKdaMaxKeyDim)},
+        {kernels.kdaInterFn, kdaInterSharedBytes(kKdaMaxKeyDim)}})
     if (status.ok())
       status = driver.check(
           driver.cuFuncSetAttribute(
@@ -319,10 +368,17 @@ Status CudaKernels::kdaGate(CUdeviceptr raw, CUdeviceptr aLog,
                 params);
 }
 
+uint64_t CudaKernels::kdaChunkScratchBytes(int64_t tokens, int64_t slots,
+                                           int64_t heads, int64_t keyDim,
+                                           int64_t valueDim) {
+  return kdaScratchLayout(0, tokens, slots, heads, keyDim, valueDim).second;
+}
+
 Status CudaKernels::kda(bool chunked, const DeviceKdaInputs &in,
                         const DeviceState &state, CUdeviceptr sequences,
                         int64_t tokens, int64_t heads, int64_t keyDim,
                         int64_t valueDim, double scale, bool qkL2Norm,
+                        CUdeviceptr scratch, uint64_t scratchBytes,
                         CUdeviceptr out, CUstream stream) const {
   const char *name = chunked ? "kda_chunk" : "kda_step";
   if (keyDim <= 0 || keyDim > kKdaMaxKeyDim || valueDim <= 0)
@@ -337,22 +393,42 @@ Status CudaKernels::kda(bool chunked, const DeviceKdaInputs &in,
                          std::to_string(valueDim));
   DeviceKdaInputs i = in;
   CUdeviceptr base = state.base;
-  int64_t slotBytes = state.slotBytes;
+  int64_t slotBytes = state.slotBytes, slots = state.slots;
   int32_t bf16 = state.bf16, l2norm = qkL2Norm;
-  void *params[] = {&i.q,       &i.k,   &i.v,       &i.g,    &i.beta, &base,
-                    &slotBytes, &bf16,  &sequences, &tokens, &heads,  &keyDim,
-                    &valueDim,  &scale, &l2norm,    &out};
-  int64_t splits = ceilDiv(valueDim, 32);
-  if (chunked)
-    return launch(kdaChunkFn, name, state.slots, heads, splits, 512,
-                  unsigned(kdaChunkSharedBytes(keyDim)), stream, params);
-  int64_t slots = state.slots;
-  void *stepParams[] = {&i.q,    &i.k,       &i.v,    &i.g,       &i.beta,
-                        &base,   &slotBytes, &bf16,   &sequences, &tokens,
-                        &heads,  &slots,     &keyDim, &valueDim,  &scale,
-                        &l2norm, &out};
-  return launch(kdaStepFn, name, tokens, heads, splits, 128, 0, stream,
-                stepParams);
+  if (!chunked) {
+    void *params[] = {&i.q,    &i.k,       &i.v,    &i.g,       &i.beta,
+                      &base,   &slotBytes, &bf16,   &sequences, &tokens,
+                      &heads,  &slots,     &keyDim, &valueDim,  &scale,
+                      &l2norm, &out};
+    return launch(kdaStepFn, name, tokens, heads, ceilDiv(valueDim, 128), 256,
+                  0, stream, params);
+  }
+  if (tokens == 0 || slots == 0)
+    return Status::success();
+  auto [s, bytes] =
+      kdaScratchLayout(scratch, tokens, slots, heads, keyDim, valueDim);
+  if (bytes > scratchBytes)
+    return Status::error("kda_chunk: " + std::to_string(tokens) +
+                         " tokens over " + std::to_string(slots) +
+                         " slots need " + std::to_string(bytes) +
+                         " bytes of scratch, " + std::to_string(scratchBytes) +
+                         " given");
+  void *order[] = {&sequences, &tokens, &s};
+  DAYBREAK_RETURN_IF_ERROR(
+      launch(kdaCountFn, "kda_count", slots, 1, 1, 256, 0, stream, order));
+  DAYBREAK_RETURN_IF_ERROR(
+      launch(kdaOrderFn, "kda_order", slots, 1, 1, 256, 0, stream, order));
+  void *intra[] = {&i.q,   &i.k,     &i.v,      &i.g,     &i.beta, &tokens,
+                   &heads, &keyDim,  &valueDim, &scale,   &l2norm, &s};
+  DAYBREAK_RETURN_IF_ERROR(launch(kdaIntraFn, "kda_intra", s.maxChunks, heads,
+                                  1, 256,
+                                  unsigned(kdaIntraSharedBytes(keyDim)),
+                                  stream, intra));
+  void *inter[] = {&base,   &slotBytes, &bf16,     &tokens, &heads,
+                   &keyDim, &valueDim,  &s,        &out};
+  return launch(kdaInterFn, "kda_inter", slots, heads,
+                kdaValuePad(valueDim) / kKdaColumns, 256,
+                unsigned(kdaInterSharedBytes(keyDim)), stream, inter);
 }
 
 Status CudaKernels::gatedRmsNorm(CUdeviceptr x, CUdeviceptr gate,

@@ -228,7 +228,10 @@ constexpr int64_t expertGemmScratchBytes(int64_t tokens, int64_t slots,
   X(shortConv, "daybreak_short_conv")                                          \
   X(shortConvState, "daybreak_short_conv_state")                               \
   X(kdaGate, "daybreak_kda_gate")                                              \
-  X(kdaChunk, "daybreak_kda_chunk")                                            \
+  X(kdaCount, "daybreak_kda_count")                                            \
+  X(kdaOrder, "daybreak_kda_order")                                            \
+  X(kdaIntra, "daybreak_kda_intra")                                            \
+  X(kdaInter, "daybreak_kda_inter")                                            \
   X(kdaStep, "daybreak_kda_step")                                              \
   X(gatedRmsNorm, "daybreak_gated_rms_norm")                                   \
   X(copyColumns, "daybreak_copy_columns")                                      \
@@ -471,7 +474,9 @@ public:
   /// weight [C, W] as stored (W <= kShortConvMaxWidth); outputs first, then
   /// the windows. kda: the chunked form (prefill) or the step (decode),
   /// Dk <= kKdaMaxKeyDim. Tokens naming a slot outside [0, state.slots) are
-  /// skipped (their outputs zero in shortConv, untouched in kda).
+  /// skipped (their outputs zero in shortConv, untouched in kda). The
+  /// chunked form works in `scratch`, at least kdaChunkScratchBytes for its
+  /// tokens and state.slots (an error otherwise); the step takes none.
   Status shortConv(CUdeviceptr x, const DeviceWeight &weight, int64_t channels,
                    int64_t width, const DeviceState &state,
                    CUdeviceptr sequences, int64_t tokens, int64_t activation,
@@ -483,7 +488,11 @@ public:
   Status kda(bool chunked, const DeviceKdaInputs &in, const DeviceState &state,
              CUdeviceptr sequences, int64_t tokens, int64_t heads,
              int64_t keyDim, int64_t valueDim, double scale, bool qkL2Norm,
-             CUdeviceptr out, CUstream stream) const;
+             CUdeviceptr scratch, uint64_t scratchBytes, CUdeviceptr out,
+             CUstream stream) const;
+  static uint64_t kdaChunkScratchBytes(int64_t tokens, int64_t slots,
+                                       int64_t heads, int64_t keyDim,
+                                       int64_t valueDim);
   Status gatedRmsNorm(CUdeviceptr x, CUdeviceptr gate,
                       const DeviceWeight &weight, int64_t rows, int64_t dim,
                       double eps, int64_t activation, CUdeviceptr out,
