@@ -24,10 +24,10 @@
 //   U = u - w S; O = (q e^G) S + Aqk U; S <- e^{G_last} S + (k e^{G_last -
 //   G})^T U.
 //
-// kda_step (decode) takes a block per token (times heads and 128 value
-// columns); the block of a slot's first token keeps its [Dk, 128] slice of
-// the state in registers for all of the slot's tokens: read first (16-byte
-// loads) and written once a step, coalesced.
+// kda_step (decode) takes a block per token (times heads and 64 value
+// columns); the block of a slot's first token keeps its [Dk, 64] slice of
+// the state in registers for all of the slot's tokens: read first and
+// written once a step, coalesced.
 //
 //===----------------------------------------------------------------------===//
 
@@ -37,7 +37,7 @@ constexpr int kKdaChunk = 64;        // tokens a chunk
 constexpr int kKdaMaxKeyDim = 128;   // key dim a block holds
 constexpr int kKdaColumns = 32;      // value columns a block owns
 constexpr int kKdaStepThreads = 256; // kda_step: a warp per 16 key rows
-constexpr int kKdaStepColumns = 128; // value columns a kda_step block owns
+constexpr int kKdaStepColumns = 64;  // value columns a kda_step block owns
 constexpr int kShortConvMaxWidth = 8;
 
 __device__ __forceinline__ float stateLoad(const uint8_t *slot, bool bf16,
@@ -298,19 +298,20 @@ __device__ __forceinline__ void trianglePair(int p, int &r, int &c) {
 
 /// daybreak_kda_intra's shared memory for key dim `dk` (floats): q, k, G
 /// rows, the 3xTF32 operand staging (the V tiles later), Aqk and L, beta,
-/// G_last, the chunk's header.
+/// G_last, the chunk's tokens.
 __host__ __device__ constexpr int64_t kdaIntraSharedFloats(int64_t dk) {
   return 3 * kKdaChunk * (kdaKeyPad(dk) + 4) +
          80 * (kdaKeyPad(dk) + 4 > 132 ? kdaKeyPad(dk) + 4 : 132) +
-         2 * kKdaChunk * (kKdaChunk + 4) + kKdaChunk + kdaKeyPad(dk) + 4 + 4;
+         2 * kKdaChunk * (kKdaChunk + 4) + 2 * kKdaChunk + kdaKeyPad(dk);
 }
 
 /// daybreak_kda_inter's shared memory (floats): w, q e^G and k e^(G_last -
-/// G) rows, u's and U's 32 columns, Aqk, the state slice, e^(G_last).
+/// G) rows, u's and U's 32 columns, Aqk, the state slice, e^(G_last), the
+/// chunk's tokens.
 __host__ __device__ constexpr int64_t kdaInterSharedFloats(int64_t dk) {
   return 3 * kKdaChunk * (kdaKeyPad(dk) + 4) + 2 * kKdaChunk * kKdaColumns +
          kKdaChunk * (kKdaChunk + 4) + kdaKeyPad(dk) * kKdaColumns +
-         kdaKeyPad(dk);
+         kdaKeyPad(dk) + kKdaChunk;
 }
 
 } // namespace
@@ -379,7 +380,7 @@ extern "C" __global__ void daybreak_kda_order(const int32_t *sequences,
 
 /// kda_chunk, pass 3: everything of a chunk that does not depend on the
 /// state, all chunks (and heads) at once. Grid (maxChunks, heads), block
-/// 256, dynamic shared memory kdaIntraSharedFloats(dk) floats.
+/// 512, dynamic shared memory kdaIntraSharedFloats(dk) floats.
 ///
 /// With G the chunk's cumulative g (per key channel): Aqk = q_r . k_c
 /// e^(G_r - G_c) (c <= r), L = beta_r k_r . k_c e^(G_r - G_c) (c < r),
@@ -391,7 +392,7 @@ extern "C" __global__ void daybreak_kda_order(const int32_t *sequences,
 /// (g <= 0, as kda_gate makes it), so the products run on the tensor
 /// cores (3xTF32), as do w and u. T by forward substitution in 16-row
 /// blocks, fp32.
-extern "C" __global__ void __launch_bounds__(256)
+extern "C" __global__ void __launch_bounds__(512)
     daybreak_kda_intra(const float *q, const float *k, const float *v,
                        const float *g, const float *beta, int64_t tokens,
                        int64_t heads, int64_t dk, int64_t dv, double scale,
@@ -410,28 +411,44 @@ extern "C" __global__ void __launch_bounds__(256)
   float *lt = aqk + kKdaChunk * CP;              // L, T diag(beta)
   float *bs = lt + kKdaChunk * CP;               // beta       [C]
   float *last = bs + kKdaChunk;                  // G_last     [DK]
+  int *tok = reinterpret_cast<int *>(last + DK); // tokens     [C]
   const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
   const int32_t *entry = s.chunks + 4 * int64_t(chunk);
   const int64_t begin = entry[1];
   const int n = entry[2];
   const int64_t rowBase = int64_t(h) * tokens + begin; // position rows
 
-  // 1. The chunk's q, k, g rows and beta (zeros past n and dk).
-  for (int i = tid; i < kKdaChunk * DK; i += blockDim.x) {
-    int r = i / DK, d = i % DK;
-    float qv = 0.0f, kv = 0.0f, gv = 0.0f;
-    if (r < n && d < dk) {
-      int64_t at = (int64_t(s.order[begin + r]) * heads + h) * dk + d;
-      qv = q[at];
-      kv = k[at];
-      gv = g[at];
-    }
-    qs[r * KP + d] = qv;
-    ks[r * KP + d] = kv;
-    gs[r * KP + d] = gv;
+  // 1. The chunk's tokens and beta, then its q, k, g rows (zeros past n
+  // and dk), 8 values of each a thread in flight.
+  for (int r = tid; r < kKdaChunk; r += blockDim.x) {
+    int t = r < n ? s.order[begin + r] : -1;
+    tok[r] = t;
+    bs[r] = t >= 0 ? beta[int64_t(t) * heads + h] : 0.0f;
   }
-  for (int r = tid; r < kKdaChunk; r += blockDim.x)
-    bs[r] = r < n ? beta[int64_t(s.order[begin + r]) * heads + h] : 0.0f;
+  __syncthreads();
+  for (int base = 0; base < kKdaChunk * DK; base += 8 * blockDim.x) {
+    float qv[8], kv[8], gv[8];
+#pragma unroll
+    for (int j = 0; j < 8; ++j) {
+      int i = base + j * blockDim.x + tid, r = i / DK, d = i - r * DK;
+      qv[j] = kv[j] = gv[j] = 0.0f;
+      if (r < n && d < dk) {
+        int64_t at = (int64_t(tok[r]) * heads + h) * dk + d;
+        qv[j] = q[at];
+        kv[j] = k[at];
+        gv[j] = g[at];
+      }
+    }
+#pragma unroll
+    for (int j = 0; j < 8; ++j) {
+      int i = base + j * blockDim.x + tid, r = i / DK, d = i - r * DK;
+      if (r < kKdaChunk) {
+        qs[r * KP + d] = qv[j];
+        ks[r * KP + d] = kv[j];
+        gs[r * KP + d] = gv[j];
+      }
+    }
+  }
   __syncthreads();
   // 2. G = cumsum(g); L2 norms (a warp a row), q times the scale.
   for (int d = tid; d < DK; d += blockDim.x) {
@@ -603,13 +620,21 @@ extern "C" __global__ void __launch_bounds__(256)
   for (int64_t v0 = 0; v0 < DV; v0 += 128) {
     const int width = int(DV - v0 < 128 ? DV - v0 : 128);
     __syncthreads(); // the stage is free
-    for (int i = tid; i < kKdaChunk * width; i += blockDim.x) {
-      int r = i / width, c = i % width;
-      int64_t col = v0 + c;
-      stage[r * 132 + c] =
-          r < n && col < dv
-              ? v[(int64_t(s.order[begin + r]) * heads + h) * dv + col]
-              : 0.0f;
+    for (int base = 0; base < kKdaChunk * width; base += 8 * blockDim.x) {
+      float x[8];
+#pragma unroll
+      for (int j = 0; j < 8; ++j) {
+        int i = base + j * blockDim.x + tid, r = i / width, c = i - r * width;
+        x[j] = r < n && v0 + c < dv
+                   ? v[(int64_t(tok[r]) * heads + h) * dv + v0 + c]
+                   : 0.0f;
+      }
+#pragma unroll
+      for (int j = 0; j < 8; ++j) {
+        int i = base + j * blockDim.x + tid, r = i / width, c = i - r * width;
+        if (r < kKdaChunk)
+          stage[r * 132 + c] = x[j];
+      }
     }
     __syncthreads();
     for (int tile = warp; tile < 4 * (width / 8); tile += blockDim.x >> 5) {
@@ -628,36 +653,41 @@ extern "C" __global__ void __launch_bounds__(256)
 }
 
 /// kda_chunk, pass 4: the state through a slot's chunks in order. Grid
-/// (slots, heads, DvP / 32), block 256, dynamic shared memory
+/// (slots, heads, DvP / 32), block 512, dynamic shared memory
 /// kdaInterSharedFloats(dk) floats. A chunk is three products on the
-/// block's [Dk, 32] state slice S (fp32, CUDA cores):
+/// block's [Dk, 32] state slice S (fp32, CUDA cores; a lane a column):
 ///   U = u - w S;  O = (q e^G) S + Aqk U;  S <- e^(G_last) S + (k e^(G_last
 ///   - G))^T U.
 /// The next chunk's operands stream in (cp.async) as the current ones are
-/// done with: w and u after U, q e^G and Aqk after O, k e^(G_last - G) and
-/// the decay after the update.
-extern "C" __global__ void __launch_bounds__(256)
+/// done with: w and u after U, q e^G, Aqk and the tokens after O, k
+/// e^(G_last - G) and the decay after the update. A slot's chunks are
+/// consecutive, its positions too: nothing but the first is looked up.
+extern "C" __global__ void __launch_bounds__(512)
     daybreak_kda_inter(uint8_t *state, int64_t slotBytes, int32_t stateBf16,
                        int64_t tokens, int64_t heads, int64_t dk, int64_t dv,
                        KdaScratch s, float *out) {
   extern __shared__ __align__(16) float shared[];
   const int slot = blockIdx.x, h = blockIdx.y;
-  const int count = (s.counts[slot] + kKdaChunk - 1) / kKdaChunk;
+  const int total = s.counts[slot];
+  const int count = (total + kKdaChunk - 1) / kKdaChunk;
   if (count == 0)
     return; // no token: the state stays
   const int first = s.firstChunk[slot];
+  const int64_t begin0 = s.chunks[4 * int64_t(first) + 1];
   const int DK = int(kdaKeyPad(dk)), KP = DK + 4, AP = kKdaChunk + 4;
   const int64_t DV = kdaValuePad(dv);
   const int64_t e0 = int64_t(blockIdx.z) * kKdaColumns;
-  float *ws = shared;                       // w              [C, KP]
-  float *qgs = ws + kKdaChunk * KP;         // q e^G          [C, KP]
-  float *kgs = qgs + kKdaChunk * KP;        // k e^(Gl - G)   [C, KP]
-  float *uin = kgs + kKdaChunk * KP;        // u's columns    [C, 32]
-  float *us = uin + kKdaChunk * kKdaColumns; // U             [C, 32]
-  float *as = us + kKdaChunk * kKdaColumns; // Aqk            [C, AP]
-  float *ss = as + kKdaChunk * AP;          // S slice        [DK, 32]
-  float *decay = ss + DK * kKdaColumns;     // e^(G_last)     [DK]
+  float *ws = shared;                        // w              [C, KP]
+  float *qgs = ws + kKdaChunk * KP;          // q e^G          [C, KP]
+  float *kgs = qgs + kKdaChunk * KP;         // k e^(Gl - G)   [C, KP]
+  float *uin = kgs + kKdaChunk * KP;         // u's columns    [C, 32]
+  float *us = uin + kKdaChunk * kKdaColumns; // U              [C, 32]
+  float *as = us + kKdaChunk * kKdaColumns;  // Aqk            [C, AP]
+  float *ss = as + kKdaChunk * AP;           // S slice        [DK, 32]
+  float *decay = ss + DK * kKdaColumns;      // e^(G_last)     [DK]
+  int *tok = reinterpret_cast<int *>(decay + DK); // tokens    [C]
   const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
+  const int warps = blockDim.x >> 5;
   const int64_t column = e0 + lane;
   uint8_t *slotState = state + slot * slotBytes;
   const int64_t stateBase = int64_t(h) * dk * dv;
@@ -669,49 +699,48 @@ extern "C" __global__ void __launch_bounds__(256)
                 : 0.0f;
   }
 
-  // Rows of `width` floats (a multiple of 4) at `src` (row stride `stride`)
-  // into `dst` (row stride `pitch`); rows past n zero-filled.
+  // Chunk c: positions begin0 + 64 c on, its rows in the scratch from
+  // `base`; rows past n zero-filled.
+  auto length = [&](int c) {
+    return total - kKdaChunk * c < kKdaChunk ? total - kKdaChunk * c
+                                              : kKdaChunk;
+  };
+  auto rowBase = [&](int c) {
+    return int64_t(h) * tokens + begin0 + int64_t(kKdaChunk) * c;
+  };
   auto rows = [&](float *dst, int pitch, const float *src, int64_t stride,
                   int width, int n) {
     int pieces = width / 4;
     for (int i = tid; i < kKdaChunk * pieces; i += blockDim.x) {
-      int r = i / pieces, c = 4 * (i % pieces);
+      int r = i / pieces, c = 4 * (i - r * pieces);
       bool valid = r < n;
       copyAsync16(dst + r * pitch + c, valid ? src + r * stride + c : src,
                   valid);
     }
   };
-  auto chunkRows = [&](int c, int64_t &base, int &n) {
-    const int32_t *entry = s.chunks + 4 * int64_t(first + c);
-    base = int64_t(h) * tokens + entry[1];
-    n = entry[2];
-  };
   auto issueWu = [&](int c) {
     if (c < count) {
-      int64_t base;
-      int n;
-      chunkRows(c, base, n);
-      rows(ws, KP, s.w + base * DK, DK, DK, n);
-      rows(uin, kKdaColumns, s.u + base * DV + e0, DV, kKdaColumns, n);
+      int64_t base = rowBase(c);
+      rows(ws, KP, s.w + base * DK, DK, DK, length(c));
+      rows(uin, kKdaColumns, s.u + base * DV + e0, DV, kKdaColumns, length(c));
     }
     copyAsyncCommit();
   };
   auto issueQa = [&](int c) {
     if (c < count) {
-      int64_t base;
-      int n;
-      chunkRows(c, base, n);
+      int64_t base = rowBase(c);
+      int n = length(c);
       rows(qgs, KP, s.qg + base * DK, DK, DK, n);
       rows(as, AP, s.aqk + base * kKdaChunk, kKdaChunk, kKdaChunk, n);
+      const int32_t *src = s.order + begin0 + int64_t(kKdaChunk) * c;
+      for (int r = tid; r < n; r += blockDim.x)
+        copyAsync4(tok + r, src + r, true);
     }
     copyAsyncCommit();
   };
   auto issueKd = [&](int c) {
     if (c < count) {
-      int64_t base;
-      int n;
-      chunkRows(c, base, n);
-      rows(kgs, KP, s.kg + base * DK, DK, DK, n);
+      rows(kgs, KP, s.kg + rowBase(c) * DK, DK, DK, length(c));
       const float *src =
           s.decay + (int64_t(h) * s.maxChunks + first + c) * DK;
       for (int i = tid; i < DK / 4; i += blockDim.x)
@@ -723,34 +752,34 @@ extern "C" __global__ void __launch_bounds__(256)
   issueQa(0);
   issueKd(0);
 
+  const int r0 = 4 * warp; // this warp's rows of U and O
   for (int c = 0; c < count; ++c) {
-    const int32_t *entry = s.chunks + 4 * int64_t(first + c);
-    const int64_t begin = entry[1];
-    const int n = entry[2];
-    // U = u - w S: a warp 8 rows, a lane a column.
+    const int n = length(c);
+    // U = u - w S.
     copyAsyncWait<2>();
     __syncthreads();
     {
-      float acc[8];
-      for (int i = 0; i < 8; ++i)
-        acc[i] = uin[(8 * warp + i) * kKdaColumns + lane];
+      float acc[4];
+#pragma unroll
+      for (int i = 0; i < 4; ++i)
+        acc[i] = uin[(r0 + i) * kKdaColumns + lane];
       for (int d = 0; d < DK; d += 4) {
         float s0 = ss[d * kKdaColumns + lane];
         float s1 = ss[(d + 1) * kKdaColumns + lane];
         float s2 = ss[(d + 2) * kKdaColumns + lane];
         float s3 = ss[(d + 3) * kKdaColumns + lane];
 #pragma unroll
-        for (int i = 0; i < 8; ++i) {
-          float4 x = *reinterpret_cast<const float4 *>(ws + (8 * warp + i) *
-                                                                KP + d);
+        for (int i = 0; i < 4; ++i) {
+          float4 x = *reinterpret_cast<const float4 *>(ws + (r0 + i) * KP + d);
           acc[i] = fmaf(-x.x, s0, acc[i]);
           acc[i] = fmaf(-x.y, s1, acc[i]);
           acc[i] = fmaf(-x.z, s2, acc[i]);
           acc[i] = fmaf(-x.w, s3, acc[i]);
         }
       }
-      for (int i = 0; i < 8; ++i)
-        us[(8 * warp + i) * kKdaColumns + lane] = acc[i];
+#pragma unroll
+      for (int i = 0; i < 4; ++i)
+        us[(r0 + i) * kKdaColumns + lane] = acc[i];
     }
     __syncthreads();
     issueWu(c + 1);
@@ -758,75 +787,68 @@ extern "C" __global__ void __launch_bounds__(256)
     copyAsyncWait<2>();
     __syncthreads();
     {
-      float acc[8] = {0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f};
+      float acc[4] = {0.0f, 0.0f, 0.0f, 0.0f};
       for (int d = 0; d < DK; d += 4) {
         float s0 = ss[d * kKdaColumns + lane];
         float s1 = ss[(d + 1) * kKdaColumns + lane];
         float s2 = ss[(d + 2) * kKdaColumns + lane];
         float s3 = ss[(d + 3) * kKdaColumns + lane];
 #pragma unroll
-        for (int i = 0; i < 8; ++i) {
-          float4 x = *reinterpret_cast<const float4 *>(qgs + (8 * warp + i) *
-                                                                 KP + d);
+        for (int i = 0; i < 4; ++i) {
+          float4 x =
+              *reinterpret_cast<const float4 *>(qgs + (r0 + i) * KP + d);
           acc[i] = fmaf(x.x, s0, acc[i]);
           acc[i] = fmaf(x.y, s1, acc[i]);
           acc[i] = fmaf(x.z, s2, acc[i]);
           acc[i] = fmaf(x.w, s3, acc[i]);
         }
       }
-      // Aqk is zero above the diagonal: row 8 warp + i needs j < 8 warp + 8.
-      for (int j = 0; j < 8 * warp + 8; j += 4) {
+      // Aqk is zero above the diagonal: rows r0 + i need j < r0 + 4.
+      for (int j = 0; j < r0 + 4; j += 4) {
         float u0 = us[j * kKdaColumns + lane];
         float u1 = us[(j + 1) * kKdaColumns + lane];
         float u2 = us[(j + 2) * kKdaColumns + lane];
         float u3 = us[(j + 3) * kKdaColumns + lane];
 #pragma unroll
-        for (int i = 0; i < 8; ++i) {
-          float4 a = *reinterpret_cast<const float4 *>(as + (8 * warp + i) *
-                                                                AP + j);
+        for (int i = 0; i < 4; ++i) {
+          float4 a = *reinterpret_cast<const float4 *>(as + (r0 + i) * AP + j);
           acc[i] = fmaf(a.x, u0, acc[i]);
           acc[i] = fmaf(a.y, u1, acc[i]);
           acc[i] = fmaf(a.z, u2, acc[i]);
           acc[i] = fmaf(a.w, u3, acc[i]);
         }
       }
-      for (int i = 0; i < 8; ++i) {
-        int r = 8 * warp + i;
-        if (r < n && column < dv)
-          out[(int64_t(s.order[begin + r]) * heads + h) * dv + column] =
-              acc[i];
-      }
+#pragma unroll
+      for (int i = 0; i < 4; ++i)
+        if (r0 + i < n && column < dv)
+          out[(int64_t(tok[r0 + i]) * heads + h) * dv + column] = acc[i];
     }
     __syncthreads();
     issueQa(c + 1);
-    // S <- e^(G_last) S + (k e^(G_last - G))^T U: a warp 16 key rows.
+    // S <- e^(G_last) S + (k e^(G_last - G))^T U: a warp 8 key rows.
     copyAsyncWait<2>();
     __syncthreads();
-    for (int d0 = 16 * warp; d0 < DK; d0 += 16 * (blockDim.x >> 5)) {
-      const int rowsHere = DK - d0 < 16 ? DK - d0 : 16; // a multiple of 8
-      float acc[16];
+    for (int d0 = 8 * warp; d0 < DK; d0 += 8 * warps) {
+      float acc[8];
 #pragma unroll
-      for (int i = 0; i < 16; ++i)
-        acc[i] = i < rowsHere
-                     ? decay[d0 + i] * ss[(d0 + i) * kKdaColumns + lane]
-                     : 0.0f;
+      for (int i = 0; i < 8; ++i)
+        acc[i] = decay[d0 + i] * ss[(d0 + i) * kKdaColumns + lane];
       for (int r = 0; r < kKdaChunk; ++r) {
         float u = us[r * kKdaColumns + lane];
-#pragma unroll
-        for (int i = 0; i < 16; i += 4) {
-          if (i >= rowsHere)
-            break;
-          float4 x = *reinterpret_cast<const float4 *>(kgs + r * KP + d0 + i);
-          acc[i] = fmaf(x.x, u, acc[i]);
-          acc[i + 1] = fmaf(x.y, u, acc[i + 1]);
-          acc[i + 2] = fmaf(x.z, u, acc[i + 2]);
-          acc[i + 3] = fmaf(x.w, u, acc[i + 3]);
-        }
+        float4 x0 = *reinterpret_cast<const float4 *>(kgs + r * KP + d0);
+        float4 x1 = *reinterpret_cast<const float4 *>(kgs + r * KP + d0 + 4);
+        acc[0] = fmaf(x0.x, u, acc[0]);
+        acc[1] = fmaf(x0.y, u, acc[1]);
+        acc[2] = fmaf(x0.z, u, acc[2]);
+        acc[3] = fmaf(x0.w, u, acc[3]);
+        acc[4] = fmaf(x1.x, u, acc[4]);
+        acc[5] = fmaf(x1.y, u, acc[5]);
+        acc[6] = fmaf(x1.z, u, acc[6]);
+        acc[7] = fmaf(x1.w, u, acc[7]);
       }
 #pragma unroll
-      for (int i = 0; i < 16; ++i)
-        if (i < rowsHere)
-          ss[(d0 + i) * kKdaColumns + lane] = acc[i];
+      for (int i = 0; i < 8; ++i)
+        ss[(d0 + i) * kKdaColumns + lane] = acc[i];
     }
     __syncthreads();
     issueKd(c + 1);
@@ -842,13 +864,13 @@ extern "C" __global__ void __launch_bounds__(256)
 namespace {
 
 /// kda_step's per-token work on a thread's part of the state slice, `s`:
-/// 16 key rows (this warp's, 16 warp + i) by 4 value columns (this lane's,
+/// 16 key rows (this warp's, 16 warp + i) by 2 value columns (this lane's,
 /// c0 + j), in registers. Loads the token's operands (q, k, e^g into
 /// shared memory), then S <- diag(e^g) S, u = beta (v - S^T k),
 /// S += k u^T, o = S^T q, the sums over key rows across warps through
 /// `part` (two [8][128] halves).
 __device__ __forceinline__ void
-kdaStepToken(float (&s)[16][4], const float *q, const float *k, const float *v,
+kdaStepToken(float (&s)[16][2], const float *q, const float *k, const float *v,
              const float *g, const float *beta, int64_t row, int64_t dk,
              int64_t dv, int64_t c0, double scale, int32_t l2norm, float *qs,
              float *ks, float *gs, float (*part)[kKdaStepColumns],
@@ -866,9 +888,9 @@ kdaStepToken(float (&s)[16][4], const float *q, const float *k, const float *v,
     ks[tid] = kd;
     gs[tid] = gd;
   }
-  float vv[4];
+  float vv[2];
 #pragma unroll
-  for (int j = 0; j < 4; ++j)
+  for (int j = 0; j < 2; ++j)
     vv[j] = c0 + j < dv ? v[row * dv + c0 + j] : 0.0f;
   const float b = beta[row];
   float qq = warpSum(qd * qd), kk = warpSum(kd * kd);
@@ -889,30 +911,28 @@ kdaStepToken(float (&s)[16][4], const float *q, const float *k, const float *v,
     kf = float(1.0 / sqrt(double(kt) + 1e-6));
   }
   const int d0 = 16 * warp;
-  float acc[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+  float acc[2] = {0.0f, 0.0f};
 #pragma unroll
   for (int i = 0; i < 16; ++i) {
     float e = gs[d0 + i], kx = ks[d0 + i] * kf;
 #pragma unroll
-    for (int j = 0; j < 4; ++j) {
+    for (int j = 0; j < 2; ++j) {
       s[i][j] *= e;
       acc[j] = fmaf(kx, s[i][j], acc[j]);
     }
   }
-  *reinterpret_cast<float4 *>(&part[warp][4 * lane]) =
-      make_float4(acc[0], acc[1], acc[2], acc[3]);
+  *reinterpret_cast<float2 *>(&part[warp][2 * lane]) =
+      make_float2(acc[0], acc[1]);
   __syncthreads();
-  float u[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+  float u[2] = {0.0f, 0.0f};
 #pragma unroll
   for (int w = 0; w < 8; ++w) {
-    float4 x = *reinterpret_cast<const float4 *>(&part[w][4 * lane]);
+    float2 x = *reinterpret_cast<const float2 *>(&part[w][2 * lane]);
     u[0] += x.x;
     u[1] += x.y;
-    u[2] += x.z;
-    u[3] += x.w;
   }
 #pragma unroll
-  for (int j = 0; j < 4; ++j) {
+  for (int j = 0; j < 2; ++j) {
     u[j] = b * (vv[j] - u[j]);
     acc[j] = 0.0f;
   }
@@ -920,26 +940,24 @@ kdaStepToken(float (&s)[16][4], const float *q, const float *k, const float *v,
   for (int i = 0; i < 16; ++i) {
     float kx = ks[d0 + i] * kf, qx = qs[d0 + i] * qf;
 #pragma unroll
-    for (int j = 0; j < 4; ++j) {
+    for (int j = 0; j < 2; ++j) {
       s[i][j] = fmaf(kx, u[j], s[i][j]);
       acc[j] = fmaf(qx, s[i][j], acc[j]);
     }
   }
-  *reinterpret_cast<float4 *>(&part[8 + warp][4 * lane]) =
-      make_float4(acc[0], acc[1], acc[2], acc[3]);
+  *reinterpret_cast<float2 *>(&part[8 + warp][2 * lane]) =
+      make_float2(acc[0], acc[1]);
   __syncthreads();
   if (warp == 0) {
-    float o[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+    float o[2] = {0.0f, 0.0f};
 #pragma unroll
     for (int w = 0; w < 8; ++w) {
-      float4 x = *reinterpret_cast<const float4 *>(&part[8 + w][4 * lane]);
+      float2 x = *reinterpret_cast<const float2 *>(&part[8 + w][2 * lane]);
       o[0] += x.x;
       o[1] += x.y;
-      o[2] += x.z;
-      o[3] += x.w;
     }
 #pragma unroll
-    for (int j = 0; j < 4; ++j)
+    for (int j = 0; j < 2; ++j)
       if (c0 + j < dv)
         out[row * dv + c0 + j] = o[j];
   }
@@ -948,15 +966,14 @@ kdaStepToken(float (&s)[16][4], const float *q, const float *k, const float *v,
 
 } // namespace
 
-/// kda_step: grid (tokens, heads, ceil(Dv / 128)), block 256 (dk <= 128).
+/// kda_step: grid (tokens, heads, ceil(Dv / 64)), block 256 (dk <= 128).
 /// The block of a slot's first token in the step runs all of the slot's
-/// tokens in order (decode: one); the others leave. Its [Dk, 128] slice of
-/// the state lives in registers (a warp 16 key rows, a lane 4 value
-/// columns: 64 values a thread), loaded before anything else, 16-byte
-/// loads where the rows allow (f32, Dv a multiple of 4): 64 KiB in flight a
-/// block from its first instruction, two blocks an SM, so the step streams
-/// its state at close to the memory's rate; written back once.
-extern "C" __global__ void __launch_bounds__(kKdaStepThreads, 2)
+/// tokens in order (decode: one); the others leave. Its [Dk, 64] slice of
+/// the state lives in registers (a warp 16 key rows, a lane 2 value
+/// columns: 32 values a thread), loaded before anything else, 8-byte loads
+/// where the rows allow (f32, Dv even): 32 KiB in flight a block from its
+/// first instruction, several blocks an SM; written back once.
+extern "C" __global__ void __launch_bounds__(kKdaStepThreads, 3)
     daybreak_kda_step(const float *q, const float *k, const float *v,
                       const float *g, const float *beta, uint8_t *state,
                       int64_t slotBytes, int32_t stateBf16,
@@ -975,33 +992,31 @@ extern "C" __global__ void __launch_bounds__(kKdaStepThreads, 2)
   if (slot < 0 || slot >= slots)
     return;
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
-  const int64_t c0 = int64_t(blockIdx.z) * kKdaStepColumns + 4 * lane;
+  const int64_t c0 = int64_t(blockIdx.z) * kKdaStepColumns + 2 * lane;
   const int64_t d0 = 16 * warp;
   uint8_t *slotState = state + slot * slotBytes;
   const int64_t stateBase = int64_t(h) * dk * dv;
-  const bool vec = !stateBf16 && dv % 4 == 0 && c0 + 4 <= dv &&
-                   (reinterpret_cast<unsigned long long>(state) & 15) == 0 &&
-                   slotBytes % 16 == 0;
+  const bool vec = !stateBf16 && dv % 2 == 0 && c0 + 2 <= dv &&
+                   (reinterpret_cast<unsigned long long>(state) & 7) == 0 &&
+                   slotBytes % 8 == 0;
   // Rows past dk (and columns past dv) hold zeros and are not stored.
   const int rows = int(dk - d0 < 16 ? (dk - d0 > 0 ? dk - d0 : 0) : 16);
   const int64_t first = stateBase + d0 * dv + c0;
-  float s[16][4];
+  float s[16][2];
   if (vec) {
     const float *p = reinterpret_cast<const float *>(slotState) + first;
 #pragma unroll
     for (int i = 0; i < 16; ++i) {
-      float4 x = i < rows ? *reinterpret_cast<const float4 *>(p + i * dv)
-                          : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+      float2 x = i < rows ? *reinterpret_cast<const float2 *>(p + i * dv)
+                          : make_float2(0.0f, 0.0f);
       s[i][0] = x.x;
       s[i][1] = x.y;
-      s[i][2] = x.z;
-      s[i][3] = x.w;
     }
   } else {
 #pragma unroll
     for (int i = 0; i < 16; ++i)
 #pragma unroll
-      for (int j = 0; j < 4; ++j)
+      for (int j = 0; j < 2; ++j)
         s[i][j] = i < rows && c0 + j < dv
                       ? stateLoad(slotState, stateBf16, first + i * dv + j)
                       : 0.0f;
@@ -1026,13 +1041,12 @@ extern "C" __global__ void __launch_bounds__(kKdaStepThreads, 2)
 #pragma unroll
     for (int i = 0; i < 16; ++i)
       if (i < rows)
-        *reinterpret_cast<float4 *>(p + i * dv) =
-            make_float4(s[i][0], s[i][1], s[i][2], s[i][3]);
+        *reinterpret_cast<float2 *>(p + i * dv) = make_float2(s[i][0], s[i][1]);
   } else {
 #pragma unroll
     for (int i = 0; i < 16; ++i)
 #pragma unroll
-      for (int j = 0; j < 4; ++j)
+      for (int j = 0; j < 2; ++j)
         if (i < rows && c0 + j < dv)
           stateStore(slotState, stateBf16, first + i * dv + j, s[i][j]);
   }

@@ -70,17 +70,17 @@ constexpr int64_t kdaKeyPad(int64_t dk) { return (dk + 7) / 8 * 8; }
 constexpr int64_t kdaValuePad(int64_t dv) { return (dv + 31) / 32 * 32; }
 constexpr int64_t kdaIntraSharedBytes(int64_t dk) {
   // q, k and G rows; the operand stage (80 rows, the V tiles' 132 columns
-  // at least); Aqk and L; beta, G_last, the chunk header.
+  // at least); Aqk and L; beta, G_last, the chunk's tokens.
   int64_t pitch = kdaKeyPad(dk) + 4;
   return 4 * (3 * kKdaChunk * pitch + 80 * std::max<int64_t>(pitch, 132) +
-              2 * kKdaChunk * (kKdaChunk + 4) + kKdaChunk + kdaKeyPad(dk) + 8);
+              2 * kKdaChunk * (kKdaChunk + 4) + 2 * kKdaChunk + kdaKeyPad(dk));
 }
 constexpr int64_t kdaInterSharedBytes(int64_t dk) {
   // w, q e^G and k e^(G_last - G) rows; u's and U's 32 columns; Aqk; the
-  // state slice; e^(G_last).
+  // state slice; e^(G_last); the chunk's tokens.
   return 4 * (3 * kKdaChunk * (kdaKeyPad(dk) + 4) +
               2 * kKdaChunk * kKdaColumns + kKdaChunk * (kKdaChunk + 4) +
-              kdaKeyPad(dk) * kKdaColumns + kdaKeyPad(dk));
+              kdaKeyPad(dk) * kKdaColumns + kdaKeyPad(dk) + kKdaChunk);
 }
 
 /// daybreak_kda_*'s scratch (KdaScratch in CudaKda.cuh: same members, same
@@ -400,7 +400,7 @@ Status CudaKernels::kda(bool chunked, const DeviceKdaInputs &in,
                       &base,   &slotBytes, &bf16,   &sequences, &tokens,
                       &heads,  &slots,     &keyDim, &valueDim,  &scale,
                       &l2norm, &out};
-    return launch(kdaStepFn, name, tokens, heads, ceilDiv(valueDim, 128), 256,
+    return launch(kdaStepFn, name, tokens, heads, ceilDiv(valueDim, 64), 256,
                   0, stream, params);
   }
   if (tokens == 0 || slots == 0)
@@ -421,13 +421,13 @@ Status CudaKernels::kda(bool chunked, const DeviceKdaInputs &in,
   void *intra[] = {&i.q,   &i.k,     &i.v,      &i.g,     &i.beta, &tokens,
                    &heads, &keyDim,  &valueDim, &scale,   &l2norm, &s};
   DAYBREAK_RETURN_IF_ERROR(launch(kdaIntraFn, "kda_intra", s.maxChunks, heads,
-                                  1, 256,
+                                  1, 512,
                                   unsigned(kdaIntraSharedBytes(keyDim)),
                                   stream, intra));
   void *inter[] = {&base,   &slotBytes, &bf16,     &tokens, &heads,
                    &keyDim, &valueDim,  &s,        &out};
   return launch(kdaInterFn, "kda_inter", slots, heads,
-                kdaValuePad(valueDim) / kKdaColumns, 256,
+                kdaValuePad(valueDim) / kKdaColumns, 512,
                 unsigned(kdaInterSharedBytes(keyDim)), stream, inter);
 }
 
