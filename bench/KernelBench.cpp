@@ -726,8 +726,8 @@ void benchKda(const CudaKernels &kernels, int iterations) {
     state.slots = slots;
     state.slotBytes = kHeads * kDim * kDim * 4;
     state.base = alloc(slots * state.slotBytes, 0);
-    uint64_t scratchBytes = CudaKernels::kdaChunkScratchBytes(
-        tokens, slots, kHeads, kDim, kDim);
+    uint64_t scratchBytes =
+        CudaKernels::kdaChunkScratchBytes(tokens, slots, kHeads, kDim, kDim);
     CUdeviceptr scratch = chunked ? alloc(scratchBytes, 0) : 0;
     double seconds = timeIt(
         [&] {

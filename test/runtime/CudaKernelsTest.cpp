@@ -1903,8 +1903,7 @@ TEST_F(CudaKernelsTest, KdaScansAndShortConv) {
                                       shape.scale, true, dScratch,
                                       scratchBytes - 1, dOut, nullptr);
           EXPECT_FALSE(small.ok());
-          EXPECT_NE(small.message().find("bytes of scratch"),
-                    std::string::npos)
+          EXPECT_NE(small.message().find("bytes of scratch"), std::string::npos)
               << small.message();
         }
         expectRan(kernels->kda(chunked, din, state, dSeq, tokens, h, dk, dv,

@@ -575,7 +575,8 @@ Status CudaDevice::prepare(const artifact::ArtifactFile &file,
     expertScratch = *p;
   }
   if (kdaScratchBytes > 0) {
-    StatusOr<CUdeviceptr> p = allocate(kdaScratchBytes, "the kda_chunk scratch");
+    StatusOr<CUdeviceptr> p =
+        allocate(kdaScratchBytes, "the kda_chunk scratch");
     if (!p.ok())
       return p.error();
     kdaScratch = *p;

@@ -253,8 +253,7 @@ __device__ __forceinline__ void mmaTf32(float (&d)[4], const uint32_t (&a)[4],
   asm volatile("mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32 {%0, %1, "
                "%2, %3}, {%4, %5, %6, %7}, {%8, %9}, {%0, %1, %2, %3};"
                : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
-               : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0),
-                 "r"(b1));
+               : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
 }
 
 /// d (a 16 x 8 tile, the mma accumulator order: d[0], d[1] at row
@@ -356,8 +355,7 @@ extern "C" __global__ void daybreak_kda_order(const int32_t *sequences,
   if (threadIdx.x == 0) {
     s.firstChunk[slot] = chunk;
     if (slot == gridDim.x - 1)
-      *s.chunkCount =
-          chunk + (s.counts[slot] + kKdaChunk - 1) / kKdaChunk;
+      *s.chunkCount = chunk + (s.counts[slot] + kKdaChunk - 1) / kKdaChunk;
   }
   for (;;) {
     int n = nextSlotTokens(sequences, tokens, slot, &cursor, list, kKdaChunk,
@@ -403,15 +401,15 @@ extern "C" __global__ void __launch_bounds__(512)
     return;
   const int DK = int(kdaKeyPad(dk)), KP = DK + 4, CP = kKdaChunk + 4;
   const int64_t DV = kdaValuePad(dv);
-  float *qs = shared;                            // q          [C, KP]
-  float *ks = qs + kKdaChunk * KP;               // k, k e^G   [C, KP]
-  float *gs = ks + kKdaChunk * KP;               // G          [C, KP]
-  float *stage = gs + kKdaChunk * KP;            // operands, V tiles
+  float *qs = shared;                              // q          [C, KP]
+  float *ks = qs + kKdaChunk * KP;                 // k, k e^G   [C, KP]
+  float *gs = ks + kKdaChunk * KP;                 // G          [C, KP]
+  float *stage = gs + kKdaChunk * KP;              // operands, V tiles
   float *aqk = stage + 80 * (KP > 132 ? KP : 132); // Aqk      [C, CP]
-  float *lt = aqk + kKdaChunk * CP;              // L, T diag(beta)
-  float *bs = lt + kKdaChunk * CP;               // beta       [C]
-  float *last = bs + kKdaChunk;                  // G_last     [DK]
-  int *tok = reinterpret_cast<int *>(last + DK); // tokens     [C]
+  float *lt = aqk + kKdaChunk * CP;                // L, T diag(beta)
+  float *bs = lt + kKdaChunk * CP;                 // beta       [C]
+  float *last = bs + kKdaChunk;                    // G_last     [DK]
+  int *tok = reinterpret_cast<int *>(last + DK);   // tokens     [C]
   const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
   const int32_t *entry = s.chunks + 4 * int64_t(chunk);
   const int64_t begin = entry[1];
@@ -677,14 +675,14 @@ extern "C" __global__ void __launch_bounds__(512)
   const int DK = int(kdaKeyPad(dk)), KP = DK + 4, AP = kKdaChunk + 4;
   const int64_t DV = kdaValuePad(dv);
   const int64_t e0 = int64_t(blockIdx.z) * kKdaColumns;
-  float *ws = shared;                        // w              [C, KP]
-  float *qgs = ws + kKdaChunk * KP;          // q e^G          [C, KP]
-  float *kgs = qgs + kKdaChunk * KP;         // k e^(Gl - G)   [C, KP]
-  float *uin = kgs + kKdaChunk * KP;         // u's columns    [C, 32]
-  float *us = uin + kKdaChunk * kKdaColumns; // U              [C, 32]
-  float *as = us + kKdaChunk * kKdaColumns;  // Aqk            [C, AP]
-  float *ss = as + kKdaChunk * AP;           // S slice        [DK, 32]
-  float *decay = ss + DK * kKdaColumns;      // e^(G_last)     [DK]
+  float *ws = shared;                             // w              [C, KP]
+  float *qgs = ws + kKdaChunk * KP;               // q e^G          [C, KP]
+  float *kgs = qgs + kKdaChunk * KP;              // k e^(Gl - G)   [C, KP]
+  float *uin = kgs + kKdaChunk * KP;              // u's columns    [C, 32]
+  float *us = uin + kKdaChunk * kKdaColumns;      // U              [C, 32]
+  float *as = us + kKdaChunk * kKdaColumns;       // Aqk            [C, AP]
+  float *ss = as + kKdaChunk * AP;                // S slice        [DK, 32]
+  float *decay = ss + DK * kKdaColumns;           // e^(G_last)     [DK]
   int *tok = reinterpret_cast<int *>(decay + DK); // tokens    [C]
   const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
   const int warps = blockDim.x >> 5;
@@ -703,7 +701,7 @@ extern "C" __global__ void __launch_bounds__(512)
   // `base`; rows past n zero-filled.
   auto length = [&](int c) {
     return total - kKdaChunk * c < kKdaChunk ? total - kKdaChunk * c
-                                              : kKdaChunk;
+                                             : kKdaChunk;
   };
   auto rowBase = [&](int c) {
     return int64_t(h) * tokens + begin0 + int64_t(kKdaChunk) * c;
@@ -741,8 +739,7 @@ extern "C" __global__ void __launch_bounds__(512)
   auto issueKd = [&](int c) {
     if (c < count) {
       rows(kgs, KP, s.kg + rowBase(c) * DK, DK, DK, length(c));
-      const float *src =
-          s.decay + (int64_t(h) * s.maxChunks + first + c) * DK;
+      const float *src = s.decay + (int64_t(h) * s.maxChunks + first + c) * DK;
       for (int i = tid; i < DK / 4; i += blockDim.x)
         copyAsync16(decay + 4 * i, src + 4 * i, true);
     }
@@ -795,8 +792,7 @@ extern "C" __global__ void __launch_bounds__(512)
         float s3 = ss[(d + 3) * kKdaColumns + lane];
 #pragma unroll
         for (int i = 0; i < 4; ++i) {
-          float4 x =
-              *reinterpret_cast<const float4 *>(qgs + (r0 + i) * KP + d);
+          float4 x = *reinterpret_cast<const float4 *>(qgs + (r0 + i) * KP + d);
           acc[i] = fmaf(x.x, s0, acc[i]);
           acc[i] = fmaf(x.y, s1, acc[i]);
           acc[i] = fmaf(x.z, s2, acc[i]);

@@ -95,8 +95,8 @@ static_assert(sizeof(DeviceKdaScratch) == 96, "must match KdaScratch");
 /// The scratch regions (256-byte aligned) from `base`, and their bytes in
 /// all.
 std::pair<DeviceKdaScratch, uint64_t>
-kdaScratchLayout(CUdeviceptr base, int64_t tokens, int64_t slots,
-                 int64_t heads, int64_t dk, int64_t dv) {
+kdaScratchLayout(CUdeviceptr base, int64_t tokens, int64_t slots, int64_t heads,
+                 int64_t dk, int64_t dv) {
   DeviceKdaScratch s;
   s.maxChunks = (tokens + kKdaChunk - 1) / kKdaChunk + slots;
   uint64_t at = 0;
@@ -400,32 +400,30 @@ Status CudaKernels::kda(bool chunked, const DeviceKdaInputs &in,
                       &base,   &slotBytes, &bf16,   &sequences, &tokens,
                       &heads,  &slots,     &keyDim, &valueDim,  &scale,
                       &l2norm, &out};
-    return launch(kdaStepFn, name, tokens, heads, ceilDiv(valueDim, 64), 256,
-                  0, stream, params);
+    return launch(kdaStepFn, name, tokens, heads, ceilDiv(valueDim, 64), 256, 0,
+                  stream, params);
   }
   if (tokens == 0 || slots == 0)
     return Status::success();
   auto [s, bytes] =
       kdaScratchLayout(scratch, tokens, slots, heads, keyDim, valueDim);
   if (bytes > scratchBytes)
-    return Status::error("kda_chunk: " + std::to_string(tokens) +
-                         " tokens over " + std::to_string(slots) +
-                         " slots need " + std::to_string(bytes) +
-                         " bytes of scratch, " + std::to_string(scratchBytes) +
-                         " given");
+    return Status::error(
+        "kda_chunk: " + std::to_string(tokens) + " tokens over " +
+        std::to_string(slots) + " slots need " + std::to_string(bytes) +
+        " bytes of scratch, " + std::to_string(scratchBytes) + " given");
   void *order[] = {&sequences, &tokens, &s};
   DAYBREAK_RETURN_IF_ERROR(
       launch(kdaCountFn, "kda_count", slots, 1, 1, 256, 0, stream, order));
   DAYBREAK_RETURN_IF_ERROR(
       launch(kdaOrderFn, "kda_order", slots, 1, 1, 256, 0, stream, order));
-  void *intra[] = {&i.q,   &i.k,     &i.v,      &i.g,     &i.beta, &tokens,
-                   &heads, &keyDim,  &valueDim, &scale,   &l2norm, &s};
+  void *intra[] = {&i.q,   &i.k,    &i.v,      &i.g,   &i.beta, &tokens,
+                   &heads, &keyDim, &valueDim, &scale, &l2norm, &s};
   DAYBREAK_RETURN_IF_ERROR(launch(kdaIntraFn, "kda_intra", s.maxChunks, heads,
-                                  1, 512,
-                                  unsigned(kdaIntraSharedBytes(keyDim)),
+                                  1, 512, unsigned(kdaIntraSharedBytes(keyDim)),
                                   stream, intra));
-  void *inter[] = {&base,   &slotBytes, &bf16,     &tokens, &heads,
-                   &keyDim, &valueDim,  &s,        &out};
+  void *inter[] = {&base,   &slotBytes, &bf16, &tokens, &heads,
+                   &keyDim, &valueDim,  &s,    &out};
   return launch(kdaInterFn, "kda_inter", slots, heads,
                 kdaValuePad(valueDim) / kKdaColumns, 512,
                 unsigned(kdaInterSharedBytes(keyDim)), stream, inter);
