@@ -13,6 +13,7 @@
 #include <map>
 #include <ostream>
 #include <random>
+#include <set>
 
 using namespace daybreak;
 using namespace daybreak::runtime;
@@ -78,8 +79,11 @@ DecodeFloor runtime::decodeFloor(const artifact::Manifest &m, int64_t batch,
   auto readWeight = [&](uint32_t index, double bytes) {
     weightBytes[index] = std::max(weightBytes[index], bytes);
   };
+  // Slot states by cache: read and written once a step.
+  std::map<uint32_t, double> stateBytes;
   for (const artifact::Launch &l : step->launches()) {
     const std::string &k = l.kernel();
+    std::set<uint32_t> cachesRead; // K and V of one cache: read once
     for (int i = 0; i < l.operands_size(); ++i) {
       const artifact::Operand &op = l.operands(i);
       if (op.kind_case() == artifact::Operand::kWeight) {
@@ -119,7 +123,14 @@ DecodeFloor runtime::decodeFloor(const artifact::Manifest &m, int64_t batch,
         }
         readWeight(op.weight(), bytes);
       } else if (op.kind_case() == artifact::Operand::kCache) {
-        double rowBytes = double(m.caches(op.cache()).bytes_per_row());
+        const artifact::Cache &cache = m.caches(op.cache());
+        if (cache.kind() == artifact::CACHE_SLOT_STATE) {
+          stateBytes[op.cache()] = 2.0 * batch * double(cache.slot_bytes());
+          continue;
+        }
+        if (!cachesRead.insert(op.cache()).second)
+          continue;
+        double rowBytes = double(cache.bytes_per_row());
         double rows = double(context + 1);
         if (k == "cache_write")
           rows = 1;
@@ -133,6 +144,8 @@ DecodeFloor runtime::decodeFloor(const artifact::Manifest &m, int64_t batch,
   }
   for (const auto &[index, bytes] : weightBytes)
     floor.weightBytes += bytes;
+  for (const auto &[index, bytes] : stateBytes)
+    floor.stateBytes += bytes;
   return floor;
 }
 
@@ -182,17 +195,27 @@ double runtime::prefillFlops(const artifact::Manifest &m, int64_t prompt) {
                    keys(std::numeric_limits<int64_t>::max());
       } else if (k == "attention") {
         // Scores and values over each query's window of keys (D from q,
-        // Dv from the V cache's rows of kv_heads x Dv).
+        // Dv from the V cache's rows of kv_heads x Dv, or the column prefix
+        // the launch reads as values: absorbed MLA's c_kv).
         std::vector<int64_t> q = shape(abi::Attention::In::q);
         int64_t kvHeads = attrInt(l, "kv_heads", 0);
         int64_t window = attrInt(l, "window", 0);
         const artifact::Operand &v = l.operands(abi::Attention::In::v);
         if (q.size() == 3 && kvHeads > 0 &&
-            v.kind_case() == artifact::Operand::kCache)
+            v.kind_case() == artifact::Operand::kCache) {
+          int64_t valueDim = attrInt(l, "value_columns",
+                                     m.caches(v.cache()).width() / kvHeads);
           flops +=
-              2.0 * double(q[1]) *
-              double(q[2] + m.caches(v.cache()).width() / kvHeads) *
+              2.0 * double(q[1]) * double(q[2] + valueDim) *
               keys(window > 0 ? window : std::numeric_limits<int64_t>::max());
+        }
+      } else if (k == "kda_chunk") {
+        // The recurrence's three products a token and head (S^T k, k u^T,
+        // S^T q), 2 Dk Dv FLOPs each; the chunked form does more.
+        std::vector<int64_t> q = shape(abi::KdaChunk::In::q),
+                             v = shape(abi::KdaChunk::In::v);
+        if (q.size() == 3 && v.size() == 3)
+          flops += 6.0 * tokens * double(q[1]) * double(q[2]) * double(v[2]);
       } else if (k == "sparse_attention") {
         std::vector<int64_t> q = shape(0);
         if (q.size() == 3)
@@ -391,7 +414,7 @@ static json decodeCase(Model &model, const BenchOptions &o,
   }
   Stats t = statistics(times);
   DecodeFloor floor = decodeFloor(model.manifest(), batch, context);
-  double floorBytes = floor.weightBytes + floor.cacheBytes;
+  double floorBytes = floor.weightBytes + floor.cacheBytes + floor.stateBytes;
   row["iterations"] = n;
   row["median_ms"] = t.median;
   row["p90_ms"] = t.p90;
@@ -400,6 +423,7 @@ static json decodeCase(Model &model, const BenchOptions &o,
   row["tokens_per_s"] = batch / (t.median * 1e-3);
   row["floor_weight_bytes"] = floor.weightBytes;
   row["floor_cache_bytes"] = floor.cacheBytes;
+  row["floor_state_bytes"] = floor.stateBytes;
   row["floor_bytes"] = floorBytes;
   setFloor(row, floorBytes, bandwidth, t.median);
   log << "decode batch " << batch << " context " << context << ": median "

@@ -52,19 +52,26 @@ struct BenchOptions {
 /// expected share of experts `batch` tokens pick when routing is
 /// uniform: 1 - (1 - k/E)^batch); and the cache rows: all context rows
 /// for the indexer and dense attention, min(context, top-k) rows for
-/// sparse attention, one row written per sequence and cache.
+/// sparse attention, one row written per sequence and cache (a cache a
+/// launch reads as both keys and values, absorbed MLA's latent rows, once);
+/// and every slot state (KDA's recurrent state, short convolution windows)
+/// read and written once per sequence.
 struct DecodeFloor {
   double weightBytes = 0;
   double cacheBytes = 0;
+  double stateBytes = 0;
 };
 DecodeFloor decodeFloor(const artifact::Manifest &manifest, int64_t batch,
                         int64_t context);
 
 /// The FLOPs of prefilling one sequence of `prompt` tokens in steps of
 /// max_tokens: 2 x M x N x K of every matmul (routed experts: top-k per
-/// token), the indexer's scores against every earlier key and sparse
-/// attention over min(position + 1, top-k) keys. Elementwise work, norms
-/// and routing are left out (they are a rounding error of these).
+/// token), the indexer's scores against every earlier key, sparse
+/// attention over min(position + 1, top-k) keys, dense attention over its
+/// window (values: the V rows, or the key-row prefix a launch reads as
+/// values), and KDA's recurrence (6 Dk Dv a token and head). Elementwise
+/// work, norms, short convolutions and routing are left out (they are a
+/// rounding error of these).
 double prefillFlops(const artifact::Manifest &manifest, int64_t prompt);
 
 /// Repeats rows [0, rows) of slot 0 of every cache along positions

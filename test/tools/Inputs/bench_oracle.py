@@ -1,8 +1,8 @@
 """Checks a `daybreak-run bench` JSON against floors computed here from the checkpoint alone.
 
 The oracle for bench-command.test: the bytes a decode step must move and the FLOPs of a prefill,
-derived from config.json and the safetensors header (tensor names and shapes) with DeepSeek-V3.2's
-or gpt-oss's math, not from the artifact Daybreak compiled. Also checks the JSON's shape: every
+derived from config.json and the safetensors header (tensor names and shapes) with DeepSeek-V3.2's,
+gpt-oss's or Kimi Linear's math, not from the artifact Daybreak compiled. Also checks the JSON's shape: every
 requested case present, measured cases with positive times, skipped ones with a reason naming the limit.
 
     python3 bench_oracle.py CHECKPOINT bench.json --max-tokens 64 [--mxfp4-route direct|online|offline]
@@ -41,6 +41,8 @@ def main():
     doc = json.load(open(args.bench))
     if cfg["model_type"] == "gpt_oss":
         failures = gpt_oss_failures(cfg, tensors, numel, doc, args)
+    elif cfg["model_type"] == "kimi_linear":
+        failures = kimi_linear_failures(cfg, tensors, numel, doc, args)
     else:
         failures = deepseek_failures(cfg, tensors, numel, doc, args)
     for f in failures:
@@ -122,6 +124,49 @@ def gpt_oss_failures(cfg, tensors, numel, doc, args):
         for t in cfg["layer_types"]:
             keys = sum(min(p + 1, window) if t == "sliding_attention" else p + 1 for p in range(P))
             flops += 2.0 * heads * (D + D) * keys
+        close(f"prefill {P} FLOPs", r["floor_flops"], flops)
+    return failures
+
+
+def kimi_linear_failures(cfg, tensors, numel, doc, args):
+    """Kimi Linear (models.md 2): per sequence, a decode step reads and writes every KDA layer's recurrent
+    state (heads x Dk x Dk, f32 by default) and its q, k, v convolution windows (3 x heads x Dk x (W - 1),
+    f32) once, and every MLA layer's latent rows [c_kv | k_pe] once, though attention takes them as keys
+    and their c_kv prefix as values (C + 1 rows read, one written; fp8 rows in the tests). A prefill does
+    2 P x every projection, top-k experts of 3 I x H each, 2 heads (kv_lora + rope + kv_lora) FLOPs per
+    visible key in the absorbed MLA layers, and 6 heads Dk Dk per token in the KDA layers (the
+    recurrence's three products). The weight bytes are the DeepSeek and gpt-oss oracles' business (same
+    code path); this one checks what Kimi Linear adds."""
+    failures = []
+    close = closeness(failures)
+    check_times(doc, failures, args.max_tokens)
+    lin = cfg["linear_attn_config"]
+    heads_kda, dk, width = lin["num_heads"], lin["head_dim"], lin["short_conv_kernel_size"]
+    kda_layers, mla_layers = len(lin["kda_layers"]), len(lin["full_attn_layers"])
+    kv, rope, heads = cfg["kv_lora_rank"], cfg["qk_rope_head_dim"], cfg["num_attention_heads"]
+    state = 4 * heads_kda * dk * dk + 4 * 3 * heads_kda * dk * (width - 1)
+    latent_row = fp8_row_bytes(kv + rope, rope)
+    for r in doc["decode"]:
+        if "skipped" in r:
+            continue
+        B, C = r["batch"], r["context"]
+        close(f"decode {B}x{C} state bytes", r["floor_state_bytes"], kda_layers * 2 * B * state)
+        close(f"decode {B}x{C} cache bytes", r["floor_cache_bytes"], mla_layers * B * (C + 2) * latent_row)
+
+    def is_expert(name):
+        return ".experts." in name and "shared_experts" not in name
+
+    H, E, k = cfg["hidden_size"], cfg["num_experts"], cfg["num_experts_per_token"]
+    moe_layers = cfg["num_hidden_layers"] - cfg["first_k_dense_replace"]
+    linear = sum(numel[n] for n in tensors if n.endswith(".weight") and len(tensors[n]["shape"]) == 2
+                 and not is_expert(n) and n != "model.embed_tokens.weight")
+    for r in doc["prefill"]:
+        if "skipped" in r:
+            continue
+        P = r["tokens"]
+        flops = 2.0 * P * (linear + moe_layers * k * 3 * cfg["moe_intermediate_size"] * H)
+        flops += mla_layers * 2.0 * heads * (kv + rope + kv) * sum(p + 1 for p in range(P))
+        flops += kda_layers * 6.0 * P * heads_kda * dk * dk
         close(f"prefill {P} FLOPs", r["floor_flops"], flops)
     return failures
 
