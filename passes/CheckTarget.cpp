@@ -3,7 +3,8 @@
 // Each op of a function body lowers to the runtime kernel loweredKernelName
 // names (or to none); the kernel's declaration says which targets implement
 // it. An op is legal for a target when it needs no kernel or its kernel is
-// declared for the target. Every illegal op is reported, then the pass fails.
+// declared for the target, and (CUDA) its shapes are within what the
+// target's kernel takes. Every illegal op is reported, then the pass fails.
 //
 //===----------------------------------------------------------------------===//
 
@@ -65,6 +66,42 @@ struct CheckTargetPass
              << *name << "', which target '" << target
              << "' does not implement (Kernels.def declares it for "
              << abi::targetNames(decl->targets) << ")";
+    if (mask & abi::Cuda)
+      return checkCudaLimits(op);
+    return success();
+  }
+
+  /// The shapes the CUDA kernels take (abi::kCudaKdaMaxKeyDim and
+  /// friends); dynamic dims are left to the device's launch checks.
+  LogicalResult checkCudaLimits(Operation *op) {
+    auto dim = [](Value v, int64_t i) {
+      auto type = dyn_cast<RankedTensorType>(v.getType());
+      return type && i < type.getRank() ? type.getDimSize(i)
+                                        : ShapedType::kDynamic;
+    };
+    Value q;
+    if (auto chunk = dyn_cast<lm::KdaChunkOp>(op))
+      q = chunk.getQ();
+    else if (auto step = dyn_cast<lm::KdaStepOp>(op))
+      q = step.getQ();
+    if (q) {
+      int64_t keyDim = dim(q, 2);
+      if (!ShapedType::isDynamic(keyDim) && keyDim > abi::kCudaKdaMaxKeyDim)
+        return op->emitOpError("has key dim ")
+               << keyDim << "; target '" << target
+               << "' runs KDA with key dims up to " << abi::kCudaKdaMaxKeyDim;
+    }
+    if (auto conv = dyn_cast<lm::ShortConvOp>(op)) {
+      int64_t width = dim(conv.getWeight(), 1);
+      if (!ShapedType::isDynamic(width) &&
+          (width < abi::kCudaShortConvMinWidth ||
+           width > abi::kCudaShortConvMaxWidth))
+        return op->emitOpError("has kernel width ")
+               << width << "; target '" << target
+               << "' runs short convolutions of width "
+               << abi::kCudaShortConvMinWidth << " to "
+               << abi::kCudaShortConvMaxWidth;
+    }
     return success();
   }
 };

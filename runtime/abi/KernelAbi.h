@@ -63,6 +63,14 @@ uint8_t targetMask(std::string_view name);
 /// The names of the targets in `mask`, joined by `separator` ("cpu, cuda").
 std::string targetNames(uint8_t mask, std::string_view separator = ", ");
 
+/// Shapes the CUDA kernels take beyond what the declarations say:
+/// lm-check-target rejects others for target cuda at compile time, and the
+/// CUDA device checks again at launch. KDA key dims (kda_chunk, kda_step)
+/// up to 128 (a block holds a head's key rows); short convolution widths 2
+/// to 8 (a thread holds a window).
+inline constexpr int64_t kCudaKdaMaxKeyDim = 128;
+inline constexpr int64_t kCudaShortConvMinWidth = 2, kCudaShortConvMaxWidth = 8;
+
 /// Stored types a weight operand may have. F4E2M1FN weights are packed two
 /// values a byte (low nibble first); F8E8M0FNU holds MX block scales.
 enum WeightTypeMask : uint8_t {

@@ -26,6 +26,7 @@
 #ifndef DAYBREAK_RUNTIME_DEVICES_CUDA_CUDAKERNELS_H
 #define DAYBREAK_RUNTIME_DEVICES_CUDA_CUDAKERNELS_H
 
+#include "runtime/abi/KernelAbi.h"
 #include "runtime/core/KernelParams.h"
 #include "runtime/support/Status.h"
 #include "runtime/devices/cuda/CudaDriver.h"
@@ -107,8 +108,9 @@ struct DeviceKdaInputs {
 };
 
 /// Key dims the KDA kernels take (kKdaMaxKeyDim in CudaKda.cuh) and
-/// short_conv's widths (kShortConvMaxWidth).
-inline constexpr int64_t kKdaMaxKeyDim = 128, kShortConvMaxWidth = 8;
+/// short_conv's widths (kShortConvMaxWidth), as the ABI states them.
+inline constexpr int64_t kKdaMaxKeyDim = abi::kCudaKdaMaxKeyDim,
+                         kShortConvMaxWidth = abi::kCudaShortConvMaxWidth;
 
 /// Blocks a sparse attention launch aims for when it splits over the
 /// selected rows: two per SM of an H200 (132 SMs).
