@@ -511,6 +511,22 @@ struct CpuLaunchers {
                       l->i(P::activation), f(l.out(0)));
     return Status::success();
   }
+  static Status mhcPre(CpuDevice &d, const BoundLaunch &l) {
+    using In = abi::MhcPre::In;
+    using P = abi::MhcPre::P;
+    const BoundArg &x = l.in(In::streams);
+    return cpu::mhcPre(d.pool, f(x), f(l.in(In::fn)), f(l.in(In::base)),
+                       f(l.in(In::scale)), x.dim(0), x.dim(1), x.dim(2),
+                       l->i(P::sinkhorn_iters), l->f(P::eps), l->f(P::norm_eps),
+                       f(l.out(0)), f(l.out(1)), f(l.out(2)));
+  }
+  static Status mhcPost(CpuDevice &d, const BoundLaunch &l) {
+    using In = abi::MhcPost::In;
+    const BoundArg &x = l.in(In::streams);
+    return cpu::mhcPost(d.pool, f(x), f(l.in(In::y)), f(l.in(In::post)),
+                        f(l.in(In::comb)), x.dim(0), x.dim(1), x.dim(2),
+                        f(l.out(0)));
+  }
   static Status elementwise(CpuDevice &d, const BoundLaunch &l) {
     CpuDevice::ElementwiseFn kernel = d.generated[l->ordinal];
     if (!kernel)
@@ -557,6 +573,8 @@ const runtime::LauncherTable<CpuDevice> &CpuDevice::launchers() {
       {K::KdaChunk, &CpuLaunchers::kdaChunk},
       {K::KdaStep, &CpuLaunchers::kdaStep},
       {K::GatedRmsNorm, &CpuLaunchers::gatedRmsNorm},
+      {K::MhcPre, &CpuLaunchers::mhcPre},
+      {K::MhcPost, &CpuLaunchers::mhcPost},
       {K::Elementwise, &CpuLaunchers::elementwise},
   };
   return table;

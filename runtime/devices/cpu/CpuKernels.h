@@ -350,6 +350,19 @@ void gatedRmsNorm(ThreadPool &pool, const float *x, const float *gate,
                   const WeightView &weight, int64_t rows, int64_t dim,
                   double eps, int64_t activation, float *out);
 
+/// mHC (CpuResidual.cpp), n streams of `width` values a token, n up to
+/// kMhcMaxStreams. mhcPre: streams [T, n, D], fn [(2+n)n, nD], base
+/// [(2+n)n], scale [3] -> input [T, D], post [T, n], comb [T, n, n] (the
+/// math of lm.mhc_pre). mhcPost: X'_k = post_k y + sum_j comb[j, k] X_j.
+inline constexpr int64_t kMhcMaxStreams = 8;
+Status mhcPre(ThreadPool &pool, const float *streams, const float *fn,
+              const float *base, const float *scale, int64_t tokens, int64_t n,
+              int64_t width, int64_t sinkhornIters, double eps, double normEps,
+              float *input, float *post, float *comb);
+Status mhcPost(ThreadPool &pool, const float *streams, const float *y,
+               const float *post, const float *comb, int64_t tokens, int64_t n,
+               int64_t width, float *out);
+
 } // namespace daybreak::cpu
 
 #endif // DAYBREAK_RUNTIME_DEVICES_CPU_CPUKERNELS_H

@@ -1,0 +1,147 @@
+//===- CpuResidual.cpp - mHC residual-stream kernels for the CPU ----------===//
+//
+// mhc_pre and mhc_post (Kernels.def): n residual streams per token mixed
+// around a sublayer. A work item is a range of tokens; everything of a
+// token (its mixing logits, the Sinkhorn iterations on the n x n comb
+// matrix) lives in fixed-size arrays, so nothing is allocated per launch.
+// Sums in double, as the reference evaluator takes them (ref::mhcPre), so
+// the two agree to fp32 rounding.
+//
+//===----------------------------------------------------------------------===//
+
+#include "runtime/devices/cpu/CpuKernels.h"
+#include "runtime/devices/cpu/ThreadPool.h"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <string>
+
+namespace daybreak::cpu {
+
+namespace {
+
+double sigmoid(double x) { return 1.0 / (1.0 + std::exp(-x)); }
+
+Status checkStreams(const char *kernel, int64_t n) {
+  if (n < 1 || n > kMhcMaxStreams)
+    return Status::error(std::string(kernel) + ": " + std::to_string(n) +
+                         " streams (the CPU kernel takes 1 to " +
+                         std::to_string(kMhcMaxStreams) + ")");
+  return Status::success();
+}
+
+} // namespace
+
+Status mhcPre(ThreadPool &pool, const float *streams, const float *fn,
+              const float *base, const float *scale, int64_t tokens, int64_t n,
+              int64_t width, int64_t sinkhornIters, double eps, double normEps,
+              float *input, float *post, float *comb) {
+  DAYBREAK_RETURN_IF_ERROR(checkStreams("mhc_pre", n));
+  if (sinkhornIters < 1)
+    return Status::error("mhc_pre: sinkhorn_iters " +
+                         std::to_string(sinkhornIters) + " (at least 1)");
+  const int64_t flat = n * width, mixes = (2 + n) * n;
+  pool.parallelFor(
+      tokens, std::max<int64_t>(1, 65536 / (mixes * flat + 1)),
+      [&](int64_t begin, int64_t end) {
+        constexpr int64_t kMaxMixes = (2 + kMhcMaxStreams) * kMhcMaxStreams;
+        double f[kMaxMixes], pre[kMhcMaxStreams];
+        double c[kMhcMaxStreams * kMhcMaxStreams];
+        for (int64_t t = begin; t < end; ++t) {
+          const float *x = streams + t * flat;
+          // f = rmsNorm(flatten(X)) fn^T, the norm without a weight.
+          double sumSquares = 0.0;
+          for (int64_t i = 0; i < flat; ++i)
+            sumSquares += double(x[i]) * x[i];
+          double inv = 1.0 / std::sqrt(sumSquares / double(flat) + normEps);
+          for (int64_t m = 0; m < mixes; ++m) {
+            const float *row = fn + m * flat;
+            double sum = 0.0;
+            for (int64_t i = 0; i < flat; ++i)
+              sum += double(x[i]) * row[i];
+            f[m] = sum * inv;
+          }
+          for (int64_t j = 0; j < n; ++j) {
+            pre[j] = sigmoid(f[j] * scale[0] + base[j]) + eps;
+            post[t * n + j] =
+                float(2.0 * sigmoid(f[n + j] * scale[1] + base[n + j]));
+          }
+          // comb: a softmax along each row, + eps, a column normalisation,
+          // then sinkhornIters - 1 rounds of rows and columns (transformers'
+          // DeepseekV4HyperConnection's order and eps placement).
+          for (int64_t i = 0; i < n; ++i) {
+            double *r = c + i * n;
+            double top = -std::numeric_limits<double>::infinity();
+            for (int64_t j = 0; j < n; ++j) {
+              int64_t m = 2 * n + i * n + j;
+              r[j] = f[m] * scale[2] + base[m];
+              top = std::max(top, r[j]);
+            }
+            double sum = 0.0;
+            for (int64_t j = 0; j < n; ++j)
+              sum += r[j] = std::exp(r[j] - top);
+            for (int64_t j = 0; j < n; ++j)
+              r[j] = r[j] / sum + eps;
+          }
+          auto columns = [&] {
+            for (int64_t j = 0; j < n; ++j) {
+              double sum = 0.0;
+              for (int64_t i = 0; i < n; ++i)
+                sum += c[i * n + j];
+              for (int64_t i = 0; i < n; ++i)
+                c[i * n + j] /= sum + eps;
+            }
+          };
+          auto rows = [&] {
+            for (int64_t i = 0; i < n; ++i) {
+              double sum = 0.0;
+              for (int64_t j = 0; j < n; ++j)
+                sum += c[i * n + j];
+              for (int64_t j = 0; j < n; ++j)
+                c[i * n + j] /= sum + eps;
+            }
+          };
+          columns();
+          for (int64_t iter = 1; iter < sinkhornIters; ++iter) {
+            rows();
+            columns();
+          }
+          for (int64_t i = 0; i < n * n; ++i)
+            comb[t * n * n + i] = float(c[i]);
+          // The sublayer input: sum_j pre_j X_j.
+          for (int64_t d = 0; d < width; ++d) {
+            double sum = 0.0;
+            for (int64_t j = 0; j < n; ++j)
+              sum += pre[j] * x[j * width + d];
+            input[t * width + d] = float(sum);
+          }
+        }
+      });
+  return Status::success();
+}
+
+Status mhcPost(ThreadPool &pool, const float *streams, const float *y,
+               const float *post, const float *comb, int64_t tokens, int64_t n,
+               int64_t width, float *out) {
+  DAYBREAK_RETURN_IF_ERROR(checkStreams("mhc_post", n));
+  pool.parallelFor(tokens, std::max<int64_t>(1, 16384 / (n * width + 1)),
+                   [&](int64_t begin, int64_t end) {
+                     for (int64_t t = begin; t < end; ++t) {
+                       const float *x = streams + t * n * width;
+                       const float *c = comb + t * n * n;
+                       for (int64_t k = 0; k < n; ++k)
+                         for (int64_t d = 0; d < width; ++d) {
+                           // Stream j feeds stream k through comb[j, k].
+                           double sum =
+                               double(post[t * n + k]) * y[t * width + d];
+                           for (int64_t j = 0; j < n; ++j)
+                             sum += double(c[j * n + k]) * x[j * width + d];
+                           out[(t * n + k) * width + d] = float(sum);
+                         }
+                     }
+                   });
+  return Status::success();
+}
+
+} // namespace daybreak::cpu
