@@ -46,6 +46,7 @@ struct EmitInfo {
     std::string ptx;
     std::vector<uint8_t> cubin;
     std::vector<GpuKernel> kernels;
+    uint64_t libraryFingerprint = 0; ///< "library": CodeImage's field
   };
   std::vector<GpuModule> gpuModules;
 };

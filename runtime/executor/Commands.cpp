@@ -1,6 +1,9 @@
 //===- Commands.cpp - What daybreak-run does, as library calls ------------===//
 
 #include "runtime/executor/Commands.h"
+#ifdef DAYBREAK_HAVE_CUDA
+#include "runtime/devices/cuda/CudaKernels.h"
+#endif
 
 #include "runtime/executor/Session.h"
 
@@ -302,6 +305,16 @@ void runtime::inspect(const artifact::Manifest &m, std::ostream &out) {
     if (image.kernels_size())
       out << ", " << image.kernels_size() << " kernels, up to " << maxRegisters
           << " registers";
+    if (image.module() == "library") {
+      out << ", library fingerprint " << std::hex << std::setw(16)
+          << std::setfill('0') << image.library_fingerprint() << std::dec
+          << std::setfill(' ');
+#ifdef DAYBREAK_HAVE_CUDA
+      out << (image.library_fingerprint() == cuda::cudaKernelsFingerprint()
+                  ? " (this runtime's)"
+                  : " (not this runtime's: the CUDA device refuses it)");
+#endif
+    }
     out << "\n";
   }
   for (const artifact::Section &s : m.sections())

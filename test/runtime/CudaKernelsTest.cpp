@@ -2006,3 +2006,28 @@ TEST_F(CudaKernelsTest, KdaGateAndGatedNorm) {
               1e-5);
   }
 }
+
+// An artifact's library code must come from this build's kernel sources: the
+// fingerprint the compiler records is checked when the CUDA device loads it
+// (no GPU needed for the check itself).
+TEST(CudaLibraryFingerprint, OnlyThisBuildsLibraryLoads) {
+  uint64_t own = cudaKernelsFingerprint();
+  EXPECT_NE(own, 0u);
+  EXPECT_EQ(own, cudaKernelsFingerprint()); // computed once, stable
+  artifact::CodeImage image;
+  image.set_module("library");
+  image.set_library_fingerprint(own);
+  EXPECT_TRUE(checkLibraryFingerprint(image, own).ok());
+  image.set_library_fingerprint(0x0123456789abcdefull);
+  Status other = checkLibraryFingerprint(image, own);
+  ASSERT_FALSE(other.ok());
+  EXPECT_NE(other.message().find("fingerprint 0123456789abcdef"),
+            std::string::npos)
+      << other.message();
+  EXPECT_NE(other.message().find("recompile the artifact"), std::string::npos);
+  image.clear_library_fingerprint();
+  Status none = checkLibraryFingerprint(image, own);
+  ASSERT_FALSE(none.ok());
+  EXPECT_NE(none.message().find("no fingerprint"), std::string::npos)
+      << none.message();
+}

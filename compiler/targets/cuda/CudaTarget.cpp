@@ -105,6 +105,11 @@ public:
       if (!cubin)
         return cubin.takeError();
       image.ptx = std::move(source.ptx);
+#ifdef DAYBREAK_HAVE_CUDA
+      // Specialised or not, the library's kernels are this build's sources.
+      if (image.name == plan::kLibraryCodeImage)
+        image.libraryFingerprint = daybreak::cuda::cudaKernelsFingerprint();
+#endif
       if (*cubin) {
         image.cubin = std::move((*cubin)->bytes);
         // Generated kernels run 256 threads a block; the library kernels

@@ -318,6 +318,9 @@ static Status loadModule(const Driver &driver,
   const artifact::CodeImage *image = cubin ? cubin : ptx;
   if (!image)
     return Status::error("the artifact has no '" + name + "' GPU code");
+  if (name == "library")
+    DAYBREAK_RETURN_IF_ERROR(
+        checkLibraryFingerprint(*image, cudaKernelsFingerprint()));
   const artifact::Section &s = file.manifest().sections(image->section());
   const uint8_t *data = file.sectionData(image->section());
   loadedAs = image->format() + " (" + image->arch() + ")";

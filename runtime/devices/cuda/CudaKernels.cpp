@@ -9,11 +9,14 @@
 
 #include "runtime/devices/cuda/CudaKernels.h"
 #include "runtime/core/CacheState.h"
+#include "runtime/artifact/ArtifactFile.h"
 #include "runtime/devices/cuda/CudaKernelsPtx.h"
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <string>
 
 namespace daybreak::cuda {
@@ -28,6 +31,36 @@ const char *cudaKernelsPtx() {
     return text;
   }();
   return ptx.c_str();
+}
+
+uint64_t cudaKernelsFingerprint() {
+  static const uint64_t fingerprint = [] {
+    const char *ptx = cudaKernelsPtx();
+    return artifact::fnv1a64(reinterpret_cast<const uint8_t *>(ptx),
+                             std::strlen(ptx));
+  }();
+  return fingerprint;
+}
+
+Status checkLibraryFingerprint(const artifact::CodeImage &image,
+                               uint64_t expected) {
+  if (image.library_fingerprint() == expected)
+    return Status::success();
+  auto hex = [](uint64_t v) {
+    char text[17];
+    std::snprintf(text, sizeof(text), "%016llx", (unsigned long long)v);
+    return std::string(text);
+  };
+  std::string theirs =
+      image.library_fingerprint()
+          ? "fingerprint " + hex(image.library_fingerprint())
+          : "no fingerprint (a compiler older than the check)";
+  return Status::error(
+      "the artifact's CUDA library kernels (" + theirs +
+      ") come from another Daybreak build than this runtime's (" +
+      hex(expected) +
+      "): their launch contracts may differ; recompile the artifact with "
+      "this build's daybreak-compile");
 }
 
 namespace {

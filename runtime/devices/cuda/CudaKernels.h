@@ -27,6 +27,7 @@
 #define DAYBREAK_RUNTIME_DEVICES_CUDA_CUDAKERNELS_H
 
 #include "runtime/abi/KernelAbi.h"
+#include "Manifest.pb.h"
 #include "runtime/core/KernelParams.h"
 #include "runtime/support/Status.h"
 #include "runtime/devices/cuda/CudaDriver.h"
@@ -35,6 +36,14 @@ namespace daybreak::cuda {
 
 /// The PTX (sm_90a) of every kernel, NUL-terminated, for cuModuleLoadDataEx.
 const char *cudaKernelsPtx();
+/// fnv1a-64 of cudaKernelsPtx(): what an artifact's "library" code image
+/// records (CodeImage.library_fingerprint), so that a runtime loads only
+/// library code built from its own kernel sources.
+uint64_t cudaKernelsFingerprint();
+/// An error naming both fingerprints unless `image` (a "library" code
+/// image) records `expected`.
+Status checkLibraryFingerprint(const artifact::CodeImage &image,
+                               uint64_t expected);
 
 /// cpu::CacheView with device memory: `base` holds the pages, `pageTable`
 /// (0: identity) the int32 [batch * pagesPerSeq] page map. Rows follow the
