@@ -240,7 +240,7 @@ Status runtime::tileCaches(Model &model, int64_t rows, int64_t slots,
     return model.cachePlan().caches[c].kind == CacheKind::Paged;
   };
   for (int c = 0; c < caches; ++c) {
-    if (!tiled(c)) // windows and slot state have no context to repeat
+    if (!tiled(c)) // windows and slot state (below) have no rows to repeat
       continue;
     // Doubling copies along slot 0, then slot 0 into the others.
     for (int64_t filled = rows; filled < context;) {
@@ -255,6 +255,23 @@ Status runtime::tileCaches(Model &model, int64_t rows, int64_t slots,
       if (!status.ok())
         return status;
     }
+  }
+  // Slot state (KDA's recurrent state, convolution windows) has no context
+  // to repeat: the state the fill left in slot 0 goes to every slot, and
+  // the last slot reads back as slot 0.
+  for (int c = 0; c < caches; ++c) {
+    const CacheLayout &layout = model.cachePlan().caches[c];
+    if (layout.kind != CacheKind::SlotState || slots < 2)
+      continue;
+    std::vector<uint8_t> state(layout.slotBytes), back(layout.slotBytes);
+    DAYBREAK_RETURN_IF_ERROR(device.readSlotState(c, 0, state.data()));
+    for (int64_t s = 1; s < slots; ++s)
+      DAYBREAK_RETURN_IF_ERROR(device.writeSlotState(c, s, state.data()));
+    DAYBREAK_RETURN_IF_ERROR(device.readSlotState(c, slots - 1, back.data()));
+    if (back != state)
+      return Status::error("state '" + model.manifest().caches(c).name() +
+                           "': slot " + std::to_string(slots - 1) +
+                           " differs from slot 0, which it copies");
   }
   // Check a few rows of each cache against the rows they repeat.
   for (int c = 0; c < caches; ++c) {

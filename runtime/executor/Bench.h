@@ -74,8 +74,9 @@ DecodeFloor decodeFloor(const artifact::Manifest &manifest, int64_t batch,
 /// rounding error of these).
 double prefillFlops(const artifact::Manifest &manifest, int64_t prompt);
 
-/// Repeats rows [0, rows) of slot 0 of every cache along positions
-/// [0, context) of slots [0, slots).
+/// Repeats rows [0, rows) of slot 0 of every paged cache along positions
+/// [0, context) of slots [0, slots), and copies slot 0 of every slot-state
+/// cache to slots [1, slots); each checked by reading back.
 Status tileCaches(Model &model, int64_t rows, int64_t slots, int64_t context);
 
 /// Runs the cases of `options`; a case the artifact's limits or the
