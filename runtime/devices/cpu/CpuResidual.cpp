@@ -84,28 +84,22 @@ Status mhcPre(ThreadPool &pool, const float *streams, const float *fn,
             for (int64_t j = 0; j < n; ++j)
               r[j] = r[j] / sum + eps;
           }
-          auto columns = [&] {
-            for (int64_t j = 0; j < n; ++j) {
+          // Each of the n lines (rows: a stride of n between lines, 1
+          // within; columns: 1 and n) divided by its sum + eps.
+          auto normalise = [&](int64_t between, int64_t within) {
+            for (int64_t a = 0; a < n; ++a) {
+              double *line = c + a * between;
               double sum = 0.0;
-              for (int64_t i = 0; i < n; ++i)
-                sum += c[i * n + j];
-              for (int64_t i = 0; i < n; ++i)
-                c[i * n + j] /= sum + eps;
+              for (int64_t b = 0; b < n; ++b)
+                sum += line[b * within];
+              for (int64_t b = 0; b < n; ++b)
+                line[b * within] /= sum + eps;
             }
           };
-          auto rows = [&] {
-            for (int64_t i = 0; i < n; ++i) {
-              double sum = 0.0;
-              for (int64_t j = 0; j < n; ++j)
-                sum += c[i * n + j];
-              for (int64_t j = 0; j < n; ++j)
-                c[i * n + j] /= sum + eps;
-            }
-          };
-          columns();
+          normalise(1, n); // columns
           for (int64_t iter = 1; iter < sinkhornIters; ++iter) {
-            rows();
-            columns();
+            normalise(n, 1); // rows
+            normalise(1, n);
           }
           for (int64_t i = 0; i < n * n; ++i)
             comb[t * n * n + i] = float(c[i]);
