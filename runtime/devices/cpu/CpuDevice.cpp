@@ -8,9 +8,14 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstdio>
 #include <cstring>
 #include <dlfcn.h>
+#include <fstream>
+#include <optional>
+#include <sstream>
 #include <sys/mman.h>
+#include <sys/resource.h>
 #include <unistd.h>
 
 using namespace daybreak;
@@ -75,6 +80,49 @@ Status CpuDevice::loadGeneratedCode(const artifact::ArtifactFile &file) {
   return Status::success();
 }
 
+namespace {
+
+/// What new allocations may take of the host's memory: /proc/meminfo's
+/// MemAvailable and, under an address-space limit (RLIMIT_AS), what the
+/// limit leaves beside the process's current size; the smaller, named.
+struct HostMemory {
+  uint64_t bytes;
+  std::string source;
+};
+std::optional<HostMemory> availableHostMemory() {
+  std::optional<HostMemory> best;
+  auto consider = [&](uint64_t bytes, std::string source) {
+    if (!best || bytes < best->bytes)
+      best = HostMemory{bytes, std::move(source)};
+  };
+  std::ifstream meminfo("/proc/meminfo");
+  for (std::string line; std::getline(meminfo, line);) {
+    unsigned long long kib = 0;
+    if (std::sscanf(line.c_str(), "MemAvailable: %llu kB", &kib) == 1)
+      consider(uint64_t(kib) * 1024, "MemAvailable in /proc/meminfo");
+  }
+  rlimit limit{};
+  if (getrlimit(RLIMIT_AS, &limit) == 0 && limit.rlim_cur != RLIM_INFINITY) {
+    unsigned long long pages = 0;
+    std::ifstream statm("/proc/self/statm");
+    statm >> pages;
+    uint64_t used = uint64_t(pages) * uint64_t(sysconf(_SC_PAGESIZE));
+    uint64_t cap = uint64_t(limit.rlim_cur);
+    consider(cap > used ? cap - used : 0,
+             "the address-space limit (RLIMIT_AS, " + std::to_string(cap) +
+                 " bytes) less this process's " + std::to_string(used));
+  }
+  return best;
+}
+
+std::string gib(uint64_t bytes) {
+  char text[32];
+  std::snprintf(text, sizeof(text), "%.2f GiB", double(bytes) / (1ull << 30));
+  return text;
+}
+
+} // namespace
+
 Status CpuDevice::allocate(Allocation &a, uint64_t bytes, const std::string &what) {
   // calloc, not a vector: an impossible size is a message, not an abort.
   void *p = bytes ? std::calloc(bytes, 1) : nullptr;
@@ -109,6 +157,30 @@ Status CpuDevice::prepare(const artifact::ArtifactFile &file,
   Status scales = runtime::checkWeightScales(m, prepared);
   if (!scales.ok())
     return scales;
+  // Before allocating anything: the plan's host memory (weights assembled
+  // from pieces, caches, arena) against what the host has.
+  DAYBREAK_RETURN_IF_ERROR(planCaches(m));
+  {
+    uint64_t assembledBytes = 0, arenaBytes = 0;
+    for (const artifact::Weight &w : m.weights())
+      if (!file.weightData(w))
+        assembledBytes += w.size();
+    for (const artifact::Step &step : m.steps())
+      arenaBytes = std::max<uint64_t>(arenaBytes, step.arena_size());
+    uint64_t cachesBytes = cachePlan().totalBytes();
+    uint64_t needed = assembledBytes + cachesBytes + arenaBytes;
+    std::optional<HostMemory> available = availableHostMemory();
+    if (available && needed > available->bytes)
+      return Status::error(
+          "the model needs " + gib(needed) + " (" + std::to_string(needed) +
+          " bytes) of host memory beyond its mapped weights (caches " +
+          gib(cachesBytes) + ", arena " + gib(arenaBytes) +
+          ", weights assembled from pieces " + gib(assembledBytes) +
+          "); " + gib(available->bytes) + " available (" + available->source +
+          "): lower --max-batch, --max-seq-len or --kv-cache-tokens, or "
+          "free memory");
+  }
+
   // A weight in pieces (a stack of checkpoint tensors referenced in place)
   // is assembled once into memory of its own.
   weightBytes = 0;
@@ -131,7 +203,6 @@ Status CpuDevice::prepare(const artifact::ArtifactFile &file,
   }
 
   // Caches and slot states (zeroed), every page unmapped, and the arena.
-  DAYBREAK_RETURN_IF_ERROR(planCaches(m));
   const runtime::CachePlan &plan = cachePlan();
   caches.resize(m.caches_size());
   cacheBytes.resize(m.caches_size());
