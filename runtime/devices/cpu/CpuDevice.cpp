@@ -13,7 +13,6 @@
 #include <dlfcn.h>
 #include <fstream>
 #include <optional>
-#include <sstream>
 #include <sys/mman.h>
 #include <sys/resource.h>
 #include <unistd.h>
@@ -160,13 +159,14 @@ Status CpuDevice::prepare(const artifact::ArtifactFile &file,
   // Before allocating anything: the plan's host memory (weights assembled
   // from pieces, caches, arena) against what the host has.
   DAYBREAK_RETURN_IF_ERROR(planCaches(m));
+  uint64_t arenaBytes = 0;
+  for (const artifact::Step &step : m.steps())
+    arenaBytes = std::max<uint64_t>(arenaBytes, step.arena_size());
   {
-    uint64_t assembledBytes = 0, arenaBytes = 0;
+    uint64_t assembledBytes = 0;
     for (const artifact::Weight &w : m.weights())
       if (!file.weightData(w))
         assembledBytes += w.size();
-    for (const artifact::Step &step : m.steps())
-      arenaBytes = std::max<uint64_t>(arenaBytes, step.arena_size());
     uint64_t cachesBytes = cachePlan().totalBytes();
     uint64_t needed = assembledBytes + cachesBytes + arenaBytes;
     std::optional<HostMemory> available = availableHostMemory();
@@ -215,10 +215,7 @@ Status CpuDevice::prepare(const artifact::ArtifactFile &file,
                                       "cache '" + m.caches(i).name() + "'"));
     view.base = cacheBytes[i].data.get();
   }
-  uint64_t arenaSize = 0;
-  for (const artifact::Step &step : m.steps())
-    arenaSize = std::max<uint64_t>(arenaSize, step.arena_size());
-  return allocate(arena, arenaSize, "the step arena");
+  return allocate(arena, arenaBytes, "the step arena");
 }
 
 Status CpuDevice::uploadPageTable(int64_t, int64_t) {

@@ -295,24 +295,6 @@ __device__ __forceinline__ void trianglePair(int p, int &r, int &c) {
   c = p - r * (r + 1) / 2;
 }
 
-/// daybreak_kda_intra's shared memory for key dim `dk` (floats): q, k, G
-/// rows, the 3xTF32 operand staging (the V tiles later), Aqk and L, beta,
-/// G_last, the chunk's tokens.
-__host__ __device__ constexpr int64_t kdaIntraSharedFloats(int64_t dk) {
-  return 3 * kKdaChunk * (kdaKeyPad(dk) + 4) +
-         80 * (kdaKeyPad(dk) + 4 > 132 ? kdaKeyPad(dk) + 4 : 132) +
-         2 * kKdaChunk * (kKdaChunk + 4) + 2 * kKdaChunk + kdaKeyPad(dk);
-}
-
-/// daybreak_kda_inter's shared memory (floats): w, q e^G and k e^(G_last -
-/// G) rows, u's and U's 32 columns, Aqk, the state slice, e^(G_last), the
-/// chunk's tokens.
-__host__ __device__ constexpr int64_t kdaInterSharedFloats(int64_t dk) {
-  return 3 * kKdaChunk * (kdaKeyPad(dk) + 4) + 2 * kKdaChunk * kKdaColumns +
-         kKdaChunk * (kKdaChunk + 4) + kdaKeyPad(dk) * kKdaColumns +
-         kdaKeyPad(dk) + kKdaChunk;
-}
-
 } // namespace
 
 /// kda_chunk, pass 1 of 4: each slot's token count. Grid (slots), block
@@ -378,7 +360,8 @@ extern "C" __global__ void daybreak_kda_order(const int32_t *sequences,
 
 /// kda_chunk, pass 3: everything of a chunk that does not depend on the
 /// state, all chunks (and heads) at once. Grid (maxChunks, heads), block
-/// 512, dynamic shared memory kdaIntraSharedFloats(dk) floats.
+/// 512, dynamic shared memory kdaIntraSharedBytes(dk) (CudaKernels.cpp;
+/// the layout carved below).
 ///
 /// With G the chunk's cumulative g (per key channel): Aqk = q_r . k_c
 /// e^(G_r - G_c) (c <= r), L = beta_r k_r . k_c e^(G_r - G_c) (c < r),
@@ -652,8 +635,8 @@ extern "C" __global__ void __launch_bounds__(512)
 
 /// kda_chunk, pass 4: the state through a slot's chunks in order. Grid
 /// (slots, heads, DvP / 32), block 512, dynamic shared memory
-/// kdaInterSharedFloats(dk) floats. A chunk is three products on the
-/// block's [Dk, 32] state slice S (fp32, CUDA cores; a lane a column):
+/// kdaInterSharedBytes(dk) (CudaKernels.cpp). A chunk is three products on
+/// the block's [Dk, 32] state slice S (fp32, CUDA cores; a lane a column):
 ///   U = u - w S;  O = (q e^G) S + Aqk U;  S <- e^(G_last) S + (k e^(G_last
 ///   - G))^T U.
 /// The next chunk's operands stream in (cp.async) as the current ones are
