@@ -2007,13 +2007,12 @@ TEST_F(CudaKernelsTest, KdaGateAndGatedNorm) {
   }
 }
 
-// An artifact's library code must come from this build's kernel sources: the
+// An artifact's library code must come from this runtime's kernel sources: the
 // fingerprint the compiler records is checked when the CUDA device loads it
 // (no GPU needed for the check itself).
-TEST(CudaLibraryFingerprint, OnlyThisBuildsLibraryLoads) {
+TEST(CudaLibraryFingerprint, OnlyThisRuntimesLibraryLoads) {
   uint64_t own = cudaKernelsFingerprint();
   EXPECT_NE(own, 0u);
-  EXPECT_EQ(own, cudaKernelsFingerprint()); // computed once, stable
   artifact::CodeImage image;
   image.set_module("library");
   image.set_library_fingerprint(own);

@@ -106,7 +106,7 @@ public:
         return cubin.takeError();
       image.ptx = std::move(source.ptx);
 #ifdef DAYBREAK_HAVE_CUDA
-      // Specialised or not, the library's kernels are this build's sources.
+      // Specialised or not, the library's kernels are these sources'.
       if (image.name == plan::kLibraryCodeImage)
         image.libraryFingerprint = daybreak::cuda::cudaKernelsFingerprint();
 #endif

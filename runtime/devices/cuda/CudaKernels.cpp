@@ -9,14 +9,13 @@
 
 #include "runtime/devices/cuda/CudaKernels.h"
 #include "runtime/core/CacheState.h"
-#include "runtime/artifact/ArtifactFile.h"
+#include "runtime/devices/cuda/CudaKernelsFingerprint.h"
 #include "runtime/devices/cuda/CudaKernelsPtx.h"
 
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
-#include <cstring>
 #include <string>
 
 namespace daybreak::cuda {
@@ -33,14 +32,7 @@ const char *cudaKernelsPtx() {
   return ptx.c_str();
 }
 
-uint64_t cudaKernelsFingerprint() {
-  static const uint64_t fingerprint = [] {
-    const char *ptx = cudaKernelsPtx();
-    return artifact::fnv1a64(reinterpret_cast<const uint8_t *>(ptx),
-                             std::strlen(ptx));
-  }();
-  return fingerprint;
-}
+uint64_t cudaKernelsFingerprint() { return kCudaKernelsSourceFingerprint; }
 
 Status checkLibraryFingerprint(const artifact::CodeImage &image,
                                uint64_t expected) {
@@ -57,10 +49,10 @@ Status checkLibraryFingerprint(const artifact::CodeImage &image,
           : "no fingerprint (a compiler older than the check)";
   return Status::error(
       "the artifact's CUDA library kernels (" + theirs +
-      ") come from another Daybreak build than this runtime's (" +
+      ") come from other sources than this runtime's (" +
       hex(expected) +
       "): their launch contracts may differ; recompile the artifact with "
-      "this build's daybreak-compile");
+      "this version's daybreak-compile");
 }
 
 namespace {
@@ -95,9 +87,9 @@ constexpr int64_t kSharedFloats = 48 * 1024 / 4;
 // shared memory (Q's three bf16 parts: 3 x 64 rows x (128 + 8) values).
 constexpr int64_t kTcAttentionRows = 64, kTcAttentionThreads = 128;
 constexpr int64_t kTcAttention128Bytes = 3 * kTcAttentionRows * (128 + 8) * 2;
-/// The KDA chunk passes' padded widths and dynamic shared memory for key
-/// dim `dk` (kdaKeyPad, kdaIntraSharedFloats and kdaInterSharedFloats in
-/// CudaKda.cuh).
+/// The KDA chunk passes' padded widths (kdaKeyPad and kdaValuePad in
+/// CudaKda.cuh) and their dynamic shared memory for key dim `dk`: the
+/// layouts daybreak_kda_intra and daybreak_kda_inter carve at their start.
 constexpr int64_t kKdaChunk = 64, kKdaColumns = 32;
 constexpr int64_t kdaKeyPad(int64_t dk) { return (dk + 7) / 8 * 8; }
 constexpr int64_t kdaValuePad(int64_t dv) { return (dv + 31) / 32 * 32; }

@@ -36,9 +36,11 @@ namespace daybreak::cuda {
 
 /// The PTX (sm_90a) of every kernel, NUL-terminated, for cuModuleLoadDataEx.
 const char *cudaKernelsPtx();
-/// fnv1a-64 of cudaKernelsPtx(): what an artifact's "library" code image
+/// The fingerprint of the kernel library's sources and of the launchers
+/// written for them (SourceFingerprint.cmake: CudaKernels.cu, its .cuh
+/// files, CudaKernels.cpp/.h): what an artifact's "library" code image
 /// records (CodeImage.library_fingerprint), so that a runtime loads only
-/// library code built from its own kernel sources.
+/// library code built from the sources its launchers match.
 uint64_t cudaKernelsFingerprint();
 /// An error naming both fingerprints unless `image` (a "library" code
 /// image) records `expected`.
