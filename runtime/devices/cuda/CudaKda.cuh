@@ -945,88 +945,162 @@ kdaStepToken(float (&s)[16][2], const float *q, const float *k, const float *v,
 
 } // namespace
 
-/// kda_step: grid (tokens, heads, ceil(Dv / 64)), block 256 (dk <= 128).
-/// The block of a slot's first token in the step runs all of the slot's
-/// tokens in order (decode: one); the others leave. Its [Dk, 64] slice of
-/// the state lives in registers (a warp 16 key rows, a lane 2 value
-/// columns: 32 values a thread), loaded before anything else, 8-byte loads
-/// where the rows allow (f32, Dv even): 32 KiB in flight a block from its
-/// first instruction, several blocks an SM; written back once.
-extern "C" __global__ void __launch_bounds__(kKdaStepThreads, 3)
-    daybreak_kda_step(const float *q, const float *k, const float *v,
-                      const float *g, const float *beta, uint8_t *state,
-                      int64_t slotBytes, int32_t stateBf16,
-                      const int32_t *sequences, int64_t tokens, int64_t heads,
-                      int64_t slots, int64_t dk, int64_t dv, double scale,
-                      int32_t l2norm, float *out) {
-  __shared__ float qs[kKdaMaxKeyDim], ks[kKdaMaxKeyDim], gs[kKdaMaxKeyDim];
-  __shared__ __align__(16) float part[16][kKdaStepColumns];
-  __shared__ float norms[2][8];
-  __shared__ int list[kKdaChunk];
-  __shared__ int counts[34];
-  __shared__ int64_t cursor;
-  const int64_t t = blockIdx.x;
-  const int h = blockIdx.y;
-  const int slot = sequences[t];
-  if (slot < 0 || slot >= slots)
-    return;
+/// A thread's part of a kda_step block's state slice: 16 key rows from
+/// `first` (rows past dk hold zeros and are not stored), value columns c0
+/// and c0 + 1 (past dv: zeros); the block's token `t`, its slot and head.
+struct KdaStepSlice {
+  uint8_t *slotState;
+  int64_t first, dv, c0;
+  int rows, slot, h;
+  unsigned t;
+  bool vec, bf16;
+};
+
+/// kda_step's shared memory.
+struct KdaStepShared {
+  float qs[kKdaMaxKeyDim], ks[kKdaMaxKeyDim], gs[kKdaMaxKeyDim];
+  __align__(16) float part[16][kKdaStepColumns];
+  float norms[2][8];
+  int list[kKdaChunk];
+  int counts[34];
+  int64_t cursor;
+};
+
+#define DAYBREAK_KDA_STEP_PARAMS                                               \
+  const float *q, const float *k, const float *v, const float *g,              \
+      const float *beta, uint8_t *state, int64_t slotBytes, int32_t stateBf16, \
+      const int32_t *sequences, int64_t tokens, int64_t heads, int64_t slots,  \
+      int64_t dk, int64_t dv, double scale, int32_t l2norm, float *out
+
+/// This thread's slice, from the block index (the grid: see
+/// daybreak_kda_step; the launcher keeps it under 2^31 blocks).
+__device__ __forceinline__ KdaStepSlice kdaStepSliceOf(
+    uint8_t *state, int64_t slotBytes, int32_t stateBf16,
+    const int32_t *sequences, int64_t heads, int64_t dk, int64_t dv) {
+  const unsigned slices =
+      unsigned((dv + kKdaStepColumns - 1) / kKdaStepColumns);
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
-  const int64_t c0 = int64_t(blockIdx.z) * kKdaStepColumns + 2 * lane;
+  KdaStepSlice x;
+  x.t = blockIdx.x / (unsigned(heads) * slices);
+  x.h = int(blockIdx.x / slices % unsigned(heads));
+  x.slot = sequences[x.t];
+  x.slotState = state + x.slot * slotBytes;
+  x.dv = dv;
+  x.c0 = int64_t(blockIdx.x % slices) * kKdaStepColumns + 2 * lane;
   const int64_t d0 = 16 * warp;
-  uint8_t *slotState = state + slot * slotBytes;
-  const int64_t stateBase = int64_t(h) * dk * dv;
-  const bool vec = !stateBf16 && dv % 2 == 0 && c0 + 2 <= dv &&
-                   (reinterpret_cast<unsigned long long>(state) & 7) == 0 &&
-                   slotBytes % 8 == 0;
-  // Rows past dk (and columns past dv) hold zeros and are not stored.
-  const int rows = int(dk - d0 < 16 ? (dk - d0 > 0 ? dk - d0 : 0) : 16);
-  const int64_t first = stateBase + d0 * dv + c0;
-  float s[16][2];
-  if (vec) {
-    const float *p = reinterpret_cast<const float *>(slotState) + first;
+  x.first = int64_t(x.h) * dk * dv + d0 * dv + x.c0;
+  x.bf16 = stateBf16;
+  x.vec = !stateBf16 && dv % 2 == 0 && x.c0 + 2 <= dv &&
+          (reinterpret_cast<unsigned long long>(state) & 7) == 0 &&
+          slotBytes % 8 == 0;
+  x.rows = int(dk - d0 < 16 ? (dk - d0 > 0 ? dk - d0 : 0) : 16);
+  return x;
+}
+
+/// The slice into registers: 8-byte loads where the rows allow (f32, Dv
+/// even), issued before anything else.
+__device__ __forceinline__ void kdaStepLoad(float (&s)[16][2],
+                                            const KdaStepSlice &x) {
+  if (x.vec) {
+    const float *p = reinterpret_cast<const float *>(x.slotState) + x.first;
 #pragma unroll
     for (int i = 0; i < 16; ++i) {
-      float2 x = i < rows ? *reinterpret_cast<const float2 *>(p + i * dv)
-                          : make_float2(0.0f, 0.0f);
-      s[i][0] = x.x;
-      s[i][1] = x.y;
+      float2 y = i < x.rows ? *reinterpret_cast<const float2 *>(p + i * x.dv)
+                            : make_float2(0.0f, 0.0f);
+      s[i][0] = y.x;
+      s[i][1] = y.y;
     }
   } else {
 #pragma unroll
     for (int i = 0; i < 16; ++i)
 #pragma unroll
       for (int j = 0; j < 2; ++j)
-        s[i][j] = i < rows && c0 + j < dv
-                      ? stateLoad(slotState, stateBf16, first + i * dv + j)
+        s[i][j] = i < x.rows && x.c0 + j < x.dv
+                      ? stateLoad(x.slotState, x.bf16, x.first + i * x.dv + j)
                       : 0.0f;
   }
-  bool earlier = false;
-  for (int64_t i = threadIdx.x; i < t; i += blockDim.x)
-    earlier |= sequences[i] == slot;
-  if (__syncthreads_or(earlier))
-    return;
-  if (threadIdx.x == 0)
-    cursor = t + 1;
-  // This token, then the slot's later ones in step order.
-  for (int64_t token = t;;) {
-    kdaStepToken(s, q, k, v, g, beta, token * heads + h, dk, dv, c0, scale,
-                 l2norm, qs, ks, gs, part, norms, out);
-    if (nextSlotTokens(sequences, tokens, slot, &cursor, list, 1, counts) == 0)
-      break;
-    token = list[0];
-  }
-  if (vec) {
-    float *p = reinterpret_cast<float *>(slotState) + first;
+}
+
+__device__ __forceinline__ void kdaStepStore(const float (&s)[16][2],
+                                             const KdaStepSlice &x) {
+  if (x.vec) {
+    float *p = reinterpret_cast<float *>(x.slotState) + x.first;
 #pragma unroll
     for (int i = 0; i < 16; ++i)
-      if (i < rows)
-        *reinterpret_cast<float2 *>(p + i * dv) = make_float2(s[i][0], s[i][1]);
+      if (i < x.rows)
+        *reinterpret_cast<float2 *>(p + i * x.dv) =
+            make_float2(s[i][0], s[i][1]);
   } else {
 #pragma unroll
     for (int i = 0; i < 16; ++i)
 #pragma unroll
       for (int j = 0; j < 2; ++j)
-        if (i < rows && c0 + j < dv)
-          stateStore(slotState, stateBf16, first + i * dv + j, s[i][j]);
+        if (i < x.rows && x.c0 + j < x.dv)
+          stateStore(x.slotState, x.bf16, x.first + i * x.dv + j, s[i][j]);
   }
 }
+
+/// The slot's tokens after the block's own, in step order (the step form
+/// over several tokens of a slot; not decode), each from the slice the one
+/// before stored (this thread's own stores: no barrier needed). Out of
+/// line and from the kernel's parameters alone, so that the decode path
+/// keeps nothing extra live for it: the same loop inline made the step
+/// 16 % slower at B = 256.
+__device__ __noinline__ void kdaStepLater(KdaStepShared &sh,
+                                          DAYBREAK_KDA_STEP_PARAMS) {
+  const KdaStepSlice x =
+      kdaStepSliceOf(state, slotBytes, stateBf16, sequences, heads, dk, dv);
+  if (threadIdx.x == 0)
+    sh.cursor = x.t + 1;
+  __syncthreads();
+  float s[16][2];
+  while (nextSlotTokens(sequences, tokens, x.slot, &sh.cursor, sh.list, 1,
+                        sh.counts)) {
+    kdaStepLoad(s, x);
+    kdaStepToken(s, q, k, v, g, beta, sh.list[0] * heads + x.h, dk, dv, x.c0,
+                 scale, l2norm, sh.qs, sh.ks, sh.gs, sh.part, sh.norms, out);
+    kdaStepStore(s, x);
+  }
+}
+
+/// kda_step: a 1-D grid of tokens x heads x ceil(Dv / 64) blocks, the
+/// column slices of a head adjacent, then heads, then tokens (a token's
+/// blocks read its slot's state front to back together: 4 % faster than
+/// token-major order at B = 256 on the H200), block 256 (dk <= 128). A
+/// block's [Dk, 64] slice of the state lives in registers (a warp 16 key
+/// rows, a lane 2 value columns: 32 values a thread), loaded first: 32 KiB
+/// in flight a block, three blocks an SM. Whether the slot has earlier or
+/// later tokens in the step is found while it loads: the block of a slot's
+/// first token runs them all in order, the others leave. (Scanning for the
+/// later tokens after the compute, before the stores, made the step 34 %
+/// slower at B = 8 and 7 % at B = 256. A [Dk, Dv] head in shared memory by
+/// one bulk copy, three blocks an SM, and a persistent grid streaming heads
+/// through two or three shared-memory stages were slower still:
+/// bench/kda_step_variants.cu.)
+extern "C" __global__ void __launch_bounds__(kKdaStepThreads, 3)
+    daybreak_kda_step(DAYBREAK_KDA_STEP_PARAMS) {
+  __shared__ KdaStepShared sh;
+  const KdaStepSlice x =
+      kdaStepSliceOf(state, slotBytes, stateBf16, sequences, heads, dk, dv);
+  if (x.slot < 0 || x.slot >= slots)
+    return;
+  float s[16][2];
+  kdaStepLoad(s, x);
+  bool earlier = false, later = false;
+  for (int64_t i = threadIdx.x; i < tokens; i += blockDim.x) {
+    bool same = sequences[i] == x.slot;
+    earlier |= same && i < x.t;
+    later |= same && i > x.t;
+  }
+  if (__syncthreads_or(earlier))
+    return;
+  const bool more = __syncthreads_or(later);
+  kdaStepToken(s, q, k, v, g, beta, int64_t(x.t) * heads + x.h, dk, dv, x.c0,
+               scale, l2norm, sh.qs, sh.ks, sh.gs, sh.part, sh.norms, out);
+  kdaStepStore(s, x);
+  if (more)
+    kdaStepLater(sh, q, k, v, g, beta, state, slotBytes, stateBf16, sequences,
+                 tokens, heads, slots, dk, dv, scale, l2norm, out);
+}
+
+#undef DAYBREAK_KDA_STEP_PARAMS

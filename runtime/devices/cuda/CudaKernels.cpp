@@ -425,8 +425,8 @@ Status CudaKernels::kda(bool chunked, const DeviceKdaInputs &in,
                       &base,   &slotBytes, &bf16,   &sequences, &tokens,
                       &heads,  &slots,     &keyDim, &valueDim,  &scale,
                       &l2norm, &out};
-    return launch(kdaStepFn, name, tokens, heads, ceilDiv(valueDim, 64), 256, 0,
-                  stream, params);
+    return launch(kdaStepFn, name, tokens * heads * ceilDiv(valueDim, 64), 1, 1,
+                  256, 0, stream, params);
   }
   if (tokens == 0 || slots == 0)
     return Status::success();
