@@ -1905,6 +1905,15 @@ TEST_F(CudaKernelsTest, KdaScansAndShortConv) {
           EXPECT_FALSE(small.ok());
           EXPECT_NE(small.message().find("bytes of scratch"), std::string::npos)
               << small.message();
+        } else {
+          // A step past the kernel's 32-bit indexing: an error naming the
+          // limit, nothing launched (no buffer is that large).
+          int64_t past = 0x7FFFFFFF / (h * std::max(dk, dv)) + 1;
+          Status huge = kernels->kda(false, din, state, dSeq, past, h, dk, dv,
+                                     shape.scale, true, 0, 0, dOut, nullptr);
+          EXPECT_FALSE(huge.ok());
+          EXPECT_NE(huge.message().find("exceed 2^31 - 1"), std::string::npos)
+              << huge.message();
         }
         expectRan(kernels->kda(chunked, din, state, dSeq, tokens, h, dk, dv,
                                shape.scale, true, dScratch, scratchBytes, dOut,

@@ -850,10 +850,9 @@ namespace {
 /// `part` (two [8][128] halves).
 __device__ __forceinline__ void
 kdaStepToken(float (&s)[16][2], const float *q, const float *k, const float *v,
-             const float *g, const float *beta, int64_t row, int64_t dk,
-             int64_t dv, int64_t c0, double scale, int32_t l2norm, float *qs,
-             float *ks, float *gs, float (*part)[kKdaStepColumns],
-             float (*norms)[8], float *out) {
+             const float *g, const float *beta, int row, int dk, int dv, int c0,
+             double scale, int32_t l2norm, float *qs, float *ks, float *gs,
+             float (*part)[kKdaStepColumns], float (*norms)[8], float *out) {
   const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
   float qd = 0.0f, kd = 0.0f;
   if (tid < kKdaMaxKeyDim) {
@@ -950,8 +949,7 @@ kdaStepToken(float (&s)[16][2], const float *q, const float *k, const float *v,
 /// and c0 + 1 (past dv: zeros); the block's token `t`, its slot and head.
 struct KdaStepSlice {
   uint8_t *slotState;
-  int64_t first, dv, c0;
-  int rows, slot, h;
+  int first, dv, c0, rows, slot, h;
   unsigned t;
   bool vec, bf16;
 };
@@ -985,15 +983,15 @@ __device__ __forceinline__ KdaStepSlice kdaStepSliceOf(
   x.h = int(blockIdx.x / slices % unsigned(heads));
   x.slot = sequences[x.t];
   x.slotState = state + x.slot * slotBytes;
-  x.dv = dv;
-  x.c0 = int64_t(blockIdx.x % slices) * kKdaStepColumns + 2 * lane;
-  const int64_t d0 = 16 * warp;
-  x.first = int64_t(x.h) * dk * dv + d0 * dv + x.c0;
+  x.dv = int(dv);
+  x.c0 = int(blockIdx.x % slices) * kKdaStepColumns + 2 * lane;
+  const int d0 = 16 * warp;
+  x.first = (x.h * int(dk) + d0) * x.dv + x.c0;
   x.bf16 = stateBf16;
   x.vec = !stateBf16 && dv % 2 == 0 && x.c0 + 2 <= dv &&
           (reinterpret_cast<unsigned long long>(state) & 7) == 0 &&
           slotBytes % 8 == 0;
-  x.rows = int(dk - d0 < 16 ? (dk - d0 > 0 ? dk - d0 : 0) : 16);
+  x.rows = int(dk) - d0 < 16 ? max(int(dk) - d0, 0) : 16;
   return x;
 }
 
@@ -1057,8 +1055,9 @@ __device__ __noinline__ void kdaStepLater(KdaStepShared &sh,
   while (nextSlotTokens(sequences, tokens, x.slot, &sh.cursor, sh.list, 1,
                         sh.counts)) {
     kdaStepLoad(s, x);
-    kdaStepToken(s, q, k, v, g, beta, sh.list[0] * heads + x.h, dk, dv, x.c0,
-                 scale, l2norm, sh.qs, sh.ks, sh.gs, sh.part, sh.norms, out);
+    kdaStepToken(s, q, k, v, g, beta, sh.list[0] * int(heads) + x.h, int(dk),
+                 x.dv, x.c0, scale, l2norm, sh.qs, sh.ks, sh.gs, sh.part,
+                 sh.norms, out);
     kdaStepStore(s, x);
   }
 }
@@ -1087,7 +1086,7 @@ extern "C" __global__ void __launch_bounds__(kKdaStepThreads, 3)
   float s[16][2];
   kdaStepLoad(s, x);
   bool earlier = false, later = false;
-  for (int64_t i = threadIdx.x; i < tokens; i += blockDim.x) {
+  for (unsigned i = threadIdx.x; i < unsigned(tokens); i += blockDim.x) {
     bool same = sequences[i] == x.slot;
     earlier |= same && i < x.t;
     later |= same && i > x.t;
@@ -1095,8 +1094,9 @@ extern "C" __global__ void __launch_bounds__(kKdaStepThreads, 3)
   if (__syncthreads_or(earlier))
     return;
   const bool more = __syncthreads_or(later);
-  kdaStepToken(s, q, k, v, g, beta, int64_t(x.t) * heads + x.h, dk, dv, x.c0,
-               scale, l2norm, sh.qs, sh.ks, sh.gs, sh.part, sh.norms, out);
+  kdaStepToken(s, q, k, v, g, beta, int(x.t) * int(heads) + x.h, int(dk), x.dv,
+               x.c0, scale, l2norm, sh.qs, sh.ks, sh.gs, sh.part, sh.norms,
+               out);
   kdaStepStore(s, x);
   if (more)
     kdaStepLater(sh, q, k, v, g, beta, state, slotBytes, stateBf16, sequences,

@@ -421,6 +421,14 @@ Status CudaKernels::kda(bool chunked, const DeviceKdaInputs &in,
   int64_t slotBytes = state.slotBytes, slots = state.slots;
   int32_t bf16 = state.bf16, l2norm = qkL2Norm;
   if (!chunked) {
+    // daybreak_kda_step indexes its operands and a slot's state in 32 bits.
+    constexpr int64_t kMax = 0x7FFFFFFF;
+    if (tokens * heads * std::max(keyDim, valueDim) > kMax ||
+        heads * keyDim * valueDim > kMax)
+      return Status::error(
+          "kda_step: " + std::to_string(tokens) + " tokens of " +
+          std::to_string(heads) + " heads (" + std::to_string(keyDim) + " x " +
+          std::to_string(valueDim) + ") exceed 2^31 - 1 elements an operand");
     void *params[] = {&i.q,    &i.k,       &i.v,    &i.g,       &i.beta,
                       &base,   &slotBytes, &bf16,   &sequences, &tokens,
                       &heads,  &slots,     &keyDim, &valueDim,  &scale,
