@@ -1405,3 +1405,216 @@ daybreak_attention_prefill64(const float *q, Cache k, Cache v,
     ta = tb;
   }
 }
+
+//===----------------------------------------------------------------------===//
+// Wide-head attention on the CUDA cores: daybreak_attention_wide.
+//
+// Absorbed MLA (Kimi Linear's NoPE MLA, DeepSeek's MLA over a dense latent
+// cache) is MQA with wide heads: 32 or more query heads of 576 on one KV
+// head whose values are the first 512 columns of the same latent row. The
+// generic kernel fits 8 of those heads and 8 keys in its shared memory, so
+// it decodes every K row once per 8 heads and spends its time on barriers
+// (96 % of a Kimi-Linear-48B decode step at B = 64, 32K keys). Here a block
+// takes one token, up to 32 query heads of one KV head and one split of the
+// token's keys, with Q and a 32-key chunk of K decoded to fp32 in (up to
+// 210 KiB of) shared memory; where V's rows are K's rows (a column prefix
+// of the same cache: shareRows), V is read from K's chunk, else it has its
+// own. Each warp owns 4 heads for the whole launch, so the online softmax
+// needs no barrier:
+// - scores: a lane a key, its K row against the warp's 4 Q rows (broadcast
+//   16-byte reads; K's row stride is 4 floats past a multiple of 32, so
+//   the 16-byte reads of a quarter-warp hit distinct banks);
+// - P x V: a lane 16 value columns (lane + 32 j) of the warp's 4 heads,
+//   each key's probability broadcast by a shuffle.
+// Unsplit (prefill, or a decode grid large enough), the block normalises
+// and writes the output with the sinks; split, it leaves the partials
+// daybreak_sparse_attention_combine merges (its layout: max, denominator,
+// key count, unnormalised sums).
+//
+// Roofline: a key costs 32 x (576 + 512) FMAs for 2.3 KB of f32 K (1.2 KB
+// bf16) read once per block, so the kernel is FMA-bound (about 30 FMA a
+// byte); scores take 8 shared-memory wavefronts per 512 FMAs a warp, P x V
+// 20 per 2048, so shared memory caps it near half the fp32 FMA rate.
+//===----------------------------------------------------------------------===//
+
+namespace {
+
+constexpr int kWideHeads = 32, kWideKeys = 32, kWideThreads = 256,
+              kWideRows = kWideHeads / (kWideThreads / 32),
+              kWideMaxValueCols = 16; // value columns a lane: lane + 32 j
+
+/// A K row's stride in shared memory: 4 floats past a multiple of 32.
+__device__ __host__ constexpr int64_t wideKeyStride(int64_t headDim) {
+  return headDim + (36 - headDim % 32) % 32;
+}
+
+} // namespace
+
+/// daybreak_attention_wide: grid (tokens, kvHeads x ceil(group / 32),
+/// splits), block 256, shared memory CudaKernels::wideAttentionSharedBytes.
+/// Head dims a multiple of 8 up to kWideAttentionMaxHeadDim, value dims up
+/// to 512 (CudaKernels::wideAttentionApplies).
+extern "C" __global__ void __launch_bounds__(kWideThreads, 1)
+    daybreak_attention_wide(const float *q, Cache k, Cache v,
+                            const int32_t *positions, const int32_t *sequences,
+                            const float *sinks, int64_t heads, int64_t kvHeads,
+                            double scale, int64_t window, int32_t shareRows,
+                            int32_t splits, float *partial, float *out) {
+  extern __shared__ __align__(16) float wideSmem[];
+  __shared__ const uint8_t *kRows[kWideKeys], *vRows[kWideKeys];
+  const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
+  const int headDim = int(k.width / kvHeads), valueDim = int(v.width / kvHeads);
+  const int kStride = int(wideKeyStride(headDim));
+  const int64_t group = heads / kvHeads;
+  const int64_t groups = (group + kWideHeads - 1) / kWideHeads;
+  const int64_t g = blockIdx.y / groups;
+  const int64_t h0 = g * group + (blockIdx.y % groups) * kWideHeads;
+  const int hn =
+      int(g * group + group - h0 < kWideHeads ? g * group + group - h0
+                                              : kWideHeads);
+  const int64_t t = blockIdx.x;
+  const float negInf = -__int_as_float(0x7F800000);
+  const float fscale = float(scale);
+  float *qs = wideSmem;                  // [32, headDim]
+  float *ks = qs + kWideHeads * headDim; // [32, kStride]
+  float *vs = ks + kWideKeys * kStride;  // [32, valueDim] unless shared
+  const float *vb = shareRows ? ks : vs;
+  const int vStride = shareRows ? kStride : valueDim;
+
+  // This split's keys [first, last] (denseAttention's bounds and split).
+  const int64_t seq = sequences ? sequences[t] : 0, p = positions[t];
+  const int64_t batch = k.batch < v.batch ? k.batch : v.batch;
+  const int64_t maxSeqLen =
+      k.maxSeqLen < v.maxSeqLen ? k.maxSeqLen : v.maxSeqLen;
+  int64_t first = 0, last = -1;
+  if (seq >= 0 && seq < batch && p >= 0 && p < maxSeqLen) {
+    first = windowStart(p, window);
+    int64_t per = (p - first + splits) / splits; // ceil(len / splits)
+    int64_t from = first + int64_t(blockIdx.z) * per;
+    last = from + per - 1 < p ? from + per - 1 : p;
+    first = from;
+  }
+
+  for (int e = tid; e < kWideHeads * headDim; e += blockDim.x)
+    qs[e] = e < hn * headDim ? q[(t * heads + h0) * headDim + e] : 0.0f;
+
+  const int r0 = kWideRows * warp; // this warp's heads r0 .. r0 + 3
+  float m[kWideRows], l[kWideRows], acc[kWideRows][kWideMaxValueCols];
+#pragma unroll
+  for (int r = 0; r < kWideRows; ++r) {
+    m[r] = negInf;
+    l[r] = 0.0f;
+#pragma unroll
+    for (int j = 0; j < kWideMaxValueCols; ++j)
+      acc[r][j] = 0.0f;
+  }
+  for (int64_t base = first; base <= last; base += kWideKeys) {
+    const int n =
+        int(last + 1 - base < kWideKeys ? last + 1 - base : kWideKeys);
+    __syncthreads(); // the previous chunk is consumed (and Q written)
+    if (tid < n) {
+      kRows[tid] = cacheRow(k, seq, base + tid);
+      vRows[tid] = cacheRow(v, seq, base + tid);
+    }
+    __syncthreads();
+    for (int c = 0; c < n; ++c)
+      for (int d = tid; d < headDim; d += blockDim.x)
+        ks[c * kStride + d] = cacheValue(k, kRows[c], g * headDim + d);
+    if (!shareRows)
+      for (int c = 0; c < n; ++c)
+        for (int d = tid; d < valueDim; d += blockDim.x)
+          vs[c * valueDim + d] = cacheValue(v, vRows[c], g * valueDim + d);
+    __syncthreads();
+
+    // Scores of key `lane` for the warp's heads, two partial sums a head.
+    float s[kWideRows][2];
+#pragma unroll
+    for (int r = 0; r < kWideRows; ++r)
+      s[r][0] = s[r][1] = 0.0f;
+    if (lane < n) {
+      const float *kr = ks + lane * kStride;
+      for (int d = 0; d < headDim; d += 8) {
+        float4 k0 = *reinterpret_cast<const float4 *>(kr + d);
+        float4 k1 = *reinterpret_cast<const float4 *>(kr + d + 4);
+#pragma unroll
+        for (int r = 0; r < kWideRows; ++r) {
+          const float *qr = qs + (r0 + r) * headDim + d;
+          float4 q0 = *reinterpret_cast<const float4 *>(qr);
+          float4 q1 = *reinterpret_cast<const float4 *>(qr + 4);
+          s[r][0] = fmaf(q0.x, k0.x, s[r][0]);
+          s[r][1] = fmaf(q1.x, k1.x, s[r][1]);
+          s[r][0] = fmaf(q0.y, k0.y, s[r][0]);
+          s[r][1] = fmaf(q1.y, k1.y, s[r][1]);
+          s[r][0] = fmaf(q0.z, k0.z, s[r][0]);
+          s[r][1] = fmaf(q1.z, k1.z, s[r][1]);
+          s[r][0] = fmaf(q0.w, k0.w, s[r][0]);
+          s[r][1] = fmaf(q1.w, k1.w, s[r][1]);
+        }
+      }
+    }
+    // The online softmax over the chunk, per head.
+    float e[kWideRows];
+#pragma unroll
+    for (int r = 0; r < kWideRows; ++r) {
+      float x = lane < n ? (s[r][0] + s[r][1]) * fscale : negInf;
+      float previous = m[r];
+      float top = fmaxf(previous, warpMax(x));
+      float correction = top == previous ? 1.0f : expf(previous - top);
+      e[r] = lane < n ? expf(x - top) : 0.0f;
+      l[r] = l[r] * correction + warpSum(e[r]);
+      m[r] = top;
+#pragma unroll
+      for (int j = 0; j < kWideMaxValueCols; ++j)
+        acc[r][j] *= correction;
+    }
+    // P x V: value columns lane + 32 j of every key of the chunk.
+    for (int c = 0; c < n; ++c) {
+      float pc[kWideRows];
+#pragma unroll
+      for (int r = 0; r < kWideRows; ++r)
+        pc[r] = __shfl_sync(0xffffffffu, e[r], c);
+      const float *vr = vb + c * vStride;
+#pragma unroll
+      for (int j = 0; j < kWideMaxValueCols; ++j) {
+        int col = lane + 32 * j;
+        if (col < valueDim) {
+          float x = vr[col];
+#pragma unroll
+          for (int r = 0; r < kWideRows; ++r)
+            acc[r][j] = fmaf(pc[r], x, acc[r][j]);
+        }
+      }
+    }
+  }
+
+  const int64_t count = first <= last ? last - first + 1 : 0;
+  const int64_t stride = valueDim + 3;
+#pragma unroll
+  for (int r = 0; r < kWideRows; ++r) {
+    if (r0 + r >= hn)
+      continue;
+    const int64_t h = h0 + r0 + r;
+    if (splits > 1) {
+      float *o = partial + ((t * heads + h) * splits + blockIdx.z) * stride;
+      if (lane == 0) {
+        o[0] = m[r];
+        o[1] = l[r];
+        o[2] = float(count);
+      }
+#pragma unroll
+      for (int j = 0; j < kWideMaxValueCols; ++j)
+        if (lane + 32 * j < valueDim)
+          o[3 + lane + 32 * j] = acc[r][j];
+      continue;
+    }
+    // daybreak_sparse_attention_combine's formula with one split.
+    float top = sinks ? fmaxf(sinks[h], m[r]) : m[r];
+    float sum = (sinks ? expf(sinks[h] - top) : 0.0f) + l[r] * expf(m[r] - top);
+    float factor = count > 0 ? expf(m[r] - top) / sum : 0.0f;
+    float *o = out + (t * heads + h) * valueDim;
+#pragma unroll
+    for (int j = 0; j < kWideMaxValueCols; ++j)
+      if (lane + 32 * j < valueDim)
+        o[lane + 32 * j] = count > 0 ? acc[r][j] * factor : 0.0f;
+  }
+}

@@ -1038,28 +1038,31 @@ __device__ __forceinline__ void kdaStepStore(const float (&s)[16][2],
   }
 }
 
-/// The slot's tokens after the block's own, in step order (the step form
-/// over several tokens of a slot; not decode), each from the slice the one
-/// before stored (this thread's own stores: no barrier needed). Out of
+/// A slot's tokens in step order from the block's own (the step form over
+/// several tokens of a slot; not decode), on a slice of its own loaded
+/// again (the kernel's registers are not modified yet) and stored once at
+/// the end, so that a bf16 state rounds once a step, as on the CPU. Out of
 /// line and from the kernel's parameters alone, so that the decode path
-/// keeps nothing extra live for it: the same loop inline made the step
-/// 16 % slower at B = 256.
-__device__ __noinline__ void kdaStepLater(KdaStepShared &sh,
-                                          DAYBREAK_KDA_STEP_PARAMS) {
+/// keeps nothing live for it: the same loop inline made the step 16 %
+/// slower at B = 256.
+__device__ __noinline__ void kdaStepSlot(KdaStepShared &sh,
+                                         DAYBREAK_KDA_STEP_PARAMS) {
   const KdaStepSlice x =
       kdaStepSliceOf(state, slotBytes, stateBf16, sequences, heads, dk, dv);
   if (threadIdx.x == 0)
-    sh.cursor = x.t + 1;
-  __syncthreads();
+    sh.cursor = x.t + 1; // read after kdaStepToken's barriers
   float s[16][2];
-  while (nextSlotTokens(sequences, tokens, x.slot, &sh.cursor, sh.list, 1,
-                        sh.counts)) {
-    kdaStepLoad(s, x);
-    kdaStepToken(s, q, k, v, g, beta, sh.list[0] * int(heads) + x.h, int(dk),
-                 x.dv, x.c0, scale, l2norm, sh.qs, sh.ks, sh.gs, sh.part,
-                 sh.norms, out);
-    kdaStepStore(s, x);
+  kdaStepLoad(s, x);
+  for (int token = int(x.t);;) {
+    kdaStepToken(s, q, k, v, g, beta, token * int(heads) + x.h, int(dk), x.dv,
+                 x.c0, scale, l2norm, sh.qs, sh.ks, sh.gs, sh.part, sh.norms,
+                 out);
+    if (!nextSlotTokens(sequences, tokens, x.slot, &sh.cursor, sh.list, 1,
+                        sh.counts))
+      break;
+    token = sh.list[0];
   }
+  kdaStepStore(s, x);
 }
 
 /// kda_step: a 1-D grid of tokens x heads x ceil(Dv / 64) blocks, the
@@ -1093,14 +1096,15 @@ extern "C" __global__ void __launch_bounds__(kKdaStepThreads, 3)
   }
   if (__syncthreads_or(earlier))
     return;
-  const bool more = __syncthreads_or(later);
-  kdaStepToken(s, q, k, v, g, beta, int(x.t) * int(heads) + x.h, int(dk), x.dv,
-               x.c0, scale, l2norm, sh.qs, sh.ks, sh.gs, sh.part, sh.norms,
-               out);
-  kdaStepStore(s, x);
-  if (more)
-    kdaStepLater(sh, q, k, v, g, beta, state, slotBytes, stateBf16, sequences,
-                 tokens, heads, slots, dk, dv, scale, l2norm, out);
+  if (!__syncthreads_or(later)) { // decode
+    kdaStepToken(s, q, k, v, g, beta, int(x.t) * int(heads) + x.h, int(dk),
+                 x.dv, x.c0, scale, l2norm, sh.qs, sh.ks, sh.gs, sh.part,
+                 sh.norms, out);
+    kdaStepStore(s, x);
+    return;
+  }
+  kdaStepSlot(sh, q, k, v, g, beta, state, slotBytes, stateBf16, sequences,
+              tokens, heads, slots, dk, dv, scale, l2norm, out);
 }
 
 #undef DAYBREAK_KDA_STEP_PARAMS

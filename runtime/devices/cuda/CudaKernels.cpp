@@ -290,6 +290,9 @@ StatusOr<CudaKernels> CudaKernels::load(const Driver &driver, CUmodule module) {
   // kda_chunk's intra- and inter-chunk passes.
   for (auto [fn, bytes] :
        {std::pair{kernels.attentionTc128Fn, kTcAttention128Bytes},
+        {kernels.attentionWideFn,
+         wideAttentionSharedBytes(kWideAttentionMaxHeadDim,
+                                  kWideAttentionMaxValueDim, false)},
         {kernels.kdaIntraFn, kdaIntraSharedBytes(kKdaMaxKeyDim)},
         {kernels.kdaInterFn, kdaInterSharedBytes(kKdaMaxKeyDim)}})
     if (status.ok())
@@ -1164,6 +1167,37 @@ Status CudaKernels::attention(CUdeviceptr q, const DeviceCacheView &k,
   int64_t keys = std::min(k.maxSeqLen, v.maxSeqLen);
   if (window > 0)
     keys = std::min(keys, window);
+  // Wide heads in large groups (absorbed MLA): daybreak_attention_wide,
+  // split over the keys while the grid is under the target blocks (one
+  // block an SM fits its shared memory), as far as the scratch allows.
+  if (path != AttentionPath::TensorCores && group >= kWideAttentionMinGroup &&
+      (headDim > 256 || valueDim > 128) &&
+      wideAttentionApplies(k, v, kvHeads)) {
+    int64_t blocks = tokens * kvHeads * ceilDiv(group, kWideAttentionHeads);
+    int64_t splits = 1;
+    if (partials && blocks < kSparseAttentionTargetBlocks)
+      splits = std::min({ceilDiv(kSparseAttentionTargetBlocks, blocks),
+                         ceilDiv(keys, 32), int64_t(64)});
+    while (splits > 1 &&
+           tokens * heads * splits * (valueDim + 3) > partialFloats)
+      --splits;
+    KernelCache kc = toKernel(k), vc = toKernel(v);
+    int32_t share = attentionSharesRows(k, v, kvHeads),
+            splitCount = int32_t(splits);
+    void *params[] = {&q,     &kc,         &vc,       &positions, &sequences,
+                      &sinks, &heads,      &kvHeads,  &scale,     &window,
+                      &share, &splitCount, &partials, &out};
+    Status status =
+        launch(attentionWideFn, "attentionWide", tokens,
+               kvHeads * ceilDiv(group, kWideAttentionHeads), splits, 256,
+               unsigned(wideAttentionSharedBytes(headDim, valueDim, share)),
+               stream, params);
+    if (!status.ok() || splits == 1)
+      return status;
+    void *combine[] = {&partials, &heads, &splitCount, &valueDim, &sinks, &out};
+    return launch(sparseAttentionCombineFn, "attentionCombine", tokens, heads,
+                  1, 128, 0, stream, combine);
+  }
   // Decode: at most one token a cache slot, so no keys shared between
   // tokens. Split each token's keys until the grid holds twice the target
   // blocks (each split a tile of 32 keys a warp at least), as far as the
@@ -1314,6 +1348,33 @@ bool CudaKernels::tensorAttentionApplies(const DeviceCacheView &k,
            c.base % 4 == 0 && c.bytesPerRow % 4 == 0;
   };
   return fits(k) && fits(v);
+}
+
+bool CudaKernels::wideAttentionApplies(const DeviceCacheView &k,
+                                       const DeviceCacheView &v,
+                                       int64_t kvHeads) {
+  if (kvHeads <= 0 || k.width % kvHeads != 0 || v.width % kvHeads != 0)
+    return false;
+  int64_t headDim = k.width / kvHeads, valueDim = v.width / kvHeads;
+  return headDim > 0 && headDim % 8 == 0 &&
+         headDim <= kWideAttentionMaxHeadDim && valueDim > 0 &&
+         valueDim <= kWideAttentionMaxValueDim;
+}
+
+bool CudaKernels::attentionSharesRows(const DeviceCacheView &k,
+                                      const DeviceCacheView &v,
+                                      int64_t kvHeads) {
+  bool same = kvHeads == 1 && k.base == v.base && k.pageTable == v.pageTable &&
+              k.format == v.format && k.bytesPerRow == v.bytesPerRow &&
+              k.batch == v.batch && k.maxSeqLen == v.maxSeqLen &&
+              k.pageSize == v.pageSize && k.ringRows == v.ringRows &&
+              v.width <= k.width;
+  if (!same || k.format != runtime::CacheFormat::Fp8Scaled)
+    return same;
+  // fp8: the same quantized part and scales, so that V's columns decode as
+  // K's do.
+  return k.scaleBlock == v.scaleBlock &&
+         k.width - k.tailDim == v.width - v.tailDim;
 }
 
 bool CudaKernels::decodeAttentionApplies(const DeviceCacheView &k,

@@ -150,6 +150,22 @@ constexpr int64_t attentionScratchFloats(int64_t queryHeadsPerKv,
          attentionHeadGroup(queryHeadsPerKv, valueDim) * (valueDim + 3);
 }
 
+/// daybreak_attention_wide (CudaAttention.cuh): query heads a block, head
+/// and value dims it takes at most, the query heads a KV head needs for it
+/// to be chosen, and its shared memory (Q, a 32-key chunk of K at a stride
+/// of 4 floats past a multiple of 32, and V's chunk unless V's rows are
+/// K's).
+inline constexpr int64_t kWideAttentionHeads = 32,
+                         kWideAttentionMaxHeadDim = 576,
+                         kWideAttentionMaxValueDim = 512,
+                         kWideAttentionMinGroup = 16;
+constexpr int64_t wideAttentionSharedBytes(int64_t headDim, int64_t valueDim,
+                                           bool shareRows) {
+  int64_t keyStride = headDim + (36 - headDim % 32) % 32;
+  return 4 * (kWideAttentionHeads * headDim + 32 * keyStride +
+              (shareRows ? 0 : 32 * valueDim));
+}
+
 /// Query heads of one KV head that a decode attention block takes at most
 /// (kDecodeHeads in CudaAttention.cuh).
 inline constexpr int64_t kDecodeAttentionHeads = 8;
@@ -238,6 +254,7 @@ constexpr int64_t expertGemmScratchBytes(int64_t tokens, int64_t slots,
   X(attentionPrefill64, "daybreak_attention_prefill64")                        \
   X(attentionTc64, "daybreak_attention_tc64")                                  \
   X(attentionTc128, "daybreak_attention_tc128")                                \
+  X(attentionWide, "daybreak_attention_wide")                                  \
   X(shortConv, "daybreak_short_conv")                                          \
   X(shortConvState, "daybreak_short_conv_state")                               \
   X(kdaGate, "daybreak_kda_gate")                                              \
@@ -444,6 +461,10 @@ public:
   /// ring cache too short for the window and the step (as the CPU kernel),
   /// or rows too wide for shared memory. A sequence or position out of
   /// range gives zeros (the CPU kernel's error). The paths:
+  /// - wide heads in large groups (absorbed MLA; wideAttentionApplies):
+  ///   daybreak_attention_wide, a block a token and 32 query heads, split
+  ///   over the keys while the grid is small and the scratch allows, then
+  ///   daybreak_sparse_attention_combine;
   /// - decode on the CUDA cores: with `partials` (`partialFloats` floats),
   ///   a step of at most one token per cache slot (tokens <= batch) whose
   ///   caches decodeAttentionApplies to runs daybreak_attention_decode (a
@@ -477,6 +498,19 @@ public:
   /// wider or odd heads, take the CUDA-core kernel.
   static bool tensorAttentionApplies(const DeviceCacheView &k,
                                      const DeviceCacheView &v, int64_t kvHeads);
+  /// Whether daybreak_attention_wide takes these caches and heads: head
+  /// dims a multiple of 8 up to kWideAttentionMaxHeadDim, value dims up to
+  /// kWideAttentionMaxValueDim. Auto and CudaCores choose it for groups of
+  /// kWideAttentionMinGroup heads or more whose heads are too wide for
+  /// daybreak_attention_decode and daybreak_attention_prefill64 (absorbed
+  /// MLA: 576 / 512).
+  static bool wideAttentionApplies(const DeviceCacheView &k,
+                                   const DeviceCacheView &v, int64_t kvHeads);
+  /// Whether V's rows are K's rows (a column prefix of one KV head's cache,
+  /// as absorbed MLA reads its values), so daybreak_attention_wide decodes
+  /// each row once.
+  static bool attentionSharesRows(const DeviceCacheView &k,
+                                  const DeviceCacheView &v, int64_t kvHeads);
   /// Whether daybreak_attention_decode takes these caches: K and V in one
   /// format, head dims a multiple of 16 up to 256, value dims of 32, 64 or
   /// 128, 16-byte aligned rows, and fp8 rows without a bf16 tail and with
