@@ -395,7 +395,11 @@ TEST_F(CudaKernelsTest, MoeRouteSigmoid) {
     int64_t tokens, experts, topK, groups, keepGroups;
     bool ties;
   };
+  // DeepSeek-V3 (8 groups of 32, keep 4), Kimi Linear (256 ungrouped),
+  // the kernel's limits (1024 experts in 64 groups), more picks than
+  // candidates, and ties.
   for (Case c : {Case{33, 256, 8, 8, 4, false}, Case{33, 256, 8, 8, 4, true},
+                 Case{3, 256, 8, 1, 1, false}, Case{3, 1024, 40, 64, 5, false},
                  Case{1, 64, 6, 1, 1, false}, Case{5, 16, 6, 4, 1, true},
                  Case{7, 12, 3, 3, 2, true}}) {
     auto logits = random(c.tokens * c.experts, -4, 4);
