@@ -22,8 +22,9 @@
 // tensor cores, in TFLOP/s (benchAttention; `DaybreakKernelBench N
 // attention` runs only it). The many-row tensor-core GEMMs run at prefill
 // shapes, dense and grouped by expert, reporting TFLOP/s (benchTensorGemm;
-// `DaybreakKernelBench N gemm` runs only them). The KDA scans run at
-// Kimi-Linear-48B's dims (`DaybreakKernelBench N kda` runs only them).
+// `DaybreakKernelBench N gemm` runs only them). The KDA scans and the
+// absorbed-MLA attention run at Kimi-Linear-48B's dims (`DaybreakKernelBench
+// N kda` and `... mla` run only them).
 //
 //===----------------------------------------------------------------------===//
 
@@ -692,6 +693,79 @@ void benchAttention(const CudaKernels &kernels, int iterations) {
   driver->cuMemFree(scratch);
 }
 
+/// Absorbed MLA over a dense latent cache at Kimi-Linear-48B's dims (its
+/// NoPE MLA layer: 32 query heads of 576 on one latent row a position, fp8
+/// as the bench model stores it: 512 e4m3 columns in blocks of 128 and a
+/// 64-column bf16 tail; values the rows' first 512 columns, read from the
+/// same rows), through the launcher's own choice (daybreak_attention_wide).
+/// Bytes: each visible latent row once; FLOPs: 2 x 32 x (576 + 512) a
+/// (query, key) pair.
+void benchMlaAttention(const CudaKernels &kernels, int iterations) {
+  constexpr int64_t kHeads = 32, kWidth = 576, kValues = 512, kTail = 64;
+  struct Case {
+    const char *name;
+    int64_t batch, tokens, context;
+  };
+  int64_t scratchFloats = attentionScratchFloats(kHeads, kValues);
+  CUdeviceptr scratch = alloc(scratchFloats * 4, 0);
+  for (Case c : {Case{"prefill", 1, 1024, 1024}, Case{"prefill", 1, 8192, 8192},
+                 Case{"decode", 1, 1, 32768}, Case{"decode", 8, 8, 32768},
+                 Case{"decode", 64, 64, 8192}, Case{"decode", 64, 64, 32768}}) {
+    DeviceCacheView k;
+    k.format = cpu::CacheFormat::Fp8Scaled;
+    k.width = kWidth;
+    k.tailDim = kTail;
+    k.scaleBlock = 128;
+    k.bytesPerRow = cpu::cacheBytesPerRow(k.format, kWidth, kTail, 128);
+    k.batch = c.batch;
+    k.maxSeqLen = c.context;
+    k.pageSize = 64;
+    // 0x38: e4m3 codes of 1.0 (scales and tails of ~4e-5 and ~1e-4).
+    k.base = alloc(size_t(c.batch * c.context * k.bytesPerRow), 0x38);
+    DeviceCacheView v = k;
+    v.width = kValues;
+    v.tailDim = 0;
+    bool decode = std::string(c.name) == "decode";
+    std::vector<int32_t> positions(c.tokens), sequences(c.tokens);
+    double pairs = 0.0;
+    for (int64_t t = 0; t < c.tokens; ++t) {
+      positions[t] = int32_t(decode ? c.context - 1 : t);
+      sequences[t] = int32_t(decode ? t : 0);
+      pairs += double(positions[t] + 1);
+    }
+    CUdeviceptr dPos = 0, dSeqs = 0;
+    check(driver->cuMemAlloc(&dPos, c.tokens * 4), "cuMemAlloc");
+    check(driver->cuMemAlloc(&dSeqs, c.tokens * 4), "cuMemAlloc");
+    check(driver->cuMemcpyHtoD(dPos, positions.data(), c.tokens * 4),
+          "cuMemcpyHtoD");
+    check(driver->cuMemcpyHtoD(dSeqs, sequences.data(), c.tokens * 4),
+          "cuMemcpyHtoD");
+    CUdeviceptr q = alloc(c.tokens * kHeads * kWidth * 4, 0x3c),
+                out = alloc(c.tokens * kHeads * kValues * 4, 0);
+    double flops = 2.0 * kHeads * (kWidth + kValues) * pairs;
+    double bytes = decode ? pairs * double(k.bytesPerRow)
+                          : double(c.context) * double(k.bytesPerRow);
+    double seconds = timeIt(
+        [&] {
+          return kernels.attention(q, k, v, dPos, dSeqs, 0, c.tokens, kHeads, 1,
+                                   1.0 / 24.0, 0, out, nullptr, scratch,
+                                   scratchFloats);
+        },
+        std::max(3, iterations / 10));
+    std::printf("%-18s %-40s %-12s %10.3f ms %9.1f TFLOP/s %8.0f GB/s\n",
+                "attention (MLA)",
+                (std::string(c.name) + " B=" + std::to_string(c.batch) +
+                 " T=" + std::to_string(c.tokens) +
+                 " ctx=" + std::to_string(c.context) + " H=32/1 D=576/512 fp8")
+                    .c_str(),
+                "cuda", seconds * 1e3, flops / seconds / 1e12,
+                bytes / seconds / 1e9);
+    for (CUdeviceptr p : {k.base, dPos, dSeqs, q, out})
+      driver->cuMemFree(p);
+  }
+  driver->cuMemFree(scratch);
+}
+
 /// Kimi Delta Attention at Kimi-Linear-48B's dims (32 heads, Dk = Dv =
 /// 128, fp32 state): the chunked prefill of one sequence of 4K to 64K
 /// tokens, and the decode step of B sequences, whose floor is its state
@@ -859,10 +933,11 @@ void benchTensorGemm(const CudaKernels &kernels, int iterations) {
 
 int main(int argc, char **argv) {
   // DaybreakKernelBench [iterations [gemv | gemv-profile | mxfp4 |
-  // attention | gemm]]: "gemv" runs only the GEMVs, "gemv-profile" three of
-  // them untimed for a profiler, "mxfp4" only the MXFP4 expert matmuls,
-  // "attention" only dense attention, "gemm" only the many-row tensor-core
-  // GEMMs, "kda" only the KDA scans.
+  // attention | gemm | kda | mla]]: "gemv" runs only the GEMVs,
+  // "gemv-profile" three of them untimed for a profiler, "mxfp4" only the
+  // MXFP4 expert matmuls, "attention" only dense attention, "gemm" only the
+  // many-row tensor-core GEMMs, "kda" only the KDA scans, "mla" only the
+  // absorbed-MLA attention.
   int iterations = argc > 1 ? std::atoi(argv[1]) : 50;
   bool gemvOnly = argc > 2 && std::string(argv[2]) == "gemv";
   StatusOr<const Driver *> loaded = Driver::get();
@@ -910,6 +985,10 @@ int main(int argc, char **argv) {
     benchKda(kernels, iterations);
     return 0;
   }
+  if (argc > 2 && std::string(argv[2]) == "mla") {
+    benchMlaAttention(kernels, iterations);
+    return 0;
+  }
   if (argc > 2 && std::string(argv[2]) == "gemm") {
     benchTensorGemm(kernels, iterations);
     return 0;
@@ -919,6 +998,7 @@ int main(int argc, char **argv) {
     return 0;
   benchMxfp4(kernels);
   benchAttention(kernels, iterations);
+  benchMlaAttention(kernels, iterations);
   benchTensorGemm(kernels, iterations);
   benchKda(kernels, iterations);
 
