@@ -76,6 +76,15 @@ CUdeviceptr alloc(size_t bytes, uint8_t fill) {
   return p;
 }
 
+/// A device copy of `values`.
+CUdeviceptr upload(const std::vector<int32_t> &values) {
+  CUdeviceptr p = 0;
+  check(driver->cuMemAlloc(&p, values.size() * 4), "cuMemAlloc");
+  check(driver->cuMemcpyHtoD(p, values.data(), values.size() * 4),
+        "cuMemcpyHtoD");
+  return p;
+}
+
 /// Seconds per launch of `launch`.
 double timeIt(const std::function<Status()> &launch, int iterations) {
   for (int i = 0; i < 5; ++i)
@@ -652,13 +661,7 @@ void benchAttention(const CudaKernels &kernels, int iterations) {
       int64_t seen = positions[t] + 1;
       pairs += double(c.window > 0 ? std::min(seen, c.window) : seen);
     }
-    CUdeviceptr dPos = 0, dSeqs = 0;
-    check(driver->cuMemAlloc(&dPos, c.tokens * 4), "cuMemAlloc");
-    check(driver->cuMemAlloc(&dSeqs, c.tokens * 4), "cuMemAlloc");
-    check(driver->cuMemcpyHtoD(dPos, positions.data(), c.tokens * 4),
-          "cuMemcpyHtoD");
-    check(driver->cuMemcpyHtoD(dSeqs, sequences.data(), c.tokens * 4),
-          "cuMemcpyHtoD");
+    CUdeviceptr dPos = upload(positions), dSeqs = upload(sequences);
     CUdeviceptr q = alloc(c.tokens * kHeads * kDim * 4, 0x3c),
                 out = alloc(c.tokens * kHeads * kDim * 4, 0);
     double flops = 4.0 * kHeads * kDim * pairs;
@@ -733,13 +736,7 @@ void benchMlaAttention(const CudaKernels &kernels, int iterations) {
       sequences[t] = int32_t(decode ? t : 0);
       pairs += double(positions[t] + 1);
     }
-    CUdeviceptr dPos = 0, dSeqs = 0;
-    check(driver->cuMemAlloc(&dPos, c.tokens * 4), "cuMemAlloc");
-    check(driver->cuMemAlloc(&dSeqs, c.tokens * 4), "cuMemAlloc");
-    check(driver->cuMemcpyHtoD(dPos, positions.data(), c.tokens * 4),
-          "cuMemcpyHtoD");
-    check(driver->cuMemcpyHtoD(dSeqs, sequences.data(), c.tokens * 4),
-          "cuMemcpyHtoD");
+    CUdeviceptr dPos = upload(positions), dSeqs = upload(sequences);
     CUdeviceptr q = alloc(c.tokens * kHeads * kWidth * 4, 0x3c),
                 out = alloc(c.tokens * kHeads * kValues * 4, 0);
     double flops = 2.0 * kHeads * (kWidth + kValues) * pairs;
@@ -792,10 +789,8 @@ void benchKda(const CudaKernels &kernels, int iterations) {
     std::vector<int32_t> sequences(tokens);
     for (int64_t t = 0; t < tokens; ++t)
       sequences[t] = int32_t(chunked ? 0 : t);
-    CUdeviceptr dSeqs = alloc(tokens * 4, 0),
+    CUdeviceptr dSeqs = upload(sequences),
                 out = alloc(tokens * kHeads * kDim * 4, 0);
-    check(driver->cuMemcpyHtoD(dSeqs, sequences.data(), tokens * 4),
-          "cuMemcpyHtoD");
     DeviceState state;
     state.slots = slots;
     state.slotBytes = kHeads * kDim * kDim * 4;
