@@ -764,6 +764,224 @@ Expected<KimiLinearConfig> parseKimiLinear(const json::Object &root,
   return config;
 }
 
+/// A per-layer schedule from the string list `key` (each entry one of
+/// `names`, mapped to its flag), or `fallback(i)` when absent.
+void readLayerSchedule(FieldReader &reader, StringRef key, int64_t layers,
+                       ArrayRef<std::pair<StringRef, bool>> names,
+                       function_ref<bool(int64_t)> fallback,
+                       std::vector<bool> &out) {
+  out.assign(layers, false);
+  const json::Array *list = reader.optionalArray(key);
+  if (!list) {
+    for (int64_t i = 0; i < layers; ++i)
+      out[i] = fallback(i);
+    return;
+  }
+  reader.check(int64_t(list->size()) == layers, key,
+               "has " + Twine(list->size()) + " entries for " + Twine(layers) +
+                   " layers");
+  std::string known;
+  for (auto [name, flag] : names)
+    known += (known.empty() ? "" : ", ") + name.str();
+  for (int64_t i = 0; i < layers && i < int64_t(list->size()); ++i) {
+    std::optional<StringRef> name = (*list)[i].getAsString();
+    const std::pair<StringRef, bool> *match = nullptr;
+    for (const auto &entry : names)
+      if (name && *name == entry.first)
+        match = &entry;
+    reader.check(match != nullptr, key,
+                 "entry " + Twine(i) + " is not one of " + known);
+    if (match)
+      out[i] = match->second;
+  }
+}
+
+Expected<Glm5NextConfig> parseGlm5Next(const json::Object &root,
+                                       StringRef path) {
+  std::string error;
+  FieldReader top(root, path, error);
+  // The text model's fields: text_config, or the top level of a flat
+  // text-only config (transformers forwards those into text_config).
+  const json::Object *text = top.optionalObject("text_config");
+  if (top.failed())
+    return makeError(error);
+  FieldReader reader = text ? top.nested(*text, "text_config") : top;
+  Glm5NextConfig config;
+  config.vocabSize = reader.integer("vocab_size");
+  config.hiddenSize = reader.integer("hidden_size");
+  config.numLayers = reader.integer("num_hidden_layers");
+  config.maxPositionEmbeddings = reader.integer("max_position_embeddings");
+  config.intermediateSize = reader.integer("intermediate_size");
+  config.numHeads = reader.integer("num_attention_heads");
+  int64_t kvHeads =
+      reader.optionalInteger("num_key_value_heads").value_or(config.numHeads);
+  config.qLoraRank = reader.integer("q_lora_rank");
+  config.kvLoraRank = reader.integer("kv_lora_rank");
+  config.qkNopeHeadDim = reader.integer("qk_nope_head_dim");
+  int64_t ropeDim = reader.optionalInteger("qk_rope_head_dim").value_or(0);
+  config.vHeadDim = reader.integer("v_head_dim");
+  config.indexHeads = reader.integer("index_n_heads");
+  config.indexHeadDim = reader.integer("index_head_dim");
+  config.indexTopk = reader.integer("index_topk");
+  config.indexKpool = reader.optionalInteger("index_kpool").value_or(16);
+  bool tail =
+      reader.optionalBoolean("index_kpool_always_select_tail").value_or(true);
+  config.hcMult = reader.optionalInteger("hc_mult").value_or(4);
+  config.hcSinkhornIters =
+      reader.optionalInteger("hc_sinkhorn_iters").value_or(20);
+  config.hcEps = reader.optionalNumber("hc_eps").value_or(1e-6);
+  config.numExperts = reader.integer("n_routed_experts");
+  config.numExpertsPerToken = reader.integer("num_experts_per_tok");
+  config.numSharedExperts =
+      reader.optionalInteger("n_shared_experts").value_or(0);
+  config.moeIntermediateSize = reader.integer("moe_intermediate_size");
+  config.numExpertGroups = reader.optionalInteger("n_group").value_or(1);
+  config.topkGroup = reader.optionalInteger("topk_group").value_or(1);
+  config.routedScalingFactor =
+      reader.optionalNumber("routed_scaling_factor").value_or(1.0);
+  config.moeRenormalize =
+      reader.optionalBoolean("norm_topk_prob").value_or(true);
+  config.swigluLimit = reader.optionalNumber("swiglu_limit");
+  config.rmsNormEps = reader.number("rms_norm_eps");
+  config.tieWordEmbeddings =
+      reader.optionalBoolean("tie_word_embeddings").value_or(false);
+  readEosTokenIds(reader, config.eosTokenIds);
+  std::optional<StringRef> act = reader.optionalString("hidden_act");
+  reader.check(!act || *act == "silu", "hidden_act",
+               "names '" + act.value_or("") + "' (supported: silu)");
+  reader.check(ropeDim == 0, "qk_rope_head_dim",
+               "must be 0 (glm5_next's MLA has no rope), got " +
+                   Twine(ropeDim));
+  reader.check(kvHeads == config.numHeads, "num_key_value_heads",
+               "must equal num_attention_heads (" + Twine(config.numHeads) +
+                   "), got " + Twine(kvHeads));
+  reader.check(tail, "index_kpool_always_select_tail",
+               "is false: transformers then attends to future tokens "
+               "(unsupported)");
+  std::optional<int64_t> pad = reader.optionalInteger("pad_token_id");
+  reader.check(!pad || (*pad >= 0 && *pad < config.vocabSize), "pad_token_id",
+               "must be in [0, vocab_size), got " + Twine(pad.value_or(0)));
+  const json::Object *linear = reader.optionalObject("linear_attn_config");
+  if (!linear)
+    reader.fail("missing field '" + Twine(text ? "text_config." : "") +
+                "linear_attn_config' in " + path);
+  if (reader.failed())
+    return makeError(error);
+  FieldReader linearReader = reader.nested(*linear, "linear_attn_config");
+  config.kdaHeads = linearReader.integer("num_heads");
+  config.kdaHeadDim = linearReader.integer("head_dim");
+  config.shortConvKernel = linearReader.integer("short_conv_kernel_size");
+  config.gateLowerBound = linearReader.optionalNumber("gate_lower_bound");
+  if (reader.failed())
+    return makeError(error);
+
+  std::pair<StringRef, int64_t> positives[] = {
+      {"vocab_size", config.vocabSize},
+      {"hidden_size", config.hiddenSize},
+      {"num_hidden_layers", config.numLayers},
+      {"intermediate_size", config.intermediateSize},
+      {"num_attention_heads", config.numHeads},
+      {"q_lora_rank", config.qLoraRank},
+      {"kv_lora_rank", config.kvLoraRank},
+      {"qk_nope_head_dim", config.qkNopeHeadDim},
+      {"v_head_dim", config.vHeadDim},
+      {"index_n_heads", config.indexHeads},
+      {"index_head_dim", config.indexHeadDim},
+      {"index_topk", config.indexTopk},
+      {"index_kpool", config.indexKpool},
+      {"hc_mult", config.hcMult},
+      {"hc_sinkhorn_iters", config.hcSinkhornIters},
+      {"n_routed_experts", config.numExperts},
+      {"num_experts_per_tok", config.numExpertsPerToken},
+      {"moe_intermediate_size", config.moeIntermediateSize},
+      {"n_group", config.numExpertGroups},
+      {"topk_group", config.topkGroup},
+      {"linear_attn_config.num_heads", config.kdaHeads},
+      {"linear_attn_config.head_dim", config.kdaHeadDim},
+      {"linear_attn_config.short_conv_kernel_size", config.shortConvKernel},
+  };
+  for (auto [key, value] : positives)
+    reader.checkPositive(key, value);
+  reader.checkPositive("rms_norm_eps", config.rmsNormEps);
+  reader.checkPositive("hc_eps", config.hcEps);
+  reader.checkPositive("routed_scaling_factor", config.routedScalingFactor);
+  if (config.swigluLimit)
+    reader.checkPositive("swiglu_limit", *config.swigluLimit);
+  if (config.gateLowerBound)
+    linearReader.check(*config.gateLowerBound < 0, "gate_lower_bound",
+                       "must be negative, got " +
+                           formatDouble(*config.gateLowerBound));
+  reader.check(config.numSharedExperts >= 0, "n_shared_experts",
+               "must be >= 0, got " + Twine(config.numSharedExperts));
+  if (reader.failed())
+    return makeError(error);
+  reader.check(config.indexTopk % config.indexKpool == 0, "index_topk",
+               "must be a multiple of index_kpool (" +
+                   Twine(config.indexKpool) + "), got " +
+                   Twine(config.indexTopk));
+  reader.check(config.numExpertsPerToken <= config.numExperts,
+               "num_experts_per_tok",
+               "must be <= n_routed_experts (" + Twine(config.numExperts) +
+                   "), got " + Twine(config.numExpertsPerToken));
+  reader.check(config.numExperts % config.numExpertGroups == 0, "n_group",
+               "must divide n_routed_experts (" + Twine(config.numExperts) +
+                   "), got " + Twine(config.numExpertGroups));
+  reader.check(config.topkGroup <= config.numExpertGroups, "topk_group",
+               "must be <= n_group (" + Twine(config.numExpertGroups) +
+                   "), got " + Twine(config.topkGroup));
+
+  int64_t layers = config.numLayers;
+  readLayerSchedule(
+      reader, "layer_types", layers,
+      {{"linear_attention", true},
+       {"deepseek_sparse_attention", false},
+       {"full_attention", false},
+       {"indexed_attention", false}},
+      [](int64_t i) { return i % 4 != 3; }, config.kdaLayers);
+  readLayerSchedule(
+      reader, "mlp_layer_types", layers, {{"dense", true}, {"sparse", false}},
+      [](int64_t i) { return i < 3; }, config.denseMlp);
+  if (std::optional<StringRef> pattern =
+          reader.optionalString("index_topk_pattern");
+      pattern && !reader.has("indexer_types")) {
+    // One letter a layer: F(ull) or S(hared).
+    reader.check(int64_t(pattern->size()) == layers &&
+                     pattern->find_first_not_of("FS") == StringRef::npos,
+                 "index_topk_pattern",
+                 "must be " + Twine(layers) + " letters F or S");
+    config.sharedIndexer.assign(layers, false);
+    for (int64_t i = 0; i < layers && i < int64_t(pattern->size()); ++i)
+      config.sharedIndexer[i] = (*pattern)[i] == 'S';
+  } else {
+    // index_topk_freq / index_skip_topk_offset other than their defaults
+    // (every layer full) are not read: refused rather than guessed.
+    std::optional<int64_t> freq = reader.optionalInteger("index_topk_freq");
+    reader.check(reader.has("indexer_types") || !freq || *freq == 1,
+                 "index_topk_freq",
+                 "other than 1 without indexer_types is not supported, got " +
+                     Twine(freq.value_or(0)));
+    readLayerSchedule(
+        reader, "indexer_types", layers, {{"full", false}, {"shared", true}},
+        [](int64_t) { return false; }, config.sharedIndexer);
+  }
+  if (reader.failed())
+    return makeError(error);
+  for (int64_t i = 0; i < layers; ++i) {
+    if (!config.sharedIndexer[i] || config.kdaLayers[i])
+      continue; // a KDA layer's indexer type means nothing
+    reader.check(i > 0 && !config.kdaLayers[i - 1] &&
+                     !config.sharedIndexer[i - 1],
+                 "indexer_types",
+                 "makes layer " + Twine(i) +
+                     " shared without a full DSA layer just before it "
+                     "(transformers hands a selection on only to the next "
+                     "layer)");
+  }
+  if (reader.failed())
+    return makeError(error);
+  return config;
+}
+
 /// Parses `jsonText` and returns its top-level object.
 Expected<json::Value> parseRoot(StringRef jsonText, StringRef path) {
   Expected<json::Value> value = json::parse(jsonText);
@@ -836,6 +1054,15 @@ parseFamilyConfig(StringRef jsonText, StringRef path, StringRef family,
 Expected<KimiLinearConfig> parseKimiLinearConfig(StringRef jsonText,
                                                  StringRef path) {
   return parseFamilyConfig(jsonText, path, "kimi_linear", parseKimiLinear);
+}
+
+double Glm5NextConfig::softmaxScale() const {
+  return 1.0 / std::sqrt(double(qkNopeHeadDim));
+}
+
+Expected<Glm5NextConfig> parseGlm5NextConfig(StringRef jsonText,
+                                             StringRef path) {
+  return parseFamilyConfig(jsonText, path, "glm5_next", parseGlm5Next);
 }
 
 Expected<GptOssConfig> parseGptOssConfig(StringRef jsonText, StringRef path) {

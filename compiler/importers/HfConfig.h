@@ -134,6 +134,65 @@ struct KimiLinearConfig {
 llvm::Expected<KimiLinearConfig> parseKimiLinearConfig(llvm::StringRef jsonText,
                                                        llvm::StringRef path);
 
+/// GLM-5.3 (`model_type: glm5_next`): the text model of a nested config
+/// (`text_config`) or a flat text-only one, with the fields transformers
+/// 5.24 reads (../shared/reference/glm5_next.md section 1; the ones it does
+/// not read, such as first_k_dense_replace and linear_attn_config's layer
+/// lists, are not read here either).
+struct Glm5NextConfig {
+  int64_t vocabSize, hiddenSize, numLayers, maxPositionEmbeddings;
+  /// Per layer: true for KDA (`linear_attention`), false for NoPE MLA with
+  /// a DSA indexer (`deepseek_sparse_attention`, `full_attention` or
+  /// `indexed_attention`); absent, the DSA layers are those with
+  /// i % 4 == 3.
+  std::vector<bool> kdaLayers;
+  /// Per layer: true for a dense MLP, false for MoE (`mlp_layer_types`;
+  /// absent, the first min(3, layers) are dense).
+  std::vector<bool> denseMlp;
+  /// Per layer: true where a DSA layer reuses the selection of the full
+  /// DSA layer just before it (`indexer_types` "shared", or an
+  /// `index_topk_pattern` "S"); transformers hands a selection on only to
+  /// the immediately following layer, so that is all that is accepted.
+  std::vector<bool> sharedIndexer;
+  /// KDA (linear_attn_config): heads of kdaHeadDim keys and values, the
+  /// short convolution's width, and the forget gate's lower bound
+  /// (gate_lower_bound; unset: the unbounded softplus gate).
+  int64_t kdaHeads, kdaHeadDim, shortConvKernel;
+  std::optional<double> gateLowerBound;
+  /// MLA: num_attention_heads (= num_key_value_heads), the q LoRA rank
+  /// (mandatory), kv_lora_rank, qk_nope_head_dim, v_head_dim; no rope
+  /// (qk_rope_head_dim must be 0).
+  int64_t numHeads, qLoraRank, kvLoraRank, qkNopeHeadDim, vHeadDim;
+  /// DSA indexer: index_n_heads of index_head_dim, a budget of index_topk
+  /// tokens taken as index_topk / index_kpool pools of index_kpool tokens,
+  /// plus the incomplete tail pool (index_kpool_always_select_tail must be
+  /// true: with false transformers attends to future tokens).
+  int64_t indexHeads, indexHeadDim, indexTopk, indexKpool;
+  /// mHC: hc_mult residual streams, hc_eps, hc_sinkhorn_iters.
+  int64_t hcMult, hcSinkhornIters;
+  double hcEps;
+  /// MoE: n_routed_experts, num_experts_per_tok, n_shared_experts, the
+  /// expert width moe_intermediate_size (the shared expert's is times
+  /// n_shared_experts); sigmoid routing with a correction bias, n_group
+  /// groups of which topk_group are kept; the dense MLP's
+  /// intermediate_size.
+  int64_t numExperts, numExpertsPerToken, numSharedExperts, moeIntermediateSize,
+      numExpertGroups, topkGroup, intermediateSize;
+  double routedScalingFactor;
+  bool moeRenormalize;
+  /// swiglu_limit: the clamp of every text SwiGLU (unset: none).
+  std::optional<double> swigluLimit;
+  double rmsNormEps;
+  bool tieWordEmbeddings = false;
+  std::vector<int64_t> eosTokenIds;
+
+  /// MLA softmax scale: qk_nope_head_dim^-0.5.
+  double softmaxScale() const;
+};
+
+llvm::Expected<Glm5NextConfig> parseGlm5NextConfig(llvm::StringRef jsonText,
+                                                   llvm::StringRef path);
+
 /// Reads <dir>/config.json, dispatches on model_type; anything but
 /// "deepseek_v32" is an error "unsupported model_type 'X' in <path>
 /// (supported: deepseek_v32)".

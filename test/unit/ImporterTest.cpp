@@ -547,6 +547,198 @@ TEST(KimiLinearConfigTest, RejectsBadConfigs) {
 }
 
 //===----------------------------------------------------------------------===//
+// GLM-5.3 (glm5_next) config
+//===----------------------------------------------------------------------===//
+
+const char *const kGlm5NextFixture = "test/fixtures/shared/glm5_next";
+
+/// The glm5_next fixture's config.json after `edit` (of its text_config),
+/// parsed.
+llvm::Expected<Glm5NextConfig>
+parseGlm5NextEdited(llvm::function_ref<void(llvm::json::Object &)> edit) {
+  return parseEdited(kGlm5NextFixture, parseGlm5NextConfig,
+                     [&](llvm::json::Object &root) {
+                       edit(*root["text_config"].getAsObject());
+                     });
+}
+
+TEST(Glm5NextConfigTest, ParsesFixtures) {
+  for (const char *dir :
+       {kGlm5NextFixture, "test/fixtures/shared/glm5_next_fp8"}) {
+    SCOPED_TRACE(dir);
+    llvm::Expected<Glm5NextConfig> config =
+        parseEdited(dir, parseGlm5NextConfig, [](llvm::json::Object &) {});
+    ASSERT_TRUE(bool(config)) << llvm::toString(config.takeError());
+    EXPECT_EQ(config->vocabSize, 512);
+    EXPECT_EQ(config->hiddenSize, 128);
+    EXPECT_EQ(config->numLayers, 5);
+    // layer_types: KDA, DSA, DSA, KDA, DSA (linear_attn_config's lists,
+    // which transformers does not read, agree here).
+    EXPECT_EQ(config->kdaLayers,
+              (std::vector<bool>{true, false, false, true, false}));
+    EXPECT_EQ(config->denseMlp,
+              (std::vector<bool>{true, false, false, false, false}));
+    EXPECT_EQ(config->sharedIndexer,
+              (std::vector<bool>{false, false, true, false, false}));
+    EXPECT_EQ(config->kdaHeads, 2);
+    EXPECT_EQ(config->kdaHeadDim, 32);
+    EXPECT_EQ(config->shortConvKernel, 4);
+    ASSERT_TRUE(config->gateLowerBound.has_value());
+    EXPECT_EQ(*config->gateLowerBound, -5.0);
+    EXPECT_EQ(config->numHeads, 4);
+    EXPECT_EQ(config->qLoraRank, 64);
+    EXPECT_EQ(config->kvLoraRank, 32);
+    EXPECT_EQ(config->qkNopeHeadDim, 32);
+    EXPECT_EQ(config->vHeadDim, 32);
+    EXPECT_EQ(config->indexHeads, 4);
+    EXPECT_EQ(config->indexHeadDim, 32);
+    EXPECT_EQ(config->indexTopk, 16);
+    EXPECT_EQ(config->indexKpool, 4);
+    EXPECT_EQ(config->hcMult, 4);
+    EXPECT_EQ(config->hcSinkhornIters, 20);
+    EXPECT_EQ(config->hcEps, 1e-6);
+    EXPECT_EQ(config->numExperts, 8);
+    EXPECT_EQ(config->numExpertsPerToken, 2);
+    EXPECT_EQ(config->numSharedExperts, 1);
+    EXPECT_EQ(config->moeIntermediateSize, 64);
+    EXPECT_EQ(config->intermediateSize, 256);
+    EXPECT_EQ(config->numExpertGroups, 2);
+    EXPECT_EQ(config->topkGroup, 1);
+    EXPECT_EQ(config->routedScalingFactor, 2.5);
+    EXPECT_TRUE(config->moeRenormalize);
+    ASSERT_TRUE(config->swigluLimit.has_value());
+    EXPECT_EQ(*config->swigluLimit, 3.0);
+    EXPECT_EQ(config->rmsNormEps, 1e-5);
+    EXPECT_EQ(config->eosTokenIds, std::vector<int64_t>{1});
+    EXPECT_DOUBLE_EQ(config->softmaxScale(), 1.0 / std::sqrt(32.0));
+  }
+}
+
+TEST(Glm5NextConfigTest, ReadsFlatConfigsAndDefaults) {
+  // A flat text-only config (transformers forwards top-level text fields),
+  // without the schedules: DSA where i % 4 == 3, the first 3 MLPs dense,
+  // every indexer full; index_kpool 16; an unbounded gate.
+  llvm::Expected<Glm5NextConfig> config = parseEdited(
+      kGlm5NextFixture, parseGlm5NextConfig, [](llvm::json::Object &root) {
+        llvm::json::Object text = std::move(*root["text_config"].getAsObject());
+        text["model_type"] = "glm5_next";
+        text["num_hidden_layers"] = 8;
+        text["index_topk"] = 32;
+        for (const char *key :
+             {"layer_types", "mlp_layer_types", "indexer_types", "index_kpool"})
+          text.erase(key);
+        text["linear_attn_config"].getAsObject()->erase("gate_lower_bound");
+        root = std::move(text);
+      });
+  ASSERT_TRUE(bool(config)) << llvm::toString(config.takeError());
+  EXPECT_EQ(config->kdaLayers, (std::vector<bool>{true, true, true, false, true,
+                                                  true, true, false}));
+  EXPECT_EQ(config->denseMlp, (std::vector<bool>{true, true, true, false, false,
+                                                 false, false, false}));
+  EXPECT_EQ(config->sharedIndexer, std::vector<bool>(8, false));
+  EXPECT_EQ(config->indexKpool, 16);
+  EXPECT_FALSE(config->gateLowerBound.has_value());
+  // index_topk_pattern: one letter a layer.
+  config = parseGlm5NextEdited([](llvm::json::Object &t) {
+    t.erase("indexer_types");
+    t["index_topk_pattern"] = "FFSFF";
+  });
+  ASSERT_TRUE(bool(config)) << llvm::toString(config.takeError());
+  EXPECT_EQ(config->sharedIndexer,
+            (std::vector<bool>{false, false, true, false, false}));
+}
+
+TEST(Glm5NextConfigTest, RejectsBadConfigs) {
+  struct Case {
+    std::function<void(llvm::json::Object &)> edit;
+    const char *needle;
+  };
+  auto linear = [](llvm::json::Object &t) -> llvm::json::Object & {
+    return *t["linear_attn_config"].getAsObject();
+  };
+  Case cases[] = {
+      {[](llvm::json::Object &t) { t.erase("index_topk"); },
+       "missing field 'text_config.index_topk' in edited/config.json"},
+      {[](llvm::json::Object &t) { t.erase("linear_attn_config"); },
+       "missing field 'text_config.linear_attn_config'"},
+      {[&](llvm::json::Object &t) { linear(t).erase("head_dim"); },
+       "missing field 'text_config.linear_attn_config.head_dim'"},
+      {[](llvm::json::Object &t) { t["qk_rope_head_dim"] = 64; },
+       "'text_config.qk_rope_head_dim' in edited/config.json must be 0 "
+       "(glm5_next's MLA has no rope), got 64"},
+      {[](llvm::json::Object &t) { t["num_key_value_heads"] = 2; },
+       "must equal num_attention_heads (4), got 2"},
+      {[](llvm::json::Object &t) {
+         t["index_kpool_always_select_tail"] = false;
+       },
+       "attends to future tokens"},
+      {[](llvm::json::Object &t) { t["index_topk"] = 18; },
+       "must be a multiple of index_kpool (4), got 18"},
+      {[](llvm::json::Object &t) { t["q_lora_rank"] = nullptr; },
+       "missing field 'text_config.q_lora_rank'"},
+      {[](llvm::json::Object &t) { t["pad_token_id"] = 154820; },
+       "'text_config.pad_token_id' in edited/config.json must be in [0, "
+       "vocab_size), got 154820"},
+      {[](llvm::json::Object &t) { t["hidden_act"] = "gelu"; },
+       "names 'gelu' (supported: silu)"},
+      {[&](llvm::json::Object &t) { linear(t)["gate_lower_bound"] = 1.0; },
+       "'text_config.linear_attn_config.gate_lower_bound' in "
+       "edited/config.json must be negative"},
+      {[](llvm::json::Object &t) {
+         t["layer_types"] =
+             llvm::json::Array{"linear_attention", "deepseek_sparse_attention"};
+       },
+       "'text_config.layer_types' in edited/config.json has 2 entries for 5 "
+       "layers"},
+      {[](llvm::json::Object &t) {
+         t["mlp_layer_types"] =
+             llvm::json::Array{"dense", "sparse", "moe", "sparse", "sparse"};
+       },
+       "entry 2 is not one of dense, sparse"},
+      // A shared layer after a KDA layer, and two shared in a row.
+      {[](llvm::json::Object &t) {
+         t["indexer_types"] =
+             llvm::json::Array{"full", "full", "full", "full", "shared"};
+       },
+       "makes layer 4 shared without a full DSA layer just before it"},
+      {[](llvm::json::Object &t) {
+         t["layer_types"] =
+             llvm::json::Array{"linear_attention", "deepseek_sparse_attention",
+                               "deepseek_sparse_attention",
+                               "deepseek_sparse_attention", "linear_attention"};
+         t["indexer_types"] =
+             llvm::json::Array{"full", "full", "shared", "shared", "full"};
+       },
+       "makes layer 3 shared"},
+      {[](llvm::json::Object &t) { t["n_group"] = 3; },
+       "must divide n_routed_experts (8), got 3"},
+      {[](llvm::json::Object &t) { t["hc_mult"] = 0; },
+       "'text_config.hc_mult' in edited/config.json must be positive, got 0"},
+  };
+  for (const Case &c : cases) {
+    SCOPED_TRACE(c.needle);
+    expectError(parseGlm5NextEdited(c.edit), {c.needle});
+  }
+  // index_topk_freq is refused where it would be read (no indexer_types),
+  // and ignored where indexer_types is given, as transformers does.
+  expectError(parseGlm5NextEdited([](llvm::json::Object &t) {
+                t.erase("indexer_types");
+                t["index_topk_freq"] = 2;
+              }),
+              {"'text_config.index_topk_freq' in edited/config.json other "
+               "than 1 without indexer_types is not supported"});
+  llvm::Expected<Glm5NextConfig> ignored = parseGlm5NextEdited(
+      [](llvm::json::Object &t) { t["index_topk_freq"] = 2; });
+  EXPECT_TRUE(bool(ignored)) << llvm::toString(ignored.takeError());
+  expectError(parseEdited(kGlm5NextFixture, parseGlm5NextConfig,
+                          [](llvm::json::Object &root) {
+                            root["model_type"] = "kimi_linear";
+                          }),
+              {"model_type 'kimi_linear' in edited/config.json is not "
+               "glm5_next"});
+}
+
+//===----------------------------------------------------------------------===//
 // Checkpoint
 //===----------------------------------------------------------------------===//
 
