@@ -254,6 +254,23 @@ void readRope(FieldReader &reader, int64_t maxPositions, double &ropeTheta,
   yarnConfig = yarn;
 }
 
+/// MoE routing fields that must agree, under the names the family's config
+/// gives them: top-k within the experts, expert groups that divide the
+/// experts, kept groups within the groups.
+void checkRouting(FieldReader &reader, StringRef expertsKey, int64_t experts,
+                  StringRef perTokenKey, int64_t perToken, StringRef groupsKey,
+                  int64_t groups, int64_t topkGroup) {
+  reader.check(perToken <= experts, perTokenKey,
+               "must be <= " + expertsKey + " (" + Twine(experts) + "), got " +
+                   Twine(perToken));
+  reader.check(experts % groups == 0, groupsKey,
+               "must divide " + expertsKey + " (" + Twine(experts) + "), got " +
+                   Twine(groups));
+  reader.check(topkGroup <= groups, "topk_group",
+               "must be <= " + groupsKey + " (" + Twine(groups) + "), got " +
+                   Twine(topkGroup));
+}
+
 /// eos_token_id: an id or a list of ids; generation stops at any of them.
 void readEosTokenIds(FieldReader &reader, std::vector<int64_t> &ids) {
   const json::Value *eos = reader.lookup("eos_token_id");
@@ -355,17 +372,9 @@ void validate(FieldReader &reader, const DeepseekV32Config &config) {
   reader.check(config.indexHeadDim >= config.qkRopeHeadDim, "index_head_dim",
                "must be >= qk_rope_head_dim (" + Twine(config.qkRopeHeadDim) +
                    "), got " + Twine(config.indexHeadDim));
-  reader.check(
-      config.numExpertsPerTok <= config.numRoutedExperts, "num_experts_per_tok",
-      "must be <= n_routed_experts (" + Twine(config.numRoutedExperts) +
-          "), got " + Twine(config.numExpertsPerTok));
-  reader.check(config.numRoutedExperts % config.numGroups == 0,
-               "n_routed_experts",
-               "must be divisible by n_group (" + Twine(config.numGroups) +
-                   "), got " + Twine(config.numRoutedExperts));
-  reader.check(config.topkGroup <= config.numGroups, "topk_group",
-               "must be <= n_group (" + Twine(config.numGroups) + "), got " +
-                   Twine(config.topkGroup));
+  checkRouting(reader, "n_routed_experts", config.numRoutedExperts,
+               "num_experts_per_tok", config.numExpertsPerTok, "n_group",
+               config.numGroups, config.topkGroup);
   if (reader.failed())
     return;
   // Group-limited routing picks its top-k among the experts of the kept
@@ -747,17 +756,9 @@ Expected<KimiLinearConfig> parseKimiLinear(const json::Object &root,
                    Twine(config.firstKDenseReplace));
   if (reader.failed())
     return makeError(error);
-  reader.check(config.numExpertsPerToken <= config.numExperts,
-               "num_experts_per_token",
-               "must be <= num_experts (" + Twine(config.numExperts) +
-                   "), got " + Twine(config.numExpertsPerToken));
-  reader.check(config.numExperts % config.numExpertGroups == 0,
-               "num_expert_group",
-               "must divide num_experts (" + Twine(config.numExperts) +
-                   "), got " + Twine(config.numExpertGroups));
-  reader.check(config.topkGroup <= config.numExpertGroups, "topk_group",
-               "must be <= num_expert_group (" + Twine(config.numExpertGroups) +
-                   "), got " + Twine(config.topkGroup));
+  checkRouting(reader, "num_experts", config.numExperts,
+               "num_experts_per_token", config.numExpertsPerToken,
+               "num_expert_group", config.numExpertGroups, config.topkGroup);
   readKdaLayers(reader, linear, config);
   if (reader.failed())
     return makeError(error);
@@ -919,16 +920,9 @@ Expected<Glm5NextConfig> parseGlm5Next(const json::Object &root,
                "must be a multiple of index_kpool (" +
                    Twine(config.indexKpool) + "), got " +
                    Twine(config.indexTopk));
-  reader.check(config.numExpertsPerToken <= config.numExperts,
-               "num_experts_per_tok",
-               "must be <= n_routed_experts (" + Twine(config.numExperts) +
-                   "), got " + Twine(config.numExpertsPerToken));
-  reader.check(config.numExperts % config.numExpertGroups == 0, "n_group",
-               "must divide n_routed_experts (" + Twine(config.numExperts) +
-                   "), got " + Twine(config.numExpertGroups));
-  reader.check(config.topkGroup <= config.numExpertGroups, "topk_group",
-               "must be <= n_group (" + Twine(config.numExpertGroups) +
-                   "), got " + Twine(config.topkGroup));
+  checkRouting(reader, "n_routed_experts", config.numExperts,
+               "num_experts_per_tok", config.numExpertsPerToken, "n_group",
+               config.numExpertGroups, config.topkGroup);
 
   int64_t layers = config.numLayers;
   readLayerSchedule(

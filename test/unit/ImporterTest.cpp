@@ -231,7 +231,9 @@ TEST(HfConfigTest, RejectsBadValues) {
        "positive, got 0"},
       {"rms_norm_eps", -1.0, "'rms_norm_eps'"},
       {"num_experts_per_tok", 9, "must be <= n_routed_experts (8), got 9"},
-      {"n_routed_experts", 7, "must be divisible by n_group (2), got 7"},
+      {"n_routed_experts", 7,
+       "'n_group' in edited/config.json must divide n_routed_experts (7), "
+       "got 2"},
       {"topk_group", 3,
        "'topk_group' in edited/config.json must be <= "
        "n_group (2), got 3"},

@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <tuple>
 
 using namespace daybreak;
 using namespace daybreak::cuda;
@@ -562,27 +563,19 @@ Status CudaDevice::prepare(const artifact::ArtifactFile &file,
   if (!a.ok())
     return a.error();
   arena = *a;
-  if (attentionPartialFloats > 0) {
-    StatusOr<CUdeviceptr> p =
-        allocate(attentionPartialFloats * sizeof(float),
-                 "the attention partials");
+  // The launchers' scratch buffers, where the plan's launches need them.
+  for (auto [bytes, what, target] :
+       {std::tuple{uint64_t(attentionPartialFloats) * sizeof(float),
+                   "the attention partials", &attentionPartials},
+        std::tuple{uint64_t(expertScratchBytes), "the expert matmul scratch",
+                   &expertScratch},
+        std::tuple{kdaScratchBytes, "the kda_chunk scratch", &kdaScratch}}) {
+    if (bytes == 0)
+      continue;
+    StatusOr<CUdeviceptr> p = allocate(bytes, what);
     if (!p.ok())
       return p.error();
-    attentionPartials = *p;
-  }
-  if (expertScratchBytes > 0) {
-    StatusOr<CUdeviceptr> p =
-        allocate(expertScratchBytes, "the expert matmul scratch");
-    if (!p.ok())
-      return p.error();
-    expertScratch = *p;
-  }
-  if (kdaScratchBytes > 0) {
-    StatusOr<CUdeviceptr> p =
-        allocate(kdaScratchBytes, "the kda_chunk scratch");
-    if (!p.ok())
-      return p.error();
-    kdaScratch = *p;
+    *target = *p;
   }
 
   // Generated kernels read their inputs through a table of pointers; the
