@@ -86,14 +86,21 @@ for step in "$@"; do
   echo "== $step ($(date -u +%T))"
   case $step in
   unpack)
-    for part in device/toolchain-a device/toolchain-b; do
+    # Each file is written beside its target and renamed over it, so a
+    # library this very unpacking has loaded (python's lzma loads
+    # liblzma.so.5 from $tc once an earlier call unpacked it) is replaced,
+    # never rewritten in place.
+    for part in device/toolchain-a device/toolchain-b device/toolchain-c; do
       [ -d "$part" ] || continue
       for f in "$part"/*; do
         case $f in
-        *.xz) python3 -c 'import lzma, shutil, sys
+        *.xz) target=$tc/$(basename "$f" .xz)
+          python3 -c 'import lzma, shutil, sys
 shutil.copyfileobj(lzma.open(sys.argv[1]), open(sys.argv[2], "wb"), 1 << 24)' \
-          "$f" "$tc/$(basename "$f" .xz)" ;;
-        *) cp "$f" "$tc/" ;;
+            "$f" "$target.part"
+          mv -f "$target.part" "$target" ;;
+        *) cp "$f" "$tc/$(basename "$f").part"
+          mv -f "$tc/$(basename "$f").part" "$tc/$(basename "$f")" ;;
         esac
       done
     done

@@ -5,27 +5,29 @@
 # machine has no MLIR: daybreak-compile and daybreak-run with the shared
 # libraries of this Debian's LLVM/MLIR 22 they load (xz-compressed; the
 # glibc, libstdc++ and CUDA libraries of the machine are used as they are).
-# The libraries exceed what one device call carries (64 MiB), so they come
-# in two parts:
+# The libraries exceed what one device call carries (64 MiB with the
+# working tree, itself ~33 MB), so they come in three parts:
 #
-#   device/toolchain-a  libLLVM and libz3 (carry in the first call)
-#   device/toolchain-b  libMLIR and the rest, and the two tools
+#   device/toolchain-a  libLLVM (carry in the first call)
+#   device/toolchain-b  libMLIR and the other libraries but libz3
+#   device/toolchain-c  libz3 and the two tools
 #
 # Then, through the device tool (bench/README.md, "The H200 run"):
 #   run carry=["device/toolchain-a"]  bash bench/h200.sh unpack
-#   run carry=["device/toolchain-b"]  bash bench/h200.sh unpack prepare
+#   run carry=["device/toolchain-b"]  bash bench/h200.sh unpack
+#   run carry=["device/toolchain-c"]  bash bench/h200.sh unpack prepare
 #   run                               bash bench/h200.sh daybreak
 #   run                               bash bench/h200.sh baselines
 #
 # The same toolchain serves every family: FAMILY=gpt_oss or FAMILY=kimi_linear
 # before each h200.sh step (bench/README.md, "The H200 run"), e.g.
-#   run carry=["device/toolchain-b"]  FAMILY=kimi_linear bash bench/h200.sh unpack prepare
+#   run carry=["device/toolchain-c"]  FAMILY=kimi_linear bash bench/h200.sh unpack prepare
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ./scripts/build.sh > /dev/null
 build=${DAYBREAK_BUILD_DIR:-build}
-rm -rf device/toolchain-a device/toolchain-b
-mkdir -p device/toolchain-a device/toolchain-b
+rm -rf device/toolchain-a device/toolchain-b device/toolchain-c
+mkdir -p device/toolchain-a device/toolchain-b device/toolchain-c
 
 pack() { # pack DIR LIBRARY...
   local dir=$1
@@ -38,14 +40,16 @@ pack() { # pack DIR LIBRARY...
 # CUDA's (the H200 machine's own are newer or the same toolkit).
 mapfile -t libs < <(ldd "$build/bin/daybreak-compile" | awk '$3 ~ /^\// {print $3}' |
   grep -v -E '/(libc|libm|libstdc\+\+|libgcc_s|libpthread|librt|libdl)\.so|/usr/local/cuda')
-llvm=() rest=()
+llvm=() z3=() rest=()
 for lib in "${libs[@]}"; do
   case "$lib" in
-  */libLLVM.so* | */libz3.so*) llvm+=("$lib") ;;
+  */libLLVM.so*) llvm+=("$lib") ;;
+  */libz3.so*) z3+=("$lib") ;;
   *) rest+=("$lib") ;;
   esac
 done
 pack device/toolchain-a "${llvm[@]}"
 pack device/toolchain-b "${rest[@]}"
-cp "$build/bin/daybreak-compile" "$build/bin/daybreak-run" device/toolchain-b/
-du -sh device/toolchain-a device/toolchain-b
+pack device/toolchain-c "${z3[@]}" "$build/bin/daybreak-compile" \
+  "$build/bin/daybreak-run"
+du -sh device/toolchain-a device/toolchain-b device/toolchain-c

@@ -98,9 +98,29 @@ struct AssignKVLayoutPass
       int64_t tail = fp8 && kind == lm::CacheKind::MlaLatent ? width - valueDim
                                                              : 0;
       int64_t scaleBlock = fp8 ? std::gcd<int64_t>(width - tail, 128) : 0;
+      // A cache with a row per `rowTokens` tokens (a k-pool's pooled keys)
+      // pages the same token spans as the others: pageSize / rowTokens rows
+      // a page, so one page table serves it.
+      int64_t page = pageSize;
+      if (auto arg = dyn_cast<BlockArgument>(write.getCache())) {
+        auto func = cast<func::FuncOp>(arg.getOwner()->getParentOp());
+        if (auto rowTokens = func.getArgAttrOfType<IntegerAttr>(
+                arg.getArgNumber(), "lm.row_tokens")) {
+          int64_t r = rowTokens.getInt();
+          if (r <= 0 || pageSize % r != 0) {
+            write.emitError("page-size ")
+                << static_cast<int64_t>(pageSize)
+                << " is not a multiple of the " << r
+                << " tokens a row of this cache holds";
+            signalPassFailure();
+            return;
+          }
+          page = pageSize / r;
+        }
+      }
       write.setLayoutAttr(lm::KVLayoutAttr::get(
-          ctx, kind, pageSize, width, storage, scaleBlock, tail,
-          b.getBF16Type(), allWindowed && !readers.empty() ? window : 0));
+          ctx, kind, page, width, storage, scaleBlock, tail, b.getBF16Type(),
+          allWindowed && !readers.empty() ? window : 0));
     });
 
     // Per-sequence state: arguments that KDA and short convolutions carry

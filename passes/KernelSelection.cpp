@@ -21,6 +21,7 @@ std::optional<StringRef> daybreak::loweredKernelName(Operation *op) {
           [](Operation *) { return StringRef("copy_columns"); })
       .Case([](arith::AddFOp) { return StringRef("add"); })
       .Case([](arith::AddIOp) { return StringRef("add_scalar_i32"); })
+      .Case([](arith::DivSIOp) { return StringRef("div_scalar_i32"); })
       .Case([](lm::Fp8DequantOp dequant) -> Result {
         // Codes and scales an expert matmul reads as they are; any other
         // dequantisation should have been folded (lm-fold-weights), and no

@@ -490,6 +490,15 @@ LogicalResult Lowering::lowerOp(Operation *op) {
         return launch(loc, "add_scalar_i32", {lookup(add.getLhs())}, {out},
                       {b.getNamedAttr("value", b.getI64IntegerAttr(*c))});
       })
+      .Case([&](arith::DivSIOp div) -> LogicalResult {
+        std::optional<int64_t> c = splatConstant(div.getRhs());
+        if (!c || *c <= 0)
+          return div.emitError("only dividing by a positive constant splat "
+                               "lowers to plan");
+        Value out = buffer(div.getResult());
+        return launch(loc, "div_scalar_i32", {lookup(div.getLhs())}, {out},
+                      {b.getNamedAttr("value", b.getI64IntegerAttr(*c))});
+      })
       .Case([&](lm::ElementwiseOp fused) {
         StringAttr symbol = outlineElementwise(fused);
         Value out = buffer(fused.getResult());
@@ -581,7 +590,7 @@ LogicalResult Lowering::lowerOp(Operation *op) {
           cast<plan::BufferOp>(result.getDefiningOp()).setName(name);
         return launch(loc, "mxfp4_to_fp8_experts", *operands, results, {});
       })
-      .Case<lm::ShortConvOp, lm::KdaChunkOp, lm::KdaStepOp>(
+      .Case<lm::ShortConvOp, lm::KdaChunkOp, lm::KdaStepOp, lm::DsaKpoolOp>(
           [&](auto scan) -> LogicalResult {
             // Per-sequence state is updated in place: the new state is the
             // state slot itself, and the kernel has one result.
@@ -690,6 +699,12 @@ FailureOr<Value> Lowering::lowerCacheArg(func::FuncOp func,
            << arg.getType();
   int64_t page = layout->getPageSize();
   int64_t batch = type.getDimSize(0), maxSeq = type.getDimSize(1);
+  // Tokens a row holds (a k-pool cache: a row per pool); its pages hold
+  // `page` rows, `page * rowTokens` tokens.
+  int64_t rowTokens = 1;
+  if (auto attr = func.getArgAttrOfType<IntegerAttr>(arg.getArgNumber(),
+                                                     "lm.row_tokens"))
+    rowTokens = attr.getInt();
   int64_t rows;
   if (int64_t window = layout->getWindow()) {
     // A ring per sequence: the window plus a chunk's rows, so a chunk never
@@ -699,7 +714,8 @@ FailureOr<Value> Lowering::lowerCacheArg(func::FuncOp func,
     // Pages shared by all sequences: every row they may fill, or fewer.
     rows = batch * alignTo(maxSeq, page);
     if (kvCacheTokens > 0)
-      rows = std::min<int64_t>(rows, alignTo(kvCacheTokens, page));
+      rows = std::min<int64_t>(
+          rows, alignTo((kvCacheTokens + rowTokens - 1) / rowTokens, page));
   }
   plan::CachePoolOp &pool = pools[*layout];
   int64_t layer = poolLayers[*layout]++;
@@ -713,7 +729,9 @@ FailureOr<Value> Lowering::lowerCacheArg(func::FuncOp func,
         poolName(lm::stringifyCacheKind(layout->getKind())), *layout,
         /*layers=*/1, rows);
     pool->setAttr("batch", b.getI64IntegerAttr(batch));
-    pool->setAttr("max_seq_len", b.getI64IntegerAttr(maxSeq));
+    pool->setAttr("max_seq_len", b.getI64IntegerAttr(maxSeq * rowTokens));
+    if (rowTokens > 1)
+      pool->setAttr("row_tokens", b.getI64IntegerAttr(rowTokens));
   } else if (layer >= static_cast<int64_t>(pool.getLayers())) {
     pool.setLayers(layer + 1);
   }

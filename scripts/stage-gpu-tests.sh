@@ -22,7 +22,8 @@ mkdir -p "$dir/session"
 "$build/bin/daybreak-compile" test/fixtures/deepseek_v32_small -o "$dir/session/cuda.daybreak" --target=cuda \
   --max-seq-len=128 --max-batch=2 --max-tokens=64 --kv-cache-tokens=128 > /dev/null 2>&1
 for fixture in shared/deepseek_v32 shared/deepseek_v32_fp8 deepseek_v32_small deepseek_v32_small_fp8 \
-    shared/gpt_oss_mxfp4 gpt_oss_small shared/kimi_linear kimi_linear_long; do
+    shared/gpt_oss_mxfp4 gpt_oss_small shared/kimi_linear kimi_linear_long \
+    shared/glm5_next shared/glm5_next_fp8 glm5_next_pools glm5_next_small_pool; do
   name=$(basename "$fixture")
   src=test/fixtures/$fixture
   # gpt_oss_small batches three sequences.
@@ -30,6 +31,8 @@ for fixture in shared/deepseek_v32 shared/deepseek_v32_fp8 deepseek_v32_small de
   [ "$name" = gpt_oss_small ] && limits="--max-seq-len=64 --max-batch=3 --max-tokens=96"
   # kimi_linear_long: three sequences, prompts up to 150 tokens.
   [ "$name" = kimi_linear_long ] && limits="--max-seq-len=160 --max-batch=3 --max-tokens=256"
+  # glm5_next_pools: prompts of 150 and 77 tokens.
+  [ "$name" = glm5_next_pools ] && limits="--max-seq-len=160 --max-batch=2 --max-tokens=256"
   mkdir -p "$dir/$name"
   cp "$src/inputs.json" "$src/expected.safetensors" "$dir/$name/"
   "$build/bin/daybreak-compile" "$src" -o "$dir/$name/cuda_f32.daybreak" --target=cuda $limits --kv-cache-dtype=f32 > /dev/null 2>&1
@@ -40,8 +43,9 @@ for fixture in shared/deepseek_v32 shared/deepseek_v32_fp8 deepseek_v32_small de
       "$build/bin/daybreak-compile" "$src" -o "$dir/$name/cuda_f32_$route.daybreak" --target=cuda $limits \
         --kv-cache-dtype=f32 --mxfp4-route=$route > /dev/null 2>&1
     done ;;
-  kimi_linear*)
-    # Prefill in steps of 7 tokens: the KDA state carried between steps.
+  kimi_linear* | glm5_next*)
+    # Prefill in steps of 7 tokens: the KDA state (and GLM's incomplete
+    # pools) carried between steps.
     "$build/bin/daybreak-compile" "$src" -o "$dir/$name/cuda_f32_chunk7.daybreak" --target=cuda \
       ${limits% --max-tokens=*} --max-tokens=7 --kv-cache-dtype=f32 > /dev/null 2>&1 ;;
   esac

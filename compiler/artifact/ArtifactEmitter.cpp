@@ -305,7 +305,13 @@ artifact::emitArtifact(ModuleOp module, const importers::Checkpoint &checkpoint,
       return errorf("cache pool @" + pool.getSymName() +
                     " lacks its batch and max_seq_len");
     manifest.set_max_batch(batch.getInt());
-    manifest.set_max_seq_len(maxSeq.getInt());
+    // A k-pool cache's rows cover whole pools, up to rowTokens - 1 tokens
+    // past the others': the model's limit is the least.
+    if (!manifest.max_seq_len() || maxSeq.getInt() < manifest.max_seq_len())
+      manifest.set_max_seq_len(maxSeq.getInt());
+    int64_t rowTokens = 1;
+    if (auto attr = pool->getAttrOfType<IntegerAttr>("row_tokens"))
+      rowTokens = attr.getInt();
     firstCache[pool.getSymName()] = manifest.caches_size();
     int64_t rows = pool.getMaxTokensAttr().getInt();
     int64_t window = layout.getWindow();
@@ -342,9 +348,12 @@ artifact::emitArtifact(ModuleOp module, const importers::Checkpoint &checkpoint,
         c->set_window_rows(rows / batch.getInt());
       } else {
         c->set_page_size(layout.getPageSize());
+        if (rowTokens > 1)
+          c->set_row_tokens(rowTokens);
       }
     }
-    cacheBytesPerToken += layout.getBytesPerToken() * pool.getLayers();
+    cacheBytesPerToken +=
+        layout.getBytesPerToken() * pool.getLayers() / rowTokens;
     // The runtime adds one zero page per paged cache (unmapped entries).
     cacheBytes += pool.getByteSize() +
                   (window ? 0

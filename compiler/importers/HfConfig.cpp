@@ -294,9 +294,11 @@ void readEosTokenIds(FieldReader &reader, std::vector<int64_t> &ids) {
   }
 }
 
-/// Reads `quantization_config`; only block-scaled FP8 is understood, and any
-/// other scheme is refused because the weights would be misread.
-void readQuantization(FieldReader &reader, DeepseekV32Config &config) {
+/// Reads `quantization_config` into `config.fp8BlockSize`; only
+/// block-scaled FP8 is understood, and any other scheme is refused because
+/// the weights would be misread.
+template <typename Config>
+void readQuantization(FieldReader &reader, Config &config) {
   const json::Object *quant = reader.optionalObject("quantization_config");
   if (!quant)
     return;
@@ -808,6 +810,8 @@ Expected<Glm5NextConfig> parseGlm5Next(const json::Object &root,
     return makeError(error);
   FieldReader reader = text ? top.nested(*text, "text_config") : top;
   Glm5NextConfig config;
+  // The FP8 release says so at the top level, next to text_config.
+  readQuantization(top, config);
   config.vocabSize = reader.integer("vocab_size");
   config.hiddenSize = reader.integer("hidden_size");
   config.numLayers = reader.integer("num_hidden_layers");

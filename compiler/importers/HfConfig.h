@@ -185,6 +185,9 @@ struct Glm5NextConfig {
   double rmsNormEps;
   bool tieWordEmbeddings = false;
   std::vector<int64_t> eosTokenIds;
+  /// quantization_config's FP8 weight_block_size (at the top level of the
+  /// hub config), when the checkpoint is FP8.
+  std::optional<std::array<int64_t, 2>> fp8BlockSize;
 
   /// MLA softmax scale: qk_nope_head_dim^-0.5.
   double softmaxScale() const;

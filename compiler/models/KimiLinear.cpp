@@ -46,13 +46,6 @@ constexpr int64_t kDyn = ShapedType::kDynamic;
 /// and KDA's o_norm take rms_norm_eps).
 constexpr double kLatentNormEps = 1e-6;
 
-/// A KDA layer's per-sequence state: the q, k and v convolution windows
-/// [batch, W - 1, heads * dim] and the recurrent state [batch, heads, Dk,
-/// Dv].
-struct KdaState {
-  Value *convQ, *convK, *convV, *recurrent;
-};
-
 /// Emits the ops of one function; weights are declared once per module.
 class Emitter : public ModelBuilder {
 public:
@@ -63,8 +56,6 @@ public:
   llvm::Error buildFunction(StringRef name, const BuildOptions &options);
 
 private:
-  llvm::Expected<Value> kda(int64_t layer, Value x, bool decode,
-                            KdaState state);
   llvm::Expected<Value> mla(int64_t layer, Value x, Value positions,
                             Value &cache);
   llvm::Expected<Value> mlp(int64_t layer, Value x);
@@ -72,10 +63,19 @@ private:
   std::string layerName(int64_t layer, StringRef rest) {
     return llvm::formatv("model.layers.{0}.{1}", layer, rest).str();
   }
-  /// x [T, n] -> [T, n] through the causal depthwise convolution `name`
-  /// ([n, 1, W] as stored) with SiLU, its window threaded through `window`.
-  llvm::Expected<Value> shortConv(Value x, StringRef name, Value &window);
-
+  /// A KDA layer's weights: A_log stored [1, 1, heads, 1], the unbounded
+  /// softplus gate.
+  KdaSpec kdaSpec(int64_t layer) {
+    KdaSpec spec;
+    spec.prefix = layerName(layer, "self_attn.");
+    spec.hidden = config.hiddenSize;
+    spec.heads = config.kdaHeads;
+    spec.dim = config.kdaHeadDim;
+    spec.convWidth = config.shortConvKernel;
+    spec.normEps = config.rmsNormEps;
+    spec.aLogShape = {1, 1, config.kdaHeads, 1};
+    return spec;
+  }
   const KimiLinearConfig &config;
   /// The sequence (cache and state slot) of each token.
   Value sequences;
@@ -85,117 +85,6 @@ private:
 
 static llvm::Error errorf(const llvm::Twine &message) {
   return llvm::createStringError(llvm::inconvertibleErrorCode(), message);
-}
-
-llvm::Expected<Value> Emitter::shortConv(Value x, StringRef name,
-                                         Value &window) {
-  int64_t channels = cast<RankedTensorType>(x.getType()).getDimSize(1);
-  int64_t width = config.shortConvKernel;
-  auto w = floatWeight(name, {channels, 1, width});
-  if (!w)
-    return w.takeError();
-  Value taps = tensor::CollapseShapeOp::create(
-                   b, loc, *w, ArrayRef<ReassociationIndices>{{0, 1}, {2}})
-                   .getResult();
-  auto conv = lm::ShortConvOp::create(
-      b, loc, x.getType(), window.getType(), x, taps, window, sequences,
-      lm::ActivationAttr::get(b.getContext(), lm::Activation::Silu));
-  window = conv.getNewState();
-  return conv.getOutput();
-}
-
-llvm::Expected<Value> Emitter::kda(int64_t layer, Value x, bool decode,
-                                   KdaState state) {
-  const KimiLinearConfig &c = config;
-  int64_t heads = c.kdaHeads, dim = c.kdaHeadDim, width = heads * dim;
-  auto name = [&](StringRef rest) {
-    return layerName(layer, ("self_attn." + rest).str());
-  };
-  // q, k, v: projection, then the convolution over each sequence's window.
-  Value qkv[3];
-  Value *windows[3] = {state.convQ, state.convK, state.convV};
-  const char *projections[3] = {"q", "k", "v"};
-  for (int i = 0; i < 3; ++i) {
-    std::string p = projections[i];
-    auto lin = linear(x, name(p + "_proj.weight"), width, c.hiddenSize);
-    if (!lin)
-      return lin.takeError();
-    auto conv = shortConv(*lin, name(p + "_conv1d.weight"), *windows[i]);
-    if (!conv)
-      return conv.takeError();
-    qkv[i] = reshape(*conv, {kDyn, heads, dim});
-  }
-
-  // beta = sigmoid(b_proj x) per head; the log decay from the low-rank
-  // forget gate.
-  auto betaLin = linear(x, name("b_proj.weight"), heads, c.hiddenSize);
-  if (!betaLin)
-    return betaLin.takeError();
-  Value beta =
-      lm::SigmoidOp::create(b, loc, betaLin->getType(), *betaLin).getResult();
-  auto fa = linear(x, name("f_a_proj.weight"), dim, c.hiddenSize);
-  if (!fa)
-    return fa.takeError();
-  auto fb = linear(*fa, name("f_b_proj.weight"), width, dim);
-  if (!fb)
-    return fb.takeError();
-  auto aLog =
-      weight(name("A_log"), {1, 1, heads, 1}, {safetensors::DType::F32});
-  if (!aLog)
-    return aLog.takeError();
-  auto dtBias = weight(name("dt_bias"), {width}, {safetensors::DType::F32});
-  if (!dtBias)
-    return dtBias.takeError();
-  Value aLogHeads =
-      tensor::CollapseShapeOp::create(
-          b, loc, *aLog, ArrayRef<ReassociationIndices>{{0, 1, 2, 3}})
-          .getResult();
-  Value decay = lm::KdaGateOp::create(
-                    b, loc, f32Tensor({kDyn, heads, dim}),
-                    reshape(*fb, {kDyn, heads, dim}), aLogHeads,
-                    reshape(*dtBias, {heads, dim}, /*splitDim=*/0), FloatAttr())
-                    .getResult();
-
-  // The gated delta rule from each sequence's recurrent state: chunked over
-  // a prompt, one step a token in decode.
-  Type outType = f32Tensor({kDyn, heads, dim});
-  Type stateType = state.recurrent->getType();
-  FloatAttr scale = b.getF64FloatAttr(1.0 / std::sqrt(double(dim)));
-  Value out;
-  if (decode) {
-    auto step =
-        lm::KdaStepOp::create(b, loc, outType, stateType, qkv[0], qkv[1],
-                              qkv[2], decay, beta, *state.recurrent, sequences,
-                              scale, b.getUnitAttr(), lm::StateLayoutAttr());
-    out = step.getOutput();
-    *state.recurrent = step.getNewState();
-  } else {
-    auto chunk = lm::KdaChunkOp::create(
-        b, loc, outType, stateType, qkv[0], qkv[1], qkv[2], decay, beta,
-        *state.recurrent, sequences, scale, b.getUnitAttr(),
-        lm::StateLayoutAttr(), b.getI64IntegerAttr(64));
-    out = chunk.getOutput();
-    *state.recurrent = chunk.getNewState();
-  }
-
-  // Per-head RMSNorm times sigmoid of the output gate, then o_proj.
-  auto ga = linear(x, name("g_a_proj.weight"), dim, c.hiddenSize);
-  if (!ga)
-    return ga.takeError();
-  auto gb = linear(*ga, name("g_b_proj.weight"), width, dim);
-  if (!gb)
-    return gb.takeError();
-  auto onorm = floatWeight(name("o_norm.weight"), {dim});
-  if (!onorm)
-    return onorm.takeError();
-  Value gated =
-      lm::GatedRmsNormOp::create(
-          b, loc, outType, out, reshape(*gb, {kDyn, heads, dim}), *onorm,
-          lm::ActivationAttr::get(b.getContext(), lm::Activation::Sigmoid),
-          b.getF64FloatAttr(c.rmsNormEps))
-          .getResult();
-  return linear(collapseLast(gated), name("o_proj.weight"), c.hiddenSize,
-                width);
 }
 
 llvm::Expected<Value> Emitter::mla(int64_t layer, Value x, Value positions,
@@ -365,12 +254,13 @@ llvm::Error Emitter::buildFunction(StringRef name,
     if (!x)
       return x.takeError();
     llvm::Expected<Value> a =
-        c.kdaLayers[l]
-            ? kda(l, *x, decode,
-                  KdaState{&step.state(stateOf[l]), &step.state(stateOf[l] + 1),
-                           &step.state(stateOf[l] + 2),
-                           &step.state(stateOf[l] + 3)})
-            : mla(l, *x, positions, step.cache(cacheOf[l]));
+        c.kdaLayers[l] ? kdaMixer(kdaSpec(l), *x, decode,
+                                  KdaState{&step.state(stateOf[l]),
+                                           &step.state(stateOf[l] + 1),
+                                           &step.state(stateOf[l] + 2),
+                                           &step.state(stateOf[l] + 3)},
+                                  sequences)
+                       : mla(l, *x, positions, step.cache(cacheOf[l]));
     if (!a)
       return a.takeError();
     h = arith::AddFOp::create(b, loc, h, *a).getResult();

@@ -3,6 +3,7 @@
 #include "compiler/models/ModelBuilder.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
+#include "mlir/Dialect/Tensor/IR/Tensor.h"
 #include "llvm/Support/FormatVariadic.h"
 
 #include <cmath>
@@ -11,6 +12,8 @@ using namespace mlir;
 using namespace daybreak;
 using namespace daybreak::models;
 using safetensors::DType;
+
+static constexpr int64_t kDyn = ShapedType::kDynamic;
 
 static int64_t ceilDiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
 
@@ -433,10 +436,13 @@ ModelBuilder::absorbMla(StringRef kvB, Value qNope, Value qRope, int64_t heads,
                       b, loc, f32Tensor({tokens, heads, lora}), qNope, mla.wUK,
                       /*transpose_weight=*/false)
                       .getResult();
-  mla.query =
-      tensor::ConcatOp::create(b, loc, f32Tensor({tokens, heads, lora + rot}),
-                               /*dim=*/2, ValueRange{qLatent, qRope})
-          .getResult();
+  // Without a rope part (NoPE MLA with qk_rope_head_dim 0) the query is
+  // the latent one.
+  mla.query = rot == 0 ? qLatent
+                       : tensor::ConcatOp::create(
+                             b, loc, f32Tensor({tokens, heads, lora + rot}),
+                             /*dim=*/2, ValueRange{qLatent, qRope})
+                             .getResult();
   return mla;
 }
 
@@ -447,6 +453,123 @@ Value ModelBuilder::mlaValueUp(const AbsorbedMla &mla, Value latentOut,
                                   latentOut, mla.wUV,
                                   /*transpose_weight=*/true)
       .getResult();
+}
+
+llvm::Expected<Value> ModelBuilder::shortConv(Value x, StringRef name,
+                                              int64_t width, Value &window,
+                                              Value sequences) {
+  int64_t channels = cast<RankedTensorType>(x.getType()).getDimSize(1);
+  auto w = floatWeight(name, {channels, 1, width});
+  if (!w)
+    return w.takeError();
+  Value taps = tensor::CollapseShapeOp::create(
+                   b, loc, *w, ArrayRef<ReassociationIndices>{{0, 1}, {2}})
+                   .getResult();
+  auto conv = lm::ShortConvOp::create(
+      b, loc, x.getType(), window.getType(), x, taps, window, sequences,
+      lm::ActivationAttr::get(b.getContext(), lm::Activation::Silu));
+  window = conv.getNewState();
+  return conv.getOutput();
+}
+
+llvm::Expected<Value> ModelBuilder::kdaMixer(const KdaSpec &spec, Value x,
+                                             bool decode, const KdaState &state,
+                                             Value sequences) {
+  int64_t heads = spec.heads, dim = spec.dim, width = heads * dim;
+  auto name = [&](StringRef rest) { return (spec.prefix + rest).str(); };
+  // q, k, v: projection, then the convolution over each sequence's window.
+  Value qkv[3];
+  Value *windows[3] = {state.convQ, state.convK, state.convV};
+  const char *projections[3] = {"q", "k", "v"};
+  for (int i = 0; i < 3; ++i) {
+    std::string p = projections[i];
+    auto lin = linear(x, name(p + "_proj.weight"), width, spec.hidden);
+    if (!lin)
+      return lin.takeError();
+    auto conv = shortConv(*lin, name(p + "_conv1d.weight"), spec.convWidth,
+                          *windows[i], sequences);
+    if (!conv)
+      return conv.takeError();
+    qkv[i] = reshape(*conv, {kDyn, heads, dim});
+  }
+
+  // beta = sigmoid(b_proj x) per head; the log decay from the low-rank
+  // forget gate.
+  auto betaLin = linear(x, name("b_proj.weight"), heads, spec.hidden);
+  if (!betaLin)
+    return betaLin.takeError();
+  Value beta =
+      lm::SigmoidOp::create(b, loc, betaLin->getType(), *betaLin).getResult();
+  auto fa = linear(x, name("f_a_proj.weight"), dim, spec.hidden);
+  if (!fa)
+    return fa.takeError();
+  auto fb = linear(*fa, name("f_b_proj.weight"), width, dim);
+  if (!fb)
+    return fb.takeError();
+  auto aLog = weight(name("A_log"), spec.aLogShape, {safetensors::DType::F32});
+  if (!aLog)
+    return aLog.takeError();
+  auto dtBias = weight(name("dt_bias"), {width}, {safetensors::DType::F32});
+  if (!dtBias)
+    return dtBias.takeError();
+  // A_log as [heads], whatever unit dims it is stored with.
+  Value aLogHeads = *aLog;
+  if (spec.aLogShape.size() > 1) {
+    ReassociationIndices all;
+    for (int64_t d = 0; d < int64_t(spec.aLogShape.size()); ++d)
+      all.push_back(d);
+    aLogHeads = tensor::CollapseShapeOp::create(
+                    b, loc, *aLog, ArrayRef<ReassociationIndices>{all})
+                    .getResult();
+  }
+  FloatAttr lowerBound;
+  if (spec.lowerBound)
+    lowerBound = b.getF64FloatAttr(*spec.lowerBound);
+  Value decay = lm::KdaGateOp::create(
+                    b, loc, f32Tensor({kDyn, heads, dim}),
+                    reshape(*fb, {kDyn, heads, dim}), aLogHeads,
+                    reshape(*dtBias, {heads, dim}, /*splitDim=*/0), lowerBound)
+                    .getResult();
+
+  // The gated delta rule from each sequence's recurrent state: chunked over
+  // a prompt, one step a token in decode.
+  Type outType = f32Tensor({kDyn, heads, dim});
+  Type stateType = state.recurrent->getType();
+  FloatAttr scale = b.getF64FloatAttr(1.0 / std::sqrt(double(dim)));
+  Value out;
+  if (decode) {
+    auto step =
+        lm::KdaStepOp::create(b, loc, outType, stateType, qkv[0], qkv[1],
+                              qkv[2], decay, beta, *state.recurrent, sequences,
+                              scale, b.getUnitAttr(), lm::StateLayoutAttr());
+    out = step.getOutput();
+    *state.recurrent = step.getNewState();
+  } else {
+    auto chunk = lm::KdaChunkOp::create(
+        b, loc, outType, stateType, qkv[0], qkv[1], qkv[2], decay, beta,
+        *state.recurrent, sequences, scale, b.getUnitAttr(),
+        lm::StateLayoutAttr(), b.getI64IntegerAttr(64));
+    out = chunk.getOutput();
+    *state.recurrent = chunk.getNewState();
+  }
+
+  // Per-head RMSNorm times sigmoid of the output gate, then o_proj.
+  auto ga = linear(x, name("g_a_proj.weight"), dim, spec.hidden);
+  if (!ga)
+    return ga.takeError();
+  auto gb = linear(*ga, name("g_b_proj.weight"), width, dim);
+  if (!gb)
+    return gb.takeError();
+  auto onorm = floatWeight(name("o_norm.weight"), {dim});
+  if (!onorm)
+    return onorm.takeError();
+  Value gated =
+      lm::GatedRmsNormOp::create(
+          b, loc, outType, out, reshape(*gb, {kDyn, heads, dim}), *onorm,
+          lm::ActivationAttr::get(b.getContext(), lm::Activation::Sigmoid),
+          b.getF64FloatAttr(spec.normEps))
+          .getResult();
+  return linear(collapseLast(gated), name("o_proj.weight"), spec.hidden, width);
 }
 
 Value ModelBuilder::collapseLast(Value x) {

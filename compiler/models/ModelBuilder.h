@@ -206,6 +206,38 @@ protected:
                                         int64_t lora);
   mlir::Value mlaValueUp(const AbsorbedMla &mla, mlir::Value latentOut,
                          int64_t heads, int64_t vdim);
+  /// A Kimi Delta Attention mixer as Kimi Linear and GLM-5.3 store it, under
+  /// `prefix`: q, k, v projections [heads * dim, hidden] each through a
+  /// causal depthwise convolution `{q,k,v}_conv1d.weight` [heads * dim, 1,
+  /// convWidth] with SiLU; q and k L2-normalised per head, q scaled by
+  /// dim^-0.5; beta = sigmoid(b_proj x); the per-channel log decay from the
+  /// low-rank forget gate f_b(f_a(x)), `A_log` (stored as aLogShape, heads
+  /// values) and `dt_bias` [heads * dim] (lm.kda_gate: softplus, or bounded
+  /// by lowerBound); the gated delta rule chunked (prefill) or one step a
+  /// token (decode); the output RMS-normed per head (`o_norm`, normEps)
+  /// times sigmoid(g_b(g_a(x))), then o_proj.
+  struct KdaSpec {
+    std::string prefix;
+    int64_t hidden = 0, heads = 0, dim = 0, convWidth = 0;
+    double normEps = 1e-5;
+    std::optional<double> lowerBound;
+    llvm::SmallVector<int64_t, 4> aLogShape;
+  };
+  /// A KDA layer's per-sequence state, threaded through the step: the q, k
+  /// and v convolution windows [batch, convWidth - 1, heads * dim] and the
+  /// recurrent state [batch, heads, dim, dim].
+  struct KdaState {
+    mlir::Value *convQ, *convK, *convV, *recurrent;
+  };
+  llvm::Expected<mlir::Value> kdaMixer(const KdaSpec &spec, mlir::Value x,
+                                       bool decode, const KdaState &state,
+                                       mlir::Value sequences);
+  /// x [T, n] -> [T, n] through the causal depthwise convolution `name`
+  /// ([n, 1, width] as stored) with SiLU, its window threaded through
+  /// `window`.
+  llvm::Expected<mlir::Value> shortConv(mlir::Value x, llvm::StringRef name,
+                                        int64_t width, mlir::Value &window,
+                                        mlir::Value sequences);
   /// The dense [out, in] value of weight `name` (FP8 dequantised in IR).
   llvm::Expected<mlir::Value> denseWeight(llvm::StringRef name, int64_t out,
                                           int64_t in);

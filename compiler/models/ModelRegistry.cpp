@@ -2,6 +2,7 @@
 
 #include "compiler/models/ModelRegistry.h"
 #include "compiler/models/DeepseekV32.h"
+#include "compiler/models/Glm5Next.h"
 #include "compiler/models/GptOss.h"
 #include "compiler/models/KimiLinear.h"
 
@@ -19,6 +20,7 @@ ModelDefinition::~ModelDefinition() = default;
 llvm::ArrayRef<ModelFamily> models::modelFamilies() {
   static const ModelFamily families[] = {
       {"deepseek_v32", &parseDeepseekV32Model},
+      {"glm5_next", &parseGlm5NextModel},
       {"gpt_oss", &parseGptOssModel},
       {"kimi_linear", &parseKimiLinearModel},
   };

@@ -11,9 +11,11 @@ unsigned StepFunction::addInput(StringRef role, Type type) {
   return inputs.size() - 1;
 }
 
-unsigned StepFunction::addCache(RankedTensorType type) {
-  assert(!func && type.getRank() == 3 && type.hasStaticShape());
+unsigned StepFunction::addCache(RankedTensorType type, int64_t rowTokens) {
+  assert(!func && type.getRank() == 3 && type.hasStaticShape() &&
+         rowTokens >= 1);
   cacheTypes.push_back(type);
+  cacheRowTokens.push_back(rowTokens);
   return cacheTypes.size() - 1;
 }
 
@@ -48,6 +50,10 @@ func::FuncOp StepFunction::create(ModuleOp module) {
   for (auto [i, output] : llvm::enumerate(outputs))
     func.setResultAttr(i, "lm.role", b.getStringAttr(output.first));
   unsigned firstState = inputs.size() + cacheTypes.size();
+  for (unsigned i = 0; i < cacheTypes.size(); ++i)
+    if (cacheRowTokens[i] > 1)
+      func.setArgAttr(inputs.size() + i, "lm.row_tokens",
+                      b.getI64IntegerAttr(cacheRowTokens[i]));
   for (unsigned i = 0; i < stateTypes.size(); ++i)
     func.setArgAttr(firstState + i, "lm.state", b.getUnitAttr());
 

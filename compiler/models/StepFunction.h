@@ -40,7 +40,10 @@ public:
   /// A step input the runtime finds by `role`; returns its index.
   unsigned addInput(llvm::StringRef role, mlir::Type type);
   /// A per-token cache `[max_batch, max_seq_len, width]`; returns its index.
-  unsigned addCache(mlir::RankedTensorType type);
+  /// A [batch, rows, width] cache; with `rowTokens` > 1 a row holds what
+  /// rowTokens consecutive tokens share (a k-pool: row = position /
+  /// rowTokens), marked `lm.row_tokens` for its pages.
+  unsigned addCache(mlir::RankedTensorType type, int64_t rowTokens = 1);
   /// Per-sequence state `[max_batch, shape...]`; returns its index.
   unsigned addState(mlir::RankedTensorType type);
   /// An output the runtime reads by `role`.
@@ -66,6 +69,7 @@ private:
   std::string name;
   llvm::SmallVector<std::pair<std::string, mlir::Type>> inputs, outputs;
   llvm::SmallVector<mlir::Type> cacheTypes, stateTypes;
+  llvm::SmallVector<int64_t> cacheRowTokens;
   mlir::func::FuncOp func;
   llvm::SmallVector<mlir::Value> inputValues, caches, states;
 };

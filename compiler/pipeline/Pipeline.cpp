@@ -340,6 +340,12 @@ static llvm::Error compileWith(const Options &options, const Options &given,
       what = "paged, " + std::to_string(manifest->cache_pages()) +
              " pages of " + std::to_string(c.page_size()) +
              " tokens shared by all sequences";
+      if (c.row_tokens() > 1)
+        what = "paged, " + std::to_string(manifest->cache_pages()) +
+               " pages of " + std::to_string(c.page_size()) + " rows (" +
+               std::to_string(c.page_size() * c.row_tokens()) +
+               " tokens, a row per " + std::to_string(c.row_tokens()) +
+               ") shared by all sequences";
     }
     std::string name = c.name().substr(0, c.name().rfind('.'));
     auto &[layers, total] = kinds[name + ": " + what];

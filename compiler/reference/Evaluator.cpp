@@ -538,6 +538,21 @@ llvm::Error FrameEvaluator::evaluateLm(Operation *op) {
                                                   get(o.getBounds()),
                                                   o.getTopK()));
       })
+      .Case([&](DsaKpoolOp o) -> llvm::Error {
+        auto r = dsaKpool(get(o.getKeys()), get(o.getGate()), get(o.getApe()),
+                          get(o.getState()), get(o.getPositions()),
+                          get(o.getSequences()));
+        if (!r)
+          return r.takeError();
+        if (llvm::Error err = bind(o.getOutput(), std::move(r->output)))
+          return err;
+        return bind(o.getNewState(), std::move(r->state));
+      })
+      .Case([&](DsaKpoolExpandOp o) {
+        return bind(o.getResult(),
+                    dsaKpoolExpand(get(o.getPools()), get(o.getPositions()),
+                                   o.getPoolSize()));
+      })
       .Case([&](ShortConvOp o) -> llvm::Error {
         ConvActivation act = o.getActivation() == Activation::Silu
                                  ? ConvActivation::Silu
@@ -734,6 +749,19 @@ llvm::Error FrameEvaluator::evaluateUpstream(Operation *op) {
         Tensor out = a;
         for (int64_t i = 0, n = a.numel(); i < n; ++i)
           out.ints()[i] += b.ints()[i];
+        return bind(o.getResult(), std::move(out));
+      })
+      .Case([&](arith::DivSIOp o) -> llvm::Error {
+        const Tensor &a = get(o.getLhs()), &b = get(o.getRhs());
+        if (a.shape() != b.shape() || a.isFloat() || b.isFloat())
+          return makeError("integer operands of different shapes " +
+                           a.describe() + " and " + b.describe());
+        Tensor out = a;
+        for (int64_t i = 0, n = a.numel(); i < n; ++i) {
+          if (b.ints()[i] == 0)
+            return makeError("integer division by zero");
+          out.ints()[i] /= b.ints()[i];
+        }
         return bind(o.getResult(), std::move(out));
       })
       .Case([&](arith::AddFOp o) {

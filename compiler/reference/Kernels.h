@@ -258,6 +258,26 @@ llvm::Expected<Tensor> dsaIndexerScores(const Tensor &q, const Tensor &k,
 /// padding: scores [T, S], bounds [T] I32 -> [T, topK] I32.
 Tensor dsaIndexSelect(const Tensor &scores, const Tensor &bounds, int64_t topK);
 
+/// GLM's k-pool (lm.dsa_kpool): keys, gate [T, D], ape [P, D], the tail
+/// state [B, max(P - 1, 1), 2D] (row m mod P: [key | gate] of position m
+/// of the incomplete pool), positions and sequences [T]. output [T, D]:
+/// the pooled key of each token's pool over its members known at the end
+/// of the step; state: the incomplete pools after it. Errors on a
+/// sequence outside the slots or a sequence whose positions in the step
+/// are not consecutive.
+struct KpoolResult {
+  Tensor output, state;
+};
+llvm::Expected<KpoolResult> dsaKpool(const Tensor &keys, const Tensor &gate,
+                                     const Tensor &ape, const Tensor &state,
+                                     const Tensor &positions,
+                                     const Tensor &sequences);
+
+/// Selected pools [T, K] (-1 padding) to the tokens they hold, then each
+/// query's own incomplete pool, then -1: [T, K P + P - 1] I32.
+Tensor dsaKpoolExpand(const Tensor &pools, const Tensor &positions,
+                      int64_t poolSize);
+
 //===----------------------------------------------------------------------===//
 // KDA (kernels/Kda.cpp)
 //===----------------------------------------------------------------------===//

@@ -157,4 +157,67 @@ def Lm_DsaIndexSelectOp : Lm_Op<"dsa_index_select", [Pure]> {
   let hasVerifier = 1;
 }
 
+def Lm_DsaKpoolOp : Lm_Op<"dsa_kpool", [Pure]> {
+  let summary = "DSA k-pool: pooled indexer keys and the incomplete pool's state";
+  let description = [{
+    GLM-5.3's indexer scores groups of `P` consecutive tokens (pools,
+    anchored at position 0) by one pooled key each: for pool `j`, per
+    channel `c`, `K_j[c] = sum_i pi_i[c] key_i[c]` over its member tokens
+    `i = jP .. jP + P - 1` with `pi = softmax_i(gate_i[c] + ape[i - jP,
+    c])`. `keys` and `gate` are `[T, D]`, `ape` `[P, D]`.
+
+    A step carries tokens of several sequences (`sequences [T]`, their
+    `positions [T]`); a sequence's tokens in a step have consecutive
+    positions, continuing what earlier steps gave it. `output[t]` is the
+    pooled key of token `t`'s pool over the members known at the end of
+    the step (the pool's key once it is complete: every token of a pool
+    writes the same row), fp32. Members from earlier steps come from
+    `state [B, max(P - 1, 1), 2D]`: row `m mod P` holds `[key | gate]` of
+    the sequence's position `m` for the positions of its incomplete pool;
+    `new_state` holds them after the step. A sequence that starts again at
+    position 0 needs no reset.
+
+    ```mlir
+    %pooled, %tail1 = lm.dsa_kpool %k, %g, %ape, %tail, %pos, %seq
+        : (tensor<?x128xf32>, tensor<?x128xf32>, tensor<4x128xbf16>,
+           tensor<8x3x256xf32>, tensor<?xi32>, tensor<?xi32>)
+        -> (tensor<?x128xf32>, tensor<8x3x256xf32>)
+    ```
+  }];
+  let arguments = (ins Lm_FloatTensor:$keys, Lm_FloatTensor:$gate,
+                       Lm_WeightTensor:$ape, Lm_F32Tensor:$state,
+                       Lm_IndexTensor:$positions, Lm_IndexTensor:$sequences);
+  let results = (outs Lm_F32Tensor:$output, Lm_F32Tensor:$new_state);
+  let assemblyFormat = [{
+    $keys `,` $gate `,` $ape `,` $state `,` $positions `,` $sequences
+    attr-dict `:` functional-type(operands, results)
+  }];
+  let hasVerifier = 1;
+}
+
+def Lm_DsaKpoolExpandOp : Lm_Op<"dsa_kpool_expand", [Pure]> {
+  let summary = "DSA k-pool: selected pools to attended tokens, plus the tail";
+  let description = [{
+    For each query `t` at `positions[t] = p`: the tokens of its selected
+    pools (`pools [T, K]`, pool `j` = positions `jP .. jP + P - 1`, -1 is
+    padding), then the tokens of its own incomplete pool, `P floor((p + 1)
+    / P) .. p` (none when `p + 1` is a multiple of `P`), then -1 up to
+    `K P + P - 1`. The pools are complete and causal (`lm.dsa_index_select`
+    with bounds `(p + 1) / P`), so `t` attends to itself only through its
+    tail or a selected pool of its own.
+
+    ```mlir
+    %tok = lm.dsa_kpool_expand %pools, %pos {pool_size = 4 : i64}
+        : (tensor<?x512xi32>, tensor<?xi32>) -> tensor<?x2051xi32>
+    ```
+  }];
+  let arguments = (ins Lm_IndexTensor:$pools, Lm_IndexTensor:$positions,
+                       I64Attr:$pool_size);
+  let results = (outs Lm_IndexTensor:$result);
+  let assemblyFormat = [{
+    $pools `,` $positions attr-dict `:` functional-type(operands, results)
+  }];
+  let hasVerifier = 1;
+}
+
 #endif // DAYBREAK_LM_ATTENTION_OPS_TD

@@ -13,7 +13,9 @@
 #include "mlir/IR/OpImplementation.h"
 #include "llvm/Support/CheckedArithmetic.h"
 
+#include <algorithm>
 #include <cmath>
+#include <limits>
 
 using namespace mlir;
 using namespace daybreak::lm;
@@ -626,6 +628,53 @@ LogicalResult DsaIndexSelectOp::verify() {
   CHECK(c.rank("result", result, 2));
   CHECK(c.same("result", result, 0, "scores", scores, 0));
   return c.equals("result", result, 1, getTopK(), "top_k");
+}
+
+LogicalResult DsaKpoolOp::verify() {
+  ShapeChecker c(*this);
+  Value keys = getKeys(), gate = getGate(), ape = getApe(), state = getState();
+  CHECK(c.rank("keys", keys, 2));
+  CHECK(c.sameShape("gate", gate, "keys", keys));
+  CHECK(c.rank("ape", ape, 2));
+  CHECK(c.same("ape", ape, 1, "keys", keys, 1));
+  CHECK(c.rank("positions", getPositions(), 1));
+  CHECK(c.same("positions", getPositions(), 0, "keys", keys, 0));
+  CHECK(c.rank("sequences", getSequences(), 1));
+  CHECK(c.same("sequences", getSequences(), 0, "keys", keys, 0));
+  CHECK(c.rank("state", state, 3));
+  int64_t pool = ShapeChecker::dimOf(ape, 0);
+  if (!ShapedType::isDynamic(pool)) {
+    CHECK(expectPositive(*this, "pool size (ape dim 0)", pool));
+    CHECK(c.equals("state", state, 1, std::max<int64_t>(pool - 1, 1),
+                   "max(pool size - 1, 1)"));
+  }
+  int64_t width = ShapeChecker::dimOf(keys, 1);
+  if (!ShapedType::isDynamic(width))
+    CHECK(c.equals("state", state, 2, 2 * width, "2 x key width"));
+  CHECK(c.sameShape("output", getOutput(), "keys", keys));
+  return c.sameShape("new_state", getNewState(), "state", state);
+}
+
+LogicalResult DsaKpoolExpandOp::verify() {
+  ShapeChecker c(*this);
+  Value pools = getPools();
+  CHECK(c.rank("pools", pools, 2));
+  CHECK(c.rank("positions", getPositions(), 1));
+  CHECK(c.same("positions", getPositions(), 0, "pools", pools, 0));
+  int64_t pool = static_cast<int64_t>(getPoolSize());
+  CHECK(expectPositive(*this, "pool_size", pool));
+  Value result = getResult();
+  CHECK(c.rank("result", result, 2));
+  CHECK(c.same("result", result, 0, "pools", pools, 0));
+  int64_t k = ShapeChecker::dimOf(pools, 1);
+  if (ShapedType::isDynamic(k))
+    return success();
+  if (k > (std::numeric_limits<int32_t>::max() - pool) / pool)
+    return emitOpError("expects pools dim 1 x pool_size to fit in 32 bits, "
+                       "got ")
+           << k << " x " << pool;
+  return c.equals("result", result, 1, k * pool + pool - 1,
+                  "pools dim 1 x pool_size + pool_size - 1");
 }
 
 //===----------------------------------------------------------------------===//

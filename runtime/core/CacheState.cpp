@@ -127,14 +127,19 @@ StatusOr<CachePlan> CachePlan::build(const artifact::Manifest &m) {
         return fail("is too large");
     } else {
       layout.pageSize = c.page_size();
-      if (layout.pageSize <= 0)
-        return fail("has page size " + std::to_string(layout.pageSize));
-      if (plan.pageSize && plan.pageSize != layout.pageSize)
+      layout.rowTokens = c.row_tokens() ? c.row_tokens() : 1;
+      if (layout.pageSize <= 0 || layout.rowTokens < 1 ||
+          layout.pageSize > INT32_MAX / layout.rowTokens)
         return fail("has pages of " + std::to_string(layout.pageSize) +
-                    " rows; the model's other paged caches have " +
+                    " rows of " + std::to_string(layout.rowTokens) + " tokens");
+      // Pages span the same tokens in every paged cache.
+      int64_t tokens = layout.pageSize * layout.rowTokens;
+      if (plan.pageSize && plan.pageSize != tokens)
+        return fail("has pages of " + std::to_string(tokens) +
+                    " tokens; the model's other paged caches have " +
                     std::to_string(plan.pageSize) +
                     " (one page table serves them all)");
-      plan.pageSize = layout.pageSize;
+      plan.pageSize = tokens;
     }
     plan.caches.push_back(layout);
   }
@@ -156,7 +161,7 @@ StatusOr<CachePlan> CachePlan::build(const artifact::Manifest &m) {
       if (layout.kind != CacheKind::Paged)
         continue;
       uint64_t rows;
-      if (!mulFits(plan.pages + 1, plan.pageSize, rows) ||
+      if (!mulFits(plan.pages + 1, layout.pageSize, rows) ||
           !mulFits(rows, layout.bytesPerRow, layout.bytes))
         return Status::error("cache '" + layout.cache->name() +
                              "' is too large");
@@ -177,8 +182,9 @@ uint64_t CachePlan::rowOffset(int c, int64_t seq, int64_t pos,
   case CacheKind::Paged:
     break;
   }
-  int64_t page = pageTable[seq * pagesPerSeq + pos / pageSize];
-  return (uint64_t(page) * pageSize + pos % pageSize) * layout.bytesPerRow;
+  int64_t rows = layout.pageSize; // a page's rows
+  int64_t page = pageTable[seq * pagesPerSeq + pos / rows];
+  return (uint64_t(page) * rows + pos % rows) * layout.bytesPerRow;
 }
 
 uint64_t CachePlan::totalBytes() const {

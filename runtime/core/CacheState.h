@@ -46,7 +46,8 @@ struct CacheLayout {
   CacheKind kind = CacheKind::Paged;
   CacheFormat format = CacheFormat::F32;
   int64_t width = 0, tailDim = 0, scaleBlock = 0, bytesPerRow = 0;
-  int64_t pageSize = 0; ///< Paged
+  int64_t pageSize = 0;  ///< Paged: rows a page
+  int64_t rowTokens = 1; ///< Paged: tokens a row (a k-pool cache: > 1)
   int64_t ringRows = 0; ///< Window: rows per slot
   int64_t slotBytes = 0; ///< SlotState: bytes per slot (values as `format`:
                          ///< F32 or BF16)
@@ -57,7 +58,8 @@ struct CacheLayout {
 
 struct CachePlan {
   int64_t batch = 0, maxSeqLen = 0;
-  /// Paged caches: their one page size, logical pages per slot (the page
+  /// Paged caches: the tokens a page spans (the same in every one: a
+  /// k-pool cache's pages hold fewer rows), logical pages per slot (the page
   /// table's row length) and physical pages (the pool; page `pages` is the
   /// zero page unmapped entries point at).
   int64_t pageSize = 0, pagesPerSeq = 0, pages = 0;
@@ -90,9 +92,10 @@ template <typename View> void fillCacheView(View &view, const CachePlan &plan,
   view.scaleBlock = layout.scaleBlock;
   view.bytesPerRow = layout.bytesPerRow;
   view.batch = plan.batch;
-  view.maxSeqLen = plan.maxSeqLen;
+  // Rows a slot may fill (a k-pool cache: a row per rowTokens tokens).
+  view.maxSeqLen = (plan.maxSeqLen + layout.rowTokens - 1) / layout.rowTokens;
   // A ring or a slot's state is one run of rows: pages of one row.
-  view.pageSize = layout.kind == CacheKind::Paged ? plan.pageSize : 1;
+  view.pageSize = layout.kind == CacheKind::Paged ? layout.pageSize : 1;
   view.ringRows = layout.ringRows;
 }
 

@@ -244,8 +244,10 @@ Status Device::forEachRun(int cache, int64_t seq, int64_t pos, int64_t rows,
   const std::string &name = layout.cache->name();
   if (layout.kind == CacheKind::SlotState)
     return Status::error("cache '" + name + "' is per-slot state, not rows");
+  int64_t maxRows =
+      (caches_.maxSeqLen + layout.rowTokens - 1) / layout.rowTokens;
   if (seq < 0 || seq >= caches_.batch || pos < 0 || rows < 0 ||
-      pos + rows > caches_.maxSeqLen)
+      pos + rows > maxRows)
     return Status::error("rows [" + std::to_string(pos) + ", " +
                          std::to_string(pos + rows) + ") of slot " +
                          std::to_string(seq) + " are outside cache '" + name +

@@ -2206,9 +2206,247 @@ TEST_F(CudaKernelsTest, KdaGateAndGatedNorm) {
   }
 }
 
+TEST_F(CudaKernelsTest, MhcPreAndPost) {
+  // Model-like magnitudes: fn ~ N(0, 1 / (nD)) so the logits are of order
+  // one, base ~ N(0, 0.5^2) with 2 more on comb's diagonal, scale ~ U(0.5,
+  // 1.5). n = 3 and 8 take the other logits kernels' row counts (8 the
+  // wide one); D = 203 the unaligned rows; T = 37 several tiles.
+  auto gaussian = [&](size_t count, double stddev) {
+    std::normal_distribution<double> dist(0.0, stddev);
+    std::vector<float> v(count);
+    for (float &x : v)
+      x = float(dist(rng));
+    return v;
+  };
+  const double eps = 1e-6, normEps = 1e-6;
+  for (int64_t n : {1, 2, 3, 4, 8})
+    for (int64_t width : {64, 200, 203, 4096})
+      for (int64_t tokens : {1, 3, 37})
+        for (int64_t iters : {1, 20}) {
+          int64_t flat = n * width, mixes = (2 + n) * n;
+          auto streams = random(tokens * flat);
+          auto fn = gaussian(mixes * flat, 1.0 / std::sqrt(double(flat)));
+          auto base = gaussian(mixes, 0.5);
+          for (int64_t i = 0; i < n; ++i)
+            base[2 * n + i * n + i] += 2.0f;
+          auto scale = random(3, 0.5f, 1.5f);
+          std::vector<float> input(tokens * width), post(tokens * n),
+              comb(tokens * n * n);
+          ASSERT_TRUE(cpu::mhcPre(pool, streams.data(), fn.data(), base.data(),
+                                  scale.data(), tokens, n, width, iters, eps,
+                                  normEps, input.data(), post.data(),
+                                  comb.data())
+                          .ok());
+          uint64_t scratchBytes = mhcPreScratchBytes(tokens, n, width);
+          Buffer dStreams(*driver, streams), dFn(*driver, fn),
+              dBase(*driver, base), dScale(*driver, scale),
+              dScratch(*driver, scratchBytes),
+              dInput(*driver, input.size() * 4),
+              dPost(*driver, post.size() * 4), dComb(*driver, comb.size() * 4);
+          expectRan(kernels->mhcPre(
+              dStreams, dFn, dBase, dScale, tokens, n, width, iters, eps,
+              normEps, dScratch, scratchBytes, dInput, dPost, dComb, nullptr));
+          char shape[64];
+          std::snprintf(shape, sizeof(shape), "T=%ld n=%ld D=%ld iters=%ld",
+                        long(tokens), long(n), long(width), long(iters));
+          // The logits' sums run in fp32 (a lane's columns, then a warp's
+          // tree; the splits in double) where the CPU sums in double: ~1e-7
+          // relative to the largest product sum, carried through the
+          // double math after it (sigmoids, softmax, Sinkhorn: Lipschitz
+          // near one at these magnitudes) and rounded once to fp32. 1e-5 of
+          // each output's largest magnitude leaves a margin of ~10.
+          for (auto [name, actual, expected] :
+               {std::tuple{"mhcPre input", dInput.read<float>(input.size()),
+                           &input},
+                std::tuple{"mhcPre post", dPost.read<float>(post.size()),
+                           &post},
+                std::tuple{"mhcPre comb", dComb.read<float>(comb.size()),
+                           &comb}}) {
+            double e =
+                rowRelativeError(actual, *expected, int64_t(expected->size()));
+            report(name, shape, e);
+            EXPECT_LE(e, 1e-5) << name << " " << shape;
+          }
+
+          // mhc_post on the CPU's post and comb.
+          auto y = random(tokens * width);
+          std::vector<float> next(tokens * flat);
+          ASSERT_TRUE(cpu::mhcPost(pool, streams.data(), y.data(), post.data(),
+                                   comb.data(), tokens, n, width, next.data())
+                          .ok());
+          Buffer dY(*driver, y), dOut(*driver, next.size() * 4);
+          Buffer dPostIn(*driver, post), dCombIn(*driver, comb);
+          expectRan(kernels->mhcPost(dStreams, dY, dPostIn, dCombIn, tokens, n,
+                                     width, dOut, nullptr));
+          double e = rowRelativeError(dOut.read<float>(next.size()), next,
+                                      int64_t(next.size()));
+          report("mhcPost", shape, e);
+          EXPECT_LE(e, 1e-6) << shape; // double on both sides, rounded once
+        }
+}
+
+TEST_F(CudaKernelsTest, MhcRefusesWhatItCannotRun) {
+  // Errors before anything launches: null buffers are never touched.
+  Status pre = kernels->mhcPre(0, 0, 0, 0, 1, 9, 64, 20, 1e-6, 1e-6, 0, 0, 0, 0,
+                               0, nullptr);
+  ASSERT_FALSE(pre.ok());
+  EXPECT_NE(pre.message().find("mhc_pre: 9 streams (the CUDA kernels take 1 "
+                               "to 8)"),
+            std::string::npos)
+      << pre.message();
+  Status post = kernels->mhcPost(0, 0, 0, 0, 1, 9, 64, 0, nullptr);
+  ASSERT_FALSE(post.ok());
+  EXPECT_NE(post.message().find("mhc_post: 9 streams"), std::string::npos)
+      << post.message();
+  Status iters = kernels->mhcPre(0, 0, 0, 0, 1, 4, 64, 0, 1e-6, 1e-6, 0, 0, 0,
+                                 0, 0, nullptr);
+  ASSERT_FALSE(iters.ok());
+  EXPECT_NE(iters.message().find("sinkhorn_iters 0"), std::string::npos)
+      << iters.message();
+  Status scratch =
+      kernels->mhcPre(0, 0, 0, 0, 5, 4, 64, 20, 1e-6, 1e-6, 0,
+                      mhcPreScratchBytes(4, 4, 64), 0, 0, 0, nullptr);
+  ASSERT_FALSE(scratch.ok());
+  EXPECT_NE(scratch.message().find("bytes of scratch"), std::string::npos)
+      << scratch.message();
+}
+
 // An artifact's library code must come from this runtime's kernel sources: the
 // fingerprint the compiler records is checked when the CUDA device loads it
 // (no GPU needed for the check itself).
+TEST_F(CudaKernelsTest, DsaKpool) {
+  // GLM's k-pool against the CPU kernel (itself tested against the
+  // reference): steps whose slots' tokens interleave and advance by ragged
+  // amounts (pools completed across steps, one token a slot as in decode, a
+  // slot starting over at position 0), f32 and bf16 tail state carried on
+  // each side, pools of 1 to 8 and widths within and past a block's 128
+  // threads; then the expansion to tokens and the position division.
+  struct Case {
+    int64_t pool, width;
+  };
+  for (Case c : {Case{4, 32}, Case{8, 130}, Case{2, 64}, Case{1, 16}})
+    for (bool bf16 : {false, true}) {
+      char label[64];
+      std::snprintf(label, sizeof(label), "P%ld D%ld %s", long(c.pool),
+                    long(c.width), bf16 ? "bf16" : "f32");
+      SCOPED_TRACE(label);
+      const int64_t slots = 3, tailRows = std::max<int64_t>(c.pool - 1, 1);
+      const int64_t slotValues = tailRows * 2 * c.width;
+      auto ape = random(c.pool * c.width);
+      std::vector<float> cpuState(slots * slotValues, 0.0f);
+      std::vector<uint16_t> cpuState16(slots * slotValues, 0);
+      Buffer dState(*driver, slots * slotValues * (bf16 ? 2 : 4));
+      ASSERT_TRUE(
+          ok(driver->cuMemsetD8(dState, 0, slots * slotValues * (bf16 ? 2 : 4)),
+             "cuMemsetD8"));
+      Buffer dApe(*driver, ape);
+      std::vector<int64_t> next(slots, 0);
+      double worst = 0.0;
+      for (std::vector<int64_t> lengths : {std::vector<int64_t>{5, 1, 0},
+                                           {7, 13, 2},
+                                           {1, 3, 9},
+                                           {1, 1, 1},
+                                           {0, 1, 1},
+                                           {2, 0, 17}}) {
+        if (lengths == std::vector<int64_t>{2, 0, 17})
+          next[0] = 0;
+        std::vector<int32_t> sequences;
+        for (int64_t s = 0; s < slots; ++s)
+          sequences.insert(sequences.end(), lengths[s], int32_t(s));
+        std::shuffle(sequences.begin(), sequences.end(), rng);
+        std::vector<int32_t> positions(sequences.size());
+        for (size_t t = 0; t < sequences.size(); ++t)
+          positions[t] = int32_t(next[sequences[t]]++);
+        int64_t tokens = int64_t(sequences.size());
+        auto keys = random(tokens * c.width),
+             gate = random(tokens * c.width, -2, 2);
+        cpu::StateView view;
+        view.base = bf16 ? reinterpret_cast<uint8_t *>(cpuState16.data())
+                         : reinterpret_cast<uint8_t *>(cpuState.data());
+        view.bf16 = bf16;
+        view.slots = slots;
+        view.slotBytes = slotValues * (bf16 ? 2 : 4);
+        std::vector<float> expected(tokens * c.width);
+        Status ran = cpu::dsaKpool(pool, keys.data(), gate.data(),
+                                   cpu::WeightView::f32(ape.data()), c.pool,
+                                   c.width, view, positions.data(),
+                                   sequences.data(), tokens, expected.data());
+        ASSERT_TRUE(ran.ok()) << ran.message();
+        Buffer dKeys(*driver, keys), dGate(*driver, gate),
+            dPos(*driver, positions), dSeq(*driver, sequences),
+            dOut(*driver, tokens * c.width * 4);
+        DeviceState state;
+        state.base = dState;
+        state.bf16 = bf16;
+        state.slots = slots;
+        state.slotBytes = view.slotBytes;
+        expectRan(kernels->dsaKpool(dKeys, dGate, DeviceWeight::f32(dApe),
+                                    c.pool, c.width, state, dPos, dSeq, tokens,
+                                    dOut, nullptr));
+        // A softmax of up to 8 terms with __expf against the CPU's double.
+        worst =
+            std::max(worst, rowRelativeError(dOut.read<float>(tokens * c.width),
+                                             expected, c.width));
+        // The tail rows the next steps read, bit for bit (raw copies).
+        if (bf16) {
+          std::vector<uint16_t> got = dState.read<uint16_t>(slots * slotValues);
+          for (int64_t s = 0; s < slots; ++s)
+            for (int64_t m = next[s] / c.pool * c.pool; m < next[s]; ++m)
+              for (int64_t i = 0; i < 2 * c.width; ++i) {
+                int64_t k = s * slotValues + m % c.pool * 2 * c.width + i;
+                ASSERT_EQ(got[k], cpuState16[k]) << "slot " << s;
+              }
+        } else {
+          std::vector<float> got = dState.read<float>(slots * slotValues);
+          for (int64_t s = 0; s < slots; ++s)
+            for (int64_t m = next[s] / c.pool * c.pool; m < next[s]; ++m)
+              for (int64_t i = 0; i < 2 * c.width; ++i) {
+                int64_t k = s * slotValues + m % c.pool * 2 * c.width + i;
+                ASSERT_EQ(got[k], cpuState[k]) << "slot " << s;
+              }
+        }
+      }
+      report("dsaKpool", label, worst);
+      EXPECT_LE(worst, 1e-5);
+    }
+
+  // Expansion: selected pools (then -1) to their tokens plus the tail.
+  for (int64_t poolSize : {1, 4, 8}) {
+    int64_t tokens = 37, k = 300; // k past a block's 256 threads
+    std::vector<int32_t> pools(tokens * k, -1), positions(tokens);
+    std::uniform_int_distribution<int> pos(0, 4000);
+    for (int64_t t = 0; t < tokens; ++t) {
+      positions[t] = pos(rng);
+      int64_t complete = (positions[t] + 1) / poolSize;
+      std::vector<int32_t> all(complete);
+      for (int64_t j = 0; j < complete; ++j)
+        all[j] = int32_t(j);
+      std::shuffle(all.begin(), all.end(), rng);
+      for (int64_t i = 0; i < k && i < complete; ++i)
+        pools[t * k + i] = all[i];
+    }
+    int64_t width = k * poolSize + poolSize - 1;
+    std::vector<int32_t> expected(tokens * width);
+    cpu::dsaKpoolExpand(pool, pools.data(), positions.data(), tokens, k,
+                        poolSize, expected.data());
+    Buffer dPools(*driver, pools), dPos(*driver, positions),
+        dOut(*driver, tokens * width * 4);
+    expectRan(kernels->dsaKpoolExpand(dPools, dPos, tokens, k, poolSize, dOut,
+                                      nullptr));
+    EXPECT_EQ(dOut.read<int32_t>(tokens * width), expected)
+        << "pool " << poolSize;
+  }
+  std::vector<int32_t> positions = {0, 1, 3, 4, 7, 8, 1023, 4096};
+  Buffer dPos(*driver, positions), dRows(*driver, positions.size() * 4);
+  expectRan(kernels->divScalarI32(dPos, int64_t(positions.size()), 4, dRows,
+                                  nullptr));
+  EXPECT_EQ(dRows.read<int32_t>(positions.size()),
+            (std::vector<int32_t>{0, 0, 0, 1, 1, 2, 255, 1024}));
+  EXPECT_FALSE(
+      kernels->divScalarI32(dPos, int64_t(positions.size()), 0, dRows, nullptr)
+          .ok());
+}
+
 TEST(CudaLibraryFingerprint, OnlyThisRuntimesLibraryLoads) {
   uint64_t own = cudaKernelsFingerprint();
   EXPECT_NE(own, 0u);

@@ -12,6 +12,7 @@
 #include "CudaAttentionSource.h"
 #include "CudaKdaSource.h"
 #include "CudaKernelsSource.h"
+#include "CudaKpoolSource.h"
 #include <nvrtc.h>
 #endif
 
@@ -106,16 +107,19 @@ targets::cuda::specializeLibraryKernels(ModuleOp module, llvm::StringRef chip) {
     lowered.emplace(expression, "");
   });
 
-  std::string source, attention, kda;
+  std::string source, attention, kda, kpool;
   for (const char *chunk : kCudaKernelsSourceChunks)
     source += chunk;
   for (const char *chunk : kCudaAttentionSourceChunks)
     attention += chunk;
   for (const char *chunk : kCudaKdaSourceChunks)
     kda += chunk;
+  for (const char *chunk : kCudaKpoolSourceChunks)
+    kpool += chunk;
   // The files CudaKernels.cu includes, by the names it includes them as.
-  const char *headers[] = {attention.c_str(), kda.c_str()};
-  const char *headerNames[] = {"CudaAttention.cuh", "CudaKda.cuh"};
+  const char *headers[] = {attention.c_str(), kda.c_str(), kpool.c_str()};
+  const char *headerNames[] = {"CudaAttention.cuh", "CudaKda.cuh",
+                               "CudaKpool.cuh"};
   nvrtcProgram program;
   auto check = [](nvrtcResult result, llvm::StringRef what) -> llvm::Error {
     if (result == NVRTC_SUCCESS)
@@ -124,7 +128,7 @@ targets::cuda::specializeLibraryKernels(ModuleOp module, llvm::StringRef chip) {
   };
   if (llvm::Error e =
           check(nvrtcCreateProgram(&program, source.c_str(), "CudaKernels.cu",
-                                   2, headers, headerNames),
+                                   3, headers, headerNames),
                 "nvrtcCreateProgram"))
     return std::move(e);
   struct Destroy {

@@ -408,6 +408,17 @@ struct CpuLaunchers {
       out[t] = x[t] + value;
     return Status::success();
   }
+  static Status divScalarI32(CpuDevice &, const BoundLaunch &l) {
+    int64_t value = l->i(abi::DivScalarI32::P::value);
+    if (value <= 0)
+      return Status::error("div_scalar_i32: divisor " + std::to_string(value) +
+                           " is not positive");
+    const int32_t *x = i32(l.in(0));
+    int32_t *out = i32(l.out(0));
+    for (int64_t t = 0, n = l.in(0).numel(); t < n; ++t)
+      out[t] = int32_t(x[t] / value);
+    return Status::success();
+  }
   static Status swiglu(CpuDevice &d, const BoundLaunch &l) {
     using In = abi::Swiglu::In;
     using P = abi::Swiglu::P;
@@ -528,6 +539,22 @@ struct CpuLaunchers {
                           i32(l.in(In::sequences)), l.tokens,
                           l->i(abi::ShortConv::P::activation), f(l.out(0)));
   }
+  static Status dsaKpool(CpuDevice &d, const BoundLaunch &l) {
+    using In = abi::DsaKpool::In;
+    const BoundArg &keys = l.in(In::keys), &ape = l.in(In::ape);
+    return cpu::dsaKpool(d.pool, f(keys), f(l.in(In::gate)), weight(ape),
+                         ape.dim(0), keys.dim(1), state(d, l.in(In::state)),
+                         i32(l.in(In::positions)), i32(l.in(In::sequences)),
+                         l.tokens, f(l.out(0)));
+  }
+  static Status dsaKpoolExpand(CpuDevice &d, const BoundLaunch &l) {
+    using In = abi::DsaKpoolExpand::In;
+    const BoundArg &pools = l.in(In::pools);
+    cpu::dsaKpoolExpand(d.pool, i32(pools), i32(l.in(In::positions)), l.tokens,
+                        pools.dim(1), l->i(abi::DsaKpoolExpand::P::pool_size),
+                        i32(l.out(0)));
+    return Status::success();
+  }
   static Status kdaGate(CpuDevice &d, const BoundLaunch &l) {
     using In = abi::KdaGate::In;
     using P = abi::KdaGate::P;
@@ -641,6 +668,9 @@ const runtime::LauncherTable<CpuDevice> &CpuDevice::launchers() {
       {K::KdaChunk, &CpuLaunchers::kdaChunk},
       {K::KdaStep, &CpuLaunchers::kdaStep},
       {K::GatedRmsNorm, &CpuLaunchers::gatedRmsNorm},
+      {K::DsaKpool, &CpuLaunchers::dsaKpool},
+      {K::DsaKpoolExpand, &CpuLaunchers::dsaKpoolExpand},
+      {K::DivScalarI32, &CpuLaunchers::divScalarI32},
       {K::MhcPre, &CpuLaunchers::mhcPre},
       {K::MhcPost, &CpuLaunchers::mhcPost},
       {K::Elementwise, &CpuLaunchers::elementwise},

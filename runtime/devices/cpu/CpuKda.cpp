@@ -428,4 +428,126 @@ void gatedRmsNorm(ThreadPool &pool, const float *x, const float *gate,
       });
 }
 
+//===----------------------------------------------------------------------===//
+// DSA k-pool (GLM-5.3's pooled indexer keys): per-slot state like the scans
+// above, so it shares their grouping and state access.
+//===----------------------------------------------------------------------===//
+
+Status dsaKpool(ThreadPool &pool, const float *keys, const float *gate,
+                const WeightView &ape, int64_t poolSize, int64_t width,
+                const StateView &state, const int32_t *positions,
+                const int32_t *sequences, int64_t tokens, float *out) {
+  int64_t tailRows = std::max<int64_t>(poolSize - 1, 1);
+  if (poolSize < 1 ||
+      tailRows * 2 * width * (state.bf16 ? 2 : 4) != state.slotBytes)
+    return Status::error("dsa_kpool: a state slot of " +
+                         std::to_string(state.slotBytes) +
+                         " bytes is not the [" + std::to_string(tailRows) +
+                         ", 2 x " + std::to_string(width) + "] tail of " +
+                         std::to_string(poolSize) + "-token pools");
+  ScratchFrame frame;
+  SlotGroups groups;
+  DAYBREAK_RETURN_IF_ERROR(
+      groupBySlot("dsa_kpool", sequences, tokens, state.slots, frame, groups));
+  for (int64_t g = 0; g < groups.count; ++g) {
+    int64_t first = positions[groups.tokens[groups.start[g]]];
+    if (first < 0)
+      return Status::error("dsa_kpool: negative position " +
+                           std::to_string(first));
+    for (int64_t i = groups.start[g]; i < groups.start[g + 1]; ++i)
+      if (positions[groups.tokens[i]] != first + (i - groups.start[g]))
+        return Status::error(
+            "dsa_kpool: the tokens of sequence " +
+            std::to_string(groups.slot[g]) +
+            " in a step must have consecutive positions; token " +
+            std::to_string(groups.tokens[i]) + " is at " +
+            std::to_string(positions[groups.tokens[i]]));
+  }
+  // Work items: a slot's pools over a block of channels. Each reads the
+  // slot's old tail (the first pool's members from earlier steps) before
+  // it writes the new one, for its own channels only.
+  constexpr int64_t kBlock = 64;
+  int64_t blocks = (width + kBlock - 1) / kBlock;
+  pool.parallelFor(groups.count * blocks, 1, [&](int64_t begin, int64_t end) {
+    ScratchFrame local;
+    float *member = local.take<float>(2 * poolSize * kBlock);
+    double *weights = local.take<double>(kBlock);
+    for (int64_t item = begin; item < end; ++item) {
+      int64_t g = item / blocks, c0 = item % blocks * kBlock;
+      int64_t cn = std::min(kBlock, width - c0), slot = groups.slot[g];
+      const int32_t *mine = groups.tokens + groups.start[g];
+      int64_t count = groups.start[g + 1] - groups.start[g];
+      int64_t first = positions[mine[0]], last = first + count - 1;
+      for (int64_t j = first / poolSize; j <= last / poolSize; ++j) {
+        int64_t start = j * poolSize;
+        int64_t members = std::min(start + poolSize - 1, last) - start + 1;
+        // member rows: [key (cn) | gate (cn)] of each member.
+        for (int64_t m = 0; m < members; ++m) {
+          float *row = member + 2 * m * kBlock;
+          int64_t position = start + m;
+          if (position < first) {
+            int64_t tail = position % poolSize * 2 * width;
+            loadState(state, slot, tail + c0, cn, row);
+            loadState(state, slot, tail + width + c0, cn, row + kBlock);
+          } else {
+            int64_t t = mine[position - first];
+            std::memcpy(row, keys + t * width + c0, cn * sizeof(float));
+            std::memcpy(row + kBlock, gate + t * width + c0,
+                        cn * sizeof(float));
+          }
+        }
+        // Per channel, the softmax over members of gate + ape.
+        for (int64_t c = 0; c < cn; ++c) {
+          double top = -INFINITY;
+          for (int64_t m = 0; m < members; ++m)
+            top = std::max(top, double(member[(2 * m + 1) * kBlock + c]) +
+                                    ape.at(m * width + c0 + c));
+          double num = 0.0, den = 0.0;
+          for (int64_t m = 0; m < members; ++m) {
+            double e = std::exp(double(member[(2 * m + 1) * kBlock + c]) +
+                                ape.at(m * width + c0 + c) - top);
+            num += e * member[2 * m * kBlock + c];
+            den += e;
+          }
+          weights[c] = num / den;
+        }
+        for (int64_t position = std::max(start, first);
+             position < start + members; ++position)
+          for (int64_t c = 0; c < cn; ++c)
+            out[mine[position - first] * width + c0 + c] = float(weights[c]);
+      }
+      // The incomplete pool after the step: its members from this step
+      // (those from earlier steps are in their rows already).
+      for (int64_t position = std::max(first, (last + 1) / poolSize * poolSize);
+           position <= last; ++position) {
+        int64_t t = mine[position - first],
+                tail = position % poolSize * 2 * width;
+        storeState(state, slot, tail + c0, cn, keys + t * width + c0);
+        storeState(state, slot, tail + width + c0, cn, gate + t * width + c0);
+      }
+    }
+  });
+  return Status::success();
+}
+
+void dsaKpoolExpand(ThreadPool &pool, const int32_t *pools,
+                    const int32_t *positions, int64_t tokens, int64_t k,
+                    int64_t poolSize, int32_t *out) {
+  int64_t width = k * poolSize + poolSize - 1;
+  pool.parallelFor(tokens, 64, [&](int64_t begin, int64_t end) {
+    for (int64_t t = begin; t < end; ++t) {
+      int32_t *row = out + t * width;
+      int64_t n = 0;
+      for (int64_t i = 0; i < k; ++i)
+        if (int64_t j = pools[t * k + i]; j >= 0)
+          for (int64_t m = 0; m < poolSize; ++m)
+            row[n++] = int32_t(j * poolSize + m);
+      int64_t p = positions[t];
+      for (int64_t m = (p + 1) / poolSize * poolSize; m <= p; ++m)
+        row[n++] = int32_t(m);
+      std::fill(row + n, row + width, -1);
+    }
+  });
+}
+
 } // namespace daybreak::cpu

@@ -345,6 +345,22 @@ Status kdaChunk(ThreadPool &pool, const KdaInputs &in, const StateView &state,
 Status kdaStep(ThreadPool &pool, const KdaInputs &in, const StateView &state,
                const int32_t *sequences, int64_t tokens, const KdaShape &shape,
                float *out);
+/// dsa_kpool (Kernels.def): keys, gate [T, width], ape [poolSize, width]
+/// as stored, a state slot of [max(poolSize - 1, 1), 2 width] per sequence
+/// (row m mod poolSize: [key | gate] of position m of the incomplete pool).
+/// out [T, width]: the pooled key of each token's pool over the members
+/// known at the end of the step. Errors on a sequence outside the slots, a
+/// slot of another size, or a sequence whose positions in the step are not
+/// consecutive.
+Status dsaKpool(ThreadPool &pool, const float *keys, const float *gate,
+                const WeightView &ape, int64_t poolSize, int64_t width,
+                const StateView &state, const int32_t *positions,
+                const int32_t *sequences, int64_t tokens, float *out);
+/// dsa_kpool_expand: pools [T, k] (-1 padding) to their tokens, then each
+/// query's incomplete pool, then -1: out [T, k poolSize + poolSize - 1].
+void dsaKpoolExpand(ThreadPool &pool, const int32_t *pools,
+                    const int32_t *positions, int64_t tokens, int64_t k,
+                    int64_t poolSize, int32_t *out);
 /// gated_rms_norm: rows of dim; weight as stored (null data: none).
 void gatedRmsNorm(ThreadPool &pool, const float *x, const float *gate,
                   const WeightView &weight, int64_t rows, int64_t dim,

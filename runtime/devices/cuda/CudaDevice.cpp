@@ -481,6 +481,19 @@ Status CudaDevice::prepare(const artifact::ArtifactFile &file,
               q.constant[0] + q.perToken[0] * m.max_tokens(), plan.batch,
               q.constant[1], q.constant[2], v.constant[2]));
     }
+  // mhc_pre's partial sums of its split products, at the maximum token
+  // count.
+  for (const runtime::PreparedStep &step : prepared)
+    for (const PreparedLaunch &l : step.launches) {
+      if (l.kernel != abi::KernelId::MhcPre)
+        continue;
+      const runtime::PreparedArg &x = l.args[abi::MhcPre::In::streams];
+      auto extent = [&](int d) {
+        return x.constant[d] + x.perToken[d] * m.max_tokens();
+      };
+      mhcScratchBytes = std::max(
+          mhcScratchBytes, mhcPreScratchBytes(extent(0), extent(1), extent(2)));
+    }
   {
     size_t total = 0;
     for (const artifact::Weight &w : m.weights())
@@ -499,6 +512,7 @@ Status CudaDevice::prepare(const artifact::ArtifactFile &file,
     total += alignUp(attentionPartialFloats * sizeof(float));
     total += alignUp(expertScratchBytes);
     total += alignUp(kdaScratchBytes);
+    total += alignUp(mhcScratchBytes);
     StatusOr<std::pair<size_t, size_t>> before = memoryInfo();
     if (!before.ok())
       return before.error();
@@ -569,7 +583,8 @@ Status CudaDevice::prepare(const artifact::ArtifactFile &file,
                    "the attention partials", &attentionPartials},
         std::tuple{uint64_t(expertScratchBytes), "the expert matmul scratch",
                    &expertScratch},
-        std::tuple{kdaScratchBytes, "the kda_chunk scratch", &kdaScratch}}) {
+        std::tuple{kdaScratchBytes, "the kda_chunk scratch", &kdaScratch},
+        std::tuple{mhcScratchBytes, "the mhc_pre scratch", &mhcScratch}}) {
     if (bytes == 0)
       continue;
     StatusOr<CUdeviceptr> p = allocate(bytes, what);
@@ -877,6 +892,26 @@ struct CudaLaunchers {
         state(d, l.in(In::state)), p(l.in(In::sequences)), l.tokens,
         l->i(abi::ShortConv::P::activation), p(l.out(0)), d.stream);
   }
+  static Status dsaKpool(CudaDevice &d, const BoundLaunch &l) {
+    using In = abi::DsaKpool::In;
+    const BoundArg &keys = l.in(In::keys), &ape = l.in(In::ape);
+    return d.kernels->dsaKpool(
+        p(keys), p(l.in(In::gate)), weight(ape), ape.dim(0), keys.dim(1),
+        state(d, l.in(In::state)), p(l.in(In::positions)),
+        p(l.in(In::sequences)), l.tokens, p(l.out(0)), d.stream);
+  }
+  static Status dsaKpoolExpand(CudaDevice &d, const BoundLaunch &l) {
+    using In = abi::DsaKpoolExpand::In;
+    const BoundArg &pools = l.in(In::pools);
+    return d.kernels->dsaKpoolExpand(
+        p(pools), p(l.in(In::positions)), l.tokens, pools.dim(1),
+        l->i(abi::DsaKpoolExpand::P::pool_size), p(l.out(0)), d.stream);
+  }
+  static Status divScalarI32(CudaDevice &d, const BoundLaunch &l) {
+    return d.kernels->divScalarI32(p(l.in(0)), l.in(0).numel(),
+                                   l->i(abi::DivScalarI32::P::value),
+                                   p(l.out(0)), d.stream);
+  }
   static Status kdaGate(CudaDevice &d, const BoundLaunch &l) {
     using In = abi::KdaGate::In;
     using P = abi::KdaGate::P;
@@ -917,6 +952,23 @@ struct CudaLaunchers {
     return d.kernels->gatedRmsNorm(
         p(x), p(l.in(In::gate)), weight(l.in(In::weight)), x.numel() / x.back(),
         x.back(), l->f(P::eps), l->i(P::activation), p(l.out(0)), d.stream);
+  }
+  static Status mhcPre(CudaDevice &d, const BoundLaunch &l) {
+    using In = abi::MhcPre::In;
+    using P = abi::MhcPre::P;
+    const BoundArg &x = l.in(In::streams);
+    return d.kernels->mhcPre(p(x), p(l.in(In::fn)), p(l.in(In::base)),
+                             p(l.in(In::scale)), x.dim(0), x.dim(1), x.dim(2),
+                             l->i(P::sinkhorn_iters), l->f(P::eps),
+                             l->f(P::norm_eps), d.mhcScratch, d.mhcScratchBytes,
+                             p(l.out(0)), p(l.out(1)), p(l.out(2)), d.stream);
+  }
+  static Status mhcPost(CudaDevice &d, const BoundLaunch &l) {
+    using In = abi::MhcPost::In;
+    const BoundArg &x = l.in(In::streams);
+    return d.kernels->mhcPost(p(x), p(l.in(In::y)), p(l.in(In::post)),
+                              p(l.in(In::comb)), x.dim(0), x.dim(1), x.dim(2),
+                              p(l.out(0)), d.stream);
   }
   static Status elementwise(CudaDevice &d, const BoundLaunch &l) {
     CUfunction fn = d.generatedFns[l->ordinal];
@@ -965,6 +1017,11 @@ const runtime::LauncherTable<CudaDevice> &CudaDevice::launchers() {
       {K::KdaChunk, &CudaLaunchers::kdaChunk},
       {K::KdaStep, &CudaLaunchers::kdaStep},
       {K::GatedRmsNorm, &CudaLaunchers::gatedRmsNorm},
+      {K::DsaKpool, &CudaLaunchers::dsaKpool},
+      {K::DsaKpoolExpand, &CudaLaunchers::dsaKpoolExpand},
+      {K::DivScalarI32, &CudaLaunchers::divScalarI32},
+      {K::MhcPre, &CudaLaunchers::mhcPre},
+      {K::MhcPost, &CudaLaunchers::mhcPost},
       {K::Elementwise, &CudaLaunchers::elementwise},
   };
   return table;

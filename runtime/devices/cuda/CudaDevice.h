@@ -148,6 +148,10 @@ private:
   /// largest launch at the step's maximum token count.
   CUdeviceptr kdaScratch = 0;
   uint64_t kdaScratchBytes = 0;
+  /// mhc_pre's partial sums (mhcPreScratchBytes) for the largest launch at
+  /// the step's maximum token count.
+  CUdeviceptr mhcScratch = 0;
+  uint64_t mhcScratchBytes = 0;
 };
 
 } // namespace daybreak::cuda

@@ -154,6 +154,15 @@ constexpr int64_t tensorGemmSharedBytes(int32_t type) {
          3 * 64 * 72 * 2 + 2 * 2 * 128 * 4 + 3 * 64 * 4;
 }
 
+/// An error for n outside [1, kMhcMaxStreams], the CPU kernels' limit too.
+Status checkMhcStreams(const char *kernel, int64_t n) {
+  if (n < 1 || n > kMhcMaxStreams)
+    return Status::error(std::string(kernel) + ": " + std::to_string(n) +
+                         " streams (the CUDA kernels take 1 to " +
+                         std::to_string(kMhcMaxStreams) + ")");
+  return Status::success();
+}
+
 } // namespace
 
 StatusOr<CudaKernels> CudaKernels::load(const Driver &driver, CUmodule module) {
@@ -474,6 +483,60 @@ Status CudaKernels::gatedRmsNorm(CUdeviceptr x, CUdeviceptr gate,
   void *params[] = {&x, &gate, &w, &dim, &eps, &act, &out};
   return launch(gatedRmsNormFn, "gatedRmsNorm", rows, 1, 1, 128, 0, stream,
                 params);
+}
+
+Status CudaKernels::mhcPre(CUdeviceptr streams, CUdeviceptr fn,
+                           CUdeviceptr base, CUdeviceptr scale, int64_t tokens,
+                           int64_t n, int64_t width, int64_t sinkhornIters,
+                           double eps, double normEps, CUdeviceptr scratch,
+                           uint64_t scratchBytes, CUdeviceptr input,
+                           CUdeviceptr post, CUdeviceptr comb,
+                           CUstream stream) const {
+  DAYBREAK_RETURN_IF_ERROR(checkMhcStreams("mhc_pre", n));
+  if (sinkhornIters < 1)
+    return Status::error("mhc_pre: sinkhorn_iters " +
+                         std::to_string(sinkhornIters) + " (at least 1)");
+  if (tokens <= 0)
+    return Status::success();
+  // Tiles of kMhcTileTokens tokens; the columns split into the largest
+  // power of two of runs of chunks that keeps tiles x splits within the
+  // target blocks (a run past the last chunk writes zeros).
+  int64_t flat = n * width, mixes = (2 + n) * n;
+  int64_t tiles = ceilDiv(tokens, kMhcTileTokens);
+  int64_t chunks = std::max<int64_t>(1, ceilDiv(flat, kMhcChunkColumns));
+  int64_t most =
+      std::min({chunks, kMhcMaxSplits, ceilDiv(kMhcTargetBlocks, tiles)});
+  int64_t splits = 1;
+  while (2 * splits <= most)
+    splits *= 2;
+  int64_t perSplit = ceilDiv(chunks, splits);
+  uint64_t bytes = uint64_t(splits * tokens * (mixes + 1)) * sizeof(float);
+  if (bytes > scratchBytes)
+    return Status::error("mhc_pre: " + std::to_string(tokens) + " tokens of " +
+                         std::to_string(n) + " x " + std::to_string(width) +
+                         " need " + std::to_string(bytes) +
+                         " bytes of scratch, " + std::to_string(scratchBytes) +
+                         " given");
+  void *logits[] = {&streams, &fn, &tokens, &flat, &mixes, &perSplit, &scratch};
+  DAYBREAK_RETURN_IF_ERROR(launch(n <= 4 ? mhcLogitsFn : mhcLogitsWideFn,
+                                  "mhc_logits", tiles, splits, 1,
+                                  kMhcChunkColumns, 0, stream, logits));
+  void *finish[] = {&streams, &scratch, &base,   &scale,         &tokens,
+                    &n,       &width,   &splits, &sinkhornIters, &eps,
+                    &normEps, &input,   &post,   &comb};
+  return launch(mhcPreFn, "mhc_pre", tiles,
+                std::max<int64_t>(1, ceilDiv(width, kMhcSliceColumns)), 1,
+                32 * kMhcTileTokens, 0, stream, finish);
+}
+
+Status CudaKernels::mhcPost(CUdeviceptr streams, CUdeviceptr y,
+                            CUdeviceptr post, CUdeviceptr comb, int64_t tokens,
+                            int64_t n, int64_t width, CUdeviceptr out,
+                            CUstream stream) const {
+  DAYBREAK_RETURN_IF_ERROR(checkMhcStreams("mhc_post", n));
+  void *params[] = {&streams, &y, &post, &comb, &n, &width, &out};
+  return launch(mhcPostFn, "mhc_post", tokens, ceilDiv(width, 256), 1, 256, 0,
+                stream, params);
 }
 
 Status CudaKernels::layerNorm(CUdeviceptr x, CUdeviceptr weight,
@@ -1409,6 +1472,65 @@ Status CudaKernels::copyColumns(CUdeviceptr src, int64_t srcStride,
     return Status::success();
   return launch(copyColumnsFn, "copyColumns", ceilDiv(rows * cols, 256), 1, 1,
                 256, 0, stream, params);
+}
+
+Status CudaKernels::dsaKpool(CUdeviceptr keys, CUdeviceptr gate,
+                             const DeviceWeight &ape, int64_t pool,
+                             int64_t width, const DeviceState &state,
+                             CUdeviceptr positions, CUdeviceptr sequences,
+                             int64_t tokens, CUdeviceptr out,
+                             CUstream stream) const {
+  int64_t tailRows = pool > 1 ? pool - 1 : 1;
+  if (pool < 1 || pool > kKpoolMaxPool ||
+      tailRows * 2 * width * (state.bf16 ? 2 : 4) != state.slotBytes)
+    return Status::error(
+        "dsa_kpool: pools of " + std::to_string(pool) +
+        " tokens over keys of " + std::to_string(width) +
+        " with state slots of " + std::to_string(state.slotBytes) +
+        " bytes (the CUDA kernel takes pools of 1 to " +
+        std::to_string(kKpoolMaxPool) + " tokens and a [max(pool - 1, 1), 2 " +
+        "x width] tail)");
+  if (tokens == 0)
+    return Status::success();
+  DeviceWeight w = ape;
+  CUdeviceptr base = state.base;
+  int64_t slotBytes = state.slotBytes, slots = state.slots;
+  int32_t bf16 = state.bf16;
+  void *params[] = {&keys, &gate,      &w,         &base,   &slotBytes,
+                    &bf16, &positions, &sequences, &tokens, &slots,
+                    &pool, &width,     &out};
+  DAYBREAK_RETURN_IF_ERROR(
+      launch(dsaKpoolFn, "dsaKpool", tokens, 1, 1, 128, 0, stream, params));
+  void *tail[] = {&keys,      &gate,   &base,  &slotBytes, &bf16, &positions,
+                  &sequences, &tokens, &slots, &pool,      &width};
+  return launch(dsaKpoolTailFn, "dsaKpoolTail", tokens, 1, 1, 128, 0, stream,
+                tail);
+}
+
+Status CudaKernels::dsaKpoolExpand(CUdeviceptr pools, CUdeviceptr positions,
+                                   int64_t tokens, int64_t k, int64_t pool,
+                                   CUdeviceptr out, CUstream stream) const {
+  if (pool < 1 || k < 0 || k * pool + pool - 1 > INT32_MAX)
+    return Status::error("dsa_kpool_expand: " + std::to_string(k) +
+                         " pools of " + std::to_string(pool) + " tokens");
+  if (tokens == 0)
+    return Status::success();
+  void *params[] = {&pools, &positions, &k, &pool, &out};
+  return launch(dsaKpoolExpandFn, "dsaKpoolExpand", tokens, 1, 1, 256, 0,
+                stream, params);
+}
+
+Status CudaKernels::divScalarI32(CUdeviceptr input, int64_t n, int64_t divisor,
+                                 CUdeviceptr out, CUstream stream) const {
+  if (divisor <= 0 || divisor > INT32_MAX)
+    return Status::error("div_scalar_i32: divisor " + std::to_string(divisor) +
+                         " is not a positive 32-bit integer");
+  if (n == 0)
+    return Status::success();
+  int32_t d = int32_t(divisor);
+  void *params[] = {&input, &n, &d, &out};
+  return launch(divScalarI32Fn, "divScalarI32", ceilDiv(n, 256), 1, 1, 256, 0,
+                stream, params);
 }
 
 Status CudaKernels::causalBounds(CUdeviceptr positions, int64_t tokens,

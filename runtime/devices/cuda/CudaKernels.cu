@@ -3209,6 +3209,423 @@ extern "C" __global__ void daybreak_causal_bounds(const int32_t *positions,
     bounds[t] = positions[t] + 1;
 }
 
+//===----------------------------------------------------------------------===//
+// mHC residual streams: mhc_pre and mhc_post
+//===----------------------------------------------------------------------===//
+//
+// cpu::mhcPre and cpu::mhcPost (CpuResidual.cpp) hold the semantics: a
+// token's n <= kMhcMaxStreams residual streams X [n, D], flattened to nD
+// values; (2 + n) n mixing logits m = rms(X) fn X a token.
+//
+// mhc_pre runs in two kernels. daybreak_mhc_logits takes a tile of
+// kMhcTokens tokens and a split of the nD columns; it stages the tile's
+// streams in shared memory a chunk of kMhcChunk columns at a time and
+// multiplies them by fn's rows, read from global memory once a tile (a warp
+// owns every kMhcWarps-th row, a lane every 32nd column, and keeps its rows'
+// products for all the tile's tokens in registers; it loads a batch of
+// columns of all its rows before the products, so a batch waits for one
+// round trip to L2). fp32 products and sums, one warp tree a row. It
+// writes the rows' partial sums and the tile's sums of squares to the
+// scratch, [T][(2 + n) n + 1][splits], splits a power of two up to 32:
+// splitting the columns gives a decode step's few tokens the GPU.
+// daybreak_mhc_pre adds the splits (a tree over lanes, in double) and
+// finishes each token as the CPU kernel does, in double and in its order:
+// the RMS factor, the pre and post gates, comb's row softmax and Sinkhorn
+// rounds (a warp a token; lane a owns line a of the n x n matrix, kept in
+// shared memory, and sums it in the CPU's order), then the sublayer input
+// sum_j pre_j X_j. Its grid also splits the D columns of the input, each
+// block finding the pre gates itself, so a few tokens still fill the GPU;
+// the blocks of the first column slice write post and comb.
+//
+// Traffic a token: the logits read its nD stream values once and fn's
+// (2 + n) n x nD once a tile (from L2 but for the first tile), and write
+// (2 + n) n + 1 floats a split; mhc_pre reads the partials and the nD
+// values again (from L2 while they stay there) and writes D + n + n^2
+// values. The logits do (2 + n) n / 4 FMAs a byte of streams: 6 at n = 4,
+// about the H200's balance (~7 fp32 FMAs a byte of HBM); 20 at n = 8,
+// compute-bound. mhc_post reads (n + 1) D + n + n^2 values and writes nD:
+// memory-bound.
+//
+//===----------------------------------------------------------------------===//
+
+namespace {
+
+/// As cpu::kMhcMaxStreams (kMhcMaxStreams in CudaKernels.h).
+constexpr int kMhcMaxStreams = 8;
+constexpr int kMhcMaxMixes = (2 + kMhcMaxStreams) * kMhcMaxStreams;
+/// Tokens a daybreak_mhc_logits tile and a daybreak_mhc_pre block (a warp
+/// each); columns a logits chunk (a thread each); input columns a
+/// daybreak_mhc_pre block writes (four a thread): kMhcTileTokens,
+/// kMhcChunkColumns and kMhcSliceColumns in CudaKernels.h.
+constexpr int kMhcTokens = 8;
+constexpr int kMhcChunk = 256;
+constexpr int kMhcWarps = kMhcChunk / 32;
+constexpr int kMhcSlice = 4 * 32 * kMhcTokens;
+
+__device__ __forceinline__ double mhcSigmoid(double x) {
+  return 1.0 / (1.0 + exp(-x)); // as CpuResidual.cpp
+}
+
+/// The sum over each aligned group of `width` lanes (a power of two).
+__device__ __forceinline__ double groupSum(double v, int width) {
+  for (int o = width / 2; o > 0; o >>= 1)
+    v += __shfl_xor_sync(0xffffffffu, v, o);
+  return v;
+}
+
+/// daybreak_mhc_logits for up to kMhcWarps x `Rows` rows, loading `Cols`
+/// columns of them a lane at once: grid (tiles, splits), block kMhcChunk;
+/// split s takes chunks [s, s + 1) x chunksPerSplit of the ceil(nD /
+/// kMhcChunk) (none past the end: it writes zeros).
+template <int Rows, int Cols>
+__device__ __forceinline__ void
+mhcLogits(const float *__restrict__ streams, const float *__restrict__ fn,
+          int64_t tokens, int64_t flat, int64_t mixes, int64_t chunksPerSplit,
+          float *__restrict__ partials) {
+  // Column c's tokens 4q..4q+3 at tile[q][c]: a lane reads its column's
+  // tokens in kMhcTokens / 4 conflict-free 16-byte loads.
+  __shared__ float4 tile[kMhcTokens / 4][kMhcChunk];
+  __shared__ float squares[kMhcWarps][kMhcTokens];
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  const int64_t t0 = int64_t(blockIdx.x) * kMhcTokens;
+  const int64_t chunks = (flat + kMhcChunk - 1) / kMhcChunk;
+  const int64_t first = int64_t(blockIdx.y) * chunksPerSplit;
+  const int64_t last = min(chunks, first + chunksPerSplit);
+  float acc[Rows][kMhcTokens], squared[kMhcTokens], next[kMhcTokens];
+#pragma unroll
+  for (int t = 0; t < kMhcTokens; ++t) {
+    squared[t] = 0.0f;
+#pragma unroll
+    for (int r = 0; r < Rows; ++r)
+      acc[r][t] = 0.0f;
+  }
+  // Thread i stages column i of a chunk for every token of the tile,
+  // loaded a chunk ahead; columns and tokens past the end read as zeros.
+  auto fetch = [&](int64_t chunk) {
+    int64_t k = chunk * kMhcChunk + threadIdx.x;
+#pragma unroll
+    for (int t = 0; t < kMhcTokens; ++t)
+      next[t] =
+          k < flat && t0 + t < tokens ? streams[(t0 + t) * flat + k] : 0.0f;
+  };
+  if (first < last)
+    fetch(first);
+  for (int64_t chunk = first; chunk < last; ++chunk) {
+    __syncthreads(); // every warp is done with the previous chunk
+#pragma unroll
+    for (int t = 0; t < kMhcTokens; ++t)
+      squared[t] = fmaf(next[t], next[t], squared[t]);
+#pragma unroll
+    for (int q = 0; q < kMhcTokens / 4; ++q)
+      tile[q][threadIdx.x] = make_float4(next[4 * q], next[4 * q + 1],
+                                         next[4 * q + 2], next[4 * q + 3]);
+    __syncthreads();
+    if (chunk + 1 < last)
+      fetch(chunk + 1);
+    const int64_t k0 = chunk * kMhcChunk;
+#pragma unroll
+    for (int j0 = 0; j0 < kMhcChunk / 32; j0 += Cols) {
+      float w[Cols][Rows];
+#pragma unroll
+      for (int j = 0; j < Cols; ++j) {
+        int64_t k = k0 + lane + 32 * (j0 + j);
+#pragma unroll
+        for (int r = 0; r < Rows; ++r) {
+          int64_t m = warp + kMhcWarps * r;
+          w[j][r] = m < mixes && k < flat ? __ldg(fn + m * flat + k) : 0.0f;
+        }
+      }
+#pragma unroll
+      for (int j = 0; j < Cols; ++j) {
+        float x[kMhcTokens];
+#pragma unroll
+        for (int q = 0; q < kMhcTokens / 4; ++q) {
+          float4 v = tile[q][lane + 32 * (j0 + j)];
+          x[4 * q] = v.x;
+          x[4 * q + 1] = v.y;
+          x[4 * q + 2] = v.z;
+          x[4 * q + 3] = v.w;
+        }
+#pragma unroll
+        for (int r = 0; r < Rows; ++r)
+#pragma unroll
+          for (int t = 0; t < kMhcTokens; ++t)
+            acc[r][t] = fmaf(w[j][r], x[t], acc[r][t]);
+      }
+    }
+  }
+#pragma unroll
+  for (int t = 0; t < kMhcTokens; ++t) {
+    float s = warpSum(squared[t]);
+    if (lane == 0)
+      squares[warp][t] = s;
+  }
+  const int64_t stride = mixes + 1, splits = gridDim.y;
+  float *out = partials + t0 * stride * splits + blockIdx.y;
+#pragma unroll
+  for (int r = 0; r < Rows; ++r) {
+    int64_t m = warp + kMhcWarps * r;
+    if (m >= mixes) // the same for the whole warp
+      break;
+#pragma unroll
+    for (int t = 0; t < kMhcTokens; ++t) {
+      float s = warpSum(acc[r][t]);
+      if (lane == t && t0 + t < tokens)
+        out[(t * stride + m) * splits] = s;
+    }
+  }
+  __syncthreads();
+  if (threadIdx.x < kMhcTokens && t0 + threadIdx.x < tokens) {
+    float s = 0.0f;
+    for (int w = 0; w < kMhcWarps; ++w)
+      s += squares[w][threadIdx.x];
+    out[(threadIdx.x * stride + mixes) * splits] = s;
+  }
+}
+
+/// Lane `line` of the calling warp divides line `line` of the n x n matrix
+/// `c` (rows: `between` n and `within` 1; columns: 1 and n) by its sum +
+/// eps, summed in order, as CpuResidual.cpp's normalise. It multiplies by
+/// the reciprocal (within a double rounding of the CPU's quotients): n
+/// divisions a line made the 20 Sinkhorn rounds three times slower.
+__device__ __forceinline__ void mhcNormalise(double *c, int64_t n,
+                                             int64_t between, int64_t within,
+                                             double eps) {
+  int line = threadIdx.x & 31;
+  if (line < n) {
+    double *l = c + line * between, v[kMhcMaxStreams];
+    double sum = 0.0;
+#pragma unroll
+    for (int b = 0; b < kMhcMaxStreams; ++b)
+      if (b < n) {
+        v[b] = l[b * within];
+        sum += v[b];
+      }
+    double inv = 1.0 / (sum + eps);
+#pragma unroll
+    for (int b = 0; b < kMhcMaxStreams; ++b)
+      if (b < n)
+        l[b * within] = v[b] * inv;
+  }
+  __syncwarp();
+}
+
+} // namespace
+
+/// mhc_pre's products for n <= 4 ((2 + n) n <= 24 rows, three a warp):
+/// grid (ceil(T / kMhcTokens), splits), block kMhcChunk; three blocks an
+/// SM.
+extern "C" __global__ void __launch_bounds__(kMhcChunk, 3)
+    daybreak_mhc_logits(const float *streams, const float *fn, int64_t tokens,
+                        int64_t flat, int64_t mixes, int64_t chunksPerSplit,
+                        float *partials) {
+  mhcLogits<3, 8>(streams, fn, tokens, flat, mixes, chunksPerSplit, partials);
+}
+
+/// The same for n <= kMhcMaxStreams (up to 80 rows, ten a warp): a block
+/// an SM, its 80 accumulators a thread in registers (a cap of 128 would
+/// spill them).
+extern "C" __global__ void __launch_bounds__(kMhcChunk, 1)
+    daybreak_mhc_logits_wide(const float *streams, const float *fn,
+                             int64_t tokens, int64_t flat, int64_t mixes,
+                             int64_t chunksPerSplit, float *partials) {
+  mhcLogits<kMhcMaxMixes / kMhcWarps, 4>(streams, fn, tokens, flat, mixes,
+                                         chunksPerSplit, partials);
+}
+
+/// mhc_pre's second pass over daybreak_mhc_logits' `splits` partials (a
+/// power of two up to 32): grid (ceil(T / kMhcTokens), ceil(D /
+/// kMhcSlice)), block 32 x kMhcTokens, a warp a token. Two blocks an SM:
+/// under 128 registers ptxas spills.
+extern "C" __global__ void __launch_bounds__(32 * kMhcTokens, 2)
+    daybreak_mhc_pre(const float *__restrict__ streams,
+                     const float *__restrict__ partials,
+                     const float *__restrict__ base,
+                     const float *__restrict__ scale, int64_t tokens, int64_t n,
+                     int64_t width, int64_t splits, int64_t sinkhornIters,
+                     double eps, double normEps, float *__restrict__ input,
+                     float *__restrict__ post, float *__restrict__ comb) {
+  __shared__ double logits[kMhcTokens][kMhcMaxMixes + 1];
+  __shared__ double pre[kMhcTokens][kMhcMaxStreams];
+  __shared__ double mix[kMhcTokens][kMhcMaxStreams * kMhcMaxStreams];
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  const int64_t t0 = int64_t(blockIdx.x) * kMhcTokens, t = t0 + warp;
+  const int64_t count = min(int64_t(kMhcTokens), tokens - t0);
+  const int64_t flat = n * width, mixes = (2 + n) * n, stride = mixes + 1;
+  // The first column slice finishes the tokens; the others need only the
+  // pre gates' rows and the sums of squares.
+  const bool finish = blockIdx.y == 0;
+  const int64_t rows = finish ? stride : n + 1;
+
+  // The splits' sums: `splits` lanes a row, each lane a split, then the
+  // lanes' tree; the same order every launch. 32-bit indices (at most
+  // kMhcTokens x 81 rows x 32 splits); the loads of kRounds rounds are
+  // issued before their sums, so they wait for L2 together.
+  constexpr int kRounds = 4;
+  const int shift = __ffs(int(splits)) - 1, rowCount = int(rows);
+  const int total = int(count) * rowCount << shift;
+  for (int e0 = 0; e0 < total; e0 += kRounds * blockDim.x) {
+    double v[kRounds];
+    int u[kRounds], m[kRounds];
+#pragma unroll
+    for (int i = 0; i < kRounds; ++i) {
+      int e = e0 + i * blockDim.x + threadIdx.x, row = e >> shift;
+      u[i] = row / rowCount;
+      m[i] = row - u[i] * rowCount;
+      if (!finish && m[i] == n)
+        m[i] = int(mixes);
+      v[i] = e < total
+                 ? double(partials[((t0 + u[i]) * stride + m[i]) * splits +
+                                   (e & (int(splits) - 1))])
+                 : 0.0;
+    }
+#pragma unroll
+    for (int i = 0; i < kRounds; ++i) {
+      int e = e0 + i * blockDim.x + threadIdx.x;
+      v[i] = groupSum(v[i], int(splits));
+      if (e < total && (e & (int(splits) - 1)) == 0)
+        logits[u[i]][m[i]] = v[i];
+    }
+  }
+  __syncthreads();
+
+  double *f = logits[warp];
+  if (t < tokens) {
+    // f = rmsNorm(flatten(X)) fn^T, the norm without a weight.
+    double inv = 1.0 / sqrt(f[mixes] / double(flat) + normEps);
+    for (int64_t m = lane; m < (finish ? mixes : n); m += 32)
+      f[m] *= inv;
+    __syncwarp();
+    if (lane < n) {
+      pre[warp][lane] = mhcSigmoid(f[lane] * scale[0] + base[lane]) + eps;
+      if (finish)
+        post[t * n + lane] =
+            float(2.0 * mhcSigmoid(f[n + lane] * scale[1] + base[n + lane]));
+    }
+  }
+  __syncthreads();
+
+  if (finish && t < tokens) {
+    // comb: a softmax along each row (lane i: row i), + eps, a column
+    // normalisation, then sinkhornIters - 1 rounds of rows and columns.
+    double *c = mix[warp];
+    if (lane < n) {
+      double r[kMhcMaxStreams];
+      double top = -__longlong_as_double(0x7FF0000000000000ll);
+#pragma unroll
+      for (int j = 0; j < kMhcMaxStreams; ++j)
+        if (j < n) {
+          int64_t m = 2 * n + lane * n + j;
+          r[j] = f[m] * scale[2] + base[m];
+          top = top < r[j] ? r[j] : top; // std::max
+        }
+      double sum = 0.0;
+#pragma unroll
+      for (int j = 0; j < kMhcMaxStreams; ++j)
+        if (j < n)
+          sum += r[j] = exp(r[j] - top);
+#pragma unroll
+      for (int j = 0; j < kMhcMaxStreams; ++j)
+        if (j < n)
+          c[lane * n + j] = r[j] / sum + eps;
+    }
+    __syncwarp();
+    mhcNormalise(c, n, 1, n, eps); // columns
+    for (int64_t iter = 1; iter < sinkhornIters; ++iter) {
+      mhcNormalise(c, n, n, 1, eps); // rows
+      mhcNormalise(c, n, 1, n, eps);
+    }
+    for (int64_t i = lane; i < n * n; i += 32)
+      comb[t * n * n + i] = float(c[i]);
+  }
+
+  // The sublayer inputs' columns of this slice, sum_j pre_j X_j in double
+  // (the warps that ran Sinkhorn join when done); four columns a thread and
+  // token, as float4 where the rows are 16-byte aligned.
+  const int64_t d0 = int64_t(blockIdx.y) * kMhcSlice;
+  const float *x = streams + t0 * flat;
+  float *o = input + t0 * width;
+  unsigned long long addresses = reinterpret_cast<unsigned long long>(x) |
+                                 reinterpret_cast<unsigned long long>(o);
+  bool quads = (width & 3) == 0 && (addresses & 15) == 0;
+#pragma unroll 2
+  for (int64_t u = 0; u < count; ++u) {
+    const double *p = pre[u];
+    const float *xu = x + u * flat;
+    float *ou = o + u * width;
+    if (quads) {
+      int64_t d = d0 + 4 * threadIdx.x;
+      if (d >= width)
+        continue;
+      float4 v[kMhcMaxStreams];
+#pragma unroll
+      for (int j = 0; j < kMhcMaxStreams; ++j)
+        if (j < n)
+          v[j] = *reinterpret_cast<const float4 *>(xu + j * width + d);
+      double s0 = 0.0, s1 = 0.0, s2 = 0.0, s3 = 0.0;
+#pragma unroll
+      for (int j = 0; j < kMhcMaxStreams; ++j)
+        if (j < n) {
+          s0 += p[j] * v[j].x;
+          s1 += p[j] * v[j].y;
+          s2 += p[j] * v[j].z;
+          s3 += p[j] * v[j].w;
+        }
+      *reinterpret_cast<float4 *>(ou + d) =
+          make_float4(float(s0), float(s1), float(s2), float(s3));
+      continue;
+    }
+#pragma unroll
+    for (int i = 0; i < 4; ++i) {
+      int64_t d = d0 + threadIdx.x + i * blockDim.x;
+      if (d >= width)
+        break;
+      double sum = 0.0;
+      for (int64_t j = 0; j < n; ++j)
+        sum += p[j] * xu[j * width + d];
+      ou[d] = float(sum);
+    }
+  }
+}
+
+/// X'_k = post_k y + sum_j comb[j, k] X_j in double, as cpu::mhcPost:
+/// grid (T, ceil(D / 256)), block 256, a thread a column of every stream.
+extern "C" __global__ void __launch_bounds__(256)
+    daybreak_mhc_post(const float *__restrict__ streams,
+                      const float *__restrict__ y,
+                      const float *__restrict__ post,
+                      const float *__restrict__ comb, int64_t n, int64_t width,
+                      float *__restrict__ out) {
+  // post_k, then comb [j, k].
+  __shared__ double weights[kMhcMaxStreams * (kMhcMaxStreams + 1)];
+  const int64_t t = blockIdx.x;
+  for (int64_t i = threadIdx.x; i < n * (n + 1); i += blockDim.x)
+    weights[i] = i < n ? post[t * n + i] : comb[t * n * n + i - n];
+  __syncthreads();
+  int64_t d = int64_t(blockIdx.y) * blockDim.x + threadIdx.x;
+  if (d >= width)
+    return;
+  const float *x = streams + t * n * width + d;
+  float v[kMhcMaxStreams];
+#pragma unroll
+  for (int j = 0; j < kMhcMaxStreams; ++j)
+    if (j < n)
+      v[j] = x[j * width];
+  double yd = y[t * width + d];
+  // A loop over k, not unrolled: 30 registers, full occupancy.
+#pragma unroll 1
+  for (int64_t k = 0; k < n; ++k) {
+    // Stream j feeds stream k through comb[j, k].
+    double sum = weights[k] * yd;
+#pragma unroll
+    for (int j = 0; j < kMhcMaxStreams; ++j)
+      if (j < n)
+        sum += weights[n + j * n + k] * v[j];
+    out[(t * n + k) * width + d] = float(sum);
+  }
+}
+
 // Dense GQA attention: its own file, one translation unit with this one.
 #include "CudaAttention.cuh"
 #include "CudaKda.cuh"
+#include "CudaKpool.cuh"

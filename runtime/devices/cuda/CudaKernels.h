@@ -120,8 +120,36 @@ struct DeviceKdaInputs {
 
 /// Key dims the KDA kernels take (kKdaMaxKeyDim in CudaKda.cuh) and
 /// short_conv's widths (kShortConvMaxWidth), as the ABI states them.
+/// The largest k-pool daybreak_dsa_kpool tracks (kKpoolMaxPool in
+/// CudaKpool.cuh).
+inline constexpr int64_t kKpoolMaxPool = 64;
 inline constexpr int64_t kKdaMaxKeyDim = abi::kCudaKdaMaxKeyDim,
                          kShortConvMaxWidth = abi::kCudaShortConvMaxWidth;
+
+/// Residual streams the mHC kernels take (kMhcMaxStreams in CudaKernels.cu,
+/// as cpu::kMhcMaxStreams): a thread keeps a column of every stream.
+inline constexpr int64_t kMhcMaxStreams = 8;
+/// mhc_pre's kernels (CudaKernels.cu): tokens a block and columns of the
+/// flattened streams a chunk of daybreak_mhc_logits, which splits the
+/// columns into a power of two of runs, up to kMhcMaxSplits, to reach the
+/// target blocks (two per SM of an H200); input columns a daybreak_mhc_pre
+/// block writes.
+inline constexpr int64_t kMhcTileTokens = 8, kMhcChunkColumns = 256,
+                         kMhcMaxSplits = 32, kMhcTargetBlocks = 264,
+                         kMhcSliceColumns = 1024;
+/// Scratch bytes that serve every mhc_pre launch of up to `tokens` tokens:
+/// (2 + n) n + 1 partial sums a token and split, where splits are at most
+/// kMhcMaxSplits and the chunks, and splits x tiles stays under the target
+/// blocks (or is one split a tile), so splits x tokens <= kMhcTileTokens x
+/// kMhcTargetBlocks + tokens.
+constexpr uint64_t mhcPreScratchBytes(int64_t tokens, int64_t n,
+                                      int64_t width) {
+  int64_t chunks = (n * width + kMhcChunkColumns - 1) / kMhcChunkColumns;
+  chunks = chunks < 1 ? 1 : chunks < kMhcMaxSplits ? chunks : kMhcMaxSplits;
+  int64_t cap = kMhcTileTokens * kMhcTargetBlocks + tokens;
+  int64_t splitTokens = chunks * tokens < cap ? chunks * tokens : cap;
+  return uint64_t(splitTokens) * uint64_t((2 + n) * n + 1) * sizeof(float);
+}
 
 /// Blocks a sparse attention launch aims for when it splits over the
 /// selected rows: two per SM of an H200 (132 SMs).
@@ -264,6 +292,14 @@ constexpr int64_t expertGemmScratchBytes(int64_t tokens, int64_t slots,
   X(kdaInter, "daybreak_kda_inter")                                            \
   X(kdaStep, "daybreak_kda_step")                                              \
   X(gatedRmsNorm, "daybreak_gated_rms_norm")                                   \
+  X(mhcLogits, "daybreak_mhc_logits")                                          \
+  X(mhcLogitsWide, "daybreak_mhc_logits_wide")                                 \
+  X(mhcPre, "daybreak_mhc_pre")                                                \
+  X(mhcPost, "daybreak_mhc_post")                                              \
+  X(dsaKpool, "daybreak_dsa_kpool")                                            \
+  X(dsaKpoolTail, "daybreak_dsa_kpool_tail")                                   \
+  X(dsaKpoolExpand, "daybreak_dsa_kpool_expand")                               \
+  X(divScalarI32, "daybreak_div_scalar_i32")                                   \
   X(copyColumns, "daybreak_copy_columns")                                      \
   X(causalBounds, "daybreak_causal_bounds")
 
@@ -544,6 +580,36 @@ public:
                       const DeviceWeight &weight, int64_t rows, int64_t dim,
                       double eps, int64_t activation, CUdeviceptr out,
                       CUstream stream) const;
+  /// mHC (Kernels.def; CudaKernels.cu), n streams of `width` values a
+  /// token. mhcPre: streams [T, n, D], fn [(2+n)n, nD], base [(2+n)n],
+  /// scale [3] -> input [T, D], post [T, n], comb [T, n, n] (cpu::mhcPre's
+  /// math), in two launches passing partial sums through `scratch`, at
+  /// least mhcPreScratchBytes(tokens, n, width) (an error otherwise).
+  /// mhcPost: X'_k = post_k y + sum_j comb[j, k] X_j. As on the CPU, n
+  /// outside [1, kMhcMaxStreams] and sinkhornIters < 1 are errors.
+  Status mhcPre(CUdeviceptr streams, CUdeviceptr fn, CUdeviceptr base,
+                CUdeviceptr scale, int64_t tokens, int64_t n, int64_t width,
+                int64_t sinkhornIters, double eps, double normEps,
+                CUdeviceptr scratch, uint64_t scratchBytes, CUdeviceptr input,
+                CUdeviceptr post, CUdeviceptr comb, CUstream stream) const;
+  Status mhcPost(CUdeviceptr streams, CUdeviceptr y, CUdeviceptr post,
+                 CUdeviceptr comb, int64_t tokens, int64_t n, int64_t width,
+                 CUdeviceptr out, CUstream stream) const;
+  /// GLM's k-pool (Kernels.def; CudaKpool.cuh). dsaKpool: keys, gate [T,
+  /// width], ape [pool, width] as stored, state slots of [max(pool - 1, 1),
+  /// 2 width] -> out [T, width]; the pooled keys, then (a second launch,
+  /// once they have read it) the tail state. pool in [1, kKpoolMaxPool].
+  /// dsaKpoolExpand: pools [T, k] -> out [T, k pool + pool - 1].
+  Status dsaKpool(CUdeviceptr keys, CUdeviceptr gate, const DeviceWeight &ape,
+                  int64_t pool, int64_t width, const DeviceState &state,
+                  CUdeviceptr positions, CUdeviceptr sequences, int64_t tokens,
+                  CUdeviceptr out, CUstream stream) const;
+  Status dsaKpoolExpand(CUdeviceptr pools, CUdeviceptr positions,
+                        int64_t tokens, int64_t k, int64_t pool,
+                        CUdeviceptr out, CUstream stream) const;
+  /// out = input / divisor, divisor > 0.
+  Status divScalarI32(CUdeviceptr input, int64_t n, int64_t divisor,
+                      CUdeviceptr out, CUstream stream) const;
   /// src and dst must not overlap.
   Status copyColumns(CUdeviceptr src, int64_t srcStride, int64_t srcOffset,
                      CUdeviceptr dst, int64_t dstStride, int64_t dstOffset,

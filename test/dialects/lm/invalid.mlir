@@ -3998,3 +3998,51 @@ func.func @mxfp4_to_fp8_remapped(%w: tensor<8x128x64xf4E2M1FN>, %s: tensor<8x128
   %c:4 = lm.mxfp4_to_fp8_experts %w, %s, %idx : (tensor<8x128x64xf4E2M1FN>, tensor<8x128x2xf8E8M0FNU>, tensor<4x2xi32>) -> (tensor<4x128x64xf8E4M3FN>, tensor<4x128x2xf32>, tensor<4x128xf32>, tensor<4x3xi32>)
   return
 }
+
+// -----
+
+// Tests that lm.dsa_kpool rejects a tail state whose rows are not the pool
+// size - 1.
+func.func @dsa_kpool_tail_rows(%k: tensor<?x32xf32>, %g: tensor<?x32xf32>, %ape: tensor<4x32xbf16>, %tail: tensor<2x4x64xf32>, %pos: tensor<?xi32>, %seq: tensor<?xi32>) {
+  // expected-error @+1 {{'lm.dsa_kpool' op expects state dim 1 to be 3 (max(pool size - 1, 1)), got 4}}
+  %o, %t = lm.dsa_kpool %k, %g, %ape, %tail, %pos, %seq : (tensor<?x32xf32>, tensor<?x32xf32>, tensor<4x32xbf16>, tensor<2x4x64xf32>, tensor<?xi32>, tensor<?xi32>) -> (tensor<?x32xf32>, tensor<2x4x64xf32>)
+  return
+}
+
+// -----
+
+// Tests that lm.dsa_kpool rejects a tail state whose rows do not hold a key
+// and a gate.
+func.func @dsa_kpool_tail_width(%k: tensor<?x32xf32>, %g: tensor<?x32xf32>, %ape: tensor<4x32xbf16>, %tail: tensor<2x3x32xf32>, %pos: tensor<?xi32>, %seq: tensor<?xi32>) {
+  // expected-error @+1 {{'lm.dsa_kpool' op expects state dim 2 to be 64 (2 x key width), got 32}}
+  %o, %t = lm.dsa_kpool %k, %g, %ape, %tail, %pos, %seq : (tensor<?x32xf32>, tensor<?x32xf32>, tensor<4x32xbf16>, tensor<2x3x32xf32>, tensor<?xi32>, tensor<?xi32>) -> (tensor<?x32xf32>, tensor<2x3x32xf32>)
+  return
+}
+
+// -----
+
+// Tests that lm.dsa_kpool rejects an ape of another key width.
+func.func @dsa_kpool_ape_width(%k: tensor<?x32xf32>, %g: tensor<?x32xf32>, %ape: tensor<4x16xbf16>, %tail: tensor<2x3x64xf32>, %pos: tensor<?xi32>, %seq: tensor<?xi32>) {
+  // expected-error @+1 {{'lm.dsa_kpool' op expects ape dim 1 (16) to equal keys dim 1 (32)}}
+  %o, %t = lm.dsa_kpool %k, %g, %ape, %tail, %pos, %seq : (tensor<?x32xf32>, tensor<?x32xf32>, tensor<4x16xbf16>, tensor<2x3x64xf32>, tensor<?xi32>, tensor<?xi32>) -> (tensor<?x32xf32>, tensor<2x3x64xf32>)
+  return
+}
+
+// -----
+
+// Tests that lm.dsa_kpool_expand rejects a result that does not hold the
+// selected pools' tokens plus a tail.
+func.func @dsa_kpool_expand_width(%pools: tensor<?x4xi32>, %pos: tensor<?xi32>) {
+  // expected-error @+1 {{'lm.dsa_kpool_expand' op expects result dim 1 to be 19 (pools dim 1 x pool_size + pool_size - 1), got 16}}
+  %r = lm.dsa_kpool_expand %pools, %pos {pool_size = 4 : i64} : (tensor<?x4xi32>, tensor<?xi32>) -> tensor<?x16xi32>
+  return
+}
+
+// -----
+
+// Tests that lm.dsa_kpool_expand rejects a pool size of 0.
+func.func @dsa_kpool_expand_pool(%pools: tensor<?x4xi32>, %pos: tensor<?xi32>) {
+  // expected-error @+1 {{'lm.dsa_kpool_expand' op expects pool_size > 0, got 0}}
+  %r = lm.dsa_kpool_expand %pools, %pos {pool_size = 0 : i64} : (tensor<?x4xi32>, tensor<?xi32>) -> tensor<?x3xi32>
+  return
+}

@@ -203,6 +203,25 @@ func.func @dsa(%iq: tensor<?x64x128xbf16>, %ik: tensor<?x128xbf16>, %iw: tensor<
 
 // -----
 
+// Tests that GLM's k-pool ops round-trip: pooled keys with the incomplete
+// pool's state, and selected pools expanded to tokens plus the tail.
+// CHECK-LABEL: func @dsa_kpool
+func.func @dsa_kpool(%k: tensor<?x128xf32>, %g: tensor<?x128xf32>, %ape: tensor<4x128xbf16>,
+                     %tail: tensor<8x3x256xf32>, %pos: tensor<?xi32>, %seq: tensor<?xi32>,
+                     %pools: tensor<?x512xi32>) {
+  // CHECK: lm.dsa_kpool %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}} : (tensor<?x128xf32>, tensor<?x128xf32>, tensor<4x128xbf16>, tensor<8x3x256xf32>, tensor<?xi32>, tensor<?xi32>) -> (tensor<?x128xf32>, tensor<8x3x256xf32>)
+  %pooled, %tail1 = lm.dsa_kpool %k, %g, %ape, %tail, %pos, %seq
+      : (tensor<?x128xf32>, tensor<?x128xf32>, tensor<4x128xbf16>,
+         tensor<8x3x256xf32>, tensor<?xi32>, tensor<?xi32>)
+      -> (tensor<?x128xf32>, tensor<8x3x256xf32>)
+  // CHECK: lm.dsa_kpool_expand %{{.*}}, %{{.*}} {pool_size = 4 : i64} : (tensor<?x512xi32>, tensor<?xi32>) -> tensor<?x2051xi32>
+  %tok = lm.dsa_kpool_expand %pools, %pos {pool_size = 4 : i64}
+      : (tensor<?x512xi32>, tensor<?xi32>) -> tensor<?x2051xi32>
+  return
+}
+
+// -----
+
 // Tests that the KDA state ops round-trip with explicit states.
 // CHECK-LABEL: func @kda
 func.func @kda(%x: tensor<?x4096xbf16>, %cw: tensor<4096x4xbf16>, %cs: tensor<3x4096xbf16>,
