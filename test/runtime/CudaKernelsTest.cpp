@@ -1630,7 +1630,10 @@ TEST_F(CudaKernelsTest, TensorCoreGemm) {
                    Format{cpu::WeightType::F8E4M3, 1, 32}})
     for (Shape s :
          {Shape{16, 200, 512}, Shape{17, 130, 1040}, Shape{100, 300, 2880},
-          Shape{300, 129, 336}, Shape{1024, 257, 1024}})
+          Shape{300, 129, 336}, Shape{1024, 257, 1024},
+          // One stage short of 64 columns (glm5_next_pools' k = 16 and 48;
+          // that model gave NaNs on the H200 in session 12).
+          Shape{227, 64, 16}, Shape{227, 144, 48}})
       for (bool withBias : {false, true}) {
         bool e4m3 = f.type == cpu::WeightType::F8E4M3;
         int64_t scaleCount = e4m3 ? ((s.n + f.blockN - 1) / f.blockN) *
@@ -2210,7 +2213,8 @@ TEST_F(CudaKernelsTest, MhcPreAndPost) {
   // Model-like magnitudes: fn ~ N(0, 1 / (nD)) so the logits are of order
   // one, base ~ N(0, 0.5^2) with 2 more on comb's diagonal, scale ~ U(0.5,
   // 1.5). n = 3 and 8 take the other logits kernels' row counts (8 the
-  // wide one); D = 203 the unaligned rows; T = 37 several tiles.
+  // wide one, not at D = 4096, where the CPU oracle takes most of the
+  // test's time); D = 203 the unaligned rows; T = 37 several tiles.
   auto gaussian = [&](size_t count, double stddev) {
     std::normal_distribution<double> dist(0.0, stddev);
     std::vector<float> v(count);
@@ -2221,8 +2225,14 @@ TEST_F(CudaKernelsTest, MhcPreAndPost) {
   const double eps = 1e-6, normEps = 1e-6;
   for (int64_t n : {1, 2, 3, 4, 8})
     for (int64_t width : {64, 200, 203, 4096})
-      for (int64_t tokens : {1, 3, 37})
+      for (int64_t tokens : {1, 3, 37, 227})
         for (int64_t iters : {1, 20}) {
+          if (n == 8 && width == 4096)
+            continue;
+          // 227 tokens (glm5_next_pools' prefill step, which gave NaNs on
+          // the H200 in session 12): at its n and D only.
+          if (tokens == 227 && (n != 4 || width != 64))
+            continue;
           int64_t flat = n * width, mixes = (2 + n) * n;
           auto streams = random(tokens * flat);
           auto fn = gaussian(mixes * flat, 1.0 / std::sqrt(double(flat)));
