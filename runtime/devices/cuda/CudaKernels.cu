@@ -3232,10 +3232,11 @@ extern "C" __global__ void daybreak_causal_bounds(const int32_t *positions,
 // finishes each token as the CPU kernel does, in double and in its order:
 // the RMS factor, the pre and post gates, comb's row softmax and Sinkhorn
 // rounds (a warp a token; lane a owns line a of the n x n matrix, kept in
-// shared memory, and sums it in the CPU's order), then the sublayer input
-// sum_j pre_j X_j. Its grid also splits the D columns of the input, each
-// block finding the pre gates itself, so a few tokens still fill the GPU;
-// the blocks of the first column slice write post and comb.
+// shared memory, sums it in the CPU's order and scales it by the sum's
+// reciprocal), then the sublayer input sum_j pre_j X_j. Its grid also splits
+// the D columns of the input, each block finding the pre gates itself, so a few
+// tokens still fill the GPU; the blocks of the first column slice write post
+// and comb.
 //
 // Traffic a token: the logits read its nD stream values once and fn's
 // (2 + n) n x nD once a tile (from L2 but for the first tile), and write
@@ -3445,7 +3446,8 @@ extern "C" __global__ void __launch_bounds__(32 * kMhcTokens, 2)
                      int64_t width, int64_t splits, int64_t sinkhornIters,
                      double eps, double normEps, float *__restrict__ input,
                      float *__restrict__ post, float *__restrict__ comb) {
-  __shared__ double logits[kMhcTokens][kMhcMaxMixes + 1];
+  // Token u's (2 + n) n + 1 sums at logits[u * stride].
+  __shared__ double logits[kMhcTokens * (kMhcMaxMixes + 1)];
   __shared__ double pre[kMhcTokens][kMhcMaxStreams];
   __shared__ double mix[kMhcTokens][kMhcMaxStreams * kMhcMaxStreams];
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
@@ -3453,43 +3455,36 @@ extern "C" __global__ void __launch_bounds__(32 * kMhcTokens, 2)
   const int64_t count = min(int64_t(kMhcTokens), tokens - t0);
   const int64_t flat = n * width, mixes = (2 + n) * n, stride = mixes + 1;
   // The first column slice finishes the tokens; the others need only the
-  // pre gates' rows and the sums of squares.
+  // pre gates.
   const bool finish = blockIdx.y == 0;
-  const int64_t rows = finish ? stride : n + 1;
 
-  // The splits' sums: `splits` lanes a row, each lane a split, then the
-  // lanes' tree; the same order every launch. 32-bit indices (at most
-  // kMhcTokens x 81 rows x 32 splits); the loads of kRounds rounds are
-  // issued before their sums, so they wait for L2 together.
+  // The splits' sums of the block's tokens, whose partials [count][stride]
+  // [splits] follow each other: `splits` lanes a row, each lane a split,
+  // then the lanes' tree; the same order every launch. 32-bit indices (at
+  // most kMhcTokens x 81 x 32); the loads of kRounds rounds are issued
+  // before their sums, so they wait for L2 together.
   constexpr int kRounds = 4;
-  const int shift = __ffs(int(splits)) - 1, rowCount = int(rows);
-  const int total = int(count) * rowCount << shift;
-  for (int e0 = 0; e0 < total; e0 += kRounds * blockDim.x) {
+  const float *p = partials + t0 * stride * splits;
+  const int shift = __ffs(int(splits)) - 1;
+  const int total = int(count * stride) << shift;
+  for (int e0 = 0; e0 < total; e0 += kRounds * blockDim.x) { // whole warps
     double v[kRounds];
-    int u[kRounds], m[kRounds];
 #pragma unroll
     for (int i = 0; i < kRounds; ++i) {
-      int e = e0 + i * blockDim.x + threadIdx.x, row = e >> shift;
-      u[i] = row / rowCount;
-      m[i] = row - u[i] * rowCount;
-      if (!finish && m[i] == n)
-        m[i] = int(mixes);
-      v[i] = e < total
-                 ? double(partials[((t0 + u[i]) * stride + m[i]) * splits +
-                                   (e & (int(splits) - 1))])
-                 : 0.0;
+      int e = e0 + i * blockDim.x + threadIdx.x;
+      v[i] = e < total ? double(p[e]) : 0.0;
     }
 #pragma unroll
     for (int i = 0; i < kRounds; ++i) {
       int e = e0 + i * blockDim.x + threadIdx.x;
       v[i] = groupSum(v[i], int(splits));
       if (e < total && (e & (int(splits) - 1)) == 0)
-        logits[u[i]][m[i]] = v[i];
+        logits[e >> shift] = v[i];
     }
   }
   __syncthreads();
 
-  double *f = logits[warp];
+  double *f = logits + warp * stride;
   if (t < tokens) {
     // f = rmsNorm(flatten(X)) fn^T, the norm without a weight.
     double inv = 1.0 / sqrt(f[mixes] / double(flat) + normEps);
