@@ -189,20 +189,11 @@ llvm::Expected<Value> Emitter::moe(int64_t layer, Value x) {
   moe.routerWeight = layerName(layer, "mlp.gate.weight");
   moe.selectionBias = layerName(layer, "mlp.gate.e_score_correction_bias");
   // Stacked routed experts, plain or FP8 as the checkpoint stores them.
-  moe.loadExperts = [&, layer]() -> llvm::Expected<RoutedExperts> {
-    std::string prefix = layerName(layer, "mlp.experts.");
-    int64_t experts = c.numRoutedExperts, inter = c.moeIntermediateSize;
-    RoutedExperts routed;
-    for (auto [weights, suffix, out, in] :
-         {std::tuple{&routed.gate, "gate_proj.weight", inter, c.hiddenSize},
-          {&routed.up, "up_proj.weight", inter, c.hiddenSize},
-          {&routed.down, "down_proj.weight", c.hiddenSize, inter}}) {
-      auto w = perExpertWeights(prefix, suffix, experts, out, in);
-      if (!w)
-        return w.takeError();
-      *weights = *w;
-    }
-    return routed;
+  moe.loadExperts = [&, layer]() {
+    return perExpertGatedMlp(layerName(layer, "mlp.experts."),
+                             "gate_proj.weight", "up_proj.weight",
+                             "down_proj.weight", c.numRoutedExperts,
+                             c.hiddenSize, c.moeIntermediateSize);
   };
   moe.sharedPrefix = layerName(layer, "mlp.shared_experts.");
   moe.sharedInter = c.moeIntermediateSize * c.numSharedExperts;
@@ -281,25 +272,11 @@ llvm::Expected<OwningOpRef<ModuleOp>>
 models::buildDeepseekV32(MLIRContext &context, const DeepseekV32Config &config,
                          const importers::Checkpoint &checkpoint,
                          const BuildOptions &options) {
-  context.loadDialect<lm::LmDialect, func::FuncDialect, arith::ArithDialect,
-                      tensor::TensorDialect>();
-  if (options.maxSeqLen <= 0 || options.maxBatch <= 0)
-    return errorf("max sequence length and batch must be positive, got " +
-                  llvm::Twine(options.maxSeqLen) + " and " +
-                  llvm::Twine(options.maxBatch));
   if (config.qLoraRank <= 0)
     return errorf("deepseek_v32 without q_lora_rank is not supported");
   if (config.qkRopeHeadDim > config.indexHeadDim)
     return errorf("index_head_dim must hold the qk_rope_head_dim rope dims");
-  OwningOpRef<ModuleOp> module = ModuleOp::create(UnknownLoc::get(&context));
-  Emitter emitter(*module, config, checkpoint);
-  // Prefill (prompts, chunked by the runtime) and decode (one token per
-  // sequence) compute the same function; they are separate entry points
-  // because the pipeline plans and tiles them differently.
-  for (StringRef name : {"prefill", "decode"})
-    if (llvm::Error err = emitter.buildFunction(name, options))
-      return std::move(err);
-  return std::move(module);
+  return buildStepFunctions<Emitter>(context, options, config, checkpoint);
 }
 
 llvm::Expected<std::unique_ptr<models::ModelDefinition>>

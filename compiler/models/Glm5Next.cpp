@@ -297,20 +297,10 @@ llvm::Expected<Value> Emitter::mlp(int64_t layer, Value x) {
   moe.routerWeight = layerName(layer, "mlp.gate.weight");
   moe.selectionBias = layerName(layer, "mlp.gate.e_score_correction_bias");
   moe.act = act;
-  moe.loadExperts = [&, layer]() -> llvm::Expected<RoutedExperts> {
-    std::string prefix = layerName(layer, "mlp.experts.");
-    int64_t experts = c.numExperts, inter = c.moeIntermediateSize;
-    RoutedExperts routed;
-    for (auto [weights, suffix, out, in] :
-         {std::tuple{&routed.gate, "gate_proj.weight", inter, c.hiddenSize},
-          {&routed.up, "up_proj.weight", inter, c.hiddenSize},
-          {&routed.down, "down_proj.weight", c.hiddenSize, inter}}) {
-      auto w = perExpertWeights(prefix, suffix, experts, out, in);
-      if (!w)
-        return w.takeError();
-      *weights = *w;
-    }
-    return routed;
+  moe.loadExperts = [&, layer]() {
+    return perExpertGatedMlp(
+        layerName(layer, "mlp.experts."), "gate_proj.weight", "up_proj.weight",
+        "down_proj.weight", c.numExperts, c.hiddenSize, c.moeIntermediateSize);
   };
   if (c.numSharedExperts > 0) {
     moe.sharedPrefix = layerName(layer, "mlp.shared_experts.");
@@ -448,18 +438,7 @@ llvm::Expected<OwningOpRef<ModuleOp>>
 models::buildGlm5Next(MLIRContext &context, const Glm5NextConfig &config,
                       const importers::Checkpoint &checkpoint,
                       const BuildOptions &options) {
-  context.loadDialect<lm::LmDialect, func::FuncDialect, arith::ArithDialect,
-                      tensor::TensorDialect>();
-  if (options.maxSeqLen <= 0 || options.maxBatch <= 0)
-    return errorf("max sequence length and batch must be positive, got " +
-                  llvm::Twine(options.maxSeqLen) + " and " +
-                  llvm::Twine(options.maxBatch));
-  OwningOpRef<ModuleOp> module = ModuleOp::create(UnknownLoc::get(&context));
-  Emitter emitter(*module, config, checkpoint);
-  for (StringRef name : {"prefill", "decode"})
-    if (llvm::Error err = emitter.buildFunction(name, options))
-      return std::move(err);
-  return std::move(module);
+  return buildStepFunctions<Emitter>(context, options, config, checkpoint);
 }
 
 llvm::Expected<std::unique_ptr<models::ModelDefinition>>

@@ -250,21 +250,7 @@ llvm::Expected<OwningOpRef<ModuleOp>>
 models::buildGptOss(MLIRContext &context, const GptOssConfig &config,
                     const importers::Checkpoint &checkpoint,
                     const BuildOptions &options) {
-  context.loadDialect<lm::LmDialect, func::FuncDialect, arith::ArithDialect,
-                      tensor::TensorDialect>();
-  if (options.maxSeqLen <= 0 || options.maxBatch <= 0)
-    return errorf("max sequence length and batch must be positive, got " +
-                  llvm::Twine(options.maxSeqLen) + " and " +
-                  llvm::Twine(options.maxBatch));
-  OwningOpRef<ModuleOp> module = ModuleOp::create(UnknownLoc::get(&context));
-  Emitter emitter(*module, config, checkpoint);
-  // Prefill (prompts, chunked by the runtime) and decode (one token per
-  // sequence) compute the same function; they are separate entry points
-  // because the pipeline plans and tiles them differently.
-  for (StringRef name : {"prefill", "decode"})
-    if (llvm::Error err = emitter.buildFunction(name, options))
-      return std::move(err);
-  return std::move(module);
+  return buildStepFunctions<Emitter>(context, options, config, checkpoint);
 }
 
 llvm::Expected<std::unique_ptr<models::ModelDefinition>>

@@ -83,10 +83,6 @@ private:
 
 } // namespace
 
-static llvm::Error errorf(const llvm::Twine &message) {
-  return llvm::createStringError(llvm::inconvertibleErrorCode(), message);
-}
-
 llvm::Expected<Value> Emitter::mla(int64_t layer, Value x, Value positions,
                                    Value &cache) {
   const KimiLinearConfig &c = config;
@@ -183,20 +179,10 @@ llvm::Expected<Value> Emitter::mlp(int64_t layer, Value x) {
   moe.selectionBias =
       layerName(layer, "block_sparse_moe.gate.e_score_correction_bias");
   // Experts one tensor each: w1 gate, w3 up, w2 down.
-  moe.loadExperts = [&, layer]() -> llvm::Expected<RoutedExperts> {
-    std::string prefix = layerName(layer, "block_sparse_moe.experts.");
-    int64_t experts = c.numExperts, inter = c.moeIntermediateSize;
-    RoutedExperts routed;
-    for (auto [weights, suffix, out, in] :
-         {std::tuple{&routed.gate, "w1.weight", inter, c.hiddenSize},
-          {&routed.up, "w3.weight", inter, c.hiddenSize},
-          {&routed.down, "w2.weight", c.hiddenSize, inter}}) {
-      auto w = perExpertWeights(prefix, suffix, experts, out, in);
-      if (!w)
-        return w.takeError();
-      *weights = *w;
-    }
-    return routed;
+  moe.loadExperts = [&, layer]() {
+    return perExpertGatedMlp(layerName(layer, "block_sparse_moe.experts."),
+                             "w1.weight", "w3.weight", "w2.weight",
+                             c.numExperts, c.hiddenSize, c.moeIntermediateSize);
   };
   if (c.numSharedExperts > 0) {
     moe.sharedPrefix = layerName(layer, "block_sparse_moe.shared_experts.");
@@ -289,20 +275,7 @@ llvm::Expected<OwningOpRef<ModuleOp>>
 models::buildKimiLinear(MLIRContext &context, const KimiLinearConfig &config,
                         const importers::Checkpoint &checkpoint,
                         const BuildOptions &options) {
-  context.loadDialect<lm::LmDialect, func::FuncDialect, arith::ArithDialect,
-                      tensor::TensorDialect>();
-  if (options.maxSeqLen <= 0 || options.maxBatch <= 0)
-    return errorf("max sequence length and batch must be positive, got " +
-                  llvm::Twine(options.maxSeqLen) + " and " +
-                  llvm::Twine(options.maxBatch));
-  OwningOpRef<ModuleOp> module = ModuleOp::create(UnknownLoc::get(&context));
-  Emitter emitter(*module, config, checkpoint);
-  // Prefill runs the chunked delta rule, decode its one-token step; both
-  // thread the same caches and state.
-  for (StringRef name : {"prefill", "decode"})
-    if (llvm::Error err = emitter.buildFunction(name, options))
-      return std::move(err);
-  return std::move(module);
+  return buildStepFunctions<Emitter>(context, options, config, checkpoint);
 }
 
 llvm::Expected<std::unique_ptr<models::ModelDefinition>>

@@ -572,6 +572,23 @@ llvm::Expected<Value> ModelBuilder::kdaMixer(const KdaSpec &spec, Value x,
   return linear(collapseLast(gated), name("o_proj.weight"), spec.hidden, width);
 }
 
+llvm::Expected<ModelBuilder::RoutedExperts>
+ModelBuilder::perExpertGatedMlp(StringRef prefix, StringRef gate, StringRef up,
+                                StringRef down, int64_t experts, int64_t hidden,
+                                int64_t inter) {
+  RoutedExperts routed;
+  for (auto [weights, suffix, out, in] :
+       {std::tuple{&routed.gate, gate, inter, hidden},
+        {&routed.up, up, inter, hidden},
+        {&routed.down, down, hidden, inter}}) {
+    auto w = perExpertWeights(prefix, suffix, experts, out, in);
+    if (!w)
+      return w.takeError();
+    *weights = *w;
+  }
+  return routed;
+}
+
 Value ModelBuilder::collapseLast(Value x) {
   auto type = cast<RankedTensorType>(x.getType());
   int64_t rank = type.getRank();

@@ -18,7 +18,11 @@
 
 #include "compiler/importers/Checkpoint.h"
 #include "compiler/importers/HfConfig.h"
+#include "compiler/models/ModelRegistry.h"
 #include "dialects/lm/LmOps.h"
+
+#include "mlir/Dialect/Arith/IR/Arith.h"
+#include "mlir/Dialect/Func/IR/FuncOps.h"
 
 #include "mlir/Dialect/Tensor/IR/Tensor.h"
 #include "mlir/IR/Builders.h"
@@ -192,6 +196,13 @@ protected:
     int64_t sharedInter = 0;
   };
   llvm::Expected<mlir::Value> moe(mlir::Value x, const MoeConfig &config);
+  /// Routed experts stored one tensor per expert and projection,
+  /// `{prefix}{j}.{gate,up,down}` ([inter, hidden] and [hidden, inter]),
+  /// plain or FP8 as perExpertWeights reads them.
+  llvm::Expected<RoutedExperts>
+  perExpertGatedMlp(llvm::StringRef prefix, llvm::StringRef gate,
+                    llvm::StringRef up, llvm::StringRef down, int64_t experts,
+                    int64_t hidden, int64_t inter);
   /// MLA in absorbed form: `kvB` (kv_b_proj, [heads * (nope + vdim),
   /// lora], dense) split per head into W_UK [H, nope, lora] and W_UV [H,
   /// vdim, lora]; `query` is [q_nope W_UK | q_rope], f32 [T, H, lora + rot],
@@ -273,6 +284,32 @@ protected:
   mlir::Location loc;
   llvm::StringMap<lm::WeightOp> declared;
 };
+
+/// A family's lm module: `Emitter(module, emitterArgs...)` emits @prefill
+/// (prompts, chunked by the runtime) and @decode (one token a sequence)
+/// with its `buildFunction(name, options)`. They compute the same function
+/// and are separate entry points because the pipeline plans and tiles them
+/// differently.
+template <typename Emitter, typename... Args>
+llvm::Expected<mlir::OwningOpRef<mlir::ModuleOp>>
+buildStepFunctions(mlir::MLIRContext &context, const BuildOptions &options,
+                   const Args &...emitterArgs) {
+  context.loadDialect<lm::LmDialect, mlir::func::FuncDialect,
+                      mlir::arith::ArithDialect, mlir::tensor::TensorDialect>();
+  if (options.maxSeqLen <= 0 || options.maxBatch <= 0)
+    return llvm::createStringError(
+        llvm::inconvertibleErrorCode(),
+        "max sequence length and batch must be positive, got " +
+            llvm::Twine(options.maxSeqLen) + " and " +
+            llvm::Twine(options.maxBatch));
+  mlir::OwningOpRef<mlir::ModuleOp> module =
+      mlir::ModuleOp::create(mlir::UnknownLoc::get(&context));
+  Emitter emitter(*module, emitterArgs...);
+  for (llvm::StringRef name : {"prefill", "decode"})
+    if (llvm::Error err = emitter.buildFunction(name, options))
+      return std::move(err);
+  return std::move(module);
+}
 
 } // namespace daybreak::models
 
