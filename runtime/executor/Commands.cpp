@@ -186,9 +186,15 @@ Status runtime::compareLogits(const std::string &actualPath,
     std::memcpy(x.data(), a.data, a.byteSize);
     std::memcpy(y.data(), e->data, e->byteSize);
     double worst = 0, scale = 0;
-    int64_t rows = count / cols, agree = 0;
+    int64_t rows = count / cols, agree = 0, nonFinite = 0;
     for (int64_t i = 0; i < count; ++i) {
-      worst = std::max(worst, std::fabs(double(x[i]) - y[i]));
+      // A NaN or infinity fails (std::max would skip a NaN difference).
+      double diff = std::fabs(double(x[i]) - y[i]);
+      if (!std::isfinite(diff)) {
+        ++nonFinite;
+        diff = INFINITY;
+      }
+      worst = std::max(worst, diff);
       scale = std::max(scale, std::fabs(double(y[i])));
     }
     for (int64_t r = 0; r < rows; ++r) {
@@ -199,9 +205,12 @@ Status runtime::compareLogits(const std::string &actualPath,
     bool pass = worst <= atol && agree == rows;
     ok &= pass;
     out << (pass ? "ok   " : "FAIL ") << a.name << ": max |diff| "
-        << std::scientific << std::setprecision(3) << worst << " (atol "
-        << atol << ", max |expected| " << scale << "), top-1 " << std::dec
-        << agree << "/" << rows << "\n";
+        << std::scientific << std::setprecision(3) << worst << " (atol " << atol
+        << ", max |expected| " << scale << "), top-1 " << std::dec << agree
+        << "/" << rows;
+    if (nonFinite)
+      out << ", " << nonFinite << " values not finite";
+    out << "\n";
   }
   if (actual.tensors().empty())
     return Status::error(actualPath + " holds no tensors");
