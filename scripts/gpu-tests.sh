@@ -16,6 +16,12 @@ done
 [ -f artifacts.tar.xz ] && xz -dc artifacts.tar.xz | tar xf -
 find . -name '*.daybreak.xz' -exec xz -d -f {} \;
 status=0
+# After a failed comparison: the first launches whose results hold NaN or
+# infinities (daybreak-run --check-finite), to name the kernel at fault.
+nonfinite() {
+  ./daybreak-run logits "$1" --device=cuda --inputs "$2" --output /tmp/check-finite.safetensors \
+    --check-finite 1 2>&1 >/dev/null | head -n 12
+}
 {
   echo "== machine"; nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv
   echo "== daybreak-run devices"; ./daybreak-run devices
@@ -32,7 +38,7 @@ status=0
     ./daybreak-run logits "$name/cuda_f32.daybreak" --device=cuda --inputs "$name/inputs.json" \
         --output "$name/cuda_f32.safetensors" \
       && ./daybreak-run compare "$name/cuda_f32.safetensors" --expected "$name/expected.safetensors" --atol 1e-4 \
-      || status=1
+      || { status=1; nonfinite "$name/cuda_f32.daybreak" "$name/inputs.json"; }
     for artifact in "$name"/cuda_f32_*.daybreak; do
       [ -f "$artifact" ] || continue
       variant=$(basename "$artifact" .daybreak)
@@ -40,7 +46,7 @@ status=0
       ./daybreak-run logits "$artifact" --device=cuda --inputs "$name/inputs.json" \
           --output "$name/$variant.safetensors" \
         && ./daybreak-run compare "$name/$variant.safetensors" --expected "$name/expected.safetensors" --atol 1e-4 \
-        || status=1
+        || { status=1; nonfinite "$artifact" "$name/inputs.json"; }
     done
     echo "== $name: cuda vs cpu runtime, fp8 cache"
     ./daybreak-run logits "$name/cpu_fp8.daybreak" --device=cpu --inputs "$name/inputs.json" \

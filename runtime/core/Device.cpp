@@ -4,8 +4,11 @@
 
 #include "runtime/numerics/Numerics.h"
 
+#include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <cstring>
+#include <ostream>
 
 using namespace daybreak;
 using namespace daybreak::runtime;
@@ -127,8 +130,72 @@ Status runtime::checkWeightScales(const artifact::Manifest &m,
 Status Device::runLaunches(const PreparedStep &step, int64_t tokens) {
   for (const PreparedLaunch &l : step.launches) {
     Status status = launch(l, tokens);
+    if (status.ok() && finiteLog_)
+      status = reportNonFinite(l, tokens);
     if (!status.ok())
       return status.withContext(l.label);
+  }
+  return Status::success();
+}
+
+Status Device::reportNonFinite(const PreparedLaunch &l, int64_t tokens) {
+  std::vector<uint8_t> bytes;
+  for (unsigned slot = 0; slot < l.numResults; ++slot) {
+    const PreparedArg &arg = l.args[l.numOperands + slot];
+    if (arg.kind != PreparedArg::Kind::Buffer ||
+        (arg.dtype != DType::F32 && arg.dtype != DType::BF16 &&
+         arg.dtype != DType::F16))
+      continue;
+    std::vector<int64_t> shape;
+    int64_t numel = 1;
+    for (unsigned d = 0; d < arg.rank; ++d) {
+      shape.push_back(arg.constant[d] + arg.perToken[d] * tokens);
+      numel *= shape.back();
+    }
+    int64_t width = elementBytes(arg.dtype);
+    bytes.resize(numel * width);
+    Status status = readArena(arg.offset, bytes.data(), bytes.size());
+    if (!status.ok())
+      return status;
+    // copy_columns writes columns [dst_offset, dst_offset + the input's
+    // width - src_offset) of its result (a concatenation's part); the
+    // others are not its own.
+    int64_t cols = shape.empty() ? 1 : shape.back(), lo = 0, hi = cols;
+    if (l.kernel == abi::KernelId::CopyColumns && !shape.empty()) {
+      using P = abi::CopyColumns::P;
+      const PreparedArg &in = l.args[0];
+      int64_t inCols =
+          in.constant[in.rank - 1] + in.perToken[in.rank - 1] * tokens;
+      lo = l.i(P::dst_offset);
+      hi = std::min(cols, lo + inCols - l.i(P::src_offset));
+    }
+    int64_t nan = 0, posInf = 0, negInf = 0, first = -1;
+    for (int64_t i = 0; i < numel; ++i) {
+      if (i % cols < lo || i % cols >= hi)
+        continue;
+      float v;
+      if (arg.dtype == DType::F32) {
+        std::memcpy(&v, bytes.data() + 4 * i, 4);
+      } else {
+        uint16_t bits;
+        std::memcpy(&bits, bytes.data() + 2 * i, 2);
+        v = arg.dtype == DType::BF16 ? numerics::bf16ToFloat(bits)
+                                     : numerics::f16ToFloat(bits);
+      }
+      if (std::isfinite(v))
+        continue;
+      if (first < 0)
+        first = i;
+      (std::isnan(v) ? nan : v > 0 ? posInf : negInf) += 1;
+    }
+    if (first < 0)
+      continue;
+    *finiteLog_ << "non-finite: " << l.label << " result " << slot << " [";
+    for (size_t d = 0; d < shape.size(); ++d)
+      *finiteLog_ << (d ? "," : "") << shape[d];
+    *finiteLog_ << "]: " << nan << " NaN, " << posInf << " +inf, " << negInf
+                << " -inf of " << numel << ", first at element " << first
+                << "\n";
   }
   return Status::success();
 }

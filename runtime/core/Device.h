@@ -17,6 +17,7 @@
 #include "runtime/support/Status.h"
 
 #include <cstdint>
+#include <iosfwd>
 #include <string>
 #include <vector>
 
@@ -43,6 +44,13 @@ public:
   /// Executes every launch of `step` in order (a device may replay a
   /// recorded graph instead). Errors name the failing launch.
   virtual Status runLaunches(const PreparedStep &step, int64_t tokens);
+  /// Debugging: after each launch runLaunches reads back the launch's
+  /// floating-point arena results and reports, on `log`, those holding NaN
+  /// or infinities (the first launch to produce one is usually the faulty
+  /// kernel). Slow: every launch synchronises; a device that replays
+  /// recorded graphs runs launch by launch instead. Null turns it off.
+  void checkFiniteResults(std::ostream *log) { finiteLog_ = log; }
+  bool checksFiniteResults() const { return finiteLog_ != nullptr; }
   /// Bytes the device holds for the model.
   virtual uint64_t residentBytes() const = 0;
   /// The same, measured by the device's own accounting (cuMemGetInfo on a
@@ -128,8 +136,13 @@ private:
   Status forEachRun(int cache, int64_t seq, int64_t pos, int64_t rows,
                     Fn &&fn) const;
 
+  /// Reads the Buffer results of `l` (after it ran for `tokens` tokens)
+  /// and reports non-finite values on finiteLog_.
+  Status reportNonFinite(const PreparedLaunch &l, int64_t tokens);
+
   CachePlan caches_;
   std::vector<int32_t> pageTable_;
+  std::ostream *finiteLog_ = nullptr;
 };
 
 /// Bytes per element of an artifact dtype.

@@ -5,6 +5,7 @@
 #include "runtime/devices/cpu/CpuDevice.h"
 
 #include <cstdlib>
+#include <iostream>
 #ifdef DAYBREAK_HAVE_CUDA
 #include "runtime/devices/cuda/CudaDevice.h"
 #endif
@@ -68,6 +69,8 @@ StatusOr<std::unique_ptr<Model>> Model::load(const std::string &path,
   if (!steps.ok())
     return steps.error().withContext("loading " + path);
   model->steps = std::move(*steps);
+  if (options.checkFinite)
+    model->device->checkFiniteResults(&std::cerr);
   Status status = model->device->prepare(model->file, model->steps);
   if (!status.ok())
     return status.withContext("loading " + path + " on " +

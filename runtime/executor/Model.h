@@ -31,6 +31,9 @@ struct LoadOptions {
   /// split over keys (prefill, large decode batches; bf16 and fp8 caches),
   /// faster and not exact (CudaAttention.cuh); an error on the CPU device.
   bool tensorCoreAttention = false;
+  /// Debugging: report every launch whose floating-point results hold NaN
+  /// or infinities on stderr (Device::checkFiniteResults). Slow.
+  bool checkFinite = false;
 };
 
 /// The tokens of one step: token t belongs to sequence sequences[t] (a cache

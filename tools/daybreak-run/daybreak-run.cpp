@@ -13,6 +13,7 @@
 //       [--atol 1e-4]
 //   common: [--device=cpu|cuda[:N]] (default: the artifact's target)
 //           [--threads N] [--attention=exact|tensor-cores]
+//           [--check-finite 1] (report launches whose results hold NaN/inf)
 //
 //===----------------------------------------------------------------------===//
 
@@ -51,6 +52,8 @@ static int usage() {
       "            [--attention=exact|tensor-cores] (CUDA: dense attention on",
       "            the tensor cores where a launch does not split over keys:",
       "            prefill, large decode batches; faster, not exact)",
+      "            [--check-finite 1] (debugging: name on stderr each launch",
+      "            whose results hold NaN or infinities; slow)",
   };
   for (const char *line : lines)
     std::cerr << line << "\n";
@@ -127,6 +130,10 @@ int main(int argc, char **argv) {
     return fail("--attention=" + attention +
                 ": expected exact or tensor-cores");
   load.tensorCoreAttention = attention == "tensor-cores";
+  std::string checkFinite = flag("check-finite", "0");
+  if (checkFinite != "0" && checkFinite != "1")
+    return fail("--check-finite expects 0 or 1");
+  load.checkFinite = checkFinite == "1";
   if (command == "compare") {
     // daybreak-run compare actual.safetensors --expected e.safetensors
     double atol;

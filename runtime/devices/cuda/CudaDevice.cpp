@@ -91,7 +91,7 @@ Status CudaDevice::upload(CUdeviceptr dst, const void *src, size_t bytes) {
 
 Status CudaDevice::runLaunches(const runtime::PreparedStep &step,
                                int64_t tokens) {
-  if (step.step->name() != "decode")
+  if (step.step->name() != "decode" || checksFiniteResults())
     return Device::runLaunches(step, tokens);
   auto key = std::make_pair(&step, tokens);
   auto found = graphs.find(key);
