@@ -5,7 +5,8 @@
 // touches it; step inputs and outputs live through the whole step, since the
 // host writes them before and reads them after. Allocations are placed
 // largest first at the lowest 256-byte-aligned offset that overlaps no
-// placed allocation live at the same time.
+// placed allocation live at the same time. Each buffer records its range of
+// launches as `live = array<i64: first, last>`.
 //
 //===----------------------------------------------------------------------===//
 
@@ -129,8 +130,15 @@ struct AssignWorkspacePass
     peak = alignUp(peak);
     step.setArenaSize(peak);
     for (Allocation *a : placed)
-      for (plan::BufferOp buffer : a->buffers)
+      for (plan::BufferOp buffer : a->buffers) {
         buffer.setOffset(a->offset);
+        // For the reader: the launches (by index in the step) between which
+        // the bytes are the buffer's; step inputs and outputs hold them
+        // through the whole step and carry no range.
+        if (!buffer->hasAttr("io"))
+          buffer->setAttr("live", DenseI64ArrayAttr::get(buffer.getContext(),
+                                                         {a->first, a->last}));
+      }
     peakBytes = std::max<int64_t>(peakBytes, peak);
     return success();
   }

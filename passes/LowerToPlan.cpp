@@ -145,12 +145,26 @@ FlatSymbolRefAttr Lowering::kernel(StringRef name, int64_t numArgs) {
   return FlatSymbolRefAttr::get(b.getContext(), symbol);
 }
 
+/// Whether `value` holds the n residual streams of mHC: a write-back's
+/// result or the streams a collapse reads (the first ones, from the
+/// embedding).
+static bool isMhcStreams(Value value) {
+  if (value.getDefiningOp<lm::MhcPostOp>())
+    return true;
+  return llvm::any_of(value.getUses(), [](OpOperand &use) {
+    auto pre = dyn_cast<lm::MhcPreOp>(use.getOwner());
+    return pre && use.get() == pre.getStreams();
+  });
+}
+
 Value Lowering::buffer(Value value, Value aliasOf) {
   auto type = cast<RankedTensorType>(value.getType());
   auto memref = MemRefType::get(type.getShape(), type.getElementType());
   std::string name;
   if (aliasOf)
     name = cast<plan::BufferOp>(aliasOf.getDefiningOp()).getName().str();
+  else if (isMhcStreams(value))
+    name = "mhc_streams." + std::to_string(bufferCount++);
   else
     name = "v" + std::to_string(bufferCount++);
   SmallVector<Value> sizes;
@@ -661,15 +675,26 @@ FailureOr<Value> Lowering::lowerCacheArg(func::FuncOp func,
              << " must be a static [max_batch, ...] tensor, got "
              << arg.getType();
     ArrayRef<int64_t> slot = type.getShape().drop_front();
-    Attribute key = b.getArrayAttr({layout, b.getDenseI64ArrayAttr(slot)});
+    // Pools are named, and kept apart, by what the state is: its scan.
+    StringRef kind = "state";
+    for (Operation *user : arg.getUsers()) {
+      if (isa<lm::ShortConvOp>(user))
+        kind = "conv_state";
+      else if (isa<lm::KdaChunkOp, lm::KdaStepOp>(user))
+        kind = "kda_state";
+      else if (isa<lm::DsaKpoolOp>(user))
+        kind = "kpool_tail";
+    }
+    Attribute key = b.getArrayAttr(
+        {layout, b.getDenseI64ArrayAttr(slot), b.getStringAttr(kind)});
     plan::StatePoolOp &pool = statePools[key];
     int64_t layer = poolLayers[key]++;
     if (!pool) {
       OpBuilder::InsertionGuard guard(b);
       b.setInsertionPoint(step);
-      pool = plan::StatePoolOp::create(
-          b, func.getLoc(), poolName("state"), layout, /*layers=*/1,
-          /*batch=*/type.getDimSize(0), slot);
+      pool = plan::StatePoolOp::create(b, func.getLoc(), poolName(kind), layout,
+                                       /*layers=*/1,
+                                       /*batch=*/type.getDimSize(0), slot);
     } else if (layer >= static_cast<int64_t>(pool.getLayers())) {
       pool.setLayers(layer + 1);
     } else if (pool.getBatch() != uint64_t(type.getDimSize(0))) {

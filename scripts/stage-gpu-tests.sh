@@ -21,9 +21,10 @@ cp "$build/bin/daybreak-run" "$build/test/runtime/DaybreakRuntimeTests" \
 mkdir -p "$dir/session"
 "$build/bin/daybreak-compile" test/fixtures/deepseek_v32_small -o "$dir/session/cuda.daybreak" --target=cuda \
   --max-seq-len=128 --max-batch=2 --max-tokens=64 --kv-cache-tokens=128 > /dev/null 2>&1
-for fixture in shared/deepseek_v32 shared/deepseek_v32_fp8 deepseek_v32_small deepseek_v32_small_fp8 \
-    shared/gpt_oss_mxfp4 gpt_oss_small shared/kimi_linear kimi_linear_long \
-    shared/glm5_next shared/glm5_next_fp8 glm5_next_pools glm5_next_small_pool; do
+# One fixture's artifacts; two fixtures at a time (each compile is one
+# thread).
+stage_fixture() {
+  local fixture=$1 name src limits
   name=$(basename "$fixture")
   src=test/fixtures/$fixture
   # gpt_oss_small batches three sequences.
@@ -49,6 +50,17 @@ for fixture in shared/deepseek_v32 shared/deepseek_v32_fp8 deepseek_v32_small de
     "$build/bin/daybreak-compile" "$src" -o "$dir/$name/cuda_f32_chunk7.daybreak" --target=cuda \
       ${limits% --max-tokens=*} --max-tokens=7 --kv-cache-dtype=f32 > /dev/null 2>&1 ;;
   esac
+}
+pids=()
+for fixture in shared/deepseek_v32 shared/deepseek_v32_fp8 deepseek_v32_small deepseek_v32_small_fp8 \
+    shared/gpt_oss_mxfp4 gpt_oss_small shared/kimi_linear kimi_linear_long \
+    shared/glm5_next shared/glm5_next_fp8 glm5_next_pools glm5_next_small_pool; do
+  while [ "$(jobs -rp | wc -l)" -ge "${DAYBREAK_STAGE_JOBS:-2}" ]; do sleep 1; done
+  stage_fixture "$fixture" &
+  pids+=($!)
+done
+for pid in "${pids[@]}"; do
+  wait "$pid"
 done
 # The device tool carries at most 64 MiB with the working tree: binaries
 # stripped and xz-compressed, the artifacts in one xz'd tar (they share

@@ -16,7 +16,9 @@
 #include "llvm/ADT/StringExtras.h"
 #include "llvm/Support/FormatVariadic.h"
 #include "llvm/Support/MemoryBuffer.h"
+
 #include <map>
+#include <set>
 
 using namespace mlir;
 using namespace daybreak;
@@ -111,6 +113,37 @@ static std::string formatBytes(uint64_t bytes) {
   if (bytes >= (1ull << 10))
     return llvm::formatv("{0:f2} KiB", bytes / double(1ull << 10)).str();
   return llvm::formatv("{0} B", bytes).str();
+}
+
+/// The memory plan's line on mHC's residual streams ("" for a model without
+/// them): per step, how many stream buffers the arena holds, their size at
+/// the step's maximum tokens, and at how many offsets the workspace planner
+/// placed them (each lives from one write-back to the next).
+static std::string mhcStreamsText(const artifact::Manifest &manifest) {
+  std::string text;
+  for (const artifact::Step &step : manifest.steps()) {
+    std::map<std::string, uint64_t> streams;
+    std::set<uint64_t> offsets;
+    for (const artifact::Buffer &buffer : step.buffers()) {
+      if (!llvm::StringRef(buffer.name()).starts_with("mhc_streams."))
+        continue;
+      uint64_t &bytes = streams[buffer.name()];
+      bytes = std::max<uint64_t>(bytes, buffer.max_bytes());
+      offsets.insert(buffer.offset());
+    }
+    if (streams.empty())
+      continue;
+    uint64_t largest = 0;
+    for (const auto &entry : streams)
+      largest = std::max(largest, entry.second);
+    text += (text.empty() ? "" : ", ") + step.name() + " " +
+            std::to_string(streams.size()) + " x " + formatBytes(largest) +
+            " at " + std::to_string(offsets.size()) + " offsets";
+  }
+  if (text.empty())
+    return text;
+  return "  mhc streams:      " + text +
+         " (in the arena, each from one write-back to the next)\n";
 }
 
 static llvm::Error compileWith(const Options &options, const Options &given,
@@ -317,6 +350,7 @@ static llvm::Error compileWith(const Options &options, const Options &given,
   }
   log << "  arena:            " << formatBytes(m.arena_bytes()) << " (at "
       << options.maxTokens << " tokens per step)\n"
+      << mhcStreamsText(*manifest)
       << "  KV bytes / token: " << m.cache_bytes_per_token()
       << " (all layers, kv-cache-dtype " << options.kvCacheDtype << ")\n"
       << "  caches:           " << formatBytes(m.cache_bytes()) << " ("
@@ -358,8 +392,12 @@ static llvm::Error compileWith(const Options &options, const Options &given,
   if (manifest->cache_pages()) {
     int64_t pagesPerSeq = 0;
     for (const artifact::Cache &c : manifest->caches())
-      if (c.kind() == artifact::CACHE_PAGED)
-        pagesPerSeq = (options.maxSeqLen + c.page_size() - 1) / c.page_size();
+      if (c.kind() == artifact::CACHE_PAGED) {
+        // Tokens per page: rows per page times tokens per row (k-pool).
+        int64_t pageTokens =
+            c.page_size() * std::max<int64_t>(c.row_tokens(), 1);
+        pagesPerSeq = (options.maxSeqLen + pageTokens - 1) / pageTokens;
+      }
     if (pagesPerSeq)
       log << "    pages hold " << manifest->cache_pages() / pagesPerSeq
           << " of the " << options.maxBatch

@@ -9,15 +9,15 @@
 // conversion to the last expert matmul. The remapped indices are per layer.
 // The expert matmuls read the workspace as E4M3 in [1, 32] blocks.
 // CHECK-LABEL: plan.step @moe
-// CHECK: %[[C0:.*]] = plan.buffer "mxfp4_workspace.codes" offset([[CODES:[0-9]+]]) : memref<4x128x64xf8E4M3FN>
-// CHECK: %[[S0:.*]] = plan.buffer "mxfp4_workspace.scales" offset([[SCALES:[0-9]+]]) : memref<4x128x2xf32>
-// CHECK: %[[B0:.*]] = plan.buffer "mxfp4_workspace.bias" offset([[BIAS:[0-9]+]]) : memref<4x128xf32>
-// CHECK: %[[I0:.*]] = plan.buffer "v{{[0-9]+}}" offset({{[0-9]+}}) (%{{.*}}) : memref<?x2xi32>
+// CHECK: %[[C0:.*]] = plan.buffer "mxfp4_workspace.codes" offset([[CODES:[0-9]+]]) {{.*}}: memref<4x128x64xf8E4M3FN>
+// CHECK: %[[S0:.*]] = plan.buffer "mxfp4_workspace.scales" offset([[SCALES:[0-9]+]]) {{.*}}: memref<4x128x2xf32>
+// CHECK: %[[B0:.*]] = plan.buffer "mxfp4_workspace.bias" offset([[BIAS:[0-9]+]]) {{.*}}: memref<4x128xf32>
+// CHECK: %[[I0:.*]] = plan.buffer "v{{[0-9]+}}" offset({{[0-9]+}}) (%{{.*}}) {{.*}}: memref<?x2xi32>
 // CHECK: plan.launch @mxfp4_to_fp8_experts.8[{{.*}}(%{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %[[C0]], %[[S0]], %[[B0]], %[[I0]]) {num_results = 4 : i64}
 // CHECK: plan.launch @expert_matmul.{{[0-9]+}}[{{.*}}(%{{.*}}, %[[C0]], %[[I0]], %{{.*}}, %[[B0]], %[[S0]], %{{.*}}) {block_size = array<i64: 1, 32>, num_results = 1 : i64}
-// CHECK: %[[C1:.*]] = plan.buffer "mxfp4_workspace.codes" offset([[CODES]]) : memref<4x64x128xf8E4M3FN>
-// CHECK: %[[S1:.*]] = plan.buffer "mxfp4_workspace.scales" offset([[SCALES]]) : memref<4x64x4xf32>
-// CHECK: %[[B1:.*]] = plan.buffer "mxfp4_workspace.bias" offset([[BIAS]]) : memref<4x64xf32>
+// CHECK: %[[C1:.*]] = plan.buffer "mxfp4_workspace.codes" offset([[CODES]]) {{.*}}: memref<4x64x128xf8E4M3FN>
+// CHECK: %[[S1:.*]] = plan.buffer "mxfp4_workspace.scales" offset([[SCALES]]) {{.*}}: memref<4x64x4xf32>
+// CHECK: %[[B1:.*]] = plan.buffer "mxfp4_workspace.bias" offset([[BIAS]]) {{.*}}: memref<4x64xf32>
 // CHECK: plan.launch @mxfp4_to_fp8_experts.8[{{.*}}(%{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %[[C1]], %[[S1]], %[[B1]], %{{.*}})
 // CHECK: plan.launch @expert_matmul.{{[0-9]+}}[{{.*}}(%{{.*}}, %[[C1]], %{{.*}}, %{{.*}}, %[[B1]], %[[S1]], %{{.*}}) {block_size = array<i64: 1, 32>, num_results = 1 : i64}
 lm.weight @w : tensor<8x128x64xf4E2M1FN> {sources = ["w"]}

@@ -1,13 +1,14 @@
 // RUN: daybreak-opt %s -split-input-file --plan-assign-workspace | FileCheck %s
 
 // Tests that buffers live at disjoint launches share offset 0, that one live
-// at the same time as both goes after the larger, 256-byte aligned, and that
-// the arena is the peak rounded up to 256 (512 + 40 -> 768).
+// at the same time as both goes after the larger, 256-byte aligned, that
+// the arena is the peak rounded up to 256 (512 + 40 -> 768), and that each
+// buffer records the launches it lives between (`live`).
 plan.kernel @k2 {target = #plan<target cpu>, entry = "elementwise", num_args = 2 : i64}
 // CHECK-LABEL: plan.step @disjoint arena(768)
-// CHECK: plan.buffer "a" offset(0) : memref<100xf32>
-// CHECK: plan.buffer "b" offset(0) : memref<64xf32>
-// CHECK: plan.buffer "c" offset(512) : memref<10xf32>
+// CHECK: plan.buffer "a" offset(0) {live = array<i64: 0, 0>} : memref<100xf32>
+// CHECK: plan.buffer "b" offset(0) {live = array<i64: 1, 1>} : memref<64xf32>
+// CHECK: plan.buffer "c" offset(512) {live = array<i64: 0, 1>} : memref<10xf32>
 plan.step @disjoint arena(1048576) sizes ["tokens"] attributes {max_sizes = array<i64: 4>} {
 ^bb0(%t: index):
   %a = plan.buffer "a" offset(0) : memref<100xf32>
@@ -27,10 +28,10 @@ plan.kernel @k1 {target = #plan<target cpu>, entry = "elementwise", num_args = 1
 // CHECK-LABEL: plan.step @io arena(768)
 // CHECK-NEXT: ^bb0
 // CHECK-NEXT: plan.buffer "in" offset(0) {io = "input"} : memref<64xf32>
-// CHECK-NEXT: plan.buffer "x" offset(256) : memref<64xf32>
+// CHECK-NEXT: plan.buffer "x" offset(256) {live = array<i64: 2, 2>} : memref<64xf32>
 // CHECK-NEXT: plan.buffer "out" offset(512) {io = "output"} : memref<64xf32>
-// CHECK-NEXT: plan.buffer "y" offset(256) : memref<64xf32>
-// CHECK-NEXT: plan.buffer "z" offset(256) : memref<64xf32>
+// CHECK-NEXT: plan.buffer "y" offset(256) {live = array<i64: 1, 1>} : memref<64xf32>
+// CHECK-NEXT: plan.buffer "z" offset(256) {live = array<i64: 3, 3>} : memref<64xf32>
 plan.step @io arena(1048576) sizes ["tokens"] attributes {max_sizes = array<i64: 4>} {
 ^bb0(%t: index):
   %in = plan.buffer "in" offset(0) {io = "input"} : memref<64xf32>
@@ -56,9 +57,9 @@ plan.kernel @k2 {target = #plan<target cpu>, entry = "elementwise", num_args = 2
 // CHECK-LABEL: plan.step @alias arena(8448)
 // CHECK-NEXT: ^bb0(%[[T:.*]]: index):
 // CHECK-NEXT: plan.buffer "in" offset(0) (%[[T]]) {io = "input"} : memref<?x64xf32>
-// CHECK-NEXT: plan.buffer "a" offset(4096) (%[[T]]) : memref<?x64xf32>
-// CHECK-NEXT: plan.buffer "a" offset(4096) (%[[T]]) : memref<?x4x16xf32>
-// CHECK-NEXT: plan.buffer "b" offset(8192) : memref<64xf32>
+// CHECK-NEXT: plan.buffer "a" offset(4096) (%[[T]]) {live = array<i64: 0, 2>} : memref<?x64xf32>
+// CHECK-NEXT: plan.buffer "a" offset(4096) (%[[T]]) {live = array<i64: 0, 2>} : memref<?x4x16xf32>
+// CHECK-NEXT: plan.buffer "b" offset(8192) {live = array<i64: 1, 1>} : memref<64xf32>
 plan.step @alias arena(1048576) sizes ["tokens"] attributes {max_sizes = array<i64: 16>} {
 ^bb0(%t: index):
   %in = plan.buffer "in" offset(0) (%t) {io = "input"} : memref<?x64xf32>
@@ -78,8 +79,8 @@ plan.step @alias arena(1048576) sizes ["tokens"] attributes {max_sizes = array<i
 plan.kernel @k2 {target = #plan<target cpu>, entry = "elementwise", num_args = 2 : i64}
 // CHECK-LABEL: plan.step @two_sizes arena(4608) sizes ["tokens", "batch"]
 // CHECK-NEXT: ^bb0(%[[T:.*]]: index, %[[B:.*]]: index):
-// CHECK-NEXT: plan.buffer "p" offset(4096) (%[[B]]) : memref<?x64xf32>
-// CHECK-NEXT: plan.buffer "q" offset(0) (%[[T]]) : memref<?x64xf32>
+// CHECK-NEXT: plan.buffer "p" offset(4096) (%[[B]]) {live = array<i64: 0, 0>} : memref<?x64xf32>
+// CHECK-NEXT: plan.buffer "q" offset(0) (%[[T]]) {live = array<i64: 0, 0>} : memref<?x64xf32>
 plan.step @two_sizes arena(1048576) sizes ["tokens", "batch"] attributes {max_sizes = array<i64: 16, 2>} {
 ^bb0(%t: index, %bt: index):
   %p = plan.buffer "p" offset(0) (%bt) : memref<?x64xf32>

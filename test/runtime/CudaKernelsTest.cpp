@@ -1042,6 +1042,69 @@ TEST_F(CudaKernelsTest, SparseAttention) {
         }
 }
 
+/// Rows a selection masks (-1) weigh nothing, whatever shared memory held
+/// before: each launch follows one that leaves NaN in the rows' shared
+/// memory of every SM (the same kernel over a cache of NaN), and whole
+/// chunks of -1 lead some tokens' selections (GLM-5.3's k-pool: pools not
+/// yet complete).
+TEST_F(CudaKernelsTest, SparseAttentionMaskedChunks) {
+  const int64_t width = 80, valueDim = 64, heads = 5, tokens = 4, topK = 37;
+  TestCache cache(cpu::CacheFormat::F32, width, 0, 0, 64, 16, rng);
+  cache.fill(rng);
+  TestCache poison(cpu::CacheFormat::F32, width, 0, 0, 64, 16, rng);
+  std::fill(poison.bytes.begin(), poison.bytes.end(), uint8_t(0xff));
+  auto q = random(tokens * heads * width, -0.2f, 0.2f);
+  std::vector<int32_t> seqs = {1, 0, 1, 0};
+  std::vector<int32_t> indices(tokens * topK);
+  for (int64_t t = 0; t < tokens; ++t)
+    for (int64_t i = 0; i < topK; ++i) {
+      bool masked =
+          (t == 0 && i < 24) || (t == 2 && i % 2) || (t == 3 && i < topK - 13);
+      indices[t * topK + i] = masked ? -1 : int32_t((7 * i + t) % 64);
+    }
+  std::vector<float> expected(tokens * heads * valueDim);
+  ASSERT_TRUE(cpu::sparseAttention(pool, q.data(), cache.host, indices.data(),
+                                   topK, seqs.data(), tokens, heads, 0.07,
+                                   valueDim, nullptr, expected.data())
+                  .ok());
+  // The poisoning launch: every SM runs its blocks, all rows NaN.
+  const int64_t poisonTokens = 4096;
+  std::vector<int32_t> poisonSeqs(poisonTokens), poisonIdx(poisonTokens * topK);
+  for (int64_t i = 0; i < poisonTokens; ++i)
+    poisonSeqs[i] = int32_t(i % 2);
+  for (int64_t i = 0; i < poisonTokens * topK; ++i)
+    poisonIdx[i] = int32_t(i % 64);
+  auto poisonQ = random(poisonTokens * heads * width);
+  DeviceCacheView view = cache.upload(*driver),
+                  poisonView = poison.upload(*driver);
+  Buffer dq(*driver, q), dIdx(*driver, indices), dSeqs(*driver, seqs),
+      dOut(*driver, expected.size() * 4), dPq(*driver, poisonQ),
+      dPIdx(*driver, poisonIdx), dPSeqs(*driver, poisonSeqs),
+      dPOut(*driver, poisonTokens * heads * valueDim * 4);
+  int64_t scratchFloats = sparseAttentionScratchFloats(valueDim);
+  Buffer dScratch(*driver, scratchFloats * 4);
+  std::string specialized = "daybreak_sparse_attention_t<" +
+                            std::to_string(width) + ", " +
+                            std::to_string(valueDim) + ">";
+  for (const std::string &instantiation : {std::string(), specialized})
+    for (bool split : {false, true}) {
+      expectRan(kernels->sparseAttention(
+          dPq, poisonView, dPIdx, topK, dPSeqs, poisonTokens, heads, 0.07,
+          valueDim, 0, dPOut, nullptr, variant(instantiation), 0, 0));
+      expectRan(kernels->sparseAttention(
+          dq, view, dIdx, topK, dSeqs, tokens, heads, 0.07, valueDim, 0, dOut,
+          nullptr, variant(instantiation), split ? dScratch.get() : 0,
+          split ? scratchFloats : 0));
+      auto got = dOut.read<float>(expected.size());
+      double e = rowRelativeError(got, expected, valueDim);
+      char shape[64];
+      std::snprintf(shape, sizeof(shape), "masked chunks split=%d", split);
+      report(instantiation.empty() ? "sparseAttention" : instantiation.c_str(),
+             shape, e);
+      EXPECT_LE(e, 2e-5);
+    }
+}
+
 TEST_F(CudaKernelsTest, DenseAttention) {
   struct Shape {
     int64_t heads, kvHeads, headDim, valueDim;

@@ -3016,8 +3016,14 @@ sparseAttention(const float *q, const Cache &kv, const int32_t *indices,
     __syncthreads(); // previous chunk's rows and probs are consumed
     for (int c = 0; c < cn; ++c) {
       int64_t pos = chosen[c0 + c];
-      if (pos >= 0 && pos < kv.maxSeqLen)
+      if (pos >= 0 && pos < kv.maxSeqLen) {
         readRow<kWidth>(kv, seq, pos, rows + c * width, 0, blockDim.x);
+      } else {
+        // A masked row weighs 0 in the sums below, but 0 times what shared
+        // memory held before (a NaN pattern) is NaN: zeros instead.
+        for (int64_t d = tid; d < width; d += blockDim.x)
+          rows[c * width + d] = 0.0f;
+      }
     }
     __syncthreads();
     // logits: one warp per (head, row) pair.
