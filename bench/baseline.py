@@ -2,7 +2,7 @@
 r"""PyTorch (Hugging Face transformers) baseline for Daybreak's benchmark.
 
 Loads a checkpoint in the hub format (as written by bench/generate_checkpoint.py, possibly sharded) into
-transformers as a plain bf16 model, eager attention, and times it on one GPU. Three families:
+transformers as a plain bf16 model, eager attention, and times it on one GPU. Four families:
 
   * deepseek_v32 (DeepseekV32ForCausalLM): FP8 e4m3 projection weights with 128x128 float32
     `weight_scale_inv` block scales, dequantized here (W = W8 * scale_inv[i // 128, j // 128]), per-expert
@@ -22,6 +22,19 @@ transformers as a plain bf16 model, eager attention, and times it on one GPU. Th
     latent ([B, 1, C, kv_lora_rank] and the shared [B, 1, C, qk_rope_head_dim] key part) and expand it through
     kv_b_proj for every cached token at every step; KDA layers hold a conv state and a [B, heads, Dk, Dv] fp32
     recurrent state per sequence, whatever the context.
+  * glm5_next (Glm5NextForConditionalGeneration, transformers >= 5.24): the hub FP8 layout (MLA projections, dense
+    MLP, shared and routed experts FP8 e4m3 with 128x128 `weight_scale_inv`; KDA, indexer, router, kv_b_proj, mHC,
+    embeddings and head bf16 or float32) dequantized here like DeepSeek's and placed as transformers' conversion
+    mapping places it (forget-gate tensors moved, q/k/v_conv1d concatenated, experts packed), strict for the text
+    model; the float32 modules transformers keeps (router, conv1d, dt_bias, A_log, mHC base and scale) kept float32.
+    transformers' FP8 loader would need accelerate; loading a plain (bf16) checkpoint goes the same way. The vision
+    tower, which transformers always builds, keeps its random initialisation when the checkpoint has none
+    (bench/generate_checkpoint.py writes none; it is never run on text). KDA runs on transformers' torch code as for
+    Kimi Linear (fla and causal_conv1d blocked). The DSA layers cache the latent ([B, 1, C, kv_lora_rank]) and per
+    token indexer rows [B, C, 2 x index_head_dim + 1] from which every step recomputes all pooled keys, scores every
+    pool and attends through a dense [B, heads, 1, C] mask of the selected tokens, expanding every cached latent
+    through kv_b_proj (64 heads x 512 values a token at the real dimensions: large contexts and batches run out of
+    memory, recorded as skipped cases).
 
 Cases:
 
@@ -43,10 +56,12 @@ Checking the loader against a golden fixture (float32, transformers' own logits 
     python3 bench/baseline.py --check-fixture test/fixtures/deepseek_v32_small_fp8 --dtype float32 --device cpu
     python3 bench/baseline.py --check-fixture test/fixtures/gpt_oss_small --dtype float32 --device cpu
     python3 bench/baseline.py --check-fixture test/fixtures/shared/kimi_linear --dtype float32 --device cpu
+    python3 bench/baseline.py --check-fixture test/fixtures/shared/glm5_next_fp8 --dtype float32 --device cpu
 
 --device cpu exists only to test this script on a machine without a GPU (timings use time.perf_counter
 there and the probes use smaller sizes). Needs torch, transformers >= 5 (with DeepseekV32ForCausalLM and
-GptOssForCausalLM; KimiLinearForCausalLM for kimi_linear, which 5.17 has) and safetensors.
+GptOssForCausalLM; KimiLinearForCausalLM for kimi_linear, which 5.17 has; Glm5NextForConditionalGeneration for
+glm5_next, which 5.24 has) and safetensors.
 """
 
 import argparse
@@ -86,13 +101,27 @@ def log(msg: str) -> None:
 # Loading
 # --------------------------------------------------------------------------------------------------------
 EXPERT_RE = re.compile(r"^(.*\.mlp\.experts)\.(\d+)\.(gate_proj|up_proj|down_proj)\.weight$")
-LAYER_RE = re.compile(r"^model\.layers\.(\d+)\.")
-MODELS = {"deepseek_v32": DeepseekV32ForCausalLM, "gpt_oss": GptOssForCausalLM}  # kimi_linear: load_kimi_linear
-# Packages whose kernels transformers' Kimi Linear would prefer to its torch code (hub_kernels'
-# use_kernel_func_from_hub_with_fallback), and the functions it wraps that way.
+LAYER_RE = re.compile(r"^model\.(?:language_model\.)?layers\.(\d+)\.")
+MODELS = {"deepseek_v32": DeepseekV32ForCausalLM, "gpt_oss": GptOssForCausalLM}  # kimi_linear, glm5_next: own loaders
+# Families with KDA layers (per-sequence conv and recurrent state next to token caches).
+LINEAR_FAMILIES = ("kimi_linear", "glm5_next")
+# Packages whose kernels transformers' Kimi Linear and GLM-5.3 would prefer to their torch code (hub_kernels'
+# use_kernel_func_from_hub_with_fallback), and the functions they wrap that way.
 KIMI_BLOCKED_PACKAGES = ("fla", "causal_conv1d")
 KIMI_TORCH_FUNCTIONS = ("chunk_kimi_delta_attention", "recurrent_kimi_delta_attention", "causal_conv1d_fn",
                         "causal_conv1d_update")
+# The modeling module and class of each KDA family, and the transformers that has it.
+KDA_MODELS = {
+    "kimi_linear": ("kimi_linear", "KimiLinearForCausalLM", "5.17"),
+    "glm5_next": ("glm5_next", "Glm5NextForConditionalGeneration", "5.24"),
+}
+# GLM-5.3 hub names -> transformers' module names (its conversion_mapping.py entry "glm5_next"); the per-expert
+# and per-q/k/v tensors are packed by load_glm5_next_weights.
+GLM_RENAMES = [
+    (re.compile(r"\.self_attn\.(f_a_proj|f_b_proj|dt_bias|A_log)"), r".self_attn.forget_gate.\1"),
+    (re.compile(r"\.hc_(attn|ffn)_(fn|base|scale)$"), r".\1_hc.\2"),
+]
+GLM_CONV_RE = re.compile(r"^(.*\.self_attn)\.([qkv])_conv1d\.weight$")
 # E2M1 (models.md 3.1): codes 0-7 positive, 8-15 their negatives.
 FP4_VALUES = [0.0, 0.5, 1.0, 1.5, 2.0, 3.0, 4.0, 6.0, -0.0, -0.5, -1.0, -1.5, -2.0, -3.0, -4.0, -6.0]
 
@@ -283,11 +312,13 @@ def load_deepseek_weights(model, folder: str, device: torch.device) -> None:
         log(f"ignored checkpoint layers beyond num_hidden_layers: {sorted(skipped_layers)}")
 
 
-def kimi_linear_class():
-    """transformers' KimiLinearForCausalLM, its modeling module imported with `fla` and `causal_conv1d` unimportable
-    so that every KDA and short-convolution function is transformers' torch code. Returns (class, description);
-    exits with the reason when this transformers lacks the model or the check fails."""
-    module_name = "transformers.models.kimi_linear.modeling_kimi_linear"
+def kda_model_class(family: str):
+    """transformers' model class of a KDA family (KDA_MODELS: KimiLinearForCausalLM, Glm5NextForConditionalGeneration),
+    its modeling module imported with `fla` and `causal_conv1d` unimportable so that every KDA and short-convolution
+    function is transformers' torch code. Returns (class, description); exits with the reason when this
+    transformers lacks the model or the check fails."""
+    package, class_name, first_version = KDA_MODELS[family]
+    module_name = f"transformers.models.{package}.modeling_{package}"
     installed = [p for p in KIMI_BLOCKED_PACKAGES
                  if sys.modules.get(p) is not None or importlib.util.find_spec(p) is not None]
     if module_name not in sys.modules:
@@ -295,15 +326,15 @@ def kimi_linear_class():
             if sys.modules.get(p) is None:
                 sys.modules[p] = None  # `import p` now raises ImportError: transformers takes its torch path
     try:
-        from transformers.models.kimi_linear import modeling_kimi_linear as km
+        km = importlib.import_module(module_name)
     except ImportError as exc:
-        sys.exit(f"baseline: transformers {transformers.__version__} has no Kimi Linear model "
-                 f"(import of {module_name} failed: {exc}); kimi_linear needs a transformers with "
-                 "KimiLinearForCausalLM (5.17 has it)")
-    missing = [n for n in ("KimiLinearForCausalLM",) + KIMI_TORCH_FUNCTIONS if not hasattr(km, n)]
+        sys.exit(f"baseline: transformers {transformers.__version__} has no {family} model "
+                 f"(import of {module_name} failed: {exc}); {family} needs a transformers with "
+                 f"{class_name} ({first_version} has it)")
+    missing = [n for n in (class_name,) + KIMI_TORCH_FUNCTIONS if not hasattr(km, n)]
     if missing:
-        sys.exit(f"baseline: transformers {transformers.__version__}'s modeling_kimi_linear lacks {missing}, which "
-                 "this script checks (written against 5.17 and 5.24)")
+        sys.exit(f"baseline: transformers {transformers.__version__}'s modeling_{package} lacks {missing}, which "
+                 f"this script checks (written against {first_version} and 5.24)")
     kernels = []
     for name in KIMI_TORCH_FUNCTIONS:
         # use_kernel_func_from_hub_with_fallback's wrapper records whether it found another implementation.
@@ -312,7 +343,7 @@ def kimi_linear_class():
             kernels.append(name)
     loaded = [p for p in KIMI_BLOCKED_PACKAGES if sys.modules.get(p) is not None]
     if kernels or loaded:
-        sys.exit(f"baseline: transformers' Kimi Linear would not run its torch code: {kernels or loaded} come from "
+        sys.exit(f"baseline: transformers' {family} would not run its torch code: {kernels or loaded} come from "
                  f"{loaded or 'an external package'} (was {module_name} imported before this check?)")
     note = ("KDA and short convolution on transformers' torch code (chunked KDA, chunks of 64, for prompts; "
             "the per-token recurrence and the conv-state update in decode): "
@@ -320,13 +351,13 @@ def kimi_linear_class():
             + (f" (installed here: {', '.join(installed)})" if installed else " (neither installed)"))
     if importlib.util.find_spec("kernels") is not None:
         note += "; the `kernels` package is installed but unused (no use_kernels / kernelize)"
-    return km.KimiLinearForCausalLM, note
+    return getattr(km, class_name), note
 
 
 def load_kimi_linear(folder: str, dtype: torch.dtype, device: torch.device, experts: str):
     """KimiLinearForCausalLM.from_pretrained on the folder (transformers' own hub conversion), strict: any missing,
     unexpected or mismatched key or conversion error fails the load."""
-    cls, note = kimi_linear_class()
+    cls, note = kda_model_class("kimi_linear")
     log(note)
     model, info = cls.from_pretrained(folder, dtype=dtype, attn_implementation="eager",
                                       experts_implementation=experts, device_map=str(device),
@@ -349,6 +380,130 @@ def load_kimi_linear(folder: str, dtype: torch.dtype, device: torch.device, expe
     return model
 
 
+def load_glm5_next(folder: str, dtype: torch.dtype, device: torch.device, experts: str):
+    """Glm5NextForConditionalGeneration (the only GLM-5.3 model class transformers has) built from the folder's
+    config without its quantization_config, on `device` in `dtype`, the modules transformers keeps in float32
+    (_keep_in_fp32_modules_strict: router weight and bias, conv1d, dt_bias, A_log, mHC base and scale) in float32 as
+    from_pretrained would, then filled by load_glm5_next_weights. The vision tower is built by transformers
+    whatever the input (random weights when the checkpoint has none; never run on text)."""
+    cls, note = kda_model_class("glm5_next")
+    log(note)
+    config = AutoConfig.from_pretrained(folder)
+    if getattr(config, "quantization_config", None) is not None:
+        delattr(config, "quantization_config")
+    text = config.get_text_config()
+    if "linear_attention" not in text.layer_types or all(t == "linear_attention" for t in text.layer_types):
+        raise ValueError(f"{folder}: layer types {text.layer_types}: the baseline needs KDA and DSA layers "
+                         "(transformers' cache takes the position from a DSA layer)")
+    old_dtype = torch.get_default_dtype()
+    torch.set_default_dtype(dtype)
+    try:
+        with torch.device(device):
+            model = cls(config)
+    finally:
+        torch.set_default_dtype(old_dtype)
+    keep_fp32 = re.compile("|".join(re.escape(m) for m in cls._keep_in_fp32_modules_strict or []) or "$^")
+    with torch.no_grad():
+        for name, p in model.named_parameters():
+            want = torch.float32 if dtype != torch.float32 and keep_fp32.search(name) else dtype
+            if p.dtype != want:
+                p.data = p.data.to(want)
+    model.eval()
+    model.set_attn_implementation("eager")
+    model.set_experts_implementation(experts)
+    with torch.no_grad():
+        load_glm5_next_weights(model, folder, device)
+    kinds = ["kda" if t == "linear_attention" else f"dsa-{i}" for t, i in zip(text.layer_types, text.indexer_types)]
+    fp32 = sorted({re.sub(r"^model\.language_model\.layers\.\d+\.", "", n)
+                   for n, t in list(model.named_parameters()) + list(model.named_buffers())
+                   if t.dtype == torch.float32 and n.startswith("model.language_model.")})
+    log(f"layers {kinds}, mlp {list(text.mlp_layer_types)}"
+        + (f"; float32 tensors: {fp32 or 'none'}" if dtype != torch.float32 else ""))
+    model.baseline_implementation = note
+    return model
+
+
+def load_glm5_next_weights(model, folder: str, device: torch.device) -> None:
+    """Copy every text-model checkpoint tensor into the model, as transformers' conversion mapping for glm5_next
+    places it: FP8 weights dequantized with their block scales (W = W8 * scale_inv[i // 128, j // 128]) and cast to
+    the parameter's dtype; `self_attn.{f_a_proj, f_b_proj, dt_bias, A_log}` under `self_attn.forget_gate.`,
+    `hc_{attn,ffn}_{fn,base,scale}` as `{attn,ffn}_hc.{fn,base,scale}`, `{q,k,v}_conv1d` concatenated (q, k, v) into
+    `conv1d`, per-expert `gate_proj` / `up_proj` into `experts.gate_up_proj[j]` (gate rows first) and `down_proj`
+    into `experts.down_proj[j]`. Tensor by tensor onto the device. Strict for the text model and lm_head: every
+    model tensor written exactly once (zero-element ones need not be), every checkpoint tensor used (the MTP
+    layer, beyond num_hidden_layers, skipped); `model.visual.*` loaded when the checkpoint has it, else left as
+    built (the tower is never run)."""
+    text = model.config.get_text_config()
+    with open(os.path.join(folder, "config.json")) as f:
+        block = (json.load(f).get("quantization_config") or {}).get("weight_block_size", [128, 128])
+    files = checkpoint_files(folder)
+    read = tensor_reader(files, device)
+    target = model.state_dict()
+    written, skipped_layers = set(), set()
+    for name in sorted(files):
+        if name.endswith("_scale_inv"):
+            continue
+        m = LAYER_RE.match(name)
+        if m and int(m.group(1)) >= text.num_hidden_layers:
+            skipped_layers.add(int(m.group(1)))  # the hub's MTP layer (layers.45), or a truncated model
+            continue
+        t = read(name)
+        if name + "_scale_inv" in files:
+            if t.dtype != torch.float8_e4m3fn:
+                raise ValueError(f"{name} has a scale but dtype {t.dtype}")
+            t = dequantize(t, read(name + "_scale_inv"), block)
+        e, c = EXPERT_RE.match(name), GLM_CONV_RE.match(name)
+        if e:
+            prefix, j, proj = e.group(1), int(e.group(2)), e.group(3)
+            if proj == "down_proj":
+                key, dst = f"{prefix}.down_proj", target[f"{prefix}.down_proj"][j]
+            else:
+                packed = target[f"{prefix}.gate_up_proj"][j]
+                half = packed.shape[0] // 2
+                key, dst = f"{prefix}.gate_up_proj", packed[:half] if proj == "gate_proj" else packed[half:]
+            piece = (key, j, proj)
+        elif c:
+            key = f"{c.group(1)}.conv1d.weight"
+            third = target[key].shape[0] // 3
+            dst, piece = target[key].narrow(0, "qkv".index(c.group(2)) * third, third), (key, c.group(2))
+        else:
+            key = name
+            for pattern, repl in GLM_RENAMES:
+                key = pattern.sub(repl, key)
+            if key not in target:
+                raise KeyError(f"checkpoint tensor {name} ({key}) has no place in the model")
+            dst, piece = target[key], (key,)
+        if tuple(dst.shape) != tuple(t.shape):
+            raise ValueError(f"{name}: checkpoint shape {tuple(t.shape)} vs model {tuple(dst.shape)}")
+        if piece in written:
+            raise ValueError(f"{name} written twice")
+        dst.copy_(t.to(dst.dtype))
+        written.add(piece)
+
+    missing, visual = [], []
+    for key, t in target.items():
+        if key.endswith("experts.gate_up_proj"):
+            parts = [(key, j, p) for j in range(t.shape[0]) for p in ("gate_proj", "up_proj")]
+        elif key.endswith("experts.down_proj"):
+            parts = [(key, j, "down_proj") for j in range(t.shape[0])]
+        elif key.endswith("self_attn.conv1d.weight"):
+            parts = [(key, q) for q in "qkv"]
+        elif t.numel() == 0:
+            parts = []  # e.g. the shared experts with n_shared_experts 0: a checkpoint has no such tensors
+        else:
+            parts = [(key,)]
+        for part in parts:
+            if part not in written:
+                (visual if key.startswith("model.visual.") else missing).append(part)
+    if missing:
+        raise ValueError(f"{len(missing)} model tensors not in the checkpoint, e.g. {missing[:5]}")
+    if visual:
+        log(f"vision tower: {len(visual)} of its tensors not in the checkpoint, left as transformers initialised "
+            "them (text only: never run)")
+    if skipped_layers:
+        log(f"ignored checkpoint layers beyond num_hidden_layers: {sorted(skipped_layers)}")
+
+
 def load_model(folder: str, dtype: torch.dtype, device: torch.device, experts: str):
     t0 = time.perf_counter()
     with open(os.path.join(folder, "config.json")) as f:
@@ -356,14 +511,16 @@ def load_model(folder: str, dtype: torch.dtype, device: torch.device, experts: s
     if model_type == "kimi_linear":
         with torch.no_grad():
             model = load_kimi_linear(folder, dtype, device, experts)
+    elif model_type == "glm5_next":
+        model = load_glm5_next(folder, dtype, device, experts)
     else:
         model = build_model(folder, dtype, device, experts)
         with torch.no_grad():
             load_weights(model, folder, device)
     n = sum(p.numel() for p in model.parameters())
     nbytes = sum(p.numel() * p.element_size() for p in model.parameters())
-    log(f"loaded {folder}: {model.config.num_hidden_layers} layers, {n:,} parameters, {nbytes / 2**30:.2f} GiB "
-        f"in {DTYPE_LABEL[dtype]} on {device}, attention={model.config._attn_implementation}, "
+    log(f"loaded {folder}: {model.config.get_text_config().num_hidden_layers} layers, {n:,} parameters, "
+        f"{nbytes / 2**30:.2f} GiB in {DTYPE_LABEL[dtype]} on {device}, attention={model.config._attn_implementation}, "
         f"experts={model.config._experts_implementation}, {time.perf_counter() - t0:.1f} s")
     return model
 
@@ -489,6 +646,17 @@ CACHE_FILL = {
         "are copied to the B sequences; each timed step feeds B random tokens at position C (the KDA layers take "
         "transformers' recurrent decode path), then the MLA layers are cropped back to C tokens and the KDA "
         "states, which a step updates in place, are copied back (untimed)"),
+    "glm5_next": (
+        "transformers DynamicCache (DSA layers: DynamicIndexedLayer holding the NoPE MLA latent, keys = "
+        "kv_a_layernorm'd c_kv [B, 1, C, kv_lora_rank] and empty values [B, 1, C, 0], expanded through kv_b_proj for "
+        "every cached token at every step, and the indexer rows [B, C, 2 x index_head_dim + 1] (key, pool gate, valid "
+        "flag), from which the k-pool keys of every pool are recomputed at every step; KDA layers: "
+        "LinearAttentionLayer with the conv state [B, 3 x heads x head_dim, kernel] and the fp32 recurrent state "
+        "[B, heads, head_dim, head_dim]; mHC keeps no state); filled by an eager prefill of "
+        f"min(C, {FILL_CHUNK}) random tokens of one sequence whose latents and indexer rows are tiled along the "
+        "sequence to C tokens (whole pools) and whose KDA states are copied to the B sequences; each timed step feeds "
+        "B random tokens at position C (KDA: transformers' recurrent decode path), then the DSA layers are cropped "
+        "back to C tokens and the KDA states copied back (untimed)"),
 }
 
 
@@ -524,10 +692,10 @@ def tile(t: torch.Tensor, batch: int, length: int, dim: int) -> torch.Tensor:
 def filled_cache(model, batch: int, context: int, gen: torch.Generator, device: torch.device) -> DynamicCache:
     config = model.config
     chunk = min(context, FILL_CHUNK)
-    ids = torch.randint(0, config.vocab_size, (1, chunk), generator=gen, device=device)
+    ids = torch.randint(0, config.get_text_config().vocab_size, (1, chunk), generator=gen, device=device)
     cache = DynamicCache(config=config)
     model(input_ids=ids, use_cache=True, logits_to_keep=1, **{cache_arg(model): cache})
-    if config.model_type == "kimi_linear":
+    if config.model_type in LINEAR_FAMILIES:
         if not any(is_linear_layer(layer) for layer in cache.layers):
             raise RuntimeError(f"transformers {transformers.__version__}: no cache layer with conv_states and "
                                "recurrent_states after a prefill; this script knows the KDA cache layout of 5.17 "
@@ -542,6 +710,10 @@ def filled_cache(model, batch: int, context: int, gen: torch.Generator, device: 
             else:
                 layer.keys = tile(layer.keys, batch, context + 1, dim=2)
                 layer.values = tile(layer.values, batch, context + 1, dim=2)
+                if getattr(layer, "indexer_keys", None) is not None:
+                    # GLM-5.3's DSA layers: per token [key | pool gate | valid], pooled again at every step; the
+                    # fill (512 tokens, a multiple of index_kpool) tiles into whole pools.
+                    layer.indexer_keys = tile(layer.indexer_keys, batch, context + 1, dim=1)
                 layer.crop(-1)  # as every timed step will start: a view cropped from C + 1 tokens (see below)
         check_cache(cache, batch, context)
         return cache
@@ -608,7 +780,7 @@ def restore(cache: DynamicCache, saved: list) -> None:
 
 def decode_case(model, step, args, device, batch, context, gen) -> dict:
     cache = filled_cache(model, batch, context, gen, device)
-    ids = torch.randint(0, model.config.vocab_size, (batch, 1), generator=gen, device=device)
+    ids = torch.randint(0, model.config.get_text_config().vocab_size, (batch, 1), generator=gen, device=device)
 
     kw = cache_arg(model)
 
@@ -617,8 +789,8 @@ def decode_case(model, step, args, device, batch, context, gen) -> dict:
 
     model_type = model.config.model_type
     saved = snapshot(cache) if model_type == "gpt_oss" else None
-    # Kimi Linear: the KDA states a step overwrites in place, with copies to put back.
-    states = [(t, t.clone()) for t in linear_states(cache)] if model_type == "kimi_linear" else []
+    # Kimi Linear and GLM-5.3: the KDA states a step overwrites in place, with copies to put back.
+    states = [(t, t.clone()) for t in linear_states(cache)] if model_type in LINEAR_FAMILIES else []
 
     def reset():
         # Drop the token the step appended. DeepSeek: crop the keys, values and indexer keys; cropping rather
@@ -626,8 +798,8 @@ def decode_case(model, step, args, device, batch, context, gen) -> dict:
         # generate(): the whole cache once plus one layer's worth being concatenated. gpt-oss: a sliding
         # layer cannot be cropped once its window is full, so every layer's tensors and counters are put back
         # (the cache is small enough: 8 KV heads).
-        # Kimi Linear: its MLA layers are cropped (the KDA layers cannot be: no record of their past states), and
-        # its KDA states copied back.
+        # Kimi Linear and GLM-5.3: the MLA (DSA) layers are cropped, GLM's indexer rows with them (the KDA layers
+        # cannot be: no record of their past states), and the KDA states copied back.
         if saved is not None:
             restore(cache, saved)
         elif states:
@@ -647,7 +819,7 @@ def decode_case(model, step, args, device, batch, context, gen) -> dict:
 
 
 def prefill_case(model, step, args, device, tokens, gen) -> dict:
-    ids = torch.randint(0, model.config.vocab_size, (1, tokens), generator=gen, device=device)
+    ids = torch.randint(0, model.config.get_text_config().vocab_size, (1, tokens), generator=gen, device=device)
 
     kw = cache_arg(model)
 
@@ -790,7 +962,8 @@ def int_list(text: str) -> list:
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--checkpoint", help="DeepSeek-V3.2, gpt-oss or Kimi Linear checkpoint folder (hub format)")
+    ap.add_argument("--checkpoint",
+                    help="DeepSeek-V3.2, gpt-oss, Kimi Linear or GLM-5.3 checkpoint folder (hub format)")
     ap.add_argument("--mode", choices=("eager", "compile"), default="eager")
     ap.add_argument("--compile-mode", default="default", help="torch.compile mode (default: %(default)s)")
     ap.add_argument("--batch", type=int_list, default=[1, 8, 64], help="decode batch sizes, comma-separated")

@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
-"""Write a random-weight DeepSeek-V3.2, gpt-oss or Kimi Linear checkpoint in the Hugging Face hub format, for
-benchmarks.
+"""Write a random-weight DeepSeek-V3.2, gpt-oss, Kimi Linear or GLM-5.3 checkpoint in the Hugging Face hub format,
+for benchmarks.
 
 The folder holds config.json (hub field names, quantization_config fmt e4m3 with 128x128 blocks) and
 model.safetensors, or model-0000i-of-0000n.safetensors + model.safetensors.index.json when the tensors
@@ -15,6 +15,7 @@ No MTP layer is written (num_nextn_predict_layers 0).
     python3 bench/generate_checkpoint.py --preset real --layers 4 --dense-layers 1 --dry-run
     python3 bench/generate_checkpoint.py --family gpt_oss --preset real --layers 2 --out /data/oss-real-2l
     python3 bench/generate_checkpoint.py --family kimi_linear --preset real --layers 4 --out /data/kimi-real-4l
+    python3 bench/generate_checkpoint.py --family glm5_next --preset real --layers 4 --out /data/glm-real-4l
 
 gpt_oss (`--family gpt_oss`, gpt-oss-120b at `--preset real`): the hub MXFP4 layout of models.md 3.2 and the
 gpt_oss_mxfp4 fixture's README: experts as U8 `*_blocks` [E, out, in/32, 16] (two E2M1 codes a byte, uniformly
@@ -32,6 +33,18 @@ hub's lists, whose last layer is MLA), layers 0..--dense-layers-1 a dense MLP an
 bf16 except A_log, dt_bias and e_score_correction_bias (float32). The KDA decay is drawn as generate_kimi_linear.py
 draws it (A = exp(A_log) ~ U(1, 16), dt_bias = softplus^-1(dt), dt log-uniform in [1e-3, 0.3], f_b_proj at half
 scale), so g = -A softplus(f + dt_bias) mostly spans -5 .. 0.
+
+glm5_next (`--family glm5_next`, GLM-5.3-Flash at `--preset real`, the shared glm5_next_fp8 fixture's dimensions at
+`--preset small`): ../shared/reference/glm5_next.md 7 and 11 and that fixture's README. config.json is nested as on the
+hub (`text_config`, the released `vision_config`, `quantization_config` at the top with the fixture's
+`modules_to_not_convert`); layer_types KDA except MLA + DSA at i % 4 == 3 (`--layers 4`, the default: KDA 0-2, DSA 3),
+mlp_layer_types dense for layers 0..--dense-layers-1, indexer_types all full. Tensors under `model.language_model.`
+(+ `lm_head.weight`), no `model.visual.*` (the tower is never run) and no MTP layer: per layer `hc_{attn,ffn}_fn`
+bf16 [(2 + n) n, n H] with float32 `_base` and `_scale`; KDA as Kimi Linear's, all bf16, but `A_log` 1-D [H] and
+the bounded gate's draws (A = exp(A_log) ~ U(0.5, 8), dt_bias ~ U(-3, 2), as test/fixtures/generate_glm5_next.py);
+NoPE MLA with FP8 q_a/q_b/kv_a_with_mqa/o_proj, bf16 kv_b_proj, and a bf16 indexer (wq_b, wk, LayerNorm k_norm with
+bias, weights_proj, index_kpool_compress_ape [kpool, d], index_kpool_compress_gate [d, H]); FP8 dense MLP, shared and
+routed experts (per expert, as on the hub), bf16 router with a float32 correction bias.
 
 Weights are random but well scaled: FP8 codes are drawn from a 256-entry table of quantized normal quantiles
 (finite e4m3 codes only, |code| <= ~180, never the 0x7F/0xFF NaNs), with a power-of-two (ue8m0-style) block
@@ -328,6 +341,163 @@ def make_kimi_config(preset: str, layers: int, dense_layers: int, experts: int =
     return cfg
 
 
+# GLM-5.3-Flash (zai-org/GLM-5.3-Flash, ../shared/reference/glm5_next.md 11; `small`: the dimensions of the shared
+# glm5_next_fp8 fixture). The hub config is nested: the text model's fields in `text_config`, a `vision_config`
+# (the tower is never run: its tensors are not written) and, for the FP8 release, `quantization_config` at the top.
+GLM_TEXT_COMMON = {
+    "attention_bias": False,
+    "bos_token_id": None,
+    "dtype": "bfloat16",
+    "hc_eps": 1e-06,
+    "hc_mult": 4,
+    "hc_sinkhorn_iters": 20,
+    "head_dim": 0,
+    "hidden_act": "silu",
+    "index_kpool_always_select_tail": True,
+    "index_kpool_compress": True,
+    "index_share_for_mtp_iteration": True,
+    "indexer_rope_interleave": True,
+    "mhc": True,
+    "mla_use_nope": True,
+    "model_type": "glm5_next_text",
+    "moe_router_dtype": "float32",
+    "n_shared_experts": 1,
+    "norm_topk_prob": True,
+    "num_nextn_predict_layers": 0,
+    "pad_token_id": None,
+    "qk_rope_head_dim": 0,
+    "rms_norm_eps": 1e-05,
+    "routed_scaling_factor": 2.5,
+    "scoring_func": "sigmoid",
+    "tie_word_embeddings": False,
+    "topk_method": "noaux_tc",
+}
+
+GLM_PRESETS = {
+    "real": {
+        "eos_token_id": [154820, 154827, 154829],
+        "hidden_size": 4096,
+        "index_head_dim": 128,
+        "index_kpool": 4,
+        "index_n_heads": 32,
+        "index_topk": 2048,
+        "intermediate_size": 12288,
+        "kv_lora_rank": 512,
+        "linear_attn_config": {"gate_lower_bound": -5.0, "head_dim": 128, "num_heads": 64,
+                               "short_conv_kernel_size": 4},
+        "max_position_embeddings": 1048576,
+        "moe_intermediate_size": 2048,
+        "n_group": 1,
+        "n_routed_experts": 288,
+        "num_attention_heads": 64,
+        "num_experts_per_tok": 8,
+        "num_key_value_heads": 64,
+        "q_lora_rank": 1536,
+        "qk_head_dim": 256,
+        "qk_nope_head_dim": 256,
+        "swiglu_limit": 10.0,
+        "topk_group": 1,
+        "v_head_dim": 256,
+        "vocab_size": 154880,
+    },
+    "small": {
+        "eos_token_id": 1,
+        "hidden_size": 128,
+        "index_head_dim": 32,
+        "index_kpool": 4,
+        "index_n_heads": 4,
+        "index_topk": 16,
+        "intermediate_size": 256,
+        "kv_lora_rank": 32,
+        "linear_attn_config": {"gate_lower_bound": -5.0, "head_dim": 32, "num_heads": 2,
+                               "short_conv_kernel_size": 4},
+        "max_position_embeddings": 4096,
+        "moe_intermediate_size": 64,
+        "n_group": 2,
+        "n_routed_experts": 8,
+        "num_attention_heads": 4,
+        "num_experts_per_tok": 2,
+        "num_key_value_heads": 4,
+        "q_lora_rank": 64,
+        "qk_head_dim": 32,
+        "qk_nope_head_dim": 32,
+        "swiglu_limit": 3.0,
+        "topk_group": 1,
+        "v_head_dim": 32,
+        "vocab_size": 512,
+    },
+}
+
+# The released vision tower's config (glm5_next.md 1.2; fields it does not give are left to transformers'
+# defaults), and the fixture's one-block tower for the small preset.
+GLM_VISION = {
+    "real": {"attention_bias": True, "depth": 24, "hidden_act": "silu", "hidden_size": 1024, "image_size": 448,
+             "in_channels": 3, "intermediate_size": 4096, "model_type": "glm5_next_vision", "num_heads": 16,
+             "out_hidden_size": 4096, "patch_size": 14, "rms_norm_eps": 1e-05, "spatial_merge_size": 2,
+             "swiglu_limit": 10.0, "temporal_patch_size": 2},
+    "small": {"attention_bias": True, "depth": 1, "hidden_act": "silu", "hidden_size": 32, "image_size": 56,
+              "in_channels": 3, "intermediate_size": 64, "model_type": "glm5_next_vision", "num_heads": 2,
+              "out_hidden_size": 128, "patch_size": 14, "projection_intermediate_size": 64,
+              "rms_norm_eps": 1e-05, "spatial_merge_size": 2, "swiglu_limit": 10.0, "temporal_patch_size": 2},
+}
+
+
+def glm_is_kda(i: int) -> bool:
+    """The released schedule: DSA (MLA + indexer) at every fourth layer, i % 4 == 3, KDA elsewhere."""
+    return i % 4 != 3
+
+
+def make_glm_config(preset: str, layers: int, dense_layers: int, experts: int = 0) -> dict:
+    text = json.loads(json.dumps(GLM_TEXT_COMMON))
+    text.update(json.loads(json.dumps(GLM_PRESETS[preset])))
+    text["num_hidden_layers"] = layers
+    # transformers reads the schedules from layer_types / mlp_layer_types / indexer_types (the hub spelling);
+    # first_k_dense_replace and linear_attn_config's layer lists (0-based, as in the fixtures) are written as the
+    # hub config has them but not read.
+    text["layer_types"] = ["linear_attention" if glm_is_kda(i) else "deepseek_sparse_attention"
+                           for i in range(layers)]
+    text["mlp_layer_types"] = ["dense" if i < dense_layers else "sparse" for i in range(layers)]
+    text["first_k_dense_replace"] = dense_layers
+    text["indexer_types"] = ["full"] * layers
+    text["linear_attn_config"]["kda_layers"] = [i for i in range(layers) if glm_is_kda(i)]
+    text["linear_attn_config"]["full_attn_layers"] = [i for i in range(layers) if not glm_is_kda(i)]
+    if experts:
+        per_group = text["n_routed_experts"] // text["n_group"]
+        text["n_routed_experts"] = experts
+        text["n_group"] = max(1, experts // per_group)
+        text["topk_group"] = min(text["topk_group"], text["n_group"])
+    # Hub module names left unquantized (bf16), as in the glm5_next_fp8 fixture.
+    keep = ["lm_head", "model.visual"]
+    for i in range(layers):
+        a = f"model.language_model.layers.{i}.self_attn."
+        if glm_is_kda(i):
+            keep += [a + p for p in ("q_proj", "k_proj", "v_proj", "b_proj", "f_a_proj", "f_b_proj", "g_a_proj",
+                                     "g_b_proj", "o_proj")]
+        else:
+            keep += [a + p for p in ("kv_b_proj", "indexer.wq_b", "indexer.wk", "indexer.weights_proj")]
+        if i >= dense_layers:
+            keep.append(f"model.language_model.layers.{i}.mlp.gate")
+    quant = dict(QUANT)
+    del quant["scale_fmt"]
+    quant["modules_to_not_convert"] = keep
+    return {
+        "architectures": ["Glm5NextForConditionalGeneration"],
+        "dtype": "bfloat16",
+        "image_end_token_id": 154831,
+        "image_start_token_id": 154830,
+        "image_token_id": 154854,
+        "model_type": "glm5_next",
+        "quantization_config": quant,
+        "text_config": text,
+        "tie_word_embeddings": False,
+        "transformers_version": "5.24.0",
+        "video_end_token_id": 154833,
+        "video_start_token_id": 154832,
+        "video_token_id": 154855,
+        "vision_config": dict(GLM_VISION[preset]),
+    }
+
+
 # --------------------------------------------------------------------------------------------------------
 # Tensor plan: (name, dtype, shape, kind, param) in hub order
 # --------------------------------------------------------------------------------------------------------
@@ -516,6 +686,92 @@ def plan_kimi_tensors(cfg: dict):
     return groups
 
 
+def glm_layer_tensors(cfg: dict, i: int) -> list:
+    """Layer i of a GLM-5.3 checkpoint, hub names, dtypes and shapes (glm5_next.md 7; the glm5_next_fp8 fixture's
+    README): the mHC weights, a KDA or MLA + DSA indexer mixer, a dense MLP or an MoE."""
+    t = cfg["text_config"]
+    H, n = t["hidden_size"], t["hc_mult"]
+    lin = t["linear_attn_config"]
+    p = f"model.language_model.layers.{i}."
+    a = p + "self_attn."
+    ts = []
+    for kind in ("attn", "ffn"):
+        # fn [(2 + n) n, n H] bf16 (std (n H)^-1/2), base [(2 + n) n] and scale [3] float32.
+        ts += bf16_linear(p + f"hc_{kind}_fn", (2 + n) * n, n * H)
+        ts += [T(p + f"hc_{kind}_base", "F32", ((2 + n) * n,), "hc_base"),
+               T(p + f"hc_{kind}_scale", "F32", (3,), "hc_scale")]
+    ts += norm(p + "input_layernorm.weight", H)
+    if t["layer_types"][i] == "linear_attention":
+        nk, dk, W = lin["num_heads"], lin["head_dim"], lin["short_conv_kernel_size"]
+        C = nk * dk
+        for c in "qkv":
+            ts += bf16_linear(a + f"{c}_proj.weight", C, H)
+            ts += [T(a + f"{c}_conv1d.weight", "BF16", (C, 1, W), "bf16", W ** -0.5, W)]
+        ts += bf16_linear(a + "f_a_proj.weight", dk, H)
+        ts += bf16_linear(a + "f_b_proj.weight", C, dk)
+        ts += bf16_linear(a + "b_proj.weight", nk, H)
+        ts += bf16_linear(a + "g_a_proj.weight", dk, H)
+        ts += bf16_linear(a + "g_b_proj.weight", C, dk)
+        ts += [T(a + "A_log", "F32", (nk,), "glm_a_log")]  # 1-D on the hub (Kimi Linear: [1, 1, H, 1])
+        ts += [T(a + "dt_bias", "F32", (C,), "glm_dt_bias")]
+        ts += norm(a + "o_norm.weight", dk)
+        ts += bf16_linear(a + "o_proj.weight", H, C)
+    else:
+        nh, ql, kvl = t["num_attention_heads"], t["q_lora_rank"], t["kv_lora_rank"]
+        nope, vd = t["qk_nope_head_dim"], t["v_head_dim"]
+        inh, ihd, pool = t["index_n_heads"], t["index_head_dim"], t["index_kpool"]
+        ts += fp8_linear(a + "q_a_proj.weight", ql, H)
+        ts += norm(a + "q_a_layernorm.weight", ql)
+        ts += fp8_linear(a + "q_b_proj.weight", nh * nope, ql)
+        ts += fp8_linear(a + "kv_a_proj_with_mqa.weight", kvl, H)  # no rope part: kv_lora rows
+        ts += norm(a + "kv_a_layernorm.weight", kvl)
+        ts += bf16_linear(a + "kv_b_proj.weight", nh * (nope + vd), kvl)
+        ts += fp8_linear(a + "o_proj.weight", H, nh * vd)
+        if t["indexer_types"][i] == "full":
+            x = a + "indexer."
+            ts += bf16_linear(x + "wq_b.weight", inh * ihd, ql)
+            ts += bf16_linear(x + "wk.weight", ihd, H)
+            ts += norm(x + "k_norm.weight", ihd)
+            ts += [T(x + "k_norm.bias", "BF16", (ihd,), "bias")]
+            ts += bf16_linear(x + "weights_proj.weight", inh, H)
+            ts += [T(x + "index_kpool_compress_ape", "BF16", (pool, ihd), "bf16", 0.5)]
+            ts += bf16_linear(x + "index_kpool_compress_gate", ihd, H)  # no .weight suffix
+    ts += norm(p + "post_attention_layernorm.weight", H)
+    m = p + "mlp."
+    if t["mlp_layer_types"][i] == "dense":
+        I = t["intermediate_size"]
+        ts += fp8_linear(m + "gate_proj.weight", I, H)
+        ts += fp8_linear(m + "up_proj.weight", I, H)
+        ts += fp8_linear(m + "down_proj.weight", H, I)
+    else:
+        E, mI = t["n_routed_experts"], t["moe_intermediate_size"]
+        sI = mI * t["n_shared_experts"]
+        ts += bf16_linear(m + "gate.weight", E, H)
+        ts += [T(m + "gate.e_score_correction_bias", "F32", (E,), "router_bias")]
+        for e in range(E):
+            ts += fp8_linear(m + f"experts.{e}.gate_proj.weight", mI, H)
+            ts += fp8_linear(m + f"experts.{e}.up_proj.weight", mI, H)
+            ts += fp8_linear(m + f"experts.{e}.down_proj.weight", H, mI)
+        if sI:
+            ts += fp8_linear(m + "shared_experts.gate_proj.weight", sI, H)
+            ts += fp8_linear(m + "shared_experts.up_proj.weight", sI, H)
+            ts += fp8_linear(m + "shared_experts.down_proj.weight", H, sI)
+    return ts
+
+
+def plan_glm_tensors(cfg: dict):
+    t = cfg["text_config"]
+    H, V = t["hidden_size"], t["vocab_size"]
+    lm = "model.language_model."
+    groups = [("embed_tokens", [T(lm + "embed_tokens.weight", "BF16", (V, H), "embed", 1.0)])]
+    for i in range(t["num_hidden_layers"]):
+        attn = "kda" if t["layer_types"][i] == "linear_attention" else "dsa"
+        mlp = "dense" if t["mlp_layer_types"][i] == "dense" else "moe"
+        groups.append((f"layer {i} ({attn}, {mlp})", glm_layer_tensors(cfg, i)))
+    groups.append(("norm + lm_head", norm(lm + "norm.weight", H) + bf16_linear("lm_head.weight", V, H)))
+    return groups
+
+
 def plan_tensors(cfg: dict):
     """[(group label, [T])] in hub order: embeddings, layers, final norm + lm_head."""
     H, V = cfg["hidden_size"], cfg["vocab_size"]
@@ -650,6 +906,21 @@ def tensor_chunks(t: T, seed: int):
             dt = math.exp(rng.uniform(math.log(1e-3), math.log(0.3)))
             out.append(struct.pack("<f", dt + math.log(-math.expm1(-dt))))
         yield b"".join(out)
+    elif t.kind == "glm_a_log":
+        # GLM's bounded gate g = lower_bound * sigmoid(exp(A_log) (f + dt_bias)): A = exp(A_log) ~ U(0.5, 8) and
+        # dt_bias ~ U(-3, 2), as test/fixtures/generate_glm5_next.py draws them (g / lower_bound spans 0 .. 1).
+        yield b"".join(struct.pack("<f", math.log(rng.uniform(0.5, 8.0))) for _ in range(n))
+    elif t.kind == "glm_dt_bias":
+        yield b"".join(struct.pack("<f", rng.uniform(-3.0, 2.0)) for _ in range(n))
+    elif t.kind == "hc_base":
+        # mHC biases [pre n | post n | comb n x n] ~ N(0, 1/4), +2 on the comb block's diagonal (each new stream
+        # mostly its old self), as in the fixtures; n from (2 + n) n entries.
+        streams = math.isqrt(n + 1) - 1
+        diagonal = {2 * streams + j * (streams + 1) for j in range(streams)}
+        yield b"".join(struct.pack("<f", 0.5 * rng.gauss(0.0, 1.0) + (2.0 if k in diagonal else 0.0))
+                       for k in range(n))
+    elif t.kind == "hc_scale":
+        yield b"".join(struct.pack("<f", rng.uniform(0.5, 1.5)) for _ in range(n))
     else:
         raise AssertionError(t.kind)
 
@@ -684,18 +955,21 @@ def human(n: float) -> str:
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--family", choices=["deepseek_v32", "gpt_oss", "kimi_linear"], default="deepseek_v32")
+    ap.add_argument("--family", choices=["deepseek_v32", "gpt_oss", "kimi_linear", "glm5_next"],
+                    default="deepseek_v32")
     ap.add_argument("--preset", choices=sorted(PRESETS), default="small")
     ap.add_argument("--layers", type=int, default=None,
-                    help="num_hidden_layers (default 2; kimi_linear 4: three KDA layers, then one MLA)")
+                    help="num_hidden_layers (default 2; kimi_linear 4: three KDA layers, then one MLA; "
+                         "glm5_next 4: three KDA layers, then one MLA + DSA)")
     ap.add_argument("--dense-layers", type=int, default=1,
                     help="first_k_dense_replace: layers 0..k-1 dense MLP, the rest MoE (default 1; "
-                         "deepseek_v32 and kimi_linear)")
+                         "deepseek_v32, kimi_linear and glm5_next)")
     ap.add_argument("--experts", type=int, default=0,
                     help="n_routed_experts (default: the preset's; 256 at the real dimensions), "
                          "a multiple of the experts per group (32 real, 2 small); gpt_oss: "
                          "num_local_experts (128 real), at least 4; kimi_linear: num_experts (256 real), "
-                         "at least num_experts_per_token (8 real, 2 small)")
+                         "at least num_experts_per_token (8 real, 2 small); glm5_next: n_routed_experts (288 "
+                         "real), at least num_experts_per_tok (8 real; small: a multiple of 4, at least 2)")
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--out", help="checkpoint folder to write (created; old model*.safetensors* removed)")
     ap.add_argument("--max-shard-bytes", type=parse_bytes, default=4 << 30,
@@ -705,7 +979,7 @@ def main():
     ap.add_argument("--force", action="store_true", help="write even if the free disk space looks too small")
     args = ap.parse_args()
     if args.layers is None:
-        args.layers = 4 if args.family == "kimi_linear" else 2
+        args.layers = 4 if args.family in ("kimi_linear", "glm5_next") else 2
     if args.layers < 1 or not 0 <= args.dense_layers <= args.layers:
         ap.error("need --layers >= 1 and 0 <= --dense-layers <= --layers")
     if args.family == "gpt_oss":
@@ -715,6 +989,13 @@ def main():
         topk = KIMI_PRESETS[args.preset]["num_experts_per_token"]
         if args.experts and args.experts < topk:
             ap.error(f"--experts must be at least num_experts_per_token ({topk})")
+    elif args.family == "glm5_next":
+        base = GLM_PRESETS[args.preset]
+        per_group = base["n_routed_experts"] // base["n_group"]
+        if args.experts and (args.experts < base["num_experts_per_tok"]
+                             or (base["n_group"] > 1 and args.experts % per_group)):
+            ap.error(f"--experts must be at least num_experts_per_tok ({base['num_experts_per_tok']})"
+                     + (f" and a multiple of {per_group}" if base["n_group"] > 1 else ""))
     else:
         base = PRESETS[args.preset]
         per_group = base["n_routed_experts"] // base["n_group"]
@@ -730,6 +1011,9 @@ def main():
     elif args.family == "kimi_linear":
         cfg = make_kimi_config(args.preset, args.layers, args.dense_layers, args.experts)
         groups = plan_kimi_tensors(cfg)
+    elif args.family == "glm5_next":
+        cfg = make_glm_config(args.preset, args.layers, args.dense_layers, args.experts)
+        groups = plan_glm_tensors(cfg)
     else:
         cfg = make_config(args.preset, args.layers, args.dense_layers, args.experts)
         groups = plan_tensors(cfg)
@@ -748,6 +1032,10 @@ def main():
         lin = cfg["linear_attn_config"]
         shape = (f"{args.layers} layers (KDA {lin['kda_layers']}, MLA {lin['full_attn_layers']}, 1-based; "
                  f"{args.dense_layers} dense, {args.layers - args.dense_layers} MoE)")
+    if args.family == "glm5_next":
+        lin = cfg["text_config"]["linear_attn_config"]
+        shape = (f"{args.layers} layers (KDA {lin['kda_layers']}, MLA + DSA {lin['full_attn_layers']}, 0-based; "
+                 f"{args.dense_layers} dense, {args.layers - args.dense_layers} MoE; no vision tower, no MTP layer)")
     print(f"{args.family} preset {args.preset}: {shape}, {len(tensors)} tensors, {params:,} parameters, "
           f"{total:,} bytes of tensor data ({human(total)}) in {nshards} shard(s)")
     for label, ts in groups:

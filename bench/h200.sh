@@ -45,11 +45,39 @@ export PYTHONUNBUFFERED=1
 #   experts of the same shape. The transformers baseline runs its torch KDA
 #   and conv code (baseline.py keeps fla and causal_conv1d out). PRESET=small
 #   tries the steps on the shared kimi_linear fixture's dimensions.
+# - glm5_next: GLM-5.3-Flash at its real dimensions (hidden 4096, KDA 64
+#   heads x 128 with the bounded forget gate, NoPE MLA 64 heads with kv_lora
+#   512 and a DSA indexer 32 x 128 over pools of 4 tokens, top-2048, 4 mHC
+#   streams, 288 FP8 experts top-8 + 1 shared, vocabulary 154880), LAYERS
+#   layers (default 4: KDA, KDA, KDA, DSA; layer 0 a dense MLP, the rest MoE;
+#   23.8 GiB, FP8 as the hub has it), no vision tower. EXPERTS as for
+#   kimi_linear. Cases: decode B 1, 8, 64 at CONTEXTS (default 8192,32768;
+#   CONTEXTS=8192,32768,131072 adds 128K: the artifact's --max-seq-len follows
+#   the largest), prefill 8K and 32K (PRESET=small: 1K and 3K, its limit
+#   being 4096 positions). The transformers baseline needs transformers
+#   >= 5.24 (this machine has 5.17): the wheels carried in device/wheels
+#   (bench/README.md, "The H200 run") are installed without network into
+#   device/pyglm, which PYTHONPATH puts first for the baseline only.
+#   PRESET=small tries the steps on the shared glm5_next_fp8 fixture's
+#   dimensions.
 family=${FAMILY:-deepseek_v32}
 experts=${EXPERTS:-256}
 ckpt=$work/ckpt-$family
 limits="--max-seq-len=33024 --max-batch=64 --max-tokens=8192"
 cases="--batch 1,8,64 --context 1024,8192,32768 --prefill 1024,8192"
+if [ "$family" = glm5_next ]; then
+  if [ "${PRESET:-real}" = small ]; then
+    # The fixture's max_position_embeddings is 4096.
+    contexts=${CONTEXTS:-1024,3072} prefills=1024,3072
+  else
+    contexts=${CONTEXTS:-8192,32768} prefills=8192,32768
+  fi
+  # Room for the largest context, the token each decode step adds and the
+  # bench's fill, as for the others (32768 + 256).
+  longest=$(tr , '\n' <<< "$contexts,$prefills" | sort -n | tail -1)
+  limits="--max-seq-len=$((longest + 256)) --max-batch=64 --max-tokens=8192"
+  cases="--batch 1,8,64 --context $contexts --prefill $prefills"
+fi
 if [ "$family" = gpt_oss ]; then
   # online-every: the online route converting in decode too
   # (--mxfp4-convert-in-decode), timed at 1K only, to show what that costs.
@@ -81,6 +109,38 @@ artifact() { if [ "$1" = default ]; then echo "$work/model.daybreak"; else echo 
 run_flags=${ATTENTION:+--attention=$ATTENTION}
 tag=${ATTENTION:+-tc}
 suffix() { if [ "$1" = default ]; then echo "$tag"; else echo "-$1$tag"; fi; }
+
+# glm_transformers: transformers >= 5.24 (Glm5NextForConditionalGeneration)
+# for the GLM baseline, from the wheels carried in device/wheels (no network
+# here): installed once with --no-deps into device/pyglm, which is put first on
+# PYTHONPATH (the system's torch, tokenizers and the rest stay as they are).
+glm_transformers() {
+  local site=$PWD/device/pyglm
+  if ! ls device/wheels/transformers-*.whl > /dev/null 2>&1 &&
+    [ ! -d "$site/transformers" ]; then
+    echo "h200.sh: FAMILY=glm5_next needs transformers >= 5.24 for its baseline, and" \
+      "device/wheels/ has no transformers wheel: carry device/wheels (bench/README.md, The H200 run)" >&2
+    exit 1
+  fi
+  if ls device/wheels/*.whl > /dev/null 2>&1; then
+    if python3 -m pip --version > /dev/null 2>&1; then
+      python3 -m pip install --quiet --no-index --no-deps --upgrade --target "$site" device/wheels/*.whl
+    else # pure-Python wheels: unpacking them is installing them
+      python3 -c 'import sys, zipfile
+for w in sys.argv[2:]:
+    zipfile.ZipFile(w).extractall(sys.argv[1])' "$site" device/wheels/*.whl
+    fi
+  fi
+  export PYTHONPATH=$site${PYTHONPATH:+:$PYTHONPATH}
+  python3 -c 'import sys, torch, transformers
+from transformers import Glm5NextForConditionalGeneration
+print("glm5_next baseline: transformers", transformers.__version__, "from", transformers.__file__,
+      "; torch", torch.__version__)' || {
+    echo "h200.sh: transformers from device/pyglm does not import (see above); the carried wheels" \
+      "may need newer dependencies than this machine has" >&2
+    exit 1
+  }
+}
 
 for step in "$@"; do
   echo "== $step ($(date -u +%T))"
@@ -122,6 +182,10 @@ try:
     from transformers.models.kimi_linear import configuration_kimi_linear as k; print("kimi_linear:", k.__file__)
 except ImportError as e:
     print("kimi_linear: not in this transformers:", e)
+try:
+    from transformers.models.glm5_next import configuration_glm5_next as z; print("glm5_next:", z.__file__)
+except ImportError as e:
+    print("glm5_next: not in this transformers (FAMILY=glm5_next installs device/wheels):", e)
 for p in ("fla", "causal_conv1d", "kernels"):
     print(p, "installed" if importlib.util.find_spec(p) else "not installed")' || true
     ;;
@@ -129,8 +193,8 @@ for p in ("fla", "causal_conv1d", "kernels"):
     if [ "$family" = gpt_oss ]; then
       python3 bench/generate_checkpoint.py --family gpt_oss --preset "${PRESET:-real}" \
         --layers "${LAYERS:-2}" --out "$ckpt" --force
-    elif [ "$family" = kimi_linear ]; then
-      python3 bench/generate_checkpoint.py --family kimi_linear --preset "${PRESET:-real}" \
+    elif [ "$family" = kimi_linear ] || [ "$family" = glm5_next ]; then
+      python3 bench/generate_checkpoint.py --family "$family" --preset "${PRESET:-real}" \
         --layers "${LAYERS:-4}" ${EXPERTS:+--experts "$EXPERTS"} --out "$ckpt" --force
     else
       python3 bench/generate_checkpoint.py --preset real --layers 2 \
@@ -166,6 +230,9 @@ for p in ("fla", "causal_conv1d", "kernels"):
     done
     ;;
   baselines)
+    if [ "$family" = glm5_next ]; then
+      glm_transformers
+    fi
     for mode in ${MODES:-eager compile}; do
       python3 bench/baseline.py --checkpoint "$ckpt" --mode $mode $cases \
         --warmup 2 --iters 10 --case-timeout 30 \

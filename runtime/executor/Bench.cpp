@@ -239,19 +239,32 @@ Status runtime::tileCaches(Model &model, int64_t rows, int64_t slots,
   auto tiled = [&](int c) {
     return model.cachePlan().caches[c].kind == CacheKind::Paged;
   };
+  // A cache with a row per several tokens (DSA k-pool) repeats the complete
+  // rows the fill wrote, up to the row of the context's last token.
+  auto rowsOf = [&](int c, int64_t tokens, bool complete) {
+    int64_t per = std::max<int64_t>(model.cachePlan().caches[c].rowTokens, 1);
+    return complete ? tokens / per : (tokens + per - 1) / per;
+  };
   for (int c = 0; c < caches; ++c) {
     if (!tiled(c)) // windows and slot state (below) have no rows to repeat
       continue;
+    int64_t unit = rowsOf(c, rows, true), total = rowsOf(c, context, false);
+    if (unit < 1)
+      return Status::error(
+          "cache '" + model.manifest().caches(c).name() + "' holds a row per " +
+          std::to_string(model.cachePlan().caches[c].rowTokens) +
+          " tokens: a fill of " + std::to_string(rows) +
+          " tokens completes none to repeat (--fill-tokens)");
     // Doubling copies along slot 0, then slot 0 into the others.
-    for (int64_t filled = rows; filled < context;) {
-      int64_t n = std::min(filled, context - filled);
+    for (int64_t filled = unit; filled < total;) {
+      int64_t n = std::min(filled, total - filled);
       Status status = device.copyCacheRows(c, 0, 0, 0, filled, n);
       if (!status.ok())
         return status;
       filled += n;
     }
     for (int64_t s = 1; s < slots; ++s) {
-      Status status = device.copyCacheRows(c, 0, 0, s, 0, context);
+      Status status = device.copyCacheRows(c, 0, 0, s, 0, total);
       if (!status.ok())
         return status;
     }
@@ -280,13 +293,14 @@ Status runtime::tileCaches(Model &model, int64_t rows, int64_t slots,
     const artifact::Cache &cache = model.manifest().caches(c);
     std::vector<uint8_t> got(cache.bytes_per_row()),
         want(cache.bytes_per_row());
+    int64_t unit = rowsOf(c, rows, true), total = rowsOf(c, context, false);
     for (int64_t s : {int64_t(0), slots - 1})
-      for (int64_t p : {rows - 1, rows, context - 1}) {
-        if (p < 0 || p >= context)
+      for (int64_t p : {unit - 1, unit, total - 1}) {
+        if (p < 0 || p >= total)
           continue;
         Status status = device.readCacheRows(c, s, p, 1, got.data());
         if (status.ok())
-          status = device.readCacheRows(c, 0, p % rows, 1, want.data());
+          status = device.readCacheRows(c, 0, p % unit, 1, want.data());
         if (!status.ok())
           return status;
         if (got != want)

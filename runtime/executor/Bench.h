@@ -76,7 +76,9 @@ double prefillFlops(const artifact::Manifest &manifest, int64_t prompt);
 
 /// Repeats rows [0, rows) of slot 0 of every paged cache along positions
 /// [0, context) of slots [0, slots), and copies slot 0 of every slot-state
-/// cache to slots [1, slots); each checked by reading back.
+/// cache to slots [1, slots); each checked by reading back. A cache with a
+/// row per r tokens (DSA k-pool) repeats its rows / r complete rows over
+/// ceil(context / r) rows.
 Status tileCaches(Model &model, int64_t rows, int64_t slots, int64_t context);
 
 /// Runs the cases of `options`; a case the artifact's limits or the
