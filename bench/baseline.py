@@ -254,22 +254,38 @@ def load_deepseek_weights(model, folder: str, device: torch.device) -> None:
     experts.gate_up_proj[j] = cat(gate_j, up_j) along the output rows and experts.down_proj[j] = down_j.
     Streams tensor by tensor onto the device, so host memory stays small. Fails unless every model tensor
     is written exactly once and every checkpoint tensor is used (strict load)."""
-    config = model.config
-    # The model's config no longer has the quantization_config, so the block size comes from the file.
+    def place(name, target):
+        if name not in target:
+            raise KeyError(f"checkpoint tensor {name} has no place in the model")
+        return target[name], (name,)
+
+    target = model.state_dict()
+    written, skipped_layers = copy_fp8_checkpoint(model.config.num_hidden_layers, folder, device, target, place)
+    missing = [p for key, t in target.items() for p in model_pieces(key, t) if p not in written]
+    if missing:
+        raise ValueError(f"{len(missing)} model tensors not in the checkpoint, e.g. {missing[:5]}")
+    if skipped_layers:
+        log(f"ignored checkpoint layers beyond num_hidden_layers: {sorted(skipped_layers)}")
+
+
+def copy_fp8_checkpoint(num_layers: int, folder: str, device: torch.device, target: dict, place) -> tuple:
+    """Copies every checkpoint tensor of a layer below num_layers (or of no layer) into `target` (a state dict),
+    FP8 weights dequantized with their block scales (the block size from config.json's quantization_config, which
+    the model's config no longer has) and cast to the parameter's dtype: a routed expert's gate_proj / up_proj /
+    down_proj into `experts.gate_up_proj[j]` (gate rows first) / `experts.down_proj[j]`, any other tensor where
+    place(name, target) says, as (destination view, piece). Checks shapes and that no piece is written twice.
+    Returns (the pieces written, the checkpoint layers skipped: the hub's MTP layer, or a truncated model)."""
     with open(os.path.join(folder, "config.json")) as f:
         block = (json.load(f).get("quantization_config") or {}).get("weight_block_size", [128, 128])
     files = checkpoint_files(folder)
     read = tensor_reader(files, device)
-
-    target = model.state_dict()
-    written = set()
-    skipped_layers = set()
+    written, skipped_layers = set(), set()
     for name in sorted(files):
         if name.endswith("_scale_inv"):
             continue
         m = LAYER_RE.match(name)
-        if m and int(m.group(1)) >= config.num_hidden_layers:
-            skipped_layers.add(int(m.group(1)))  # the hub's MTP layer (model.layers.61), or a truncated model
+        if m and int(m.group(1)) >= num_layers:
+            skipped_layers.add(int(m.group(1)))
             continue
         t = read(name)
         if name + "_scale_inv" in files:
@@ -287,29 +303,27 @@ def load_deepseek_weights(model, folder: str, device: torch.device) -> None:
                 key, dst = f"{prefix}.gate_up_proj", packed[:half] if proj == "gate_proj" else packed[half:]
             piece = (key, j, proj)
         else:
-            if name not in target:
-                raise KeyError(f"checkpoint tensor {name} has no place in the model")
-            key, dst, piece = name, target[name], (name,)
+            dst, piece = place(name, target)
         if tuple(dst.shape) != tuple(t.shape):
             raise ValueError(f"{name}: checkpoint shape {tuple(t.shape)} vs model {tuple(dst.shape)}")
         if piece in written:
             raise ValueError(f"{name} written twice")
         dst.copy_(t.to(dst.dtype))
         written.add(piece)
+    return written, skipped_layers
 
-    missing = []
-    for key, t in target.items():
-        if key.endswith("experts.gate_up_proj"):
-            parts = [(key, j, p) for j in range(t.shape[0]) for p in ("gate_proj", "up_proj")]
-        elif key.endswith("experts.down_proj"):
-            parts = [(key, j, "down_proj") for j in range(t.shape[0])]
-        else:
-            parts = [(key,)]
-        missing += [p for p in parts if p not in written]
-    if missing:
-        raise ValueError(f"{len(missing)} model tensors not in the checkpoint, e.g. {missing[:5]}")
-    if skipped_layers:
-        log(f"ignored checkpoint layers beyond num_hidden_layers: {sorted(skipped_layers)}")
+
+def model_pieces(key: str, t: torch.Tensor) -> list:
+    """The pieces copy_fp8_checkpoint writes model tensor `key` in: one per expert and projection of the packed
+    expert tensors, one per q/k/v of a concatenated KDA convolution (GLM-5.3), none for an empty tensor (the
+    shared experts with n_shared_experts 0), else the whole tensor."""
+    if key.endswith("experts.gate_up_proj"):
+        return [(key, j, p) for j in range(t.shape[0]) for p in ("gate_proj", "up_proj")]
+    if key.endswith("experts.down_proj"):
+        return [(key, j, "down_proj") for j in range(t.shape[0])]
+    if key.endswith("self_attn.conv1d.weight"):
+        return [(key, q) for q in "qkv"]
+    return [] if t.numel() == 0 else [(key,)]
 
 
 def kda_model_class(family: str):
@@ -433,66 +447,25 @@ def load_glm5_next_weights(model, folder: str, device: torch.device) -> None:
     model tensor written exactly once (zero-element ones need not be), every checkpoint tensor used (the MTP
     layer, beyond num_hidden_layers, skipped); `model.visual.*` loaded when the checkpoint has it, else left as
     built (the tower is never run)."""
-    text = model.config.get_text_config()
-    with open(os.path.join(folder, "config.json")) as f:
-        block = (json.load(f).get("quantization_config") or {}).get("weight_block_size", [128, 128])
-    files = checkpoint_files(folder)
-    read = tensor_reader(files, device)
-    target = model.state_dict()
-    written, skipped_layers = set(), set()
-    for name in sorted(files):
-        if name.endswith("_scale_inv"):
-            continue
-        m = LAYER_RE.match(name)
-        if m and int(m.group(1)) >= text.num_hidden_layers:
-            skipped_layers.add(int(m.group(1)))  # the hub's MTP layer (layers.45), or a truncated model
-            continue
-        t = read(name)
-        if name + "_scale_inv" in files:
-            if t.dtype != torch.float8_e4m3fn:
-                raise ValueError(f"{name} has a scale but dtype {t.dtype}")
-            t = dequantize(t, read(name + "_scale_inv"), block)
-        e, c = EXPERT_RE.match(name), GLM_CONV_RE.match(name)
-        if e:
-            prefix, j, proj = e.group(1), int(e.group(2)), e.group(3)
-            if proj == "down_proj":
-                key, dst = f"{prefix}.down_proj", target[f"{prefix}.down_proj"][j]
-            else:
-                packed = target[f"{prefix}.gate_up_proj"][j]
-                half = packed.shape[0] // 2
-                key, dst = f"{prefix}.gate_up_proj", packed[:half] if proj == "gate_proj" else packed[half:]
-            piece = (key, j, proj)
-        elif c:
+    def place(name, target):
+        c = GLM_CONV_RE.match(name)
+        if c:
             key = f"{c.group(1)}.conv1d.weight"
             third = target[key].shape[0] // 3
-            dst, piece = target[key].narrow(0, "qkv".index(c.group(2)) * third, third), (key, c.group(2))
-        else:
-            key = name
-            for pattern, repl in GLM_RENAMES:
-                key = pattern.sub(repl, key)
-            if key not in target:
-                raise KeyError(f"checkpoint tensor {name} ({key}) has no place in the model")
-            dst, piece = target[key], (key,)
-        if tuple(dst.shape) != tuple(t.shape):
-            raise ValueError(f"{name}: checkpoint shape {tuple(t.shape)} vs model {tuple(dst.shape)}")
-        if piece in written:
-            raise ValueError(f"{name} written twice")
-        dst.copy_(t.to(dst.dtype))
-        written.add(piece)
+            return target[key].narrow(0, "qkv".index(c.group(2)) * third, third), (key, c.group(2))
+        key = name
+        for pattern, repl in GLM_RENAMES:
+            key = pattern.sub(repl, key)
+        if key not in target:
+            raise KeyError(f"checkpoint tensor {name} ({key}) has no place in the model")
+        return target[key], (key,)
 
+    target = model.state_dict()
+    written, skipped_layers = copy_fp8_checkpoint(model.config.get_text_config().num_hidden_layers, folder, device,
+                                                  target, place)
     missing, visual = [], []
     for key, t in target.items():
-        if key.endswith("experts.gate_up_proj"):
-            parts = [(key, j, p) for j in range(t.shape[0]) for p in ("gate_proj", "up_proj")]
-        elif key.endswith("experts.down_proj"):
-            parts = [(key, j, "down_proj") for j in range(t.shape[0])]
-        elif key.endswith("self_attn.conv1d.weight"):
-            parts = [(key, q) for q in "qkv"]
-        elif t.numel() == 0:
-            parts = []  # e.g. the shared experts with n_shared_experts 0: a checkpoint has no such tensors
-        else:
-            parts = [(key,)]
-        for part in parts:
+        for part in model_pieces(key, t):
             if part not in written:
                 (visual if key.startswith("model.visual.") else missing).append(part)
     if missing:

@@ -558,24 +558,26 @@ def layer_tensors(cfg: dict, i: int) -> list:
     ts += [T(a + "indexer.k_norm.bias", "BF16", (ihd,), "bias")]
     ts += bf16_linear(a + "indexer.weights_proj.weight", inh, H)
     ts += norm(p + "post_attention_layernorm.weight", H)
-    m = p + "mlp."
-    if i < cfg["first_k_dense_replace"]:
-        I = cfg["intermediate_size"]
-        ts += fp8_linear(m + "gate_proj.weight", I, H)
-        ts += fp8_linear(m + "up_proj.weight", I, H)
-        ts += fp8_linear(m + "down_proj.weight", H, I)
-    else:
-        E, mI = cfg["n_routed_experts"], cfg["moe_intermediate_size"]
-        sI = mI * cfg["n_shared_experts"]
-        ts += bf16_linear(m + "gate.weight", E, H)
-        ts += [T(m + "gate.e_score_correction_bias", "F32", (E,), "router_bias")]
-        for e in range(E):
-            ts += fp8_linear(m + f"experts.{e}.gate_proj.weight", mI, H)
-            ts += fp8_linear(m + f"experts.{e}.up_proj.weight", mI, H)
-            ts += fp8_linear(m + f"experts.{e}.down_proj.weight", H, mI)
-        ts += fp8_linear(m + "shared_experts.gate_proj.weight", sI, H)
-        ts += fp8_linear(m + "shared_experts.up_proj.weight", sI, H)
-        ts += fp8_linear(m + "shared_experts.down_proj.weight", H, sI)
+    ts += fp8_mlp(p + "mlp.", cfg, H, i < cfg["first_k_dense_replace"])
+    return ts
+
+
+def fp8_mlp(m: str, cfg: dict, H: int, dense: bool) -> list:
+    """The FP8 MLP under prefix m: dense (gate/up/down of intermediate_size), or sigmoid-routed experts (router
+    weight + e_score_correction_bias, n_routed_experts of moe_intermediate_size, then the shared experts, if any,
+    as one MLP n_shared_experts times as wide), as DeepSeek-V3.2 and GLM-5.3 store them."""
+    def mlp(prefix, width):
+        return (fp8_linear(prefix + "gate_proj.weight", width, H) + fp8_linear(prefix + "up_proj.weight", width, H)
+                + fp8_linear(prefix + "down_proj.weight", H, width))
+    if dense:
+        return mlp(m, cfg["intermediate_size"])
+    E, mI = cfg["n_routed_experts"], cfg["moe_intermediate_size"]
+    ts = bf16_linear(m + "gate.weight", E, H)
+    ts += [T(m + "gate.e_score_correction_bias", "F32", (E,), "router_bias")]
+    for e in range(E):
+        ts += mlp(m + f"experts.{e}.", mI)
+    if cfg["n_shared_experts"]:
+        ts += mlp(m + "shared_experts.", mI * cfg["n_shared_experts"])
     return ts
 
 
@@ -737,25 +739,7 @@ def glm_layer_tensors(cfg: dict, i: int) -> list:
             ts += [T(x + "index_kpool_compress_ape", "BF16", (pool, ihd), "bf16", 0.5)]
             ts += bf16_linear(x + "index_kpool_compress_gate", ihd, H)  # no .weight suffix
     ts += norm(p + "post_attention_layernorm.weight", H)
-    m = p + "mlp."
-    if t["mlp_layer_types"][i] == "dense":
-        I = t["intermediate_size"]
-        ts += fp8_linear(m + "gate_proj.weight", I, H)
-        ts += fp8_linear(m + "up_proj.weight", I, H)
-        ts += fp8_linear(m + "down_proj.weight", H, I)
-    else:
-        E, mI = t["n_routed_experts"], t["moe_intermediate_size"]
-        sI = mI * t["n_shared_experts"]
-        ts += bf16_linear(m + "gate.weight", E, H)
-        ts += [T(m + "gate.e_score_correction_bias", "F32", (E,), "router_bias")]
-        for e in range(E):
-            ts += fp8_linear(m + f"experts.{e}.gate_proj.weight", mI, H)
-            ts += fp8_linear(m + f"experts.{e}.up_proj.weight", mI, H)
-            ts += fp8_linear(m + f"experts.{e}.down_proj.weight", H, mI)
-        if sI:
-            ts += fp8_linear(m + "shared_experts.gate_proj.weight", sI, H)
-            ts += fp8_linear(m + "shared_experts.up_proj.weight", sI, H)
-            ts += fp8_linear(m + "shared_experts.down_proj.weight", H, sI)
+    ts += fp8_mlp(p + "mlp.", t, H, t["mlp_layer_types"][i] == "dense")
     return ts
 
 
