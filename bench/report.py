@@ -227,7 +227,8 @@ def markdown(db: dict, db_path: str, baselines: list, paths: list, names: list) 
     lines.append(f"* Daybreak: `{db_path}` (artifact `{db.get('artifact', '?')}`, device {db.get('device', '?')}); "
                  f"{settings.get('warmup', '?')} warm-up + {settings.get('iterations', '?')} timed iterations per "
                  f"case, cache filled with {settings.get('fill_tokens', '?')} tokens per fill step.")
-    lines.append(f"* Model: {model.get('layers', '?')} layers, hidden {model.get('hidden', '?')}, weights "
+    # Runs before the bench read text_config (GLM-5.3's nested hub config) recorded null here.
+    lines.append(f"* Model: {model.get('layers') or '?'} layers, hidden {model.get('hidden') or '?'}, weights "
                  f"{scaled(model.get('weight_bytes'), 1e9, 'GB')}; limits: max batch "
                  f"{model.get('max_batch', '?')}, max sequence {model.get('max_seq_len', '?')}, max tokens per step "
                  f"{model.get('max_tokens', '?')}.")

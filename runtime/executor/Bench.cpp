@@ -558,6 +558,11 @@ StatusOr<json> runtime::runBench(Model &model, const std::string &artifact,
   doc["gpu"] = device.hardware();
   const artifact::MemoryPlan &plan = m.memory();
   json config = json::parse(m.config_json(), nullptr, false);
+  // A multimodal hub config (GLM-5.3) nests the language model's fields in
+  // text_config.
+  if (config.is_object() && config.contains("text_config") &&
+      config["text_config"].is_object())
+    config = config["text_config"];
   auto configInt = [&](const char *key) -> json {
     if (config.is_object() && config.contains(key))
       return config[key];
