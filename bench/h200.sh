@@ -55,7 +55,8 @@ export PYTHONUNBUFFERED=1
 #   CONTEXTS=8192,32768,131072 adds 128K: the artifact's --max-seq-len follows
 #   the largest), prefill 8K and 32K (PRESET=small: 1K and 3K, its limit
 #   being 4096 positions). The transformers baseline needs transformers
-#   >= 5.24 (this machine has 5.17): the wheels carried in device/wheels
+#   5.24, the version its loader was checked with (this machine has 5.17,
+#   whose glm5_next was never checked): the wheels carried in device/wheels
 #   (bench/README.md, "The H200 run") are installed without network into
 #   device/pyglm, which PYTHONPATH puts first for the baseline only.
 #   PRESET=small tries the steps on the shared glm5_next_fp8 fixture's
