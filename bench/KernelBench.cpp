@@ -24,7 +24,9 @@
 // shapes, dense and grouped by expert, reporting TFLOP/s (benchTensorGemm;
 // `DaybreakKernelBench N gemm` runs only them). The KDA scans and the
 // absorbed-MLA attention run at Kimi-Linear-48B's dims (`DaybreakKernelBench
-// N kda` and `... mla` run only them).
+// N kda` and `... mla` run only them). mHC's write-back and collapse with
+// the sublayer's norm, separate and fused (mhc_post_pre), at GLM-5.3's n
+// and D (benchMhc; `... mhc` runs only it).
 //
 //===----------------------------------------------------------------------===//
 
@@ -829,6 +831,72 @@ void benchKda(const CudaKernels &kernels, int iterations) {
     run(false, batch, batch, iterations);
 }
 
+/// mHC's write-back and next collapse at GLM-5.3's n = 4 streams of D =
+/// 4096 (CudaKernels.cu's mHC section): mhc_post, mhc_pre and the
+/// sublayer's rms_norm as three launches ("separate") against mhc_post_pre
+/// with the norm fused, at T = 1, 64 and 8192; 20 Sinkhorn rounds. Bytes:
+/// the least each variant must move: fn and the norm weight once, and per
+/// token X, y, post and comb read and X' written (mhc_post's part), then
+/// the input, post and comb written; separately also X' read back (the
+/// logits) and the input read and written again (rms_norm).
+void benchMhc(const CudaKernels &kernels, int iterations) {
+  constexpr int64_t n = 4, width = 4096, flat = n * width, mixes = (2 + n) * n,
+                    maxTokens = 8192;
+  CUdeviceptr streams = alloc(maxTokens * flat * 4, 0x3c),
+              next = alloc(maxTokens * flat * 4, 0),
+              y = alloc(maxTokens * width * 4, 0x3c),
+              post = alloc(maxTokens * n * 4, 0x3c),
+              comb = alloc(maxTokens * n * n * 4, 0x3c),
+              fn = alloc(mixes * flat * 4, 0x3c), base = alloc(mixes * 4, 0),
+              scale = alloc(3 * 4, 0x3c), weight = alloc(width * 4, 0x3c),
+              input = alloc(maxTokens * width * 4, 0),
+              normed = alloc(maxTokens * width * 4, 0),
+              nextPost = alloc(maxTokens * n * 4, 0),
+              nextComb = alloc(maxTokens * n * n * 4, 0);
+  uint64_t scratchBytes = mhcPreScratchBytes(maxTokens, n, width);
+  CUdeviceptr scratch = alloc(scratchBytes, 0);
+  DeviceWeight norm = DeviceWeight::f32(weight);
+  for (int64_t tokens : {1, 64, 8192}) {
+    double once = 4.0 * (mixes * flat + width);
+    double postBytes = 4.0 * tokens * ((2 * n + 1) * width + n + n * n);
+    double outBytes = 4.0 * tokens * (width + n + n * n);
+    double separate =
+        once + postBytes + outBytes + 4.0 * tokens * (flat + 2 * width);
+    std::string shape = "T=" + std::to_string(tokens) + " n=4 D=4096";
+    int reps = tokens > 64 ? std::max(2, iterations / 10) : iterations;
+    row("mhc post+pre+norm", shape, "separate",
+        timeIt(
+            [&] {
+              Status s = kernels.mhcPost(streams, y, post, comb, tokens, n,
+                                         width, next, nullptr);
+              if (s.ok())
+                s = kernels.mhcPre(next, fn, base, scale, tokens, n, width, 20,
+                                   1e-6, 1e-6, DeviceWeight{}, 0.0, scratch,
+                                   scratchBytes, input, nextPost, nextComb,
+                                   nullptr);
+              if (s.ok())
+                s = kernels.rmsNorm(input, norm, tokens, width, 1e-5, normed,
+                                    nullptr);
+              return s;
+            },
+            reps),
+        separate);
+    row("mhc_post_pre", shape, "fused norm",
+        timeIt(
+            [&] {
+              return kernels.mhcPostPre(streams, y, post, comb, fn, base, scale,
+                                        tokens, n, width, 20, 1e-6, 1e-6, norm,
+                                        1e-5, scratch, scratchBytes, next,
+                                        input, nextPost, nextComb, nullptr);
+            },
+            reps),
+        once + postBytes + outBytes);
+  }
+  for (CUdeviceptr p : {streams, next, y, post, comb, fn, base, scale, weight,
+                        input, normed, nextPost, nextComb, scratch})
+    driver->cuMemFree(p);
+}
+
 /// The many-row tensor-core GEMMs at prefill shapes: a dense 8192 x 7168 x
 /// 7168 projection (DeepSeek-V3.2; e4m3 with 128 x 128 scales, and bf16)
 /// and grouped expert matmuls of 8192 tokens: gpt-oss-120b's top-4 of 128
@@ -928,11 +996,11 @@ void benchTensorGemm(const CudaKernels &kernels, int iterations) {
 
 int main(int argc, char **argv) {
   // DaybreakKernelBench [iterations [gemv | gemv-profile | mxfp4 |
-  // attention | gemm | kda | mla]]: "gemv" runs only the GEMVs,
+  // attention | gemm | kda | mla | mhc]]: "gemv" runs only the GEMVs,
   // "gemv-profile" three of them untimed for a profiler, "mxfp4" only the
   // MXFP4 expert matmuls, "attention" only dense attention, "gemm" only the
   // many-row tensor-core GEMMs, "kda" only the KDA scans, "mla" only the
-  // absorbed-MLA attention.
+  // absorbed-MLA attention, "mhc" only mHC's separate and fused forms.
   int iterations = argc > 1 ? std::atoi(argv[1]) : 50;
   bool gemvOnly = argc > 2 && std::string(argv[2]) == "gemv";
   StatusOr<const Driver *> loaded = Driver::get();
@@ -988,6 +1056,10 @@ int main(int argc, char **argv) {
     benchTensorGemm(kernels, iterations);
     return 0;
   }
+  if (argc > 2 && std::string(argv[2]) == "mhc") {
+    benchMhc(kernels, iterations);
+    return 0;
+  }
   benchGemvs(kernels, iterations);
   if (gemvOnly)
     return 0;
@@ -996,6 +1068,7 @@ int main(int argc, char **argv) {
   benchMlaAttention(kernels, iterations);
   benchTensorGemm(kernels, iterations);
   benchKda(kernels, iterations);
+  benchMhc(kernels, iterations);
 
   // rms_norm over the hidden size (7168): read x and weight, write out.
   {

@@ -149,11 +149,12 @@ FlatSymbolRefAttr Lowering::kernel(StringRef name, int64_t numArgs) {
 /// result or the streams a collapse reads (the first ones, from the
 /// embedding).
 static bool isMhcStreams(Value value) {
-  if (value.getDefiningOp<lm::MhcPostOp>())
+  if (isa_and_present<lm::MhcPostOp, lm::MhcPostPreOp>(value.getDefiningOp()) &&
+      value == value.getDefiningOp()->getResult(0))
     return true;
   return llvm::any_of(value.getUses(), [](OpOperand &use) {
-    auto pre = dyn_cast<lm::MhcPreOp>(use.getOwner());
-    return pre && use.get() == pre.getStreams();
+    return isa<lm::MhcPreOp, lm::MhcPostOp, lm::MhcPostPreOp>(use.getOwner()) &&
+           use.getOperandNumber() == 0;
   });
 }
 

@@ -87,6 +87,26 @@ def LmFuseElementwise : Pass<"lm-fuse-elementwise", "mlir::func::FuncOp"> {
   ];
 }
 
+def LmFuseMhc : Pass<"lm-fuse-mhc", "mlir::func::FuncOp"> {
+  let summary = "fuse mHC collapses and write-backs with their neighbours";
+  let description = [{
+    Removes passes over the n residual streams of mHC (glm5_next.md):
+    - an `lm.mhc_pre` whose input feeds only an `lm.rms_norm` takes the
+      norm's weight and eps (`norm`, `input_eps`): the collapse writes the
+      normed input, and the norm's read and write of `[T, D]` are gone;
+    - an `lm.mhc_post` whose new streams feed the next `lm.mhc_pre` becomes
+      one `lm.mhc_post_pre`: the new streams are mixed as they are written,
+      not read back for the mixing logits.
+    Both are exact rewrites: the fused kernels round every intermediate to
+    the type the separate ops would store.
+  }];
+  let statistics = [
+    Statistic<"numNorms", "norms", "RMS norms folded into a collapse">,
+    Statistic<"numWriteBacks", "write-backs",
+              "write-backs fused with the next collapse">,
+  ];
+}
+
 def LmAssignKVLayout : Pass<"lm-assign-kv-layout", "mlir::ModuleOp"> {
   let summary = "choose how each cache is stored";
   let description = [{

@@ -142,9 +142,9 @@ Emitter::mhcBlock(int64_t layer, StringRef kind, Value streams,
     return scale.takeError();
   auto pre = lm::MhcPreOp::create(
       b, loc, f32Tensor({kDyn, c.hiddenSize}), f32Tensor({kDyn, n}),
-      f32Tensor({kDyn, n, n}), streams, *fn, *base, *scale,
+      f32Tensor({kDyn, n, n}), streams, *fn, *base, *scale, /*norm=*/Value(),
       b.getI64IntegerAttr(c.hcSinkhornIters), b.getF64FloatAttr(c.hcEps),
-      b.getF64FloatAttr(c.rmsNormEps));
+      b.getF64FloatAttr(c.rmsNormEps), /*input_eps=*/FloatAttr());
   auto y = branch(pre.getInput());
   if (!y)
     return y.takeError();

@@ -75,7 +75,9 @@ void pipeline::buildLmPipeline(OpPassManager &pm, const Options &options,
   layout.pageSize = options.pageSize;
   layout.stateDtype = options.stateDtype;
   pm.addPass(createLmAssignKVLayout(layout));
-  // Pointwise chains become one generated kernel each.
+  // mHC's collapses take their sublayer's norm and the write-back before
+  // them; pointwise chains become one generated kernel each.
+  pm.addNestedPass<func::FuncOp>(createLmFuseMhc());
   pm.addNestedPass<func::FuncOp>(createLmFuseElementwise());
   // The target's own passes (tiling for its kernels), then its legality
   // check on the ops the lowering will launch.

@@ -180,6 +180,13 @@ private:
     return bind(result, std::move(*tensor));
   }
 
+  /// Binds lm.mhc_pre's results, or lm.mhc_post_pre's collapse, of
+  /// `streams`: the input (RMS-normed when the op carries a norm), post and
+  /// comb.
+  template <typename OpTy>
+  llvm::Error bindMhcCollapse(OpTy op, const Tensor &streams, Value input,
+                              Value post, Value comb);
+
   llvm::Error evaluate(Operation *op);
   /// Shows `observer` the operands and results of `op`, just evaluated.
   void notify(const OpObserver &observer, Operation *op);
@@ -353,6 +360,26 @@ static Expected<double> evaluateScalarBody(Block &body,
     scalars[op.getResult(0)] = *result;
   }
   return makeError("lm.elementwise body without lm.yield");
+}
+
+template <typename OpTy>
+llvm::Error FrameEvaluator::bindMhcCollapse(OpTy op, const Tensor &streams,
+                                            Value input, Value post,
+                                            Value comb) {
+  ref::MhcPre r = ref::mhcPre(streams, get(op.getFn()), get(op.getBase()),
+                              get(op.getScale()), op.getSinkhornIters(),
+                              f64(op.getEps()), f64(op.getNormEps()));
+  // The sum is rounded to the input's type before the norm, as the two
+  // unfused ops would bind it.
+  if (llvm::Error err = bind(input, std::move(r.input)))
+    return err;
+  if (Value norm = op.getNorm())
+    if (llvm::Error err = bind(
+            input, ref::rmsNorm(get(input), get(norm), f64(*op.getInputEps()))))
+      return err;
+  if (llvm::Error err = bind(post, std::move(r.post)))
+    return err;
+  return bind(comb, std::move(r.comb));
 }
 
 llvm::Error FrameEvaluator::evaluateLm(Operation *op) {
@@ -630,19 +657,22 @@ llvm::Error FrameEvaluator::evaluateLm(Operation *op) {
                                  get(o.getProj()), f64(o.getEps())));
       })
       .Case([&](MhcPreOp o) {
-        MhcPre r = mhcPre(get(o.getStreams()), get(o.getFn()),
-                          get(o.getBase()), get(o.getScale()),
-                          o.getSinkhornIters(), f64(o.getEps()),
-                          f64(o.getNormEps()));
-        if (llvm::Error err = bind(o.getInput(), std::move(r.input)))
-          return err;
-        if (llvm::Error err = bind(o.getPost(), std::move(r.post)))
-          return err;
-        return bind(o.getComb(), std::move(r.comb));
+        return bindMhcCollapse(o, get(o.getStreams()), o.getInput(),
+                               o.getPost(), o.getComb());
       })
       .Case([&](MhcPostOp o) {
         return bind(o.getResult(), mhcPost(get(o.getStreams()), get(o.getY()),
                                            get(o.getPost()), get(o.getComb())));
+      })
+      .Case([&](MhcPostPreOp o) {
+        // The new streams as bound (rounded to their type), then the
+        // collapse of lm.mhc_pre on them.
+        if (llvm::Error err = bind(o.getResult(),
+                                   mhcPost(get(o.getStreams()), get(o.getY()),
+                                           get(o.getPost()), get(o.getComb()))))
+          return err;
+        return bindMhcCollapse(o, get(o.getResult()), o.getInput(),
+                               o.getNextPost(), o.getNextComb());
       })
       .Case([&](EmbeddingOp o) {
         return bind(o.getResult(), embedding(get(o.getTable()),

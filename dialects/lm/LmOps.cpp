@@ -784,38 +784,50 @@ LogicalResult BlockAttnResOp::verify() {
   return c.sameShape("result", getResult(), "source 0", first);
 }
 
-LogicalResult MhcPreOp::verify() {
-  ShapeChecker c(*this);
-  Value streams = getStreams();
+/// The checks lm.mhc_pre and lm.mhc_post_pre share: the mixing weights
+/// against `streams` [T, n, D], the parameters, the optional norm and the
+/// collapse's results.
+template <typename OpTy>
+static LogicalResult verifyMhcCollapse(OpTy op, Value streams, Value input,
+                                       Value post, Value comb) {
+  ShapeChecker c(op);
   CHECK(c.rank("streams", streams, 3));
-  CHECK(c.rank("fn", getFn(), 2));
-  CHECK(c.rank("base", getBase(), 1));
-  CHECK(c.rank("scale", getScale(), 1));
-  CHECK(c.equals("scale", getScale(), 0, 3, "pre, post and comb scales"));
+  CHECK(c.rank("fn", op.getFn(), 2));
+  CHECK(c.rank("base", op.getBase(), 1));
+  CHECK(c.rank("scale", op.getScale(), 1));
+  CHECK(c.equals("scale", op.getScale(), 0, 3, "pre, post and comb scales"));
   int64_t n = ShapeChecker::dimOf(streams, 1),
           d = ShapeChecker::dimOf(streams, 2);
   if (!ShapedType::isDynamic(n)) {
     std::optional<int64_t> logits = llvm::checkedMul<int64_t>(n + 2, n);
     if (!logits)
-      return emitOpError("expects (2 + n) * n mix logits to fit in 64 bits, "
-                         "got n = ")
+      return op.emitOpError("expects (2 + n) * n mix logits to fit in 64 "
+                            "bits, got n = ")
              << n;
-    CHECK(c.equals("fn", getFn(), 0, *logits, "(2 + n) * n mix logits"));
-    CHECK(c.equals("base", getBase(), 0, *logits, "(2 + n) * n mix logits"));
+    CHECK(c.equals("fn", op.getFn(), 0, *logits, "(2 + n) * n mix logits"));
+    CHECK(c.equals("base", op.getBase(), 0, *logits, "(2 + n) * n mix logits"));
     if (!ShapedType::isDynamic(d)) {
       std::optional<int64_t> flat = llvm::checkedMul<int64_t>(n, d);
       if (!flat)
-        return emitOpError("expects n * D flattened streams to fit in 64 "
-                           "bits, got n = ")
+        return op.emitOpError("expects n * D flattened streams to fit in 64 "
+                              "bits, got n = ")
                << n << ", D = " << d;
-      CHECK(c.equals("fn", getFn(), 1, *flat, "n * D flattened streams"));
+      CHECK(c.equals("fn", op.getFn(), 1, *flat, "n * D flattened streams"));
     }
   }
-  CHECK(expectPositive(*this, "sinkhorn_iters",
-                       static_cast<int64_t>(getSinkhornIters())));
-  CHECK(expectPositive(*this, "eps", getEps().convertToDouble()));
-  CHECK(expectPositive(*this, "norm_eps", getNormEps().convertToDouble()));
-  Value input = getInput(), post = getPost(), comb = getComb();
+  CHECK(expectPositive(op, "sinkhorn_iters",
+                       static_cast<int64_t>(op.getSinkhornIters())));
+  CHECK(expectPositive(op, "eps", op.getEps().convertToDouble()));
+  CHECK(expectPositive(op, "norm_eps", op.getNormEps().convertToDouble()));
+  if (Value norm = op.getNorm()) {
+    CHECK(c.rank("norm", norm, 1));
+    CHECK(c.same("norm", norm, 0, "streams", streams, 2));
+    if (!op.getInputEps())
+      return op.emitOpError("expects input_eps with a norm");
+    CHECK(expectPositive(op, "input_eps", op.getInputEps()->convertToDouble()));
+  } else if (op.getInputEps()) {
+    return op.emitOpError("expects input_eps only with a norm");
+  }
   CHECK(c.rank("input", input, 2));
   CHECK(c.same("input", input, 0, "streams", streams, 0));
   CHECK(c.same("input", input, 1, "streams", streams, 2));
@@ -828,9 +840,11 @@ LogicalResult MhcPreOp::verify() {
   return c.same("comb", comb, 2, "streams", streams, 1);
 }
 
-LogicalResult MhcPostOp::verify() {
-  ShapeChecker c(*this);
-  Value streams = getStreams(), y = getY(), post = getPost(), comb = getComb();
+/// lm.mhc_post's and lm.mhc_post_pre's write-back operands against
+/// `streams`.
+static LogicalResult verifyMhcWriteBack(Operation *op, Value streams, Value y,
+                                        Value post, Value comb) {
+  ShapeChecker c(op);
   CHECK(c.rank("streams", streams, 3));
   CHECK(c.rank("y", y, 2));
   CHECK(c.same("y", y, 0, "streams", streams, 0));
@@ -841,8 +855,26 @@ LogicalResult MhcPostOp::verify() {
   CHECK(c.rank("comb", comb, 3));
   CHECK(c.same("comb", comb, 0, "streams", streams, 0));
   CHECK(c.same("comb", comb, 1, "streams", streams, 1));
-  CHECK(c.same("comb", comb, 2, "streams", streams, 1));
-  return c.sameShape("result", getResult(), "streams", streams);
+  return c.same("comb", comb, 2, "streams", streams, 1);
+}
+
+LogicalResult MhcPreOp::verify() {
+  return verifyMhcCollapse(*this, getStreams(), getInput(), getPost(),
+                           getComb());
+}
+
+LogicalResult MhcPostOp::verify() {
+  CHECK(verifyMhcWriteBack(*this, getStreams(), getY(), getPost(), getComb()));
+  return ShapeChecker(*this).sameShape("result", getResult(), "streams",
+                                       getStreams());
+}
+
+LogicalResult MhcPostPreOp::verify() {
+  CHECK(verifyMhcWriteBack(*this, getStreams(), getY(), getPost(), getComb()));
+  CHECK(ShapeChecker(*this).sameShape("result", getResult(), "streams",
+                                      getStreams()));
+  return verifyMhcCollapse(*this, getResult(), getInput(), getNextPost(),
+                           getNextComb());
 }
 
 //===----------------------------------------------------------------------===//

@@ -53,23 +53,28 @@ def Lm_MhcPreOp : Lm_Op<"mhc_pre", [Pure]> {
     normalisations (doubly stochastic). Results: the sublayer input
     `sum_j pre_j X_j [T, D]`, `post [T, n]` and `comb [T, n, n]`.
 
+    With `norm`, the sublayer input is `lm.rms_norm` of that sum with the
+    weight `[D]` and `input_eps` (lm-fuse-mhc folds the sublayer's norm in,
+    so the collapse and the norm are one pass over the streams).
+
     ```mlir
-    %x, %post, %comb = lm.mhc_pre %streams, %fn, %base, %scale
+    %x, %post, %comb = lm.mhc_pre %streams, %fn, %base, %scale norm %w
         {sinkhorn_iters = 20 : i64, eps = 1.0e-06 : f64,
-         norm_eps = 1.0e-06 : f64}
+         norm_eps = 1.0e-06 : f64, input_eps = 1.0e-05 : f64}
         : (tensor<?x4x64xf32>, tensor<24x256xf32>, tensor<24xf32>,
-           tensor<3xf32>) -> (tensor<?x64xf32>, tensor<?x4xf32>,
-           tensor<?x4x4xf32>)
+           tensor<3xf32>, tensor<64xbf16>) -> (tensor<?x64xf32>,
+           tensor<?x4xf32>, tensor<?x4x4xf32>)
     ```
   }];
   let arguments = (ins Lm_FloatTensor:$streams, Lm_F32Tensor:$fn,
                        Lm_F32Tensor:$base, Lm_F32Tensor:$scale,
+                       Optional<Lm_WeightTensor>:$norm,
                        I64Attr:$sinkhorn_iters, F64Attr:$eps,
-                       F64Attr:$norm_eps);
+                       F64Attr:$norm_eps, OptionalAttr<F64Attr>:$input_eps);
   let results = (outs Lm_FloatTensor:$input, Lm_F32Tensor:$post,
                       Lm_F32Tensor:$comb);
   let assemblyFormat = [{
-    $streams `,` $fn `,` $base `,` $scale attr-dict `:`
+    $streams `,` $fn `,` $base `,` $scale (`norm` $norm^)? attr-dict `:`
     functional-type(operands, results)
   }];
   let hasVerifier = 1;
@@ -93,6 +98,43 @@ def Lm_MhcPostOp : Lm_Op<"mhc_post", [Pure]> {
   let assemblyFormat = [{
     $streams `,` $y `,` $post `,` $comb attr-dict `:`
     functional-type(operands, results)
+  }];
+  let hasVerifier = 1;
+}
+
+def Lm_MhcPostPreOp : Lm_Op<"mhc_post_pre", [Pure]> {
+  let summary = "mHC: a write-back and the next collapse in one pass";
+  let description = [{
+    `lm.mhc_post` of `streams`, `y`, `post` and `comb`, then `lm.mhc_pre`
+    of the new streams with `fn`, `base`, `scale` and the optional `norm`:
+    results the new streams `[T, n, D]` (for the next write-back) and the
+    next sublayer's input, post and comb. lm-fuse-mhc forms it where a
+    write-back feeds the next collapse, so the new streams are mixed while
+    they are written instead of read back.
+
+    ```mlir
+    %s1, %x, %post1, %comb1 = lm.mhc_post_pre %s0, %y, %post, %comb,
+        %fn, %base, %scale norm %w
+        {sinkhorn_iters = 20 : i64, eps = 1.0e-06 : f64,
+         norm_eps = 1.0e-06 : f64, input_eps = 1.0e-05 : f64}
+        : (tensor<?x4x64xf32>, tensor<?x64xf32>, tensor<?x4xf32>,
+           tensor<?x4x4xf32>, tensor<24x256xf32>, tensor<24xf32>,
+           tensor<3xf32>, tensor<64xbf16>)
+        -> (tensor<?x4x64xf32>, tensor<?x64xf32>, tensor<?x4xf32>,
+            tensor<?x4x4xf32>)
+    ```
+  }];
+  let arguments = (ins Lm_FloatTensor:$streams, Lm_FloatTensor:$y,
+                       Lm_F32Tensor:$post, Lm_F32Tensor:$comb,
+                       Lm_F32Tensor:$fn, Lm_F32Tensor:$base,
+                       Lm_F32Tensor:$scale, Optional<Lm_WeightTensor>:$norm,
+                       I64Attr:$sinkhorn_iters, F64Attr:$eps,
+                       F64Attr:$norm_eps, OptionalAttr<F64Attr>:$input_eps);
+  let results = (outs Lm_FloatTensor:$result, Lm_FloatTensor:$input,
+                      Lm_F32Tensor:$next_post, Lm_F32Tensor:$next_comb);
+  let assemblyFormat = [{
+    $streams `,` $y `,` $post `,` $comb `,` $fn `,` $base `,` $scale
+    (`norm` $norm^)? attr-dict `:` functional-type(operands, results)
   }];
   let hasVerifier = 1;
 }

@@ -2272,12 +2272,14 @@ TEST_F(CudaKernelsTest, KdaGateAndGatedNorm) {
   }
 }
 
-TEST_F(CudaKernelsTest, MhcPreAndPost) {
-  // Model-like magnitudes: fn ~ N(0, 1 / (nD)) so the logits are of order
-  // one, base ~ N(0, 0.5^2) with 2 more on comb's diagonal, scale ~ U(0.5,
-  // 1.5). n = 3 and 8 take the other logits kernels' row counts (8 the
-  // wide one, not at D = 4096, where the CPU oracle takes most of the
-  // test's time); D = 203 the unaligned rows; T = 37 several tiles.
+/// Model-like mHC mixing weights for n streams of `width`: fn ~ N(0, 1 /
+/// (nD)) so the logits are of order one, base ~ N(0, 0.5^2) with 2 more on
+/// comb's diagonal, scale ~ U(0.5, 1.5).
+struct MhcWeights {
+  std::vector<float> fn, base, scale;
+};
+
+MhcWeights randomMhcWeights(std::mt19937 &rng, int64_t n, int64_t width) {
   auto gaussian = [&](size_t count, double stddev) {
     std::normal_distribution<double> dist(0.0, stddev);
     std::vector<float> v(count);
@@ -2285,6 +2287,36 @@ TEST_F(CudaKernelsTest, MhcPreAndPost) {
       x = float(dist(rng));
     return v;
   };
+  int64_t flat = n * width, mixes = (2 + n) * n;
+  MhcWeights w;
+  w.fn = gaussian(mixes * flat, 1.0 / std::sqrt(double(flat)));
+  w.base = gaussian(mixes, 0.5);
+  for (int64_t i = 0; i < n; ++i)
+    w.base[2 * n + i * n + i] += 2.0f;
+  std::uniform_real_distribution<float> dist(0.5f, 1.5f);
+  for (int i = 0; i < 3; ++i)
+    w.scale.push_back(dist(rng));
+  return w;
+}
+
+/// The CPU kernels' mixing over `w` (no norm).
+cpu::MhcMix mhcMix(const MhcWeights &w, int64_t iters, double eps,
+                   double normEps) {
+  cpu::MhcMix mix;
+  mix.fn = w.fn.data();
+  mix.base = w.base.data();
+  mix.scale = w.scale.data();
+  mix.sinkhornIters = iters;
+  mix.eps = eps;
+  mix.normEps = normEps;
+  return mix;
+}
+
+TEST_F(CudaKernelsTest, MhcPreAndPost) {
+  // Model-like magnitudes (randomMhcWeights). n = 3 and 8 take the other
+  // logits kernels' row counts (8 the wide one, not at D = 4096, where the
+  // CPU oracle takes most of the test's time); D = 203 the unaligned rows;
+  // T = 37 several tiles.
   const double eps = 1e-6, normEps = 1e-6;
   for (int64_t n : {1, 2, 3, 4, 8})
     for (int64_t width : {64, 200, 203, 4096})
@@ -2296,29 +2328,25 @@ TEST_F(CudaKernelsTest, MhcPreAndPost) {
           // the H200 in session 12): at its n and D only.
           if (tokens == 227 && (n != 4 || width != 64))
             continue;
-          int64_t flat = n * width, mixes = (2 + n) * n;
+          int64_t flat = n * width;
           auto streams = random(tokens * flat);
-          auto fn = gaussian(mixes * flat, 1.0 / std::sqrt(double(flat)));
-          auto base = gaussian(mixes, 0.5);
-          for (int64_t i = 0; i < n; ++i)
-            base[2 * n + i * n + i] += 2.0f;
-          auto scale = random(3, 0.5f, 1.5f);
+          MhcWeights w = randomMhcWeights(rng, n, width);
           std::vector<float> input(tokens * width), post(tokens * n),
               comb(tokens * n * n);
-          ASSERT_TRUE(cpu::mhcPre(pool, streams.data(), fn.data(), base.data(),
-                                  scale.data(), tokens, n, width, iters, eps,
-                                  normEps, input.data(), post.data(),
-                                  comb.data())
+          ASSERT_TRUE(cpu::mhcPre(pool, streams.data(), tokens, n, width,
+                                  mhcMix(w, iters, eps, normEps), input.data(),
+                                  post.data(), comb.data())
                           .ok());
           uint64_t scratchBytes = mhcPreScratchBytes(tokens, n, width);
-          Buffer dStreams(*driver, streams), dFn(*driver, fn),
-              dBase(*driver, base), dScale(*driver, scale),
+          Buffer dStreams(*driver, streams), dFn(*driver, w.fn),
+              dBase(*driver, w.base), dScale(*driver, w.scale),
               dScratch(*driver, scratchBytes),
               dInput(*driver, input.size() * 4),
               dPost(*driver, post.size() * 4), dComb(*driver, comb.size() * 4);
-          expectRan(kernels->mhcPre(
-              dStreams, dFn, dBase, dScale, tokens, n, width, iters, eps,
-              normEps, dScratch, scratchBytes, dInput, dPost, dComb, nullptr));
+          expectRan(kernels->mhcPre(dStreams, dFn, dBase, dScale, tokens, n,
+                                    width, iters, eps, normEps, DeviceWeight{},
+                                    0.0, dScratch, scratchBytes, dInput, dPost,
+                                    dComb, nullptr));
           char shape[64];
           std::snprintf(shape, sizeof(shape), "T=%ld n=%ld D=%ld iters=%ld",
                         long(tokens), long(n), long(width), long(iters));
@@ -2358,10 +2386,122 @@ TEST_F(CudaKernelsTest, MhcPreAndPost) {
         }
 }
 
+TEST_F(CudaKernelsTest, MhcNormAndPostPre) {
+  // The fused forms against the CPU kernels, on MhcPreAndPost's
+  // magnitudes: mhc_pre with the sublayer's RMSNorm (fp32 and bf16
+  // weights), and mhc_post_pre without a norm and with each. n = 8 takes
+  // mhcPostPre's unfused path; D = 203 the unaligned rows and a chunk's
+  // partial columns; T = 37 several tiles.
+  const double eps = 1e-6, normEps = 1e-6, inputEps = 1e-5;
+  for (int64_t n : {1, 2, 3, 4, 8})
+    for (int64_t width : {64, 203, 4096})
+      for (int64_t tokens : {1, 3, 37})
+        for (int64_t iters : {1, 20}) {
+          if (n == 8 && width == 4096)
+            continue; // the CPU oracle's time, as MhcPreAndPost
+          int64_t flat = n * width;
+          auto streams = random(tokens * flat), y = random(tokens * width);
+          MhcWeights w = randomMhcWeights(rng, n, width);
+          cpu::MhcMix mix = mhcMix(w, iters, eps, normEps);
+          // The incoming post and comb: the CPU's mhc_pre of the streams (a
+          // comb as the model has it: positive, nearly doubly stochastic).
+          std::vector<float> post(tokens * n), comb(tokens * n * n),
+              collapsed(tokens * width);
+          ASSERT_TRUE(cpu::mhcPre(pool, streams.data(), tokens, n, width, mix,
+                                  collapsed.data(), post.data(), comb.data())
+                          .ok());
+          // Norm weights as stored, fp32 and bf16, around one as trained
+          // norms are (the tolerance below counts on it).
+          auto normF32 = random(width, 0.5f, 1.5f);
+          std::vector<uint16_t> normBf16;
+          for (float v : random(width, 0.5f, 1.5f))
+            normBf16.push_back(numerics::floatToBf16(v));
+          uint64_t scratchBytes = mhcPreScratchBytes(tokens, n, width);
+          Buffer dStreams(*driver, streams), dY(*driver, y),
+              dPost(*driver, post), dComb(*driver, comb), dFn(*driver, w.fn),
+              dBase(*driver, w.base), dScale(*driver, w.scale),
+              dNormF32(*driver, normF32), dNormBf16(*driver, normBf16),
+              dScratch(*driver, scratchBytes), dOut(*driver, tokens * flat * 4),
+              dInput(*driver, tokens * width * 4),
+              dNextPost(*driver, post.size() * 4),
+              dNextComb(*driver, comb.size() * 4);
+          struct Norm {
+            const char *name;
+            cpu::WeightView host;
+            DeviceWeight device;
+          };
+          Norm none{"no norm", {}, {}};
+          Norm f32{"f32 norm", cpu::WeightView::f32(normF32.data()),
+                   DeviceWeight::f32(dNormF32)};
+          Norm bf16{"bf16 norm", {}, {}};
+          bf16.host.data = normBf16.data();
+          bf16.host.type = cpu::WeightType::BF16;
+          bf16.device.data = dNormBf16;
+          bf16.device.type = 1;
+          for (const Norm &norm : {none, f32, bf16}) {
+            mix.norm = norm.host;
+            mix.inputEps = inputEps;
+            char shape[80];
+            std::snprintf(shape, sizeof(shape),
+                          "T=%ld n=%ld D=%ld iters=%ld %s", long(tokens),
+                          long(n), long(width), long(iters), norm.name);
+            std::vector<float> out(tokens * flat), input(tokens * width),
+                nextPost(post.size()), nextComb(comb.size());
+            // Tolerances: the new streams are double sums on both sides,
+            // rounded once: 1e-6. Post, comb and the plain input as
+            // MhcPreAndPost derives: 1e-5 of the largest magnitude. The
+            // normed input u w / rms(u): u is within ~1e-6 of its largest
+            // magnitude (that derivation, a margin of ~10 left); the factor
+            // 1 / sqrt(mean(u^2) + eps) is a smooth function of the sum of
+            // squares, whose relative error is at most twice u's, halved by
+            // the square root (~1e-7 of the factor carried through); the
+            // products with the weight are double, rounded once. Weights in
+            // [0.5, 1.5] scale an element's error and the largest output
+            // by at most 3 relative to each other, so ~3e-6 at worst: 1e-5
+            // holds.
+            auto compare = [&](const char *kernel, const Buffer &dActual,
+                               const std::vector<float> &expected,
+                               double tolerance) {
+              double e = rowRelativeError(dActual.read<float>(expected.size()),
+                                          expected, int64_t(expected.size()));
+              report(kernel, shape, e);
+              EXPECT_LE(e, tolerance) << kernel << " " << shape;
+            };
+            if (norm.host.data) {
+              // mhc_pre with the norm (MhcPreAndPost runs it without).
+              ASSERT_TRUE(cpu::mhcPre(pool, streams.data(), tokens, n, width,
+                                      mix, input.data(), nextPost.data(),
+                                      nextComb.data())
+                              .ok());
+              expectRan(kernels->mhcPre(dStreams, dFn, dBase, dScale, tokens, n,
+                                        width, iters, eps, normEps, norm.device,
+                                        inputEps, dScratch, scratchBytes,
+                                        dInput, dNextPost, dNextComb, nullptr));
+              compare("mhcPre input", dInput, input, 1e-5);
+              compare("mhcPre post", dNextPost, nextPost, 1e-5);
+              compare("mhcPre comb", dNextComb, nextComb, 1e-5);
+            }
+            ASSERT_TRUE(cpu::mhcPostPre(pool, streams.data(), y.data(),
+                                        post.data(), comb.data(), tokens, n,
+                                        width, mix, out.data(), input.data(),
+                                        nextPost.data(), nextComb.data())
+                            .ok());
+            expectRan(kernels->mhcPostPre(
+                dStreams, dY, dPost, dComb, dFn, dBase, dScale, tokens, n,
+                width, iters, eps, normEps, norm.device, inputEps, dScratch,
+                scratchBytes, dOut, dInput, dNextPost, dNextComb, nullptr));
+            compare("mhcPostPre streams", dOut, out, 1e-6);
+            compare("mhcPostPre input", dInput, input, 1e-5);
+            compare("mhcPostPre post", dNextPost, nextPost, 1e-5);
+            compare("mhcPostPre comb", dNextComb, nextComb, 1e-5);
+          }
+        }
+}
+
 TEST_F(CudaKernelsTest, MhcRefusesWhatItCannotRun) {
   // Errors before anything launches: null buffers are never touched.
-  Status pre = kernels->mhcPre(0, 0, 0, 0, 1, 9, 64, 20, 1e-6, 1e-6, 0, 0, 0, 0,
-                               0, nullptr);
+  Status pre = kernels->mhcPre(0, 0, 0, 0, 1, 9, 64, 20, 1e-6, 1e-6,
+                               DeviceWeight{}, 0.0, 0, 0, 0, 0, 0, nullptr);
   ASSERT_FALSE(pre.ok());
   EXPECT_NE(pre.message().find("mhc_pre: 9 streams (the CUDA kernels take 1 "
                                "to 8)"),
@@ -2371,17 +2511,42 @@ TEST_F(CudaKernelsTest, MhcRefusesWhatItCannotRun) {
   ASSERT_FALSE(post.ok());
   EXPECT_NE(post.message().find("mhc_post: 9 streams"), std::string::npos)
       << post.message();
-  Status iters = kernels->mhcPre(0, 0, 0, 0, 1, 4, 64, 0, 1e-6, 1e-6, 0, 0, 0,
-                                 0, 0, nullptr);
+  Status iters = kernels->mhcPre(0, 0, 0, 0, 1, 4, 64, 0, 1e-6, 1e-6,
+                                 DeviceWeight{}, 0.0, 0, 0, 0, 0, 0, nullptr);
   ASSERT_FALSE(iters.ok());
   EXPECT_NE(iters.message().find("sinkhorn_iters 0"), std::string::npos)
       << iters.message();
   Status scratch =
-      kernels->mhcPre(0, 0, 0, 0, 5, 4, 64, 20, 1e-6, 1e-6, 0,
-                      mhcPreScratchBytes(4, 4, 64), 0, 0, 0, nullptr);
+      kernels->mhcPre(0, 0, 0, 0, 5, 4, 64, 20, 1e-6, 1e-6, DeviceWeight{}, 0.0,
+                      0, mhcPreScratchBytes(4, 4, 64), 0, 0, 0, nullptr);
   ASSERT_FALSE(scratch.ok());
   EXPECT_NE(scratch.message().find("bytes of scratch"), std::string::npos)
       << scratch.message();
+  // mhc_post_pre: the same limits, under its own name (9 streams, and the
+  // fused path's scratch at n = 4).
+  Status postPre =
+      kernels->mhcPostPre(0, 0, 0, 0, 0, 0, 0, 1, 9, 64, 20, 1e-6, 1e-6,
+                          DeviceWeight{}, 0.0, 0, 0, 0, 0, 0, 0, nullptr);
+  ASSERT_FALSE(postPre.ok());
+  EXPECT_NE(postPre.message().find("mhc_post_pre: 9 streams"),
+            std::string::npos)
+      << postPre.message();
+  Status postPreIters =
+      kernels->mhcPostPre(0, 0, 0, 0, 0, 0, 0, 1, 4, 64, 0, 1e-6, 1e-6,
+                          DeviceWeight{}, 0.0, 0, 0, 0, 0, 0, 0, nullptr);
+  ASSERT_FALSE(postPreIters.ok());
+  EXPECT_NE(postPreIters.message().find("mhc_post_pre: sinkhorn_iters 0"),
+            std::string::npos)
+      << postPreIters.message();
+  Status postPreScratch = kernels->mhcPostPre(
+      0, 0, 0, 0, 0, 0, 0, 5, 4, 64, 20, 1e-6, 1e-6, DeviceWeight{}, 0.0, 0,
+      mhcPreScratchBytes(4, 4, 64), 0, 0, 0, 0, nullptr);
+  ASSERT_FALSE(postPreScratch.ok());
+  EXPECT_NE(postPreScratch.message().find("mhc_post_pre: "), std::string::npos)
+      << postPreScratch.message();
+  EXPECT_NE(postPreScratch.message().find("bytes of scratch"),
+            std::string::npos)
+      << postPreScratch.message();
 }
 
 // An artifact's library code must come from this runtime's kernel sources: the

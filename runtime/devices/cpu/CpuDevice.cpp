@@ -606,14 +606,46 @@ struct CpuLaunchers {
                       l->i(P::activation), f(l.out(0)));
     return Status::success();
   }
+  /// mhc_pre's and mhc_post_pre's mixing (the same operand and parameter
+  /// names).
+  template <typename In, typename P>
+  static Status mhcMix(const BoundLaunch &l, const char *name,
+                       cpu::MhcMix &mix) {
+    mix.fn = f(l.in(In::fn));
+    mix.base = f(l.in(In::base));
+    mix.scale = f(l.in(In::scale));
+    mix.sinkhornIters = l->i(P::sinkhorn_iters);
+    mix.eps = l->f(P::eps);
+    mix.normEps = l->f(P::norm_eps);
+    mix.norm = weight(l.in(In::norm_weight));
+    if (!mix.norm.data)
+      return Status::success();
+    if (!l->has(P::input_eps))
+      return Status::error(std::string(name) +
+                           ": a norm_weight without input_eps");
+    mix.inputEps = l->f(P::input_eps);
+    return Status::success();
+  }
   static Status mhcPre(CpuDevice &d, const BoundLaunch &l) {
-    using In = abi::MhcPre::In;
-    using P = abi::MhcPre::P;
-    const BoundArg &x = l.in(In::streams);
-    return cpu::mhcPre(d.pool, f(x), f(l.in(In::fn)), f(l.in(In::base)),
-                       f(l.in(In::scale)), x.dim(0), x.dim(1), x.dim(2),
-                       l->i(P::sinkhorn_iters), l->f(P::eps), l->f(P::norm_eps),
+    const BoundArg &x = l.in(abi::MhcPre::In::streams);
+    cpu::MhcMix mix;
+    Status mixed = mhcMix<abi::MhcPre::In, abi::MhcPre::P>(l, "mhc_pre", mix);
+    if (!mixed.ok())
+      return mixed;
+    return cpu::mhcPre(d.pool, f(x), x.dim(0), x.dim(1), x.dim(2), mix,
                        f(l.out(0)), f(l.out(1)), f(l.out(2)));
+  }
+  static Status mhcPostPre(CpuDevice &d, const BoundLaunch &l) {
+    using In = abi::MhcPostPre::In;
+    const BoundArg &x = l.in(In::streams);
+    cpu::MhcMix mix;
+    Status mixed =
+        mhcMix<abi::MhcPostPre::In, abi::MhcPostPre::P>(l, "mhc_post_pre", mix);
+    if (!mixed.ok())
+      return mixed;
+    return cpu::mhcPostPre(d.pool, f(x), f(l.in(In::y)), f(l.in(In::post)),
+                           f(l.in(In::comb)), x.dim(0), x.dim(1), x.dim(2), mix,
+                           f(l.out(0)), f(l.out(1)), f(l.out(2)), f(l.out(3)));
   }
   static Status mhcPost(CpuDevice &d, const BoundLaunch &l) {
     using In = abi::MhcPost::In;
@@ -673,6 +705,7 @@ const runtime::LauncherTable<CpuDevice> &CpuDevice::launchers() {
       {K::DivScalarI32, &CpuLaunchers::divScalarI32},
       {K::MhcPre, &CpuLaunchers::mhcPre},
       {K::MhcPost, &CpuLaunchers::mhcPost},
+      {K::MhcPostPre, &CpuLaunchers::mhcPostPre},
       {K::Elementwise, &CpuLaunchers::elementwise},
   };
   return table;

@@ -367,17 +367,34 @@ void gatedRmsNorm(ThreadPool &pool, const float *x, const float *gate,
                   double eps, int64_t activation, float *out);
 
 /// mHC (CpuResidual.cpp), n streams of `width` values a token, n up to
-/// kMhcMaxStreams. mhcPre: streams [T, n, D], fn [(2+n)n, nD], base
-/// [(2+n)n], scale [3] -> input [T, D], post [T, n], comb [T, n, n] (the
-/// math of lm.mhc_pre). mhcPost: X'_k = post_k y + sum_j comb[j, k] X_j.
+/// kMhcMaxStreams. The mixing of one collapse: fn [(2+n)n, nD], base
+/// [(2+n)n], scale [3], Sinkhorn rounds and epsilons as lm.mhc_pre's; with
+/// a norm weight [D] the sublayer input is RMS-normalised with it and
+/// inputEps (the sublayer's own norm, fused).
 inline constexpr int64_t kMhcMaxStreams = 8;
-Status mhcPre(ThreadPool &pool, const float *streams, const float *fn,
-              const float *base, const float *scale, int64_t tokens, int64_t n,
-              int64_t width, int64_t sinkhornIters, double eps, double normEps,
-              float *input, float *post, float *comb);
+struct MhcMix {
+  const float *fn = nullptr, *base = nullptr, *scale = nullptr;
+  int64_t sinkhornIters = 1;
+  double eps = 0.0, normEps = 0.0;
+  /// No data: the input is the plain collapse sum_j pre_j X_j.
+  WeightView norm;
+  double inputEps = 0.0;
+};
+/// mhcPre: streams [T, n, D] -> input [T, D], post [T, n], comb [T, n, n].
+Status mhcPre(ThreadPool &pool, const float *streams, int64_t tokens, int64_t n,
+              int64_t width, const MhcMix &mix, float *input, float *post,
+              float *comb);
+/// mhcPost: X'_k = post_k y + sum_j comb[j, k] X_j.
 Status mhcPost(ThreadPool &pool, const float *streams, const float *y,
                const float *post, const float *comb, int64_t tokens, int64_t n,
                int64_t width, float *out);
+/// mhcPostPre: mhcPost into `out`, then mhcPre on `out` (lm.mhc_post_pre),
+/// a token at a time while its new streams are in cache; the same values
+/// as the two kernels.
+Status mhcPostPre(ThreadPool &pool, const float *streams, const float *y,
+                  const float *post, const float *comb, int64_t tokens,
+                  int64_t n, int64_t width, const MhcMix &mix, float *out,
+                  float *input, float *nextPost, float *nextComb);
 
 } // namespace daybreak::cpu
 

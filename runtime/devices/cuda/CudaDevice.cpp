@@ -481,13 +481,17 @@ Status CudaDevice::prepare(const artifact::ArtifactFile &file,
               q.constant[0] + q.perToken[0] * m.max_tokens(), plan.batch,
               q.constant[1], q.constant[2], v.constant[2]));
     }
-  // mhc_pre's partial sums of its split products, at the maximum token
-  // count.
+  // mhc_pre's and mhc_post_pre's partial sums of their split products, at
+  // the maximum token count.
   for (const runtime::PreparedStep &step : prepared)
     for (const PreparedLaunch &l : step.launches) {
-      if (l.kernel != abi::KernelId::MhcPre)
+      if (l.kernel != abi::KernelId::MhcPre &&
+          l.kernel != abi::KernelId::MhcPostPre)
         continue;
-      const runtime::PreparedArg &x = l.args[abi::MhcPre::In::streams];
+      const runtime::PreparedArg &x =
+          l.args[l.kernel == abi::KernelId::MhcPre
+                     ? int(abi::MhcPre::In::streams)
+                     : int(abi::MhcPostPre::In::streams)];
       auto extent = [&](int d) {
         return x.constant[d] + x.perToken[d] * m.max_tokens();
       };
@@ -953,15 +957,49 @@ struct CudaLaunchers {
         p(x), p(l.in(In::gate)), weight(l.in(In::weight)), x.numel() / x.back(),
         x.back(), l->f(P::eps), l->i(P::activation), p(l.out(0)), d.stream);
   }
+  /// mhc_pre's and mhc_post_pre's optional norm (the same operand and
+  /// parameter names): its weight (data 0: none) and input_eps, which a
+  /// norm needs.
+  template <typename In, typename P>
+  static Status mhcNorm(const BoundLaunch &l, const char *name,
+                        DeviceWeight &norm, double &inputEps) {
+    norm = weight(l.in(In::norm_weight));
+    inputEps = 0.0;
+    if (!norm.data)
+      return Status::success();
+    if (!l->has(P::input_eps))
+      return Status::error(std::string(name) +
+                           ": a norm_weight without input_eps");
+    inputEps = l->f(P::input_eps);
+    return Status::success();
+  }
   static Status mhcPre(CudaDevice &d, const BoundLaunch &l) {
     using In = abi::MhcPre::In;
     using P = abi::MhcPre::P;
     const BoundArg &x = l.in(In::streams);
-    return d.kernels->mhcPre(p(x), p(l.in(In::fn)), p(l.in(In::base)),
-                             p(l.in(In::scale)), x.dim(0), x.dim(1), x.dim(2),
-                             l->i(P::sinkhorn_iters), l->f(P::eps),
-                             l->f(P::norm_eps), d.mhcScratch, d.mhcScratchBytes,
-                             p(l.out(0)), p(l.out(1)), p(l.out(2)), d.stream);
+    DeviceWeight norm;
+    double inputEps = 0.0;
+    DAYBREAK_RETURN_IF_ERROR((mhcNorm<In, P>(l, "mhc_pre", norm, inputEps)));
+    return d.kernels->mhcPre(
+        p(x), p(l.in(In::fn)), p(l.in(In::base)), p(l.in(In::scale)), x.dim(0),
+        x.dim(1), x.dim(2), l->i(P::sinkhorn_iters), l->f(P::eps),
+        l->f(P::norm_eps), norm, inputEps, d.mhcScratch, d.mhcScratchBytes,
+        p(l.out(0)), p(l.out(1)), p(l.out(2)), d.stream);
+  }
+  static Status mhcPostPre(CudaDevice &d, const BoundLaunch &l) {
+    using In = abi::MhcPostPre::In;
+    using P = abi::MhcPostPre::P;
+    const BoundArg &x = l.in(In::streams);
+    DeviceWeight norm;
+    double inputEps = 0.0;
+    DAYBREAK_RETURN_IF_ERROR(
+        (mhcNorm<In, P>(l, "mhc_post_pre", norm, inputEps)));
+    return d.kernels->mhcPostPre(
+        p(x), p(l.in(In::y)), p(l.in(In::post)), p(l.in(In::comb)),
+        p(l.in(In::fn)), p(l.in(In::base)), p(l.in(In::scale)), x.dim(0),
+        x.dim(1), x.dim(2), l->i(P::sinkhorn_iters), l->f(P::eps),
+        l->f(P::norm_eps), norm, inputEps, d.mhcScratch, d.mhcScratchBytes,
+        p(l.out(0)), p(l.out(1)), p(l.out(2)), p(l.out(3)), d.stream);
   }
   static Status mhcPost(CudaDevice &d, const BoundLaunch &l) {
     using In = abi::MhcPost::In;
@@ -1022,6 +1060,7 @@ const runtime::LauncherTable<CudaDevice> &CudaDevice::launchers() {
       {K::DivScalarI32, &CudaLaunchers::divScalarI32},
       {K::MhcPre, &CudaLaunchers::mhcPre},
       {K::MhcPost, &CudaLaunchers::mhcPost},
+      {K::MhcPostPre, &CudaLaunchers::mhcPostPre},
       {K::Elementwise, &CudaLaunchers::elementwise},
   };
   return table;

@@ -148,8 +148,8 @@ private:
   /// largest launch at the step's maximum token count.
   CUdeviceptr kdaScratch = 0;
   uint64_t kdaScratchBytes = 0;
-  /// mhc_pre's partial sums (mhcPreScratchBytes) for the largest launch at
-  /// the step's maximum token count.
+  /// mhc_pre's and mhc_post_pre's partial sums (mhcPreScratchBytes) for
+  /// the largest launch at the step's maximum token count.
   CUdeviceptr mhcScratch = 0;
   uint64_t mhcScratchBytes = 0;
 };

@@ -154,12 +154,42 @@ constexpr int64_t tensorGemmSharedBytes(int32_t type) {
          3 * 64 * 72 * 2 + 2 * 2 * 128 * 4 + 3 * 64 * 4;
 }
 
-/// An error for n outside [1, kMhcMaxStreams], the CPU kernels' limit too.
-Status checkMhcStreams(const char *kernel, int64_t n) {
+/// An error for n outside [1, kMhcMaxStreams], the CPU kernels' limit too,
+/// or sinkhornIters < 1 (when given).
+Status checkMhcStreams(const char *kernel, int64_t n,
+                       int64_t sinkhornIters = 1) {
   if (n < 1 || n > kMhcMaxStreams)
     return Status::error(std::string(kernel) + ": " + std::to_string(n) +
                          " streams (the CUDA kernels take 1 to " +
                          std::to_string(kMhcMaxStreams) + ")");
+  if (sinkhornIters < 1)
+    return Status::error(std::string(kernel) + ": sinkhorn_iters " +
+                         std::to_string(sinkhornIters) + " (at least 1)");
+  return Status::success();
+}
+
+/// The mHC logits kernels' column splits for `tokens` tokens of n x
+/// `width` streams: the largest power of two of runs of kMhcChunkColumns
+/// chunks that keeps tiles x splits within the target blocks (a run past
+/// the last chunk writes zeros); an error naming `kernel` if their partial
+/// sums exceed `scratchBytes`.
+Status mhcSplits(const char *kernel, int64_t tokens, int64_t n, int64_t width,
+                 uint64_t scratchBytes, int64_t &splits) {
+  int64_t tiles = ceilDiv(tokens, kMhcTileTokens);
+  int64_t chunks = std::max<int64_t>(1, ceilDiv(n * width, kMhcChunkColumns));
+  int64_t most =
+      std::min({chunks, kMhcMaxSplits, ceilDiv(kMhcTargetBlocks, tiles)});
+  splits = 1;
+  while (2 * splits <= most)
+    splits *= 2;
+  uint64_t bytes =
+      uint64_t(splits * tokens * ((2 + n) * n + 1)) * sizeof(float);
+  if (bytes > scratchBytes)
+    return Status::error(std::string(kernel) + ": " + std::to_string(tokens) +
+                         " tokens of " + std::to_string(n) + " x " +
+                         std::to_string(width) + " need " +
+                         std::to_string(bytes) + " bytes of scratch, " +
+                         std::to_string(scratchBytes) + " given");
   return Status::success();
 }
 
@@ -488,43 +518,48 @@ Status CudaKernels::gatedRmsNorm(CUdeviceptr x, CUdeviceptr gate,
 Status CudaKernels::mhcPre(CUdeviceptr streams, CUdeviceptr fn,
                            CUdeviceptr base, CUdeviceptr scale, int64_t tokens,
                            int64_t n, int64_t width, int64_t sinkhornIters,
-                           double eps, double normEps, CUdeviceptr scratch,
+                           double eps, double normEps, const DeviceWeight &norm,
+                           double inputEps, CUdeviceptr scratch,
                            uint64_t scratchBytes, CUdeviceptr input,
                            CUdeviceptr post, CUdeviceptr comb,
                            CUstream stream) const {
-  DAYBREAK_RETURN_IF_ERROR(checkMhcStreams("mhc_pre", n));
-  if (sinkhornIters < 1)
-    return Status::error("mhc_pre: sinkhorn_iters " +
-                         std::to_string(sinkhornIters) + " (at least 1)");
+  DAYBREAK_RETURN_IF_ERROR(checkMhcStreams("mhc_pre", n, sinkhornIters));
   if (tokens <= 0)
     return Status::success();
-  // Tiles of kMhcTileTokens tokens; the columns split into the largest
-  // power of two of runs of chunks that keeps tiles x splits within the
-  // target blocks (a run past the last chunk writes zeros).
+  int64_t splits = 0;
+  DAYBREAK_RETURN_IF_ERROR(
+      mhcSplits("mhc_pre", tokens, n, width, scratchBytes, splits));
   int64_t flat = n * width, mixes = (2 + n) * n;
-  int64_t tiles = ceilDiv(tokens, kMhcTileTokens);
   int64_t chunks = std::max<int64_t>(1, ceilDiv(flat, kMhcChunkColumns));
-  int64_t most =
-      std::min({chunks, kMhcMaxSplits, ceilDiv(kMhcTargetBlocks, tiles)});
-  int64_t splits = 1;
-  while (2 * splits <= most)
-    splits *= 2;
   int64_t perSplit = ceilDiv(chunks, splits);
-  uint64_t bytes = uint64_t(splits * tokens * (mixes + 1)) * sizeof(float);
-  if (bytes > scratchBytes)
-    return Status::error("mhc_pre: " + std::to_string(tokens) + " tokens of " +
-                         std::to_string(n) + " x " + std::to_string(width) +
-                         " need " + std::to_string(bytes) +
-                         " bytes of scratch, " + std::to_string(scratchBytes) +
-                         " given");
   void *logits[] = {&streams, &fn, &tokens, &flat, &mixes, &perSplit, &scratch};
   DAYBREAK_RETURN_IF_ERROR(launch(n <= 4 ? mhcLogitsFn : mhcLogitsWideFn,
-                                  "mhc_logits", tiles, splits, 1,
-                                  kMhcChunkColumns, 0, stream, logits));
-  void *finish[] = {&streams, &scratch, &base,   &scale,         &tokens,
-                    &n,       &width,   &splits, &sinkhornIters, &eps,
-                    &normEps, &input,   &post,   &comb};
-  return launch(mhcPreFn, "mhc_pre", tiles,
+                                  "mhc_logits", ceilDiv(tokens, kMhcTileTokens),
+                                  splits, 1, kMhcChunkColumns, 0, stream,
+                                  logits));
+  return mhcFinish(streams, base, scale, tokens, n, width, splits,
+                   sinkhornIters, eps, normEps, norm, inputEps, scratch, input,
+                   post, comb, stream);
+}
+
+Status CudaKernels::mhcFinish(CUdeviceptr streams, CUdeviceptr base,
+                              CUdeviceptr scale, int64_t tokens, int64_t n,
+                              int64_t width, int64_t splits,
+                              int64_t sinkhornIters, double eps, double normEps,
+                              const DeviceWeight &norm, double inputEps,
+                              CUdeviceptr partials, CUdeviceptr input,
+                              CUdeviceptr post, CUdeviceptr comb,
+                              CUstream stream) const {
+  DeviceWeight w = norm;
+  void *finish[] = {&streams,  &partials, &base,          &scale, &tokens,  &n,
+                    &width,    &splits,   &sinkhornIters, &eps,   &normEps, &w,
+                    &inputEps, &input,    &post,          &comb};
+  // With the norm a block writes all D inputs of its tokens (one column
+  // slice), to scale them by their norm factor.
+  if (norm.data)
+    return launch(mhcPreNormFn, "mhc_pre_norm", ceilDiv(tokens, kMhcTileTokens),
+                  1, 1, 32 * kMhcTileTokens, 0, stream, finish);
+  return launch(mhcPreFn, "mhc_pre", ceilDiv(tokens, kMhcTileTokens),
                 std::max<int64_t>(1, ceilDiv(width, kMhcSliceColumns)), 1,
                 32 * kMhcTileTokens, 0, stream, finish);
 }
@@ -537,6 +572,47 @@ Status CudaKernels::mhcPost(CUdeviceptr streams, CUdeviceptr y,
   void *params[] = {&streams, &y, &post, &comb, &n, &width, &out};
   return launch(mhcPostFn, "mhc_post", tokens, ceilDiv(width, 256), 1, 256, 0,
                 stream, params);
+}
+
+Status CudaKernels::mhcPostPre(
+    CUdeviceptr streams, CUdeviceptr y, CUdeviceptr post, CUdeviceptr comb,
+    CUdeviceptr fn, CUdeviceptr base, CUdeviceptr scale, int64_t tokens,
+    int64_t n, int64_t width, int64_t sinkhornIters, double eps, double normEps,
+    const DeviceWeight &norm, double inputEps, CUdeviceptr scratch,
+    uint64_t scratchBytes, CUdeviceptr out, CUdeviceptr input,
+    CUdeviceptr nextPost, CUdeviceptr nextComb, CUstream stream) const {
+  DAYBREAK_RETURN_IF_ERROR(checkMhcStreams("mhc_post_pre", n, sinkhornIters));
+  if (tokens <= 0)
+    return Status::success();
+  int64_t flat = n * width;
+  // daybreak_mhc_post_logits keeps the columns of kMhcFusedStreams streams
+  // and indexes a tile in 32 bits; past either, the two kernels (the new
+  // streams read back by the logits).
+  if (n > kMhcFusedStreams || kMhcTileTokens * flat > 0x7FFFFFFF) {
+    DAYBREAK_RETURN_IF_ERROR(
+        mhcPost(streams, y, post, comb, tokens, n, width, out, stream)
+            .withContext("mhc_post_pre"));
+    return mhcPre(out, fn, base, scale, tokens, n, width, sinkhornIters, eps,
+                  normEps, norm, inputEps, scratch, scratchBytes, input,
+                  nextPost, nextComb, stream)
+        .withContext("mhc_post_pre");
+  }
+  // mhcPre's splits (so its scratch serves), here over units of one
+  // stream's chunk of kMhcChunkColumns: n ceil(D / kMhcChunkColumns) of
+  // them, at least the ceil(nD / kMhcChunkColumns) chunks.
+  int64_t splits = 0;
+  DAYBREAK_RETURN_IF_ERROR(
+      mhcSplits("mhc_post_pre", tokens, n, width, scratchBytes, splits));
+  int64_t units = n * ceilDiv(width, kMhcChunkColumns);
+  int64_t perSplit = ceilDiv(units, splits);
+  void *logits[] = {&streams, &y,     &post,     &comb, &fn,     &tokens,
+                    &n,       &width, &perSplit, &out,  &scratch};
+  DAYBREAK_RETURN_IF_ERROR(launch(mhcPostLogitsFn, "mhc_post_logits",
+                                  ceilDiv(tokens, kMhcTileTokens), splits, 1,
+                                  kMhcChunkColumns, 0, stream, logits));
+  return mhcFinish(out, base, scale, tokens, n, width, splits, sinkhornIters,
+                   eps, normEps, norm, inputEps, scratch, input, nextPost,
+                   nextComb, stream);
 }
 
 Status CudaKernels::layerNorm(CUdeviceptr x, CUdeviceptr weight,

@@ -3216,12 +3216,12 @@ extern "C" __global__ void daybreak_causal_bounds(const int32_t *positions,
 }
 
 //===----------------------------------------------------------------------===//
-// mHC residual streams: mhc_pre and mhc_post
+// mHC residual streams: mhc_pre, mhc_post and mhc_post_pre
 //===----------------------------------------------------------------------===//
 //
-// cpu::mhcPre and cpu::mhcPost (CpuResidual.cpp) hold the semantics: a
-// token's n <= kMhcMaxStreams residual streams X [n, D], flattened to nD
-// values; (2 + n) n mixing logits m = rms(X) fn X a token.
+// cpu::mhcPre, cpu::mhcPost and cpu::mhcPostPre (CpuResidual.cpp) hold the
+// semantics: a token's n <= kMhcMaxStreams residual streams X [n, D],
+// flattened to nD values; (2 + n) n mixing logits m = rms(X) fn X a token.
 //
 // mhc_pre runs in two kernels. daybreak_mhc_logits takes a tile of
 // kMhcTokens tokens and a split of the nD columns; it stages the tile's
@@ -3244,14 +3244,42 @@ extern "C" __global__ void daybreak_causal_bounds(const int32_t *positions,
 // tokens still fill the GPU; the blocks of the first column slice write post
 // and comb.
 //
-// Traffic a token: the logits read its nD stream values once and fn's
-// (2 + n) n x nD once a tile (from L2 but for the first tile), and write
-// (2 + n) n + 1 floats a split; mhc_pre reads the partials and the nD
-// values again (from L2 while they stay there) and writes D + n + n^2
-// values. The logits do (2 + n) n / 4 FMAs a byte of streams: 6 at n = 4,
-// about the H200's balance (~7 fp32 FMAs a byte of HBM); 20 at n = 8,
-// compute-bound. mhc_post reads (n + 1) D + n + n^2 values and writes nD:
-// memory-bound.
+// With the sublayer's RMSNorm fused (a norm weight), daybreak_mhc_pre_norm
+// runs the same code with one column slice a block: a block's threads
+// write all D fp32 inputs of each of its tokens while adding the squares
+// of the stored values (in double, a warp tree, then the warps in order),
+// then read their own writes back (from L2) and scale them by the norm
+// factor and the weight, as cpu::mhcPre: no rms_norm pass over [T, D].
+//
+// mhc_post_pre (a sublayer's write-back and the next collapse) replaces
+// mhc_post and the logits by daybreak_mhc_post_logits: the logits kernel
+// whose staging computes the new streams X'_j = post_j y + sum_i comb[i, j]
+// X_i (in double, as daybreak_mhc_post) instead of loading them. Its unit is
+// a stream j of a chunk of kMhcChunk columns of D (unit c n + j for chunk
+// c): thread i keeps column d = c kMhcChunk + i of every stream (copied
+// asynchronously to its own shared-memory column while the previous
+// unit's products run) and of y (registers) for the tile's tokens through
+// the n units of the chunk, writes X'_j[d] to the result, adds its square
+// and stages it for fn's column j D + d. Splits take runs of units, so the
+// partials keep mhc_pre's layout and daybreak_mhc_pre(_norm) finishes on
+// the new streams unchanged. Fused for n <= kMhcFusedStreams (the shared
+// memory of four streams' columns) and kMhcTokens nD < 2^31 (its 32-bit
+// offsets); other launches run mhc_post and mhc_pre
+// (CudaKernels::mhcPostPre).
+//
+// Traffic a token, in values of 4 bytes: mhc_post reads (n + 1) D + n + n^2
+// and writes nD (memory-bound); the logits read nD and fn's (2 + n) n x nD
+// once a tile (from L2 but for the first tile), and write (2 + n) n + 1
+// floats a split; daybreak_mhc_pre reads the partials and the nD values
+// again (from L2 while they stay there) and writes D + n + n^2; a separate
+// rms_norm reads D and writes D. daybreak_mhc_post_logits reads (n + 1) D
+// and writes nD: the logits' nD read is gone; the fused norm reads its D
+// inputs back from L2 and rewrites them in place (the lines merge there):
+// the rms_norm's D read and D write leave HBM. At n = 4, counting
+// daybreak_mhc_pre's re-read: 14D read and 6D written separately (post,
+// logits, pre, rms_norm), 9D and 5D fused. The logits do (2 + n) n / 4
+// FMAs a byte of streams: 6 at n = 4, about the H200's balance (~7 fp32
+// FMAs a byte of HBM); 20 at n = 8, compute-bound.
 //
 //===----------------------------------------------------------------------===//
 
@@ -3260,6 +3288,9 @@ namespace {
 /// As cpu::kMhcMaxStreams (kMhcMaxStreams in CudaKernels.h).
 constexpr int kMhcMaxStreams = 8;
 constexpr int kMhcMaxMixes = (2 + kMhcMaxStreams) * kMhcMaxStreams;
+/// Streams daybreak_mhc_post_logits takes (kMhcFusedStreams in
+/// CudaKernels.h): their columns of a tile, kept in registers.
+constexpr int kMhcFusedStreams = 4;
 /// Tokens a daybreak_mhc_logits tile and a daybreak_mhc_pre block (a warp
 /// each); columns a logits chunk (a thread each); input columns a
 /// daybreak_mhc_pre block writes (four a thread): kMhcTileTokens,
@@ -3280,6 +3311,87 @@ __device__ __forceinline__ double groupSum(double v, int width) {
   return v;
 }
 
+/// The logits kernels' products of one staged chunk: `tile` holds the
+/// tile's values of fn's columns k0 + c for c < kMhcChunk, those below
+/// `end` real (the others zeros); warp w adds rows w + kMhcWarps r of fn
+/// times them to acc[r], loading `Cols` columns of its rows a lane at once.
+template <int Rows, int Cols>
+__device__ __forceinline__ void
+mhcProducts(const float4 (&tile)[kMhcTokens / 4][kMhcChunk],
+            const float *__restrict__ fn, int64_t flat, int64_t mixes,
+            int64_t k0, int64_t end, float (&acc)[Rows][kMhcTokens]) {
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+#pragma unroll
+  for (int j0 = 0; j0 < kMhcChunk / 32; j0 += Cols) {
+    float w[Cols][Rows];
+#pragma unroll
+    for (int j = 0; j < Cols; ++j) {
+      int64_t k = k0 + lane + 32 * (j0 + j);
+#pragma unroll
+      for (int r = 0; r < Rows; ++r) {
+        int64_t m = warp + kMhcWarps * r;
+        w[j][r] = m < mixes && k < end ? __ldg(fn + m * flat + k) : 0.0f;
+      }
+    }
+#pragma unroll
+    for (int j = 0; j < Cols; ++j) {
+      float x[kMhcTokens];
+#pragma unroll
+      for (int q = 0; q < kMhcTokens / 4; ++q) {
+        float4 v = tile[q][lane + 32 * (j0 + j)];
+        x[4 * q] = v.x;
+        x[4 * q + 1] = v.y;
+        x[4 * q + 2] = v.z;
+        x[4 * q + 3] = v.w;
+      }
+#pragma unroll
+      for (int r = 0; r < Rows; ++r)
+#pragma unroll
+        for (int t = 0; t < kMhcTokens; ++t)
+          acc[r][t] = fmaf(w[j][r], x[t], acc[r][t]);
+    }
+  }
+}
+
+/// The logits kernels' end: each row's sum (a warp tree) and the tile's
+/// sums of squares (the warps' in order) to split blockIdx.y of the
+/// partials [T][mixes + 1][splits].
+template <int Rows>
+__device__ __forceinline__ void
+mhcStorePartials(float (&acc)[Rows][kMhcTokens], float (&squared)[kMhcTokens],
+                 float (&squares)[kMhcWarps][kMhcTokens], int64_t tokens,
+                 int64_t mixes, float *__restrict__ partials) {
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  const int64_t t0 = int64_t(blockIdx.x) * kMhcTokens;
+#pragma unroll
+  for (int t = 0; t < kMhcTokens; ++t) {
+    float s = warpSum(squared[t]);
+    if (lane == 0)
+      squares[warp][t] = s;
+  }
+  const int64_t stride = mixes + 1, splits = gridDim.y;
+  float *out = partials + t0 * stride * splits + blockIdx.y;
+#pragma unroll
+  for (int r = 0; r < Rows; ++r) {
+    int64_t m = warp + kMhcWarps * r;
+    if (m >= mixes) // the same for the whole warp
+      break;
+#pragma unroll
+    for (int t = 0; t < kMhcTokens; ++t) {
+      float s = warpSum(acc[r][t]);
+      if (lane == t && t0 + t < tokens)
+        out[(t * stride + m) * splits] = s;
+    }
+  }
+  __syncthreads();
+  if (threadIdx.x < kMhcTokens && t0 + threadIdx.x < tokens) {
+    float s = 0.0f;
+    for (int w = 0; w < kMhcWarps; ++w)
+      s += squares[w][threadIdx.x];
+    out[(threadIdx.x * stride + mixes) * splits] = s;
+  }
+}
+
 /// daybreak_mhc_logits for up to kMhcWarps x `Rows` rows, loading `Cols`
 /// columns of them a lane at once: grid (tiles, splits), block kMhcChunk;
 /// split s takes chunks [s, s + 1) x chunksPerSplit of the ceil(nD /
@@ -3293,7 +3405,6 @@ mhcLogits(const float *__restrict__ streams, const float *__restrict__ fn,
   // tokens in kMhcTokens / 4 conflict-free 16-byte loads.
   __shared__ float4 tile[kMhcTokens / 4][kMhcChunk];
   __shared__ float squares[kMhcWarps][kMhcTokens];
-  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
   const int64_t t0 = int64_t(blockIdx.x) * kMhcTokens;
   const int64_t chunks = (flat + kMhcChunk - 1) / kMhcChunk;
   const int64_t first = int64_t(blockIdx.y) * chunksPerSplit;
@@ -3329,65 +3440,10 @@ mhcLogits(const float *__restrict__ streams, const float *__restrict__ fn,
     __syncthreads();
     if (chunk + 1 < last)
       fetch(chunk + 1);
-    const int64_t k0 = chunk * kMhcChunk;
-#pragma unroll
-    for (int j0 = 0; j0 < kMhcChunk / 32; j0 += Cols) {
-      float w[Cols][Rows];
-#pragma unroll
-      for (int j = 0; j < Cols; ++j) {
-        int64_t k = k0 + lane + 32 * (j0 + j);
-#pragma unroll
-        for (int r = 0; r < Rows; ++r) {
-          int64_t m = warp + kMhcWarps * r;
-          w[j][r] = m < mixes && k < flat ? __ldg(fn + m * flat + k) : 0.0f;
-        }
-      }
-#pragma unroll
-      for (int j = 0; j < Cols; ++j) {
-        float x[kMhcTokens];
-#pragma unroll
-        for (int q = 0; q < kMhcTokens / 4; ++q) {
-          float4 v = tile[q][lane + 32 * (j0 + j)];
-          x[4 * q] = v.x;
-          x[4 * q + 1] = v.y;
-          x[4 * q + 2] = v.z;
-          x[4 * q + 3] = v.w;
-        }
-#pragma unroll
-        for (int r = 0; r < Rows; ++r)
-#pragma unroll
-          for (int t = 0; t < kMhcTokens; ++t)
-            acc[r][t] = fmaf(w[j][r], x[t], acc[r][t]);
-      }
-    }
+    mhcProducts<Rows, Cols>(tile, fn, flat, mixes, chunk * kMhcChunk, flat,
+                            acc);
   }
-#pragma unroll
-  for (int t = 0; t < kMhcTokens; ++t) {
-    float s = warpSum(squared[t]);
-    if (lane == 0)
-      squares[warp][t] = s;
-  }
-  const int64_t stride = mixes + 1, splits = gridDim.y;
-  float *out = partials + t0 * stride * splits + blockIdx.y;
-#pragma unroll
-  for (int r = 0; r < Rows; ++r) {
-    int64_t m = warp + kMhcWarps * r;
-    if (m >= mixes) // the same for the whole warp
-      break;
-#pragma unroll
-    for (int t = 0; t < kMhcTokens; ++t) {
-      float s = warpSum(acc[r][t]);
-      if (lane == t && t0 + t < tokens)
-        out[(t * stride + m) * splits] = s;
-    }
-  }
-  __syncthreads();
-  if (threadIdx.x < kMhcTokens && t0 + threadIdx.x < tokens) {
-    float s = 0.0f;
-    for (int w = 0; w < kMhcWarps; ++w)
-      s += squares[w][threadIdx.x];
-    out[(threadIdx.x * stride + mixes) * splits] = s;
-  }
+  mhcStorePartials<Rows>(acc, squared, squares, tokens, mixes, partials);
 }
 
 /// Lane `line` of the calling warp divides line `line` of the n x n matrix
@@ -3417,41 +3473,17 @@ __device__ __forceinline__ void mhcNormalise(double *c, int64_t n,
   __syncwarp();
 }
 
-} // namespace
-
-/// mhc_pre's products for n <= 4 ((2 + n) n <= 24 rows, three a warp):
-/// grid (ceil(T / kMhcTokens), splits), block kMhcChunk; three blocks an
-/// SM.
-extern "C" __global__ void __launch_bounds__(kMhcChunk, 3)
-    daybreak_mhc_logits(const float *streams, const float *fn, int64_t tokens,
-                        int64_t flat, int64_t mixes, int64_t chunksPerSplit,
-                        float *partials) {
-  mhcLogits<3, 8>(streams, fn, tokens, flat, mixes, chunksPerSplit, partials);
-}
-
-/// The same for n <= kMhcMaxStreams (up to 80 rows, ten a warp): a block
-/// an SM, its 80 accumulators a thread in registers (a cap of 128 would
-/// spill them).
-extern "C" __global__ void __launch_bounds__(kMhcChunk, 1)
-    daybreak_mhc_logits_wide(const float *streams, const float *fn,
-                             int64_t tokens, int64_t flat, int64_t mixes,
-                             int64_t chunksPerSplit, float *partials) {
-  mhcLogits<kMhcMaxMixes / kMhcWarps, 4>(streams, fn, tokens, flat, mixes,
-                                         chunksPerSplit, partials);
-}
-
-/// mhc_pre's second pass over daybreak_mhc_logits' `splits` partials (a
-/// power of two up to 32): grid (ceil(T / kMhcTokens), ceil(D /
-/// kMhcSlice)), block 32 x kMhcTokens, a warp a token. Two blocks an SM:
-/// under 128 registers ptxas spills.
-extern "C" __global__ void __launch_bounds__(32 * kMhcTokens, 2)
-    daybreak_mhc_pre(const float *__restrict__ streams,
-                     const float *__restrict__ partials,
-                     const float *__restrict__ base,
-                     const float *__restrict__ scale, int64_t tokens, int64_t n,
-                     int64_t width, int64_t splits, int64_t sinkhornIters,
-                     double eps, double normEps, float *__restrict__ input,
-                     float *__restrict__ post, float *__restrict__ comb) {
+/// daybreak_mhc_pre, and with `Normed` daybreak_mhc_pre_norm: grid
+/// (ceil(T / kMhcTokens), ceil(D / kMhcSlice), or 1 with `Normed`), block
+/// 32 x kMhcTokens, a warp a token.
+template <bool Normed>
+__device__ __forceinline__ void
+mhcFinish(const float *__restrict__ streams, const float *__restrict__ partials,
+          const float *__restrict__ base, const float *__restrict__ scale,
+          int64_t tokens, int64_t n, int64_t width, int64_t splits,
+          int64_t sinkhornIters, double eps, double normEps, const Weight &norm,
+          double inputEps, float *__restrict__ input, float *__restrict__ post,
+          float *__restrict__ comb) {
   // Token u's (2 + n) n + 1 sums at logits[u * stride].
   __shared__ double logits[kMhcTokens * (kMhcMaxMixes + 1)];
   __shared__ double pre[kMhcTokens][kMhcMaxStreams];
@@ -3540,24 +3572,24 @@ extern "C" __global__ void __launch_bounds__(32 * kMhcTokens, 2)
       comb[t * n * n + i] = float(c[i]);
   }
 
-  // The sublayer inputs' columns of this slice, sum_j pre_j X_j in double
+  // The sublayer inputs' columns of a slice, sum_j pre_j X_j in double
   // (the warps that ran Sinkhorn join when done); four columns a thread and
-  // token, as float4 where the rows are 16-byte aligned.
-  const int64_t d0 = int64_t(blockIdx.y) * kMhcSlice;
+  // token, as float4 where the rows are 16-byte aligned. Normed, it returns
+  // the sum of the squares of the fp32 values it wrote (0 otherwise).
   const float *x = streams + t0 * flat;
   float *o = input + t0 * width;
   unsigned long long addresses = reinterpret_cast<unsigned long long>(x) |
                                  reinterpret_cast<unsigned long long>(o);
   bool quads = (width & 3) == 0 && (addresses & 15) == 0;
-#pragma unroll 2
-  for (int64_t u = 0; u < count; ++u) {
+  auto collapse = [&](int64_t u, int64_t d0) {
     const double *p = pre[u];
     const float *xu = x + u * flat;
     float *ou = o + u * width;
+    double squares = 0.0;
     if (quads) {
       int64_t d = d0 + 4 * threadIdx.x;
       if (d >= width)
-        continue;
+        return squares;
       float4 v[kMhcMaxStreams];
 #pragma unroll
       for (int j = 0; j < kMhcMaxStreams; ++j)
@@ -3572,9 +3604,12 @@ extern "C" __global__ void __launch_bounds__(32 * kMhcTokens, 2)
           s2 += p[j] * v[j].z;
           s3 += p[j] * v[j].w;
         }
-      *reinterpret_cast<float4 *>(ou + d) =
-          make_float4(float(s0), float(s1), float(s2), float(s3));
-      continue;
+      float4 r = make_float4(float(s0), float(s1), float(s2), float(s3));
+      *reinterpret_cast<float4 *>(ou + d) = r;
+      if (Normed)
+        squares = double(r.x) * r.x + double(r.y) * r.y + double(r.z) * r.z +
+                  double(r.w) * r.w;
+      return squares;
     }
 #pragma unroll
     for (int i = 0; i < 4; ++i) {
@@ -3584,9 +3619,229 @@ extern "C" __global__ void __launch_bounds__(32 * kMhcTokens, 2)
       double sum = 0.0;
       for (int64_t j = 0; j < n; ++j)
         sum += p[j] * xu[j * width + d];
-      ou[d] = float(sum);
+      float r = float(sum);
+      ou[d] = r;
+      if (Normed)
+        squares += double(r) * r;
+    }
+    return squares;
+  };
+  if constexpr (!Normed) {
+    const int64_t d0 = int64_t(blockIdx.y) * kMhcSlice;
+#pragma unroll 2
+    for (int64_t u = 0; u < count; ++u)
+      collapse(u, d0);
+  } else {
+    // Normed: every slice of each token, its squares a thread, a warp tree,
+    // then the warps' sums in order (the same every launch); then each thread
+    // reads back the inputs it wrote (no other thread's, so no fence) and
+    // scales them by 1 / sqrt(mean + inputEps) and the weight, as cpu::mhcPre
+    // (double products of the fp32 input, rounded once).
+    __shared__ double inputSquares[kMhcWarps][kMhcTokens];
+    for (int64_t u = 0; u < count; ++u) {
+      double squares = 0.0;
+      for (int64_t d0 = 0; d0 < width; d0 += kMhcSlice)
+        squares += collapse(u, d0);
+      squares = groupSum(squares, 32);
+      if (lane == 0)
+        inputSquares[warp][u] = squares;
+    }
+    __syncthreads();
+    for (int64_t u = 0; u < count; ++u) {
+      double sum = 0.0;
+#pragma unroll
+      for (int w = 0; w < kMhcWarps; ++w)
+        sum += inputSquares[w][u];
+      const double inv = 1.0 / sqrt(sum / double(width) + inputEps);
+      float *ou = o + u * width;
+      for (int64_t d0 = 0; d0 < width; d0 += kMhcSlice) {
+        if (quads) {
+          int64_t d = d0 + 4 * threadIdx.x;
+          if (d >= width)
+            continue;
+          float4 v = *reinterpret_cast<const float4 *>(ou + d);
+          v.x = float(v.x * inv * weightAt(norm, d));
+          v.y = float(v.y * inv * weightAt(norm, d + 1));
+          v.z = float(v.z * inv * weightAt(norm, d + 2));
+          v.w = float(v.w * inv * weightAt(norm, d + 3));
+          *reinterpret_cast<float4 *>(ou + d) = v;
+          continue;
+        }
+#pragma unroll
+        for (int i = 0; i < 4; ++i) {
+          int64_t d = d0 + threadIdx.x + i * blockDim.x;
+          if (d >= width)
+            break;
+          ou[d] = float(ou[d] * inv * weightAt(norm, d));
+        }
+      }
     }
   }
+}
+
+} // namespace
+
+/// mhc_pre's products for n <= 4 ((2 + n) n <= 24 rows, three a warp):
+/// grid (ceil(T / kMhcTokens), splits), block kMhcChunk; three blocks an
+/// SM.
+extern "C" __global__ void __launch_bounds__(kMhcChunk, 3)
+    daybreak_mhc_logits(const float *streams, const float *fn, int64_t tokens,
+                        int64_t flat, int64_t mixes, int64_t chunksPerSplit,
+                        float *partials) {
+  mhcLogits<3, 8>(streams, fn, tokens, flat, mixes, chunksPerSplit, partials);
+}
+
+/// The same for n <= kMhcMaxStreams (up to 80 rows, ten a warp): a block
+/// an SM, its 80 accumulators a thread in registers (a cap of 128 would
+/// spill them).
+extern "C" __global__ void __launch_bounds__(kMhcChunk, 1)
+    daybreak_mhc_logits_wide(const float *streams, const float *fn,
+                             int64_t tokens, int64_t flat, int64_t mixes,
+                             int64_t chunksPerSplit, float *partials) {
+  mhcLogits<kMhcMaxMixes / kMhcWarps, 4>(streams, fn, tokens, flat, mixes,
+                                         chunksPerSplit, partials);
+}
+
+/// mhc_post_pre's first kernel for n <= kMhcFusedStreams: mhc_post's new
+/// streams into `out` and daybreak_mhc_logits' partials of them. grid
+/// (ceil(T / kMhcTokens), splits), block kMhcChunk; split s takes units
+/// [s, s + 1) x unitsPerSplit of the n ceil(D / kMhcChunk) (unit c n + j:
+/// stream j of column chunk c; none past the end: it writes zeros).
+extern "C" __global__ void __launch_bounds__(kMhcChunk, 2)
+    daybreak_mhc_post_logits(const float *__restrict__ streams,
+                             const float *__restrict__ y,
+                             const float *__restrict__ post,
+                             const float *__restrict__ comb,
+                             const float *__restrict__ fn, int64_t tokens,
+                             int64_t n, int64_t width, int64_t unitsPerSplit,
+                             float *__restrict__ out,
+                             float *__restrict__ partials) {
+  constexpr int kRows = 3, kCols = 8, kStreams = kMhcFusedStreams;
+  __shared__ float4 tile[kMhcTokens / 4][kMhcChunk];
+  __shared__ float squares[kMhcWarps][kMhcTokens];
+  // A token's post_k, then comb [i, k] (daybreak_mhc_post's order); zeros
+  // past the last token. fp32 as given: widened exactly where used.
+  __shared__ float weights[kMhcTokens][kStreams * (kStreams + 1)];
+  // Thread c's column c of a chunk of every stream for the tile's tokens:
+  // only it writes (asynchronously) and reads them, so no barrier guards
+  // them. (In registers, with y's, they took the kernel past 128.)
+  __shared__ float xs[kStreams][kMhcTokens][kMhcChunk];
+  const int64_t t0 = int64_t(blockIdx.x) * kMhcTokens;
+  const int64_t flat = n * width, mixes = (2 + n) * n, each = n * (n + 1);
+  const int64_t units = n * ((width + kMhcChunk - 1) / kMhcChunk);
+  const int64_t first = int64_t(blockIdx.y) * unitsPerSplit;
+  const int64_t last = min(units, first + unitsPerSplit);
+  // Offsets within the tile in 32 bits (kMhcTokens nD < 2^31: the
+  // launcher's condition): 64-bit ones per token and stream, hoisted out
+  // of the loop, took the registers past 128.
+  const int n32 = int(n), w32 = int(width), f32 = int(flat);
+  float *tileOut = out + t0 * flat;
+  for (int64_t i = threadIdx.x; i < kMhcTokens * each; i += blockDim.x) {
+    int64_t u = i / each, e = i - u * each, t = t0 + u;
+    weights[u][e] = t >= tokens ? 0.0f
+                    : e < n     ? post[t * n + e]
+                                : comb[t * n * n + e - n];
+  }
+  float acc[kRows][kMhcTokens], squared[kMhcTokens], ys[kMhcTokens];
+#pragma unroll
+  for (int t = 0; t < kMhcTokens; ++t) {
+    squared[t] = 0.0f;
+#pragma unroll
+    for (int r = 0; r < kRows; ++r)
+      acc[r][t] = 0.0f;
+  }
+  // A chunk's columns for the n units that stage them: the streams'
+  // copied to xs, y's to registers, issued while the previous unit's
+  // products run; columns and tokens past the end read as zeros.
+  auto fetch = [&](int64_t chunk) {
+    int64_t d = chunk * kMhcChunk + threadIdx.x;
+    const float *xt = streams + t0 * flat + d, *yt = y + t0 * width + d;
+#pragma unroll
+    for (int t = 0; t < kMhcTokens; ++t) {
+      bool valid = d < width && t0 + t < tokens;
+#pragma unroll
+      for (int i = 0; i < kStreams; ++i)
+        if (i < n)
+          copyAsync4(&xs[i][t][threadIdx.x], xt + (t * n32 + i) * w32, valid);
+      ys[t] = valid ? yt[t * w32] : 0.0f;
+    }
+    copyAsyncCommit();
+  };
+  if (first < last)
+    fetch(first / n);
+  for (int64_t unit = first; unit < last; ++unit) {
+    const int64_t chunk = unit / n, j = unit - chunk * n;
+    const int64_t d = chunk * kMhcChunk + threadIdx.x;
+    copyAsyncWaitAll(); // this thread's columns of the chunk
+    __syncthreads();    // the tile is free, the weights are there
+    // X'_j[d] = post_j y[d] + sum_i comb[i, j] X_i[d], in double and in
+    // daybreak_mhc_post's order, rounded once; stored, squared and staged.
+    float v[kMhcTokens];
+#pragma unroll
+    for (int t = 0; t < kMhcTokens; ++t) {
+      const float *w = weights[t];
+      double sum = double(w[j]) * ys[t];
+#pragma unroll
+      for (int i = 0; i < kStreams; ++i)
+        if (i < n)
+          sum += double(w[n + i * n + j]) * xs[i][t][threadIdx.x];
+      bool valid = d < width && t0 + t < tokens;
+      v[t] = valid ? float(sum) : 0.0f;
+      if (valid)
+        tileOut[t * f32 + int(j * width + d)] = v[t];
+      squared[t] = fmaf(v[t], v[t], squared[t]);
+    }
+#pragma unroll
+    for (int q = 0; q < kMhcTokens / 4; ++q)
+      tile[q][threadIdx.x] =
+          make_float4(v[4 * q], v[4 * q + 1], v[4 * q + 2], v[4 * q + 3]);
+    __syncthreads();
+    // The next chunk once this one's last unit is staged (its xs reads
+    // are done: the tile stores above needed them).
+    if (j == n - 1 && unit + 1 < last)
+      fetch(chunk + 1);
+    // Stream j's columns of the chunk: fn's j D + d, those under (j + 1) D.
+    mhcProducts<kRows, kCols>(tile, fn, flat, mixes,
+                              j * width + chunk * kMhcChunk, (j + 1) * width,
+                              acc);
+  }
+  mhcStorePartials<kRows>(acc, squared, squares, tokens, mixes, partials);
+}
+
+/// mhc_pre's second pass over the logits' `splits` partials (a power of two
+/// up to 32): grid (ceil(T / kMhcTokens), ceil(D / kMhcSlice)), block 32 x
+/// kMhcTokens, a warp a token. Two blocks an SM: under 128 registers
+/// ptxas spills. `norm` and `inputEps` are unused (daybreak_mhc_pre_norm's
+/// parameters).
+extern "C" __global__ void __launch_bounds__(32 * kMhcTokens, 2)
+    daybreak_mhc_pre(const float *__restrict__ streams,
+                     const float *__restrict__ partials,
+                     const float *__restrict__ base,
+                     const float *__restrict__ scale, int64_t tokens, int64_t n,
+                     int64_t width, int64_t splits, int64_t sinkhornIters,
+                     double eps, double normEps, Weight norm, double inputEps,
+                     float *__restrict__ input, float *__restrict__ post,
+                     float *__restrict__ comb) {
+  mhcFinish<false>(streams, partials, base, scale, tokens, n, width, splits,
+                   sinkhornIters, eps, normEps, norm, inputEps, input, post,
+                   comb);
+}
+
+/// daybreak_mhc_pre with the sublayer's RMSNorm: `norm` [D] (fp32 or bf16)
+/// and `inputEps`; grid (ceil(T / kMhcTokens), 1), a block all D columns.
+extern "C" __global__ void __launch_bounds__(32 * kMhcTokens, 2)
+    daybreak_mhc_pre_norm(const float *__restrict__ streams,
+                          const float *__restrict__ partials,
+                          const float *__restrict__ base,
+                          const float *__restrict__ scale, int64_t tokens,
+                          int64_t n, int64_t width, int64_t splits,
+                          int64_t sinkhornIters, double eps, double normEps,
+                          Weight norm, double inputEps,
+                          float *__restrict__ input, float *__restrict__ post,
+                          float *__restrict__ comb) {
+  mhcFinish<true>(streams, partials, base, scale, tokens, n, width, splits,
+                  sinkhornIters, eps, normEps, norm, inputEps, input, post,
+                  comb);
 }
 
 /// X'_k = post_k y + sum_j comb[j, k] X_j in double, as cpu::mhcPost:

@@ -128,7 +128,9 @@ inline constexpr int64_t kKdaMaxKeyDim = abi::kCudaKdaMaxKeyDim,
 
 /// Residual streams the mHC kernels take (kMhcMaxStreams in CudaKernels.cu,
 /// as cpu::kMhcMaxStreams): a thread keeps a column of every stream.
-inline constexpr int64_t kMhcMaxStreams = 8;
+/// mhc_post_pre's fused kernel takes up to kMhcFusedStreams (wider
+/// launches run mhc_post, then mhc_pre).
+inline constexpr int64_t kMhcMaxStreams = 8, kMhcFusedStreams = 4;
 /// mhc_pre's kernels (CudaKernels.cu): tokens a block and columns of the
 /// flattened streams a chunk of daybreak_mhc_logits, which splits the
 /// columns into a power of two of runs, up to kMhcMaxSplits, to reach the
@@ -137,11 +139,11 @@ inline constexpr int64_t kMhcMaxStreams = 8;
 inline constexpr int64_t kMhcTileTokens = 8, kMhcChunkColumns = 256,
                          kMhcMaxSplits = 32, kMhcTargetBlocks = 264,
                          kMhcSliceColumns = 1024;
-/// Scratch bytes that serve every mhc_pre launch of up to `tokens` tokens:
-/// (2 + n) n + 1 partial sums a token and split, where splits are at most
-/// kMhcMaxSplits and the chunks, and splits x tiles stays under the target
-/// blocks (or is one split a tile), so splits x tokens <= kMhcTileTokens x
-/// kMhcTargetBlocks + tokens.
+/// Scratch bytes that serve every mhc_pre and mhc_post_pre launch of up to
+/// `tokens` tokens: (2 + n) n + 1 partial sums a token and split, where
+/// splits are at most kMhcMaxSplits and the chunks, and splits x tiles
+/// stays under the target blocks (or is one split a tile), so splits x
+/// tokens <= kMhcTileTokens x kMhcTargetBlocks + tokens.
 constexpr uint64_t mhcPreScratchBytes(int64_t tokens, int64_t n,
                                       int64_t width) {
   int64_t chunks = (n * width + kMhcChunkColumns - 1) / kMhcChunkColumns;
@@ -295,6 +297,8 @@ constexpr int64_t expertGemmScratchBytes(int64_t tokens, int64_t slots,
   X(mhcLogits, "daybreak_mhc_logits")                                          \
   X(mhcLogitsWide, "daybreak_mhc_logits_wide")                                 \
   X(mhcPre, "daybreak_mhc_pre")                                                \
+  X(mhcPreNorm, "daybreak_mhc_pre_norm")                                       \
+  X(mhcPostLogits, "daybreak_mhc_post_logits")                                 \
   X(mhcPost, "daybreak_mhc_post")                                              \
   X(dsaKpool, "daybreak_dsa_kpool")                                            \
   X(dsaKpoolTail, "daybreak_dsa_kpool_tail")                                   \
@@ -584,17 +588,32 @@ public:
   /// token. mhcPre: streams [T, n, D], fn [(2+n)n, nD], base [(2+n)n],
   /// scale [3] -> input [T, D], post [T, n], comb [T, n, n] (cpu::mhcPre's
   /// math), in two launches passing partial sums through `scratch`, at
-  /// least mhcPreScratchBytes(tokens, n, width) (an error otherwise).
-  /// mhcPost: X'_k = post_k y + sum_j comb[j, k] X_j. As on the CPU, n
-  /// outside [1, kMhcMaxStreams] and sinkhornIters < 1 are errors.
+  /// least mhcPreScratchBytes(tokens, n, width) (an error otherwise); with
+  /// `norm` (data 0: none; fp32 or bf16 [D]) the input RMS-normalised with
+  /// it and `inputEps` in the second launch. mhcPost: X'_k = post_k y +
+  /// sum_j comb[j, k] X_j. mhcPostPre: mhcPost into `out`, then mhcPre on
+  /// it (next post and comb), in two launches for n <= kMhcFusedStreams
+  /// and kMhcTileTokens nD < 2^31 (the new streams are not read back for
+  /// the logits), else as the two kernels; the same scratch as mhcPre. As
+  /// on the CPU, n outside [1, kMhcMaxStreams] and sinkhornIters < 1 are
+  /// errors.
   Status mhcPre(CUdeviceptr streams, CUdeviceptr fn, CUdeviceptr base,
                 CUdeviceptr scale, int64_t tokens, int64_t n, int64_t width,
                 int64_t sinkhornIters, double eps, double normEps,
-                CUdeviceptr scratch, uint64_t scratchBytes, CUdeviceptr input,
-                CUdeviceptr post, CUdeviceptr comb, CUstream stream) const;
+                const DeviceWeight &norm, double inputEps, CUdeviceptr scratch,
+                uint64_t scratchBytes, CUdeviceptr input, CUdeviceptr post,
+                CUdeviceptr comb, CUstream stream) const;
   Status mhcPost(CUdeviceptr streams, CUdeviceptr y, CUdeviceptr post,
                  CUdeviceptr comb, int64_t tokens, int64_t n, int64_t width,
                  CUdeviceptr out, CUstream stream) const;
+  Status mhcPostPre(CUdeviceptr streams, CUdeviceptr y, CUdeviceptr post,
+                    CUdeviceptr comb, CUdeviceptr fn, CUdeviceptr base,
+                    CUdeviceptr scale, int64_t tokens, int64_t n, int64_t width,
+                    int64_t sinkhornIters, double eps, double normEps,
+                    const DeviceWeight &norm, double inputEps,
+                    CUdeviceptr scratch, uint64_t scratchBytes, CUdeviceptr out,
+                    CUdeviceptr input, CUdeviceptr nextPost,
+                    CUdeviceptr nextComb, CUstream stream) const;
   /// GLM's k-pool (Kernels.def; CudaKpool.cuh). dsaKpool: keys, gate [T,
   /// width], ape [pool, width] as stored, state slots of [max(pool - 1, 1),
   /// 2 width] -> out [T, width]; the pooled keys, then (a second launch,
@@ -622,6 +641,15 @@ private:
   Status launch(CUfunction function, const char *name, int64_t gridX,
                 int64_t gridY, int64_t gridZ, unsigned block,
                 unsigned sharedBytes, CUstream stream, void **params) const;
+
+  /// mhc_pre's second launch, daybreak_mhc_pre (or _norm with a norm) on
+  /// the logits' `splits` partial sums in `partials`.
+  Status mhcFinish(CUdeviceptr streams, CUdeviceptr base, CUdeviceptr scale,
+                   int64_t tokens, int64_t n, int64_t width, int64_t splits,
+                   int64_t sinkhornIters, double eps, double normEps,
+                   const DeviceWeight &norm, double inputEps,
+                   CUdeviceptr partials, CUdeviceptr input, CUdeviceptr post,
+                   CUdeviceptr comb, CUstream stream) const;
 
   /// Launches `fn`, a stored-weight GEMV that loops over its `columns`
   /// warp tasks, on as many 4-warp blocks as give every warp the same number

@@ -2717,6 +2717,51 @@ func.func @mhc_pre_input_width(%streams: tensor<4x2x8xf32>, %fn: tensor<8x16xf32
 
 // -----
 
+// Tests that lm.mhc_pre rejects a norm weight of another width than D.
+func.func @mhc_pre_norm_width(%streams: tensor<4x2x8xf32>, %fn: tensor<8x16xf32>, %base: tensor<8xf32>, %scale: tensor<3xf32>, %w: tensor<16xf32>) {
+  // expected-error @+1 {{'lm.mhc_pre' op expects norm dim 0 (16) to equal streams dim 2 (8)}}
+  %r:3 = lm.mhc_pre %streams, %fn, %base, %scale norm %w {sinkhorn_iters = 20 : i64, eps = 1.0e-06 : f64, norm_eps = 1.0e-06 : f64, input_eps = 1.0e-05 : f64} : (tensor<4x2x8xf32>, tensor<8x16xf32>, tensor<8xf32>, tensor<3xf32>, tensor<16xf32>) -> (tensor<4x8xf32>, tensor<4x2xf32>, tensor<4x2x2xf32>)
+  return
+}
+
+// -----
+
+// Tests that lm.mhc_pre rejects a norm without its eps.
+func.func @mhc_pre_norm_without_eps(%streams: tensor<4x2x8xf32>, %fn: tensor<8x16xf32>, %base: tensor<8xf32>, %scale: tensor<3xf32>, %w: tensor<8xf32>) {
+  // expected-error @+1 {{'lm.mhc_pre' op expects input_eps with a norm}}
+  %r:3 = lm.mhc_pre %streams, %fn, %base, %scale norm %w {sinkhorn_iters = 20 : i64, eps = 1.0e-06 : f64, norm_eps = 1.0e-06 : f64} : (tensor<4x2x8xf32>, tensor<8x16xf32>, tensor<8xf32>, tensor<3xf32>, tensor<8xf32>) -> (tensor<4x8xf32>, tensor<4x2xf32>, tensor<4x2x2xf32>)
+  return
+}
+
+// -----
+
+// Tests that lm.mhc_pre rejects an input_eps without a norm.
+func.func @mhc_pre_eps_without_norm(%streams: tensor<4x2x8xf32>, %fn: tensor<8x16xf32>, %base: tensor<8xf32>, %scale: tensor<3xf32>) {
+  // expected-error @+1 {{'lm.mhc_pre' op expects input_eps only with a norm}}
+  %r:3 = lm.mhc_pre %streams, %fn, %base, %scale {sinkhorn_iters = 20 : i64, eps = 1.0e-06 : f64, norm_eps = 1.0e-06 : f64, input_eps = 1.0e-05 : f64} : (tensor<4x2x8xf32>, tensor<8x16xf32>, tensor<8xf32>, tensor<3xf32>) -> (tensor<4x8xf32>, tensor<4x2xf32>, tensor<4x2x2xf32>)
+  return
+}
+
+// -----
+
+// Tests that lm.mhc_post_pre rejects new streams of another shape than the old.
+func.func @mhc_post_pre_result(%streams: tensor<4x2x8xf32>, %y: tensor<4x8xf32>, %post: tensor<4x2xf32>, %comb: tensor<4x2x2xf32>, %fn: tensor<8x16xf32>, %base: tensor<8xf32>, %scale: tensor<3xf32>) {
+  // expected-error @+1 {{'lm.mhc_post_pre' op expects result}}
+  %r:4 = lm.mhc_post_pre %streams, %y, %post, %comb, %fn, %base, %scale {sinkhorn_iters = 20 : i64, eps = 1.0e-06 : f64, norm_eps = 1.0e-06 : f64} : (tensor<4x2x8xf32>, tensor<4x8xf32>, tensor<4x2xf32>, tensor<4x2x2xf32>, tensor<8x16xf32>, tensor<8xf32>, tensor<3xf32>) -> (tensor<3x2x8xf32>, tensor<3x8xf32>, tensor<3x2xf32>, tensor<3x2x2xf32>)
+  return
+}
+
+// -----
+
+// Tests that lm.mhc_post_pre checks its collapse's results like lm.mhc_pre.
+func.func @mhc_post_pre_comb(%streams: tensor<4x2x8xf32>, %y: tensor<4x8xf32>, %post: tensor<4x2xf32>, %comb: tensor<4x2x2xf32>, %fn: tensor<8x16xf32>, %base: tensor<8xf32>, %scale: tensor<3xf32>) {
+  // expected-error @+1 {{'lm.mhc_post_pre' op expects comb dim 2 (3) to equal streams dim 1 (2)}}
+  %r:4 = lm.mhc_post_pre %streams, %y, %post, %comb, %fn, %base, %scale {sinkhorn_iters = 20 : i64, eps = 1.0e-06 : f64, norm_eps = 1.0e-06 : f64} : (tensor<4x2x8xf32>, tensor<4x8xf32>, tensor<4x2xf32>, tensor<4x2x2xf32>, tensor<8x16xf32>, tensor<8xf32>, tensor<3xf32>) -> (tensor<4x2x8xf32>, tensor<4x8xf32>, tensor<4x2xf32>, tensor<4x2x3xf32>)
+  return
+}
+
+// -----
+
 // Tests that lm.mhc_pre rejects a post that is not rank 2.
 func.func @mhc_pre_post_rank(%streams: tensor<4x2x8xf32>, %fn: tensor<8x16xf32>, %base: tensor<8xf32>, %scale: tensor<3xf32>) {
   // expected-error @+1 {{'lm.mhc_pre' op expects post of rank 2, got 'tensor<4x2x1xf32>'}}

@@ -288,7 +288,7 @@ func.func @kda_slots(%x: tensor<?x64xbf16>, %cw: tensor<64x4xbf16>, %cs: tensor<
 func.func @residuals(%b0: tensor<?x256xbf16>, %b1: tensor<?x256xbf16>, %p: tensor<?x256xbf16>,
                      %g: tensor<256xbf16>, %w: tensor<256xbf16>,
                      %streams: tensor<?x4x64xf32>, %fn: tensor<24x256xf32>, %base: tensor<24xf32>,
-                     %scale: tensor<3xf32>, %y: tensor<?x64xf32>) {
+                     %scale: tensor<3xf32>, %y: tensor<?x64xf32>, %w4: tensor<64xbf16>) {
   // CHECK: lm.block_attn_res(%{{.*}}, %{{.*}}, %{{.*}}) norm %{{.*}} proj %{{.*}} {eps
   %h = lm.block_attn_res (%b0, %b1, %p) norm %g proj %w {eps = 1.0e-05 : f64}
       : (tensor<?x256xbf16>, tensor<?x256xbf16>, tensor<?x256xbf16>,
@@ -302,6 +302,23 @@ func.func @residuals(%b0: tensor<?x256xbf16>, %b1: tensor<?x256xbf16>, %p: tenso
   %s1 = lm.mhc_post %streams, %y, %post, %comb
       : (tensor<?x4x64xf32>, tensor<?x64xf32>, tensor<?x4xf32>, tensor<?x4x4xf32>)
       -> tensor<?x4x64xf32>
+  // CHECK: lm.mhc_pre %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}} norm %{{.*}} {eps = {{.*}}, input_eps = 1.000000e-05 : f64
+  %x2, %post2, %comb2 = lm.mhc_pre %streams, %fn, %base, %scale norm %w4
+      {sinkhorn_iters = 20 : i64, eps = 1.0e-06 : f64, norm_eps = 1.0e-06 : f64, input_eps = 1.0e-05 : f64}
+      : (tensor<?x4x64xf32>, tensor<24x256xf32>, tensor<24xf32>, tensor<3xf32>, tensor<64xbf16>)
+      -> (tensor<?x64xf32>, tensor<?x4xf32>, tensor<?x4x4xf32>)
+  // CHECK: lm.mhc_post_pre %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}} norm %{{.*}} {
+  %s2, %x3, %post3, %comb3 = lm.mhc_post_pre %streams, %y, %post, %comb, %fn, %base, %scale norm %w4
+      {sinkhorn_iters = 20 : i64, eps = 1.0e-06 : f64, norm_eps = 1.0e-06 : f64, input_eps = 1.0e-05 : f64}
+      : (tensor<?x4x64xf32>, tensor<?x64xf32>, tensor<?x4xf32>, tensor<?x4x4xf32>,
+         tensor<24x256xf32>, tensor<24xf32>, tensor<3xf32>, tensor<64xbf16>)
+      -> (tensor<?x4x64xf32>, tensor<?x64xf32>, tensor<?x4xf32>, tensor<?x4x4xf32>)
+  // CHECK: lm.mhc_post_pre %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}} {
+  %s3, %x4, %post4, %comb4 = lm.mhc_post_pre %streams, %y, %post, %comb, %fn, %base, %scale
+      {sinkhorn_iters = 20 : i64, eps = 1.0e-06 : f64, norm_eps = 1.0e-06 : f64}
+      : (tensor<?x4x64xf32>, tensor<?x64xf32>, tensor<?x4xf32>, tensor<?x4x4xf32>,
+         tensor<24x256xf32>, tensor<24xf32>, tensor<3xf32>)
+      -> (tensor<?x4x64xf32>, tensor<?x64xf32>, tensor<?x4xf32>, tensor<?x4x4xf32>)
   return
 }
 
