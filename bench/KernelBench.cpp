@@ -26,7 +26,10 @@
 // absorbed-MLA attention run at Kimi-Linear-48B's dims (`DaybreakKernelBench
 // N kda` and `... mla` run only them). mHC's write-back and collapse with
 // the sublayer's norm, separate and fused (mhc_post_pre), at GLM-5.3's n
-// and D (benchMhc; `... mhc` runs only it).
+// and D (benchMhc; `... mhc` runs only it). The routed experts at decode
+// sizes, the CUDA-core kernel against the tensor-core expert GEMV, at
+// DeepSeek-V3.2's and GLM-5.3-Flash's expert shapes (benchExpertGemv;
+// `... experts` runs only it, with every expert of the real models).
 //
 //===----------------------------------------------------------------------===//
 
@@ -42,6 +45,7 @@
 #include <cstdio>
 #include <cstring>
 #include <functional>
+#include <numeric>
 #include <random>
 #include <string>
 #include <vector>
@@ -994,13 +998,247 @@ void benchTensorGemm(const CudaKernels &kernels, int iterations) {
   }
 }
 
+/// The routed experts at decode sizes (expert_matmul, T = 1 and 8 tokens,
+/// top-8) at DeepSeek-V3.2's expert shapes (256 experts, hidden 7168, moe
+/// 2048) and GLM-5.3-Flash's (288, 4096, 2048): gate/up [2 moe, hidden] on
+/// the token's row (gate and up in one launch), gate [moe, hidden] (each
+/// of the two launches ModelBuilder emits today), down [hidden, moe] on
+/// each slot's row with the routing weights; the CUDA-core kernel
+/// (cudaCoreExpertMatmul: a warp per output column and (token, slot), each
+/// reading its expert) against the tensor-core GEMV as expertMatmul runs it
+/// (each picked expert read once; for down also without routing weights, the
+/// GEMV alone, to show what the combining launch costs). Weights: random e4m3
+/// codes (bit 6 clear: finite) with 128 x 128 scales. Each case is a graph of
+/// launches whose tokens each pick 8 distinct random experts afresh, so a
+/// launch finds little of its experts in L2 (T = 1 reads 67-235 MB). Bytes: the
+/// codes and scales of the distinct experts a launch picks (averaged over
+/// the launches; what any kernel must read), in % of the copy bandwidth of
+/// the same run (1 GiB device-to-device). The last launch's output is
+/// checked against the CUDA-core kernel's (1e-5 of each row's largest).
+/// With `allExperts` false (the default run) each shape holds 64 experts,
+/// under 2 GB of device memory (T = 8 then picks ~42 distinct experts,
+/// not ~57); `DaybreakKernelBench N experts` holds the real counts (7.5 GB
+/// for DeepSeek's gate/up).
+void benchExpertGemv(const CudaKernels &kernels, int iterations,
+                     bool allExperts) {
+  size_t copyBytes = size_t(1) << 30;
+  double copyRate;
+  {
+    CUdeviceptr a = alloc(copyBytes, 1), b = alloc(copyBytes, 0);
+    double seconds = timeIt(
+        [&] {
+          return driver->check(driver->cuMemcpyDtoDAsync(b, a, copyBytes, 0),
+                               "cuMemcpyDtoDAsync");
+        },
+        10);
+    copyRate = 2.0 * double(copyBytes) / seconds;
+    driver->cuMemFree(a);
+    driver->cuMemFree(b);
+  }
+  std::printf("expert GEMVs: copy bandwidth (same run) %.1f GB/s\n",
+              copyRate / 1e9);
+  struct Model {
+    const char *name;
+    int64_t experts, hidden, moe;
+  };
+  struct Shape {
+    const char *name;
+    int64_t n, k;
+    bool perSlot; // x a row per slot, and routing weights
+  };
+  constexpr int64_t kSlots = 8, kMaxTokens = 8;
+  const int count = std::max(iterations / 2, 8);
+  std::mt19937 rng(6);
+  struct Line {
+    std::string what;
+    double oldUs, newUs, aloneUs, percentOld, percentNew, percentAlone;
+  };
+  std::vector<Line> lines;
+  int mismatches = 0;
+  for (Model model : {Model{"DeepSeek-V3.2", 256, 7168, 2048},
+                      Model{"GLM-5.3-Flash", 288, 4096, 2048}})
+    for (Shape shape : {Shape{"gate_up", 2 * model.moe, model.hidden, false},
+                        Shape{"gate", model.moe, model.hidden, false},
+                        Shape{"down", model.hidden, model.moe, true}}) {
+      const int64_t experts = allExperts ? model.experts : 64;
+      const int64_t n = shape.n, k = shape.k;
+      const int64_t scaleCount = ((n + 127) / 128) * ((k + 127) / 128);
+      const size_t codeBytes = size_t(experts * n * k);
+      // Random codes: a 64 MB pattern, then copied over the rest on the
+      // device.
+      CUdeviceptr codes = alloc(codeBytes, 0);
+      {
+        std::vector<uint8_t> pattern(std::min(codeBytes, size_t(64) << 20));
+        for (uint8_t &byte : pattern)
+          byte = uint8_t(rng() & 0xBF);
+        check(driver->cuMemcpyHtoD(codes, pattern.data(), pattern.size()),
+              "cuMemcpyHtoD");
+        for (size_t at = pattern.size(); at < codeBytes; at += pattern.size())
+          check(driver->cuMemcpyDtoDAsync(
+                    codes + at, codes, std::min(pattern.size(), codeBytes - at),
+                    nullptr),
+                "cuMemcpyDtoDAsync");
+        check(driver->cuCtxSynchronize(), "cuCtxSynchronize");
+      }
+      std::vector<float> hostX(kMaxTokens * kSlots * k),
+          hostRouting(kMaxTokens * kSlots);
+      {
+        std::uniform_real_distribution<float> dist(-1.0f, 1.0f);
+        for (float &v : hostX)
+          v = dist(rng);
+        for (float &v : hostRouting)
+          v = 0.5f * (dist(rng) + 1.0f);
+      }
+      CUdeviceptr scales = alloc(size_t(experts * scaleCount * 4), 0x3c),
+                  x = alloc(hostX.size() * 4, 0),
+                  routing = alloc(hostRouting.size() * 4, 0),
+                  out = alloc(size_t(kMaxTokens * kSlots * n * 4), 0),
+                  reference = alloc(size_t(kMaxTokens * kSlots * n * 4), 0);
+      check(driver->cuMemcpyHtoD(x, hostX.data(), hostX.size() * 4),
+            "cuMemcpyHtoD");
+      check(driver->cuMemcpyHtoD(routing, hostRouting.data(),
+                                 hostRouting.size() * 4),
+            "cuMemcpyHtoD");
+      int64_t scratchBytes =
+          expertGemmScratchBytes(kMaxTokens, kSlots, experts, n, true);
+      CUdeviceptr scratch = alloc(size_t(scratchBytes), 0);
+      DeviceWeight w;
+      w.data = codes;
+      w.scales = scales;
+      w.type = 2;
+      w.blockN = w.blockK = 128;
+      for (int64_t tokens : {int64_t(1), kMaxTokens}) {
+        if (!CudaKernels::tensorExpertGemvApplies(w, experts, n, k, tokens,
+                                                  kSlots))
+          fail("the tensor-core expert GEMV does not take " +
+               std::string(shape.name));
+        // Launch i's picks: 8 distinct experts a token.
+        std::vector<int32_t> picks(count * tokens * kSlots);
+        double distinct = 0.0;
+        for (int i = 0; i < count; ++i) {
+          std::vector<bool> picked(experts);
+          for (int64_t t = 0; t < tokens; ++t) {
+            std::vector<int32_t> all(experts);
+            std::iota(all.begin(), all.end(), 0);
+            for (int64_t j = 0; j < kSlots; ++j) {
+              std::swap(all[j], all[j + rng() % (experts - j)]);
+              picks[(i * tokens + t) * kSlots + j] = all[j];
+              picked[all[j]] = true;
+            }
+          }
+          distinct +=
+              double(std::count(picked.begin(), picked.end(), true)) / count;
+        }
+        CUdeviceptr indices = upload(picks);
+        auto at = [&](int i) {
+          return indices + CUdeviceptr(i) * tokens * kSlots * 4;
+        };
+        CUdeviceptr routed = shape.perSlot ? routing : 0;
+        double bytes = distinct * double(n * k + 4 * scaleCount);
+        auto cudaCores = [&](int i, CUstream stream) {
+          return kernels.cudaCoreExpertMatmul(
+              x, shape.perSlot, w, experts, n, k, at(i), tokens, kSlots, routed,
+              reference, stream, DeviceWeight());
+        };
+        auto tensor = [&](int i, CUstream stream) {
+          return kernels.expertMatmul(x, shape.perSlot, w, experts, n, k, at(i),
+                                      tokens, kSlots, routed, out, stream,
+                                      DeviceWeight(), scratch, scratchBytes);
+        };
+        double oldSeconds = timeGraph(cudaCores, std::max(count / 4, 4));
+        double newSeconds = timeGraph(tensor, count);
+        // down without routing weights: the GEMV alone, no combining launch.
+        double aloneSeconds =
+            shape.perSlot
+                ? timeGraph(
+                      [&](int i, CUstream stream) {
+                        return kernels.expertMatmul(
+                            x, true, w, experts, n, k, at(i), tokens, kSlots, 0,
+                            out, stream, DeviceWeight(), scratch, scratchBytes);
+                      },
+                      count)
+                : newSeconds;
+        std::string what = std::string(model.name) + " " + shape.name +
+                           " T=" + std::to_string(tokens) + " top-8 of " +
+                           std::to_string(experts) + " n=" + std::to_string(n) +
+                           " k=" + std::to_string(k);
+        auto percent = [&](double seconds) {
+          return 100.0 * bytes / seconds / copyRate;
+        };
+        std::printf("%-18s %-52s %.1f distinct experts, %.1f MB\n",
+                    "expert_matmul", what.c_str(), distinct, bytes / 1e6);
+        std::printf("%-18s %-52s %-12s %10.2f us %5.1f%% of the copy "
+                    "bandwidth\n",
+                    "", "", "cuda cores", oldSeconds * 1e6,
+                    percent(oldSeconds));
+        std::printf("%-18s %-52s %-12s %10.2f us %5.1f%% of the copy "
+                    "bandwidth\n",
+                    "", "", "tensor gemv", newSeconds * 1e6,
+                    percent(newSeconds));
+        if (shape.perSlot)
+          std::printf("%-18s %-52s %-12s %10.2f us %5.1f%% of the copy "
+                      "bandwidth (no routing weights: no combine)\n",
+                      "", "", "tensor gemv", aloneSeconds * 1e6,
+                      percent(aloneSeconds));
+        // The last launch, both kernels, against each other.
+        check(cudaCores(count - 1, nullptr));
+        check(tensor(count - 1, nullptr));
+        check(driver->cuCtxSynchronize(), "cuCtxSynchronize");
+        int64_t rows = shape.perSlot ? tokens : tokens * kSlots;
+        std::vector<float> want(rows * n), got(rows * n);
+        check(driver->cuMemcpyDtoH(want.data(), reference, want.size() * 4),
+              "cuMemcpyDtoH");
+        check(driver->cuMemcpyDtoH(got.data(), out, got.size() * 4),
+              "cuMemcpyDtoH");
+        double worst = 0.0;
+        for (int64_t r = 0; r < rows; ++r) {
+          double largest = 1e-30, error = 0.0;
+          for (int64_t c = 0; c < n; ++c) {
+            largest = std::max(largest, double(std::fabs(want[r * n + c])));
+            double d = std::fabs(double(got[r * n + c]) - want[r * n + c]);
+            error = std::isnan(d) ? INFINITY : std::max(error, d);
+          }
+          worst = std::max(worst, error / largest);
+        }
+        bool ok = worst <= 1e-5;
+        mismatches += !ok;
+        std::printf("%-18s %-52s %-12s checked against the CUDA cores: worst "
+                    "error %.3g%s\n",
+                    "", "", "", worst, ok ? "" : " MISMATCH");
+        lines.push_back(Line{what, oldSeconds * 1e6, newSeconds * 1e6,
+                             aloneSeconds * 1e6, percent(oldSeconds),
+                             percent(newSeconds), percent(aloneSeconds)});
+        driver->cuMemFree(indices);
+      }
+      for (CUdeviceptr p : {codes, scales, x, routing, out, reference, scratch})
+        driver->cuMemFree(p);
+    }
+  std::printf("\nRouted experts at decode sizes (graph replay; %% of the copy "
+              "bandwidth %.0f GB/s on the distinct experts' codes and "
+              "scales):\n",
+              copyRate / 1e9);
+  std::printf("| case | CUDA cores | %% of copy | tensor GEMV | %% of copy | "
+              "GEMV without combine | %% of copy |\n"
+              "|---|---:|---:|---:|---:|---:|---:|\n");
+  for (const Line &line : lines)
+    std::printf("| %s | %.1f us | %.0f %% | %.1f us | **%.0f %%** | %.1f us | "
+                "%.0f %% |\n",
+                line.what.c_str(), line.oldUs, line.percentOld, line.newUs,
+                line.percentNew, line.aloneUs, line.percentAlone);
+  if (mismatches)
+    fail(std::to_string(mismatches) +
+         " expert GEMV results differ from the CUDA-core kernel's");
+}
+
 int main(int argc, char **argv) {
-  // DaybreakKernelBench [iterations [gemv | gemv-profile | mxfp4 |
-  // attention | gemm | kda | mla | mhc]]: "gemv" runs only the GEMVs,
-  // "gemv-profile" three of them untimed for a profiler, "mxfp4" only the
-  // MXFP4 expert matmuls, "attention" only dense attention, "gemm" only the
-  // many-row tensor-core GEMMs, "kda" only the KDA scans, "mla" only the
-  // absorbed-MLA attention, "mhc" only mHC's separate and fused forms.
+  // DaybreakKernelBench [iterations [gemv | gemv-profile | experts |
+  // mxfp4 | attention | gemm | kda | mla | mhc]]: "gemv" runs only the
+  // GEMVs, "gemv-profile" three of them untimed for a profiler, "experts"
+  // only the decode expert matmuls with the real expert counts, "mxfp4"
+  // only the MXFP4 expert matmuls, "attention" only dense attention,
+  // "gemm" only the many-row tensor-core GEMMs, "kda" only the KDA scans,
+  // "mla" only the absorbed-MLA attention, "mhc" only mHC's separate and
+  // fused forms.
   int iterations = argc > 1 ? std::atoi(argv[1]) : 50;
   bool gemvOnly = argc > 2 && std::string(argv[2]) == "gemv";
   StatusOr<const Driver *> loaded = Driver::get();
@@ -1060,9 +1298,14 @@ int main(int argc, char **argv) {
     benchMhc(kernels, iterations);
     return 0;
   }
+  if (argc > 2 && std::string(argv[2]) == "experts") {
+    benchExpertGemv(kernels, iterations, /*allExperts=*/true);
+    return 0;
+  }
   benchGemvs(kernels, iterations);
   if (gemvOnly)
     return 0;
+  benchExpertGemv(kernels, iterations, /*allExperts=*/false);
   benchMxfp4(kernels);
   benchAttention(kernels, iterations);
   benchMlaAttention(kernels, iterations);

@@ -1859,6 +1859,259 @@ TEST_F(CudaKernelsTest, TensorCoreExpertMatmul) {
         }
 }
 
+/// The routed expert matmul in double from the stored bytes (e4m3 code
+/// times its block's scale, or bf16, both exact in double), with a bound on
+/// each element's distance to what daybreak_expert_gemv_tc_* computes: the
+/// products of the weight and x's three 16-bit parts are exact; a 128-column
+/// group's sum runs through at most 24 mma accumulations of 16 products (up
+/// to 40 roundings, truncating: 2u each), then one fold a group with its
+/// scale (K / 128 roundings), the bias, and with routing weights a product
+/// and `slots` additions. x's f16 parts are scaled by a power of two per
+/// 128 columns (at most twice the group's largest |x|), so a part below
+/// f16's subnormal step loses at most 2^-25 of that scale: an absolute
+/// term of 2^-24 max|x_group| |w| a product.
+testutil::Mxfp4Expected storedExpertExpected(
+    const StoredWeights &w, cpu::WeightType type, int64_t blockN,
+    int64_t blockK, const std::vector<float> &x, bool perSlot,
+    const std::vector<uint8_t> &bias16, const std::vector<int32_t> &indices,
+    int64_t experts, int64_t n, int64_t k, int64_t tokens, int64_t slots,
+    const std::vector<float> &routing) {
+  const double u = std::ldexp(1.0, -24);
+  bool weighted = !routing.empty(), e4m3 = type == cpu::WeightType::F8E4M3;
+  double rounds =
+      2 * 40 + double(k + 127) / 128 + 1 + (weighted ? 1 + double(slots) : 0);
+  double gamma = rounds * u / (1 - rounds * u);
+  int64_t scaleRows = e4m3 ? (n + blockN - 1) / blockN : 0,
+          scaleCols = e4m3 ? (k + blockK - 1) / blockK : 0;
+  auto weightAt = [&](int64_t e, int64_t j, int64_t i) -> double {
+    int64_t at = (e * n + j) * k + i;
+    if (!e4m3) {
+      uint16_t half;
+      std::memcpy(&half, &w.bytes[2 * at], 2);
+      return numerics::bf16ToFloat(half);
+    }
+    return double(numerics::e4m3ToFloat(w.bytes[at])) *
+           w.scales[(e * scaleRows + j / blockN) * scaleCols + i / blockK];
+  };
+  testutil::Mxfp4Expected out;
+  int64_t rows = weighted ? tokens : tokens * slots;
+  out.exact.assign(rows * n, 0.0);
+  out.bound.assign(rows * n, 0.0);
+  for (int64_t t = 0; t < tokens; ++t)
+    for (int64_t s = 0; s < slots; ++s) {
+      int64_t slot = t * slots + s, e = indices[slot];
+      if (e < 0 || e >= experts)
+        continue; // an empty slot adds nothing
+      double weight = weighted ? routing[slot] : 1.0;
+      int64_t row = weighted ? t : slot;
+      const float *in = x.data() + (perSlot ? slot : t) * k;
+      for (int64_t j = 0; j < n; ++j) {
+        double sum = 0.0, magnitude = 0.0, split = 0.0;
+        if (!bias16.empty()) {
+          uint16_t half;
+          std::memcpy(&half, &bias16[2 * (e * n + j)], 2);
+          sum = numerics::bf16ToFloat(half);
+          magnitude = std::fabs(sum);
+        }
+        for (int64_t g = 0; g < k; g += 128) {
+          double largest = 0.0, weights = 0.0;
+          for (int64_t i = g; i < std::min(g + 128, k); ++i) {
+            double wi = weightAt(e, j, i), term = double(in[i]) * wi;
+            sum += term;
+            magnitude += std::fabs(term);
+            largest = std::max(largest, std::fabs(double(in[i])));
+            weights += std::fabs(wi);
+          }
+          split += 2 * largest * weights;
+        }
+        out.exact[row * n + j] += weight * sum;
+        out.bound[row * n + j] +=
+            std::fabs(weight) * (gamma * magnitude + u * split);
+      }
+    }
+  return out;
+}
+
+TEST_F(CudaKernelsTest, TensorCoreExpertGemv) {
+  // The decode expert GEMV on the tensor cores, forced (tensorExpertGemv)
+  // and as expertMatmul picks it (with scratch), against the CPU kernel:
+  // e4m3 with 128 x 128 and 16 x 256 scales (a partial last block) and
+  // bf16; 1, 2, 5 and 8 tokens of top-8 and top-6; x per token or per
+  // slot; with and without routing weights and bias. Two routings: each
+  // token picks distinct experts of 24 (so tokens share experts: groups
+  // of one pair and of several) with 1 slot in 8 empty; and skewed, 60 %
+  // of the slots on expert 3 with repeats within a token, so one expert
+  // takes more than 8 pairs (several groups), and 10 % empty. N not a
+  // multiple of the 64-row task; K the smallest the kernel takes, 1024,
+  // and long enough that one pair's x takes two stage chunks (37 e4m3
+  // groups a chunk); x spans 2^-30 to 2^30 between 128-column groups;
+  // NaN codes. Outputs NaN-poisoned first; each forced run twice, and the
+  // expertMatmul run, bitwise equal (deterministic, and expertMatmul took
+  // this kernel).
+  struct Format {
+    cpu::WeightType type;
+    int64_t blockN, blockK;
+  };
+  struct Shape {
+    int64_t n, k;
+  };
+  constexpr int64_t experts = 24;
+  int run = 0;
+  for (Format f : {Format{cpu::WeightType::F8E4M3, 128, 128},
+                   Format{cpu::WeightType::F8E4M3, 16, 256},
+                   Format{cpu::WeightType::BF16, 0, 0}}) {
+    bool e4m3 = f.type == cpu::WeightType::F8E4M3;
+    for (Shape s :
+         {Shape{200, e4m3 ? 128 : 64}, Shape{72, 1024}, Shape{40, 4992}}) {
+      int64_t scaleCount = e4m3 ? experts * ((s.n + f.blockN - 1) / f.blockN) *
+                                      ((s.k + f.blockK - 1) / f.blockK)
+                                : 0;
+      StoredWeights w =
+          randomStored(rng, f.type, experts * s.n * s.k, scaleCount);
+      StoredWeights bias =
+          randomStored(rng, cpu::WeightType::BF16, experts * s.n, 0);
+      cpu::WeightView hw;
+      hw.data = w.bytes.data();
+      hw.type = f.type;
+      hw.scales = w.scales.data();
+      hw.blockN = f.blockN;
+      hw.blockK = f.blockK;
+      Buffer dw(*driver, w.bytes), ds(*driver, w.scales),
+          db(*driver, bias.bytes);
+      DeviceWeight gw;
+      gw.data = dw;
+      gw.type = e4m3 ? 2 : 1;
+      gw.scales = ds.get();
+      gw.blockN = f.blockN;
+      gw.blockK = f.blockK;
+      for (int64_t tokens : {1, 2, 5, 8})
+        for (int64_t slots : {8, 6})
+          for (bool perSlot : {false, true})
+            for (bool routed : {false, true}) {
+              bool withBias = ++run % 2 == 0, skewed = run % 3 == 0;
+              std::vector<int32_t> indices(tokens * slots);
+              for (int64_t t = 0; t < tokens; ++t) {
+                std::vector<int32_t> picks(experts);
+                std::iota(picks.begin(), picks.end(), 0);
+                std::shuffle(picks.begin(), picks.end(), rng);
+                for (int64_t j = 0; j < slots; ++j) {
+                  uint32_t draw = rng() % 100;
+                  indices[t * slots + j] =
+                      skewed ? (draw < 60   ? 3
+                                : draw < 70 ? -1
+                                            : int32_t(rng() % experts))
+                             : (draw < 12 ? -1 : picks[j]);
+                }
+              }
+              auto x = random(tokens * (perSlot ? slots : 1) * s.k);
+              std::uniform_int_distribution<int> exponent(-30, 30);
+              for (size_t g0 = 0; g0 < x.size(); g0 += 128) {
+                float factor = std::ldexp(1.0f, exponent(rng));
+                for (size_t i = g0; i < std::min(g0 + 128, x.size()); ++i)
+                  x[i] *= factor;
+              }
+              auto routing = random(tokens * slots, 0, 1);
+              cpu::WeightView hb;
+              DeviceWeight gb;
+              if (withBias) {
+                hb.data = bias.bytes.data();
+                hb.type = cpu::WeightType::BF16;
+                gb.data = db;
+                gb.type = 1;
+              }
+              int64_t outRows = routed ? tokens : tokens * slots;
+              std::vector<float> expected(outRows * s.n);
+              ASSERT_TRUE(cpu::expertMatmul(pool, x.data(), perSlot, hw,
+                                            experts, s.n, s.k, indices.data(),
+                                            tokens, slots,
+                                            routed ? routing.data() : nullptr,
+                                            expected.data(), hb)
+                              .ok());
+              ASSERT_TRUE(CudaKernels::tensorExpertGemvApplies(
+                  gw, experts, s.n, s.k, tokens, slots));
+              int64_t scratchBytes =
+                  expertGemvScratchBytes(tokens, slots, s.n, routed);
+              Buffer dx(*driver, x), dIdx(*driver, indices),
+                  dR(*driver, routing), dOut(*driver, expected.size() * 4),
+                  dScratch(*driver, size_t(scratchBytes));
+              char shape[112];
+              std::snprintf(shape, sizeof(shape),
+                            "%s/%ldx%ld n=%ld k=%ld T=%ld top-%ld perSlot=%d "
+                            "routed=%d bias=%d %s",
+                            e4m3 ? "e4m3" : "bf16", long(f.blockN),
+                            long(f.blockK), long(s.n), long(s.k), long(tokens),
+                            long(slots), perSlot, routed, withBias,
+                            skewed ? "skewed" : "shared");
+              std::vector<std::vector<float>> results;
+              for (int attempt = 0; attempt < 3; ++attempt) {
+                // Poisoned (NaN) first: every output must be written.
+                ASSERT_EQ(
+                    driver->cuMemsetD8(dOut.get(), 0xff, expected.size() * 4),
+                    CUDA_SUCCESS);
+                expectRan(attempt < 2
+                              ? kernels->tensorExpertGemv(
+                                    dx, perSlot, gw, experts, s.n, s.k, dIdx,
+                                    tokens, slots, routed ? dR.get() : 0, dOut,
+                                    nullptr, gb, dScratch, scratchBytes)
+                              : kernels->expertMatmul(
+                                    dx, perSlot, gw, experts, s.n, s.k, dIdx,
+                                    tokens, slots, routed ? dR.get() : 0, dOut,
+                                    nullptr, gb, dScratch, scratchBytes));
+                results.push_back(dOut.read<float>(expected.size()));
+              }
+              // Against the exact result within the kernel's bound: at
+              // this range of x the CPU kernel's fp32 sums are another
+              // approximation of it, not an oracle (the CPU result only
+              // checks the NaN pattern below).
+              testutil::Mxfp4Expected exact = storedExpertExpected(
+                  w, f.type, f.blockN, f.blockK, x, perSlot,
+                  withBias ? bias.bytes : std::vector<uint8_t>(), indices,
+                  experts, s.n, s.k, tokens, slots,
+                  routed ? routing : std::vector<float>());
+              int64_t bad = testutil::firstOutOfBound(results[0], exact);
+              EXPECT_EQ(bad, -1)
+                  << shape << ": element " << bad << " is "
+                  << results[0][std::max<int64_t>(bad, 0)] << ", exact "
+                  << exact.exact[std::max<int64_t>(bad, 0)] << " +- "
+                  << exact.bound[std::max<int64_t>(bad, 0)];
+              double worst = 0.0;
+              for (size_t i = 0; i < results[0].size(); ++i)
+                if (exact.bound[i] > 0 && !std::isnan(exact.exact[i]))
+                  worst = std::max(worst,
+                                   std::fabs(results[0][i] - exact.exact[i]) /
+                                       exact.bound[i]);
+              report("expertGemv err/bound", shape, worst);
+              int64_t nanMismatch = 0;
+              for (size_t i = 0; i < expected.size(); ++i)
+                nanMismatch +=
+                    std::isnan(expected[i]) != std::isnan(results[0][i]);
+              EXPECT_EQ(nanMismatch, 0) << shape << ": NaNs unlike the CPU's";
+              for (int attempt = 1; attempt < 3; ++attempt)
+                EXPECT_EQ(std::memcmp(results[0].data(),
+                                      results[attempt].data(),
+                                      expected.size() * 4),
+                          0)
+                    << shape
+                    << (attempt == 1 ? ": a second run differs"
+                                     : ": expertMatmul differs");
+            }
+    }
+  }
+  // What it does not take: routing weights without scratch (expertMatmul
+  // then runs the CUDA-core kernel), K off the group, more than 8 tokens.
+  DeviceWeight gw;
+  gw.data = 256;
+  gw.type = 2;
+  gw.blockN = gw.blockK = 128;
+  EXPECT_FALSE(kernels
+                   ->tensorExpertGemv(256, false, gw, 4, 64, 256, 256, 1, 8,
+                                      256, 256, nullptr, DeviceWeight(), 0, 0)
+                   .ok());
+  EXPECT_FALSE(CudaKernels::tensorExpertGemvApplies(gw, 4, 64, 192, 1, 8));
+  EXPECT_FALSE(CudaKernels::tensorExpertGemvApplies(gw, 4, 64, 256, 9, 8));
+  EXPECT_TRUE(CudaKernels::tensorExpertGemvApplies(gw, 4, 64, 256, 8, 8));
+}
+
 TEST_F(CudaKernelsTest, ProgrammaticGemvInGraph) {
   // Tensor-core GEMVs launched as programmatic dependents (PDL) inside a
   // captured graph, each right after an rms_norm that writes its x (read
@@ -2395,8 +2648,13 @@ TEST_F(CudaKernelsTest, MhcNormAndPostPre) {
   const double eps = 1e-6, normEps = 1e-6, inputEps = 1e-5;
   for (int64_t n : {1, 2, 3, 4, 8})
     for (int64_t width : {64, 203, 4096})
-      for (int64_t tokens : {1, 3, 37})
+      // The finish fuses the norm at 1-3 tokens, at 37 where D < 1024
+      // (few column slices to walk) and at 1100 (a tile an SM on the
+      // H200); 37 tokens of 4096 run the norm as its own launch.
+      for (int64_t tokens : {1, 3, 37, 1100})
         for (int64_t iters : {1, 20}) {
+          if (tokens == 1100 && (width != 203 || (n != 4 && n != 8)))
+            continue;
           if (n == 8 && width == 4096)
             continue; // the CPU oracle's time, as MhcPreAndPost
           int64_t flat = n * width;
@@ -2455,7 +2713,9 @@ TEST_F(CudaKernelsTest, MhcNormAndPostPre) {
             // 1 / sqrt(mean(u^2) + eps) is a smooth function of the sum of
             // squares, whose relative error is at most twice u's, halved by
             // the square root (~1e-7 of the factor carried through); the
-            // products with the weight are double, rounded once. Weights in
+            // products with the weight are double, rounded once (or, below
+            // a tile an SM, the rms_norm kernel's: fp32 sums of at most 16
+            // squares a thread then a tree, ~1.5e-6 of the sum). Weights in
             // [0.5, 1.5] scale an element's error and the largest output
             // by at most 3 relative to each other, so ~3e-6 at worst: 1e-5
             // holds.

@@ -251,6 +251,24 @@ StatusOr<CudaKernels> CudaKernels::load(const Driver &driver, CUmodule module) {
               fn, CU_FUNC_ATTRIBUTE_PREFERRED_SHARED_MEMORY_CARVEOUT, 100),
           "cuFuncSetAttribute");
   }
+  // The decode expert GEMVs: the largest carveout, so that the six blocks
+  // their registers allow also fit by shared memory, and how many the GPU
+  // holds at once (their grid is never larger: no second wave).
+  for (auto [fn, resident] :
+       {std::pair{kernels.expertGemvTcBf16Fn, &kernels.expertGemvBlocks[0]},
+        {kernels.expertGemvTcE4m3Fn, &kernels.expertGemvBlocks[1]}}) {
+    int blocks = 0;
+    if (status.ok())
+      status = driver.check(
+          driver.cuFuncSetAttribute(
+              fn, CU_FUNC_ATTRIBUTE_PREFERRED_SHARED_MEMORY_CARVEOUT, 100),
+          "cuFuncSetAttribute");
+    if (status.ok())
+      status = driver.check(driver.cuOccupancyMaxActiveBlocksPerMultiprocessor(
+                                &blocks, fn, 128, kExpertGemvStageBytes),
+                            "cuOccupancyMaxActiveBlocksPerMultiprocessor");
+    *resident = int64_t(std::max(sms, 1)) * std::max(blocks, 1);
+  }
   // The tensor-core GEMVs: shared memory up to the opt-in limit, and how
   // many blocks of each fit an SM by registers.
   int shared[3] = {};
@@ -555,13 +573,29 @@ Status CudaKernels::mhcFinish(CUdeviceptr streams, CUdeviceptr base,
                     &width,    &splits,   &sinkhornIters, &eps,   &normEps, &w,
                     &inputEps, &input,    &post,          &comb};
   // With the norm a block writes all D inputs of its tokens (one column
-  // slice), to scale them by their norm factor.
-  if (norm.data)
-    return launch(mhcPreNormFn, "mhc_pre_norm", ceilDiv(tokens, kMhcTileTokens),
-                  1, 1, 32 * kMhcTileTokens, 0, stream, finish);
-  return launch(mhcPreFn, "mhc_pre", ceilDiv(tokens, kMhcTileTokens),
-                std::max<int64_t>(1, ceilDiv(width, kMhcSliceColumns)), 1,
-                32 * kMhcTileTokens, 0, stream, finish);
+  // slice), to scale them by their norm factor: a block a tile, walking its
+  // tokens' slices one after another, each a round trip to memory. That
+  // pays where the tiles fill the GPU, or where a block has few slices to
+  // walk; otherwise the tiles' slices run side by side and the norm is its
+  // own launch over the inputs in place. Measured on the H200 at n = 4, D =
+  // 4096 (4 slices): 1 token, 26.6 us fused against 30.3 us with the
+  // launch; 64 tokens (8 blocks of 32 slices), 70.2 us against 46.9 us.
+  int64_t tiles = ceilDiv(tokens, kMhcTileTokens),
+          slices = std::max<int64_t>(1, ceilDiv(width, kMhcSliceColumns));
+  if (norm.data && (tiles >= multiprocessors ||
+                    std::min<int64_t>(tokens, kMhcTileTokens) * slices <= 8))
+    return launch(mhcPreNormFn, "mhc_pre_norm", tiles, 1, 1,
+                  32 * kMhcTileTokens, 0, stream, finish);
+  DeviceWeight none;
+  void *plain[] = {&streams,       &partials, &base,    &scale,
+                   &tokens,        &n,        &width,   &splits,
+                   &sinkhornIters, &eps,      &normEps, &none,
+                   &inputEps,      &input,    &post,    &comb};
+  DAYBREAK_RETURN_IF_ERROR(launch(mhcPreFn, "mhc_pre", tiles, slices, 1,
+                                  32 * kMhcTileTokens, 0, stream, plain));
+  if (!norm.data)
+    return Status::success();
+  return rmsNorm(input, norm, tokens, width, inputEps, input, stream);
 }
 
 Status CudaKernels::mhcPost(CUdeviceptr streams, CUdeviceptr y,
@@ -1002,15 +1036,33 @@ Status CudaKernels::expertMatmul(
     int64_t experts, int64_t n, int64_t k, CUdeviceptr indices, int64_t tokens,
     int64_t slots, CUdeviceptr routingWeights, CUdeviceptr out, CUstream stream,
     const DeviceWeight &bias, CUdeviceptr scratch, int64_t scratchBytes) const {
+  bool routed = routingWeights != 0;
+  // Decode sizes: each picked expert's rows streamed once on the tensor
+  // cores, however many tokens picked it.
+  if (tokens <= 8 && experts >= 1 && x % 16 == 0 &&
+      tensorExpertGemvApplies(weight, experts, n, k, tokens, slots) &&
+      (!routed || (scratch && scratchBytes >= expertGemvScratchBytes(
+                                                  tokens, slots, n, true))))
+    return tensorExpertGemv(x, perSlotInput, weight, experts, n, k, indices,
+                            tokens, slots, routingWeights, out, stream, bias,
+                            scratch, scratchBytes);
   // Past decode sizes the weight rows are shared by several rows each:
   // grouped by expert, the tensor cores read each once per 64 rows.
   if (tokens > 8 && tensorGemmApplies(weight, k) && x % 16 == 0 &&
       experts <= kTensorGemmMaxExperts && scratch &&
-      scratchBytes >= expertGemmScratchBytes(tokens, slots, experts, n,
-                                             routingWeights != 0))
+      scratchBytes >= expertGemmScratchBytes(tokens, slots, experts, n, routed))
     return tensorExpertMatmul(x, perSlotInput, weight, experts, n, k, indices,
                               tokens, slots, routingWeights, out, stream, bias,
                               scratch, scratchBytes);
+  return cudaCoreExpertMatmul(x, perSlotInput, weight, experts, n, k, indices,
+                              tokens, slots, routingWeights, out, stream, bias);
+}
+
+Status CudaKernels::cudaCoreExpertMatmul(
+    CUdeviceptr x, bool perSlotInput, const DeviceWeight &weight,
+    int64_t experts, int64_t n, int64_t k, CUdeviceptr indices, int64_t tokens,
+    int64_t slots, CUdeviceptr routingWeights, CUdeviceptr out, CUstream stream,
+    const DeviceWeight &bias) const {
   int32_t perSlot = perSlotInput;
   DeviceWeight w = weight, b = bias;
   w.rows = n;
@@ -1019,6 +1071,72 @@ Status CudaKernels::expertMatmul(
                     &indices, &tokens,  &slots, &routingWeights, &b, &out};
   return launch(expertMatmulFn, "expertMatmul", ceilDiv(n, 8), tokens, 1, 256,
                 0, stream, params);
+}
+
+bool CudaKernels::tensorExpertGemvApplies(const DeviceWeight &w,
+                                          int64_t experts, int64_t n, int64_t k,
+                                          int64_t tokens, int64_t slots) {
+  if (tokens < 1 || tokens > 8 || slots < 1 ||
+      tokens * slots > kExpertGemvMaxPairs || n >= (int64_t(1) << 24) ||
+      w.data % 16 != 0 || !tensorGemvApplies(w, tokens, k))
+    return false;
+  // The kernel indexes a tile's scales in 32 bits.
+  return w.type != 2 || experts * ceilDiv(n, w.blockN) * ceilDiv(k, w.blockK) <
+                            (int64_t(1) << 31);
+}
+
+Status CudaKernels::tensorExpertGemv(
+    CUdeviceptr x, bool perSlotInput, const DeviceWeight &weight,
+    int64_t experts, int64_t n, int64_t k, CUdeviceptr indices, int64_t tokens,
+    int64_t slots, CUdeviceptr routingWeights, CUdeviceptr out, CUstream stream,
+    const DeviceWeight &bias, CUdeviceptr scratch, int64_t scratchBytes) const {
+  bool routed = routingWeights != 0;
+  if (!tensorExpertGemvApplies(weight, experts, n, k, tokens, slots) ||
+      x % 16 != 0)
+    return Status::error(
+        "tensorExpertGemv: no tensor-core expert GEMV for weight type " +
+        std::to_string(weight.type) + ", blockN " +
+        std::to_string(weight.blockN) + ", blockK " +
+        std::to_string(weight.blockK) + ", n " + std::to_string(n) + ", k " +
+        std::to_string(k) + ", " + std::to_string(tokens) + " tokens x " +
+        std::to_string(slots) +
+        " slots (or x or the weight not 16-byte aligned)");
+  if (experts < 1)
+    return Status::error("tensorExpertGemv: " + std::to_string(experts) +
+                         " experts");
+  int64_t needed = expertGemvScratchBytes(tokens, slots, n, routed);
+  if (routed && (!scratch || scratchBytes < needed))
+    return Status::error("tensorExpertGemv: " + std::to_string(tokens) +
+                         " tokens x " + std::to_string(slots) +
+                         " slots with routing weights need " +
+                         std::to_string(needed) + " bytes of scratch; given " +
+                         std::to_string(scratchBytes));
+  if (n <= 0)
+    return Status::success();
+  // Groups of at most 8 pairs of one expert: no more than the pairs, nor
+  // than one an expert plus one per 8 pairs; a block per (group, 64-row
+  // tile) task at most, and no more than are resident at once.
+  int64_t pairs = tokens * slots;
+  int64_t groups = std::min(pairs, experts + ceilDiv(pairs, 8));
+  int64_t blocks = std::min(expertGemvBlocks[weight.type == 2],
+                            groups * ceilDiv(n, kExpertGemvRows));
+  DeviceWeight w = weight, b = bias;
+  w.rows = n;
+  w.cols = k;
+  int32_t perSlot = perSlotInput, zeroEmpty = !routed;
+  CUdeviceptr y = routed ? scratch : out;
+  void *params[] = {&x, &perSlot, &w,     &b,     &experts,   &n,
+                    &k, &indices, &pairs, &slots, &zeroEmpty, &y};
+  DAYBREAK_RETURN_IF_ERROR(
+      launch(weight.type == 2 ? expertGemvTcE4m3Fn : expertGemvTcBf16Fn,
+             "expertMatmul (tensor-core GEMV)", blocks, 1, 1, 128,
+             unsigned(kExpertGemvStageBytes), stream, params));
+  if (!routed)
+    return Status::success();
+  void *combine[] = {&y, &indices, &routingWeights, &experts, &tokens, &slots,
+                     &n, &out};
+  return launch(expertCombineFn, "expertMatmul (combine)", ceilDiv(n, 256),
+                tokens, 1, 256, 0, stream, combine);
 }
 
 Status CudaKernels::tensorExpertMatmul(

@@ -1923,6 +1923,451 @@ daybreak_expert_combine(const float *y, const int32_t *indices,
   out[t * n + col] = combined;
 }
 
+//===----------------------------------------------------------------------===//
+// Routed experts at decode sizes on the tensor cores (1 to 8 tokens):
+// out[pair, N] = x[pair's row, K] W_e[N, K]^T (+ bias_e) for each (token,
+// slot) pair and its expert e, on e4m3 (128 x 128 block scales, or any
+// blockK a multiple of 128 and blockN of 16) or bf16 weights, with the
+// decode GEMVs' numerics (see "Decode GEMVs on the tensor cores" above:
+// the weight the mma A operand widened in registers, x in three 16-bit
+// parts, each group's mma sum folded into fp32 with its block scale), and
+// each picked expert's weights read once however many tokens picked it.
+//
+// Every block first groups the pairs by expert in shared memory, all
+// blocks alike (at most kEgMaxPairs pairs; each pair counts the pairs
+// before it in (expert, pair) order, a ballot scan numbers the groups; a
+// few hundred cycles for 64 pairs): a group is up to 8 pairs of one
+// expert in pair order (an expert picked more often, possible only when a
+// token repeats an expert, takes several), groups in increasing expert
+// order. The work is then (group, 64-row tile of N) tasks of one size;
+// the grid (no more blocks than are resident at once, so no second wave)
+// takes them in contiguous runs, so a block's tasks mostly share a group
+// and the x it staged. A task's four warps each stream 16 weight rows over
+// all of K with 16-byte loads, the next K group in registers while one is
+// multiplied and kEgAhead more requested into L2 ahead of those loads
+// (cp.async.bulk.prefetch: bytes in flight without registers); the block
+// converts the group's x rows into shared memory in fragment order, a
+// chunk of K groups at a time (kEgStageBytes): all of K for one or two
+// pairs at DeepSeek-V3.2's and GLM-5.3's expert shapes, but for
+// DeepSeek's 7168-column gate/up (two chunks a task); the first weights
+// of a task are in flight while it stages. Two B layouts by the group's
+// pairs r, both accumulating a k-step's products on the tensor cores and
+// each group's sum in fp32:
+// - r <= 2: B column 4j + p is part p of pair j (column 4j + 3 zero): one
+//   mma a k-step, the m = 1 GEMV's layout with a second pair beside the
+//   first; lanes t and t ^ 1 hold one pair's column sums and add them at
+//   the end.
+// - r > 2: B column j is pair j, one mma a part (three a k-step), the
+//   m = 8 GEMV's layout; columns past r hold whatever the stage held and
+//   are never written.
+// Each (pair, row) result is written once, with the expert's bias: into
+// `out` [pairs, N] (rows of empty pairs zeroed, each block a slice of the
+// columns) or, with routing weights, into scratch that
+// daybreak_expert_combine adds in slot order. Nothing depends on
+// scheduling: the results are the same run to run.
+//
+// Roofline (H200, 132 SMs, 4.2 TB/s copy), a prediction: DeepSeek-V3.2
+// gate/up [4096, 7168] at T = 1, top-8 reads 8 x 29.4 MB = 235 MB (56 us),
+// down [7168, 2048] 117 MB (28 us); at T = 8 about 57 of the 256 experts
+// are distinct (random top-8), 1.69 GB and 0.84 GB (400 and 200 us).
+// GLM-5.3-Flash (288 experts, hidden 4096, moe 2048): gate/up 134 MB (32
+// us), down 67 MB (16 us) at T = 1. (ModelBuilder emits gate and up as two
+// launches of half those bytes each today.) Per 2 KB of weights (a warp's 16
+// rows of one 128-column group) a lane issues 4 loads, 32 conversions, 8 B
+// fragment loads, 8 mma (24 for r > 2) and the fold: about 60 warp
+// instructions against the 512 issue slots that 2 KB of an SM's share of
+// HBM (16 B a cycle) lasts, and 1024 conversions, half the conversion
+// pipe's 16 a cycle: memory-bound at both T. Bytes in flight: 64 B a lane
+// in registers and kEgAhead x 128 B a row in L2 requests, 40 KB a block.
+// Tasks: 512 at T = 1 for both gate/ups and GLM's down, 896 for
+// DeepSeek's down, against ~800 resident blocks; so the busiest SM has
+// 2-4 % more than the mean. Expected: 75-80 % of the copy bandwidth on
+// the large T = 1 launches (the dense GEMV's m = 1 level, plus deeper
+// prefetch) and at T = 8, less on GLM's 67 MB down (~1 us of grouping and
+// first loads against a 16 us launch).
+//===----------------------------------------------------------------------===//
+
+namespace {
+
+constexpr int kEgMaxPairs = 256;       // kExpertGemvMaxPairs in CudaKernels.h
+constexpr int kEgGroupPairs = 8;       // pairs a group holds at most
+constexpr int kEgWarps = 4;            // a 16-row tile each
+constexpr int kEgRows = 16 * kEgWarps; // kExpertGemvRows in CudaKernels.h
+/// x's parts and inverse scales of a chunk of K groups
+/// (kExpertGemvStageBytes in CudaKernels.h): 37 e4m3 groups (4736
+/// columns) for one pair, 18 for two, 4 for more.
+constexpr int kEgStageBytes = 28 * 1024;
+/// K groups requested into L2 ahead of the register loads.
+constexpr int kEgAhead = 4;
+
+extern __shared__ __align__(16) uint8_t egStage[];
+
+/// The decode expert GEMV (see above). Block kEgWarps x 32 threads, grid
+/// at most the blocks resident at once, dynamic shared memory
+/// kEgStageBytes. Needs K a multiple of the group, the weight and x
+/// 16-byte aligned, and for e4m3 blockK a multiple of 128 and blockN of 16
+/// (CudaKernels::tensorExpertGemvApplies). An expert id outside [0, E) is
+/// an empty pair.
+template <int kType>
+__device__ __forceinline__ void
+expertGemvTensor(const float *__restrict__ x, int32_t perSlotInput,
+                 const Weight &w, const Weight &bias, int64_t experts,
+                 int64_t n, int64_t k, const int32_t *__restrict__ indices,
+                 int64_t pairCount, int64_t slotCount, int32_t zeroEmpty,
+                 float *__restrict__ out) {
+  using S = TcShape<kType>;
+  constexpr bool kE4m3 = kType == kWeightE4M3;
+  // A GEMV launched as a programmatic dependent may stream its weights on
+  // the SMs this grid leaves as it finishes.
+  allowDependents();
+  // Each pair's expert (-1: empty; padded to whole int4 reads), the valid
+  // pairs in (expert, pair) order and which of those positions open a
+  // group (every 8th of an expert), each group's first position (then
+  // the valid count: group gi holds positions groupFirst[gi, gi + 1)).
+  __shared__ __align__(16) int32_t pairExpert[kEgMaxPairs];
+  __shared__ int32_t order[kEgMaxPairs], groupFirst[kEgMaxPairs + 1];
+  __shared__ uint8_t opens[kEgMaxPairs];
+  __shared__ int32_t warpOpens[kEgWarps];
+  const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
+  const int g = lane >> 2, t = lane & 3;
+  const int pairs = int(pairCount), slots = int(slotCount);
+  const int padded = (pairs + 3) & ~3;
+
+  int valid = 0; // the valid pairs, on every thread
+  for (int p0 = 0; p0 < padded; p0 += blockDim.x) {
+    const int p = p0 + tid;
+    int32_t e = p < pairs ? indices[p] : -1;
+    e = e >= 0 && e < experts ? e : -1;
+    if (p < padded)
+      pairExpert[p] = e;
+    valid += __syncthreads_count(e >= 0);
+  }
+  // A pair's position: the valid pairs of lower experts, then the earlier
+  // pairs of its own.
+  for (int p = tid; p < pairs; p += blockDim.x) {
+    const int32_t e = pairExpert[p];
+    if (e < 0)
+      continue;
+    int lower = 0, before = 0;
+    for (int q = 0; q < padded; q += 4) {
+      const int4 f = *reinterpret_cast<const int4 *>(pairExpert + q);
+      lower += (f.x >= 0 && f.x < e) + (f.y >= 0 && f.y < e) +
+               (f.z >= 0 && f.z < e) + (f.w >= 0 && f.w < e);
+      before += (f.x == e && q < p) + (f.y == e && q + 1 < p) +
+                (f.z == e && q + 2 < p) + (f.w == e && q + 3 < p);
+    }
+    order[lower + before] = p;
+    opens[lower + before] = before % kEgGroupPairs == 0;
+  }
+  __syncthreads();
+  // Groups numbered by position: a ballot scan of the openings.
+  int groupCount = 0;
+  for (int at0 = 0; at0 < valid; at0 += blockDim.x) {
+    const int at = at0 + tid;
+    const bool open = at < valid && opens[at];
+    const uint32_t ballot = __ballot_sync(0xffffffffu, open);
+    if (lane == 0)
+      warpOpens[warp] = __popc(ballot);
+    __syncthreads();
+    int before = groupCount + __popc(ballot & ((1u << lane) - 1u));
+    for (int w2 = 0; w2 < kEgWarps; ++w2) {
+      before += w2 < warp ? warpOpens[w2] : 0;
+      groupCount += warpOpens[w2];
+    }
+    if (open)
+      groupFirst[before] = at;
+    __syncthreads(); // warpOpens is written again
+  }
+  if (tid == 0)
+    groupFirst[groupCount] = valid;
+  __syncthreads();
+  // Group gi: its first position, pairs and expert.
+  auto groupOf = [&](int gi, int &first, int &rows) {
+    first = groupFirst[gi];
+    rows = groupFirst[gi + 1] - first;
+    return pairExpert[order[first]];
+  };
+  if (zeroEmpty) {
+    const int64_t span = (n + gridDim.x - 1) / gridDim.x;
+    const int64_t c1 = min(n, span * (blockIdx.x + 1));
+    for (int p = 0; p < pairs; ++p)
+      if (pairExpert[p] < 0)
+        for (int64_t c = span * blockIdx.x + tid; c < c1; c += blockDim.x)
+          out[int64_t(p) * n + c] = 0.0f;
+  }
+
+  // Tasks in group-major order, a contiguous run a block. Task, row and
+  // scale indices fit 32 bits (the launcher keeps N under 2^24 and the
+  // scales under 2^31): registers are what bounds the blocks an SM, so the
+  // loop keeps 32-bit state and reads sizes from the kernel's parameters
+  // where used.
+  const int rowTiles = int((n + kEgRows - 1) / kEgRows);
+  const int tasks = groupCount * rowTiles;
+  int task = int(int64_t(tasks) * blockIdx.x / gridDim.x);
+  const int last = int(int64_t(tasks) * (blockIdx.x + 1) / gridDim.x);
+  const int kGroups = int(k / S::kGroupK);
+
+  // This warp's rows of a task's tile, as the GEMV: lane (g, t) loads rows
+  // g and g + 8 (clamped to the last row; such rows are never written;
+  // the second `second` bytes after the first), lanes t = 0 and 1
+  // prefetch them; `scaleAt` indexes the tile's scale row.
+  const uint8_t *src0 = nullptr;
+  int32_t second = 0, scaleAt = 0, tileRow = 0;
+  auto setRows = [&](int which) {
+    int first, rows;
+    const int e = groupOf(which / rowTiles, first, rows);
+    tileRow = (which % rowTiles) * kEgRows + warp * 16;
+    const int64_t row0 = min(int64_t(tileRow + g), n - 1),
+                  row1 = min(int64_t(tileRow + g + 8), n - 1);
+    src0 = static_cast<const uint8_t *>(w.data) +
+           ((e * n + row0) * k + t * 4 * S::kChunkSteps) * S::kBytes;
+    second = int32_t((row1 - row0) * k * S::kBytes);
+    if (kE4m3)
+      scaleAt = int32_t((e * ((n + w.blockN - 1) / w.blockN) +
+                         min(int64_t(tileRow), n - 1) / w.blockN) *
+                        ((k + w.blockK - 1) / w.blockK));
+  };
+  // Group gl's two 16-byte chunks of each row (the second 64 bytes on).
+  auto load = [&](uint32_t(&raw)[2][8], float &scale, int gl) {
+#pragma unroll
+    for (int r = 0; r < 2; ++r) {
+      const uint8_t *p = src0 + (r ? second : 0) + gl * 128;
+      uint4 c0 = ldgStream(p), c1 = ldgStream(p + 64);
+      raw[r][0] = c0.x;
+      raw[r][1] = c0.y;
+      raw[r][2] = c0.z;
+      raw[r][3] = c0.w;
+      raw[r][4] = c1.x;
+      raw[r][5] = c1.y;
+      raw[r][6] = c1.z;
+      raw[r][7] = c1.w;
+    }
+    if (kE4m3)
+      scale = __ldg(w.scales + scaleAt + gl * 128 / int(w.blockK));
+  };
+  // Groups [gl, gl + count) of row g (lanes t = 0) or g + 8 (t = 1) into
+  // L2; the second lane's loads start 16 bytes into the group.
+  auto prefetch = [&](int gl, int count) {
+    count = min(count, kGroups - gl);
+    if (t < 2 && count > 0)
+      asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;" ::"l"(
+                       src0 + (t ? second - 16 : 0) + gl * 128),
+                   "r"(uint32_t(count) * 128u)
+                   : "memory");
+  };
+  uint32_t rawA[2][8], rawB[2][8];
+  float scaleA = 0.0f, scaleB = 0.0f;
+  auto start = [&](int which) {
+    setRows(which);
+    load(rawA, scaleA, 0);
+    if (kGroups > 1)
+      load(rawB, scaleB, 1);
+    prefetch(2, kEgAhead);
+  };
+
+  // The stage: per k-step, `perStep` B entries (8 bytes: a lane's b0, b1
+  // of one part) in the group's layout, then the inverse x scales of each
+  // (K group, pair) of the chunk.
+  uint2 *entries = reinterpret_cast<uint2 *>(egStage);
+  auto layout = [](int r, int groups, int &perStep, int &chunk) {
+    perStep = r <= 2 ? 12 * r : 96;
+    chunk = min(groups, kEgStageBytes /
+                            (S::kSteps * perStep * 8 + (kE4m3 ? 4 * r : 0)));
+  };
+  // x's columns of K groups [c0, c0 + cg) for the group's r pairs, as the
+  // GEMV stages them: a quad of four columns a thread, a warp one (K
+  // group, pair) for e4m3, scaled by a power of two that puts its largest
+  // |x| in [2^14, 2^15).
+  auto stage = [&](int first, int r, int perStep, int chunk, int c0, int cg) {
+    float *inverse =
+        reinterpret_cast<float *>(entries + chunk * S::kSteps * perStep);
+    constexpr int kQuads = S::kGroupK / 4;
+    for (int q = tid; q < cg * r * kQuads; q += blockDim.x) {
+      const int l = q % kQuads, item = q / kQuads, j = item % r, gl = item / r;
+      const int pair = order[first + j];
+      const int64_t row = perSlotInput ? pair : pair / slots;
+      float4 v = __ldg(reinterpret_cast<const float4 *>(
+          x + row * k + int64_t(c0 + gl) * S::kGroupK + l * 4));
+      if (kE4m3) {
+        float amax = warpMax(fmaxf(fmaxf(fabsf(v.x), fabsf(v.y)),
+                                   fmaxf(fabsf(v.z), fabsf(v.w))));
+        int exponent = int(__float_as_uint(amax) >> 23) & 0xFF;
+        int shift = min(max(141 - exponent, -112), 126);
+        float scale = __uint_as_float(uint32_t(127 + shift) << 23);
+        v.x *= scale;
+        v.y *= scale;
+        v.z *= scale;
+        v.w *= scale;
+        if (l == 0)
+          inverse[gl * r + j] = __uint_as_float(uint32_t(127 - shift) << 23);
+      }
+      uint32_t p01[3], p23[3];
+      splitX<kType>(v.x, v.y, p01);
+      splitX<kType>(v.z, v.w, p23);
+      const int step =
+          (l / (4 * S::kChunkSteps)) * S::kChunkSteps + l % S::kChunkSteps;
+      const int quarter = (l / S::kChunkSteps) % 4;
+      uint2 *entry = entries + (gl * S::kSteps + step) * perStep;
+#pragma unroll
+      for (int p = 0; p < 3; ++p)
+        entry[r <= 2 ? (j * 3 + p) * 4 + quarter : p * 32 + j * 4 + quarter] =
+            make_uint2(p01[p], p23[p]);
+    }
+  };
+
+  // The A fragment of k-step s from a group's loads (as the GEMV).
+  auto fragment = [](const uint32_t(&raw)[2][8], int s, uint32_t(&a)[4]) {
+    const int chunk = s / S::kChunkSteps, sub = s % S::kChunkSteps;
+    if (kE4m3) {
+      e4m3x4ToHalf2(raw[0][chunk * 4 + sub], a[0], a[2]);
+      e4m3x4ToHalf2(raw[1][chunk * 4 + sub], a[1], a[3]);
+    } else {
+      a[0] = raw[0][chunk * 4 + 2 * sub];
+      a[2] = raw[0][chunk * 4 + 2 * sub + 1];
+      a[1] = raw[1][chunk * 4 + 2 * sub];
+      a[3] = raw[1][chunk * 4 + 2 * sub + 1];
+    }
+  };
+  // acc: r <= 2: rows g, g + 8 of this lane's pair t / 2 (its two
+  // columns' sums); r > 2: (row g, pair 2t), (g, 2t + 1), (g + 8, 2t),
+  // (g + 8, 2t + 1).
+  float acc[4] = {};
+  auto compute = [&](const uint32_t(&raw)[2][8], float scale, int gl, int r,
+                     int perStep, int chunk) {
+    const uint2 *entry = entries + gl * S::kSteps * perStep;
+    const float *inverse =
+        reinterpret_cast<const float *>(entries + chunk * S::kSteps * perStep) +
+        gl * r;
+    float c[4] = {};
+    if (r <= 2) {
+      // Lane (g, t) holds column g: part g % 4 of pair g / 4.
+      const int j = g >> 2, p = g & 3;
+      const bool live = p < 3 && j < r;
+      const int at = (j * 3 + p) * 4 + t;
+#pragma unroll
+      for (int s = 0; s < S::kSteps; ++s) {
+        uint32_t a[4];
+        fragment(raw, s, a);
+        uint2 b = live ? entry[s * perStep + at] : make_uint2(0u, 0u);
+        mma16816<kType>(c, a, b);
+      }
+      float f = kE4m3 ? scale * inverse[min(t >> 1, r - 1)] : 1.0f;
+      acc[0] = fmaf(c[0] + c[1], f, acc[0]);
+      acc[1] = fmaf(c[2] + c[3], f, acc[1]);
+    } else {
+#pragma unroll
+      for (int s = 0; s < S::kSteps; ++s) {
+        uint32_t a[4];
+        fragment(raw, s, a);
+#pragma unroll
+        for (int p = 0; p < 3; ++p)
+          mma16816<kType>(c, a, entry[s * perStep + p * 32 + lane]);
+      }
+      float f0 = kE4m3 ? scale * inverse[min(2 * t, r - 1)] : 1.0f;
+      float f1 = kE4m3 ? scale * inverse[min(2 * t + 1, r - 1)] : 1.0f;
+      acc[0] = fmaf(c[0], f0, acc[0]);
+      acc[1] = fmaf(c[1], f1, acc[1]);
+      acc[2] = fmaf(c[2], f0, acc[2]);
+      acc[3] = fmaf(c[3], f1, acc[3]);
+    }
+  };
+  auto biasAt = [&](int64_t i) { return bias.data ? weightAt(bias, i) : 0.0f; };
+
+  int stagedGroup = -1; // the group whose x of all of K the stage holds
+  if (task < last)
+    start(task);
+  while (task < last) {
+    const int group = task / rowTiles;
+    int first, r;
+    const int64_t e = groupOf(group, first, r);
+    int perStep, chunk;
+    layout(r, kGroups, perStep, chunk);
+    // Stages the chunk holding K group gl where one starts (every block
+    // thread reaches it alike), unless the stage already holds all of K
+    // for this group.
+    auto ready = [&](int gl) {
+      if (gl % chunk != 0 || (gl == 0 && stagedGroup == group))
+        return;
+      __syncthreads(); // every warp is done with the previous chunk
+      stage(first, r, perStep, chunk, gl, min(chunk, kGroups - gl));
+      __syncthreads();
+    };
+#pragma unroll
+    for (int q = 0; q < 4; ++q)
+      acc[q] = 0.0f;
+    // Groups gl and gl + 1 are in registers or on their way at the top;
+    // L2 requests run kEgAhead groups past those, two a request.
+    for (int gl = 0; gl < kGroups; gl += 2) {
+      ready(gl);
+      prefetch(gl + 2 + kEgAhead, 2);
+      compute(rawA, scaleA, gl % chunk, r, perStep, chunk);
+      if (gl + 2 < kGroups)
+        load(rawA, scaleA, gl + 2);
+      if (gl + 1 < kGroups) {
+        ready(gl + 1);
+        compute(rawB, scaleB, (gl + 1) % chunk, r, perStep, chunk);
+        if (gl + 3 < kGroups)
+          load(rawB, scaleB, gl + 3);
+      }
+    }
+    stagedGroup = chunk >= kGroups ? group : -1;
+    // The next task's first weights are in flight during the write-back.
+    const int64_t rows = tileRow;
+    if (task + 1 < last)
+      start(task + 1);
+    if (r <= 2) {
+      // The pair's three parts: columns 4j .. 4j + 2 on lanes t and t ^ 1.
+#pragma unroll
+      for (int half = 0; half < 2; ++half)
+        acc[half] += __shfl_xor_sync(0xffffffffu, acc[half], 1);
+      const int j = t >> 1;
+      if ((t & 1) == 0 && j < r) {
+        const int64_t pair = order[first + j];
+#pragma unroll
+        for (int half = 0; half < 2; ++half) {
+          int64_t row = rows + g + 8 * half;
+          if (row < n)
+            out[pair * n + row] = acc[half] + biasAt(e * n + row);
+        }
+      }
+    } else {
+#pragma unroll
+      for (int jj = 0; jj < 2; ++jj) {
+        const int j = 2 * t + jj;
+        if (j >= r)
+          continue;
+        const int64_t pair = order[first + j];
+#pragma unroll
+        for (int half = 0; half < 2; ++half) {
+          int64_t row = rows + g + 8 * half;
+          if (row < n)
+            out[pair * n + row] = acc[2 * half + jj] + biasAt(e * n + row);
+        }
+      }
+    }
+    ++task;
+  }
+}
+
+} // namespace
+
+/// The decode expert GEMVs (CudaKernels::tensorExpertGemv): x [pairs or
+/// tokens, K], `indices` [pairs], `out` [pairs, N]; `zeroEmpty`: write
+/// zeros in the rows of empty pairs (not needed when daybreak_expert_combine
+/// skips them). Six blocks an SM: 80 registers (ptxas, CUDA 13.0: no
+/// spills), 24 warps, as the m = 1 GEMV.
+#define DAYBREAK_EXPERT_GEMV(name, type)                                       \
+  extern "C" __global__ void __launch_bounds__(kEgWarps * 32, 6)               \
+      name(const float *x, int32_t perSlotInput, Weight w, Weight bias,        \
+           int64_t experts, int64_t n, int64_t k, const int32_t *indices,      \
+           int64_t pairs, int64_t slots, int32_t zeroEmpty, float *out) {      \
+    expertGemvTensor<type>(x, perSlotInput, w, bias, experts, n, k, indices,   \
+                           pairs, slots, zeroEmpty, out);                      \
+  }
+DAYBREAK_EXPERT_GEMV(daybreak_expert_gemv_tc_e4m3, kWeightE4M3)
+DAYBREAK_EXPERT_GEMV(daybreak_expert_gemv_tc_bf16, kWeightBF16)
+#undef DAYBREAK_EXPERT_GEMV
+
 /// Per-head matmul: x [T, H, K], w [H, K, N] (or [H, N, K] when
 /// transposeWeight) -> out [T, H, N]. grid (ceil(N/64), ceil(T/64), H),
 /// block 256.

@@ -222,7 +222,9 @@ inline constexpr int64_t kTensorGemmMaxExperts = 4096;
 /// (CudaKernels::tensorExpertMatmul): the tile count, at most one partial
 /// tile an expert beyond the full ones (int4 each), the rows ordered by
 /// expert (int32), and with routing weights each row's result before the
-/// weighted sum over slots ([tokens x slots, n] floats).
+/// weighted sum over slots ([tokens x slots, n] floats). It also serves
+/// the decode expert GEMV of as many tokens (expertGemvScratchBytes is
+/// never larger), so one buffer sized for a step's most tokens serves both.
 constexpr int64_t expertGemmScratchBytes(int64_t tokens, int64_t slots,
                                          int64_t experts, int64_t n,
                                          bool routed) {
@@ -231,6 +233,21 @@ constexpr int64_t expertGemmScratchBytes(int64_t tokens, int64_t slots,
                   (experts < rows ? experts : rows);
   int64_t orderBytes = (rows * 4 + 15) / 16 * 16;
   return 16 + tiles * 16 + orderBytes + (routed ? rows * n * 4 : 0);
+}
+
+/// The decode expert GEMV on the tensor cores (CudaKernels::
+/// tensorExpertGemv; daybreak_expert_gemv_tc_* in CudaKernels.cu): the
+/// (token, slot) pairs a launch takes at most (each block groups them by
+/// expert in shared memory), the weight rows of one task (kEgRows), and
+/// the shared memory staging x's parts (kEgStageBytes).
+inline constexpr int64_t kExpertGemvMaxPairs = 256, kExpertGemvRows = 64,
+                         kExpertGemvStageBytes = 28 * 1024;
+/// Device scratch bytes the decode expert GEMV needs: with routing
+/// weights each pair's result before daybreak_expert_combine adds a
+/// token's slots ([tokens x slots, n] floats), else none.
+constexpr int64_t expertGemvScratchBytes(int64_t tokens, int64_t slots,
+                                         int64_t n, bool routed) {
+  return routed ? tokens * slots * n * 4 : 0;
 }
 
 #define DAYBREAK_CUDA_KERNELS(X)                                               \
@@ -261,6 +278,8 @@ constexpr int64_t expertGemmScratchBytes(int64_t tokens, int64_t slots,
   X(expertGemmTcBf16, "daybreak_expert_gemm_tc_bf16")                          \
   X(expertGemmTcE4m3, "daybreak_expert_gemm_tc_e4m3")                          \
   X(expertGemmTcE4m3K32, "daybreak_expert_gemm_tc_e4m3_k32")                   \
+  X(expertGemvTcE4m3, "daybreak_expert_gemv_tc_e4m3")                          \
+  X(expertGemvTcBf16, "daybreak_expert_gemv_tc_bf16")                          \
   X(expertGroup, "daybreak_expert_group")                                      \
   X(expertCombine, "daybreak_expert_combine")                                  \
   X(headMatmul, "daybreak_head_matmul")                                        \
@@ -420,10 +439,12 @@ public:
                       CUdeviceptr routingWeights, CUdeviceptr out,
                       CUstream stream) const;
   /// With stored weights (e4m3 in any block size) and an optional `bias`
-  /// [E, N] (data 0: none). More than 8 tokens take tensorExpertMatmul
-  /// where it applies and `scratch` holds expertGemmScratchBytes (device
-  /// memory, `scratchBytes` long, no other use during the launch); else a
-  /// warp per output column and token on the CUDA cores.
+  /// [E, N] (data 0: none). 1 to 8 tokens take tensorExpertGemv where it
+  /// applies (and, with routing weights, `scratch` holds
+  /// expertGemvScratchBytes); more than 8 take tensorExpertMatmul where it
+  /// applies and `scratch` holds expertGemmScratchBytes (device memory,
+  /// `scratchBytes` long, no other use during the launch); the rest
+  /// cudaCoreExpertMatmul.
   Status expertMatmul(CUdeviceptr x, bool perSlotInput, const DeviceWeight &w,
                       int64_t experts, int64_t n, int64_t k,
                       CUdeviceptr indices, int64_t tokens, int64_t slots,
@@ -431,6 +452,40 @@ public:
                       CUstream stream,
                       const DeviceWeight &bias = DeviceWeight(),
                       CUdeviceptr scratch = 0, int64_t scratchBytes = 0) const;
+  /// daybreak_expert_matmul, any weight and shape: a warp per output
+  /// column and token on the CUDA cores, each (token, slot) reading its
+  /// expert's rows (an expert two tokens pick is read twice). The fallback,
+  /// and the benchmark's baseline.
+  Status cudaCoreExpertMatmul(CUdeviceptr x, bool perSlotInput,
+                              const DeviceWeight &w, int64_t experts, int64_t n,
+                              int64_t k, CUdeviceptr indices, int64_t tokens,
+                              int64_t slots, CUdeviceptr routingWeights,
+                              CUdeviceptr out, CUstream stream,
+                              const DeviceWeight &bias) const;
+  /// Whether tensorExpertGemv runs this weight and step: 1 to 8 tokens of
+  /// at most kExpertGemvMaxPairs (token, slot) pairs, the weight 16-byte
+  /// aligned and as tensorGemvApplies (e4m3 with k a multiple of 128,
+  /// blockK of 128 and blockN of 16, or bf16 with k a multiple of 64), N
+  /// under 2^24 and the scale index under 2^31.
+  static bool tensorExpertGemvApplies(const DeviceWeight &w, int64_t experts,
+                                      int64_t n, int64_t k, int64_t tokens,
+                                      int64_t slots);
+  /// The decode expert matmul on the tensor cores (daybreak_expert_gemv_tc_*,
+  /// see CudaKernels.cu): every block groups the (token, slot) pairs by
+  /// expert, each picked expert's rows are read once for all its pairs,
+  /// exact products and fp32 sums as tensorGemv; each pair's result is
+  /// written once (deterministic), and with routing weights into `scratch`
+  /// (expertGemvScratchBytes), then daybreak_expert_combine adds each
+  /// token's slots in slot order. An error where tensorExpertGemvApplies
+  /// is false, x is not 16-byte aligned, experts < 1 or the scratch is too
+  /// small.
+  Status tensorExpertGemv(CUdeviceptr x, bool perSlotInput,
+                          const DeviceWeight &w, int64_t experts, int64_t n,
+                          int64_t k, CUdeviceptr indices, int64_t tokens,
+                          int64_t slots, CUdeviceptr routingWeights,
+                          CUdeviceptr out, CUstream stream,
+                          const DeviceWeight &bias, CUdeviceptr scratch,
+                          int64_t scratchBytes) const;
   /// The grouped expert matmul on the tensor cores: daybreak_expert_group
   /// orders the (token, slot) rows by expert into tiles of at most 64 in
   /// `scratch`, the tensor-core GEMM multiplies each tile by its expert
@@ -692,6 +747,8 @@ private:
   int64_t gemvE4m3Warps = 0, gemvBf16Warps = 0, gemvE4m3M1Warps = 0,
           gemvBf16M1Warps = 0, gemvE4m3M1NarrowWarps = 0,
           gemvBf16M1NarrowWarps = 0;
+  /// Blocks of the decode expert GEMV the GPU holds at once: [e4m3].
+  int64_t expertGemvBlocks[2] = {};
 #define DAYBREAK_DECLARE_KERNEL(member, symbol) CUfunction member##Fn = nullptr;
   DAYBREAK_CUDA_KERNELS(DAYBREAK_DECLARE_KERNEL)
 #undef DAYBREAK_DECLARE_KERNEL
