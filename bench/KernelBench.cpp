@@ -1390,8 +1390,9 @@ int main(int argc, char **argv) {
       row("dsa_indexer_scores", shape, fn ? "<128>" : "generic",
           timeIt(
               [&] {
-                return kernels.dsaIndexerScores(q, weights, keys, sequences, 1,
-                                                64, 0.1, scores, nullptr, fn);
+                return kernels.dsaIndexerScores(q, weights, keys, sequences, 0,
+                                                1, 64, 0.1, scores, nullptr,
+                                                fn);
               },
               iterations),
           bytes);

@@ -64,8 +64,8 @@ func.func @prefill(%ids: tensor<6xi32>, %pos: tensor<6xi32>, %bounds: tensor<6xi
   %ik = lm.rope %ik1, %pos half_split {offset = 0 : i64, dim = 8 : i64, theta = 10000.0 : f64}
       : (tensor<6x16xf32>, tensor<6xi32>) -> tensor<6x16xf32>
   %iw = lm.matmul %x, %wiw : (tensor<6x64xf32>, tensor<2x64xf32>) -> tensor<6x2xf32>
-  %scores = lm.dsa_indexer_scores %iq, %ik, %iw {scale = 0.17677669529663687 : f64}
-      : (tensor<6x2x16xf32>, tensor<6x16xf32>, tensor<6x2xf32>) -> tensor<6x6xf32>
+  %scores = lm.dsa_indexer_scores %iq, %ik, %iw bounds %bounds {scale = 0.17677669529663687 : f64}
+      : (tensor<6x2x16xf32>, tensor<6x16xf32>, tensor<6x2xf32>, tensor<6xi32>) -> tensor<6x6xf32>
   %idx = lm.dsa_index_select %scores, %bounds {top_k = 4 : i64}
       : (tensor<6x6xf32>, tensor<6xi32>) -> tensor<6x4xi32>
 

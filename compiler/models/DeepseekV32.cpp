@@ -146,11 +146,7 @@ llvm::Expected<Value> Emitter::attention(int64_t layer, Value x,
     return iw.takeError();
   int64_t cacheRows = cast<RankedTensorType>(kvCache.getType()).getDimSize(1);
   double indexScale = std::pow(double(idim), -0.5) * std::pow(iheads, -0.5);
-  Value scores = lm::DsaIndexerScoresOp::create(
-                     b, loc, f32Tensor({tokens, cacheRows}), iq, indexCache,
-                     *iw, sequences, b.getF64FloatAttr(indexScale))
-                     .getResult();
-  // A query at position p sees keys 0..p.
+  // A query at position p sees keys 0..p; the indexer scores only those.
   Value one = arith::ConstantOp::create(b, loc, b.getI32IntegerAttr(1));
   Value ones = tensor::SplatOp::create(b, loc, positions.getType(), one,
                                        ValueRange(tokens == kDyn
@@ -158,6 +154,10 @@ llvm::Expected<Value> Emitter::attention(int64_t layer, Value x,
                                                       : ValueRange{}))
                    .getResult();
   Value bounds = arith::AddIOp::create(b, loc, positions, ones).getResult();
+  Value scores = lm::DsaIndexerScoresOp::create(
+                     b, loc, f32Tensor({tokens, cacheRows}), iq, indexCache,
+                     *iw, sequences, bounds, b.getF64FloatAttr(indexScale))
+                     .getResult();
   Value indices = lm::DsaIndexSelectOp::create(
                       b, loc, tensor({tokens, c.indexTopk}, b.getI32Type()),
                       scores, bounds, b.getI64IntegerAttr(c.indexTopk))

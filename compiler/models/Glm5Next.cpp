@@ -236,12 +236,8 @@ llvm::Expected<Value> Emitter::dsa(int64_t layer, Value x, DsaState state) {
     // w = weights_proj(x) iheads^-0.5 and q . K idim^-0.5: both scales are
     // positive, so they apply outside the ReLU.
     double indexScale = std::pow(double(idim), -0.5) * std::pow(iheads, -0.5);
-    Value scores = lm::DsaIndexerScoresOp::create(
-                       b, loc, f32Tensor({kDyn, poolRows}),
-                       reshape(*iqf, {kDyn, iheads, idim}), *state.pools, *iw,
-                       sequences, b.getF64FloatAttr(indexScale))
-                       .getResult();
-    // A query at position p sees the (p + 1) / P pools complete by then.
+    // A query at position p sees the (p + 1) / P pools complete by then;
+    // the indexer scores only those.
     Value bounds =
         arith::DivSIOp::create(
             b, loc,
@@ -249,6 +245,11 @@ llvm::Expected<Value> Emitter::dsa(int64_t layer, Value x, DsaState state) {
                 .getResult(),
             splatLike(positions, pool))
             .getResult();
+    Value scores = lm::DsaIndexerScoresOp::create(
+                       b, loc, f32Tensor({kDyn, poolRows}),
+                       reshape(*iqf, {kDyn, iheads, idim}), *state.pools, *iw,
+                       sequences, bounds, b.getF64FloatAttr(indexScale))
+                       .getResult();
     int64_t topPools = c.indexTopk / pool;
     Value pools = lm::DsaIndexSelectOp::create(
                       b, loc, tensor({kDyn, topPools}, b.getI32Type()), scores,

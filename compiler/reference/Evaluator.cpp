@@ -556,9 +556,8 @@ llvm::Error FrameEvaluator::evaluateLm(Operation *op) {
       .Case([&](DsaIndexerScoresOp o) {
         return bind(o.getResult(),
                     dsaIndexerScores(get(o.getQ()), get(o.getK()),
-                                     get(o.getWeights()),
-                                     get(o.getSequences()),
-                                     f64(o.getScale())));
+                                     get(o.getWeights()), get(o.getSequences()),
+                                     f64(o.getScale()), get(o.getBounds())));
       })
       .Case([&](DsaIndexSelectOp o) {
         return bind(o.getResult(), dsaIndexSelect(get(o.getScores()),

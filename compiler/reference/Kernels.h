@@ -248,10 +248,12 @@ llvm::Expected<Tensor> sparseAttention(const Tensor &q, const Tensor &kv,
 Tensor dsaIndexerScores(const Tensor &q, const Tensor &k,
                         const Tensor &weights, double scale);
 /// Batched form: k [B, S, D] and query t scores the keys of sequence
-/// sequences[t]; errors on a sequence outside [0, B).
+/// sequences[t]; errors on a sequence outside [0, B). With `bounds` [T]
+/// (empty: none), I[t, s] = 0 for s >= bounds[t].
 llvm::Expected<Tensor> dsaIndexerScores(const Tensor &q, const Tensor &k,
                                         const Tensor &weights,
-                                        const Tensor &sequences, double scale);
+                                        const Tensor &sequences, double scale,
+                                        const Tensor &bounds = Tensor());
 
 /// Per query t, the top min(topK, bound[t]) keys among s < bound[t] (bound
 /// clamped to [0, S]) by descending score, ties to the lower index, then -1

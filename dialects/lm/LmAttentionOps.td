@@ -107,7 +107,8 @@ def Lm_SparseAttentionOp : Lm_Op<"sparse_attention", [Pure,
   let hasVerifier = 1;
 }
 
-def Lm_DsaIndexerScoresOp : Lm_Op<"dsa_indexer_scores", [Pure]> {
+def Lm_DsaIndexerScoresOp : Lm_Op<"dsa_indexer_scores",
+    [Pure, AttrSizedOperandSegments]> {
   let summary = "DSA lightning-indexer scores";
   let description = [{
     `scores[t, s] = scale * sum_h weights[t, h] * ReLU(q[t, h] . k[s])` over
@@ -115,7 +116,11 @@ def Lm_DsaIndexerScoresOp : Lm_Op<"dsa_indexer_scores", [Pure]> {
     `k [S, D]` (one key per token shared by all heads) and per-token head
     weights `weights [T, H]`. Causality is applied by `lm.dsa_index_select`.
     With `sequences [T]`, `k` is `[B, S, D]` and query `t` scores the keys
-    of sequence `sequences[t]`.
+    of sequence `sequences[t]`. With `bounds [T]` (the causal lengths
+    `lm.dsa_index_select` takes), `scores[t, s]` is 0 for `s >= bounds[t]`
+    and not computed: the work follows the keys a query can see, not the
+    cache's capacity (a decode at 1K context in a 128K cache scores 1K
+    keys).
 
     ```mlir
     %sc = lm.dsa_indexer_scores %iq, %ik, %iw {scale = 0.0884 : f64}
@@ -125,10 +130,12 @@ def Lm_DsaIndexerScoresOp : Lm_Op<"dsa_indexer_scores", [Pure]> {
   }];
   let arguments = (ins Lm_FloatTensor:$q, Lm_FloatTensor:$k,
                        Lm_FloatTensor:$weights,
-                       Optional<Lm_IndexTensor>:$sequences, F64Attr:$scale);
+                       Optional<Lm_IndexTensor>:$sequences,
+                       Optional<Lm_IndexTensor>:$bounds, F64Attr:$scale);
   let results = (outs Lm_F32Tensor:$result);
   let assemblyFormat = [{
-    $q `,` $k `,` $weights (`sequences` $sequences^)? attr-dict `:`
+    $q `,` $k `,` $weights (`sequences` $sequences^)? (`bounds` $bounds^)?
+    attr-dict `:`
     functional-type(operands, results)
   }];
   let hasVerifier = 1;

@@ -611,6 +611,10 @@ LogicalResult DsaIndexerScoresOp::verify() {
   CHECK(c.same("weights", w, 0, "q", q, 0));
   CHECK(c.same("weights", w, 1, "q", q, 1));
   CHECK(expectPositive(*this, "scale", getScale().convertToDouble()));
+  if (Value bounds = getBounds()) {
+    CHECK(c.rank("bounds", bounds, 1));
+    CHECK(c.same("bounds", bounds, 0, "q", q, 0));
+  }
   Value result = getResult();
   CHECK(c.rank("result", result, 2));
   CHECK(c.same("result", result, 0, "q", q, 0));

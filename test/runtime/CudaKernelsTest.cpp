@@ -892,29 +892,39 @@ TEST_F(CudaKernelsTest, DsaIndexerScores) {
       cache.fill(rng);
       auto q = random(tokens * heads * dim), weights = random(tokens * heads);
       std::vector<int32_t> seqs = {0, 1, 1};
-      std::vector<float> expected(tokens * 100);
-      ASSERT_TRUE(cpu::dsaIndexerScores(pool, q.data(), weights.data(),
-                                        cache.host, seqs.data(), tokens, heads,
-                                        0.125, expected.data())
-                      .ok());
+      // Bounds: within a block, at a block's end (64 keys a block at
+      // these widths or fewer), past the cache.
+      std::vector<int32_t> bounds = {37, 64, 250};
       DeviceCacheView view = cache.upload(*driver);
       Buffer dq(*driver, q), dw(*driver, weights), dSeqs(*driver, seqs),
-          dOut(*driver, expected.size() * 4);
-      std::string specialized =
-          "daybreak_dsa_indexer_scores_t<" + std::to_string(dim) + ">";
-      for (const std::string &instantiation : {std::string(), specialized}) {
-        expectRan(kernels->dsaIndexerScores(dq, dw, view, dSeqs, tokens, heads,
-                                            0.125, dOut, nullptr,
-                                            variant(instantiation)));
-        double e =
-            rowRelativeError(dOut.read<float>(expected.size()), expected, 100);
-        char shape[64];
-        std::snprintf(shape, sizeof(shape), "%s dim=%ld", formatName(format),
-                      long(dim));
-        report(instantiation.empty() ? "dsaIndexerScores"
-                                     : instantiation.c_str(),
-               shape, e);
-        EXPECT_LE(e, 1e-5);
+          dBounds(*driver, bounds), dOut(*driver, tokens * 100 * 4);
+      for (bool bounded : {false, true}) {
+        std::vector<float> expected(tokens * 100);
+        ASSERT_TRUE(cpu::dsaIndexerScores(pool, q.data(), weights.data(),
+                                          cache.host, seqs.data(),
+                                          bounded ? bounds.data() : nullptr,
+                                          tokens, heads, 0.125, expected.data())
+                        .ok());
+        std::string specialized =
+            "daybreak_dsa_indexer_scores_t<" + std::to_string(dim) + ">";
+        for (const std::string &instantiation : {std::string(), specialized}) {
+          // Poisoned first: the zeros past a bound must be written.
+          ASSERT_EQ(driver->cuMemsetD8(dOut.get(), 0xff, expected.size() * 4),
+                    CUDA_SUCCESS);
+          expectRan(kernels->dsaIndexerScores(
+              dq, dw, view, dSeqs, bounded ? dBounds.get() : 0, tokens, heads,
+              0.125, dOut, nullptr, variant(instantiation)));
+          double e = rowRelativeError(dOut.read<float>(expected.size()),
+                                      expected, 100);
+          char shape[64];
+          std::snprintf(shape, sizeof(shape), "%s dim=%ld%s",
+                        formatName(format), long(dim),
+                        bounded ? " bounded" : "");
+          report(instantiation.empty() ? "dsaIndexerScores"
+                                       : instantiation.c_str(),
+                 shape, e);
+          EXPECT_LE(e, 1e-5);
+        }
       }
     }
 }

@@ -28,8 +28,8 @@ DAYBREAK_MATMUL(257)
 
 #define DAYBREAK_INDEXER(D)                                                    \
   template __global__ void daybreak_dsa_indexer_scores_t<D>(                   \
-      const float *, const float *, Cache, const int32_t *, int64_t, int64_t,  \
-      double, float *);
+      const float *, const float *, Cache, const int32_t *, const int32_t *,   \
+      int64_t, int64_t, double, float *);
 DAYBREAK_INDEXER(128)
 DAYBREAK_INDEXER(32)
 

@@ -722,25 +722,46 @@ TEST(CpuAttention, DsaIndexerScores) {
     std::vector<int32_t> seqs(tokens);
     for (int64_t t = 0; t < tokens; ++t)
       seqs[t] = t < tokens / 2 ? 1 : 0;
-    Tensor expected = llvm::cantFail(ref::dsaIndexerScores(
-        floats({tokens, heads, dim}, q), keys, floats({tokens, heads}, w),
-        ints({tokens}, seqs), 0.125));
-    for (unsigned threads : kThreadCounts) {
-      cpu::ThreadPool pool(threads);
-      std::vector<float> scores(tokens * maxSeq);
-      ASSERT_TRUE(cpu::dsaIndexerScores(pool, q.data(), w.data(), cache.view,
-                                        seqs.data(), tokens, heads, 0.125,
-                                        scores.data())
-                      .ok());
-      EXPECT_TRUE(relClose(scores, expected.floats(), 1e-5)) << tokens;
+    // Causal bounds: 0, inside the first key block, at and past a block's
+    // end, past the cache (clamped); runs of one sequence with different
+    // bounds share a block's decoded keys.
+    std::vector<int32_t> bounds(tokens);
+    for (int64_t t = 0; t < tokens; ++t)
+      bounds[t] = int32_t(
+          std::vector<int64_t>{0, 5, 64, 65, 257, 299, 300, 1000}[t % 8]);
+    for (bool bounded : {false, true}) {
+      Tensor expected = llvm::cantFail(ref::dsaIndexerScores(
+          floats({tokens, heads, dim}, q), keys, floats({tokens, heads}, w),
+          ints({tokens}, seqs), 0.125,
+          bounded ? ints({tokens}, bounds) : Tensor()));
+      if (bounded) {
+        for (int64_t t = 0; t < tokens; ++t) {
+          for (int64_t s = std::min<int64_t>(bounds[t], maxSeq); s < maxSeq;
+               ++s) {
+            ASSERT_EQ(expected.floats()[t * maxSeq + s], 0.0f);
+          }
+        }
+      }
+      for (unsigned threads : kThreadCounts) {
+        cpu::ThreadPool pool(threads);
+        std::vector<float> scores(tokens * maxSeq, 7.0f);
+        ASSERT_TRUE(cpu::dsaIndexerScores(pool, q.data(), w.data(), cache.view,
+                                          seqs.data(),
+                                          bounded ? bounds.data() : nullptr,
+                                          tokens, heads, 0.125, scores.data())
+                        .ok());
+        EXPECT_TRUE(relClose(scores, expected.floats(), 1e-5))
+            << tokens << (bounded ? " bounded" : "");
+      }
     }
   }
   cpu::ThreadPool pool(4);
   PagedCache cache(cpu::CacheFormat::F32, 8, 0, 0, 2, 4, 2);
   std::vector<float> q(8), w(1), scores(4);
   std::vector<int32_t> bad = {-1};
-  Status status = cpu::dsaIndexerScores(pool, q.data(), w.data(), cache.view,
-                                        bad.data(), 1, 1, 1.0, scores.data());
+  Status status =
+      cpu::dsaIndexerScores(pool, q.data(), w.data(), cache.view, bad.data(),
+                            nullptr, 1, 1, 1.0, scores.data());
   ASSERT_FALSE(status.ok());
   EXPECT_NE(status.message().find("sequence -1"), std::string::npos)
       << status.message();

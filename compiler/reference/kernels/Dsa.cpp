@@ -19,7 +19,8 @@ Tensor dsaIndexerScores(const Tensor &q, const Tensor &k, const Tensor &weights,
 
 llvm::Expected<Tensor> dsaIndexerScores(const Tensor &q, const Tensor &k,
                                         const Tensor &weights,
-                                        const Tensor &sequences, double scale) {
+                                        const Tensor &sequences, double scale,
+                                        const Tensor &bounds) {
   int64_t tokens = q.dim(0), heads = q.dim(1), dim = q.dim(2);
   int64_t keys = k.dim(-2);
   bool batched = !sequences.empty();
@@ -29,7 +30,9 @@ llvm::Expected<Tensor> dsaIndexerScores(const Tensor &q, const Tensor &k,
       return std::move(err);
   Tensor scores = Tensor::zeros(ElementType::F32, {tokens, keys});
   for (int64_t t = 0; t < tokens; ++t) {
-    for (int64_t s = 0; s < keys; ++s) {
+    int64_t visible =
+        bounds.empty() ? keys : std::clamp<int64_t>(intAt(bounds, t), 0, keys);
+    for (int64_t s = 0; s < visible; ++s) {
       int64_t seq = batched ? intAt(sequences, t) : 0;
       const float *key = k.floats().data() + (seq * keys + s) * dim;
       double sum = 0.0;

@@ -46,8 +46,8 @@ constexpr int64_t kAttentionRows = 64, kAttentionKeys = 64;
 
 Status dsaIndexerScores(ThreadPool &pool, const float *q, const float *weights,
                         const CacheView &keys, const int32_t *sequences,
-                        int64_t tokens, int64_t heads, double scale,
-                        float *scores) {
+                        const int32_t *bounds, int64_t tokens, int64_t heads,
+                        double scale, float *scores) {
   if (Status status =
           checkSequences(sequences, tokens, keys.batch, "dsaIndexerScores");
       !status.ok())
@@ -64,25 +64,34 @@ Status dsaIndexerScores(ThreadPool &pool, const float *q, const float *weights,
       int64_t t1 = std::min(tokens, t0 + kIndexerTokens);
       int64_t s0 = (job % keyJobs) * kIndexerKeys;
       int64_t count = std::min(kIndexerKeys, keyCount - s0);
-      int64_t decodedSeq = -1;
-      // Runs of tokens of one sequence share the decoded keys and one GEMM.
+      // Keys of this block token t sees: all, or those below its bound.
+      auto visible = [&](int64_t t) {
+        return bounds ? std::clamp<int64_t>(bounds[t] - s0, 0, count) : count;
+      };
+      int64_t decodedSeq = -1, decodedRows = 0;
+      // Runs of tokens of one sequence share the decoded keys and one GEMM,
+      // over the keys the run's furthest token sees.
       for (int64_t ta = t0; ta < t1;) {
         int64_t seq = sequences ? sequences[ta] : 0;
-        int64_t tb = ta + 1;
+        int64_t tb = ta + 1, rows = visible(ta);
         while (tb < t1 && (sequences ? sequences[tb] : 0) == seq)
-          ++tb;
+          rows = std::max(rows, visible(tb++));
         if (seq != decodedSeq) {
-          for (int64_t s = 0; s < count; ++s)
-            keys.read(seq, s0 + s, decoded + s * dim);
           decodedSeq = seq;
+          decodedRows = 0;
         }
+        for (; decodedRows < rows; ++decodedRows)
+          keys.read(seq, s0 + decodedRows, decoded + decodedRows * dim);
         // logits[(t, h), s] = q[t, h] . key[s]
-        detail::gemm(q + ta * heads * dim, dim, decoded, dim, false, nullptr,
-                     logits, count, (tb - ta) * heads, 0, count, dim);
+        if (rows > 0)
+          detail::gemm(q + ta * heads * dim, dim, decoded, dim, false, nullptr,
+                       logits, count, (tb - ta) * heads, 0, rows, dim);
         for (int64_t t = ta; t < tb; ++t) {
           const float *w = weights + t * heads;
           float *out = scores + t * keyCount + s0;
-          for (int64_t s = 0; s < count; ++s) {
+          int64_t seen = visible(t);
+          std::fill(out + seen, out + count, 0.0f);
+          for (int64_t s = 0; s < seen; ++s) {
             double sum = 0.0;
             for (int64_t h = 0; h < heads; ++h)
               sum += double(w[h]) *

@@ -249,11 +249,12 @@ Status cacheWrite(ThreadPool &pool, const CacheView &cache,
                   const int32_t *sequences, int64_t tokens);
 
 /// scores[t, s] = scale * sum_h weights[t, h] * ReLU(q[t, h] . key(seq_t, s))
-/// for s < maxSeqLen of the (indexer) cache; q [T, H, D].
+/// for s < maxSeqLen of the (indexer) cache; q [T, H, D]. With `bounds`
+/// (may be null), 0 for s >= bounds[t], whose keys are not read.
 Status dsaIndexerScores(ThreadPool &pool, const float *q, const float *weights,
                         const CacheView &keys, const int32_t *sequences,
-                        int64_t tokens, int64_t heads, double scale,
-                        float *scores);
+                        const int32_t *bounds, int64_t tokens, int64_t heads,
+                        double scale, float *scores);
 
 /// Per query, the min(topK, bounds[t]) best of scores[t, 0 : bounds[t]] in
 /// descending order (ties to the lower index), then -1.

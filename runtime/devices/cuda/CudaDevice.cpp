@@ -847,7 +847,7 @@ struct CudaLaunchers {
     const BoundArg &q = l.in(In::queries);
     return d.kernels->dsaIndexerScores(
         p(q), p(l.in(In::weights)), cache(d, l.in(In::keys)),
-        p(l.in(In::sequences)), l.tokens, q.dim(1),
+        p(l.in(In::sequences)), p(l.in(In::bounds)), l.tokens, q.dim(1),
         l->f(abi::DsaIndexerScores::P::scale), p(l.out(0)), d.stream,
         specialized(d, l));
   }

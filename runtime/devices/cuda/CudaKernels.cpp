@@ -1306,9 +1306,10 @@ Status CudaKernels::cacheWrite(const DeviceCacheView &cache, CUdeviceptr values,
 
 Status CudaKernels::dsaIndexerScores(CUdeviceptr q, CUdeviceptr weights,
                                      const DeviceCacheView &keys,
-                                     CUdeviceptr sequences, int64_t tokens,
-                                     int64_t heads, double scale,
-                                     CUdeviceptr scores, CUstream stream,
+                                     CUdeviceptr sequences, CUdeviceptr bounds,
+                                     int64_t tokens, int64_t heads,
+                                     double scale, CUdeviceptr scores,
+                                     CUstream stream,
                                      CUfunction specialized) const {
   // One key per thread, decoded into shared memory rows of width + 1.
   int64_t keysPerBlock =
@@ -1318,7 +1319,7 @@ Status CudaKernels::dsaIndexerScores(CUdeviceptr q, CUdeviceptr weights,
                          std::to_string(keys.width) +
                          " does not fit in shared memory");
   KernelCache c = toKernel(keys);
-  void *params[] = {&q,      &weights, &c,     &sequences,
+  void *params[] = {&q,      &weights, &c,     &sequences, &bounds,
                     &tokens, &heads,   &scale, &scores};
   return launch(specialized ? specialized : dsaIndexerScoresFn,
                 "dsaIndexerScores", ceilDiv(keys.maxSeqLen, keysPerBlock),

@@ -3205,8 +3205,8 @@ namespace {
 template <int kDim>
 __device__ __forceinline__ void
 dsaIndexerScores(const float *q, const float *weights, const Cache &keys,
-                 const int32_t *sequences, int64_t heads, double scale,
-                 float *scores) {
+                 const int32_t *sequences, const int32_t *bounds, int64_t heads,
+                 double scale, float *scores) {
   extern __shared__ float decoded[];
   const int64_t dim = kDim > 0 ? int64_t(kDim) : keys.width;
   const int64_t stride = dim + 1;
@@ -3217,16 +3217,27 @@ dsaIndexerScores(const float *q, const float *weights, const Cache &keys,
                       : int64_t(blockDim.x);
   int64_t seq = sequences ? sequences[t] : 0;
   float *out = scores + t * keys.maxSeqLen + s0;
-  if (seq < 0 || seq >= keys.batch) {
+  // Keys past the query's bound are 0 and not read: a block wholly past it
+  // (most of a large cache at short contexts) only writes its zeros.
+  int64_t visible = count;
+  if (bounds) {
+    int64_t bound = int64_t(bounds[t]) - s0;
+    visible = bound < 0 ? 0 : bound < count ? bound : count;
+  }
+  if (seq < 0 || seq >= keys.batch || visible == 0) {
     if (threadIdx.x < count)
       out[threadIdx.x] = 0.0f;
     return;
   }
-  for (int64_t s = 0; s < count; ++s)
+  for (int64_t s = 0; s < visible; ++s)
     readRow<kDim>(keys, seq, s0 + s, decoded + s * stride, 0, blockDim.x);
   __syncthreads();
   if (threadIdx.x >= count)
     return;
+  if (threadIdx.x >= visible) {
+    out[threadIdx.x] = 0.0f;
+    return;
+  }
   const float *key = decoded + threadIdx.x * stride;
   const float *qt = q + t * heads * dim;
   const float *wt = weights + t * heads;
@@ -3244,24 +3255,29 @@ dsaIndexerScores(const float *q, const float *weights, const Cache &keys,
 } // namespace
 
 /// scores[t, s] = scale * sum_h weights[t, h] * ReLU(q[t, h] . key(seq_t, s))
-/// for s < maxSeqLen. grid (ceil(maxSeqLen / keysPerBlock), tokens), block
+/// for s < maxSeqLen, or with `bounds` (may be null) for s < bounds[t] and 0
+/// past it. grid (ceil(maxSeqLen / keysPerBlock), tokens), block
 /// keysPerBlock (one key per thread, decoded to shared memory with a padded
 /// row of width + 1), dynamic shared memory keysPerBlock * (width + 1) * 4.
 /// A sequence outside [0, batch) gives a row of zeros.
 extern "C" __global__ void
 daybreak_dsa_indexer_scores(const float *q, const float *weights, Cache keys,
-                            const int32_t *sequences, int64_t tokens,
-                            int64_t heads, double scale, float *scores) {
-  dsaIndexerScores<0>(q, weights, keys, sequences, heads, scale, scores);
+                            const int32_t *sequences, const int32_t *bounds,
+                            int64_t tokens, int64_t heads, double scale,
+                            float *scores) {
+  dsaIndexerScores<0>(q, weights, keys, sequences, bounds, heads, scale,
+                      scores);
 }
 
 /// daybreak_dsa_indexer_scores for keys.width == kDim.
 template <int kDim>
 __global__ void
 daybreak_dsa_indexer_scores_t(const float *q, const float *weights, Cache keys,
-                              const int32_t *sequences, int64_t tokens,
-                              int64_t heads, double scale, float *scores) {
-  dsaIndexerScores<kDim>(q, weights, keys, sequences, heads, scale, scores);
+                              const int32_t *sequences, const int32_t *bounds,
+                              int64_t tokens, int64_t heads, double scale,
+                              float *scores) {
+  dsaIndexerScores<kDim>(q, weights, keys, sequences, bounds, heads, scale,
+                         scores);
 }
 
 namespace {

@@ -525,10 +525,11 @@ public:
                     CUdeviceptr slots, CUdeviceptr sequences, int64_t tokens,
                     CUstream stream) const;
   /// `specialized`: daybreak_dsa_indexer_scores_t<keys.width>.
+  /// With `bounds` (0: none), keys at or past bounds[t] score 0, unread.
   Status dsaIndexerScores(CUdeviceptr q, CUdeviceptr weights,
                           const DeviceCacheView &keys, CUdeviceptr sequences,
-                          int64_t tokens, int64_t heads, double scale,
-                          CUdeviceptr scores, CUstream stream,
+                          CUdeviceptr bounds, int64_t tokens, int64_t heads,
+                          double scale, CUdeviceptr scores, CUstream stream,
                           CUfunction specialized = nullptr) const;
   Status dsaIndexSelect(CUdeviceptr scores, CUdeviceptr bounds, int64_t tokens,
                         int64_t keys, int64_t topK, CUdeviceptr indices,

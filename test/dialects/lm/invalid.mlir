@@ -1748,6 +1748,15 @@ func.func @dsa_indexer_scores_q_rank(%q: tensor<4x256xbf16>, %k: tensor<10x32xbf
 
 // -----
 
+// Tests that lm.dsa_indexer_scores rejects bounds for another number of queries.
+func.func @dsa_indexer_scores_bounds(%q: tensor<4x8x32xbf16>, %k: tensor<10x32xbf16>, %w: tensor<4x8xf32>, %b: tensor<3xi32>) {
+  // expected-error @+1 {{'lm.dsa_indexer_scores' op expects bounds dim 0 (3) to equal q dim 0 (4)}}
+  %r = lm.dsa_indexer_scores %q, %k, %w bounds %b {scale = 0.125 : f64} : (tensor<4x8x32xbf16>, tensor<10x32xbf16>, tensor<4x8xf32>, tensor<3xi32>) -> tensor<4x10xf32>
+  return
+}
+
+// -----
+
 // Tests that lm.dsa_indexer_scores rejects a per-head k (one key per token).
 func.func @dsa_indexer_scores_k_rank(%q: tensor<4x8x32xbf16>, %k: tensor<10x8x32xbf16>, %w: tensor<4x8xf32>) {
   // expected-error @+1 {{'lm.dsa_indexer_scores' op expects k of rank 2, got 'tensor<10x8x32xbf16>'}}

@@ -385,6 +385,9 @@ func.func @batched_caches(%c: tensor<2x64x80xf32>, %row: tensor<?x80xf32>, %pos:
   // CHECK: lm.dsa_indexer_scores %{{.*}}, %{{.*}}, %{{.*}} sequences %{{.*}} {scale
   %sc = lm.dsa_indexer_scores %iq, %ik, %iw sequences %seq {scale = 0.0884 : f64}
       : (tensor<?x4x32xf32>, tensor<2x64x32xf32>, tensor<?x4xf32>, tensor<?xi32>) -> tensor<?x64xf32>
+  // CHECK: lm.dsa_indexer_scores %{{.*}}, %{{.*}}, %{{.*}} sequences %{{.*}} bounds %[[POS:[a-z0-9]+]] {scale
+  %sb = lm.dsa_indexer_scores %iq, %ik, %iw sequences %seq bounds %pos {scale = 0.0884 : f64}
+      : (tensor<?x4x32xf32>, tensor<2x64x32xf32>, tensor<?x4xf32>, tensor<?xi32>, tensor<?xi32>) -> tensor<?x64xf32>
   // CHECK: lm.sparse_attention %{{.*}}, %{{.*}}, %{{.*}} sequences %{{.*}} {scale
   %o = lm.sparse_attention %q, %c1, %idx sequences %seq {scale = 0.27 : f64, value_dim = 64 : i64}
       : (tensor<?x4x80xf32>, tensor<2x64x80xf32>, tensor<?x16xi32>, tensor<?xi32>) -> tensor<?x4x64xf32>
