@@ -586,13 +586,9 @@ Status CudaKernels::mhcFinish(CUdeviceptr streams, CUdeviceptr base,
                     std::min<int64_t>(tokens, kMhcTileTokens) * slices <= 8))
     return launch(mhcPreNormFn, "mhc_pre_norm", tiles, 1, 1,
                   32 * kMhcTileTokens, 0, stream, finish);
-  DeviceWeight none;
-  void *plain[] = {&streams,       &partials, &base,    &scale,
-                   &tokens,        &n,        &width,   &splits,
-                   &sinkhornIters, &eps,      &normEps, &none,
-                   &inputEps,      &input,    &post,    &comb};
+  w = DeviceWeight(); // the plain finish; the norm follows
   DAYBREAK_RETURN_IF_ERROR(launch(mhcPreFn, "mhc_pre", tiles, slices, 1,
-                                  32 * kMhcTileTokens, 0, stream, plain));
+                                  32 * kMhcTileTokens, 0, stream, finish));
   if (!norm.data)
     return Status::success();
   return rmsNorm(input, norm, tokens, width, inputEps, input, stream);
