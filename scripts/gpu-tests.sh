@@ -59,6 +59,13 @@ nonfinite() {
   echo "== generate on cuda (memory plan vs cuMemGetInfo, decode graphs)"
   ./daybreak-run generate deepseek_v32_small/cuda_fp8.daybreak --prompt-ids 1,17,42,7,99,3,250,12,5,64 \
     --max-new-tokens 20 || status=1
+  echo "== a model larger than the GPU: refused by its one allocation, naming the plan's and cuMemGetInfo's figures"
+  # session/huge.daybreak: caches for 400000 sequences of 2560 tokens (about
+  # 280 GB at 272 B a token).
+  refusal=$(./daybreak-run generate session/huge.daybreak --prompt-ids 1,2 --max-new-tokens 1 2>&1)
+  code=$?
+  echo "$refusal"; echo "exit=$code"
+  { [ $code -eq 1 ] && grep -q "bytes for the model (weights, caches, arena), with [0-9]* free" <<< "$refusal"; } || status=1
   echo "== daybreak-run bench on cuda (event timing, per-launch profile, caches tiled and read back)"
   ./daybreak-run bench deepseek_v32_small/cuda_fp8.daybreak --batch 1,2 --context 16,40 \
     --prefill 32,64 --iterations 5 --fill-tokens 12 --json "${OUT:-.}/bench-small.json" || status=1
