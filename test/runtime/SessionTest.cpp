@@ -43,6 +43,22 @@ __attribute__((noinline)) void operator delete(void *p, size_t) noexcept {
     --liveBlocks;
   std::free(p);
 }
+// The nothrow forms too (std::stable_sort's buffer), so that every block
+// freed by the deletes above came from malloc: a sanitizer build replaces
+// whichever forms are left, and would see its block freed with free().
+__attribute__((noinline)) void *operator new(size_t size,
+                                             const std::nothrow_t &) noexcept {
+  void *p = std::malloc(size ? size : 1);
+  if (p)
+    ++liveBlocks;
+  return p;
+}
+__attribute__((noinline)) void
+operator delete(void *p, const std::nothrow_t &) noexcept {
+  if (p)
+    --liveBlocks;
+  std::free(p);
+}
 
 using namespace daybreak;
 using namespace daybreak::runtime;
@@ -392,6 +408,47 @@ TEST_F(SessionTest, OutOfPagesFailsOneSequenceAndTheOtherContinues) {
   EXPECT_EQ(together, alone(longer));
   // With the pages back, the refused request runs.
   EXPECT_EQ(alone(greedy(promptOf(5, 9), 3)).size(), 3u);
+}
+
+TEST_F(SessionTest, AnEndedSequenceRunsNoFurther) {
+  // `a` ends after 2 tokens while `b` decodes 6: the later steps leave `a`
+  // as it ended, and `b` generates what it would alone.
+  Session session(*model);
+  StatusOr<SequenceId> a = session.admit(greedy(promptOf(3, 4), 2));
+  StatusOr<SequenceId> b = session.admit(greedy(promptOf(4, 6), 6));
+  ASSERT_TRUE(a.ok() && b.ok());
+  int steps = 0;
+  while (session.status(*a)->state != SequenceState::Finished) {
+    StatusOr<bool> ran = session.step();
+    ASSERT_TRUE(ran.ok()) << ran.error().message();
+    ASSERT_TRUE(*ran);
+    ASSERT_LT(++steps, 16) << "the 2-token sequence never finished";
+  }
+  const SequenceStatus ended = *session.status(*a);
+  EXPECT_EQ(ended.generated.size(), 2u);
+  ASSERT_TRUE(session.runToCompletion().ok());
+  EXPECT_EQ(session.status(*a)->state, SequenceState::Finished);
+  EXPECT_EQ(session.status(*a)->generated, ended.generated);
+  EXPECT_EQ(session.status(*a)->position, ended.position);
+  EXPECT_EQ(session.status(*b)->generated, alone(greedy(promptOf(4, 6), 6)));
+  // Nothing is left to run: a step is a no-op, not an error.
+  StatusOr<bool> idle = session.step();
+  ASSERT_TRUE(idle.ok()) << idle.error().message();
+  EXPECT_FALSE(*idle);
+  EXPECT_EQ(session.status(*a)->generated, ended.generated);
+  // Once released, the sequence is gone: asking for it again is an error
+  // naming it, and the other sequence keeps its slot and tokens.
+  ASSERT_TRUE(session.release(*a).ok());
+  EXPECT_EQ(session.status(*a), nullptr);
+  Status again = session.release(*a);
+  ASSERT_FALSE(again.ok());
+  EXPECT_NE(again.message().find("no sequence " + std::to_string(*a)),
+            std::string::npos)
+      << again.message();
+  EXPECT_EQ(session.active(), 1);
+  EXPECT_EQ(session.status(*b)->state, SequenceState::Finished);
+  ASSERT_TRUE(session.release(*b).ok());
+  EXPECT_EQ(model->pages().freePages(), model->pages().totalPages());
 }
 
 TEST_F(SessionTest, ThousandCyclesLeakNoPageAndNoMemory) {

@@ -162,10 +162,20 @@ Status CpuDevice::prepare(const artifact::ArtifactFile &file,
   uint64_t arenaBytes = 0;
   for (const artifact::Step &step : m.steps())
     arenaBytes = std::max<uint64_t>(arenaBytes, step.arena_size());
+  // A weight read in place must sit at an address aligned for its elements
+  // (a checkpoint's safetensors data need not be: its header has any
+  // length); one that does not is copied, as a weight in pieces is.
+  auto inPlace = [&](const artifact::Weight &w) -> const uint8_t * {
+    const uint8_t *data = file.weightData(w);
+    uint64_t align = artifact::dtypeSize(w.dtype()).value_or(1);
+    if (data && align > 1 && reinterpret_cast<uintptr_t>(data) % align != 0)
+      return nullptr;
+    return data;
+  };
   {
     uint64_t assembledBytes = 0;
     for (const artifact::Weight &w : m.weights())
-      if (!file.weightData(w))
+      if (!inPlace(w))
         assembledBytes += w.size();
     uint64_t cachesBytes = cachePlan().totalBytes();
     uint64_t needed = assembledBytes + cachesBytes + arenaBytes;
@@ -175,17 +185,17 @@ Status CpuDevice::prepare(const artifact::ArtifactFile &file,
           "the model needs " + gib(needed) + " (" + std::to_string(needed) +
           " bytes) of host memory beyond its mapped weights (caches " +
           gib(cachesBytes) + ", arena " + gib(arenaBytes) +
-          ", weights assembled from pieces " + gib(assembledBytes) +
+          ", weights copied (in pieces or misaligned) " + gib(assembledBytes) +
           "); " + gib(available->bytes) + " available (" + available->source +
           "): lower --max-batch, --max-seq-len or --kv-cache-tokens, or "
           "free memory");
   }
 
   // A weight in pieces (a stack of checkpoint tensors referenced in place)
-  // is assembled once into memory of its own.
+  // or misaligned is copied once into memory of its own.
   weightBytes = 0;
   for (const artifact::Weight &w : m.weights()) {
-    const uint8_t *data = file.weightData(w);
+    const uint8_t *data = inPlace(w);
     if (!data) {
       Allocation &a = assembled.emplace_back();
       Status status = allocate(a, w.size(), "weight '" + w.name() + "'");
