@@ -212,7 +212,7 @@ LogicalResult RopeOp::verify() {
   int64_t headDim = ShapeChecker::dimOf(getInput(), -1);
   if (!ShapedType::isDynamic(headDim) && dim > headDim - offset)
     return emitOpError("expects the rotated slice [")
-           << offset << ", " << offset + dim
+           << offset << ", " << uint64_t(offset) + uint64_t(dim)
            << ") inside the last dim of size " << headDim;
   return expectPositive(*this, "theta", getTheta().convertToDouble());
 }

@@ -46,6 +46,17 @@ __attribute__((noinline)) void operator delete(void *p) noexcept {
 __attribute__((noinline)) void operator delete(void *p, size_t) noexcept {
   std::free(p);
 }
+// The nothrow forms too, so that every block the deletes above free came
+// from malloc (a sanitizer build replaces whichever forms are left).
+__attribute__((noinline)) void *operator new(size_t size,
+                                             const std::nothrow_t &) noexcept {
+  ++allocations;
+  return std::malloc(size ? size : 1);
+}
+__attribute__((noinline)) void
+operator delete(void *p, const std::nothrow_t &) noexcept {
+  std::free(p);
+}
 
 using namespace daybreak;
 using namespace daybreak::runtime;
