@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # Installs everything Daybreak needs to build and test on Debian 12, idempotently.
 # LLVM/MLIR 22 come from bookworm-security; the rest is plain Debian 12.
+# Extra packages named as arguments are installed with them (scripts/fuzz.sh
+# asks for clang-22 and libclang-rt-22-dev).
 set -euo pipefail
 
 packages=(
@@ -10,6 +12,7 @@ packages=(
   libgtest-dev
   nlohmann-json3-dev
   libxxhash-dev
+  "$@"
 )
 
 missing=()

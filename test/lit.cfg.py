@@ -10,7 +10,7 @@ config.suffixes = [".mlir", ".test"]
 config.test_source_root = os.path.dirname(__file__)
 config.test_exec_root = os.path.join(config.daybreak_obj_root, "test")
 config.excludes = ["CMakeLists.txt", "lit.cfg.py", "lit.site.cfg.py", "unit", "fixtures",
-                   "Inputs"]
+                   "Inputs", "corpus", "regressions"]
 
 llvm_config.with_system_environment(["HOME", "INCLUDE", "LIB", "TMP", "TEMP"])
 llvm_config.use_default_substitutions()
@@ -20,6 +20,9 @@ config.environment["FILECHECK_OPTS"] = "--enable-var-scope"
 
 tool_dirs = [config.daybreak_tools_dir, config.llvm_tools_dir]
 tools = ["daybreak-opt", "daybreak-eval", "daybreak-compile", "daybreak-run"]
+# The fuzz targets (test/fuzz), which replay the files they are given.
+tools += [name + "Fuzzer" for name in ["Safetensors", "SafetensorsIndex", "HfConfig", "Artifact",
+                                       "InputsJson", "RunOptions", "CompileOptions"]]
 llvm_config.add_tool_substitutions(tools, tool_dirs)
 # The runtime's step tests (GoogleTest), run on artifacts lit compiles.
 config.substitutions.append(("%daybreak_step_tests", config.daybreak_step_tests))

@@ -81,13 +81,8 @@ Error Checkpoint::addFile(StringRef path) {
   return Error::success();
 }
 
-Error Checkpoint::addShards(StringRef indexPath) {
-  ErrorOr<std::unique_ptr<MemoryBuffer>> buffer =
-      MemoryBuffer::getFile(indexPath, /*IsText=*/true);
-  if (!buffer)
-    return makeError("cannot read " + indexPath + ": " +
-                     buffer.getError().message());
-  Expected<json::Value> root = json::parse((*buffer)->getBuffer());
+Error Checkpoint::addShards(StringRef indexJson, StringRef indexPath) {
+  Expected<json::Value> root = json::parse(indexJson);
   if (!root)
     return makeError("malformed JSON in " + indexPath + ": " +
                      toString(root.takeError()));
@@ -145,16 +140,28 @@ Expected<Checkpoint> Checkpoint::open(StringRef dir) {
   SmallString<256> singlePath(dir);
   sys::path::append(singlePath, "model.safetensors");
   if (sys::fs::exists(indexPath)) {
-    if (Error error = checkpoint.addShards(indexPath))
-      return error;
-  } else if (sys::fs::exists(singlePath)) {
-    if (Error error = checkpoint.addFile(singlePath))
-      return error;
-  } else {
+    ErrorOr<std::unique_ptr<MemoryBuffer>> buffer =
+        MemoryBuffer::getFile(indexPath, /*IsText=*/true);
+    if (!buffer)
+      return makeError("cannot read " + indexPath + ": " +
+                       buffer.getError().message());
+    return openIndexed(dir, (*buffer)->getBuffer(), indexPath);
+  }
+  if (!sys::fs::exists(singlePath))
     return makeError("no model.safetensors or model.safetensors.index.json "
                      "in " +
                      dir);
-  }
+  if (Error error = checkpoint.addFile(singlePath))
+    return error;
+  return checkpoint;
+}
+
+Expected<Checkpoint> Checkpoint::openIndexed(StringRef dir, StringRef indexJson,
+                                             StringRef indexPath) {
+  Checkpoint checkpoint;
+  checkpoint.directory = dir.str();
+  if (Error error = checkpoint.addShards(indexJson, indexPath))
+    return error;
   return checkpoint;
 }
 

@@ -39,6 +39,12 @@ public:
   /// <dir>/model.safetensors. Every shard must open, every indexed name must
   /// be in the shard the index names, and no name may be in two shards.
   static llvm::Expected<Checkpoint> open(llvm::StringRef dir);
+  /// What open() does once it has read an index: opens the shards under
+  /// `dir` that `indexJson` lists (the index's text; `indexPath` names it
+  /// in errors) and checks its weight_map against them.
+  static llvm::Expected<Checkpoint> openIndexed(llvm::StringRef dir,
+                                                llvm::StringRef indexJson,
+                                                llvm::StringRef indexPath);
 
   bool has(llvm::StringRef name) const;
   /// The tensor `name`, unchecked; an error names the missing tensor.
@@ -72,8 +78,9 @@ private:
   Checkpoint() = default;
   /// Maps the safetensors file at `path` and indexes its tensors.
   llvm::Error addFile(llvm::StringRef path);
-  /// Opens every shard `indexPath` lists and checks its weight_map.
-  llvm::Error addShards(llvm::StringRef indexPath);
+  /// Opens every shard the index text `indexJson` lists and checks its
+  /// weight_map; `indexPath` names the index in errors.
+  llvm::Error addShards(llvm::StringRef indexJson, llvm::StringRef indexPath);
 
   struct Entry {
     const safetensors::TensorView *view;

@@ -29,6 +29,19 @@ Error makeError(const Twine &message) {
   return createStringError(inconvertibleErrorCode(), message);
 }
 
+/// The deepest model a config may describe: far past any released, and
+/// small enough that the per-layer tables the parsers fill stay small.
+constexpr int64_t kMaxLayers = 1 << 16;
+
+/// json::Value::getAsInteger without its one undefined case: the double
+/// 2^63 passes its range check (double(INT64_MAX) rounds up to 2^63), and
+/// converting it to int64 overflows.
+std::optional<int64_t> asInteger(const json::Value &value) {
+  if (!value.getAsUINT64() && value.getAsNumber().value_or(0) >= 0x1p63)
+    return std::nullopt;
+  return value.getAsInteger();
+}
+
 std::string formatDouble(double value) {
   char text[32];
   std::snprintf(text, sizeof(text), "%g", value);
@@ -76,7 +89,7 @@ public:
     const json::Value *value = lookup(key);
     if (!value)
       return std::nullopt;
-    if (std::optional<int64_t> result = value->getAsInteger())
+    if (std::optional<int64_t> result = asInteger(*value))
       return result;
     wrongType(key, "an integer", *value);
     return 0;
@@ -87,6 +100,14 @@ public:
       return 0;
     }
     return *optionalInteger(key);
+  }
+  /// An integer that sizes per-item tables (num_hidden_layers): above
+  /// `max` it is an error, and 0, so that no table is sized by it.
+  int64_t count(StringRef key, int64_t max) {
+    int64_t value = integer(key);
+    check(value <= max, key,
+          "must be at most " + Twine(max) + ", got " + Twine(value));
+    return value <= max ? value : 0;
   }
 
   std::optional<double> optionalNumber(StringRef key) {
@@ -276,7 +297,7 @@ void readEosTokenIds(FieldReader &reader, std::vector<int64_t> &ids) {
   const json::Value *eos = reader.lookup("eos_token_id");
   if (!eos)
     return;
-  if (std::optional<int64_t> id = eos->getAsInteger()) {
+  if (std::optional<int64_t> id = asInteger(*eos)) {
     ids.push_back(*id);
     return;
   }
@@ -286,7 +307,7 @@ void readEosTokenIds(FieldReader &reader, std::vector<int64_t> &ids) {
   if (!list)
     return;
   for (const json::Value &v : *list) {
-    std::optional<int64_t> id = v.getAsInteger();
+    std::optional<int64_t> id = asInteger(v);
     reader.check(id.has_value(), "eos_token_id",
                  "must be an integer or a list of integers");
     if (id)
@@ -320,7 +341,7 @@ void readQuantization(FieldReader &reader, Config &config) {
   quantReader.check(block->size() == 2, "weight_block_size",
                     "must have 2 entries, got " + Twine(block->size()));
   for (size_t i = 0; i < 2 && i < block->size(); ++i) {
-    std::optional<int64_t> entry = (*block)[i].getAsInteger();
+    std::optional<int64_t> entry = asInteger((*block)[i]);
     quantReader.check(entry && *entry > 0, "weight_block_size",
                       "must hold positive integers");
     blockSize[i] = entry.value_or(0);
@@ -398,7 +419,7 @@ Expected<DeepseekV32Config> parseDeepseekV32(const json::Object &root,
   config.hiddenSize = reader.integer("hidden_size");
   config.intermediateSize = reader.integer("intermediate_size");
   config.moeIntermediateSize = reader.integer("moe_intermediate_size");
-  config.numLayers = reader.integer("num_hidden_layers");
+  config.numLayers = reader.count("num_hidden_layers", kMaxLayers);
   config.firstKDenseReplace = reader.integer("first_k_dense_replace");
   config.numHeads = reader.integer("num_attention_heads");
   config.qLoraRank = reader.integer("q_lora_rank");
@@ -498,7 +519,7 @@ Expected<GptOssConfig> parseGptOss(const json::Object &root, StringRef path) {
   config.vocabSize = reader.integer("vocab_size");
   config.hiddenSize = reader.integer("hidden_size");
   config.intermediateSize = reader.integer("intermediate_size");
-  config.numLayers = reader.integer("num_hidden_layers");
+  config.numLayers = reader.count("num_hidden_layers", kMaxLayers);
   config.numHeads = reader.integer("num_attention_heads");
   config.numKeyValueHeads = reader.integer("num_key_value_heads");
   config.headDim = reader.integer("head_dim");
@@ -613,7 +634,7 @@ void readKdaLayers(FieldReader &reader, const json::Object *linear,
     if (!list)
       return;
     for (const json::Value &v : *list) {
-      std::optional<int64_t> layer = v.getAsInteger();
+      std::optional<int64_t> layer = asInteger(v);
       linearReader.check(layer && *layer >= 1 && *layer <= layers, key,
                          "must hold 1-based layer numbers in [1, " +
                              Twine(layers) + "]");
@@ -647,7 +668,7 @@ Expected<KimiLinearConfig> parseKimiLinear(const json::Object &root,
   KimiLinearConfig config;
   config.vocabSize = reader.integer("vocab_size");
   config.hiddenSize = reader.integer("hidden_size");
-  config.numLayers = reader.integer("num_hidden_layers");
+  config.numLayers = reader.count("num_hidden_layers", kMaxLayers);
   config.maxPositionEmbeddings = reader.integer(
       aliasOf(reader, {"model_max_length", "max_position_embeddings"}));
   config.intermediateSize = reader.integer("intermediate_size");
@@ -814,7 +835,7 @@ Expected<Glm5NextConfig> parseGlm5Next(const json::Object &root,
   readQuantization(top, config);
   config.vocabSize = reader.integer("vocab_size");
   config.hiddenSize = reader.integer("hidden_size");
-  config.numLayers = reader.integer("num_hidden_layers");
+  config.numLayers = reader.count("num_hidden_layers", kMaxLayers);
   config.maxPositionEmbeddings = reader.integer("max_position_embeddings");
   config.intermediateSize = reader.integer("intermediate_size");
   config.numHeads = reader.integer("num_attention_heads");

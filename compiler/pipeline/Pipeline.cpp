@@ -186,33 +186,17 @@ llvm::Error pipeline::compile(const Options &options, llvm::raw_ostream &out,
   auto checkpoint = importers::Checkpoint::open(options.checkpoint);
   if (!checkpoint)
     return checkpoint.takeError();
-  if (options.maxSeqLen > config->maxPositions())
-    return errorf("--max-seq-len " + Twine(options.maxSeqLen) +
-                  " exceeds the model's max_position_embeddings " +
-                  Twine(config->maxPositions()));
-  // Limits left at 0 are chosen here: the model's context up to the cap, and
-  // a step that holds one full sequence.
+  llvm::Expected<Limits> limits =
+      chooseLimits({options.maxSeqLen, options.maxBatch, options.maxTokens,
+                    options.kvCacheTokens},
+                   config->maxPositions(), log);
+  if (!limits)
+    return limits.takeError();
   Options clamped = options;
-  if (!clamped.maxSeqLen)
-    clamped.maxSeqLen =
-        std::min(config->maxPositions(), kDefaultMaxSeqLenCap);
-  if (!clamped.maxBatch)
-    clamped.maxBatch = kDefaultMaxBatch;
-  if (!clamped.maxTokens)
-    clamped.maxTokens = clamped.maxSeqLen;
-  // The caches hold max_batch x max_seq_len tokens; a step cannot hold more.
-  int64_t cacheRows;
-  if (__builtin_mul_overflow(clamped.maxBatch, clamped.maxSeqLen, &cacheRows) ||
-      cacheRows > (int64_t(1) << 40))
-    return errorf("--max-batch " + Twine(clamped.maxBatch) +
-                  " x --max-seq-len " + Twine(clamped.maxSeqLen) +
-                  " cache rows exceed the supported 2^40");
-  // A step never holds more tokens than the caches do.
-  if (clamped.maxTokens > cacheRows) {
-    log << "note: --max-tokens " << options.maxTokens << " lowered to "
-        << cacheRows << ", the tokens the caches hold\n";
-    clamped.maxTokens = cacheRows;
-  }
+  clamped.maxSeqLen = limits->maxSeqLen;
+  clamped.maxBatch = limits->maxBatch;
+  clamped.maxTokens = limits->maxTokens;
+  clamped.kvCacheTokens = limits->kvCacheTokens;
   return compileWith(clamped, options, *target, *config, *checkpoint, out, log);
 }
 

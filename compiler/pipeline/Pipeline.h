@@ -11,6 +11,7 @@
 #ifndef DAYBREAK_COMPILER_PIPELINE_PIPELINE_H
 #define DAYBREAK_COMPILER_PIPELINE_PIPELINE_H
 
+#include "compiler/pipeline/Limits.h"
 #include "compiler/reference/Evaluator.h"
 
 #include "mlir/Pass/PassManager.h"
@@ -34,15 +35,6 @@ enum class Phase {
 std::optional<Phase> parsePhase(llvm::StringRef name);
 /// The name parsePhase reads.
 llvm::StringRef phaseName(Phase phase);
-
-/// The longest default --max-seq-len. Caches are allocated whole at load for
-/// max_batch x max_seq_len tokens: DeepSeek-V3.2's full 163840 positions
-/// would need about 59 GiB of FP8 caches at the default 8 sequences (788 B
-/// per token and layer, 61 layers), 4096 about 1.5 GiB. Longer contexts are
-/// an explicit choice.
-constexpr int64_t kDefaultMaxSeqLenCap = 4096;
-/// The default --max-batch.
-constexpr int64_t kDefaultMaxBatch = 8;
 
 struct Options {
   std::string checkpoint;

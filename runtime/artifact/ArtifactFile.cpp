@@ -242,13 +242,33 @@ StatusOr<ArtifactFile> ArtifactFile::open(const std::string &path) {
   std::string mapped = MappedFile::open(path, file.mapping);
   if (!mapped.empty())
     return Status::error(mapped);
-  uint64_t fileSize = file.mapping.size();
+  file.bytes = file.mapping.data();
+  file.size = file.mapping.size();
+  if (Status status = file.verify(); !status)
+    return status;
+  return StatusOr<ArtifactFile>(std::move(file));
+}
+
+StatusOr<ArtifactFile> ArtifactFile::openBytes(const std::string &name,
+                                               const uint8_t *data,
+                                               size_t size) {
+  ArtifactFile file;
+  file.filePath = name;
+  file.bytes = data;
+  file.size = size;
+  if (Status status = file.verify(); !status)
+    return status;
+  return StatusOr<ArtifactFile>(std::move(file));
+}
+
+Status ArtifactFile::verify() {
+  const std::string &path = filePath;
+  uint64_t fileSize = size;
   if (fileSize < kHeaderSize)
     return Status::error(path + ": file is " + std::to_string(fileSize) +
                          " bytes, shorter than the " +
                          std::to_string(kHeaderSize) +
                          "-byte .daybreak header");
-  const uint8_t *bytes = file.mapping.data();
 
   if (std::memcmp(bytes, kMagic, sizeof(kMagic)) != 0)
     return Status::error(path + ": bad magic: not a .daybreak artifact");
@@ -292,11 +312,11 @@ StatusOr<ArtifactFile> ArtifactFile::open(const std::string &path) {
                          hex(recordedChecksum) + ", bytes hash to " +
                          hex(actualChecksum) + " (the file is corrupt)");
 
-  file.parsed = std::make_unique<Manifest>();
-  if (!file.parsed->ParseFromArray(manifestBytes, int(manifestSize)))
+  parsed = std::make_unique<Manifest>();
+  if (!parsed->ParseFromArray(manifestBytes, int(manifestSize)))
     return Status::error(path + ": manifest does not parse as a "
                                 "daybreak.artifact.Manifest");
-  const Manifest &manifest = *file.parsed;
+  const Manifest &manifest = *parsed;
   if (manifest.format_version() != kFormatVersion)
     return Status::error(path + ": manifest says format version " +
                          std::to_string(manifest.format_version()) +
@@ -308,16 +328,13 @@ StatusOr<ArtifactFile> ArtifactFile::open(const std::string &path) {
     return status;
   if (Status status = verifyWeights(path, manifest); !status)
     return status;
-  if (Status status = file.openExternalFiles(); !status)
-    return status;
-  return StatusOr<ArtifactFile>(std::move(file));
+  return openExternalFiles();
 }
 
 const uint8_t *ArtifactFile::sectionData(uint32_t index) const {
   if (!parsed || index >= uint32_t(parsed->sections_size()))
     return nullptr;
-  return mapping.data() +
-         parsed->sections(int(index)).offset();
+  return bytes + parsed->sections(int(index)).offset();
 }
 
 std::optional<uint32_t> ArtifactFile::findSection(std::string_view name) const {

@@ -99,9 +99,10 @@ std::string weightOriginText(const WeightPrecision &p);
 /// packed experts unless it has conversions of its own).
 std::string mxfp4RouteText(const Manifest &m);
 
-/// A read-only mapping of a verified `.daybreak` file. Owns the mapping;
-/// move-only; pointers it returns stay valid while it lives (moving keeps them
-/// valid). Immutable after `open`, so concurrent reads are safe.
+/// A read-only mapping of a verified `.daybreak` file. Owns the mapping (not
+/// the bytes given to openBytes); move-only; pointers it returns stay valid
+/// while it lives (moving keeps them valid). Immutable after `open`, so
+/// concurrent reads are safe.
 class ArtifactFile {
 public:
   ArtifactFile(ArtifactFile &&other) noexcept = default;
@@ -113,6 +114,12 @@ public:
   /// (alignment, bounds, overlap, checksum) and every weight (section, range,
   /// size against shape and dtype). Reads every byte of the file once.
   static StatusOr<ArtifactFile> open(const std::string &path);
+  /// Verifies the `size` bytes at `data` as open() verifies a mapped file,
+  /// `name` standing for its path; the result points into `data`, which
+  /// the caller keeps alive and unchanged while it lives (fuzzing, bytes
+  /// from elsewhere). External weights files are mapped as open() maps them.
+  static StatusOr<ArtifactFile> openBytes(const std::string &name,
+                                          const uint8_t *data, size_t size);
 
   const Manifest &manifest() const { return *parsed; }
   const std::string &path() const { return filePath; }
@@ -135,12 +142,18 @@ public:
 
 private:
   ArtifactFile() = default;
+  /// Verifies `bytes` (the header, the manifest, sections and weights) and
+  /// opens the external weights files.
+  Status verify();
   /// Maps the external weights files and checks their sizes, header
   /// hashes and that every external weight lies inside its file.
   Status openExternalFiles();
 
   std::string filePath;
   MappedFile mapping;
+  /// The file's bytes: `mapping`'s, or those openBytes was given.
+  const uint8_t *bytes = nullptr;
+  uint64_t size = 0;
   std::vector<MappedFile> externals;
   // Behind a pointer so that moves are cheap and never touch protobuf's
   // arena-aware move semantics.

@@ -103,8 +103,11 @@ static Status prepareArg(const artifact::Manifest &m, const artifact::Step &step
       arg.constant[d] = e.constant();
       arg.perToken[d] = e.coeffs_size() ? e.coeffs(0) : 0;
       int64_t maxTokens = step.max_sizes_size() ? step.max_sizes(0) : 0;
-      int64_t extent = arg.constant[d] + arg.perToken[d] * maxTokens;
-      if (extent < 0 || arg.constant[d] < 0 || arg.perToken[d] < 0 ||
+      int64_t extent;
+      if (arg.constant[d] < 0 || arg.perToken[d] < 0 ||
+          __builtin_mul_overflow(arg.perToken[d], maxTokens, &extent) ||
+          __builtin_add_overflow(extent, arg.constant[d], &extent) ||
+          extent < 0 ||
           __builtin_mul_overflow(maxElements, extent, &maxElements))
         return Status::error(slot + ": buffer '" + b.name() +
                              "' has an invalid extent");
@@ -407,6 +410,17 @@ runtime::prepareSteps(const artifact::Manifest &m) {
   for (int s = 0; s < m.steps_size(); ++s) {
     const artifact::Step &step = m.steps(s);
     steps[s].step = &step;
+    // Buffers are checked against the arena at the step's planned tokens;
+    // a step may be run with as many as the artifact's max_tokens.
+    if (step.max_sizes_size() != 1)
+      return Status::error("step '" + step.name() + "' is planned for " +
+                           std::to_string(step.max_sizes_size()) +
+                           " sizes; steps have one, their tokens");
+    if (step.max_sizes(0) < m.max_tokens())
+      return Status::error("step '" + step.name() + "' is planned for " +
+                           std::to_string(step.max_sizes(0)) +
+                           " tokens, fewer than the artifact's max_tokens " +
+                           std::to_string(m.max_tokens()));
     // The host's buffers by role: int32 inputs, the fp32 logits output.
     struct Role {
       const char *name;

@@ -397,8 +397,12 @@ repeat(const BenchOptions &o, int warmup, int wanted,
     first = *ms;
   }
   int n = wanted;
-  if (first > 0)
-    n = std::max(1, std::min(wanted, int(o.maxCaseSeconds * 1e3 / first)));
+  if (first > 0) {
+    // A double until clamped: the runs that fit can exceed any int.
+    double fit = o.maxCaseSeconds * 1e3 / first;
+    if (fit < wanted)
+      n = int(std::max(fit, 1.0));
+  }
   std::vector<double> times;
   for (int i = 0; i < n; ++i) {
     StatusOr<double> ms = once();

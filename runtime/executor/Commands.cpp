@@ -5,11 +5,10 @@
 #include "runtime/devices/cuda/CudaKernels.h"
 #endif
 
+#include "runtime/executor/RunInputs.h"
 #include "runtime/executor/Session.h"
 
 #include "runtime/safetensors/Safetensors.h"
-
-#include <nlohmann/json.hpp>
 
 #include <algorithm>
 #include <chrono>
@@ -25,19 +24,6 @@
 using namespace daybreak;
 using namespace daybreak::runtime;
 
-static Status intList(const nlohmann::json &seq, const char *key,
-                      const std::string &path, std::vector<int32_t> &out) {
-  auto it = seq.find(key);
-  if (it == seq.end() || !it->is_array())
-    return Status::error(path + ": a sequence lacks the list '" + key + "'");
-  for (const nlohmann::json &v : *it) {
-    if (!v.is_number_integer())
-      return Status::error(path + ": '" + key + "' holds a non-integer");
-    out.push_back(v.get<int32_t>());
-  }
-  return Status::success();
-}
-
 Status runtime::runLogits(Model &model, const std::string &inputsPath,
                           const std::string &outputPath, std::ostream &log) {
   std::ifstream in(inputsPath);
@@ -45,25 +31,11 @@ Status runtime::runLogits(Model &model, const std::string &inputsPath,
     return Status::error("cannot read " + inputsPath);
   std::stringstream text;
   text << in.rdbuf();
-  nlohmann::json json = nlohmann::json::parse(text.str(), nullptr, false);
-  if (json.is_discarded() || !json.is_object() ||
-      !json.contains("sequences") || !json["sequences"].is_array())
-    return Status::error(inputsPath +
-                         ": not JSON with a 'sequences' list");
-  std::vector<std::vector<int32_t>> prompts, decodes;
-  for (const nlohmann::json &seq : json["sequences"]) {
-    if (!seq.is_object())
-      return Status::error(inputsPath + ": a sequence is not an object");
-    prompts.emplace_back();
-    decodes.emplace_back();
-    Status status = intList(seq, "prompt_ids", inputsPath, prompts.back());
-    if (status.ok() && seq.contains("decode_ids"))
-      status = intList(seq, "decode_ids", inputsPath, decodes.back());
-    if (!status.ok())
-      return status;
-    if (prompts.back().empty())
-      return Status::error(inputsPath + ": an empty prompt");
-  }
+  StatusOr<LogitsInputs> parsed = parseLogitsInputs(text.str(), inputsPath);
+  if (!parsed.ok())
+    return parsed.error();
+  std::vector<std::vector<int32_t>> &prompts = parsed->prompts,
+                                    &decodes = parsed->decodes;
   int64_t batch = prompts.size();
   if (batch > model.maxBatch())
     return Status::error(inputsPath + " has " + std::to_string(batch) +

@@ -162,11 +162,30 @@ Status File::open(const std::string &path, File &out) {
   std::string mapped = MappedFile::open(path, file.mapping);
   if (!mapped.empty())
     return Status::error(mapped);
-  uint64_t fileSize = file.mapping.size();
+  file.bytes = file.mapping.data();
+  file.size = file.mapping.size();
+  Status status = file.parse(path);
+  if (status.ok)
+    out = std::move(file);
+  return status;
+}
+
+Status File::openBytes(const std::string &name, const uint8_t *data,
+                       size_t size, File &out) {
+  File file;
+  file.bytes = data;
+  file.size = size;
+  Status status = file.parse(name);
+  if (status.ok)
+    out = std::move(file);
+  return status;
+}
+
+Status File::parse(const std::string &path) {
+  uint64_t fileSize = size;
   if (fileSize < 8)
     return Status::error(path + ": file is " + std::to_string(fileSize) +
                          " bytes, shorter than the 8-byte header length");
-  const uint8_t *bytes = file.mapping.data();
 
   uint64_t headerSize = 0;
   for (int i = 7; i >= 0; --i)
@@ -180,7 +199,7 @@ Status File::open(const std::string &path, File &out) {
         path + ": header length " + std::to_string(headerSize) +
         " runs past the end of the " + std::to_string(fileSize) + "-byte file");
 
-  file.dataStart = 8 + headerSize;
+  dataStart = 8 + headerSize;
   const char *headerBegin = reinterpret_cast<const char *>(bytes + 8);
   nlohmann::json header =
       nlohmann::json::parse(headerBegin, headerBegin + headerSize, nullptr,
@@ -205,7 +224,7 @@ Status File::open(const std::string &path, File &out) {
         if (!value.is_string())
           return Status::error(path + ": '__metadata__' value of '" + key +
                                "' is not a string: " + value.dump());
-        file.metadataMap[key] = value.get<std::string>();
+        metadataMap[key] = value.get<std::string>();
       }
       continue;
     }
@@ -215,9 +234,9 @@ Status File::open(const std::string &path, File &out) {
     if (!status.ok)
       return status;
     view.data = dataArea + begin;
-    ranges.push_back({begin, end, file.tensorList.size()});
-    file.indexByName[name] = file.tensorList.size();
-    file.tensorList.push_back(std::move(view));
+    ranges.push_back({begin, end, tensorList.size()});
+    indexByName[name] = tensorList.size();
+    tensorList.push_back(std::move(view));
   }
 
   // Sorted by start, a non-empty range overlaps an earlier one exactly when
@@ -231,17 +250,15 @@ Status File::open(const std::string &path, File &out) {
       continue;
     if (furthest && range.begin < furthest->end)
       return Status::error(
-          tensorError(path, file.tensorList[range.index].name,
+          tensorError(path, tensorList[range.index].name,
                       "data_offsets [" + std::to_string(range.begin) + ", " +
                           std::to_string(range.end) + ") overlap tensor '" +
-                          file.tensorList[furthest->index].name + "' at [" +
+                          tensorList[furthest->index].name + "' at [" +
                           std::to_string(furthest->begin) + ", " +
                           std::to_string(furthest->end) + ")"));
     if (!furthest || range.end > furthest->end)
       furthest = &range;
   }
-
-  out = std::move(file);
   return Status::success();
 }
 

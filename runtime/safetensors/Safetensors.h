@@ -57,8 +57,8 @@ struct TensorView {
 };
 
 /// A read-only memory mapping of one safetensors file plus its validated
-/// header. Owns the mapping; move-only. Immutable after `open`, so concurrent
-/// reads from several threads are safe.
+/// header. Owns the mapping (not the bytes given to openBytes); move-only.
+/// Immutable after `open`, so concurrent reads from several threads are safe.
 class File {
 public:
   File() = default;
@@ -71,6 +71,12 @@ public:
   /// Maps and validates `path`; on success replaces `out`. Never aborts on a
   /// malformed file: every problem comes back as a Status message.
   static Status open(const std::string &path, File &out);
+  /// Validates the `size` bytes at `data` as open() validates a mapped
+  /// file, `name` standing for its path in messages; on success replaces
+  /// `out`, whose views then point into `data`, which the caller keeps
+  /// alive and unchanged while `out` lives (fuzzing, bytes from elsewhere).
+  static Status openBytes(const std::string &name, const uint8_t *data,
+                          size_t size, File &out);
 
   /// The tensor called `name`, or nullptr.
   const TensorView *find(std::string_view name) const;
@@ -81,13 +87,19 @@ public:
     return metadataMap;
   }
   /// The whole mapped file (header included), and its size.
-  const uint8_t *fileData() const { return mapping.data(); }
-  uint64_t fileSize() const { return mapping.size(); }
+  const uint8_t *fileData() const { return bytes; }
+  uint64_t fileSize() const { return size; }
   /// Bytes before the tensor data: the 8-byte length and the JSON header.
   uint64_t headerBytes() const { return dataStart; }
 
 private:
+  /// Checks the header of `bytes` and fills the tensors and metadata.
+  Status parse(const std::string &path);
+
   MappedFile mapping;
+  /// The file's bytes: `mapping`'s, or those openBytes was given.
+  const uint8_t *bytes = nullptr;
+  uint64_t size = 0;
   uint64_t dataStart = 0;
   std::vector<TensorView> tensorList;
   std::map<std::string, size_t, std::less<>> indexByName;

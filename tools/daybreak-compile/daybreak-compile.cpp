@@ -26,28 +26,29 @@ static cl::opt<std::string> target("target", cl::desc("cpu or cuda"),
 static cl::opt<std::string>
     compileTo("compile-to", cl::desc("stop after a phase: lm, plan, llvm, ptx, artifact"),
               cl::init("artifact"));
-// Limits left out are chosen from the model (pipeline::compile reports them).
-static cl::opt<int64_t>
+// Limits left out are chosen from the model (pipeline::compile reports
+// them); their values are read by pipeline::parseLimit.
+static cl::opt<std::string>
     maxSeqLen("max-seq-len",
               cl::desc("longest sequence served (default: the model's "
                        "max_position_embeddings, at most 4096)"),
-              cl::init(0));
-static cl::opt<int64_t>
+              cl::value_desc("N"));
+static cl::opt<std::string>
     maxBatch("max-batch", cl::desc("sequences served at once (default: 8)"),
-             cl::init(0));
-static cl::opt<int64_t>
+             cl::value_desc("N"));
+static cl::opt<std::string>
     maxTokens("max-tokens",
               cl::desc("most tokens in one step (default: --max-seq-len)"),
-              cl::init(0));
+              cl::value_desc("N"));
 static cl::opt<std::string>
     kvCacheDtype("kv-cache-dtype", cl::desc("cache storage: fp8, bf16, f32"),
                  cl::init("fp8"));
-static cl::opt<int64_t> kvCacheTokens(
+static cl::opt<std::string> kvCacheTokens(
     "kv-cache-tokens",
     cl::desc("token rows the paged caches hold for all sequences together, "
              "rounded up to pages (default: --max-batch x --max-seq-len); "
              "fewer serve more sequences than fit at full length"),
-    cl::init(0));
+    cl::value_desc("N"));
 static cl::opt<std::string>
     stateDtype("state-dtype",
                cl::desc("per-sequence recurrent state storage: f32, bf16"),
@@ -92,20 +93,22 @@ int main(int argc, char **argv) {
     return 1;
   }
   options.compileTo = *phase;
-  // 0 asks the pipeline to choose, so an explicit 0 is refused here.
-  for (cl::opt<int64_t> *limit :
-       {&maxSeqLen, &maxBatch, &maxTokens, &kvCacheTokens}) {
-    if (limit->getNumOccurrences() && limit->getValue() <= 0) {
-      llvm::errs() << "daybreak-compile: --" << limit->ArgStr << " "
-                   << limit->getValue() << " must be positive\n";
+  // Left out, a limit stays 0 and the pipeline chooses it.
+  for (auto [option, limit] :
+       {std::pair{&maxSeqLen, &options.maxSeqLen},
+        std::pair{&maxBatch, &options.maxBatch},
+        std::pair{&maxTokens, &options.maxTokens},
+        std::pair{&kvCacheTokens, &options.kvCacheTokens}}) {
+    if (!option->getNumOccurrences())
+      continue;
+    if (llvm::Error error =
+            pipeline::parseLimit(option->ArgStr, *option, *limit)) {
+      llvm::errs() << "daybreak-compile: " << llvm::toString(std::move(error))
+                   << "\n";
       return 1;
     }
   }
-  options.maxSeqLen = maxSeqLen;
-  options.maxBatch = maxBatch;
-  options.maxTokens = maxTokens;
   options.kvCacheDtype = kvCacheDtype;
-  options.kvCacheTokens = kvCacheTokens;
   options.stateDtype = stateDtype;
   if (weights != "embed" && weights != "reference") {
     llvm::errs() << "daybreak-compile: unknown --weights=" << weights

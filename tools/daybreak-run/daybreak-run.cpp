@@ -19,6 +19,7 @@
 
 #include "runtime/executor/Bench.h"
 #include "runtime/executor/Commands.h"
+#include "runtime/executor/RunInputs.h"
 #ifdef DAYBREAK_HAVE_CUDA_DRIVER
 #include "runtime/devices/cuda/CudaDriver.h"
 #endif
@@ -26,8 +27,6 @@
 #include <cstdlib>
 #include <fstream>
 #include <iostream>
-#include <map>
-#include <sstream>
 #include <thread>
 
 using namespace daybreak;
@@ -65,13 +64,6 @@ static int fail(const std::string &message) {
   return 1;
 }
 
-/// Parses a number; false if `text` is not entirely one.
-template <typename T> static bool parse(const std::string &text, T &out) {
-  std::istringstream in(text);
-  in >> out;
-  return !in.fail() && in.eof();
-}
-
 int main(int argc, char **argv) {
   if (argc == 2 && std::string(argv[1]) == "devices") {
     // The devices this machine offers: the CPU always, CUDA GPUs when a
@@ -100,47 +92,26 @@ int main(int argc, char **argv) {
   if (argc < 3)
     return usage();
   std::string command = argv[1], path = argv[2];
-  std::map<std::string, std::string> flags;
-  for (int i = 3; i < argc; ++i) {
-    std::string arg = argv[i];
-    if (arg.rfind("--", 0) != 0)
-      return fail("unexpected argument '" + arg + "'");
-    size_t eq = arg.find('=');
-    if (eq != std::string::npos)
-      flags[arg.substr(2, eq - 2)] = arg.substr(eq + 1);
-    else if (i + 1 < argc)
-      flags[arg.substr(2)] = argv[++i];
-    else
-      return fail("flag '" + arg + "' needs a value");
-  }
-  auto flag = [&](const std::string &name, const std::string &fallback) {
-    auto it = flags.find(name);
-    return it == flags.end() ? fallback : it->second;
-  };
+  StatusOr<RunFlags> flags =
+      parseRunFlags(std::vector<std::string>(argv + 3, argv + argc));
+  if (!flags.ok())
+    return fail(flags.error().message());
+  LoadOptions load;
+  if (Status status = parseLoadOptions(*flags, load); !status.ok())
+    return fail(status.message());
   // Default: the device the artifact was compiled for (cuda:0 for CUDA
   // artifacts, so a GPU is used whenever the artifact targets one).
-  std::string device = flag("device", "");
-  LoadOptions load;
-  load.device = device;
-
-  if (!parse(flag("threads", "0"), load.threads))
-    return fail("--threads expects a number");
-  std::string attention = flag("attention", "exact");
-  if (attention != "exact" && attention != "tensor-cores")
-    return fail("--attention=" + attention +
-                ": expected exact or tensor-cores");
-  load.tensorCoreAttention = attention == "tensor-cores";
-  std::string checkFinite = flag("check-finite", "0");
-  if (checkFinite != "0" && checkFinite != "1")
-    return fail("--check-finite expects 0 or 1");
-  load.checkFinite = checkFinite == "1";
+  std::string device = load.device;
+  auto flag = [&](const std::string &name) {
+    auto it = flags->find(name);
+    return it == flags->end() ? std::string() : it->second;
+  };
   if (command == "compare") {
     // daybreak-run compare actual.safetensors --expected e.safetensors
     double atol;
-    if (!parse(flag("atol", "1e-4"), atol))
-      return fail("--atol expects a number");
-    Status status =
-        compareLogits(path, flag("expected", ""), atol, std::cout);
+    if (Status status = parseCompareOptions(*flags, atol); !status.ok())
+      return fail(status.message());
+    Status status = compareLogits(path, flag("expected"), atol, std::cout);
     return status.ok() ? 0 : fail(status.message());
   }
   if (command != "generate" && command != "logits" && command != "inspect" &&
@@ -180,7 +151,7 @@ int main(int argc, char **argv) {
   if (!model.ok())
     return fail(model.error().message());
   if (command == "logits") {
-    std::string inputs = flag("inputs", ""), output = flag("output", "");
+    std::string inputs = flag("inputs"), output = flag("output");
     if (inputs.empty() || output.empty())
       return fail("logits needs --inputs and --output");
     Status status = runLogits(**model, inputs, output, std::cerr);
@@ -188,40 +159,13 @@ int main(int argc, char **argv) {
   }
   if (command == "bench") {
     BenchOptions options;
-    auto list = [&](const char *name, std::vector<int64_t> &out) {
-      if (!flags.count(name))
-        return true;
-      out.clear();
-      std::stringstream items(flags[name]);
-      for (std::string item; std::getline(items, item, ',');) {
-        int64_t value;
-        if (!parse(item, value))
-          return false;
-        out.push_back(value);
-      }
-      return true;
-    };
-    int kernels = 1;
-    if (!list("batch", options.batches) || !list("context", options.contexts) ||
-        !list("prefill", options.prompts))
-      return fail("--batch, --context and --prefill expect comma-separated "
-                  "numbers");
-    if (!parse(flag("warmup", "3"), options.warmup) ||
-        !parse(flag("iterations", "20"), options.iterations) ||
-        !parse(flag("prefill-iterations", "3"), options.prefillIterations) ||
-        !parse(flag("fill-tokens", "512"), options.fillTokens) ||
-        !parse(flag("max-case-seconds", "60"), options.maxCaseSeconds) ||
-        !parse(flag("kernels", "1"), kernels) ||
-        !parse(flag("seed", "1"), options.seed))
-      return fail("--warmup, --iterations, --prefill-iterations, "
-                  "--fill-tokens, --max-case-seconds, --kernels and --seed "
-                  "expect numbers");
-    options.kernels = kernels != 0;
+    if (Status status = parseBenchOptions(*flags, options); !status.ok())
+      return fail(status.message());
     StatusOr<nlohmann::json> result =
         runBench(**model, path, options, std::cerr);
     if (!result.ok())
       return fail(result.error().message());
-    std::string out = flag("json", "");
+    std::string out = flag("json");
     if (out.empty()) {
       std::cout << result->dump(1) << "\n";
       return 0;
@@ -233,19 +177,8 @@ int main(int argc, char **argv) {
     return 0;
   }
   GenerateOptions options;
-  std::stringstream ids(flag("prompt-ids", ""));
-  for (std::string item; std::getline(ids, item, ',');) {
-    int32_t id;
-    if (!parse(item, id))
-      return fail("--prompt-ids: '" + item + "' is not a token id");
-    options.promptIds.push_back(id);
-  }
-  if (!parse(flag("max-new-tokens", "16"), options.maxNewTokens) ||
-      !parse(flag("temperature", "0"), options.sampling.temperature) ||
-      !parse(flag("top-p", "1"), options.sampling.topP) ||
-      !parse(flag("seed", "0"), options.sampling.seed))
-    return fail("--max-new-tokens, --temperature, --top-p and --seed expect "
-                "numbers");
+  if (Status status = parseGenerateOptions(*flags, options); !status.ok())
+    return fail(status.message());
   const artifact::MemoryPlan &mem = (*model)->manifest().memory();
   std::cout << "memory plan: " << mem.total_bytes() << " bytes (weights "
             << mem.weight_bytes() << ", arena " << mem.arena_bytes()
