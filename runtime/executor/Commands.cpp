@@ -14,6 +14,7 @@
 #include <chrono>
 #include <cmath>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <iomanip>
 #include <map>
@@ -26,6 +27,11 @@ using namespace daybreak::runtime;
 
 Status runtime::runLogits(Model &model, const std::string &inputsPath,
                           const std::string &outputPath, std::ostream &log) {
+  // An ifstream opens a folder without complaint.
+  std::error_code error;
+  if (std::filesystem::is_directory(inputsPath, error))
+    return Status::error("cannot read " + inputsPath +
+                         ": a folder, not a file");
   std::ifstream in(inputsPath);
   if (!in)
     return Status::error("cannot read " + inputsPath);
@@ -154,6 +160,8 @@ Status runtime::compareLogits(const std::string &actualPath,
         a.shape.empty())
       return Status::error("'" + a.name + "' differs in dtype or shape");
     int64_t cols = a.shape.back(), count = a.byteSize / 4;
+    if (count == 0)
+      return Status::error("'" + a.name + "' holds no values");
     std::vector<float> x(count), y(count);
     std::memcpy(x.data(), a.data, a.byteSize);
     std::memcpy(y.data(), e->data, e->byteSize);

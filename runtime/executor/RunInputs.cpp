@@ -59,6 +59,9 @@ bool runtime::parseNumber(const std::string &text, double &out) {
 bool runtime::parseIntegerList(const std::string &text, int64_t min,
                                int64_t max, std::vector<int64_t> &out) {
   out.clear();
+  // getline drops an empty last item: "1,2," would read as "1,2".
+  if (!text.empty() && text.back() == ',')
+    return false;
   std::stringstream items(text);
   for (std::string item; std::getline(items, item, ',');) {
     int64_t value;
@@ -107,6 +110,9 @@ Status runtime::parseLoadOptions(const RunFlags &flags, LoadOptions &out) {
 }
 
 Status runtime::parseCompareOptions(const RunFlags &flags, double &atol) {
+  if (flag(flags, "expected", "").empty())
+    return Status::error("compare needs --expected FILE, the logits to "
+                         "compare against");
   if (!parseNumber(flag(flags, "atol", "1e-4"), atol))
     return Status::error("--atol expects a number");
   return Status::success();
@@ -140,7 +146,10 @@ Status runtime::parseBenchOptions(const RunFlags &flags, BenchOptions &out) {
 
 Status runtime::parseGenerateOptions(const RunFlags &flags,
                                      GenerateOptions &out) {
-  std::stringstream ids(flag(flags, "prompt-ids", ""));
+  std::string text = flag(flags, "prompt-ids", "");
+  if (!text.empty() && text.back() == ',')
+    return Status::error("--prompt-ids: '" + text + "' ends with ','");
+  std::stringstream ids(text);
   for (std::string item; std::getline(ids, item, ',');) {
     int64_t id;
     if (!parseInteger(item, INT32_MIN, INT32_MAX, id))
@@ -181,6 +190,8 @@ StatusOr<LogitsInputs> runtime::parseLogitsInputs(const std::string &text,
   if (json.is_discarded() || !json.is_object() || !json.contains("sequences") ||
       !json["sequences"].is_array())
     return Status::error(path + ": not JSON with a 'sequences' list");
+  if (json["sequences"].empty())
+    return Status::error(path + ": the 'sequences' list is empty");
   LogitsInputs inputs;
   for (const nlohmann::json &seq : json["sequences"]) {
     if (!seq.is_object())

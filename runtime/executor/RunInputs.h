@@ -50,7 +50,7 @@ bool parseIntegerList(const std::string &text, int64_t min, int64_t max,
 /// hardware threads; at most kMaxRunThreads), --attention=exact|tensor-cores,
 /// --check-finite 0|1.
 Status parseLoadOptions(const RunFlags &flags, LoadOptions &out);
-/// compare's --atol (default 1e-4).
+/// compare's --atol (default 1e-4); --expected must be given.
 Status parseCompareOptions(const RunFlags &flags, double &atol);
 /// bench's --batch, --context and --prefill (lists), --warmup, --iterations,
 /// --prefill-iterations (int), --fill-tokens, --max-case-seconds,

@@ -9,6 +9,7 @@
 
 #include "compiler/pipeline/Pipeline.h"
 #include "passes/Passes.h"
+#include "runtime/support/OutOfMemory.h"
 
 #include "mlir/Pass/PassManager.h"
 #include "llvm/Support/CommandLine.h"
@@ -78,6 +79,8 @@ static cl::opt<std::string> weights(
 
 int main(int argc, char **argv) {
   llvm::InitLLVM init(argc, argv);
+  // After InitLLVM, whose handler aborts.
+  exitOnOutOfMemory("daybreak-compile: ");
   // --mlir-print-ir-after-all and the other pass-manager options replay the
   // pipeline's steps as daybreak-opt would.
   mlir::registerPassManagerCLOptions();

@@ -20,6 +20,7 @@
 #include "runtime/executor/Bench.h"
 #include "runtime/executor/Commands.h"
 #include "runtime/executor/RunInputs.h"
+#include "runtime/support/OutOfMemory.h"
 #ifdef DAYBREAK_HAVE_CUDA_DRIVER
 #include "runtime/devices/cuda/CudaDriver.h"
 #endif
@@ -65,6 +66,7 @@ static int fail(const std::string &message) {
 }
 
 int main(int argc, char **argv) {
+  exitOnOutOfMemory("daybreak-run: ");
   if (argc == 2 && std::string(argv[1]) == "devices") {
     // The devices this machine offers: the CPU always, CUDA GPUs when a
     // driver is installed.
