@@ -1377,25 +1377,38 @@ int main(int argc, char **argv) {
   int64_t seqLen = 4096;
   CUdeviceptr sequences = alloc(64 * 4, 0);
 
-  // Indexer scores: 64 heads of 128 over every cached key, one query token.
+  // Indexer scores: 64 heads of 128 over every cached key, for one query
+  // token (decode) and for 64 (a batch or a prefill chunk). The bytes are
+  // the keys read once and the scores written; the work, 2 x 64 x 128 FLOPs
+  // a token and key, is printed beside them (CUDA cores, fp32).
   {
     CUfunction t =
         entry(ptx, specialized, "_Z29daybreak_dsa_indexer_scores_tILi128EE");
+    if (t && !kernels.allowIndexerSharedMemory(t).ok())
+      t = nullptr;
     DeviceCacheView keys = makeCache(128, 0, 128, seqLen);
-    CUdeviceptr q = alloc(64 * 128 * 4, 0x3c), weights = alloc(64 * 4, 0x3c),
-                scores = alloc(seqLen * 4, 0);
-    double bytes = double(seqLen * keys.bytesPerRow + seqLen * 4);
-    std::string shape = "T=1 H=64 D=128 S=" + std::to_string(seqLen);
-    for (CUfunction fn : {CUfunction(nullptr), t})
-      row("dsa_indexer_scores", shape, fn ? "<128>" : "generic",
-          timeIt(
-              [&] {
-                return kernels.dsaIndexerScores(q, weights, keys, sequences, 0,
-                                                1, 64, 0.1, scores, nullptr,
-                                                fn);
-              },
-              iterations),
-          bytes);
+    CUdeviceptr q = alloc(64 * 64 * 128 * 4, 0x3c),
+                weights = alloc(64 * 64 * 4, 0x3c),
+                scores = alloc(64 * seqLen * 4, 0);
+    for (int64_t tokens : {1, 64}) {
+      double bytes = double(seqLen * keys.bytesPerRow + tokens * seqLen * 4);
+      double flops = 2.0 * 64 * 128 * double(tokens * seqLen);
+      std::string shape = "T=" + std::to_string(tokens) +
+                          " H=64 D=128 S=" + std::to_string(seqLen);
+      for (CUfunction fn : {CUfunction(nullptr), t}) {
+        double seconds = timeIt(
+            [&] {
+              return kernels.dsaIndexerScores(q, weights, keys, sequences, 0,
+                                              tokens, 64, 0.1, scores, nullptr,
+                                              fn);
+            },
+            iterations);
+        row("dsa_indexer_scores", shape, fn ? "<128>" : "generic", seconds,
+            bytes);
+        std::printf("%-18s %-40s %-12s %10.1f TFLOPS (fp32)\n", "", "",
+                    fn ? "<128>" : "generic", flops / seconds / 1e12);
+      }
+    }
   }
 
   // Sparse MLA: 128 heads, top-2048 of the latent cache; the minimum is

@@ -884,16 +884,22 @@ TEST_F(CudaKernelsTest, CacheWrite) {
 TEST_F(CudaKernelsTest, DsaIndexerScores) {
   for (auto format : {cpu::CacheFormat::F32, cpu::CacheFormat::BF16,
                       cpu::CacheFormat::Fp8Scaled})
-    for (int64_t dim : {128, 32}) {
+    for (auto [dim, heads] :
+         {std::pair<int64_t, int64_t>{128, 64}, {128, 4}, {32, 37}, {30, 33}}) {
       bool fp8 = format == cpu::CacheFormat::Fp8Scaled;
-      int64_t heads = 4, tokens = 3;
+      // Scale blocks of FP8 rows divide the quantised width.
+      if (fp8 && dim % 32)
+        continue;
+      int64_t tokens = 3;
       TestCache cache(format, dim, 0, fp8 ? std::min<int64_t>(dim, 64) : 0, 100,
                       16, rng);
       cache.fill(rng);
       auto q = random(tokens * heads * dim), weights = random(tokens * heads);
       std::vector<int32_t> seqs = {0, 1, 1};
-      // Bounds: within a block, at a block's end (64 keys a block at
-      // these widths or fewer), past the cache.
+      // Bounds: within a block and a warp's 8 keys, at a block's end (64
+      // keys a block), past the cache. Heads: one lane's pair (64), fewer
+      // than a warp (4), one past a warp (33, 37: the second of a lane's
+      // pair absent); widths not a multiple of 4 (30) pad q and keys.
       std::vector<int32_t> bounds = {37, 64, 250};
       DeviceCacheView view = cache.upload(*driver);
       Buffer dq(*driver, q), dw(*driver, weights), dSeqs(*driver, seqs),
@@ -911,14 +917,18 @@ TEST_F(CudaKernelsTest, DsaIndexerScores) {
           // Poisoned first: the zeros past a bound must be written.
           ASSERT_EQ(driver->cuMemsetD8(dOut.get(), 0xff, expected.size() * 4),
                     CUDA_SUCCESS);
+          CUfunction fn = variant(instantiation);
+          if (fn) {
+            ASSERT_TRUE(kernels->allowIndexerSharedMemory(fn).ok());
+          }
           expectRan(kernels->dsaIndexerScores(
               dq, dw, view, dSeqs, bounded ? dBounds.get() : 0, tokens, heads,
-              0.125, dOut, nullptr, variant(instantiation)));
+              0.125, dOut, nullptr, fn));
           double e = rowRelativeError(dOut.read<float>(expected.size()),
                                       expected, 100);
           char shape[64];
-          std::snprintf(shape, sizeof(shape), "%s dim=%ld%s",
-                        formatName(format), long(dim),
+          std::snprintf(shape, sizeof(shape), "%s dim=%ld heads=%ld%s",
+                        formatName(format), long(dim), long(heads),
                         bounded ? " bounded" : "");
           report(instantiation.empty() ? "dsaIndexerScores"
                                        : instantiation.c_str(),

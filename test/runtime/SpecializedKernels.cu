@@ -32,6 +32,7 @@ DAYBREAK_MATMUL(257)
       int64_t, int64_t, double, float *);
 DAYBREAK_INDEXER(128)
 DAYBREAK_INDEXER(32)
+DAYBREAK_INDEXER(30)
 
 #define DAYBREAK_SPARSE(W, V)                                                  \
   template __global__ void daybreak_sparse_attention_t<W, V>(                  \

@@ -382,6 +382,8 @@ Status CudaDevice::prepare(const artifact::ArtifactFile &file,
         status = driver.check(driver.cuModuleGetFunction(
                                   &fn, libraryModule, l.specialized.c_str()),
                               "cuModuleGetFunction");
+        if (status.ok() && l.kernel == abi::KernelId::DsaIndexerScores)
+          status = kernels->allowIndexerSharedMemory(fn);
         if (!status.ok())
           return status.withContext(l.label + ": specialised kernel " +
                                     l.specialized);

@@ -343,10 +343,11 @@ StatusOr<CudaKernels> CudaKernels::load(const Driver &driver, CUmodule module) {
           }
         }
       }
-  // Beyond the 48 KiB default: tc128's Q parts (its tiles are static) and
-  // kda_chunk's intra- and inter-chunk passes.
+  // Beyond the 48 KiB default: tc128's Q parts (its tiles are static),
+  // kda_chunk's intra- and inter-chunk passes, and the indexer's q and keys.
   for (auto [fn, bytes] :
        {std::pair{kernels.attentionTc128Fn, kTcAttention128Bytes},
+        {kernels.dsaIndexerScoresFn, kernels.sharedPerBlock},
         {kernels.attentionWideFn,
          wideAttentionSharedBytes(kWideAttentionMaxHeadDim,
                                   kWideAttentionMaxValueDim, false)},
@@ -1300,6 +1301,14 @@ Status CudaKernels::cacheWrite(const DeviceCacheView &cache, CUdeviceptr values,
                 params);
 }
 
+Status CudaKernels::allowIndexerSharedMemory(CUfunction fn) const {
+  // The kernel has no static shared memory: all of the opt-in limit.
+  return driver->check(driver->cuFuncSetAttribute(
+                           fn, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
+                           int(sharedPerBlock)),
+                       "cuFuncSetAttribute");
+}
+
 Status CudaKernels::dsaIndexerScores(CUdeviceptr q, CUdeviceptr weights,
                                      const DeviceCacheView &keys,
                                      CUdeviceptr sequences, CUdeviceptr bounds,
@@ -1307,20 +1316,27 @@ Status CudaKernels::dsaIndexerScores(CUdeviceptr q, CUdeviceptr weights,
                                      double scale, CUdeviceptr scores,
                                      CUstream stream,
                                      CUfunction specialized) const {
-  // One key per thread, decoded into shared memory rows of width + 1.
-  int64_t keysPerBlock =
-      std::min<int64_t>(64, kSharedFloats / (keys.width + 1));
-  if (keysPerBlock < 1)
-    return Status::error("dsaIndexerScores: key width " +
-                         std::to_string(keys.width) +
-                         " does not fit in shared memory");
+  // Warps of 8 keys each; the token's q rows and the block's keys decoded
+  // into shared memory rows of the kernel's indexerStride(width) floats (a
+  // multiple of 4 whose quarter is odd). Up to 8 warps, as many as fit.
+  int64_t padded = (keys.width + 3) / 4 * 4;
+  int64_t stride = (padded / 4) % 2 == 1 ? padded : padded + 4;
+  constexpr int64_t kWarpKeys = 8;
+  int64_t rows = sharedPerBlock / int64_t(sizeof(float)) / stride;
+  int64_t warps = std::min<int64_t>(8, (rows - heads) / kWarpKeys);
+  if (warps < 1)
+    return Status::error(
+        "dsaIndexerScores: " + std::to_string(heads) + " heads of width " +
+        std::to_string(keys.width) + " and 8 keys do not fit in " +
+        std::to_string(sharedPerBlock) + " bytes of shared memory");
+  int64_t keysPerBlock = warps * kWarpKeys;
   KernelCache c = toKernel(keys);
   void *params[] = {&q,      &weights, &c,     &sequences, &bounds,
                     &tokens, &heads,   &scale, &scores};
   return launch(specialized ? specialized : dsaIndexerScoresFn,
                 "dsaIndexerScores", ceilDiv(keys.maxSeqLen, keysPerBlock),
-                tokens, 1, unsigned(keysPerBlock),
-                unsigned(keysPerBlock * (keys.width + 1) * 4), stream, params);
+                tokens, 1, unsigned(32 * warps),
+                unsigned((heads + keysPerBlock) * stride * 4), stream, params);
 }
 
 Status CudaKernels::dsaIndexSelect(CUdeviceptr scores, CUdeviceptr bounds,

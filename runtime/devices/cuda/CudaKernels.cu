@@ -3186,12 +3186,14 @@ __device__ void readRow(const Cache &c, int64_t seq, int64_t pos, float *out,
     for (int64_t i = tid; i < width; i += count)
       out[i] = bf16ToFloat(s[i]);
   } else {
-    int64_t quantized = width - c.tailDim;
+    // 32-bit indices (a row is far below 2^31 bytes): 64-bit division is a
+    // long sequence per element.
+    const int quantized = int(width - c.tailDim), block = int(c.scaleBlock);
     const float *scales = reinterpret_cast<const float *>(src + quantized);
     const uint16_t *tail = reinterpret_cast<const uint16_t *>(
-        src + quantized + 4 * (quantized / c.scaleBlock));
-    for (int64_t i = tid; i < width; i += count)
-      out[i] = i < quantized ? e4m3ToFloat(src[i]) * scales[i / c.scaleBlock]
+        src + quantized + 4 * (quantized / block));
+    for (int i = tid; i < int(width); i += count)
+      out[i] = i < quantized ? e4m3Fast(src[i]) * scales[i / block]
                              : bf16ToFloat(tail[i - quantized]);
   }
 }
@@ -3200,6 +3202,19 @@ __device__ void readRow(const Cache &c, int64_t seq, int64_t pos, float *out,
 
 namespace {
 
+/// Keys a warp of daybreak_dsa_indexer_scores scores: each lane keeps
+/// kIndexerWarpKeys x 2 dot products in registers.
+constexpr int kIndexerWarpKeys = 8;
+
+/// The padded row stride, in floats, of the indexer's shared q and key rows
+/// of `dim` values: a multiple of 4 (float4 reads) whose quarter is odd, so
+/// that the 8 lanes of a quarter-warp reading 8 heads' q rows at one offset
+/// hit 8 distinct 4-bank groups.
+__host__ __device__ __forceinline__ int64_t indexerStride(int64_t dim) {
+  int64_t padded = (dim + 3) / 4 * 4;
+  return (padded / 4) % 2 == 1 ? padded : padded + 4;
+}
+
 /// daybreak_dsa_indexer_scores' body for keys.width == kDim (0: at run
 /// time).
 template <int kDim>
@@ -3207,14 +3222,16 @@ __device__ __forceinline__ void
 dsaIndexerScores(const float *q, const float *weights, const Cache &keys,
                  const int32_t *sequences, const int32_t *bounds, int64_t heads,
                  double scale, float *scores) {
-  extern __shared__ float decoded[];
+  extern __shared__ __align__(16) float indexerShared[];
   const int64_t dim = kDim > 0 ? int64_t(kDim) : keys.width;
-  const int64_t stride = dim + 1;
+  const int64_t stride = indexerStride(dim);
+  const int64_t padded = (dim + 3) / 4 * 4;
+  const int warp = int(threadIdx.x) / 32, lane = int(threadIdx.x) % 32;
+  const int64_t blockKeys = int64_t(blockDim.x / 32) * kIndexerWarpKeys;
   int64_t t = blockIdx.y;
-  int64_t s0 = int64_t(blockIdx.x) * blockDim.x;
-  int64_t count = keys.maxSeqLen - s0 < int64_t(blockDim.x)
-                      ? keys.maxSeqLen - s0
-                      : int64_t(blockDim.x);
+  int64_t s0 = int64_t(blockIdx.x) * blockKeys;
+  int64_t count =
+      keys.maxSeqLen - s0 < blockKeys ? keys.maxSeqLen - s0 : blockKeys;
   int64_t seq = sequences ? sequences[t] : 0;
   float *out = scores + t * keys.maxSeqLen + s0;
   // Keys past the query's bound are 0 and not read: a block wholly past it
@@ -3224,42 +3241,95 @@ dsaIndexerScores(const float *q, const float *weights, const Cache &keys,
     int64_t bound = int64_t(bounds[t]) - s0;
     visible = bound < 0 ? 0 : bound < count ? bound : count;
   }
-  if (seq < 0 || seq >= keys.batch || visible == 0) {
-    if (threadIdx.x < count)
-      out[threadIdx.x] = 0.0f;
+  if (seq < 0 || seq >= keys.batch)
+    visible = 0;
+  for (int64_t s = visible + threadIdx.x; s < count; s += blockDim.x)
+    out[s] = 0.0f;
+  if (visible == 0)
     return;
-  }
-  for (int64_t s = 0; s < visible; ++s)
-    readRow<kDim>(keys, seq, s0 + s, decoded + s * stride, 0, blockDim.x);
-  __syncthreads();
-  if (threadIdx.x >= count)
-    return;
-  if (threadIdx.x >= visible) {
-    out[threadIdx.x] = 0.0f;
-    return;
-  }
-  const float *key = decoded + threadIdx.x * stride;
+  // The token's q rows [heads][stride] and the visible keys [.][stride],
+  // both zero past `dim`.
+  float *qs = indexerShared;
+  float *ks = indexerShared + heads * stride;
   const float *qt = q + t * heads * dim;
-  const float *wt = weights + t * heads;
-  float sum = 0.0f;
-  for (int64_t h = 0; h < heads; ++h) {
-    const float *qh = qt + h * dim;
-    float dot = 0.0f;
-    for (int64_t d = 0; d < dim; ++d)
-      dot = fmaf(qh[d], key[d], dot);
-    sum = fmaf(wt[h], fmaxf(dot, 0.0f), sum);
+  if (dim % 4 == 0) {
+    const int quads = int(dim / 4);
+#pragma unroll 4
+    for (int i = threadIdx.x; i < int(heads) * quads; i += blockDim.x) {
+      int h = i / quads;
+      *reinterpret_cast<float4 *>(qs + h * stride + 4 * (i - h * quads)) =
+          reinterpret_cast<const float4 *>(qt)[i];
+    }
+  } else {
+    for (int64_t i = threadIdx.x; i < heads * padded; i += blockDim.x) {
+      int64_t h = i / padded, d = i - h * padded;
+      qs[h * stride + d] = d < dim ? qt[h * dim + d] : 0.0f;
+    }
   }
-  out[threadIdx.x] = float(scale * double(sum));
+  // Four threads a key (blockKeys is blockDim.x / 4): one page-table lookup
+  // each, and a quarter of the row's loads in flight at once.
+  const int64_t row = threadIdx.x / 4;
+  if (row < visible)
+    readRow<kDim>(keys, seq, s0 + row, ks + row * stride, int(row * 4), 4);
+  if (padded > dim)
+    for (int64_t i = threadIdx.x; i < visible * 4; i += blockDim.x)
+      if (dim + i % 4 < padded)
+        ks[i / 4 * stride + dim + i % 4] = 0.0f;
+  __syncthreads();
+  // Warp w scores keys [8w, 8w + 8); lane l the heads l + 32j. Keys past
+  // `visible` repeat the last visible one and are not written.
+  const int64_t key0 = int64_t(warp) * kIndexerWarpKeys;
+  if (key0 >= visible)
+    return;
+  const float *key[kIndexerWarpKeys];
+#pragma unroll
+  for (int k = 0; k < kIndexerWarpKeys; ++k)
+    key[k] = ks + (key0 + k < visible ? key0 + k : visible - 1) * stride;
+  const float *wt = weights + t * heads;
+  float total[kIndexerWarpKeys] = {};
+  for (int64_t h0 = lane; h0 < heads; h0 += 64) {
+    const int64_t h1 = h0 + 32 < heads ? h0 + 32 : h0;
+    const float *q0 = qs + h0 * stride, *q1 = qs + h1 * stride;
+    float dot0[kIndexerWarpKeys] = {}, dot1[kIndexerWarpKeys] = {};
+    for (int64_t d = 0; d < padded; d += 4) {
+      float4 a = *reinterpret_cast<const float4 *>(q0 + d);
+      float4 b = *reinterpret_cast<const float4 *>(q1 + d);
+#pragma unroll
+      for (int k = 0; k < kIndexerWarpKeys; ++k) {
+        float4 v = *reinterpret_cast<const float4 *>(key[k] + d);
+        dot0[k] = fmaf(a.x, v.x, dot0[k]);
+        dot0[k] = fmaf(a.y, v.y, dot0[k]);
+        dot0[k] = fmaf(a.z, v.z, dot0[k]);
+        dot0[k] = fmaf(a.w, v.w, dot0[k]);
+        dot1[k] = fmaf(b.x, v.x, dot1[k]);
+        dot1[k] = fmaf(b.y, v.y, dot1[k]);
+        dot1[k] = fmaf(b.z, v.z, dot1[k]);
+        dot1[k] = fmaf(b.w, v.w, dot1[k]);
+      }
+    }
+    const float w0 = wt[h0], w1 = h0 + 32 < heads ? wt[h1] : 0.0f;
+#pragma unroll
+    for (int k = 0; k < kIndexerWarpKeys; ++k)
+      total[k] = fmaf(w1, fmaxf(dot1[k], 0.0f),
+                      fmaf(w0, fmaxf(dot0[k], 0.0f), total[k]));
+  }
+#pragma unroll
+  for (int k = 0; k < kIndexerWarpKeys; ++k) {
+    float sum = warpSum(total[k]);
+    if (lane == k && key0 + k < visible)
+      out[key0 + k] = float(scale * double(sum));
+  }
 }
 
 } // namespace
 
 /// scores[t, s] = scale * sum_h weights[t, h] * ReLU(q[t, h] . key(seq_t, s))
 /// for s < maxSeqLen, or with `bounds` (may be null) for s < bounds[t] and 0
-/// past it. grid (ceil(maxSeqLen / keysPerBlock), tokens), block
-/// keysPerBlock (one key per thread, decoded to shared memory with a padded
-/// row of width + 1), dynamic shared memory keysPerBlock * (width + 1) * 4.
-/// A sequence outside [0, batch) gives a row of zeros.
+/// past it. grid (ceil(maxSeqLen / keysPerBlock), tokens), block 32 x warps
+/// threads, keysPerBlock = 8 x warps (each warp scores 8 keys, its lanes
+/// splitting the heads), dynamic shared memory (heads + keysPerBlock) x
+/// indexerStride(width) x 4 bytes: the token's q and the block's keys,
+/// decoded. A sequence outside [0, batch) gives a row of zeros.
 extern "C" __global__ void
 daybreak_dsa_indexer_scores(const float *q, const float *weights, Cache keys,
                             const int32_t *sequences, const int32_t *bounds,
@@ -3475,14 +3545,16 @@ sparseAttention(const float *q, const Cache &kv, const int32_t *indices,
   for (int64_t c0 = r0; c0 < r1; c0 += chunk) {
     int cn = int(r1 - c0 < chunk ? r1 - c0 : chunk);
     __syncthreads(); // previous chunk's rows and probs are consumed
-    for (int c = 0; c < cn; ++c) {
+    // A warp a row: the rows' index, page-table and data loads are in
+    // flight together rather than one row's after another's.
+    for (int c = warp; c < cn; c += warps) {
       int64_t pos = chosen[c0 + c];
       if (pos >= 0 && pos < kv.maxSeqLen) {
-        readRow<kWidth>(kv, seq, pos, rows + c * width, 0, blockDim.x);
+        readRow<kWidth>(kv, seq, pos, rows + c * width, warp * 32, 32);
       } else {
         // A masked row weighs 0 in the sums below, but 0 times what shared
         // memory held before (a NaN pattern) is NaN: zeros instead.
-        for (int64_t d = tid; d < width; d += blockDim.x)
+        for (int64_t d = lane; d < width; d += 32)
           rows[c * width + d] = 0.0f;
       }
     }

@@ -524,6 +524,10 @@ public:
   Status cacheWrite(const DeviceCacheView &cache, CUdeviceptr values,
                     CUdeviceptr slots, CUdeviceptr sequences, int64_t tokens,
                     CUstream stream) const;
+  /// Lets `fn`, an instantiation of daybreak_dsa_indexer_scores_t, take the
+  /// shared memory dsaIndexerScores gives it (past the 48 KiB default); once,
+  /// before it is passed as `specialized`.
+  Status allowIndexerSharedMemory(CUfunction fn) const;
   /// `specialized`: daybreak_dsa_indexer_scores_t<keys.width>.
   /// With `bounds` (0: none), keys at or past bounds[t] score 0, unread.
   Status dsaIndexerScores(CUdeviceptr q, CUdeviceptr weights,
