@@ -14,6 +14,7 @@
 #define DAYBREAK_RUNTIME_SUPPORT_OUTOFMEMORY_H
 
 #include <cstdlib>
+#include <cstring>
 #include <new>
 #include <unistd.h>
 
@@ -28,11 +29,7 @@ inline void exitOnOutOfMemory(const char *prefix) {
     static const char message[] =
         "out of host memory (an allocation failed); lower the limits the "
         "artifact was compiled with, or free memory\n";
-    const char *p = toolPrefix;
-    size_t length = 0;
-    while (p[length])
-      ++length;
-    (void)!::write(2, p, length);
+    (void)!::write(2, toolPrefix, std::strlen(toolPrefix));
     (void)!::write(2, message, sizeof(message) - 1);
     std::_Exit(1);
   });
