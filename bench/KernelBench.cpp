@@ -1375,7 +1375,7 @@ int main(int argc, char **argv) {
     return v;
   };
   int64_t seqLen = 4096;
-  CUdeviceptr sequences = alloc(64 * 4, 0);
+  CUdeviceptr sequences = alloc(512 * 4, 0); // slot 0 for up to 512 tokens
 
   // Indexer scores: 64 heads of 128 over every cached key, for one query
   // token (decode) and for 64 (a batch or a prefill chunk). The bytes are
@@ -1417,7 +1417,7 @@ int main(int argc, char **argv) {
     CUfunction t = entry(ptx, specialized,
                          "_Z27daybreak_sparse_attention_tILi576ELi512EE");
     DeviceCacheView kv = makeCache(576, 64, 128, seqLen);
-    int64_t heads = 128, topK = 2048, maxTokens = 64;
+    int64_t heads = 128, topK = 2048, maxTokens = 512;
     std::mt19937 rng(1);
     std::vector<int32_t> indices(maxTokens * topK);
     for (int32_t &i : indices)
@@ -1434,7 +1434,8 @@ int main(int argc, char **argv) {
     CUdeviceptr scratch = alloc(scratchFloats * 4, 0);
     // (Split launches always take the generic split kernel; at T = 64 the
     // grid is large enough that none splits.)
-    for (int64_t tokens : {1, 8, 64}) {
+    // (T = 512, a prefill chunk: the tensor cores only.)
+    for (int64_t tokens : {1, 8, 64, 512}) {
       double bytes = double(tokens * topK * kv.bytesPerRow +
                             tokens * heads * (576 + 512) * 4);
       std::string shape =
@@ -1443,20 +1444,31 @@ int main(int argc, char **argv) {
         const char *name;
         CUfunction fn;
         bool split;
+        AttentionPath path;
       };
-      for (Variant v : {Variant{"generic", nullptr, false},
-                        Variant{"<576,512>", t, false},
-                        Variant{"split", nullptr, true}})
-        row("sparse_attention", shape, v.name,
-            timeIt(
-                [&] {
-                  return kernels.sparseAttention(
-                      q, kv, dIndices, topK, sequences, tokens, heads, 0.04,
-                      512, 0, out, nullptr, v.fn, v.split ? scratch : 0,
-                      v.split ? scratchFloats : 0);
-                },
-                iterations),
-            bytes);
+      double flops = 2.0 * double(tokens * heads * topK) * (576 + 512);
+      for (Variant v :
+           {Variant{"generic", nullptr, false, AttentionPath::CudaCores},
+            Variant{"<576,512>", t, false, AttentionPath::CudaCores},
+            Variant{"split", nullptr, true, AttentionPath::CudaCores},
+            Variant{"tensor", nullptr, false, AttentionPath::TensorCores},
+            Variant{"tensor+split", nullptr, true,
+                    AttentionPath::TensorCores}}) {
+        if (tokens > 64 && v.path != AttentionPath::TensorCores)
+          continue;
+        double seconds = timeIt(
+            [&] {
+              return kernels.sparseAttention(
+                  q, kv, dIndices, topK, sequences, tokens, heads, 0.04, 512,
+                  0, out, nullptr, v.fn, v.split ? scratch : 0,
+                  v.split ? scratchFloats : 0, v.path);
+            },
+            iterations);
+        row("sparse_attention", shape, v.name, seconds, bytes);
+        if (v.path == AttentionPath::TensorCores)
+          std::printf("%-18s %-40s %-12s %10.1f TFLOPS (bf16)\n", "", "",
+                      v.name, flops / seconds / 1e12);
+      }
     }
   }
 

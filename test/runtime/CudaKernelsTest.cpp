@@ -1125,6 +1125,199 @@ TEST_F(CudaKernelsTest, SparseAttentionMaskedChunks) {
     }
 }
 
+/// The tensor-core sparse MLA (CudaSparseMla.cuh) against the CPU on
+/// random rows, every element within a bound derived from its roundings:
+/// Q to bf16 (each value moves by up to 2^-9 of itself) and the
+/// probabilities to bf16 (up to 2^-9), the cache values being exact bf16.
+/// For a head, with A_j = scale sum_i |q_i k_ji| over selected row j, Q's
+/// rounding moves logit j by up to 2^-9 A_j; the tensor core's fp32 sums
+/// over the row's 16-wide steps add at most 2^-16 A_j (36 steps of
+/// 2^-22); P's rounding multiplies weight j by 1 + r, |r| <= 2^-9, which
+/// is its logit moved by at most 2^-9 (1 + 2^-8). The normalised weights
+/// of logits moved by at most D each change by a factor within e^(+-2D),
+/// so an output moves by at most (e^(2D) - 1) sum_j w_j |v_j| (w the exact
+/// weights), plus the fp32 sums of P V over up to 2^5 tiles of 2^5 rows
+/// (2^-14 of the same sum). Half the cases take Q exactly representable
+/// in bf16, where the bound is mostly P's rounding. Also: exact zeros for
+/// a token without valid rows and one outside the batch, the split launch
+/// merged by daybreak_sparse_attention_combine, and the paths' choices (an
+/// f32 cache is refused when the tensor cores are demanded, and preferred
+/// ones fall back to the exact CUDA-core kernel).
+TEST_F(CudaKernelsTest, SparseAttentionTensorCores) {
+  struct Shape {
+    int64_t width, valueDim, tail, scaleBlock;
+  };
+  // DeepSeek's latent rows (512 + 64 rope, 128-wide scale blocks) and a
+  // small one with several scale blocks.
+  const Shape shapes[] = {{576, 512, 64, 128}, {80, 64, 16, 32}};
+  const int64_t tokens = 6, topK = 300, maxSeqLen = 320;
+  const double scale = 1.0 / std::sqrt(192.0);
+  for (auto format : {cpu::CacheFormat::BF16, cpu::CacheFormat::Fp8Scaled})
+    for (const Shape &sh : shapes)
+      for (int64_t heads : {128, 37, 4})
+        for (bool withSinks : {false, true})
+          for (bool exactQ : {false, true}) {
+            bool fp8 = format == cpu::CacheFormat::Fp8Scaled;
+            TestCache cache(format, sh.width, fp8 ? sh.tail : 0,
+                            fp8 ? sh.scaleBlock : 0, maxSeqLen, 16, rng);
+            {
+              std::uniform_real_distribution<float> dist(-1, 1);
+              std::vector<float> row(sh.width);
+              for (int64_t s = 0; s < 2; ++s)
+                for (int64_t p = 0; p < maxSeqLen; ++p) {
+                  for (int64_t i = 0; i < sh.width; ++i)
+                    row[i] = dist(rng) * float(1 + (i / 64 + p) % 3);
+                  cache.host.write(s, p, row.data());
+                }
+            }
+            auto q = random(tokens * heads * sh.width, -0.3f, 0.3f);
+            if (exactQ)
+              for (float &x : q)
+                x = numerics::bf16ToFloat(numerics::floatToBf16(x));
+            auto sinks = random(heads, -1.0f, 2.0f);
+            // Token 0: rows anywhere, some -1, below -1 or past the cache;
+            // 1: a few valid rows among -1; 2: 70 valid rows, then -1
+            // padding; 3: none; 4: outside the batch; 5: one row.
+            std::vector<int32_t> seqs = {1, 0, 1, 0, 7, 1};
+            std::vector<int32_t> indices(tokens * topK, -1);
+            for (int64_t i = 0; i < topK; ++i) {
+              indices[i] = std::max(int32_t(rng() % 340) - 6, -1);
+              if (i % 37 == 5)
+                indices[topK + i] = int32_t(rng() % maxSeqLen);
+              if (i < 70)
+                indices[2 * topK + i] = int32_t(rng() % maxSeqLen);
+              indices[4 * topK + i] = int32_t(rng() % maxSeqLen);
+            }
+            indices[5 * topK + 17] = 5;
+            std::vector<float> expected(tokens * heads * sh.valueDim);
+            ASSERT_TRUE(cpu::sparseAttention(
+                            pool, q.data(), cache.host, indices.data(), topK,
+                            seqs.data(), tokens, heads, scale, sh.valueDim,
+                            withSinks ? sinks.data() : nullptr,
+                            expected.data())
+                            .ok());
+            // The bound per output element (see above).
+            std::vector<double> bound(expected.size(), 0.0);
+            std::vector<float> row(sh.width);
+            for (int64_t t = 0; t < tokens; ++t) {
+              if (seqs[t] < 0 || seqs[t] >= 2)
+                continue;
+              std::vector<std::vector<float>> rows;
+              for (int64_t i = 0; i < topK; ++i) {
+                int32_t pos = indices[t * topK + i];
+                if (pos < 0 || pos >= maxSeqLen)
+                  continue;
+                cache.host.read(seqs[t], pos, row.data());
+                rows.push_back(row);
+              }
+              for (int64_t h = 0; h < heads; ++h) {
+                const float *qh = q.data() + (t * heads + h) * sh.width;
+                std::vector<double> logit(rows.size()), weight(rows.size());
+                double top = withSinks ? sinks[h] : -INFINITY, moved = 0.0;
+                for (size_t j = 0; j < rows.size(); ++j) {
+                  double dot = 0.0, absDot = 0.0;
+                  for (int64_t i = 0; i < sh.width; ++i) {
+                    dot += double(qh[i]) * rows[j][i];
+                    absDot += std::fabs(double(qh[i]) * rows[j][i]);
+                  }
+                  logit[j] = scale * dot;
+                  top = std::max(top, logit[j]);
+                  moved = std::max(moved, 0x1p-9 * (1 + 0x1p-8) +
+                                              (0x1p-9 + 0x1p-16) * scale *
+                                                  absDot);
+                }
+                double sum = withSinks ? std::exp(sinks[h] - top) : 0.0;
+                for (size_t j = 0; j < rows.size(); ++j)
+                  sum += weight[j] = std::exp(logit[j] - top);
+                double factor = std::expm1(2 * moved) + 0x1p-14;
+                for (int64_t d = 0; d < sh.valueDim; ++d) {
+                  double mass = 0.0;
+                  for (size_t j = 0; j < rows.size(); ++j)
+                    mass += weight[j] / sum * std::fabs(rows[j][d]);
+                  bound[(t * heads + h) * sh.valueDim + d] = factor * mass;
+                }
+              }
+            }
+            DeviceCacheView view = cache.upload(*driver);
+            Buffer dq(*driver, q), dIdx(*driver, indices),
+                dSeqs(*driver, seqs), dSinks(*driver, sinks),
+                dOut(*driver, expected.size() * 4);
+            int64_t scratchFloats = sparseAttentionScratchFloats(sh.valueDim);
+            Buffer dScratch(*driver, scratchFloats * 4);
+            ASSERT_TRUE(CudaKernels::sparseMlaTcApplies(view, sh.valueDim));
+            for (bool split : {false, true}) {
+              // NaN first, so a path that leaves outputs unwritten fails.
+              ASSERT_EQ(
+                  driver->cuMemsetD8(dOut.get(), 0xff, expected.size() * 4),
+                  CUDA_SUCCESS);
+              expectRan(kernels->sparseAttention(
+                  dq, view, dIdx, topK, dSeqs, tokens, heads, scale,
+                  sh.valueDim, withSinks ? dSinks.get() : 0, dOut, nullptr,
+                  nullptr, split ? dScratch.get() : 0,
+                  split ? scratchFloats : 0, AttentionPath::TensorCores));
+              auto got = dOut.read<float>(expected.size());
+              double worst = 0.0; // error / bound
+              int64_t failures = 0;
+              for (size_t e = 0; e < got.size(); ++e) {
+                double err = std::fabs(double(got[e]) - expected[e]);
+                if (!(err <= bound[e])) {
+                  if (++failures <= 3)
+                    ADD_FAILURE() << "element " << e << ": " << got[e]
+                                  << " vs " << expected[e] << ", bound "
+                                  << bound[e];
+                } else if (bound[e] > 0) {
+                  worst = std::max(worst, err / bound[e]);
+                }
+              }
+              EXPECT_EQ(failures, 0);
+              char shape[96];
+              std::snprintf(shape, sizeof(shape),
+                            "%s W=%ld H=%ld k=300 sinks=%d q%s split=%d",
+                            formatName(format), long(sh.width), long(heads),
+                            withSinks, exactQ ? "=bf16" : "=f32", split);
+              std::printf("  %-18s %-40s worst error %.3g of its bound, "
+                          "row-relative %.3g\n",
+                          "sparseMlaTc", shape, worst,
+                          rowRelativeError(got, expected, sh.valueDim));
+              // No valid row, or a sequence outside the batch: zeros.
+              for (int64_t t : {3, 4})
+                for (int64_t i = 0; i < heads * sh.valueDim; ++i)
+                  ASSERT_EQ(got[t * heads * sh.valueDim + i], 0.0f)
+                      << "token " << t;
+            }
+          }
+
+  // An f32 cache: refused on demand, the exact kernel when preferred.
+  const int64_t width = 80, valueDim = 64, heads = 4, k = 37;
+  TestCache cache(cpu::CacheFormat::F32, width, 0, 0, 64, 16, rng);
+  cache.fill(rng);
+  DeviceCacheView view = cache.upload(*driver);
+  EXPECT_FALSE(CudaKernels::sparseMlaTcApplies(view, valueDim));
+  auto q = random(2 * heads * width, -0.2f, 0.2f);
+  std::vector<int32_t> seqs = {0, 1}, indices(2 * k);
+  for (auto &i : indices)
+    i = int32_t(rng() % 64);
+  std::vector<float> expected(2 * heads * valueDim);
+  ASSERT_TRUE(cpu::sparseAttention(pool, q.data(), cache.host, indices.data(),
+                                   k, seqs.data(), 2, heads, 0.07, valueDim,
+                                   nullptr, expected.data())
+                  .ok());
+  Buffer dq(*driver, q), dIdx(*driver, indices), dSeqs(*driver, seqs),
+      dOut(*driver, expected.size() * 4);
+  Status refused = kernels->sparseAttention(
+      dq, view, dIdx, k, dSeqs, 2, heads, 0.07, valueDim, 0, dOut, nullptr,
+      nullptr, 0, 0, AttentionPath::TensorCores);
+  ASSERT_FALSE(refused.ok());
+  EXPECT_NE(refused.message().find("tensor-core path"), std::string::npos)
+      << refused.message();
+  expectRan(kernels->sparseAttention(dq, view, dIdx, k, dSeqs, 2, heads, 0.07,
+                                     valueDim, 0, dOut, nullptr, nullptr, 0, 0,
+                                     AttentionPath::PreferTensorCores));
+  EXPECT_LE(rowRelativeError(dOut.read<float>(expected.size()), expected,
+                             valueDim),
+            2e-5);
+}
+
 TEST_F(CudaKernelsTest, DenseAttention) {
   struct Shape {
     int64_t heads, kvHeads, headDim, valueDim;

@@ -51,7 +51,8 @@ static int usage() {
       "            [--threads N]",
       "            [--attention=exact|tensor-cores] (CUDA: dense attention on",
       "            the tensor cores where a launch does not split over keys:",
-      "            prefill, large decode batches; faster, not exact)",
+      "            prefill, large decode batches; sparse MLA on them with Q",
+      "            and P in bf16; faster, not exact)",
       "            [--check-finite 1] (debugging: name on stderr each launch",
       "            whose results hold NaN or infinities; slow)",
   };

@@ -13,6 +13,7 @@
 #include "CudaKdaSource.h"
 #include "CudaKernelsSource.h"
 #include "CudaKpoolSource.h"
+#include "CudaSparseMlaSource.h"
 #include <nvrtc.h>
 #endif
 
@@ -107,19 +108,22 @@ targets::cuda::specializeLibraryKernels(ModuleOp module, llvm::StringRef chip) {
     lowered.emplace(expression, "");
   });
 
-  std::string source, attention, kda, kpool;
+  std::string source, attention, sparseMla, kda, kpool;
   for (const char *chunk : kCudaKernelsSourceChunks)
     source += chunk;
   for (const char *chunk : kCudaAttentionSourceChunks)
     attention += chunk;
+  for (const char *chunk : kCudaSparseMlaSourceChunks)
+    sparseMla += chunk;
   for (const char *chunk : kCudaKdaSourceChunks)
     kda += chunk;
   for (const char *chunk : kCudaKpoolSourceChunks)
     kpool += chunk;
   // The files CudaKernels.cu includes, by the names it includes them as.
-  const char *headers[] = {attention.c_str(), kda.c_str(), kpool.c_str()};
-  const char *headerNames[] = {"CudaAttention.cuh", "CudaKda.cuh",
-                               "CudaKpool.cuh"};
+  const char *headers[] = {attention.c_str(), sparseMla.c_str(), kda.c_str(),
+                           kpool.c_str()};
+  const char *headerNames[] = {"CudaAttention.cuh", "CudaSparseMla.cuh",
+                               "CudaKda.cuh", "CudaKpool.cuh"};
   nvrtcProgram program;
   auto check = [](nvrtcResult result, llvm::StringRef what) -> llvm::Error {
     if (result == NVRTC_SUCCESS)
@@ -128,7 +132,7 @@ targets::cuda::specializeLibraryKernels(ModuleOp module, llvm::StringRef chip) {
   };
   if (llvm::Error e =
           check(nvrtcCreateProgram(&program, source.c_str(), "CudaKernels.cu",
-                                   3, headers, headerNames),
+                                   4, headers, headerNames),
                 "nvrtcCreateProgram"))
     return std::move(e);
   struct Destroy {

@@ -868,7 +868,8 @@ struct CudaLaunchers {
         p(q), cache(d, l.in(In::kv)), p(indices), indices.dim(1),
         p(l.in(In::sequences)), l.tokens, q.dim(1), l->f(P::scale),
         l->i(P::value_dim), p(l.in(In::sinks)), p(l.out(0)), d.stream,
-        specialized(d, l), d.attentionPartials, d.attentionPartialFloats);
+        specialized(d, l), d.attentionPartials, d.attentionPartialFloats,
+        d.attentionPath);
   }
   static Status attention(CudaDevice &d, const BoundLaunch &l) {
     using In = abi::Attention::In;

@@ -27,7 +27,8 @@ public:
   /// Dense attention on the tensor cores where they apply and a launch does
   /// not split over keys (prefill, large decode batches; bf16 and fp8
   /// caches): 5-10x faster, not the exact mode's precision
-  /// (CudaAttention.cuh). Off by default.
+  /// (CudaAttention.cuh); sparse MLA on the tensor cores wherever it
+  /// applies (bf16 Q and P, CudaSparseMla.cuh). Off by default.
   void preferTensorCoreAttention(bool prefer) {
     attentionPath =
         prefer ? AttentionPath::PreferTensorCores : AttentionPath::Auto;

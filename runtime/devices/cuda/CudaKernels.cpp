@@ -344,9 +344,12 @@ StatusOr<CudaKernels> CudaKernels::load(const Driver &driver, CUmodule module) {
         }
       }
   // Beyond the 48 KiB default: tc128's Q parts (its tiles are static),
-  // kda_chunk's intra- and inter-chunk passes, and the indexer's q and keys.
+  // the tensor-core sparse MLA's Q and tiles, kda_chunk's intra- and
+  // inter-chunk passes, and the indexer's q and keys.
   for (auto [fn, bytes] :
        {std::pair{kernels.attentionTc128Fn, kTcAttention128Bytes},
+        {kernels.sparseMlaTcFn, sparseMlaTcSharedBytes(576)},
+        {kernels.sparseMlaTcSplitFn, sparseMlaTcSharedBytes(576)},
         {kernels.dsaIndexerScoresFn, kernels.sharedPerBlock},
         {kernels.attentionWideFn,
          wideAttentionSharedBytes(kWideAttentionMaxHeadDim,
@@ -1355,7 +1358,51 @@ Status CudaKernels::sparseAttention(CUdeviceptr q, const DeviceCacheView &kv,
                                     CUdeviceptr out, CUstream stream,
                                     CUfunction specialized,
                                     CUdeviceptr partials,
-                                    int64_t partialFloats) const {
+                                    int64_t partialFloats,
+                                    AttentionPath path) const {
+  bool tensor = sparseMlaTcApplies(kv, valueDim);
+  if (path == AttentionPath::TensorCores && !tensor)
+    return Status::error(
+        "sparseAttention: the tensor-core path does not take rows of " +
+        std::to_string(kv.width) + " values with a value dim of " +
+        std::to_string(valueDim) + " in this cache (see sparseMlaTcApplies)");
+  // Auto keeps the exact CUDA-core kernel: the tensor-core one rounds Q and
+  // P to bf16 (CudaSparseMla.cuh).
+  if (path == AttentionPath::TensorCores ||
+      (path == AttentionPath::PreferTensorCores && tensor)) {
+    // 64 heads a block; split over the rows (at least 4 tiles of 32 each,
+    // 16 splits at most: the partials are valueDim + 3 floats a head and
+    // split) while the grid is under a block per SM, as the scratch allows.
+    int64_t groups = ceilDiv(heads, 64);
+    int64_t splits = 1;
+    if (partials && tokens * groups < multiprocessors)
+      splits = std::min({ceilDiv(multiprocessors, tokens * groups),
+                         ceilDiv(topK, 128), int64_t(16)});
+    while (splits > 1 &&
+           tokens * heads * splits * (valueDim + 3) > partialFloats)
+      --splits;
+    KernelCache c = toKernel(kv);
+    float fscale = float(scale);
+    int32_t value = int32_t(valueDim);
+    unsigned bytes = unsigned(sparseMlaTcSharedBytes(kv.width));
+    if (splits == 1) {
+      void *params[] = {&q,     &c,      &indices, &topK,  &sequences,
+                        &heads, &fscale, &value,   &sinks, &out};
+      return launch(sparseMlaTcFn, "sparseMlaTc", tokens, groups, 1, 256,
+                    bytes, stream, params);
+    }
+    int32_t splitCount = int32_t(splits);
+    void *params[] = {&q,     &c,      &indices, &topK,     &sequences,
+                      &heads, &fscale, &value,   &partials, &splitCount};
+    Status status = launch(sparseMlaTcSplitFn, "sparseMlaTcSplit", tokens,
+                           groups, splits, 256, bytes, stream, params);
+    if (!status.ok())
+      return status;
+    void *combine[] = {&partials, &heads, &splitCount,
+                       &valueDim, &sinks, &out};
+    return launch(sparseAttentionCombineFn, "sparseAttentionCombine", tokens,
+                  heads, 1, 128, 0, stream, combine);
+  }
   // Each of the 256 threads keeps 16 accumulators of [headGroup, valueDim].
   constexpr int64_t kAccumulators = 256 * 16;
   if (valueDim <= 0 || valueDim > kAccumulators)
@@ -1596,28 +1643,39 @@ Status CudaKernels::attention(CUdeviceptr q, const DeviceCacheView &k,
                 128, 0, stream, combine);
 }
 
+/// Whether a cache's rows load in the tensor-core kernels' 8-column chunks
+/// (CudaAttention.cuh's tcChunk): 16 bytes of bf16, or 8 e4m3 codes of one
+/// scale block and their scale, or 16 bytes of the bf16 tail, in 4-byte
+/// pieces.
+static bool tensorChunksLoad(const DeviceCacheView &c) {
+  if (c.format == runtime::CacheFormat::BF16)
+    return c.base % 16 == 0 && c.bytesPerRow % 16 == 0;
+  if (c.format != runtime::CacheFormat::Fp8Scaled)
+    return false;
+  int64_t quantized = c.width - c.tailDim;
+  return quantized % 8 == 0 &&
+         (quantized == 0 || (c.scaleBlock > 0 && c.scaleBlock % 8 == 0)) &&
+         c.base % 4 == 0 && c.bytesPerRow % 4 == 0;
+}
+
 bool CudaKernels::tensorAttentionApplies(const DeviceCacheView &k,
                                          const DeviceCacheView &v,
                                          int64_t kvHeads) {
   if (kvHeads <= 0 || k.width % kvHeads != 0 || v.width % kvHeads != 0)
     return false;
-  // Each thread moves 8-column chunks of its KV head's columns (CudaAttention
-  // .cuh's tcChunk): 16 bytes of bf16, or 8 e4m3 codes of one scale block
-  // and their scale, or 16 bytes of the bf16 tail, in 4-byte pieces.
+  // Each thread moves 8-column chunks of its KV head's columns.
   auto fits = [&](const DeviceCacheView &c) {
     int64_t dim = c.width / kvHeads;
-    if (dim <= 0 || dim % 16 != 0 || dim > 128)
-      return false;
-    if (c.format == runtime::CacheFormat::BF16)
-      return c.base % 16 == 0 && c.bytesPerRow % 16 == 0;
-    if (c.format != runtime::CacheFormat::Fp8Scaled)
-      return false;
-    int64_t quantized = c.width - c.tailDim;
-    return quantized % 8 == 0 &&
-           (quantized == 0 || (c.scaleBlock > 0 && c.scaleBlock % 8 == 0)) &&
-           c.base % 4 == 0 && c.bytesPerRow % 4 == 0;
+    return dim > 0 && dim % 16 == 0 && dim <= 128 && tensorChunksLoad(c);
   };
   return fits(k) && fits(v);
+}
+
+bool CudaKernels::sparseMlaTcApplies(const DeviceCacheView &kv,
+                                     int64_t valueDim) {
+  return kv.width > 0 && kv.width % 16 == 0 && kv.width <= 576 &&
+         valueDim > 0 && valueDim % 16 == 0 && valueDim <= 512 &&
+         valueDim <= kv.width && tensorChunksLoad(kv);
 }
 
 bool CudaKernels::wideAttentionApplies(const DeviceCacheView &k,

@@ -4416,5 +4416,6 @@ extern "C" __global__ void __launch_bounds__(256)
 
 // Dense GQA attention: its own file, one translation unit with this one.
 #include "CudaAttention.cuh"
+#include "CudaSparseMla.cuh"
 #include "CudaKda.cuh"
 #include "CudaKpool.cuh"

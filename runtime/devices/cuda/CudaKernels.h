@@ -297,6 +297,8 @@ constexpr int64_t expertGemvScratchBytes(int64_t tokens, int64_t slots,
   X(sparseAttention, "daybreak_sparse_attention")                              \
   X(sparseAttentionSplit, "daybreak_sparse_attention_split")                   \
   X(sparseAttentionCombine, "daybreak_sparse_attention_combine")               \
+  X(sparseMlaTc, "daybreak_sparse_mla_tc")                                     \
+  X(sparseMlaTcSplit, "daybreak_sparse_mla_tc_split")                          \
   X(attention, "daybreak_attention")                                           \
   X(attentionSplit, "daybreak_attention_split")                                \
   X(attentionDecode, "daybreak_attention_decode")                              \
@@ -548,14 +550,30 @@ public:
   /// floats allow every split the launch would choose. Split launches use
   /// the generic split kernel, not `specialized` (on the H200 it is the
   /// faster of the two: 0.72 vs 0.93 ms for one token at top-2048).
+  /// `path`: TensorCores runs daybreak_sparse_mla_tc (split over the rows
+  /// in the same way while the grid is under one block per SM; not the
+  /// exact mode's precision, see CudaSparseMla.cuh), an error where
+  /// sparseMlaTcApplies does not; PreferTensorCores runs it where it
+  /// applies; Auto and CudaCores take the CUDA cores.
   Status sparseAttention(CUdeviceptr q, const DeviceCacheView &kv,
                          CUdeviceptr indices, int64_t topK,
                          CUdeviceptr sequences, int64_t tokens, int64_t heads,
                          double scale, int64_t valueDim, CUdeviceptr sinks,
                          CUdeviceptr out, CUstream stream,
                          CUfunction specialized = nullptr,
-                         CUdeviceptr partials = 0,
-                         int64_t partialFloats = 0) const;
+                         CUdeviceptr partials = 0, int64_t partialFloats = 0,
+                         AttentionPath path = AttentionPath::Auto) const;
+  /// Whether daybreak_sparse_mla_tc takes this cache and value dim: bf16 or
+  /// fp8 (Fp8Scaled) rows of a width that is a multiple of 16 up to 576,
+  /// loadable in 8-column chunks (as tensorAttentionApplies), and a value
+  /// dim that is a multiple of 16 up to 512 and the width.
+  static bool sparseMlaTcApplies(const DeviceCacheView &kv, int64_t valueDim);
+  /// daybreak_sparse_mla_tc's dynamic shared memory for rows of `width`:
+  /// Q (64 rows) and two 32-row tiles in bf16 at a stride of width + 8, P
+  /// (64 x 40 bf16) and the pairs' exchange (2 x 64 floats).
+  static constexpr int64_t sparseMlaTcSharedBytes(int64_t width) {
+    return (64 + 2 * 32) * (width + 8) * 2 + 64 * 40 * 2 + 2 * 64 * 4;
+  }
   /// cpu::attention on the device (CudaAttention.cuh). Errors (before
   /// launching) on heads that do not split into kvHeads, valueDim > 4096, a
   /// ring cache too short for the window and the step (as the CPU kernel),
