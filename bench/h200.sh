@@ -105,8 +105,9 @@ route_cases() {
 # artifact ROUTE: the artifact compiled for a route (the plain name for DeepSeek).
 artifact() { if [ "$1" = default ]; then echo "$work/model.daybreak"; else echo "$work/model-$1.daybreak"; fi; }
 # suffix ROUTE: what the route's result files add to their names.
-# ATTENTION=tensor-cores: daybreak-run's dense attention at prefill on the
-# tensor cores (--attention=tensor-cores); its results get the suffix -tc.
+# ATTENTION=tensor-cores: daybreak-run's dense attention at prefill and its
+# sparse MLA on the tensor cores (--attention=tensor-cores); its results get
+# the suffix -tc.
 run_flags=${ATTENTION:+--attention=$ATTENTION}
 tag=${ATTENTION:+-tc}
 suffix() { if [ "$1" = default ]; then echo "$tag"; else echo "-$1$tag"; fi; }

@@ -1189,13 +1189,22 @@ TEST_F(CudaKernelsTest, SparseAttentionTensorCores) {
               indices[4 * topK + i] = int32_t(rng() % maxSeqLen);
             }
             indices[5 * topK + 17] = 5;
+            // The CPU refuses what the GPU skips: it gets -1 for indices
+            // outside the cache and slot 0 for the token outside the batch,
+            // whose expected output is zeros.
+            std::vector<int32_t> cpuIndices = indices, cpuSeqs = seqs;
+            for (int32_t &i : cpuIndices)
+              i = i >= 0 && i < maxSeqLen ? i : -1;
+            cpuSeqs[4] = 0;
             std::vector<float> expected(tokens * heads * sh.valueDim);
             ASSERT_TRUE(cpu::sparseAttention(
-                            pool, q.data(), cache.host, indices.data(), topK,
-                            seqs.data(), tokens, heads, scale, sh.valueDim,
-                            withSinks ? sinks.data() : nullptr,
+                            pool, q.data(), cache.host, cpuIndices.data(),
+                            topK, cpuSeqs.data(), tokens, heads, scale,
+                            sh.valueDim, withSinks ? sinks.data() : nullptr,
                             expected.data())
                             .ok());
+            std::fill(expected.begin() + 4 * heads * sh.valueDim,
+                      expected.begin() + 5 * heads * sh.valueDim, 0.0f);
             // The bound per output element (see above).
             std::vector<double> bound(expected.size(), 0.0);
             std::vector<float> row(sh.width);

@@ -159,7 +159,9 @@ sparseMlaTc(const float *q, const Cache &kv, const int32_t *indices,
   }
   const int64_t rEnd = int64_t(lastValid) + 1;
 
-  // Q rounded to bf16, rows past hn zero.
+  // Q rounded to bf16, rows past hn zero (unrolled: the loads in flight
+  // together).
+#pragma unroll 6
   for (int e = tid * 4; e < kSmlaRows * width; e += kSmlaThreads * 4) {
     int r = e / width, c = e - r * width;
     uint2 packed = make_uint2(0, 0);
@@ -190,15 +192,38 @@ sparseMlaTc(const float *q, const Cache &kv, const int32_t *indices,
       return {kTcCodes, col, quantized + 4 * smlaDivide(col, blockMagic)};
     return {kTcTail, tailOffset + 2 * (col - quantized), 0};
   };
+  // Where a tile's rows are, in three steps a tile apart so that no warp
+  // waits on a dependent load: lane l of every warp loads the index of row
+  // l of a tile (index()), a tile later looks its page up (locate(): the
+  // page-table load is in flight, its value not yet used), and a tile
+  // later still the row's address is formed and its chunks are loaded
+  // (fetch()). cacheRow's arithmetic in 32 bits.
+  struct RowRef {
+    int32_t page, within; // page < 0: no row
+  };
+  const int32_t pageSize = int32_t(kv.ringRows ? 1 : kv.pageSize);
+  const int32_t pagesPerSeq =
+      int32_t((kv.maxSeqLen + kv.pageSize - 1) / kv.pageSize);
+  auto index = [&](int64_t c0) {
+    return c0 + lane < rEnd ? chosen[c0 + lane] : int32_t(-1);
+  };
+  auto locate = [&](int32_t pos) -> RowRef {
+    if (pos < 0 || pos >= kv.maxSeqLen)
+      return {-1, 0};
+    if (kv.ringRows)
+      return {int32_t(seq * kv.ringRows + pos % int32_t(kv.ringRows)), 0};
+    int32_t logical = int32_t(seq) * pagesPerSeq + pos / pageSize;
+    return {kv.pageTable ? kv.pageTable[logical] : logical, pos % pageSize};
+  };
   uint4 raw[kSmlaChunks];
-  // Loads tile c0's chunks into `raw`; the tile's valid rows as a mask.
-  auto fetch = [&](int64_t c0) {
-    const uint8_t *mine = nullptr;
-    if (c0 + lane < rEnd) {
-      int32_t pos = chosen[c0 + lane];
-      if (pos >= 0 && pos < kv.maxSeqLen)
-        mine = cacheRow(kv, seq, pos);
-    }
+  // Loads the chunks of the tile whose rows `ref` holds (lane l: row l)
+  // into `raw`; the tile's valid rows as a mask.
+  auto fetch = [&](RowRef ref) {
+    const uint8_t *mine =
+        ref.page >= 0
+            ? kv.base + (int64_t(ref.page) * pageSize + ref.within) *
+                            kv.bytesPerRow
+            : nullptr;
     uint32_t mask = __ballot_sync(0xffffffffu, mine != nullptr);
 #pragma unroll
     for (int j = 0; j < kSmlaChunks; ++j) {
@@ -258,19 +283,27 @@ sparseMlaTc(const float *q, const Cache &kv, const int32_t *indices,
                       (lane >> 4) * 8 + pair0 * 16;
   const int dSteps = width / 16;
 
-  uint32_t mask = fetch(r0);
+  // The first tile at once; the second's rows located, the third's indices
+  // loading.
+  uint32_t mask = fetch(locate(index(r0)));
   store(tiles);
+  RowRef ahead = locate(index(r0 + kSmlaKeys));
+  int32_t aheadIndex = index(r0 + 2 * kSmlaKeys);
   __syncthreads();
   int buffer = 0;
   for (int64_t c0 = r0; c0 < rEnd; c0 += kSmlaKeys) {
     const bool more = c0 + kSmlaKeys < rEnd;
-    uint32_t nextMask = more ? fetch(c0 + kSmlaKeys) : 0;
+    uint32_t nextMask = more ? fetch(ahead) : 0;
+    int32_t loaded = aheadIndex; // tile c0 + 64's, loaded a tile ago
+    aheadIndex = index(c0 + 3 * kSmlaKeys);
     const uint16_t *tile = tiles + buffer * kSmlaKeys * stride;
 
-    // S = Q K^T: this warp's 16 rows x keys 16 nw .. 16 nw + 15.
-    float s[2][4] = {};
+    // S = Q K^T: this warp's 16 rows x keys 16 nw .. 16 nw + 15; even and
+    // odd k-steps in their own accumulators, so that four mma chains are
+    // in flight, not two.
+    float s[2][4] = {}, sOdd[2][4] = {};
 #pragma unroll 4
-    for (int ks = 0; ks < kSmlaMaxWidth / 16; ++ks) {
+    for (int ks = 0; ks < kSmlaMaxWidth / 16; ks += 2) {
       if (ks >= dSteps)
         break;
       uint32_t a[4], b[4];
@@ -278,7 +311,19 @@ sparseMlaTc(const float *q, const Cache &kv, const int32_t *indices,
       ldmatrixX4<false>(b, tile + kOffset + ks * 16);
       mma16816<kWeightBF16>(s[0], a, make_uint2(b[0], b[1]));
       mma16816<kWeightBF16>(s[1], a, make_uint2(b[2], b[3]));
+      if (ks + 1 >= dSteps)
+        break;
+      ldmatrixX4<false>(a, qBase + (ks + 1) * 16);
+      ldmatrixX4<false>(b, tile + kOffset + (ks + 1) * 16);
+      mma16816<kWeightBF16>(sOdd[0], a, make_uint2(b[0], b[1]));
+      mma16816<kWeightBF16>(sOdd[1], a, make_uint2(b[2], b[3]));
     }
+#pragma unroll
+    for (int j = 0; j < 2; ++j)
+#pragma unroll
+      for (int e = 0; e < 4; ++e)
+        s[j][e] += sOdd[j][e];
+    ahead = locate(loaded); // its page-table load overlaps the rest
     // Scale and mask (C element e: row g + 8 (e >> 1), key 8 j + 2 quad +
     // (e & 1) of the warp's 16), the tile maximum over the pair.
     float tileMax[2] = {negInf, negInf};
