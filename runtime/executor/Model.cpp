@@ -24,10 +24,10 @@ StatusOr<std::unique_ptr<Model>> Model::load(const std::string &path,
     if (target != "cpu")
       return Status::error(path + ": compiled for target '" + target +
                            "', which --device=cpu does not run");
-    if (options.tensorCoreAttention)
-      return Status::error("--attention=tensor-cores: the CPU device has no "
-                           "tensor cores (use --device=cuda)");
-    device = std::make_unique<cpu::CpuDevice>(options.threads);
+    auto cpuDevice = std::make_unique<cpu::CpuDevice>(options.threads);
+    // No tensor cores here: their roundings, as the GPU path's oracle.
+    cpuDevice->emulateTensorCoreAttention(options.tensorCoreAttention);
+    device = std::move(cpuDevice);
   } else if (options.device.rfind("cuda", 0) == 0) {
 #ifdef DAYBREAK_HAVE_CUDA
     if (target != "cuda")

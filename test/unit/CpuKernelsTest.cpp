@@ -840,6 +840,106 @@ TEST(CpuAttention, SparseAttention) {
       << status.message();
 }
 
+/// sparseAttention's bf16Operands (the CUDA tensor-core kernel's roundings):
+/// on values whose products and sums are exact in fp32 (small dyadic cache
+/// values, Q already bf16, a power-of-two scale), the probabilities are
+/// exp(logit - max) rounded to bf16 and the denominator sums the rounded
+/// ones; and Q is rounded first: Q moved by less than half a bf16 step gives
+/// the same outputs, bit for bit.
+TEST(CpuAttention, SparseAttentionBf16Operands) {
+  std::mt19937 rng(17);
+  const int64_t width = 48, valueDim = 32, tokens = 3, heads = 5, topK = 12,
+                maxSeq = 40;
+  const double scale = 0.125;
+  PagedCache cache(cpu::CacheFormat::F32, width, 0, 0, 2, maxSeq, 8);
+  std::vector<float> row(width);
+  for (int64_t s = 0; s < 2; ++s)
+    for (int64_t p = 0; p < maxSeq; ++p) {
+      for (float &x : row)
+        x = float(int(rng() % 17) - 8) / 8.0f;
+      cache.view.write(s, p, row.data());
+    }
+  std::vector<float> q(tokens * heads * width), nudged(q.size());
+  for (size_t i = 0; i < q.size(); ++i) {
+    q[i] = float(int(rng() % 33) - 16) / 16.0f;
+    nudged[i] = q[i] * (1.0f + 0x1p-12f); // rounds back to q
+  }
+  std::vector<int32_t> idx(tokens * topK), seqs = {0, 1, 1};
+  for (int32_t &i : idx)
+    i = rng() % 5 == 0 ? -1 : int32_t(rng() % maxSeq);
+  // The roundings' oracle, in double.
+  std::vector<double> expected(tokens * heads * valueDim),
+      exact(expected.size());
+  std::vector<float> kv(width);
+  for (int64_t t = 0; t < tokens; ++t)
+    for (int64_t h = 0; h < heads; ++h) {
+      std::vector<double> logits;
+      std::vector<std::vector<float>> rows;
+      for (int64_t i = 0; i < topK; ++i) {
+        int32_t pos = idx[t * topK + i];
+        if (pos < 0)
+          continue;
+        cache.view.read(seqs[t], pos, kv.data());
+        double dot = 0.0;
+        for (int64_t d = 0; d < width; ++d)
+          dot += double(q[(t * heads + h) * width + d]) * kv[d];
+        logits.push_back(scale * dot);
+        rows.push_back(kv);
+      }
+      double top = -INFINITY;
+      for (double l : logits)
+        top = std::max(top, l);
+      double sum = 0.0, exactSum = 0.0;
+      std::vector<double> p(logits.size()), e(logits.size());
+      for (size_t j = 0; j < logits.size(); ++j) {
+        e[j] = std::exp(logits[j] - top);
+        p[j] = numerics::bf16ToFloat(numerics::floatToBf16(float(e[j])));
+        sum += p[j];
+        exactSum += e[j];
+      }
+      for (int64_t d = 0; d < valueDim; ++d) {
+        double a = 0.0, b = 0.0;
+        for (size_t j = 0; j < rows.size(); ++j) {
+          a += p[j] * rows[j][d];
+          b += e[j] * rows[j][d];
+        }
+        expected[(t * heads + h) * valueDim + d] = rows.empty() ? 0 : a / sum;
+        exact[(t * heads + h) * valueDim + d] =
+            rows.empty() ? 0 : b / exactSum;
+      }
+    }
+  cpu::ThreadPool pool(4);
+  std::vector<float> out(expected.size()), fromNudged(expected.size());
+  ASSERT_TRUE(cpu::sparseAttention(pool, q.data(), cache.view, idx.data(), topK,
+                                   seqs.data(), tokens, heads, scale, valueDim,
+                                   nullptr, out.data(), /*bf16Operands=*/true)
+                  .ok());
+  ASSERT_TRUE(cpu::sparseAttention(pool, nudged.data(), cache.view,
+                                   idx.data(), topK, seqs.data(), tokens, heads,
+                                   scale, valueDim, nullptr, fromNudged.data(),
+                                   /*bf16Operands=*/true)
+                  .ok());
+  double worst = 0.0, fromExact = 0.0;
+  for (size_t i = 0; i < out.size(); ++i) {
+    worst = std::max(worst, std::fabs(out[i] - expected[i]));
+    fromExact = std::max(fromExact, std::fabs(out[i] - exact[i]));
+  }
+  EXPECT_LE(worst, 1e-6);
+  EXPECT_GT(fromExact, 1e-4); // the roundings show: the oracle tells them
+  EXPECT_EQ(out, fromNudged);
+  // Without them, the nudge shows (so the equality above is Q's rounding).
+  std::vector<float> plain(out.size()), plainNudged(out.size());
+  ASSERT_TRUE(cpu::sparseAttention(pool, q.data(), cache.view, idx.data(), topK,
+                                   seqs.data(), tokens, heads, scale, valueDim,
+                                   nullptr, plain.data())
+                  .ok());
+  ASSERT_TRUE(cpu::sparseAttention(pool, nudged.data(), cache.view,
+                                   idx.data(), topK, seqs.data(), tokens, heads,
+                                   scale, valueDim, nullptr, plainNudged.data())
+                  .ok());
+  EXPECT_NE(plain, plainNudged);
+}
+
 TEST(CpuKernels, CopyColumnsAndCausalBounds) {
   std::mt19937 rng(14);
   const int64_t rows = 5;

@@ -52,7 +52,8 @@ static int usage() {
       "            [--attention=exact|tensor-cores] (CUDA: dense attention on",
       "            the tensor cores where a launch does not split over keys:",
       "            prefill, large decode batches; sparse MLA on them with Q",
-      "            and P in bf16; faster, not exact)",
+      "            and P in bf16; faster, not exact. CPU: sparse MLA with",
+      "            those roundings, the GPU path's oracle)",
       "            [--check-finite 1] (debugging: name on stderr each launch",
       "            whose results hold NaN or infinities; slow)",
   };

@@ -10,6 +10,7 @@
 
 #include "runtime/devices/cpu/CpuGemm.h"
 #include "runtime/devices/cpu/CpuKernels.h"
+#include "runtime/numerics/Numerics.h"
 
 #include <algorithm>
 #include <cmath>
@@ -142,7 +143,7 @@ Status sparseAttention(ThreadPool &pool, const float *q, const CacheView &kv,
                        const int32_t *indices, int64_t topK,
                        const int32_t *sequences, int64_t tokens, int64_t heads,
                        double scale, int64_t valueDim, const float *sinks,
-                       float *out) {
+                       float *out, bool bf16Operands) {
   if (Status status =
           checkSequences(sequences, tokens, kv.batch, "sparseAttention");
       !status.ok())
@@ -167,6 +168,8 @@ Status sparseAttention(ThreadPool &pool, const float *q, const CacheView &kv,
     ScratchFrame frame;
     float *rows = frame.take<float>(topK * width);
     float *probs = frame.take<float>(headBlock * topK);
+    float *rounded = bf16Operands ? frame.take<float>(headBlock * width)
+                                  : nullptr;
     double *inverse = frame.take<double>(headBlock);
     for (int64_t job = begin; job < end; ++job) {
       int64_t t = job / headBlocks;
@@ -184,8 +187,14 @@ Status sparseAttention(ThreadPool &pool, const float *q, const CacheView &kv,
         continue;
       }
       // logits[h, i] = q[t, h] . row[i]
-      detail::gemm(q + (t * heads + h0) * width, width, rows, width, false,
-                   nullptr, probs, n, hn, 0, n, width);
+      const float *qt = q + (t * heads + h0) * width;
+      if (bf16Operands) {
+        for (int64_t i = 0; i < hn * width; ++i)
+          rounded[i] = numerics::bf16ToFloat(numerics::floatToBf16(qt[i]));
+        qt = rounded;
+      }
+      detail::gemm(qt, width, rows, width, false, nullptr, probs, n, hn, 0, n,
+                   width);
       for (int64_t h = 0; h < hn; ++h) {
         float *p = probs + h * n;
         double maxLogit = sinks ? double(sinks[h0 + h])
@@ -195,6 +204,8 @@ Status sparseAttention(ThreadPool &pool, const float *q, const CacheView &kv,
         double denominator = sinks ? std::exp(sinks[h0 + h] - maxLogit) : 0.0;
         for (int64_t i = 0; i < n; ++i) {
           double e = std::exp(scale * p[i] - maxLogit);
+          if (bf16Operands)
+            e = numerics::bf16ToFloat(numerics::floatToBf16(float(e)));
           denominator += e;
           p[i] = static_cast<float>(e);
         }

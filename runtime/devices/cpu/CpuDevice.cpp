@@ -520,7 +520,8 @@ struct CpuLaunchers {
     return cpu::sparseAttention(
         d.pool, f(q), cache(d, l.in(In::kv)), i32(indices), indices.dim(1),
         opt<int32_t>(l.in(In::sequences)), l.tokens, q.dim(1), l->f(P::scale),
-        l->i(P::value_dim), opt<float>(l.in(In::sinks)), f(l.out(0)));
+        l->i(P::value_dim), opt<float>(l.in(In::sinks)), f(l.out(0)),
+        d.tensorCoreRounding);
   }
   static Status attention(CpuDevice &d, const BoundLaunch &l) {
     using In = abi::Attention::In;

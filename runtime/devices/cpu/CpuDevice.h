@@ -27,6 +27,11 @@ public:
   ~CpuDevice() override;
 
   std::string name() const override { return "cpu"; }
+  /// Sparse MLA with the CUDA tensor-core kernel's roundings (bf16 Q and
+  /// probabilities; cpu::sparseAttention's bf16Operands), the oracle of
+  /// `--attention=tensor-cores` on a GPU. Dense attention stays exact (the
+  /// GPU's tensor-core path keeps fp32 products). Off by default.
+  void emulateTensorCoreAttention(bool emulate) { tensorCoreRounding = emulate; }
   Status prepare(const artifact::ArtifactFile &file,
                  const std::vector<runtime::PreparedStep> &steps) override;
   Status writeArena(uint64_t offset, const void *data, size_t bytes) override;
@@ -72,6 +77,7 @@ private:
   const artifact::Manifest *manifest = nullptr;
   const std::vector<runtime::PreparedStep> *steps = nullptr;
   ThreadPool pool;
+  bool tensorCoreRounding = false;
   /// Each manifest weight's bytes as stored, in the mapped artifact.
   std::vector<uint64_t> weightAddressTable;
   uint64_t weightBytes = 0;

@@ -265,11 +265,16 @@ void dsaIndexSelect(ThreadPool &pool, const float *scores,
 /// Sparse MLA (absorbed): out[t, h] = sum over s in indices[t] of
 /// softmax(scale * q[t, h] . kv(seq_t, s)) * kv(seq_t, s)[:valueDim];
 /// q [T, H, width], -1 indices skipped, empty sets give 0, sinks may be null.
+/// `bf16Operands`: q and the probabilities rounded to bf16 (to nearest even)
+/// before their products, the denominators summing the rounded
+/// probabilities, as the CUDA tensor-core kernel (daybreak_sparse_mla_tc)
+/// rounds them: its oracle (`daybreak-run --device=cpu
+/// --attention=tensor-cores`).
 Status sparseAttention(ThreadPool &pool, const float *q, const CacheView &kv,
                        const int32_t *indices, int64_t topK,
                        const int32_t *sequences, int64_t tokens, int64_t heads,
                        double scale, int64_t valueDim, const float *sinks,
-                       float *out);
+                       float *out, bool bf16Operands = false);
 
 /// Dense GQA attention over K and V caches (the `attention` kernel, as
 /// gpt-oss runs it): q [T, heads, headDim]; K rows hold [kvHeads, headDim]
