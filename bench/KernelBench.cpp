@@ -1459,8 +1459,8 @@ int main(int argc, char **argv) {
         double seconds = timeIt(
             [&] {
               return kernels.sparseAttention(
-                  q, kv, dIndices, topK, sequences, tokens, heads, 0.04, 512,
-                  0, out, nullptr, v.fn, v.split ? scratch : 0,
+                  q, kv, dIndices, topK, sequences, tokens, heads, 0.04, 512, 0,
+                  out, nullptr, v.fn, v.split ? scratch : 0,
                   v.split ? scratchFloats : 0, v.path);
             },
             iterations);

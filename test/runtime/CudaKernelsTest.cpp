@@ -1198,10 +1198,9 @@ TEST_F(CudaKernelsTest, SparseAttentionTensorCores) {
             cpuSeqs[4] = 0;
             std::vector<float> expected(tokens * heads * sh.valueDim);
             ASSERT_TRUE(cpu::sparseAttention(
-                            pool, q.data(), cache.host, cpuIndices.data(),
-                            topK, cpuSeqs.data(), tokens, heads, scale,
-                            sh.valueDim, withSinks ? sinks.data() : nullptr,
-                            expected.data())
+                            pool, q.data(), cache.host, cpuIndices.data(), topK,
+                            cpuSeqs.data(), tokens, heads, scale, sh.valueDim,
+                            withSinks ? sinks.data() : nullptr, expected.data())
                             .ok());
             std::fill(expected.begin() + 4 * heads * sh.valueDim,
                       expected.begin() + 5 * heads * sh.valueDim, 0.0f);
@@ -1231,9 +1230,9 @@ TEST_F(CudaKernelsTest, SparseAttentionTensorCores) {
                   }
                   logit[j] = scale * dot;
                   top = std::max(top, logit[j]);
-                  moved = std::max(moved, 0x1p-9 * (1 + 0x1p-8) +
-                                              (0x1p-9 + 0x1p-16) * scale *
-                                                  absDot);
+                  moved =
+                      std::max(moved, 0x1p-9 * (1 + 0x1p-8) +
+                                          (0x1p-9 + 0x1p-16) * scale * absDot);
                 }
                 double sum = withSinks ? std::exp(sinks[h] - top) : 0.0;
                 for (size_t j = 0; j < rows.size(); ++j)
@@ -1248,9 +1247,8 @@ TEST_F(CudaKernelsTest, SparseAttentionTensorCores) {
               }
             }
             DeviceCacheView view = cache.upload(*driver);
-            Buffer dq(*driver, q), dIdx(*driver, indices),
-                dSeqs(*driver, seqs), dSinks(*driver, sinks),
-                dOut(*driver, expected.size() * 4);
+            Buffer dq(*driver, q), dIdx(*driver, indices), dSeqs(*driver, seqs),
+                dSinks(*driver, sinks), dOut(*driver, expected.size() * 4);
             int64_t scratchFloats = sparseAttentionScratchFloats(sh.valueDim);
             Buffer dScratch(*driver, scratchFloats * 4);
             ASSERT_TRUE(CudaKernels::sparseMlaTcApplies(view, sh.valueDim));
@@ -1271,9 +1269,8 @@ TEST_F(CudaKernelsTest, SparseAttentionTensorCores) {
                 double err = std::fabs(double(got[e]) - expected[e]);
                 if (!(err <= bound[e])) {
                   if (++failures <= 3)
-                    ADD_FAILURE() << "element " << e << ": " << got[e]
-                                  << " vs " << expected[e] << ", bound "
-                                  << bound[e];
+                    ADD_FAILURE() << "element " << e << ": " << got[e] << " vs "
+                                  << expected[e] << ", bound " << bound[e];
                 } else if (bound[e] > 0) {
                   worst = std::max(worst, err / bound[e]);
                 }
@@ -1322,9 +1319,9 @@ TEST_F(CudaKernelsTest, SparseAttentionTensorCores) {
   expectRan(kernels->sparseAttention(dq, view, dIdx, k, dSeqs, 2, heads, 0.07,
                                      valueDim, 0, dOut, nullptr, nullptr, 0, 0,
                                      AttentionPath::PreferTensorCores));
-  EXPECT_LE(rowRelativeError(dOut.read<float>(expected.size()), expected,
-                             valueDim),
-            2e-5);
+  EXPECT_LE(
+      rowRelativeError(dOut.read<float>(expected.size()), expected, valueDim),
+      2e-5);
 }
 
 TEST_F(CudaKernelsTest, DenseAttention) {

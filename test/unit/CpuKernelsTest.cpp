@@ -904,8 +904,7 @@ TEST(CpuAttention, SparseAttentionBf16Operands) {
           b += e[j] * rows[j][d];
         }
         expected[(t * heads + h) * valueDim + d] = rows.empty() ? 0 : a / sum;
-        exact[(t * heads + h) * valueDim + d] =
-            rows.empty() ? 0 : b / exactSum;
+        exact[(t * heads + h) * valueDim + d] = rows.empty() ? 0 : b / exactSum;
       }
     }
   cpu::ThreadPool pool(4);
@@ -914,9 +913,9 @@ TEST(CpuAttention, SparseAttentionBf16Operands) {
                                    seqs.data(), tokens, heads, scale, valueDim,
                                    nullptr, out.data(), /*bf16Operands=*/true)
                   .ok());
-  ASSERT_TRUE(cpu::sparseAttention(pool, nudged.data(), cache.view,
-                                   idx.data(), topK, seqs.data(), tokens, heads,
-                                   scale, valueDim, nullptr, fromNudged.data(),
+  ASSERT_TRUE(cpu::sparseAttention(pool, nudged.data(), cache.view, idx.data(),
+                                   topK, seqs.data(), tokens, heads, scale,
+                                   valueDim, nullptr, fromNudged.data(),
                                    /*bf16Operands=*/true)
                   .ok());
   double worst = 0.0, fromExact = 0.0;
@@ -933,9 +932,9 @@ TEST(CpuAttention, SparseAttentionBf16Operands) {
                                    seqs.data(), tokens, heads, scale, valueDim,
                                    nullptr, plain.data())
                   .ok());
-  ASSERT_TRUE(cpu::sparseAttention(pool, nudged.data(), cache.view,
-                                   idx.data(), topK, seqs.data(), tokens, heads,
-                                   scale, valueDim, nullptr, plainNudged.data())
+  ASSERT_TRUE(cpu::sparseAttention(pool, nudged.data(), cache.view, idx.data(),
+                                   topK, seqs.data(), tokens, heads, scale,
+                                   valueDim, nullptr, plainNudged.data())
                   .ok());
   EXPECT_NE(plain, plainNudged);
 }

@@ -168,8 +168,8 @@ Status sparseAttention(ThreadPool &pool, const float *q, const CacheView &kv,
     ScratchFrame frame;
     float *rows = frame.take<float>(topK * width);
     float *probs = frame.take<float>(headBlock * topK);
-    float *rounded = bf16Operands ? frame.take<float>(headBlock * width)
-                                  : nullptr;
+    float *rounded =
+        bf16Operands ? frame.take<float>(headBlock * width) : nullptr;
     double *inverse = frame.take<double>(headBlock);
     for (int64_t job = begin; job < end; ++job) {
       int64_t t = job / headBlocks;

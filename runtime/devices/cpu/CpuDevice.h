@@ -31,7 +31,9 @@ public:
   /// probabilities; cpu::sparseAttention's bf16Operands), the oracle of
   /// `--attention=tensor-cores` on a GPU. Dense attention stays exact (the
   /// GPU's tensor-core path keeps fp32 products). Off by default.
-  void emulateTensorCoreAttention(bool emulate) { tensorCoreRounding = emulate; }
+  void emulateTensorCoreAttention(bool emulate) {
+    tensorCoreRounding = emulate;
+  }
   Status prepare(const artifact::ArtifactFile &file,
                  const std::vector<runtime::PreparedStep> &steps) override;
   Status writeArena(uint64_t offset, const void *data, size_t bytes) override;

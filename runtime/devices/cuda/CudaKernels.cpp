@@ -1350,16 +1350,12 @@ Status CudaKernels::dsaIndexSelect(CUdeviceptr scores, CUdeviceptr bounds,
                 stream, params);
 }
 
-Status CudaKernels::sparseAttention(CUdeviceptr q, const DeviceCacheView &kv,
-                                    CUdeviceptr indices, int64_t topK,
-                                    CUdeviceptr sequences, int64_t tokens,
-                                    int64_t heads, double scale,
-                                    int64_t valueDim, CUdeviceptr sinks,
-                                    CUdeviceptr out, CUstream stream,
-                                    CUfunction specialized,
-                                    CUdeviceptr partials,
-                                    int64_t partialFloats,
-                                    AttentionPath path) const {
+Status CudaKernels::sparseAttention(
+    CUdeviceptr q, const DeviceCacheView &kv, CUdeviceptr indices, int64_t topK,
+    CUdeviceptr sequences, int64_t tokens, int64_t heads, double scale,
+    int64_t valueDim, CUdeviceptr sinks, CUdeviceptr out, CUstream stream,
+    CUfunction specialized, CUdeviceptr partials, int64_t partialFloats,
+    AttentionPath path) const {
   bool tensor = sparseMlaTcApplies(kv, valueDim);
   if (path == AttentionPath::TensorCores && !tensor)
     return Status::error(
@@ -1388,8 +1384,8 @@ Status CudaKernels::sparseAttention(CUdeviceptr q, const DeviceCacheView &kv,
     if (splits == 1) {
       void *params[] = {&q,     &c,      &indices, &topK,  &sequences,
                         &heads, &fscale, &value,   &sinks, &out};
-      return launch(sparseMlaTcFn, "sparseMlaTc", tokens, groups, 1, 256,
-                    bytes, stream, params);
+      return launch(sparseMlaTcFn, "sparseMlaTc", tokens, groups, 1, 256, bytes,
+                    stream, params);
     }
     int32_t splitCount = int32_t(splits);
     void *params[] = {&q,     &c,      &indices, &topK,     &sequences,
@@ -1398,8 +1394,7 @@ Status CudaKernels::sparseAttention(CUdeviceptr q, const DeviceCacheView &kv,
                            groups, splits, 256, bytes, stream, params);
     if (!status.ok())
       return status;
-    void *combine[] = {&partials, &heads, &splitCount,
-                       &valueDim, &sinks, &out};
+    void *combine[] = {&partials, &heads, &splitCount, &valueDim, &sinks, &out};
     return launch(sparseAttentionCombineFn, "sparseAttentionCombine", tokens,
                   heads, 1, 128, 0, stream, combine);
   }

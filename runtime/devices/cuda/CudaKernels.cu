@@ -4416,6 +4416,8 @@ extern "C" __global__ void __launch_bounds__(256)
 
 // Dense GQA attention: its own file, one translation unit with this one.
 #include "CudaAttention.cuh"
+// Sparse MLA on the tensor cores, on CudaAttention.cuh's tile helpers.
 #include "CudaSparseMla.cuh"
+// Kimi Delta Attention and GLM-5.3's pooled indexer keys.
 #include "CudaKda.cuh"
 #include "CudaKpool.cuh"

@@ -1,4 +1,4 @@
-//===- CudaSparseMla.cuh - Sparse MLA on the tensor cores -------*- CUDA -*-===//
+//===- CudaSparseMla.cuh - Sparse MLA on the tensor cores ----*- CUDA -*-===//
 //
 // Part of Daybreak. Included by CudaKernels.cu (one translation unit, after
 // CudaAttention.cuh, whose tcChunk, tcLoad, tcStore and ldmatrixX4 it
@@ -99,8 +99,8 @@ sparseMlaTc(const float *q, const Cache &kv, const int32_t *indices,
   __shared__ int validCount, lastValid;
   const int width = int(kv.width), stride = width + 8;
   uint16_t *qs = reinterpret_cast<uint16_t *>(smlaShared); // [64][stride]
-  uint16_t *tiles = qs + kSmlaRows * stride;           // [2][32][stride]
-  uint16_t *ps = tiles + 2 * kSmlaKeys * stride;       // [64][kSmlaPStride]
+  uint16_t *tiles = qs + kSmlaRows * stride;               // [2][32][stride]
+  uint16_t *ps = tiles + 2 * kSmlaKeys * stride;           // [64][kSmlaPStride]
   float *exchange =
       reinterpret_cast<float *>(ps + kSmlaRows * kSmlaPStride); // [2][64]
 
@@ -181,10 +181,9 @@ sparseMlaTc(const float *q, const Cache &kv, const int32_t *indices,
   const int quantized = fp8 ? int(kv.width - kv.tailDim) : 0;
   const uint32_t blockMagic =
       fp8 && kv.scaleBlock > 0 ? 0xFFFFFFFFu / uint32_t(kv.scaleBlock) + 1 : 1;
-  const int tailOffset =
-      fp8 && kv.scaleBlock > 0
-          ? quantized + 4 * smlaDivide(quantized, blockMagic)
-          : quantized;
+  const int tailOffset = fp8 && kv.scaleBlock > 0
+                             ? quantized + 4 * smlaDivide(quantized, blockMagic)
+                             : quantized;
   auto chunkAt = [&](int col) -> TcChunk {
     if (!fp8)
       return {kTcBf16, 2 * col, 0};
@@ -220,20 +219,18 @@ sparseMlaTc(const float *q, const Cache &kv, const int32_t *indices,
   // into `raw`; the tile's valid rows as a mask.
   auto fetch = [&](RowRef ref) {
     const uint8_t *mine =
-        ref.page >= 0
-            ? kv.base + (int64_t(ref.page) * pageSize + ref.within) *
-                            kv.bytesPerRow
-            : nullptr;
+        ref.page >= 0 ? kv.base + (int64_t(ref.page) * pageSize + ref.within) *
+                                      kv.bytesPerRow
+                      : nullptr;
     uint32_t mask = __ballot_sync(0xffffffffu, mine != nullptr);
 #pragma unroll
     for (int j = 0; j < kSmlaChunks; ++j) {
       int i = tid + j * kSmlaThreads;
       int key = smlaDivide(i, rowMagic);
-      const uint8_t *row = reinterpret_cast<const uint8_t *>(__shfl_sync(
-          0xffffffffu, reinterpret_cast<uint64_t>(mine), key & 31));
-      raw[j] = i < tileChunks
-                   ? tcLoad(row, chunkAt((i - key * rowChunks) * 8))
-                   : make_uint4(0, 0, 0, 0);
+      const uint8_t *row = reinterpret_cast<const uint8_t *>(
+          __shfl_sync(0xffffffffu, reinterpret_cast<uint64_t>(mine), key & 31));
+      raw[j] = i < tileChunks ? tcLoad(row, chunkAt((i - key * rowChunks) * 8))
+                              : make_uint4(0, 0, 0, 0);
     }
     return mask;
   };
@@ -276,9 +273,8 @@ sparseMlaTc(const float *q, const Cache &kv, const int32_t *indices,
   const uint16_t *pBase =
       ps + (16 * mw + (lane & 7) + ((lane >> 3) & 1) * 8) * kSmlaPStride +
       (lane >> 4) * 8;
-  const int kOffset =
-      (16 * nw + (lane & 7) + ((lane >> 4) << 3)) * stride +
-      ((lane >> 3) & 1) * 8;
+  const int kOffset = (16 * nw + (lane & 7) + ((lane >> 4) << 3)) * stride +
+                      ((lane >> 3) & 1) * 8;
   const int vOffset = ((lane & 7) + ((lane >> 3) & 1) * 8) * stride +
                       (lane >> 4) * 8 + pair0 * 16;
   const int dSteps = width / 16;
@@ -363,11 +359,11 @@ sparseMlaTc(const float *q, const Cache &kv, const int32_t *indices,
         float p1 =
             s[j][2 * i + 1] == negInf ? 0.0f : expf(s[j][2 * i + 1] - m[i]);
         uint32_t pair = smlaBf16Pair(p0, p1);
-        rowSum[i] += __uint_as_float(pair << 16) +
-                     __uint_as_float(pair & 0xFFFF0000u);
-        *reinterpret_cast<uint32_t *>(
-            ps + (16 * mw + g + 8 * i) * kSmlaPStride + 16 * nw + 8 * j +
-            2 * quad) = pair;
+        rowSum[i] +=
+            __uint_as_float(pair << 16) + __uint_as_float(pair & 0xFFFF0000u);
+        *reinterpret_cast<uint32_t *>(ps +
+                                      (16 * mw + g + 8 * i) * kSmlaPStride +
+                                      16 * nw + 8 * j + 2 * quad) = pair;
       }
 #pragma unroll
     for (int j = 0; j < kSmlaMaxValueDim / 16; ++j)
