@@ -152,10 +152,25 @@ for step in "$@"; do
     # library this very unpacking has loaded (python's lzma loads
     # liblzma.so.5 from $tc once an earlier call unpacked it) is replaced,
     # never rewritten in place.
-    for part in device/toolchain-a device/toolchain-b device/toolchain-c; do
+    # A library split in halves (NAME.xz.part-1 in device/toolchain-a1,
+    # NAME.xz.part-2 in -a2: stage-h200.sh) waits in $tc for its other half,
+    # then is joined and decompressed into NAME.
+    for part in device/toolchain-a device/toolchain-a1 device/toolchain-a2 \
+      device/toolchain-b device/toolchain-c; do
       [ -d "$part" ] || continue
       for f in "$part"/*; do
         case $f in
+        *.xz.part-[12])
+          cp "$f" "$tc/$(basename "$f")"
+          whole=$tc/$(basename "${f%.part-[12]}")
+          if [ -f "$whole.part-1" ] && [ -f "$whole.part-2" ]; then
+            target=${whole%.xz}
+            cat "$whole.part-1" "$whole.part-2" | python3 -c 'import lzma, shutil, sys
+shutil.copyfileobj(lzma.open(sys.stdin.buffer), open(sys.argv[1], "wb"), 1 << 24)' \
+              "$target.part"
+            mv -f "$target.part" "$target"
+            rm -f "$whole.part-1" "$whole.part-2"
+          fi ;;
         *.xz) target=$tc/$(basename "$f" .xz)
           python3 -c 'import lzma, shutil, sys
 shutil.copyfileobj(lzma.open(sys.argv[1]), open(sys.argv[2], "wb"), 1 << 24)' \

@@ -6,14 +6,16 @@
 # libraries of this Debian's LLVM/MLIR 22 they load (xz-compressed; the
 # glibc, libstdc++ and CUDA libraries of the machine are used as they are).
 # The libraries exceed what one device call carries (64 MiB with the
-# working tree, itself ~33 MB), so they come in three parts:
+# working tree, itself ~39 MB), so they come in four parts:
 #
-#   device/toolchain-a  libLLVM (carry in the first call)
+#   device/toolchain-a1 the first half of libLLVM's xz (carry in the first call)
+#   device/toolchain-a2 its second half
 #   device/toolchain-b  libMLIR and the other libraries but libz3
 #   device/toolchain-c  libz3 and the two tools
 #
 # Then, through the device tool (bench/README.md, "The H200 run"):
-#   run carry=["device/toolchain-a"]  bash bench/h200.sh unpack
+#   run carry=["device/toolchain-a1"] bash bench/h200.sh unpack
+#   run carry=["device/toolchain-a2"] bash bench/h200.sh unpack
 #   run carry=["device/toolchain-b"]  bash bench/h200.sh unpack
 #   run carry=["device/toolchain-c"]  bash bench/h200.sh unpack prepare
 #   run                               bash bench/h200.sh daybreak
@@ -26,8 +28,10 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 ./scripts/build.sh > /dev/null
 build=${DAYBREAK_BUILD_DIR:-build}
-rm -rf device/toolchain-a device/toolchain-b device/toolchain-c
-mkdir -p device/toolchain-a device/toolchain-b device/toolchain-c
+rm -rf device/toolchain-a device/toolchain-a1 device/toolchain-a2 \
+  device/toolchain-b device/toolchain-c
+mkdir -p device/toolchain-a device/toolchain-a1 device/toolchain-a2 \
+  device/toolchain-b device/toolchain-c
 
 pack() { # pack DIR LIBRARY...
   local dir=$1
@@ -49,7 +53,15 @@ for lib in "${libs[@]}"; do
   esac
 done
 pack device/toolchain-a "${llvm[@]}"
+# libLLVM's xz (27 MB) in two halves, each carried on its own.
+for f in device/toolchain-a/*.xz; do
+  half=$((($(stat -c %s "$f") + 1) / 2))
+  head -c "$half" "$f" > "device/toolchain-a1/$(basename "$f").part-1"
+  tail -c +"$((half + 1))" "$f" > "device/toolchain-a2/$(basename "$f").part-2"
+done
+rm -rf device/toolchain-a
 pack device/toolchain-b "${rest[@]}"
 pack device/toolchain-c "${z3[@]}" "$build/bin/daybreak-compile" \
   "$build/bin/daybreak-run"
-du -sh device/toolchain-a device/toolchain-b device/toolchain-c
+du -sh device/toolchain-a1 device/toolchain-a2 device/toolchain-b \
+  device/toolchain-c
