@@ -1432,9 +1432,9 @@ int main(int argc, char **argv) {
     // CUDA device gives it, and not.
     int64_t scratchFloats = sparseAttentionScratchFloats(512);
     CUdeviceptr scratch = alloc(scratchFloats * 4, 0);
-    // (Split launches always take the generic split kernel; at T = 64 the
-    // grid is large enough that none splits.)
-    // (T = 512, a prefill chunk: the tensor cores only.)
+    // (CUDA-core split launches always take the generic split kernel, and at
+    // T = 64 none splits; the tensor-core kernel splits in two there, under
+    // a block per SM. T = 512, a prefill chunk: the tensor cores only.)
     for (int64_t tokens : {1, 8, 64, 512}) {
       double bytes = double(tokens * topK * kv.bytesPerRow +
                             tokens * heads * (576 + 512) * 4);
