@@ -66,19 +66,35 @@ constexpr int kSmlaKeys = 32;     // selected rows a tile
 constexpr int kSmlaMaxWidth = 576;
 constexpr int kSmlaMaxValueDim = 512;
 constexpr int kSmlaPStride = kSmlaKeys + 8; // bf16 a P row (+16 bytes)
-// Chunks of 8 columns a thread loads a tile: 32 rows x width / 8.
-constexpr int kSmlaChunks = kSmlaKeys * kSmlaMaxWidth / 8 / kSmlaThreads;
-
-/// n / d for n < 2^16, d in [1, 2^16) by the multiplier ceil(2^32 / d).
-__device__ __forceinline__ int smlaDivide(int n, uint32_t magic) {
-  return int(__umulhi(uint32_t(n), magic));
-}
+// Rows of a tile a thread loads a chunk of, at most: 256 threads take
+// floor(256 / (width / 8)) rows a pass, 3 for the widest rows.
+constexpr int kSmlaPasses =
+    (kSmlaKeys + kSmlaThreads / (kSmlaMaxWidth / 8) - 1) /
+    (kSmlaThreads / (kSmlaMaxWidth / 8));
 
 /// Two floats as a bf16 pair, rounded to nearest even (lo in the low half).
 __device__ __forceinline__ uint32_t smlaBf16Pair(float lo, float hi) {
   uint32_t r;
   asm("cvt.rn.bf16x2.f32 %0, %1, %2;" : "=r"(r) : "f"(hi), "f"(lo));
   return r;
+}
+
+/// ldmatrixX4 at a 32-bit shared-memory address (the loops below add
+/// immediate offsets to a base they form once).
+template <bool kTrans>
+__device__ __forceinline__ void smlaLdsm(uint32_t (&r)[4], uint32_t address) {
+  if (kTrans)
+    asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0, %1, %2, "
+                 "%3}, [%4];"
+                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+                 : "r"(address)
+                 : "memory");
+  else
+    asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, "
+                 "[%4];"
+                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+                 : "r"(address)
+                 : "memory");
 }
 
 /// A barrier for the two warps of row tile m (named barrier 1 + m).
@@ -159,38 +175,51 @@ sparseMlaTc(const float *q, const Cache &kv, const int32_t *indices,
   }
   const int64_t rEnd = int64_t(lastValid) + 1;
 
-  // Q rounded to bf16, rows past hn zero (unrolled: the loads in flight
-  // together).
-#pragma unroll 6
-  for (int e = tid * 4; e < kSmlaRows * width; e += kSmlaThreads * 4) {
-    int r = e / width, c = e - r * width;
-    uint2 packed = make_uint2(0, 0);
-    if (r < hn) {
-      float4 x = *reinterpret_cast<const float4 *>(
-          q + (token * heads + h0 + r) * int64_t(width) + c);
-      packed = make_uint2(smlaBf16Pair(x.x, x.y), smlaBf16Pair(x.z, x.w));
+  // Q rounded to bf16, rows past hn zero: 9 loads in flight at a time,
+  // then their conversions.
+  constexpr int kQBatch = 9;
+  for (int e0 = tid * 4; e0 < kSmlaRows * width;
+       e0 += kQBatch * kSmlaThreads * 4) {
+    float4 x[kQBatch];
+#pragma unroll
+    for (int b = 0; b < kQBatch; ++b) {
+      int e = e0 + b * kSmlaThreads * 4, r = e / width;
+      x[b] = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+      if (e < kSmlaRows * width && r < hn)
+        x[b] = *reinterpret_cast<const float4 *>(
+            q + (token * heads + h0 + r) * int64_t(width) + (e - r * width));
     }
-    *reinterpret_cast<uint2 *>(qs + r * stride + c) = packed;
+#pragma unroll
+    for (int b = 0; b < kQBatch; ++b) {
+      int e = e0 + b * kSmlaThreads * 4, r = e / width;
+      if (e < kSmlaRows * width)
+        *reinterpret_cast<uint2 *>(qs + r * stride + (e - r * width)) =
+            make_uint2(smlaBf16Pair(x[b].x, x[b].y),
+                       smlaBf16Pair(x[b].z, x[b].w));
+    }
   }
 
-  // The tiles' chunks: chunk i of a tile is row i / (width / 8), columns
-  // 8 (i % (width / 8)) onwards.
-  const int rowChunks = width / 8, tileChunks = kSmlaKeys * rowChunks;
-  const uint32_t rowMagic = 0xFFFFFFFFu / uint32_t(rowChunks) + 1;
-  const bool fp8 = kv.format == kFp8Scaled;
-  const int quantized = fp8 ? int(kv.width - kv.tailDim) : 0;
-  const uint32_t blockMagic =
-      fp8 && kv.scaleBlock > 0 ? 0xFFFFFFFFu / uint32_t(kv.scaleBlock) + 1 : 1;
-  const int tailOffset = fp8 && kv.scaleBlock > 0
-                             ? quantized + 4 * smlaDivide(quantized, blockMagic)
-                             : quantized;
-  auto chunkAt = [&](int col) -> TcChunk {
-    if (!fp8)
-      return {kTcBf16, 2 * col, 0};
-    if (col < quantized)
-      return {kTcCodes, col, quantized + 4 * smlaDivide(col, blockMagic)};
-    return {kTcTail, tailOffset + 2 * (col - quantized), 0};
-  };
+  // The tiles' chunks: a thread has one 8-column chunk (columns col..
+  // col + 7) of rows key0, key0 + keysPerPass, ... of every tile, so that
+  // where the chunk lies in a row is found once.
+  const int rowChunks = width / 8, keysPerPass = kSmlaThreads / rowChunks;
+  const int key0 = tid / rowChunks, col = (tid - key0 * rowChunks) * 8;
+  const bool loads = key0 < keysPerPass;
+  TcChunk chunk = {kTcNone, 0, 0};
+  if (loads) {
+    if (kv.format != kFp8Scaled) {
+      chunk = {kTcBf16, 2 * col, 0};
+    } else {
+      int quantized = int(kv.width - kv.tailDim), block = int(kv.scaleBlock);
+      chunk = col < quantized
+                  ? TcChunk{kTcCodes, col, quantized + 4 * (col / block)}
+                  : TcChunk{kTcTail,
+                            quantized +
+                                4 * (quantized > 0 ? quantized / block : 0) +
+                                2 * (col - quantized),
+                            0};
+    }
+  }
   // Where a tile's rows are, in three steps a tile apart so that no warp
   // waits on a dependent load: lane l of every warp loads the index of row
   // l of a tile (index()), a tile later looks its page up (locate(): the
@@ -214,9 +243,9 @@ sparseMlaTc(const float *q, const Cache &kv, const int32_t *indices,
     int32_t logical = int32_t(seq) * pagesPerSeq + pos / pageSize;
     return {kv.pageTable ? kv.pageTable[logical] : logical, pos % pageSize};
   };
-  uint4 raw[kSmlaChunks];
-  // Loads the chunks of the tile whose rows `ref` holds (lane l: row l)
-  // into `raw`; the tile's valid rows as a mask.
+  uint4 raw[kSmlaPasses];
+  // Loads this thread's chunks of the tile whose rows `ref` holds (lane l:
+  // row l) into `raw`; the tile's valid rows as a mask.
   auto fetch = [&](RowRef ref) {
     const uint8_t *mine =
         ref.page >= 0 ? kv.base + (int64_t(ref.page) * pageSize + ref.within) *
@@ -224,24 +253,24 @@ sparseMlaTc(const float *q, const Cache &kv, const int32_t *indices,
                       : nullptr;
     uint32_t mask = __ballot_sync(0xffffffffu, mine != nullptr);
 #pragma unroll
-    for (int j = 0; j < kSmlaChunks; ++j) {
-      int i = tid + j * kSmlaThreads;
-      int key = smlaDivide(i, rowMagic);
+    for (int j = 0; j < kSmlaPasses; ++j) {
+      int key = key0 + j * keysPerPass;
       const uint8_t *row = reinterpret_cast<const uint8_t *>(
           __shfl_sync(0xffffffffu, reinterpret_cast<uint64_t>(mine), key & 31));
-      raw[j] = i < tileChunks ? tcLoad(row, chunkAt((i - key * rowChunks) * 8))
-                              : make_uint4(0, 0, 0, 0);
+      raw[j] = loads && key < kSmlaKeys ? tcLoad(row, chunk)
+                                        : make_uint4(0, 0, 0, 0);
     }
     return mask;
   };
   auto store = [&](uint16_t *tile) {
+    if (!loads)
+      return;
 #pragma unroll
-    for (int j = 0; j < kSmlaChunks; ++j) {
-      int i = tid + j * kSmlaThreads;
-      if (i >= tileChunks)
+    for (int j = 0; j < kSmlaPasses; ++j) {
+      int key = key0 + j * keysPerPass;
+      if (key >= kSmlaKeys)
         break;
-      int key = smlaDivide(i, rowMagic), col = (i - key * rowChunks) * 8;
-      tcStore(tile + key * stride + col, raw[j], chunkAt(col));
+      tcStore(tile + key * stride + col, raw[j], chunk);
     }
   };
 
@@ -267,16 +296,24 @@ sparseMlaTc(const float *q, const Cache &kv, const int32_t *indices,
     }
   }
 
-  const uint16_t *qBase =
+  // This lane's ldmatrix addresses (bytes in shared memory): Q's and P's
+  // A fragments, K's B fragments (keys 16 nw..), V's (transposed; this
+  // warp's columns), each tile's at the buffer's offset.
+  const uint32_t qAddress = sharedAddress(
       qs + (16 * mw + (lane & 7) + ((lane >> 3) & 1) * 8) * stride +
-      (lane >> 4) * 8;
-  const uint16_t *pBase =
+      (lane >> 4) * 8);
+  const uint32_t pAddress = sharedAddress(
       ps + (16 * mw + (lane & 7) + ((lane >> 3) & 1) * 8) * kSmlaPStride +
-      (lane >> 4) * 8;
-  const int kOffset = (16 * nw + (lane & 7) + ((lane >> 4) << 3)) * stride +
-                      ((lane >> 3) & 1) * 8;
-  const int vOffset = ((lane & 7) + ((lane >> 3) & 1) * 8) * stride +
-                      (lane >> 4) * 8 + pair0 * 16;
+      (lane >> 4) * 8);
+  const uint32_t tilesAddress = sharedAddress(tiles);
+  const uint32_t tileBytes = uint32_t(kSmlaKeys * stride * 2);
+  const uint32_t kOffset =
+      uint32_t(2 * ((16 * nw + (lane & 7) + ((lane >> 4) << 3)) * stride +
+                    ((lane >> 3) & 1) * 8));
+  const uint32_t vOffset =
+      uint32_t(2 * (((lane & 7) + ((lane >> 3) & 1) * 8) * stride +
+                    (lane >> 4) * 8 + pair0 * 16));
+  const uint32_t vStep = uint32_t(2 * 16 * stride); // 16 keys of V
   const int dSteps = width / 16;
 
   // The first tile at once; the second's rows located, the third's indices
@@ -292,27 +329,47 @@ sparseMlaTc(const float *q, const Cache &kv, const int32_t *indices,
     uint32_t nextMask = more ? fetch(ahead) : 0;
     int32_t loaded = aheadIndex; // tile c0 + 64's, loaded a tile ago
     aheadIndex = index(c0 + 3 * kSmlaKeys);
-    const uint16_t *tile = tiles + buffer * kSmlaKeys * stride;
+    const uint32_t tileAddress = tilesAddress + uint32_t(buffer) * tileBytes;
+    const uint32_t kAddress = tileAddress + kOffset;
 
     // S = Q K^T: this warp's 16 rows x keys 16 nw .. 16 nw + 15; even and
     // odd k-steps in their own accumulators, so that four mma chains are
-    // in flight, not two.
+    // in flight, not two. DeepSeek's rows (36 k-steps) fully unrolled.
     float s[2][4] = {}, sOdd[2][4] = {};
-#pragma unroll 4
-    for (int ks = 0; ks < kSmlaMaxWidth / 16; ks += 2) {
-      if (ks >= dSteps)
-        break;
+    auto kStep = [&](float(&acc)[2][4], int ks) {
       uint32_t a[4], b[4];
-      ldmatrixX4<false>(a, qBase + ks * 16);
-      ldmatrixX4<false>(b, tile + kOffset + ks * 16);
-      mma16816<kWeightBF16>(s[0], a, make_uint2(b[0], b[1]));
-      mma16816<kWeightBF16>(s[1], a, make_uint2(b[2], b[3]));
-      if (ks + 1 >= dSteps)
-        break;
-      ldmatrixX4<false>(a, qBase + (ks + 1) * 16);
-      ldmatrixX4<false>(b, tile + kOffset + (ks + 1) * 16);
-      mma16816<kWeightBF16>(sOdd[0], a, make_uint2(b[0], b[1]));
-      mma16816<kWeightBF16>(sOdd[1], a, make_uint2(b[2], b[3]));
+      smlaLdsm<false>(a, qAddress + uint32_t(ks * 32));
+      smlaLdsm<false>(b, kAddress + uint32_t(ks * 32));
+      mma16816<kWeightBF16>(acc[0], a, make_uint2(b[0], b[1]));
+      mma16816<kWeightBF16>(acc[1], a, make_uint2(b[2], b[3]));
+    };
+    if (dSteps == kSmlaMaxWidth / 16) {
+      // Fragments a step ahead: step ks + 1's ldmatrix are issued before
+      // step ks's mma, which so find theirs loaded.
+      uint32_t a[2][4], b[2][4];
+      smlaLdsm<false>(a[0], qAddress);
+      smlaLdsm<false>(b[0], kAddress);
+#pragma unroll
+      for (int ks = 0; ks < kSmlaMaxWidth / 16; ++ks) {
+        const int cur = ks & 1;
+        if (ks + 1 < kSmlaMaxWidth / 16) {
+          smlaLdsm<false>(a[cur ^ 1], qAddress + uint32_t((ks + 1) * 32));
+          smlaLdsm<false>(b[cur ^ 1], kAddress + uint32_t((ks + 1) * 32));
+        }
+        float(&acc)[2][4] = cur ? sOdd : s;
+        mma16816<kWeightBF16>(acc[0], a[cur], make_uint2(b[cur][0], b[cur][1]));
+        mma16816<kWeightBF16>(acc[1], a[cur], make_uint2(b[cur][2], b[cur][3]));
+      }
+    } else {
+#pragma unroll 4
+      for (int ks = 0; ks < kSmlaMaxWidth / 16; ks += 2) {
+        if (ks >= dSteps)
+          break;
+        kStep(s, ks);
+        if (ks + 1 >= dSteps)
+          break;
+        kStep(sOdd, ks + 1);
+      }
     }
 #pragma unroll
     for (int j = 0; j < 2; ++j)
@@ -365,23 +422,43 @@ sparseMlaTc(const float *q, const Cache &kv, const int32_t *indices,
                                       (16 * mw + g + 8 * i) * kSmlaPStride +
                                       16 * nw + 8 * j + 2 * quad) = pair;
       }
+    // (Once the running maxima settle, most tiles change none.)
+    if (!__all_sync(0xffffffffu,
+                    correction[0] == 1.0f && correction[1] == 1.0f)) {
 #pragma unroll
-    for (int j = 0; j < kSmlaMaxValueDim / 16; ++j)
+      for (int j = 0; j < kSmlaMaxValueDim / 16; ++j)
 #pragma unroll
-      for (int e = 0; e < 4; ++e)
-        o[j][e] *= correction[e >> 1];
+        for (int e = 0; e < 4; ++e)
+          o[j][e] *= correction[e >> 1];
+    }
     smlaPairBarrier(mw);
     // O += P V: the tile's 32 keys (two k-steps) x this warp's columns.
 #pragma unroll
     for (int kk = 0; kk < kSmlaKeys / 16; ++kk) {
       uint32_t a[4];
-      ldmatrixX4<false>(a, pBase + kk * 16);
+      smlaLdsm<false>(a, pAddress + uint32_t(kk * 32));
+      const uint32_t vAddress = tileAddress + vOffset + uint32_t(kk) * vStep;
+      if (myPairs == kSmlaMaxValueDim / 32) {
+        // DeepSeek's 512 columns: B fragments a pair ahead.
+        uint32_t b[2][4];
+        smlaLdsm<true>(b[0], vAddress);
+#pragma unroll
+        for (int n = 0; n < kSmlaMaxValueDim / 32; ++n) {
+          const int cur = n & 1;
+          if (n + 1 < kSmlaMaxValueDim / 32)
+            smlaLdsm<true>(b[cur ^ 1], vAddress + uint32_t((n + 1) * 32));
+          mma16816<kWeightBF16>(o[2 * n], a, make_uint2(b[cur][0], b[cur][1]));
+          mma16816<kWeightBF16>(o[2 * n + 1], a,
+                                make_uint2(b[cur][2], b[cur][3]));
+        }
+        continue;
+      }
 #pragma unroll
       for (int n = 0; n < kSmlaMaxValueDim / 32; ++n) {
         if (n >= myPairs)
           break;
         uint32_t b[4];
-        ldmatrixX4<true>(b, tile + vOffset + kk * 16 * stride + n * 16);
+        smlaLdsm<true>(b, vAddress + uint32_t(n * 32));
         mma16816<kWeightBF16>(o[2 * n], a, make_uint2(b[0], b[1]));
         mma16816<kWeightBF16>(o[2 * n + 1], a, make_uint2(b[2], b[3]));
       }
