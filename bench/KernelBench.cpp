@@ -909,7 +909,8 @@ void benchMhc(const CudaKernels &kernels, int iterations) {
 /// DeepSeek-V3.2's top-8 of 256 (gate_up 4096 x 7168). Routing spreads each
 /// token's slots over distinct experts. Prints time and TFLOP/s (2 M N K,
 /// M the token or token x slot rows) against the roofline in
-/// CudaKernels.cu: a third of the dense bf16 rate for three mma a product.
+/// CudaKernels.cu: a third of the dense bf16 rate for three mma a product
+/// (exact x); the "bf16 x" rows (--precision=bf16) take one.
 void benchTensorGemm(const CudaKernels &kernels, int iterations) {
   auto tflops = [](const char *kernel, const std::string &shape, double seconds,
                    double flop) {
@@ -932,16 +933,18 @@ void benchTensorGemm(const CudaKernels &kernels, int iterations) {
         w.scales = alloc(size_t((n / 128) * (k / 128) * 4), 0x3c);
         w.blockN = w.blockK = 128;
       }
-      double seconds = timeIt(
-          [&] {
-            return kernels.tensorGemm(x, w, DeviceWeight(), kTokens, n, k, out,
-                                      nullptr);
-          },
-          std::max(iterations / 10, 3));
-      tflops("tensor_gemm",
-             std::string(type == 2 ? "e4m3 128x128" : "bf16") +
-                 " m=8192 n=7168 k=7168",
-             seconds, 2.0 * kTokens * n * k);
+      for (bool bf16Input : {false, true}) {
+        double seconds = timeIt(
+            [&] {
+              return kernels.tensorGemm(x, w, DeviceWeight(), kTokens, n, k,
+                                        out, nullptr, bf16Input);
+            },
+            std::max(iterations / 10, 3));
+        tflops(bf16Input ? "tensor_gemm bf16 x" : "tensor_gemm",
+               std::string(type == 2 ? "e4m3 128x128" : "bf16") +
+                   " m=8192 n=7168 k=7168",
+               seconds, 2.0 * kTokens * n * k);
+      }
       driver->cuMemFree(w.data);
       if (w.scales)
         driver->cuMemFree(w.scales);
@@ -981,18 +984,20 @@ void benchTensorGemm(const CudaKernels &kernels, int iterations) {
     int64_t scratchBytes =
         expertGemmScratchBytes(kTokens, e.slots, e.experts, e.n, routed);
     CUdeviceptr scratch = alloc(size_t(scratchBytes), 0);
-    double seconds = timeIt(
-        [&] {
-          return kernels.tensorExpertMatmul(
-              x, e.perSlot, w, e.experts, e.n, e.k, indices, kTokens, e.slots,
-              routed ? routing : 0, out, nullptr, DeviceWeight(), scratch,
-              scratchBytes);
-        },
-        std::max(iterations / 10, 3));
-    tflops("tensor_expert_gemm",
-           std::string(e.name) + " T=8192 top-" + std::to_string(e.slots) +
-               " n=" + std::to_string(e.n) + " k=" + std::to_string(e.k),
-           seconds, 2.0 * rows * e.n * e.k);
+    for (bool bf16Input : {false, true}) {
+      double seconds = timeIt(
+          [&] {
+            return kernels.tensorExpertMatmul(
+                x, e.perSlot, w, e.experts, e.n, e.k, indices, kTokens,
+                e.slots, routed ? routing : 0, out, nullptr, DeviceWeight(),
+                scratch, scratchBytes, bf16Input);
+          },
+          std::max(iterations / 10, 3));
+      tflops(bf16Input ? "tensor_expert_gemm bf16 x" : "tensor_expert_gemm",
+             std::string(e.name) + " T=8192 top-" + std::to_string(e.slots) +
+                 " n=" + std::to_string(e.n) + " k=" + std::to_string(e.k),
+             seconds, 2.0 * rows * e.n * e.k);
+    }
     for (CUdeviceptr p : {w.data, w.scales, x, routing, out, indices, scratch})
       driver->cuMemFree(p);
   }

@@ -5,7 +5,8 @@
 # position; gpt-oss by each MXFP4 route), with an fp8 cache against the CPU
 # runtime on the same artifact semantics (atol 5e-2, top-1), and that again
 # with --attention=tensor-cores on both (the CPU emulating the tensor-core
-# roundings). Writes $OUT/gpu-tests.txt.
+# roundings) and with --precision=bf16 on both (matmul inputs rounded to
+# bf16 as well). Writes $OUT/gpu-tests.txt.
 set -uo pipefail
 # DAYBREAK_DEVICE_DIR: where stage-gpu-tests.sh staged (default device/).
 cd "$(dirname "$0")/.."
@@ -68,6 +69,16 @@ nonfinite() {
       && ./daybreak-run logits "$name/cuda_fp8.daybreak" --device=cuda --attention=tensor-cores \
         --inputs "$name/inputs.json" --output "$name/cuda_fp8_tc.safetensors" \
       && ./daybreak-run compare "$name/cuda_fp8_tc.safetensors" --expected "$name/cpu_fp8_tc.safetensors" --atol 5e-2 \
+      || status=1
+    # --precision=bf16: every matmul on a weight stored below fp32 takes its
+    # input rounded to bf16 (one part on the tensor-core GEMMs), attention
+    # as above; the CPU rounds the same inputs.
+    echo "== $name: cuda --precision=bf16 vs cpu runtime with its roundings, fp8 cache"
+    ./daybreak-run logits "$name/cpu_fp8.daybreak" --device=cpu --precision=bf16 \
+        --inputs "$name/inputs.json" --output "$name/cpu_fp8_bf16.safetensors" --threads 8 \
+      && ./daybreak-run logits "$name/cuda_fp8.daybreak" --device=cuda --precision=bf16 \
+        --inputs "$name/inputs.json" --output "$name/cuda_fp8_bf16.safetensors" \
+      && ./daybreak-run compare "$name/cuda_fp8_bf16.safetensors" --expected "$name/cpu_fp8_bf16.safetensors" --atol 5e-2 \
       || status=1
   done
   echo "== generate on cuda (memory plan vs cuMemGetInfo, decode graphs)"

@@ -29,8 +29,14 @@ struct LoadOptions {
   unsigned threads = 0;       ///< CPU threads; 0: all hardware threads
   /// CUDA: dense attention on the tensor cores wherever a launch does not
   /// split over keys (prefill, large decode batches; bf16 and fp8 caches),
-  /// faster and not exact (CudaAttention.cuh); an error on the CPU device.
+  /// and sparse MLA on them with Q and P in bf16: faster and not exact
+  /// (CudaAttention.cuh, CudaSparseMla.cuh). CPU: sparse MLA with those
+  /// roundings, the GPU path's oracle.
   bool tensorCoreAttention = false;
+  /// `--precision=bf16`: every matmul on a weight stored below fp32 takes
+  /// its input rounded to bf16 (to nearest even), on both devices (the
+  /// CPU's is the CUDA device's oracle); fp32 weights (routers) stay exact.
+  bool bf16MatmulInputs = false;
   /// Debugging: report every launch whose floating-point results hold NaN
   /// or infinities on stderr (Device::checkFiniteResults). Slow.
   bool checkFinite = false;

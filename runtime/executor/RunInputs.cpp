@@ -97,7 +97,14 @@ Status runtime::parseLoadOptions(const RunFlags &flags, LoadOptions &out) {
     return Status::error("--threads expects a number of threads from 0 (all "
                          "hardware threads) to " +
                          std::to_string(kMaxRunThreads));
-  std::string attention = flag(flags, "attention", "exact");
+  std::string precision = flag(flags, "precision", "exact");
+  if (precision != "exact" && precision != "bf16")
+    return Status::error("--precision=" + precision +
+                         ": expected exact or bf16");
+  out.bf16MatmulInputs = precision == "bf16";
+  // bf16 takes the attention tensor cores too, unless --attention says.
+  std::string attention =
+      flag(flags, "attention", precision == "bf16" ? "tensor-cores" : "exact");
   if (attention != "exact" && attention != "tensor-cores")
     return Status::error("--attention=" + attention +
                          ": expected exact or tensor-cores");

@@ -2078,6 +2078,155 @@ TEST_F(CudaKernelsTest, TensorCoreExpertMatmul) {
         }
 }
 
+TEST_F(CudaKernelsTest, Bf16InputMatmuls) {
+  // --precision=bf16 (InputRounding): matmul and expertMatmul on bf16 and
+  // e4m3 weights take x rounded to bf16 through every path they pick: the
+  // one-part tensor-core GEMMs (more than 8 rows), and a rounded copy in
+  // the scratch before the tensor-core GEMVs (8 rows or fewer, K a multiple
+  // of 128) and the CUDA-core kernels (K = 200, [1, 32] experts at decode).
+  // The oracle is the CPU kernel on x rounded on the host
+  // (numerics::roundToBf16): the products are then the same exact
+  // products of bf16(x) and the widened weight, only the fp32 sums' order
+  // differs. Each case must also differ from the exact result (the
+  // rounding happened), leave x as it was, and a scratch one float short
+  // of a copy is an error.
+  struct Format {
+    cpu::WeightType type;
+    int64_t blockN, blockK;
+  };
+  struct Shape {
+    int64_t m, n, k;
+  };
+  auto rounded = [](std::vector<float> x) {
+    for (float &v : x)
+      v = numerics::roundToBf16(v);
+    return x;
+  };
+  for (Format f : {Format{cpu::WeightType::BF16, 0, 0},
+                   Format{cpu::WeightType::F8E4M3, 128, 128},
+                   Format{cpu::WeightType::F8E4M3, 1, 32}}) {
+    bool e4m3 = f.type == cpu::WeightType::F8E4M3;
+    cpu::WeightView hw;
+    hw.type = f.type;
+    hw.blockN = f.blockN;
+    hw.blockK = f.blockK;
+    DeviceWeight gw;
+    gw.type = e4m3 ? 2 : 1;
+    gw.blockN = f.blockN;
+    gw.blockK = f.blockK;
+    auto scaleCount = [&](int64_t rows, int64_t n, int64_t k) {
+      return e4m3 ? rows * ((n + f.blockN - 1) / f.blockN) *
+                        ((k + f.blockK - 1) / f.blockK)
+                  : 0;
+    };
+    for (Shape s : {Shape{1, 300, 1024}, Shape{8, 129, 512}, Shape{5, 70, 200},
+                    Shape{64, 200, 512}, Shape{300, 129, 336}}) {
+      StoredWeights w =
+          randomStored(rng, f.type, s.n * s.k, scaleCount(1, s.n, s.k));
+      auto x = random(s.m * s.k);
+      std::uniform_int_distribution<int> exponent(-20, 20);
+      for (int64_t r = 0; r < s.m; ++r) {
+        float factor = std::ldexp(1.0f, exponent(rng));
+        for (int64_t c = 0; c < s.k; ++c)
+          x[r * s.k + c] *= factor;
+      }
+      hw.data = w.bytes.data();
+      hw.scales = w.scales.data();
+      std::vector<float> expected(s.m * s.n), exact(s.m * s.n);
+      std::vector<float> xr = rounded(x);
+      cpu::matmul(pool, xr.data(), hw, cpu::WeightView(), s.m, s.n, s.k,
+                  expected.data(), cpu::MatmulTiling());
+      cpu::matmul(pool, x.data(), hw, cpu::WeightView(), s.m, s.n, s.k,
+                  exact.data(), cpu::MatmulTiling());
+      Buffer dx(*driver, x), dw(*driver, w.bytes), ds(*driver, w.scales),
+          dOut(*driver, s.m * s.n * 4), dScratch(*driver, s.m * s.k * 4);
+      gw.data = dw;
+      gw.scales = ds.get();
+      ASSERT_EQ(driver->cuMemsetD8(dOut.get(), 0xff, s.m * s.n * 4),
+                CUDA_SUCCESS);
+      InputRounding rounding{true, dScratch, s.m * s.k};
+      expectRan(kernels->matmul(dx, gw, DeviceWeight(), s.m, s.n, s.k, dOut,
+                                nullptr, nullptr, false, rounding));
+      std::vector<float> out = dOut.read<float>(s.m * s.n);
+      double e = rowRelativeError(out, expected, s.n);
+      char shape[96];
+      std::snprintf(shape, sizeof(shape), "%s/%ldx%ld m=%ld n=%ld k=%ld",
+                    e4m3 ? "e4m3" : "bf16", long(f.blockN), long(f.blockK),
+                    long(s.m), long(s.n), long(s.k));
+      report("matmul (bf16 x)", shape, e);
+      EXPECT_LE(e, 1e-5) << shape;
+      EXPECT_GT(rowRelativeError(out, exact, s.n), 1e-5) << shape;
+      EXPECT_EQ(dx.read<float>(x.size()), x) << shape;
+      if (s.m <= 8) {
+        // The copy's paths: one float short of the input is refused.
+        rounding.scratchFloats = s.m * s.k - 1;
+        Status refused = kernels->matmul(dx, gw, DeviceWeight(), s.m, s.n, s.k,
+                                         dOut, nullptr, nullptr, false,
+                                         rounding);
+        EXPECT_FALSE(refused.ok()) << shape;
+        EXPECT_NE(refused.message().find("needs as much scratch"),
+                  std::string::npos)
+            << refused.message();
+      }
+    }
+
+    // Experts: 4 tokens (the tensor-core GEMV for 128 x 128 and bf16, the
+    // CUDA cores for [1, 32]) and 64 (the grouped GEMM), x per token and
+    // per slot, routed.
+    constexpr int64_t experts = 6, n = 136, k = 512, slots = 4;
+    for (int64_t tokens : {4, 64})
+      for (bool perSlot : {false, true}) {
+        StoredWeights w = randomStored(rng, f.type, experts * n * k,
+                                       scaleCount(experts, n, k));
+        auto x = random(tokens * (perSlot ? slots : 1) * k);
+        auto routing = random(tokens * slots, 0, 1);
+        std::vector<int32_t> indices(tokens * slots);
+        for (auto &i : indices)
+          i = int32_t(rng() % experts);
+        hw.data = w.bytes.data();
+        hw.scales = w.scales.data();
+        std::vector<float> expected(tokens * n), exact(tokens * n);
+        std::vector<float> xr = rounded(x);
+        ASSERT_TRUE(cpu::expertMatmul(pool, xr.data(), perSlot, hw, experts, n,
+                                      k, indices.data(), tokens, slots,
+                                      routing.data(), expected.data(),
+                                      cpu::WeightView())
+                        .ok());
+        ASSERT_TRUE(cpu::expertMatmul(pool, x.data(), perSlot, hw, experts, n,
+                                      k, indices.data(), tokens, slots,
+                                      routing.data(), exact.data(),
+                                      cpu::WeightView())
+                        .ok());
+        int64_t scratchBytes =
+            std::max(expertGemmScratchBytes(tokens, slots, experts, n, true),
+                     expertGemvScratchBytes(tokens, slots, n, true));
+        Buffer dx(*driver, x), dw(*driver, w.bytes), ds(*driver, w.scales),
+            dIdx(*driver, indices), dR(*driver, routing),
+            dOut(*driver, expected.size() * 4),
+            dScratch(*driver, size_t(scratchBytes)),
+            dRound(*driver, x.size() * 4);
+        gw.data = dw;
+        gw.scales = ds.get();
+        ASSERT_EQ(driver->cuMemsetD8(dOut.get(), 0xff, expected.size() * 4),
+                  CUDA_SUCCESS);
+        expectRan(kernels->expertMatmul(
+            dx, perSlot, gw, experts, n, k, dIdx, tokens, slots, dR, dOut,
+            nullptr, DeviceWeight(), dScratch, scratchBytes,
+            InputRounding{true, dRound, int64_t(x.size())}));
+        std::vector<float> out = dOut.read<float>(expected.size());
+        double e = rowRelativeError(out, expected, n);
+        char shape[96];
+        std::snprintf(shape, sizeof(shape), "%s/%ldx%ld T=%ld top-%ld perSlot=%d",
+                      e4m3 ? "e4m3" : "bf16", long(f.blockN), long(f.blockK),
+                      long(tokens), long(slots), perSlot);
+        report("expertMatmul (bf16 x)", shape, e);
+        EXPECT_LE(e, 1e-5) << shape;
+        EXPECT_GT(rowRelativeError(out, exact, n), 1e-5) << shape;
+        EXPECT_EQ(dx.read<float>(x.size()), x) << shape;
+      }
+  }
+}
+
 /// The routed expert matmul in double from the stored bytes (e4m3 code
 /// times its block's scale, or bf16, both exact in double), with a bound on
 /// each element's distance to what daybreak_expert_gemv_tc_* computes: the

@@ -12,7 +12,8 @@
 //   daybreak-run compare logits.safetensors --expected expected.safetensors
 //       [--atol 1e-4]
 //   common: [--device=cpu|cuda[:N]] (default: the artifact's target)
-//           [--threads N] [--attention=exact|tensor-cores]
+//           [--threads N] [--precision=exact|bf16]
+//           [--attention=exact|tensor-cores]
 //           [--check-finite 1] (report launches whose results hold NaN/inf)
 //
 //===----------------------------------------------------------------------===//
@@ -49,6 +50,11 @@ static int usage() {
       "            --expected e.safetensors [--atol 1e-4]",
       "  common:   [--device=cpu|cuda[:N]] (default: the artifact's target)",
       "            [--threads N]",
+      "            [--precision=exact|bf16] (bf16: every matmul on a weight",
+      "            stored below fp32 takes its input rounded to bf16, a third",
+      "            of the tensor-core work; attention as tensor-cores below",
+      "            unless --attention says otherwise. Both devices round the",
+      "            same way: the CPU is the GPU's oracle)",
       "            [--attention=exact|tensor-cores] (CUDA: dense attention on",
       "            the tensor cores where a launch does not split over keys:",
       "            prefill, large decode batches; sparse MLA on them with Q",

@@ -346,6 +346,20 @@ struct CpuLaunchers {
     return Status::success();
   }
   /// matmul and fp8_matmul: weight [N, K] as stored.
+  /// A matmul's input: `x` itself, or, under roundMatmulInputs on a weight
+  /// stored below fp32, its copy rounded to bf16 (to nearest even).
+  static const float *input(CpuDevice &d, const BoundArg &x, bool stored) {
+    if (!d.bf16Inputs || !stored)
+      return f(x);
+    int64_t n = x.numel();
+    if (int64_t(d.roundedInput.size()) < n)
+      d.roundedInput.resize(n);
+    const float *src = f(x);
+    float *dst = d.roundedInput.data();
+    for (int64_t i = 0; i < n; ++i)
+      dst[i] = numerics::roundToBf16(src[i]);
+    return dst;
+  }
   static Status matmulWith(CpuDevice &d, const BoundLaunch &l,
                            const WeightView &w, const WeightView &bias,
                            const std::vector<int64_t> *tile) {
@@ -356,8 +370,8 @@ struct CpuLaunchers {
       tiling.rowBlock = (*tile)[0];
       tiling.colBlock = (*tile)[1];
     }
-    cpu::matmul(d.pool, f(x), w, bias, x.numel() / k, n, k, f(l.out(0)),
-                tiling);
+    cpu::matmul(d.pool, input(d, x, !w.isF32()), w, bias, x.numel() / k, n, k,
+                f(l.out(0)), tiling);
     return Status::success();
   }
   static Status matmul(CpuDevice &d, const BoundLaunch &l) {
@@ -380,8 +394,9 @@ struct CpuLaunchers {
     bool transpose = l->has(abi::HeadMatmul::P::transpose_weight) &&
                      l->i(abi::HeadMatmul::P::transpose_weight);
     int64_t n = transpose ? w.dim(1) : w.dim(2);
-    cpu::headMatmul(d.pool, f(x), weight(w), transpose, x.dim(0), x.dim(1),
-                    x.dim(2), n, f(l.out(0)));
+    WeightView stored = weight(w);
+    cpu::headMatmul(d.pool, input(d, x, !stored.isF32()), stored, transpose,
+                    x.dim(0), x.dim(1), x.dim(2), n, f(l.out(0)));
     return Status::success();
   }
   static Status rope(CpuDevice &d, const BoundLaunch &l) {
@@ -459,9 +474,10 @@ struct CpuLaunchers {
         l->has(abi::ExpertMatmul::P::block_size)
             ? &l->ints(abi::ExpertMatmul::P::block_size)
             : nullptr;
+    WeightView stored = weight(w, &l.in(In::weight_scale), blocks);
     return cpu::expertMatmul(
-        d.pool, f(x), x.rank == 3, weight(w, &l.in(In::weight_scale), blocks),
-        w.dim(0), w.dim(1), w.dim(2), i32(indices), l.tokens, indices.dim(1),
+        d.pool, input(d, x, !stored.isF32()), x.rank == 3, stored, w.dim(0),
+        w.dim(1), w.dim(2), i32(indices), l.tokens, indices.dim(1),
         opt<float>(l.in(In::routing_weights)), f(l.out(0)),
         weight(l.in(In::bias)));
   }
@@ -473,7 +489,7 @@ struct CpuLaunchers {
     packed.values = w.as<uint8_t>();
     packed.scales = l.in(In::scales).as<uint8_t>();
     return cpu::mxfp4ExpertMatmul(
-        d.pool, f(x), x.rank == 3, packed, weight(l.in(In::bias)), w.dim(0),
+        d.pool, input(d, x, /*stored=*/true), x.rank == 3, packed, weight(l.in(In::bias)), w.dim(0),
         w.dim(1), w.dim(2), i32(indices), l.tokens, indices.dim(1),
         opt<float>(l.in(In::routing_weights)), f(l.out(0)));
   }

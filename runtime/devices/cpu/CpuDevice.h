@@ -34,6 +34,10 @@ public:
   void emulateTensorCoreAttention(bool emulate) {
     tensorCoreRounding = emulate;
   }
+  /// Matmul inputs rounded to bf16 (to nearest even) where the weight is
+  /// stored below fp32: `daybreak-run --precision=bf16`, the oracle of the
+  /// CUDA device's InputRounding. Off by default.
+  void roundMatmulInputs(bool bf16) { bf16Inputs = bf16; }
   Status prepare(const artifact::ArtifactFile &file,
                  const std::vector<runtime::PreparedStep> &steps) override;
   Status writeArena(uint64_t offset, const void *data, size_t bytes) override;
@@ -80,6 +84,10 @@ private:
   const std::vector<runtime::PreparedStep> *steps = nullptr;
   ThreadPool pool;
   bool tensorCoreRounding = false;
+  bool bf16Inputs = false;
+  /// roundMatmulInputs' rounded copy of the current launch's input (grown
+  /// to the largest input seen, then reused).
+  std::vector<float> roundedInput;
   /// Each manifest weight's bytes as stored, in the mapped artifact.
   std::vector<uint64_t> weightAddressTable;
   uint64_t weightBytes = 0;

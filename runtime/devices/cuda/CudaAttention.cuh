@@ -407,6 +407,17 @@ template <int kDim> struct TcAttentionShape {
 /// [3][kTcAttentionRows][kStride] bf16.
 extern __shared__ __align__(16) uint16_t tcAttentionQ[];
 
+/// The max and the sum of v over the four lanes of an mma accumulator row
+/// (lanes 4g .. 4g + 3), on every one of them.
+__device__ __forceinline__ float quadMax(float v) {
+  v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, 1));
+  return fmaxf(v, __shfl_xor_sync(0xffffffffu, v, 2));
+}
+__device__ __forceinline__ float quadSum(float v) {
+  v += __shfl_xor_sync(0xffffffffu, v, 1);
+  return v + __shfl_xor_sync(0xffffffffu, v, 2);
+}
+
 /// Where a thread's 8-column chunk of one cache's KV head lies in a row.
 struct TcChunk {
   int32_t kind;   // kTcNone, kTcBf16 (16 bytes), kTcCodes, kTcTail
@@ -735,10 +746,7 @@ denseAttentionTc(const float *q, const Cache &k, const Cache &v,
         float correction[2], m[2], sum[2] = {0.0f, 0.0f};
 #pragma unroll
         for (int i = 0; i < 2; ++i) {
-          tileMax[i] =
-              fmaxf(tileMax[i], __shfl_xor_sync(0xffffffffu, tileMax[i], 1));
-          tileMax[i] =
-              fmaxf(tileMax[i], __shfl_xor_sync(0xffffffffu, tileMax[i], 2));
+          tileMax[i] = quadMax(tileMax[i]);
           m[i] = fmaxf(rowMax[i], tileMax[i]);
           correction[i] = m[i] == rowMax[i] ? 1.0f : expf(rowMax[i] - m[i]);
         }
@@ -752,8 +760,7 @@ denseAttentionTc(const float *q, const Cache &k, const Cache &v,
           }
 #pragma unroll
         for (int i = 0; i < 2; ++i) {
-          sum[i] += __shfl_xor_sync(0xffffffffu, sum[i], 1);
-          sum[i] += __shfl_xor_sync(0xffffffffu, sum[i], 2);
+          sum[i] = quadSum(sum[i]);
           rowMax[i] = m[i];
           rowSum[i] = rowSum[i] * correction[i] + sum[i];
         }

@@ -462,6 +462,59 @@ Status CudaDevice::prepare(const artifact::ArtifactFile &file,
                        extent(In::weight, 0), extent(In::weight, 1), routed));
     }
 
+  // --precision=bf16: the rounded copies of matmul inputs (InputRounding),
+  // for the largest launch at the maximum token count that rounds outside
+  // the tensor-core GEMMs: those take more than 8 rows of 16-byte aligned
+  // x on a bf16 or e4m3 weight they apply to, so at most 8 rows of such a
+  // launch are copied.
+  if (bf16Inputs)
+    for (const runtime::PreparedStep &step : prepared)
+      for (const PreparedLaunch &l : step.launches) {
+        namespace K = abi;
+        bool matmul = l.kernel == K::KernelId::Matmul ||
+                      l.kernel == K::KernelId::Fp8Matmul;
+        bool experts = l.kernel == K::KernelId::ExpertMatmul;
+        if (!matmul && !experts && l.kernel != K::KernelId::HeadMatmul &&
+            l.kernel != K::KernelId::Mxfp4ExpertMatmul)
+          continue;
+        // Operand 0 is the input, 1 the weight, in all five.
+        const runtime::PreparedArg &x = l.args[0], &w = l.args[1];
+        if (w.dtype == artifact::F32)
+          continue;
+        auto numel = [&](int64_t tokens) {
+          int64_t n = 1;
+          for (int d = 0; d < x.rank; ++d)
+            n *= x.constant[d] + x.perToken[d] * tokens;
+          return n;
+        };
+        int64_t tokens = m.max_tokens();
+        int64_t k = w.constant[w.rank - 1] + w.perToken[w.rank - 1] * tokens;
+        DeviceWeight stored;
+        stored.type = w.dtype == artifact::BF16 ? 1 : 2;
+        stored.blockK = 128;
+        if (l.kernel == K::KernelId::Fp8Matmul)
+          stored.blockK = l.ints(abi::Fp8Matmul::P::block_size)[1];
+        if (experts && l.has(abi::ExpertMatmul::P::block_size))
+          stored.blockK = l.ints(abi::ExpertMatmul::P::block_size)[1];
+        stored.blockN = 128;
+        bool gemm = (matmul || experts) &&
+                    (stored.type == 1 || w.dtype == artifact::F8E4M3FN) &&
+                    x.kind == runtime::PreparedArg::Kind::Buffer &&
+                    x.offset % 16 == 0 &&
+                    CudaKernels::tensorGemmApplies(stored, k) &&
+                    (!experts || w.constant[0] <= kTensorGemmMaxExperts);
+        if (gemm && matmul) {
+          // Rows: the input's extents but the last, 8 of them at most.
+          int64_t rows = numel(tokens) / std::max<int64_t>(k, 1);
+          roundScratchFloats =
+              std::max(roundScratchFloats, std::min<int64_t>(rows, 8) * k);
+        } else {
+          roundScratchFloats = std::max(
+              roundScratchFloats,
+              numel(gemm ? std::min<int64_t>(tokens, 8) : tokens));
+        }
+      }
+
   // Everything lives in one allocation, sized here: the weights, the page
   // table, the caches, the arena, the attention partials and the generated
   // kernels' input tables. One cuMemAlloc keeps the footprint what the plan
@@ -519,6 +572,7 @@ Status CudaDevice::prepare(const artifact::ArtifactFile &file,
     total += alignUp(expertScratchBytes);
     total += alignUp(kdaScratchBytes);
     total += alignUp(mhcScratchBytes);
+    total += alignUp(uint64_t(roundScratchFloats) * sizeof(float));
     StatusOr<std::pair<size_t, size_t>> before = memoryInfo();
     if (!before.ok())
       return before.error();
@@ -590,7 +644,9 @@ Status CudaDevice::prepare(const artifact::ArtifactFile &file,
         std::tuple{uint64_t(expertScratchBytes), "the expert matmul scratch",
                    &expertScratch},
         std::tuple{kdaScratchBytes, "the kda_chunk scratch", &kdaScratch},
-        std::tuple{mhcScratchBytes, "the mhc_pre scratch", &mhcScratch}}) {
+        std::tuple{mhcScratchBytes, "the mhc_pre scratch", &mhcScratch},
+        std::tuple{uint64_t(roundScratchFloats) * sizeof(float),
+                   "the bf16 matmul inputs", &roundScratch}}) {
     if (bytes == 0)
       continue;
     StatusOr<CUdeviceptr> p = allocate(bytes, what);
@@ -725,7 +781,8 @@ struct CudaLaunchers {
     // before the kernel ahead of it has finished (programmatic launch).
     bool constant = l.in(1).arg->kind == runtime::PreparedArg::Kind::Weight;
     return d.kernels->matmul(p(x), w, bias, x.numel() / k, n, k, p(l.out(0)),
-                             d.stream, specialized(d, l), constant);
+                             d.stream, specialized(d, l), constant,
+                             d.rounding());
   }
   static Status matmul(CudaDevice &d, const BoundLaunch &l) {
     using In = abi::Matmul::In;
@@ -744,7 +801,12 @@ struct CudaLaunchers {
     bool transpose = l->has(abi::HeadMatmul::P::transpose_weight) &&
                      l->i(abi::HeadMatmul::P::transpose_weight);
     int64_t n = transpose ? w.dim(1) : w.dim(2);
-    return d.kernels->headMatmul(p(x), weight(w), transpose, x.dim(0), x.dim(1),
+    DeviceWeight stored = weight(w);
+    StatusOr<CUdeviceptr> input = d.kernels->roundedInput(
+        p(x), x.numel(), stored.type, d.rounding(), d.stream);
+    if (!input.ok())
+      return input.error();
+    return d.kernels->headMatmul(*input, stored, transpose, x.dim(0), x.dim(1),
                                  x.dim(2), n, p(l.out(0)), d.stream);
   }
   static Status rope(CudaDevice &d, const BoundLaunch &l) {
@@ -816,7 +878,8 @@ struct CudaLaunchers {
         p(x), x.rank == 3, weight(w, &l.in(In::weight_scale), blocks), w.dim(0),
         w.dim(1), w.dim(2), p(indices), l.tokens, indices.dim(1),
         p(l.in(In::routing_weights)), p(l.out(0)), d.stream,
-        weight(l.in(In::bias)), d.expertScratch, d.expertScratchBytes);
+        weight(l.in(In::bias)), d.expertScratch, d.expertScratchBytes,
+        d.rounding());
   }
   static Status mxfp4ToFp8Experts(CudaDevice &d, const BoundLaunch &l) {
     using In = abi::Mxfp4ToFp8Experts::In;
@@ -833,8 +896,13 @@ struct CudaLaunchers {
     using In = abi::Mxfp4ExpertMatmul::In;
     const BoundArg &x = l.in(In::input), &w = l.in(In::weight),
                    &indices = l.in(In::indices);
+    // E2M1 codes: stored below fp32 (any type but 0 asks for rounding).
+    StatusOr<CUdeviceptr> input = d.kernels->roundedInput(
+        p(x), x.numel(), /*type=*/1, d.rounding(), d.stream);
+    if (!input.ok())
+      return input.error();
     return d.kernels->mxfp4ExpertMatmul(
-        p(x), x.rank == 3, p(w), p(l.in(In::scales)), weight(l.in(In::bias)),
+        *input, x.rank == 3, p(w), p(l.in(In::scales)), weight(l.in(In::bias)),
         w.dim(0), w.dim(1), w.dim(2), p(indices), l.tokens, indices.dim(1),
         p(l.in(In::routing_weights)), p(l.out(0)), d.stream);
   }

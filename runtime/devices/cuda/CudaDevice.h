@@ -33,6 +33,9 @@ public:
     attentionPath =
         prefer ? AttentionPath::PreferTensorCores : AttentionPath::Auto;
   }
+  /// Matmul inputs rounded to bf16 where the weight is stored below fp32
+  /// (`daybreak-run --precision=bf16`, InputRounding). Before prepare().
+  void roundMatmulInputs(bool bf16) { bf16Inputs = bf16; }
   ~CudaDevice() override;
 
   std::string name() const override {
@@ -153,6 +156,14 @@ private:
   /// the largest launch at the step's maximum token count.
   CUdeviceptr mhcScratch = 0;
   uint64_t mhcScratchBytes = 0;
+  /// roundMatmulInputs: on or off, and the rounded copies' scratch, sized
+  /// for the largest input a launch rounds outside the tensor-core GEMMs.
+  bool bf16Inputs = false;
+  CUdeviceptr roundScratch = 0;
+  int64_t roundScratchFloats = 0;
+  InputRounding rounding() const {
+    return {bf16Inputs, roundScratch, roundScratchFloats};
+  }
 };
 
 } // namespace daybreak::cuda

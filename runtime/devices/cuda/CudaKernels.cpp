@@ -238,7 +238,13 @@ StatusOr<CudaKernels> CudaKernels::load(const Driver &driver, CUmodule module) {
                           {kernels.gemmTcE4m3K32Fn, 2},
                           {kernels.expertGemmTcBf16Fn, 1},
                           {kernels.expertGemmTcE4m3Fn, 2},
-                          {kernels.expertGemmTcE4m3K32Fn, 2}}) {
+                          {kernels.expertGemmTcE4m3K32Fn, 2},
+                          {kernels.gemmTcBf16X1Fn, 1},
+                          {kernels.gemmTcE4m3X1Fn, 2},
+                          {kernels.gemmTcE4m3K32X1Fn, 2},
+                          {kernels.expertGemmTcBf16X1Fn, 1},
+                          {kernels.expertGemmTcE4m3X1Fn, 2},
+                          {kernels.expertGemmTcE4m3K32X1Fn, 2}}) {
     if (status.ok())
       status =
           driver.check(driver.cuFuncSetAttribute(
@@ -677,18 +683,49 @@ Status CudaKernels::matmul(CUdeviceptr x, CUdeviceptr w, CUdeviceptr bias,
                 0, stream, params);
 }
 
+Status CudaKernels::roundBf16(CUdeviceptr x, int64_t n, CUdeviceptr out,
+                              CUstream stream) const {
+  if (n <= 0)
+    return Status::success();
+  void *params[] = {&x, &n, &out};
+  return launch(roundBf16Fn, "round to bf16",
+                unsigned(std::min<int64_t>(ceilDiv(n, 256), 4096)), 1, 1, 256,
+                0, stream, params);
+}
+
+StatusOr<CUdeviceptr> CudaKernels::roundedInput(CUdeviceptr x, int64_t n,
+                                                int32_t type,
+                                                const InputRounding &rounding,
+                                                CUstream stream) const {
+  if (!rounding.bf16 || type == 0)
+    return x;
+  if (n > rounding.scratchFloats)
+    return Status::error("rounding a matmul input of " + std::to_string(n) +
+                         " floats to bf16 needs as much scratch; the device "
+                         "planned " +
+                         std::to_string(rounding.scratchFloats));
+  DAYBREAK_RETURN_IF_ERROR(roundBf16(x, n, rounding.scratch, stream));
+  return rounding.scratch;
+}
+
 Status CudaKernels::matmul(CUdeviceptr x, const DeviceWeight &w,
                            const DeviceWeight &bias, int64_t m, int64_t n,
                            int64_t k, CUdeviceptr out, CUstream stream,
-                           CUfunction specialized, bool constantWeight) const {
+                           CUfunction specialized, bool constantWeight,
+                           const InputRounding &rounding) const {
   if (w.type == 0 && (bias.data == 0 || bias.type == 0))
     return matmul(x, w.data, bias.data, m, n, k, out, stream, specialized);
+  if (m > 8 && tensorGemmApplies(w, k) && x % 16 == 0)
+    return tensorGemm(x, w, bias, m, n, k, out, stream,
+                      rounding.bf16 && w.type != 0);
+  StatusOr<CUdeviceptr> input = roundedInput(x, m * k, w.type, rounding, stream);
+  if (!input.ok())
+    return input.error();
+  x = *input;
   DeviceWeight weight = w, b = bias;
   weight.rows = n;
   weight.cols = k;
   void *params[] = {&x, &weight, &b, &m, &n, &k, &out};
-  if (m > 8 && tensorGemmApplies(w, k) && x % 16 == 0)
-    return tensorGemm(x, w, bias, m, n, k, out, stream);
   if (m > 8)
     return launch(matmulStoredTiledFn, "matmul", ceilDiv(n, 64), ceilDiv(m, 64),
                   1, 256, 0, stream, params);
@@ -743,8 +780,15 @@ bool CudaKernels::tensorGemmApplies(const DeviceWeight &w, int64_t k) {
   return w.type == 1;
 }
 
-CUfunction CudaKernels::tensorGemmFn(const DeviceWeight &w,
-                                     bool grouped) const {
+CUfunction CudaKernels::tensorGemmFn(const DeviceWeight &w, bool grouped,
+                                     bool bf16Input) const {
+  if (bf16Input) {
+    if (w.type == 1)
+      return grouped ? expertGemmTcBf16X1Fn : gemmTcBf16X1Fn;
+    if (w.blockK == 32)
+      return grouped ? expertGemmTcE4m3K32X1Fn : gemmTcE4m3K32X1Fn;
+    return grouped ? expertGemmTcE4m3X1Fn : gemmTcE4m3X1Fn;
+  }
   if (w.type == 1)
     return grouped ? expertGemmTcBf16Fn : gemmTcBf16Fn;
   if (w.blockK == 32)
@@ -754,8 +798,8 @@ CUfunction CudaKernels::tensorGemmFn(const DeviceWeight &w,
 
 Status CudaKernels::tensorGemm(CUdeviceptr x, const DeviceWeight &w,
                                const DeviceWeight &bias, int64_t m, int64_t n,
-                               int64_t k, CUdeviceptr out,
-                               CUstream stream) const {
+                               int64_t k, CUdeviceptr out, CUstream stream,
+                               bool bf16Input) const {
   if (!tensorGemmApplies(w, k) || x % 16 != 0)
     return Status::error("tensorGemm: no tensor-core GEMM for weight type " +
                          std::to_string(w.type) + ", blockK " +
@@ -765,7 +809,7 @@ Status CudaKernels::tensorGemm(CUdeviceptr x, const DeviceWeight &w,
   weight.rows = n;
   weight.cols = k;
   void *params[] = {&x, &weight, &b, &m, &n, &k, &out};
-  return launch(tensorGemmFn(w, false), "matmul (tensor-core GEMM)",
+  return launch(tensorGemmFn(w, false, bf16Input), "matmul (tensor-core GEMM)",
                 ceilDiv(n, 128), ceilDiv(m, kTensorGemmRows), 1, 128,
                 unsigned(tensorGemmSharedBytes(w.type)), stream, params);
 }
@@ -1035,8 +1079,23 @@ Status CudaKernels::expertMatmul(
     CUdeviceptr x, bool perSlotInput, const DeviceWeight &weight,
     int64_t experts, int64_t n, int64_t k, CUdeviceptr indices, int64_t tokens,
     int64_t slots, CUdeviceptr routingWeights, CUdeviceptr out, CUstream stream,
-    const DeviceWeight &bias, CUdeviceptr scratch, int64_t scratchBytes) const {
+    const DeviceWeight &bias, CUdeviceptr scratch, int64_t scratchBytes,
+    const InputRounding &rounding) const {
   bool routed = routingWeights != 0;
+  // Past decode sizes the weight rows are shared by several rows each:
+  // grouped by expert, the tensor cores read each once per 64 rows.
+  if (tokens > 8 && tensorGemmApplies(weight, k) && x % 16 == 0 &&
+      experts <= kTensorGemmMaxExperts && scratch &&
+      scratchBytes >= expertGemmScratchBytes(tokens, slots, experts, n, routed))
+    return tensorExpertMatmul(x, perSlotInput, weight, experts, n, k, indices,
+                              tokens, slots, routingWeights, out, stream, bias,
+                              scratch, scratchBytes,
+                              rounding.bf16 && weight.type != 0);
+  StatusOr<CUdeviceptr> input = roundedInput(
+      x, tokens * (perSlotInput ? slots : 1) * k, weight.type, rounding, stream);
+  if (!input.ok())
+    return input.error();
+  x = *input;
   // Decode sizes: each picked expert's rows streamed once on the tensor
   // cores, however many tokens picked it.
   if (tokens <= 8 && experts >= 1 && x % 16 == 0 &&
@@ -1046,14 +1105,6 @@ Status CudaKernels::expertMatmul(
     return tensorExpertGemv(x, perSlotInput, weight, experts, n, k, indices,
                             tokens, slots, routingWeights, out, stream, bias,
                             scratch, scratchBytes);
-  // Past decode sizes the weight rows are shared by several rows each:
-  // grouped by expert, the tensor cores read each once per 64 rows.
-  if (tokens > 8 && tensorGemmApplies(weight, k) && x % 16 == 0 &&
-      experts <= kTensorGemmMaxExperts && scratch &&
-      scratchBytes >= expertGemmScratchBytes(tokens, slots, experts, n, routed))
-    return tensorExpertMatmul(x, perSlotInput, weight, experts, n, k, indices,
-                              tokens, slots, routingWeights, out, stream, bias,
-                              scratch, scratchBytes);
   return cudaCoreExpertMatmul(x, perSlotInput, weight, experts, n, k, indices,
                               tokens, slots, routingWeights, out, stream, bias);
 }
@@ -1143,7 +1194,8 @@ Status CudaKernels::tensorExpertMatmul(
     CUdeviceptr x, bool perSlotInput, const DeviceWeight &weight,
     int64_t experts, int64_t n, int64_t k, CUdeviceptr indices, int64_t tokens,
     int64_t slots, CUdeviceptr routingWeights, CUdeviceptr out, CUstream stream,
-    const DeviceWeight &bias, CUdeviceptr scratch, int64_t scratchBytes) const {
+    const DeviceWeight &bias, CUdeviceptr scratch, int64_t scratchBytes,
+    bool bf16Input) const {
   bool routed = routingWeights != 0;
   int64_t needed = expertGemmScratchBytes(tokens, slots, experts, n, routed);
   if (!tensorGemmApplies(weight, k) || x % 16 != 0)
@@ -1184,7 +1236,8 @@ Status CudaKernels::tensorExpertMatmul(
   void *gemm[] = {&x,        &perSlot,   &w,     &n, &k, &order,
                   &tileList, &tileCount, &slots, &b, &y};
   DAYBREAK_RETURN_IF_ERROR(
-      launch(tensorGemmFn(weight, true), "expertMatmul (tensor-core GEMM)",
+      launch(tensorGemmFn(weight, true, bf16Input),
+             "expertMatmul (tensor-core GEMM)",
              ceilDiv(n, 128), tiles, 1, 128,
              unsigned(tensorGemmSharedBytes(weight.type)), stream, gemm));
   if (!routed)

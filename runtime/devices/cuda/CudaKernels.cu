@@ -868,6 +868,20 @@ __device__ __forceinline__ void splitX(float lo, float hi, uint32_t (&p)[3]) {
   }
 }
 
+/// The one-part form of splitX (`daybreak-run --precision=bf16`): each
+/// value rounded to bf16 (nearest even) first, then, for f16, the scaled
+/// bf16 value converted (exact while it stays a normal f16, i.e. down to
+/// 2^-28 of the stage's largest |x|; below that it rounds at 2^-39 of
+/// it). The products are then those of bf16(x) and the widened weight.
+template <int kType>
+__device__ __forceinline__ uint32_t roundX(float lo, float hi) {
+  uint32_t r;
+  asm("cvt.rn.bf16x2.f32 %0, %1, %2;" : "=r"(r) : "f"(hi), "f"(lo));
+  if (kType != kWeightE4M3)
+    return r;
+  return packHalf2(__uint_as_float(r << 16), __uint_as_float(r & 0xFFFF0000u));
+}
+
 /// d += a b for one m16n8k16 step, f16 or bf16 operands, fp32 accumulators.
 template <int kType>
 __device__ __forceinline__ void mma16816(float (&d)[4], const uint32_t (&a)[4],
@@ -1446,7 +1460,9 @@ __device__ __forceinline__ void loadMatrixX4(uint32_t (&a)[4], const void *p) {
 /// by a barrier. `weight` and `scales` point at the expert's matrix and
 /// its scale rows; `biasOffset` at its bias row. kFoldSteps: k-steps a
 /// scale group (2: blockK 32; 4: blockK a multiple of 64, and bf16).
-template <int kType, int kFoldSteps>
+/// kParts: 3, x split exactly (splitX); 1, x rounded to bf16 (roundX:
+/// `--precision=bf16`, a third of the mma).
+template <int kType, int kFoldSteps, int kParts>
 __device__ __forceinline__ void
 gemmTile(const float *__restrict__ x, const uint8_t *__restrict__ weight,
          const float *__restrict__ scales, const Weight &w, const Weight &bias,
@@ -1572,22 +1588,27 @@ gemmTile(const float *__restrict__ x, const uint8_t *__restrict__ weight,
     for (int jj = 0; jj < 2; ++jj) {
       // Fragment columns 2q, 2q + 1 (lo) and 2q + 8, 2q + 9 (hi) of the
       // k-step: piece q's first and second pair.
-      uint32_t lo[3][4], hi[3][4];
+      uint32_t lo[kParts][4], hi[kParts][4];
 #pragma unroll
       for (int q = 0; q < 4; ++q) {
+        if (kParts == 1) {
+          lo[0][q] = roundX<kType>(v[jj][q].x, v[jj][q].y);
+          hi[0][q] = roundX<kType>(v[jj][q].z, v[jj][q].w);
+          continue;
+        }
         uint32_t p[3];
         splitX<kType>(v[jj][q].x, v[jj][q].y, p);
 #pragma unroll
-        for (int i = 0; i < 3; ++i)
+        for (int i = 0; i < kParts; ++i)
           lo[i][q] = p[i];
         splitX<kType>(v[jj][q].z, v[jj][q].w, p);
 #pragma unroll
-        for (int i = 0; i < 3; ++i)
+        for (int i = 0; i < kParts; ++i)
           hi[i][q] = p[i];
       }
       const int step = 2 * h + jj;
 #pragma unroll
-      for (int i = 0; i < 3; ++i) {
+      for (int i = 0; i < kParts; ++i) {
         uint16_t *dst =
             parts + (i * kGemmRows + row) * kGemmPartStride + step * 16;
         *reinterpret_cast<uint4 *>(dst) =
@@ -1668,7 +1689,7 @@ gemmTile(const float *__restrict__ x, const uint8_t *__restrict__ weight,
                 b[nt] = raw[nt];
             }
 #pragma unroll
-            for (int i = 0; i < 3; ++i) {
+            for (int i = 0; i < kParts; ++i) {
               uint32_t a[4];
               loadMatrixX4(
                   a, parts +
@@ -1726,7 +1747,7 @@ extern __shared__ __align__(16) uint8_t tcGemmShared[];
 /// shared memory as GemmSmem lays it out. Needs K a multiple of 16, x and
 /// the weight 16-byte aligned, and for e4m3 blockK 32 (kFoldSteps 2) or a
 /// multiple of 64 (CudaKernels::tensorGemmApplies).
-template <int kType, int kFoldSteps>
+template <int kType, int kFoldSteps, int kParts>
 __device__ __forceinline__ void gemmDense(const float *x, const Weight &w,
                                           const Weight &bias, int64_t m,
                                           int64_t n, int64_t k, float *out) {
@@ -1739,9 +1760,9 @@ __device__ __forceinline__ void gemmDense(const float *x, const Weight &w,
     source[threadIdx.x] = dest[threadIdx.x] = row < m ? int32_t(row) : -1;
   }
   __syncthreads();
-  gemmTile<kType, kFoldSteps>(x, static_cast<const uint8_t *>(w.data), w.scales,
-                              w, bias, 0, n, k, int64_t(blockIdx.x) * kGemmCols,
-                              out, tcGemmShared);
+  gemmTile<kType, kFoldSteps, kParts>(
+      x, static_cast<const uint8_t *>(w.data), w.scales, w, bias, 0, n, k,
+      int64_t(blockIdx.x) * kGemmCols, out, tcGemmShared);
 }
 
 /// The grouped expert GEMM over the tiles daybreak_expert_group built:
@@ -1749,7 +1770,7 @@ __device__ __forceinline__ void gemmDense(const float *x, const Weight &w,
 /// past the tile count returns. Tile (expert, begin, rows) multiplies the
 /// rows order[begin, begin + rows) (each a token x slots + slot pair) by
 /// the expert's matrix into `out` row pair (bias: the expert's row).
-template <int kType, int kFoldSteps>
+template <int kType, int kFoldSteps, int kParts>
 __device__ __forceinline__ void
 gemmExperts(const float *x, int32_t perSlotInput, const Weight &w, int64_t n,
             int64_t k, const int32_t *order, const int4 *tiles,
@@ -1774,12 +1795,12 @@ gemmExperts(const float *x, int32_t perSlotInput, const Weight &w, int64_t n,
   if (kType == kWeightE4M3)
     scales +=
         e * ((n + w.blockN - 1) / w.blockN) * ((k + w.blockK - 1) / w.blockK);
-  gemmTile<kType, kFoldSteps>(x,
-                              static_cast<const uint8_t *>(w.data) +
-                                  e * n * k * GemmShape<kType>::kBytes,
-                              scales, w, bias, e * n, n, k,
-                              int64_t(blockIdx.x) * kGemmCols, out,
-                              tcGemmShared);
+  gemmTile<kType, kFoldSteps, kParts>(
+      x,
+      static_cast<const uint8_t *>(w.data) +
+          e * n * k * GemmShape<kType>::kBytes,
+      scales, w, bias, e * n, n, k, int64_t(blockIdx.x) * kGemmCols, out,
+      tcGemmShared);
 }
 
 /// Exclusive prefix sums over the block (1024 threads) of two counts;
@@ -1823,27 +1844,42 @@ __device__ int2 blockExclusiveScan(int2 v, int2 *totals, int2 &sum) {
 
 } // namespace
 
-#define DAYBREAK_TC_GEMM(name, type, fold)                                     \
+#define DAYBREAK_TC_GEMM(name, type, fold, parts)                              \
   extern "C" __global__ void __launch_bounds__(kGemmThreads, 2)                \
       daybreak_gemm_tc_##name(const float *x, Weight w, Weight bias,           \
                               int64_t m, int64_t n, int64_t k, float *out) {   \
-    gemmDense<type, fold>(x, w, bias, m, n, k, out);                           \
+    gemmDense<type, fold, parts>(x, w, bias, m, n, k, out);                    \
   }                                                                            \
   extern "C" __global__ void __launch_bounds__(kGemmThreads, 2)                \
       daybreak_expert_gemm_tc_##name(                                          \
           const float *x, int32_t perSlotInput, Weight w, int64_t n,           \
           int64_t k, const int32_t *order, const int4 *tiles,                  \
           const int32_t *tileCount, int64_t slots, Weight bias, float *out) {  \
-    gemmExperts<type, fold>(x, perSlotInput, w, n, k, order, tiles, tileCount, \
-                            slots, bias, out);                                 \
+    gemmExperts<type, fold, parts>(x, perSlotInput, w, n, k, order, tiles,     \
+                                   tileCount, slots, bias, out);               \
   }
 /// Tensor-core GEMMs (CudaKernels::tensorGemm, tensorExpertMatmul): bf16;
 /// e4m3 with blockK a multiple of 64 (DeepSeek's 128 x 128 blocks); e4m3
 /// with blockK 32 (gpt-oss's MXFP4 experts as e4m3 with [1, 32] scales).
-DAYBREAK_TC_GEMM(bf16, kWeightBF16, 4)
-DAYBREAK_TC_GEMM(e4m3, kWeightE4M3, 4)
-DAYBREAK_TC_GEMM(e4m3_k32, kWeightE4M3, 2)
+/// The _x1 forms take x rounded to bf16 (`--precision=bf16`).
+DAYBREAK_TC_GEMM(bf16, kWeightBF16, 4, 3)
+DAYBREAK_TC_GEMM(e4m3, kWeightE4M3, 4, 3)
+DAYBREAK_TC_GEMM(e4m3_k32, kWeightE4M3, 2, 3)
+DAYBREAK_TC_GEMM(bf16_x1, kWeightBF16, 4, 1)
+DAYBREAK_TC_GEMM(e4m3_x1, kWeightE4M3, 4, 1)
+DAYBREAK_TC_GEMM(e4m3_k32_x1, kWeightE4M3, 2, 1)
 #undef DAYBREAK_TC_GEMM
+
+/// out[i] = x[i] rounded to bf16 (nearest even), as an fp32 value: the
+/// input of a matmul under `--precision=bf16` whose kernel has no rounding
+/// form of its own. Grid-stride, one value a thread a step.
+extern "C" __global__ void daybreak_round_bf16(const float *x, int64_t n,
+                                               float *out) {
+  const int64_t stride = int64_t(gridDim.x) * blockDim.x;
+  for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < n;
+       i += stride)
+    out[i] = __uint_as_float(roundX<kWeightBF16>(x[i], 0.0f) << 16);
+}
 
 /// Groups the rows of a grouped expert matmul by expert for the GEMM
 /// above: one block of 1024 threads, dynamic shared memory 2 x E ints

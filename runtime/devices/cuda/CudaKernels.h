@@ -77,6 +77,19 @@ struct TensorGemvChoice {
   int cluster = 0; ///< blocks of a cluster splitting K: 1 to 16
 };
 
+/// How a matmul on a weight stored below fp32 (bf16, e4m3) takes its fp32
+/// input (`daybreak-run --precision`). Exact by default: the products are
+/// fp32 products (three 16-bit parts of x on the tensor cores). With bf16,
+/// x is first rounded to bf16 (nearest even): the tensor-core GEMMs take
+/// one part (a third of the mma), and the other paths read a rounded copy
+/// made in `scratch` (at least the input's floats). An fp32 weight (the
+/// routers the importer keeps in fp32) stays exact either way.
+struct InputRounding {
+  bool bf16 = false;
+  CUdeviceptr scratch = 0;
+  int64_t scratchFloats = 0;
+};
+
 /// Which kernel CudaKernels::attention runs. Auto leaves the choice to the
 /// launcher (the exact CUDA-core kernels); PreferTensorCores takes the
 /// tensor cores wherever they apply and the launch does not split over
@@ -278,6 +291,13 @@ constexpr int64_t expertGemvScratchBytes(int64_t tokens, int64_t slots,
   X(expertGemmTcBf16, "daybreak_expert_gemm_tc_bf16")                          \
   X(expertGemmTcE4m3, "daybreak_expert_gemm_tc_e4m3")                          \
   X(expertGemmTcE4m3K32, "daybreak_expert_gemm_tc_e4m3_k32")                   \
+  X(gemmTcBf16X1, "daybreak_gemm_tc_bf16_x1")                                  \
+  X(gemmTcE4m3X1, "daybreak_gemm_tc_e4m3_x1")                                  \
+  X(gemmTcE4m3K32X1, "daybreak_gemm_tc_e4m3_k32_x1")                           \
+  X(expertGemmTcBf16X1, "daybreak_expert_gemm_tc_bf16_x1")                     \
+  X(expertGemmTcE4m3X1, "daybreak_expert_gemm_tc_e4m3_x1")                     \
+  X(expertGemmTcE4m3K32X1, "daybreak_expert_gemm_tc_e4m3_k32_x1")              \
+  X(roundBf16, "daybreak_round_bf16")                                          \
   X(expertGemvTcE4m3, "daybreak_expert_gemv_tc_e4m3")                          \
   X(expertGemvTcBf16, "daybreak_expert_gemv_tc_bf16")                          \
   X(expertGroup, "daybreak_expert_group")                                      \
@@ -370,7 +390,18 @@ public:
   Status matmul(CUdeviceptr x, const DeviceWeight &w, const DeviceWeight &bias,
                 int64_t m, int64_t n, int64_t k, CUdeviceptr out,
                 CUstream stream, CUfunction specialized = nullptr,
-                bool constantWeight = false) const;
+                bool constantWeight = false,
+                const InputRounding &rounding = {}) const;
+  /// out[i] = bf16(x[i]) (nearest even) for i < n: the rounded copy of
+  /// InputRounding.
+  Status roundBf16(CUdeviceptr x, int64_t n, CUdeviceptr out,
+                   CUstream stream) const;
+  /// `x` itself, or, where `rounding` asks for bf16 on a weight of `type`
+  /// (not fp32), its rounded copy in the rounding's scratch (an error when
+  /// `n` floats do not fit).
+  StatusOr<CUdeviceptr> roundedInput(CUdeviceptr x, int64_t n, int32_t type,
+                                     const InputRounding &rounding,
+                                     CUstream stream) const;
   /// Whether tensorGemv runs this weight and shape: m in 1..8; e4m3 with k
   /// a multiple of 128, blockK of 128 and blockN of 16, or bf16 with k a
   /// multiple of 64.
@@ -393,11 +424,13 @@ public:
   /// 16-byte aligned, and bf16 or e4m3 with blockK 32 or a multiple of 64.
   static bool tensorGemmApplies(const DeviceWeight &w, int64_t k);
   /// The many-row matmul on the tensor cores (daybreak_gemm_tc_*, see
-  /// CudaKernels.cu): exact products and fp32 sums, as tensorGemv, any m.
+  /// CudaKernels.cu): exact products and fp32 sums, as tensorGemv, any m;
+  /// with `bf16Input`, the products of bf16(x) (the _x1 kernels).
   /// An error where tensorGemmApplies is false or x is not 16-byte aligned.
   Status tensorGemm(CUdeviceptr x, const DeviceWeight &w,
                     const DeviceWeight &bias, int64_t m, int64_t n, int64_t k,
-                    CUdeviceptr out, CUstream stream) const;
+                    CUdeviceptr out, CUstream stream,
+                    bool bf16Input = false) const;
   /// The tiles and cluster size tensorGemv picks for this shape (tiles 0:
   /// none fits), for the benchmark's report.
   TensorGemvChoice tensorGemvChoice(const DeviceWeight &w, int64_t m, int64_t n,
@@ -453,7 +486,8 @@ public:
                       CUdeviceptr routingWeights, CUdeviceptr out,
                       CUstream stream,
                       const DeviceWeight &bias = DeviceWeight(),
-                      CUdeviceptr scratch = 0, int64_t scratchBytes = 0) const;
+                      CUdeviceptr scratch = 0, int64_t scratchBytes = 0,
+                      const InputRounding &rounding = {}) const;
   /// daybreak_expert_matmul, any weight and shape: a warp per output
   /// column and token on the CUDA cores, each (token, slot) reading its
   /// expert's rows (an expert two tokens pick is read twice). The fallback,
@@ -501,7 +535,7 @@ public:
                             int64_t slots, CUdeviceptr routingWeights,
                             CUdeviceptr out, CUstream stream,
                             const DeviceWeight &bias, CUdeviceptr scratch,
-                            int64_t scratchBytes) const;
+                            int64_t scratchBytes, bool bf16Input = false) const;
   /// cpu::mxfp4ExpertMatmul on the device: `values` the packed E2M1
   /// values [E, N, K] (two a byte, low nibble first), `scales` the E8M0
   /// bytes [E, N, K / 32], `bias` [E, N] or absent (data 0). Decoded in
@@ -738,7 +772,8 @@ private:
   /// The tensor-core GEMM for a weight where tensorGemmApplies holds: bf16,
   /// e4m3 with blockK 32, or e4m3 with blockK a multiple of 64; dense or
   /// `grouped` by expert.
-  CUfunction tensorGemmFn(const DeviceWeight &w, bool grouped) const;
+  CUfunction tensorGemmFn(const DeviceWeight &w, bool grouped,
+                          bool bf16Input) const;
 
   /// A tensor-core GEMV kernel, how many of its blocks fit an SM by
   /// registers, and how many clusters of C = 1..16 blocks the GPU holds at

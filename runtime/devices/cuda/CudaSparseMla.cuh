@@ -390,10 +390,7 @@ sparseMlaTc(const float *q, const Cache &kv, const int32_t *indices,
       }
 #pragma unroll
     for (int i = 0; i < 2; ++i) {
-      tileMax[i] =
-          fmaxf(tileMax[i], __shfl_xor_sync(0xffffffffu, tileMax[i], 1));
-      tileMax[i] =
-          fmaxf(tileMax[i], __shfl_xor_sync(0xffffffffu, tileMax[i], 2));
+      tileMax[i] = quadMax(tileMax[i]);
       if (quad == 0)
         exchange[nw * kSmlaRows + 16 * mw + g + 8 * i] = tileMax[i];
     }
@@ -473,8 +470,7 @@ sparseMlaTc(const float *q, const Cache &kv, const int32_t *indices,
   // The row sums: over the quad, then the pair.
 #pragma unroll
   for (int i = 0; i < 2; ++i) {
-    rowSum[i] += __shfl_xor_sync(0xffffffffu, rowSum[i], 1);
-    rowSum[i] += __shfl_xor_sync(0xffffffffu, rowSum[i], 2);
+    rowSum[i] = quadSum(rowSum[i]);
     if (quad == 0)
       exchange[nw * kSmlaRows + 16 * mw + g + 8 * i] = rowSum[i];
   }
