@@ -1383,35 +1383,44 @@ int main(int argc, char **argv) {
   CUdeviceptr sequences = alloc(512 * 4, 0); // slot 0 for up to 512 tokens
 
   // Indexer scores: 64 heads of 128 over every cached key, for one query
-  // token (decode) and for 64 (a batch or a prefill chunk). The bytes are
-  // the keys read once and the scores written; the work, 2 x 64 x 128 FLOPs
-  // a token and key, is printed beside them (CUDA cores, fp32).
+  // token (decode) and for 64 (a batch or a prefill chunk), and on the
+  // tensor cores (q in bf16: --attention=tensor-cores) for 512 as well. The
+  // bytes are the keys read once and the scores written; the work, 2 x 64 x
+  // 128 FLOPs a token and key, is printed beside them.
   {
     CUfunction t =
         entry(ptx, specialized, "_Z29daybreak_dsa_indexer_scores_tILi128EE");
     if (t && !kernels.allowIndexerSharedMemory(t).ok())
       t = nullptr;
     DeviceCacheView keys = makeCache(128, 0, 128, seqLen);
-    CUdeviceptr q = alloc(64 * 64 * 128 * 4, 0x3c),
-                weights = alloc(64 * 64 * 4, 0x3c),
-                scores = alloc(64 * seqLen * 4, 0);
-    for (int64_t tokens : {1, 64}) {
+    CUdeviceptr q = alloc(512 * 64 * 128 * 4, 0x3c),
+                weights = alloc(512 * 64 * 4, 0x3c),
+                scores = alloc(512 * seqLen * 4, 0);
+    for (int64_t tokens : {1, 64, 512}) {
       double bytes = double(seqLen * keys.bytesPerRow + tokens * seqLen * 4);
       double flops = 2.0 * 64 * 128 * double(tokens * seqLen);
       std::string shape = "T=" + std::to_string(tokens) +
                           " H=64 D=128 S=" + std::to_string(seqLen);
-      for (CUfunction fn : {CUfunction(nullptr), t}) {
+      struct Variant {
+        const char *name;
+        CUfunction fn;
+        bool tensor;
+      };
+      for (Variant v : {Variant{"generic", nullptr, false},
+                        Variant{"<128>", t, false},
+                        Variant{"tensor", nullptr, true}}) {
+        if ((!v.tensor && tokens > 64) || (std::string(v.name) == "<128>" && !t))
+          continue;
         double seconds = timeIt(
             [&] {
               return kernels.dsaIndexerScores(q, weights, keys, sequences, 0,
                                               tokens, 64, 0.1, scores, nullptr,
-                                              fn);
+                                              v.fn, v.tensor);
             },
             iterations);
-        row("dsa_indexer_scores", shape, fn ? "<128>" : "generic", seconds,
-            bytes);
-        std::printf("%-18s %-40s %-12s %10.1f TFLOPS (fp32)\n", "", "",
-                    fn ? "<128>" : "generic", flops / seconds / 1e12);
+        row("dsa_indexer_scores", shape, v.name, seconds, bytes);
+        std::printf("%-18s %-40s %-12s %10.1f TFLOPS (%s)\n", "", "", v.name,
+                    flops / seconds / 1e12, v.tensor ? "bf16 x e4m3" : "fp32");
       }
     }
   }

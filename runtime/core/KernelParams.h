@@ -25,6 +25,21 @@ enum class CacheFormat {
   Fp8Scaled,
 };
 
+/// Whether the DSA indexer's tensor-core kernel scores keys of this cache
+/// for `heads` heads (`daybreak-run --attention=tensor-cores`): bf16 rows,
+/// or FP8 rows with one scale a row and no tail, of 16 to 128 values (a
+/// multiple of 16); 1 to 128 heads. It rounds q to bf16 (the keys widen
+/// exactly), so the CPU device, its oracle, rounds q wherever this holds.
+inline bool indexerTensorCoresApply(CacheFormat format, int64_t width,
+                                    int64_t tailDim, int64_t scaleBlock,
+                                    int64_t heads) {
+  bool rows = format == CacheFormat::BF16 ||
+              (format == CacheFormat::Fp8Scaled && tailDim == 0 &&
+               scaleBlock == width);
+  return rows && width >= 16 && width <= 128 && width % 16 == 0 &&
+         heads >= 1 && heads <= 128;
+}
+
 /// RoPE: the rotated slice of each row and the frequencies (YaRN as
 /// DeepSeek-V3 / transformers define it).
 struct RopeParams {

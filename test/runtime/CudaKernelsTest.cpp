@@ -939,6 +939,74 @@ TEST_F(CudaKernelsTest, DsaIndexerScores) {
     }
 }
 
+TEST_F(CudaKernelsTest, DsaIndexerScoresTensorCores) {
+  // The indexer on the tensor cores (daybreak_dsa_indexer_tc_*) against
+  // its oracle, the CPU kernel with q rounded to bf16: the products are
+  // the same exact products of bf16(q) and the keys, only the fp32 sums'
+  // order differs. bf16 and FP8 rows (one scale a row) of 16 to 128
+  // values; 1 to 128 heads (a partial 16-head tile: 4, 37); 5 tokens (one
+  // 64-key tile a block) and 600 (chunks of 3 tiles: the double-buffered
+  // walk); bounds inside a tile, at its end, at 0 and past the cache; two
+  // sequences through a shuffled page table. Each result must also differ
+  // from the exact kernel's (q was rounded), and an f32 cache, which the
+  // tensor cores do not take, must give the exact result.
+  constexpr int64_t maxSeqLen = 300;
+  for (auto format : {cpu::CacheFormat::BF16, cpu::CacheFormat::Fp8Scaled,
+                      cpu::CacheFormat::F32})
+    for (auto [dim, heads] : {std::pair<int64_t, int64_t>{128, 64},
+                              {128, 128},
+                              {32, 4},
+                              {64, 37},
+                              {16, 1}})
+      for (int64_t tokens : {5, 600}) {
+        if (format == cpu::CacheFormat::F32 && (dim != 128 || heads != 64))
+          continue;
+        bool fp8 = format == cpu::CacheFormat::Fp8Scaled;
+        TestCache cache(format, dim, 0, fp8 ? dim : 0, maxSeqLen, 16, rng);
+        cache.fill(rng);
+        auto q = random(tokens * heads * dim), weights = random(tokens * heads);
+        std::vector<int32_t> seqs(tokens), bounds(tokens);
+        for (int64_t t = 0; t < tokens; ++t) {
+          seqs[t] = int32_t(t % 2);
+          bounds[t] = int32_t(t == 0 ? 37 : t == 1 ? 64 : t == 2 ? 0
+                                                    : (t * 53) % 340);
+        }
+        ASSERT_EQ(runtime::indexerTensorCoresApply(cache.host.format, dim, 0,
+                                                   cache.host.scaleBlock,
+                                                   heads),
+                  format != cpu::CacheFormat::F32);
+        DeviceCacheView view = cache.upload(*driver);
+        Buffer dq(*driver, q), dw(*driver, weights), dSeqs(*driver, seqs),
+            dBounds(*driver, bounds), dOut(*driver, tokens * maxSeqLen * 4);
+        std::vector<float> expected(tokens * maxSeqLen),
+            exact(tokens * maxSeqLen);
+        for (auto [out, rounded] : {std::pair{&expected, true},
+                                    std::pair{&exact, false}})
+          ASSERT_TRUE(cpu::dsaIndexerScores(pool, q.data(), weights.data(),
+                                            cache.host, seqs.data(),
+                                            bounds.data(), tokens, heads, 0.125,
+                                            out->data(), rounded)
+                          .ok());
+        // Poisoned first: the zeros past a bound must be written.
+        ASSERT_EQ(driver->cuMemsetD8(dOut.get(), 0xff, expected.size() * 4),
+                  CUDA_SUCCESS);
+        expectRan(kernels->dsaIndexerScores(dq, dw, view, dSeqs, dBounds,
+                                            tokens, heads, 0.125, dOut, nullptr,
+                                            nullptr, /*tensorCores=*/true));
+        std::vector<float> out = dOut.read<float>(expected.size());
+        double e = rowRelativeError(out, expected, maxSeqLen);
+        char shape[64];
+        std::snprintf(shape, sizeof(shape), "%s dim=%ld heads=%ld T=%ld",
+                      formatName(format), long(dim), long(heads), long(tokens));
+        report("dsaIndexerScores (tc)", shape, e);
+        EXPECT_LE(e, 1e-5) << shape;
+        if (format == cpu::CacheFormat::F32)
+          EXPECT_EQ(expected, exact) << shape; // no rounding on f32 rows
+        else
+          EXPECT_GT(rowRelativeError(out, exact, maxSeqLen), 1e-5) << shape;
+      }
+}
+
 TEST_F(CudaKernelsTest, DsaIndexSelect) {
   struct Case {
     int64_t keys, topK;

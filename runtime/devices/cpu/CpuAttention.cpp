@@ -48,12 +48,21 @@ constexpr int64_t kAttentionRows = 64, kAttentionKeys = 64;
 Status dsaIndexerScores(ThreadPool &pool, const float *q, const float *weights,
                         const CacheView &keys, const int32_t *sequences,
                         const int32_t *bounds, int64_t tokens, int64_t heads,
-                        double scale, float *scores) {
+                        double scale, float *scores, bool bf16Q) {
   if (Status status =
           checkSequences(sequences, tokens, keys.batch, "dsaIndexerScores");
       !status.ok())
     return status;
   int64_t dim = keys.width, keyCount = keys.maxSeqLen;
+  std::vector<float> rounded;
+  if (bf16Q && runtime::indexerTensorCoresApply(keys.format, keys.width,
+                                                keys.tailDim, keys.scaleBlock,
+                                                heads)) {
+    rounded.assign(q, q + tokens * heads * dim);
+    for (float &v : rounded)
+      v = numerics::roundToBf16(v);
+    q = rounded.data();
+  }
   int64_t tokenJobs = (tokens + kIndexerTokens - 1) / kIndexerTokens;
   int64_t keyJobs = (keyCount + kIndexerKeys - 1) / kIndexerKeys;
   pool.parallelFor(tokenJobs * keyJobs, 1, [&](int64_t begin, int64_t end) {

@@ -251,10 +251,13 @@ Status cacheWrite(ThreadPool &pool, const CacheView &cache,
 /// scores[t, s] = scale * sum_h weights[t, h] * ReLU(q[t, h] . key(seq_t, s))
 /// for s < maxSeqLen of the (indexer) cache; q [T, H, D]. With `bounds`
 /// (may be null), 0 for s >= bounds[t], whose keys are not read.
+/// `bf16Q`: q rounded to bf16 (to nearest even) where
+/// runtime::indexerTensorCoresApply holds, as the CUDA tensor-core kernel
+/// (daybreak_dsa_indexer_tc) rounds it: its oracle.
 Status dsaIndexerScores(ThreadPool &pool, const float *q, const float *weights,
                         const CacheView &keys, const int32_t *sequences,
                         const int32_t *bounds, int64_t tokens, int64_t heads,
-                        double scale, float *scores);
+                        double scale, float *scores, bool bf16Q = false);
 
 /// Per query, the min(topK, bounds[t]) best of scores[t, 0 : bounds[t]] in
 /// descending order (ties to the lower index), then -1.

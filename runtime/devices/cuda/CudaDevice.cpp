@@ -919,7 +919,8 @@ struct CudaLaunchers {
         p(q), p(l.in(In::weights)), cache(d, l.in(In::keys)),
         p(l.in(In::sequences)), p(l.in(In::bounds)), l.tokens, q.dim(1),
         l->f(abi::DsaIndexerScores::P::scale), p(l.out(0)), d.stream,
-        specialized(d, l));
+        specialized(d, l),
+        d.attentionPath == AttentionPath::PreferTensorCores);
   }
   static Status dsaIndexSelect(CudaDevice &d, const BoundLaunch &l) {
     using In = abi::DsaIndexSelect::In;

@@ -154,6 +154,14 @@ constexpr int64_t tensorGemmSharedBytes(int32_t type) {
          3 * 64 * 72 * 2 + 2 * 2 * 128 * 4 + 3 * 64 * 4;
 }
 
+/// daybreak_dsa_indexer_tc's shared memory (as indexerTc in CudaKernels.cu
+/// lays it out): q rows of 16 m heads and two 64-key tiles, 136 halves
+/// a row; 128 row scales, 16 m head factors and m x 64 partial sums.
+constexpr int64_t indexerTcSharedBytes(int64_t heads) {
+  int64_t m = (heads + 15) / 16;
+  return 2 * (16 * m + 128) * 136 + 4 * (128 + 16 * m + 64 * m);
+}
+
 /// An error for n outside [1, kMhcMaxStreams], the CPU kernels' limit too,
 /// or sinkhornIters < 1 (when given).
 Status checkMhcStreams(const char *kernel, int64_t n,
@@ -357,6 +365,8 @@ StatusOr<CudaKernels> CudaKernels::load(const Driver &driver, CUmodule module) {
         {kernels.sparseMlaTcFn, sparseMlaTcSharedBytes(576)},
         {kernels.sparseMlaTcSplitFn, sparseMlaTcSharedBytes(576)},
         {kernels.dsaIndexerScoresFn, kernels.sharedPerBlock},
+        {kernels.dsaIndexerTcE4m3Fn, indexerTcSharedBytes(128)},
+        {kernels.dsaIndexerTcBf16Fn, indexerTcSharedBytes(128)},
         {kernels.attentionWideFn,
          wideAttentionSharedBytes(kWideAttentionMaxHeadDim,
                                   kWideAttentionMaxValueDim, false)},
@@ -1370,8 +1380,30 @@ Status CudaKernels::dsaIndexerScores(CUdeviceptr q, CUdeviceptr weights,
                                      CUdeviceptr sequences, CUdeviceptr bounds,
                                      int64_t tokens, int64_t heads,
                                      double scale, CUdeviceptr scores,
-                                     CUstream stream,
-                                     CUfunction specialized) const {
+                                     CUstream stream, CUfunction specialized,
+                                     bool tensorCores) const {
+  if (tensorCores && q % 16 == 0 &&
+      runtime::indexerTensorCoresApply(keys.format, keys.width, keys.tailDim,
+                                       keys.scaleBlock, heads)) {
+    // A block per token and chunk of keys: chunks of whole 64-key tiles,
+    // as many as bring the grid to about 8 blocks an SM (decode), one a
+    // token when the tokens alone fill the GPU (prefill).
+    int64_t tiles = ceilDiv(keys.maxSeqLen, 64);
+    int64_t chunks =
+        std::clamp<int64_t>(ceilDiv(8 * multiprocessors, tokens), 1, tiles);
+    int64_t chunkKeys = ceilDiv(tiles, chunks) * 64;
+    KernelCache c = toKernel(keys);
+    float fscale = float(scale);
+    void *params[] = {&q,     &weights, &c,         &sequences, &bounds,
+                      &heads, &fscale,  &chunkKeys, &scores};
+    return launch(keys.format == runtime::CacheFormat::BF16
+                      ? dsaIndexerTcBf16Fn
+                      : dsaIndexerTcE4m3Fn,
+                  "dsaIndexerScores (tensor cores)",
+                  ceilDiv(keys.maxSeqLen, chunkKeys), tokens, 1,
+                  unsigned(32 * std::max<int64_t>(4, ceilDiv(heads, 16))),
+                  unsigned(indexerTcSharedBytes(heads)), stream, params);
+  }
   // Warps of 8 keys each; the token's q rows and the block's keys decoded
   // into shared memory rows of the kernel's indexerStride(width) floats (a
   // multiple of 4 whose quarter is odd). Up to 8 warps, as many as fit.

@@ -3386,6 +3386,272 @@ daybreak_dsa_indexer_scores_t(const float *q, const float *weights, Cache keys,
                          scores);
 }
 
+//===----------------------------------------------------------------------===//
+// The DSA indexer on the tensor cores (`daybreak-run --attention=tensor-cores`):
+// the same scores as daybreak_dsa_indexer_scores with q rounded to bf16 (to
+// nearest even). A block takes one token and a chunk of keys: the token's
+// heads are the M dimension of mma.sync m16n8k16 tiles (a warp a 16-head
+// tile, zero rows past `heads`), 64 keys the N dimension of a step, the row
+// of at most 128 values the K dimension. Keys arrive as stored: bf16 rows
+// multiply as bf16 against q's bf16; FP8 rows (one power-of-two scale a row,
+// no tail) widen exactly to f16 (one cvt per two codes) against q's bf16
+// value times a power of two per head that puts its largest |q| in
+// [2^14, 2^15) (exact while the value stays a normal f16: down to 2^-28 of
+// that largest), and the row's scale and the head's inverse power multiply
+// the fp32 dot afterwards (both powers of two: exact). So every product is
+// the fp32 product of bf16(q) and the key; the sums are fp32. ReLU, the
+// head weights and the sum over heads follow in registers (a warp's 16
+// heads by shuffles, the warps' partial sums through shared memory in a
+// fixed order: deterministic).
+//
+// A key tile's words are loaded into registers a tile ahead (rows keep only
+// 4-byte alignment: FP8 rows are 4 bytes of scale longer than their codes),
+// widened into a second shared buffer while the current one is multiplied.
+// Per key and head, 2 D FLOP for D / 2 (FP8: D / 4) loaded bytes a key
+// shared by the heads: at DeepSeek-V3.2's 64 heads x 128 the tensor cores
+// bound it, not memory.
+//===----------------------------------------------------------------------===//
+
+namespace {
+
+constexpr int kIndexerTcKeys = 64;    // keys a step
+constexpr int kIndexerTcStride = 136; // halves a shared row: 128 + 8 (ldmatrix
+                                      // rows on distinct banks)
+constexpr int kIndexerTcMaxWords = 32; // a thread's words of a key tile
+
+} // namespace
+
+namespace {
+
+/// daybreak_dsa_indexer_tc's body: kType kWeightE4M3 for FP8 rows (f16
+/// mma), kWeightBF16 for bf16 rows. Block: 32 x max(4, ceil(heads / 16))
+/// threads; grid (ceil(maxSeqLen / chunkKeys), tokens), chunkKeys a
+/// multiple of 64. Shared memory (CudaKernels.cpp's indexerTcSharedBytes),
+/// m = ceil(heads / 16): q [16 m][136] halves, two key tiles [64][136]
+/// halves, their rows' scales [2][64], the heads' factors [16 m] and the
+/// warps' partial sums [m][64].
+template <int kType>
+__device__ __forceinline__ void
+indexerTc(const float *__restrict__ q, const float *__restrict__ weights,
+          const Cache &keys, const int32_t *sequences, const int32_t *bounds,
+          int64_t heads, float scale, int64_t chunkKeys,
+          float *__restrict__ scores) {
+  extern __shared__ __align__(16) uint8_t indexerTcShared[];
+  const int mTiles = int((heads + 15) / 16);
+  const int threads = int(blockDim.x);
+  const int tid = int(threadIdx.x), lane = tid & 31, warp = tid >> 5;
+  const int g = lane >> 2, t = lane & 3;
+  const int dim = int(keys.width), steps = dim / 16;
+  uint16_t *qs = reinterpret_cast<uint16_t *>(indexerTcShared);
+  uint16_t *ks = qs + 16 * mTiles * kIndexerTcStride;
+  float *rowScale =
+      reinterpret_cast<float *>(ks + 2 * kIndexerTcKeys * kIndexerTcStride);
+  float *factor = rowScale + 2 * kIndexerTcKeys;
+  float *partial = factor + 16 * mTiles;
+
+  const int64_t token = blockIdx.y;
+  const int64_t s0 = int64_t(blockIdx.x) * chunkKeys;
+  const int64_t count =
+      keys.maxSeqLen - s0 < chunkKeys ? keys.maxSeqLen - s0 : chunkKeys;
+  if (count <= 0)
+    return;
+  const int64_t seq = sequences ? sequences[token] : 0;
+  float *out = scores + token * keys.maxSeqLen + s0;
+  int64_t visible = count;
+  if (bounds) {
+    int64_t bound = int64_t(bounds[token]) - s0;
+    visible = bound < 0 ? 0 : bound < count ? bound : count;
+  }
+  if (seq < 0 || seq >= keys.batch)
+    visible = 0;
+  for (int64_t s = visible + tid; s < count; s += threads)
+    out[s] = 0.0f;
+  if (visible == 0)
+    return;
+
+  // q: warp w rounds heads 16w .. 16w + 15 (zeros past `heads`), a lane 4
+  // values of a head; the head factor is its weight (times the inverse
+  // power for f16).
+  for (int r = warp * 16; r < 16 * mTiles; r += 16 * (threads / 32))
+    for (int i = 0; i < 16; ++i) {
+      const int h = r + i, d = 4 * lane;
+      float4 v = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+      if (h < heads && d < dim)
+        v = *reinterpret_cast<const float4 *>(q + (token * heads + h) * dim +
+                                              d);
+      float inverse = 1.0f;
+      if (kType == kWeightE4M3) {
+        float amax = fmaxf(fmaxf(fabsf(v.x), fabsf(v.y)),
+                           fmaxf(fabsf(v.z), fabsf(v.w)));
+#pragma unroll
+        for (int o = 16; o > 0; o >>= 1)
+          amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, o));
+        int exponent = int(__float_as_uint(amax) >> 23) & 0xFF;
+        int shift = min(max(141 - exponent, -112), 126);
+        float up = __uint_as_float(uint32_t(127 + shift) << 23);
+        inverse = __uint_as_float(uint32_t(127 - shift) << 23);
+        v.x *= up;
+        v.y *= up;
+        v.z *= up;
+        v.w *= up;
+      }
+      if (d < dim)
+        *reinterpret_cast<uint2 *>(qs + h * kIndexerTcStride + d) =
+            make_uint2(roundX<kType>(v.x, v.y), roundX<kType>(v.z, v.w));
+      if (lane == 0)
+        factor[h] = h < heads ? weights[token * heads + h] * inverse : 0.0f;
+    }
+
+  // A key tile's words: thread i takes words i, i + threads, ... of the
+  // tile's rows (dim bytes a row for FP8, 2 dim for bf16), zero past
+  // `visible`; threads under 64 the row scales (FP8).
+  constexpr int kBytes = kType == kWeightE4M3 ? 1 : 2;
+  const int rowWords = dim * kBytes / 4, tileWords = kIndexerTcKeys * rowWords;
+  uint32_t raw[kIndexerTcMaxWords];
+  float nextScale = 0.0f;
+  auto load = [&](int64_t k0) {
+#pragma unroll
+    for (int i = 0; i < kIndexerTcMaxWords; ++i) {
+      const int word = tid + i * threads;
+      raw[i] = 0;
+      if (word < tileWords) {
+        const int key = word / rowWords;
+        if (k0 + key < visible)
+          raw[i] = __ldg(reinterpret_cast<const uint32_t *>(
+                             cacheRow(keys, seq, s0 + k0 + key)) +
+                         (word - key * rowWords));
+      }
+    }
+    if (tid < kIndexerTcKeys) {
+      nextScale = 0.0f;
+      if (k0 + tid < visible)
+        nextScale = kType == kWeightE4M3
+                        ? __ldg(reinterpret_cast<const float *>(
+                              cacheRow(keys, seq, s0 + k0 + tid) + dim))
+                        : 1.0f;
+    }
+  };
+  auto store = [&](int buf) {
+    uint16_t *tile = ks + buf * kIndexerTcKeys * kIndexerTcStride;
+#pragma unroll
+    for (int i = 0; i < kIndexerTcMaxWords; ++i) {
+      const int word = tid + i * threads;
+      if (word < tileWords) {
+        const int key = word / rowWords, w = word - key * rowWords;
+        uint16_t *row = tile + key * kIndexerTcStride;
+        if (kType == kWeightE4M3) {
+          uint2 h;
+          e4m3x4ToHalf2(raw[i], h.x, h.y);
+          *reinterpret_cast<uint2 *>(row + 4 * w) = h;
+        } else {
+          *reinterpret_cast<uint32_t *>(row + 2 * w) = raw[i];
+        }
+      }
+    }
+    if (tid < kIndexerTcKeys)
+      rowScale[buf * kIndexerTcKeys + tid] = nextScale;
+  };
+
+  const int64_t tiles = (visible + kIndexerTcKeys - 1) / kIndexerTcKeys;
+  load(0);
+  store(0);
+  if (tiles > 1)
+    load(kIndexerTcKeys);
+  __syncthreads();
+
+  // This warp's q fragments, once (warps past the head tiles only load).
+  const bool multiplies = warp < mTiles;
+  uint32_t a[8][4];
+  if (multiplies) {
+#pragma unroll
+    for (int s = 0; s < 8; ++s)
+      if (s < steps)
+        loadMatrixX4(a[s], qs + (warp * 16 + (lane & 15)) * kIndexerTcStride +
+                               s * 16 + (lane >> 4) * 8);
+  }
+  const float f0 = multiplies ? factor[warp * 16 + g] : 0.0f;
+  const float f1 = multiplies ? factor[warp * 16 + g + 8] : 0.0f;
+
+  for (int64_t tile = 0; tile < tiles; ++tile) {
+    const int buf = int(tile & 1);
+    const int64_t k0 = tile * kIndexerTcKeys;
+    if (multiplies) {
+      const uint16_t *kt = ks + buf * kIndexerTcKeys * kIndexerTcStride;
+      float acc[8][4] = {};
+#pragma unroll
+      for (int s = 0; s < 8; ++s) {
+        if (s >= steps)
+          break;
+#pragma unroll
+        for (int np = 0; np < 4; ++np) {
+          uint32_t b[4];
+          loadMatrixX4(b, kt + (np * 16 + (lane & 7) + ((lane >> 4) << 3)) *
+                                   kIndexerTcStride +
+                               s * 16 + ((lane >> 3) & 1) * 8);
+          mma16816<kType>(acc[2 * np], a[s], make_uint2(b[0], b[1]));
+          mma16816<kType>(acc[2 * np + 1], a[s], make_uint2(b[2], b[3]));
+        }
+      }
+      // ReLU, the head factors, and the sum over the warp's 16 heads.
+#pragma unroll
+      for (int nt = 0; nt < 8; ++nt) {
+        float v0 = f0 * fmaxf(acc[nt][0], 0.0f) + f1 * fmaxf(acc[nt][2], 0.0f);
+        float v1 = f0 * fmaxf(acc[nt][1], 0.0f) + f1 * fmaxf(acc[nt][3], 0.0f);
+#pragma unroll
+        for (int o = 4; o < 32; o <<= 1) {
+          v0 += __shfl_xor_sync(0xffffffffu, v0, o);
+          v1 += __shfl_xor_sync(0xffffffffu, v1, o);
+        }
+        if (g == 0)
+          *reinterpret_cast<float2 *>(partial + warp * kIndexerTcKeys + nt * 8 +
+                                      2 * t) = make_float2(v0, v1);
+      }
+    }
+    __syncthreads();
+    // The warps' sums in order, the row scale and `scale`; then the next
+    // tile into the other buffer and the one after it into registers.
+    if (tid < kIndexerTcKeys && k0 + tid < visible) {
+      float sum = 0.0f;
+      for (int w = 0; w < mTiles; ++w)
+        sum += partial[w * kIndexerTcKeys + tid];
+      out[k0 + tid] = scale * (rowScale[buf * kIndexerTcKeys + tid] * sum);
+    }
+    if (tile + 1 < tiles) {
+      store(buf ^ 1);
+      if (tile + 2 < tiles)
+        load((tile + 2) * kIndexerTcKeys);
+    }
+    __syncthreads();
+  }
+}
+
+} // namespace
+
+/// scores[t, s] = scale * sum_h weights[t, h] * ReLU(bf16(q[t, h]) . key(seq_t,
+/// s)), as daybreak_dsa_indexer_scores otherwise (bounds, zeros past them, a
+/// row of zeros for a sequence outside [0, batch)), on the tensor cores
+/// (see above): keys of width 16..128 (a multiple of 16), at most 128
+/// heads, q 16-byte aligned. _e4m3: FP8 rows with one scale a row and no
+/// tail; _bf16: bf16 rows.
+extern "C" __global__ void __launch_bounds__(256)
+    daybreak_dsa_indexer_tc_e4m3(const float *q, const float *weights,
+                                 Cache keys, const int32_t *sequences,
+                                 const int32_t *bounds, int64_t heads,
+                                 float scale, int64_t chunkKeys,
+                                 float *scores) {
+  indexerTc<kWeightE4M3>(q, weights, keys, sequences, bounds, heads, scale,
+                         chunkKeys, scores);
+}
+extern "C" __global__ void __launch_bounds__(256)
+    daybreak_dsa_indexer_tc_bf16(const float *q, const float *weights,
+                                 Cache keys, const int32_t *sequences,
+                                 const int32_t *bounds, int64_t heads,
+                                 float scale, int64_t chunkKeys,
+                                 float *scores) {
+  indexerTc<kWeightBF16>(q, weights, keys, sequences, bounds, heads, scale,
+                         chunkKeys, scores);
+}
+
 namespace {
 
 /// (descending score, ascending index) as one ascending 64-bit key; NaN is

@@ -298,6 +298,8 @@ constexpr int64_t expertGemvScratchBytes(int64_t tokens, int64_t slots,
   X(expertGemmTcE4m3X1, "daybreak_expert_gemm_tc_e4m3_x1")                     \
   X(expertGemmTcE4m3K32X1, "daybreak_expert_gemm_tc_e4m3_k32_x1")              \
   X(roundBf16, "daybreak_round_bf16")                                          \
+  X(dsaIndexerTcE4m3, "daybreak_dsa_indexer_tc_e4m3")                          \
+  X(dsaIndexerTcBf16, "daybreak_dsa_indexer_tc_bf16")                          \
   X(expertGemvTcE4m3, "daybreak_expert_gemv_tc_e4m3")                          \
   X(expertGemvTcBf16, "daybreak_expert_gemv_tc_bf16")                          \
   X(expertGroup, "daybreak_expert_group")                                      \
@@ -566,11 +568,15 @@ public:
   Status allowIndexerSharedMemory(CUfunction fn) const;
   /// `specialized`: daybreak_dsa_indexer_scores_t<keys.width>.
   /// With `bounds` (0: none), keys at or past bounds[t] score 0, unread.
+  /// `tensorCores`: daybreak_dsa_indexer_tc_* where
+  /// runtime::indexerTensorCoresApply holds and q is 16-byte aligned (q
+  /// rounded to bf16: `--attention=tensor-cores`), else the exact kernel.
   Status dsaIndexerScores(CUdeviceptr q, CUdeviceptr weights,
                           const DeviceCacheView &keys, CUdeviceptr sequences,
                           CUdeviceptr bounds, int64_t tokens, int64_t heads,
                           double scale, CUdeviceptr scores, CUstream stream,
-                          CUfunction specialized = nullptr) const;
+                          CUfunction specialized = nullptr,
+                          bool tensorCores = false) const;
   Status dsaIndexSelect(CUdeviceptr scores, CUdeviceptr bounds, int64_t tokens,
                         int64_t keys, int64_t topK, CUdeviceptr indices,
                         CUstream stream) const;
