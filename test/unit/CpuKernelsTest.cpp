@@ -767,6 +767,60 @@ TEST(CpuAttention, DsaIndexerScores) {
       << status.message();
 }
 
+/// dsaIndexerScores' bf16Q (the CUDA tensor-core indexer's rounding):
+/// where runtime::indexerTensorCoresApply holds (bf16 rows, FP8 rows with
+/// one scale a row, widths 16..128 a multiple of 16, up to 128 heads) the
+/// scores are the reference evaluator's on q rounded to bf16; elsewhere
+/// (f32 rows, two scales a row, a width of 40, 129 heads) q stays exact.
+TEST(CpuAttention, DsaIndexerScoresBf16Q) {
+  std::mt19937 rng(29);
+  struct Case {
+    int64_t heads, dim, scaleBlock;
+    cpu::CacheFormat format;
+    bool rounds;
+  };
+  for (Case c : {Case{4, 32, 32, cpu::CacheFormat::Fp8Scaled, true},
+                 Case{16, 128, 0, cpu::CacheFormat::BF16, true},
+                 Case{3, 16, 0, cpu::CacheFormat::BF16, true},
+                 Case{4, 32, 0, cpu::CacheFormat::F32, false},
+                 Case{4, 64, 32, cpu::CacheFormat::Fp8Scaled, false},
+                 Case{4, 40, 0, cpu::CacheFormat::BF16, false},
+                 Case{129, 16, 0, cpu::CacheFormat::BF16, false}}) {
+    const int64_t tokens = 5, batch = 2, maxSeq = 70;
+    PagedCache cache(c.format, c.dim, 0, c.scaleBlock, batch, maxSeq, 16);
+    Tensor keys = fillCache(rng, cache);
+    std::vector<float> q = randomFloats(rng, tokens * c.heads * c.dim);
+    std::vector<float> w = randomFloats(rng, tokens * c.heads);
+    std::vector<int32_t> seqs = {0, 1, 1, 0, 1};
+    ASSERT_EQ(runtime::indexerTensorCoresApply(c.format, c.dim, 0,
+                                               c.scaleBlock, c.heads),
+              c.rounds);
+    std::vector<float> rounded = q;
+    if (c.rounds)
+      for (float &v : rounded)
+        v = numerics::roundToBf16(v);
+    Tensor expected = llvm::cantFail(ref::dsaIndexerScores(
+        floats({tokens, c.heads, c.dim}, rounded), keys,
+        floats({tokens, c.heads}, w), ints({tokens}, seqs), 0.125, Tensor()));
+    cpu::ThreadPool pool(3);
+    std::vector<float> scores(tokens * maxSeq, 7.0f);
+    ASSERT_TRUE(cpu::dsaIndexerScores(pool, q.data(), w.data(), cache.view,
+                                      seqs.data(), nullptr, tokens, c.heads,
+                                      0.125, scores.data(), /*bf16Q=*/true)
+                    .ok());
+    EXPECT_TRUE(relClose(scores, expected.floats(), 1e-5))
+        << c.heads << " heads of " << c.dim;
+    if (c.rounds) {
+      // And not the exact scores: q was rounded.
+      Tensor exact = llvm::cantFail(ref::dsaIndexerScores(
+          floats({tokens, c.heads, c.dim}, q), keys,
+          floats({tokens, c.heads}, w), ints({tokens}, seqs), 0.125, Tensor()));
+      EXPECT_FALSE(relClose(scores, exact.floats(), 1e-5))
+          << c.heads << " heads of " << c.dim;
+    }
+  }
+}
+
 TEST(CpuAttention, DsaIndexSelect) {
   std::mt19937 rng(12);
   const int64_t tokens = 7, keys = 500, topK = 64;
