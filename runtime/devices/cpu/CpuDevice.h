@@ -27,12 +27,10 @@ public:
   ~CpuDevice() override;
 
   std::string name() const override { return "cpu"; }
-  /// Sparse MLA and the DSA indexer with the CUDA tensor-core kernels'
-  /// roundings (bf16 Q and probabilities, cpu::sparseAttention's
-  /// bf16Operands; the indexer's bf16 q, cpu::dsaIndexerScores' bf16Q),
-  /// the oracle of `--attention=tensor-cores` on a GPU. Dense attention
-  /// stays exact (the GPU's tensor-core path keeps fp32 products). Off by
-  /// default.
+  /// Sparse MLA with the CUDA tensor-core kernel's roundings (bf16 Q and
+  /// probabilities; cpu::sparseAttention's bf16Operands), the oracle of
+  /// `--attention=tensor-cores` on a GPU. Dense attention and the DSA
+  /// indexer stay exact, as the GPU runs them in that mode. Off by default.
   void emulateTensorCoreAttention(bool emulate) {
     tensorCoreRounding = emulate;
   }

@@ -912,6 +912,10 @@ struct CudaLaunchers {
                                  p(l.in(In::slots)), p(l.in(In::sequences)),
                                  l.tokens, d.stream);
   }
+  /// The exact kernel in every mode: the tensor-core one
+  /// (daybreak_dsa_indexer_tc_*) is correct but not yet faster on the H200
+  /// (every key word resolves its page; bench/NOTES.md, session 18), so no
+  /// mode takes it yet.
   static Status dsaIndexerScores(CudaDevice &d, const BoundLaunch &l) {
     using In = abi::DsaIndexerScores::In;
     const BoundArg &q = l.in(In::queries);
@@ -919,8 +923,7 @@ struct CudaLaunchers {
         p(q), p(l.in(In::weights)), cache(d, l.in(In::keys)),
         p(l.in(In::sequences)), p(l.in(In::bounds)), l.tokens, q.dim(1),
         l->f(abi::DsaIndexerScores::P::scale), p(l.out(0)), d.stream,
-        specialized(d, l),
-        d.attentionPath == AttentionPath::PreferTensorCores);
+        specialized(d, l), /*tensorCores=*/false);
   }
   static Status dsaIndexSelect(CudaDevice &d, const BoundLaunch &l) {
     using In = abi::DsaIndexSelect::In;

@@ -28,8 +28,7 @@ public:
   /// not split over keys (prefill, large decode batches; bf16 and fp8
   /// caches): 5-10x faster, not the exact mode's precision
   /// (CudaAttention.cuh); sparse MLA on the tensor cores wherever it
-  /// applies (bf16 Q and P, CudaSparseMla.cuh), and the DSA indexer (bf16
-  /// q, daybreak_dsa_indexer_tc). Off by default.
+  /// applies (bf16 Q and P, CudaSparseMla.cuh). Off by default.
   void preferTensorCoreAttention(bool prefer) {
     attentionPath =
         prefer ? AttentionPath::PreferTensorCores : AttentionPath::Auto;
