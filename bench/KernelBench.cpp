@@ -988,9 +988,9 @@ void benchTensorGemm(const CudaKernels &kernels, int iterations) {
       double seconds = timeIt(
           [&] {
             return kernels.tensorExpertMatmul(
-                x, e.perSlot, w, e.experts, e.n, e.k, indices, kTokens,
-                e.slots, routed ? routing : 0, out, nullptr, DeviceWeight(),
-                scratch, scratchBytes, bf16Input);
+                x, e.perSlot, w, e.experts, e.n, e.k, indices, kTokens, e.slots,
+                routed ? routing : 0, out, nullptr, DeviceWeight(), scratch,
+                scratchBytes, bf16Input);
           },
           std::max(iterations / 10, 3));
       tflops(bf16Input ? "tensor_expert_gemm bf16 x" : "tensor_expert_gemm",
@@ -1406,10 +1406,11 @@ int main(int argc, char **argv) {
         CUfunction fn;
         bool tensor;
       };
-      for (Variant v : {Variant{"generic", nullptr, false},
-                        Variant{"<128>", t, false},
-                        Variant{"tensor", nullptr, true}}) {
-        if ((!v.tensor && tokens > 64) || (std::string(v.name) == "<128>" && !t))
+      for (Variant v :
+           {Variant{"generic", nullptr, false}, Variant{"<128>", t, false},
+            Variant{"tensor", nullptr, true}}) {
+        if ((!v.tensor && tokens > 64) ||
+            (std::string(v.name) == "<128>" && !t))
           continue;
         double seconds = timeIt(
             [&] {

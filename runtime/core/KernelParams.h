@@ -33,11 +33,11 @@ enum class CacheFormat {
 inline bool indexerTensorCoresApply(CacheFormat format, int64_t width,
                                     int64_t tailDim, int64_t scaleBlock,
                                     int64_t heads) {
-  bool rows = format == CacheFormat::BF16 ||
-              (format == CacheFormat::Fp8Scaled && tailDim == 0 &&
-               scaleBlock == width);
-  return rows && width >= 16 && width <= 128 && width % 16 == 0 &&
-         heads >= 1 && heads <= 128;
+  bool rows =
+      format == CacheFormat::BF16 ||
+      (format == CacheFormat::Fp8Scaled && tailDim == 0 && scaleBlock == width);
+  return rows && width >= 16 && width <= 128 && width % 16 == 0 && heads >= 1 &&
+         heads <= 128;
 }
 
 /// RoPE: the rotated slice of each row and the frequencies (YaRN as

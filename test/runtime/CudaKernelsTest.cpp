@@ -967,8 +967,8 @@ std::vector<double> indexerTcBound(const cpu::CacheView &keys,
     for (int64_t t = begin; t < end; ++t) {
       for (int64_t h = 0; h < heads; ++h)
         for (int64_t d = 0; d < dim; ++d) {
-          qr[h * dim + d] = std::fabs(
-              numerics::roundToBf16(q[(t * heads + h) * dim + d]));
+          qr[h * dim + d] =
+              std::fabs(numerics::roundToBf16(q[(t * heads + h) * dim + d]));
           qmax[h] = std::max(qmax[h], qr[h * dim + d]);
         }
       int64_t visible = std::clamp<int64_t>(bounds[t], 0, count);
@@ -996,12 +996,12 @@ TEST_F(CudaKernelsTest, DsaIndexerScoresTensorCores) {
   // The indexer on the tensor cores (daybreak_dsa_indexer_tc_*) against
   // its oracle, the CPU kernel with q rounded to bf16, within the bound
   // indexerTcBound derives (the products are the same exact products of
-  // bf16(q) and the keys; the sums differ). bf16 and FP8 rows (one scale a row) of 16 to 128
-  // values; 1 to 128 heads (a partial 16-head tile: 4, 37); 5 tokens (one
-  // 64-key tile a block) and 600 (chunks of 3 tiles: the double-buffered
-  // walk); bounds inside a tile, at its end, at 0 and past the cache; two
-  // sequences through a shuffled page table. Each result must also differ
-  // from the exact kernel's (q was rounded), and an f32 cache, which the
+  // bf16(q) and the keys; the sums differ). bf16 and FP8 rows (one scale a row)
+  // of 16 to 128 values; 1 to 128 heads (a partial 16-head tile: 4, 37); 5
+  // tokens (one 64-key tile a block) and 600 (chunks of 3 tiles: the
+  // double-buffered walk); bounds inside a tile, at its end, at 0 and past the
+  // cache; two sequences through a shuffled page table. Each result must also
+  // differ from the exact kernel's (q was rounded), and an f32 cache, which the
   // tensor cores do not take, must give the exact result.
   constexpr int64_t maxSeqLen = 300;
   for (auto format : {cpu::CacheFormat::BF16, cpu::CacheFormat::Fp8Scaled,
@@ -1021,20 +1021,21 @@ TEST_F(CudaKernelsTest, DsaIndexerScoresTensorCores) {
         std::vector<int32_t> seqs(tokens), bounds(tokens);
         for (int64_t t = 0; t < tokens; ++t) {
           seqs[t] = int32_t(t % 2);
-          bounds[t] = int32_t(t == 0 ? 37 : t == 1 ? 64 : t == 2 ? 0
-                                                    : (t * 53) % 340);
+          bounds[t] = int32_t(t == 0   ? 37
+                              : t == 1 ? 64
+                              : t == 2 ? 0
+                                       : (t * 53) % 340);
         }
-        ASSERT_EQ(runtime::indexerTensorCoresApply(cache.host.format, dim, 0,
-                                                   cache.host.scaleBlock,
-                                                   heads),
+        ASSERT_EQ(runtime::indexerTensorCoresApply(
+                      cache.host.format, dim, 0, cache.host.scaleBlock, heads),
                   format != cpu::CacheFormat::F32);
         DeviceCacheView view = cache.upload(*driver);
         Buffer dq(*driver, q), dw(*driver, weights), dSeqs(*driver, seqs),
             dBounds(*driver, bounds), dOut(*driver, tokens * maxSeqLen * 4);
         std::vector<float> expected(tokens * maxSeqLen),
             exact(tokens * maxSeqLen);
-        for (auto [out, rounded] : {std::pair{&expected, true},
-                                    std::pair{&exact, false}})
+        for (auto [out, rounded] :
+             {std::pair{&expected, true}, std::pair{&exact, false}})
           ASSERT_TRUE(cpu::dsaIndexerScores(pool, q.data(), weights.data(),
                                             cache.host, seqs.data(),
                                             bounds.data(), tokens, heads, 0.125,
@@ -1070,7 +1071,8 @@ TEST_F(CudaKernelsTest, DsaIndexerScoresTensorCores) {
             worst = std::max(worst, err / bound[i]);
         }
         report("dsaIndexerScores (tc)", shape, worst);
-        EXPECT_EQ(outside, 0) << shape << ": worst " << worst << " of the bound";
+        EXPECT_EQ(outside, 0)
+            << shape << ": worst " << worst << " of the bound";
         EXPECT_GT(rowRelativeError(out, exact, maxSeqLen), 1e-5) << shape;
       }
 }
@@ -2296,9 +2298,9 @@ TEST_F(CudaKernelsTest, Bf16InputMatmuls) {
       if (s.m <= 8) {
         // The copy's paths: one float short of the input is refused.
         rounding.scratchFloats = s.m * s.k - 1;
-        Status refused = kernels->matmul(dx, gw, DeviceWeight(), s.m, s.n, s.k,
-                                         dOut, nullptr, nullptr, false,
-                                         rounding);
+        Status refused =
+            kernels->matmul(dx, gw, DeviceWeight(), s.m, s.n, s.k, dOut,
+                            nullptr, nullptr, false, rounding);
         EXPECT_FALSE(refused.ok()) << shape;
         EXPECT_NE(refused.message().find("needs as much scratch"),
                   std::string::npos)
@@ -2352,7 +2354,8 @@ TEST_F(CudaKernelsTest, Bf16InputMatmuls) {
         std::vector<float> out = dOut.read<float>(expected.size());
         double e = rowRelativeError(out, expected, n);
         char shape[96];
-        std::snprintf(shape, sizeof(shape), "%s/%ldx%ld T=%ld top-%ld perSlot=%d",
+        std::snprintf(shape, sizeof(shape),
+                      "%s/%ldx%ld T=%ld top-%ld perSlot=%d",
                       e4m3 ? "e4m3" : "bf16", long(f.blockN), long(f.blockK),
                       long(tokens), long(slots), perSlot);
         report("expertMatmul (bf16 x)", shape, e);

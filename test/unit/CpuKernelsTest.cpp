@@ -792,8 +792,8 @@ TEST(CpuAttention, DsaIndexerScoresBf16Q) {
     std::vector<float> q = randomFloats(rng, tokens * c.heads * c.dim);
     std::vector<float> w = randomFloats(rng, tokens * c.heads);
     std::vector<int32_t> seqs = {0, 1, 1, 0, 1};
-    ASSERT_EQ(runtime::indexerTensorCoresApply(c.format, c.dim, 0,
-                                               c.scaleBlock, c.heads),
+    ASSERT_EQ(runtime::indexerTensorCoresApply(c.format, c.dim, 0, c.scaleBlock,
+                                               c.heads),
               c.rounds);
     std::vector<float> rounded = q;
     if (c.rounds)

@@ -55,9 +55,9 @@ Status dsaIndexerScores(ThreadPool &pool, const float *q, const float *weights,
     return status;
   int64_t dim = keys.width, keyCount = keys.maxSeqLen;
   std::vector<float> rounded;
-  if (bf16Q && runtime::indexerTensorCoresApply(keys.format, keys.width,
-                                                keys.tailDim, keys.scaleBlock,
-                                                heads)) {
+  if (bf16Q &&
+      runtime::indexerTensorCoresApply(keys.format, keys.width, keys.tailDim,
+                                       keys.scaleBlock, heads)) {
     rounded.assign(q, q + tokens * heads * dim);
     for (float &v : rounded)
       v = numerics::roundToBf16(v);

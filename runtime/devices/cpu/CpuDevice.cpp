@@ -475,11 +475,11 @@ struct CpuLaunchers {
             ? &l->ints(abi::ExpertMatmul::P::block_size)
             : nullptr;
     WeightView stored = weight(w, &l.in(In::weight_scale), blocks);
-    return cpu::expertMatmul(
-        d.pool, input(d, x, !stored.isF32()), x.rank == 3, stored, w.dim(0),
-        w.dim(1), w.dim(2), i32(indices), l.tokens, indices.dim(1),
-        opt<float>(l.in(In::routing_weights)), f(l.out(0)),
-        weight(l.in(In::bias)));
+    return cpu::expertMatmul(d.pool, input(d, x, !stored.isF32()), x.rank == 3,
+                             stored, w.dim(0), w.dim(1), w.dim(2), i32(indices),
+                             l.tokens, indices.dim(1),
+                             opt<float>(l.in(In::routing_weights)), f(l.out(0)),
+                             weight(l.in(In::bias)));
   }
   static Status mxfp4ExpertMatmul(CpuDevice &d, const BoundLaunch &l) {
     using In = abi::Mxfp4ExpertMatmul::In;
@@ -489,9 +489,10 @@ struct CpuLaunchers {
     packed.values = w.as<uint8_t>();
     packed.scales = l.in(In::scales).as<uint8_t>();
     return cpu::mxfp4ExpertMatmul(
-        d.pool, input(d, x, /*stored=*/true), x.rank == 3, packed, weight(l.in(In::bias)), w.dim(0),
-        w.dim(1), w.dim(2), i32(indices), l.tokens, indices.dim(1),
-        opt<float>(l.in(In::routing_weights)), f(l.out(0)));
+        d.pool, input(d, x, /*stored=*/true), x.rank == 3, packed,
+        weight(l.in(In::bias)), w.dim(0), w.dim(1), w.dim(2), i32(indices),
+        l.tokens, indices.dim(1), opt<float>(l.in(In::routing_weights)),
+        f(l.out(0)));
   }
   static Status mxfp4ToFp8Experts(CpuDevice &d, const BoundLaunch &l) {
     using In = abi::Mxfp4ToFp8Experts::In;

@@ -509,9 +509,9 @@ Status CudaDevice::prepare(const artifact::ArtifactFile &file,
           roundScratchFloats =
               std::max(roundScratchFloats, std::min<int64_t>(rows, 8) * k);
         } else {
-          roundScratchFloats = std::max(
-              roundScratchFloats,
-              numel(gemm ? std::min<int64_t>(tokens, 8) : tokens));
+          roundScratchFloats =
+              std::max(roundScratchFloats,
+                       numel(gemm ? std::min<int64_t>(tokens, 8) : tokens));
         }
       }
 

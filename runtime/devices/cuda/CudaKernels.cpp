@@ -728,7 +728,8 @@ Status CudaKernels::matmul(CUdeviceptr x, const DeviceWeight &w,
   if (m > 8 && tensorGemmApplies(w, k) && x % 16 == 0)
     return tensorGemm(x, w, bias, m, n, k, out, stream,
                       rounding.bf16 && w.type != 0);
-  StatusOr<CUdeviceptr> input = roundedInput(x, m * k, w.type, rounding, stream);
+  StatusOr<CUdeviceptr> input =
+      roundedInput(x, m * k, w.type, rounding, stream);
   if (!input.ok())
     return input.error();
   x = *input;
@@ -1085,12 +1086,14 @@ Status CudaKernels::expertMatmul(CUdeviceptr x, bool perSlotInput,
                       indices, tokens, slots, routingWeights, out, stream);
 }
 
-Status CudaKernels::expertMatmul(
-    CUdeviceptr x, bool perSlotInput, const DeviceWeight &weight,
-    int64_t experts, int64_t n, int64_t k, CUdeviceptr indices, int64_t tokens,
-    int64_t slots, CUdeviceptr routingWeights, CUdeviceptr out, CUstream stream,
-    const DeviceWeight &bias, CUdeviceptr scratch, int64_t scratchBytes,
-    const InputRounding &rounding) const {
+Status CudaKernels::expertMatmul(CUdeviceptr x, bool perSlotInput,
+                                 const DeviceWeight &weight, int64_t experts,
+                                 int64_t n, int64_t k, CUdeviceptr indices,
+                                 int64_t tokens, int64_t slots,
+                                 CUdeviceptr routingWeights, CUdeviceptr out,
+                                 CUstream stream, const DeviceWeight &bias,
+                                 CUdeviceptr scratch, int64_t scratchBytes,
+                                 const InputRounding &rounding) const {
   bool routed = routingWeights != 0;
   // Past decode sizes the weight rows are shared by several rows each:
   // grouped by expert, the tensor cores read each once per 64 rows.
@@ -1101,8 +1104,9 @@ Status CudaKernels::expertMatmul(
                               tokens, slots, routingWeights, out, stream, bias,
                               scratch, scratchBytes,
                               rounding.bf16 && weight.type != 0);
-  StatusOr<CUdeviceptr> input = roundedInput(
-      x, tokens * (perSlotInput ? slots : 1) * k, weight.type, rounding, stream);
+  StatusOr<CUdeviceptr> input =
+      roundedInput(x, tokens * (perSlotInput ? slots : 1) * k, weight.type,
+                   rounding, stream);
   if (!input.ok())
     return input.error();
   x = *input;
@@ -1247,8 +1251,7 @@ Status CudaKernels::tensorExpertMatmul(
                   &tileList, &tileCount, &slots, &b, &y};
   DAYBREAK_RETURN_IF_ERROR(
       launch(tensorGemmFn(weight, true, bf16Input),
-             "expertMatmul (tensor-core GEMM)",
-             ceilDiv(n, 128), tiles, 1, 128,
+             "expertMatmul (tensor-core GEMM)", ceilDiv(n, 128), tiles, 1, 128,
              unsigned(tensorGemmSharedBytes(weight.type)), stream, gemm));
   if (!routed)
     return Status::success();
@@ -1396,13 +1399,12 @@ Status CudaKernels::dsaIndexerScores(CUdeviceptr q, CUdeviceptr weights,
     float fscale = float(scale);
     void *params[] = {&q,     &weights, &c,         &sequences, &bounds,
                       &heads, &fscale,  &chunkKeys, &scores};
-    return launch(keys.format == runtime::CacheFormat::BF16
-                      ? dsaIndexerTcBf16Fn
-                      : dsaIndexerTcE4m3Fn,
-                  "dsaIndexerScores (tensor cores)",
-                  ceilDiv(keys.maxSeqLen, chunkKeys), tokens, 1,
-                  unsigned(32 * std::max<int64_t>(4, ceilDiv(heads, 16))),
-                  unsigned(indexerTcSharedBytes(heads)), stream, params);
+    return launch(
+        keys.format == runtime::CacheFormat::BF16 ? dsaIndexerTcBf16Fn
+                                                  : dsaIndexerTcE4m3Fn,
+        "dsaIndexerScores (tensor cores)", ceilDiv(keys.maxSeqLen, chunkKeys),
+        tokens, 1, unsigned(32 * std::max<int64_t>(4, ceilDiv(heads, 16))),
+        unsigned(indexerTcSharedBytes(heads)), stream, params);
   }
   // Warps of 8 keys each; the token's q rows and the block's keys decoded
   // into shared memory rows of the kernel's indexerStride(width) floats (a

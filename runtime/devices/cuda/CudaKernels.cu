@@ -1795,12 +1795,12 @@ gemmExperts(const float *x, int32_t perSlotInput, const Weight &w, int64_t n,
   if (kType == kWeightE4M3)
     scales +=
         e * ((n + w.blockN - 1) / w.blockN) * ((k + w.blockK - 1) / w.blockK);
-  gemmTile<kType, kFoldSteps, kParts>(
-      x,
-      static_cast<const uint8_t *>(w.data) +
-          e * n * k * GemmShape<kType>::kBytes,
-      scales, w, bias, e * n, n, k, int64_t(blockIdx.x) * kGemmCols, out,
-      tcGemmShared);
+  gemmTile<kType, kFoldSteps, kParts>(x,
+                                      static_cast<const uint8_t *>(w.data) +
+                                          e * n * k * GemmShape<kType>::kBytes,
+                                      scales, w, bias, e * n, n, k,
+                                      int64_t(blockIdx.x) * kGemmCols, out,
+                                      tcGemmShared);
 }
 
 /// Exclusive prefix sums over the block (1024 threads) of two counts;
@@ -3387,22 +3387,23 @@ daybreak_dsa_indexer_scores_t(const float *q, const float *weights, Cache keys,
 }
 
 //===----------------------------------------------------------------------===//
-// The DSA indexer on the tensor cores (`daybreak-run --attention=tensor-cores`):
-// the same scores as daybreak_dsa_indexer_scores with q rounded to bf16 (to
-// nearest even). A block takes one token and a chunk of keys: the token's
-// heads are the M dimension of mma.sync m16n8k16 tiles (a warp a 16-head
-// tile, zero rows past `heads`), 64 keys the N dimension of a step, the row
-// of at most 128 values the K dimension. Keys arrive as stored: bf16 rows
-// multiply as bf16 against q's bf16; FP8 rows (one power-of-two scale a row,
-// no tail) widen exactly to f16 (one cvt per two codes) against q's bf16
-// value times a power of two per head that puts its largest |q| in
-// [2^14, 2^15) (exact while the value stays a normal f16: down to 2^-28 of
-// that largest), and the row's scale and the head's inverse power multiply
-// the fp32 dot afterwards (both powers of two: exact). So every product is
-// the fp32 product of bf16(q) and the key; the sums are fp32. ReLU, the
-// head weights and the sum over heads follow in registers (a warp's 16
-// heads by shuffles, the warps' partial sums through shared memory in a
-// fixed order: deterministic).
+// The DSA indexer on the tensor cores (no device mode takes it yet: it is
+// no faster than daybreak_dsa_indexer_scores until the key rows are resolved
+// once a tile, not once a loaded word): the same scores as
+// daybreak_dsa_indexer_scores with q rounded to bf16 (to nearest even). A
+// block takes one token and a chunk of keys: the token's heads are the M
+// dimension of mma.sync m16n8k16 tiles (a warp a 16-head tile, zero rows past
+// `heads`), 64 keys the N dimension of a step, the row of at most 128 values
+// the K dimension. Keys arrive as stored: bf16 rows multiply as bf16 against
+// q's bf16; FP8 rows (one power-of-two scale a row, no tail) widen exactly to
+// f16 (one cvt per two codes) against q's bf16 value times a power of two per
+// head that puts its largest |q| in [2^14, 2^15) (exact while the value stays a
+// normal f16: down to 2^-28 of that largest), and the row's scale and the
+// head's inverse power multiply the fp32 dot afterwards (both powers of two:
+// exact). So every product is the fp32 product of bf16(q) and the key; the sums
+// are fp32. ReLU, the head weights and the sum over heads follow in registers
+// (a warp's 16 heads by shuffles, the warps' partial sums through shared memory
+// in a fixed order: deterministic).
 //
 // A key tile's words are loaded into registers a tile ahead (rows keep only
 // 4-byte alignment: FP8 rows are 4 bytes of scale longer than their codes),
@@ -3414,9 +3415,9 @@ daybreak_dsa_indexer_scores_t(const float *q, const float *weights, Cache keys,
 
 namespace {
 
-constexpr int kIndexerTcKeys = 64;    // keys a step
-constexpr int kIndexerTcStride = 136; // halves a shared row: 128 + 8 (ldmatrix
-                                      // rows on distinct banks)
+constexpr int kIndexerTcKeys = 64;     // keys a step
+constexpr int kIndexerTcStride = 136;  // halves a shared row: 128 + 8 (ldmatrix
+                                       // rows on distinct banks)
 constexpr int kIndexerTcMaxWords = 32; // a thread's words of a key tile
 
 } // namespace
@@ -3481,8 +3482,8 @@ indexerTc(const float *__restrict__ q, const float *__restrict__ weights,
                                               d);
       float inverse = 1.0f;
       if (kType == kWeightE4M3) {
-        float amax = fmaxf(fmaxf(fabsf(v.x), fabsf(v.y)),
-                           fmaxf(fabsf(v.z), fabsf(v.w)));
+        float amax =
+            fmaxf(fmaxf(fabsf(v.x), fabsf(v.y)), fmaxf(fabsf(v.z), fabsf(v.w)));
 #pragma unroll
         for (int o = 16; o > 0; o >>= 1)
           amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, o));
@@ -3585,9 +3586,10 @@ indexerTc(const float *__restrict__ q, const float *__restrict__ weights,
 #pragma unroll
         for (int np = 0; np < 4; ++np) {
           uint32_t b[4];
-          loadMatrixX4(b, kt + (np * 16 + (lane & 7) + ((lane >> 4) << 3)) *
-                                   kIndexerTcStride +
-                               s * 16 + ((lane >> 3) & 1) * 8);
+          loadMatrixX4(b, kt +
+                              (np * 16 + (lane & 7) + ((lane >> 4) << 3)) *
+                                  kIndexerTcStride +
+                              s * 16 + ((lane >> 3) & 1) * 8);
           mma16816<kType>(acc[2 * np], a[s], make_uint2(b[0], b[1]));
           mma16816<kType>(acc[2 * np + 1], a[s], make_uint2(b[2], b[3]));
         }

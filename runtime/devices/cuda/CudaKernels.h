@@ -570,7 +570,8 @@ public:
   /// With `bounds` (0: none), keys at or past bounds[t] score 0, unread.
   /// `tensorCores`: daybreak_dsa_indexer_tc_* where
   /// runtime::indexerTensorCoresApply holds and q is 16-byte aligned (q
-  /// rounded to bf16: `--attention=tensor-cores`), else the exact kernel.
+  /// rounded to bf16), else the exact kernel. Only tests and the benchmark
+  /// ask for it so far (CudaDevice: not yet faster).
   Status dsaIndexerScores(CUdeviceptr q, CUdeviceptr weights,
                           const DeviceCacheView &keys, CUdeviceptr sequences,
                           CUdeviceptr bounds, int64_t tokens, int64_t heads,
