@@ -22,7 +22,9 @@
 // tensor cores, in TFLOP/s (benchAttention; `DaybreakKernelBench N
 // attention` runs only it). The many-row tensor-core GEMMs run at prefill
 // shapes, dense and grouped by expert, reporting TFLOP/s (benchTensorGemm;
-// `DaybreakKernelBench N gemm` runs only them). The KDA scans and the
+// `DaybreakKernelBench N gemm` runs only them), and the warpgroup GEMMs of
+// --precision=bf16 beside cuBLAS at the same shapes (benchWarpgroupGemm;
+// `... wgmma` runs only them). The KDA scans and the
 // absorbed-MLA attention run at Kimi-Linear-48B's dims (`DaybreakKernelBench
 // N kda` and `... mla` run only them). mHC's write-back and collapse with
 // the sublayer's norm, separate and fused (mhc_post_pre), at GLM-5.3's n
@@ -35,6 +37,7 @@
 
 #include "runtime/devices/cpu/CpuKernels.h"
 #include "runtime/devices/cuda/CudaKernels.h"
+#include "runtime/devices/cuda/MatmulProbe.h"
 #include "runtime/numerics/Numerics.h"
 
 #include "SpecializedKernelsPtx.h"
@@ -1003,6 +1006,99 @@ void benchTensorGemm(const CudaKernels &kernels, int iterations) {
   }
 }
 
+/// The warpgroup GEMMs of --precision=bf16 (warpgroupGemm: x rounded to
+/// bf16 codes, an e4m3 weight widened, wgmma fed by the copy engine) at
+/// DeepSeek-V3.2's prefill shapes on random data, each beside cuBLAS's bf16
+/// GEMM of the same shape with fp32 output (item 2's bar: 70 % of it) and
+/// the one-part tensor-core GEMM (tensorGemm with bf16 x). Times include
+/// the rounding of x and the widening of e4m3 weights.
+void benchWarpgroupGemm(const CudaKernels &kernels, int iterations) {
+  struct Case {
+    int64_t m, n, k;
+    int32_t type;
+  };
+  uint32_t state = 7;
+  auto next = [&] {
+    state = state * 1664525u + 1013904223u;
+    return state;
+  };
+  auto randomDevice = [&](size_t bytes, bool e4m3, bool f32) {
+    std::vector<uint32_t> host((bytes + 3) / 4);
+    for (uint32_t &v : host) {
+      if (f32) {
+        float f = float(next() >> 8) / float(1u << 23) - 1.0f;
+        std::memcpy(&v, &f, 4);
+      } else if (e4m3) {
+        v = next() & 0x77777777u; // no NaN codes, |w| < 2^0.x
+      } else {
+        uint32_t lo = next() >> 8, hi = next() >> 8;
+        float a = float(lo) / float(1u << 23) - 1.0f,
+              b = float(hi) / float(1u << 23) - 1.0f;
+        uint32_t ba, bb;
+        std::memcpy(&ba, &a, 4);
+        std::memcpy(&bb, &b, 4);
+        v = (ba >> 16) | (bb & 0xFFFF0000u);
+      }
+    }
+    CUdeviceptr p = alloc(host.size() * 4, 0);
+    check(driver->cuMemcpyHtoD(p, host.data(), host.size() * 4),
+          "cuMemcpyHtoD");
+    return p;
+  };
+  for (Case c : {Case{8192, 7168, 7168, 1}, Case{2048, 7168, 7168, 1},
+                 Case{512, 7168, 7168, 1}, Case{8192, 24576, 1536, 1},
+                 Case{8192, 7168, 7168, 2}, Case{2048, 7168, 7168, 2},
+                 Case{8192, 18432, 7168, 2}, Case{8192, 7168, 18432, 2}}) {
+    DeviceWeight w;
+    w.type = c.type;
+    w.data = randomDevice(size_t(c.n * c.k * (c.type == 2 ? 1 : 2)),
+                          c.type == 2, false);
+    if (c.type == 2) {
+      w.blockN = w.blockK = 128;
+      w.scales = randomDevice(size_t((c.n / 128) * (c.k / 128) * 4), false,
+                              true);
+    }
+    CUdeviceptr x = randomDevice(size_t(c.m * c.k * 4), false, true),
+                out = alloc(size_t(c.m * c.n * 4), 0);
+    int64_t floats = CudaKernels::matmulRoundingFloats(
+        w, std::max(c.m, kWarpgroupGemmMinRowsE4m3), c.n, c.k, true);
+    CUdeviceptr scratch = alloc(size_t(floats * 4), 0);
+    InputRounding rounding{true, scratch, floats};
+    double flop = 2.0 * c.m * c.n * c.k;
+    int reps = std::max(iterations / 10, 3);
+    double wg = timeIt(
+        [&] {
+          return kernels.warpgroupGemm(x, w, DeviceWeight(), c.m, c.n, c.k,
+                                       out, nullptr, rounding);
+        },
+        reps);
+    double tc = timeIt(
+        [&] {
+          return kernels.tensorGemm(x, w, DeviceWeight(), c.m, c.n, c.k, out,
+                                    nullptr, true);
+        },
+        reps);
+    std::string how;
+    StatusOr<double> cublas = cublasMatmulRate(*driver, nullptr, c.m, c.n,
+                                               c.k, true, how);
+    char shape[80];
+    std::snprintf(shape, sizeof(shape), "%s m=%ld n=%ld k=%ld",
+                  c.type == 2 ? "e4m3 128x128" : "bf16", long(c.m), long(c.n),
+                  long(c.k));
+    double cublasRate = cublas.ok() ? *cublas : 0.0;
+    std::printf("%-18s %-36s %9.1f us %6.1f TFLOP/s (%4.0f%% of cuBLAS "
+                "%5.1f) | tensor_gemm bf16 x %6.1f TFLOP/s\n",
+                "warpgroup_gemm", shape, wg * 1e6, flop / wg / 1e12,
+                cublasRate > 0 ? 100.0 * flop / wg / cublasRate : 0.0,
+                cublasRate / 1e12, flop / tc / 1e12);
+    if (!cublas.ok())
+      std::printf("  (cuBLAS: %s)\n", cublas.error().message().c_str());
+    for (CUdeviceptr p : {w.data, w.scales, x, out, scratch})
+      if (p)
+        driver->cuMemFree(p);
+  }
+}
+
 /// The routed experts at decode sizes (expert_matmul, T = 1 and 8 tokens,
 /// top-8) at DeepSeek-V3.2's expert shapes (256 experts, hidden 7168, moe
 /// 2048) and GLM-5.3-Flash's (288, 4096, 2048): gate/up [2 moe, hidden] on
@@ -1295,7 +1391,12 @@ int main(int argc, char **argv) {
     benchMlaAttention(kernels, iterations);
     return 0;
   }
+  if (argc > 2 && std::string(argv[2]) == "wgmma") {
+    benchWarpgroupGemm(kernels, iterations);
+    return 0;
+  }
   if (argc > 2 && std::string(argv[2]) == "gemm") {
+    benchWarpgroupGemm(kernels, iterations);
     benchTensorGemm(kernels, iterations);
     return 0;
   }
@@ -1314,6 +1415,7 @@ int main(int argc, char **argv) {
   benchMxfp4(kernels);
   benchAttention(kernels, iterations);
   benchMlaAttention(kernels, iterations);
+  benchWarpgroupGemm(kernels, iterations);
   benchTensorGemm(kernels, iterations);
   benchKda(kernels, iterations);
   benchMhc(kernels, iterations);

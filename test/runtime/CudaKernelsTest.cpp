@@ -24,6 +24,7 @@
 #include <cmath>
 #include <cstdio>
 #include <cstring>
+#include <memory>
 #include <numeric>
 #include <optional>
 #include <random>
@@ -2364,6 +2365,133 @@ TEST_F(CudaKernelsTest, Bf16InputMatmuls) {
         EXPECT_EQ(dx.read<float>(x.size()), x) << shape;
       }
   }
+}
+
+TEST_F(CudaKernelsTest, WarpgroupGemm) {
+  // --precision=bf16's many-row matmuls on the warpgroup MMA
+  // (warpgroupGemm: x rounded to bf16 codes, e4m3 weights widened, both
+  // read by the tensor copy engine). The oracle is the CPU kernel on x
+  // rounded on the host: the same exact products, fp32 sums in another
+  // order. Shapes cover partial row tiles (m not a multiple of 128),
+  // partial column tiles (n not a multiple of 256 or 128, odd n: the
+  // single-float stores), K not a multiple of the 64-column stage or of
+  // the 128-column scale block, a bias, and a K long enough to wrap the
+  // stage ring several times. The output is poisoned first (every element
+  // must be written); x is left as it was; a scratch one float short is an
+  // error; and matmul() takes this path at or above its row minimum.
+  struct Format {
+    cpu::WeightType type;
+    int64_t blockN, blockK;
+  };
+  struct Shape {
+    int64_t m, n, k;
+    bool bias;
+  };
+  for (Format f : {Format{cpu::WeightType::BF16, 0, 0},
+                   Format{cpu::WeightType::F8E4M3, 128, 128},
+                   Format{cpu::WeightType::F8E4M3, 256, 64}}) {
+    bool e4m3 = f.type == cpu::WeightType::F8E4M3;
+    for (Shape s : {Shape{1, 300, 1024, false}, Shape{130, 129, 200, true},
+                    Shape{384, 512, 2048, false}, Shape{257, 1000, 712, true},
+                    Shape{1100, 384, 1536, false}}) {
+      int64_t scales = e4m3 ? ((s.n + f.blockN - 1) / f.blockN) *
+                                  ((s.k + f.blockK - 1) / f.blockK)
+                            : 0;
+      StoredWeights w = randomStored(rng, f.type, s.n * s.k, scales);
+      StoredWeights bias =
+          randomStored(rng, cpu::WeightType::BF16, s.bias ? s.n : 0, 0);
+      auto x = random(s.m * s.k);
+      std::uniform_int_distribution<int> exponent(-20, 20);
+      for (int64_t r = 0; r < s.m; ++r) {
+        float factor = std::ldexp(1.0f, exponent(rng));
+        for (int64_t c = 0; c < s.k; ++c)
+          x[r * s.k + c] *= factor;
+      }
+      std::vector<float> xr = x;
+      for (float &v : xr)
+        v = numerics::roundToBf16(v);
+      cpu::WeightView hw, hb;
+      hw.type = f.type;
+      hw.blockN = f.blockN;
+      hw.blockK = f.blockK;
+      hw.data = w.bytes.data();
+      hw.scales = w.scales.data();
+      if (s.bias) {
+        hb.type = cpu::WeightType::BF16;
+        hb.data = bias.bytes.data();
+      }
+      std::vector<float> expected(s.m * s.n);
+      cpu::matmul(pool, xr.data(), hw, hb, s.m, s.n, s.k, expected.data(),
+                  cpu::MatmulTiling());
+
+      DeviceWeight gw, gb;
+      gw.type = e4m3 ? 2 : 1;
+      gw.blockN = f.blockN;
+      gw.blockK = f.blockK;
+      int64_t need = CudaKernels::matmulRoundingFloats(
+          gw, std::max(s.m, kWarpgroupGemmMinRowsE4m3), s.n, s.k, true);
+      Buffer dx(*driver, x), dw(*driver, w.bytes), ds(*driver, w.scales),
+          dOut(*driver, s.m * s.n * 4), dScratch(*driver, need * 4);
+      std::unique_ptr<Buffer> db;
+      gw.data = dw;
+      gw.scales = ds.get();
+      if (s.bias) {
+        db = std::make_unique<Buffer>(*driver, bias.bytes);
+        gb.type = 1;
+        gb.data = db->get();
+      }
+      ASSERT_EQ(driver->cuMemsetD8(dOut.get(), 0xff, s.m * s.n * 4),
+                CUDA_SUCCESS);
+      InputRounding rounding{true, dScratch, need};
+      expectRan(kernels->warpgroupGemm(dx, gw, gb, s.m, s.n, s.k, dOut,
+                                       nullptr, rounding));
+      std::vector<float> out = dOut.read<float>(s.m * s.n);
+      double e = rowRelativeError(out, expected, s.n);
+      char shape[96];
+      std::snprintf(shape, sizeof(shape), "%s/%ldx%ld m=%ld n=%ld k=%ld%s",
+                    e4m3 ? "e4m3" : "bf16", long(f.blockN), long(f.blockK),
+                    long(s.m), long(s.n), long(s.k), s.bias ? " bias" : "");
+      report("warpgroup_gemm", shape, e);
+      EXPECT_LE(e, 1e-5) << shape;
+      EXPECT_EQ(dx.read<float>(x.size()), x) << shape;
+
+      // Through matmul(): the warpgroup path at or above its row minimum
+      // (then the scratch must hold the bf16 copy: one float short is
+      // refused), the tensor-core GEMM below it.
+      bool takes = CudaKernels::warpgroupGemmApplies(gw, s.m, s.k);
+      EXPECT_EQ(takes, s.m >= (e4m3 ? kWarpgroupGemmMinRowsE4m3
+                                     : kWarpgroupGemmMinRows))
+          << shape;
+      ASSERT_EQ(driver->cuMemsetD8(dOut.get(), 0xff, s.m * s.n * 4),
+                CUDA_SUCCESS);
+      expectRan(kernels->matmul(dx, gw, gb, s.m, s.n, s.k, dOut, nullptr,
+                                nullptr, false, rounding));
+      EXPECT_LE(rowRelativeError(dOut.read<float>(s.m * s.n), expected, s.n),
+                1e-5)
+          << shape << " through matmul()";
+      rounding.scratchFloats = CudaKernels::matmulRoundingFloats(
+                                   gw, s.m, s.n, s.k, true) -
+                               1;
+      if (takes) {
+        Status refused = kernels->matmul(dx, gw, gb, s.m, s.n, s.k, dOut,
+                                         nullptr, nullptr, false, rounding);
+        EXPECT_FALSE(refused.ok()) << shape;
+        EXPECT_NE(refused.message().find("floats of 256-byte aligned scratch"),
+                  std::string::npos)
+            << refused.message();
+      }
+    }
+  }
+  // Shapes the copy engine cannot take are refused with the reason.
+  DeviceWeight odd;
+  odd.type = 1;
+  EXPECT_FALSE(CudaKernels::warpgroupGemmApplies(odd, 4096, 100));
+  Status refused =
+      kernels->warpgroupGemm(0, odd, DeviceWeight(), 256, 64, 100, 0, nullptr,
+                             InputRounding{true, 0, 0});
+  EXPECT_FALSE(refused.ok());
+  EXPECT_NE(refused.message().find("no warpgroup GEMM"), std::string::npos)
+      << refused.message();
 }
 
 /// The routed expert matmul in double from the stored bytes (e4m3 code

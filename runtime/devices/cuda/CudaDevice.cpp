@@ -463,10 +463,11 @@ Status CudaDevice::prepare(const artifact::ArtifactFile &file,
     }
 
   // --precision=bf16: the rounded copies of matmul inputs (InputRounding),
-  // for the largest launch at the maximum token count that rounds outside
-  // the tensor-core GEMMs: those take more than 8 rows of 16-byte aligned
-  // x on a bf16 or e4m3 weight they apply to, so at most 8 rows of such a
-  // launch are copied.
+  // for the largest launch. A matmul's need is CudaKernels's own
+  // (matmulRoundingFloats), which is largest at 8 rows or at the most
+  // tokens; the other kernels round their whole input unless the
+  // tensor-core GEMMs take it (more than 8 rows of 16-byte aligned x on a
+  // weight they apply to), so at most 8 rows of such a launch are copied.
   if (bf16Inputs)
     for (const runtime::PreparedStep &step : prepared)
       for (const PreparedLaunch &l : step.launches) {
@@ -497,22 +498,27 @@ Status CudaDevice::prepare(const artifact::ArtifactFile &file,
         if (experts && l.has(abi::ExpertMatmul::P::block_size))
           stored.blockK = l.ints(abi::ExpertMatmul::P::block_size)[1];
         stored.blockN = 128;
-        bool gemm = (matmul || experts) &&
-                    (stored.type == 1 || w.dtype == artifact::F8E4M3FN) &&
-                    x.kind == runtime::PreparedArg::Kind::Buffer &&
-                    x.offset % 16 == 0 &&
-                    CudaKernels::tensorGemmApplies(stored, k) &&
-                    (!experts || w.constant[0] <= kTensorGemmMaxExperts);
-        if (gemm && matmul) {
-          // Rows: the input's extents but the last, 8 of them at most.
-          int64_t rows = numel(tokens) / std::max<int64_t>(k, 1);
-          roundScratchFloats =
-              std::max(roundScratchFloats, std::min<int64_t>(rows, 8) * k);
-        } else {
-          roundScratchFloats =
-              std::max(roundScratchFloats,
-                       numel(gemm ? std::min<int64_t>(tokens, 8) : tokens));
+        if (l.kernel == K::KernelId::Fp8Matmul)
+          stored.blockN = l.ints(abi::Fp8Matmul::P::block_size)[0];
+        bool xAligned = x.kind == runtime::PreparedArg::Kind::Buffer &&
+                        x.offset % 16 == 0;
+        if (matmul) {
+          int64_t n = w.constant[w.rank - 2] + w.perToken[w.rank - 2] * tokens;
+          for (int64_t t : {std::min<int64_t>(tokens, 8), tokens}) {
+            int64_t rows = numel(t) / std::max<int64_t>(k, 1);
+            roundScratchFloats = std::max(
+                roundScratchFloats, CudaKernels::matmulRoundingFloats(
+                                        stored, rows, n, k, xAligned));
+          }
+          continue;
         }
+        bool gemm = experts &&
+                    (stored.type == 1 || w.dtype == artifact::F8E4M3FN) &&
+                    xAligned && CudaKernels::tensorGemmApplies(stored, k) &&
+                    w.constant[0] <= kTensorGemmMaxExperts;
+        roundScratchFloats =
+            std::max(roundScratchFloats,
+                     numel(gemm ? std::min<int64_t>(tokens, 8) : tokens));
       }
 
   // Everything lives in one allocation, sized here: the weights, the page

@@ -74,7 +74,8 @@ namespace daybreak::cuda {
   X(cuOccupancyMaxActiveBlocksPerMultiprocessor,                               \
     PFN_cuOccupancyMaxActiveBlocksPerMultiprocessor_v6050, 6050)               \
   X(cuOccupancyMaxActiveClusters, PFN_cuOccupancyMaxActiveClusters_v11070,     \
-    11070)
+    11070)                                                                     \
+  X(cuTensorMapEncodeTiled, PFN_cuTensorMapEncodeTiled_v12000, 12000)
 
 class Driver {
 public:

@@ -154,6 +154,20 @@ constexpr int64_t tensorGemmSharedBytes(int32_t type) {
          3 * 64 * 72 * 2 + 2 * 2 * 128 * 4 + 3 * 64 * 4;
 }
 
+/// A warpgroup GEMM block's shared memory (WgGemmShared<kN> in
+/// CudaGemm.cuh): 1024 bytes of alignment slack, the stages of 128 rows of
+/// x and kN rows of w at 128 bytes a row (4 stages at kN = 256, 6 at 128),
+/// and a full and an empty barrier a stage.
+constexpr int64_t warpgroupGemmSharedBytes(int64_t columns) {
+  int64_t stages = columns == 256 ? 4 : 6;
+  return 1024 + stages * (128 + columns) * 128 + 2 * stages * 8;
+}
+/// Output columns of a warpgroup GEMM block: bf16 256, e4m3 128 (its
+/// scale folds keep a second set of accumulators).
+constexpr int64_t warpgroupGemmColumns(int32_t type) {
+  return type == 2 ? 128 : 256;
+}
+
 /// daybreak_dsa_indexer_tc's shared memory (as indexerTc in CudaKernels.cu
 /// lays it out): q rows of 16 m heads and two 64-key tiles, 136 halves
 /// a row; 128 row scales, 16 m head factors and m x 64 partial sums.
@@ -265,6 +279,15 @@ StatusOr<CudaKernels> CudaKernels::load(const Driver &driver, CUmodule module) {
               fn, CU_FUNC_ATTRIBUTE_PREFERRED_SHARED_MEMORY_CARVEOUT, 100),
           "cuFuncSetAttribute");
   }
+  // The warpgroup GEMMs: one block an SM, shared memory past 48 KiB.
+  for (auto [fn, type] : {std::pair{kernels.gemmWgBf16Fn, 1},
+                          {kernels.gemmWgE4m3Fn, 2}})
+    if (status.ok())
+      status = driver.check(
+          driver.cuFuncSetAttribute(
+              fn, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
+              int(warpgroupGemmSharedBytes(warpgroupGemmColumns(type)))),
+          "cuFuncSetAttribute");
   // The decode expert GEMVs: the largest carveout, so that the six blocks
   // their registers allow also fit by shared memory, and how many the GPU
   // holds at once (their grid is never larger: no second wave).
@@ -725,6 +748,8 @@ Status CudaKernels::matmul(CUdeviceptr x, const DeviceWeight &w,
                            const InputRounding &rounding) const {
   if (w.type == 0 && (bias.data == 0 || bias.type == 0))
     return matmul(x, w.data, bias.data, m, n, k, out, stream, specialized);
+  if (rounding.bf16 && warpgroupGemmApplies(w, m, k) && x % 16 == 0)
+    return warpgroupGemm(x, w, bias, m, n, k, out, stream, rounding);
   if (m > 8 && tensorGemmApplies(w, k) && x % 16 == 0)
     return tensorGemm(x, w, bias, m, n, k, out, stream,
                       rounding.bf16 && w.type != 0);
@@ -823,6 +848,120 @@ Status CudaKernels::tensorGemm(CUdeviceptr x, const DeviceWeight &w,
   return launch(tensorGemmFn(w, false, bf16Input), "matmul (tensor-core GEMM)",
                 ceilDiv(n, 128), ceilDiv(m, kTensorGemmRows), 1, 128,
                 unsigned(tensorGemmSharedBytes(w.type)), stream, params);
+}
+
+namespace {
+/// warpgroupGemmApplies but for the row minimum.
+bool warpgroupGemmRuns(const DeviceWeight &w, int64_t k) {
+  if (k <= 0 || k % 8 != 0 || w.data % 16 != 0)
+    return false;
+  return w.type == 1 || (w.type == 2 && w.blockN > 0 && w.blockN % 128 == 0 &&
+                         w.blockK > 0 && w.blockK % 64 == 0);
+}
+
+/// Where warpgroupGemm puts the widened weight in its scratch: after x's
+/// bf16 codes, 256-byte aligned.
+int64_t widenedWeightOffset(int64_t m, int64_t k) {
+  return (m * k * 2 + 255) / 256 * 256;
+}
+
+/// The scratch floats of warpgroupGemm: x's bf16 codes, and an e4m3
+/// weight widened to bf16 after them.
+int64_t warpgroupGemmScratchFloats(const DeviceWeight &w, int64_t m, int64_t n,
+                                   int64_t k) {
+  int64_t bytes = w.type == 2 ? widenedWeightOffset(m, k) + n * k * 2
+                              : m * k * 2;
+  return (bytes + 3) / 4;
+}
+} // namespace
+
+bool CudaKernels::warpgroupGemmApplies(const DeviceWeight &w, int64_t m,
+                                       int64_t k) {
+  return warpgroupGemmRuns(w, k) &&
+         m >= (w.type == 2 ? kWarpgroupGemmMinRowsE4m3 : kWarpgroupGemmMinRows);
+}
+
+int64_t CudaKernels::matmulRoundingFloats(const DeviceWeight &w, int64_t m,
+                                          int64_t n, int64_t k,
+                                          bool xAligned) {
+  if (w.type == 0)
+    return 0;
+  if (xAligned && warpgroupGemmApplies(w, m, k))
+    return warpgroupGemmScratchFloats(w, m, n, k);
+  if (m > 8 && xAligned && tensorGemmApplies(w, k))
+    return 0;
+  return m * k;
+}
+
+Status CudaKernels::warpgroupGemm(CUdeviceptr x, const DeviceWeight &w,
+                                  const DeviceWeight &bias, int64_t m,
+                                  int64_t n, int64_t k, CUdeviceptr out,
+                                  CUstream stream,
+                                  const InputRounding &rounding) const {
+  if (!warpgroupGemmRuns(w, k) || x % 16 != 0)
+    return Status::error(
+        "warpgroupGemm: no warpgroup GEMM for weight type " +
+        std::to_string(w.type) + ", blocks " + std::to_string(w.blockN) +
+        " x " + std::to_string(w.blockK) + ", k " + std::to_string(k) +
+        " (or x or the weight not 16-byte aligned)");
+  if (m <= 0 || n <= 0)
+    return Status::success();
+  int64_t need = warpgroupGemmScratchFloats(w, m, n, k);
+  if (need > rounding.scratchFloats || rounding.scratch % 256 != 0)
+    return Status::error("warpgroupGemm: x [" + std::to_string(m) + ", " +
+                         std::to_string(k) + "] in bf16" +
+                         (w.type == 2 ? " and the weight widened" : "") +
+                         " need " + std::to_string(need) +
+                         " floats of 256-byte aligned scratch; the device "
+                         "planned " +
+                         std::to_string(rounding.scratchFloats));
+  int64_t count = m * k;
+  CUdeviceptr xb = rounding.scratch, wb = w.data;
+  void *toBf16Params[] = {&x, &count, &xb};
+  DAYBREAK_RETURN_IF_ERROR(
+      launch(toBf16Fn, "round to bf16 (warpgroup GEMM)",
+             std::min<int64_t>(ceilDiv(count / 8, 256), 4096), 1, 1, 256, 0,
+             stream, toBf16Params));
+  if (w.type == 2) {
+    wb = rounding.scratch + CUdeviceptr(widenedWeightOffset(m, k));
+    int64_t codes = n * k;
+    CUdeviceptr data = w.data;
+    void *widenParams[] = {&data, &codes, &wb};
+    DAYBREAK_RETURN_IF_ERROR(
+        launch(widenE4m3Fn, "widen e4m3 (warpgroup GEMM)",
+               std::min<int64_t>(ceilDiv(ceilDiv(codes, 16), 256), 4096), 1,
+               1, 256,
+               0, stream, widenParams));
+  }
+  const int64_t columns = warpgroupGemmColumns(w.type);
+  // Row-major [rows, k] bf16: dimension 0 is k. Boxes of 64 columns (128
+  // bytes, the swizzle's span) by 128 rows of x, `columns` rows of w.
+  auto encode = [&](CUtensorMap &map, CUdeviceptr base, int64_t rows,
+                    int64_t boxRows) {
+    cuuint64_t dims[2] = {cuuint64_t(k), cuuint64_t(rows)};
+    cuuint64_t strides[1] = {cuuint64_t(k * 2)};
+    cuuint32_t box[2] = {64, cuuint32_t(boxRows)};
+    cuuint32_t unit[2] = {1, 1};
+    return driver->check(
+        driver->cuTensorMapEncodeTiled(
+            &map, CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, 2,
+            reinterpret_cast<void *>(base), dims, strides, box, unit,
+            CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B,
+            CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
+            CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE),
+        "cuTensorMapEncodeTiled");
+  };
+  CUtensorMap xMap, wMap;
+  DAYBREAK_RETURN_IF_ERROR(encode(xMap, xb, m, 128));
+  DAYBREAK_RETURN_IF_ERROR(encode(wMap, wb, n, columns));
+  DeviceWeight weight = w, b = bias;
+  weight.rows = n;
+  weight.cols = k;
+  void *params[] = {&xMap, &wMap, &weight, &b, &m, &n, &k, &out};
+  return launch(w.type == 2 ? gemmWgE4m3Fn : gemmWgBf16Fn,
+                "matmul (warpgroup GEMM)", ceilDiv(n, columns),
+                ceilDiv(m, 128), 1, 384,
+                unsigned(warpgroupGemmSharedBytes(columns)), stream, params);
 }
 
 CudaKernels::TensorGemvPlan

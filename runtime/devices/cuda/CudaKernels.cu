@@ -4722,6 +4722,8 @@ extern "C" __global__ void __launch_bounds__(256)
 #include "CudaAttention.cuh"
 // Sparse MLA on the tensor cores, on CudaAttention.cuh's tile helpers.
 #include "CudaSparseMla.cuh"
+// The warpgroup GEMMs (wgmma fed by the tensor copy engine).
+#include "CudaGemm.cuh"
 // Kimi Delta Attention and GLM-5.3's pooled indexer keys.
 #include "CudaKda.cuh"
 #include "CudaKpool.cuh"

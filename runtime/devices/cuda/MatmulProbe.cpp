@@ -63,21 +63,29 @@ struct Cublas {
 
 StatusOr<double> cuda::cublasMatmulRate(const Driver &driver, CUstream stream,
                                         int64_t n, std::string &how) {
+  return cublasMatmulRate(driver, stream, n, n, n, false, how);
+}
+
+StatusOr<double> cuda::cublasMatmulRate(const Driver &driver, CUstream stream,
+                                        int64_t m, int64_t n, int64_t k,
+                                        bool f32Out, std::string &how) {
   Cublas lib;
   StatusOr<std::string> opened = lib.open();
   if (!opened.ok())
     return opened.error();
-  size_t bytes = size_t(n) * n * sizeof(uint16_t);
+  size_t aBytes = size_t(m) * k * sizeof(uint16_t),
+         bBytes = size_t(n) * k * sizeof(uint16_t),
+         cBytes = size_t(m) * n * (f32Out ? 4 : 2);
   CUdeviceptr a = 0, b = 0, c = 0;
-  Status status = driver.check(driver.cuMemAlloc(&a, bytes), "cuMemAlloc");
+  Status status = driver.check(driver.cuMemAlloc(&a, aBytes), "cuMemAlloc");
   if (status.ok())
-    status = driver.check(driver.cuMemAlloc(&b, bytes), "cuMemAlloc");
+    status = driver.check(driver.cuMemAlloc(&b, bBytes), "cuMemAlloc");
   if (status.ok())
-    status = driver.check(driver.cuMemAlloc(&c, bytes), "cuMemAlloc");
+    status = driver.check(driver.cuMemAlloc(&c, cBytes), "cuMemAlloc");
   if (status.ok()) {
     // Random bf16 in [-1, 1): tensor cores draw less power on zeros, so a
     // constant input would overstate the rate.
-    std::vector<uint16_t> host(size_t(n) * n);
+    std::vector<uint16_t> host(std::max(size_t(m), size_t(n)) * k);
     uint32_t state = 12345;
     for (uint16_t &v : host) {
       state = state * 1664525u + 1013904223u;
@@ -86,10 +94,10 @@ StatusOr<double> cuda::cublasMatmulRate(const Driver &driver, CUstream stream,
       std::memcpy(&bits, &f, 4);
       v = uint16_t(bits >> 16);
     }
-    status = driver.check(driver.cuMemcpyHtoD(a, host.data(), bytes),
+    status = driver.check(driver.cuMemcpyHtoD(a, host.data(), aBytes),
                           "cuMemcpyHtoD");
     if (status.ok())
-      status = driver.check(driver.cuMemcpyHtoD(b, host.data(), bytes),
+      status = driver.check(driver.cuMemcpyHtoD(b, host.data(), bBytes),
                             "cuMemcpyHtoD");
   }
   cublasHandle_t handle = nullptr;
@@ -111,11 +119,13 @@ StatusOr<double> cuda::cublasMatmulRate(const Driver &driver, CUstream stream,
   for (int i = 0; i < 8 && status.ok(); ++i) {
     status = driver.check(driver.cuEventRecord(start, stream), "cuEventRecord");
     if (status.ok() &&
-        lib.gemm(handle, CUBLAS_OP_N, CUBLAS_OP_N, n, n, n, &alpha,
-                 reinterpret_cast<void *>(a), CUDA_R_16BF, n,
-                 reinterpret_cast<void *>(b), CUDA_R_16BF, n, &beta,
-                 reinterpret_cast<void *>(c), CUDA_R_16BF, n,
-                 CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT) !=
+        // Column-major C^T [n, m] = B [n, k] . A^T: out = x . w^T with x
+        // [m, k] and w [n, k] row-major, as Daybreak's matmuls.
+        lib.gemm(handle, CUBLAS_OP_T, CUBLAS_OP_N, int(n), int(m), int(k),
+                 &alpha, reinterpret_cast<void *>(b), CUDA_R_16BF, int(k),
+                 reinterpret_cast<void *>(a), CUDA_R_16BF, int(k), &beta,
+                 reinterpret_cast<void *>(c), f32Out ? CUDA_R_32F : CUDA_R_16BF,
+                 int(n), CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT) !=
             CUBLAS_STATUS_SUCCESS)
       status = Status::error("cublasGemmEx failed");
     if (status.ok())
@@ -128,7 +138,7 @@ StatusOr<double> cuda::cublasMatmulRate(const Driver &driver, CUstream stream,
       status = driver.check(driver.cuEventElapsedTime(&ms, start, end),
                             "cuEventElapsedTime");
     if (status.ok() && i >= 2) // the first calls pick and load the kernel
-      best = std::max(best, 2.0 * double(n) * n * n / (ms * 1e-3));
+      best = std::max(best, 2.0 * double(m) * n * k / (ms * 1e-3));
   }
   if (handle)
     lib.destroy(handle);
@@ -140,7 +150,11 @@ StatusOr<double> cuda::cublasMatmulRate(const Driver &driver, CUstream stream,
       driver.cuMemFree(p);
   if (!status.ok())
     return status.withContext("the cuBLAS matmul probe");
-  how = "cublasGemmEx bf16 x bf16 -> bf16, fp32 accumulation, " +
-        std::to_string(n) + "^3, best of 6 (" + *opened + ")";
+  how = std::string("cublasGemmEx bf16 x bf16 -> ") +
+        (f32Out ? "fp32" : "bf16") + ", fp32 accumulation, " +
+        (m == n && n == k ? std::to_string(n) + "^3"
+                          : "m=" + std::to_string(m) + " n=" +
+                                std::to_string(n) + " k=" + std::to_string(k)) +
+        ", best of 6 (" + *opened + ")";
   return best;
 }

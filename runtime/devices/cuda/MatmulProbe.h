@@ -20,6 +20,11 @@ namespace daybreak::cuda {
 /// path or in /usr/local/cuda/lib64.
 StatusOr<double> cublasMatmulRate(const Driver &driver, CUstream stream,
                                   int64_t n, std::string &how);
+/// The same for out [m, n] = x [m, k] . w [n, k]^T (both row-major, bf16),
+/// out fp32 (`f32Out`, as Daybreak's GEMMs write) or bf16.
+StatusOr<double> cublasMatmulRate(const Driver &driver, CUstream stream,
+                                  int64_t m, int64_t n, int64_t k, bool f32Out,
+                                  std::string &how);
 
 } // namespace daybreak::cuda
 

@@ -1,0 +1,413 @@
+//===- CudaGemm.cuh - Warpgroup GEMMs fed by the tensor copy engine -*- CUDA -*-===//
+//
+// Included by CudaKernels.cu. The many-row matmuls of `--precision=bf16` on
+// Hopper's warpgroup MMA (wgmma, sm_90a):
+//
+//   out[m, n] = x[m, k] . w[n, k]^T (+ bias[n])
+//
+// with x and w bf16 in device memory, both K-major: x the input rounded to
+// bf16 (daybreak_to_bf16), w a bf16 weight or an e4m3 one widened exactly
+// to bf16 (daybreak_widen_e4m3), whose 128 x 128 block scales are applied
+// in the accumulators. Products and sums are the tensor cores' fp32.
+//
+// A block computes a 128 x kN tile of out with three warpgroups: the first
+// issues the copies (one thread: cp.async.bulk.tensor of a 128 x 64 tile of
+// x and a kN x 64 tile of w a stage, 128-byte swizzled, completing on the
+// stage's `full` mbarrier), the other two each multiply 64 of the rows
+// (m64nNk16, four a stage) and release the stage on its `empty` mbarrier
+// once the next stage's products are issued. The copy engine zero-fills
+// rows and columns past the tensors' ends, so any m, n and k (k a multiple
+// of 8: 16-byte row pitch) take the same path; the epilogue writes the rows
+// and columns that exist.
+//
+// Roofline (H200, 132 SMs): 2 m n k FLOP on the dense bf16 rate (990
+// TFLOP/s by the datasheet; cuBLAS reaches about 790 at 8192^3 here). Per
+// stage a block reads (128 + kN) x 128 bytes for 2 x 128 x kN x 64 FLOP: 85
+// FLOP a byte at kN = 256, so L2 (not HBM: x and w tiles are re-read by the
+// blocks of a row and column) must deliver about 7 TB/s at 600 TFLOP/s.
+// e4m3 (kN = 128, kScaled): the scale fold after each 128 columns of K
+// waits for the products in flight, which the other warpgroup's MMA hides
+// in part.
+//
+//===----------------------------------------------------------------------===//
+
+/// A CUtensorMap, opaque to the kernels (cuTensorMapEncodeTiled fills it on
+/// the host); passed by value as a __grid_constant__ parameter.
+struct alignas(64) TensorMap {
+  uint64_t opaque[16];
+};
+
+namespace {
+
+constexpr int kWgRows = 128;     // rows of x a block: two warpgroups of 64
+constexpr int kWgK = 64;         // columns of K a stage: one 128-byte row
+constexpr int kWgThreads = 384;  // the copy warpgroup and two for the MMA
+constexpr int kWgTileBytes = kWgK * 2; // a tile row: 64 bf16
+
+__device__ __forceinline__ void barrierInit(uint64_t *bar, uint32_t count) {
+  asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;" ::"r"(
+                   sharedAddress(bar)),
+               "r"(count)
+               : "memory");
+}
+
+/// Arrives on `bar` and adds `bytes` to the transactions its phase awaits.
+__device__ __forceinline__ void barrierExpectBytes(uint64_t *bar,
+                                                   uint32_t bytes) {
+  asm volatile(
+      "mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(
+          sharedAddress(bar)),
+      "r"(bytes)
+      : "memory");
+}
+
+__device__ __forceinline__ void barrierArrive(uint64_t *bar) {
+  asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];" ::"r"(
+                   sharedAddress(bar))
+               : "memory");
+}
+
+/// Waits until the phase of `bar` with this parity has completed (a fresh
+/// barrier counts its phase before the first, parity 1, as complete).
+__device__ __forceinline__ void barrierWait(uint64_t *bar, uint32_t parity) {
+  uint32_t done = 0;
+  const uint32_t address = sharedAddress(bar);
+  do {
+    asm volatile("{\n\t.reg .pred p;\n\t"
+                 "mbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\n\t"
+                 "selp.u32 %0, 1, 0, p;\n\t}"
+                 : "=r"(done)
+                 : "r"(address), "r"(parity)
+                 : "memory");
+  } while (!done);
+}
+
+/// The box of `map` at (column c0, row c1) into shared memory at `dst`,
+/// counted on `bar`'s transactions. Out-of-range elements read as zero.
+__device__ __forceinline__ void copyTile(void *dst, const TensorMap &map,
+                                         uint64_t *bar, int32_t c0,
+                                         int32_t c1) {
+  asm volatile("cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::"
+               "complete_tx::bytes [%0], [%1, {%2, %3}], [%4];" ::"r"(
+                   sharedAddress(dst)),
+               "l"(reinterpret_cast<uint64_t>(&map)), "r"(c0), "r"(c1),
+               "r"(sharedAddress(bar))
+               : "memory");
+}
+
+/// The wgmma descriptor of a K-major bf16 tile in shared memory whose rows
+/// are 128 bytes (64 values), 128-byte swizzled as the copy engine writes
+/// it, groups of 8 rows 1024 bytes apart; `tile` 1024-byte aligned (plus a
+/// multiple of 32 bytes to start at a later k16 step of the row).
+__device__ __forceinline__ uint64_t tileDescriptor(const void *tile) {
+  uint64_t d = (sharedAddress(tile) & 0x3FFFF) >> 4;
+  d |= uint64_t(1) << 16;         // leading byte offset: unused, swizzled
+  d |= uint64_t(1024 >> 4) << 32; // stride byte offset: 8 rows
+  d |= uint64_t(1) << 62;         // 128-byte swizzle
+  return d;
+}
+
+__device__ __forceinline__ void wgmmaFence() {
+  asm volatile("wgmma.fence.sync.aligned;" ::: "memory");
+}
+__device__ __forceinline__ void wgmmaCommit() {
+  asm volatile("wgmma.commit_group.sync.aligned;" ::: "memory");
+}
+template <int kPending> __device__ __forceinline__ void wgmmaWait() {
+  asm volatile("wgmma.wait_group.sync.aligned %0;" ::"n"(kPending)
+               : "memory");
+}
+/// Keeps the compiler from moving accesses to the accumulators across the
+/// asynchronous MMA (their registers are the MMA's until wgmmaWait).
+template <int kN>
+__device__ __forceinline__ void fenceAccumulators(float (&d)[kN]) {
+#pragma unroll
+  for (int i = 0; i < kN; ++i)
+    asm volatile("" : "+f"(d[i])::"memory");
+}
+
+/// d (+)= a b for one m64n128k16 wgmma: bf16 operands from shared memory
+/// (descriptors), fp32 accumulators; `accumulate` 0 overwrites d.
+__device__ __forceinline__ void wgmma128(float (&d)[64], uint64_t a, uint64_t b,
+                                          uint32_t accumulate) {
+  asm volatile(
+      "{\n\t.reg .pred p;\n\tsetp.ne.b32 p, %66, 0;\n\t"
+      "wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16 {"
+      "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, "
+      "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, "
+      "%32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, "
+      "%48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63"
+      "}, %64, %65, p, 1, 1, 0, 0;\n\t}"
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]),
+        "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]),
+        "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]),
+        "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]),
+        "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]),
+        "+f"(d[30]), "+f"(d[31]), "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]),
+        "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]), "+f"(d[40]), "+f"(d[41]),
+        "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]),
+        "+f"(d[48]), "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]),
+        "+f"(d[54]), "+f"(d[55]), "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]),
+        "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63])
+      : "l"(a), "l"(b), "r"(accumulate));
+}
+
+/// d (+)= a b for one m64n256k16 wgmma: bf16 operands from shared memory
+/// (descriptors), fp32 accumulators; `accumulate` 0 overwrites d.
+__device__ __forceinline__ void wgmma256(float (&d)[128], uint64_t a, uint64_t b,
+                                          uint32_t accumulate) {
+  asm volatile(
+      "{\n\t.reg .pred p;\n\tsetp.ne.b32 p, %130, 0;\n\t"
+      "wgmma.mma_async.sync.aligned.m64n256k16.f32.bf16.bf16 {"
+      "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, "
+      "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, "
+      "%32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, "
+      "%48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63, "
+      "%64, %65, %66, %67, %68, %69, %70, %71, %72, %73, %74, %75, %76, %77, %78, %79, "
+      "%80, %81, %82, %83, %84, %85, %86, %87, %88, %89, %90, %91, %92, %93, %94, %95, "
+      "%96, %97, %98, %99, %100, %101, %102, %103, %104, %105, %106, %107, %108, %109, %110, %111, "
+      "%112, %113, %114, %115, %116, %117, %118, %119, %120, %121, %122, %123, %124, %125, %126, %127"
+      "}, %128, %129, p, 1, 1, 0, 0;\n\t}"
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]),
+        "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]),
+        "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]),
+        "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]),
+        "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]),
+        "+f"(d[30]), "+f"(d[31]), "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]),
+        "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]), "+f"(d[40]), "+f"(d[41]),
+        "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]),
+        "+f"(d[48]), "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]),
+        "+f"(d[54]), "+f"(d[55]), "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]),
+        "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63]), "+f"(d[64]), "+f"(d[65]),
+        "+f"(d[66]), "+f"(d[67]), "+f"(d[68]), "+f"(d[69]), "+f"(d[70]), "+f"(d[71]),
+        "+f"(d[72]), "+f"(d[73]), "+f"(d[74]), "+f"(d[75]), "+f"(d[76]), "+f"(d[77]),
+        "+f"(d[78]), "+f"(d[79]), "+f"(d[80]), "+f"(d[81]), "+f"(d[82]), "+f"(d[83]),
+        "+f"(d[84]), "+f"(d[85]), "+f"(d[86]), "+f"(d[87]), "+f"(d[88]), "+f"(d[89]),
+        "+f"(d[90]), "+f"(d[91]), "+f"(d[92]), "+f"(d[93]), "+f"(d[94]), "+f"(d[95]),
+        "+f"(d[96]), "+f"(d[97]), "+f"(d[98]), "+f"(d[99]), "+f"(d[100]), "+f"(d[101]),
+        "+f"(d[102]), "+f"(d[103]), "+f"(d[104]), "+f"(d[105]), "+f"(d[106]), "+f"(d[107]),
+        "+f"(d[108]), "+f"(d[109]), "+f"(d[110]), "+f"(d[111]), "+f"(d[112]), "+f"(d[113]),
+        "+f"(d[114]), "+f"(d[115]), "+f"(d[116]), "+f"(d[117]), "+f"(d[118]), "+f"(d[119]),
+        "+f"(d[120]), "+f"(d[121]), "+f"(d[122]), "+f"(d[123]), "+f"(d[124]), "+f"(d[125]),
+        "+f"(d[126]), "+f"(d[127])
+      : "l"(a), "l"(b), "r"(accumulate));
+}
+
+/// One k64 stage of a warpgroup's 64 x kN products: four k16 steps, the
+/// descriptors advanced 32 bytes (two units) along the swizzled rows.
+template <int kN>
+__device__ __forceinline__ void wgmmaStage(float (&d)[kN / 2], uint64_t a,
+                                           uint64_t b, bool overwrite) {
+#pragma unroll
+  for (int kk = 0; kk < 4; ++kk) {
+    uint32_t accumulate = overwrite && kk == 0 ? 0u : 1u;
+    if constexpr (kN == 256)
+      wgmma256(d, a + 2 * kk, b + 2 * kk, accumulate);
+    else
+      wgmma128(d, a + 2 * kk, b + 2 * kk, accumulate);
+  }
+}
+
+/// The shared memory of a block: stages of x (128 rows) then w (kN rows),
+/// 128 bytes a row, each stage 1024-byte aligned; the `full` and `empty`
+/// barriers; 1024 bytes of slack to align the start.
+template <int kN> struct WgGemmShared {
+  static constexpr int kStages = kN == 256 ? 4 : 6;
+  static constexpr int kXBytes = kWgRows * kWgTileBytes;
+  static constexpr int kStageBytes = kXBytes + kN * kWgTileBytes;
+  static constexpr int kBytes = 1024 + kStages * kStageBytes + 2 * kStages * 8;
+};
+
+extern __shared__ __align__(1024) uint8_t wgGemmShared[];
+
+/// The block at (blockIdx.x, blockIdx.y): out rows [128 y, 128 y + 128),
+/// columns [kN x, kN x + kN). kScaled: w holds e4m3 codes widened to bf16,
+/// scaled by `scales` ([ceil(n / blockN), ceil(k / blockK)], blockN a
+/// multiple of kN, blockK of 64) after each blockK columns of K.
+template <int kN, bool kScaled>
+__device__ __forceinline__ void
+warpgroupGemm(const TensorMap &xMap, const TensorMap &wMap, const Weight &w,
+              const Weight &bias, int64_t m, int64_t n, int64_t k,
+              float *out) {
+  using S = WgGemmShared<kN>;
+  uint8_t *base =
+      wgGemmShared + ((1024 - (sharedAddress(wgGemmShared) & 1023)) & 1023);
+  uint64_t *full =
+      reinterpret_cast<uint64_t *>(base + S::kStages * S::kStageBytes);
+  uint64_t *empty = full + S::kStages;
+  const int warpgroup = threadIdx.x / 128;
+  const int64_t n0 = int64_t(blockIdx.x) * kN;
+  const int64_t m0 = int64_t(blockIdx.y) * kWgRows;
+  const int stages = int((k + kWgK - 1) / kWgK);
+  if (threadIdx.x == 0) {
+    for (int s = 0; s < S::kStages; ++s) {
+      barrierInit(&full[s], 1);
+      barrierInit(&empty[s], 8); // lane 0 of each MMA warp
+    }
+    asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
+  }
+  __syncthreads();
+
+  if (warpgroup == 0) {
+    // The copies: one thread waits for a free stage and starts both tiles.
+    asm volatile("setmaxnreg.dec.sync.aligned.u32 40;");
+    if (threadIdx.x == 0) {
+      for (int s = 0; s < stages; ++s) {
+        const int slot = s % S::kStages;
+        barrierWait(&empty[slot], ((s / S::kStages) & 1) ^ 1);
+        uint8_t *stage = base + slot * S::kStageBytes;
+        barrierExpectBytes(&full[slot], S::kStageBytes);
+        copyTile(stage, xMap, &full[slot], s * kWgK, int32_t(m0));
+        copyTile(stage + S::kXBytes, wMap, &full[slot], s * kWgK, int32_t(n0));
+      }
+    }
+  } else {
+    asm volatile("setmaxnreg.inc.sync.aligned.u32 232;");
+    const int wg = warpgroup - 1;
+    const int lane = threadIdx.x & 31;
+    // acc[4 j + 2 h + c]: row 16 warp + g + 8 h of the warpgroup's 64,
+    // column 8 j + 2 t + c (g = lane / 4, t = lane % 4), wgmma's order.
+    float acc[kN / 2], part[kN / 2];
+#pragma unroll
+    for (int i = 0; i < kN / 2; ++i)
+      acc[i] = 0.0f;
+    const float *scales = nullptr;
+    if (kScaled)
+      scales = w.scales + (n0 / w.blockN) * ((k + w.blockK - 1) / w.blockK);
+    int released = 0;
+    for (int s = 0; s < stages; ++s) {
+      const int slot = s % S::kStages;
+      barrierWait(&full[slot], (s / S::kStages) & 1);
+      uint8_t *stage = base + slot * S::kStageBytes;
+      const uint64_t a = tileDescriptor(stage + wg * 64 * kWgTileBytes);
+      const uint64_t b = tileDescriptor(stage + S::kXBytes);
+      float(&d)[kN / 2] = kScaled ? part : acc;
+      const bool blockStart = kScaled && (int64_t(s) * kWgK) % w.blockK == 0;
+      fenceAccumulators(d);
+      wgmmaFence();
+      wgmmaStage<kN>(d, a, b, blockStart);
+      wgmmaCommit();
+      fenceAccumulators(d);
+      int done = s; // stages whose products have completed
+      if (kScaled && (s + 1 == stages || (int64_t(s + 1) * kWgK) % w.blockK == 0)) {
+        wgmmaWait<0>();
+        fenceAccumulators(d);
+        done = s + 1;
+        const float scale = scales[(int64_t(s) * kWgK) / w.blockK];
+#pragma unroll
+        for (int i = 0; i < kN / 2; ++i)
+          acc[i] = fmaf(part[i], scale, acc[i]);
+      } else {
+        wgmmaWait<1>();
+        fenceAccumulators(d);
+      }
+      for (; released < done; ++released)
+        if (lane == 0)
+          barrierArrive(&empty[released % S::kStages]);
+    }
+    wgmmaWait<0>();
+    fenceAccumulators(acc);
+
+    const int warp = (threadIdx.x / 32) & 3, g = lane >> 2, t = lane & 3;
+    const bool pairs = n % 2 == 0;
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      const int64_t row = m0 + wg * 64 + warp * 16 + g + 8 * h;
+      if (row >= m)
+        continue;
+      float *o = out + row * n;
+#pragma unroll
+      for (int j = 0; j < kN / 8; ++j) {
+        const int64_t col = n0 + j * 8 + 2 * t;
+        float v0 = acc[4 * j + 2 * h], v1 = acc[4 * j + 2 * h + 1];
+        if (bias.data) {
+          if (col < n)
+            v0 += weightAt(bias, col);
+          if (col + 1 < n)
+            v1 += weightAt(bias, col + 1);
+        }
+        if (pairs && col + 1 < n) {
+          *reinterpret_cast<float2 *>(o + col) = make_float2(v0, v1);
+        } else {
+          if (col < n)
+            o[col] = v0;
+          if (col + 1 < n)
+            o[col + 1] = v1;
+        }
+      }
+    }
+  }
+}
+
+} // namespace
+
+/// The warpgroup GEMMs (CudaKernels::warpgroupGemm): grid (ceil(n / kN),
+/// ceil(m / 128)), 384 threads, WgGemmShared<kN>::kBytes of dynamic shared
+/// memory. xMap: x [m, k] bf16, box 64 x 128; wMap: w [n, k] bf16, box
+/// 64 x kN; both 128-byte swizzled.
+extern "C" __global__ void __launch_bounds__(kWgThreads, 1)
+    daybreak_gemm_wg_bf16(const __grid_constant__ TensorMap xMap,
+                          const __grid_constant__ TensorMap wMap, Weight w,
+                          Weight bias, int64_t m, int64_t n, int64_t k,
+                          float *out) {
+  warpgroupGemm<256, false>(xMap, wMap, w, bias, m, n, k, out);
+}
+
+extern "C" __global__ void __launch_bounds__(kWgThreads, 1)
+    daybreak_gemm_wg_e4m3(const __grid_constant__ TensorMap xMap,
+                          const __grid_constant__ TensorMap wMap, Weight w,
+                          Weight bias, int64_t m, int64_t n, int64_t k,
+                          float *out) {
+  warpgroupGemm<128, true>(xMap, wMap, w, bias, m, n, k, out);
+}
+
+/// out[i] = bf16(x[i]) (nearest even) as bf16 codes, the x of the warpgroup
+/// GEMMs; n a multiple of 8, x and out 16-byte aligned. Grid-stride, eight
+/// values a thread a step.
+extern "C" __global__ void daybreak_to_bf16(const float *x, int64_t n,
+                                            uint16_t *out) {
+  const int64_t stride = int64_t(gridDim.x) * blockDim.x;
+  for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < n / 8;
+       i += stride) {
+    float4 a = reinterpret_cast<const float4 *>(x)[2 * i];
+    float4 b = reinterpret_cast<const float4 *>(x)[2 * i + 1];
+    reinterpret_cast<uint4 *>(out)[i] = make_uint4(
+        roundX<kWeightBF16>(a.x, a.y), roundX<kWeightBF16>(a.z, a.w),
+        roundX<kWeightBF16>(b.x, b.y), roundX<kWeightBF16>(b.z, b.w));
+  }
+}
+
+/// out[i] = e4m3 code w[i] as bf16 (exact: 4 significant bits, and the
+/// exponent range fits; NaN stays NaN), unscaled: the weight of
+/// daybreak_gemm_wg_e4m3. w and out 16-byte aligned; 16 codes a thread a
+/// step, then the last n % 16 one at a time.
+extern "C" __global__ void daybreak_widen_e4m3(const uint8_t *w, int64_t n,
+                                               uint16_t *out) {
+  const int64_t stride = int64_t(gridDim.x) * blockDim.x;
+  for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < n / 16;
+       i += stride) {
+    uint4 codes = reinterpret_cast<const uint4 *>(w)[i];
+    uint32_t word[4] = {codes.x, codes.y, codes.z, codes.w}, wide[8];
+#pragma unroll
+    for (int q = 0; q < 4; ++q) {
+      uint32_t lo, hi;
+      e4m3x4ToHalf2(word[q], lo, hi);
+      float f[4];
+      unpackHalf2(lo, f[0], f[1]);
+      unpackHalf2(hi, f[2], f[3]);
+      // Exact in bf16: the top half of each float.
+      wide[2 * q] = (__float_as_uint(f[0]) >> 16) |
+                    (__float_as_uint(f[1]) & 0xFFFF0000u);
+      wide[2 * q + 1] = (__float_as_uint(f[2]) >> 16) |
+                        (__float_as_uint(f[3]) & 0xFFFF0000u);
+    }
+    reinterpret_cast<uint4 *>(out)[2 * i] =
+        make_uint4(wide[0], wide[1], wide[2], wide[3]);
+    reinterpret_cast<uint4 *>(out)[2 * i + 1] =
+        make_uint4(wide[4], wide[5], wide[6], wide[7]);
+  }
+  for (int64_t i = n / 16 * 16 + int64_t(blockIdx.x) * blockDim.x +
+                   threadIdx.x;
+       i < n; i += stride)
+    out[i] = uint16_t(__float_as_uint(e4m3ToFloat(w[i])) >> 16);
+}
