@@ -10,6 +10,7 @@
 
 #ifdef DAYBREAK_HAVE_NVRTC
 #include "CudaAttentionSource.h"
+#include "CudaGemmSource.h"
 #include "CudaKdaSource.h"
 #include "CudaKernelsSource.h"
 #include "CudaKpoolSource.h"
@@ -108,22 +109,25 @@ targets::cuda::specializeLibraryKernels(ModuleOp module, llvm::StringRef chip) {
     lowered.emplace(expression, "");
   });
 
-  std::string source, attention, sparseMla, kda, kpool;
-  for (const char *chunk : kCudaKernelsSourceChunks)
-    source += chunk;
-  for (const char *chunk : kCudaAttentionSourceChunks)
-    attention += chunk;
-  for (const char *chunk : kCudaSparseMlaSourceChunks)
-    sparseMla += chunk;
-  for (const char *chunk : kCudaKdaSourceChunks)
-    kda += chunk;
-  for (const char *chunk : kCudaKpoolSourceChunks)
-    kpool += chunk;
+  auto join = [](const auto &chunks) {
+    std::string text;
+    for (const char *chunk : chunks)
+      text += chunk;
+    return text;
+  };
+  std::string source = join(kCudaKernelsSourceChunks);
   // The files CudaKernels.cu includes, by the names it includes them as.
-  const char *headers[] = {attention.c_str(), sparseMla.c_str(), kda.c_str(),
-                           kpool.c_str()};
+  const std::string included[] = {
+      join(kCudaAttentionSourceChunks), join(kCudaSparseMlaSourceChunks),
+      join(kCudaGemmSourceChunks), join(kCudaKdaSourceChunks),
+      join(kCudaKpoolSourceChunks)};
   const char *headerNames[] = {"CudaAttention.cuh", "CudaSparseMla.cuh",
-                               "CudaKda.cuh", "CudaKpool.cuh"};
+                               "CudaGemm.cuh", "CudaKda.cuh", "CudaKpool.cuh"};
+  constexpr int kHeaders = std::size(headerNames);
+  static_assert(std::size(included) == kHeaders);
+  const char *headers[kHeaders];
+  for (int i = 0; i < kHeaders; ++i)
+    headers[i] = included[i].c_str();
   nvrtcProgram program;
   auto check = [](nvrtcResult result, llvm::StringRef what) -> llvm::Error {
     if (result == NVRTC_SUCCESS)
@@ -132,7 +136,7 @@ targets::cuda::specializeLibraryKernels(ModuleOp module, llvm::StringRef chip) {
   };
   if (llvm::Error e =
           check(nvrtcCreateProgram(&program, source.c_str(), "CudaKernels.cu",
-                                   4, headers, headerNames),
+                                   kHeaders, headers, headerNames),
                 "nvrtcCreateProgram"))
     return std::move(e);
   struct Destroy {
