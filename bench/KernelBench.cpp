@@ -1056,8 +1056,8 @@ void benchWarpgroupGemm(const CudaKernels &kernels, int iterations) {
                           c.type == 2, false);
     if (c.type == 2) {
       w.blockN = w.blockK = 128;
-      w.scales = randomDevice(size_t((c.n / 128) * (c.k / 128) * 4), false,
-                              true);
+      w.scales =
+          randomDevice(size_t((c.n / 128) * (c.k / 128) * 4), false, true);
     }
     CUdeviceptr x = randomDevice(size_t(c.m * c.k * 4), false, true),
                 out = alloc(size_t(c.m * c.n * 4), 0);
@@ -1069,8 +1069,8 @@ void benchWarpgroupGemm(const CudaKernels &kernels, int iterations) {
     int reps = std::max(iterations / 10, 3);
     double wg = timeIt(
         [&] {
-          return kernels.warpgroupGemm(x, w, DeviceWeight(), c.m, c.n, c.k,
-                                       out, nullptr, rounding);
+          return kernels.warpgroupGemm(x, w, DeviceWeight(), c.m, c.n, c.k, out,
+                                       nullptr, rounding);
         },
         reps);
     double tc = timeIt(
@@ -1080,8 +1080,8 @@ void benchWarpgroupGemm(const CudaKernels &kernels, int iterations) {
         },
         reps);
     std::string how;
-    StatusOr<double> cublas = cublasMatmulRate(*driver, nullptr, c.m, c.n,
-                                               c.k, true, how);
+    StatusOr<double> cublas =
+        cublasMatmulRate(*driver, nullptr, c.m, c.n, c.k, true, how);
     char shape[80];
     std::snprintf(shape, sizeof(shape), "%s m=%ld n=%ld k=%ld",
                   c.type == 2 ? "e4m3 128x128" : "bf16", long(c.m), long(c.n),

@@ -2443,8 +2443,8 @@ TEST_F(CudaKernelsTest, WarpgroupGemm) {
       ASSERT_EQ(driver->cuMemsetD8(dOut.get(), 0xff, s.m * s.n * 4),
                 CUDA_SUCCESS);
       InputRounding rounding{true, dScratch, need};
-      expectRan(kernels->warpgroupGemm(dx, gw, gb, s.m, s.n, s.k, dOut,
-                                       nullptr, rounding));
+      expectRan(kernels->warpgroupGemm(dx, gw, gb, s.m, s.n, s.k, dOut, nullptr,
+                                       rounding));
       std::vector<float> out = dOut.read<float>(s.m * s.n);
       double e = rowRelativeError(out, expected, s.n);
       char shape[96];
@@ -2460,7 +2460,7 @@ TEST_F(CudaKernelsTest, WarpgroupGemm) {
       // refused), the tensor-core GEMM below it.
       bool takes = CudaKernels::warpgroupGemmApplies(gw, s.m, s.k);
       EXPECT_EQ(takes, s.m >= (e4m3 ? kWarpgroupGemmMinRowsE4m3
-                                     : kWarpgroupGemmMinRows))
+                                    : kWarpgroupGemmMinRows))
           << shape;
       ASSERT_EQ(driver->cuMemsetD8(dOut.get(), 0xff, s.m * s.n * 4),
                 CUDA_SUCCESS);
@@ -2469,9 +2469,8 @@ TEST_F(CudaKernelsTest, WarpgroupGemm) {
       EXPECT_LE(rowRelativeError(dOut.read<float>(s.m * s.n), expected, s.n),
                 1e-5)
           << shape << " through matmul()";
-      rounding.scratchFloats = CudaKernels::matmulRoundingFloats(
-                                   gw, s.m, s.n, s.k, true) -
-                               1;
+      rounding.scratchFloats =
+          CudaKernels::matmulRoundingFloats(gw, s.m, s.n, s.k, true) - 1;
       if (takes) {
         Status refused = kernels->matmul(dx, gw, gb, s.m, s.n, s.k, dOut,
                                          nullptr, nullptr, false, rounding);

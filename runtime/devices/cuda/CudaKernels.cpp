@@ -280,8 +280,8 @@ StatusOr<CudaKernels> CudaKernels::load(const Driver &driver, CUmodule module) {
           "cuFuncSetAttribute");
   }
   // The warpgroup GEMMs: one block an SM, shared memory past 48 KiB.
-  for (auto [fn, type] : {std::pair{kernels.gemmWgBf16Fn, 1},
-                          {kernels.gemmWgE4m3Fn, 2}})
+  for (auto [fn, type] :
+       {std::pair{kernels.gemmWgBf16Fn, 1}, {kernels.gemmWgE4m3Fn, 2}})
     if (status.ok())
       status = driver.check(
           driver.cuFuncSetAttribute(
@@ -869,8 +869,8 @@ int64_t widenedWeightOffset(int64_t m, int64_t k) {
 /// weight widened to bf16 after them.
 int64_t warpgroupGemmScratchFloats(const DeviceWeight &w, int64_t m, int64_t n,
                                    int64_t k) {
-  int64_t bytes = w.type == 2 ? widenedWeightOffset(m, k) + n * k * 2
-                              : m * k * 2;
+  int64_t bytes =
+      w.type == 2 ? widenedWeightOffset(m, k) + n * k * 2 : m * k * 2;
   return (bytes + 3) / 4;
 }
 } // namespace
@@ -882,8 +882,7 @@ bool CudaKernels::warpgroupGemmApplies(const DeviceWeight &w, int64_t m,
 }
 
 int64_t CudaKernels::matmulRoundingFloats(const DeviceWeight &w, int64_t m,
-                                          int64_t n, int64_t k,
-                                          bool xAligned) {
+                                          int64_t n, int64_t k, bool xAligned) {
   if (w.type == 0)
     return 0;
   if (xAligned && warpgroupGemmApplies(w, m, k))
@@ -899,11 +898,11 @@ Status CudaKernels::warpgroupGemm(CUdeviceptr x, const DeviceWeight &w,
                                   CUstream stream,
                                   const InputRounding &rounding) const {
   if (!warpgroupGemmRuns(w, k) || x % 16 != 0)
-    return Status::error(
-        "warpgroupGemm: no warpgroup GEMM for weight type " +
-        std::to_string(w.type) + ", blocks " + std::to_string(w.blockN) +
-        " x " + std::to_string(w.blockK) + ", k " + std::to_string(k) +
-        " (or x or the weight not 16-byte aligned)");
+    return Status::error("warpgroupGemm: no warpgroup GEMM for weight type " +
+                         std::to_string(w.type) + ", blocks " +
+                         std::to_string(w.blockN) + " x " +
+                         std::to_string(w.blockK) + ", k " + std::to_string(k) +
+                         " (or x or the weight not 16-byte aligned)");
   if (m <= 0 || n <= 0)
     return Status::success();
   int64_t need = warpgroupGemmScratchFloats(w, m, n, k);
@@ -929,9 +928,8 @@ Status CudaKernels::warpgroupGemm(CUdeviceptr x, const DeviceWeight &w,
     void *widenParams[] = {&data, &codes, &wb};
     DAYBREAK_RETURN_IF_ERROR(
         launch(widenE4m3Fn, "widen e4m3 (warpgroup GEMM)",
-               std::min<int64_t>(ceilDiv(ceilDiv(codes, 16), 256), 4096), 1,
-               1, 256,
-               0, stream, widenParams));
+               std::min<int64_t>(ceilDiv(ceilDiv(codes, 16), 256), 4096), 1, 1,
+               256, 0, stream, widenParams));
   }
   const int64_t columns = warpgroupGemmColumns(w.type);
   // Row-major [rows, k] bf16: dimension 0 is k. Boxes of 64 columns (128
@@ -942,14 +940,14 @@ Status CudaKernels::warpgroupGemm(CUdeviceptr x, const DeviceWeight &w,
     cuuint64_t strides[1] = {cuuint64_t(k * 2)};
     cuuint32_t box[2] = {64, cuuint32_t(boxRows)};
     cuuint32_t unit[2] = {1, 1};
-    return driver->check(
-        driver->cuTensorMapEncodeTiled(
-            &map, CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, 2,
-            reinterpret_cast<void *>(base), dims, strides, box, unit,
-            CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B,
-            CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
-            CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE),
-        "cuTensorMapEncodeTiled");
+    return driver->check(driver->cuTensorMapEncodeTiled(
+                             &map, CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, 2,
+                             reinterpret_cast<void *>(base), dims, strides, box,
+                             unit, CU_TENSOR_MAP_INTERLEAVE_NONE,
+                             CU_TENSOR_MAP_SWIZZLE_128B,
+                             CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
+                             CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE),
+                         "cuTensorMapEncodeTiled");
   };
   CUtensorMap xMap, wMap;
   DAYBREAK_RETURN_IF_ERROR(encode(xMap, xb, m, 128));
@@ -959,9 +957,9 @@ Status CudaKernels::warpgroupGemm(CUdeviceptr x, const DeviceWeight &w,
   weight.cols = k;
   void *params[] = {&xMap, &wMap, &weight, &b, &m, &n, &k, &out};
   return launch(w.type == 2 ? gemmWgE4m3Fn : gemmWgBf16Fn,
-                "matmul (warpgroup GEMM)", ceilDiv(n, columns),
-                ceilDiv(m, 128), 1, 384,
-                unsigned(warpgroupGemmSharedBytes(columns)), stream, params);
+                "matmul (warpgroup GEMM)", ceilDiv(n, columns), ceilDiv(m, 128),
+                1, 384, unsigned(warpgroupGemmSharedBytes(columns)), stream,
+                params);
 }
 
 CudaKernels::TensorGemvPlan

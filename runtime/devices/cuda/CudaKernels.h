@@ -449,8 +449,7 @@ public:
   /// rows for the copy engine), the weight 16-byte aligned, and at least
   /// kWarpgroupGemmMinRows rows (e4m3: kWarpgroupGemmMinRowsE4m3, where
   /// widening the weight costs little beside the products).
-  static bool warpgroupGemmApplies(const DeviceWeight &w, int64_t m,
-                                   int64_t k);
+  static bool warpgroupGemmApplies(const DeviceWeight &w, int64_t m, int64_t k);
   /// The floats of InputRounding scratch that matmul() with `rounding.bf16`
   /// uses for this launch (`xAligned`: x 16-byte aligned): x rounded as
   /// bf16 (and an e4m3 weight widened) for warpgroupGemm, x rounded as

@@ -125,8 +125,8 @@ StatusOr<double> cuda::cublasMatmulRate(const Driver &driver, CUstream stream,
                  &alpha, reinterpret_cast<void *>(b), CUDA_R_16BF, int(k),
                  reinterpret_cast<void *>(a), CUDA_R_16BF, int(k), &beta,
                  reinterpret_cast<void *>(c), f32Out ? CUDA_R_32F : CUDA_R_16BF,
-                 int(n), CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT) !=
-            CUBLAS_STATUS_SUCCESS)
+                 int(n), CUBLAS_COMPUTE_32F,
+                 CUBLAS_GEMM_DEFAULT) != CUBLAS_STATUS_SUCCESS)
       status = Status::error("cublasGemmEx failed");
     if (status.ok())
       status = driver.check(driver.cuEventRecord(end, stream), "cuEventRecord");
@@ -150,11 +150,12 @@ StatusOr<double> cuda::cublasMatmulRate(const Driver &driver, CUstream stream,
       driver.cuMemFree(p);
   if (!status.ok())
     return status.withContext("the cuBLAS matmul probe");
-  how = std::string("cublasGemmEx bf16 x bf16 -> ") +
-        (f32Out ? "fp32" : "bf16") + ", fp32 accumulation, " +
-        (m == n && n == k ? std::to_string(n) + "^3"
-                          : "m=" + std::to_string(m) + " n=" +
-                                std::to_string(n) + " k=" + std::to_string(k)) +
-        ", best of 6 (" + *opened + ")";
+  how =
+      std::string("cublasGemmEx bf16 x bf16 -> ") + (f32Out ? "fp32" : "bf16") +
+      ", fp32 accumulation, " +
+      (m == n && n == k ? std::to_string(n) + "^3"
+                        : "m=" + std::to_string(m) + " n=" + std::to_string(n) +
+                              " k=" + std::to_string(k)) +
+      ", best of 6 (" + *opened + ")";
   return best;
 }
