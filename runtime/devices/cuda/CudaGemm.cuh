@@ -1,5 +1,4 @@
-//===- CudaGemm.cuh - Warpgroup GEMMs fed by the tensor copy engine -*- CUDA
-//-*-===//
+//===- CudaGemm.cuh - Warpgroup GEMMs on the copy engine -------*- CUDA -*-===//
 //
 // Included by CudaKernels.cu. The many-row matmuls of `--precision=bf16` on
 // Hopper's warpgroup MMA (wgmma, sm_90a):
