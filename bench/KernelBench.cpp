@@ -1007,11 +1007,11 @@ void benchTensorGemm(const CudaKernels &kernels, int iterations) {
 }
 
 /// The warpgroup GEMMs of --precision=bf16 (warpgroupGemm: x rounded to
-/// bf16 codes, an e4m3 weight widened, wgmma fed by the copy engine) at
+/// bf16 codes, wgmma fed by the copy engine, e4m3 widened in shared memory) at
 /// DeepSeek-V3.2's prefill shapes on random data, each beside cuBLAS's bf16
 /// GEMM of the same shape with fp32 output (item 2's bar: 70 % of it) and
 /// the one-part tensor-core GEMM (tensorGemm with bf16 x). Times include
-/// the rounding of x and the widening of e4m3 weights.
+/// the rounding of x.
 void benchWarpgroupGemm(const CudaKernels &kernels, int iterations) {
   struct Case {
     int64_t m, n, k;
@@ -1061,8 +1061,7 @@ void benchWarpgroupGemm(const CudaKernels &kernels, int iterations) {
     }
     CUdeviceptr x = randomDevice(size_t(c.m * c.k * 4), false, true),
                 out = alloc(size_t(c.m * c.n * 4), 0);
-    int64_t floats = CudaKernels::matmulRoundingFloats(
-        w, std::max(c.m, kWarpgroupGemmMinRowsE4m3), c.n, c.k, true);
+    int64_t floats = CudaKernels::matmulRoundingFloats(w, c.m, c.k, true);
     CUdeviceptr scratch = alloc(size_t(floats * 4), 0);
     InputRounding rounding{true, scratch, floats};
     double flop = 2.0 * c.m * c.n * c.k;

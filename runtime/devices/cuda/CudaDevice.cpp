@@ -503,12 +503,11 @@ Status CudaDevice::prepare(const artifact::ArtifactFile &file,
         bool xAligned =
             x.kind == runtime::PreparedArg::Kind::Buffer && x.offset % 16 == 0;
         if (matmul) {
-          int64_t n = w.constant[w.rank - 2] + w.perToken[w.rank - 2] * tokens;
           for (int64_t t : {std::min<int64_t>(tokens, 8), tokens}) {
             int64_t rows = numel(t) / std::max<int64_t>(k, 1);
-            roundScratchFloats =
-                std::max(roundScratchFloats, CudaKernels::matmulRoundingFloats(
-                                                 stored, rows, n, k, xAligned));
+            roundScratchFloats = std::max(
+                roundScratchFloats,
+                CudaKernels::matmulRoundingFloats(stored, rows, k, xAligned));
           }
           continue;
         }

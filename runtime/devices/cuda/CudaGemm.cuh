@@ -5,32 +5,37 @@
 //
 //   out[m, n] = x[m, k] . w[n, k]^T (+ bias[n])
 //
-// with x and w bf16 in device memory, both K-major: x the input rounded to
-// bf16 (daybreak_to_bf16), w a bf16 weight or an e4m3 one widened exactly
-// to bf16 (daybreak_widen_e4m3), whose 128 x 128 block scales are applied
-// in the accumulators. Products and sums are the tensor cores' fp32.
+// with x the input rounded to bf16 codes (daybreak_to_bf16) and w a bf16
+// weight, or an e4m3 one that the kernel widens exactly to bf16 in shared
+// memory, its 128 x 128 block scales applied in the accumulators. Both
+// K-major. Products and sums are the tensor cores' fp32.
 //
-// A block computes a 128 x kN tile of out with three warpgroups: the first
-// issues the copies (one thread: cp.async.bulk.tensor of a 128 x 64 tile of
-// x and a kN x 64 tile of w a stage, 128-byte swizzled, completing on the
-// stage's `full` mbarrier), the other two each multiply 64 of the rows
-// (m64nNk16, four a stage) and release the stage on its `empty` mbarrier
-// once the next stage's products are issued. The copy engine zero-fills
+// A block computes a 128 x kN tile of out with three warpgroups. In the
+// first, one thread issues the copies (cp.async.bulk.tensor of a 128 x 64
+// tile of x and a kN x 64 tile of w a stage, completing on the stage's
+// `full` mbarrier); the other two each multiply 64 of the rows (m64nNk16,
+// four a stage) and release the stage on its `empty` mbarrier once their
+// products of it have completed. bf16 (kN = 256): both tiles land 128-byte
+// swizzled, as the MMA reads them. e4m3 (kN = 128): the codes land as
+// stored; warps 1-3 of the first warpgroup widen each stage's into one of
+// three swizzled buffers (`wideFull` / `wideEmpty`), up to two stages
+// ahead of the MMA; each 128 columns of K (a scale block) sum apart and
+// fold into the accumulators with their scale. The copy engine zero-fills
 // rows and columns past the tensors' ends, so any m, n and k (k a multiple
-// of 8: 16-byte row pitch) take the same path; the epilogue writes the rows
-// and columns that exist.
+// of 8 for bf16, 16 for e4m3: 16-byte row pitch) take the same path; the
+// epilogue writes the rows and columns that exist.
 //
 // Roofline (H200, 132 SMs): 2 m n k FLOP on the dense bf16 rate (990
-// TFLOP/s by the datasheet; cuBLAS reaches about 790 at 8192^3 here). Per
-// stage a block reads (128 + kN) x 128 bytes for 2 x 128 x kN x 64 FLOP: 85
-// FLOP a byte at kN = 256, so L2 (not HBM: x and w tiles are re-read by the
-// blocks of a row and column) must deliver about 7 TB/s at 600 TFLOP/s.
-// e4m3 (kN = 128, kScaled): the scale fold after each 128 columns of K
-// waits for the products in flight, which the other warpgroup's MMA hides
-// in part. (Widening the codes in shared memory on the MMA warpgroups,
-// a stage ahead of the products, instead of the widening pass, measured
-// 245 TFLOP/s against this form's 357 at 8192 x 7168 x 7168: the
-// conversions sit between the waits; bench/NOTES.md.)
+// TFLOP/s by the datasheet; cuBLAS reaches about 800 at these shapes
+// here). Both MMA warpgroups read their A (64 rows) and B (kN rows) tiles
+// from shared memory: about 80 bytes a clock an SM at kN = 256 beside the
+// copies' 48, near the 128 shared memory gives, the next limit after the
+// MMA. e4m3 (kN = 128) reads more a FLOP, adds the widening's loads and
+// stores (8 + 16 KB a stage, about 80 instructions a widening thread a
+// stage), and waits for each scale block's products before its fold.
+// (Widening on the MMA warpgroups instead, between their waits, measured
+// 245 TFLOP/s; a widening pass to a bf16 copy in device memory 357, at
+// 8192 x 7168 x 7168: bench/NOTES.md.)
 //
 //===----------------------------------------------------------------------===//
 
@@ -225,49 +230,107 @@ __device__ __forceinline__ void wgmmaStage(float (&d)[kN / 2], uint64_t a,
   }
 }
 
-/// The shared memory of a block: stages of x (128 rows) then w (kN rows),
-/// 128 bytes a row, each stage 1024-byte aligned; the `full` and `empty`
-/// barriers; 1024 bytes of slack to align the start.
-template <int kN> struct WgGemmShared {
-  static constexpr int kStages = kN == 256 ? 4 : 6;
+/// The shared memory of a block: stages of x (128 rows of 128 bytes) then
+/// w (kN rows: bf16, 128 bytes a row; e4m3, the codes as stored, 64 bytes
+/// a row), each stage 1024-byte aligned; for e4m3 kWide buffers of a
+/// stage's w widened to bf16 (kN rows of 128 bytes, swizzled as the copy
+/// engine would); the barriers (`full` and `empty` a stage, `wideFull` and
+/// `wideEmpty` a widened buffer); 1024 bytes of slack to align the start.
+template <int kN, bool kE4m3> struct WgGemmShared {
+  static constexpr int kStages = kE4m3 ? 6 : 4;
+  static constexpr int kWide = kE4m3 ? 3 : 0;
   static constexpr int kXBytes = kWgRows * kWgTileBytes;
-  static constexpr int kStageBytes = kXBytes + kN * kWgTileBytes;
-  static constexpr int kBytes = 1024 + kStages * kStageBytes + 2 * kStages * 8;
+  static constexpr int kWBytes = kN * (kE4m3 ? kWgK : kWgTileBytes);
+  static constexpr int kStageBytes = kXBytes + kWBytes;
+  static constexpr int kWideBytes = kN * kWgTileBytes;
+  static constexpr int kBytes = 1024 + kStages * kStageBytes +
+                                kWide * kWideBytes + 16 * (kStages + kWide);
+  static_assert(kStageBytes % 1024 == 0 && kWideBytes % 1024 == 0,
+                "the swizzled tiles need 1024-byte alignment");
 };
 
 extern __shared__ __align__(1024) uint8_t wgGemmShared[];
 
+/// Unit `unit` (0..255) of widening a stage's kN = 128 rows of 64 e4m3
+/// codes (`codes`, 64 bytes a row) to bf16 in `wide` (128 bytes a row, the
+/// copy engine's 128-byte swizzle: 16-byte chunk c of row r at chunk
+/// c ^ r % 8): row unit / 2, codes [32 (unit % 2), + 32). Exact (e4m3 to
+/// f16 to bf16), unscaled.
+__device__ __forceinline__ void widenUnit(const uint8_t *codes, uint8_t *wide,
+                                          int unit) {
+  const int r = unit >> 1, h = unit & 1;
+  const uint4 *src = reinterpret_cast<const uint4 *>(codes + r * 64 + h * 32);
+  const uint4 raw[2] = {src[0], src[1]};
+#pragma unroll
+  for (int j = 0; j < 4; ++j) {
+    // Codes 8 j .. 8 j + 7 of the unit: two words of raw[j / 2].
+    const uint4 &v = raw[j >> 1];
+    const uint32_t words[2] = {j & 1 ? v.z : v.x, j & 1 ? v.w : v.y};
+    uint32_t pairs[4];
+#pragma unroll
+    for (int q = 0; q < 2; ++q) {
+      uint32_t lo, hi;
+      e4m3x4ToHalf2(words[q], lo, hi);
+      float f[4];
+      unpackHalf2(lo, f[0], f[1]);
+      unpackHalf2(hi, f[2], f[3]);
+      // Exact in bf16: the top half of each float.
+      pairs[2 * q] =
+          (__float_as_uint(f[0]) >> 16) | (__float_as_uint(f[1]) & 0xFFFF0000u);
+      pairs[2 * q + 1] =
+          (__float_as_uint(f[2]) >> 16) | (__float_as_uint(f[3]) & 0xFFFF0000u);
+    }
+    const int chunk = (4 * h + j) ^ (r & 7);
+    *reinterpret_cast<uint4 *>(wide + r * kWgTileBytes + chunk * 16) =
+        make_uint4(pairs[0], pairs[1], pairs[2], pairs[3]);
+  }
+}
+
 /// The block at (blockIdx.x, blockIdx.y): out rows [128 y, 128 y + 128),
-/// columns [kN x, kN x + kN). kScaled: w holds e4m3 codes widened to bf16,
-/// scaled by `scales` ([ceil(n / blockN), ceil(k / blockK)], blockN a
-/// multiple of kN, blockK of 64) after each blockK columns of K.
-template <int kN, bool kScaled>
+/// columns [kN x, kN x + kN). kE4m3: wMap reads w's e4m3 codes, which warps
+/// 1-3 of the copy warpgroup widen to bf16 ahead of the products, and
+/// `w`'s scales ([ceil(n / blockN), ceil(k / blockK)], blockN a multiple
+/// of kN, blockK of 64) multiply each blockK columns' sums.
+template <int kN, bool kE4m3>
 __device__ __forceinline__ void
 warpgroupGemm(const TensorMap &xMap, const TensorMap &wMap, const Weight &w,
               const Weight &bias, int64_t m, int64_t n, int64_t k, float *out) {
-  using S = WgGemmShared<kN>;
+  static_assert(!kE4m3 || kN == 128, "widenUnit covers 128 rows");
+  using S = WgGemmShared<kN, kE4m3>;
   uint8_t *base =
       wgGemmShared + ((1024 - (sharedAddress(wgGemmShared) & 1023)) & 1023);
+  uint8_t *wide = base + S::kStages * S::kStageBytes;
   uint64_t *full =
-      reinterpret_cast<uint64_t *>(base + S::kStages * S::kStageBytes);
+      reinterpret_cast<uint64_t *>(wide + S::kWide * S::kWideBytes);
   uint64_t *empty = full + S::kStages;
+  uint64_t *wideFull = empty + S::kStages;
+  uint64_t *wideEmpty = wideFull + S::kWide;
   const int warpgroup = threadIdx.x / 128;
+  const int lane = threadIdx.x & 31;
   const int64_t n0 = int64_t(blockIdx.x) * kN;
   const int64_t m0 = int64_t(blockIdx.y) * kWgRows;
   const int stages = int((k + kWgK - 1) / kWgK);
   if (threadIdx.x == 0) {
     for (int s = 0; s < S::kStages; ++s) {
       barrierInit(&full[s], 1);
-      barrierInit(&empty[s], 8); // lane 0 of each MMA warp
+      // Lane 0 of each MMA warp, and of each widening warp.
+      barrierInit(&empty[s], kE4m3 ? 11 : 8);
+    }
+    for (int b = 0; b < S::kWide; ++b) {
+      barrierInit(&wideFull[b], 3);
+      barrierInit(&wideEmpty[b], 8);
     }
     asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
   }
   __syncthreads();
 
   if (warpgroup == 0) {
-    // The copies: one thread waits for a free stage and starts both tiles.
-    asm volatile("setmaxnreg.dec.sync.aligned.u32 40;");
+    if constexpr (kE4m3)
+      asm volatile("setmaxnreg.dec.sync.aligned.u32 56;");
+    else
+      asm volatile("setmaxnreg.dec.sync.aligned.u32 40;");
     if (threadIdx.x == 0) {
+      // The copies: one thread waits for a free stage and starts both tiles.
       for (int s = 0; s < stages; ++s) {
         const int slot = s % S::kStages;
         barrierWait(&empty[slot], ((s / S::kStages) & 1) ^ 1);
@@ -276,19 +339,37 @@ warpgroupGemm(const TensorMap &xMap, const TensorMap &wMap, const Weight &w,
         copyTile(stage, xMap, &full[slot], s * kWgK, int32_t(m0));
         copyTile(stage + S::kXBytes, wMap, &full[slot], s * kWgK, int32_t(n0));
       }
+    } else if (kE4m3 && threadIdx.x >= 32) {
+      // The widening: warps 1-3 turn each stage's codes into a free wide
+      // buffer, then hand the buffer to the MMA and the codes back.
+      for (int s = 0; s < stages; ++s) {
+        const int slot = s % S::kStages, buf = s % S::kWide;
+        barrierWait(&full[slot], (s / S::kStages) & 1);
+        barrierWait(&wideEmpty[buf], ((s / S::kWide) & 1) ^ 1);
+        const uint8_t *codes = base + slot * S::kStageBytes + S::kXBytes;
+        for (int unit = threadIdx.x - 32; unit < 2 * kN; unit += 96)
+          widenUnit(codes, wide + buf * S::kWideBytes, unit);
+        // The tensor cores read what these stores wrote.
+        asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
+        __syncwarp();
+        if (lane == 0) {
+          barrierArrive(&wideFull[buf]);
+          barrierArrive(&empty[slot]);
+        }
+      }
     }
   } else {
-    asm volatile("setmaxnreg.inc.sync.aligned.u32 232;");
+    asm volatile("setmaxnreg.inc.sync.aligned.u32 224;");
     const int wg = warpgroup - 1;
-    const int lane = threadIdx.x & 31;
     // acc[4 j + 2 h + c]: row 16 warp + g + 8 h of the warpgroup's 64,
     // column 8 j + 2 t + c (g = lane / 4, t = lane % 4), wgmma's order.
+    // e4m3 sums each scale block in part, then folds it into acc scaled.
     float acc[kN / 2], part[kN / 2];
 #pragma unroll
     for (int i = 0; i < kN / 2; ++i)
       acc[i] = 0.0f;
     const float *scales = nullptr;
-    if (kScaled)
+    if (kE4m3)
       scales = w.scales + (n0 / w.blockN) * ((k + w.blockK - 1) / w.blockK);
     int released = 0;
     float scale = 0.0f;
@@ -296,10 +377,15 @@ warpgroupGemm(const TensorMap &xMap, const TensorMap &wMap, const Weight &w,
       const int slot = s % S::kStages;
       barrierWait(&full[slot], (s / S::kStages) & 1);
       uint8_t *stage = base + slot * S::kStageBytes;
+      const uint8_t *wTile = stage + S::kXBytes;
+      if constexpr (kE4m3) {
+        barrierWait(&wideFull[s % S::kWide], (s / S::kWide) & 1);
+        wTile = wide + (s % S::kWide) * S::kWideBytes;
+      }
       const uint64_t a = tileDescriptor(stage + wg * 64 * kWgTileBytes);
-      const uint64_t b = tileDescriptor(stage + S::kXBytes);
-      float(&d)[kN / 2] = kScaled ? part : acc;
-      const bool blockStart = kScaled && (int64_t(s) * kWgK) % w.blockK == 0;
+      const uint64_t b = tileDescriptor(wTile);
+      float(&d)[kN / 2] = kE4m3 ? part : acc;
+      const bool blockStart = kE4m3 && (int64_t(s) * kWgK) % w.blockK == 0;
       // The block's scale, loaded while its products run (after them its
       // latency would stall the fold).
       if (blockStart)
@@ -310,7 +396,7 @@ warpgroupGemm(const TensorMap &xMap, const TensorMap &wMap, const Weight &w,
       wgmmaCommit();
       fenceAccumulators(d);
       int done = s; // stages whose products have completed
-      if (kScaled &&
+      if (kE4m3 &&
           (s + 1 == stages || (int64_t(s + 1) * kWgK) % w.blockK == 0)) {
         wgmmaWait<0>();
         fenceAccumulators(d);
@@ -322,9 +408,14 @@ warpgroupGemm(const TensorMap &xMap, const TensorMap &wMap, const Weight &w,
         wgmmaWait<1>();
         fenceAccumulators(d);
       }
+      // The stages whose products completed go back to the copies (and
+      // their widened buffers to the widening).
       for (; released < done; ++released)
-        if (lane == 0)
+        if (lane == 0) {
           barrierArrive(&empty[released % S::kStages]);
+          if (kE4m3)
+            barrierArrive(&wideEmpty[released % S::kWide]);
+        }
     }
     wgmmaWait<0>();
     fenceAccumulators(acc);
@@ -363,9 +454,10 @@ warpgroupGemm(const TensorMap &xMap, const TensorMap &wMap, const Weight &w,
 } // namespace
 
 /// The warpgroup GEMMs (CudaKernels::warpgroupGemm): grid (ceil(n / kN),
-/// ceil(m / 128)), 384 threads, WgGemmShared<kN>::kBytes of dynamic shared
-/// memory. xMap: x [m, k] bf16, box 64 x 128; wMap: w [n, k] bf16, box
-/// 64 x kN; both 128-byte swizzled.
+/// ceil(m / 128)), 384 threads, WgGemmShared's bytes of dynamic shared
+/// memory. xMap: x [m, k] bf16, box 64 x 128, 128-byte swizzled. wMap:
+/// bf16 w [n, k], box 64 x 256, 128-byte swizzled; e4m3 codes [n, k], box
+/// 64 x 128, unswizzled.
 extern "C" __global__ void __launch_bounds__(kWgThreads, 1)
     daybreak_gemm_wg_bf16(const __grid_constant__ TensorMap xMap,
                           const __grid_constant__ TensorMap wMap, Weight w,
@@ -396,38 +488,4 @@ extern "C" __global__ void daybreak_to_bf16(const float *x, int64_t n,
         roundX<kWeightBF16>(a.x, a.y), roundX<kWeightBF16>(a.z, a.w),
         roundX<kWeightBF16>(b.x, b.y), roundX<kWeightBF16>(b.z, b.w));
   }
-}
-
-/// out[i] = e4m3 code w[i] as bf16 (exact: 4 significant bits, and the
-/// exponent range fits; NaN stays NaN), unscaled: the weight of
-/// daybreak_gemm_wg_e4m3. w and out 16-byte aligned; 16 codes a thread a
-/// step, then the last n % 16 one at a time.
-extern "C" __global__ void daybreak_widen_e4m3(const uint8_t *w, int64_t n,
-                                               uint16_t *out) {
-  const int64_t stride = int64_t(gridDim.x) * blockDim.x;
-  for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < n / 16;
-       i += stride) {
-    uint4 codes = reinterpret_cast<const uint4 *>(w)[i];
-    uint32_t word[4] = {codes.x, codes.y, codes.z, codes.w}, wide[8];
-#pragma unroll
-    for (int q = 0; q < 4; ++q) {
-      uint32_t lo, hi;
-      e4m3x4ToHalf2(word[q], lo, hi);
-      float f[4];
-      unpackHalf2(lo, f[0], f[1]);
-      unpackHalf2(hi, f[2], f[3]);
-      // Exact in bf16: the top half of each float.
-      wide[2 * q] =
-          (__float_as_uint(f[0]) >> 16) | (__float_as_uint(f[1]) & 0xFFFF0000u);
-      wide[2 * q + 1] =
-          (__float_as_uint(f[2]) >> 16) | (__float_as_uint(f[3]) & 0xFFFF0000u);
-    }
-    reinterpret_cast<uint4 *>(out)[2 * i] =
-        make_uint4(wide[0], wide[1], wide[2], wide[3]);
-    reinterpret_cast<uint4 *>(out)[2 * i + 1] =
-        make_uint4(wide[4], wide[5], wide[6], wide[7]);
-  }
-  for (int64_t i = n / 16 * 16 + int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
-       i < n; i += stride)
-    out[i] = uint16_t(__float_as_uint(e4m3ToFloat(w[i])) >> 16);
 }

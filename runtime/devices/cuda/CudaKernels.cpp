@@ -154,13 +154,15 @@ constexpr int64_t tensorGemmSharedBytes(int32_t type) {
          3 * 64 * 72 * 2 + 2 * 2 * 128 * 4 + 3 * 64 * 4;
 }
 
-/// A warpgroup GEMM block's shared memory (WgGemmShared<kN> in
-/// CudaGemm.cuh): 1024 bytes of alignment slack, the stages of 128 rows of
-/// x and kN rows of w at 128 bytes a row (4 stages at kN = 256, 6 at 128),
-/// and a full and an empty barrier a stage.
-constexpr int64_t warpgroupGemmSharedBytes(int64_t columns) {
-  int64_t stages = columns == 256 ? 4 : 6;
-  return 1024 + stages * (128 + columns) * 128 + 2 * stages * 8;
+/// A warpgroup GEMM block's shared memory (WgGemmShared in CudaGemm.cuh):
+/// 1024 bytes of alignment slack; stages of 128 rows of x (128 bytes a row)
+/// and the weight's rows (bf16: 4 stages of 256 rows of 128 bytes; e4m3: 6
+/// of 128 rows of 64 bytes, and three 128 x 128-byte buffers widened); two
+/// barriers a stage and a widened buffer.
+constexpr int64_t warpgroupGemmSharedBytes(int32_t type) {
+  return type == 2
+             ? 1024 + 6 * (128 * 128 + 128 * 64) + 3 * 128 * 128 + 16 * (6 + 3)
+             : 1024 + 4 * (128 * 128 + 256 * 128) + 16 * 4;
 }
 /// Output columns of a warpgroup GEMM block: bf16 256, e4m3 128 (its
 /// scale folds keep a second set of accumulators).
@@ -283,11 +285,11 @@ StatusOr<CudaKernels> CudaKernels::load(const Driver &driver, CUmodule module) {
   for (auto [fn, type] :
        {std::pair{kernels.gemmWgBf16Fn, 1}, {kernels.gemmWgE4m3Fn, 2}})
     if (status.ok())
-      status = driver.check(
-          driver.cuFuncSetAttribute(
-              fn, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
-              int(warpgroupGemmSharedBytes(warpgroupGemmColumns(type)))),
-          "cuFuncSetAttribute");
+      status =
+          driver.check(driver.cuFuncSetAttribute(
+                           fn, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
+                           int(warpgroupGemmSharedBytes(type))),
+                       "cuFuncSetAttribute");
   // The decode expert GEMVs: the largest carveout, so that the six blocks
   // their registers allow also fit by shared memory, and how many the GPU
   // holds at once (their grid is never larger: no second wave).
@@ -853,40 +855,26 @@ Status CudaKernels::tensorGemm(CUdeviceptr x, const DeviceWeight &w,
 namespace {
 /// warpgroupGemmApplies but for the row minimum.
 bool warpgroupGemmRuns(const DeviceWeight &w, int64_t k) {
-  if (k <= 0 || k % 8 != 0 || w.data % 16 != 0)
+  if (k <= 0 || w.data % 16 != 0)
     return false;
-  return w.type == 1 || (w.type == 2 && w.blockN > 0 && w.blockN % 128 == 0 &&
-                         w.blockK > 0 && w.blockK % 64 == 0);
-}
-
-/// Where warpgroupGemm puts the widened weight in its scratch: after x's
-/// bf16 codes, 256-byte aligned.
-int64_t widenedWeightOffset(int64_t m, int64_t k) {
-  return (m * k * 2 + 255) / 256 * 256;
-}
-
-/// The scratch floats of warpgroupGemm: x's bf16 codes, and an e4m3
-/// weight widened to bf16 after them.
-int64_t warpgroupGemmScratchFloats(const DeviceWeight &w, int64_t m, int64_t n,
-                                   int64_t k) {
-  int64_t bytes =
-      w.type == 2 ? widenedWeightOffset(m, k) + n * k * 2 : m * k * 2;
-  return (bytes + 3) / 4;
+  if (w.type == 1)
+    return k % 8 == 0;
+  return w.type == 2 && k % 16 == 0 && w.blockN > 0 && w.blockN % 128 == 0 &&
+         w.blockK > 0 && w.blockK % 64 == 0;
 }
 } // namespace
 
 bool CudaKernels::warpgroupGemmApplies(const DeviceWeight &w, int64_t m,
                                        int64_t k) {
-  return warpgroupGemmRuns(w, k) &&
-         m >= (w.type == 2 ? kWarpgroupGemmMinRowsE4m3 : kWarpgroupGemmMinRows);
+  return m >= kWarpgroupGemmMinRows && warpgroupGemmRuns(w, k);
 }
 
 int64_t CudaKernels::matmulRoundingFloats(const DeviceWeight &w, int64_t m,
-                                          int64_t n, int64_t k, bool xAligned) {
+                                          int64_t k, bool xAligned) {
   if (w.type == 0)
     return 0;
   if (xAligned && warpgroupGemmApplies(w, m, k))
-    return warpgroupGemmScratchFloats(w, m, n, k);
+    return (m * k + 1) / 2; // bf16 codes
   if (m > 8 && xAligned && tensorGemmApplies(w, k))
     return 0;
   return m * k;
@@ -905,61 +893,54 @@ Status CudaKernels::warpgroupGemm(CUdeviceptr x, const DeviceWeight &w,
                          " (or x or the weight not 16-byte aligned)");
   if (m <= 0 || n <= 0)
     return Status::success();
-  int64_t need = warpgroupGemmScratchFloats(w, m, n, k);
-  if (need > rounding.scratchFloats || rounding.scratch % 256 != 0)
+  int64_t need = (m * k + 1) / 2;
+  if (need > rounding.scratchFloats || rounding.scratch % 16 != 0)
     return Status::error("warpgroupGemm: x [" + std::to_string(m) + ", " +
-                         std::to_string(k) + "] in bf16" +
-                         (w.type == 2 ? " and the weight widened" : "") +
-                         " need " + std::to_string(need) +
-                         " floats of 256-byte aligned scratch; the device "
+                         std::to_string(k) + "] in bf16 needs " +
+                         std::to_string(need) +
+                         " floats of 16-byte aligned scratch; the device "
                          "planned " +
                          std::to_string(rounding.scratchFloats));
   int64_t count = m * k;
-  CUdeviceptr xb = rounding.scratch, wb = w.data;
+  CUdeviceptr xb = rounding.scratch;
   void *toBf16Params[] = {&x, &count, &xb};
   DAYBREAK_RETURN_IF_ERROR(
       launch(toBf16Fn, "round to bf16 (warpgroup GEMM)",
              std::min<int64_t>(ceilDiv(count / 8, 256), 4096), 1, 1, 256, 0,
              stream, toBf16Params));
-  if (w.type == 2) {
-    wb = rounding.scratch + CUdeviceptr(widenedWeightOffset(m, k));
-    int64_t codes = n * k;
-    CUdeviceptr data = w.data;
-    void *widenParams[] = {&data, &codes, &wb};
-    DAYBREAK_RETURN_IF_ERROR(
-        launch(widenE4m3Fn, "widen e4m3 (warpgroup GEMM)",
-               std::min<int64_t>(ceilDiv(ceilDiv(codes, 16), 256), 4096), 1, 1,
-               256, 0, stream, widenParams));
-  }
+  const bool e4m3 = w.type == 2;
   const int64_t columns = warpgroupGemmColumns(w.type);
-  // Row-major [rows, k] bf16: dimension 0 is k. Boxes of 64 columns (128
-  // bytes, the swizzle's span) by 128 rows of x, `columns` rows of w.
+  // Row-major [rows, k]: dimension 0 is k. Boxes of 64 columns by 128 rows
+  // of x, `columns` rows of w: bf16 128-byte swizzled (a row of the box is
+  // the swizzle's span), e4m3 codes as stored.
   auto encode = [&](CUtensorMap &map, CUdeviceptr base, int64_t rows,
-                    int64_t boxRows) {
+                    int64_t boxRows, bool codes) {
     cuuint64_t dims[2] = {cuuint64_t(k), cuuint64_t(rows)};
-    cuuint64_t strides[1] = {cuuint64_t(k * 2)};
+    cuuint64_t strides[1] = {cuuint64_t(k * (codes ? 1 : 2))};
     cuuint32_t box[2] = {64, cuuint32_t(boxRows)};
     cuuint32_t unit[2] = {1, 1};
-    return driver->check(driver->cuTensorMapEncodeTiled(
-                             &map, CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, 2,
-                             reinterpret_cast<void *>(base), dims, strides, box,
-                             unit, CU_TENSOR_MAP_INTERLEAVE_NONE,
-                             CU_TENSOR_MAP_SWIZZLE_128B,
-                             CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
-                             CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE),
-                         "cuTensorMapEncodeTiled");
+    return driver->check(
+        driver->cuTensorMapEncodeTiled(
+            &map,
+            codes ? CU_TENSOR_MAP_DATA_TYPE_UINT8
+                  : CU_TENSOR_MAP_DATA_TYPE_BFLOAT16,
+            2, reinterpret_cast<void *>(base), dims, strides, box, unit,
+            CU_TENSOR_MAP_INTERLEAVE_NONE,
+            codes ? CU_TENSOR_MAP_SWIZZLE_NONE : CU_TENSOR_MAP_SWIZZLE_128B,
+            CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
+            CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE),
+        "cuTensorMapEncodeTiled");
   };
   CUtensorMap xMap, wMap;
-  DAYBREAK_RETURN_IF_ERROR(encode(xMap, xb, m, 128));
-  DAYBREAK_RETURN_IF_ERROR(encode(wMap, wb, n, columns));
+  DAYBREAK_RETURN_IF_ERROR(encode(xMap, xb, m, 128, false));
+  DAYBREAK_RETURN_IF_ERROR(encode(wMap, w.data, n, columns, e4m3));
   DeviceWeight weight = w, b = bias;
   weight.rows = n;
   weight.cols = k;
   void *params[] = {&xMap, &wMap, &weight, &b, &m, &n, &k, &out};
-  return launch(w.type == 2 ? gemmWgE4m3Fn : gemmWgBf16Fn,
-                "matmul (warpgroup GEMM)", ceilDiv(n, columns), ceilDiv(m, 128),
-                1, 384, unsigned(warpgroupGemmSharedBytes(columns)), stream,
-                params);
+  return launch(e4m3 ? gemmWgE4m3Fn : gemmWgBf16Fn, "matmul (warpgroup GEMM)",
+                ceilDiv(n, columns), ceilDiv(m, 128), 1, 384,
+                unsigned(warpgroupGemmSharedBytes(w.type)), stream, params);
 }
 
 CudaKernels::TensorGemvPlan

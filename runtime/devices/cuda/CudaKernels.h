@@ -229,11 +229,9 @@ inline constexpr int64_t kRopeRows = 16, kRopeMaxPairs = 256;
 /// (kGemmRows in CudaKernels.cu).
 inline constexpr int64_t kTensorGemmRows = 64;
 /// The fewest rows CudaKernels::warpgroupGemm takes under --precision=bf16
-/// on a bf16 weight, and on an e4m3 one (widening the weight reads and
-/// writes 3 n k bytes a launch: at 357 TFLOP/s and 3.5 TB/s, about 150 / m
-/// of the products' time, and tensorGemm runs at a third of that rate).
-inline constexpr int64_t kWarpgroupGemmMinRows = 128,
-                         kWarpgroupGemmMinRowsE4m3 = 256;
+/// (below, a 128-row tile is mostly empty and tensorGemm's 64-row ones
+/// fill the GPU better).
+inline constexpr int64_t kWarpgroupGemmMinRows = 128;
 /// Experts a grouped tensor-core GEMM takes at most (the grouping kernel's
 /// shared counters).
 inline constexpr int64_t kTensorGemmMaxExperts = 4096;
@@ -307,7 +305,6 @@ constexpr int64_t expertGemvScratchBytes(int64_t tokens, int64_t slots,
   X(gemmWgBf16, "daybreak_gemm_wg_bf16")                                       \
   X(gemmWgE4m3, "daybreak_gemm_wg_e4m3")                                       \
   X(toBf16, "daybreak_to_bf16")                                                \
-  X(widenE4m3, "daybreak_widen_e4m3")                                          \
   X(dsaIndexerTcE4m3, "daybreak_dsa_indexer_tc_e4m3")                          \
   X(dsaIndexerTcBf16, "daybreak_dsa_indexer_tc_bf16")                          \
   X(expertGemvTcE4m3, "daybreak_expert_gemv_tc_e4m3")                          \
@@ -444,22 +441,20 @@ public:
                     CUdeviceptr out, CUstream stream,
                     bool bf16Input = false) const;
   /// Whether `--precision=bf16` takes warpgroupGemm for this many-row
-  /// matmul: a bf16 weight, or e4m3 with blockN a multiple of 128 and
-  /// blockK of 64 (DeepSeek's 128 x 128 blocks), K a multiple of 8 (16-byte
-  /// rows for the copy engine), the weight 16-byte aligned, and at least
-  /// kWarpgroupGemmMinRows rows (e4m3: kWarpgroupGemmMinRowsE4m3, where
-  /// widening the weight costs little beside the products).
+  /// matmul: a bf16 weight with K a multiple of 8, or e4m3 with K a
+  /// multiple of 16, blockN of 128 and blockK of 64 (DeepSeek's 128 x 128
+  /// blocks) (16-byte rows for the copy engine), the weight 16-byte
+  /// aligned, and at least kWarpgroupGemmMinRows rows.
   static bool warpgroupGemmApplies(const DeviceWeight &w, int64_t m, int64_t k);
   /// The floats of InputRounding scratch that matmul() with `rounding.bf16`
-  /// uses for this launch (`xAligned`: x 16-byte aligned): x rounded as
-  /// bf16 (and an e4m3 weight widened) for warpgroupGemm, x rounded as
-  /// fp32 for the paths without rounding of their own, none for tensorGemm.
+  /// uses for this launch (`xAligned`: x 16-byte aligned): x rounded to
+  /// bf16 codes for warpgroupGemm, x rounded as fp32 for the paths without
+  /// rounding of their own, none for tensorGemm.
   static int64_t matmulRoundingFloats(const DeviceWeight &w, int64_t m,
-                                      int64_t n, int64_t k, bool xAligned);
+                                      int64_t k, bool xAligned);
   /// out = bf16(x) . w^T (+ bias) on the warpgroup MMA (daybreak_gemm_wg_*,
-  /// CudaGemm.cuh): x rounded to bf16 codes in `rounding.scratch`, an e4m3
-  /// weight widened to bf16 after it (its block scales applied in the
-  /// kernel), both read by the tensor copy engine. An error where
+  /// CudaGemm.cuh): x rounded to bf16 codes in `rounding.scratch`, read with
+  /// the weight by the tensor copy engine. An error where
   /// warpgroupGemmApplies is false (but for the row minimum), x is not
   /// 16-byte aligned, or the scratch is short of matmulRoundingFloats.
   Status warpgroupGemm(CUdeviceptr x, const DeviceWeight &w,
