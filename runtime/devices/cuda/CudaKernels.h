@@ -393,8 +393,9 @@ public:
   /// tensorGemv where it applies (e4m3; bf16 for m > 1, and for m = 1 when
   /// N is too small for the CUDA-core kernel to fill the GPU), then
   /// daybreak_gemv_e4m3 / _bf16 (16-byte loads, widened in registers) where
-  /// the shapes allow, else daybreak_gemv_stored; larger m tensorGemm where
-  /// it applies, else the stored 64x64 tiles (CUDA cores). `constantWeight`:
+  /// the shapes allow, else daybreak_gemv_stored; larger m warpgroupGemm
+  /// with `rounding.bf16` where it applies, else tensorGemm where it
+  /// applies, else the stored 64x64 tiles (CUDA cores). `constantWeight`:
   /// see tensorGemv.
   Status matmul(CUdeviceptr x, const DeviceWeight &w, const DeviceWeight &bias,
                 int64_t m, int64_t n, int64_t k, CUdeviceptr out,
