@@ -1097,6 +1097,96 @@ void benchWarpgroupGemm(const CudaKernels &kernels, int iterations) {
       if (p)
         driver->cuMemFree(p);
   }
+
+  // The grouped expert GEMMs (warpgroupExpertMatmul against the one-part
+  // mma.sync kernel, tensorExpertMatmul with bf16 x) at DeepSeek-V3.2's
+  // expert shapes: 256 experts of 128 x 128 e4m3 blocks, top-8 picked at
+  // random (distinct within a token); gate/up on the token's row, down on
+  // each slot's row with the routing weights. Beside cuBLAS's dense bf16
+  // GEMM of as many rows (its rate: the grouped GEMM also reads 256
+  // experts' weights and groups, gathers and combines).
+  struct Experts {
+    const char *name;
+    int64_t n, k;
+    bool perSlot;
+  };
+  constexpr int64_t kExperts = 256, kSlots = 8;
+  for (Experts e : {Experts{"dsv3 gate_up", 4096, 7168, false},
+                    Experts{"dsv3 down", 7168, 2048, true}}) {
+    DeviceWeight w;
+    w.type = 2;
+    w.blockN = w.blockK = 128;
+    w.data = randomDevice(size_t(kExperts * e.n * e.k), true, false);
+    w.scales = randomDevice(
+        size_t(kExperts * (e.n / 128) * (e.k / 128) * 4), false, true);
+    for (int64_t tokens : {8192, 1024, 64}) {
+      int64_t rows = tokens * kSlots;
+      std::vector<int32_t> picks(rows);
+      for (int64_t t = 0; t < tokens; ++t)
+        for (int64_t j = 0; j < kSlots; ++j) {
+          int32_t pick;
+          bool taken;
+          do {
+            pick = int32_t(next() % kExperts);
+            taken = false;
+            for (int64_t i = 0; i < j; ++i)
+              taken |= picks[t * kSlots + i] == pick;
+          } while (taken);
+          picks[t * kSlots + j] = pick;
+        }
+      CUdeviceptr indices = alloc(picks.size() * 4, 0);
+      check(driver->cuMemcpyHtoD(indices, picks.data(), picks.size() * 4),
+            "cuMemcpyHtoD");
+      CUdeviceptr x = randomDevice(
+                      size_t((e.perSlot ? rows : tokens) * e.k * 4), false,
+                      true),
+                  routing = randomDevice(size_t(rows * 4), false, true),
+                  out = alloc(size_t((e.perSlot ? tokens : rows) * e.n * 4), 0);
+      bool routed = e.perSlot;
+      int64_t scratchBytes =
+          expertGemmScratchBytes(tokens, kSlots, kExperts, e.n, routed);
+      int64_t floats = CudaKernels::expertRoundingFloats(
+          w, kExperts, e.n, e.k, tokens, kSlots, e.perSlot, true);
+      CUdeviceptr scratch = alloc(size_t(scratchBytes), 0),
+                  gathered = alloc(size_t(floats * 4), 0);
+      InputRounding rounding{true, gathered, floats};
+      int reps = std::max(iterations / 10, 3);
+      double wg = timeIt(
+          [&] {
+            return kernels.warpgroupExpertMatmul(
+                x, e.perSlot, w, kExperts, e.n, e.k, indices, tokens, kSlots,
+                routed ? routing : 0, out, nullptr, DeviceWeight(), scratch,
+                scratchBytes, rounding);
+          },
+          reps);
+      double tc = timeIt(
+          [&] {
+            return kernels.tensorExpertMatmul(
+                x, e.perSlot, w, kExperts, e.n, e.k, indices, tokens, kSlots,
+                routed ? routing : 0, out, nullptr, DeviceWeight(), scratch,
+                scratchBytes, true);
+          },
+          reps);
+      std::string how;
+      StatusOr<double> cublas =
+          cublasMatmulRate(*driver, nullptr, rows, e.n, e.k, true, how);
+      double cublasRate = cublas.ok() ? *cublas : 0.0;
+      double flop = 2.0 * rows * e.n * e.k;
+      char shape[80];
+      std::snprintf(shape, sizeof(shape), "%s T=%ld top-8 n=%ld k=%ld", e.name,
+                    long(tokens), long(e.n), long(e.k));
+      std::printf("%-18s %-36s %9.1f us %6.1f TFLOP/s (%4.0f%% of cuBLAS "
+                  "%5.1f) | tensor_expert_gemm bf16 x %9.1f us %6.1f "
+                  "TFLOP/s\n",
+                  "warpgroup_experts", shape, wg * 1e6, flop / wg / 1e12,
+                  cublasRate > 0 ? 100.0 * flop / wg / cublasRate : 0.0,
+                  cublasRate / 1e12, tc * 1e6, flop / tc / 1e12);
+      for (CUdeviceptr p : {indices, x, routing, out, scratch, gathered})
+        driver->cuMemFree(p);
+    }
+    driver->cuMemFree(w.data);
+    driver->cuMemFree(w.scales);
+  }
 }
 
 /// The routed experts at decode sizes (expert_matmul, T = 1 and 8 tokens,

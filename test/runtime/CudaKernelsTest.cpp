@@ -2339,11 +2339,13 @@ TEST_F(CudaKernelsTest, Bf16InputMatmuls) {
         int64_t scratchBytes =
             std::max(expertGemmScratchBytes(tokens, slots, experts, n, true),
                      expertGemvScratchBytes(tokens, slots, n, true));
+        int64_t roundFloats = CudaKernels::expertRoundingFloats(
+            gw, experts, n, k, tokens, slots, perSlot, true);
         Buffer dx(*driver, x), dw(*driver, w.bytes), ds(*driver, w.scales),
             dIdx(*driver, indices), dR(*driver, routing),
             dOut(*driver, expected.size() * 4),
             dScratch(*driver, size_t(scratchBytes)),
-            dRound(*driver, x.size() * 4);
+            dRound(*driver, std::max<int64_t>(roundFloats, 1) * 4);
         gw.data = dw;
         gw.scales = ds.get();
         ASSERT_EQ(driver->cuMemsetD8(dOut.get(), 0xff, expected.size() * 4),
@@ -2351,7 +2353,7 @@ TEST_F(CudaKernelsTest, Bf16InputMatmuls) {
         expectRan(kernels->expertMatmul(
             dx, perSlot, gw, experts, n, k, dIdx, tokens, slots, dR, dOut,
             nullptr, DeviceWeight(), dScratch, scratchBytes,
-            InputRounding{true, dRound, int64_t(x.size())}));
+            InputRounding{true, dRound, roundFloats}));
         std::vector<float> out = dOut.read<float>(expected.size());
         double e = rowRelativeError(out, expected, n);
         char shape[96];
@@ -2365,6 +2367,142 @@ TEST_F(CudaKernelsTest, Bf16InputMatmuls) {
         EXPECT_EQ(dx.read<float>(x.size()), x) << shape;
       }
   }
+}
+
+TEST_F(CudaKernelsTest, WarpgroupExpertMatmul) {
+  // --precision=bf16's grouped expert matmul on the warpgroup MMA
+  // (warpgroupExpertMatmul: rows grouped by expert into 128-row tiles, x
+  // gathered in that order as bf16 codes, each expert's rows read by the
+  // copy engine from all experts' weights as one matrix), forced and as
+  // expertMatmul picks it, against the CPU kernel on x rounded on the
+  // host: the same exact products, fp32 sums in another order. bf16, and
+  // e4m3 with 128 x 128 and 256 x 64 blocks; 17 to 1024 tokens, top-1 to
+  // top-8; skewed routing (expert 3 takes most rows: several full tiles
+  // and a partial one; experts 6 to 8 none; the last expert some, so its
+  // partial column tile reads past the weight's end), empty slots (-1); x
+  // per token or per slot; with and without routing weights and bias. N
+  // and K are not multiples of the tiles. The output is poisoned first.
+  struct Format {
+    cpu::WeightType type;
+    int64_t blockN, blockK;
+  };
+  constexpr int64_t experts = 10, n = 200, k = 336;
+  int run = 0;
+  for (Format f : {Format{cpu::WeightType::BF16, 0, 0},
+                   Format{cpu::WeightType::F8E4M3, 128, 128},
+                   Format{cpu::WeightType::F8E4M3, 256, 64}})
+    for (auto [tokens, slots] : {std::pair<int64_t, int64_t>{17, 8},
+                                 {130, 1},
+                                 {300, 4},
+                                 {1024, 2}})
+      for (bool perSlot : {false, true})
+        for (bool routed : {false, true}) {
+          bool e4m3 = f.type == cpu::WeightType::F8E4M3;
+          bool withBias = ++run % 2 == 0;
+          int64_t scaleCount = e4m3
+                                   ? experts * ((n + f.blockN - 1) / f.blockN) *
+                                         ((k + f.blockK - 1) / f.blockK)
+                                   : 0;
+          StoredWeights w =
+              randomStored(rng, f.type, experts * n * k, scaleCount);
+          auto bias = random(experts * n);
+          auto x = random(tokens * (perSlot ? slots : 1) * k);
+          std::vector<float> xr = x;
+          for (float &v : xr)
+            v = numerics::roundToBf16(v);
+          auto routing = random(tokens * slots, 0, 1);
+          std::vector<int32_t> indices(tokens * slots);
+          for (auto &i : indices) {
+            uint32_t draw = rng() % 100;
+            i = draw < 60    ? 3
+                : draw < 65  ? -1
+                : draw < 75  ? int32_t(experts - 1)
+                             : int32_t(rng() % 6);
+          }
+          cpu::WeightView hw;
+          hw.data = w.bytes.data();
+          hw.type = f.type;
+          hw.scales = w.scales.data();
+          hw.blockN = f.blockN;
+          hw.blockK = f.blockK;
+          cpu::WeightView hb;
+          if (withBias)
+            hb.data = bias.data();
+          int64_t outRows = routed ? tokens : tokens * slots;
+          std::vector<float> expected(outRows * n);
+          ASSERT_TRUE(cpu::expertMatmul(pool, xr.data(), perSlot, hw, experts,
+                                        n, k, indices.data(), tokens, slots,
+                                        routed ? routing.data() : nullptr,
+                                        expected.data(), hb)
+                          .ok());
+          DeviceWeight gw;
+          gw.type = e4m3 ? 2 : 1;
+          gw.blockN = f.blockN;
+          gw.blockK = f.blockK;
+          int64_t scratchBytes =
+              expertGemmScratchBytes(tokens, slots, experts, n, routed);
+          int64_t roundFloats = CudaKernels::expertRoundingFloats(
+              gw, experts, n, k, tokens, slots, perSlot, true);
+          ASSERT_EQ(roundFloats, (tokens * slots * k + 1) / 2);
+          Buffer dx(*driver, x), dw(*driver, w.bytes), ds(*driver, w.scales),
+              db(*driver, bias), dIdx(*driver, indices), dR(*driver, routing),
+              dOut(*driver, expected.size() * 4),
+              dScratch(*driver, size_t(scratchBytes)),
+              dRound(*driver, size_t(roundFloats) * 4);
+          gw.data = dw;
+          gw.scales = ds.get();
+          DeviceWeight gb;
+          if (withBias)
+            gb.data = db; // f32
+          InputRounding rounding{true, dRound, roundFloats};
+          char shape[112];
+          std::snprintf(shape, sizeof(shape),
+                        "%s/%ldx%ld T=%ld top-%ld perSlot=%d routed=%d "
+                        "bias=%d",
+                        e4m3 ? "e4m3" : "bf16", long(f.blockN), long(f.blockK),
+                        long(tokens), long(slots), perSlot, routed, withBias);
+          for (bool forced : {true, false}) {
+            ASSERT_EQ(driver->cuMemsetD8(dOut.get(), 0xff, expected.size() * 4),
+                      CUDA_SUCCESS);
+            expectRan(forced ? kernels->warpgroupExpertMatmul(
+                                   dx, perSlot, gw, experts, n, k, dIdx, tokens,
+                                   slots, routed ? dR.get() : 0, dOut, nullptr,
+                                   gb, dScratch, scratchBytes, rounding)
+                             : kernels->expertMatmul(
+                                   dx, perSlot, gw, experts, n, k, dIdx, tokens,
+                                   slots, routed ? dR.get() : 0, dOut, nullptr,
+                                   gb, dScratch, scratchBytes, rounding));
+            double e = rowRelativeError(dOut.read<float>(expected.size()),
+                                        expected, n);
+            report("expertMatmul (warpgroup)",
+                   (std::string(shape) + (forced ? " forced" : " auto")).c_str(),
+                   e);
+            EXPECT_LE(e, 1e-5) << shape << (forced ? " forced" : " auto");
+          }
+          EXPECT_EQ(dx.read<float>(x.size()), x) << shape;
+          // A gather scratch one float short is refused.
+          rounding.scratchFloats = roundFloats - 1;
+          Status refused = kernels->expertMatmul(
+              dx, perSlot, gw, experts, n, k, dIdx, tokens, slots,
+              routed ? dR.get() : 0, dOut, nullptr, gb, dScratch, scratchBytes,
+              rounding);
+          EXPECT_FALSE(refused.ok()) << shape;
+          EXPECT_NE(refused.message().find("floats of 16-byte aligned scratch"),
+                    std::string::npos)
+              << refused.message();
+        }
+  // Below the row minimum and on scale blocks it cannot fold, the other
+  // paths take the launch.
+  DeviceWeight w32;
+  w32.type = 2;
+  w32.blockN = 1;
+  w32.blockK = 32;
+  EXPECT_FALSE(
+      CudaKernels::warpgroupExpertGemmApplies(w32, 8, 512, 512, 1024, 8));
+  DeviceWeight bf;
+  bf.type = 1;
+  EXPECT_FALSE(CudaKernels::warpgroupExpertGemmApplies(bf, 8, 512, 512, 15, 8));
+  EXPECT_TRUE(CudaKernels::warpgroupExpertGemmApplies(bf, 8, 512, 512, 16, 8));
 }
 
 TEST_F(CudaKernelsTest, WarpgroupGemm) {

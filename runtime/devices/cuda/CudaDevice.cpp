@@ -511,13 +511,27 @@ Status CudaDevice::prepare(const artifact::ArtifactFile &file,
           }
           continue;
         }
-        bool gemm = experts &&
-                    (stored.type == 1 || w.dtype == artifact::F8E4M3FN) &&
-                    xAligned && CudaKernels::tensorGemmApplies(stored, k) &&
-                    w.constant[0] <= kTensorGemmMaxExperts;
-        roundScratchFloats =
-            std::max(roundScratchFloats,
-                     numel(gemm ? std::min<int64_t>(tokens, 8) : tokens));
+        if (experts && (stored.type == 1 || w.dtype == artifact::F8E4M3FN)) {
+          // CudaKernels's own need (expertRoundingFloats): each of its
+          // paths needs more with more tokens, so the most is at the last
+          // token count of each: 8 (the GEMVs), the last below the
+          // warpgroup GEMM's row minimum, and the most tokens.
+          using In = abi::ExpertMatmul::In;
+          const runtime::PreparedArg &indices = l.args[In::indices];
+          int64_t slots = indices.constant[1] + indices.perToken[1] * tokens;
+          bool perSlot = x.rank == 3; // x [T, slots, K]
+          int64_t below =
+              (kWarpgroupGemmMinRows - 1) / std::max<int64_t>(slots, 1);
+          for (int64_t t : {std::min<int64_t>(tokens, 8),
+                            std::min<int64_t>(tokens, below), tokens})
+            roundScratchFloats = std::max(
+                roundScratchFloats,
+                CudaKernels::expertRoundingFloats(
+                    stored, w.constant[0], w.constant[1], k, t, slots, perSlot,
+                    xAligned));
+          continue;
+        }
+        roundScratchFloats = std::max(roundScratchFloats, numel(tokens));
       }
 
   // Everything lives in one allocation, sized here: the weights, the page

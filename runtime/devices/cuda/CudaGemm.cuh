@@ -286,17 +286,44 @@ __device__ __forceinline__ void widenUnit(const uint8_t *codes, uint8_t *wide,
   }
 }
 
-/// The block at (blockIdx.x, blockIdx.y): out rows [128 y, 128 y + 128),
-/// columns [kN x, kN x + kN). kE4m3: wMap reads w's e4m3 codes, which warps
-/// 1-3 of the copy warpgroup widen to bf16 ahead of the products, and
-/// `w`'s scales ([ceil(n / blockN), ceil(k / blockK)], blockN a multiple
-/// of kN, blockK of 64) multiply each blockK columns' sums.
+/// The rows of a grouped expert GEMM (daybreak_expert_group's tiles of at
+/// most 128 rows of one expert): tile y multiplies rows [begin, begin +
+/// rows) of the gathered x by its expert's matrix (rows [e n, e n + n) of
+/// w), and its row r goes to out row order[begin + r]. Null for a dense
+/// GEMM.
+struct WgGroups {
+  const int32_t *order;
+  const int4 *tiles;
+  const int32_t *tileCount;
+};
+
+/// The block at (blockIdx.x, blockIdx.y): out columns [kN x, kN x + kN) of
+/// rows [128 y, 128 y + 128), or with `groups` those of tile y. kE4m3: wMap
+/// reads w's e4m3 codes, which warps 1-3 of the copy warpgroup widen to
+/// bf16 ahead of the products, and `w`'s scales ([experts, ceil(n /
+/// blockN), ceil(k / blockK)], blockN a multiple of kN, blockK of 64)
+/// multiply each blockK columns' sums.
 template <int kN, bool kE4m3>
 __device__ __forceinline__ void
 warpgroupGemm(const TensorMap &xMap, const TensorMap &wMap, const Weight &w,
-              const Weight &bias, int64_t m, int64_t n, int64_t k, float *out) {
+              const Weight &bias, int64_t m, int64_t n, int64_t k, float *out,
+              const WgGroups &groups = {nullptr, nullptr, nullptr}) {
   static_assert(!kE4m3 || kN == 128, "widenUnit covers 128 rows");
   using S = WgGemmShared<kN, kE4m3>;
+  // The block's first rows of x and w, its rows that exist, and its
+  // expert (0 for a dense GEMM).
+  int64_t xRow = int64_t(blockIdx.y) * kWgRows, expert = 0;
+  int64_t rows = m - xRow < kWgRows ? m - xRow : kWgRows;
+  const int32_t *dest = nullptr;
+  if (groups.tiles) {
+    if (int64_t(blockIdx.y) >= int64_t(*groups.tileCount))
+      return;
+    const int4 tile = groups.tiles[blockIdx.y];
+    expert = tile.x;
+    xRow = tile.y;
+    rows = tile.z;
+    dest = groups.order + tile.y;
+  }
   uint8_t *base =
       wgGemmShared + ((1024 - (sharedAddress(wgGemmShared) & 1023)) & 1023);
   uint8_t *wide = base + S::kStages * S::kStageBytes;
@@ -308,7 +335,6 @@ warpgroupGemm(const TensorMap &xMap, const TensorMap &wMap, const Weight &w,
   const int warpgroup = threadIdx.x / 128;
   const int lane = threadIdx.x & 31;
   const int64_t n0 = int64_t(blockIdx.x) * kN;
-  const int64_t m0 = int64_t(blockIdx.y) * kWgRows;
   const int stages = int((k + kWgK - 1) / kWgK);
   if (threadIdx.x == 0) {
     for (int s = 0; s < S::kStages; ++s) {
@@ -336,8 +362,9 @@ warpgroupGemm(const TensorMap &xMap, const TensorMap &wMap, const Weight &w,
         barrierWait(&empty[slot], ((s / S::kStages) & 1) ^ 1);
         uint8_t *stage = base + slot * S::kStageBytes;
         barrierExpectBytes(&full[slot], S::kStageBytes);
-        copyTile(stage, xMap, &full[slot], s * kWgK, int32_t(m0));
-        copyTile(stage + S::kXBytes, wMap, &full[slot], s * kWgK, int32_t(n0));
+        copyTile(stage, xMap, &full[slot], s * kWgK, int32_t(xRow));
+        copyTile(stage + S::kXBytes, wMap, &full[slot], s * kWgK,
+                 int32_t(expert * n + n0));
       }
     } else if (kE4m3 && threadIdx.x >= 32) {
       // The widening: warps 1-3 turn each stage's codes into a free wide
@@ -369,8 +396,12 @@ warpgroupGemm(const TensorMap &xMap, const TensorMap &wMap, const Weight &w,
     for (int i = 0; i < kN / 2; ++i)
       acc[i] = 0.0f;
     const float *scales = nullptr;
-    if (kE4m3)
-      scales = w.scales + (n0 / w.blockN) * ((k + w.blockK - 1) / w.blockK);
+    if (kE4m3) {
+      const int64_t blocksK = (k + w.blockK - 1) / w.blockK;
+      scales = w.scales +
+               (expert * ((n + w.blockN - 1) / w.blockN) + n0 / w.blockN) *
+                   blocksK;
+    }
     int released = 0;
     float scale = 0.0f;
     for (int s = 0; s < stages; ++s) {
@@ -424,19 +455,19 @@ warpgroupGemm(const TensorMap &xMap, const TensorMap &wMap, const Weight &w,
     const bool pairs = n % 2 == 0;
 #pragma unroll
     for (int h = 0; h < 2; ++h) {
-      const int64_t row = m0 + wg * 64 + warp * 16 + g + 8 * h;
-      if (row >= m)
+      const int r = wg * 64 + warp * 16 + g + 8 * h;
+      if (r >= rows)
         continue;
-      float *o = out + row * n;
+      float *o = out + (dest ? int64_t(dest[r]) : xRow + r) * n;
 #pragma unroll
       for (int j = 0; j < kN / 8; ++j) {
         const int64_t col = n0 + j * 8 + 2 * t;
         float v0 = acc[4 * j + 2 * h], v1 = acc[4 * j + 2 * h + 1];
         if (bias.data) {
           if (col < n)
-            v0 += weightAt(bias, col);
+            v0 += weightAt(bias, expert * n + col);
           if (col + 1 < n)
-            v1 += weightAt(bias, col + 1);
+            v1 += weightAt(bias, expert * n + col + 1);
         }
         if (pairs && col + 1 < n) {
           *reinterpret_cast<float2 *>(o + col) = make_float2(v0, v1);
@@ -472,6 +503,56 @@ extern "C" __global__ void __launch_bounds__(kWgThreads, 1)
                           Weight bias, int64_t m, int64_t n, int64_t k,
                           float *out) {
   warpgroupGemm<128, true>(xMap, wMap, w, bias, m, n, k, out);
+}
+
+/// The grouped expert GEMMs (CudaKernels::warpgroupExpertMatmul): grid
+/// (ceil(n / kN), an upper bound on the tiles; a block past the tile count
+/// returns), as the dense ones. xMap: the gathered x [rows, k] bf16
+/// (daybreak_gather_bf16); wMap: all experts' w as one [experts x n, k]
+/// matrix; out: [rows of the pairs, n], row order[i] for gathered row i.
+extern "C" __global__ void __launch_bounds__(kWgThreads, 1)
+    daybreak_expert_gemm_wg_bf16(const __grid_constant__ TensorMap xMap,
+                                 const __grid_constant__ TensorMap wMap,
+                                 Weight w, Weight bias, int64_t n, int64_t k,
+                                 const int32_t *order, const int4 *tiles,
+                                 const int32_t *tileCount, float *out) {
+  warpgroupGemm<256, false>(xMap, wMap, w, bias, 0, n, k, out,
+                            WgGroups{order, tiles, tileCount});
+}
+
+extern "C" __global__ void __launch_bounds__(kWgThreads, 1)
+    daybreak_expert_gemm_wg_e4m3(const __grid_constant__ TensorMap xMap,
+                                 const __grid_constant__ TensorMap wMap,
+                                 Weight w, Weight bias, int64_t n, int64_t k,
+                                 const int32_t *order, const int4 *tiles,
+                                 const int32_t *tileCount, float *out) {
+  warpgroupGemm<128, true>(xMap, wMap, w, bias, 0, n, k, out,
+                           WgGroups{order, tiles, tileCount});
+}
+
+/// out row i = bf16(x row of order[i]) (nearest even) as bf16 codes, for
+/// the counts[1] rows daybreak_expert_group ordered: the x of the grouped
+/// expert GEMMs. A pair p reads x row p (x per slot) or p / slots. k a
+/// multiple of 8, x and out 16-byte aligned. Grid (any, any), block 128:
+/// rows stride gridDim.y, eight values a thread a step.
+extern "C" __global__ void
+daybreak_gather_bf16(const float *x, int32_t perSlotInput, int64_t slots,
+                     const int32_t *order, const int32_t *counts, int64_t k,
+                     uint16_t *out) {
+  const int64_t rows = counts[1], units = k / 8;
+  for (int64_t r = blockIdx.y; r < rows; r += gridDim.y) {
+    const int64_t pair = order[r];
+    const float4 *src = reinterpret_cast<const float4 *>(
+        x + (perSlotInput ? pair : pair / slots) * k);
+    uint4 *dst = reinterpret_cast<uint4 *>(out + r * k);
+    for (int64_t u = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
+         u < units; u += int64_t(gridDim.x) * blockDim.x) {
+      float4 a = src[2 * u], b = src[2 * u + 1];
+      dst[u] = make_uint4(
+          roundX<kWeightBF16>(a.x, a.y), roundX<kWeightBF16>(a.z, a.w),
+          roundX<kWeightBF16>(b.x, b.y), roundX<kWeightBF16>(b.z, b.w));
+    }
+  }
 }
 
 /// out[i] = bf16(x[i]) (nearest even) as bf16 codes, the x of the warpgroup

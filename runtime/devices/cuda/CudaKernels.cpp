@@ -283,7 +283,8 @@ StatusOr<CudaKernels> CudaKernels::load(const Driver &driver, CUmodule module) {
   }
   // The warpgroup GEMMs: one block an SM, shared memory past 48 KiB.
   for (auto [fn, type] :
-       {std::pair{kernels.gemmWgBf16Fn, 1}, {kernels.gemmWgE4m3Fn, 2}})
+       {std::pair{kernels.gemmWgBf16Fn, 1}, {kernels.gemmWgE4m3Fn, 2},
+        {kernels.expertGemmWgBf16Fn, 1}, {kernels.expertGemmWgE4m3Fn, 2}})
     if (status.ok())
       status =
           driver.check(driver.cuFuncSetAttribute(
@@ -880,6 +881,27 @@ int64_t CudaKernels::matmulRoundingFloats(const DeviceWeight &w, int64_t m,
   return m * k;
 }
 
+Status CudaKernels::encodeTileMap(CUtensorMap &map, CUdeviceptr base,
+                                  int64_t rows, int64_t k, int64_t boxRows,
+                                  bool codes) const {
+  // Row-major: dimension 0 is k.
+  cuuint64_t dims[2] = {cuuint64_t(k), cuuint64_t(rows)};
+  cuuint64_t strides[1] = {cuuint64_t(k * (codes ? 1 : 2))};
+  cuuint32_t box[2] = {64, cuuint32_t(boxRows)};
+  cuuint32_t unit[2] = {1, 1};
+  return driver->check(
+      driver->cuTensorMapEncodeTiled(
+          &map,
+          codes ? CU_TENSOR_MAP_DATA_TYPE_UINT8
+                : CU_TENSOR_MAP_DATA_TYPE_BFLOAT16,
+          2, reinterpret_cast<void *>(base), dims, strides, box, unit,
+          CU_TENSOR_MAP_INTERLEAVE_NONE,
+          codes ? CU_TENSOR_MAP_SWIZZLE_NONE : CU_TENSOR_MAP_SWIZZLE_128B,
+          CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
+          CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE),
+      "cuTensorMapEncodeTiled");
+}
+
 Status CudaKernels::warpgroupGemm(CUdeviceptr x, const DeviceWeight &w,
                                   const DeviceWeight &bias, int64_t m,
                                   int64_t n, int64_t k, CUdeviceptr out,
@@ -910,30 +932,9 @@ Status CudaKernels::warpgroupGemm(CUdeviceptr x, const DeviceWeight &w,
              stream, toBf16Params));
   const bool e4m3 = w.type == 2;
   const int64_t columns = warpgroupGemmColumns(w.type);
-  // Row-major [rows, k]: dimension 0 is k. Boxes of 64 columns by 128 rows
-  // of x, `columns` rows of w: bf16 128-byte swizzled (a row of the box is
-  // the swizzle's span), e4m3 codes as stored.
-  auto encode = [&](CUtensorMap &map, CUdeviceptr base, int64_t rows,
-                    int64_t boxRows, bool codes) {
-    cuuint64_t dims[2] = {cuuint64_t(k), cuuint64_t(rows)};
-    cuuint64_t strides[1] = {cuuint64_t(k * (codes ? 1 : 2))};
-    cuuint32_t box[2] = {64, cuuint32_t(boxRows)};
-    cuuint32_t unit[2] = {1, 1};
-    return driver->check(
-        driver->cuTensorMapEncodeTiled(
-            &map,
-            codes ? CU_TENSOR_MAP_DATA_TYPE_UINT8
-                  : CU_TENSOR_MAP_DATA_TYPE_BFLOAT16,
-            2, reinterpret_cast<void *>(base), dims, strides, box, unit,
-            CU_TENSOR_MAP_INTERLEAVE_NONE,
-            codes ? CU_TENSOR_MAP_SWIZZLE_NONE : CU_TENSOR_MAP_SWIZZLE_128B,
-            CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
-            CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE),
-        "cuTensorMapEncodeTiled");
-  };
   CUtensorMap xMap, wMap;
-  DAYBREAK_RETURN_IF_ERROR(encode(xMap, xb, m, 128, false));
-  DAYBREAK_RETURN_IF_ERROR(encode(wMap, w.data, n, columns, e4m3));
+  DAYBREAK_RETURN_IF_ERROR(encodeTileMap(xMap, xb, m, k, 128, false));
+  DAYBREAK_RETURN_IF_ERROR(encodeTileMap(wMap, w.data, n, k, columns, e4m3));
   DeviceWeight weight = w, b = bias;
   weight.rows = n;
   weight.cols = k;
@@ -941,6 +942,110 @@ Status CudaKernels::warpgroupGemm(CUdeviceptr x, const DeviceWeight &w,
   return launch(e4m3 ? gemmWgE4m3Fn : gemmWgBf16Fn, "matmul (warpgroup GEMM)",
                 ceilDiv(n, columns), ceilDiv(m, 128), 1, 384,
                 unsigned(warpgroupGemmSharedBytes(w.type)), stream, params);
+}
+
+bool CudaKernels::warpgroupExpertGemmApplies(const DeviceWeight &w,
+                                             int64_t experts, int64_t n,
+                                             int64_t k, int64_t tokens,
+                                             int64_t slots) {
+  // The copy engine's row coordinate of the last expert's last tile.
+  return tokens * slots >= kWarpgroupGemmMinRows && warpgroupGemmRuns(w, k) &&
+         experts >= 1 && experts <= kTensorGemmMaxExperts && n >= 1 &&
+         experts * n + warpgroupGemmColumns(w.type) < (int64_t(1) << 31);
+}
+
+int64_t CudaKernels::expertRoundingFloats(const DeviceWeight &w,
+                                          int64_t experts, int64_t n, int64_t k,
+                                          int64_t tokens, int64_t slots,
+                                          bool perSlotInput, bool xAligned) {
+  if (w.type == 0)
+    return 0;
+  // expertMatmul's choice, given its grouping scratch.
+  if (tokens > 8 && xAligned) {
+    if (warpgroupExpertGemmApplies(w, experts, n, k, tokens, slots))
+      return (tokens * slots * k + 1) / 2; // bf16 codes
+    if (tensorGemmApplies(w, k) && experts <= kTensorGemmMaxExperts)
+      return 0;
+  }
+  return tokens * (perSlotInput ? slots : 1) * k;
+}
+
+Status CudaKernels::warpgroupExpertMatmul(
+    CUdeviceptr x, bool perSlotInput, const DeviceWeight &w, int64_t experts,
+    int64_t n, int64_t k, CUdeviceptr indices, int64_t tokens, int64_t slots,
+    CUdeviceptr routingWeights, CUdeviceptr out, CUstream stream,
+    const DeviceWeight &bias, CUdeviceptr scratch, int64_t scratchBytes,
+    const InputRounding &rounding) const {
+  bool routed = routingWeights != 0;
+  if (!warpgroupExpertGemmApplies(w, experts, n, k, kWarpgroupGemmMinRows, 1) ||
+      x % 16 != 0)
+    return Status::error(
+        "warpgroupExpertMatmul: no warpgroup GEMM for weight type " +
+        std::to_string(w.type) + ", blocks " + std::to_string(w.blockN) +
+        " x " + std::to_string(w.blockK) + ", " + std::to_string(experts) +
+        " experts of [" + std::to_string(n) + ", " + std::to_string(k) +
+        "] (or x or the weight not 16-byte aligned)");
+  int64_t needed = expertGemmScratchBytes(tokens, slots, experts, n, routed);
+  if (!scratch || scratchBytes < needed)
+    return Status::error("warpgroupExpertMatmul: " + std::to_string(tokens) +
+                         " tokens x " + std::to_string(slots) + " slots need " +
+                         std::to_string(needed) + " bytes of scratch; given " +
+                         std::to_string(scratchBytes));
+  int64_t rows = tokens * slots;
+  int64_t codes = (rows * k + 1) / 2;
+  if (codes > rounding.scratchFloats || rounding.scratch % 16 != 0)
+    return Status::error("warpgroupExpertMatmul: x gathered as [" +
+                         std::to_string(rows) + ", " + std::to_string(k) +
+                         "] in bf16 needs " + std::to_string(codes) +
+                         " floats of 16-byte aligned scratch; the device "
+                         "planned " +
+                         std::to_string(rounding.scratchFloats));
+  if (tokens <= 0 || n <= 0)
+    return Status::success();
+  // The scratch as expertGemmScratchBytes lays it out (its tile bound, for
+  // 64-row tiles, holds the 128-row ones).
+  int64_t tiles = ceilDiv(rows, 128) + std::min(experts, rows);
+  CUdeviceptr tileCount = scratch, tileList = scratch + 16,
+              order = tileList +
+                      (ceilDiv(rows, kTensorGemmRows) + std::min(experts, rows)) *
+                          16,
+              results = order + (rows * 4 + 15) / 16 * 16;
+  CUdeviceptr zeroOut = routed ? 0 : out;
+  int32_t tileRows = 128;
+  void *group[] = {&indices,   &rows,    &experts, &order, &tileList,
+                   &tileCount, &zeroOut, &n,       &tileRows};
+  DAYBREAK_RETURN_IF_ERROR(launch(expertGroupFn, "expertMatmul (grouping)", 1,
+                                  1, 1, 1024, unsigned(2 * experts * 4), stream,
+                                  group));
+  CUdeviceptr xb = rounding.scratch;
+  int32_t perSlot = perSlotInput;
+  void *gather[] = {&x, &perSlot, &slots, &order, &tileCount, &k, &xb};
+  DAYBREAK_RETURN_IF_ERROR(launch(gatherBf16Fn, "expertMatmul (gather)",
+                                  ceilDiv(k / 8, 128), std::min<int64_t>(rows, 4096), 1,
+                                  128, 0, stream, gather));
+  const bool e4m3 = w.type == 2;
+  const int64_t columns = warpgroupGemmColumns(w.type);
+  CUtensorMap xMap, wMap;
+  DAYBREAK_RETURN_IF_ERROR(encodeTileMap(xMap, xb, rows, k, 128, false));
+  DAYBREAK_RETURN_IF_ERROR(
+      encodeTileMap(wMap, w.data, experts * n, k, columns, e4m3));
+  DeviceWeight weight = w, b = bias;
+  weight.rows = n;
+  weight.cols = k;
+  CUdeviceptr y = routed ? results : out;
+  void *gemm[] = {&xMap, &wMap,     &weight,    &b,
+                  &n,    &k,        &order,     &tileList,
+                  &tileCount, &y};
+  DAYBREAK_RETURN_IF_ERROR(launch(
+      e4m3 ? expertGemmWgE4m3Fn : expertGemmWgBf16Fn,
+      "expertMatmul (warpgroup GEMM)", ceilDiv(n, columns), tiles, 1, 384,
+      unsigned(warpgroupGemmSharedBytes(w.type)), stream, gemm));
+  if (!routed)
+    return Status::success();
+  void *combine[] = {
+      &results, &indices, &routingWeights, &experts, &tokens, &slots, &n, &out};
+  return launch(expertCombineFn, "expertMatmul (combine)", ceilDiv(n, 256),
+                tokens, 1, 256, 0, stream, combine);
 }
 
 CudaKernels::TensorGemvPlan
@@ -1214,7 +1319,15 @@ Status CudaKernels::expertMatmul(CUdeviceptr x, bool perSlotInput,
                                  const InputRounding &rounding) const {
   bool routed = routingWeights != 0;
   // Past decode sizes the weight rows are shared by several rows each:
-  // grouped by expert, the tensor cores read each once per 64 rows.
+  // grouped by expert, the tensor cores read each once per 128 rows
+  // (warpgroup MMA, bf16 x) or 64.
+  if (rounding.bf16 && tokens > 8 && x % 16 == 0 &&
+      warpgroupExpertGemmApplies(weight, experts, n, k, tokens, slots) &&
+      scratch &&
+      scratchBytes >= expertGemmScratchBytes(tokens, slots, experts, n, routed))
+    return warpgroupExpertMatmul(x, perSlotInput, weight, experts, n, k,
+                                 indices, tokens, slots, routingWeights, out,
+                                 stream, bias, scratch, scratchBytes, rounding);
   if (tokens > 8 && tensorGemmApplies(weight, k) && x % 16 == 0 &&
       experts <= kTensorGemmMaxExperts && scratch &&
       scratchBytes >= expertGemmScratchBytes(tokens, slots, experts, n, routed))
@@ -1355,8 +1468,9 @@ Status CudaKernels::tensorExpertMatmul(
               order = tileList + tiles * 16,
               results = order + (rows * 4 + 15) / 16 * 16;
   CUdeviceptr zeroOut = routed ? 0 : out;
-  void *group[] = {&indices,  &rows,      &experts, &order,
-                   &tileList, &tileCount, &zeroOut, &n};
+  int32_t tileRows = int32_t(kTensorGemmRows);
+  void *group[] = {&indices,   &rows,    &experts, &order, &tileList,
+                   &tileCount, &zeroOut, &n,       &tileRows};
   DAYBREAK_RETURN_IF_ERROR(launch(expertGroupFn, "expertMatmul (grouping)", 1,
                                   1, 1, 1024, unsigned(2 * experts * 4), stream,
                                   group));

@@ -1884,8 +1884,9 @@ extern "C" __global__ void daybreak_round_bf16(const float *x, int64_t n,
 /// Groups the rows of a grouped expert matmul by expert for the GEMM
 /// above: one block of 1024 threads, dynamic shared memory 2 x E ints
 /// (E <= 4096). Counts each expert's rows (an id outside [0, E) is an
-/// empty slot), scans them, writes each expert's tiles of at most 64 rows
-/// (expert, first row in `order`, rows) and their count, and places each
+/// empty slot), scans them, writes each expert's tiles of at most
+/// `tileRows` rows (expert, first row in `order`, rows), their count
+/// (tileCount[0]) and the rows of every tile (tileCount[1]), and places each
 /// row in `order` by expert (atomics: the order within an expert varies
 /// from run to run, the results do not: a row's output depends on that
 /// row alone). Without routing weights, `zeroOut` ([rows, N]) gets zeros
@@ -1893,7 +1894,7 @@ extern "C" __global__ void daybreak_round_bf16(const float *x, int64_t n,
 extern "C" __global__ void __launch_bounds__(1024)
     daybreak_expert_group(const int32_t *indices, int64_t rows, int64_t experts,
                           int32_t *order, int4 *tiles, int32_t *tileCount,
-                          float *zeroOut, int64_t n) {
+                          float *zeroOut, int64_t n, int32_t tileRows) {
   extern __shared__ int32_t groupShared[];
   __shared__ int2 totals[33];
   int32_t *count = groupShared, *cursor = groupShared + experts;
@@ -1916,21 +1917,23 @@ extern "C" __global__ void __launch_bounds__(1024)
   int2 mine = make_int2(0, 0);
   for (int64_t e = first; e < last; ++e) {
     mine.x += count[e];
-    mine.y += (count[e] + kGemmRows - 1) / kGemmRows;
+    mine.y += (count[e] + tileRows - 1) / tileRows;
   }
   int2 sum;
   int2 at = blockExclusiveScan(mine, totals, sum);
   for (int64_t e = first; e < last; ++e) {
     int32_t rowsOf = count[e];
-    for (int32_t j = 0; j * kGemmRows < rowsOf; ++j)
-      tiles[at.y + j] = make_int4(int(e), at.x + j * kGemmRows,
-                                  min(kGemmRows, rowsOf - j * kGemmRows), 0);
+    for (int32_t j = 0; j * tileRows < rowsOf; ++j)
+      tiles[at.y + j] = make_int4(int(e), at.x + j * tileRows,
+                                  min(tileRows, rowsOf - j * tileRows), 0);
     cursor[e] = at.x;
     at.x += rowsOf;
-    at.y += (rowsOf + kGemmRows - 1) / kGemmRows;
+    at.y += (rowsOf + tileRows - 1) / tileRows;
   }
-  if (threadIdx.x == 0)
-    *tileCount = sum.y;
+  if (threadIdx.x == 0) {
+    tileCount[0] = sum.y;
+    tileCount[1] = sum.x;
+  }
   __syncthreads();
   for (int64_t r = threadIdx.x; r < rows; r += blockDim.x) {
     int32_t e = indices[r];

@@ -305,6 +305,9 @@ constexpr int64_t expertGemvScratchBytes(int64_t tokens, int64_t slots,
   X(gemmWgBf16, "daybreak_gemm_wg_bf16")                                       \
   X(gemmWgE4m3, "daybreak_gemm_wg_e4m3")                                       \
   X(toBf16, "daybreak_to_bf16")                                                \
+  X(expertGemmWgBf16, "daybreak_expert_gemm_wg_bf16")                          \
+  X(expertGemmWgE4m3, "daybreak_expert_gemm_wg_e4m3")                          \
+  X(gatherBf16, "daybreak_gather_bf16")                                        \
   X(dsaIndexerTcE4m3, "daybreak_dsa_indexer_tc_e4m3")                          \
   X(dsaIndexerTcBf16, "daybreak_dsa_indexer_tc_bf16")                          \
   X(expertGemvTcE4m3, "daybreak_expert_gemv_tc_e4m3")                          \
@@ -462,6 +465,42 @@ public:
                        const DeviceWeight &bias, int64_t m, int64_t n,
                        int64_t k, CUdeviceptr out, CUstream stream,
                        const InputRounding &rounding) const;
+  /// Whether `--precision=bf16` takes warpgroupExpertMatmul for a grouped
+  /// expert matmul of more than 8 tokens (expertMatmul, given the scratch
+  /// of expertGemmScratchBytes): the weight as warpgroupGemmApplies, at
+  /// least kWarpgroupGemmMinRows (token, slot) rows, at most
+  /// kTensorGemmMaxExperts experts, and experts x n rows that the copy
+  /// engine's 32-bit coordinates reach.
+  static bool warpgroupExpertGemmApplies(const DeviceWeight &w,
+                                         int64_t experts, int64_t n, int64_t k,
+                                         int64_t tokens, int64_t slots);
+  /// The floats of InputRounding scratch expertMatmul with `rounding.bf16`
+  /// uses for this launch (`xAligned`: x 16-byte aligned), given the
+  /// expertGemmScratchBytes scratch: the gathered x in bf16 codes for
+  /// warpgroupExpertMatmul, none for tensorExpertMatmul, else x rounded as
+  /// fp32.
+  static int64_t expertRoundingFloats(const DeviceWeight &w, int64_t experts,
+                                      int64_t n, int64_t k, int64_t tokens,
+                                      int64_t slots, bool perSlotInput,
+                                      bool xAligned);
+  /// The grouped expert matmul on the warpgroup MMA (`--precision=bf16`):
+  /// daybreak_expert_group orders the (token, slot) rows by expert into
+  /// tiles of at most 128 in `scratch` (expertGemmScratchBytes),
+  /// daybreak_gather_bf16 writes their x rows in that order as bf16 codes
+  /// into `rounding.scratch`, daybreak_expert_gemm_wg_* multiplies each
+  /// tile by its expert's rows (read by the copy engine from all experts'
+  /// weights as one matrix) and writes each row once, and with routing
+  /// weights daybreak_expert_combine adds each token's slots in slot
+  /// order. An error where warpgroupExpertGemmApplies is false (but for the
+  /// row minimum), x is not 16-byte aligned or a scratch is short.
+  Status warpgroupExpertMatmul(CUdeviceptr x, bool perSlotInput,
+                               const DeviceWeight &w, int64_t experts,
+                               int64_t n, int64_t k, CUdeviceptr indices,
+                               int64_t tokens, int64_t slots,
+                               CUdeviceptr routingWeights, CUdeviceptr out,
+                               CUstream stream, const DeviceWeight &bias,
+                               CUdeviceptr scratch, int64_t scratchBytes,
+                               const InputRounding &rounding) const;
   /// The tiles and cluster size tensorGemv picks for this shape (tiles 0:
   /// none fits), for the benchmark's report.
   TensorGemvChoice tensorGemvChoice(const DeviceWeight &w, int64_t m, int64_t n,
@@ -798,6 +837,12 @@ private:
                    const DeviceWeight &norm, double inputEps,
                    CUdeviceptr partials, CUdeviceptr input, CUdeviceptr post,
                    CUdeviceptr comb, CUstream stream) const;
+
+  /// A copy-engine map of the row-major [rows, k] matrix at `base` in
+  /// boxes of 64 columns by `boxRows` rows: bf16 128-byte swizzled (a box
+  /// row is the swizzle's span), or e4m3 `codes` as stored.
+  Status encodeTileMap(CUtensorMap &map, CUdeviceptr base, int64_t rows,
+                       int64_t k, int64_t boxRows, bool codes) const;
 
   /// Launches `fn`, a stored-weight GEMV that loops over its `columns`
   /// warp tasks, on as many 4-warp blocks as give every warp the same number
