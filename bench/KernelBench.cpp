@@ -1423,13 +1423,13 @@ void benchExpertGemv(const CudaKernels &kernels, int iterations,
 
 int main(int argc, char **argv) {
   // DaybreakKernelBench [iterations [gemv | gemv-profile | experts |
-  // mxfp4 | attention | gemm | kda | mla | mhc]]: "gemv" runs only the
+  // mxfp4 | attention | gemm | kda | mla | mhc | dsa]]: "gemv" runs only the
   // GEMVs, "gemv-profile" three of them untimed for a profiler, "experts"
   // only the decode expert matmuls with the real expert counts, "mxfp4"
   // only the MXFP4 expert matmuls, "attention" only dense attention,
   // "gemm" only the many-row tensor-core GEMMs, "kda" only the KDA scans,
   // "mla" only the absorbed-MLA attention, "mhc" only mHC's separate and
-  // fused forms.
+  // fused forms, "dsa" only the DSA indexer, sparse MLA and top-k.
   int iterations = argc > 1 ? std::atoi(argv[1]) : 50;
   bool gemvOnly = argc > 2 && std::string(argv[2]) == "gemv";
   StatusOr<const Driver *> loaded = Driver::get();
@@ -1498,20 +1498,25 @@ int main(int argc, char **argv) {
     benchExpertGemv(kernels, iterations, /*allExperts=*/true);
     return 0;
   }
-  benchGemvs(kernels, iterations);
-  if (gemvOnly)
-    return 0;
-  benchExpertGemv(kernels, iterations, /*allExperts=*/false);
-  benchMxfp4(kernels);
-  benchAttention(kernels, iterations);
-  benchMlaAttention(kernels, iterations);
-  benchWarpgroupGemm(kernels, iterations);
-  benchTensorGemm(kernels, iterations);
-  benchKda(kernels, iterations);
-  benchMhc(kernels, iterations);
+  // "dsa": only the DSA kernels over the caches (indexer, sparse MLA, top-k)
+  // below.
+  bool dsaOnly = argc > 2 && std::string(argv[2]) == "dsa";
+  if (!dsaOnly) {
+    benchGemvs(kernels, iterations);
+    if (gemvOnly)
+      return 0;
+    benchExpertGemv(kernels, iterations, /*allExperts=*/false);
+    benchMxfp4(kernels);
+    benchAttention(kernels, iterations);
+    benchMlaAttention(kernels, iterations);
+    benchWarpgroupGemm(kernels, iterations);
+    benchTensorGemm(kernels, iterations);
+    benchKda(kernels, iterations);
+    benchMhc(kernels, iterations);
+  }
 
   // rms_norm over the hidden size (7168): read x and weight, write out.
-  {
+  if (!dsaOnly) {
     CUfunction t = entry(ptx, specialized, "_Z19daybreak_rms_norm_tILi7168EE");
     CUdeviceptr x = alloc(64 * 7168 * 4, 0x3c), w = alloc(7168 * 4, 0x3c),
                 out = alloc(64 * 7168 * 4, 0);
@@ -1532,7 +1537,7 @@ int main(int argc, char **argv) {
 
   // Decode matmuls (m <= 8) with K = hidden: q_a_proj (N 1536) and a dense
   // MLP's gate/up (N 18432). Weights fp32 as the runtime holds them.
-  {
+  if (!dsaOnly) {
     CUfunction t =
         entry(ptx, specialized, "_Z25daybreak_matmul_small_m_tILi7168EE");
     int64_t k = 7168, maxN = 18432;

@@ -1001,9 +1001,11 @@ TEST_F(CudaKernelsTest, DsaIndexerScoresTensorCores) {
   // of 16 to 128 values; 1 to 128 heads (a partial 16-head tile: 4, 37); 5
   // tokens (one 64-key tile a block) and 600 (chunks of 3 tiles: the
   // double-buffered walk); bounds inside a tile, at its end, at 0 and past the
-  // cache; two sequences through a shuffled page table. Each result must also
-  // differ from the exact kernel's (q was rounded), and an f32 cache, which the
-  // tensor cores do not take, must give the exact result.
+  // cache; two sequences through a shuffled page table of 16-row pages
+  // (a page lookup a key) and of 64-row pages (a lookup a 64-key tile).
+  // Each result must also differ from the exact kernel's (q was rounded),
+  // and an f32 cache, which the tensor cores do not take, must give the
+  // exact result.
   constexpr int64_t maxSeqLen = 300;
   for (auto format : {cpu::CacheFormat::BF16, cpu::CacheFormat::Fp8Scaled,
                       cpu::CacheFormat::F32})
@@ -1012,11 +1014,16 @@ TEST_F(CudaKernelsTest, DsaIndexerScoresTensorCores) {
                               {32, 4},
                               {64, 37},
                               {16, 1}})
-      for (int64_t tokens : {5, 600}) {
-        if (format == cpu::CacheFormat::F32 && (dim != 128 || heads != 64))
+      for (auto [tokens, pageRows] : {std::pair<int64_t, int64_t>{5, 16},
+                                      {600, 16},
+                                      {5, 64},
+                                      {600, 64}}) {
+        if (format == cpu::CacheFormat::F32 &&
+            (dim != 128 || heads != 64 || pageRows != 16))
           continue;
         bool fp8 = format == cpu::CacheFormat::Fp8Scaled;
-        TestCache cache(format, dim, 0, fp8 ? dim : 0, maxSeqLen, 16, rng);
+        TestCache cache(format, dim, 0, fp8 ? dim : 0, maxSeqLen, pageRows,
+                        rng);
         cache.fill(rng);
         auto q = random(tokens * heads * dim), weights = random(tokens * heads);
         std::vector<int32_t> seqs(tokens), bounds(tokens);
@@ -1049,9 +1056,11 @@ TEST_F(CudaKernelsTest, DsaIndexerScoresTensorCores) {
                                             tokens, heads, 0.125, dOut, nullptr,
                                             nullptr, /*tensorCores=*/true));
         std::vector<float> out = dOut.read<float>(expected.size());
-        char shape[64];
-        std::snprintf(shape, sizeof(shape), "%s dim=%ld heads=%ld T=%ld",
-                      formatName(format), long(dim), long(heads), long(tokens));
+        char shape[80];
+        std::snprintf(shape, sizeof(shape),
+                      "%s dim=%ld heads=%ld T=%ld pages of %ld",
+                      formatName(format), long(dim), long(heads), long(tokens),
+                      long(pageRows));
         if (format == cpu::CacheFormat::F32) {
           // The exact kernel: its own test's measure.
           EXPECT_EQ(expected, exact) << shape; // no rounding on f32 rows

@@ -3508,12 +3508,23 @@ indexerTc(const float *__restrict__ q, const float *__restrict__ weights,
 
   // A key tile's words: thread i takes words i, i + threads, ... of the
   // tile's rows (dim bytes a row for FP8, 2 dim for bf16), zero past
-  // `visible`; threads under 64 the row scales (FP8).
+  // `visible`; threads under 64 the row scales (FP8). A tile starts at a
+  // multiple of 64 keys, so where pages (or the ring) hold a multiple of
+  // 64 rows its rows are consecutive: one page lookup a tile, not one a
+  // word.
   constexpr int kBytes = kType == kWeightE4M3 ? 1 : 2;
   const int rowWords = dim * kBytes / 4, tileWords = kIndexerTcKeys * rowWords;
+  const bool consecutive =
+      (keys.ringRows ? keys.ringRows : keys.pageSize) % kIndexerTcKeys == 0;
   uint32_t raw[kIndexerTcMaxWords];
   float nextScale = 0.0f;
   auto load = [&](int64_t k0) {
+    const uint8_t *tile =
+        consecutive ? cacheRow(keys, seq, s0 + k0) : nullptr;
+    auto row = [&](int key) -> const uint8_t * {
+      return tile ? tile + int64_t(key) * keys.bytesPerRow
+                  : cacheRow(keys, seq, s0 + k0 + key);
+    };
 #pragma unroll
     for (int i = 0; i < kIndexerTcMaxWords; ++i) {
       const int word = tid + i * threads;
@@ -3521,8 +3532,7 @@ indexerTc(const float *__restrict__ q, const float *__restrict__ weights,
       if (word < tileWords) {
         const int key = word / rowWords;
         if (k0 + key < visible)
-          raw[i] = __ldg(reinterpret_cast<const uint32_t *>(
-                             cacheRow(keys, seq, s0 + k0 + key)) +
+          raw[i] = __ldg(reinterpret_cast<const uint32_t *>(row(key)) +
                          (word - key * rowWords));
       }
     }
@@ -3530,8 +3540,7 @@ indexerTc(const float *__restrict__ q, const float *__restrict__ weights,
       nextScale = 0.0f;
       if (k0 + tid < visible)
         nextScale = kType == kWeightE4M3
-                        ? __ldg(reinterpret_cast<const float *>(
-                              cacheRow(keys, seq, s0 + k0 + tid) + dim))
+                        ? __ldg(reinterpret_cast<const float *>(row(tid) + dim))
                         : 1.0f;
     }
   };
