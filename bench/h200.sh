@@ -108,8 +108,11 @@ artifact() { if [ "$1" = default ]; then echo "$work/model.daybreak"; else echo 
 # ATTENTION=tensor-cores: daybreak-run's dense attention at prefill and its
 # sparse MLA on the tensor cores (--attention=tensor-cores); its results get
 # the suffix -tc.
-run_flags=${ATTENTION:+--attention=$ATTENTION}
-tag=${ATTENTION:+-tc}
+# PRECISION=bf16: daybreak-run --precision=bf16 (matmul inputs rounded to
+# bf16, the warpgroup GEMMs, the tensor-core attention paths and indexer);
+# its results get the suffix -bf16.
+run_flags="${ATTENTION:+--attention=$ATTENTION} ${PRECISION:+--precision=$PRECISION}"
+tag=${ATTENTION:+-tc}${PRECISION:+-$PRECISION}
 suffix() { if [ "$1" = default ]; then echo "$tag"; else echo "-$1$tag"; fi; }
 
 # glm_transformers: transformers >= 5.24 (Glm5NextForConditionalGeneration)

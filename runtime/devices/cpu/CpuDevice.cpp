@@ -521,7 +521,7 @@ struct CpuLaunchers {
         d.pool, f(q), f(l.in(In::weights)), cache(d, l.in(In::keys)),
         opt<int32_t>(l.in(In::sequences)), opt<int32_t>(l.in(In::bounds)),
         l.tokens, q.dim(1), l->f(abi::DsaIndexerScores::P::scale), f(l.out(0)),
-        /*bf16Q=*/false); // as the CUDA device: exact in every mode
+        /*bf16Q=*/d.bf16Inputs); // as the CUDA device's tensor cores
   }
   static Status dsaIndexSelect(CpuDevice &d, const BoundLaunch &l) {
     using In = abi::DsaIndexSelect::In;

@@ -931,10 +931,9 @@ struct CudaLaunchers {
                                  p(l.in(In::slots)), p(l.in(In::sequences)),
                                  l.tokens, d.stream);
   }
-  /// The exact kernel in every mode: the tensor-core one
-  /// (daybreak_dsa_indexer_tc_*) is correct but not yet faster on the H200
-  /// (every key word resolves its page; bench/NOTES.md, session 18), so no
-  /// mode takes it yet.
+  /// --precision=bf16 takes the tensor-core kernel (daybreak_dsa_indexer_tc_*,
+  /// q rounded to bf16 as the CPU device's bf16 mode rounds it) where it
+  /// applies; the exact mode the exact kernel.
   static Status dsaIndexerScores(CudaDevice &d, const BoundLaunch &l) {
     using In = abi::DsaIndexerScores::In;
     const BoundArg &q = l.in(In::queries);
@@ -942,7 +941,7 @@ struct CudaLaunchers {
         p(q), p(l.in(In::weights)), cache(d, l.in(In::keys)),
         p(l.in(In::sequences)), p(l.in(In::bounds)), l.tokens, q.dim(1),
         l->f(abi::DsaIndexerScores::P::scale), p(l.out(0)), d.stream,
-        specialized(d, l), /*tensorCores=*/false);
+        specialized(d, l), /*tensorCores=*/d.bf16Inputs);
   }
   static Status dsaIndexSelect(CudaDevice &d, const BoundLaunch &l) {
     using In = abi::DsaIndexSelect::In;
