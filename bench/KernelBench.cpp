@@ -1093,6 +1093,23 @@ void benchWarpgroupGemm(const CudaKernels &kernels, int iterations) {
                 cublasRate / 1e12, flop / tc / 1e12);
     if (!cublas.ok())
       std::printf("  (cuBLAS: %s)\n", cublas.error().message().c_str());
+    if (c.type == 2) {
+      // The FP8 GEMM on the same weight (x quantized to e4m3, 1 x 128
+      // scales; the time includes the quantization).
+      int64_t fp8Floats = CudaKernels::fp8GemmScratchFloats(c.m, c.k);
+      CUdeviceptr fp8Scratch = alloc(size_t(fp8Floats * 4), 0);
+      double fp8 = timeIt(
+          [&] {
+            return kernels.fp8Gemm(x, w, DeviceWeight(), c.m, c.n, c.k, out,
+                                   nullptr,
+                                   InputRounding{true, fp8Scratch, fp8Floats});
+          },
+          reps);
+      std::printf("%-18s %-36s %9.1f us %6.1f TFLOP/s (x in FP8, 1 x 128 "
+                  "scales)\n",
+                  "fp8_gemm", shape, fp8 * 1e6, flop / fp8 / 1e12);
+      driver->cuMemFree(fp8Scratch);
+    }
     for (CUdeviceptr p : {w.data, w.scales, x, out, scratch})
       if (p)
         driver->cuMemFree(p);

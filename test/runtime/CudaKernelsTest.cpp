@@ -2514,6 +2514,209 @@ TEST_F(CudaKernelsTest, WarpgroupExpertMatmul) {
   EXPECT_TRUE(CudaKernels::warpgroupExpertGemmApplies(bf, 8, 512, 512, 16, 8));
 }
 
+/// x quantized as daybreak_quant_fp8 does (its oracle): per row and 128
+/// columns, scale 2^ceil(log2(max(amax, 1e-4) / 448)) and the codes
+/// numerics::floatToE4m3(x / scale) (RNE, saturating); `dequantized` gets
+/// code x scale.
+void quantizeFp8Rows(const std::vector<float> &x, int64_t m, int64_t k,
+                     std::vector<uint8_t> &codes, std::vector<float> &scales,
+                     std::vector<float> &dequantized) {
+  int64_t blocks = (k + 127) / 128;
+  codes.assign(m * k, 0);
+  scales.assign(m * blocks, 0.0f);
+  dequantized.assign(m * k, 0.0f);
+  for (int64_t r = 0; r < m; ++r)
+    for (int64_t b = 0; b < blocks; ++b) {
+      int64_t end = std::min(k, (b + 1) * 128);
+      double amax = 1e-4;
+      for (int64_t c = b * 128; c < end; ++c)
+        amax = std::max(amax, double(std::fabs(x[r * k + c])));
+      // The least power of two not below amax / 448.
+      int exponent;
+      double mantissa = std::frexp(amax / 448.0, &exponent);
+      if (mantissa == 0.5)
+        --exponent;
+      scales[r * blocks + b] = std::ldexp(1.0f, exponent);
+      for (int64_t c = b * 128; c < end; ++c) {
+        uint8_t code =
+            numerics::floatToE4m3(std::ldexp(x[r * k + c], -exponent), true);
+        codes[r * k + c] = code;
+        dequantized[r * k + c] =
+            std::ldexp(numerics::e4m3ToFloat(code), exponent);
+      }
+    }
+}
+
+TEST_F(CudaKernelsTest, Fp8Gemm) {
+  // The FP8 GEMM (fp8Gemm: x quantized to e4m3 with a power-of-two scale a
+  // row and 128 columns, the fp8 warpgroup MMA, each 128 columns' sums
+  // folded with both scales). Three checks:
+  // - the quantization: the scratch holds exactly the codes and scales
+  //   quantizeFp8Rows computes on the host;
+  // - exactness: on small-integer data (x an integer in [-4, 4] times a
+  //   power of two per row, weight codes integers in [-4, 4], power-of-two
+  //   block scales) every product, every 128-column sum in the tensor core
+  //   (at most 2^11 quanta: exact with its 13 or more bits) and every fold
+  //   are exact, and so are the CPU's fp32 sums: the result must equal the
+  //   CPU kernel's bit for bit. This catches any misplaced tile, swizzle,
+  //   row or scale;
+  // - random data (row magnitudes 2^-20 to 2^20, random codes and scales,
+  //   a bias): the CPU kernel on the dequantized x is the oracle, within a
+  //   bound derived from the tensor core's short sums: they keep at least
+  //   13 bits (DeepSeek-V3's report measures about 14) and truncate, so
+  //   each of a block's at most 127 additions loses under 2^-12 of the
+  //   block's sum of |products|, B_b; the folds and the CPU's fp32 sums add
+  //   at most (k + blocks + 4) 2^-24 of B + |bias|, with B the whole sum of
+  //   |products| (each block's with its scales):
+  //   |error| <= 127 2^-12 B + (k + blocks + 4) 2^-24 (B + |bias|).
+  struct Shape {
+    int64_t m, n, k;
+    int64_t blockN;
+    bool bias;
+  };
+  for (bool integers : {true, false})
+    for (Shape s : {Shape{1, 300, 1024, 128, false},
+                    Shape{130, 129, 208, 128, true},
+                    Shape{384, 512, 2048, 256, false},
+                    Shape{257, 1000, 720, 128, true},
+                    Shape{1100, 384, 1536, 128, false}}) {
+      int64_t blocks = (s.k + 127) / 128;
+      int64_t scaleCount = ((s.n + s.blockN - 1) / s.blockN) * blocks;
+      StoredWeights w =
+          randomStored(rng, cpu::WeightType::F8E4M3, s.n * s.k, scaleCount);
+      std::uniform_int_distribution<int> small(-4, 4), exponent(-20, 20),
+          scaleExponent(-7, -3);
+      for (uint8_t &code : w.bytes) {
+        if (integers)
+          code = numerics::floatToE4m3(float(small(rng)), true);
+        else if ((code & 0x7F) == 0x7F)
+          code ^= 1; // no NaN
+      }
+      if (integers)
+        for (float &scale : w.scales)
+          scale = std::ldexp(1.0f, scaleExponent(rng));
+      std::vector<float> x(s.m * s.k);
+      std::uniform_real_distribution<float> uniform(-1.0f, 1.0f);
+      for (int64_t r = 0; r < s.m; ++r) {
+        int e = exponent(rng);
+        for (int64_t c = 0; c < s.k; ++c)
+          x[r * s.k + c] = integers ? std::ldexp(float(small(rng)), e)
+                                    : std::ldexp(uniform(rng), e);
+      }
+      if (s.m > 2) {
+        std::fill(x.begin(), x.begin() + s.k, 0.0f); // amax 0: the floor
+        for (int64_t c = 0; c < s.k; ++c)
+          x[s.k + c] *= 1e-30f; // under the 1e-4 floor: subnormal codes
+      }
+      std::vector<uint8_t> codes;
+      std::vector<float> scales, xq;
+      quantizeFp8Rows(x, s.m, s.k, codes, scales, xq);
+      // (No bias with integers: where the CPU adds it is its own choice.)
+      bool withBias = s.bias && !integers;
+      std::vector<float> bias = random(withBias ? s.n : 0);
+      cpu::WeightView hw, hb;
+      hw.type = cpu::WeightType::F8E4M3;
+      hw.blockN = s.blockN;
+      hw.blockK = 128;
+      hw.data = w.bytes.data();
+      hw.scales = w.scales.data();
+      if (withBias)
+        hb.data = bias.data();
+      std::vector<float> expected(s.m * s.n);
+      cpu::matmul(pool, xq.data(), hw, hb, s.m, s.n, s.k, expected.data(),
+                  cpu::MatmulTiling());
+
+      DeviceWeight gw, gb;
+      gw.type = 2;
+      gw.blockN = s.blockN;
+      gw.blockK = 128;
+      int64_t floats = CudaKernels::fp8GemmScratchFloats(s.m, s.k);
+      Buffer dx(*driver, x), dw(*driver, w.bytes), ds(*driver, w.scales),
+          dOut(*driver, s.m * s.n * 4), dScratch(*driver, floats * 4);
+      std::unique_ptr<Buffer> db;
+      gw.data = dw;
+      gw.scales = ds.get();
+      if (withBias) {
+        db = std::make_unique<Buffer>(*driver, bias);
+        gb.data = db->get(); // f32
+      }
+      ASSERT_TRUE(CudaKernels::fp8GemmApplies(gw, s.k));
+      ASSERT_EQ(driver->cuMemsetD8(dOut.get(), 0xff, s.m * s.n * 4),
+                CUDA_SUCCESS);
+      expectRan(kernels->fp8Gemm(dx, gw, gb, s.m, s.n, s.k, dOut, nullptr,
+                                 InputRounding{true, dScratch, floats}));
+      std::vector<float> out = dOut.read<float>(s.m * s.n);
+      char shape[96];
+      std::snprintf(shape, sizeof(shape), "%s %ldx128 m=%ld n=%ld k=%ld%s",
+                    integers ? "integers" : "random", long(s.blockN),
+                    long(s.m), long(s.n), long(s.k), withBias ? " bias" : "");
+
+      // The quantization, exactly.
+      std::vector<uint8_t> scratch = dScratch.read<uint8_t>(floats * 4);
+      int64_t codeBytes = (s.m * s.k + 15) / 16 * 16;
+      EXPECT_TRUE(std::equal(codes.begin(), codes.end(), scratch.begin()))
+          << shape;
+      std::vector<float> deviceScales(scales.size());
+      std::memcpy(deviceScales.data(), scratch.data() + codeBytes,
+                  scales.size() * 4);
+      EXPECT_EQ(deviceScales, scales) << shape;
+
+      if (integers) {
+        EXPECT_EQ(out, expected) << shape;
+        report("fp8_gemm", shape, rowRelativeError(out, expected, s.n));
+        continue;
+      }
+      double worst = 0.0;
+      int64_t outside = 0;
+      const double u = std::ldexp(1.0, -24);
+      std::vector<float> wAbs(w.bytes.size());
+      for (size_t i = 0; i < wAbs.size(); ++i)
+        wAbs[i] = std::fabs(numerics::e4m3ToFloat(w.bytes[i]));
+      for (int64_t r = 0; r < s.m; ++r)
+        for (int64_t c = 0; c < s.n; ++c) {
+          // B: the sum of |products| with their scales.
+          double whole = 0.0;
+          for (int64_t b = 0; b < blocks; ++b) {
+            double sum = 0.0;
+            for (int64_t j = b * 128; j < std::min(s.k, (b + 1) * 128); ++j)
+              sum += std::fabs(double(xq[r * s.k + j])) * wAbs[c * s.k + j];
+            whole += sum * w.scales[(c / s.blockN) * blocks + b];
+          }
+          double bound =
+              127 * std::ldexp(1.0, -12) * whole +
+              double(s.k + blocks + 4) * u *
+                  (whole + (withBias ? std::fabs(bias[c]) : 0.0));
+          double err = std::fabs(double(out[r * s.n + c]) -
+                                 double(expected[r * s.n + c]));
+          if (!(err <= bound))
+            ++outside;
+          if (bound > 0)
+            worst = std::max(worst, err / bound);
+        }
+      report("fp8_gemm", shape, worst);
+      EXPECT_EQ(outside, 0) << shape << ": worst " << worst << " of the bound";
+    }
+  // A scratch one float short, and weights it cannot read, are refused.
+  DeviceWeight w;
+  w.type = 2;
+  w.blockN = 128;
+  w.blockK = 128;
+  Status refused = kernels->fp8Gemm(
+      0, w, DeviceWeight(), 256, 128, 256, 0, nullptr,
+      InputRounding{true, 0, CudaKernels::fp8GemmScratchFloats(256, 256) - 1});
+  EXPECT_FALSE(refused.ok());
+  EXPECT_NE(refused.message().find("floats of 16-byte aligned scratch"),
+            std::string::npos)
+      << refused.message();
+  w.blockK = 64;
+  EXPECT_FALSE(CudaKernels::fp8GemmApplies(w, 256));
+  refused = kernels->fp8Gemm(0, w, DeviceWeight(), 256, 128, 256, 0, nullptr,
+                             InputRounding{true, 0, 1 << 20});
+  EXPECT_FALSE(refused.ok());
+  EXPECT_NE(refused.message().find("no FP8 GEMM"), std::string::npos)
+      << refused.message();
+}
+
 TEST_F(CudaKernelsTest, WarpgroupGemm) {
   // --precision=bf16's many-row matmuls on the warpgroup MMA
   // (warpgroupGemm: x rounded to bf16 codes, read with the weight by the

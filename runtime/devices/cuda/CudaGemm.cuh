@@ -215,6 +215,40 @@ __device__ __forceinline__ void wgmma256(float (&d)[128], uint64_t a,
       : "l"(a), "l"(b), "r"(accumulate));
 }
 
+/// d (+)= a b for one m64n128k32 wgmma: e4m3 operands from shared memory
+/// (descriptors; K-major, the one layout fp8 wgmma takes), fp32
+/// accumulators (the tensor core sums fp8 products with fewer bits than
+/// fp32: DeepSeek-V3's report measures about 14); `accumulate` 0
+/// overwrites d.
+__device__ __forceinline__ void wgmmaE4m3x128(float (&d)[64], uint64_t a,
+                                              uint64_t b, uint32_t accumulate) {
+  asm volatile(
+      "{\n\t.reg .pred p;\n\tsetp.ne.b32 p, %66, 0;\n\t"
+      "wgmma.mma_async.sync.aligned.m64n128k32.f32.e4m3.e4m3 {"
+      "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, "
+      "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, "
+      "%30, %31, "
+      "%32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, "
+      "%46, %47, "
+      "%48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, "
+      "%62, %63"
+      "}, %64, %65, p, 1, 1;\n\t}"
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]),
+        "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]),
+        "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]),
+        "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]),
+        "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]), "+f"(d[25]),
+        "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]),
+        "+f"(d[31]), "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]),
+        "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]), "+f"(d[40]),
+        "+f"(d[41]), "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]),
+        "+f"(d[46]), "+f"(d[47]), "+f"(d[48]), "+f"(d[49]), "+f"(d[50]),
+        "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]),
+        "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]),
+        "+f"(d[61]), "+f"(d[62]), "+f"(d[63])
+      : "l"(a), "l"(b), "r"(accumulate));
+}
+
 /// One k64 stage of a warpgroup's 64 x kN products: four k16 steps, the
 /// descriptors advanced 32 bytes (two units) along the swizzled rows.
 template <int kN>
@@ -239,6 +273,7 @@ __device__ __forceinline__ void wgmmaStage(float (&d)[kN / 2], uint64_t a,
 template <int kN, bool kE4m3> struct WgGemmShared {
   static constexpr int kStages = kE4m3 ? 6 : 4;
   static constexpr int kWide = kE4m3 ? 3 : 0;
+  static constexpr int kWideRing = kE4m3 ? kWide : 1; // a modulus for bf16 too
   static constexpr int kXBytes = kWgRows * kWgTileBytes;
   static constexpr int kWBytes = kN * (kE4m3 ? kWgK : kWgTileBytes);
   static constexpr int kStageBytes = kXBytes + kWBytes;
@@ -370,9 +405,9 @@ warpgroupGemm(const TensorMap &xMap, const TensorMap &wMap, const Weight &w,
       // The widening: warps 1-3 turn each stage's codes into a free wide
       // buffer, then hand the buffer to the MMA and the codes back.
       for (int s = 0; s < stages; ++s) {
-        const int slot = s % S::kStages, buf = s % S::kWide;
+        const int slot = s % S::kStages, buf = s % S::kWideRing;
         barrierWait(&full[slot], (s / S::kStages) & 1);
-        barrierWait(&wideEmpty[buf], ((s / S::kWide) & 1) ^ 1);
+        barrierWait(&wideEmpty[buf], ((s / S::kWideRing) & 1) ^ 1);
         const uint8_t *codes = base + slot * S::kStageBytes + S::kXBytes;
         for (int unit = threadIdx.x - 32; unit < 2 * kN; unit += 96)
           widenUnit(codes, wide + buf * S::kWideBytes, unit);
@@ -410,8 +445,8 @@ warpgroupGemm(const TensorMap &xMap, const TensorMap &wMap, const Weight &w,
       uint8_t *stage = base + slot * S::kStageBytes;
       const uint8_t *wTile = stage + S::kXBytes;
       if constexpr (kE4m3) {
-        barrierWait(&wideFull[s % S::kWide], (s / S::kWide) & 1);
-        wTile = wide + (s % S::kWide) * S::kWideBytes;
+        barrierWait(&wideFull[s % S::kWideRing], (s / S::kWideRing) & 1);
+        wTile = wide + (s % S::kWideRing) * S::kWideBytes;
       }
       const uint64_t a = tileDescriptor(stage + wg * 64 * kWgTileBytes);
       const uint64_t b = tileDescriptor(wTile);
@@ -445,7 +480,7 @@ warpgroupGemm(const TensorMap &xMap, const TensorMap &wMap, const Weight &w,
         if (lane == 0) {
           barrierArrive(&empty[released % S::kStages]);
           if (kE4m3)
-            barrierArrive(&wideEmpty[released % S::kWide]);
+            barrierArrive(&wideEmpty[released % S::kWideRing]);
         }
     }
     wgmmaWait<0>();
@@ -482,7 +517,188 @@ warpgroupGemm(const TensorMap &xMap, const TensorMap &wMap, const Weight &w,
   }
 }
 
+/// The FP8 GEMM's block (daybreak_gemm_wg_fp8): out rows [128 y, 128 y +
+/// 128), columns [128 x, 128 x + 128) of
+///
+///   out[r, c] = sum over 128-column blocks b of
+///               xScale[r, b] wScale[c / blockN, b] (xq[r, b] . wq[c, b])
+///
+/// with xq the e4m3 codes of x (daybreak_quant_fp8: one power-of-two scale
+/// a row and 128 columns) and wq those of an e4m3 weight of 128 x 128 (or
+/// blockN a multiple of 128 by 128) blocks: DeepSeek's and DeepGEMM's
+/// block scaling. A stage is one 128-column block: a 128 x 128-byte tile of
+/// xq and of wq, 128-byte swizzled, straight from the copy engine into the
+/// fp8 wgmma (m64n128k32, four a stage; no widening). Each block's products
+/// sum apart in the tensor core and fold into fp32 accumulators with the
+/// row's and the block's scales (the promotion DeepSeek-V3 describes, which
+/// bounds the tensor core's short sums to 128 products).
+struct Fp8GemmShared {
+  static constexpr int kStages = 6;
+  static constexpr int kTileBytes = 128 * 128;
+  static constexpr int kStageBytes = 2 * kTileBytes;
+  static constexpr int kBytes = 1024 + kStages * kStageBytes + 16 * kStages;
+};
+
+__device__ __forceinline__ void
+warpgroupFp8Gemm(const TensorMap &xMap, const TensorMap &wMap,
+                 const float *xScales, const Weight &w, const Weight &bias,
+                 int64_t m, int64_t n, int64_t k, float *out) {
+  using S = Fp8GemmShared;
+  uint8_t *base =
+      wgGemmShared + ((1024 - (sharedAddress(wgGemmShared) & 1023)) & 1023);
+  uint64_t *full = reinterpret_cast<uint64_t *>(base + S::kStages *
+                                                           S::kStageBytes);
+  uint64_t *empty = full + S::kStages;
+  const int warpgroup = threadIdx.x / 128;
+  const int lane = threadIdx.x & 31;
+  const int64_t n0 = int64_t(blockIdx.x) * 128;
+  const int64_t m0 = int64_t(blockIdx.y) * kWgRows;
+  const int blocks = int((k + 127) / 128);
+  if (threadIdx.x == 0) {
+    for (int s = 0; s < S::kStages; ++s) {
+      barrierInit(&full[s], 1);
+      barrierInit(&empty[s], 8); // lane 0 of each MMA warp
+    }
+    asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
+  }
+  __syncthreads();
+
+  if (warpgroup == 0) {
+    asm volatile("setmaxnreg.dec.sync.aligned.u32 40;");
+    if (threadIdx.x == 0)
+      for (int s = 0; s < blocks; ++s) {
+        const int slot = s % S::kStages;
+        barrierWait(&empty[slot], ((s / S::kStages) & 1) ^ 1);
+        uint8_t *stage = base + slot * S::kStageBytes;
+        barrierExpectBytes(&full[slot], S::kStageBytes);
+        copyTile(stage, xMap, &full[slot], s * 128, int32_t(m0));
+        copyTile(stage + S::kTileBytes, wMap, &full[slot], s * 128,
+                 int32_t(n0));
+      }
+    return;
+  }
+  asm volatile("setmaxnreg.inc.sync.aligned.u32 232;");
+  const int wg = warpgroup - 1;
+  const int warp = (threadIdx.x / 32) & 3, g = lane >> 2, t = lane & 3;
+  // This thread's two rows (wgmma's order: acc[4 j + 2 h + c] is row
+  // 16 warp + g + 8 h of the warpgroup's 64, column 8 j + 2 t + c).
+  const int64_t row0 = m0 + wg * 64 + warp * 16 + g, row1 = row0 + 8;
+  const float *scale0 = row0 < m ? xScales + row0 * blocks : nullptr;
+  const float *scale1 = row1 < m ? xScales + row1 * blocks : nullptr;
+  const float *wScales = w.scales + (n0 / w.blockN) * blocks;
+  float acc[64], part[64];
+#pragma unroll
+  for (int i = 0; i < 64; ++i)
+    acc[i] = 0.0f;
+  for (int s = 0; s < blocks; ++s) {
+    const int slot = s % S::kStages;
+    // The block's scales, loaded while its products run.
+    const float sw = wScales[s];
+    const float s0 = scale0 ? scale0[s] : 0.0f, s1 = scale1 ? scale1[s] : 0.0f;
+    barrierWait(&full[slot], (s / S::kStages) & 1);
+    uint8_t *stage = base + slot * S::kStageBytes;
+    const uint64_t a = tileDescriptor(stage + wg * 64 * 128);
+    const uint64_t b = tileDescriptor(stage + S::kTileBytes);
+    fenceAccumulators(part);
+    wgmmaFence();
+#pragma unroll
+    for (int kk = 0; kk < 4; ++kk)
+      wgmmaE4m3x128(part, a + 2 * kk, b + 2 * kk, kk == 0 ? 0u : 1u);
+    wgmmaCommit();
+    wgmmaWait<0>();
+    fenceAccumulators(part);
+    if (lane == 0)
+      barrierArrive(&empty[slot]);
+    const float f0 = s0 * sw, f1 = s1 * sw;
+#pragma unroll
+    for (int j = 0; j < 16; ++j) {
+      acc[4 * j] = fmaf(part[4 * j], f0, acc[4 * j]);
+      acc[4 * j + 1] = fmaf(part[4 * j + 1], f0, acc[4 * j + 1]);
+      acc[4 * j + 2] = fmaf(part[4 * j + 2], f1, acc[4 * j + 2]);
+      acc[4 * j + 3] = fmaf(part[4 * j + 3], f1, acc[4 * j + 3]);
+    }
+  }
+
+  const bool pairs = n % 2 == 0;
+#pragma unroll
+  for (int h = 0; h < 2; ++h) {
+    const int64_t row = h ? row1 : row0;
+    if (row >= m)
+      continue;
+    float *o = out + row * n;
+#pragma unroll
+    for (int j = 0; j < 16; ++j) {
+      const int64_t col = n0 + j * 8 + 2 * t;
+      float v0 = acc[4 * j + 2 * h], v1 = acc[4 * j + 2 * h + 1];
+      if (bias.data) {
+        if (col < n)
+          v0 += weightAt(bias, col);
+        if (col + 1 < n)
+          v1 += weightAt(bias, col + 1);
+      }
+      if (pairs && col + 1 < n) {
+        *reinterpret_cast<float2 *>(o + col) = make_float2(v0, v1);
+      } else {
+        if (col < n)
+          o[col] = v0;
+        if (col + 1 < n)
+          o[col + 1] = v1;
+      }
+    }
+  }
+}
+
 } // namespace
+
+/// The FP8 GEMM (CudaKernels::fp8Gemm): grid (ceil(n / 128), ceil(m /
+/// 128)), 384 threads, Fp8GemmShared's bytes of dynamic shared memory.
+/// xMap: the codes of x [m, k], box 128 x 128, 128-byte swizzled;
+/// xScales [m, ceil(k / 128)]; wMap: w's codes [n, k], the same boxes.
+extern "C" __global__ void __launch_bounds__(kWgThreads, 1)
+    daybreak_gemm_wg_fp8(const __grid_constant__ TensorMap xMap,
+                         const __grid_constant__ TensorMap wMap,
+                         const float *xScales, Weight w, Weight bias, int64_t m,
+                         int64_t n, int64_t k, float *out) {
+  warpgroupFp8Gemm(xMap, wMap, xScales, w, bias, m, n, k, out);
+}
+
+/// x [m, k] to e4m3 codes with one power-of-two scale a row and 128
+/// columns (the FP8 GEMM's x): scale 2^ceil(log2(max(amax, 1e-4) / 448)),
+/// as the FP8 caches choose theirs, codes RNE of x / scale, saturating
+/// (numerics::floatToE4m3). k a multiple of 16; codes [m, k], scales [m,
+/// ceil(k / 128)]. A warp a (row, block) task, four values a lane.
+extern "C" __global__ void daybreak_quant_fp8(const float *x, int64_t m,
+                                              int64_t k, uint8_t *codes,
+                                              float *scales) {
+  const int lane = threadIdx.x & 31;
+  const int64_t blocks = (k + 127) / 128;
+  const int64_t warps = int64_t(gridDim.x) * (blockDim.x / 32);
+  for (int64_t task = int64_t(blockIdx.x) * (blockDim.x / 32) +
+                      threadIdx.x / 32;
+       task < m * blocks; task += warps) {
+    const int64_t row = task / blocks, col = (task % blocks) * 128 + 4 * lane;
+    float4 v = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+    if (col < k)
+      v = *reinterpret_cast<const float4 *>(x + row * k + col);
+    float amax = warpMax(
+        fmaxf(fmaxf(fabsf(v.x), fabsf(v.y)), fmaxf(fabsf(v.z), fabsf(v.w))));
+    const int exponent = fp8ScaleExponent(amax);
+    const float inverse = ldexpf(1.0f, -exponent);
+    if (lane == 0)
+      scales[task] = ldexpf(1.0f, exponent);
+    if (col < k) {
+      uint16_t lo, hi;
+      asm("cvt.rn.satfinite.e4m3x2.f32 %0, %1, %2;"
+          : "=h"(lo)
+          : "f"(v.y * inverse), "f"(v.x * inverse));
+      asm("cvt.rn.satfinite.e4m3x2.f32 %0, %1, %2;"
+          : "=h"(hi)
+          : "f"(v.w * inverse), "f"(v.z * inverse));
+      *reinterpret_cast<uint32_t *>(codes + row * k + col) =
+          uint32_t(lo) | (uint32_t(hi) << 16);
+    }
+  }
+}
 
 /// The warpgroup GEMMs (CudaKernels::warpgroupGemm): grid (ceil(n / kN),
 /// ceil(m / 128)), 384 threads, WgGemmShared's bytes of dynamic shared

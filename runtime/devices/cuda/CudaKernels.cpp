@@ -164,6 +164,10 @@ constexpr int64_t warpgroupGemmSharedBytes(int32_t type) {
              ? 1024 + 6 * (128 * 128 + 128 * 64) + 3 * 128 * 128 + 16 * (6 + 3)
              : 1024 + 4 * (128 * 128 + 256 * 128) + 16 * 4;
 }
+/// The FP8 GEMM block's (Fp8GemmShared in CudaGemm.cuh): 1024 bytes of
+/// alignment slack, 6 stages of two 128 x 128-byte tiles, a barrier pair a
+/// stage.
+constexpr int64_t fp8GemmSharedBytes = 1024 + 6 * 2 * 128 * 128 + 16 * 6;
 /// Output columns of a warpgroup GEMM block: bf16 256, e4m3 128 (its
 /// scale folds keep a second set of accumulators).
 constexpr int64_t warpgroupGemmColumns(int32_t type) {
@@ -282,14 +286,17 @@ StatusOr<CudaKernels> CudaKernels::load(const Driver &driver, CUmodule module) {
           "cuFuncSetAttribute");
   }
   // The warpgroup GEMMs: one block an SM, shared memory past 48 KiB.
-  for (auto [fn, type] :
-       {std::pair{kernels.gemmWgBf16Fn, 1}, {kernels.gemmWgE4m3Fn, 2},
-        {kernels.expertGemmWgBf16Fn, 1}, {kernels.expertGemmWgE4m3Fn, 2}})
+  for (auto [fn, bytes] :
+       {std::pair{kernels.gemmWgBf16Fn, warpgroupGemmSharedBytes(1)},
+        {kernels.gemmWgE4m3Fn, warpgroupGemmSharedBytes(2)},
+        {kernels.expertGemmWgBf16Fn, warpgroupGemmSharedBytes(1)},
+        {kernels.expertGemmWgE4m3Fn, warpgroupGemmSharedBytes(2)},
+        {kernels.gemmWgFp8Fn, fp8GemmSharedBytes}})
     if (status.ok())
       status =
           driver.check(driver.cuFuncSetAttribute(
                            fn, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
-                           int(warpgroupGemmSharedBytes(type))),
+                           int(bytes)),
                        "cuFuncSetAttribute");
   // The decode expert GEMVs: the largest carveout, so that the six blocks
   // their registers allow also fit by shared memory, and how many the GPU
@@ -883,11 +890,13 @@ int64_t CudaKernels::matmulRoundingFloats(const DeviceWeight &w, int64_t m,
 
 Status CudaKernels::encodeTileMap(CUtensorMap &map, CUdeviceptr base,
                                   int64_t rows, int64_t k, int64_t boxRows,
-                                  bool codes) const {
+                                  TileMap kind) const {
+  const bool codes = kind != TileMap::Bf16;
   // Row-major: dimension 0 is k.
   cuuint64_t dims[2] = {cuuint64_t(k), cuuint64_t(rows)};
   cuuint64_t strides[1] = {cuuint64_t(k * (codes ? 1 : 2))};
-  cuuint32_t box[2] = {64, cuuint32_t(boxRows)};
+  cuuint32_t box[2] = {kind == TileMap::CodesSwizzled ? 128u : 64u,
+                       cuuint32_t(boxRows)};
   cuuint32_t unit[2] = {1, 1};
   return driver->check(
       driver->cuTensorMapEncodeTiled(
@@ -896,7 +905,8 @@ Status CudaKernels::encodeTileMap(CUtensorMap &map, CUdeviceptr base,
                 : CU_TENSOR_MAP_DATA_TYPE_BFLOAT16,
           2, reinterpret_cast<void *>(base), dims, strides, box, unit,
           CU_TENSOR_MAP_INTERLEAVE_NONE,
-          codes ? CU_TENSOR_MAP_SWIZZLE_NONE : CU_TENSOR_MAP_SWIZZLE_128B,
+          kind == TileMap::Codes ? CU_TENSOR_MAP_SWIZZLE_NONE
+                                 : CU_TENSOR_MAP_SWIZZLE_128B,
           CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
           CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE),
       "cuTensorMapEncodeTiled");
@@ -933,8 +943,9 @@ Status CudaKernels::warpgroupGemm(CUdeviceptr x, const DeviceWeight &w,
   const bool e4m3 = w.type == 2;
   const int64_t columns = warpgroupGemmColumns(w.type);
   CUtensorMap xMap, wMap;
-  DAYBREAK_RETURN_IF_ERROR(encodeTileMap(xMap, xb, m, k, 128, false));
-  DAYBREAK_RETURN_IF_ERROR(encodeTileMap(wMap, w.data, n, k, columns, e4m3));
+  DAYBREAK_RETURN_IF_ERROR(encodeTileMap(xMap, xb, m, k, 128, TileMap::Bf16));
+  DAYBREAK_RETURN_IF_ERROR(encodeTileMap(
+      wMap, w.data, n, k, columns, e4m3 ? TileMap::Codes : TileMap::Bf16));
   DeviceWeight weight = w, b = bias;
   weight.rows = n;
   weight.cols = k;
@@ -942,6 +953,55 @@ Status CudaKernels::warpgroupGemm(CUdeviceptr x, const DeviceWeight &w,
   return launch(e4m3 ? gemmWgE4m3Fn : gemmWgBf16Fn, "matmul (warpgroup GEMM)",
                 ceilDiv(n, columns), ceilDiv(m, 128), 1, 384,
                 unsigned(warpgroupGemmSharedBytes(w.type)), stream, params);
+}
+
+bool CudaKernels::fp8GemmApplies(const DeviceWeight &w, int64_t k) {
+  return w.type == 2 && k > 0 && k % 16 == 0 && w.data % 16 == 0 &&
+         w.blockK == 128 && w.blockN > 0 && w.blockN % 128 == 0;
+}
+
+int64_t CudaKernels::fp8GemmScratchFloats(int64_t m, int64_t k) {
+  return ceilDiv(m * k, 16) * 4 + m * ceilDiv(k, 128);
+}
+
+Status CudaKernels::fp8Gemm(CUdeviceptr x, const DeviceWeight &w,
+                            const DeviceWeight &bias, int64_t m, int64_t n,
+                            int64_t k, CUdeviceptr out, CUstream stream,
+                            const InputRounding &scratch) const {
+  if (!fp8GemmApplies(w, k) || x % 16 != 0)
+    return Status::error("fp8Gemm: no FP8 GEMM for weight type " +
+                         std::to_string(w.type) + ", blocks " +
+                         std::to_string(w.blockN) + " x " +
+                         std::to_string(w.blockK) + ", k " + std::to_string(k) +
+                         " (or x or the weight not 16-byte aligned)");
+  if (m <= 0 || n <= 0)
+    return Status::success();
+  int64_t need = fp8GemmScratchFloats(m, k);
+  if (need > scratch.scratchFloats || scratch.scratch % 16 != 0)
+    return Status::error("fp8Gemm: x [" + std::to_string(m) + ", " +
+                         std::to_string(k) + "] in FP8 needs " +
+                         std::to_string(need) +
+                         " floats of 16-byte aligned scratch; given " +
+                         std::to_string(scratch.scratchFloats));
+  CUdeviceptr codes = scratch.scratch,
+              scales = codes + ceilDiv(m * k, 16) * 16;
+  void *quant[] = {&x, &m, &k, &codes, &scales};
+  int64_t tasks = m * ceilDiv(k, 128);
+  DAYBREAK_RETURN_IF_ERROR(launch(quantFp8Fn, "matmul (FP8 x)",
+                                  std::min<int64_t>(ceilDiv(tasks, 8), 8192), 1,
+                                  1, 256, 0, stream, quant));
+  CUtensorMap xMap, wMap;
+  DAYBREAK_RETURN_IF_ERROR(
+      encodeTileMap(xMap, codes, m, k, 128, TileMap::CodesSwizzled));
+  DAYBREAK_RETURN_IF_ERROR(
+      encodeTileMap(wMap, w.data, n, k, 128, TileMap::CodesSwizzled));
+  DeviceWeight weight = w, b = bias;
+  weight.rows = n;
+  weight.cols = k;
+  void *params[] = {&xMap, &wMap, &scales, &weight, &b, &m, &n, &k, &out};
+  return launch(gemmWgFp8Fn, "matmul (FP8 GEMM)", ceilDiv(n, 128),
+                ceilDiv(m, 128), 1, 384, unsigned(fp8GemmSharedBytes), stream,
+                params);
 }
 
 bool CudaKernels::warpgroupExpertGemmApplies(const DeviceWeight &w,
@@ -1026,9 +1086,11 @@ Status CudaKernels::warpgroupExpertMatmul(
   const bool e4m3 = w.type == 2;
   const int64_t columns = warpgroupGemmColumns(w.type);
   CUtensorMap xMap, wMap;
-  DAYBREAK_RETURN_IF_ERROR(encodeTileMap(xMap, xb, rows, k, 128, false));
   DAYBREAK_RETURN_IF_ERROR(
-      encodeTileMap(wMap, w.data, experts * n, k, columns, e4m3));
+      encodeTileMap(xMap, xb, rows, k, 128, TileMap::Bf16));
+  DAYBREAK_RETURN_IF_ERROR(
+      encodeTileMap(wMap, w.data, experts * n, k, columns,
+                    e4m3 ? TileMap::Codes : TileMap::Bf16));
   DeviceWeight weight = w, b = bias;
   weight.rows = n;
   weight.cols = k;

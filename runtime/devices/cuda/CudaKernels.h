@@ -308,6 +308,8 @@ constexpr int64_t expertGemvScratchBytes(int64_t tokens, int64_t slots,
   X(expertGemmWgBf16, "daybreak_expert_gemm_wg_bf16")                          \
   X(expertGemmWgE4m3, "daybreak_expert_gemm_wg_e4m3")                          \
   X(gatherBf16, "daybreak_gather_bf16")                                        \
+  X(gemmWgFp8, "daybreak_gemm_wg_fp8")                                         \
+  X(quantFp8, "daybreak_quant_fp8")                                            \
   X(dsaIndexerTcE4m3, "daybreak_dsa_indexer_tc_e4m3")                          \
   X(dsaIndexerTcBf16, "daybreak_dsa_indexer_tc_bf16")                          \
   X(expertGemvTcE4m3, "daybreak_expert_gemv_tc_e4m3")                          \
@@ -501,6 +503,23 @@ public:
                                CUstream stream, const DeviceWeight &bias,
                                CUdeviceptr scratch, int64_t scratchBytes,
                                const InputRounding &rounding) const;
+  /// Whether fp8Gemm runs this weight: e4m3 of blockK 128 and blockN a
+  /// multiple of 128 (DeepSeek's 128 x 128 blocks), K a multiple of 16,
+  /// the weight 16-byte aligned.
+  static bool fp8GemmApplies(const DeviceWeight &w, int64_t k);
+  /// The floats of scratch fp8Gemm takes for x [m, k]: its e4m3 codes (m k
+  /// bytes, to a multiple of 16) then its scales (m ceil(k / 128) floats).
+  static int64_t fp8GemmScratchFloats(int64_t m, int64_t k);
+  /// out = x . w^T (+ bias) with both operands in FP8, DeepGEMM's block
+  /// scaling: daybreak_quant_fp8 writes x as e4m3 codes with a power-of-two
+  /// scale a row and 128 columns into `scratch` (fp8GemmScratchFloats), and
+  /// daybreak_gemm_wg_fp8 multiplies them with the weight's codes on the
+  /// fp8 warpgroup MMA, each 128 columns' sums folded into fp32 with both
+  /// scales (CudaGemm.cuh). An error where fp8GemmApplies is false, x is
+  /// not 16-byte aligned, or the scratch is short.
+  Status fp8Gemm(CUdeviceptr x, const DeviceWeight &w, const DeviceWeight &bias,
+                 int64_t m, int64_t n, int64_t k, CUdeviceptr out,
+                 CUstream stream, const InputRounding &scratch) const;
   /// The tiles and cluster size tensorGemv picks for this shape (tiles 0:
   /// none fits), for the benchmark's report.
   TensorGemvChoice tensorGemvChoice(const DeviceWeight &w, int64_t m, int64_t n,
@@ -838,11 +857,15 @@ private:
                    CUdeviceptr partials, CUdeviceptr input, CUdeviceptr post,
                    CUdeviceptr comb, CUstream stream) const;
 
+  /// What a copy-engine map reads: bf16 values in boxes of 64 columns,
+  /// 128-byte swizzled (a box row is the swizzle's span, as the MMA reads
+  /// it); e4m3 codes in boxes of 64 columns as stored (to be widened); or
+  /// e4m3 codes in boxes of 128 columns, 128-byte swizzled (the fp8 MMA's).
+  enum class TileMap { Bf16, Codes, CodesSwizzled };
   /// A copy-engine map of the row-major [rows, k] matrix at `base` in
-  /// boxes of 64 columns by `boxRows` rows: bf16 128-byte swizzled (a box
-  /// row is the swizzle's span), or e4m3 `codes` as stored.
+  /// boxes of `boxRows` rows.
   Status encodeTileMap(CUtensorMap &map, CUdeviceptr base, int64_t rows,
-                       int64_t k, int64_t boxRows, bool codes) const;
+                       int64_t k, int64_t boxRows, TileMap kind) const;
 
   /// Launches `fn`, a stored-weight GEMV that loops over its `columns`
   /// warp tasks, on as many 4-warp blocks as give every warp the same number
