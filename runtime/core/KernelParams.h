@@ -25,6 +25,16 @@ enum class CacheFormat {
   Fp8Scaled,
 };
 
+/// `--precision=fp8`: whether a matmul on an e4m3 weight of these scale
+/// blocks takes its input quantized to FP8 as DeepSeek's and DeepGEMM's
+/// GEMMs do: x per row and 128 columns to e4m3 with a power-of-two scale
+/// (the caches' rule above, from max(amax, 1e-4) / 448), RNE, saturating.
+/// Weights of 128-column blocks and a multiple of 128 rows, which the FP8
+/// GEMMs fold a block at a time (DeepSeek's 128 x 128).
+inline bool fp8InputsApply(int64_t blockN, int64_t blockK) {
+  return blockK == 128 && blockN > 0 && blockN % 128 == 0;
+}
+
 /// Whether the DSA indexer's tensor-core kernel scores keys of this cache
 /// for `heads` heads (`daybreak-run --attention=tensor-cores`): bf16 rows,
 /// or FP8 rows with one scale a row and no tail, of 16 to 128 values (a

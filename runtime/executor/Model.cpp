@@ -27,7 +27,8 @@ StatusOr<std::unique_ptr<Model>> Model::load(const std::string &path,
     auto cpuDevice = std::make_unique<cpu::CpuDevice>(options.threads);
     // No tensor cores here: their roundings, as the GPU path's oracle.
     cpuDevice->emulateTensorCoreAttention(options.tensorCoreAttention);
-    cpuDevice->roundMatmulInputs(options.bf16MatmulInputs);
+    cpuDevice->roundMatmulInputs(options.bf16MatmulInputs,
+                                 options.fp8MatmulInputs);
     device = std::move(cpuDevice);
   } else if (options.device.rfind("cuda", 0) == 0) {
 #ifdef DAYBREAK_HAVE_CUDA
@@ -54,7 +55,8 @@ StatusOr<std::unique_ptr<Model>> Model::load(const std::string &path,
     if (!gpu.ok())
       return gpu.error().withContext("--device=" + options.device);
     (*gpu)->preferTensorCoreAttention(options.tensorCoreAttention);
-    (*gpu)->roundMatmulInputs(options.bf16MatmulInputs);
+    (*gpu)->roundMatmulInputs(options.bf16MatmulInputs,
+                              options.fp8MatmulInputs);
     device = std::move(*gpu);
 #else
     return Status::error("--device=" + options.device +

@@ -37,6 +37,11 @@ struct LoadOptions {
   /// its input rounded to bf16 (to nearest even), on both devices (the
   /// CPU's is the CUDA device's oracle); fp32 weights (routers) stay exact.
   bool bf16MatmulInputs = false;
+  /// `--precision=fp8` (with bf16MatmulInputs): as bf16, but a matmul on an
+  /// e4m3 weight of DeepSeek's 128 x 128 blocks (runtime::fp8InputsApply)
+  /// takes its input quantized to FP8 per row and 128 columns, as
+  /// DeepSeek's own inference and DeepGEMM do; on CUDA the FP8 GEMMs.
+  bool fp8MatmulInputs = false;
   /// Debugging: report every launch whose floating-point results hold NaN
   /// or infinities on stderr (Device::checkFiniteResults). Slow.
   bool checkFinite = false;

@@ -98,13 +98,15 @@ Status runtime::parseLoadOptions(const RunFlags &flags, LoadOptions &out) {
                          "hardware threads) to " +
                          std::to_string(kMaxRunThreads));
   std::string precision = flag(flags, "precision", "exact");
-  if (precision != "exact" && precision != "bf16")
+  if (precision != "exact" && precision != "bf16" && precision != "fp8")
     return Status::error("--precision=" + precision +
-                         ": expected exact or bf16");
-  out.bf16MatmulInputs = precision == "bf16";
-  // bf16 takes the attention tensor cores too, unless --attention says.
-  std::string attention =
-      flag(flags, "attention", precision == "bf16" ? "tensor-cores" : "exact");
+                         ": expected exact, bf16 or fp8");
+  out.bf16MatmulInputs = precision != "exact";
+  out.fp8MatmulInputs = precision == "fp8";
+  // bf16 and fp8 take the attention tensor cores too, unless --attention
+  // says.
+  std::string attention = flag(flags, "attention",
+                               precision != "exact" ? "tensor-cores" : "exact");
   if (attention != "exact" && attention != "tensor-cores")
     return Status::error("--attention=" + attention +
                          ": expected exact or tensor-cores");

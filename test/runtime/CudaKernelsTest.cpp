@@ -2717,6 +2717,166 @@ TEST_F(CudaKernelsTest, Fp8Gemm) {
       << refused.message();
 }
 
+TEST_F(CudaKernelsTest, Fp8Inputs) {
+  // --precision=fp8 (InputRounding::fp8) through matmul() and
+  // expertMatmul() on e4m3 weights of 128 x 128 blocks, every path they
+  // pick: the FP8 GEMMs (128 rows or more; grouped experts past 8 tokens
+  // and 128 rows), and below them the exact paths on x quantized and
+  // written back as fp32 (the GEMVs, the tensor-core GEMMs). The oracle is
+  // the CPU device's: cpu::quantizeFp8Rows, then the CPU kernels.
+  // - Small-integer data (x an integer in [-4, 4] times a power of two per
+  //   row, weight codes integers in [-4, 4], power-of-two scales and
+  //   routing weights): every path is exact, so each must equal the CPU bit
+  //   for bit.
+  // - Random data below the FP8 GEMMs' rows: the same exact products, fp32
+  //   sums in another order (1e-5 of the row's largest output); the FP8
+  //   GEMMs' own rounding is Fp8Gemm's test.
+  // The scratch is what CudaDevice plans (matmulRoundingFloats,
+  // expertRoundingFloats with fp8); one float less is refused.
+  std::uniform_int_distribution<int> small(-4, 4), exponent(-12, 12),
+      scaleExponent(-7, -3);
+  auto integerCodes = [&](StoredWeights &w) {
+    for (uint8_t &code : w.bytes)
+      code = numerics::floatToE4m3(float(small(rng)), true);
+    for (float &scale : w.scales)
+      scale = std::ldexp(1.0f, scaleExponent(rng));
+  };
+  auto makeX = [&](int64_t rows, int64_t k, bool integers) {
+    std::vector<float> x(rows * k);
+    std::uniform_real_distribution<float> uniform(-1.0f, 1.0f);
+    for (int64_t r = 0; r < rows; ++r) {
+      int e = exponent(rng);
+      for (int64_t c = 0; c < k; ++c)
+        x[r * k + c] = std::ldexp(integers ? float(small(rng)) : uniform(rng), e);
+    }
+    return x;
+  };
+  DeviceWeight gw;
+  gw.type = 2;
+  gw.blockN = gw.blockK = 128;
+  cpu::WeightView hw;
+  hw.type = cpu::WeightType::F8E4M3;
+  hw.blockN = hw.blockK = 128;
+  for (bool integers : {true, false})
+    for (auto [m, n, k] : {std::tuple<int64_t, int64_t, int64_t>{1, 300, 512},
+                           {8, 129, 384},
+                           {64, 200, 512},
+                           {127, 256, 256},
+                           {300, 129, 384}}) {
+      if (!integers && m >= kWarpgroupGemmMinRows)
+        continue;
+      StoredWeights w = randomStored(rng, cpu::WeightType::F8E4M3, n * k,
+                                     ((n + 127) / 128) * ((k + 127) / 128));
+      if (integers)
+        integerCodes(w);
+      else
+        for (uint8_t &code : w.bytes)
+          if ((code & 0x7F) == 0x7F)
+            code ^= 1;
+      auto x = makeX(m, k, integers);
+      std::vector<float> xq(x.size()), expected(m * n);
+      cpu::quantizeFp8Rows(pool, x.data(), m, k, xq.data());
+      hw.data = w.bytes.data();
+      hw.scales = w.scales.data();
+      cpu::matmul(pool, xq.data(), hw, cpu::WeightView(), m, n, k,
+                  expected.data(), cpu::MatmulTiling());
+      int64_t floats = CudaKernels::matmulRoundingFloats(gw, m, k, true, true);
+      Buffer dx(*driver, x), dw(*driver, w.bytes), ds(*driver, w.scales),
+          dOut(*driver, m * n * 4), dScratch(*driver, floats * 4);
+      gw.data = dw;
+      gw.scales = ds.get();
+      ASSERT_EQ(driver->cuMemsetD8(dOut.get(), 0xff, m * n * 4), CUDA_SUCCESS);
+      InputRounding rounding{true, dScratch, floats, true};
+      expectRan(kernels->matmul(dx, gw, DeviceWeight(), m, n, k, dOut, nullptr,
+                                nullptr, false, rounding));
+      std::vector<float> out = dOut.read<float>(m * n);
+      char shape[80];
+      std::snprintf(shape, sizeof(shape), "matmul %s m=%ld n=%ld k=%ld",
+                    integers ? "integers" : "random", long(m), long(n),
+                    long(k));
+      report("fp8 inputs", shape, rowRelativeError(out, expected, n));
+      if (integers)
+        EXPECT_EQ(out, expected) << shape;
+      else
+        EXPECT_LE(rowRelativeError(out, expected, n), 1e-5) << shape;
+      rounding.scratchFloats = floats - 1;
+      EXPECT_FALSE(kernels
+                       ->matmul(dx, gw, DeviceWeight(), m, n, k, dOut, nullptr,
+                                nullptr, false, rounding)
+                       .ok())
+          << shape;
+    }
+
+  // Experts: 4 tokens (the GEMV), 12 x top-4 (48 rows: the tensor-core
+  // GEMM on the copy), 64 x top-8 and 300 x top-4 (the grouped FP8 GEMM);
+  // x per token and per slot, routed (power-of-two weights) and not.
+  constexpr int64_t experts = 6, n = 200, k = 384;
+  for (auto [tokens, slots] : {std::pair<int64_t, int64_t>{4, 4},
+                               {12, 4},
+                               {64, 8},
+                               {300, 4}})
+    for (bool perSlot : {false, true})
+      for (bool routed : {false, true}) {
+        StoredWeights w =
+            randomStored(rng, cpu::WeightType::F8E4M3, experts * n * k,
+                         experts * ((n + 127) / 128) * ((k + 127) / 128));
+        integerCodes(w);
+        auto x = makeX(tokens * (perSlot ? slots : 1), k, true);
+        std::vector<float> routing(tokens * slots);
+        for (float &r : routing)
+          r = std::ldexp(1.0f, -int(rng() % 4));
+        std::vector<int32_t> indices(tokens * slots);
+        for (auto &i : indices)
+          i = int32_t(rng() % 10) < 7 ? int32_t(rng() % experts) : 2;
+        std::vector<float> xq(x.size());
+        cpu::quantizeFp8Rows(pool, x.data(), int64_t(x.size()) / k, k,
+                             xq.data());
+        hw.data = w.bytes.data();
+        hw.scales = w.scales.data();
+        int64_t outRows = routed ? tokens : tokens * slots;
+        std::vector<float> expected(outRows * n);
+        ASSERT_TRUE(cpu::expertMatmul(pool, xq.data(), perSlot, hw, experts, n,
+                                      k, indices.data(), tokens, slots,
+                                      routed ? routing.data() : nullptr,
+                                      expected.data(), cpu::WeightView())
+                        .ok());
+        int64_t scratchBytes =
+            std::max(expertGemmScratchBytes(tokens, slots, experts, n, routed),
+                     expertGemvScratchBytes(tokens, slots, n, routed));
+        int64_t floats = CudaKernels::expertRoundingFloats(
+            gw, experts, n, k, tokens, slots, perSlot, true, true);
+        Buffer dx(*driver, x), dw(*driver, w.bytes), ds(*driver, w.scales),
+            dIdx(*driver, indices), dR(*driver, routing),
+            dOut(*driver, expected.size() * 4),
+            dScratch(*driver, size_t(scratchBytes)),
+            dRound(*driver, size_t(floats) * 4);
+        gw.data = dw;
+        gw.scales = ds.get();
+        ASSERT_EQ(driver->cuMemsetD8(dOut.get(), 0xff, expected.size() * 4),
+                  CUDA_SUCCESS);
+        InputRounding rounding{true, dRound, floats, true};
+        expectRan(kernels->expertMatmul(
+            dx, perSlot, gw, experts, n, k, dIdx, tokens, slots,
+            routed ? dR.get() : 0, dOut, nullptr, DeviceWeight(), dScratch,
+            scratchBytes, rounding));
+        std::vector<float> out = dOut.read<float>(expected.size());
+        char shape[80];
+        std::snprintf(shape, sizeof(shape),
+                      "experts T=%ld top-%ld perSlot=%d routed=%d",
+                      long(tokens), long(slots), perSlot, routed);
+        report("fp8 inputs", shape, rowRelativeError(out, expected, n));
+        EXPECT_EQ(out, expected) << shape;
+        rounding.scratchFloats = floats - 1;
+        EXPECT_FALSE(kernels
+                         ->expertMatmul(dx, perSlot, gw, experts, n, k, dIdx,
+                                        tokens, slots, routed ? dR.get() : 0,
+                                        dOut, nullptr, DeviceWeight(), dScratch,
+                                        scratchBytes, rounding)
+                         .ok())
+            << shape;
+      }
+}
+
 TEST_F(CudaKernelsTest, WarpgroupGemm) {
   // --precision=bf16's many-row matmuls on the warpgroup MMA
   // (warpgroupGemm: x rounded to bf16 codes, read with the weight by the

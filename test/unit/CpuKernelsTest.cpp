@@ -1095,3 +1095,59 @@ TEST(CpuKernels, StoredWeightsEqualTheWidenedFp32Kernels) {
 }
 
 } // namespace
+
+TEST(CpuMatmulInputs, QuantizeFp8RowsMatchesABruteForceOracle) {
+  // cpu::quantizeFp8Rows (--precision=fp8's x) against a brute-force
+  // reading of its rule: per row and 128 columns, the least power of two s
+  // (found by doubling and halving) with max(amax, 1e-4) / s <= 448, and
+  // each value the nearest of the 256 e4m3 values times s (ties to the even
+  // code, beyond 448 the largest). Rows of mixed magnitudes, a zero row
+  // (the 1e-4 floor), a row whose amax is exactly 448 times a power of two
+  // (the boundary), and a partial last block (k = 200).
+  cpu::ThreadPool pool(2);
+  std::mt19937 rng(5);
+  std::uniform_real_distribution<float> uniform(-1.0f, 1.0f);
+  std::uniform_int_distribution<int> exponent(-30, 30);
+  constexpr int64_t rows = 40, k = 200;
+  std::vector<float> x(rows * k);
+  for (int64_t r = 0; r < rows; ++r) {
+    int e = exponent(rng);
+    for (int64_t c = 0; c < k; ++c)
+      x[r * k + c] = std::ldexp(uniform(rng), e);
+  }
+  std::fill(x.begin(), x.begin() + k, 0.0f);
+  x[k + 3] = 448.0f * 0.25f; // amax exactly 448 / 4 in row 1's first block
+  for (int64_t c = 0; c < 128; ++c)
+    if (c != 3)
+      x[k + c] = std::min(std::fabs(x[k + c]), 100.0f) * 0.5f;
+  std::vector<float> out(rows * k);
+  cpu::quantizeFp8Rows(pool, x.data(), rows, k, out.data());
+  for (int64_t r = 0; r < rows; ++r)
+    for (int64_t b = 0; b < k; b += 128) {
+      int64_t end = std::min(k, b + 128);
+      double amax = 1e-4;
+      for (int64_t c = b; c < end; ++c)
+        amax = std::max(amax, double(std::fabs(x[r * k + c])));
+      double s = 1.0;
+      while (amax / s > 448.0)
+        s *= 2.0;
+      while (amax / (s / 2.0) <= 448.0)
+        s /= 2.0;
+      for (int64_t c = b; c < end; ++c) {
+        double v = double(x[r * k + c]) / s;
+        int best = 0;
+        for (int code = 0; code < 256; ++code) {
+          double candidate = numerics::e4m3ToFloat(uint8_t(code));
+          if (std::isnan(candidate))
+            continue;
+          double was = numerics::e4m3ToFloat(uint8_t(best));
+          double dc = std::fabs(candidate - v), db = std::fabs(was - v);
+          if (dc < db || (dc == db && (code & 1) == 0 && candidate != was))
+            best = code;
+        }
+        double expected = numerics::e4m3ToFloat(uint8_t(best)) * s;
+        ASSERT_EQ(double(out[r * k + c]), expected)
+            << "row " << r << " column " << c << " x " << x[r * k + c];
+      }
+    }
+}

@@ -347,15 +347,23 @@ struct CpuLaunchers {
   }
   /// matmul and fp8_matmul: weight [N, K] as stored.
   /// A matmul's input: `x` itself, or, under roundMatmulInputs on a weight
-  /// stored below fp32, its copy rounded to bf16 (to nearest even).
-  static const float *input(CpuDevice &d, const BoundArg &x, bool stored) {
-    if (!d.bf16Inputs || !stored)
+  /// stored below fp32, its copy rounded to bf16 (to nearest even), or,
+  /// with fp8 on an e4m3 weight where runtime::fp8InputsApply holds,
+  /// quantized to FP8 per row and 128 columns (cpu::quantizeFp8Rows).
+  static const float *input(CpuDevice &d, const BoundArg &x,
+                            const WeightView &w) {
+    if (!d.bf16Inputs || w.isF32())
       return f(x);
     int64_t n = x.numel();
     if (int64_t(d.roundedInput.size()) < n)
       d.roundedInput.resize(n);
     const float *src = f(x);
     float *dst = d.roundedInput.data();
+    if (d.fp8Inputs && w.type == WeightType::F8E4M3 &&
+        runtime::fp8InputsApply(w.blockN, w.blockK)) {
+      cpu::quantizeFp8Rows(d.pool, src, n / x.back(), x.back(), dst);
+      return dst;
+    }
     for (int64_t i = 0; i < n; ++i)
       dst[i] = numerics::roundToBf16(src[i]);
     return dst;
@@ -370,7 +378,7 @@ struct CpuLaunchers {
       tiling.rowBlock = (*tile)[0];
       tiling.colBlock = (*tile)[1];
     }
-    cpu::matmul(d.pool, input(d, x, !w.isF32()), w, bias, x.numel() / k, n, k,
+    cpu::matmul(d.pool, input(d, x, w), w, bias, x.numel() / k, n, k,
                 f(l.out(0)), tiling);
     return Status::success();
   }
@@ -395,7 +403,7 @@ struct CpuLaunchers {
                      l->i(abi::HeadMatmul::P::transpose_weight);
     int64_t n = transpose ? w.dim(1) : w.dim(2);
     WeightView stored = weight(w);
-    cpu::headMatmul(d.pool, input(d, x, !stored.isF32()), stored, transpose,
+    cpu::headMatmul(d.pool, input(d, x, stored), stored, transpose,
                     x.dim(0), x.dim(1), x.dim(2), n, f(l.out(0)));
     return Status::success();
   }
@@ -475,7 +483,7 @@ struct CpuLaunchers {
             ? &l->ints(abi::ExpertMatmul::P::block_size)
             : nullptr;
     WeightView stored = weight(w, &l.in(In::weight_scale), blocks);
-    return cpu::expertMatmul(d.pool, input(d, x, !stored.isF32()), x.rank == 3,
+    return cpu::expertMatmul(d.pool, input(d, x, stored), x.rank == 3,
                              stored, w.dim(0), w.dim(1), w.dim(2), i32(indices),
                              l.tokens, indices.dim(1),
                              opt<float>(l.in(In::routing_weights)), f(l.out(0)),
@@ -488,8 +496,10 @@ struct CpuLaunchers {
     Mxfp4Weights packed;
     packed.values = w.as<uint8_t>();
     packed.scales = l.in(In::scales).as<uint8_t>();
+    WeightView stored; // below fp32: rounded to bf16 like any stored weight
+    stored.type = WeightType::BF16;
     return cpu::mxfp4ExpertMatmul(
-        d.pool, input(d, x, /*stored=*/true), x.rank == 3, packed,
+        d.pool, input(d, x, stored), x.rank == 3, packed,
         weight(l.in(In::bias)), w.dim(0), w.dim(1), w.dim(2), i32(indices),
         l.tokens, indices.dim(1), opt<float>(l.in(In::routing_weights)),
         f(l.out(0)));

@@ -36,8 +36,13 @@ public:
   }
   /// Matmul inputs rounded to bf16 (to nearest even) where the weight is
   /// stored below fp32: `daybreak-run --precision=bf16`, the oracle of the
-  /// CUDA device's InputRounding. Off by default.
-  void roundMatmulInputs(bool bf16) { bf16Inputs = bf16; }
+  /// CUDA device's InputRounding; with `fp8` (`--precision=fp8`), inputs
+  /// of e4m3 weights that runtime::fp8InputsApply names quantized to FP8
+  /// instead. Off by default.
+  void roundMatmulInputs(bool bf16, bool fp8 = false) {
+    bf16Inputs = bf16 || fp8;
+    fp8Inputs = fp8;
+  }
   Status prepare(const artifact::ArtifactFile &file,
                  const std::vector<runtime::PreparedStep> &steps) override;
   Status writeArena(uint64_t offset, const void *data, size_t bytes) override;
@@ -84,7 +89,7 @@ private:
   const std::vector<runtime::PreparedStep> *steps = nullptr;
   ThreadPool pool;
   bool tensorCoreRounding = false;
-  bool bf16Inputs = false;
+  bool bf16Inputs = false, fp8Inputs = false;
   /// roundMatmulInputs' rounded copy of the current launch's input (grown
   /// to the largest input seen, then reused).
   std::vector<float> roundedInput;

@@ -462,7 +462,8 @@ Status CudaDevice::prepare(const artifact::ArtifactFile &file,
                        extent(In::weight, 0), extent(In::weight, 1), routed));
     }
 
-  // --precision=bf16: the rounded copies of matmul inputs (InputRounding),
+  // --precision=bf16 and fp8: the rounded (or FP8) copies of matmul inputs
+  // (InputRounding),
   // for the largest launch. A matmul's need is CudaKernels's own
   // (matmulRoundingFloats), which is largest at 8 rows or at the most
   // tokens; the other kernels round their whole input unless the
@@ -495,19 +496,31 @@ Status CudaDevice::prepare(const artifact::ArtifactFile &file,
         stored.blockK = 128;
         if (l.kernel == K::KernelId::Fp8Matmul)
           stored.blockK = l.ints(abi::Fp8Matmul::P::block_size)[1];
-        if (experts && l.has(abi::ExpertMatmul::P::block_size))
-          stored.blockK = l.ints(abi::ExpertMatmul::P::block_size)[1];
         stored.blockN = 128;
         if (l.kernel == K::KernelId::Fp8Matmul)
           stored.blockN = l.ints(abi::Fp8Matmul::P::block_size)[0];
+        if (experts && l.has(abi::ExpertMatmul::P::block_size)) {
+          stored.blockN = l.ints(abi::ExpertMatmul::P::block_size)[0];
+          stored.blockK = l.ints(abi::ExpertMatmul::P::block_size)[1];
+        }
         bool xAligned =
             x.kind == runtime::PreparedArg::Kind::Buffer && x.offset % 16 == 0;
         if (matmul) {
-          for (int64_t t : {std::min<int64_t>(tokens, 8), tokens}) {
+          // Each path needs more with more rows: the most is at 8 tokens,
+          // at the last token count below the many-row GEMMs' row minimum
+          // (under fp8 the copy's paths take those), and at the most.
+          auto rows = [&](int64_t t) {
+            return numel(t) / std::max<int64_t>(k, 1);
+          };
+          int64_t below = std::min<int64_t>(tokens, kWarpgroupGemmMinRows);
+          while (below > 1 && rows(below) >= kWarpgroupGemmMinRows)
+            --below;
+          for (int64_t t : {std::min<int64_t>(tokens, 8), below, tokens}) {
             int64_t rows = numel(t) / std::max<int64_t>(k, 1);
             roundScratchFloats = std::max(
                 roundScratchFloats,
-                CudaKernels::matmulRoundingFloats(stored, rows, k, xAligned));
+                CudaKernels::matmulRoundingFloats(stored, rows, k, xAligned,
+                                                  fp8Inputs));
           }
           continue;
         }
@@ -528,7 +541,7 @@ Status CudaDevice::prepare(const artifact::ArtifactFile &file,
                 roundScratchFloats,
                 CudaKernels::expertRoundingFloats(
                     stored, w.constant[0], w.constant[1], k, t, slots, perSlot,
-                    xAligned));
+                    xAligned, fp8Inputs));
           continue;
         }
         roundScratchFloats = std::max(roundScratchFloats, numel(tokens));

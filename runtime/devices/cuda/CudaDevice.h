@@ -34,8 +34,14 @@ public:
         prefer ? AttentionPath::PreferTensorCores : AttentionPath::Auto;
   }
   /// Matmul inputs rounded to bf16 where the weight is stored below fp32
-  /// (`daybreak-run --precision=bf16`, InputRounding). Before prepare().
-  void roundMatmulInputs(bool bf16) { bf16Inputs = bf16; }
+  /// (`daybreak-run --precision=bf16`, InputRounding); with `fp8`
+  /// (`--precision=fp8`), those of e4m3 weights that
+  /// runtime::fp8InputsApply names quantized to FP8 (the FP8 GEMMs)
+  /// instead. Before prepare().
+  void roundMatmulInputs(bool bf16, bool fp8 = false) {
+    bf16Inputs = bf16 || fp8;
+    fp8Inputs = fp8;
+  }
   ~CudaDevice() override;
 
   std::string name() const override {
@@ -158,11 +164,11 @@ private:
   uint64_t mhcScratchBytes = 0;
   /// roundMatmulInputs: on or off, and the rounded copies' scratch, sized
   /// for the largest input a launch rounds outside the tensor-core GEMMs.
-  bool bf16Inputs = false;
+  bool bf16Inputs = false, fp8Inputs = false;
   CUdeviceptr roundScratch = 0;
   int64_t roundScratchFloats = 0;
   InputRounding rounding() const {
-    return {bf16Inputs, roundScratch, roundScratchFloats};
+    return {bf16Inputs, roundScratch, roundScratchFloats, fp8Inputs};
   }
 };
 

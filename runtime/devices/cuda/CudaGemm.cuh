@@ -542,8 +542,23 @@ struct Fp8GemmShared {
 __device__ __forceinline__ void
 warpgroupFp8Gemm(const TensorMap &xMap, const TensorMap &wMap,
                  const float *xScales, const Weight &w, const Weight &bias,
-                 int64_t m, int64_t n, int64_t k, float *out) {
+                 int64_t m, int64_t n, int64_t k, float *out,
+                 const WgGroups &groups = {nullptr, nullptr, nullptr}) {
   using S = Fp8GemmShared;
+  // The block's first rows of x and w, its rows that exist, and its
+  // expert (0 for a dense GEMM), as warpgroupGemm.
+  int64_t xRow = int64_t(blockIdx.y) * kWgRows, expert = 0;
+  int64_t rows = m - xRow < kWgRows ? m - xRow : kWgRows;
+  const int32_t *dest = nullptr;
+  if (groups.tiles) {
+    if (int64_t(blockIdx.y) >= int64_t(*groups.tileCount))
+      return;
+    const int4 tile = groups.tiles[blockIdx.y];
+    expert = tile.x;
+    xRow = tile.y;
+    rows = tile.z;
+    dest = groups.order + tile.y;
+  }
   uint8_t *base =
       wgGemmShared + ((1024 - (sharedAddress(wgGemmShared) & 1023)) & 1023);
   uint64_t *full = reinterpret_cast<uint64_t *>(base + S::kStages *
@@ -552,7 +567,6 @@ warpgroupFp8Gemm(const TensorMap &xMap, const TensorMap &wMap,
   const int warpgroup = threadIdx.x / 128;
   const int lane = threadIdx.x & 31;
   const int64_t n0 = int64_t(blockIdx.x) * 128;
-  const int64_t m0 = int64_t(blockIdx.y) * kWgRows;
   const int blocks = int((k + 127) / 128);
   if (threadIdx.x == 0) {
     for (int s = 0; s < S::kStages; ++s) {
@@ -571,21 +585,23 @@ warpgroupFp8Gemm(const TensorMap &xMap, const TensorMap &wMap,
         barrierWait(&empty[slot], ((s / S::kStages) & 1) ^ 1);
         uint8_t *stage = base + slot * S::kStageBytes;
         barrierExpectBytes(&full[slot], S::kStageBytes);
-        copyTile(stage, xMap, &full[slot], s * 128, int32_t(m0));
+        copyTile(stage, xMap, &full[slot], s * 128, int32_t(xRow));
         copyTile(stage + S::kTileBytes, wMap, &full[slot], s * 128,
-                 int32_t(n0));
+                 int32_t(expert * n + n0));
       }
     return;
   }
   asm volatile("setmaxnreg.inc.sync.aligned.u32 232;");
   const int wg = warpgroup - 1;
   const int warp = (threadIdx.x / 32) & 3, g = lane >> 2, t = lane & 3;
-  // This thread's two rows (wgmma's order: acc[4 j + 2 h + c] is row
-  // 16 warp + g + 8 h of the warpgroup's 64, column 8 j + 2 t + c).
-  const int64_t row0 = m0 + wg * 64 + warp * 16 + g, row1 = row0 + 8;
-  const float *scale0 = row0 < m ? xScales + row0 * blocks : nullptr;
-  const float *scale1 = row1 < m ? xScales + row1 * blocks : nullptr;
-  const float *wScales = w.scales + (n0 / w.blockN) * blocks;
+  // This thread's two rows of the tile (wgmma's order: acc[4 j + 2 h + c]
+  // is row 16 warp + g + 8 h of the warpgroup's 64, column 8 j + 2 t + c).
+  const int r0 = wg * 64 + warp * 16 + g, r1 = r0 + 8;
+  const float *scale0 = r0 < rows ? xScales + (xRow + r0) * blocks : nullptr;
+  const float *scale1 = r1 < rows ? xScales + (xRow + r1) * blocks : nullptr;
+  const float *wScales =
+      w.scales + (expert * ((n + w.blockN - 1) / w.blockN) + n0 / w.blockN) *
+                     blocks;
   float acc[64], part[64];
 #pragma unroll
   for (int i = 0; i < 64; ++i)
@@ -622,19 +638,19 @@ warpgroupFp8Gemm(const TensorMap &xMap, const TensorMap &wMap,
   const bool pairs = n % 2 == 0;
 #pragma unroll
   for (int h = 0; h < 2; ++h) {
-    const int64_t row = h ? row1 : row0;
-    if (row >= m)
+    const int r = h ? r1 : r0;
+    if (r >= rows)
       continue;
-    float *o = out + row * n;
+    float *o = out + (dest ? int64_t(dest[r]) : xRow + r) * n;
 #pragma unroll
     for (int j = 0; j < 16; ++j) {
       const int64_t col = n0 + j * 8 + 2 * t;
       float v0 = acc[4 * j + 2 * h], v1 = acc[4 * j + 2 * h + 1];
       if (bias.data) {
         if (col < n)
-          v0 += weightAt(bias, col);
+          v0 += weightAt(bias, expert * n + col);
         if (col + 1 < n)
-          v1 += weightAt(bias, col + 1);
+          v1 += weightAt(bias, expert * n + col + 1);
       }
       if (pairs && col + 1 < n) {
         *reinterpret_cast<float2 *>(o + col) = make_float2(v0, v1);
@@ -662,30 +678,60 @@ extern "C" __global__ void __launch_bounds__(kWgThreads, 1)
   warpgroupFp8Gemm(xMap, wMap, xScales, w, bias, m, n, k, out);
 }
 
+/// The grouped expert FP8 GEMM (CudaKernels::fp8ExpertMatmul): grid
+/// (ceil(n / 128), an upper bound on daybreak_expert_group's 128-row
+/// tiles), as daybreak_expert_gemm_wg_*. xMap: the gathered rows' codes
+/// (daybreak_quant_fp8 with `order`), xScales theirs; wMap: all experts'
+/// codes as one [experts x n, k] matrix.
+extern "C" __global__ void __launch_bounds__(kWgThreads, 1)
+    daybreak_expert_gemm_wg_fp8(const __grid_constant__ TensorMap xMap,
+                                const __grid_constant__ TensorMap wMap,
+                                const float *xScales, Weight w, Weight bias,
+                                int64_t n, int64_t k, const int32_t *order,
+                                const int4 *tiles, const int32_t *tileCount,
+                                float *out) {
+  warpgroupFp8Gemm(xMap, wMap, xScales, w, bias, 0, n, k, out,
+                   WgGroups{order, tiles, tileCount});
+}
+
 /// x [m, k] to e4m3 codes with one power-of-two scale a row and 128
-/// columns (the FP8 GEMM's x): scale 2^ceil(log2(max(amax, 1e-4) / 448)),
+/// columns (the FP8 GEMMs' x): scale 2^ceil(log2(max(amax, 1e-4) / 448)),
 /// as the FP8 caches choose theirs, codes RNE of x / scale, saturating
 /// (numerics::floatToE4m3). k a multiple of 16; codes [m, k], scales [m,
-/// ceil(k / 128)]. A warp a (row, block) task, four values a lane.
-extern "C" __global__ void daybreak_quant_fp8(const float *x, int64_t m,
-                                              int64_t k, uint8_t *codes,
-                                              float *scales) {
+/// ceil(k / 128)]. With `order` (daybreak_expert_group's), output row i
+/// quantizes the x row of pair order[i] (x per slot: that row, else pair /
+/// slots) for the counts[1] rows grouped. With `dequantized`, each value
+/// is written there as the float code x scale instead ([m, k]; codes and
+/// scales unused): x as the FP8 GEMM sees it, for kernels that take fp32.
+/// A warp a (row, block) task, four values a lane.
+extern "C" __global__ void
+daybreak_quant_fp8(const float *x, int64_t m, int64_t k, uint8_t *codes,
+                   float *scales, const int32_t *order, const int32_t *counts,
+                   int32_t perSlotInput, int64_t slots, float *dequantized) {
   const int lane = threadIdx.x & 31;
   const int64_t blocks = (k + 127) / 128;
   const int64_t warps = int64_t(gridDim.x) * (blockDim.x / 32);
+  if (order)
+    m = counts[1];
   for (int64_t task = int64_t(blockIdx.x) * (blockDim.x / 32) +
                       threadIdx.x / 32;
        task < m * blocks; task += warps) {
     const int64_t row = task / blocks, col = (task % blocks) * 128 + 4 * lane;
+    int64_t source = row;
+    if (order) {
+      const int64_t pair = order[row];
+      source = perSlotInput ? pair : pair / slots;
+    }
     float4 v = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
     if (col < k)
-      v = *reinterpret_cast<const float4 *>(x + row * k + col);
+      v = *reinterpret_cast<const float4 *>(x + source * k + col);
     float amax = warpMax(
         fmaxf(fmaxf(fabsf(v.x), fabsf(v.y)), fmaxf(fabsf(v.z), fabsf(v.w))));
     const int exponent = fp8ScaleExponent(amax);
-    const float inverse = ldexpf(1.0f, -exponent);
-    if (lane == 0)
-      scales[task] = ldexpf(1.0f, exponent);
+    const float scale = ldexpf(1.0f, exponent),
+                inverse = ldexpf(1.0f, -exponent);
+    if (lane == 0 && !dequantized)
+      scales[task] = scale;
     if (col < k) {
       uint16_t lo, hi;
       asm("cvt.rn.satfinite.e4m3x2.f32 %0, %1, %2;"
@@ -694,8 +740,16 @@ extern "C" __global__ void daybreak_quant_fp8(const float *x, int64_t m,
       asm("cvt.rn.satfinite.e4m3x2.f32 %0, %1, %2;"
           : "=h"(hi)
           : "f"(v.w * inverse), "f"(v.z * inverse));
-      *reinterpret_cast<uint32_t *>(codes + row * k + col) =
-          uint32_t(lo) | (uint32_t(hi) << 16);
+      if (dequantized) {
+        float a, b, c, d;
+        e4m3x2ToFloat(lo, a, b);
+        e4m3x2ToFloat(hi, c, d);
+        *reinterpret_cast<float4 *>(dequantized + row * k + col) =
+            make_float4(a * scale, b * scale, c * scale, d * scale);
+      } else {
+        *reinterpret_cast<uint32_t *>(codes + row * k + col) =
+            uint32_t(lo) | (uint32_t(hi) << 16);
+      }
     }
   }
 }

@@ -291,7 +291,8 @@ StatusOr<CudaKernels> CudaKernels::load(const Driver &driver, CUmodule module) {
         {kernels.gemmWgE4m3Fn, warpgroupGemmSharedBytes(2)},
         {kernels.expertGemmWgBf16Fn, warpgroupGemmSharedBytes(1)},
         {kernels.expertGemmWgE4m3Fn, warpgroupGemmSharedBytes(2)},
-        {kernels.gemmWgFp8Fn, fp8GemmSharedBytes}})
+        {kernels.gemmWgFp8Fn, fp8GemmSharedBytes},
+        {kernels.expertGemmWgFp8Fn, fp8GemmSharedBytes}})
     if (status.ok())
       status =
           driver.check(driver.cuFuncSetAttribute(
@@ -758,6 +759,18 @@ Status CudaKernels::matmul(CUdeviceptr x, const DeviceWeight &w,
                            const InputRounding &rounding) const {
   if (w.type == 0 && (bias.data == 0 || bias.type == 0))
     return matmul(x, w.data, bias.data, m, n, k, out, stream, specialized);
+  if (rounding.fp8 && fp8InputsApply(w)) {
+    // FP8 x: the FP8 GEMM for many rows, else the exact paths on x
+    // quantized and written back as fp32 (the same products).
+    if (m >= kWarpgroupGemmMinRows && fp8GemmApplies(w, k) && x % 16 == 0)
+      return fp8Gemm(x, w, bias, m, n, k, out, stream, rounding);
+    StatusOr<CUdeviceptr> quantized =
+        fp8Dequantized(x, m, k, rounding, stream);
+    if (!quantized.ok())
+      return quantized.error();
+    return matmul(*quantized, w, bias, m, n, k, out, stream, specialized,
+                  constantWeight, InputRounding());
+  }
   if (rounding.bf16 && warpgroupGemmApplies(w, m, k) && x % 16 == 0)
     return warpgroupGemm(x, w, bias, m, n, k, out, stream, rounding);
   if (m > 8 && tensorGemmApplies(w, k) && x % 16 == 0)
@@ -878,9 +891,13 @@ bool CudaKernels::warpgroupGemmApplies(const DeviceWeight &w, int64_t m,
 }
 
 int64_t CudaKernels::matmulRoundingFloats(const DeviceWeight &w, int64_t m,
-                                          int64_t k, bool xAligned) {
+                                          int64_t k, bool xAligned, bool fp8) {
   if (w.type == 0)
     return 0;
+  if (fp8 && fp8InputsApply(w))
+    return m >= kWarpgroupGemmMinRows && fp8GemmApplies(w, k) && xAligned
+               ? fp8GemmScratchFloats(m, k)
+               : m * k;
   if (xAligned && warpgroupGemmApplies(w, m, k))
     return (m * k + 1) / 2; // bf16 codes
   if (m > 8 && xAligned && tensorGemmApplies(w, k))
@@ -984,8 +1001,11 @@ Status CudaKernels::fp8Gemm(CUdeviceptr x, const DeviceWeight &w,
                          " floats of 16-byte aligned scratch; given " +
                          std::to_string(scratch.scratchFloats));
   CUdeviceptr codes = scratch.scratch,
-              scales = codes + ceilDiv(m * k, 16) * 16;
-  void *quant[] = {&x, &m, &k, &codes, &scales};
+              scales = codes + ceilDiv(m * k, 16) * 16, none = 0;
+  int32_t perSlot = 0;
+  int64_t slots = 1;
+  void *quant[] = {&x,    &m,    &k,       &codes, &scales,
+                   &none, &none, &perSlot, &slots, &none};
   int64_t tasks = m * ceilDiv(k, 128);
   DAYBREAK_RETURN_IF_ERROR(launch(quantFp8Fn, "matmul (FP8 x)",
                                   std::min<int64_t>(ceilDiv(tasks, 8), 8192), 1,
@@ -1004,6 +1024,117 @@ Status CudaKernels::fp8Gemm(CUdeviceptr x, const DeviceWeight &w,
                 params);
 }
 
+bool CudaKernels::fp8InputsApply(const DeviceWeight &w) {
+  return w.type == 2 && runtime::fp8InputsApply(w.blockN, w.blockK);
+}
+
+StatusOr<CUdeviceptr>
+CudaKernels::fp8Dequantized(CUdeviceptr x, int64_t rows, int64_t k,
+                            const InputRounding &rounding,
+                            CUstream stream) const {
+  if (k % 16 != 0 || x % 16 != 0)
+    return Status::error("quantizing a matmul input to FP8: K " +
+                         std::to_string(k) +
+                         " is not a multiple of 16 or x is not 16-byte "
+                         "aligned");
+  if (rows * k > rounding.scratchFloats || rounding.scratch % 16 != 0)
+    return Status::error("quantizing a matmul input of " +
+                         std::to_string(rows * k) +
+                         " floats to FP8 needs as much 16-byte aligned "
+                         "scratch; the device planned " +
+                         std::to_string(rounding.scratchFloats));
+  CUdeviceptr none = 0, out = rounding.scratch;
+  int32_t perSlot = 0;
+  int64_t slots = 1;
+  void *params[] = {&x,    &rows,  &k,       &none,  &none,
+                    &none, &none,  &perSlot, &slots, &out};
+  int64_t tasks = rows * ceilDiv(k, 128);
+  DAYBREAK_RETURN_IF_ERROR(launch(quantFp8Fn, "FP8 x (dequantized)",
+                                  std::min<int64_t>(ceilDiv(tasks, 8), 8192), 1,
+                                  1, 256, 0, stream, params));
+  return out;
+}
+
+Status CudaKernels::fp8ExpertMatmul(
+    CUdeviceptr x, bool perSlotInput, const DeviceWeight &w, int64_t experts,
+    int64_t n, int64_t k, CUdeviceptr indices, int64_t tokens, int64_t slots,
+    CUdeviceptr routingWeights, CUdeviceptr out, CUstream stream,
+    const DeviceWeight &bias, CUdeviceptr scratch, int64_t scratchBytes,
+    const InputRounding &rounding) const {
+  bool routed = routingWeights != 0;
+  if (!fp8GemmApplies(w, k) ||
+      !warpgroupExpertGemmApplies(w, experts, n, k, kWarpgroupGemmMinRows, 1) ||
+      x % 16 != 0)
+    return Status::error(
+        "fp8ExpertMatmul: no FP8 GEMM for weight type " +
+        std::to_string(w.type) + ", blocks " + std::to_string(w.blockN) +
+        " x " + std::to_string(w.blockK) + ", " + std::to_string(experts) +
+        " experts of [" + std::to_string(n) + ", " + std::to_string(k) +
+        "] (or x or the weight not 16-byte aligned)");
+  int64_t needed = expertGemmScratchBytes(tokens, slots, experts, n, routed);
+  if (!scratch || scratchBytes < needed)
+    return Status::error("fp8ExpertMatmul: " + std::to_string(tokens) +
+                         " tokens x " + std::to_string(slots) + " slots need " +
+                         std::to_string(needed) + " bytes of scratch; given " +
+                         std::to_string(scratchBytes));
+  int64_t rows = tokens * slots;
+  int64_t need = fp8GemmScratchFloats(rows, k);
+  if (need > rounding.scratchFloats || rounding.scratch % 16 != 0)
+    return Status::error("fp8ExpertMatmul: x gathered as [" +
+                         std::to_string(rows) + ", " + std::to_string(k) +
+                         "] in FP8 needs " + std::to_string(need) +
+                         " floats of 16-byte aligned scratch; the device "
+                         "planned " +
+                         std::to_string(rounding.scratchFloats));
+  if (tokens <= 0 || n <= 0)
+    return Status::success();
+  // The scratch as expertGemmScratchBytes lays it out (its tile bound, for
+  // 64-row tiles, holds the 128-row ones).
+  int64_t tiles = ceilDiv(rows, 128) + std::min(experts, rows);
+  CUdeviceptr tileCount = scratch, tileList = scratch + 16,
+              order = tileList + (ceilDiv(rows, kTensorGemmRows) +
+                                  std::min(experts, rows)) *
+                                     16,
+              results = order + (rows * 4 + 15) / 16 * 16;
+  CUdeviceptr zeroOut = routed ? 0 : out;
+  int32_t tileRows = 128;
+  void *group[] = {&indices,   &rows,    &experts, &order, &tileList,
+                   &tileCount, &zeroOut, &n,       &tileRows};
+  DAYBREAK_RETURN_IF_ERROR(launch(expertGroupFn, "expertMatmul (grouping)", 1,
+                                  1, 1, 1024, unsigned(2 * experts * 4), stream,
+                                  group));
+  CUdeviceptr codes = rounding.scratch,
+              scales = codes + ceilDiv(rows * k, 16) * 16, none = 0;
+  int32_t perSlot = perSlotInput;
+  void *quant[] = {&x,     &rows,      &k,       &codes, &scales,
+                   &order, &tileCount, &perSlot, &slots, &none};
+  DAYBREAK_RETURN_IF_ERROR(
+      launch(quantFp8Fn, "expertMatmul (FP8 x)",
+             std::min<int64_t>(ceilDiv(rows * ceilDiv(k, 128), 8), 8192), 1, 1,
+             256, 0, stream, quant));
+  CUtensorMap xMap, wMap;
+  DAYBREAK_RETURN_IF_ERROR(
+      encodeTileMap(xMap, codes, rows, k, 128, TileMap::CodesSwizzled));
+  DAYBREAK_RETURN_IF_ERROR(encodeTileMap(wMap, w.data, experts * n, k, 128,
+                                         TileMap::CodesSwizzled));
+  DeviceWeight weight = w, b = bias;
+  weight.rows = n;
+  weight.cols = k;
+  CUdeviceptr y = routed ? results : out;
+  void *gemm[] = {&xMap,  &wMap,     &scales,    &weight, &b, &n,
+                  &k,     &order,    &tileList,  &tileCount, &y};
+  DAYBREAK_RETURN_IF_ERROR(launch(expertGemmWgFp8Fn,
+                                  "expertMatmul (FP8 GEMM)", ceilDiv(n, 128),
+                                  tiles, 1, 384, unsigned(fp8GemmSharedBytes),
+                                  stream, gemm));
+  if (!routed)
+    return Status::success();
+  void *combine[] = {
+      &results, &indices, &routingWeights, &experts, &tokens, &slots, &n, &out};
+  return launch(expertCombineFn, "expertMatmul (combine)", ceilDiv(n, 256),
+                tokens, 1, 256, 0, stream, combine);
+}
+
 bool CudaKernels::warpgroupExpertGemmApplies(const DeviceWeight &w,
                                              int64_t experts, int64_t n,
                                              int64_t k, int64_t tokens,
@@ -1017,9 +1148,16 @@ bool CudaKernels::warpgroupExpertGemmApplies(const DeviceWeight &w,
 int64_t CudaKernels::expertRoundingFloats(const DeviceWeight &w,
                                           int64_t experts, int64_t n, int64_t k,
                                           int64_t tokens, int64_t slots,
-                                          bool perSlotInput, bool xAligned) {
+                                          bool perSlotInput, bool xAligned,
+                                          bool fp8) {
   if (w.type == 0)
     return 0;
+  if (fp8 && fp8InputsApply(w)) {
+    if (tokens > 8 && xAligned && fp8GemmApplies(w, k) &&
+        warpgroupExpertGemmApplies(w, experts, n, k, tokens, slots))
+      return fp8GemmScratchFloats(tokens * slots, k);
+    return tokens * (perSlotInput ? slots : 1) * k;
+  }
   // expertMatmul's choice, given its grouping scratch.
   if (tokens > 8 && xAligned) {
     if (warpgroupExpertGemmApplies(w, experts, n, k, tokens, slots))
@@ -1380,6 +1518,25 @@ Status CudaKernels::expertMatmul(CUdeviceptr x, bool perSlotInput,
                                  CUdeviceptr scratch, int64_t scratchBytes,
                                  const InputRounding &rounding) const {
   bool routed = routingWeights != 0;
+  if (rounding.fp8 && fp8InputsApply(weight)) {
+    // FP8 x: the grouped FP8 GEMM for many rows, else the exact paths on x
+    // quantized and written back as fp32 (the same products).
+    if (tokens > 8 && x % 16 == 0 && fp8GemmApplies(weight, k) &&
+        warpgroupExpertGemmApplies(weight, experts, n, k, tokens, slots) &&
+        scratch &&
+        scratchBytes >=
+            expertGemmScratchBytes(tokens, slots, experts, n, routed))
+      return fp8ExpertMatmul(x, perSlotInput, weight, experts, n, k, indices,
+                             tokens, slots, routingWeights, out, stream, bias,
+                             scratch, scratchBytes, rounding);
+    StatusOr<CUdeviceptr> quantized = fp8Dequantized(
+        x, tokens * (perSlotInput ? slots : 1), k, rounding, stream);
+    if (!quantized.ok())
+      return quantized.error();
+    return expertMatmul(*quantized, perSlotInput, weight, experts, n, k,
+                        indices, tokens, slots, routingWeights, out, stream,
+                        bias, scratch, scratchBytes, InputRounding());
+  }
   // Past decode sizes the weight rows are shared by several rows each:
   // grouped by expert, the tensor cores read each once per 128 rows
   // (warpgroup MMA, bf16 x) or 64.

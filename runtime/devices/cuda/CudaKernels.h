@@ -88,6 +88,10 @@ struct InputRounding {
   bool bf16 = false;
   CUdeviceptr scratch = 0;
   int64_t scratchFloats = 0;
+  /// `--precision=fp8` (with bf16): inputs of e4m3 weights that
+  /// runtime::fp8InputsApply names are quantized to FP8 instead (the FP8
+  /// GEMMs where they apply, else a dequantized copy in the scratch).
+  bool fp8 = false;
 };
 
 /// Which kernel CudaKernels::attention runs. Auto leaves the choice to the
@@ -310,6 +314,7 @@ constexpr int64_t expertGemvScratchBytes(int64_t tokens, int64_t slots,
   X(gatherBf16, "daybreak_gather_bf16")                                        \
   X(gemmWgFp8, "daybreak_gemm_wg_fp8")                                         \
   X(quantFp8, "daybreak_quant_fp8")                                            \
+  X(expertGemmWgFp8, "daybreak_expert_gemm_wg_fp8")                            \
   X(dsaIndexerTcE4m3, "daybreak_dsa_indexer_tc_e4m3")                          \
   X(dsaIndexerTcBf16, "daybreak_dsa_indexer_tc_bf16")                          \
   X(expertGemvTcE4m3, "daybreak_expert_gemv_tc_e4m3")                          \
@@ -457,7 +462,8 @@ public:
   /// bf16 codes for warpgroupGemm, x rounded as fp32 for the paths without
   /// rounding of their own, none for tensorGemm.
   static int64_t matmulRoundingFloats(const DeviceWeight &w, int64_t m,
-                                      int64_t k, bool xAligned);
+                                      int64_t k, bool xAligned,
+                                      bool fp8 = false);
   /// out = bf16(x) . w^T (+ bias) on the warpgroup MMA (daybreak_gemm_wg_*,
   /// CudaGemm.cuh): x rounded to bf16 codes in `rounding.scratch`, read with
   /// the weight by the tensor copy engine. An error where
@@ -484,7 +490,31 @@ public:
   static int64_t expertRoundingFloats(const DeviceWeight &w, int64_t experts,
                                       int64_t n, int64_t k, int64_t tokens,
                                       int64_t slots, bool perSlotInput,
-                                      bool xAligned);
+                                      bool xAligned, bool fp8 = false);
+  /// Whether `--precision=fp8` quantizes the input of a matmul on this
+  /// weight to FP8: e4m3 where runtime::fp8InputsApply holds.
+  static bool fp8InputsApply(const DeviceWeight &w);
+  /// x [rows, k] quantized to FP8 and written back as fp32 values (code x
+  /// scale, exact) into `rounding.scratch`: the input of the paths that
+  /// take fp32, under `--precision=fp8`. An error where k is not a
+  /// multiple of 16, x is not 16-byte aligned or rows k floats do not fit.
+  StatusOr<CUdeviceptr> fp8Dequantized(CUdeviceptr x, int64_t rows, int64_t k,
+                                       const InputRounding &rounding,
+                                       CUstream stream) const;
+  /// The grouped expert matmul with FP8 inputs (`--precision=fp8`, more
+  /// than 8 tokens, at least 128 rows): as warpgroupExpertMatmul, but the
+  /// gathered rows are quantized to FP8 (daybreak_quant_fp8 with the
+  /// order) into `rounding.scratch` (fp8GemmScratchFloats of the rows) and
+  /// daybreak_expert_gemm_wg_fp8 multiplies them on the fp8 MMA. An error
+  /// where fp8GemmApplies is false, experts x n rows exceed the copy
+  /// engine's coordinates, x is not 16-byte aligned or a scratch is short.
+  Status fp8ExpertMatmul(CUdeviceptr x, bool perSlotInput, const DeviceWeight &w,
+                         int64_t experts, int64_t n, int64_t k,
+                         CUdeviceptr indices, int64_t tokens, int64_t slots,
+                         CUdeviceptr routingWeights, CUdeviceptr out,
+                         CUstream stream, const DeviceWeight &bias,
+                         CUdeviceptr scratch, int64_t scratchBytes,
+                         const InputRounding &rounding) const;
   /// The grouped expert matmul on the warpgroup MMA (`--precision=bf16`):
   /// daybreak_expert_group orders the (token, slot) rows by expert into
   /// tiles of at most 128 in `scratch` (expertGemmScratchBytes),
