@@ -1134,8 +1134,8 @@ void benchWarpgroupGemm(const CudaKernels &kernels, int iterations) {
     w.type = 2;
     w.blockN = w.blockK = 128;
     w.data = randomDevice(size_t(kExperts * e.n * e.k), true, false);
-    w.scales = randomDevice(
-        size_t(kExperts * (e.n / 128) * (e.k / 128) * 4), false, true);
+    w.scales = randomDevice(size_t(kExperts * (e.n / 128) * (e.k / 128) * 4),
+                            false, true);
     for (int64_t tokens : {8192, 1024, 64}) {
       int64_t rows = tokens * kSlots;
       std::vector<int32_t> picks(rows);
@@ -1184,6 +1184,18 @@ void benchWarpgroupGemm(const CudaKernels &kernels, int iterations) {
                 scratchBytes, true);
           },
           reps);
+      int64_t fp8Floats = CudaKernels::expertRoundingFloats(
+          w, kExperts, e.n, e.k, tokens, kSlots, e.perSlot, true, true);
+      CUdeviceptr fp8Scratch = alloc(size_t(fp8Floats * 4), 0);
+      double fp8 = timeIt(
+          [&] {
+            return kernels.fp8ExpertMatmul(
+                x, e.perSlot, w, kExperts, e.n, e.k, indices, tokens, kSlots,
+                routed ? routing : 0, out, nullptr, DeviceWeight(), scratch,
+                scratchBytes, InputRounding{true, fp8Scratch, fp8Floats, true});
+          },
+          reps);
+      driver->cuMemFree(fp8Scratch);
       std::string how;
       StatusOr<double> cublas =
           cublasMatmulRate(*driver, nullptr, rows, e.n, e.k, true, how);
@@ -1198,6 +1210,9 @@ void benchWarpgroupGemm(const CudaKernels &kernels, int iterations) {
                   "warpgroup_experts", shape, wg * 1e6, flop / wg / 1e12,
                   cublasRate > 0 ? 100.0 * flop / wg / cublasRate : 0.0,
                   cublasRate / 1e12, tc * 1e6, flop / tc / 1e12);
+      std::printf("%-18s %-36s %9.1f us %6.1f TFLOP/s (x in FP8, 1 x 128 "
+                  "scales)\n",
+                  "fp8_experts", shape, fp8 * 1e6, flop / fp8 / 1e12);
       for (CUdeviceptr p : {indices, x, routing, out, scratch, gathered})
         driver->cuMemFree(p);
     }

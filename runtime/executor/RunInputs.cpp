@@ -105,8 +105,8 @@ Status runtime::parseLoadOptions(const RunFlags &flags, LoadOptions &out) {
   out.fp8MatmulInputs = precision == "fp8";
   // bf16 and fp8 take the attention tensor cores too, unless --attention
   // says.
-  std::string attention = flag(flags, "attention",
-                               precision != "exact" ? "tensor-cores" : "exact");
+  std::string attention =
+      flag(flags, "attention", precision != "exact" ? "tensor-cores" : "exact");
   if (attention != "exact" && attention != "tensor-cores")
     return Status::error("--attention=" + attention +
                          ": expected exact or tensor-cores");

@@ -2400,10 +2400,8 @@ TEST_F(CudaKernelsTest, WarpgroupExpertMatmul) {
   for (Format f : {Format{cpu::WeightType::BF16, 0, 0},
                    Format{cpu::WeightType::F8E4M3, 128, 128},
                    Format{cpu::WeightType::F8E4M3, 256, 64}})
-    for (auto [tokens, slots] : {std::pair<int64_t, int64_t>{17, 8},
-                                 {130, 1},
-                                 {300, 4},
-                                 {1024, 2}})
+    for (auto [tokens, slots] :
+         {std::pair<int64_t, int64_t>{17, 8}, {130, 1}, {300, 4}, {1024, 2}})
       for (bool perSlot : {false, true})
         for (bool routed : {false, true}) {
           bool e4m3 = f.type == cpu::WeightType::F8E4M3;
@@ -2423,10 +2421,10 @@ TEST_F(CudaKernelsTest, WarpgroupExpertMatmul) {
           std::vector<int32_t> indices(tokens * slots);
           for (auto &i : indices) {
             uint32_t draw = rng() % 100;
-            i = draw < 60    ? 3
-                : draw < 65  ? -1
-                : draw < 75  ? int32_t(experts - 1)
-                             : int32_t(rng() % 6);
+            i = draw < 60   ? 3
+                : draw < 65 ? -1
+                : draw < 75 ? int32_t(experts - 1)
+                            : int32_t(rng() % 6);
           }
           cpu::WeightView hw;
           hw.data = w.bytes.data();
@@ -2483,9 +2481,10 @@ TEST_F(CudaKernelsTest, WarpgroupExpertMatmul) {
                                    gb, dScratch, scratchBytes, rounding));
             double e = rowRelativeError(dOut.read<float>(expected.size()),
                                         expected, n);
-            report("expertMatmul (warpgroup)",
-                   (std::string(shape) + (forced ? " forced" : " auto")).c_str(),
-                   e);
+            report(
+                "expertMatmul (warpgroup)",
+                (std::string(shape) + (forced ? " forced" : " auto")).c_str(),
+                e);
             EXPECT_LE(e, 1e-5) << shape << (forced ? " forced" : " auto");
           }
           EXPECT_EQ(dx.read<float>(x.size()), x) << shape;
@@ -2575,11 +2574,10 @@ TEST_F(CudaKernelsTest, Fp8Gemm) {
     bool bias;
   };
   for (bool integers : {true, false})
-    for (Shape s : {Shape{1, 300, 1024, 128, false},
-                    Shape{130, 129, 208, 128, true},
-                    Shape{384, 512, 2048, 256, false},
-                    Shape{257, 1000, 720, 128, true},
-                    Shape{1100, 384, 1536, 128, false}}) {
+    for (Shape s :
+         {Shape{1, 300, 1024, 128, false}, Shape{130, 129, 208, 128, true},
+          Shape{384, 512, 2048, 256, false}, Shape{257, 1000, 720, 128, true},
+          Shape{1100, 384, 1536, 128, false}}) {
       int64_t blocks = (s.k + 127) / 128;
       int64_t scaleCount = ((s.n + s.blockN - 1) / s.blockN) * blocks;
       StoredWeights w =
@@ -2648,8 +2646,8 @@ TEST_F(CudaKernelsTest, Fp8Gemm) {
       std::vector<float> out = dOut.read<float>(s.m * s.n);
       char shape[96];
       std::snprintf(shape, sizeof(shape), "%s %ldx128 m=%ld n=%ld k=%ld%s",
-                    integers ? "integers" : "random", long(s.blockN),
-                    long(s.m), long(s.n), long(s.k), withBias ? " bias" : "");
+                    integers ? "integers" : "random", long(s.blockN), long(s.m),
+                    long(s.n), long(s.k), withBias ? " bias" : "");
 
       // The quantization, exactly.
       std::vector<uint8_t> scratch = dScratch.read<uint8_t>(floats * 4);
@@ -2682,10 +2680,9 @@ TEST_F(CudaKernelsTest, Fp8Gemm) {
               sum += std::fabs(double(xq[r * s.k + j])) * wAbs[c * s.k + j];
             whole += sum * w.scales[(c / s.blockN) * blocks + b];
           }
-          double bound =
-              127 * std::ldexp(1.0, -12) * whole +
-              double(s.k + blocks + 4) * u *
-                  (whole + (withBias ? std::fabs(bias[c]) : 0.0));
+          double bound = 127 * std::ldexp(1.0, -12) * whole +
+                         double(s.k + blocks + 4) * u *
+                             (whole + (withBias ? std::fabs(bias[c]) : 0.0));
           double err = std::fabs(double(out[r * s.n + c]) -
                                  double(expected[r * s.n + c]));
           if (!(err <= bound))
@@ -2747,7 +2744,8 @@ TEST_F(CudaKernelsTest, Fp8Inputs) {
     for (int64_t r = 0; r < rows; ++r) {
       int e = exponent(rng);
       for (int64_t c = 0; c < k; ++c)
-        x[r * k + c] = std::ldexp(integers ? float(small(rng)) : uniform(rng), e);
+        x[r * k + c] =
+            std::ldexp(integers ? float(small(rng)) : uniform(rng), e);
     }
     return x;
   };
@@ -2811,10 +2809,8 @@ TEST_F(CudaKernelsTest, Fp8Inputs) {
   // GEMM on the copy), 64 x top-8 and 300 x top-4 (the grouped FP8 GEMM);
   // x per token and per slot, routed (power-of-two weights) and not.
   constexpr int64_t experts = 6, n = 200, k = 384;
-  for (auto [tokens, slots] : {std::pair<int64_t, int64_t>{4, 4},
-                               {12, 4},
-                               {64, 8},
-                               {300, 4}})
+  for (auto [tokens, slots] :
+       {std::pair<int64_t, int64_t>{4, 4}, {12, 4}, {64, 8}, {300, 4}})
     for (bool perSlot : {false, true})
       for (bool routed : {false, true}) {
         StoredWeights w =
@@ -2855,10 +2851,10 @@ TEST_F(CudaKernelsTest, Fp8Inputs) {
         ASSERT_EQ(driver->cuMemsetD8(dOut.get(), 0xff, expected.size() * 4),
                   CUDA_SUCCESS);
         InputRounding rounding{true, dRound, floats, true};
-        expectRan(kernels->expertMatmul(
-            dx, perSlot, gw, experts, n, k, dIdx, tokens, slots,
-            routed ? dR.get() : 0, dOut, nullptr, DeviceWeight(), dScratch,
-            scratchBytes, rounding));
+        expectRan(kernels->expertMatmul(dx, perSlot, gw, experts, n, k, dIdx,
+                                        tokens, slots, routed ? dR.get() : 0,
+                                        dOut, nullptr, DeviceWeight(), dScratch,
+                                        scratchBytes, rounding));
         std::vector<float> out = dOut.read<float>(expected.size());
         char shape[80];
         std::snprintf(shape, sizeof(shape),

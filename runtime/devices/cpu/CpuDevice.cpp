@@ -403,8 +403,8 @@ struct CpuLaunchers {
                      l->i(abi::HeadMatmul::P::transpose_weight);
     int64_t n = transpose ? w.dim(1) : w.dim(2);
     WeightView stored = weight(w);
-    cpu::headMatmul(d.pool, input(d, x, stored), stored, transpose,
-                    x.dim(0), x.dim(1), x.dim(2), n, f(l.out(0)));
+    cpu::headMatmul(d.pool, input(d, x, stored), stored, transpose, x.dim(0),
+                    x.dim(1), x.dim(2), n, f(l.out(0)));
     return Status::success();
   }
   static Status rope(CpuDevice &d, const BoundLaunch &l) {
@@ -483,8 +483,8 @@ struct CpuLaunchers {
             ? &l->ints(abi::ExpertMatmul::P::block_size)
             : nullptr;
     WeightView stored = weight(w, &l.in(In::weight_scale), blocks);
-    return cpu::expertMatmul(d.pool, input(d, x, stored), x.rank == 3,
-                             stored, w.dim(0), w.dim(1), w.dim(2), i32(indices),
+    return cpu::expertMatmul(d.pool, input(d, x, stored), x.rank == 3, stored,
+                             w.dim(0), w.dim(1), w.dim(2), i32(indices),
                              l.tokens, indices.dim(1),
                              opt<float>(l.in(In::routing_weights)), f(l.out(0)),
                              weight(l.in(In::bias)));

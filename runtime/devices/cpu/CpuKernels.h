@@ -157,8 +157,8 @@ void matmul(ThreadPool &pool, const float *x, const WeightView &w,
 /// runtime::fp8InputsApply): per row and 128 columns, scale s = 2^ceil(
 /// log2(max(amax, 1e-4) / 448)) and out = e4m3(x / s) s (RNE, saturating;
 /// exact in fp32). `out` may not alias `x`.
-void quantizeFp8Rows(ThreadPool &pool, const float *x, int64_t rows,
-                     int64_t k, float *out);
+void quantizeFp8Rows(ThreadPool &pool, const float *x, int64_t rows, int64_t k,
+                     float *out);
 
 /// Per-head matmul: x [T, H, K], w [H, K, N] (or [H, N, K] when
 /// transposeWeight) -> out [T, H, N].

@@ -75,26 +75,26 @@ void matmul(ThreadPool &pool, const float *x, const float *w, const float *bias,
          tiling);
 }
 
-void quantizeFp8Rows(ThreadPool &pool, const float *x, int64_t rows,
-                     int64_t k, float *out) {
+void quantizeFp8Rows(ThreadPool &pool, const float *x, int64_t rows, int64_t k,
+                     float *out) {
   pool.parallelFor(rows, 1, [&](int64_t first, int64_t last) {
     for (int64_t r = first; r < last; ++r)
-    for (int64_t b = 0; b < k; b += 128) {
-      const int64_t end = std::min(k, b + 128);
-      double amax = 1e-4;
-      for (int64_t c = b; c < end; ++c)
-        amax = std::max(amax, double(std::fabs(x[r * k + c])));
-      // The least power of two not below amax / 448, exactly.
-      int exponent;
-      double mantissa = std::frexp(amax / 448.0, &exponent);
-      if (mantissa == 0.5)
-        --exponent;
-      for (int64_t c = b; c < end; ++c)
-        out[r * k + c] = std::ldexp(
-            numerics::e4m3ToFloat(numerics::floatToE4m3(
-                std::ldexp(x[r * k + c], -exponent), /*saturate=*/true)),
-            exponent);
-    }
+      for (int64_t b = 0; b < k; b += 128) {
+        const int64_t end = std::min(k, b + 128);
+        double amax = 1e-4;
+        for (int64_t c = b; c < end; ++c)
+          amax = std::max(amax, double(std::fabs(x[r * k + c])));
+        // The least power of two not below amax / 448, exactly.
+        int exponent;
+        double mantissa = std::frexp(amax / 448.0, &exponent);
+        if (mantissa == 0.5)
+          --exponent;
+        for (int64_t c = b; c < end; ++c)
+          out[r * k + c] = std::ldexp(
+              numerics::e4m3ToFloat(numerics::floatToE4m3(
+                  std::ldexp(x[r * k + c], -exponent), /*saturate=*/true)),
+              exponent);
+      }
   });
 }
 

@@ -518,9 +518,8 @@ Status CudaDevice::prepare(const artifact::ArtifactFile &file,
           for (int64_t t : {std::min<int64_t>(tokens, 8), below, tokens}) {
             int64_t rows = numel(t) / std::max<int64_t>(k, 1);
             roundScratchFloats = std::max(
-                roundScratchFloats,
-                CudaKernels::matmulRoundingFloats(stored, rows, k, xAligned,
-                                                  fp8Inputs));
+                roundScratchFloats, CudaKernels::matmulRoundingFloats(
+                                        stored, rows, k, xAligned, fp8Inputs));
           }
           continue;
         }
@@ -537,11 +536,11 @@ Status CudaDevice::prepare(const artifact::ArtifactFile &file,
               (kWarpgroupGemmMinRows - 1) / std::max<int64_t>(slots, 1);
           for (int64_t t : {std::min<int64_t>(tokens, 8),
                             std::min<int64_t>(tokens, below), tokens})
-            roundScratchFloats = std::max(
-                roundScratchFloats,
-                CudaKernels::expertRoundingFloats(
-                    stored, w.constant[0], w.constant[1], k, t, slots, perSlot,
-                    xAligned, fp8Inputs));
+            roundScratchFloats =
+                std::max(roundScratchFloats,
+                         CudaKernels::expertRoundingFloats(
+                             stored, w.constant[0], w.constant[1], k, t, slots,
+                             perSlot, xAligned, fp8Inputs));
           continue;
         }
         roundScratchFloats = std::max(roundScratchFloats, numel(tokens));

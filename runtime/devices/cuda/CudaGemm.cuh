@@ -433,9 +433,9 @@ warpgroupGemm(const TensorMap &xMap, const TensorMap &wMap, const Weight &w,
     const float *scales = nullptr;
     if (kE4m3) {
       const int64_t blocksK = (k + w.blockK - 1) / w.blockK;
-      scales = w.scales +
-               (expert * ((n + w.blockN - 1) / w.blockN) + n0 / w.blockN) *
-                   blocksK;
+      scales =
+          w.scales +
+          (expert * ((n + w.blockN - 1) / w.blockN) + n0 / w.blockN) * blocksK;
     }
     int released = 0;
     float scale = 0.0f;
@@ -561,8 +561,8 @@ warpgroupFp8Gemm(const TensorMap &xMap, const TensorMap &wMap,
   }
   uint8_t *base =
       wgGemmShared + ((1024 - (sharedAddress(wgGemmShared) & 1023)) & 1023);
-  uint64_t *full = reinterpret_cast<uint64_t *>(base + S::kStages *
-                                                           S::kStageBytes);
+  uint64_t *full =
+      reinterpret_cast<uint64_t *>(base + S::kStages * S::kStageBytes);
   uint64_t *empty = full + S::kStages;
   const int warpgroup = threadIdx.x / 128;
   const int lane = threadIdx.x & 31;
@@ -600,8 +600,8 @@ warpgroupFp8Gemm(const TensorMap &xMap, const TensorMap &wMap,
   const float *scale0 = r0 < rows ? xScales + (xRow + r0) * blocks : nullptr;
   const float *scale1 = r1 < rows ? xScales + (xRow + r1) * blocks : nullptr;
   const float *wScales =
-      w.scales + (expert * ((n + w.blockN - 1) / w.blockN) + n0 / w.blockN) *
-                     blocks;
+      w.scales +
+      (expert * ((n + w.blockN - 1) / w.blockN) + n0 / w.blockN) * blocks;
   float acc[64], part[64];
 #pragma unroll
   for (int i = 0; i < 64; ++i)
@@ -713,8 +713,8 @@ daybreak_quant_fp8(const float *x, int64_t m, int64_t k, uint8_t *codes,
   const int64_t warps = int64_t(gridDim.x) * (blockDim.x / 32);
   if (order)
     m = counts[1];
-  for (int64_t task = int64_t(blockIdx.x) * (blockDim.x / 32) +
-                      threadIdx.x / 32;
+  for (int64_t task =
+           int64_t(blockIdx.x) * (blockDim.x / 32) + threadIdx.x / 32;
        task < m * blocks; task += warps) {
     const int64_t row = task / blocks, col = (task % blocks) * 128 + 4 * lane;
     int64_t source = row;
@@ -815,8 +815,8 @@ daybreak_gather_bf16(const float *x, int32_t perSlotInput, int64_t slots,
     const float4 *src = reinterpret_cast<const float4 *>(
         x + (perSlotInput ? pair : pair / slots) * k);
     uint4 *dst = reinterpret_cast<uint4 *>(out + r * k);
-    for (int64_t u = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
-         u < units; u += int64_t(gridDim.x) * blockDim.x) {
+    for (int64_t u = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; u < units;
+         u += int64_t(gridDim.x) * blockDim.x) {
       float4 a = src[2 * u], b = src[2 * u + 1];
       dst[u] = make_uint4(
           roundX<kWeightBF16>(a.x, a.y), roundX<kWeightBF16>(a.z, a.w),

@@ -294,11 +294,10 @@ StatusOr<CudaKernels> CudaKernels::load(const Driver &driver, CUmodule module) {
         {kernels.gemmWgFp8Fn, fp8GemmSharedBytes},
         {kernels.expertGemmWgFp8Fn, fp8GemmSharedBytes}})
     if (status.ok())
-      status =
-          driver.check(driver.cuFuncSetAttribute(
-                           fn, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
-                           int(bytes)),
-                       "cuFuncSetAttribute");
+      status = driver.check(
+          driver.cuFuncSetAttribute(
+              fn, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, int(bytes)),
+          "cuFuncSetAttribute");
   // The decode expert GEMVs: the largest carveout, so that the six blocks
   // their registers allow also fit by shared memory, and how many the GPU
   // holds at once (their grid is never larger: no second wave).
@@ -760,14 +759,18 @@ Status CudaKernels::matmul(CUdeviceptr x, const DeviceWeight &w,
   if (w.type == 0 && (bias.data == 0 || bias.type == 0))
     return matmul(x, w.data, bias.data, m, n, k, out, stream, specialized);
   if (rounding.fp8 && fp8InputsApply(w)) {
-    // FP8 x: the FP8 GEMM for many rows, else the exact paths on x
-    // quantized and written back as fp32 (the same products).
+    // FP8 x: the FP8 GEMM for many rows, else the paths that take fp32 on
+    // x quantized and written back (the same exact products): past 8 rows
+    // the one-part tensor-core GEMM (the values are bf16's), else the
+    // GEMVs.
     if (m >= kWarpgroupGemmMinRows && fp8GemmApplies(w, k) && x % 16 == 0)
       return fp8Gemm(x, w, bias, m, n, k, out, stream, rounding);
-    StatusOr<CUdeviceptr> quantized =
-        fp8Dequantized(x, m, k, rounding, stream);
+    StatusOr<CUdeviceptr> quantized = fp8Dequantized(x, m, k, rounding, stream);
     if (!quantized.ok())
       return quantized.error();
+    if (m > 8 && tensorGemmApplies(w, k))
+      return tensorGemm(*quantized, w, bias, m, n, k, out, stream,
+                        /*bf16Input=*/true);
     return matmul(*quantized, w, bias, m, n, k, out, stream, specialized,
                   constantWeight, InputRounding());
   }
@@ -915,18 +918,17 @@ Status CudaKernels::encodeTileMap(CUtensorMap &map, CUdeviceptr base,
   cuuint32_t box[2] = {kind == TileMap::CodesSwizzled ? 128u : 64u,
                        cuuint32_t(boxRows)};
   cuuint32_t unit[2] = {1, 1};
-  return driver->check(
-      driver->cuTensorMapEncodeTiled(
-          &map,
-          codes ? CU_TENSOR_MAP_DATA_TYPE_UINT8
-                : CU_TENSOR_MAP_DATA_TYPE_BFLOAT16,
-          2, reinterpret_cast<void *>(base), dims, strides, box, unit,
-          CU_TENSOR_MAP_INTERLEAVE_NONE,
-          kind == TileMap::Codes ? CU_TENSOR_MAP_SWIZZLE_NONE
-                                 : CU_TENSOR_MAP_SWIZZLE_128B,
-          CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
-          CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE),
-      "cuTensorMapEncodeTiled");
+  return driver->check(driver->cuTensorMapEncodeTiled(
+                           &map,
+                           codes ? CU_TENSOR_MAP_DATA_TYPE_UINT8
+                                 : CU_TENSOR_MAP_DATA_TYPE_BFLOAT16,
+                           2, reinterpret_cast<void *>(base), dims, strides,
+                           box, unit, CU_TENSOR_MAP_INTERLEAVE_NONE,
+                           kind == TileMap::Codes ? CU_TENSOR_MAP_SWIZZLE_NONE
+                                                  : CU_TENSOR_MAP_SWIZZLE_128B,
+                           CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
+                           CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE),
+                       "cuTensorMapEncodeTiled");
 }
 
 Status CudaKernels::warpgroupGemm(CUdeviceptr x, const DeviceWeight &w,
@@ -1000,8 +1002,8 @@ Status CudaKernels::fp8Gemm(CUdeviceptr x, const DeviceWeight &w,
                          std::to_string(need) +
                          " floats of 16-byte aligned scratch; given " +
                          std::to_string(scratch.scratchFloats));
-  CUdeviceptr codes = scratch.scratch,
-              scales = codes + ceilDiv(m * k, 16) * 16, none = 0;
+  CUdeviceptr codes = scratch.scratch, scales = codes + ceilDiv(m * k, 16) * 16,
+              none = 0;
   int32_t perSlot = 0;
   int64_t slots = 1;
   void *quant[] = {&x,    &m,    &k,       &codes, &scales,
@@ -1028,10 +1030,10 @@ bool CudaKernels::fp8InputsApply(const DeviceWeight &w) {
   return w.type == 2 && runtime::fp8InputsApply(w.blockN, w.blockK);
 }
 
-StatusOr<CUdeviceptr>
-CudaKernels::fp8Dequantized(CUdeviceptr x, int64_t rows, int64_t k,
-                            const InputRounding &rounding,
-                            CUstream stream) const {
+StatusOr<CUdeviceptr> CudaKernels::fp8Dequantized(CUdeviceptr x, int64_t rows,
+                                                  int64_t k,
+                                                  const InputRounding &rounding,
+                                                  CUstream stream) const {
   if (k % 16 != 0 || x % 16 != 0)
     return Status::error("quantizing a matmul input to FP8: K " +
                          std::to_string(k) +
@@ -1046,8 +1048,8 @@ CudaKernels::fp8Dequantized(CUdeviceptr x, int64_t rows, int64_t k,
   CUdeviceptr none = 0, out = rounding.scratch;
   int32_t perSlot = 0;
   int64_t slots = 1;
-  void *params[] = {&x,    &rows,  &k,       &none,  &none,
-                    &none, &none,  &perSlot, &slots, &out};
+  void *params[] = {&x,    &rows, &k,       &none,  &none,
+                    &none, &none, &perSlot, &slots, &out};
   int64_t tasks = rows * ceilDiv(k, 128);
   DAYBREAK_RETURN_IF_ERROR(launch(quantFp8Fn, "FP8 x (dequantized)",
                                   std::min<int64_t>(ceilDiv(tasks, 8), 8192), 1,
@@ -1055,12 +1057,14 @@ CudaKernels::fp8Dequantized(CUdeviceptr x, int64_t rows, int64_t k,
   return out;
 }
 
-Status CudaKernels::fp8ExpertMatmul(
-    CUdeviceptr x, bool perSlotInput, const DeviceWeight &w, int64_t experts,
-    int64_t n, int64_t k, CUdeviceptr indices, int64_t tokens, int64_t slots,
-    CUdeviceptr routingWeights, CUdeviceptr out, CUstream stream,
-    const DeviceWeight &bias, CUdeviceptr scratch, int64_t scratchBytes,
-    const InputRounding &rounding) const {
+Status CudaKernels::fp8ExpertMatmul(CUdeviceptr x, bool perSlotInput,
+                                    const DeviceWeight &w, int64_t experts,
+                                    int64_t n, int64_t k, CUdeviceptr indices,
+                                    int64_t tokens, int64_t slots,
+                                    CUdeviceptr routingWeights, CUdeviceptr out,
+                                    CUstream stream, const DeviceWeight &bias,
+                                    CUdeviceptr scratch, int64_t scratchBytes,
+                                    const InputRounding &rounding) const {
   bool routed = routingWeights != 0;
   if (!fp8GemmApplies(w, k) ||
       !warpgroupExpertGemmApplies(w, experts, n, k, kWarpgroupGemmMinRows, 1) ||
@@ -1098,7 +1102,7 @@ Status CudaKernels::fp8ExpertMatmul(
               results = order + (rows * 4 + 15) / 16 * 16;
   CUdeviceptr zeroOut = routed ? 0 : out;
   int32_t tileRows = 128;
-  void *group[] = {&indices,   &rows,    &experts, &order, &tileList,
+  void *group[] = {&indices,   &rows,    &experts, &order,   &tileList,
                    &tileCount, &zeroOut, &n,       &tileRows};
   DAYBREAK_RETURN_IF_ERROR(launch(expertGroupFn, "expertMatmul (grouping)", 1,
                                   1, 1, 1024, unsigned(2 * experts * 4), stream,
@@ -1115,18 +1119,17 @@ Status CudaKernels::fp8ExpertMatmul(
   CUtensorMap xMap, wMap;
   DAYBREAK_RETURN_IF_ERROR(
       encodeTileMap(xMap, codes, rows, k, 128, TileMap::CodesSwizzled));
-  DAYBREAK_RETURN_IF_ERROR(encodeTileMap(wMap, w.data, experts * n, k, 128,
-                                         TileMap::CodesSwizzled));
+  DAYBREAK_RETURN_IF_ERROR(
+      encodeTileMap(wMap, w.data, experts * n, k, 128, TileMap::CodesSwizzled));
   DeviceWeight weight = w, b = bias;
   weight.rows = n;
   weight.cols = k;
   CUdeviceptr y = routed ? results : out;
-  void *gemm[] = {&xMap,  &wMap,     &scales,    &weight, &b, &n,
-                  &k,     &order,    &tileList,  &tileCount, &y};
-  DAYBREAK_RETURN_IF_ERROR(launch(expertGemmWgFp8Fn,
-                                  "expertMatmul (FP8 GEMM)", ceilDiv(n, 128),
-                                  tiles, 1, 384, unsigned(fp8GemmSharedBytes),
-                                  stream, gemm));
+  void *gemm[] = {&xMap, &wMap,  &scales,   &weight,    &b, &n,
+                  &k,    &order, &tileList, &tileCount, &y};
+  DAYBREAK_RETURN_IF_ERROR(launch(expertGemmWgFp8Fn, "expertMatmul (FP8 GEMM)",
+                                  ceilDiv(n, 128), tiles, 1, 384,
+                                  unsigned(fp8GemmSharedBytes), stream, gemm));
   if (!routed)
     return Status::success();
   void *combine[] = {
@@ -1204,13 +1207,13 @@ Status CudaKernels::warpgroupExpertMatmul(
   // 64-row tiles, holds the 128-row ones).
   int64_t tiles = ceilDiv(rows, 128) + std::min(experts, rows);
   CUdeviceptr tileCount = scratch, tileList = scratch + 16,
-              order = tileList +
-                      (ceilDiv(rows, kTensorGemmRows) + std::min(experts, rows)) *
-                          16,
+              order = tileList + (ceilDiv(rows, kTensorGemmRows) +
+                                  std::min(experts, rows)) *
+                                     16,
               results = order + (rows * 4 + 15) / 16 * 16;
   CUdeviceptr zeroOut = routed ? 0 : out;
   int32_t tileRows = 128;
-  void *group[] = {&indices,   &rows,    &experts, &order, &tileList,
+  void *group[] = {&indices,   &rows,    &experts, &order,   &tileList,
                    &tileCount, &zeroOut, &n,       &tileRows};
   DAYBREAK_RETURN_IF_ERROR(launch(expertGroupFn, "expertMatmul (grouping)", 1,
                                   1, 1, 1024, unsigned(2 * experts * 4), stream,
@@ -1218,9 +1221,9 @@ Status CudaKernels::warpgroupExpertMatmul(
   CUdeviceptr xb = rounding.scratch;
   int32_t perSlot = perSlotInput;
   void *gather[] = {&x, &perSlot, &slots, &order, &tileCount, &k, &xb};
-  DAYBREAK_RETURN_IF_ERROR(launch(gatherBf16Fn, "expertMatmul (gather)",
-                                  ceilDiv(k / 8, 128), std::min<int64_t>(rows, 4096), 1,
-                                  128, 0, stream, gather));
+  DAYBREAK_RETURN_IF_ERROR(
+      launch(gatherBf16Fn, "expertMatmul (gather)", ceilDiv(k / 8, 128),
+             std::min<int64_t>(rows, 4096), 1, 128, 0, stream, gather));
   const bool e4m3 = w.type == 2;
   const int64_t columns = warpgroupGemmColumns(w.type);
   CUtensorMap xMap, wMap;
@@ -1233,13 +1236,12 @@ Status CudaKernels::warpgroupExpertMatmul(
   weight.rows = n;
   weight.cols = k;
   CUdeviceptr y = routed ? results : out;
-  void *gemm[] = {&xMap, &wMap,     &weight,    &b,
-                  &n,    &k,        &order,     &tileList,
-                  &tileCount, &y};
-  DAYBREAK_RETURN_IF_ERROR(launch(
-      e4m3 ? expertGemmWgE4m3Fn : expertGemmWgBf16Fn,
-      "expertMatmul (warpgroup GEMM)", ceilDiv(n, columns), tiles, 1, 384,
-      unsigned(warpgroupGemmSharedBytes(w.type)), stream, gemm));
+  void *gemm[] = {&xMap, &wMap,  &weight,   &b,         &n,
+                  &k,    &order, &tileList, &tileCount, &y};
+  DAYBREAK_RETURN_IF_ERROR(
+      launch(e4m3 ? expertGemmWgE4m3Fn : expertGemmWgBf16Fn,
+             "expertMatmul (warpgroup GEMM)", ceilDiv(n, columns), tiles, 1,
+             384, unsigned(warpgroupGemmSharedBytes(w.type)), stream, gemm));
   if (!routed)
     return Status::success();
   void *combine[] = {
@@ -1533,6 +1535,15 @@ Status CudaKernels::expertMatmul(CUdeviceptr x, bool perSlotInput,
         x, tokens * (perSlotInput ? slots : 1), k, rounding, stream);
     if (!quantized.ok())
       return quantized.error();
+    // Past 8 tokens the one-part grouped GEMM (the values are bf16's).
+    if (tokens > 8 && tensorGemmApplies(weight, k) &&
+        experts <= kTensorGemmMaxExperts && scratch &&
+        scratchBytes >=
+            expertGemmScratchBytes(tokens, slots, experts, n, routed))
+      return tensorExpertMatmul(*quantized, perSlotInput, weight, experts, n, k,
+                                indices, tokens, slots, routingWeights, out,
+                                stream, bias, scratch, scratchBytes,
+                                /*bf16Input=*/true);
     return expertMatmul(*quantized, perSlotInput, weight, experts, n, k,
                         indices, tokens, slots, routingWeights, out, stream,
                         bias, scratch, scratchBytes, InputRounding());
@@ -1688,7 +1699,7 @@ Status CudaKernels::tensorExpertMatmul(
               results = order + (rows * 4 + 15) / 16 * 16;
   CUdeviceptr zeroOut = routed ? 0 : out;
   int32_t tileRows = int32_t(kTensorGemmRows);
-  void *group[] = {&indices,   &rows,    &experts, &order, &tileList,
+  void *group[] = {&indices,   &rows,    &experts, &order,   &tileList,
                    &tileCount, &zeroOut, &n,       &tileRows};
   DAYBREAK_RETURN_IF_ERROR(launch(expertGroupFn, "expertMatmul (grouping)", 1,
                                   1, 1, 1024, unsigned(2 * experts * 4), stream,

@@ -3519,8 +3519,7 @@ indexerTc(const float *__restrict__ q, const float *__restrict__ weights,
   uint32_t raw[kIndexerTcMaxWords];
   float nextScale = 0.0f;
   auto load = [&](int64_t k0) {
-    const uint8_t *tile =
-        consecutive ? cacheRow(keys, seq, s0 + k0) : nullptr;
+    const uint8_t *tile = consecutive ? cacheRow(keys, seq, s0 + k0) : nullptr;
     auto row = [&](int key) -> const uint8_t * {
       return tile ? tile + int64_t(key) * keys.bytesPerRow
                   : cacheRow(keys, seq, s0 + k0 + key);

@@ -479,9 +479,9 @@ public:
   /// least kWarpgroupGemmMinRows (token, slot) rows, at most
   /// kTensorGemmMaxExperts experts, and experts x n rows that the copy
   /// engine's 32-bit coordinates reach.
-  static bool warpgroupExpertGemmApplies(const DeviceWeight &w,
-                                         int64_t experts, int64_t n, int64_t k,
-                                         int64_t tokens, int64_t slots);
+  static bool warpgroupExpertGemmApplies(const DeviceWeight &w, int64_t experts,
+                                         int64_t n, int64_t k, int64_t tokens,
+                                         int64_t slots);
   /// The floats of InputRounding scratch expertMatmul with `rounding.bf16`
   /// uses for this launch (`xAligned`: x 16-byte aligned), given the
   /// expertGemmScratchBytes scratch: the gathered x in bf16 codes for
@@ -508,12 +508,13 @@ public:
   /// daybreak_expert_gemm_wg_fp8 multiplies them on the fp8 MMA. An error
   /// where fp8GemmApplies is false, experts x n rows exceed the copy
   /// engine's coordinates, x is not 16-byte aligned or a scratch is short.
-  Status fp8ExpertMatmul(CUdeviceptr x, bool perSlotInput, const DeviceWeight &w,
-                         int64_t experts, int64_t n, int64_t k,
-                         CUdeviceptr indices, int64_t tokens, int64_t slots,
-                         CUdeviceptr routingWeights, CUdeviceptr out,
-                         CUstream stream, const DeviceWeight &bias,
-                         CUdeviceptr scratch, int64_t scratchBytes,
+  Status fp8ExpertMatmul(CUdeviceptr x, bool perSlotInput,
+                         const DeviceWeight &w, int64_t experts, int64_t n,
+                         int64_t k, CUdeviceptr indices, int64_t tokens,
+                         int64_t slots, CUdeviceptr routingWeights,
+                         CUdeviceptr out, CUstream stream,
+                         const DeviceWeight &bias, CUdeviceptr scratch,
+                         int64_t scratchBytes,
                          const InputRounding &rounding) const;
   /// The grouped expert matmul on the warpgroup MMA (`--precision=bf16`):
   /// daybreak_expert_group orders the (token, slot) rows by expert into
