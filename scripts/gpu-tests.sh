@@ -72,32 +72,25 @@ nonfinite() {
       || status=1
     # --precision=bf16: every matmul on a weight stored below fp32 takes its
     # input rounded to bf16 (one part on the tensor-core GEMMs), attention
-    # as above; the CPU rounds the same inputs. Both runs must succeed; their
-    # differences are printed, not checked: on these tiny random models the
-    # CPU alone moves by up to 3 in logits when its matmul inputs are
-    # scaled by 1 + 1e-6 noise before the rounding (bench/NOTES.md, session
-    # 18), so no fixed tolerance tells a kernel bug from the fp32 sums'
-    # order. CudaKernelsTest.Bf16InputMatmuls checks every kernel path.
-    echo "== $name: cuda --precision=bf16 vs cpu runtime with its roundings, fp8 cache (reported, not checked)"
-    ./daybreak-run logits "$name/cpu_fp8.daybreak" --device=cpu --precision=bf16 \
-        --inputs "$name/inputs.json" --output "$name/cpu_fp8_bf16.safetensors" --threads 8 \
-      && ./daybreak-run logits "$name/cuda_fp8.daybreak" --device=cuda --precision=bf16 \
-        --inputs "$name/inputs.json" --output "$name/cuda_fp8_bf16.safetensors" \
-      || status=1
-    ./daybreak-run compare "$name/cuda_fp8_bf16.safetensors" --expected "$name/cpu_fp8_bf16.safetensors" --atol 5e-2 \
-      || true
-    # --precision=fp8: as bf16, but inputs of e4m3 weights of 128 x 128
-    # blocks quantized to FP8 (the FP8 GEMMs); reported, not checked, for
-    # the same reason. CudaKernelsTest.Fp8Inputs and Fp8Gemm check every
-    # kernel path.
-    echo "== $name: cuda --precision=fp8 vs cpu runtime with its roundings, fp8 cache (reported, not checked)"
-    ./daybreak-run logits "$name/cpu_fp8.daybreak" --device=cpu --precision=fp8 \
-        --inputs "$name/inputs.json" --output "$name/cpu_fp8_fp8.safetensors" --threads 8 \
-      && ./daybreak-run logits "$name/cuda_fp8.daybreak" --device=cuda --precision=fp8 \
-        --inputs "$name/inputs.json" --output "$name/cuda_fp8_fp8.safetensors" \
-      || status=1
-    ./daybreak-run compare "$name/cuda_fp8_fp8.safetensors" --expected "$name/cpu_fp8_fp8.safetensors" --atol 5e-2 \
-      || true
+    # as above; --precision=fp8: the same, but inputs of e4m3 weights of
+    # 128 x 128 blocks quantized to FP8 (the FP8 GEMMs). The CPU rounds the
+    # same inputs. Both runs must succeed; their differences are printed,
+    # not checked: on these tiny random models the CPU alone moves by up to
+    # 3 in logits when its matmul inputs are scaled by 1 + 1e-6 noise before
+    # the rounding (bench/NOTES.md, session 18), so no fixed tolerance tells
+    # a kernel bug from the fp32 sums' order. CudaKernelsTest.Bf16InputMatmuls,
+    # Fp8Inputs and Fp8Gemm check every kernel path.
+    for precision in bf16 fp8; do
+      echo "== $name: cuda --precision=$precision vs cpu runtime with its roundings, fp8 cache (reported, not checked)"
+      ./daybreak-run logits "$name/cpu_fp8.daybreak" --device=cpu --precision=$precision \
+          --inputs "$name/inputs.json" --output "$name/cpu_fp8_$precision.safetensors" --threads 8 \
+        && ./daybreak-run logits "$name/cuda_fp8.daybreak" --device=cuda --precision=$precision \
+          --inputs "$name/inputs.json" --output "$name/cuda_fp8_$precision.safetensors" \
+        || status=1
+      ./daybreak-run compare "$name/cuda_fp8_$precision.safetensors" \
+          --expected "$name/cpu_fp8_$precision.safetensors" --atol 5e-2 \
+        || true
+    done
   done
   echo "== generate on cuda (memory plan vs cuMemGetInfo, decode graphs)"
   ./daybreak-run generate deepseek_v32_small/cuda_fp8.daybreak --prompt-ids 1,17,42,7,99,3,250,12,5,64 \

@@ -1,14 +1,19 @@
 //===- CudaGemm.cuh - Warpgroup GEMMs on the copy engine -------*- CUDA -*-===//
 //
-// Included by CudaKernels.cu. The many-row matmuls of `--precision=bf16` on
-// Hopper's warpgroup MMA (wgmma, sm_90a):
+// Included by CudaKernels.cu. The many-row matmuls of `--precision=bf16`
+// and `fp8` on Hopper's warpgroup MMA (wgmma, sm_90a):
 //
 //   out[m, n] = x[m, k] . w[n, k]^T (+ bias[n])
 //
 // with x the input rounded to bf16 codes (daybreak_to_bf16) and w a bf16
 // weight, or an e4m3 one that the kernel widens exactly to bf16 in shared
 // memory, its 128 x 128 block scales applied in the accumulators. Both
-// K-major. Products and sums are the tensor cores' fp32.
+// K-major. Products and sums are the tensor cores' fp32. The same blocks
+// serve grouped experts (WgGroups: a tile of rows of one expert, gathered
+// in expert order, its expert's rows of all experts' weights as one
+// matrix). The FP8 GEMM (further down) takes x quantized to e4m3 with
+// DeepSeek's 1 x 128 scales and the weight's codes as stored, on the fp8
+// MMA, with no widening.
 //
 // A block computes a 128 x kN tile of out with three warpgroups. In the
 // first, one thread issues the copies (cp.async.bulk.tensor of a 128 x 64

@@ -1075,12 +1075,6 @@ Status CudaKernels::fp8ExpertMatmul(CUdeviceptr x, bool perSlotInput,
         " x " + std::to_string(w.blockK) + ", " + std::to_string(experts) +
         " experts of [" + std::to_string(n) + ", " + std::to_string(k) +
         "] (or x or the weight not 16-byte aligned)");
-  int64_t needed = expertGemmScratchBytes(tokens, slots, experts, n, routed);
-  if (!scratch || scratchBytes < needed)
-    return Status::error("fp8ExpertMatmul: " + std::to_string(tokens) +
-                         " tokens x " + std::to_string(slots) + " slots need " +
-                         std::to_string(needed) + " bytes of scratch; given " +
-                         std::to_string(scratchBytes));
   int64_t rows = tokens * slots;
   int64_t need = fp8GemmScratchFloats(rows, k);
   if (need > rounding.scratchFloats || rounding.scratch % 16 != 0)
@@ -1090,28 +1084,19 @@ Status CudaKernels::fp8ExpertMatmul(CUdeviceptr x, bool perSlotInput,
                          " floats of 16-byte aligned scratch; the device "
                          "planned " +
                          std::to_string(rounding.scratchFloats));
+  StatusOr<ExpertGroups> grouped =
+      groupExperts("fp8ExpertMatmul", indices, tokens, slots, experts, n,
+                   routed, out, scratch, scratchBytes, 128, stream);
+  if (!grouped.ok())
+    return grouped.error();
   if (tokens <= 0 || n <= 0)
     return Status::success();
-  // The scratch as expertGemmScratchBytes lays it out (its tile bound, for
-  // 64-row tiles, holds the 128-row ones).
-  int64_t tiles = ceilDiv(rows, 128) + std::min(experts, rows);
-  CUdeviceptr tileCount = scratch, tileList = scratch + 16,
-              order = tileList + (ceilDiv(rows, kTensorGemmRows) +
-                                  std::min(experts, rows)) *
-                                     16,
-              results = order + (rows * 4 + 15) / 16 * 16;
-  CUdeviceptr zeroOut = routed ? 0 : out;
-  int32_t tileRows = 128;
-  void *group[] = {&indices,   &rows,    &experts, &order,   &tileList,
-                   &tileCount, &zeroOut, &n,       &tileRows};
-  DAYBREAK_RETURN_IF_ERROR(launch(expertGroupFn, "expertMatmul (grouping)", 1,
-                                  1, 1, 1024, unsigned(2 * experts * 4), stream,
-                                  group));
+  ExpertGroups g = *grouped;
   CUdeviceptr codes = rounding.scratch,
               scales = codes + ceilDiv(rows * k, 16) * 16, none = 0;
   int32_t perSlot = perSlotInput;
-  void *quant[] = {&x,     &rows,      &k,       &codes, &scales,
-                   &order, &tileCount, &perSlot, &slots, &none};
+  void *quant[] = {&x,       &rows,        &k,       &codes, &scales,
+                   &g.order, &g.tileCount, &perSlot, &slots, &none};
   DAYBREAK_RETURN_IF_ERROR(
       launch(quantFp8Fn, "expertMatmul (FP8 x)",
              std::min<int64_t>(ceilDiv(rows * ceilDiv(k, 128), 8), 8192), 1, 1,
@@ -1124,18 +1109,13 @@ Status CudaKernels::fp8ExpertMatmul(CUdeviceptr x, bool perSlotInput,
   DeviceWeight weight = w, b = bias;
   weight.rows = n;
   weight.cols = k;
-  CUdeviceptr y = routed ? results : out;
-  void *gemm[] = {&xMap, &wMap,  &scales,   &weight,    &b, &n,
-                  &k,    &order, &tileList, &tileCount, &y};
+  void *gemm[] = {&xMap, &wMap,    &scales,  &weight,      &b,  &n,
+                  &k,    &g.order, &g.tiles, &g.tileCount, &g.y};
   DAYBREAK_RETURN_IF_ERROR(launch(expertGemmWgFp8Fn, "expertMatmul (FP8 GEMM)",
-                                  ceilDiv(n, 128), tiles, 1, 384,
+                                  ceilDiv(n, 128), g.maxTiles, 1, 384,
                                   unsigned(fp8GemmSharedBytes), stream, gemm));
-  if (!routed)
-    return Status::success();
-  void *combine[] = {
-      &results, &indices, &routingWeights, &experts, &tokens, &slots, &n, &out};
-  return launch(expertCombineFn, "expertMatmul (combine)", ceilDiv(n, 256),
-                tokens, 1, 256, 0, stream, combine);
+  return combineExperts(g, indices, routingWeights, experts, tokens, slots, n,
+                        out, stream);
 }
 
 bool CudaKernels::warpgroupExpertGemmApplies(const DeviceWeight &w,
@@ -1186,12 +1166,6 @@ Status CudaKernels::warpgroupExpertMatmul(
         " x " + std::to_string(w.blockK) + ", " + std::to_string(experts) +
         " experts of [" + std::to_string(n) + ", " + std::to_string(k) +
         "] (or x or the weight not 16-byte aligned)");
-  int64_t needed = expertGemmScratchBytes(tokens, slots, experts, n, routed);
-  if (!scratch || scratchBytes < needed)
-    return Status::error("warpgroupExpertMatmul: " + std::to_string(tokens) +
-                         " tokens x " + std::to_string(slots) + " slots need " +
-                         std::to_string(needed) + " bytes of scratch; given " +
-                         std::to_string(scratchBytes));
   int64_t rows = tokens * slots;
   int64_t codes = (rows * k + 1) / 2;
   if (codes > rounding.scratchFloats || rounding.scratch % 16 != 0)
@@ -1201,26 +1175,17 @@ Status CudaKernels::warpgroupExpertMatmul(
                          " floats of 16-byte aligned scratch; the device "
                          "planned " +
                          std::to_string(rounding.scratchFloats));
+  StatusOr<ExpertGroups> grouped =
+      groupExperts("warpgroupExpertMatmul", indices, tokens, slots, experts, n,
+                   routed, out, scratch, scratchBytes, 128, stream);
+  if (!grouped.ok())
+    return grouped.error();
   if (tokens <= 0 || n <= 0)
     return Status::success();
-  // The scratch as expertGemmScratchBytes lays it out (its tile bound, for
-  // 64-row tiles, holds the 128-row ones).
-  int64_t tiles = ceilDiv(rows, 128) + std::min(experts, rows);
-  CUdeviceptr tileCount = scratch, tileList = scratch + 16,
-              order = tileList + (ceilDiv(rows, kTensorGemmRows) +
-                                  std::min(experts, rows)) *
-                                     16,
-              results = order + (rows * 4 + 15) / 16 * 16;
-  CUdeviceptr zeroOut = routed ? 0 : out;
-  int32_t tileRows = 128;
-  void *group[] = {&indices,   &rows,    &experts, &order,   &tileList,
-                   &tileCount, &zeroOut, &n,       &tileRows};
-  DAYBREAK_RETURN_IF_ERROR(launch(expertGroupFn, "expertMatmul (grouping)", 1,
-                                  1, 1, 1024, unsigned(2 * experts * 4), stream,
-                                  group));
+  ExpertGroups g = *grouped;
   CUdeviceptr xb = rounding.scratch;
   int32_t perSlot = perSlotInput;
-  void *gather[] = {&x, &perSlot, &slots, &order, &tileCount, &k, &xb};
+  void *gather[] = {&x, &perSlot, &slots, &g.order, &g.tileCount, &k, &xb};
   DAYBREAK_RETURN_IF_ERROR(
       launch(gatherBf16Fn, "expertMatmul (gather)", ceilDiv(k / 8, 128),
              std::min<int64_t>(rows, 4096), 1, 128, 0, stream, gather));
@@ -1235,15 +1200,58 @@ Status CudaKernels::warpgroupExpertMatmul(
   DeviceWeight weight = w, b = bias;
   weight.rows = n;
   weight.cols = k;
-  CUdeviceptr y = routed ? results : out;
-  void *gemm[] = {&xMap, &wMap,  &weight,   &b,         &n,
-                  &k,    &order, &tileList, &tileCount, &y};
+  void *gemm[] = {&xMap, &wMap,    &weight,  &b,           &n,
+                  &k,    &g.order, &g.tiles, &g.tileCount, &g.y};
   DAYBREAK_RETURN_IF_ERROR(
       launch(e4m3 ? expertGemmWgE4m3Fn : expertGemmWgBf16Fn,
-             "expertMatmul (warpgroup GEMM)", ceilDiv(n, columns), tiles, 1,
-             384, unsigned(warpgroupGemmSharedBytes(w.type)), stream, gemm));
-  if (!routed)
+             "expertMatmul (warpgroup GEMM)", ceilDiv(n, columns), g.maxTiles,
+             1, 384, unsigned(warpgroupGemmSharedBytes(w.type)), stream, gemm));
+  return combineExperts(g, indices, routingWeights, experts, tokens, slots, n,
+                        out, stream);
+}
+
+StatusOr<CudaKernels::ExpertGroups>
+CudaKernels::groupExperts(const char *caller, CUdeviceptr indices,
+                          int64_t tokens, int64_t slots, int64_t experts,
+                          int64_t n, bool routed, CUdeviceptr out,
+                          CUdeviceptr scratch, int64_t scratchBytes,
+                          int32_t tileRows, CUstream stream) const {
+  int64_t needed = expertGemmScratchBytes(tokens, slots, experts, n, routed);
+  if (!scratch || scratchBytes < needed)
+    return Status::error(std::string(caller) + ": " + std::to_string(tokens) +
+                         " tokens x " + std::to_string(slots) + " slots need " +
+                         std::to_string(needed) + " bytes of scratch; given " +
+                         std::to_string(scratchBytes));
+  int64_t rows = tokens * slots;
+  // expertGemmScratchBytes' layout: its tile bound, for kTensorGemmRows,
+  // holds the tiles of any more rows.
+  ExpertGroups g;
+  g.tileCount = scratch;
+  g.tiles = scratch + 16;
+  g.order =
+      g.tiles + (ceilDiv(rows, kTensorGemmRows) + std::min(experts, rows)) * 16;
+  g.results = g.order + (rows * 4 + 15) / 16 * 16;
+  g.y = routed ? g.results : out;
+  g.maxTiles = ceilDiv(rows, tileRows) + std::min(experts, rows);
+  if (tokens <= 0 || n <= 0)
+    return g;
+  CUdeviceptr zeroOut = routed ? 0 : out;
+  void *group[] = {&indices,     &rows,    &experts, &g.order, &g.tiles,
+                   &g.tileCount, &zeroOut, &n,       &tileRows};
+  DAYBREAK_RETURN_IF_ERROR(launch(expertGroupFn, "expertMatmul (grouping)", 1,
+                                  1, 1, 1024, unsigned(2 * experts * 4), stream,
+                                  group));
+  return g;
+}
+
+Status CudaKernels::combineExperts(const ExpertGroups &groups,
+                                   CUdeviceptr indices,
+                                   CUdeviceptr routingWeights, int64_t experts,
+                                   int64_t tokens, int64_t slots, int64_t n,
+                                   CUdeviceptr out, CUstream stream) const {
+  if (!routingWeights)
     return Status::success();
+  CUdeviceptr results = groups.results;
   void *combine[] = {
       &results, &indices, &routingWeights, &experts, &tokens, &slots, &n, &out};
   return launch(expertCombineFn, "expertMatmul (combine)", ceilDiv(n, 256),
@@ -1672,7 +1680,6 @@ Status CudaKernels::tensorExpertMatmul(
     const DeviceWeight &bias, CUdeviceptr scratch, int64_t scratchBytes,
     bool bf16Input) const {
   bool routed = routingWeights != 0;
-  int64_t needed = expertGemmScratchBytes(tokens, slots, experts, n, routed);
   if (!tensorGemmApplies(weight, k) || x % 16 != 0)
     return Status::error("tensorExpertMatmul: no tensor-core GEMM for weight "
                          "type " +
@@ -1684,43 +1691,26 @@ Status CudaKernels::tensorExpertMatmul(
     return Status::error("tensorExpertMatmul: " + std::to_string(experts) +
                          " experts outside [1, " +
                          std::to_string(kTensorGemmMaxExperts) + "]");
-  if (!scratch || scratchBytes < needed)
-    return Status::error("tensorExpertMatmul: " + std::to_string(tokens) +
-                         " tokens x " + std::to_string(slots) + " slots need " +
-                         std::to_string(needed) + " bytes of scratch; given " +
-                         std::to_string(scratchBytes));
-  int64_t rows = tokens * slots;
+  StatusOr<ExpertGroups> grouped = groupExperts(
+      "tensorExpertMatmul", indices, tokens, slots, experts, n, routed, out,
+      scratch, scratchBytes, int32_t(kTensorGemmRows), stream);
+  if (!grouped.ok())
+    return grouped.error();
   if (tokens <= 0 || n <= 0)
     return Status::success();
-  // The scratch as expertGemmScratchBytes lays it out.
-  int64_t tiles = ceilDiv(rows, kTensorGemmRows) + std::min(experts, rows);
-  CUdeviceptr tileCount = scratch, tileList = scratch + 16,
-              order = tileList + tiles * 16,
-              results = order + (rows * 4 + 15) / 16 * 16;
-  CUdeviceptr zeroOut = routed ? 0 : out;
-  int32_t tileRows = int32_t(kTensorGemmRows);
-  void *group[] = {&indices,   &rows,    &experts, &order,   &tileList,
-                   &tileCount, &zeroOut, &n,       &tileRows};
-  DAYBREAK_RETURN_IF_ERROR(launch(expertGroupFn, "expertMatmul (grouping)", 1,
-                                  1, 1, 1024, unsigned(2 * experts * 4), stream,
-                                  group));
+  ExpertGroups g = *grouped;
   DeviceWeight w = weight, b = bias;
   w.rows = n;
   w.cols = k;
   int32_t perSlot = perSlotInput;
-  CUdeviceptr y = routed ? results : out;
-  void *gemm[] = {&x,        &perSlot,   &w,     &n, &k, &order,
-                  &tileList, &tileCount, &slots, &b, &y};
+  void *gemm[] = {&x,       &perSlot,     &w,     &n, &k,  &g.order,
+                  &g.tiles, &g.tileCount, &slots, &b, &g.y};
   DAYBREAK_RETURN_IF_ERROR(
       launch(tensorGemmFn(weight, true, bf16Input),
-             "expertMatmul (tensor-core GEMM)", ceilDiv(n, 128), tiles, 1, 128,
-             unsigned(tensorGemmSharedBytes(weight.type)), stream, gemm));
-  if (!routed)
-    return Status::success();
-  void *combine[] = {
-      &results, &indices, &routingWeights, &experts, &tokens, &slots, &n, &out};
-  return launch(expertCombineFn, "expertMatmul (combine)", ceilDiv(n, 256),
-                tokens, 1, 256, 0, stream, combine);
+             "expertMatmul (tensor-core GEMM)", ceilDiv(n, 128), g.maxTiles, 1,
+             128, unsigned(tensorGemmSharedBytes(weight.type)), stream, gemm));
+  return combineExperts(g, indices, routingWeights, experts, tokens, slots, n,
+                        out, stream);
 }
 
 Status CudaKernels::mxfp4ExpertMatmul(CUdeviceptr x, bool perSlotInput,

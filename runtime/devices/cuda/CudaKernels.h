@@ -888,6 +888,34 @@ private:
                    CUdeviceptr partials, CUdeviceptr input, CUdeviceptr post,
                    CUdeviceptr comb, CUstream stream) const;
 
+  /// A grouped expert matmul's scratch (expertGemmScratchBytes' layout)
+  /// once daybreak_expert_group has filled it: the tile count (then the
+  /// rows grouped), the tiles (expert, first row in `order`, rows), the
+  /// (token, slot) rows ordered by expert, and with routing weights each
+  /// row's result before the combine; `maxTiles` bounds the tiles (the
+  /// GEMM's grid) and `y` is where the GEMM writes (the results, or `out`
+  /// without routing weights).
+  struct ExpertGroups {
+    CUdeviceptr tileCount = 0, tiles = 0, order = 0, results = 0, y = 0;
+    int64_t maxTiles = 0;
+  };
+  /// Checks `scratch` against expertGemmScratchBytes (errors named after
+  /// `caller`) and launches daybreak_expert_group into it with tiles of at
+  /// most `tileRows` rows (without routing weights it also zeroes the rows
+  /// of `out` of empty slots).
+  StatusOr<ExpertGroups> groupExperts(const char *caller, CUdeviceptr indices,
+                                      int64_t tokens, int64_t slots,
+                                      int64_t experts, int64_t n, bool routed,
+                                      CUdeviceptr out, CUdeviceptr scratch,
+                                      int64_t scratchBytes, int32_t tileRows,
+                                      CUstream stream) const;
+  /// With routing weights, daybreak_expert_combine: each token's slots of
+  /// `groups.results` summed into `out` in slot order; else nothing.
+  Status combineExperts(const ExpertGroups &groups, CUdeviceptr indices,
+                        CUdeviceptr routingWeights, int64_t experts,
+                        int64_t tokens, int64_t slots, int64_t n,
+                        CUdeviceptr out, CUstream stream) const;
+
   /// What a copy-engine map reads: bf16 values in boxes of 64 columns,
   /// 128-byte swizzled (a box row is the swizzle's span, as the MMA reads
   /// it); e4m3 codes in boxes of 64 columns as stored (to be widened); or
