@@ -108,9 +108,10 @@ artifact() { if [ "$1" = default ]; then echo "$work/model.daybreak"; else echo 
 # ATTENTION=tensor-cores: daybreak-run's dense attention at prefill and its
 # sparse MLA on the tensor cores (--attention=tensor-cores); its results get
 # the suffix -tc.
-# PRECISION=bf16: daybreak-run --precision=bf16 (matmul inputs rounded to
-# bf16, the warpgroup GEMMs, the tensor-core attention paths and indexer);
-# its results get the suffix -bf16.
+# PRECISION=bf16 or fp8: daybreak-run --precision=... (matmul inputs rounded
+# to bf16, or FP8 for 128 x 128-block FP8 weights; the warpgroup and FP8
+# GEMMs, the tensor-core attention paths and indexer); results get the
+# suffix -bf16 or -fp8.
 run_flags="${ATTENTION:+--attention=$ATTENTION} ${PRECISION:+--precision=$PRECISION}"
 tag=${ATTENTION:+-tc}${PRECISION:+-$PRECISION}
 suffix() { if [ "$1" = default ]; then echo "$tag"; else echo "-$1$tag"; fi; }

@@ -463,10 +463,10 @@ Status CudaDevice::prepare(const artifact::ArtifactFile &file,
     }
 
   // --precision=bf16 and fp8: the rounded (or FP8) copies of matmul inputs
-  // (InputRounding),
-  // for the largest launch. A matmul's need is CudaKernels's own
-  // (matmulRoundingFloats), which is largest at 8 rows or at the most
-  // tokens; the other kernels round their whole input unless the
+  // (InputRounding), for the largest launch. A matmul's or an expert
+  // matmul's need is CudaKernels's own (matmulRoundingFloats,
+  // expertRoundingFloats, evaluated where each path needs the most); the
+  // other kernels round their whole input unless the
   // tensor-core GEMMs take it (more than 8 rows of 16-byte aligned x on a
   // weight they apply to), so at most 8 rows of such a launch are copied.
   if (bf16Inputs)
@@ -515,12 +515,11 @@ Status CudaDevice::prepare(const artifact::ArtifactFile &file,
           int64_t below = std::min<int64_t>(tokens, kWarpgroupGemmMinRows);
           while (below > 1 && rows(below) >= kWarpgroupGemmMinRows)
             --below;
-          for (int64_t t : {std::min<int64_t>(tokens, 8), below, tokens}) {
-            int64_t rows = numel(t) / std::max<int64_t>(k, 1);
-            roundScratchFloats = std::max(
-                roundScratchFloats, CudaKernels::matmulRoundingFloats(
-                                        stored, rows, k, xAligned, fp8Inputs));
-          }
+          for (int64_t t : {std::min<int64_t>(tokens, 8), below, tokens})
+            roundScratchFloats =
+                std::max(roundScratchFloats,
+                         CudaKernels::matmulRoundingFloats(
+                             stored, rows(t), k, xAligned, fp8Inputs));
           continue;
         }
         if (experts && (stored.type == 1 || w.dtype == artifact::F8E4M3FN)) {
@@ -943,9 +942,9 @@ struct CudaLaunchers {
                                  p(l.in(In::slots)), p(l.in(In::sequences)),
                                  l.tokens, d.stream);
   }
-  /// --precision=bf16 takes the tensor-core kernel (daybreak_dsa_indexer_tc_*,
-  /// q rounded to bf16 as the CPU device's bf16 mode rounds it) where it
-  /// applies; the exact mode the exact kernel.
+  /// --precision=bf16 and fp8 take the tensor-core kernel
+  /// (daybreak_dsa_indexer_tc_*, q rounded to bf16 as the CPU device's
+  /// modes round it) where it applies; the exact mode the exact kernel.
   static Status dsaIndexerScores(CudaDevice &d, const BoundLaunch &l) {
     using In = abi::DsaIndexerScores::In;
     const BoundArg &q = l.in(In::queries);

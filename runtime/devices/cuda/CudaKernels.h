@@ -405,7 +405,10 @@ public:
   /// daybreak_gemv_e4m3 / _bf16 (16-byte loads, widened in registers) where
   /// the shapes allow, else daybreak_gemv_stored; larger m warpgroupGemm
   /// with `rounding.bf16` where it applies, else tensorGemm where it
-  /// applies, else the stored 64x64 tiles (CUDA cores). `constantWeight`:
+  /// applies, else the stored 64x64 tiles (CUDA cores). With
+  /// `rounding.fp8` on a weight fp8InputsApply names: fp8Gemm from
+  /// kWarpgroupGemmMinRows rows, else x quantized (fp8Dequantized) and the
+  /// one-part tensorGemm past 8 rows or the paths above. `constantWeight`:
   /// see tensorGemv.
   Status matmul(CUdeviceptr x, const DeviceWeight &w, const DeviceWeight &bias,
                 int64_t m, int64_t n, int64_t k, CUdeviceptr out,
@@ -596,10 +599,13 @@ public:
   /// With stored weights (e4m3 in any block size) and an optional `bias`
   /// [E, N] (data 0: none). 1 to 8 tokens take tensorExpertGemv where it
   /// applies (and, with routing weights, `scratch` holds
-  /// expertGemvScratchBytes); more than 8 take tensorExpertMatmul where it
-  /// applies and `scratch` holds expertGemmScratchBytes (device memory,
-  /// `scratchBytes` long, no other use during the launch); the rest
-  /// cudaCoreExpertMatmul.
+  /// expertGemvScratchBytes); more than 8 take, where `scratch` holds
+  /// expertGemmScratchBytes (device memory, `scratchBytes` long, no other
+  /// use during the launch), warpgroupExpertMatmul with `rounding.bf16`
+  /// where warpgroupExpertGemmApplies, else tensorExpertMatmul where it
+  /// applies; the rest cudaCoreExpertMatmul. With `rounding.fp8` on a
+  /// weight fp8InputsApply names: fp8ExpertMatmul past 8 tokens and from
+  /// 128 rows, else x quantized (fp8Dequantized) and the paths above.
   Status expertMatmul(CUdeviceptr x, bool perSlotInput, const DeviceWeight &w,
                       int64_t experts, int64_t n, int64_t k,
                       CUdeviceptr indices, int64_t tokens, int64_t slots,
