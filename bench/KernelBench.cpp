@@ -1609,7 +1609,7 @@ int main(int argc, char **argv) {
     return v;
   };
   int64_t seqLen = 4096;
-  CUdeviceptr sequences = alloc(512 * 4, 0); // slot 0 for up to 512 tokens
+  CUdeviceptr sequences = alloc(2048 * 4, 0); // slot 0 for up to 2048 tokens
 
   // Indexer scores: 64 heads of 128 over every cached key, for one query
   // token (decode) and for 64 (a batch or a prefill chunk), and on the
@@ -1622,22 +1622,26 @@ int main(int argc, char **argv) {
     if (t && !kernels.allowIndexerSharedMemory(t).ok())
       t = nullptr;
     DeviceCacheView keys = makeCache(128, 0, 128, seqLen);
-    CUdeviceptr q = alloc(512 * 64 * 128 * 4, 0x3c),
-                weights = alloc(512 * 64 * 4, 0x3c),
-                scores = alloc(512 * seqLen * 4, 0);
-    for (int64_t tokens : {1, 64, 512}) {
+    CUdeviceptr q = alloc(2048 * 64 * 128 * 4, 0x3c),
+                weights = alloc(2048 * 64 * 4, 0x3c),
+                scores = alloc(2048 * seqLen * 4, 0);
+    for (int64_t tokens : {1, 64, 512, 2048}) {
       double bytes = double(seqLen * keys.bytesPerRow + tokens * seqLen * 4);
       double flops = 2.0 * 64 * 128 * double(tokens * seqLen);
       std::string shape = "T=" + std::to_string(tokens) +
                           " H=64 D=128 S=" + std::to_string(seqLen);
+      using Tiles = CudaKernels::IndexerTiles;
       struct Variant {
         const char *name;
         CUfunction fn;
         bool tensor;
+        Tiles tiles;
       };
       for (Variant v :
-           {Variant{"generic", nullptr, false}, Variant{"<128>", t, false},
-            Variant{"tensor", nullptr, true}}) {
+           {Variant{"generic", nullptr, false, Tiles::Auto},
+            Variant{"<128>", t, false, Tiles::Auto},
+            Variant{"tensor", nullptr, true, Tiles::PerToken},
+            Variant{"tensor-groups", nullptr, true, Tiles::TokenGroups}}) {
         if ((!v.tensor && tokens > 64) ||
             (std::string(v.name) == "<128>" && !t))
           continue;
@@ -1645,7 +1649,7 @@ int main(int argc, char **argv) {
             [&] {
               return kernels.dsaIndexerScores(q, weights, keys, sequences, 0,
                                               tokens, 64, 0.1, scores, nullptr,
-                                              v.fn, v.tensor);
+                                              v.fn, v.tensor, v.tiles);
             },
             iterations);
         row("dsa_indexer_scores", shape, v.name, seconds, bytes);

@@ -949,18 +949,19 @@ TEST_F(CudaKernelsTest, DsaIndexerScores) {
 /// products with truncation (2 roundings of 2u each, on at most the sum
 /// of the magnitudes S_h = sum_d |bf16(q_hd) k_d|); then ReLU (1-Lipschitz),
 /// the head factor, a pair, three shuffles and at most 8 warps' sums, the
-/// scale: 14 roundings on sum_h |w_h| S_h. The CPU's fp32 GEMM sums D
-/// products (D u S_h), then rounds the double sum once.
-std::vector<double> indexerTcBound(const cpu::CacheView &keys,
-                                   const std::vector<float> &q,
-                                   const std::vector<float> &weights,
-                                   const std::vector<int32_t> &seqs,
-                                   const std::vector<int32_t> &bounds,
-                                   int64_t tokens, int64_t heads, double scale,
-                                   cpu::ThreadPool &pool) {
+/// scale: 14 roundings on sum_h |w_h| S_h (`headRoundings`; the token-group
+/// kernel: a lane's 2 n heads of its n head tiles in turn, a product and an
+/// add each, two shuffles, the row scale and the scale: 4 n + 4). The CPU's
+/// fp32 GEMM sums D products (D u S_h), then rounds the double sum once.
+std::vector<double> indexerTcBound(
+    const cpu::CacheView &keys, const std::vector<float> &q,
+    const std::vector<float> &weights, const std::vector<int32_t> &seqs,
+    const std::vector<int32_t> &bounds, int64_t tokens, int64_t heads,
+    double scale, int64_t headRoundings, cpu::ThreadPool &pool) {
   const int64_t dim = keys.width, count = keys.maxSeqLen;
   const double u = std::ldexp(1.0, -24);
-  const double gamma = (4.0 * double(dim / 16) + 14.0 + double(dim) + 1.0) * u;
+  const double gamma =
+      (4.0 * double(dim / 16) + double(headRoundings) + double(dim) + 1.0) * u;
   std::vector<double> bound(tokens * count, 0.0);
   pool.parallelFor(tokens, 1, [&](int64_t begin, int64_t end) {
     std::vector<float> key(dim);
@@ -1003,6 +1004,9 @@ TEST_F(CudaKernelsTest, DsaIndexerScoresTensorCores) {
   // double-buffered walk); bounds inside a tile, at its end, at 0 and past the
   // cache; two sequences through a shuffled page table of 16-row pages
   // (a page lookup a key) and of 64-row pages (a lookup a 64-key tile).
+  // Both kernels, a block a token and a block a token group (its groups
+  // then hold two sequences: a pass each), and 130 tokens of one sequence
+  // (a group's one pass; a partial last group).
   // Each result must also differ from the exact kernel's (q was rounded),
   // and an f32 cache, which the tensor cores do not take, must give the
   // exact result.
@@ -1014,77 +1018,87 @@ TEST_F(CudaKernelsTest, DsaIndexerScoresTensorCores) {
                               {32, 4},
                               {64, 37},
                               {16, 1}})
-      for (auto [tokens, pageRows] : {std::pair<int64_t, int64_t>{5, 16},
-                                      {600, 16},
-                                      {5, 64},
-                                      {600, 64}}) {
-        if (format == cpu::CacheFormat::F32 &&
-            (dim != 128 || heads != 64 || pageRows != 16))
-          continue;
-        bool fp8 = format == cpu::CacheFormat::Fp8Scaled;
-        TestCache cache(format, dim, 0, fp8 ? dim : 0, maxSeqLen, pageRows,
-                        rng);
-        cache.fill(rng);
-        auto q = random(tokens * heads * dim), weights = random(tokens * heads);
-        std::vector<int32_t> seqs(tokens), bounds(tokens);
-        for (int64_t t = 0; t < tokens; ++t) {
-          seqs[t] = int32_t(t % 2);
-          bounds[t] = int32_t(t == 0   ? 37
-                              : t == 1 ? 64
-                              : t == 2 ? 0
-                                       : (t * 53) % 340);
+      for (auto [tokens, pageRows, sequences] :
+           {std::tuple<int64_t, int64_t, int32_t>{5, 16, 2},
+            {600, 16, 2},
+            {5, 64, 2},
+            {600, 64, 2},
+            {130, 64, 1}})
+        for (auto tiles : {CudaKernels::IndexerTiles::PerToken,
+                           CudaKernels::IndexerTiles::TokenGroups}) {
+          if (format == cpu::CacheFormat::F32 &&
+              (dim != 128 || heads != 64 || pageRows != 16 || sequences != 2 ||
+               tiles != CudaKernels::IndexerTiles::PerToken))
+            continue;
+          const bool groups = tiles == CudaKernels::IndexerTiles::TokenGroups;
+          bool fp8 = format == cpu::CacheFormat::Fp8Scaled;
+          TestCache cache(format, dim, 0, fp8 ? dim : 0, maxSeqLen, pageRows,
+                          rng);
+          cache.fill(rng);
+          auto q = random(tokens * heads * dim),
+               weights = random(tokens * heads);
+          std::vector<int32_t> seqs(tokens), bounds(tokens);
+          for (int64_t t = 0; t < tokens; ++t) {
+            seqs[t] = int32_t(t % sequences);
+            bounds[t] = int32_t(t == 0   ? 37
+                                : t == 1 ? 64
+                                : t == 2 ? 0
+                                         : (t * 53) % 340);
+          }
+          ASSERT_EQ(runtime::indexerTensorCoresApply(cache.host.format, dim, 0,
+                                                     cache.host.scaleBlock,
+                                                     heads),
+                    format != cpu::CacheFormat::F32);
+          DeviceCacheView view = cache.upload(*driver);
+          Buffer dq(*driver, q), dw(*driver, weights), dSeqs(*driver, seqs),
+              dBounds(*driver, bounds), dOut(*driver, tokens * maxSeqLen * 4);
+          std::vector<float> expected(tokens * maxSeqLen),
+              exact(tokens * maxSeqLen);
+          for (auto [out, rounded] :
+               {std::pair{&expected, true}, std::pair{&exact, false}})
+            ASSERT_TRUE(cpu::dsaIndexerScores(pool, q.data(), weights.data(),
+                                              cache.host, seqs.data(),
+                                              bounds.data(), tokens, heads,
+                                              0.125, out->data(), rounded)
+                            .ok());
+          // Poisoned first: the zeros past a bound must be written.
+          ASSERT_EQ(driver->cuMemsetD8(dOut.get(), 0xff, expected.size() * 4),
+                    CUDA_SUCCESS);
+          expectRan(kernels->dsaIndexerScores(
+              dq, dw, view, dSeqs, dBounds, tokens, heads, 0.125, dOut, nullptr,
+              nullptr, /*tensorCores=*/true, tiles));
+          std::vector<float> out = dOut.read<float>(expected.size());
+          char shape[112];
+          std::snprintf(shape, sizeof(shape),
+                        "%s dim=%ld heads=%ld T=%ld pages of %ld, %d seq, %s",
+                        formatName(format), long(dim), long(heads),
+                        long(tokens), long(pageRows), int(sequences),
+                        groups ? "token groups" : "a block a token");
+          if (format == cpu::CacheFormat::F32) {
+            // The exact kernel: its own test's measure.
+            EXPECT_EQ(expected, exact) << shape; // no rounding on f32 rows
+            double e = rowRelativeError(out, expected, maxSeqLen);
+            report("dsaIndexerScores (tc)", shape, e);
+            EXPECT_LE(e, 1e-5) << shape;
+            continue;
+          }
+          std::vector<double> bound = indexerTcBound(
+              cache.host, q, weights, seqs, bounds, tokens, heads, 0.125,
+              groups ? 4 * (heads > 64 ? 16 : 8) + 4 : 14, pool);
+          double worst = 0.0;
+          int64_t outside = 0;
+          for (size_t i = 0; i < out.size(); ++i) {
+            double err = std::fabs(double(out[i]) - double(expected[i]));
+            if (!(err <= bound[i])) // NaN counts as outside
+              ++outside;
+            if (bound[i] > 0)
+              worst = std::max(worst, err / bound[i]);
+          }
+          report("dsaIndexerScores (tc)", shape, worst);
+          EXPECT_EQ(outside, 0)
+              << shape << ": worst " << worst << " of the bound";
+          EXPECT_GT(rowRelativeError(out, exact, maxSeqLen), 1e-5) << shape;
         }
-        ASSERT_EQ(runtime::indexerTensorCoresApply(
-                      cache.host.format, dim, 0, cache.host.scaleBlock, heads),
-                  format != cpu::CacheFormat::F32);
-        DeviceCacheView view = cache.upload(*driver);
-        Buffer dq(*driver, q), dw(*driver, weights), dSeqs(*driver, seqs),
-            dBounds(*driver, bounds), dOut(*driver, tokens * maxSeqLen * 4);
-        std::vector<float> expected(tokens * maxSeqLen),
-            exact(tokens * maxSeqLen);
-        for (auto [out, rounded] :
-             {std::pair{&expected, true}, std::pair{&exact, false}})
-          ASSERT_TRUE(cpu::dsaIndexerScores(pool, q.data(), weights.data(),
-                                            cache.host, seqs.data(),
-                                            bounds.data(), tokens, heads, 0.125,
-                                            out->data(), rounded)
-                          .ok());
-        // Poisoned first: the zeros past a bound must be written.
-        ASSERT_EQ(driver->cuMemsetD8(dOut.get(), 0xff, expected.size() * 4),
-                  CUDA_SUCCESS);
-        expectRan(kernels->dsaIndexerScores(dq, dw, view, dSeqs, dBounds,
-                                            tokens, heads, 0.125, dOut, nullptr,
-                                            nullptr, /*tensorCores=*/true));
-        std::vector<float> out = dOut.read<float>(expected.size());
-        char shape[80];
-        std::snprintf(shape, sizeof(shape),
-                      "%s dim=%ld heads=%ld T=%ld pages of %ld",
-                      formatName(format), long(dim), long(heads), long(tokens),
-                      long(pageRows));
-        if (format == cpu::CacheFormat::F32) {
-          // The exact kernel: its own test's measure.
-          EXPECT_EQ(expected, exact) << shape; // no rounding on f32 rows
-          double e = rowRelativeError(out, expected, maxSeqLen);
-          report("dsaIndexerScores (tc)", shape, e);
-          EXPECT_LE(e, 1e-5) << shape;
-          continue;
-        }
-        std::vector<double> bound = indexerTcBound(
-            cache.host, q, weights, seqs, bounds, tokens, heads, 0.125, pool);
-        double worst = 0.0;
-        int64_t outside = 0;
-        for (size_t i = 0; i < out.size(); ++i) {
-          double err = std::fabs(double(out[i]) - double(expected[i]));
-          if (!(err <= bound[i])) // NaN counts as outside
-            ++outside;
-          if (bound[i] > 0)
-            worst = std::max(worst, err / bound[i]);
-        }
-        report("dsaIndexerScores (tc)", shape, worst);
-        EXPECT_EQ(outside, 0)
-            << shape << ": worst " << worst << " of the bound";
-        EXPECT_GT(rowRelativeError(out, exact, maxSeqLen), 1e-5) << shape;
-      }
 }
 
 TEST_F(CudaKernelsTest, DsaIndexSelect) {

@@ -182,6 +182,13 @@ constexpr int64_t indexerTcSharedBytes(int64_t heads) {
   return 2 * (16 * m + 128) * 136 + 4 * (128 + 16 * m + 64 * m);
 }
 
+/// daybreak_dsa_indexer_tc_tokens_*'s dynamic shared memory: 32 (token,
+/// head tile) pairs of q fragments (8 bytes a lane and k-step) and 256 head
+/// factors.
+constexpr int64_t indexerTokensSharedBytes(int64_t width) {
+  return 32 * (width / 16) * 32 * 8 + 256 * 4;
+}
+
 /// An error for n outside [1, kMhcMaxStreams], the CPU kernels' limit too,
 /// or sinkhornIters < 1 (when given).
 Status checkMhcStreams(const char *kernel, int64_t n,
@@ -400,6 +407,10 @@ StatusOr<CudaKernels> CudaKernels::load(const Driver &driver, CUmodule module) {
         {kernels.dsaIndexerScoresFn, kernels.sharedPerBlock},
         {kernels.dsaIndexerTcE4m3Fn, indexerTcSharedBytes(128)},
         {kernels.dsaIndexerTcBf16Fn, indexerTcSharedBytes(128)},
+        {kernels.dsaIndexerTokensE4m3_64Fn, indexerTokensSharedBytes(128)},
+        {kernels.dsaIndexerTokensE4m3_128Fn, indexerTokensSharedBytes(128)},
+        {kernels.dsaIndexerTokensBf16_64Fn, indexerTokensSharedBytes(128)},
+        {kernels.dsaIndexerTokensBf16_128Fn, indexerTokensSharedBytes(128)},
         {kernels.attentionWideFn,
          wideAttentionSharedBytes(kWideAttentionMaxHeadDim,
                                   kWideAttentionMaxValueDim, false)},
@@ -1830,16 +1841,40 @@ Status CudaKernels::allowIndexerSharedMemory(CUfunction fn) const {
                        "cuFuncSetAttribute");
 }
 
-Status CudaKernels::dsaIndexerScores(CUdeviceptr q, CUdeviceptr weights,
-                                     const DeviceCacheView &keys,
-                                     CUdeviceptr sequences, CUdeviceptr bounds,
-                                     int64_t tokens, int64_t heads,
-                                     double scale, CUdeviceptr scores,
-                                     CUstream stream, CUfunction specialized,
-                                     bool tensorCores) const {
-  if (tensorCores && q % 16 == 0 &&
+Status CudaKernels::dsaIndexerScores(
+    CUdeviceptr q, CUdeviceptr weights, const DeviceCacheView &keys,
+    CUdeviceptr sequences, CUdeviceptr bounds, int64_t tokens, int64_t heads,
+    double scale, CUdeviceptr scores, CUstream stream, CUfunction specialized,
+    bool tensorCores, IndexerTiles tiles) const {
+  const bool tensorRows =
+      tensorCores && q % 16 == 0 &&
       runtime::indexerTensorCoresApply(keys.format, keys.width, keys.tailDim,
-                                       keys.scaleBlock, heads)) {
+                                       keys.scaleBlock, heads);
+  if (tensorRows &&
+      (tiles == IndexerTiles::TokenGroups ||
+       (tiles == IndexerTiles::Auto && tokens >= kIndexerGroupMinTokens))) {
+    // Groups of 4 tokens (2 past 64 heads), in chunks of whole 128-key
+    // tiles, as many as bring the grid to about 4 blocks an SM.
+    const bool wide = heads > 64;
+    const bool bf16 = keys.format == runtime::CacheFormat::BF16;
+    int64_t group = wide ? 2 : 4, groups = ceilDiv(tokens, group);
+    int64_t keyTiles = ceilDiv(keys.maxSeqLen, 128);
+    int64_t chunks =
+        std::clamp<int64_t>(ceilDiv(4 * multiprocessors, groups), 1, keyTiles);
+    int64_t chunkKeys = ceilDiv(keyTiles, chunks) * 128;
+    KernelCache c = toKernel(keys);
+    float fscale = float(scale);
+    void *params[] = {&q,      &weights, &c,      &sequences, &bounds,
+                      &tokens, &heads,   &fscale, &chunkKeys, &scores};
+    CUfunction fn =
+        bf16 ? (wide ? dsaIndexerTokensBf16_128Fn : dsaIndexerTokensBf16_64Fn)
+             : (wide ? dsaIndexerTokensE4m3_128Fn : dsaIndexerTokensE4m3_64Fn);
+    return launch(fn, "dsaIndexerScores (tensor cores, token groups)",
+                  ceilDiv(keys.maxSeqLen, chunkKeys), groups, 1, 256,
+                  unsigned(indexerTokensSharedBytes(keys.width)), stream,
+                  params);
+  }
+  if (tensorRows) {
     // A block per token and chunk of keys: chunks of whole 64-key tiles,
     // as many as bring the grid to about 8 blocks an SM (decode), one a
     // token when the tokens alone fill the GPU (prefill).

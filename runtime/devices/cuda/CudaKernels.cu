@@ -3667,6 +3667,254 @@ extern "C" __global__ void __launch_bounds__(256)
 
 namespace {
 
+constexpr int kIndexerTokensWarps = 8; // a block's warps: 16 keys each a tile
+
+/// daybreak_dsa_indexer_tc_tokens' body: the indexer of daybreak_dsa_indexer_tc
+/// for a group of kTokens consecutive tokens, the keys as the mma's M so
+/// that one load of a key serves every token of the group. kHeadTiles: n8
+/// tiles of heads (8: up to 64 heads, 4 tokens a block; 16: up to 128, 2
+/// tokens). Block 256 (8 warps), grid (ceil(maxSeqLen / chunkKeys),
+/// ceil(tokens / kTokens)), chunkKeys a multiple of 128.
+///
+/// The q . k sums run over a permutation of the dimension that both
+/// operands follow: lane t's columns (2t, 2t + 1) and (2t + 8, 2t + 9) of
+/// k-step s are dimensions d4 t + 4 s + (0, 1) and (2, 3), d4 = dim / 4, so
+/// that a lane's A fragments of a key row are `steps` consecutive words of
+/// it (one 4-byte load each: FP8 rows are dim + 4 bytes). q is staged once
+/// into shared memory in fragment order ([token][head tile][k-step][lane],
+/// 8 bytes each: conflict-free), rounded as daybreak_dsa_indexer_tc rounds
+/// it. Warp w then owns keys k0 + 16 w .. + 15 of each 128-key tile: it
+/// loads them straight into A fragments (the next tile's words in flight
+/// while it multiplies), and for each token of the group sums its heads
+/// from the accumulators (a lane's columns, then the quad). No block
+/// barrier past the staging. Tokens of the group on another sequence take
+/// a pass of their own (prefill chunks are one sequence: one pass).
+template <int kType, int kHeadTiles>
+__device__ __forceinline__ void
+indexerTcTokens(const float *__restrict__ q, const float *__restrict__ weights,
+                const Cache &keys, const int32_t *sequences,
+                const int32_t *bounds, int64_t tokens, int64_t heads,
+                float scale, int64_t chunkKeys, float *__restrict__ scores) {
+  constexpr int kTokens = 32 / kHeadTiles;
+  constexpr int kHeads = 8 * kHeadTiles;
+  constexpr int kWords = kType == kWeightE4M3 ? 8 : 16; // a row's, at most
+  extern __shared__ __align__(16) uint8_t indexerTokensShared[];
+  __shared__ int32_t seqOf[kTokens];
+  __shared__ int64_t visibleOf[kTokens];
+  const int tid = int(threadIdx.x), lane = tid & 31, warp = tid >> 5;
+  const int g = lane >> 2, t = lane & 3;
+  const int dim = int(keys.width), steps = dim / 16, d4 = dim / 4;
+  uint2 *qf = reinterpret_cast<uint2 *>(indexerTokensShared);
+  float *factor =
+      reinterpret_cast<float *>(qf + kTokens * kHeadTiles * steps * 32);
+
+  const int64_t t0 = int64_t(blockIdx.y) * kTokens;
+  const int64_t s0 = int64_t(blockIdx.x) * chunkKeys;
+  const int64_t count =
+      keys.maxSeqLen - s0 < chunkKeys ? keys.maxSeqLen - s0 : chunkKeys;
+  if (count <= 0)
+    return;
+  if (tid < kTokens) {
+    const int64_t token = t0 + tid;
+    int32_t seq = -1;
+    int64_t visible = 0;
+    if (token < tokens) {
+      seq = sequences ? sequences[token] : 0;
+      visible = count;
+      if (bounds) {
+        int64_t bound = int64_t(bounds[token]) - s0;
+        visible = bound < 0 ? 0 : bound < count ? bound : count;
+      }
+      if (seq < 0 || seq >= keys.batch) {
+        seq = -1;
+        visible = 0;
+      }
+    }
+    seqOf[tid] = seq;
+    visibleOf[tid] = visible;
+  }
+
+  // q in fragment order: warp w rounds rows (token, head) w, w + 8, ...; a
+  // lane 4 consecutive values, which lie in one lane's span of one k-step.
+  for (int r = warp; r < kTokens * kHeads; r += kIndexerTokensWarps) {
+    const int i = r / kHeads, h = r % kHeads, d = 4 * lane;
+    const int64_t token = t0 + i;
+    const bool real = token < tokens && h < heads;
+    float4 v = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+    if (real && d < dim)
+      v = *reinterpret_cast<const float4 *>(q + (token * heads + h) * dim + d);
+    float inverse = 1.0f;
+    if (kType == kWeightE4M3) {
+      // As daybreak_dsa_indexer_tc: the head's largest |q| into f16's range.
+      float amax =
+          fmaxf(fmaxf(fabsf(v.x), fabsf(v.y)), fmaxf(fabsf(v.z), fabsf(v.w)));
+#pragma unroll
+      for (int o = 16; o > 0; o >>= 1)
+        amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, o));
+      int exponent = int(__float_as_uint(amax) >> 23) & 0xFF;
+      int shift = min(max(141 - exponent, -112), 126);
+      float up = __uint_as_float(uint32_t(127 + shift) << 23);
+      inverse = __uint_as_float(uint32_t(127 - shift) << 23);
+      v.x *= up;
+      v.y *= up;
+      v.z *= up;
+      v.w *= up;
+    }
+    if (d < dim) {
+      const int span = d / d4, step = (d % d4) / 4;
+      qf[((i * kHeadTiles + h / 8) * steps + step) * 32 + (h % 8) * 4 + span] =
+          make_uint2(roundX<kType>(v.x, v.y), roundX<kType>(v.z, v.w));
+    }
+    if (lane == 0)
+      factor[i * kHeads + h] =
+          real ? weights[token * heads + h] * inverse : 0.0f;
+  }
+  __syncthreads();
+
+  // A lane's words of its two rows (g and g + 8 of the warp's 16 keys) and
+  // their scales; zeros past the pass's visible keys.
+  constexpr int kBytes = kType == kWeightE4M3 ? 1 : 2;
+  const int rowWords = steps * kBytes; // of a lane's span
+  const bool consecutive =
+      (keys.ringRows ? keys.ringRows : keys.pageSize) % 16 == 0;
+  uint32_t raw[2][kWords];
+  float rawScale[2];
+  auto load = [&](int32_t seq, int64_t visible, int64_t k0) {
+    const int64_t first = k0 + 16 * warp;
+    const uint8_t *tile = consecutive && first < visible
+                              ? cacheRow(keys, seq, s0 + first)
+                              : nullptr;
+#pragma unroll
+    for (int half = 0; half < 2; ++half) {
+      const int64_t key = first + g + 8 * half;
+      const uint8_t *row = key >= visible ? nullptr
+                           : tile
+                               ? tile + int64_t(g + 8 * half) * keys.bytesPerRow
+                               : cacheRow(keys, seq, s0 + key);
+      const uint32_t *words =
+          row ? reinterpret_cast<const uint32_t *>(row) + t * rowWords
+              : nullptr;
+#pragma unroll
+      for (int w = 0; w < kWords; ++w)
+        raw[half][w] = words && w < rowWords ? __ldg(words + w) : 0u;
+      rawScale[half] = !row ? 0.0f
+                       : kType == kWeightE4M3
+                           ? __ldg(reinterpret_cast<const float *>(row + dim))
+                           : 1.0f;
+    }
+  };
+
+  uint32_t done = 0;
+  const uint32_t all = (1u << kTokens) - 1;
+  for (int i = 0; i < kTokens; ++i)
+    if (seqOf[i] < 0)
+      done |= 1u << i;
+  // Tokens on no sequence (or past `tokens`): zeros for the real ones.
+  for (int i = 0; i < kTokens; ++i)
+    if (seqOf[i] < 0 && t0 + i < tokens)
+      for (int64_t s = tid; s < count; s += blockDim.x)
+        scores[(t0 + i) * keys.maxSeqLen + s0 + s] = 0.0f;
+
+  while (done != all) {
+    const int32_t seq = seqOf[__ffs(~done & all) - 1];
+    uint32_t active = 0;
+    int64_t visible = 0;
+    for (int i = 0; i < kTokens; ++i)
+      if (!(done >> i & 1) && seqOf[i] == seq) {
+        active |= 1u << i;
+        visible = visibleOf[i] > visible ? visibleOf[i] : visible;
+      }
+    const int64_t tiles = (visible + 127) / 128;
+    if (tiles > 0)
+      load(seq, visible, 0);
+    for (int64_t tile = 0; tile < tiles; ++tile) {
+      const int64_t k0 = tile * 128;
+      // This tile's A fragments; the next tile's words then load.
+      uint32_t a[8][4];
+#pragma unroll
+      for (int s = 0; s < 8; ++s) {
+        if (s >= steps)
+          break;
+        if (kType == kWeightE4M3) {
+          e4m3x4ToHalf2(raw[0][s], a[s][0], a[s][2]);
+          e4m3x4ToHalf2(raw[1][s], a[s][1], a[s][3]);
+        } else {
+          a[s][0] = raw[0][2 * s];
+          a[s][2] = raw[0][2 * s + 1];
+          a[s][1] = raw[1][2 * s];
+          a[s][3] = raw[1][2 * s + 1];
+        }
+      }
+      const int own = t & 1; // lanes t = 0, 1 write rows g, g + 8
+      const float rowScale = rawScale[own];
+      if (tile + 1 < tiles)
+        load(seq, visible, k0 + 128);
+      const int64_t key = k0 + 16 * warp + g + 8 * own;
+      for (int i = 0; i < kTokens; ++i) {
+        if (!(active >> i & 1))
+          continue;
+        float acc[kHeadTiles][4] = {};
+        const uint2 *b = qf + i * kHeadTiles * steps * 32 + lane;
+#pragma unroll
+        for (int s = 0; s < 8; ++s) {
+          if (s >= steps)
+            break;
+#pragma unroll
+          for (int nt = 0; nt < kHeadTiles; ++nt)
+            mma16816<kType>(acc[nt], a[s], b[(nt * steps + s) * 32]);
+        }
+        // ReLU, the head factors, the sum over the lane's heads, then the
+        // quad's.
+        const float *f = factor + i * kHeads + 2 * t;
+        float v0 = 0.0f, v1 = 0.0f;
+#pragma unroll
+        for (int nt = 0; nt < kHeadTiles; ++nt) {
+          const float2 fh = *reinterpret_cast<const float2 *>(f + 8 * nt);
+          v0 += fh.x * fmaxf(acc[nt][0], 0.0f) + fh.y * fmaxf(acc[nt][1], 0.0f);
+          v1 += fh.x * fmaxf(acc[nt][2], 0.0f) + fh.y * fmaxf(acc[nt][3], 0.0f);
+        }
+#pragma unroll
+        for (int o = 1; o < 4; o <<= 1) {
+          v0 += __shfl_xor_sync(0xffffffffu, v0, o);
+          v1 += __shfl_xor_sync(0xffffffffu, v1, o);
+        }
+        if (t < 2 && key < count)
+          scores[(t0 + i) * keys.maxSeqLen + s0 + key] =
+              key < visibleOf[i] ? scale * (rowScale * (own ? v1 : v0)) : 0.0f;
+      }
+    }
+    // Past the tiles: zeros.
+    for (int i = 0; i < kTokens; ++i)
+      if (active >> i & 1)
+        for (int64_t s = tiles * 128 + tid; s < count; s += blockDim.x)
+          scores[(t0 + i) * keys.maxSeqLen + s0 + s] = 0.0f;
+    done |= active;
+  }
+}
+
+} // namespace
+
+/// daybreak_dsa_indexer_tc's scores for groups of tokens sharing each key
+/// load (see indexerTcTokens): _e4m3 / _bf16 rows as there, up to 64 heads
+/// (_64: 4 tokens a block) or 128 (_128: 2).
+#define DAYBREAK_INDEXER_TOKENS(name, type, tiles)                             \
+  extern "C" __global__ void __launch_bounds__(kIndexerTokensWarps * 32)       \
+      name(const float *q, const float *weights, Cache keys,                   \
+           const int32_t *sequences, const int32_t *bounds, int64_t tokens,    \
+           int64_t heads, float scale, int64_t chunkKeys, float *scores) {     \
+    indexerTcTokens<type, tiles>(q, weights, keys, sequences, bounds, tokens,  \
+                                 heads, scale, chunkKeys, scores);             \
+  }
+DAYBREAK_INDEXER_TOKENS(daybreak_dsa_indexer_tc_tokens_e4m3_64, kWeightE4M3, 8)
+DAYBREAK_INDEXER_TOKENS(daybreak_dsa_indexer_tc_tokens_e4m3_128, kWeightE4M3,
+                        16)
+DAYBREAK_INDEXER_TOKENS(daybreak_dsa_indexer_tc_tokens_bf16_64, kWeightBF16, 8)
+DAYBREAK_INDEXER_TOKENS(daybreak_dsa_indexer_tc_tokens_bf16_128, kWeightBF16,
+                        16)
+#undef DAYBREAK_INDEXER_TOKENS
+
+namespace {
+
 /// (descending score, ascending index) as one ascending 64-bit key; NaN is
 /// below every number, -0 equals +0.
 __device__ __forceinline__ uint64_t selectKey(float v, int64_t index) {

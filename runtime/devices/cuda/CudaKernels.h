@@ -317,6 +317,10 @@ constexpr int64_t expertGemvScratchBytes(int64_t tokens, int64_t slots,
   X(expertGemmWgFp8, "daybreak_expert_gemm_wg_fp8")                            \
   X(dsaIndexerTcE4m3, "daybreak_dsa_indexer_tc_e4m3")                          \
   X(dsaIndexerTcBf16, "daybreak_dsa_indexer_tc_bf16")                          \
+  X(dsaIndexerTokensE4m3_64, "daybreak_dsa_indexer_tc_tokens_e4m3_64")         \
+  X(dsaIndexerTokensE4m3_128, "daybreak_dsa_indexer_tc_tokens_e4m3_128")       \
+  X(dsaIndexerTokensBf16_64, "daybreak_dsa_indexer_tc_tokens_bf16_64")         \
+  X(dsaIndexerTokensBf16_128, "daybreak_dsa_indexer_tc_tokens_bf16_128")       \
   X(expertGemvTcE4m3, "daybreak_expert_gemv_tc_e4m3")                          \
   X(expertGemvTcBf16, "daybreak_expert_gemv_tc_bf16")                          \
   X(expertGroup, "daybreak_expert_group")                                      \
@@ -690,18 +694,24 @@ public:
   /// shared memory dsaIndexerScores gives it (past the 48 KiB default); once,
   /// before it is passed as `specialized`.
   Status allowIndexerSharedMemory(CUfunction fn) const;
+  /// The tensor-core indexer's kernels: one block a token and chunk of
+  /// keys (daybreak_dsa_indexer_tc_*), or a block a group of 2-4 tokens,
+  /// each key load serving the group (daybreak_dsa_indexer_tc_tokens_*).
+  /// Auto: the groups from kIndexerGroupMinTokens tokens.
+  enum class IndexerTiles { Auto, PerToken, TokenGroups };
+  static constexpr int64_t kIndexerGroupMinTokens = 32;
   /// `specialized`: daybreak_dsa_indexer_scores_t<keys.width>.
   /// With `bounds` (0: none), keys at or past bounds[t] score 0, unread.
-  /// `tensorCores`: daybreak_dsa_indexer_tc_* where
+  /// `tensorCores`: the tensor-core kernels (`tiles` picks which) where
   /// runtime::indexerTensorCoresApply holds and q is 16-byte aligned (q
-  /// rounded to bf16), else the exact kernel. Only tests and the benchmark
-  /// ask for it so far (CudaDevice: not yet faster).
+  /// rounded to bf16), else the exact kernel.
   Status dsaIndexerScores(CUdeviceptr q, CUdeviceptr weights,
                           const DeviceCacheView &keys, CUdeviceptr sequences,
                           CUdeviceptr bounds, int64_t tokens, int64_t heads,
                           double scale, CUdeviceptr scores, CUstream stream,
                           CUfunction specialized = nullptr,
-                          bool tensorCores = false) const;
+                          bool tensorCores = false,
+                          IndexerTiles tiles = IndexerTiles::Auto) const;
   Status dsaIndexSelect(CUdeviceptr scores, CUdeviceptr bounds, int64_t tokens,
                         int64_t keys, int64_t topK, CUdeviceptr indices,
                         CUstream stream) const;
