@@ -1659,6 +1659,50 @@ int main(int argc, char **argv) {
     }
   }
 
+  // Absorbed MLA's head matmuls (DeepSeek-V3.2: 128 heads, W_UK^T [512, 128]
+  // and W_UV [128, 512] a head, bf16 as lm-fold-weights stores them): the
+  // tensor-core per-head GEMM (exact: three parts of x; bf16 x: one) and
+  // the CUDA-core kernel. The bytes are the weight, x and the output once.
+  {
+    const int64_t heads = 128, maxTokens = 8192;
+    CUdeviceptr x = alloc(maxTokens * heads * 512 * 4, 0x3c),
+                out = alloc(maxTokens * heads * 512 * 4, 0),
+                w = alloc(heads * 512 * 128 * 2, 0x3c);
+    DeviceWeight weight;
+    weight.data = w;
+    weight.type = 1;
+    InputRounding bf16;
+    bf16.bf16 = true;
+    for (auto [k, n] : {std::pair<int64_t, int64_t>{128, 512}, {512, 128}})
+      for (int64_t tokens : {1, 64, 1024, 8192}) {
+        double bytes = double(heads * n * k * 2 + tokens * heads * (k + n) * 4);
+        double flops = 2.0 * double(tokens * heads * n * k);
+        std::string shape = "T=" + std::to_string(tokens) +
+                            " H=128 K=" + std::to_string(k) +
+                            " N=" + std::to_string(n) + " bf16";
+        struct Variant {
+          const char *name;
+          bool tensor, rounded;
+        };
+        for (Variant v : {Variant{"tensor", true, false},
+                          Variant{"tensor-bf16x", true, true},
+                          Variant{"cuda-cores", false, false}}) {
+          if (!v.tensor && tokens > 1024)
+            continue;
+          double seconds = timeIt(
+              [&] {
+                return kernels.headMatmul(
+                    x, weight, true, tokens, heads, k, n, out, nullptr,
+                    v.rounded ? bf16 : InputRounding{}, v.tensor);
+              },
+              iterations);
+          row("head_matmul", shape, v.name, seconds, bytes);
+          std::printf("%-18s %-40s %-12s %10.1f TFLOPS\n", "", "", v.name,
+                      flops / seconds / 1e12);
+        }
+      }
+  }
+
   // Sparse MLA: 128 heads, top-2048 of the latent cache; the minimum is
   // reading each selected row once per token.
   {

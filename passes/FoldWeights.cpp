@@ -1,9 +1,10 @@
 //===- FoldWeights.cpp - Compute weight-only subgraphs at compile time ----===//
 //
 // A value is weight-derived when it is an lm.weight_ref or the result of a
-// foldable op (FP8 dequantisation, reshapes, static slices, widening casts)
-// whose tensor operands are all weight-derived. Each weight-derived value that a
-// non-foldable op reads is evaluated with the reference evaluator (on a
+// foldable op (FP8 dequantisation, transposes, reshapes, static slices,
+// widening casts)
+// whose tensor operands are all weight-derived. Each weight-derived value that
+// a non-foldable op reads is evaluated with the reference evaluator (on a
 // scratch function holding just its subgraph) and replaced by a new
 // lm.weight carrying the value. Equal subgraphs in @prefill and @decode fold
 // to one weight.
@@ -58,10 +59,33 @@ static bool isStoredFp8ExpertWeight(Value value,
   });
 }
 
+/// Whether every use of `value` is the weight of an lm.head_matmul, which
+/// takes a weight of any float type: an f32 fold whose values are all
+/// exact in bf16 (DeepSeek's e4m3 W_UK / W_UV times power-of-two scales)
+/// is then stored as bf16, half the bytes and what the tensor-core kernels
+/// read, with no value changed.
+static bool readAsHeadWeightOnly(Value value) {
+  return !value.use_empty() &&
+         llvm::all_of(value.getUses(), [](OpOperand &use) {
+           auto matmul = dyn_cast<lm::HeadMatmulOp>(use.getOwner());
+           return matmul && use.get() == matmul.getWeight() &&
+                  use.getOperandNumber() == 1;
+         });
+}
+
+/// Whether every value is a bf16 value (a float whose low 16 bits are 0).
+static bool exactInBf16(llvm::ArrayRef<float> values) {
+  return llvm::all_of(values, [](float v) {
+    uint32_t bits;
+    std::memcpy(&bits, &v, 4);
+    return (bits & 0xFFFF) == 0 && !std::isnan(v);
+  });
+}
+
 /// Ops folded when all their tensor operands are weight-derived.
 static bool isFoldable(Operation *op) {
-  if (isa<lm::Fp8DequantOp, tensor::ExpandShapeOp, tensor::CollapseShapeOp>(
-          op))
+  if (isa<lm::Fp8DequantOp, lm::TransposeOp, tensor::ExpandShapeOp,
+          tensor::CollapseShapeOp>(op))
     return true;
   // A widened tensor weight: MXFP4 experts as E4M3 codes and f32 scales
   // (exact), bf16 attention sinks read in f32.
@@ -234,6 +258,9 @@ void FoldWeightsPass::runOnOperation() {
     std::string key;
     llvm::raw_string_ostream os(key);
     func.print(os);
+    const bool narrowable = readAsHeadWeightOnly(value);
+    if (narrowable)
+      os << "\n// read as head weights";
     lm::WeightOp weight = folded[key];
     if (!weight) {
       ref::Evaluator evaluator(*scratch, provider);
@@ -247,6 +274,9 @@ void FoldWeightsPass::runOnOperation() {
         return signalPassFailure();
       }
       RankedTensorType resultType = type;
+      if (narrowable && type.getElementType().isF32() &&
+          exactInBf16((*result)[0].floats()))
+        resultType = type.clone(b.getBF16Type());
       std::string root = "folded";
       for (Operation *op : ordered)
         if (auto ref = dyn_cast<lm::WeightRefOp>(op)) {

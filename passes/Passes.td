@@ -13,6 +13,10 @@ def LmFoldWeights : Pass<"lm-fold-weights", "mlir::ModuleOp"> {
     stacked experts — are evaluated once with the reference evaluator and
     replaced by new `lm.weight`s carrying their value, so no step ever
     recomputes them. Weights no function reads any more are removed.
+    `lm.transpose` folds too (weights stored in the layout a kernel reads).
+    A value read only as `lm.head_matmul` weights that computes to f32 but
+    whose every value is a bf16 value (e4m3 codes times power-of-two block
+    scales) is stored as bf16: the same values in half the bytes.
   }];
   let options = [
     Option<"checkpoint", "checkpoint", "std::string", /*default=*/"\"\"",

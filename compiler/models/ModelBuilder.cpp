@@ -429,12 +429,21 @@ ModelBuilder::absorbMla(StringRef kvB, Value qNope, Value qRope, int64_t heads,
         .getResult();
   };
   AbsorbedMla mla;
-  mla.wUK = headSlice(0, nope);
+  // Both as [H, N, K] (K contiguous), the layout the devices' tensor-core
+  // kernels read: W_UK[h] transposed to [lora, nope], at compile time.
+  Value uk = headSlice(0, nope);
+  mla.wUK = lm::TransposeOp::create(
+                b, loc,
+                RankedTensorType::get(
+                    {heads, lora, nope},
+                    cast<RankedTensorType>(uk.getType()).getElementType()),
+                uk, b.getDenseI64ArrayAttr({0, 2, 1}))
+                .getResult();
   mla.wUV = headSlice(nope, vdim);
   int64_t tokens = cast<RankedTensorType>(qNope.getType()).getDimSize(0);
   Value qLatent = lm::HeadMatmulOp::create(
                       b, loc, f32Tensor({tokens, heads, lora}), qNope, mla.wUK,
-                      /*transpose_weight=*/false)
+                      /*transpose_weight=*/true)
                       .getResult();
   // Without a rope part (NoPE MLA with qk_rope_head_dim 0) the query is
   // the latent one.

@@ -204,10 +204,10 @@ protected:
                     llvm::StringRef up, llvm::StringRef down, int64_t experts,
                     int64_t hidden, int64_t inter);
   /// MLA in absorbed form: `kvB` (kv_b_proj, [heads * (nope + vdim),
-  /// lora], dense) split per head into W_UK [H, nope, lora] and W_UV [H,
-  /// vdim, lora]; `query` is [q_nope W_UK | q_rope], f32 [T, H, lora + rot],
-  /// and `up(out)` takes attention's latent output [T, H, lora] through W_UV
-  /// to [T, H, vdim].
+  /// lora], dense) split per head into W_UK, transposed to [H, lora, nope],
+  /// and W_UV [H, vdim, lora] (both [H, N, K]); `query` is [q_nope W_UK |
+  /// q_rope], f32 [T, H, lora + rot], and `up(out)` takes attention's latent
+  /// output [T, H, lora] through W_UV to [T, H, vdim].
   struct AbsorbedMla {
     mlir::Value wUK, wUV, query;
   };

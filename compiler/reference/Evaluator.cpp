@@ -449,6 +449,12 @@ llvm::Error FrameEvaluator::evaluateLm(Operation *op) {
                                               get(o.getWeight()),
                                               o.getTransposeWeight()));
       })
+      .Case([&](TransposeOp o) {
+        ArrayRef<int64_t> perm = o.getPermutation();
+        return bind(o.getResult(),
+                    transpose(get(o.getInput()),
+                              std::vector<int64_t>(perm.begin(), perm.end())));
+      })
       .Case([&](Fp8DequantOp o) {
         ArrayRef<int64_t> block = o.getBlockSize();
         return bind(o.getResult(), fp8Dequant(get(o.getWeight()),

@@ -147,6 +147,9 @@ llvm::Expected<Tensor> expertMatmul(const Tensor &x, const Tensor &w,
 /// transposeWeight) -> [T, H, N].
 Tensor headMatmul(const Tensor &x, const Tensor &w, bool transposeWeight);
 
+/// x with dimension d of the result being x's dimension permutation[d].
+Tensor transpose(const Tensor &x, const std::vector<int64_t> &permutation);
+
 /// w[.., n, k] * scaleInv[.., n / blockN, k / blockK] for an e4m3 weight of
 /// rank 2 or 3 (a leading expert dim indexes the scales too).
 Tensor fp8Dequant(const Tensor &w, const Tensor &scaleInv, int64_t blockN,

@@ -180,6 +180,28 @@ def Lm_Fp8DequantOp : Lm_Op<"fp8_dequant", [Pure]> {
   let hasVerifier = 1;
 }
 
+def Lm_TransposeOp : Lm_Op<"transpose", [Pure]> {
+  let summary = "permute the dimensions of a weight";
+  let description = [{
+    `result` has dimension `d` of size `input` dimension `permutation[d]`:
+    `result[i_0, .., i_n] = input[j]` with `j[permutation[d]] = i_d`. Used
+    on weights only, to store them in the layout a kernel reads (MLA's
+    `W_UK[h]` as `[N, K]`), so compilation folds it; no device runs it.
+
+    ```mlir
+    %t = lm.transpose %w {permutation = array<i64: 0, 2, 1>}
+        : (tensor<4x32x64xbf16>) -> tensor<4x64x32xbf16>
+    ```
+  }];
+  let arguments = (ins AnyRankedTensor:$input,
+                       DenseI64ArrayAttr:$permutation);
+  let results = (outs AnyRankedTensor:$result);
+  let assemblyFormat = [{
+    $input attr-dict `:` functional-type(operands, results)
+  }];
+  let hasVerifier = 1;
+}
+
 def Lm_ExpertMatmulOp : Lm_Op<"expert_matmul", [Pure,
     AttrSizedOperandSegments]> {
   let summary = "grouped expert matmul over plain (bf16/f16/f32) weights";

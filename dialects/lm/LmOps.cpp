@@ -391,6 +391,33 @@ LogicalResult HeadMatmulOp::verify() {
   return c.same("result", result, 2, "weight", weight, nDim);
 }
 
+LogicalResult TransposeOp::verify() {
+  auto input = cast<RankedTensorType>(getInput().getType());
+  auto result = cast<RankedTensorType>(getResult().getType());
+  ArrayRef<int64_t> perm = getPermutation();
+  if (int64_t(perm.size()) != input.getRank())
+    return emitOpError("expects a permutation of ")
+           << input.getRank() << " dimensions, got " << perm.size();
+  SmallVector<bool> seen(perm.size(), false);
+  for (int64_t d : perm) {
+    if (d < 0 || d >= int64_t(perm.size()) || seen[d])
+      return emitOpError("expects a permutation of [0, ")
+             << perm.size() << "), got [" << perm << "]";
+    seen[d] = true;
+  }
+  if (result.getElementType() != input.getElementType())
+    return emitOpError("expects the input's element type ")
+           << input.getElementType() << ", got " << result.getElementType();
+  SmallVector<int64_t> shape;
+  for (int64_t d : perm)
+    shape.push_back(input.getDimSize(d));
+  if (result.getShape() != ArrayRef<int64_t>(shape))
+    return emitOpError("expects result type ")
+           << RankedTensorType::get(shape, input.getElementType()) << ", got "
+           << result;
+  return success();
+}
+
 LogicalResult Fp8DequantOp::verify() {
   ShapeChecker c(*this);
   Value weight = getWeight(), scale = getScaleInv();

@@ -34,10 +34,12 @@ func.func @experts(%x: tensor<?x128xf32>, %idx: tensor<?x2xi32>) -> tensor<?x2x4
 
 // -----
 
-// Tests that the same dequantised weight is folded (to fp32) when anything
-// but an expert matmul's weight operand reads it: here a head matmul.
+// Tests that the same dequantised weight is folded when anything but an
+// expert matmul's weight operand reads it: here a head matmul, so to bf16
+// (the fixture's scales are powers of two: every value is a bf16 value;
+// lm-fold-weights-transpose.mlir has the fp32 case).
 // CHECK-LABEL: module
-// CHECK: lm.weight @w8.folded.0 : tensor<8x48x128xf32>
+// CHECK: lm.weight @w8.folded.0 : tensor<8x48x128xbf16>
 // CHECK-LABEL: func.func @other
 // CHECK-NOT: lm.fp8_dequant
 // CHECK: lm.head_matmul

@@ -3433,6 +3433,63 @@ TEST_F(CudaKernelsTest, StoredWeightExpertAndHeadMatmul) {
   }
 }
 
+TEST_F(CudaKernelsTest, HeadMatmulTensorCores) {
+  // lm.head_matmul on bf16 [H, N, K] weights (MLA's W_UK, transposed at
+  // compile time, and W_UV) takes the per-head tensor-core GEMM: x split
+  // exactly into three parts (the exact mode: 1e-5 of the CPU's row), and
+  // under --precision=bf16 rounded to bf16 in the kernel (against the CPU
+  // on x rounded on the host, and it must differ from the exact result; no
+  // rounding scratch is given: the kernel needs none). Shapes: decode (one
+  // token, DeepSeek's 128 heads of 128 -> 512), prefill tiles with partial
+  // row and column tiles, K of one 16-column step.
+  struct Shape {
+    int64_t tokens, heads, k, n;
+  };
+  for (Shape c :
+       {Shape{1, 128, 128, 512}, Shape{1, 128, 512, 128},
+        Shape{200, 4, 512, 128}, Shape{130, 3, 48, 200}, Shape{5, 2, 16, 65}}) {
+    DeviceWeight bf16Weight;
+    bf16Weight.type = 1;
+    ASSERT_TRUE(CudaKernels::headGemmApplies(bf16Weight, true, c.k, true));
+    StoredWeights w =
+        randomStored(rng, cpu::WeightType::BF16, c.heads * c.n * c.k, 0);
+    auto x = random(c.tokens * c.heads * c.k);
+    std::vector<float> rounded(x.size());
+    for (size_t i = 0; i < x.size(); ++i)
+      rounded[i] = numerics::roundToBf16(x[i]);
+    cpu::WeightView hw;
+    hw.data = w.bytes.data();
+    hw.type = cpu::WeightType::BF16;
+    std::vector<float> exact(c.tokens * c.heads * c.n), expected(exact.size());
+    cpu::headMatmul(pool, x.data(), hw, true, c.tokens, c.heads, c.k, c.n,
+                    exact.data());
+    cpu::headMatmul(pool, rounded.data(), hw, true, c.tokens, c.heads, c.k, c.n,
+                    expected.data());
+    Buffer dx(*driver, x), dw(*driver, w.bytes),
+        dOut(*driver, exact.size() * 4);
+    DeviceWeight gw;
+    gw.data = dw;
+    gw.type = 1;
+    char shape[80];
+    std::snprintf(shape, sizeof(shape), "T=%ld H=%ld K=%ld N=%ld",
+                  long(c.tokens), long(c.heads), long(c.k), long(c.n));
+    expectRan(kernels->headMatmul(dx, gw, true, c.tokens, c.heads, c.k, c.n,
+                                  dOut, nullptr));
+    double e = rowRelativeError(dOut.read<float>(exact.size()), exact, c.n);
+    report("headMatmul (tensor cores)", shape, e);
+    EXPECT_LE(e, 1e-5) << shape;
+    InputRounding bf16;
+    bf16.bf16 = true;
+    expectRan(kernels->headMatmul(dx, gw, true, c.tokens, c.heads, c.k, c.n,
+                                  dOut, nullptr, bf16));
+    std::vector<float> out = dOut.read<float>(exact.size());
+    e = rowRelativeError(out, expected, c.n);
+    report("headMatmul (tensor cores, bf16 x)", shape, e);
+    EXPECT_LE(e, 1e-5) << shape;
+    EXPECT_GT(rowRelativeError(out, exact, c.n), 1e-5) << shape;
+  }
+}
+
 TEST_F(CudaKernelsTest, StoredWeightEmbeddingAndNorms) {
   int64_t vocab = 300, dim = 1000, tokens = 7, rows = 5;
   StoredWeights table = randomStored(rng, cpu::WeightType::BF16, vocab * dim, 0);

@@ -202,6 +202,35 @@ Tensor headMatmul(const Tensor &x, const Tensor &w, bool transposeWeight) {
   return y;
 }
 
+Tensor transpose(const Tensor &x, const std::vector<int64_t> &permutation) {
+  const int64_t rank = x.rank();
+  std::vector<int64_t> shape(rank), strides(rank, 1), step(rank);
+  for (int64_t d = rank - 2; d >= 0; --d)
+    strides[d] = strides[d + 1] * x.dim(d + 1);
+  for (int64_t d = 0; d < rank; ++d) {
+    shape[d] = x.dim(permutation[d]);
+    step[d] = strides[permutation[d]]; // x's stride along result dim d
+  }
+  Tensor y = Tensor::zeros(x.type(), shape);
+  std::vector<int64_t> index(rank, 0);
+  int64_t source = 0;
+  for (int64_t i = 0, n = y.numel(); i < n; ++i) {
+    if (x.isFloat())
+      y.floats()[i] = x.floats()[source];
+    else
+      y.ints()[i] = x.ints()[source];
+    // The next result index, row-major, and its source offset.
+    for (int64_t d = rank - 1; d >= 0; --d) {
+      source += step[d];
+      if (++index[d] < shape[d])
+        break;
+      source -= step[d] * shape[d];
+      index[d] = 0;
+    }
+  }
+  return y;
+}
+
 Tensor fp8Dequant(const Tensor &w, const Tensor &scaleInv, int64_t blockN,
                   int64_t blockK) {
   int64_t n = w.dim(-2), k = w.dim(-1);

@@ -542,6 +542,21 @@ Status CudaDevice::prepare(const artifact::ArtifactFile &file,
                              perSlot, xAligned, fp8Inputs));
           continue;
         }
+        if (l.kernel == K::KernelId::HeadMatmul) {
+          // x [T, H, K]: none on the tensor-core GEMM (headMatmul's own
+          // rule), else all of it.
+          bool transpose = l.has(abi::HeadMatmul::P::transpose_weight) &&
+                           l.i(abi::HeadMatmul::P::transpose_weight);
+          stored.data = 0; // the weight's alignment: checked at launch
+          int64_t heads = x.constant[1] + x.perToken[1] * tokens;
+          roundScratchFloats =
+              std::max(roundScratchFloats,
+                       CudaKernels::headMatmulRoundingFloats(
+                           stored, transpose,
+                           numel(tokens) / std::max<int64_t>(heads * k, 1),
+                           heads, k, xAligned));
+          continue;
+        }
         roundScratchFloats = std::max(roundScratchFloats, numel(tokens));
       }
 
@@ -831,13 +846,9 @@ struct CudaLaunchers {
     bool transpose = l->has(abi::HeadMatmul::P::transpose_weight) &&
                      l->i(abi::HeadMatmul::P::transpose_weight);
     int64_t n = transpose ? w.dim(1) : w.dim(2);
-    DeviceWeight stored = weight(w);
-    StatusOr<CUdeviceptr> input = d.kernels->roundedInput(
-        p(x), x.numel(), stored.type, d.rounding(), d.stream);
-    if (!input.ok())
-      return input.error();
-    return d.kernels->headMatmul(*input, stored, transpose, x.dim(0), x.dim(1),
-                                 x.dim(2), n, p(l.out(0)), d.stream);
+    return d.kernels->headMatmul(p(x), weight(w), transpose, x.dim(0), x.dim(1),
+                                 x.dim(2), n, p(l.out(0)), d.stream,
+                                 d.rounding());
   }
   static Status rope(CudaDevice &d, const BoundLaunch &l) {
     using In = abi::Rope::In;

@@ -279,7 +279,9 @@ StatusOr<CudaKernels> CudaKernels::load(const Driver &driver, CUmodule module) {
                           {kernels.gemmTcE4m3K32X1Fn, 2},
                           {kernels.expertGemmTcBf16X1Fn, 1},
                           {kernels.expertGemmTcE4m3X1Fn, 2},
-                          {kernels.expertGemmTcE4m3K32X1Fn, 2}}) {
+                          {kernels.expertGemmTcE4m3K32X1Fn, 2},
+                          {kernels.headGemmTcBf16Fn, 1},
+                          {kernels.headGemmTcBf16X1Fn, 1}}) {
     if (status.ok())
       status =
           driver.check(driver.cuFuncSetAttribute(
@@ -1416,11 +1418,40 @@ Status CudaKernels::headMatmul(CUdeviceptr x, CUdeviceptr w,
                     n, out, stream);
 }
 
+bool CudaKernels::headGemmApplies(const DeviceWeight &w, bool transposeWeight,
+                                  int64_t k, bool xAligned) {
+  return w.type == 1 && transposeWeight && xAligned && k > 0 && k % 16 == 0 &&
+         w.data % 16 == 0;
+}
+
+int64_t CudaKernels::headMatmulRoundingFloats(const DeviceWeight &w,
+                                              bool transposeWeight,
+                                              int64_t tokens, int64_t heads,
+                                              int64_t k, bool xAligned) {
+  if (w.type == 0 || headGemmApplies(w, transposeWeight, k, xAligned))
+    return 0;
+  return tokens * heads * k;
+}
+
 Status CudaKernels::headMatmul(CUdeviceptr x, const DeviceWeight &weight,
                                bool transposeWeight, int64_t tokens,
                                int64_t heads, int64_t k, int64_t n,
-                               CUdeviceptr out, CUstream stream) const {
+                               CUdeviceptr out, CUstream stream,
+                               const InputRounding &rounding,
+                               bool tensorCores) const {
   DeviceWeight w = weight;
+  if (tensorCores && headGemmApplies(w, transposeWeight, k, x % 16 == 0)) {
+    void *params[] = {&x, &w, &tokens, &heads, &n, &k, &out};
+    return launch(rounding.bf16 ? headGemmTcBf16X1Fn : headGemmTcBf16Fn,
+                  "headMatmul (tensor-core GEMM)", ceilDiv(n, 128),
+                  ceilDiv(tokens, kTensorGemmRows), heads, 128,
+                  unsigned(tensorGemmSharedBytes(w.type)), stream, params);
+  }
+  StatusOr<CUdeviceptr> input =
+      roundedInput(x, tokens * heads * k, w.type, rounding, stream);
+  if (!input.ok())
+    return input.error();
+  x = *input;
   int32_t transpose = transposeWeight;
   void *params[] = {&x, &w, &transpose, &tokens, &heads, &k, &n, &out};
   return launch(headMatmulFn, "headMatmul", ceilDiv(n, 64), ceilDiv(tokens, 64),

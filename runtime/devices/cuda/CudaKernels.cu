@@ -1455,19 +1455,20 @@ __device__ __forceinline__ void loadMatrixX4(uint32_t (&a)[4], const void *p) {
 }
 
 /// One block's 64 x 128 output tile (see above). `source[r]`: the x row of
-/// tile row r (-1: none, a zero row); `dest[r]`: its output row (-1: not
-/// written); both in shared memory, written before the call and followed
-/// by a barrier. `weight` and `scales` point at the expert's matrix and
-/// its scale rows; `biasOffset` at its bias row. kFoldSteps: k-steps a
-/// scale group (2: blockK 32; 4: blockK a multiple of 64, and bf16).
-/// kParts: 3, x split exactly (splitX); 1, x rounded to bf16 (roundX:
+/// tile row r (-1: none, a zero row; rows `ldx` floats apart); `dest[r]`:
+/// its output row (-1: not written; rows `ldo` apart); both in shared memory,
+/// written before the call and followed by a barrier. `weight` and `scales`
+/// point at the expert's matrix and its scale rows; `biasOffset` at its bias
+/// row. kFoldSteps: k-steps a scale group (2: blockK 32; 4: blockK a multiple
+/// of 64, and bf16). kParts: 3, x split exactly (splitX); 1, x rounded to bf16
+/// (roundX:
 /// `--precision=bf16`, a third of the mma).
 template <int kType, int kFoldSteps, int kParts>
 __device__ __forceinline__ void
 gemmTile(const float *__restrict__ x, const uint8_t *__restrict__ weight,
          const float *__restrict__ scales, const Weight &w, const Weight &bias,
          int64_t biasOffset, int64_t n, int64_t k, int64_t n0,
-         float *__restrict__ out, uint8_t *smem) {
+         float *__restrict__ out, uint8_t *smem, int64_t ldx, int64_t ldo) {
   using S = GemmShape<kType>;
   using L = GemmSmem<kType>;
   constexpr int C = S::kChunkSteps;
@@ -1508,7 +1509,7 @@ gemmTile(const float *__restrict__ x, const uint8_t *__restrict__ weight,
   const int xRow = tid >> 1, xHalf = tid & 1;
   const int32_t xSource = source[xRow];
   const float *xBase =
-      x + (xSource >= 0 ? int64_t(xSource) * k : 0) + xHalf * 4;
+      x + (xSource >= 0 ? int64_t(xSource) * ldx : 0) + xHalf * 4;
   constexpr int kPieces = S::kRowBytes / 16, kRowStep = kGemmThreads / kPieces;
   const int wRow = tid / kPieces, wPiece = tid % kPieces;
   const int wCol = wPiece * (16 / S::kBytes);
@@ -1728,7 +1729,7 @@ gemmTile(const float *__restrict__ x, const uint8_t *__restrict__ weight,
       int32_t row = dest[wm * 32 + mt * 16 + g + 8 * half];
       if (row < 0)
         continue;
-      float *o = out + int64_t(row) * n;
+      float *o = out + int64_t(row) * ldo;
 #pragma unroll
       for (int nt = 0; nt < 8; ++nt)
 #pragma unroll
@@ -1762,7 +1763,36 @@ __device__ __forceinline__ void gemmDense(const float *x, const Weight &w,
   __syncthreads();
   gemmTile<kType, kFoldSteps, kParts>(
       x, static_cast<const uint8_t *>(w.data), w.scales, w, bias, 0, n, k,
-      int64_t(blockIdx.x) * kGemmCols, out, tcGemmShared);
+      int64_t(blockIdx.x) * kGemmCols, out, tcGemmShared, k, n);
+}
+
+/// The per-head GEMM (lm.head_matmul over [H, N, K] weights, MLA's
+/// absorbed W_UK and W_UV): grid (ceil(N / 128), ceil(T / 64), H); head h
+/// multiplies x[:, h, :] (rows H K floats apart) by its [N, K] matrix into
+/// out[:, h, :] (rows H N apart). As gemmDense otherwise.
+template <int kType, int kFoldSteps, int kParts>
+__device__ __forceinline__ void gemmHeads(const float *x, const Weight &w,
+                                          int64_t tokens, int64_t heads,
+                                          int64_t n, int64_t k, float *out) {
+  using L = GemmSmem<kType>;
+  int32_t *source = reinterpret_cast<int32_t *>(tcGemmShared + L::kSource);
+  int32_t *dest = reinterpret_cast<int32_t *>(tcGemmShared + L::kDest);
+  const int64_t m0 = int64_t(blockIdx.y) * kGemmRows, h = blockIdx.z;
+  if (threadIdx.x < kGemmRows) {
+    int64_t row = m0 + threadIdx.x;
+    source[threadIdx.x] = dest[threadIdx.x] = row < tokens ? int32_t(row) : -1;
+  }
+  __syncthreads();
+  const float *scales = w.scales;
+  if (kType == kWeightE4M3)
+    scales +=
+        h * ((n + w.blockN - 1) / w.blockN) * ((k + w.blockK - 1) / w.blockK);
+  gemmTile<kType, kFoldSteps, kParts>(
+      x + h * k,
+      static_cast<const uint8_t *>(w.data) +
+          h * n * k * GemmShape<kType>::kBytes,
+      scales, w, Weight{}, 0, n, k, int64_t(blockIdx.x) * kGemmCols,
+      out + h * n, tcGemmShared, heads * k, heads * n);
 }
 
 /// The grouped expert GEMM over the tiles daybreak_expert_group built:
@@ -1800,7 +1830,7 @@ gemmExperts(const float *x, int32_t perSlotInput, const Weight &w, int64_t n,
                                           e * n * k * GemmShape<kType>::kBytes,
                                       scales, w, bias, e * n, n, k,
                                       int64_t(blockIdx.x) * kGemmCols, out,
-                                      tcGemmShared);
+                                      tcGemmShared, k, n);
 }
 
 /// Exclusive prefix sums over the block (1024 threads) of two counts;
@@ -1869,6 +1899,19 @@ DAYBREAK_TC_GEMM(bf16_x1, kWeightBF16, 4, 1)
 DAYBREAK_TC_GEMM(e4m3_x1, kWeightE4M3, 4, 1)
 DAYBREAK_TC_GEMM(e4m3_k32_x1, kWeightE4M3, 2, 1)
 #undef DAYBREAK_TC_GEMM
+
+/// Per-head tensor-core GEMMs (CudaKernels::headMatmul): bf16 [H, N, K]
+/// weights; _x1 takes x rounded to bf16.
+#define DAYBREAK_HEAD_GEMM(name, type, fold, parts)                            \
+  extern "C" __global__ void __launch_bounds__(kGemmThreads, 2)                \
+      daybreak_head_gemm_tc_##name(const float *x, Weight w, int64_t tokens,   \
+                                   int64_t heads, int64_t n, int64_t k,        \
+                                   float *out) {                               \
+    gemmHeads<type, fold, parts>(x, w, tokens, heads, n, k, out);              \
+  }
+DAYBREAK_HEAD_GEMM(bf16, kWeightBF16, 4, 3)
+DAYBREAK_HEAD_GEMM(bf16_x1, kWeightBF16, 4, 1)
+#undef DAYBREAK_HEAD_GEMM
 
 /// out[i] = x[i] rounded to bf16 (nearest even), as an fp32 value: the
 /// input of a matmul under `--precision=bf16` whose kernel has no rounding

@@ -326,6 +326,8 @@ constexpr int64_t expertGemvScratchBytes(int64_t tokens, int64_t slots,
   X(expertGroup, "daybreak_expert_group")                                      \
   X(expertCombine, "daybreak_expert_combine")                                  \
   X(headMatmul, "daybreak_head_matmul")                                        \
+  X(headGemmTcBf16, "daybreak_head_gemm_tc_bf16")                              \
+  X(headGemmTcBf16X1, "daybreak_head_gemm_tc_bf16_x1")                         \
   X(rope, "daybreak_rope")                                                     \
   X(swiglu, "daybreak_swiglu")                                                 \
   X(add, "daybreak_add")                                                       \
@@ -572,9 +574,27 @@ public:
   Status headMatmul(CUdeviceptr x, CUdeviceptr w, bool transposeWeight,
                     int64_t tokens, int64_t heads, int64_t k, int64_t n,
                     CUdeviceptr out, CUstream stream) const;
+  /// Per-head matmul (lm.head_matmul): x [T, H, K] times head h's matrix
+  /// of w ([H, K, N], or [H, N, K] with transposeWeight) into out [T, H, N].
+  /// A bf16 [H, N, K] weight (headGemmApplies) takes the tensor-core GEMM,
+  /// x split exactly in three parts, or rounded to bf16 in the kernel
+  /// under rounding.bf16; unless !tensorCores (tests). Other weights take
+  /// the CUDA-core kernel, on x rounded into the scratch as `rounding`
+  /// says (headMatmulRoundingFloats).
   Status headMatmul(CUdeviceptr x, const DeviceWeight &w, bool transposeWeight,
                     int64_t tokens, int64_t heads, int64_t k, int64_t n,
-                    CUdeviceptr out, CUstream stream) const;
+                    CUdeviceptr out, CUstream stream,
+                    const InputRounding &rounding = {},
+                    bool tensorCores = true) const;
+  /// Whether headMatmul takes the tensor cores: a bf16 [H, N, K] weight,
+  /// K a multiple of 16, x and the weight 16-byte aligned.
+  static bool headGemmApplies(const DeviceWeight &w, bool transposeWeight,
+                              int64_t k, bool xAligned);
+  /// The rounding scratch (floats) headMatmul needs under --precision=bf16.
+  static int64_t headMatmulRoundingFloats(const DeviceWeight &w,
+                                          bool transposeWeight, int64_t tokens,
+                                          int64_t heads, int64_t k,
+                                          bool xAligned);
   Status rope(CUdeviceptr x, CUdeviceptr positions, int64_t tokens,
               int64_t rowsPerToken, int64_t rowDim,
               const runtime::RopeParams &params, CUstream stream) const;

@@ -4100,3 +4100,43 @@ func.func @dsa_kpool_expand_pool(%pools: tensor<?x4xi32>, %pos: tensor<?xi32>) {
   %r = lm.dsa_kpool_expand %pools, %pos {pool_size = 0 : i64} : (tensor<?x4xi32>, tensor<?xi32>) -> tensor<?x3xi32>
   return
 }
+
+// -----
+
+//===----------------------------------------------------------------------===//
+// lm.transpose
+//===----------------------------------------------------------------------===//
+
+// Tests that lm.transpose rejects a permutation of the wrong length.
+func.func @transpose_rank(%w: tensor<2x3xbf16>) {
+  // expected-error @+1 {{'lm.transpose' op expects a permutation of 2 dimensions, got 3}}
+  %t = lm.transpose %w {permutation = array<i64: 0, 1, 2>} : (tensor<2x3xbf16>) -> tensor<2x3xbf16>
+  return
+}
+
+// -----
+
+// Tests that lm.transpose rejects a repeated dimension.
+func.func @transpose_repeat(%w: tensor<2x3xbf16>) {
+  // expected-error @+1 {{'lm.transpose' op expects a permutation of [0, 2), got [1, 1]}}
+  %t = lm.transpose %w {permutation = array<i64: 1, 1>} : (tensor<2x3xbf16>) -> tensor<3x3xbf16>
+  return
+}
+
+// -----
+
+// Tests that lm.transpose rejects a result shape that is not the permuted input's.
+func.func @transpose_shape(%w: tensor<2x3xbf16>) {
+  // expected-error @+1 {{'lm.transpose' op expects result type 'tensor<3x2xbf16>', got 'tensor<2x3xbf16>'}}
+  %t = lm.transpose %w {permutation = array<i64: 1, 0>} : (tensor<2x3xbf16>) -> tensor<2x3xbf16>
+  return
+}
+
+// -----
+
+// Tests that lm.transpose keeps the element type.
+func.func @transpose_type(%w: tensor<2x3xbf16>) {
+  // expected-error @+1 {{'lm.transpose' op expects the input's element type 'bf16', got 'f32'}}
+  %t = lm.transpose %w {permutation = array<i64: 1, 0>} : (tensor<2x3xbf16>) -> tensor<3x2xf32>
+  return
+}

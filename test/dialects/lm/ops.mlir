@@ -341,8 +341,8 @@ func.func @memory(%table: tensor<512x256xbf16>, %ids: tensor<?xi32>,
 
 // -----
 
-// Tests that the absorption helpers, FP8 dequantisation, plain expert
-// matmuls and weights round-trip.
+// Tests that the absorption helpers (transpose, head matmuls), FP8
+// dequantisation, plain expert matmuls and weights round-trip.
 // CHECK-LABEL: lm.weight @kv_b : tensor<256x64xf8E4M3FN> {sources = ["model.layers.0.self_attn.kv_b_proj.weight"]}
 lm.weight @kv_b : tensor<256x64xf8E4M3FN> {sources = ["model.layers.0.self_attn.kv_b_proj.weight"]}
 lm.weight @kv_b_scale : tensor<2x1xf32> {sources = ["model.layers.0.self_attn.kv_b_proj.weight_scale_inv"]}
@@ -358,6 +358,10 @@ func.func @absorbed(%qn: tensor<?x4x32xf32>, %wuk: tensor<4x32x64xbf16>, %ol: te
   // CHECK: lm.fp8_dequant %[[W]], %{{.*}} {block_size = array<i64: 128, 128>}
   %w = lm.fp8_dequant %w8, %s {block_size = array<i64: 128, 128>}
       : (tensor<256x64xf8E4M3FN>, tensor<2x1xf32>) -> tensor<256x64xf32>
+  // CHECK: lm.transpose %{{.*}} {permutation = array<i64: 0, 2, 1>} : (tensor<4x32x64xbf16>) -> tensor<4x64x32xbf16>
+  %wukt = lm.transpose %wuk {permutation = array<i64: 0, 2, 1>} : (tensor<4x32x64xbf16>) -> tensor<4x64x32xbf16>
+  // CHECK: lm.head_matmul %{{.*}}, %{{.*}} {transpose_weight} : (tensor<?x4x32xf32>, tensor<4x64x32xbf16>) -> tensor<?x4x64xf32>
+  %qlt = lm.head_matmul %qn, %wukt {transpose_weight} : (tensor<?x4x32xf32>, tensor<4x64x32xbf16>) -> tensor<?x4x64xf32>
   // CHECK: lm.head_matmul %{{.*}}, %{{.*}} : (tensor<?x4x32xf32>, tensor<4x32x64xbf16>) -> tensor<?x4x64xf32>
   %ql = lm.head_matmul %qn, %wuk : (tensor<?x4x32xf32>, tensor<4x32x64xbf16>) -> tensor<?x4x64xf32>
   // CHECK: lm.head_matmul %{{.*}}, %{{.*}} {transpose_weight}

@@ -1,8 +1,8 @@
 """Checks a `daybreak-run bench` JSON against floors computed here from the checkpoint alone.
 
 The oracle for bench-command.test: the bytes a decode step must move and the FLOPs of a prefill,
-derived from config.json and the safetensors header (tensor names and shapes) with DeepSeek-V3.2's,
-gpt-oss's or Kimi Linear's math, not from the artifact Daybreak compiled. Also checks the JSON's shape: every
+derived from config.json and the safetensors header (tensor names and shapes; kv_b_proj's block
+scales) with DeepSeek-V3.2's, gpt-oss's or Kimi Linear's math, not from the artifact Daybreak compiled. Also checks the JSON's shape: every
 requested case present, measured cases with positive times, skipped ones with a reason naming the limit.
 
     python3 bench_oracle.py CHECKPOINT bench.json --max-tokens 64 [--mxfp4-route direct|online|offline]
@@ -18,6 +18,15 @@ def header(path):
     with open(path, "rb") as f:
         n = struct.unpack("<Q", f.read(8))[0]
         return json.loads(f.read(n))
+
+
+def f32_values(path, info):
+    """A little-endian F32 tensor's values (the checkpoint's block scales)."""
+    with open(path, "rb") as f:
+        n = struct.unpack("<Q", f.read(8))[0]
+        begin, end = info["data_offsets"]
+        f.seek(8 + n + begin)
+        return struct.unpack(f"<{(end - begin) // 4}f", f.read(end - begin))
 
 
 def fp8_row_bytes(values, tail):
@@ -187,12 +196,22 @@ def deepseek_failures(cfg, tensors, numel, doc, args):
     params = [n for n in tensors if not n.endswith("_scale_inv")]
     # A decode step reads every weight once as the devices hold it: as the checkpoint stores it
     # (e4m3 codes and their fp32 block scales, bf16, fp32), except kv_b_proj, which MLA absorption
-    # folds into fp32 products of the same size (its scales are then not read).
+    # folds into the products of the same size (its scales are then not read): bf16 where every
+    # product is a bf16 value (e4m3 codes times power-of-two scales), else fp32.
     dtype_bytes = {"F32": 4, "BF16": 2, "F16": 2, "F8_E4M3": 1}
+
+    def power_of_two(v):
+        return v != 0 and math.frexp(abs(v))[0] == 0.5
 
     def stored(n):
         if "kv_b_proj" in n:
-            return 0 if n.endswith("_scale_inv") else 4 * numel[n]
+            if n.endswith("_scale_inv"):
+                return 0
+            if tensors[n]["dtype"] != "F8_E4M3":
+                return dtype_bytes[tensors[n]["dtype"]] * numel[n]
+            scales = f32_values(f"{args.checkpoint}/model.safetensors",
+                                tensors[n[: -len(".weight")] + ".weight_scale_inv"])
+            return (2 if all(power_of_two(v) for v in scales) else 4) * numel[n]
         return dtype_bytes[tensors[n]["dtype"]] * numel[n]
 
     embed = "model.embed_tokens.weight"
