@@ -184,6 +184,11 @@ std::string weightOriginText(const WeightPrecision &p) {
     return p.origin() + ": MXFP4 experts the offline route converted to E4M3 "
                         "at compile time (every E2M1 value is exact in E4M3; "
                         "docs/mxfp4.md)";
+  if (p.dtype() == BF16)
+    return p.origin() +
+           ": values the compiler computed once, every one a bf16 value "
+           "(absorbed MLA's head matrices: e4m3 codes times power-of-two "
+           "scales, or bf16 slices), so stored as bf16 with no rounding";
   return p.origin() +
          ": values the compiler computed once (absorbed MLA, dequantised "
          "folds, widened bf16 sinks, the offline MXFP4 route's block "
