@@ -3461,6 +3461,26 @@ daybreak_dsa_indexer_scores_t(const float *q, const float *weights, Cache keys,
 
 namespace {
 
+/// The indexer's q for the f16 mma on FP8 keys: a warp's head row, 4
+/// values a lane, times the power of two that brings its largest |q| into
+/// [2^14, 2^15) (so that bf16(q) converts to f16 exactly down to 2^-28 of
+/// it); returns the inverse power. Every lane of the warp calls it.
+__device__ __forceinline__ float scaleHeadIntoF16(float4 &v) {
+  float amax =
+      fmaxf(fmaxf(fabsf(v.x), fabsf(v.y)), fmaxf(fabsf(v.z), fabsf(v.w)));
+#pragma unroll
+  for (int o = 16; o > 0; o >>= 1)
+    amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, o));
+  int exponent = int(__float_as_uint(amax) >> 23) & 0xFF;
+  int shift = min(max(141 - exponent, -112), 126);
+  float up = __uint_as_float(uint32_t(127 + shift) << 23);
+  v.x *= up;
+  v.y *= up;
+  v.z *= up;
+  v.w *= up;
+  return __uint_as_float(uint32_t(127 - shift) << 23);
+}
+
 constexpr int kIndexerTcKeys = 64;     // keys a step
 constexpr int kIndexerTcStride = 136;  // halves a shared row: 128 + 8 (ldmatrix
                                        // rows on distinct banks)
@@ -3526,22 +3546,7 @@ indexerTc(const float *__restrict__ q, const float *__restrict__ weights,
       if (h < heads && d < dim)
         v = *reinterpret_cast<const float4 *>(q + (token * heads + h) * dim +
                                               d);
-      float inverse = 1.0f;
-      if (kType == kWeightE4M3) {
-        float amax =
-            fmaxf(fmaxf(fabsf(v.x), fabsf(v.y)), fmaxf(fabsf(v.z), fabsf(v.w)));
-#pragma unroll
-        for (int o = 16; o > 0; o >>= 1)
-          amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, o));
-        int exponent = int(__float_as_uint(amax) >> 23) & 0xFF;
-        int shift = min(max(141 - exponent, -112), 126);
-        float up = __uint_as_float(uint32_t(127 + shift) << 23);
-        inverse = __uint_as_float(uint32_t(127 - shift) << 23);
-        v.x *= up;
-        v.y *= up;
-        v.z *= up;
-        v.w *= up;
-      }
+      const float inverse = kType == kWeightE4M3 ? scaleHeadIntoF16(v) : 1.0f;
       if (d < dim)
         *reinterpret_cast<uint2 *>(qs + h * kIndexerTcStride + d) =
             make_uint2(roundX<kType>(v.x, v.y), roundX<kType>(v.z, v.w));
@@ -3786,23 +3791,8 @@ indexerTcTokens(const float *__restrict__ q, const float *__restrict__ weights,
     float4 v = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
     if (real && d < dim)
       v = *reinterpret_cast<const float4 *>(q + (token * heads + h) * dim + d);
-    float inverse = 1.0f;
-    if (kType == kWeightE4M3) {
-      // As daybreak_dsa_indexer_tc: the head's largest |q| into f16's range.
-      float amax =
-          fmaxf(fmaxf(fabsf(v.x), fabsf(v.y)), fmaxf(fabsf(v.z), fabsf(v.w)));
-#pragma unroll
-      for (int o = 16; o > 0; o >>= 1)
-        amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, o));
-      int exponent = int(__float_as_uint(amax) >> 23) & 0xFF;
-      int shift = min(max(141 - exponent, -112), 126);
-      float up = __uint_as_float(uint32_t(127 + shift) << 23);
-      inverse = __uint_as_float(uint32_t(127 - shift) << 23);
-      v.x *= up;
-      v.y *= up;
-      v.z *= up;
-      v.w *= up;
-    }
+    // As daybreak_dsa_indexer_tc: the head's largest |q| into f16's range.
+    const float inverse = kType == kWeightE4M3 ? scaleHeadIntoF16(v) : 1.0f;
     if (d < dim) {
       const int span = d / d4, step = (d % d4) / 4;
       qf[((i * kHeadTiles + h / 8) * steps + step) * 32 + (h % 8) * 4 + span] =
