@@ -2,12 +2,12 @@
 //
 // A value is weight-derived when it is an lm.weight_ref or the result of a
 // foldable op (FP8 dequantisation, transposes, reshapes, static slices,
-// widening casts)
-// whose tensor operands are all weight-derived. Each weight-derived value that
-// a non-foldable op reads is evaluated with the reference evaluator (on a
-// scratch function holding just its subgraph) and replaced by a new
-// lm.weight carrying the value. Equal subgraphs in @prefill and @decode fold
-// to one weight.
+// widening casts) whose tensor operands are all weight-derived. Each
+// weight-derived value that a non-foldable op reads is evaluated with the
+// reference evaluator (on a scratch function holding just its subgraph) and
+// replaced by a new lm.weight carrying the value (as bf16 where only head
+// matmuls read it and every value is a bf16 value). Equal subgraphs in
+// @prefill and @decode fold to one weight.
 //
 //===----------------------------------------------------------------------===//
 

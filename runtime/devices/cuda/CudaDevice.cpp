@@ -544,10 +544,9 @@ Status CudaDevice::prepare(const artifact::ArtifactFile &file,
         }
         if (l.kernel == K::KernelId::HeadMatmul) {
           // x [T, H, K]: none on the tensor-core GEMM (headMatmul's own
-          // rule), else all of it.
+          // rule; weights start 256-byte aligned), else all of it.
           bool transpose = l.has(abi::HeadMatmul::P::transpose_weight) &&
                            l.i(abi::HeadMatmul::P::transpose_weight);
-          stored.data = 0; // the weight's alignment: checked at launch
           int64_t heads = x.constant[1] + x.perToken[1] * tokens;
           roundScratchFloats =
               std::max(roundScratchFloats,
@@ -953,9 +952,10 @@ struct CudaLaunchers {
                                  p(l.in(In::slots)), p(l.in(In::sequences)),
                                  l.tokens, d.stream);
   }
-  /// --precision=bf16 and fp8 take the tensor-core kernel
-  /// (daybreak_dsa_indexer_tc_*, q rounded to bf16 as the CPU device's
-  /// modes round it) where it applies; the exact mode the exact kernel.
+  /// --precision=bf16 and fp8 take the tensor-core kernels
+  /// (daybreak_dsa_indexer_tc_*, in token groups from 32 tokens; q rounded
+  /// to bf16 as the CPU device's modes round it) where they apply; the
+  /// exact mode the exact kernel.
   static Status dsaIndexerScores(CudaDevice &d, const BoundLaunch &l) {
     using In = abi::DsaIndexerScores::In;
     const BoundArg &q = l.in(In::queries);
