@@ -1709,7 +1709,7 @@ int main(int argc, char **argv) {
     CUfunction t = entry(ptx, specialized,
                          "_Z27daybreak_sparse_attention_tILi576ELi512EE");
     DeviceCacheView kv = makeCache(576, 64, 128, seqLen);
-    int64_t heads = 128, topK = 2048, maxTokens = 512;
+    int64_t heads = 128, topK = 2048, maxTokens = 2048;
     std::mt19937 rng(1);
     std::vector<int32_t> indices(maxTokens * topK);
     for (int32_t &i : indices)
@@ -1727,7 +1727,7 @@ int main(int argc, char **argv) {
     // (CUDA-core split launches always take the generic split kernel, and at
     // T = 64 none splits; the tensor-core kernel splits in two there, under
     // a block per SM. T = 512, a prefill chunk: the tensor cores only.)
-    for (int64_t tokens : {1, 8, 64, 512}) {
+    for (int64_t tokens : {1, 8, 64, 512, 2048}) {
       double bytes = double(tokens * topK * kv.bytesPerRow +
                             tokens * heads * (576 + 512) * 4);
       std::string shape =
@@ -1737,6 +1737,7 @@ int main(int argc, char **argv) {
         CUfunction fn;
         bool split;
         AttentionPath path;
+        SparseMlaKernel kernel = SparseMlaKernel::MmaSync;
       };
       double flops = 2.0 * double(tokens * heads * topK) * (576 + 512);
       for (Variant v :
@@ -1744,8 +1745,11 @@ int main(int argc, char **argv) {
             Variant{"<576,512>", t, false, AttentionPath::CudaCores},
             Variant{"split", nullptr, true, AttentionPath::CudaCores},
             Variant{"tensor", nullptr, false, AttentionPath::TensorCores},
-            Variant{"tensor+split", nullptr, true,
-                    AttentionPath::TensorCores}}) {
+            Variant{"tensor+split", nullptr, true, AttentionPath::TensorCores},
+            Variant{"wgmma", nullptr, false, AttentionPath::TensorCores,
+                    SparseMlaKernel::Warpgroups},
+            Variant{"wgmma+split", nullptr, true, AttentionPath::TensorCores,
+                    SparseMlaKernel::Warpgroups}}) {
         if (tokens > 64 && v.path != AttentionPath::TensorCores)
           continue;
         double seconds = timeIt(
@@ -1753,7 +1757,7 @@ int main(int argc, char **argv) {
               return kernels.sparseAttention(
                   q, kv, dIndices, topK, sequences, tokens, heads, 0.04, 512, 0,
                   out, nullptr, v.fn, v.split ? scratch : 0,
-                  v.split ? scratchFloats : 0, v.path);
+                  v.split ? scratchFloats : 0, v.path, v.kernel);
             },
             iterations);
         row("sparse_attention", shape, v.name, seconds, bytes);

@@ -1414,45 +1414,57 @@ TEST_F(CudaKernelsTest, SparseAttentionTensorCores) {
             int64_t scratchFloats = sparseAttentionScratchFloats(sh.valueDim);
             Buffer dScratch(*driver, scratchFloats * 4);
             ASSERT_TRUE(CudaKernels::sparseMlaTcApplies(view, sh.valueDim));
-            for (bool split : {false, true}) {
-              // NaN first, so a path that leaves outputs unwritten fails.
-              ASSERT_EQ(
-                  driver->cuMemsetD8(dOut.get(), 0xff, expected.size() * 4),
-                  CUDA_SUCCESS);
-              expectRan(kernels->sparseAttention(
-                  dq, view, dIdx, topK, dSeqs, tokens, heads, scale,
-                  sh.valueDim, withSinks ? dSinks.get() : 0, dOut, nullptr,
-                  nullptr, split ? dScratch.get() : 0,
-                  split ? scratchFloats : 0, AttentionPath::TensorCores));
-              auto got = dOut.read<float>(expected.size());
-              double worst = 0.0; // error / bound
-              int64_t failures = 0;
-              for (size_t e = 0; e < got.size(); ++e) {
-                double err = std::fabs(double(got[e]) - expected[e]);
-                if (!(err <= bound[e])) {
-                  if (++failures <= 3)
-                    ADD_FAILURE() << "element " << e << ": " << got[e] << " vs "
-                                  << expected[e] << ", bound " << bound[e];
-                } else if (bound[e] > 0) {
-                  worst = std::max(worst, err / bound[e]);
+            // DeepSeek's FP8 rows also run the warpgroup kernel.
+            const bool warpgroups = fp8 && sh.width == 576;
+            ASSERT_EQ(CudaKernels::sparseMlaWgApplies(view, sh.valueDim),
+                      warpgroups);
+            for (SparseMlaKernel kernel :
+                 {SparseMlaKernel::MmaSync, SparseMlaKernel::Warpgroups})
+              for (bool split : {false, true}) {
+                if (kernel == SparseMlaKernel::Warpgroups && !warpgroups)
+                  continue;
+                // NaN first, so a path that leaves outputs unwritten fails.
+                ASSERT_EQ(
+                    driver->cuMemsetD8(dOut.get(), 0xff, expected.size() * 4),
+                    CUDA_SUCCESS);
+                expectRan(kernels->sparseAttention(
+                    dq, view, dIdx, topK, dSeqs, tokens, heads, scale,
+                    sh.valueDim, withSinks ? dSinks.get() : 0, dOut, nullptr,
+                    nullptr, split ? dScratch.get() : 0,
+                    split ? scratchFloats : 0, AttentionPath::TensorCores,
+                    kernel));
+                auto got = dOut.read<float>(expected.size());
+                double worst = 0.0; // error / bound
+                int64_t failures = 0;
+                for (size_t e = 0; e < got.size(); ++e) {
+                  double err = std::fabs(double(got[e]) - expected[e]);
+                  if (!(err <= bound[e])) {
+                    if (++failures <= 3)
+                      ADD_FAILURE()
+                          << "element " << e << ": " << got[e] << " vs "
+                          << expected[e] << ", bound " << bound[e];
+                  } else if (bound[e] > 0) {
+                    worst = std::max(worst, err / bound[e]);
+                  }
                 }
+                EXPECT_EQ(failures, 0);
+                char shape[96];
+                std::snprintf(shape, sizeof(shape),
+                              "%s W=%ld H=%ld k=300 sinks=%d q%s split=%d",
+                              formatName(format), long(sh.width), long(heads),
+                              withSinks, exactQ ? "=bf16" : "=f32", split);
+                std::printf(
+                    "  %-18s %-40s worst error %.3g of its bound, "
+                    "row-relative %.3g\n",
+                    kernel == SparseMlaKernel::Warpgroups ? "sparseMlaWg"
+                                                          : "sparseMlaTc",
+                    shape, worst, rowRelativeError(got, expected, sh.valueDim));
+                // No valid row, or a sequence outside the batch: zeros.
+                for (int64_t t : {3, 4})
+                  for (int64_t i = 0; i < heads * sh.valueDim; ++i)
+                    ASSERT_EQ(got[t * heads * sh.valueDim + i], 0.0f)
+                        << "token " << t;
               }
-              EXPECT_EQ(failures, 0);
-              char shape[96];
-              std::snprintf(shape, sizeof(shape),
-                            "%s W=%ld H=%ld k=300 sinks=%d q%s split=%d",
-                            formatName(format), long(sh.width), long(heads),
-                            withSinks, exactQ ? "=bf16" : "=f32", split);
-              std::printf("  %-18s %-40s worst error %.3g of its bound, "
-                          "row-relative %.3g\n",
-                          "sparseMlaTc", shape, worst,
-                          rowRelativeError(got, expected, sh.valueDim));
-              // No valid row, or a sequence outside the batch: zeros.
-              for (int64_t t : {3, 4})
-                for (int64_t i = 0; i < heads * sh.valueDim; ++i)
-                  ASSERT_EQ(got[t * heads * sh.valueDim + i], 0.0f)
-                      << "token " << t;
-            }
           }
 
   // An f32 cache: refused on demand, the exact kernel when preferred.
@@ -1477,6 +1489,12 @@ TEST_F(CudaKernelsTest, SparseAttentionTensorCores) {
       nullptr, 0, 0, AttentionPath::TensorCores);
   ASSERT_FALSE(refused.ok());
   EXPECT_NE(refused.message().find("tensor-core path"), std::string::npos)
+      << refused.message();
+  refused = kernels->sparseAttention(
+      dq, view, dIdx, k, dSeqs, 2, heads, 0.07, valueDim, 0, dOut, nullptr,
+      nullptr, 0, 0, AttentionPath::TensorCores, SparseMlaKernel::Warpgroups);
+  ASSERT_FALSE(refused.ok());
+  EXPECT_NE(refused.message().find("warpgroup kernel"), std::string::npos)
       << refused.message();
   expectRan(kernels->sparseAttention(dq, view, dIdx, k, dSeqs, 2, heads, 0.07,
                                      valueDim, 0, dOut, nullptr, nullptr, 0, 0,

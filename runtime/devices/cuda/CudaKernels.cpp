@@ -406,6 +406,8 @@ StatusOr<CudaKernels> CudaKernels::load(const Driver &driver, CUmodule module) {
        {std::pair{kernels.attentionTc128Fn, kTcAttention128Bytes},
         {kernels.sparseMlaTcFn, sparseMlaTcSharedBytes(576)},
         {kernels.sparseMlaTcSplitFn, sparseMlaTcSharedBytes(576)},
+        {kernels.sparseMlaWgFn, sparseMlaWgSharedBytes()},
+        {kernels.sparseMlaWgSplitFn, sparseMlaWgSharedBytes()},
         {kernels.dsaIndexerScoresFn, kernels.sharedPerBlock},
         {kernels.dsaIndexerTcE4m3Fn, indexerTcSharedBytes(128)},
         {kernels.dsaIndexerTcBf16Fn, indexerTcSharedBytes(128)},
@@ -1960,8 +1962,14 @@ Status CudaKernels::sparseAttention(
     CUdeviceptr sequences, int64_t tokens, int64_t heads, double scale,
     int64_t valueDim, CUdeviceptr sinks, CUdeviceptr out, CUstream stream,
     CUfunction specialized, CUdeviceptr partials, int64_t partialFloats,
-    AttentionPath path) const {
+    AttentionPath path, SparseMlaKernel kernel) const {
   bool tensor = sparseMlaTcApplies(kv, valueDim);
+  const bool warpgroups = sparseMlaWgApplies(kv, valueDim);
+  if (kernel == SparseMlaKernel::Warpgroups && !warpgroups)
+    return Status::error(
+        "sparseAttention: the warpgroup kernel does not take rows of " +
+        std::to_string(kv.width) + " values with a value dim of " +
+        std::to_string(valueDim) + " in this cache (see sparseMlaWgApplies)");
   if (path == AttentionPath::TensorCores && !tensor)
     return Status::error(
         "sparseAttention: the tensor-core path does not take rows of " +
@@ -1985,18 +1993,34 @@ Status CudaKernels::sparseAttention(
     KernelCache c = toKernel(kv);
     float fscale = float(scale);
     int32_t value = int32_t(valueDim);
-    unsigned bytes = unsigned(sparseMlaTcSharedBytes(kv.width));
-    if (splits == 1) {
-      void *params[] = {&q,     &c,      &indices, &topK,  &sequences,
-                        &heads, &fscale, &value,   &sinks, &out};
-      return launch(sparseMlaTcFn, "sparseMlaTc", tokens, groups, 1, 256, bytes,
-                    stream, params);
-    }
     int32_t splitCount = int32_t(splits);
-    void *params[] = {&q,     &c,      &indices, &topK,     &sequences,
-                      &heads, &fscale, &value,   &partials, &splitCount};
-    Status status = launch(sparseMlaTcSplitFn, "sparseMlaTcSplit", tokens,
-                           groups, splits, 256, bytes, stream, params);
+    Status status = Status::success();
+    if (warpgroups && kernel != SparseMlaKernel::MmaSync) {
+      // daybreak_sparse_mla_wg (CudaSparseMla.cuh): DeepSeek's shapes fixed.
+      unsigned bytes = unsigned(sparseMlaWgSharedBytes());
+      if (splits == 1) {
+        void *params[] = {&q,     &c,      &indices, &topK, &sequences,
+                          &heads, &fscale, &sinks,   &out};
+        return launch(sparseMlaWgFn, "sparseMlaWg", tokens, groups, 1, 384,
+                      bytes, stream, params);
+      }
+      void *params[] = {&q,     &c,      &indices,  &topK,      &sequences,
+                        &heads, &fscale, &partials, &splitCount};
+      status = launch(sparseMlaWgSplitFn, "sparseMlaWgSplit", tokens, groups,
+                      splits, 384, bytes, stream, params);
+    } else {
+      unsigned bytes = unsigned(sparseMlaTcSharedBytes(kv.width));
+      if (splits == 1) {
+        void *params[] = {&q,     &c,      &indices, &topK,  &sequences,
+                          &heads, &fscale, &value,   &sinks, &out};
+        return launch(sparseMlaTcFn, "sparseMlaTc", tokens, groups, 1, 256,
+                      bytes, stream, params);
+      }
+      void *params[] = {&q,     &c,      &indices, &topK,     &sequences,
+                        &heads, &fscale, &value,   &partials, &splitCount};
+      status = launch(sparseMlaTcSplitFn, "sparseMlaTcSplit", tokens, groups,
+                      splits, 256, bytes, stream, params);
+    }
     if (!status.ok())
       return status;
     void *combine[] = {&partials, &heads, &splitCount, &valueDim, &sinks, &out};
@@ -2276,6 +2300,13 @@ bool CudaKernels::sparseMlaTcApplies(const DeviceCacheView &kv,
   return kv.width > 0 && kv.width % 16 == 0 && kv.width <= 576 &&
          valueDim > 0 && valueDim % 16 == 0 && valueDim <= 512 &&
          valueDim <= kv.width && tensorChunksLoad(kv);
+}
+
+bool CudaKernels::sparseMlaWgApplies(const DeviceCacheView &kv,
+                                     int64_t valueDim) {
+  return kv.format == runtime::CacheFormat::Fp8Scaled && kv.width == 576 &&
+         kv.tailDim == 64 && kv.scaleBlock == 128 && kv.bytesPerRow == 656 &&
+         valueDim == 512 && kv.base % 16 == 0;
 }
 
 bool CudaKernels::wideAttentionApplies(const DeviceCacheView &k,

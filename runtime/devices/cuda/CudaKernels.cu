@@ -5012,10 +5012,11 @@ extern "C" __global__ void __launch_bounds__(256)
 
 // Dense GQA attention: its own file, one translation unit with this one.
 #include "CudaAttention.cuh"
-// Sparse MLA on the tensor cores, on CudaAttention.cuh's tile helpers.
-#include "CudaSparseMla.cuh"
 // The warpgroup GEMMs (wgmma fed by the tensor copy engine).
 #include "CudaGemm.cuh"
+// Sparse MLA on the tensor cores, on CudaAttention.cuh's tile helpers and
+// CudaGemm.cuh's barriers and wgmma fences.
+#include "CudaSparseMla.cuh"
 // Kimi Delta Attention and GLM-5.3's pooled indexer keys.
 #include "CudaKda.cuh"
 #include "CudaKpool.cuh"

@@ -108,6 +108,16 @@ enum class AttentionPath {
                ///< do not apply, see CudaKernels::tensorAttentionApplies)
 };
 
+/// Which tensor-core kernel CudaKernels::sparseAttention runs on the
+/// tensor-core path. Auto takes the warpgroup kernel wherever it applies
+/// (sparseMlaWgApplies) and the mma.sync kernel elsewhere; tests and the
+/// benchmark force either (Warpgroups is an error where it does not apply).
+enum class SparseMlaKernel {
+  Auto,
+  MmaSync,    ///< daybreak_sparse_mla_tc / _split
+  Warpgroups, ///< daybreak_sparse_mla_wg / _split
+};
+
 struct DeviceCacheView {
   CUdeviceptr base = 0;
   runtime::CacheFormat format = runtime::CacheFormat::F32;
@@ -344,6 +354,8 @@ constexpr int64_t expertGemvScratchBytes(int64_t tokens, int64_t slots,
   X(sparseAttentionCombine, "daybreak_sparse_attention_combine")               \
   X(sparseMlaTc, "daybreak_sparse_mla_tc")                                     \
   X(sparseMlaTcSplit, "daybreak_sparse_mla_tc_split")                          \
+  X(sparseMlaWg, "daybreak_sparse_mla_wg")                                     \
+  X(sparseMlaWgSplit, "daybreak_sparse_mla_wg_split")                          \
   X(attention, "daybreak_attention")                                           \
   X(attentionSplit, "daybreak_attention_split")                                \
   X(attentionDecode, "daybreak_attention_decode")                              \
@@ -745,9 +757,9 @@ public:
   /// floats allow every split the launch would choose. Split launches use
   /// the generic split kernel, not `specialized` (on the H200 it is the
   /// faster of the two: 0.72 vs 0.93 ms for one token at top-2048).
-  /// `path`: TensorCores runs daybreak_sparse_mla_tc (split over the rows
-  /// in the same way while the grid is under one block per SM; not the
-  /// exact mode's precision, see CudaSparseMla.cuh), an error where
+  /// `path`: TensorCores runs daybreak_sparse_mla_wg or _tc (`kernel`; split
+  /// over the rows in the same way while the grid is under one block per SM;
+  /// not the exact mode's precision, see CudaSparseMla.cuh), an error where
   /// sparseMlaTcApplies does not; PreferTensorCores runs it where it
   /// applies; Auto and CudaCores take the CUDA cores.
   Status sparseAttention(CUdeviceptr q, const DeviceCacheView &kv,
@@ -757,7 +769,21 @@ public:
                          CUdeviceptr out, CUstream stream,
                          CUfunction specialized = nullptr,
                          CUdeviceptr partials = 0, int64_t partialFloats = 0,
-                         AttentionPath path = AttentionPath::Auto) const;
+                         AttentionPath path = AttentionPath::Auto,
+                         SparseMlaKernel kernel = SparseMlaKernel::Auto) const;
+  /// Whether daybreak_sparse_mla_wg takes this cache and value dim:
+  /// DeepSeek's FP8 latent rows (576 values: 512 e4m3 codes in 128-column
+  /// scale blocks, 64 bf16 rope values; 656 bytes, 16-byte aligned) and a
+  /// value dim of 512.
+  static bool sparseMlaWgApplies(const DeviceCacheView &kv, int64_t valueDim);
+  /// daybreak_sparse_mla_wg's dynamic shared memory: 1024 bytes to align,
+  /// Q and two 64-row tiles of 576 bf16, P (64 x 64 bf16), the exchanged
+  /// maxima and sums (2 x 2 x 64 floats), the tiles' masks (16 bytes), four
+  /// mbarriers and two counters (the kernel has no static shared memory).
+  static constexpr int64_t sparseMlaWgSharedBytes() {
+    return 1024 + 3 * 64 * 576 * 2 + 64 * 64 * 2 + 4 * 64 * 4 + 16 + 4 * 8 +
+           2 * 4;
+  }
   /// Whether daybreak_sparse_mla_tc takes this cache and value dim: bf16 or
   /// fp8 (Fp8Scaled) rows of a width that is a multiple of 16 up to 576,
   /// loadable in 8-column chunks (as tensorAttentionApplies), and a value

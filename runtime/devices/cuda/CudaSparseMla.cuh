@@ -543,3 +543,547 @@ extern "C" __global__ void __launch_bounds__(kSmlaThreads, 1)
   sparseMlaTc<true>(q, kv, indices, topK, sequences, heads, scale, valueDim,
                     nullptr, nullptr, splits, partial);
 }
+
+//===----------------------------------------------------------------------===//
+// daybreak_sparse_mla_wg and daybreak_sparse_mla_wg_split: the same
+// attention for DeepSeek's FP8 latent rows (576 values: 512 e4m3 codes in
+// four 128-column blocks with fp32 power-of-two scales, then 64 bf16 rope
+// values; value dim 512) on the warpgroup MMA, after FlashMLA's sparse
+// prefill kernels. The same roundings as daybreak_sparse_mla_tc (Q and P to
+// bf16, fp32 sums, denominators over the rounded P), so the same oracle and
+// bound hold; the sums run in another order.
+//
+// A block of three warpgroups takes one token and 64 of its heads, and
+// walks the selected rows in tiles of 64:
+// - warpgroup 0 gathers: each warp loads 16 rows of a tile into registers
+//   a tile ahead (lane l of 8 rows' codes takes 16 codes of row l / 4 at a
+//   time, so that every store below hits all 32 banks), widens them to
+//   bf16 times their scales (exact) into a free buffer once the MMA has
+//   released it, and marks the buffer full (mbarriers; two buffers);
+// - warpgroups 1 and 2 multiply: S = Q K^T for the 64 heads and their own
+//   32 keys of the tile (m64n32k16 over the 576 columns, Q and K from
+//   shared memory), the online softmax with the other warpgroup's row
+//   maxima exchanged through shared memory, P (bf16, the whole tile's 64
+//   keys from both warpgroups) into shared memory, then O += P V for their
+//   own 256 value columns (m64n256k16, V read from the same tile as the
+//   N-major operand: no transposed copy). A tile's P V runs while the next
+//   tile's S is issued; the buffer goes back to the gatherers when both
+//   have completed.
+//
+// Shared memory, every tile in 64-column blocks of 64 rows x 128 bytes with
+// the 128-byte swizzle (16-byte chunk c of row r at c ^ r % 8), each block
+// 1024-byte aligned: Q (9 blocks), two K/V tiles (9 blocks each), P (one
+// block), the maxima and sums exchanged, the tiles' valid-row masks and
+// the barriers and the valid rows' count: sparseMlaWgSharedBytes, 226 KiB.
+//
+// Roofline per 64-key tile and block: 8.9 MFLOP; the MMA reads 300 KB of
+// shared memory (Q twice for S, K once, P twice, V once) and the gatherers
+// write 74 KB: near the tensor rate at 128 bytes a clock.
+//===----------------------------------------------------------------------===//
+
+namespace {
+
+constexpr int kSmwThreads = 384; // the gatherers and two MMA warpgroups
+constexpr int kSmwKeys = 64;     // selected rows a tile
+constexpr int kSmwBlocks = 9;    // 64-column blocks of a 576-wide row
+constexpr uint32_t kSmwBlockBytes = 64 * 128;
+constexpr uint32_t kSmwTileBytes = kSmwBlocks * kSmwBlockBytes;
+constexpr int kSmwValueDim = 512;
+constexpr int kSmwRowBytes = 656; // 512 codes, 4 scales, 64 bf16
+constexpr int kSmwTail = 528;     // where the bf16 rope values start
+
+extern __shared__ __align__(1024) uint8_t smwShared[];
+
+/// The wgmma descriptor of 128-byte-swizzled bf16 rows in shared memory at
+/// `address` (1024-byte aligned, plus 32 bytes a later k16 step of a
+/// K-major operand): `lbo` the offset between 64-element blocks of an
+/// N-major operand (unused K-major), `sbo` between groups of 8 rows.
+__device__ __forceinline__ uint64_t smwDescriptor(uint32_t address,
+                                                  uint32_t lbo, uint32_t sbo) {
+  return uint64_t((address & 0x3FFFF) >> 4) | uint64_t(lbo >> 4) << 16 |
+         uint64_t(sbo >> 4) << 32 | uint64_t(1) << 62;
+}
+
+/// d (+)= a b for one m64n32k16 wgmma, bf16 operands K-major from shared
+/// memory, fp32 accumulators; `accumulate` 0 overwrites d.
+__device__ __forceinline__ void smwMma32(float (&d)[16], uint64_t a, uint64_t b,
+                                         uint32_t accumulate) {
+  asm volatile("{\n\t.reg .pred p;\n\tsetp.ne.b32 p, %18, 0;\n\t"
+               "wgmma.mma_async.sync.aligned.m64n32k16.f32.bf16.bf16 {"
+               "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, "
+               "%14, %15}, %16, %17, p, 1, 1, 0, 0;\n\t}"
+               : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]),
+                 "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), "+f"(d[9]),
+                 "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]),
+                 "+f"(d[14]), "+f"(d[15])
+               : "l"(a), "l"(b), "r"(accumulate));
+}
+
+/// d += a b for one m64n256k16 wgmma: a K-major, b N-major (the tile's
+/// rows are b's K), bf16 from shared memory, fp32 accumulators.
+__device__ __forceinline__ void smwMma256N(float (&d)[128], uint64_t a,
+                                           uint64_t b) {
+  asm volatile(
+      "{\n\t.reg .pred p;\n\tsetp.ne.b32 p, 1, 0;\n\t"
+      "wgmma.mma_async.sync.aligned.m64n256k16.f32.bf16.bf16 {"
+      "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, "
+      "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, "
+      "%30, %31, %32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, "
+      "%44, %45, %46, %47, %48, %49, %50, %51, %52, %53, %54, %55, %56, %57, "
+      "%58, %59, %60, %61, %62, %63, %64, %65, %66, %67, %68, %69, %70, %71, "
+      "%72, %73, %74, %75, %76, %77, %78, %79, %80, %81, %82, %83, %84, %85, "
+      "%86, %87, %88, %89, %90, %91, %92, %93, %94, %95, %96, %97, %98, %99, "
+      "%100, %101, %102, %103, %104, %105, %106, %107, %108, %109, %110, "
+      "%111, %112, %113, %114, %115, %116, %117, %118, %119, %120, %121, "
+      "%122, %123, %124, %125, %126, %127}, %128, %129, p, 1, 1, 0, 1;\n\t}"
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]),
+        "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]),
+        "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]),
+        "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]),
+        "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]), "+f"(d[25]),
+        "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]),
+        "+f"(d[31]), "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]),
+        "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]), "+f"(d[40]),
+        "+f"(d[41]), "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]),
+        "+f"(d[46]), "+f"(d[47]), "+f"(d[48]), "+f"(d[49]), "+f"(d[50]),
+        "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]),
+        "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]),
+        "+f"(d[61]), "+f"(d[62]), "+f"(d[63]), "+f"(d[64]), "+f"(d[65]),
+        "+f"(d[66]), "+f"(d[67]), "+f"(d[68]), "+f"(d[69]), "+f"(d[70]),
+        "+f"(d[71]), "+f"(d[72]), "+f"(d[73]), "+f"(d[74]), "+f"(d[75]),
+        "+f"(d[76]), "+f"(d[77]), "+f"(d[78]), "+f"(d[79]), "+f"(d[80]),
+        "+f"(d[81]), "+f"(d[82]), "+f"(d[83]), "+f"(d[84]), "+f"(d[85]),
+        "+f"(d[86]), "+f"(d[87]), "+f"(d[88]), "+f"(d[89]), "+f"(d[90]),
+        "+f"(d[91]), "+f"(d[92]), "+f"(d[93]), "+f"(d[94]), "+f"(d[95]),
+        "+f"(d[96]), "+f"(d[97]), "+f"(d[98]), "+f"(d[99]), "+f"(d[100]),
+        "+f"(d[101]), "+f"(d[102]), "+f"(d[103]), "+f"(d[104]), "+f"(d[105]),
+        "+f"(d[106]), "+f"(d[107]), "+f"(d[108]), "+f"(d[109]), "+f"(d[110]),
+        "+f"(d[111]), "+f"(d[112]), "+f"(d[113]), "+f"(d[114]), "+f"(d[115]),
+        "+f"(d[116]), "+f"(d[117]), "+f"(d[118]), "+f"(d[119]), "+f"(d[120]),
+        "+f"(d[121]), "+f"(d[122]), "+f"(d[123]), "+f"(d[124]), "+f"(d[125]),
+        "+f"(d[126]), "+f"(d[127])
+      : "l"(a), "l"(b));
+}
+
+/// A barrier for the two MMA warpgroups (named barrier `id`, 256 threads).
+__device__ __forceinline__ void smwMmaBarrier(int id) {
+  asm volatile("bar.sync %0, 256;" ::"r"(id) : "memory");
+}
+
+/// Eight e4m3 codes (two words) times their power-of-two scale as eight
+/// bf16 (exact, see CudaAttention.cuh).
+__device__ __forceinline__ uint4 smwWiden(uint32_t lo, uint32_t hi,
+                                          float scale) {
+  uint32_t h[4];
+  e4m3x4ToHalf2(lo, h[0], h[1]);
+  e4m3x4ToHalf2(hi, h[2], h[3]);
+  return make_uint4(tcScaledPair(h[0], scale), tcScaledPair(h[1], scale),
+                    tcScaledPair(h[2], scale), tcScaledPair(h[3], scale));
+}
+
+/// Byte offset of 16-byte chunk `chunk` (0..71) of row `row` in a tile of
+/// 64-column blocks with the 128-byte swizzle.
+__device__ __forceinline__ uint32_t smwChunk(int row, int chunk) {
+  return uint32_t(chunk >> 3) * kSmwBlockBytes + uint32_t(row) * 128 +
+         uint32_t(((chunk & 7) ^ (row & 7)) << 4);
+}
+
+template <bool kSplit>
+__device__ __forceinline__ void
+sparseMlaWg(const float *q, const Cache &kv, const int32_t *indices,
+            int64_t topK, const int32_t *sequences, int64_t heads, float scale,
+            const float *sinks, float *out, int32_t splits, float *partial) {
+  uint8_t *base =
+      smwShared + ((1024 - (sharedAddress(smwShared) & 1023)) & 1023);
+  uint8_t *qs = base;
+  uint8_t *tiles = base + kSmwTileBytes; // [2][kSmwTileBytes]
+  uint8_t *ps = base + 3 * kSmwTileBytes;
+  float *maxima = reinterpret_cast<float *>(ps + kSmwBlockBytes); // [2][64]
+  float *sums = maxima + 2 * 64;                                  // [2][64]
+  uint16_t *masks = reinterpret_cast<uint16_t *>(sums + 2 * 64);  // [2][4]
+  uint64_t *full = reinterpret_cast<uint64_t *>(masks + 8);       // [2]
+  uint64_t *empty = full + 2;                                     // [2]
+  // (In the dynamic shared memory: a static variable would take 1024
+  // bytes of it for the alignment.)
+  int &validCount = *reinterpret_cast<int *>(empty + 2);
+  int &lastValid = (&validCount)[1];
+
+  const int tid = threadIdx.x, lane = tid & 31, warpgroup = tid >> 7;
+  const int64_t token = blockIdx.x, h0 = int64_t(blockIdx.y) * 64;
+  const int hn = int(heads - h0 < 64 ? heads - h0 : 64);
+  const int64_t seq = sequences ? sequences[token] : 0;
+  const int32_t *chosen = indices + token * topK;
+  const float negInf = -__int_as_float(0x7F800000);
+  auto partialAt = [&](int64_t h) {
+    return ((token * heads + h0 + h) * splits + blockIdx.z) *
+           (kSmwValueDim + 3);
+  };
+
+  // This block's rows [r0, r1) of the selection and, of them, how many are
+  // valid and where the last is (as daybreak_sparse_mla_tc).
+  const int64_t perSplit = kSplit ? (topK + splits - 1) / splits : topK;
+  const int64_t r0 = kSplit ? int64_t(blockIdx.z) * perSplit : 0;
+  const int64_t r1 = kSplit && r0 + perSplit < topK ? r0 + perSplit : topK;
+  if (tid == 0) {
+    validCount = 0;
+    lastValid = -1;
+    for (int b = 0; b < 2; ++b) {
+      barrierInit(&full[b], 4);  // lane 0 of each gathering warp
+      barrierInit(&empty[b], 8); // lane 0 of each MMA warp
+    }
+    asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
+  }
+  __syncthreads();
+  if (seq >= 0 && seq < kv.batch) {
+    int count = 0, last = -1;
+    for (int64_t i = r0 + tid; i < r1; i += kSmwThreads) {
+      int32_t pos = chosen[i];
+      if (pos >= 0 && pos < kv.maxSeqLen) {
+        ++count;
+        last = int(i);
+      }
+    }
+    for (int d = 16; d > 0; d >>= 1) {
+      count += __shfl_xor_sync(0xffffffffu, count, d);
+      last = max(last, __shfl_xor_sync(0xffffffffu, last, d));
+    }
+    if (lane == 0 && count > 0) {
+      atomicAdd(&validCount, count);
+      atomicMax(&lastValid, last);
+    }
+  }
+  // Q rounded to bf16 into its swizzled blocks, rows past hn zero: 8
+  // columns (one 16-byte chunk) a step, 12 steps a thread.
+#pragma unroll 4
+  for (int c = tid; c < 64 * 72; c += kSmwThreads) {
+    const int r = c / 72, chunk = c - r * 72;
+    float4 x0 = make_float4(0.0f, 0.0f, 0.0f, 0.0f), x1 = x0;
+    if (r < hn) {
+      const float4 *src = reinterpret_cast<const float4 *>(
+          q + (token * heads + h0 + r) * 576 + chunk * 8);
+      x0 = src[0];
+      x1 = src[1];
+    }
+    *reinterpret_cast<uint4 *>(qs + smwChunk(r, chunk)) =
+        make_uint4(smlaBf16Pair(x0.x, x0.y), smlaBf16Pair(x0.z, x0.w),
+                   smlaBf16Pair(x1.x, x1.y), smlaBf16Pair(x1.z, x1.w));
+  }
+  // The tensor cores read what these stores wrote.
+  asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
+  __syncthreads();
+  const int valid = validCount;
+  if (valid == 0) { // no row: zeros, or a partial that weighs nothing
+    if (kSplit) {
+      if (tid < hn)
+        partial[partialAt(tid) + 2] = 0.0f;
+    } else {
+      for (int64_t e = tid; e < int64_t(hn) * kSmwValueDim; e += kSmwThreads)
+        out[(token * heads + h0) * kSmwValueDim + e] = 0.0f;
+    }
+    return;
+  }
+  const int64_t rEnd = int64_t(lastValid) + 1;
+  const int tileCount = int((rEnd - r0 + kSmwKeys - 1) / kSmwKeys);
+
+  if (warpgroup == 0) {
+    asm volatile("setmaxnreg.dec.sync.aligned.u32 120;");
+    // The gatherers: warp w takes rows 16 w .. 16 w + 15 of every tile,
+    // found by lanes 0-15 (16-31 repeat them) in three steps a tile apart
+    // (index, page, row: as daybreak_sparse_mla_tc).
+    const int w = tid >> 5;
+    struct RowRef {
+      int32_t page, within; // page < 0: no row
+    };
+    const int32_t pageSize = int32_t(kv.ringRows ? 1 : kv.pageSize);
+    const int32_t pagesPerSeq =
+        int32_t((kv.maxSeqLen + kv.pageSize - 1) / kv.pageSize);
+    auto index = [&](int tile) {
+      int64_t i = r0 + int64_t(tile) * kSmwKeys + 16 * w + (lane & 15);
+      return i < rEnd ? chosen[i] : int32_t(-1);
+    };
+    auto locate = [&](int32_t pos) -> RowRef {
+      if (pos < 0 || pos >= kv.maxSeqLen)
+        return {-1, 0};
+      if (kv.ringRows)
+        return {int32_t(seq * kv.ringRows + pos % int32_t(kv.ringRows)), 0};
+      int32_t logical = int32_t(seq) * pagesPerSeq + pos / pageSize;
+      return {kv.pageTable ? kv.pageTable[logical] : logical, pos % pageSize};
+    };
+    // A tile's raw rows: for each group of 8 rows, lane l holds 16 codes
+    // (columns 64 j + 16 (l % 4), j = 0..7) of row l / 4 of the group,
+    // scale l % 4 of that row, and two 16-byte chunks of the rope values
+    // (chunk l % 8 of rows l / 8 and 4 + l / 8).
+    uint4 codes[2][8], tail[2][2];
+    uint32_t scaleBits[2];
+    uint16_t rowMask = 0;
+    auto fetch = [&](RowRef ref) {
+      const uint8_t *mine =
+          ref.page >= 0
+              ? kv.base +
+                    (int64_t(ref.page) * pageSize + ref.within) * kv.bytesPerRow
+              : nullptr;
+      rowMask = uint16_t(__ballot_sync(0xffffffffu, mine != nullptr));
+      const uint64_t address = reinterpret_cast<uint64_t>(mine);
+#pragma unroll
+      for (int gi = 0; gi < 2; ++gi) {
+        const uint8_t *row = reinterpret_cast<const uint8_t *>(
+            __shfl_sync(0xffffffffu, address, 8 * gi + (lane >> 2)));
+#pragma unroll
+        for (int j = 0; j < 8; ++j)
+          codes[gi][j] = row ? __ldg(reinterpret_cast<const uint4 *>(
+                                   row + 16 * (4 * j + (lane & 3))))
+                             : make_uint4(0, 0, 0, 0);
+        scaleBits[gi] = row ? __ldg(reinterpret_cast<const uint32_t *>(
+                                  row + 512 + 4 * (lane & 3)))
+                            : 0u;
+#pragma unroll
+        for (int i = 0; i < 2; ++i) {
+          const uint8_t *tailRow = reinterpret_cast<const uint8_t *>(
+              __shfl_sync(0xffffffffu, address, 8 * gi + 4 * i + (lane >> 3)));
+          tail[gi][i] = tailRow ? __ldg(reinterpret_cast<const uint4 *>(
+                                      tailRow + kSmwTail + 16 * (lane & 7)))
+                                : make_uint4(0, 0, 0, 0);
+        }
+      }
+    };
+    fetch(locate(index(0)));
+    RowRef ahead = locate(index(1));
+    int32_t aheadIndex = index(2);
+    for (int n = 0; n < tileCount; ++n) {
+      const int b = n & 1;
+      uint8_t *tile = tiles + b * kSmwTileBytes;
+      barrierWait(&empty[b], ((n >> 1) & 1) ^ 1);
+#pragma unroll
+      for (int gi = 0; gi < 2; ++gi) {
+        const int row = 16 * w + 8 * gi + (lane >> 2);
+#pragma unroll
+        for (int j = 0; j < 8; ++j) {
+          // Columns 64 j .. are in scale block j / 2.
+          const float s = __uint_as_float(
+              __shfl_sync(0xffffffffu, scaleBits[gi], (lane & ~3) | (j >> 1)));
+          const int chunk = 8 * j + 2 * (lane & 3);
+          *reinterpret_cast<uint4 *>(tile + smwChunk(row, chunk)) =
+              smwWiden(codes[gi][j].x, codes[gi][j].y, s);
+          *reinterpret_cast<uint4 *>(tile + smwChunk(row, chunk + 1)) =
+              smwWiden(codes[gi][j].z, codes[gi][j].w, s);
+        }
+#pragma unroll
+        for (int i = 0; i < 2; ++i)
+          *reinterpret_cast<uint4 *>(
+              tile + smwChunk(16 * w + 8 * gi + 4 * i + (lane >> 3),
+                              64 + (lane & 7))) = tail[gi][i];
+      }
+      if (lane == 0)
+        masks[4 * b + w] = rowMask;
+      asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
+      __syncwarp();
+      if (lane == 0)
+        barrierArrive(&full[b]);
+      if (n + 1 < tileCount) {
+        fetch(ahead);
+        const int32_t loaded = aheadIndex;
+        aheadIndex = index(n + 3);
+        ahead = locate(loaded);
+      }
+    }
+    return;
+  }
+
+  asm volatile("setmaxnreg.inc.sync.aligned.u32 192;");
+  // The MMA: warpgroup wg takes keys 32 wg .. 32 wg + 31 of each tile for
+  // S, and value columns 256 wg .. 256 wg + 255 for O. Thread (warp wi,
+  // lane 4 g + t) holds rows 16 wi + g and + 8; accumulator 4 j + 2 i + c
+  // is row 16 wi + g + 8 i, column 8 j + 2 t + c (wgmma's order).
+  const int wg = warpgroup - 1, wi = (tid >> 5) & 3;
+  const int g = lane >> 2, t = lane & 3;
+  float o[128];
+#pragma unroll
+  for (int i = 0; i < 128; ++i)
+    o[i] = 0.0f;
+  float rowMax[2], rowSum[2] = {0.0f, 0.0f};
+#pragma unroll
+  for (int i = 0; i < 2; ++i) {
+    const int row = 16 * wi + g + 8 * i;
+    rowMax[i] = negInf;
+    if (!kSplit && sinks && row < hn) {
+      // The sink as a key of weight e^(sink - max): counted once.
+      rowMax[i] = sinks[h0 + row];
+      rowSum[i] = wg == 0 && t == 0 ? 1.0f : 0.0f;
+    }
+  }
+  // S's accumulators live across the tiles: only the wgmma writes them
+  // (the first k-step of a tile overwrites), so nothing else defines them
+  // while the previous tile's P V is in flight.
+  float s[16];
+#pragma unroll
+  for (int i = 0; i < 16; ++i)
+    s[i] = 0.0f;
+  const uint32_t qAddress = sharedAddress(qs);
+  const uint32_t tilesAddress = sharedAddress(tiles);
+  const uint32_t pAddress = sharedAddress(ps);
+  // (A do-while: valid > 0 makes tileCount at least 1, and a loop the
+  // compiler knows to run keeps the accumulators out of a zero-trip path.)
+  int n = 0;
+  do {
+    const int b = n & 1;
+    const uint32_t tile = tilesAddress + uint32_t(b) * kSmwTileBytes;
+    barrierWait(&full[b], (n >> 1) & 1);
+    // S = Q K^T over the 9 blocks of 4 k16 steps.
+    wgmmaFence();
+#pragma unroll
+    for (int kb = 0; kb < kSmwBlocks; ++kb)
+#pragma unroll
+      for (int kk = 0; kk < 4; ++kk)
+        smwMma32(
+            s,
+            smwDescriptor(qAddress + kb * kSmwBlockBytes + 32 * kk, 16, 1024),
+            smwDescriptor(tile + kb * kSmwBlockBytes + 4096 * wg + 32 * kk, 16,
+                          1024),
+            kb != 0 || kk != 0);
+    wgmmaCommit();
+    // This S and the previous tile's P V (issued back to back) have
+    // completed: that tile's buffer goes back. (Waiting for the P V alone,
+    // wait_group 1, makes ptxas serialise every wgmma here: C7514.)
+    wgmmaWait<0>();
+    if (n > 0 && lane == 0)
+      barrierArrive(&empty[b ^ 1]);
+    fenceAccumulators(s);
+    fenceAccumulators(o);
+
+    // Scale and mask, the tile maximum over both warpgroups.
+    const uint64_t mask =
+        *reinterpret_cast<const volatile uint64_t *>(masks + 4 * b);
+    float logit[16], tileMax[2] = {negInf, negInf};
+#pragma unroll
+    for (int j = 0; j < 4; ++j)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        const int key = 32 * wg + 8 * j + 2 * t + (e & 1);
+        logit[4 * j + e] = (mask >> key) & 1 ? s[4 * j + e] * scale : negInf;
+        tileMax[e >> 1] = fmaxf(tileMax[e >> 1], logit[4 * j + e]);
+      }
+#pragma unroll
+    for (int i = 0; i < 2; ++i) {
+      tileMax[i] = quadMax(tileMax[i]);
+      if (t == 0)
+        maxima[wg * 64 + 16 * wi + g + 8 * i] = tileMax[i];
+    }
+    smwMmaBarrier(1);
+    float correction[2], m[2];
+#pragma unroll
+    for (int i = 0; i < 2; ++i) {
+      const float other = maxima[(wg ^ 1) * 64 + 16 * wi + g + 8 * i];
+      m[i] = fmaxf(rowMax[i], fmaxf(tileMax[i], other));
+      correction[i] = m[i] == rowMax[i] ? 1.0f : expf(rowMax[i] - m[i]);
+      rowMax[i] = m[i];
+      rowSum[i] *= correction[i];
+    }
+    // P, rounded to bf16, into its swizzled block; the sums add the
+    // rounded P.
+#pragma unroll
+    for (int j = 0; j < 4; ++j)
+#pragma unroll
+      for (int i = 0; i < 2; ++i) {
+        const float l0 = logit[4 * j + 2 * i], l1 = logit[4 * j + 2 * i + 1];
+        const float p0 = l0 == negInf ? 0.0f : expf(l0 - m[i]);
+        const float p1 = l1 == negInf ? 0.0f : expf(l1 - m[i]);
+        const uint32_t pair = smlaBf16Pair(p0, p1);
+        rowSum[i] +=
+            __uint_as_float(pair << 16) + __uint_as_float(pair & 0xFFFF0000u);
+        const int row = 16 * wi + g + 8 * i;
+        *reinterpret_cast<uint32_t *>(ps + smwChunk(row, 4 * wg + j) + 4 * t) =
+            pair;
+      }
+    if (!__all_sync(0xffffffffu,
+                    correction[0] == 1.0f && correction[1] == 1.0f)) {
+#pragma unroll
+      for (int j = 0; j < 32; ++j)
+#pragma unroll
+        for (int e = 0; e < 4; ++e)
+          o[4 * j + e] *= correction[e >> 1];
+    }
+    asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
+    smwMmaBarrier(2);
+    // O += P V: the tile's 64 keys in 4 k16 steps, V N-major from the
+    // tile (blocks 4 wg .. 4 wg + 3, 16 rows a step).
+    wgmmaFence();
+#pragma unroll
+    for (int kk = 0; kk < 4; ++kk)
+      smwMma256N(o, smwDescriptor(pAddress + 32 * kk, 16, 1024),
+                 smwDescriptor(tile + 4 * wg * kSmwBlockBytes + 2048 * kk,
+                               kSmwBlockBytes, 1024));
+    wgmmaCommit();
+  } while (++n < tileCount);
+  wgmmaWait<0>();
+  fenceAccumulators(o);
+
+  // The row sums: over the quad, then both warpgroups.
+#pragma unroll
+  for (int i = 0; i < 2; ++i) {
+    rowSum[i] = quadSum(rowSum[i]);
+    if (t == 0)
+      sums[wg * 64 + 16 * wi + g + 8 * i] = rowSum[i];
+  }
+  smwMmaBarrier(1);
+#pragma unroll
+  for (int i = 0; i < 2; ++i) {
+    const int row = 16 * wi + g + 8 * i;
+    if (row >= hn)
+      continue;
+    const float sum = rowSum[i] + sums[(wg ^ 1) * 64 + row];
+    float *dst;
+    float factor = 1.0f;
+    if (kSplit) {
+      float *head = partial + partialAt(row);
+      if (wg == 0 && t == 0) {
+        head[0] = rowMax[i];
+        head[1] = sum;
+        head[2] = float(valid);
+      }
+      dst = head + 3;
+    } else {
+      dst = out + (token * heads + h0 + row) * kSmwValueDim;
+      factor = 1.0f / sum;
+    }
+#pragma unroll
+    for (int j = 0; j < 32; ++j) {
+      const int col = 256 * wg + 8 * j + 2 * t;
+      const float v0 = o[4 * j + 2 * i] * factor,
+                  v1 = o[4 * j + 2 * i + 1] * factor;
+      if (kSplit) {
+        dst[col] = v0; // partials: valueDim + 3 floats a head, unaligned
+        dst[col + 1] = v1;
+      } else {
+        *reinterpret_cast<float2 *>(dst + col) = make_float2(v0, v1);
+      }
+    }
+  }
+}
+
+} // namespace
+
+/// Sparse MLA on the warpgroup MMA (see above): grid (tokens, ceil(heads /
+/// 64)), block 384, CudaKernels::sparseMlaWgSharedBytes() of dynamic shared
+/// memory; DeepSeek's FP8 latent rows only (CudaKernels::
+/// sparseMlaWgApplies). A token with no valid row gets zeros.
+extern "C" __global__ void __launch_bounds__(kSmwThreads, 1)
+    daybreak_sparse_mla_wg(const float *q, Cache kv, const int32_t *indices,
+                           int64_t topK, const int32_t *sequences,
+                           int64_t heads, float scale, const float *sinks,
+                           float *out) {
+  sparseMlaWg<false>(q, kv, indices, topK, sequences, heads, scale, sinks, out,
+                     1, nullptr);
+}
+
+/// daybreak_sparse_mla_wg split over the selected rows, as
+/// daybreak_sparse_mla_tc_split: grid (tokens, ceil(heads / 64), splits),
+/// partials [tokens, heads, splits, 512 + 3] for
+/// daybreak_sparse_attention_combine.
+extern "C" __global__ void __launch_bounds__(kSmwThreads, 1)
+    daybreak_sparse_mla_wg_split(const float *q, Cache kv,
+                                 const int32_t *indices, int64_t topK,
+                                 const int32_t *sequences, int64_t heads,
+                                 float scale, float *partial, int32_t splits) {
+  sparseMlaWg<true>(q, kv, indices, topK, sequences, heads, scale, nullptr,
+                    nullptr, splits, partial);
+}
