@@ -1883,6 +1883,15 @@ Status CudaKernels::dsaIndexerScores(
       tensorCores && q % 16 == 0 &&
       runtime::indexerTensorCoresApply(keys.format, keys.width, keys.tailDim,
                                        keys.scaleBlock, heads);
+  // Keys a block of the tensor-core kernels takes: whole tiles of
+  // `tileKeys`, in as many chunks as bring the grid (`blocks` a chunk) to
+  // about `perSm` blocks an SM, one chunk where the blocks alone fill it.
+  auto chunkKeysFor = [&](int64_t tileKeys, int64_t perSm, int64_t blocks) {
+    int64_t keyTiles = ceilDiv(keys.maxSeqLen, tileKeys);
+    int64_t chunks = std::clamp<int64_t>(
+        ceilDiv(perSm * multiprocessors, blocks), 1, keyTiles);
+    return ceilDiv(keyTiles, chunks) * tileKeys;
+  };
   if (tensorRows &&
       (tiles == IndexerTiles::TokenGroups ||
        (tiles == IndexerTiles::Auto && tokens >= kIndexerGroupMinTokens))) {
@@ -1891,10 +1900,7 @@ Status CudaKernels::dsaIndexerScores(
     const bool wide = heads > 64;
     const bool bf16 = keys.format == runtime::CacheFormat::BF16;
     int64_t group = wide ? 2 : 4, groups = ceilDiv(tokens, group);
-    int64_t keyTiles = ceilDiv(keys.maxSeqLen, 128);
-    int64_t chunks =
-        std::clamp<int64_t>(ceilDiv(4 * multiprocessors, groups), 1, keyTiles);
-    int64_t chunkKeys = ceilDiv(keyTiles, chunks) * 128;
+    int64_t chunkKeys = chunkKeysFor(128, 4, groups);
     KernelCache c = toKernel(keys);
     float fscale = float(scale);
     void *params[] = {&q,      &weights, &c,      &sequences, &bounds,
@@ -1908,13 +1914,8 @@ Status CudaKernels::dsaIndexerScores(
                   params);
   }
   if (tensorRows) {
-    // A block per token and chunk of keys: chunks of whole 64-key tiles,
-    // as many as bring the grid to about 8 blocks an SM (decode), one a
-    // token when the tokens alone fill the GPU (prefill).
-    int64_t tiles = ceilDiv(keys.maxSeqLen, 64);
-    int64_t chunks =
-        std::clamp<int64_t>(ceilDiv(8 * multiprocessors, tokens), 1, tiles);
-    int64_t chunkKeys = ceilDiv(tiles, chunks) * 64;
+    // A block per token and chunk of 64-key tiles, about 8 blocks an SM.
+    int64_t chunkKeys = chunkKeysFor(64, 8, tokens);
     KernelCache c = toKernel(keys);
     float fscale = float(scale);
     void *params[] = {&q,     &weights, &c,         &sequences, &bounds,
