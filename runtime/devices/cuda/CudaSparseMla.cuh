@@ -2,7 +2,7 @@
 //
 // Part of Daybreak. Included by CudaKernels.cu (one translation unit, after
 // CudaAttention.cuh, whose tcChunk, tcLoad, tcStore and ldmatrixX4 it
-// uses).
+// uses, and CudaGemm.cuh, whose mbarrier and wgmma helpers it uses).
 //
 //===----------------------------------------------------------------------===//
 //
