@@ -169,6 +169,12 @@ PRESETS = {
         "vocab_size": 256,
     },
 }
+# `small` with DeepSeek's latent attention dimensions (kv_lora_rank 512, rope 64: cache rows of 576,
+# the shape the warpgroup sparse MLA kernel takes) and a top-k of 96, so that prompts past 96 tokens
+# select rows over more than one 64-row tile; still a few MB.
+PRESETS["small-mla"] = json.loads(json.dumps(PRESETS["small"]))
+PRESETS["small-mla"].update({"kv_lora_rank": 512, "qk_rope_head_dim": 64, "index_topk": 96, "index_head_dim": 128,
+                             "num_attention_heads": 8, "num_key_value_heads": 8})
 
 # gpt-oss (openai/gpt-oss-120b config.json; `small`: the gpt_oss_mxfp4 fixture's dimensions).
 GPT_OSS_COMMON = {
