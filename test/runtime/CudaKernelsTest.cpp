@@ -1287,7 +1287,8 @@ TEST_F(CudaKernelsTest, SparseAttentionMaskedChunks) {
     }
 }
 
-/// The tensor-core sparse MLA (CudaSparseMla.cuh) against the CPU on
+/// The tensor-core sparse MLA (CudaSparseMla.cuh: the mma.sync kernel, and
+/// the warpgroup kernel on DeepSeek's FP8 rows) against the CPU on
 /// random rows, every element within a bound derived from its roundings:
 /// Q to bf16 (each value moves by up to 2^-9 of itself) and the
 /// probabilities to bf16 (up to 2^-9), the cache values being exact bf16.

@@ -578,7 +578,9 @@ extern "C" __global__ void __launch_bounds__(kSmlaThreads, 1)
 //
 // Roofline per 64-key tile and block: 8.9 MFLOP; the MMA reads 300 KB of
 // shared memory (Q twice for S, K once, P twice, V once) and the gatherers
-// write 74 KB: near the tensor rate at 128 bytes a clock.
+// write 74 KB. S's m64n32 steps read 3 KB each, which at 128 bytes a clock
+// bounds S by shared memory: ~2,700 clocks a tile with P V, ~760 TFLOP/s
+// for the GPU (measured: 318, bench/NOTES.md).
 //===----------------------------------------------------------------------===//
 
 namespace {
