@@ -1061,7 +1061,7 @@ void benchWarpgroupGemm(const CudaKernels &kernels, int iterations) {
     }
     CUdeviceptr x = randomDevice(size_t(c.m * c.k * 4), false, true),
                 out = alloc(size_t(c.m * c.n * 4), 0);
-    int64_t floats = CudaKernels::matmulRoundingFloats(w, c.m, c.k, true);
+    int64_t floats = kernels.matmulRoundingFloats(w, c.m, c.n, c.k, true);
     CUdeviceptr scratch = alloc(size_t(floats * 4), 0);
     InputRounding rounding{true, scratch, floats};
     double flop = 2.0 * c.m * c.n * c.k;
@@ -1453,13 +1453,106 @@ void benchExpertGemv(const CudaKernels &kernels, int iterations,
          " expert GEMV results differ from the CUDA-core kernel's");
 }
 
+/// The FP8 GEMM's tiles at DeepSeek-V3.2's FP8 projections for decode
+/// batches (`fp8tiles`): every library kind (64 or 128 rows a block, K
+/// split 1-8 ways) and two compiled stage counts beside the path these
+/// rows took before the 64-row tile (x quantized and written back, the
+/// one-part tensor-core GEMM), each with the time GemmTiles.h's model
+/// predicts; `*` marks the model's choice. Weight bytes / time against
+/// the HBM peak: these shapes are bound by the weight stream.
+void benchFp8GemmTiles(const CudaKernels &kernels, int iterations,
+                       const std::string &ptx, CUmodule specialized) {
+  struct Shape {
+    const char *name;
+    int64_t n, k;
+  };
+  const Shape shapes[] = {
+      {"q_a", 1536, 7168},          {"kv_a", 576, 7168},
+      {"q_b", 24576, 1536},         {"o_proj", 7168, 16384},
+      {"indexer wq_b", 8192, 1536}, {"mlp gate/up", 18432, 7168},
+      {"mlp down", 7168, 18432},    {"shared gate/up", 4096, 7168},
+      {"shared down", 7168, 2048}};
+  CUfunction compiled[2] = {
+      entry(ptx, specialized, "_Z22daybreak_gemm_wg_fp8_tILi64ELi4EE"),
+      entry(ptx, specialized, "_Z22daybreak_gemm_wg_fp8_tILi64ELi6EE")};
+  for (CUfunction fn : compiled)
+    check(kernels.allowSharedMemory(fn));
+  for (int64_t m : {16, 64, 128}) {
+    for (const Shape &shape : shapes) {
+      DeviceWeight w;
+      w.type = 2;
+      w.blockN = w.blockK = 128;
+      w.data = alloc(size_t(shape.n * shape.k), 0x38);
+      w.scales = alloc(size_t((shape.n / 128 + 1) * (shape.k / 128) * 4), 0x3c);
+      CUdeviceptr x = alloc(size_t(m * shape.k * 4), 0x3c),
+                  out = alloc(size_t(m * shape.n * 4), 0);
+      int64_t floats =
+          CudaKernels::fp8GemmScratchFloats(m, shape.k, shape.n, kMaxSplits) +
+          m * shape.k;
+      CUdeviceptr scratch = alloc(size_t(floats * 4), 0);
+      InputRounding rounding{true, scratch, floats, true};
+      const double bytes = double(shape.n) * double(shape.k);
+      const Fp8GemmTile chosen = kernels.fp8GemmTile(m, shape.n, shape.k);
+      char label[96];
+      std::snprintf(label, sizeof(label), "%s m=%ld n=%ld k=%ld", shape.name,
+                    long(m), long(shape.n), long(shape.k));
+      auto print = [&](const std::string &variant, double seconds,
+                       double predicted) {
+        std::printf("%-14s %-40s %-22s %9.2f us %6.1f%% of HBM peak "
+                    "(model %7.2f us)\n",
+                    "fp8_gemm_tile", label, variant.c_str(), seconds * 1e6,
+                    100.0 * bytes / seconds / kPeakBytesPerSecond, predicted);
+      };
+      int reps = std::max(iterations, 20);
+      print("before: mma.sync",
+            timeIt(
+                [&] {
+                  StatusOr<CUdeviceptr> q =
+                      kernels.fp8Dequantized(x, m, shape.k, rounding, nullptr);
+                  if (!q.ok())
+                    return q.error();
+                  return kernels.tensorGemm(*q, w, DeviceWeight(), m, shape.n,
+                                            shape.k, out, nullptr, true);
+                },
+                reps),
+            0.0);
+      std::vector<std::pair<Fp8GemmTile, CUfunction>> tiles;
+      for (int32_t splits : {1, 2, 3, 4, 6, 8})
+        tiles.push_back({{64, 128, 9, splits}, nullptr});
+      for (int32_t splits : {1, 2, 4})
+        tiles.push_back({{128, 128, 6, splits}, nullptr});
+      tiles.push_back({{64, 128, 4, chosen.splits}, compiled[0]});
+      tiles.push_back({{64, 128, 6, chosen.splits}, compiled[1]});
+      for (auto &[tile, fn] : tiles) {
+        if (int64_t(tile.splits) * kMinBlocksPerSplit > (shape.k + 127) / 128 &&
+            tile.splits > 1)
+          continue;
+        double seconds = timeIt(
+            [&] {
+              return kernels.fp8Gemm(x, w, DeviceWeight(), m, shape.n, shape.k,
+                                     out, nullptr, rounding, &tile, fn);
+            },
+            reps);
+        std::string variant = std::to_string(tile.rows) + " rows, " +
+                              std::to_string(tile.stages) + " st, split " +
+                              std::to_string(tile.splits) +
+                              (tile == chosen ? " *" : "");
+        print(variant, seconds, fp8GemmMicroseconds(tile, m, shape.n, shape.k));
+      }
+      for (CUdeviceptr p : {w.data, w.scales, x, out, scratch})
+        driver->cuMemFree(p);
+    }
+  }
+}
+
 int main(int argc, char **argv) {
   // DaybreakKernelBench [iterations [gemv | gemv-profile | experts |
   // mxfp4 | attention | gemm | kda | mla | mhc | dsa]]: "gemv" runs only the
   // GEMVs, "gemv-profile" three of them untimed for a profiler, "experts"
   // only the decode expert matmuls with the real expert counts, "mxfp4"
   // only the MXFP4 expert matmuls, "attention" only dense attention,
-  // "gemm" only the many-row tensor-core GEMMs, "kda" only the KDA scans,
+  // "gemm" only the many-row tensor-core GEMMs, "fp8tiles" the FP8 GEMM's
+  // tiles at decode batches, "kda" only the KDA scans,
   // "mla" only the absorbed-MLA attention, "mhc" only mHC's separate and
   // fused forms, "dsa" only the DSA indexer, sparse MLA and top-k.
   int iterations = argc > 1 ? std::atoi(argv[1]) : 50;
@@ -1511,6 +1604,10 @@ int main(int argc, char **argv) {
   }
   if (argc > 2 && std::string(argv[2]) == "mla") {
     benchMlaAttention(kernels, iterations);
+    return 0;
+  }
+  if (argc > 2 && std::string(argv[2]) == "fp8tiles") {
+    benchFp8GemmTiles(kernels, iterations, ptx, specialized);
     return 0;
   }
   if (argc > 2 && std::string(argv[2]) == "wgmma") {
@@ -1619,7 +1716,7 @@ int main(int argc, char **argv) {
   {
     CUfunction t =
         entry(ptx, specialized, "_Z29daybreak_dsa_indexer_scores_tILi128EE");
-    if (t && !kernels.allowIndexerSharedMemory(t).ok())
+    if (t && !kernels.allowSharedMemory(t).ok())
       t = nullptr;
     DeviceCacheView keys = makeCache(128, 0, 128, seqLen);
     CUdeviceptr q = alloc(2048 * 64 * 128 * 4, 0x3c),

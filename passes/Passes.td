@@ -139,22 +139,44 @@ def LmAssignKVLayout : Pass<"lm-assign-kv-layout", "mlir::ModuleOp"> {
 def LmTile : Pass<"lm-tile", "mlir::ModuleOp"> {
   let summary = "choose the work split of each matmul per phase";
   let description = [{
-    Records on every `lm.matmul` and `lm.fp8_matmul` a `tile = [rows,
-    cols]`: how many output rows and columns one job of the device computes.
-    `@prefill` is compute-bound, so its tiles are large enough to reuse
-    weights across many rows from cache; `@decode` multiplies a few rows by
-    every weight, is bound by the weight stream, and gets narrow column tiles
-    so that every core streams its own slice of each matrix.
+    For `target=cpu`, records on every `lm.matmul` and `lm.fp8_matmul` a
+    `tile = [rows, cols]`: how many output rows and columns one job of the
+    thread pool computes. `@prefill` is compute-bound, so its tiles are
+    large enough to reuse weights across many rows from cache; `@decode`
+    multiplies a few rows by every weight, is bound by the weight stream,
+    and gets narrow column tiles so that every core streams its own slice
+    of each matrix.
 
-    Only the CPU kernels read tiles (the thread pool's jobs). For
-    `target=cuda` the pass records none and says so in a remark: the CUDA
-    library matmuls size their own grids from the shapes and the GPU's
-    occupancy (CudaKernels::matmul), so a tile here would be read by nothing.
+    For `target=cuda`, records on every `lm.fp8_matmul` the FP8 GEMM runs
+    (128 x 128 weight blocks, more rows than the decode GEMVs take) a
+    `cuda_tile = [rows, columns, stages, splits]`: the block's rows of x
+    (64 or 128), its output columns, the blocks of K in flight and the
+    split of K, which the cost model of
+    `runtime/devices/cuda/GemmTiles.h` chooses for the phase's most rows
+    (`max-batch` for `@decode`, `max-tokens` for `@prefill`, times the
+    input's static leading dimensions) on `sms` multiprocessors.
+    `plan-specialize-library-kernels` has NVRTC instantiate the kernel for
+    it and the device launches that instantiation with the tile's grid.
+    Matmuls on bf16 weights and the GEMVs of at most 8 rows keep the
+    launcher's configuration.
+
+    ```mlir
+    %y = lm.fp8_matmul %x, %w, %s {block_size = array<i64: 128, 128>,
+                                  cuda_tile = array<i64: 64, 128, 9, 2>}
+        : (tensor<?x16384xf32>, tensor<7168x16384xf8E4M3FN>, tensor<56x128xf32>)
+        -> tensor<?x7168xf32>
+    ```
   }];
   let options = [
     Option<"target", "target", "std::string", "\"cpu\"", "device: cpu or cuda">,
     Option<"decodeColumns", "decode-columns", "int64_t", "64",
-           "output columns per job in @decode">,
+           "output columns per job in @decode (cpu)">,
+    Option<"maxBatch", "max-batch", "int64_t", "64",
+           "the most tokens a @decode step takes, one a sequence (cuda)">,
+    Option<"maxTokens", "max-tokens", "int64_t", "4096",
+           "the most tokens a @prefill step takes (cuda)">,
+    Option<"sms", "sms", "int64_t", "132",
+           "multiprocessors of the GPU the cost model plans for (cuda)">,
   ];
 }
 

@@ -82,7 +82,7 @@ void pipeline::buildLmPipeline(OpPassManager &pm, const Options &options,
   // The target's own passes (tiling for its kernels), then its legality
   // check on the ops the lowering will launch.
   if (target) {
-    target->buildLmPipeline(pm);
+    target->buildLmPipeline(pm, options.maxBatch, options.maxTokens);
   } else {
     // No such target: the check fails, naming it.
     LmCheckTargetOptions check;
@@ -213,7 +213,7 @@ static llvm::Error compileWith(const Options &options, const Options &given,
   context.loadDialect<plan::PlanDialect, memref::MemRefDialect>();
   // Every diagnostic goes to `log`, as MLIR's default handler prints errors
   // (location, severity, message): remarks too, so that a target's pass
-  // saying what it does not do (lm-tile for cuda) reaches the user.
+  // saying what it does not do reaches the user.
   ScopedDiagnosticHandler diagnostics(&context, [&](Diagnostic &diag) {
     if (!isa<UnknownLoc>(diag.getLocation()))
       log << diag.getLocation() << ": ";

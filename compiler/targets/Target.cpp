@@ -24,13 +24,17 @@ std::vector<const abi::KernelDecl *> Target::getKernels() const {
   return kernels;
 }
 
-void Target::buildLmPipeline(OpPassManager &pm) const {
+void Target::buildLmPipeline(OpPassManager &pm, int64_t maxBatch,
+                             int64_t maxTokens) const {
   // lm-tile knows each target's kernels: the CPU GEMM splits its thread-pool
-  // jobs by the tiles it records; for CUDA, whose library matmuls size their
-  // grids from the shapes and the GPU's occupancy, it records none and says
-  // so in a remark rather than leaving decisions nothing reads.
+  // jobs by the tiles it records; for CUDA it chooses the FP8 GEMM's tile
+  // of each fp8_matmul for its phase's most rows.
   LmTileOptions tile;
   tile.target = getName().str();
+  if (maxBatch > 0)
+    tile.maxBatch = maxBatch;
+  if (maxTokens > 0)
+    tile.maxTokens = maxTokens;
   pm.addPass(createLmTile(tile));
   addLmPasses(pm);
   // Last before lowering, on the ops the lowering will launch: an op this

@@ -56,7 +56,10 @@ public:
   /// Adds the target's passes on lm, after the target-neutral ones: lm-tile
   /// for this target, its own (addLmPasses), then lm-check-target, last
   /// before lowering so that it checks the ops the lowering will launch.
-  void buildLmPipeline(mlir::OpPassManager &pm) const;
+  /// `maxBatch` and `maxTokens` bound the rows of @decode and @prefill (0:
+  /// lm-tile's defaults).
+  void buildLmPipeline(mlir::OpPassManager &pm, int64_t maxBatch,
+                       int64_t maxTokens) const;
   /// Adds the target's passes on plan, after workspace planning.
   virtual void buildPlanPipeline(mlir::OpPassManager &pm) const {}
 

@@ -920,7 +920,7 @@ TEST_F(CudaKernelsTest, DsaIndexerScores) {
                     CUDA_SUCCESS);
           CUfunction fn = variant(instantiation);
           if (fn) {
-            ASSERT_TRUE(kernels->allowIndexerSharedMemory(fn).ok());
+            ASSERT_TRUE(kernels->allowSharedMemory(fn).ok());
           }
           expectRan(kernels->dsaIndexerScores(
               dq, dw, view, dSeqs, bounded ? dBounds.get() : 0, tokens, heads,
@@ -2600,7 +2600,11 @@ TEST_F(CudaKernelsTest, Fp8Gemm) {
   //   block's sum of |products|, B_b; the folds and the CPU's fp32 sums add
   //   at most (k + blocks + 4) 2^-24 of B + |bias|, with B the whole sum of
   //   |products| (each block's with its scales):
-  //   |error| <= 127 2^-12 B + (k + blocks + 4) 2^-24 (B + |bias|).
+  //   |error| <= 127 2^-12 B + (k + blocks + splits + 4) 2^-24 (B + |bias|)
+  //   (split-K adds its partials in up to `splits` more fp32 additions).
+  // Each shape runs on the tile fp8GemmTile chooses and on every kind the
+  // library has (64 and 128 rows a block, K unsplit and split 2, 3 and 5
+  // ways, a split with no blocks of K past the end included).
   struct Shape {
     int64_t m, n, k;
     int64_t blockN;
@@ -2610,123 +2614,151 @@ TEST_F(CudaKernelsTest, Fp8Gemm) {
     for (Shape s :
          {Shape{1, 300, 1024, 128, false}, Shape{130, 129, 208, 128, true},
           Shape{384, 512, 2048, 256, false}, Shape{257, 1000, 720, 128, true},
-          Shape{1100, 384, 1536, 128, false}}) {
-      int64_t blocks = (s.k + 127) / 128;
-      int64_t scaleCount = ((s.n + s.blockN - 1) / s.blockN) * blocks;
-      StoredWeights w =
-          randomStored(rng, cpu::WeightType::F8E4M3, s.n * s.k, scaleCount);
-      std::uniform_int_distribution<int> small(-4, 4), exponent(-20, 20),
-          scaleExponent(-7, -3);
-      for (uint8_t &code : w.bytes) {
-        if (integers)
-          code = numerics::floatToE4m3(float(small(rng)), true);
-        else if ((code & 0x7F) == 0x7F)
-          code ^= 1; // no NaN
-      }
-      if (integers)
-        for (float &scale : w.scales)
-          scale = std::ldexp(1.0f, scaleExponent(rng));
-      std::vector<float> x(s.m * s.k);
-      std::uniform_real_distribution<float> uniform(-1.0f, 1.0f);
-      for (int64_t r = 0; r < s.m; ++r) {
-        int e = exponent(rng);
-        for (int64_t c = 0; c < s.k; ++c)
-          x[r * s.k + c] = integers ? std::ldexp(float(small(rng)), e)
-                                    : std::ldexp(uniform(rng), e);
-      }
-      if (s.m > 2) {
-        std::fill(x.begin(), x.begin() + s.k, 0.0f); // amax 0: the floor
-        for (int64_t c = 0; c < s.k; ++c)
-          x[s.k + c] *= 1e-30f; // under the 1e-4 floor: subnormal codes
-      }
-      std::vector<uint8_t> codes;
-      std::vector<float> scales, xq;
-      quantizeFp8Rows(x, s.m, s.k, codes, scales, xq);
-      // (No bias with integers: where the CPU adds it is its own choice.)
-      bool withBias = s.bias && !integers;
-      std::vector<float> bias = random(withBias ? s.n : 0);
-      cpu::WeightView hw, hb;
-      hw.type = cpu::WeightType::F8E4M3;
-      hw.blockN = s.blockN;
-      hw.blockK = 128;
-      hw.data = w.bytes.data();
-      hw.scales = w.scales.data();
-      if (withBias)
-        hb.data = bias.data();
-      std::vector<float> expected(s.m * s.n);
-      cpu::matmul(pool, xq.data(), hw, hb, s.m, s.n, s.k, expected.data(),
-                  cpu::MatmulTiling());
-
-      DeviceWeight gw, gb;
-      gw.type = 2;
-      gw.blockN = s.blockN;
-      gw.blockK = 128;
-      int64_t floats = CudaKernels::fp8GemmScratchFloats(s.m, s.k);
-      Buffer dx(*driver, x), dw(*driver, w.bytes), ds(*driver, w.scales),
-          dOut(*driver, s.m * s.n * 4), dScratch(*driver, floats * 4);
-      std::unique_ptr<Buffer> db;
-      gw.data = dw;
-      gw.scales = ds.get();
-      if (withBias) {
-        db = std::make_unique<Buffer>(*driver, bias);
-        gb.data = db->get(); // f32
-      }
-      ASSERT_TRUE(CudaKernels::fp8GemmApplies(gw, s.k));
-      ASSERT_EQ(driver->cuMemsetD8(dOut.get(), 0xff, s.m * s.n * 4),
-                CUDA_SUCCESS);
-      expectRan(kernels->fp8Gemm(dx, gw, gb, s.m, s.n, s.k, dOut, nullptr,
-                                 InputRounding{true, dScratch, floats}));
-      std::vector<float> out = dOut.read<float>(s.m * s.n);
-      char shape[96];
-      std::snprintf(shape, sizeof(shape), "%s %ldx128 m=%ld n=%ld k=%ld%s",
-                    integers ? "integers" : "random", long(s.blockN), long(s.m),
-                    long(s.n), long(s.k), withBias ? " bias" : "");
-
-      // The quantization, exactly.
-      std::vector<uint8_t> scratch = dScratch.read<uint8_t>(floats * 4);
-      int64_t codeBytes = (s.m * s.k + 15) / 16 * 16;
-      EXPECT_TRUE(std::equal(codes.begin(), codes.end(), scratch.begin()))
-          << shape;
-      std::vector<float> deviceScales(scales.size());
-      std::memcpy(deviceScales.data(), scratch.data() + codeBytes,
-                  scales.size() * 4);
-      EXPECT_EQ(deviceScales, scales) << shape;
-
-      if (integers) {
-        EXPECT_EQ(out, expected) << shape;
-        report("fp8_gemm", shape, rowRelativeError(out, expected, s.n));
-        continue;
-      }
-      double worst = 0.0;
-      int64_t outside = 0;
-      const double u = std::ldexp(1.0, -24);
-      std::vector<float> wAbs(w.bytes.size());
-      for (size_t i = 0; i < wAbs.size(); ++i)
-        wAbs[i] = std::fabs(numerics::e4m3ToFloat(w.bytes[i]));
-      for (int64_t r = 0; r < s.m; ++r)
-        for (int64_t c = 0; c < s.n; ++c) {
-          // B: the sum of |products| with their scales.
-          double whole = 0.0;
-          for (int64_t b = 0; b < blocks; ++b) {
-            double sum = 0.0;
-            for (int64_t j = b * 128; j < std::min(s.k, (b + 1) * 128); ++j)
-              sum += std::fabs(double(xq[r * s.k + j])) * wAbs[c * s.k + j];
-            whole += sum * w.scales[(c / s.blockN) * blocks + b];
+          Shape{1100, 384, 1536, 128, false}, Shape{64, 300, 2048, 128, true},
+          Shape{16, 576, 1792, 128, false}, Shape{9, 256, 512, 256, true}})
+      for (int choice = 0; choice < 8; ++choice) {
+        if (choice > 0 && s.m * s.n * s.k > 100'000'000)
+          break; // the oracle's bound is slow; the kinds run on the others
+        Fp8GemmTile tile = kernels->fp8GemmTile(s.m, s.n, s.k);
+        CUfunction instantiation = nullptr;
+        if (choice > 0) {
+          const Fp8GemmTile kinds[] = {{64, 128, 9, 1}, {128, 128, 6, 1},
+                                       {64, 128, 9, 3}, {128, 128, 6, 2},
+                                       {64, 128, 9, 5}, {64, 128, 4, 2},
+                                       {128, 128, 7, 3}};
+          tile = kinds[choice - 1];
+          if (tile.stages != fp8GemmLibraryStages(tile.rows)) {
+            instantiation =
+                variant("daybreak_gemm_wg_fp8_t<" + std::to_string(tile.rows) +
+                        ", " + std::to_string(tile.stages) + ">");
+            ASSERT_NE(instantiation, nullptr);
+            ASSERT_TRUE(kernels->allowSharedMemory(instantiation).ok());
           }
-          double bound = 127 * std::ldexp(1.0, -12) * whole +
-                         double(s.k + blocks + 4) * u *
-                             (whole + (withBias ? std::fabs(bias[c]) : 0.0));
-          double err = std::fabs(double(out[r * s.n + c]) -
-                                 double(expected[r * s.n + c]));
-          if (!(err <= bound))
-            ++outside;
-          if (bound > 0)
-            worst = std::max(worst, err / bound);
         }
-      report("fp8_gemm", shape, worst);
-      EXPECT_EQ(outside, 0) << shape << ": worst " << worst << " of the bound";
-    }
-  // A scratch one float short, and weights it cannot read, are refused.
+        int64_t blocks = (s.k + 127) / 128;
+        int64_t scaleCount = ((s.n + s.blockN - 1) / s.blockN) * blocks;
+        StoredWeights w =
+            randomStored(rng, cpu::WeightType::F8E4M3, s.n * s.k, scaleCount);
+        std::uniform_int_distribution<int> small(-4, 4), exponent(-20, 20),
+            scaleExponent(-7, -3);
+        for (uint8_t &code : w.bytes) {
+          if (integers)
+            code = numerics::floatToE4m3(float(small(rng)), true);
+          else if ((code & 0x7F) == 0x7F)
+            code ^= 1; // no NaN
+        }
+        if (integers)
+          for (float &scale : w.scales)
+            scale = std::ldexp(1.0f, scaleExponent(rng));
+        std::vector<float> x(s.m * s.k);
+        std::uniform_real_distribution<float> uniform(-1.0f, 1.0f);
+        for (int64_t r = 0; r < s.m; ++r) {
+          int e = exponent(rng);
+          for (int64_t c = 0; c < s.k; ++c)
+            x[r * s.k + c] = integers ? std::ldexp(float(small(rng)), e)
+                                      : std::ldexp(uniform(rng), e);
+        }
+        if (s.m > 2) {
+          std::fill(x.begin(), x.begin() + s.k, 0.0f); // amax 0: the floor
+          for (int64_t c = 0; c < s.k; ++c)
+            x[s.k + c] *= 1e-30f; // under the 1e-4 floor: subnormal codes
+        }
+        std::vector<uint8_t> codes;
+        std::vector<float> scales, xq;
+        quantizeFp8Rows(x, s.m, s.k, codes, scales, xq);
+        // (No bias with integers: where the CPU adds it is its own choice.)
+        bool withBias = s.bias && !integers;
+        std::vector<float> bias = random(withBias ? s.n : 0);
+        cpu::WeightView hw, hb;
+        hw.type = cpu::WeightType::F8E4M3;
+        hw.blockN = s.blockN;
+        hw.blockK = 128;
+        hw.data = w.bytes.data();
+        hw.scales = w.scales.data();
+        if (withBias)
+          hb.data = bias.data();
+        std::vector<float> expected(s.m * s.n);
+        cpu::matmul(pool, xq.data(), hw, hb, s.m, s.n, s.k, expected.data(),
+                    cpu::MatmulTiling());
+
+        DeviceWeight gw, gb;
+        gw.type = 2;
+        gw.blockN = s.blockN;
+        gw.blockK = 128;
+        int64_t floats =
+            CudaKernels::fp8GemmScratchFloats(s.m, s.k, s.n, tile.splits);
+        Buffer dx(*driver, x), dw(*driver, w.bytes), ds(*driver, w.scales),
+            dOut(*driver, s.m * s.n * 4), dScratch(*driver, floats * 4);
+        std::unique_ptr<Buffer> db;
+        gw.data = dw;
+        gw.scales = ds.get();
+        if (withBias) {
+          db = std::make_unique<Buffer>(*driver, bias);
+          gb.data = db->get(); // f32
+        }
+        ASSERT_TRUE(CudaKernels::fp8GemmApplies(gw, s.k));
+        ASSERT_EQ(driver->cuMemsetD8(dOut.get(), 0xff, s.m * s.n * 4),
+                  CUDA_SUCCESS);
+        expectRan(kernels->fp8Gemm(dx, gw, gb, s.m, s.n, s.k, dOut, nullptr,
+                                   InputRounding{true, dScratch, floats},
+                                   choice ? &tile : nullptr, instantiation));
+        std::vector<float> out = dOut.read<float>(s.m * s.n);
+        char shape[128];
+        std::snprintf(shape, sizeof(shape),
+                      "%s %ldx128 m=%ld n=%ld k=%ld%s tile %dx%d/%d%s",
+                      integers ? "integers" : "random", long(s.blockN),
+                      long(s.m), long(s.n), long(s.k), withBias ? " bias" : "",
+                      tile.rows, tile.splits, tile.stages,
+                      choice ? "" : " (chosen)");
+
+        // The quantization, exactly.
+        std::vector<uint8_t> scratch = dScratch.read<uint8_t>(floats * 4);
+        int64_t codeBytes = (s.m * s.k + 15) / 16 * 16;
+        EXPECT_TRUE(std::equal(codes.begin(), codes.end(), scratch.begin()))
+            << shape;
+        std::vector<float> deviceScales(scales.size());
+        std::memcpy(deviceScales.data(), scratch.data() + codeBytes,
+                    scales.size() * 4);
+        EXPECT_EQ(deviceScales, scales) << shape;
+
+        if (integers) {
+          EXPECT_EQ(out, expected) << shape;
+          report("fp8_gemm", shape, rowRelativeError(out, expected, s.n));
+          continue;
+        }
+        double worst = 0.0;
+        int64_t outside = 0;
+        const double u = std::ldexp(1.0, -24);
+        std::vector<float> wAbs(w.bytes.size());
+        for (size_t i = 0; i < wAbs.size(); ++i)
+          wAbs[i] = std::fabs(numerics::e4m3ToFloat(w.bytes[i]));
+        for (int64_t r = 0; r < s.m; ++r)
+          for (int64_t c = 0; c < s.n; ++c) {
+            // B: the sum of |products| with their scales.
+            double whole = 0.0;
+            for (int64_t b = 0; b < blocks; ++b) {
+              double sum = 0.0;
+              for (int64_t j = b * 128; j < std::min(s.k, (b + 1) * 128); ++j)
+                sum += std::fabs(double(xq[r * s.k + j])) * wAbs[c * s.k + j];
+              whole += sum * w.scales[(c / s.blockN) * blocks + b];
+            }
+            double bound = 127 * std::ldexp(1.0, -12) * whole +
+                           double(s.k + blocks + tile.splits + 4) * u *
+                               (whole + (withBias ? std::fabs(bias[c]) : 0.0));
+            double err = std::fabs(double(out[r * s.n + c]) -
+                                   double(expected[r * s.n + c]));
+            if (!(err <= bound))
+              ++outside;
+            if (bound > 0)
+              worst = std::max(worst, err / bound);
+          }
+        report("fp8_gemm", shape, worst);
+        EXPECT_EQ(outside, 0)
+            << shape << ": worst " << worst << " of the bound";
+      }
+  // A scratch one float short, a tile the kernel does not take or one the
+  // library has no instantiation of, and weights it cannot read, are
+  // refused.
   DeviceWeight w;
   w.type = 2;
   w.blockN = 128;
@@ -2736,6 +2768,23 @@ TEST_F(CudaKernelsTest, Fp8Gemm) {
       InputRounding{true, 0, CudaKernels::fp8GemmScratchFloats(256, 256) - 1});
   EXPECT_FALSE(refused.ok());
   EXPECT_NE(refused.message().find("floats of 16-byte aligned scratch"),
+            std::string::npos)
+      << refused.message();
+  for (Fp8GemmTile bad :
+       {Fp8GemmTile{96, 128, 6, 1}, Fp8GemmTile{64, 64, 9, 1},
+        Fp8GemmTile{64, 128, 10, 1}, Fp8GemmTile{128, 128, 6, 9}}) {
+    refused = kernels->fp8Gemm(0, w, DeviceWeight(), 256, 128, 256, 0, nullptr,
+                               InputRounding{true, 0, 1 << 24}, &bad);
+    EXPECT_FALSE(refused.ok());
+    EXPECT_NE(refused.message().find("no FP8 GEMM takes the tile"),
+              std::string::npos)
+        << refused.message();
+  }
+  Fp8GemmTile fewerStages{64, 128, 4, 1};
+  refused = kernels->fp8Gemm(0, w, DeviceWeight(), 256, 128, 256, 0, nullptr,
+                             InputRounding{true, 0, 1 << 24}, &fewerStages);
+  EXPECT_FALSE(refused.ok());
+  EXPECT_NE(refused.message().find("needs the compiler's instantiation"),
             std::string::npos)
       << refused.message();
   w.blockK = 64;
@@ -2794,7 +2843,7 @@ TEST_F(CudaKernelsTest, Fp8Inputs) {
                            {64, 200, 512},
                            {127, 256, 256},
                            {300, 129, 384}}) {
-      if (!integers && m >= kWarpgroupGemmMinRows)
+      if (!integers && m > kFp8GemvMaxRows)
         continue;
       StoredWeights w = randomStored(rng, cpu::WeightType::F8E4M3, n * k,
                                      ((n + 127) / 128) * ((k + 127) / 128));
@@ -2811,7 +2860,7 @@ TEST_F(CudaKernelsTest, Fp8Inputs) {
       hw.scales = w.scales.data();
       cpu::matmul(pool, xq.data(), hw, cpu::WeightView(), m, n, k,
                   expected.data(), cpu::MatmulTiling());
-      int64_t floats = CudaKernels::matmulRoundingFloats(gw, m, k, true, true);
+      int64_t floats = kernels->matmulRoundingFloats(gw, m, n, k, true, true);
       Buffer dx(*driver, x), dw(*driver, w.bytes), ds(*driver, w.scales),
           dOut(*driver, m * n * 4), dScratch(*driver, floats * 4);
       gw.data = dw;
@@ -2970,8 +3019,8 @@ TEST_F(CudaKernelsTest, WarpgroupGemm) {
       gw.type = e4m3 ? 2 : 1;
       gw.blockN = f.blockN;
       gw.blockK = f.blockK;
-      int64_t need = CudaKernels::matmulRoundingFloats(
-          gw, std::max(s.m, kWarpgroupGemmMinRows), s.k, true);
+      int64_t need = kernels->matmulRoundingFloats(
+          gw, std::max(s.m, kWarpgroupGemmMinRows), s.n, s.k, true);
       Buffer dx(*driver, x), dw(*driver, w.bytes), ds(*driver, w.scales),
           dOut(*driver, s.m * s.n * 4), dScratch(*driver, need * 4);
       std::unique_ptr<Buffer> db;
@@ -3010,7 +3059,7 @@ TEST_F(CudaKernelsTest, WarpgroupGemm) {
                 1e-5)
           << shape << " through matmul()";
       rounding.scratchFloats =
-          CudaKernels::matmulRoundingFloats(gw, s.m, s.k, true) - 1;
+          kernels->matmulRoundingFloats(gw, s.m, s.n, s.k, true) - 1;
       if (takes) {
         Status refused = kernels->matmul(dx, gw, gb, s.m, s.n, s.k, dOut,
                                          nullptr, nullptr, false, rounding);

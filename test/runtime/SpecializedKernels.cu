@@ -41,3 +41,14 @@ DAYBREAK_INDEXER(30)
       int32_t);
 DAYBREAK_SPARSE(576, 512)
 DAYBREAK_SPARSE(80, 64)
+
+// The FP8 GEMM at stage counts the library's own entries do not have (the
+// compiler's choice may differ from them).
+#define DAYBREAK_FP8_GEMM(R, S)                                                \
+  template __global__ void daybreak_gemm_wg_fp8_t<R, S>(                       \
+      const __grid_constant__ TensorMap, const __grid_constant__ TensorMap,    \
+      const float *, Weight, Weight, int64_t, int64_t, int64_t, float *);
+DAYBREAK_FP8_GEMM(64, 4)
+DAYBREAK_FP8_GEMM(64, 6)
+DAYBREAK_FP8_GEMM(128, 4)
+DAYBREAK_FP8_GEMM(128, 7)

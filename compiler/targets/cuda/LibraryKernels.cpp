@@ -60,6 +60,13 @@ static std::string instantiationFor(plan::LaunchOp launch,
     if (weight && weight.getRank() == 2 && weight.getElementType().isF32())
       if (int64_t k = staticDim(args[1], 1))
         return llvm::formatv("daybreak_matmul_small_m_t<{0}>", k).str();
+  } else if (entry == "fp8_matmul") {
+    // The FP8 GEMM for the tile lm-tile chose: [rows, columns, stages,
+    // splits] (the splits are the grid's).
+    auto tile = launch->getAttrOfType<DenseI64ArrayAttr>("cuda_tile");
+    if (tile && tile.size() == 4)
+      return llvm::formatv("daybreak_gemm_wg_fp8_t<{0}, {1}>", tile[0], tile[2])
+          .str();
   } else if (entry == "dsa_indexer_scores" && !args.empty()) {
     // q [T, H, D]: D is the key cache's width.
     if (int64_t dim = staticDim(args[0], 2))

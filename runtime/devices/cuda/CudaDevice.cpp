@@ -352,6 +352,7 @@ Status CudaDevice::prepare(const artifact::ArtifactFile &file,
       needsGenerated |= l.kernel == abi::KernelId::Elementwise;
     }
   specializedFns.assign(launches, nullptr);
+  gemmTiles.assign(launches, Fp8GemmTile{0, 0, 0, 0});
   generatedFns.assign(launches, nullptr);
   inputTables.assign(launches, 0);
   // sm_90a cubins use Hopper-only features and run on compute 9.0 only.
@@ -383,12 +384,43 @@ Status CudaDevice::prepare(const artifact::ArtifactFile &file,
                                   &fn, libraryModule, l.specialized.c_str()),
                               "cuModuleGetFunction");
         if (status.ok() && l.kernel == abi::KernelId::DsaIndexerScores)
-          status = kernels->allowIndexerSharedMemory(fn);
+          status = kernels->allowSharedMemory(fn);
         if (!status.ok())
           return status.withContext(l.label + ": specialised kernel " +
                                     l.specialized);
       }
       specializedFns[l.ordinal] = fn;
+    }
+  // The FP8 GEMM tiles lm-tile chose: checked once against what the kernel
+  // takes.
+  for (const runtime::PreparedStep &step : prepared)
+    for (const PreparedLaunch &l : step.launches) {
+      if (l.kernel != abi::KernelId::Fp8Matmul ||
+          !l.has(abi::Fp8Matmul::P::cuda_tile))
+        continue;
+      const std::vector<int64_t> &t = l.ints(abi::Fp8Matmul::P::cuda_tile);
+      Fp8GemmTile tile{0, 0, 0, 0};
+      if (t.size() == 4)
+        tile = {int32_t(t[0]), int32_t(t[1]), int32_t(t[2]), int32_t(t[3])};
+      if (t.size() != 4 || !fp8GemmTileValid(tile))
+        return Status::error(l.label +
+                             ": cuda_tile is not an FP8 GEMM tile the "
+                             "kernel takes ([rows 64 or 128, columns 128, "
+                             "stages 2-" +
+                             std::to_string(fp8GemmMaxStages(64)) +
+                             ", splits 1-" + std::to_string(kMaxSplits) + "])");
+      if (l.specialized.empty() &&
+          tile.stages != fp8GemmLibraryStages(tile.rows))
+        return Status::error(
+            l.label + ": cuda_tile has " + std::to_string(tile.stages) +
+            " stages but the launch names no instantiation "
+            "(the library's has " +
+            std::to_string(fp8GemmLibraryStages(tile.rows)) + ")");
+      if (specializedFns[l.ordinal])
+        status = kernels->allowSharedMemory(specializedFns[l.ordinal]);
+      if (!status.ok())
+        return status.withContext(l.label);
+      gemmTiles[l.ordinal] = tile;
     }
   if (needsGenerated) {
     status = loadModule(driver, file, "generated", arch, generatedModule,
@@ -507,19 +539,28 @@ Status CudaDevice::prepare(const artifact::ArtifactFile &file,
             x.kind == runtime::PreparedArg::Kind::Buffer && x.offset % 16 == 0;
         if (matmul) {
           // Each path needs more with more rows: the most is at 8 tokens,
-          // at the last token count below the many-row GEMMs' row minimum
-          // (under fp8 the copy's paths take those), and at the most.
+          // at the last token count below the many-row GEMMs' row minimum,
+          // and at the most. The FP8 GEMM's split-K partials grow with the
+          // rows on a recorded tile; without one, its splits are chosen
+          // per row count, so every count past the GEMVs' is asked.
           auto rows = [&](int64_t t) {
             return numel(t) / std::max<int64_t>(k, 1);
+          };
+          const Fp8GemmTile &tile = gemmTiles[l.ordinal];
+          int64_t n = w.constant[0] + w.perToken[0] * tokens;
+          auto need = [&](int64_t t) {
+            return kernels->matmulRoundingFloats(stored, rows(t), n, k,
+                                                 xAligned, fp8Inputs,
+                                                 tile.rows ? &tile : nullptr);
           };
           int64_t below = std::min<int64_t>(tokens, kWarpgroupGemmMinRows);
           while (below > 1 && rows(below) >= kWarpgroupGemmMinRows)
             --below;
           for (int64_t t : {std::min<int64_t>(tokens, 8), below, tokens})
-            roundScratchFloats =
-                std::max(roundScratchFloats,
-                         CudaKernels::matmulRoundingFloats(
-                             stored, rows(t), k, xAligned, fp8Inputs));
+            roundScratchFloats = std::max(roundScratchFloats, need(t));
+          if (fp8Inputs && !tile.rows && stored.type == 2)
+            for (int64_t t = 9; t < tokens; ++t)
+              roundScratchFloats = std::max(roundScratchFloats, need(t));
           continue;
         }
         if (experts && (stored.type == 1 || w.dtype == artifact::F8E4M3FN)) {
@@ -824,9 +865,10 @@ struct CudaLaunchers {
     // A weight slot is written only at load: a decode GEMV may stream it
     // before the kernel ahead of it has finished (programmatic launch).
     bool constant = l.in(1).arg->kind == runtime::PreparedArg::Kind::Weight;
+    const Fp8GemmTile &tile = d.gemmTiles[l->ordinal];
     return d.kernels->matmul(p(x), w, bias, x.numel() / k, n, k, p(l.out(0)),
                              d.stream, specialized(d, l), constant,
-                             d.rounding());
+                             d.rounding(), tile.rows ? &tile : nullptr);
   }
   static Status matmul(CudaDevice &d, const BoundLaunch &l) {
     using In = abi::Matmul::In;

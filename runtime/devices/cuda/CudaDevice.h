@@ -138,6 +138,9 @@ private:
   /// generated kernel and the device array of its input pointers
   /// (elementwise launches).
   std::vector<CUfunction> specializedFns, generatedFns;
+  /// The FP8 GEMM tile the compiler recorded on each launch (`cuda_tile`;
+  /// rows 0: none, the launcher chooses), by ordinal.
+  std::vector<Fp8GemmTile> gemmTiles;
   std::vector<CUdeviceptr> inputTables;
   std::vector<CUdeviceptr> weights;
   std::vector<uint64_t> weightAddressTable; ///< the same, for the dispatch

@@ -522,8 +522,8 @@ warpgroupGemm(const TensorMap &xMap, const TensorMap &wMap, const Weight &w,
   }
 }
 
-/// The FP8 GEMM's block (daybreak_gemm_wg_fp8): out rows [128 y, 128 y +
-/// 128), columns [128 x, 128 x + 128) of
+/// The FP8 GEMM's block (daybreak_gemm_wg_fp8 and its kinds): out rows
+/// [kRows y, kRows y + kRows), columns [128 x, 128 x + 128) of
 ///
 ///   out[r, c] = sum over 128-column blocks b of
 ///               xScale[r, b] wScale[c / blockN, b] (xq[r, b] . wq[c, b])
@@ -531,29 +531,43 @@ warpgroupGemm(const TensorMap &xMap, const TensorMap &wMap, const Weight &w,
 /// with xq the e4m3 codes of x (daybreak_quant_fp8: one power-of-two scale
 /// a row and 128 columns) and wq those of an e4m3 weight of 128 x 128 (or
 /// blockN a multiple of 128 by 128) blocks: DeepSeek's and DeepGEMM's
-/// block scaling. A stage is one 128-column block: a 128 x 128-byte tile of
-/// xq and of wq, 128-byte swizzled, straight from the copy engine into the
-/// fp8 wgmma (m64n128k32, four a stage; no widening). Each block's products
-/// sum apart in the tensor core and fold into fp32 accumulators with the
-/// row's and the block's scales (the promotion DeepSeek-V3 describes, which
-/// bounds the tensor core's short sums to 128 products).
-struct Fp8GemmShared {
-  static constexpr int kStages = 6;
+/// block scaling. A stage is one 128-column block: a kRows x 128-byte tile
+/// of xq and a 128 x 128-byte one of wq, 128-byte swizzled, straight from
+/// the copy engine into the fp8 wgmma (m64n128k32, four a stage; no
+/// widening). Each block's products sum apart in the tensor core and fold
+/// into fp32 accumulators with the row's and the block's scales (the
+/// promotion DeepSeek-V3 describes, which bounds the tensor core's short
+/// sums to 128 products).
+///
+/// kGroups MMA warpgroups take 64 rows each (kRows = 64 kGroups): 2 for
+/// many rows, 1 for a decode batch of at most 64 (half the tile of x,
+/// room for more stages in flight). With gridDim.z = splits > 1, block z
+/// sums the 128-column blocks [z B / splits, (z + 1) B / splits) of the B
+/// and writes its partial sums, without bias, to out + z m n, which
+/// daybreak_split_k_sum adds up: split-K, for grids too small to keep the
+/// weight stream busy (a decode batch against a narrow weight).
+template <int kGroups, int kStageCount> struct Fp8GemmShared {
+  static constexpr int kStages = kStageCount;
+  static constexpr int kRows = 64 * kGroups;
+  static constexpr int kXBytes = kRows * 128;
   static constexpr int kTileBytes = 128 * 128;
-  static constexpr int kStageBytes = 2 * kTileBytes;
+  static constexpr int kStageBytes = kXBytes + kTileBytes;
   static constexpr int kBytes = 1024 + kStages * kStageBytes + 16 * kStages;
+  static_assert(kStageBytes % 1024 == 0, "swizzled tiles: 1024-byte aligned");
+  static_assert(kBytes <= 227 * 1024, "past the shared memory of a block");
 };
 
+template <int kGroups, int kStages>
 __device__ __forceinline__ void
 warpgroupFp8Gemm(const TensorMap &xMap, const TensorMap &wMap,
-                 const float *xScales, const Weight &w, const Weight &bias,
-                 int64_t m, int64_t n, int64_t k, float *out,
+                 const float *xScales, const Weight &w, Weight bias, int64_t m,
+                 int64_t n, int64_t k, float *out,
                  const WgGroups &groups = {nullptr, nullptr, nullptr}) {
-  using S = Fp8GemmShared;
+  using S = Fp8GemmShared<kGroups, kStages>;
   // The block's first rows of x and w, its rows that exist, and its
   // expert (0 for a dense GEMM), as warpgroupGemm.
-  int64_t xRow = int64_t(blockIdx.y) * kWgRows, expert = 0;
-  int64_t rows = m - xRow < kWgRows ? m - xRow : kWgRows;
+  int64_t xRow = int64_t(blockIdx.y) * S::kRows, expert = 0;
+  int64_t rows = m - xRow < S::kRows ? m - xRow : S::kRows;
   const int32_t *dest = nullptr;
   if (groups.tiles) {
     if (int64_t(blockIdx.y) >= int64_t(*groups.tileCount))
@@ -572,15 +586,29 @@ warpgroupFp8Gemm(const TensorMap &xMap, const TensorMap &wMap,
   const int warpgroup = threadIdx.x / 128;
   const int lane = threadIdx.x & 31;
   const int64_t n0 = int64_t(blockIdx.x) * 128;
-  const int blocks = int((k + 127) / 128);
+  // This block's share of the 128-column blocks of K (split-K), and where
+  // its sums go: a split's partials carry no bias.
+  const int kBlocks = int((k + 127) / 128);
+  const int first = int(int64_t(kBlocks) * blockIdx.z / gridDim.z);
+  const int blocks =
+      int(int64_t(kBlocks) * (blockIdx.z + 1) / gridDim.z) - first;
+  if (gridDim.z > 1) {
+    out += int64_t(blockIdx.z) * m * n;
+    bias.data = nullptr;
+  }
+  // The MMA warpgroups with rows to compute; the others leave at once.
+  const int active =
+      int(rows + 63) / 64 < kGroups ? int(rows + 63) / 64 : kGroups;
   if (threadIdx.x == 0) {
     for (int s = 0; s < S::kStages; ++s) {
       barrierInit(&full[s], 1);
-      barrierInit(&empty[s], 8); // lane 0 of each MMA warp
+      barrierInit(&empty[s], 4 * active); // lane 0 of each MMA warp
     }
     asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
   }
   __syncthreads();
+  if (warpgroup > active)
+    return;
 
   if (warpgroup == 0) {
     asm volatile("setmaxnreg.dec.sync.aligned.u32 40;");
@@ -590,8 +618,8 @@ warpgroupFp8Gemm(const TensorMap &xMap, const TensorMap &wMap,
         barrierWait(&empty[slot], ((s / S::kStages) & 1) ^ 1);
         uint8_t *stage = base + slot * S::kStageBytes;
         barrierExpectBytes(&full[slot], S::kStageBytes);
-        copyTile(stage, xMap, &full[slot], s * 128, int32_t(xRow));
-        copyTile(stage + S::kTileBytes, wMap, &full[slot], s * 128,
+        copyTile(stage, xMap, &full[slot], (first + s) * 128, int32_t(xRow));
+        copyTile(stage + S::kXBytes, wMap, &full[slot], (first + s) * 128,
                  int32_t(expert * n + n0));
       }
     return;
@@ -602,11 +630,15 @@ warpgroupFp8Gemm(const TensorMap &xMap, const TensorMap &wMap,
   // This thread's two rows of the tile (wgmma's order: acc[4 j + 2 h + c]
   // is row 16 warp + g + 8 h of the warpgroup's 64, column 8 j + 2 t + c).
   const int r0 = wg * 64 + warp * 16 + g, r1 = r0 + 8;
-  const float *scale0 = r0 < rows ? xScales + (xRow + r0) * blocks : nullptr;
-  const float *scale1 = r1 < rows ? xScales + (xRow + r1) * blocks : nullptr;
+  // Scales from this split's first block on.
+  const float *scale0 =
+      r0 < rows ? xScales + (xRow + r0) * kBlocks + first : nullptr;
+  const float *scale1 =
+      r1 < rows ? xScales + (xRow + r1) * kBlocks + first : nullptr;
   const float *wScales =
       w.scales +
-      (expert * ((n + w.blockN - 1) / w.blockN) + n0 / w.blockN) * blocks;
+      (expert * ((n + w.blockN - 1) / w.blockN) + n0 / w.blockN) * kBlocks +
+      first;
   float acc[64], part[64];
 #pragma unroll
   for (int i = 0; i < 64; ++i)
@@ -619,7 +651,7 @@ warpgroupFp8Gemm(const TensorMap &xMap, const TensorMap &wMap,
     barrierWait(&full[slot], (s / S::kStages) & 1);
     uint8_t *stage = base + slot * S::kStageBytes;
     const uint64_t a = tileDescriptor(stage + wg * 64 * 128);
-    const uint64_t b = tileDescriptor(stage + S::kTileBytes);
+    const uint64_t b = tileDescriptor(stage + S::kXBytes);
     fenceAccumulators(part);
     wgmmaFence();
 #pragma unroll
@@ -672,15 +704,77 @@ warpgroupFp8Gemm(const TensorMap &xMap, const TensorMap &wMap,
 } // namespace
 
 /// The FP8 GEMM (CudaKernels::fp8Gemm): grid (ceil(n / 128), ceil(m /
-/// 128)), 384 threads, Fp8GemmShared's bytes of dynamic shared memory.
-/// xMap: the codes of x [m, k], box 128 x 128, 128-byte swizzled;
-/// xScales [m, ceil(k / 128)]; wMap: w's codes [n, k], the same boxes.
+/// kRows), splits), 128 (1 + kRows / 64) threads, Fp8GemmShared's bytes of
+/// dynamic shared memory. xMap: the codes of x [m, k], box 128 x kRows,
+/// 128-byte swizzled; xScales [m, ceil(k / 128)]; wMap: w's codes [n, k],
+/// box 128 x 128. With splits > 1, out is the partials [splits, m, n]
+/// (daybreak_split_k_sum). The compiler instantiates the template for the
+/// tile lm-tile chose (plan-specialize-library-kernels); the two entries
+/// below are the library's own, for launches that carry none.
+template <int kRows, int kStages>
+__global__ void __launch_bounds__(128 * (1 + kRows / 64), 1)
+    daybreak_gemm_wg_fp8_t(const __grid_constant__ TensorMap xMap,
+                           const __grid_constant__ TensorMap wMap,
+                           const float *xScales, Weight w, Weight bias,
+                           int64_t m, int64_t n, int64_t k, float *out) {
+  static_assert(kRows == 64 || kRows == 128, "one or two MMA warpgroups");
+  warpgroupFp8Gemm<kRows / 64, kStages>(xMap, wMap, xScales, w, bias, m, n, k,
+                                        out);
+}
+
 extern "C" __global__ void __launch_bounds__(kWgThreads, 1)
     daybreak_gemm_wg_fp8(const __grid_constant__ TensorMap xMap,
                          const __grid_constant__ TensorMap wMap,
                          const float *xScales, Weight w, Weight bias, int64_t m,
                          int64_t n, int64_t k, float *out) {
-  warpgroupFp8Gemm(xMap, wMap, xScales, w, bias, m, n, k, out);
+  warpgroupFp8Gemm<2, 6>(xMap, wMap, xScales, w, bias, m, n, k, out);
+}
+
+extern "C" __global__ void __launch_bounds__(256, 1)
+    daybreak_gemm_wg_fp8_rows64(const __grid_constant__ TensorMap xMap,
+                                const __grid_constant__ TensorMap wMap,
+                                const float *xScales, Weight w, Weight bias,
+                                int64_t m, int64_t n, int64_t k, float *out) {
+  warpgroupFp8Gemm<1, 9>(xMap, wMap, xScales, w, bias, m, n, k, out);
+}
+
+/// out[r, c] = sum over z < splits of partials[z, r, c] in order (+
+/// bias[c]): the FP8 GEMM's split-K sums. Grid-stride, four values a
+/// thread a step where n is a multiple of 4.
+extern "C" __global__ void daybreak_split_k_sum(const float *partials,
+                                                int32_t splits, int64_t m,
+                                                int64_t n, Weight bias,
+                                                float *out) {
+  const int64_t total = m * n, stride = int64_t(gridDim.x) * blockDim.x;
+  const int64_t first = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (n % 4 == 0) {
+    for (int64_t i = first; i < total / 4; i += stride) {
+      float4 v = reinterpret_cast<const float4 *>(partials)[i];
+      for (int z = 1; z < splits; ++z) {
+        const float4 p =
+            reinterpret_cast<const float4 *>(partials + z * total)[i];
+        v.x += p.x;
+        v.y += p.y;
+        v.z += p.z;
+        v.w += p.w;
+      }
+      if (bias.data) {
+        const int64_t c = (4 * i) % n;
+        v.x += weightAt(bias, c);
+        v.y += weightAt(bias, c + 1);
+        v.z += weightAt(bias, c + 2);
+        v.w += weightAt(bias, c + 3);
+      }
+      reinterpret_cast<float4 *>(out)[i] = v;
+    }
+    return;
+  }
+  for (int64_t i = first; i < total; i += stride) {
+    float v = partials[i];
+    for (int z = 1; z < splits; ++z)
+      v += partials[z * total + i];
+    out[i] = bias.data ? v + weightAt(bias, i % n) : v;
+  }
 }
 
 /// The grouped expert FP8 GEMM (CudaKernels::fp8ExpertMatmul): grid
@@ -695,8 +789,8 @@ extern "C" __global__ void __launch_bounds__(kWgThreads, 1)
                                 int64_t n, int64_t k, const int32_t *order,
                                 const int4 *tiles, const int32_t *tileCount,
                                 float *out) {
-  warpgroupFp8Gemm(xMap, wMap, xScales, w, bias, 0, n, k, out,
-                   WgGroups{order, tiles, tileCount});
+  warpgroupFp8Gemm<2, 6>(xMap, wMap, xScales, w, bias, 0, n, k, out,
+                         WgGroups{order, tiles, tileCount});
 }
 
 /// x [m, k] to e4m3 codes with one power-of-two scale a row and 128

@@ -164,10 +164,10 @@ constexpr int64_t warpgroupGemmSharedBytes(int32_t type) {
              ? 1024 + 6 * (128 * 128 + 128 * 64) + 3 * 128 * 128 + 16 * (6 + 3)
              : 1024 + 4 * (128 * 128 + 256 * 128) + 16 * 4;
 }
-/// The FP8 GEMM block's (Fp8GemmShared in CudaGemm.cuh): 1024 bytes of
-/// alignment slack, 6 stages of two 128 x 128-byte tiles, a barrier pair a
-/// stage.
-constexpr int64_t fp8GemmSharedBytes = 1024 + 6 * 2 * 128 * 128 + 16 * 6;
+/// The FP8 GEMM block's at the library's 128 rows (Fp8GemmShared in
+/// CudaGemm.cuh), which the grouped expert GEMM also takes.
+constexpr int64_t fp8GemmLibraryBytes =
+    fp8GemmSharedBytes({128, 128, fp8GemmLibraryStages(128), 1});
 /// Output columns of a warpgroup GEMM block: bf16 256, e4m3 128 (its
 /// scale folds keep a second set of accumulators).
 constexpr int64_t warpgroupGemmColumns(int32_t type) {
@@ -300,8 +300,10 @@ StatusOr<CudaKernels> CudaKernels::load(const Driver &driver, CUmodule module) {
         {kernels.gemmWgE4m3Fn, warpgroupGemmSharedBytes(2)},
         {kernels.expertGemmWgBf16Fn, warpgroupGemmSharedBytes(1)},
         {kernels.expertGemmWgE4m3Fn, warpgroupGemmSharedBytes(2)},
-        {kernels.gemmWgFp8Fn, fp8GemmSharedBytes},
-        {kernels.expertGemmWgFp8Fn, fp8GemmSharedBytes}})
+        {kernels.gemmWgFp8Fn, fp8GemmLibraryBytes},
+        {kernels.gemmWgFp8Rows64Fn,
+         fp8GemmSharedBytes({64, 128, fp8GemmLibraryStages(64), 1})},
+        {kernels.expertGemmWgFp8Fn, fp8GemmLibraryBytes}})
     if (status.ok())
       status = driver.check(
           driver.cuFuncSetAttribute(
@@ -770,16 +772,19 @@ Status CudaKernels::matmul(CUdeviceptr x, const DeviceWeight &w,
                            const DeviceWeight &bias, int64_t m, int64_t n,
                            int64_t k, CUdeviceptr out, CUstream stream,
                            CUfunction specialized, bool constantWeight,
-                           const InputRounding &rounding) const {
+                           const InputRounding &rounding,
+                           const Fp8GemmTile *tile) const {
   if (w.type == 0 && (bias.data == 0 || bias.type == 0))
     return matmul(x, w.data, bias.data, m, n, k, out, stream, specialized);
   if (rounding.fp8 && fp8InputsApply(w)) {
-    // FP8 x: the FP8 GEMM for many rows, else the paths that take fp32 on
+    // FP8 x: the FP8 GEMM past the GEMVs' rows (its tile the compiler's,
+    // `specialized` its instantiation), else the paths that take fp32 on
     // x quantized and written back (the same exact products): past 8 rows
     // the one-part tensor-core GEMM (the values are bf16's), else the
     // GEMVs.
-    if (m >= kWarpgroupGemmMinRows && fp8GemmApplies(w, k) && x % 16 == 0)
-      return fp8Gemm(x, w, bias, m, n, k, out, stream, rounding);
+    if (m > kFp8GemvMaxRows && fp8GemmApplies(w, k) && x % 16 == 0)
+      return fp8Gemm(x, w, bias, m, n, k, out, stream, rounding, tile,
+                     tile ? specialized : nullptr);
     StatusOr<CUdeviceptr> quantized = fp8Dequantized(x, m, k, rounding, stream);
     if (!quantized.ok())
       return quantized.error();
@@ -909,13 +914,17 @@ bool CudaKernels::warpgroupGemmApplies(const DeviceWeight &w, int64_t m,
 }
 
 int64_t CudaKernels::matmulRoundingFloats(const DeviceWeight &w, int64_t m,
-                                          int64_t k, bool xAligned, bool fp8) {
+                                          int64_t n, int64_t k, bool xAligned,
+                                          bool fp8,
+                                          const Fp8GemmTile *tile) const {
   if (w.type == 0)
     return 0;
-  if (fp8 && fp8InputsApply(w))
-    return m >= kWarpgroupGemmMinRows && fp8GemmApplies(w, k) && xAligned
-               ? fp8GemmScratchFloats(m, k)
-               : m * k;
+  if (fp8 && fp8InputsApply(w)) {
+    if (m <= kFp8GemvMaxRows || !fp8GemmApplies(w, k) || !xAligned)
+      return m * k;
+    return fp8GemmScratchFloats(m, k, n,
+                                (tile ? *tile : fp8GemmTile(m, n, k)).splits);
+  }
   if (xAligned && warpgroupGemmApplies(w, m, k))
     return (m * k + 1) / 2; // bf16 codes
   if (m > 8 && xAligned && tensorGemmApplies(w, k))
@@ -994,14 +1003,18 @@ bool CudaKernels::fp8GemmApplies(const DeviceWeight &w, int64_t k) {
          w.blockK == 128 && w.blockN > 0 && w.blockN % 128 == 0;
 }
 
-int64_t CudaKernels::fp8GemmScratchFloats(int64_t m, int64_t k) {
-  return ceilDiv(m * k, 16) * 4 + m * ceilDiv(k, 128);
+int64_t CudaKernels::fp8GemmScratchFloats(int64_t m, int64_t k, int64_t n,
+                                          int64_t splits) {
+  int64_t floats = ceilDiv(m * k, 16) * 4 + ceilDiv(m * ceilDiv(k, 128), 4) * 4;
+  return splits > 1 ? floats + splits * m * n : floats;
 }
 
 Status CudaKernels::fp8Gemm(CUdeviceptr x, const DeviceWeight &w,
                             const DeviceWeight &bias, int64_t m, int64_t n,
                             int64_t k, CUdeviceptr out, CUstream stream,
-                            const InputRounding &scratch) const {
+                            const InputRounding &scratch,
+                            const Fp8GemmTile *tile,
+                            CUfunction specialized) const {
   if (!fp8GemmApplies(w, k) || x % 16 != 0)
     return Status::error("fp8Gemm: no FP8 GEMM for weight type " +
                          std::to_string(w.type) + ", blocks " +
@@ -1010,14 +1023,34 @@ Status CudaKernels::fp8Gemm(CUdeviceptr x, const DeviceWeight &w,
                          " (or x or the weight not 16-byte aligned)");
   if (m <= 0 || n <= 0)
     return Status::success();
-  int64_t need = fp8GemmScratchFloats(m, k);
+  const Fp8GemmTile chosen = tile ? *tile : fp8GemmTile(m, n, k);
+  auto describe = [&] {
+    return std::to_string(chosen.rows) + " x " +
+           std::to_string(chosen.columns) + ", " +
+           std::to_string(chosen.stages) + " stages, K split " +
+           std::to_string(chosen.splits) + " ways";
+  };
+  if (!fp8GemmTileValid(chosen))
+    return Status::error("fp8Gemm: no FP8 GEMM takes the tile " + describe());
+  CUfunction gemm = specialized;
+  if (!gemm) {
+    if (chosen.stages != fp8GemmLibraryStages(chosen.rows))
+      return Status::error("fp8Gemm: the tile " + describe() +
+                           " needs the compiler's instantiation; the "
+                           "library's has " +
+                           std::to_string(fp8GemmLibraryStages(chosen.rows)) +
+                           " stages");
+    gemm = chosen.rows == 64 ? gemmWgFp8Rows64Fn : gemmWgFp8Fn;
+  }
+  int64_t need = fp8GemmScratchFloats(m, k, n, chosen.splits);
   if (need > scratch.scratchFloats || scratch.scratch % 16 != 0)
     return Status::error("fp8Gemm: x [" + std::to_string(m) + ", " +
-                         std::to_string(k) + "] in FP8 needs " +
-                         std::to_string(need) +
+                         std::to_string(k) + "] in FP8 (tile " + describe() +
+                         ") needs " + std::to_string(need) +
                          " floats of 16-byte aligned scratch; given " +
                          std::to_string(scratch.scratchFloats));
   CUdeviceptr codes = scratch.scratch, scales = codes + ceilDiv(m * k, 16) * 16,
+              partials = scales + ceilDiv(m * ceilDiv(k, 128), 4) * 16,
               none = 0;
   int32_t perSlot = 0;
   int64_t slots = 1;
@@ -1029,16 +1062,25 @@ Status CudaKernels::fp8Gemm(CUdeviceptr x, const DeviceWeight &w,
                                   1, 256, 0, stream, quant));
   CUtensorMap xMap, wMap;
   DAYBREAK_RETURN_IF_ERROR(
-      encodeTileMap(xMap, codes, m, k, 128, TileMap::CodesSwizzled));
+      encodeTileMap(xMap, codes, m, k, chosen.rows, TileMap::CodesSwizzled));
   DAYBREAK_RETURN_IF_ERROR(
       encodeTileMap(wMap, w.data, n, k, 128, TileMap::CodesSwizzled));
   DeviceWeight weight = w, b = bias;
   weight.rows = n;
   weight.cols = k;
-  void *params[] = {&xMap, &wMap, &scales, &weight, &b, &m, &n, &k, &out};
-  return launch(gemmWgFp8Fn, "matmul (FP8 GEMM)", ceilDiv(n, 128),
-                ceilDiv(m, 128), 1, 384, unsigned(fp8GemmSharedBytes), stream,
-                params);
+  CUdeviceptr target = chosen.splits > 1 ? partials : out;
+  void *params[] = {&xMap, &wMap, &scales, &weight, &b, &m, &n, &k, &target};
+  DAYBREAK_RETURN_IF_ERROR(launch(
+      gemm, "matmul (FP8 GEMM)", ceilDiv(n, 128), ceilDiv(m, chosen.rows),
+      chosen.splits, unsigned(128 * (1 + chosen.rows / 64)),
+      unsigned(fp8GemmSharedBytes(chosen)), stream, params));
+  if (chosen.splits == 1)
+    return Status::success();
+  int32_t splits = chosen.splits;
+  void *sum[] = {&partials, &splits, &m, &n, &b, &out};
+  return launch(splitKSumFn, "matmul (FP8 GEMM split-K sum)",
+                std::min<int64_t>(ceilDiv(m * n, 4 * 256), 4 * multiprocessors),
+                1, 1, 256, 0, stream, sum);
 }
 
 bool CudaKernels::fp8InputsApply(const DeviceWeight &w) {
@@ -1128,7 +1170,7 @@ Status CudaKernels::fp8ExpertMatmul(CUdeviceptr x, bool perSlotInput,
                   &k,    &g.order, &g.tiles, &g.tileCount, &g.y};
   DAYBREAK_RETURN_IF_ERROR(launch(expertGemmWgFp8Fn, "expertMatmul (FP8 GEMM)",
                                   ceilDiv(n, 128), g.maxTiles, 1, 384,
-                                  unsigned(fp8GemmSharedBytes), stream, gemm));
+                                  unsigned(fp8GemmLibraryBytes), stream, gemm));
   return combineExperts(g, indices, routingWeights, experts, tokens, slots, n,
                         out, stream);
 }
@@ -1866,7 +1908,7 @@ Status CudaKernels::cacheWrite(const DeviceCacheView &cache, CUdeviceptr values,
                 params);
 }
 
-Status CudaKernels::allowIndexerSharedMemory(CUfunction fn) const {
+Status CudaKernels::allowSharedMemory(CUfunction fn) const {
   // The kernel has no static shared memory: all of the opt-in limit.
   return driver->check(driver->cuFuncSetAttribute(
                            fn, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,

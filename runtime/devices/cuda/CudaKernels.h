@@ -26,11 +26,12 @@
 #ifndef DAYBREAK_RUNTIME_DEVICES_CUDA_CUDAKERNELS_H
 #define DAYBREAK_RUNTIME_DEVICES_CUDA_CUDAKERNELS_H
 
-#include "runtime/abi/KernelAbi.h"
 #include "Manifest.pb.h"
+#include "runtime/abi/KernelAbi.h"
 #include "runtime/core/KernelParams.h"
-#include "runtime/support/Status.h"
 #include "runtime/devices/cuda/CudaDriver.h"
+#include "runtime/devices/cuda/GemmTiles.h"
+#include "runtime/support/Status.h"
 
 namespace daybreak::cuda {
 
@@ -323,6 +324,8 @@ constexpr int64_t expertGemvScratchBytes(int64_t tokens, int64_t slots,
   X(expertGemmWgE4m3, "daybreak_expert_gemm_wg_e4m3")                          \
   X(gatherBf16, "daybreak_gather_bf16")                                        \
   X(gemmWgFp8, "daybreak_gemm_wg_fp8")                                         \
+  X(gemmWgFp8Rows64, "daybreak_gemm_wg_fp8_rows64")                            \
+  X(splitKSum, "daybreak_split_k_sum")                                         \
   X(quantFp8, "daybreak_quant_fp8")                                            \
   X(expertGemmWgFp8, "daybreak_expert_gemm_wg_fp8")                            \
   X(dsaIndexerTcE4m3, "daybreak_dsa_indexer_tc_e4m3")                          \
@@ -424,15 +427,16 @@ public:
   /// the shapes allow, else daybreak_gemv_stored; larger m warpgroupGemm
   /// with `rounding.bf16` where it applies, else tensorGemm where it
   /// applies, else the stored 64x64 tiles (CUDA cores). With
-  /// `rounding.fp8` on a weight fp8InputsApply names: fp8Gemm from
-  /// kWarpgroupGemmMinRows rows, else x quantized (fp8Dequantized) and the
-  /// one-part tensorGemm past 8 rows or the paths above. `constantWeight`:
-  /// see tensorGemv.
+  /// `rounding.fp8` on a weight fp8InputsApply names: fp8Gemm past
+  /// kFp8GemvMaxRows rows (on `tile`, with `specialized` its compiled
+  /// instantiation where `tile` is given), else x quantized
+  /// (fp8Dequantized) and the one-part tensorGemm past 8 rows or the paths
+  /// above. `constantWeight`: see tensorGemv.
   Status matmul(CUdeviceptr x, const DeviceWeight &w, const DeviceWeight &bias,
                 int64_t m, int64_t n, int64_t k, CUdeviceptr out,
                 CUstream stream, CUfunction specialized = nullptr,
-                bool constantWeight = false,
-                const InputRounding &rounding = {}) const;
+                bool constantWeight = false, const InputRounding &rounding = {},
+                const Fp8GemmTile *tile = nullptr) const;
   /// out[i] = bf16(x[i]) (nearest even) for i < n: the rounded copy of
   /// InputRounding.
   Status roundBf16(CUdeviceptr x, int64_t n, CUdeviceptr out,
@@ -481,10 +485,11 @@ public:
   /// The floats of InputRounding scratch that matmul() with `rounding.bf16`
   /// uses for this launch (`xAligned`: x 16-byte aligned): x rounded to
   /// bf16 codes for warpgroupGemm, x rounded as fp32 for the paths without
-  /// rounding of their own, none for tensorGemm.
-  static int64_t matmulRoundingFloats(const DeviceWeight &w, int64_t m,
-                                      int64_t k, bool xAligned,
-                                      bool fp8 = false);
+  /// rounding of their own, none for tensorGemm; with `fp8`, what fp8Gemm
+  /// takes with `tile` (fp8GemmTile's where null), or the copy of x.
+  int64_t matmulRoundingFloats(const DeviceWeight &w, int64_t m, int64_t n,
+                               int64_t k, bool xAligned, bool fp8 = false,
+                               const Fp8GemmTile *tile = nullptr) const;
   /// out = bf16(x) . w^T (+ bias) on the warpgroup MMA (daybreak_gemm_wg_*,
   /// CudaGemm.cuh): x rounded to bf16 codes in `rounding.scratch`, read with
   /// the weight by the tensor copy engine. An error where
@@ -560,18 +565,33 @@ public:
   /// the weight 16-byte aligned.
   static bool fp8GemmApplies(const DeviceWeight &w, int64_t k);
   /// The floats of scratch fp8Gemm takes for x [m, k]: its e4m3 codes (m k
-  /// bytes, to a multiple of 16) then its scales (m ceil(k / 128) floats).
-  static int64_t fp8GemmScratchFloats(int64_t m, int64_t k);
+  /// bytes, to a multiple of 16) then its scales (m ceil(k / 128) floats,
+  /// to a multiple of 4), then with `splits` > 1 the partial sums
+  /// [splits, m, n].
+  static int64_t fp8GemmScratchFloats(int64_t m, int64_t k, int64_t n = 0,
+                                      int64_t splits = 1);
+  /// The FP8 GEMM's tile for x [m, k] and w [n, k] on this GPU when the
+  /// launch carries none (chooseFp8GemmTile at its SMs).
+  Fp8GemmTile fp8GemmTile(int64_t m, int64_t n, int64_t k) const {
+    return chooseFp8GemmTile(m, n, k, multiprocessors);
+  }
   /// out = x . w^T (+ bias) with both operands in FP8, DeepGEMM's block
   /// scaling: daybreak_quant_fp8 writes x as e4m3 codes with a power-of-two
   /// scale a row and 128 columns into `scratch` (fp8GemmScratchFloats), and
   /// daybreak_gemm_wg_fp8 multiplies them with the weight's codes on the
   /// fp8 warpgroup MMA, each 128 columns' sums folded into fp32 with both
-  /// scales (CudaGemm.cuh). An error where fp8GemmApplies is false, x is
-  /// not 16-byte aligned, or the scratch is short.
+  /// scales (CudaGemm.cuh); with K split, daybreak_split_k_sum adds the
+  /// partials. `tile` is the configuration (fp8GemmTile's where null);
+  /// `specialized` the compiler's instantiation of the kernel for it, else
+  /// the library's entry of its rows, which takes only the library's
+  /// stages. An error where fp8GemmApplies is false, x is not 16-byte
+  /// aligned, the tile is not one the kernel takes, or the scratch is
+  /// short.
   Status fp8Gemm(CUdeviceptr x, const DeviceWeight &w, const DeviceWeight &bias,
                  int64_t m, int64_t n, int64_t k, CUdeviceptr out,
-                 CUstream stream, const InputRounding &scratch) const;
+                 CUstream stream, const InputRounding &scratch,
+                 const Fp8GemmTile *tile = nullptr,
+                 CUfunction specialized = nullptr) const;
   /// The tiles and cluster size tensorGemv picks for this shape (tiles 0:
   /// none fits), for the benchmark's report.
   TensorGemvChoice tensorGemvChoice(const DeviceWeight &w, int64_t m, int64_t n,
@@ -722,10 +742,11 @@ public:
   Status cacheWrite(const DeviceCacheView &cache, CUdeviceptr values,
                     CUdeviceptr slots, CUdeviceptr sequences, int64_t tokens,
                     CUstream stream) const;
-  /// Lets `fn`, an instantiation of daybreak_dsa_indexer_scores_t, take the
-  /// shared memory dsaIndexerScores gives it (past the 48 KiB default); once,
-  /// before it is passed as `specialized`.
-  Status allowIndexerSharedMemory(CUfunction fn) const;
+  /// Lets `fn`, a compiled instantiation (daybreak_dsa_indexer_scores_t,
+  /// daybreak_gemm_wg_fp8_t), take all the shared memory a block may opt
+  /// into (past the 48 KiB default); once, before it is passed as
+  /// `specialized`.
+  Status allowSharedMemory(CUfunction fn) const;
   /// The tensor-core indexer's kernels: one block a token and chunk of
   /// keys (daybreak_dsa_indexer_tc_*), or a block a group of 2-4 tokens,
   /// each key load serving the group (daybreak_dsa_indexer_tc_tokens_*).

@@ -1,0 +1,141 @@
+//===- GemmTiles.h - Configurations of the CUDA FP8 GEMM ---------*- C++
+//-*-===//
+//
+// The configuration of one launch of the FP8 GEMM (daybreak_gemm_wg_fp8_t in
+// CudaGemm.cuh) and the cost model that chooses it. The compiler's lm-tile
+// pass evaluates the model for each fp8_matmul at its phase's design rows
+// (the batch of @decode, the token budget of @prefill) and records the
+// result on the op (`cuda_tile`); plan-specialize-library-kernels has NVRTC
+// instantiate the template for it; the CUDA device launches what was
+// recorded. A launch without a recorded tile (a direct call of
+// CudaKernels::fp8Gemm) evaluates the same model at its own rows. Header
+// only: the compiler and the runtime include it without linking either.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef DAYBREAK_RUNTIME_DEVICES_CUDA_GEMMTILES_H
+#define DAYBREAK_RUNTIME_DEVICES_CUDA_GEMMTILES_H
+
+#include <algorithm>
+#include <cstdint>
+
+namespace daybreak::cuda {
+
+/// One FP8 GEMM configuration: `rows` of x a block (64: one MMA
+/// warpgroup, 128: two), 128 output columns a block, `stages` 128-column
+/// blocks of K in flight, and K split `splits` ways (partial sums that
+/// daybreak_split_k_sum adds in order).
+struct Fp8GemmTile {
+  int32_t rows = 128;
+  int32_t columns = 128;
+  int32_t stages = 6;
+  int32_t splits = 1;
+
+  bool operator==(const Fp8GemmTile &o) const {
+    return rows == o.rows && columns == o.columns && stages == o.stages &&
+           splits == o.splits;
+  }
+};
+
+/// The H200's streaming multiprocessors: the model's default machine.
+inline constexpr int64_t kH200Sms = 132;
+/// Rows a decode GEMV serves better than any GEMM (the bandwidth-bound
+/// skinny path keeps them).
+inline constexpr int64_t kFp8GemvMaxRows = 8;
+/// Split-K never goes past this many ways, nor below this many 128-column
+/// blocks of K a split (each split fills its pipeline before it streams).
+inline constexpr int64_t kMaxSplits = 8;
+inline constexpr int64_t kMinBlocksPerSplit = 4;
+
+/// Dynamic shared memory of a block of `tile` (Fp8GemmShared): 1024 bytes
+/// of alignment slack, the stages' x and w tiles, a barrier pair a stage.
+constexpr int64_t fp8GemmSharedBytes(const Fp8GemmTile &tile) {
+  return 1024 + int64_t(tile.stages) * (tile.rows * 128 + 128 * 128) +
+         16 * int64_t(tile.stages);
+}
+
+/// The most stages a block of `rows` fits in the 227 KiB a block may take.
+constexpr int32_t fp8GemmMaxStages(int32_t rows) {
+  int32_t stages = 1;
+  while (fp8GemmSharedBytes({rows, 128, stages + 1, 1}) <= 227 * 1024)
+    ++stages;
+  return stages;
+}
+
+/// Whether `tile` is one the kernel template takes.
+constexpr bool fp8GemmTileValid(const Fp8GemmTile &tile) {
+  return (tile.rows == 64 || tile.rows == 128) && tile.columns == 128 &&
+         tile.stages >= 2 && tile.stages <= fp8GemmMaxStages(tile.rows) &&
+         tile.splits >= 1 && tile.splits <= kMaxSplits;
+}
+
+/// The time the model predicts for `tile` on x [m, k] and w [n, k], in
+/// microseconds on an H200-class part of `sms` SMs. The weight's stream
+/// bounds these shapes (x is small and stays in L2): each block streams its
+/// share of w, 16 KiB a 128-column block of K, at most at the rate one SM's
+/// pipeline sustains (its MMA and folds a block of K: one warpgroup 42 KB
+/// a microsecond, two 31.5; waves of blocks one after another), and w
+/// comes from HBM once at most at the rate the kernel reaches (3.0 TB/s;
+/// the copy probe gives 4.2). Many rows make the pipeline term the
+/// tensor cores' (about 1,000 TFLOP/s over the waves).
+/// A launch pays a fixed 4 us (x's quantization, the pipeline's fill, the
+/// epilogue), a split also the sum's launch and the partials' round trip.
+/// Fitted to `DaybreakKernelBench 20 fp8tiles` on the H200 (bench/NOTES.md,
+/// session 23): at DeepSeek-V3.2's projections for 16, 64 and 128 rows its
+/// choice is the fastest tile measured or within 2 us of it.
+inline double fp8GemmMicroseconds(const Fp8GemmTile &tile, int64_t m, int64_t n,
+                                  int64_t k, int64_t sms = kH200Sms) {
+  constexpr double kHbmBytesPerUs = 3.0e6;
+  constexpr double kFixedUs = 4.0, kSumLaunchUs = 2.0;
+  const double blockBytesPerUs = tile.rows == 64 ? 42.0e3 : 31.5e3;
+  const int64_t kBlocks = (k + 127) / 128, columnTiles = (n + 127) / 128;
+  const int64_t blocks =
+      columnTiles * ((m + tile.rows - 1) / tile.rows) * tile.splits;
+  const int64_t waves = (blocks + sms - 1) / sms;
+  const double splitBytes =
+      double((kBlocks + tile.splits - 1) / tile.splits) * 128.0 * 128.0;
+  // w once from HBM (the row tiles' later reads of it hit L2).
+  const double stream =
+      double(columnTiles) * double(kBlocks) * 128.0 * 128.0 / kHbmBytesPerUs;
+  const double pipeline = double(waves) * splitBytes / blockBytesPerUs;
+  double us = std::max(stream, pipeline) + kFixedUs;
+  if (tile.splits > 1)
+    us += kSumLaunchUs + 2.0 * double(tile.splits) * double(m) * double(n) *
+                             4.0 / kHbmBytesPerUs;
+  return us;
+}
+
+/// The stages of the library's own instantiations (daybreak_gemm_wg_fp8
+/// and _rows64): as many as fit beside 64 rows, one short of that at 128
+/// (the last measured no faster).
+constexpr int32_t fp8GemmLibraryStages(int32_t rows) {
+  return rows == 64 ? fp8GemmMaxStages(64) : fp8GemmMaxStages(128) - 1;
+}
+
+/// The model's choice for x [m, k] and w [n, k]: one MMA warpgroup a block
+/// for up to 64 rows, two beyond; the library's stages; the split of K the
+/// model predicts fastest (within 3 %, the fewer splits).
+inline Fp8GemmTile chooseFp8GemmTile(int64_t m, int64_t n, int64_t k,
+                                     int64_t sms = kH200Sms) {
+  Fp8GemmTile best;
+  best.rows = m <= 64 ? 64 : 128;
+  best.stages = fp8GemmLibraryStages(best.rows);
+  const int64_t kBlocks = (k + 127) / 128;
+  double bestUs = fp8GemmMicroseconds(best, m, n, k, sms);
+  for (int32_t splits = 2; splits <= kMaxSplits; ++splits) {
+    if (kBlocks < int64_t(splits) * kMinBlocksPerSplit)
+      break;
+    Fp8GemmTile tile = best;
+    tile.splits = splits;
+    double us = fp8GemmMicroseconds(tile, m, n, k, sms);
+    if (us < bestUs * 0.97) {
+      best = tile;
+      bestUs = us;
+    }
+  }
+  return best;
+}
+
+} // namespace daybreak::cuda
+
+#endif // DAYBREAK_RUNTIME_DEVICES_CUDA_GEMMTILES_H
