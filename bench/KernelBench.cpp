@@ -1045,11 +1045,15 @@ void benchWarpgroupGemm(const CudaKernels &kernels, int iterations) {
           "cuMemcpyHtoD");
     return p;
   };
-  for (Case c : {Case{8192, 7168, 7168, 1}, Case{2048, 7168, 7168, 1},
-                 Case{512, 7168, 7168, 1}, Case{8192, 24576, 1536, 1},
-                 Case{8192, 7168, 7168, 2}, Case{2048, 7168, 7168, 2},
-                 Case{512, 7168, 7168, 2}, Case{256, 7168, 7168, 2},
-                 Case{8192, 18432, 7168, 2}, Case{8192, 7168, 18432, 2}}) {
+  // The LM head and a narrow bf16 weight at decode batches first (bound by
+  // the weight's stream: GB/s against the HBM peak in brackets).
+  for (Case c : {Case{64, 129280, 7168, 1}, Case{16, 129280, 7168, 1},
+                 Case{64, 64, 7168, 1}, Case{8192, 7168, 7168, 1},
+                 Case{2048, 7168, 7168, 1}, Case{512, 7168, 7168, 1},
+                 Case{8192, 24576, 1536, 1}, Case{8192, 7168, 7168, 2},
+                 Case{2048, 7168, 7168, 2}, Case{512, 7168, 7168, 2},
+                 Case{256, 7168, 7168, 2}, Case{8192, 18432, 7168, 2},
+                 Case{8192, 7168, 18432, 2}}) {
     DeviceWeight w;
     w.type = c.type;
     w.data = randomDevice(size_t(c.n * c.k * (c.type == 2 ? 1 : 2)),
@@ -1087,10 +1091,17 @@ void benchWarpgroupGemm(const CudaKernels &kernels, int iterations) {
                   long(c.k));
     double cublasRate = cublas.ok() ? *cublas : 0.0;
     std::printf("%-18s %-36s %9.1f us %6.1f TFLOP/s (%4.0f%% of cuBLAS "
-                "%5.1f) | tensor_gemm bf16 x %6.1f TFLOP/s\n",
+                "%5.1f) | tensor_gemm bf16 x %9.1f us %6.1f TFLOP/s",
                 "warpgroup_gemm", shape, wg * 1e6, flop / wg / 1e12,
                 cublasRate > 0 ? 100.0 * flop / wg / cublasRate : 0.0,
-                cublasRate / 1e12, flop / tc / 1e12);
+                cublasRate / 1e12, tc * 1e6, flop / tc / 1e12);
+    if (c.m <= 64) {
+      double bytes = double(c.n) * double(c.k) * (c.type == 2 ? 1 : 2);
+      std::printf(" [weight stream: %.0f%% / %.0f%% of HBM peak]",
+                  100.0 * bytes / wg / kPeakBytesPerSecond,
+                  100.0 * bytes / tc / kPeakBytesPerSecond);
+    }
+    std::printf("\n");
     if (!cublas.ok())
       std::printf("  (cuBLAS: %s)\n", cublas.error().message().c_str());
     if (c.type == 2) {

@@ -2967,7 +2967,8 @@ TEST_F(CudaKernelsTest, WarpgroupGemm) {
   // the 128-column scale block, a bias, and a K long enough to wrap the
   // stage ring several times. The output is poisoned first (every element
   // must be written); x is left as it was; a scratch one float short is an
-  // error; and matmul() takes this path at or above its row minimum.
+  // error; and matmul() takes this path at or above its row minimum (a
+  // bf16 weight's past 8 rows).
   struct Format {
     cpu::WeightType type;
     int64_t blockN, blockK;
@@ -2982,7 +2983,8 @@ TEST_F(CudaKernelsTest, WarpgroupGemm) {
     bool e4m3 = f.type == cpu::WeightType::F8E4M3;
     for (Shape s : {Shape{1, 300, 1024, false}, Shape{130, 129, 200, true},
                     Shape{384, 512, 2048, false}, Shape{257, 1000, 712, true},
-                    Shape{1100, 384, 1536, false}}) {
+                    Shape{1100, 384, 1536, false}, Shape{40, 600, 512, true},
+                    Shape{9, 256, 256, false}}) {
       if (e4m3 && s.k % 16 != 0)
         s.k += 8; // e4m3 rows: 16-byte multiples for the copy engine
       int64_t scales = e4m3 ? ((s.n + f.blockN - 1) / f.blockN) *
@@ -3050,7 +3052,9 @@ TEST_F(CudaKernelsTest, WarpgroupGemm) {
       // (then the scratch must hold the bf16 copy: one float short is
       // refused), the tensor-core GEMM below it.
       bool takes = CudaKernels::warpgroupGemmApplies(gw, s.m, s.k);
-      EXPECT_EQ(takes, s.m >= kWarpgroupGemmMinRows) << shape;
+      EXPECT_EQ(takes, s.m >= (e4m3 ? kWarpgroupGemmMinRows
+                                    : kWarpgroupGemmMinRowsBf16))
+          << shape;
       ASSERT_EQ(driver->cuMemsetD8(dOut.get(), 0xff, s.m * s.n * 4),
                 CUDA_SUCCESS);
       expectRan(kernels->matmul(dx, gw, gb, s.m, s.n, s.k, dOut, nullptr,

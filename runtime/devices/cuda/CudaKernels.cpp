@@ -910,7 +910,9 @@ bool warpgroupGemmRuns(const DeviceWeight &w, int64_t k) {
 
 bool CudaKernels::warpgroupGemmApplies(const DeviceWeight &w, int64_t m,
                                        int64_t k) {
-  return m >= kWarpgroupGemmMinRows && warpgroupGemmRuns(w, k);
+  return m >= (w.type == 1 ? kWarpgroupGemmMinRowsBf16
+                           : kWarpgroupGemmMinRows) &&
+         warpgroupGemmRuns(w, k);
 }
 
 int64_t CudaKernels::matmulRoundingFloats(const DeviceWeight &w, int64_t m,

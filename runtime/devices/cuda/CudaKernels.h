@@ -244,9 +244,13 @@ inline constexpr int64_t kRopeRows = 16, kRopeMaxPairs = 256;
 /// (kGemmRows in CudaKernels.cu).
 inline constexpr int64_t kTensorGemmRows = 64;
 /// The fewest rows CudaKernels::warpgroupGemm takes under --precision=bf16
-/// (below, a 128-row tile is mostly empty and tensorGemm's 64-row ones
-/// fill the GPU better).
+/// on an e4m3 weight (below, a 128-row tile is mostly empty and
+/// tensorGemm's 64-row ones fill the GPU better). A bf16 weight takes it
+/// past the GEMVs' 8 rows: streamed by the copy engine it reads at the
+/// weight's bandwidth where tensorGemm does not (the LM head at a decode
+/// batch of 64: bench/NOTES.md, session 23).
 inline constexpr int64_t kWarpgroupGemmMinRows = 128;
+inline constexpr int64_t kWarpgroupGemmMinRowsBf16 = 9;
 /// Experts a grouped tensor-core GEMM takes at most (the grouping kernel's
 /// shared counters).
 inline constexpr int64_t kTensorGemmMaxExperts = 4096;
@@ -480,7 +484,8 @@ public:
   /// matmul: a bf16 weight with K a multiple of 8, or e4m3 with K a
   /// multiple of 16, blockN of 128 and blockK of 64 (DeepSeek's 128 x 128
   /// blocks) (16-byte rows for the copy engine), the weight 16-byte
-  /// aligned, and at least kWarpgroupGemmMinRows rows.
+  /// aligned, and at least kWarpgroupGemmMinRows rows
+  /// (kWarpgroupGemmMinRowsBf16 for a bf16 weight).
   static bool warpgroupGemmApplies(const DeviceWeight &w, int64_t m, int64_t k);
   /// The floats of InputRounding scratch that matmul() with `rounding.bf16`
   /// uses for this launch (`xAligned`: x 16-byte aligned): x rounded to
