@@ -546,6 +546,11 @@ Status CudaDevice::prepare(const artifact::ArtifactFile &file,
           auto rows = [&](int64_t t) {
             return numel(t) / std::max<int64_t>(k, 1);
           };
+          // A decode step takes a token a sequence (one a cache slot): a
+          // recorded tile's split partials are sized for those, not for
+          // the prefill budget.
+          if (step.step->name() == "decode")
+            tokens = std::min(tokens, m.max_batch());
           const Fp8GemmTile &tile = gemmTiles[l.ordinal];
           int64_t n = w.constant[0] + w.perToken[0] * tokens;
           auto need = [&](int64_t t) {
