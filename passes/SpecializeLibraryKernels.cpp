@@ -8,6 +8,7 @@
 
 #include "compiler/targets/cuda/LibraryKernels.h"
 #include "passes/Passes.h"
+#include "runtime/devices/cuda/GemmTiles.h"
 
 #include "mlir/IR/Builders.h"
 
@@ -27,6 +28,8 @@ struct SpecializeLibraryKernelsPass
 
   void runOnOperation() override {
     ModuleOp module = getOperation();
+    if (failed(checkGemmTiles(module)))
+      return signalPassFailure();
     auto library = targets::cuda::specializeLibraryKernels(module, chip);
     if (!library) {
       module.emitError("plan-specialize-library-kernels: ")
@@ -52,6 +55,33 @@ struct SpecializeLibraryKernelsPass
                               (*library)->ptx);
     numInstantiations = (*library)->instantiations.size();
     numSpecialized = (*library)->launches;
+  }
+
+  /// Each fp8_matmul's `cuda_tile` (lm-tile's, or written by hand) must be
+  /// a tile daybreak_gemm_wg_fp8_t takes before NVRTC instantiates it.
+  LogicalResult checkGemmTiles(ModuleOp module) {
+    llvm::StringMap<std::string> kernelEntry;
+    for (auto kernel : module.getOps<plan::KernelOp>())
+      kernelEntry[kernel.getSymName()] = kernel.getEntry().str();
+    WalkResult walk = module.walk([&](plan::LaunchOp launch) {
+      auto entry = kernelEntry.find(launch.getKernel());
+      auto tile = launch->getAttrOfType<DenseI64ArrayAttr>("cuda_tile");
+      if (entry == kernelEntry.end() || entry->second != "fp8_matmul" || !tile)
+        return WalkResult::advance();
+      cuda::Fp8GemmTile t{0, 0, 0, 0};
+      if (tile.size() == 4)
+        t = {int32_t(tile[0]), int32_t(tile[1]), int32_t(tile[2]),
+             int32_t(tile[3])};
+      if (tile.size() == 4 && cuda::fp8GemmTileValid(t))
+        return WalkResult::advance();
+      launch.emitError("plan-specialize-library-kernels: cuda_tile is not a "
+                       "tile the FP8 GEMM takes: [rows 64 or 128, columns "
+                       "128, stages 2-")
+          << cuda::fp8GemmMaxStages(64) << " (" << cuda::fp8GemmMaxStages(128)
+          << " beside 128 rows), splits 1-" << cuda::kMaxSplits << "]";
+      return WalkResult::interrupt();
+    });
+    return failure(walk.wasInterrupted());
   }
 };
 } // namespace
