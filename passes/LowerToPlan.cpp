@@ -5,10 +5,13 @@
 // name: an alias), each op a plan.launch of the runtime kernel of its name
 // (runtime/abi/Kernels.def), checked against that declaration: operands by
 // declared slot (absent optional ones listed in `absent`) and the op's
-// attributes, defaults included, as typed parameters; slices and concatenations along the last dim
-// become column copies. Weights become plan.weights packed into section 0
-// (64-byte aligned, their lm sources or folded value kept as attributes for
-// the artifact writer); the caches of each layout share a plan.cache_pool.
+// attributes, defaults included, as typed parameters; slices and concatenations
+// along the last dim become column copies, except slices that only fused
+// elementwise bodies read: those read the slice's source in place (a column
+// view in the generated kernel). Weights become plan.weights packed into
+// section 0 (64-byte aligned, their lm sources or folded value kept as
+// attributes for the artifact writer); the caches of each layout share a
+// plan.cache_pool.
 //
 //===----------------------------------------------------------------------===//
 
@@ -44,6 +47,70 @@ int64_t alignTo(int64_t value, int64_t alignment) {
 /// Bytes of a static tensor or memref type (sub-byte types packed).
 int64_t byteSize(ShapedType type) {
   return (type.getNumElements() * type.getElementTypeBitWidth() + 7) / 8;
+}
+
+/// Columns [offset, offset + columns) of each row of a buffer whose rows
+/// hold `sourceColumns`: how a generated elementwise kernel reads a last-dim
+/// slice in place instead of a copy of it.
+struct ColumnView {
+  int64_t columns;
+  int64_t sourceColumns;
+  int64_t offset;
+};
+
+/// The slice `value` is a column view of, looking through reshapes (which
+/// keep a tensor's element order): a static, unit-stride slice of the last
+/// dim only, of a source whose last dim is static. Null otherwise.
+static tensor::ExtractSliceOp columnSlice(Value value) {
+  while (Operation *def = value.getDefiningOp()) {
+    if (isa<tensor::ExpandShapeOp, tensor::CollapseShapeOp>(def)) {
+      value = def->getOperand(0);
+      continue;
+    }
+    auto slice = dyn_cast<tensor::ExtractSliceOp>(def);
+    if (!slice)
+      return {};
+    RankedTensorType src = slice.getSourceType();
+    int64_t last = src.getRank() - 1;
+    ArrayRef<int64_t> offsets = slice.getStaticOffsets();
+    ArrayRef<int64_t> sizes = slice.getStaticSizes();
+    if (!slice.getOffsets().empty() || !slice.getStrides().empty() ||
+        src.isDynamicDim(last) || ShapedType::isDynamic(sizes[last]) ||
+        llvm::any_of(slice.getStaticStrides(),
+                     [](int64_t stride) { return stride != 1; }))
+      return {};
+    // Every row: leading sizes are the source's (a dynamic one its
+    // tensor.dim).
+    unsigned dynamic = 0;
+    for (int64_t d = 0; d < last; ++d) {
+      if (offsets[d] != 0)
+        return {};
+      if (!ShapedType::isDynamic(sizes[d])) {
+        if (sizes[d] != src.getDimSize(d))
+          return {};
+        continue;
+      }
+      auto dim = slice.getSizes()[dynamic++].getDefiningOp<tensor::DimOp>();
+      std::optional<int64_t> index =
+          dim ? dim.getConstantIndex() : std::nullopt;
+      if (!dim || dim.getSource() != slice.getSource() || index != d)
+        return {};
+    }
+    return slice;
+  }
+  return {};
+}
+
+/// Whether every read of `value`, through reshapes, is an input of an
+/// lm.elementwise: a column slice read so needs no copy of its own.
+static bool readOnlyByElementwise(Value value) {
+  return !value.use_empty() &&
+         llvm::all_of(value.getUses(), [](OpOperand &use) {
+           Operation *user = use.getOwner();
+           if (isa<tensor::ExpandShapeOp, tensor::CollapseShapeOp>(user))
+             return readOnlyByElementwise(user->getResult(0));
+           return isa<lm::ElementwiseOp>(user);
+         });
 }
 
 class Lowering {
@@ -85,8 +152,10 @@ private:
   /// strings, YaRN as its yarn_* fields, unit flags as booleans).
   SmallVector<NamedAttribute> kernelAttrs(Operation *op);
   /// Outlines an lm.elementwise body into a generated kernel function of the
-  /// nested `generated_kernels` module; equal bodies share one function.
-  StringAttr outlineElementwise(lm::ElementwiseOp op);
+  /// nested `generated_kernels` module, input k read through `views[k]`
+  /// where set; equal bodies and views share one function.
+  StringAttr outlineElementwise(lm::ElementwiseOp op,
+                                ArrayRef<std::optional<ColumnView>> views);
 
   ModuleOp generatedKernels;
   llvm::StringMap<StringAttr> outlined;
@@ -312,16 +381,23 @@ LogicalResult Lowering::launch(Location loc, StringRef name,
   return plan::verifyKernelAbi(op, name);
 }
 
-StringAttr Lowering::outlineElementwise(lm::ElementwiseOp op) {
+StringAttr
+Lowering::outlineElementwise(lm::ElementwiseOp op,
+                             ArrayRef<std::optional<ColumnView>> views) {
   // The body's structure identifies the kernel: each op's name, attributes
-  // and result types, with operands as positions (argument i or op j).
+  // and result types, with operands as positions (argument i or op j), and
+  // the inputs' column views.
   std::string key;
   llvm::raw_string_ostream os(key);
   Block &block = op.getBody().front();
   llvm::DenseMap<Value, std::string> position;
   for (BlockArgument arg : block.getArguments()) {
     position[arg] = "a" + std::to_string(arg.getArgNumber());
-    os << arg.getType() << ";";
+    os << arg.getType();
+    if (const std::optional<ColumnView> &view = views[arg.getArgNumber()])
+      os << "[" << view->columns << "/" << view->sourceColumns << "+"
+         << view->offset << "]";
+    os << ";";
   }
   unsigned index = 0;
   for (Operation &inner : block) {
@@ -346,17 +422,21 @@ StringAttr Lowering::outlineElementwise(lm::ElementwiseOp op) {
     generatedKernels = ModuleOp::create(b, module.getLoc(),
                                StringRef(plan::kGeneratedKernelsModule));
   }
-  // void kernel(int64_t n, const T **inputs, T *out): out[i] = body(in[k][i])
+  // void kernel(int64_t begin, int64_t end, const T **inputs, T *out):
+  // out[i] = body(in[k][i]) for i in [begin, end), where input k with a
+  // column view reads element (i / columns) * sourceColumns + offset +
+  // i % columns of its buffer.
   std::string name = "daybreak_elementwise_" + std::to_string(outlined.size());
   auto ptr = LLVM::LLVMPointerType::get(ctx);
   Location loc = op.getLoc();
   b.setInsertionPointToEnd(generatedKernels.getBody());
   auto func = func::FuncOp::create(
-      b, loc, name, b.getFunctionType({b.getI64Type(), ptr, ptr}, {}));
+      b, loc, name,
+      b.getFunctionType({b.getI64Type(), b.getI64Type(), ptr, ptr}, {}));
   Block *entry = func.addEntryBlock();
   b.setInsertionPointToStart(entry);
-  Value n = entry->getArgument(0), ins = entry->getArgument(1),
-        out = entry->getArgument(2);
+  Value begin = entry->getArgument(0), n = entry->getArgument(1),
+        ins = entry->getArgument(2), out = entry->getArgument(3);
   Block &body = block;
   SmallVector<Value> inputPtrs;
   for (unsigned k = 0; k < body.getNumArguments(); ++k) {
@@ -364,17 +444,29 @@ StringAttr Lowering::outlineElementwise(lm::ElementwiseOp op) {
                                      ArrayRef<LLVM::GEPArg>{int32_t(k)});
     inputPtrs.push_back(LLVM::LoadOp::create(b, loc, ptr, slot));
   }
-  Value lower = arith::ConstantIndexOp::create(b, loc, 0);
+  Value lower = arith::IndexCastOp::create(b, loc, b.getIndexType(), begin);
   Value step = arith::ConstantIndexOp::create(b, loc, 1);
   Value upper = arith::IndexCastOp::create(b, loc, b.getIndexType(), n);
   auto loop = scf::ForOp::create(b, loc, lower, upper, step);
   b.setInsertionPointToStart(loop.getBody());
   Value i = arith::IndexCastOp::create(b, loc, b.getI64Type(),
                                        loop.getInductionVar());
+  auto i64 = [&](int64_t v) {
+    return arith::ConstantIntOp::create(b, loc, b.getI64Type(), v).getResult();
+  };
   IRMapping mapping;
   for (auto [k, arg] : llvm::enumerate(body.getArguments())) {
+    Value index = i;
+    if (const std::optional<ColumnView> &view = views[k]) {
+      Value row = arith::DivUIOp::create(b, loc, i, i64(view->columns));
+      Value column = arith::SubIOp::create(
+          b, loc, i, arith::MulIOp::create(b, loc, row, i64(view->columns)));
+      index = arith::AddIOp::create(
+          b, loc, arith::MulIOp::create(b, loc, row, i64(view->sourceColumns)),
+          arith::AddIOp::create(b, loc, column, i64(view->offset)));
+    }
     Value addr = LLVM::GEPOp::create(b, loc, ptr, arg.getType(), inputPtrs[k],
-                                     ArrayRef<LLVM::GEPArg>{i});
+                                     ArrayRef<LLVM::GEPArg>{index});
     mapping.map(arg, LLVM::LoadOp::create(b, loc, arg.getType(), addr));
   }
   for (Operation &inner : body.without_terminator())
@@ -432,6 +524,9 @@ LogicalResult Lowering::lowerOp(Operation *op) {
       .Case<tensor::ExpandShapeOp, tensor::CollapseShapeOp>([&](auto reshape) {
         // A view of a cache (attention's [B, S, Hkv, D]) is the cache.
         Value src = lookup(reshape.getSrc());
+        // A reshaped column slice that elementwise kernels read in place.
+        if (!src && columnSlice(reshape.getResult()))
+          return success();
         if (src && src.getDefiningOp<plan::CacheRefOp>()) {
           mapping.map(reshape.getResult(), src);
           if (auto it = cacheColumns.find(reshape.getSrc());
@@ -463,6 +558,11 @@ LogicalResult Lowering::lowerOp(Operation *op) {
           cacheColumns[slice.getResult()] = sizes[last];
           return success();
         }
+        // Read in place by the elementwise kernels that use it (their
+        // column views), so never copied.
+        if (columnSlice(slice.getResult()) == slice &&
+            readOnlyByElementwise(slice.getResult()))
+          return success();
         for (int64_t d = 0; d < last; ++d)
           if (offsets[d] != 0)
             return slice.emitError("only slices of the last dim lower to plan");
@@ -514,10 +614,28 @@ LogicalResult Lowering::lowerOp(Operation *op) {
         return launch(loc, "div_scalar_i32", {lookup(div.getLhs())}, {out},
                       {b.getNamedAttr("value", b.getI64IntegerAttr(*c))});
       })
-      .Case([&](lm::ElementwiseOp fused) {
-        StringAttr symbol = outlineElementwise(fused);
+      .Case([&](lm::ElementwiseOp fused) -> LogicalResult {
+        // An input left without a buffer is a column slice read in place.
+        SmallVector<Value> inputs;
+        SmallVector<std::optional<ColumnView>> views;
+        for (Value input : fused.getInputs()) {
+          if (Value lowered = lookup(input)) {
+            inputs.push_back(lowered);
+            views.push_back(std::nullopt);
+            continue;
+          }
+          tensor::ExtractSliceOp slice = columnSlice(input);
+          if (!slice || !lookup(slice.getSource()))
+            return fused.emitError("an elementwise input has no buffer");
+          RankedTensorType source = slice.getSourceType();
+          inputs.push_back(lookup(slice.getSource()));
+          views.push_back(ColumnView{slice.getStaticSizes().back(),
+                                     source.getShape().back(),
+                                     slice.getStaticOffsets().back()});
+        }
+        StringAttr symbol = outlineElementwise(fused, views);
         Value out = buffer(fused.getResult());
-        return launch(loc, "elementwise", args(fused.getInputs()), {out},
+        return launch(loc, "elementwise", inputs, {out},
                       {b.getNamedAttr("symbol", symbol)});
       })
       .Case([&](lm::Fp8DequantOp dequant) -> LogicalResult {

@@ -91,6 +91,27 @@ def LmFuseElementwise : Pass<"lm-fuse-elementwise", "mlir::func::FuncOp"> {
   ];
 }
 
+def LmFuseGateUp : Pass<"lm-fuse-gate-up", "mlir::ModuleOp"> {
+  let summary = "one projection for a gated linear unit's gate and up";
+  let description = [{
+    Where an `lm.swiglu` or `lm.situ` reads the results of two projections
+    of one input of the same kind (`lm.matmul` without bias,
+    `lm.fp8_matmul` whose scale blocks do not straddle the two halves,
+    `lm.expert_matmul` of plain or FP8 experts without routing weights or
+    bias), each read by it alone, over weights read from the checkpoint:
+    one projection over a weight declared with both weights' sources (per
+    expert, interleaved: `[E, 2N, K]`), and the GLU reads its two halves as
+    last-dim slices. The artifact holds the same bytes; the rewrite is
+    exact. The separate declarations are removed where nothing else reads
+    them.
+  }];
+  let dependentDialects = ["mlir::arith::ArithDialect",
+                           "mlir::tensor::TensorDialect"];
+  let statistics = [
+    Statistic<"numFused", "fused", "gate and up projections made one">,
+  ];
+}
+
 def LmFuseMhc : Pass<"lm-fuse-mhc", "mlir::func::FuncOp"> {
   let summary = "fuse mHC collapses and write-backs with their neighbours";
   let description = [{

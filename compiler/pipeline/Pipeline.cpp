@@ -69,6 +69,9 @@ void pipeline::buildLmPipeline(OpPassManager &pm, const Options &options,
   // Absorbed MLA matrices, dequantised experts and the offline route's
   // converted experts are computed once here, not per step.
   pm.addPass(createLmFoldWeightsPass(std::move(weights)));
+  // A GLU's gate and up projections of one input: one launch over both
+  // checkpoint tensors, stacked.
+  pm.addPass(createLmFuseGateUp());
   // The runtime allocates caches from the layouts chosen here.
   LmAssignKVLayoutOptions layout;
   layout.kvCacheDtype = options.kvCacheDtype;

@@ -926,6 +926,14 @@ Expected<const Tensor *> Evaluator::weight(llvm::StringRef name) {
   Expected<Tensor> value = weights(name, decl.getType(), sources);
   if (!value)
     return value.takeError();
+  // Stacked sources come as [n, part...]; their bytes in order are the
+  // weight's, whatever its shape (a GLU's gate and up rows, per expert).
+  auto declType = cast<RankedTensorType>(decl.getType());
+  std::vector<int64_t> declShape(declType.getShape().begin(),
+                                 declType.getShape().end());
+  if (sources.size() > 1 && value->numel() == declType.getNumElements() &&
+      value->shape() != declShape)
+    *value = value->reshaped(std::move(declShape));
   if (llvm::Error err =
           checkAgainstType(*value, decl.getType(), "weight @" + name))
     return std::move(err);

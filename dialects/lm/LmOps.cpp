@@ -935,10 +935,13 @@ LogicalResult WeightOp::verify() {
     return emitOpError("expects at least one source tensor name");
   if (!type.hasStaticShape())
     return emitOpError("expects a static weight shape, got ") << type;
+  // Stacked sources hold equal parts of the weight, in order: their bytes,
+  // one after another, are the weight's (experts [E, N, K], or a GLU's gate
+  // and up rows, interleaved per expert).
   if (getSources().size() > 1 &&
       (type.getRank() < 1 ||
-       type.getDimSize(0) != static_cast<int64_t>(getSources().size())))
-    return emitOpError("expects a leading dim equal to the ")
+       type.getNumElements() % static_cast<int64_t>(getSources().size()) != 0))
+    return emitOpError("expects a shape of equal parts for its ")
            << getSources().size() << " stacked sources, got " << type;
   return success();
 }

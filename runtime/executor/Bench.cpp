@@ -468,7 +468,10 @@ static json decodeCase(Model &model, const BenchOptions &o,
       << " GB" << std::defaultfloat << "\n";
   if (o.kernels) {
     StatusOr<std::vector<double>> ms = model.profile("decode", in);
-    if (ms.ok())
+    if (!ms.ok())
+      log << "decode batch " << batch << " context " << context
+          << ": no per-launch profile: " << ms.error().message() << "\n";
+    else
       kernels.push_back({{"step", "decode"},
                          {"batch", batch},
                          {"context", context},
@@ -535,8 +538,12 @@ static json prefillCase(Model &model, const BenchOptions &o,
     std::vector<double> sum(step.launches_size(), 0.0);
     for (int64_t start = 0; start < prompt; start += chunk) {
       StatusOr<std::vector<double>> ms = model.profile("prefill", slice(start));
-      if (!ms.ok())
+      if (!ms.ok()) {
+        log << "prefill " << prompt
+            << " tokens: no per-launch profile: " << ms.error().message()
+            << "\n";
         return row;
+      }
       for (size_t i = 0; i < ms->size() && i < sum.size(); ++i)
         sum[i] += (*ms)[i];
     }

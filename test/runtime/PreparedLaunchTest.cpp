@@ -23,6 +23,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <cmath>
 #include <cstdlib>
 #include <initializer_list>
 #include <new>
@@ -544,6 +545,43 @@ TEST(StepAllocations, DecodeStepsOnTheDeviceAllocateNothing) {
   std::vector<std::vector<float>> logits;
   EXPECT_EQ(allocationsAfterWarmUp(**model, rounds, logits), 0u)
       << "host allocations in decode steps on " << options.device;
+}
+
+// The per-launch profile of a decode step (the benchmark's kernel tables):
+// on CUDA a graph with an event between launches, as the step itself runs
+// as a graph. Every launch gets a finite time, and the step it ran leaves
+// the next run of the same inputs bit for bit what it was.
+TEST(StepProfile, DecodeProfileTimesEveryLaunch) {
+  if (!artifactPath())
+    GTEST_SKIP() << "set DAYBREAK_ARTIFACT to an artifact";
+  LoadOptions options;
+  options.device = deviceName();
+  StatusOr<std::unique_ptr<Model>> model = Model::load(artifactPath(), options);
+  if (!model.ok())
+    GTEST_SKIP() << "no such device here: " << model.error().message();
+  StatusOr<const PreparedStep *> decode = (*model)->step("decode");
+  ASSERT_TRUE(decode.ok()) << decode.error().message();
+  std::vector<std::vector<StepRun>> rounds = decodeRounds(**model, *decode, 1);
+  reservePages(**model, rounds);
+  for (const StepRun &run : rounds[0]) {
+    std::vector<float> before, after;
+    Status status = (*model)->run(*run.step, run.inputs, before);
+    ASSERT_TRUE(status.ok()) << status.message();
+    StatusOr<std::vector<double>> ms = (*model)->profile("decode", run.inputs);
+    ASSERT_TRUE(ms.ok()) << ms.error().message();
+    ASSERT_EQ(ms->size(), (*decode)->launches.size());
+    double total = 0;
+    for (size_t i = 0; i < ms->size(); ++i) {
+      EXPECT_TRUE(std::isfinite((*ms)[i]) && (*ms)[i] >= 0)
+          << (*decode)->launches[i].label << ": " << (*ms)[i] << " ms";
+      total += (*ms)[i];
+    }
+    EXPECT_GT(total, 0) << options.device;
+    status = (*model)->run(*run.step, run.inputs, after);
+    ASSERT_TRUE(status.ok()) << status.message();
+    EXPECT_EQ(before, after)
+        << "the profiled step changed what decode computes";
+  }
 }
 
 TEST(StepAllocations, PrefillAndDecodeStepsOnTheCpuAllocateNothing) {

@@ -12,6 +12,7 @@
 #include "compiler/targets/cpu/CpuCodegen.h"
 #include "passes/Passes.h"
 
+#include "mlir/Dialect/Tensor/IR/Tensor.h"
 #include "mlir/IR/MLIRContext.h"
 #include "mlir/Parser/Parser.h"
 #include "mlir/Pass/PassManager.h"
@@ -41,15 +42,36 @@ const char *kSource = R"mlir(
     %s = lm.situ %g, %u {beta = 4.0 : f64, linear_beta = 25.0 : f64}
         : (tensor<?xf32>, tensor<?xf32>) -> tensor<?xf32>
     return %r, %s : tensor<?xf32>, tensor<?xf32>
+  }
+  // Column slices read in place (lm-lower-to-plan's column views): the two
+  // halves of a stacked gate/up result, and the odd columns of interleaved
+  // pairs seen through a reshape (gpt-oss's layout) times an input.
+  func.func @views(%both: tensor<?x10xf32>, %pairs: tensor<?x3x2xf32>,
+                   %x: tensor<?x3xf32>) -> (tensor<?x5xf32>, tensor<?x3xf32>) {
+    %c0 = arith.constant 0 : index
+    %t = tensor.dim %both, %c0 : tensor<?x10xf32>
+    %g = tensor.extract_slice %both[0, 0] [%t, 5] [1, 1]
+        : tensor<?x10xf32> to tensor<?x5xf32>
+    %u = tensor.extract_slice %both[0, 5] [%t, 5] [1, 1]
+        : tensor<?x10xf32> to tensor<?x5xf32>
+    %a = lm.swiglu %g, %u : (tensor<?x5xf32>, tensor<?x5xf32>) -> tensor<?x5xf32>
+    %p = tensor.dim %pairs, %c0 : tensor<?x3x2xf32>
+    %odd = tensor.extract_slice %pairs[0, 0, 1] [%p, 3, 1] [1, 1, 1]
+        : tensor<?x3x2xf32> to tensor<?x3x1xf32>
+    %o = tensor.collapse_shape %odd [[0], [1, 2]]
+        : tensor<?x3x1xf32> into tensor<?x3xf32>
+    %m = arith.mulf %o, %x : tensor<?x3xf32>
+    return %a, %m : tensor<?x5xf32>, tensor<?x3xf32>
   })mlir";
 
-using Kernel = void (*)(int64_t, const float *const *, float *);
+using Kernel = void (*)(int64_t begin, int64_t end, const float *const *,
+                        float *);
 
 TEST(CpuCodegen, GeneratedKernelsMatchTheReference) {
   DialectRegistry registry;
   registry.insert<lm::LmDialect, func::FuncDialect, arith::ArithDialect,
                   math::MathDialect, plan::PlanDialect, memref::MemRefDialect,
-                  LLVM::LLVMDialect, scf::SCFDialect>();
+                  LLVM::LLVMDialect, scf::SCFDialect, tensor::TensorDialect>();
   MLIRContext context(registry);
   context.loadAllAvailableDialects();
   OwningOpRef<ModuleOp> reference = parseSourceString<ModuleOp>(kSource, &context);
@@ -95,8 +117,10 @@ TEST(CpuCodegen, GeneratedKernelsMatchTheReference) {
     std::vector<float> sum(n), situ(n);
     const float *sumInputs[] = {h.data(), g.data(), u.data()};
     const float *situInputs[] = {g.data(), u.data()};
-    addKernel(n, sumInputs, sum.data());
-    situKernel(n, situInputs, situ.data());
+    addKernel(0, n, sumInputs, sum.data());
+    // In two ranges, as the CPU device's threads run it.
+    situKernel(0, n / 2, situInputs, situ.data());
+    situKernel(n / 2, n, situInputs, situ.data());
     // fp32 exp/tanh and division against the fp64 reference: a few ulps of
     // the result magnitude (up to ~70 here).
     for (int64_t i = 0; i < n; ++i) {
@@ -107,6 +131,52 @@ TEST(CpuCodegen, GeneratedKernelsMatchTheReference) {
                   2e-6 * std::max(1.0f, std::fabs(situ[i])))
           << "n " << n << " i " << i;
     }
+  }
+
+  // The views' kernels: no copy_columns launch is left in the plan.
+  auto viewSwiglu =
+      reinterpret_cast<Kernel>(dlsym(handle, "daybreak_elementwise_2"));
+  auto viewMul =
+      reinterpret_cast<Kernel>(dlsym(handle, "daybreak_elementwise_3"));
+  ASSERT_TRUE(viewSwiglu && viewMul);
+  int launches = 0;
+  lowered->walk([&](Operation *op) {
+    auto name = op->getAttrOfType<FlatSymbolRefAttr>("kernel");
+    if (!name)
+      return;
+    ++launches;
+    EXPECT_NE(name.getValue().str().rfind("copy_columns", 0), 0u)
+        << "a column slice was copied";
+  });
+  EXPECT_GT(launches, 0);
+  for (int64_t rows : {1, 3, 37}) {
+    std::vector<float> both(rows * 10), pairs(rows * 6), x(rows * 3);
+    for (float &v : both)
+      v = dist(rng);
+    for (float &v : pairs)
+      v = dist(rng);
+    for (float &v : x)
+      v = dist(rng);
+    auto expected =
+        evaluator.run("views", {ref::Tensor::fromFloats({rows, 10}, both),
+                                ref::Tensor::fromFloats({rows, 3, 2}, pairs),
+                                ref::Tensor::fromFloats({rows, 3}, x)});
+    ASSERT_TRUE(!!expected) << llvm::toString(expected.takeError());
+    std::vector<float> glu(rows * 5), product(rows * 3);
+    const float *gluInputs[] = {both.data(), both.data()};
+    const float *mulInputs[] = {pairs.data(), x.data()};
+    // Ranges that start and end inside a row.
+    int64_t cut = (rows * 5) / 3;
+    viewSwiglu(0, cut, gluInputs, glu.data());
+    viewSwiglu(cut, rows * 5, gluInputs, glu.data());
+    viewMul(0, rows * 3, mulInputs, product.data());
+    for (int64_t i = 0; i < rows * 5; ++i)
+      EXPECT_NEAR(glu[i], (*expected)[0].floats()[i],
+                  2e-6 * std::max(1.0f, std::fabs(glu[i])))
+          << "rows " << rows << " i " << i;
+    for (int64_t i = 0; i < rows * 3; ++i)
+      EXPECT_EQ(product[i], (*expected)[1].floats()[i])
+          << "rows " << rows << " i " << i;
   }
   dlclose(handle);
 }

@@ -95,7 +95,8 @@ llvm::Expected<std::string> targets::cuda::compileToPtx(ModuleOp cpuCode,
         continue;
       }
       Operation *clone = body.clone(op, mapping);
-      // The element loop becomes a grid-stride loop over the threads.
+      // The element loop over [begin, end) becomes a grid-stride loop over
+      // the threads.
       if (auto loop = dyn_cast<scf::ForOp>(clone)) {
         OpBuilder ids(loop);
         Value block = gpu::BlockIdOp::create(ids, loc, gpu::Dimension::x);
@@ -105,7 +106,8 @@ llvm::Expected<std::string> targets::cuda::compileToPtx(ModuleOp cpuCode,
         Value first = arith::AddIOp::create(
             ids, loc, arith::MulIOp::create(ids, loc, block, size), thread);
         Value stride = arith::MulIOp::create(ids, loc, grid, size);
-        loop.setLowerBound(first);
+        loop.setLowerBound(
+            arith::AddIOp::create(ids, loc, loop.getLowerBound(), first));
         loop.setStep(stride);
       }
     }

@@ -700,11 +700,13 @@ struct CpuLaunchers {
     const BoundArg &out = l.out(0);
     unsigned inputs = l.numOperands();
     float *result = f(out);
+    // The kernel indexes its inputs itself (column views read rows of
+    // another width), so each chunk passes its range and the whole buffers.
+    const float *buffers[runtime::kMaxLaunchArgs];
+    for (unsigned i = 0; i < inputs; ++i)
+      buffers[i] = f(l.in(i));
     d.pool.parallelFor(out.numel(), 16384, [&](int64_t begin, int64_t end) {
-      const float *chunk[runtime::kMaxLaunchArgs];
-      for (unsigned i = 0; i < inputs; ++i)
-        chunk[i] = f(l.in(i)) + begin;
-      kernel(end - begin, chunk, result + begin);
+      kernel(begin, end, buffers, result);
     });
     return Status::success();
   }

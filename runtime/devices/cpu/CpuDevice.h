@@ -76,7 +76,9 @@ private:
   Status loadGeneratedCode(const artifact::ArtifactFile &file);
 
   friend struct CpuLaunchers;
-  using ElementwiseFn = void (*)(int64_t, const float *const *, float *);
+  /// A generated elementwise kernel over elements [begin, end).
+  using ElementwiseFn = void (*)(int64_t begin, int64_t end,
+                                 const float *const *inputs, float *out);
 
   /// Zeroed allocations that report failure instead of aborting.
   struct Allocation {

@@ -63,7 +63,8 @@ public:
   /// CUDA events around the launches (a decode step's graph replay).
   StatusOr<double> timeLaunches(const runtime::PreparedStep &step,
                                 int64_t tokens) override;
-  /// CUDA events between the launches, issued one by one.
+  /// CUDA events between the launches: recorded into a graph and replayed
+  /// for a decode step (as runLaunches runs it), issued one by one else.
   StatusOr<std::vector<double>>
   profileLaunches(const runtime::PreparedStep &step,
                   int64_t tokens) override;

@@ -52,6 +52,7 @@ namespace daybreak::cuda {
   X(cuMemcpyDtoDAsync, PFN_cuMemcpyDtoDAsync_v3020, 3020)                      \
   X(cuEventCreate, PFN_cuEventCreate_v2000, 2000)                              \
   X(cuEventRecord, PFN_cuEventRecord_v2000, 2000)                              \
+  X(cuEventRecordWithFlags, PFN_cuEventRecordWithFlags_v11010, 11010)          \
   X(cuEventSynchronize, PFN_cuEventSynchronize_v2000, 2000)                    \
   X(cuEventElapsedTime, PFN_cuEventElapsedTime_v2000, 2000)                    \
   X(cuEventDestroy, PFN_cuEventDestroy_v4000, 4000)                            \
