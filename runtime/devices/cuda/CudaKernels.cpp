@@ -2100,7 +2100,7 @@ Status CudaKernels::sparseAttention(
   int64_t splits = 1;
   if (partials && tokens * groups < kSparseAttentionTargetBlocks)
     splits = std::min({ceilDiv(kSparseAttentionTargetBlocks, tokens * groups),
-                       ceilDiv(topK, chunk), int64_t(64)});
+                       ceilDiv(topK, chunk), kAttentionMaxSplits});
   while (splits > 1 && tokens * heads * splits * (valueDim + 3) > partialFloats)
     --splits;
   if (splits == 1) {
@@ -2163,7 +2163,7 @@ Status CudaKernels::attention(CUdeviceptr q, const DeviceCacheView &k,
     int64_t splits = 1;
     if (partials && blocks < kSparseAttentionTargetBlocks)
       splits = std::min({ceilDiv(kSparseAttentionTargetBlocks, blocks),
-                         ceilDiv(keys, 32), int64_t(64)});
+                         ceilDiv(keys, 32), kAttentionMaxSplits});
     while (splits > 1 &&
            tokens * heads * splits * (valueDim + 3) > partialFloats)
       --splits;
@@ -2198,7 +2198,7 @@ Status CudaKernels::attention(CUdeviceptr q, const DeviceCacheView &k,
     if (blocks < 2 * kSparseAttentionTargetBlocks)
       splits = std::min({ceilDiv(2 * kSparseAttentionTargetBlocks, blocks),
                          ceilDiv(keys, 32 * kDecodeAttentionWarps),
-                         int64_t(64)});
+                         kAttentionMaxSplits});
     while (splits > 1 &&
            decodeAttentionScratchFloats(tokens, heads, valueDim) * splits >
                partialFloats)
@@ -2224,7 +2224,7 @@ Status CudaKernels::attention(CUdeviceptr q, const DeviceCacheView &k,
   int64_t splits = 1;
   if (partials && blocks > 0 && blocks < kSparseAttentionTargetBlocks)
     splits = std::min({ceilDiv(kSparseAttentionTargetBlocks, blocks),
-                       ceilDiv(keys, 32), int64_t(64)});
+                       ceilDiv(keys, 32), kAttentionMaxSplits});
   while (splits > 1 && tokens * heads * splits * (valueDim + 3) > partialFloats)
     --splits;
   bool tensor = tensorAttentionApplies(k, v, kvHeads);

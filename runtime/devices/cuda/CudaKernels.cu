@@ -3970,11 +3970,14 @@ constexpr int kSelectSortMax = 4096; // 32 KiB of keys
 /// index) values, unique per row, so "the k best" is "the keys up to the
 /// k-th smallest". Rows with bound <= 4096 are bitonic-sorted in shared
 /// memory whole. Longer rows first find the k-th smallest key by radix
-/// select (eight passes over the row, one per byte of the key, each
-/// counting the keys that share the digits found so far into 256 bins),
+/// select (a pass over the row per byte of the key, each counting the keys
+/// that share the digits found so far into 256 bins, which one warp scans),
 /// gather the k keys up to it into shared memory and sort those: O(bound)
 /// reads per pass instead of the O(bound^2) of ranking each candidate,
-/// which remains only for topK > 4096.
+/// which remains only for topK > 4096. The passes stop once every key with
+/// the digits found is wanted (distinct scores: after two or three bytes),
+/// so the index bytes are only read for ties. At T = 1 a decode step waits
+/// on this block alone, so its chain of passes is the time.
 extern "C" __global__ void daybreak_dsa_index_select(const float *scores,
                                                      const int32_t *bounds,
                                                      int64_t tokens,
@@ -3985,6 +3988,7 @@ extern "C" __global__ void daybreak_dsa_index_select(const float *scores,
   __shared__ uint64_t prefix, prefixMask;
   __shared__ int64_t rank;
   __shared__ uint32_t gathered;
+  __shared__ bool settled;
   int64_t t = blockIdx.x;
   const float *row = scores + t * keys;
   int64_t bound = bounds[t];
@@ -4014,6 +4018,7 @@ extern "C" __global__ void daybreak_dsa_index_select(const float *scores,
       prefixMask = 0;
       rank = picked; // the wanted key is the rank-th smallest with the prefix
       gathered = 0;
+      settled = false;
     }
     for (int shift = 56; shift >= 0; shift -= 8) {
       for (int d = threadIdx.x; d < 256; d += blockDim.x)
@@ -4026,18 +4031,44 @@ extern "C" __global__ void daybreak_dsa_index_select(const float *scores,
           atomicAdd(&bins[(key >> shift) & 255], 1u);
       }
       __syncthreads();
-      if (threadIdx.x == 0) {
-        int64_t below = 0;
-        int d = 0;
-        while (below + bins[d] < rank)
-          below += bins[d++];
-        rank -= below;
-        prefix |= uint64_t(d) << shift;
-        prefixMask |= uint64_t(255) << shift;
+      // The digit d whose bins, counted from 0, first reach the rank: a
+      // lane sums 8 bins, the warp scans the sums, and the lane whose
+      // range holds the rank walks its own 8.
+      if (threadIdx.x < 32) {
+        const int lane = threadIdx.x;
+        uint32_t local[8], sum = 0;
+#pragma unroll
+        for (int j = 0; j < 8; ++j) {
+          local[j] = bins[lane * 8 + j];
+          sum += local[j];
+        }
+        uint32_t through = sum;
+#pragma unroll
+        for (int o = 1; o < 32; o <<= 1) {
+          uint32_t v = __shfl_up_sync(0xffffffffu, through, o);
+          if (lane >= o)
+            through += v;
+        }
+        const int64_t r = rank, before = through - sum;
+        if (before < r && r <= int64_t(through)) {
+          int64_t below = before;
+          int j = 0;
+          while (below + local[j] < r)
+            below += local[j++];
+          rank = r - below;
+          prefix |= uint64_t(lane * 8 + j) << shift;
+          prefixMask |= uint64_t(255) << shift;
+          // Every key with these digits is wanted: the lower bytes need
+          // not be told apart.
+          settled = local[j] == uint32_t(r - below);
+        }
       }
       __syncthreads();
+      if (settled)
+        break;
     }
-    uint64_t threshold = prefix;
+    // The largest key with the prefix: with every byte found, the key.
+    uint64_t threshold = prefix | ~prefixMask;
     for (int64_t i = threadIdx.x; i < bound; i += blockDim.x) {
       uint64_t key = selectKey(row[i], i);
       if (key <= threshold)
@@ -4285,39 +4316,71 @@ extern "C" __global__ void daybreak_sparse_attention_split(
                               splits, partial);
 }
 
+/// kAttentionMaxSplits in CudaKernels.h.
+constexpr int kSparseCombineMaxSplits = 64;
+
 /// Merges daybreak_sparse_attention's per-split partials: per (token, head),
 /// out = sum_s acc_s e^(m_s - M) / (sum_s l_s e^(m_s - M) + e^(sink - M)),
 /// M the largest of the m_s and the sink; zeros when no split saw a row.
-/// grid (tokens, heads), block 128.
+/// grid (tokens, heads), block 128, splits at most kSparseCombineMaxSplits.
+///
+/// A decode step's grid is a few hundred blocks of one (token, head) each,
+/// so the time is the chain of dependent loads, not bytes: the splits'
+/// maxima, denominators and row counts are loaded at once (a thread a
+/// split), thread 0 walks them in shared memory in split order, and the
+/// value loop then issues each value's loads of every split back to back.
+/// The arithmetic and its order are the sequential loop's.
 extern "C" __global__ void
 daybreak_sparse_attention_combine(const float *partial, int64_t heads,
                                   int32_t splits, int64_t valueDim,
                                   const float *sinks, float *out) {
+  __shared__ float maxima[kSparseCombineMaxSplits],
+      weights[kSparseCombineMaxSplits], counts[kSparseCombineMaxSplits];
+  __shared__ float total;
+  __shared__ bool any;
   int64_t t = blockIdx.x, h = blockIdx.y;
   int64_t stride = valueDim + 3;
   const float *p = partial + (t * heads + h) * splits * stride;
   float *o = out + (t * heads + h) * valueDim;
-  float m = sinks ? sinks[h] : -__int_as_float(0x7F800000), valid = 0.0f;
-  for (int s = 0; s < splits; ++s)
-    if (p[s * stride + 2] > 0.0f) {
-      m = fmaxf(m, p[s * stride]);
-      valid += p[s * stride + 2];
+  for (int s = threadIdx.x; s < splits; s += blockDim.x) {
+    maxima[s] = p[s * stride];
+    weights[s] = p[s * stride + 1]; // the denominator, until thread 0
+    counts[s] = p[s * stride + 2];
+  }
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    float m = sinks ? sinks[h] : -__int_as_float(0x7F800000), valid = 0.0f;
+    for (int s = 0; s < splits; ++s)
+      if (counts[s] > 0.0f) {
+        m = fmaxf(m, maxima[s]);
+        valid += counts[s];
+      }
+    float sum = sinks ? expf(sinks[h] - m) : 0.0f;
+    for (int s = 0; s < splits; ++s) {
+      float w = counts[s] > 0.0f ? expf(maxima[s] - m) : 0.0f;
+      if (counts[s] > 0.0f)
+        sum += weights[s] * w;
+      weights[s] = w;
     }
-  if (valid == 0.0f) {
+    total = sum;
+    any = valid != 0.0f;
+  }
+  __syncthreads();
+  if (!any) {
     for (int64_t d = threadIdx.x; d < valueDim; d += blockDim.x)
       o[d] = 0.0f;
     return;
   }
-  float sum = sinks ? expf(sinks[h] - m) : 0.0f;
-  for (int s = 0; s < splits; ++s)
-    if (p[s * stride + 2] > 0.0f)
-      sum += p[s * stride + 1] * expf(p[s * stride] - m);
   for (int64_t d = threadIdx.x; d < valueDim; d += blockDim.x) {
     float a = 0.0f;
-    for (int s = 0; s < splits; ++s)
-      if (p[s * stride + 2] > 0.0f)
-        a = fmaf(p[s * stride + 3 + d], expf(p[s * stride] - m), a);
-    o[d] = a / sum;
+#pragma unroll 4
+    for (int s = 0; s < splits; ++s) {
+      // Every split's slot exists; an empty split's values are skipped,
+      // not multiplied by zero (they may hold anything).
+      float v = p[s * stride + 3 + d];
+      a = counts[s] > 0.0f ? fmaf(v, weights[s], a) : a;
+    }
+    o[d] = a / total;
   }
 }
 

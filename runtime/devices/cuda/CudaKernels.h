@@ -184,6 +184,10 @@ constexpr uint64_t mhcPreScratchBytes(int64_t tokens, int64_t n,
 /// Blocks a sparse attention launch aims for when it splits over the
 /// selected rows: two per SM of an H200 (132 SMs).
 inline constexpr int64_t kSparseAttentionTargetBlocks = 264;
+/// Splits over the keys or selected rows an attention launch takes at most:
+/// what daybreak_sparse_attention_combine holds (kSparseCombineMaxSplits in
+/// CudaKernels.cu).
+inline constexpr int64_t kAttentionMaxSplits = 64;
 /// Scratch floats that serve every split a sparseAttention launch chooses:
 /// splits x tokens x head groups stays under twice the target blocks, and a
 /// head group holds at most 16 heads of valueDim + 3 floats each.
