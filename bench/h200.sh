@@ -64,8 +64,10 @@ export PYTHONUNBUFFERED=1
 family=${FAMILY:-deepseek_v32}
 experts=${EXPERTS:-256}
 ckpt=$work/ckpt-$family
-limits="--max-seq-len=33024 --max-batch=64 --max-tokens=8192"
-cases="--batch 1,8,64 --context 1024,8192,32768 --prefill 1024,8192"
+# MAX_TOKENS and PREFILLS (DeepSeek): a longer prefill step, e.g.
+# MAX_TOKENS=32768 PREFILLS=1024,8192,32768 for the 32K prefill.
+limits="--max-seq-len=33024 --max-batch=64 --max-tokens=${MAX_TOKENS:-8192}"
+cases="--batch 1,8,64 --context 1024,8192,32768 --prefill ${PREFILLS:-1024,8192}"
 if [ "$family" = glm5_next ]; then
   if [ "${PRESET:-real}" = small ]; then
     # The fixture's max_position_embeddings is 4096.
