@@ -61,7 +61,8 @@ public:
   /// Rewrites `glu` if its gate and up are fusable projections.
   template <typename GluOp> bool run(GluOp glu);
 
-  /// lm.weight declarations no longer referenced, to erase.
+  /// lm.weight declarations that may no longer be referenced (the separate
+  /// ones, and stacked ones a failed rewrite left unread), to erase if so.
   llvm::SetVector<lm::WeightOp> replaced;
 
 private:
@@ -103,6 +104,7 @@ Value GateUpFusion::stacked(Location loc, Value gate, Value up,
     b.setInsertionPoint(g);
     weight = lm::WeightOp::create(b, g.getLoc(), name, stackedType,
                                   b.getArrayAttr(names), ElementsAttr());
+    replaced.insert(weight);
   }
   replaced.insert(g);
   replaced.insert(u);
