@@ -435,7 +435,7 @@ Lowering::outlineElementwise(lm::ElementwiseOp op,
       b.getFunctionType({b.getI64Type(), b.getI64Type(), ptr, ptr}, {}));
   Block *entry = func.addEntryBlock();
   b.setInsertionPointToStart(entry);
-  Value begin = entry->getArgument(0), n = entry->getArgument(1),
+  Value begin = entry->getArgument(0), end = entry->getArgument(1),
         ins = entry->getArgument(2), out = entry->getArgument(3);
   Block &body = block;
   SmallVector<Value> inputPtrs;
@@ -446,7 +446,7 @@ Lowering::outlineElementwise(lm::ElementwiseOp op,
   }
   Value lower = arith::IndexCastOp::create(b, loc, b.getIndexType(), begin);
   Value step = arith::ConstantIndexOp::create(b, loc, 1);
-  Value upper = arith::IndexCastOp::create(b, loc, b.getIndexType(), n);
+  Value upper = arith::IndexCastOp::create(b, loc, b.getIndexType(), end);
   auto loop = scf::ForOp::create(b, loc, lower, upper, step);
   b.setInsertionPointToStart(loop.getBody());
   Value i = arith::IndexCastOp::create(b, loc, b.getI64Type(),

@@ -65,6 +65,8 @@ public:
                                 int64_t tokens) override;
   /// CUDA events between the launches: recorded into a graph and replayed
   /// for a decode step (as runLaunches runs it), issued one by one else.
+  /// The graph runs the step twice (a warm-up, then the timed replay): a
+  /// step with recurrent state advances it twice, as repeated timed runs do.
   StatusOr<std::vector<double>>
   profileLaunches(const runtime::PreparedStep &step,
                   int64_t tokens) override;
