@@ -156,7 +156,11 @@ template <typename GluOp> bool GateUpFusion::run(GluOp glu) {
   if (!gateOp || !upOp || gateOp == upOp ||
       gateOp->getName() != upOp->getName() || !glu.getGate().hasOneUse() ||
       !glu.getUp().hasOneUse() || gateOp->getBlock() != glu->getBlock() ||
-      upOp->getBlock() != glu->getBlock())
+      upOp->getBlock() != glu->getBlock() ||
+      // The new projection carries the ops' own attributes only: one that
+      // another pass recorded (lm-tile's tiles) would be lost.
+      !gateOp->getDiscardableAttrDictionary().empty() ||
+      !upOp->getDiscardableAttrDictionary().empty())
     return false;
   // The later of the two is where both inputs are defined.
   Operation *later = gateOp->isBeforeInBlock(upOp) ? upOp : gateOp;
@@ -179,8 +183,7 @@ template <typename GluOp> bool GateUpFusion::run(GluOp glu) {
     int64_t rows =
         cast<RankedTensorType>(gate.getWeight().getType()).getDimSize(0);
     if (gate.getInput() != up.getInput() || block != up.getBlockSize() ||
-        block.size() != 2 || block[0] <= 0 || rows % block[0] != 0 ||
-        gate->getAttrs().size() != 1 || up->getAttrs().size() != 1)
+        block.size() != 2 || block[0] <= 0 || rows % block[0] != 0)
       return false;
     b.setInsertionPoint(later);
     Value weight = stacked(loc, gate.getWeight(), up.getWeight(), 0);

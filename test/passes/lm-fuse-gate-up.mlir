@@ -96,7 +96,8 @@ func.func @plain_again(%x: tensor<?x64xf32>) -> tensor<?x32xf32> {
 
 // Tests what stays apart: FP8 gate and up whose 128-row block would straddle
 // the halves (96 rows), projections of different inputs, a gate read by
-// another op too, and a gate with a bias.
+// another op too, a gate with a bias, and a gate whose tile another pass
+// recorded (the fused op would drop it).
 // CHECK-LABEL: func.func @straddle
 // CHECK-COUNT-2: lm.fp8_matmul
 // CHECK-LABEL: func.func @different_inputs
@@ -104,6 +105,8 @@ func.func @plain_again(%x: tensor<?x64xf32>) -> tensor<?x32xf32> {
 // CHECK-LABEL: func.func @gate_read_twice
 // CHECK-COUNT-2: lm.matmul
 // CHECK-LABEL: func.func @bias
+// CHECK-COUNT-2: lm.matmul
+// CHECK-LABEL: func.func @tiled
 // CHECK-COUNT-2: lm.matmul
 lm.weight @g : tensor<96x64xf8E4M3FN> {sources = ["gate"]}
 lm.weight @gs : tensor<1x1xf32> {sources = ["gate_scale"]}
@@ -145,6 +148,14 @@ func.func @bias(%x: tensor<?x64xf32>) -> tensor<?x32xf32> {
   %wu = lm.weight_ref @pu : tensor<32x64xbf16>
   %b = lm.weight_ref @pb : tensor<32xbf16>
   %g = lm.matmul %x, %wg bias %b : (tensor<?x64xf32>, tensor<32x64xbf16>, tensor<32xbf16>) -> tensor<?x32xf32>
+  %u = lm.matmul %x, %wu : (tensor<?x64xf32>, tensor<32x64xbf16>) -> tensor<?x32xf32>
+  %a = lm.swiglu %g, %u : (tensor<?x32xf32>, tensor<?x32xf32>) -> tensor<?x32xf32>
+  return %a : tensor<?x32xf32>
+}
+func.func @tiled(%x: tensor<?x64xf32>) -> tensor<?x32xf32> {
+  %wg = lm.weight_ref @pg : tensor<32x64xbf16>
+  %wu = lm.weight_ref @pu : tensor<32x64xbf16>
+  %g = lm.matmul %x, %wg {tile = array<i64: 96, 256>} : (tensor<?x64xf32>, tensor<32x64xbf16>) -> tensor<?x32xf32>
   %u = lm.matmul %x, %wu : (tensor<?x64xf32>, tensor<32x64xbf16>) -> tensor<?x32xf32>
   %a = lm.swiglu %g, %u : (tensor<?x32xf32>, tensor<?x32xf32>) -> tensor<?x32xf32>
   return %a : tensor<?x32xf32>
