@@ -7,6 +7,7 @@
 #              and check that the tools load and the GPU and PyTorch are there
 #   prepare    write the benchmark checkpoint (bench/generate_checkpoint.py),
 #              then compile
+#   generate   only write the checkpoint (prepare without the compile)
 #   compile    compile it for the GPU with daybreak-compile (once per route)
 #   memory     device memory of the loaded model against the checkpoint
 #   daybreak   daybreak-run bench over the artifact -> $OUT/daybreak.json
@@ -64,10 +65,20 @@ export PYTHONUNBUFFERED=1
 family=${FAMILY:-deepseek_v32}
 experts=${EXPERTS:-256}
 ckpt=$work/ckpt-$family
-# MAX_TOKENS and PREFILLS (DeepSeek): a longer prefill step, e.g.
-# MAX_TOKENS=32768 PREFILLS=1024,8192,32768 for the issue's 32K prefill.
-limits="--max-seq-len=33024 --max-batch=64 --max-tokens=${MAX_TOKENS:-8192}"
-cases="--batch 1,8,64 --context 1024,8192,32768 --prefill ${PREFILLS:-1024,8192}"
+# DeepSeek: LAYERS layers (default 2), the first dense, the rest MoE of
+# EXPERTS experts; CONTEXTS (default 1024,8192,32768) and PREFILLS (default
+# 1024,8192); MAX_TOKENS (default 8192) the prefill step's limit, e.g.
+# MAX_TOKENS=32768 PREFILLS=1024,8192,32768 for the issue's 32K prefill. The
+# artifact's --max-seq-len follows the largest context or prefill (+ 256
+# for the token each decode step adds and the bench's fill). The limits are
+# read by the compile step; the cases by daybreak and baselines, so a later
+# call may bench a subset of the compiled contexts (CONTEXTS=...) and keep
+# its results apart with RUN_TAG (a suffix of the result files' names).
+contexts=${CONTEXTS:-1024,8192,32768}
+prefills=${PREFILLS:-1024,8192}
+longest=$(tr , '\n' <<< "$contexts,$prefills" | sort -n | tail -1)
+limits="--max-seq-len=$((longest + 256)) --max-batch=64 --max-tokens=${MAX_TOKENS:-8192}"
+cases="--batch 1,8,64 --context $contexts --prefill $prefills"
 if [ "$family" = glm5_next ]; then
   if [ "${PRESET:-real}" = small ]; then
     # The fixture's max_position_embeddings is 4096.
@@ -105,7 +116,12 @@ route_cases() {
   fi
 }
 # artifact ROUTE: the artifact compiled for a route (the plain name for DeepSeek).
-artifact() { if [ "$1" = default ]; then echo "$work/model.daybreak"; else echo "$work/model-$1.daybreak"; fi; }
+# ARTIFACT_DIR (default device/work): where artifacts are written, e.g.
+# /dev/shm/daybreak when the checkpoint and its artifact together exceed the
+# machine's disk (DeepSeek with LAYERS=4: 2 x 36 GiB on 64 GiB).
+adir=${ARTIFACT_DIR:-$work}
+mkdir -p "$adir"
+artifact() { if [ "$1" = default ]; then echo "$adir/model.daybreak"; else echo "$adir/model-$1.daybreak"; fi; }
 # suffix ROUTE: what the route's result files add to their names.
 # ATTENTION=tensor-cores: daybreak-run's dense attention at prefill and its
 # sparse MLA on the tensor cores (--attention=tensor-cores); its results get
@@ -115,7 +131,7 @@ artifact() { if [ "$1" = default ]; then echo "$work/model.daybreak"; else echo 
 # GEMMs, the tensor-core attention paths and indexer); results get the
 # suffix -bf16 or -fp8.
 run_flags="${ATTENTION:+--attention=$ATTENTION} ${PRECISION:+--precision=$PRECISION}"
-tag=${ATTENTION:+-tc}${PRECISION:+-$PRECISION}
+tag=${ATTENTION:+-tc}${PRECISION:+-$PRECISION}${RUN_TAG:+-$RUN_TAG}
 suffix() { if [ "$1" = default ]; then echo "$tag"; else echo "-$1$tag"; fi; }
 
 # glm_transformers: transformers >= 5.24 (Glm5NextForConditionalGeneration)
@@ -194,7 +210,7 @@ shutil.copyfileobj(lzma.open(sys.argv[1]), open(sys.argv[2], "wb"), 1 << 24)' \
       "$tc/daybreak-run" devices
     fi
     nvidia-smi --query-gpu=name,memory.total,memory.used,clocks.max.sm --format=csv || true
-    df -h . | tail -1
+    df -h . /dev/shm | tail -2
     free -g | head -2
     nproc
     python3 -c 'import torch, transformers; print("torch", torch.__version__, "transformers", transformers.__version__)
@@ -212,7 +228,7 @@ except ImportError as e:
 for p in ("fla", "causal_conv1d", "kernels"):
     print(p, "installed" if importlib.util.find_spec(p) else "not installed")' || true
     ;;
-  prepare)
+  prepare | generate)
     if [ "$family" = gpt_oss ]; then
       python3 bench/generate_checkpoint.py --family gpt_oss --preset "${PRESET:-real}" \
         --layers "${LAYERS:-2}" --out "$ckpt" --force
@@ -220,10 +236,11 @@ for p in ("fla", "causal_conv1d", "kernels"):
       python3 bench/generate_checkpoint.py --family "$family" --preset "${PRESET:-real}" \
         --layers "${LAYERS:-4}" ${EXPERTS:+--experts "$EXPERTS"} --out "$ckpt" --force
     else
-      python3 bench/generate_checkpoint.py --preset real --layers 2 \
+      python3 bench/generate_checkpoint.py --preset real --layers "${LAYERS:-2}" \
         --dense-layers 1 --experts "$experts" --out "$ckpt" --force
     fi
     du -sh "$ckpt"
+    [ "$step" = generate ] && continue
     ;&
   compile)
     for route in $routes; do
@@ -259,18 +276,18 @@ for p in ("fla", "causal_conv1d", "kernels"):
     for mode in ${MODES:-eager compile}; do
       python3 bench/baseline.py --checkpoint "$ckpt" --mode $mode $cases \
         --warmup 2 --iters 10 --case-timeout 30 \
-        --out "$out/baseline_$mode.json" 2>&1 | tee "$out/baseline_$mode.log"
+        --out "$out/baseline_$mode${RUN_TAG:+-$RUN_TAG}.json" 2>&1 | tee "$out/baseline_$mode${RUN_TAG:+-$RUN_TAG}.log"
     done
     ;;
   report)
     for route in $routes; do
-      python3 bench/report.py --daybreak "$out/daybreak$(suffix "$route").json" \
+      python3 bench/report.py --daybreak "$out/daybreak$(suffix "$route")"{,-*}.json \
         $(for f in "$out"/baseline_*.json; do [ -f "$f" ] && echo --baseline "$f"; done) \
         --markdown "$out/report$(suffix "$route").md" --plot "$out/decode$(suffix "$route").png"
     done
     ;;
   *)
-    echo "unknown step '$step' (unpack, prepare, compile, memory, daybreak, baselines, report)" >&2
+    echo "unknown step '$step' (unpack, prepare, generate, compile, memory, daybreak, baselines, report)" >&2
     exit 2
     ;;
   esac

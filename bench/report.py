@@ -45,6 +45,26 @@ def load(path: str, schema: str) -> dict:
     return data
 
 
+def merge(runs: list, paths: list) -> dict:
+    """One report of the runs of one artifact: the first run's probes and model, every run's cases and kernels
+    (a case measured twice keeps its last measurement)."""
+    if not runs:
+        sys.exit(f"none of {', '.join(paths)} exists")
+    db = dict(runs[0])
+    for key, case_key in (("decode", decode_key), ("prefill", prefill_key)):
+        cases = {}
+        for run in runs:
+            cases.update(index_cases(run.get(key), case_key))
+        db[key] = sorted(cases.values(), key=case_key)
+    if any(run.get("kernels") for run in runs):
+        profiles = {}
+        for run in runs:
+            profiles.update({(k.get("step"), k.get("batch"), k.get("context"), k.get("tokens")): k
+                             for k in run.get("kernels") or []})
+        db["kernels"] = list(profiles.values())
+    return db
+
+
 def baseline_names(baselines: list, paths: list) -> list:
     """The baselines' own names ("transformers eager bf16"), made unique with the file name if two agree."""
     names = [b.get("baseline", os.path.basename(p)) for b, p in zip(baselines, paths)]
@@ -307,17 +327,24 @@ def plot(db: dict, baselines: list, names: list, path: str) -> None:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--daybreak", required=True, help="JSON from `daybreak-run bench`")
+    ap.add_argument("--daybreak", required=True, nargs="+",
+                    help="JSONs from `daybreak-run bench` of one artifact (cases split over calls are merged)")
     ap.add_argument("--baseline", nargs="+", action="extend", default=[], help="JSONs from bench/baseline.py")
     ap.add_argument("--markdown", required=True, help="Markdown file to write")
     ap.add_argument("--plot", required=True, help="PNG file to write")
     args = ap.parse_args()
 
-    db = load(args.daybreak, "daybreak-bench/1")
-    baselines = [load(p, "daybreak-baseline/1") for p in args.baseline]
-    names = baseline_names(baselines, args.baseline)
+    db = merge([load(p, "daybreak-bench/1") for p in args.daybreak if os.path.exists(p)], args.daybreak)
+    # A baseline whose cases were split over calls (h200.sh's RUN_TAG) is merged by its name.
+    by_name = {}
+    for p in args.baseline:
+        b = load(p, "daybreak-baseline/1")
+        by_name.setdefault(b.get("baseline", os.path.basename(p)), []).append((b, p))
+    baselines = [merge([b for b, _ in runs], [p for _, p in runs]) for runs in by_name.values()]
+    paths = [", ".join(p for _, p in runs) for runs in by_name.values()]
+    names = baseline_names(baselines, paths)
     with open(args.markdown, "w") as f:
-        f.write(markdown(db, args.daybreak, baselines, args.baseline, names))
+        f.write(markdown(db, ", ".join(args.daybreak), baselines, paths, names))
     plot(db, baselines, names, args.plot)
     print(f"wrote {args.markdown} and {args.plot}")
 
