@@ -1767,6 +1767,38 @@ int main(int argc, char **argv) {
     }
   }
 
+  // The indexer of a decode step compiled for 128K positions: its grid is
+  // sized once for the longest row, and the rows hold `context` keys. The
+  // tokens read one sequence here (the keys come from L2 past the first);
+  // the bytes are the keys once and every score row written.
+  {
+    const int64_t maxSeqLen = 131072;
+    DeviceCacheView keys = makeCache(128, 0, 128, maxSeqLen);
+    CUdeviceptr q = alloc(64 * 64 * 128 * 4, 0x3c),
+                weights = alloc(64 * 64 * 4, 0x3c),
+                scores = alloc(64 * maxSeqLen * 4, 0);
+    for (int64_t context : {int64_t(1024), int64_t(32768), maxSeqLen})
+      for (int64_t tokens : {1, 8, 64}) {
+        CUdeviceptr bounds =
+            upload(std::vector<int32_t>(size_t(tokens), int32_t(context)));
+        double bytes =
+            double(context * keys.bytesPerRow + tokens * maxSeqLen * 4);
+        std::string shape = "T=" + std::to_string(tokens) +
+                            " H=64 D=128 C=" + std::to_string(context) +
+                            " of 128K";
+        row("dsa_indexer_scores", shape, "tensor",
+            timeIt(
+                [&] {
+                  return kernels.dsaIndexerScores(
+                      q, weights, keys, sequences, bounds, tokens, 64, 0.1,
+                      scores, nullptr, nullptr, true,
+                      CudaKernels::IndexerTiles::Auto);
+                },
+                iterations),
+            bytes);
+      }
+  }
+
   // Absorbed MLA's head matmuls (DeepSeek-V3.2: 128 heads, W_UK^T [512, 128]
   // and W_UV [128, 512] a head, bf16 as lm-fold-weights stores them): the
   // tensor-core per-head GEMM (exact: three parts of x; bf16 x: one) and

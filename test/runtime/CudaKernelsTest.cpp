@@ -1006,11 +1006,13 @@ TEST_F(CudaKernelsTest, DsaIndexerScoresTensorCores) {
   // (a page lookup a key) and of 64-row pages (a lookup a 64-key tile).
   // Both kernels, a block a token and a block a token group (its groups
   // then hold two sequences: a pass each), and 130 tokens of one sequence
-  // (a group's one pass; a partial last group).
+  // (a group's one pass; a partial last group). A cache of 20000 rows with
+  // rows mostly far shorter (a decode step's grid is sized for the longest
+  // row): blocks take every G-th tile of a row, several each at 64
+  // tokens, and zero the tiles past the bound.
   // Each result must also differ from the exact kernel's (q was rounded),
   // and an f32 cache, which the tensor cores do not take, must give the
   // exact result.
-  constexpr int64_t maxSeqLen = 300;
   for (auto format : {cpu::CacheFormat::BF16, cpu::CacheFormat::Fp8Scaled,
                       cpu::CacheFormat::F32})
     for (auto [dim, heads] : {std::pair<int64_t, int64_t>{128, 64},
@@ -1018,14 +1020,19 @@ TEST_F(CudaKernelsTest, DsaIndexerScoresTensorCores) {
                               {32, 4},
                               {64, 37},
                               {16, 1}})
-      for (auto [tokens, pageRows, sequences] :
-           {std::tuple<int64_t, int64_t, int32_t>{5, 16, 2},
-            {600, 16, 2},
-            {5, 64, 2},
-            {600, 64, 2},
-            {130, 64, 1}})
+      for (auto [tokens, pageRows, sequences, maxSeqLen] :
+           {std::tuple<int64_t, int64_t, int32_t, int64_t>{5, 16, 2, 300},
+            {600, 16, 2, 300},
+            {5, 64, 2, 300},
+            {600, 64, 2, 300},
+            {130, 64, 1, 300},
+            {5, 64, 2, 20000},
+            {64, 64, 2, 20000}})
         for (auto tiles : {CudaKernels::IndexerTiles::PerToken,
                            CudaKernels::IndexerTiles::TokenGroups}) {
+          const bool longCache = maxSeqLen > 300;
+          if (longCache && (dim != 128 || format == cpu::CacheFormat::F32))
+            continue;
           if (format == cpu::CacheFormat::F32 &&
               (dim != 128 || heads != 64 || pageRows != 16 || sequences != 2 ||
                tiles != CudaKernels::IndexerTiles::PerToken))
@@ -1040,10 +1047,12 @@ TEST_F(CudaKernelsTest, DsaIndexerScoresTensorCores) {
           std::vector<int32_t> seqs(tokens), bounds(tokens);
           for (int64_t t = 0; t < tokens; ++t) {
             seqs[t] = int32_t(t % sequences);
-            bounds[t] = int32_t(t == 0   ? 37
-                                : t == 1 ? 64
-                                : t == 2 ? 0
-                                         : (t * 53) % 340);
+            bounds[t] = int32_t(t == 0       ? 37
+                                : t == 1     ? 64
+                                : t == 2     ? 0
+                                : !longCache ? (t * 53) % 340
+                                : t == 3     ? maxSeqLen + 5
+                                             : (t * 997) % (maxSeqLen / 4));
           }
           ASSERT_EQ(runtime::indexerTensorCoresApply(cache.host.format, dim, 0,
                                                      cache.host.scaleBlock,
@@ -1068,11 +1077,13 @@ TEST_F(CudaKernelsTest, DsaIndexerScoresTensorCores) {
               dq, dw, view, dSeqs, dBounds, tokens, heads, 0.125, dOut, nullptr,
               nullptr, /*tensorCores=*/true, tiles));
           std::vector<float> out = dOut.read<float>(expected.size());
-          char shape[112];
+          char shape[128];
           std::snprintf(shape, sizeof(shape),
-                        "%s dim=%ld heads=%ld T=%ld pages of %ld, %d seq, %s",
+                        "%s dim=%ld heads=%ld T=%ld S=%ld pages of %ld, %d "
+                        "seq, %s",
                         formatName(format), long(dim), long(heads),
-                        long(tokens), long(pageRows), int(sequences),
+                        long(tokens), long(maxSeqLen), long(pageRows),
+                        int(sequences),
                         groups ? "token groups" : "a block a token");
           if (format == cpu::CacheFormat::F32) {
             // The exact kernel: its own test's measure.

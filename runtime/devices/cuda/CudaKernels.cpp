@@ -1927,48 +1927,47 @@ Status CudaKernels::dsaIndexerScores(
       tensorCores && q % 16 == 0 &&
       runtime::indexerTensorCoresApply(keys.format, keys.width, keys.tailDim,
                                        keys.scaleBlock, heads);
-  // Keys a block of the tensor-core kernels takes: whole tiles of
-  // `tileKeys`, in as many chunks as bring the grid (`blocks` a chunk) to
-  // about `perSm` blocks an SM, one chunk where the blocks alone fill it.
-  auto chunkKeysFor = [&](int64_t tileKeys, int64_t perSm, int64_t blocks) {
-    int64_t keyTiles = ceilDiv(keys.maxSeqLen, tileKeys);
-    int64_t chunks = std::clamp<int64_t>(
-        ceilDiv(perSm * multiprocessors, blocks), 1, keyTiles);
-    return ceilDiv(keyTiles, chunks) * tileKeys;
+  // Blocks a token (or group) of the tensor-core kernels: enough to bring
+  // the grid to about `perSm` blocks an SM, at most one a tile of the
+  // longest row. A block takes every such tile of the row (x, x + blocks,
+  // ...), so a row shorter than the cache's longest still spreads over the
+  // grid: a decode step's grid is fixed when its graph is captured, for
+  // the longest context.
+  auto blocksFor = [&](int64_t tileKeys, int64_t perSm, int64_t rows) {
+    return std::clamp<int64_t>(ceilDiv(perSm * multiprocessors, rows), 1,
+                               ceilDiv(keys.maxSeqLen, tileKeys));
   };
   if (tensorRows &&
       (tiles == IndexerTiles::TokenGroups ||
        (tiles == IndexerTiles::Auto && tokens >= kIndexerGroupMinTokens))) {
-    // Groups of 4 tokens (2 past 64 heads), in chunks of whole 128-key
-    // tiles, as many as bring the grid to about 4 blocks an SM.
+    // Groups of 4 tokens (2 past 64 heads) over 128-key tiles, about 4
+    // blocks an SM.
     const bool wide = heads > 64;
     const bool bf16 = keys.format == runtime::CacheFormat::BF16;
     int64_t group = wide ? 2 : 4, groups = ceilDiv(tokens, group);
-    int64_t chunkKeys = chunkKeysFor(128, 4, groups);
     KernelCache c = toKernel(keys);
     float fscale = float(scale);
     void *params[] = {&q,      &weights, &c,      &sequences, &bounds,
-                      &tokens, &heads,   &fscale, &chunkKeys, &scores};
+                      &tokens, &heads,   &fscale, &scores};
     CUfunction fn =
         bf16 ? (wide ? dsaIndexerTokensBf16_128Fn : dsaIndexerTokensBf16_64Fn)
              : (wide ? dsaIndexerTokensE4m3_128Fn : dsaIndexerTokensE4m3_64Fn);
     return launch(fn, "dsaIndexerScores (tensor cores, token groups)",
-                  ceilDiv(keys.maxSeqLen, chunkKeys), groups, 1, 256,
+                  blocksFor(128, 4, groups), groups, 1, 256,
                   unsigned(indexerTokensSharedBytes(keys.width)), stream,
                   params);
   }
   if (tensorRows) {
-    // A block per token and chunk of 64-key tiles, about 8 blocks an SM.
-    int64_t chunkKeys = chunkKeysFor(64, 8, tokens);
+    // A token's 64-key tiles over about 8 blocks an SM.
     KernelCache c = toKernel(keys);
     float fscale = float(scale);
-    void *params[] = {&q,     &weights, &c,         &sequences, &bounds,
-                      &heads, &fscale,  &chunkKeys, &scores};
+    void *params[] = {&q,      &weights, &c,      &sequences,
+                      &bounds, &heads,   &fscale, &scores};
     return launch(
         keys.format == runtime::CacheFormat::BF16 ? dsaIndexerTcBf16Fn
                                                   : dsaIndexerTcE4m3Fn,
-        "dsaIndexerScores (tensor cores)", ceilDiv(keys.maxSeqLen, chunkKeys),
-        tokens, 1, unsigned(32 * std::max<int64_t>(4, ceilDiv(heads, 16))),
+        "dsaIndexerScores (tensor cores)", blocksFor(64, 8, tokens), tokens, 1,
+        unsigned(32 * std::max<int64_t>(4, ceilDiv(heads, 16))),
         unsigned(indexerTcSharedBytes(heads)), stream, params);
   }
   // Warps of 8 keys each; the token's q rows and the block's keys decoded

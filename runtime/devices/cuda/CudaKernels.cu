@@ -3492,17 +3492,18 @@ namespace {
 
 /// daybreak_dsa_indexer_tc's body: kType kWeightE4M3 for FP8 rows (f16
 /// mma), kWeightBF16 for bf16 rows. Block: 32 x max(4, ceil(heads / 16))
-/// threads; grid (ceil(maxSeqLen / chunkKeys), tokens), chunkKeys a
-/// multiple of 64. Shared memory (CudaKernels.cpp's indexerTcSharedBytes),
-/// m = ceil(heads / 16): q [16 m][136] halves, two key tiles [64][136]
-/// halves, their rows' scales [2][64], the heads' factors [16 m] and the
-/// warps' partial sums [m][64].
+/// threads; grid (G, tokens): block x takes the 64-key tiles x, x + G,
+/// x + 2G, ... of its token's row, so that every context spreads over the
+/// grid (a decode step's grid is sized once for the longest context, and
+/// most steps see far fewer keys). Shared memory (CudaKernels.cpp's
+/// indexerTcSharedBytes), m = ceil(heads / 16): q [16 m][136] halves, two
+/// key tiles [64][136] halves, their rows' scales [2][64], the heads'
+/// factors [16 m] and the warps' partial sums [m][64].
 template <int kType>
 __device__ __forceinline__ void
 indexerTc(const float *__restrict__ q, const float *__restrict__ weights,
           const Cache &keys, const int32_t *sequences, const int32_t *bounds,
-          int64_t heads, float scale, int64_t chunkKeys,
-          float *__restrict__ scores) {
+          int64_t heads, float scale, float *__restrict__ scores) {
   extern __shared__ __align__(16) uint8_t indexerTcShared[];
   const int mTiles = int((heads + 15) / 16);
   const int threads = int(blockDim.x);
@@ -3517,42 +3518,61 @@ indexerTc(const float *__restrict__ q, const float *__restrict__ weights,
   float *partial = factor + 16 * mTiles;
 
   const int64_t token = blockIdx.y;
-  const int64_t s0 = int64_t(blockIdx.x) * chunkKeys;
-  const int64_t count =
-      keys.maxSeqLen - s0 < chunkKeys ? keys.maxSeqLen - s0 : chunkKeys;
-  if (count <= 0)
-    return;
   const int64_t seq = sequences ? sequences[token] : 0;
-  float *out = scores + token * keys.maxSeqLen + s0;
-  int64_t visible = count;
+  float *out = scores + token * keys.maxSeqLen;
+  int64_t visible = keys.maxSeqLen;
   if (bounds) {
-    int64_t bound = int64_t(bounds[token]) - s0;
-    visible = bound < 0 ? 0 : bound < count ? bound : count;
+    const int64_t bound = bounds[token];
+    visible = bound < 0 ? 0 : bound < visible ? bound : visible;
   }
   if (seq < 0 || seq >= keys.batch)
     visible = 0;
-  for (int64_t s = visible + tid; s < count; s += threads)
-    out[s] = 0.0f;
-  if (visible == 0)
+  // This block's tiles: zeros past the visible keys, then the visible ones.
+  const int64_t stride = gridDim.x;
+  auto tileKey = [&](int64_t i) {
+    return (int64_t(blockIdx.x) + i * stride) * kIndexerTcKeys;
+  };
+  for (int64_t k0 = tileKey(0); k0 < keys.maxSeqLen;
+       k0 += stride * kIndexerTcKeys) {
+    const int64_t end = k0 + kIndexerTcKeys < keys.maxSeqLen
+                            ? k0 + kIndexerTcKeys
+                            : keys.maxSeqLen;
+    for (int64_t s = (visible > k0 ? visible : k0) + tid; s < end; s += threads)
+      out[s] = 0.0f;
+  }
+  const int64_t visibleTiles = (visible + kIndexerTcKeys - 1) / kIndexerTcKeys;
+  if (int64_t(blockIdx.x) >= visibleTiles)
     return;
+  const int64_t tiles = (visibleTiles - blockIdx.x + stride - 1) / stride;
 
   // q: warp w rounds heads 16w .. 16w + 15 (zeros past `heads`), a lane 4
   // values of a head; the head factor is its weight (times the inverse
-  // power for f16).
-  for (int r = warp * 16; r < 16 * mTiles; r += 16 * (threads / 32))
+  // power for f16). The 16 rows' loads go out together.
+  for (int r = warp * 16; r < 16 * mTiles; r += 16 * (threads / 32)) {
+    const int d = 4 * lane;
+    float4 v[16];
+    float w[16];
+#pragma unroll
     for (int i = 0; i < 16; ++i) {
-      const int h = r + i, d = 4 * lane;
-      float4 v = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+      const int h = r + i;
+      v[i] = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
       if (h < heads && d < dim)
-        v = *reinterpret_cast<const float4 *>(q + (token * heads + h) * dim +
-                                              d);
-      const float inverse = kType == kWeightE4M3 ? scaleHeadIntoF16(v) : 1.0f;
-      if (d < dim)
-        *reinterpret_cast<uint2 *>(qs + h * kIndexerTcStride + d) =
-            make_uint2(roundX<kType>(v.x, v.y), roundX<kType>(v.z, v.w));
-      if (lane == 0)
-        factor[h] = h < heads ? weights[token * heads + h] * inverse : 0.0f;
+        v[i] = *reinterpret_cast<const float4 *>(q + (token * heads + h) * dim +
+                                                 d);
+      w[i] = lane == 0 && h < heads ? weights[token * heads + h] : 0.0f;
     }
+#pragma unroll
+    for (int i = 0; i < 16; ++i) {
+      const int h = r + i;
+      const float inverse =
+          kType == kWeightE4M3 ? scaleHeadIntoF16(v[i]) : 1.0f;
+      if (d < dim)
+        *reinterpret_cast<uint2 *>(qs + h * kIndexerTcStride + d) = make_uint2(
+            roundX<kType>(v[i].x, v[i].y), roundX<kType>(v[i].z, v[i].w));
+      if (lane == 0)
+        factor[h] = w[i] * inverse;
+    }
+  }
 
   // A key tile's words: thread i takes words i, i + threads, ... of the
   // tile's rows (dim bytes a row for FP8, 2 dim for bf16), zero past
@@ -3567,10 +3587,10 @@ indexerTc(const float *__restrict__ q, const float *__restrict__ weights,
   uint32_t raw[kIndexerTcMaxWords];
   float nextScale = 0.0f;
   auto load = [&](int64_t k0) {
-    const uint8_t *tile = consecutive ? cacheRow(keys, seq, s0 + k0) : nullptr;
+    const uint8_t *tile = consecutive ? cacheRow(keys, seq, k0) : nullptr;
     auto row = [&](int key) -> const uint8_t * {
       return tile ? tile + int64_t(key) * keys.bytesPerRow
-                  : cacheRow(keys, seq, s0 + k0 + key);
+                  : cacheRow(keys, seq, k0 + key);
     };
 #pragma unroll
     for (int i = 0; i < kIndexerTcMaxWords; ++i) {
@@ -3612,11 +3632,10 @@ indexerTc(const float *__restrict__ q, const float *__restrict__ weights,
       rowScale[buf * kIndexerTcKeys + tid] = nextScale;
   };
 
-  const int64_t tiles = (visible + kIndexerTcKeys - 1) / kIndexerTcKeys;
-  load(0);
+  load(tileKey(0));
   store(0);
   if (tiles > 1)
-    load(kIndexerTcKeys);
+    load(tileKey(1));
   __syncthreads();
 
   // This warp's q fragments, once (warps past the head tiles only load).
@@ -3634,7 +3653,7 @@ indexerTc(const float *__restrict__ q, const float *__restrict__ weights,
 
   for (int64_t tile = 0; tile < tiles; ++tile) {
     const int buf = int(tile & 1);
-    const int64_t k0 = tile * kIndexerTcKeys;
+    const int64_t k0 = tileKey(tile);
     if (multiplies) {
       const uint16_t *kt = ks + buf * kIndexerTcKeys * kIndexerTcStride;
       float acc[8][4] = {};
@@ -3680,7 +3699,7 @@ indexerTc(const float *__restrict__ q, const float *__restrict__ weights,
     if (tile + 1 < tiles) {
       store(buf ^ 1);
       if (tile + 2 < tiles)
-        load((tile + 2) * kIndexerTcKeys);
+        load(tileKey(tile + 2));
     }
     __syncthreads();
   }
@@ -3698,19 +3717,17 @@ extern "C" __global__ void __launch_bounds__(256)
     daybreak_dsa_indexer_tc_e4m3(const float *q, const float *weights,
                                  Cache keys, const int32_t *sequences,
                                  const int32_t *bounds, int64_t heads,
-                                 float scale, int64_t chunkKeys,
-                                 float *scores) {
+                                 float scale, float *scores) {
   indexerTc<kWeightE4M3>(q, weights, keys, sequences, bounds, heads, scale,
-                         chunkKeys, scores);
+                         scores);
 }
 extern "C" __global__ void __launch_bounds__(256)
     daybreak_dsa_indexer_tc_bf16(const float *q, const float *weights,
                                  Cache keys, const int32_t *sequences,
                                  const int32_t *bounds, int64_t heads,
-                                 float scale, int64_t chunkKeys,
-                                 float *scores) {
+                                 float scale, float *scores) {
   indexerTc<kWeightBF16>(q, weights, keys, sequences, bounds, heads, scale,
-                         chunkKeys, scores);
+                         scores);
 }
 
 namespace {
@@ -3721,8 +3738,9 @@ constexpr int kIndexerTokensWarps = 8; // a block's warps: 16 keys each a tile
 /// for a group of kTokens consecutive tokens, the keys as the mma's M so
 /// that one load of a key serves every token of the group. kHeadTiles: n8
 /// tiles of heads (8: up to 64 heads, 4 tokens a block; 16: up to 128, 2
-/// tokens). Block 256 (8 warps), grid (ceil(maxSeqLen / chunkKeys),
-/// ceil(tokens / kTokens)), chunkKeys a multiple of 128.
+/// tokens). Block 256 (8 warps), grid (G, ceil(tokens / kTokens)): block x
+/// takes the 128-key tiles x, x + G, x + 2G, ... of its tokens' rows (as
+/// daybreak_dsa_indexer_tc's).
 ///
 /// The q . k sums run over a permutation of the dimension that both
 /// operands follow: lane t's columns (2t, 2t + 1) and (2t + 8, 2t + 9) of
@@ -3742,7 +3760,7 @@ __device__ __forceinline__ void
 indexerTcTokens(const float *__restrict__ q, const float *__restrict__ weights,
                 const Cache &keys, const int32_t *sequences,
                 const int32_t *bounds, int64_t tokens, int64_t heads,
-                float scale, int64_t chunkKeys, float *__restrict__ scores) {
+                float scale, float *__restrict__ scores) {
   constexpr int kTokens = 32 / kHeadTiles;
   constexpr int kHeads = 8 * kHeadTiles;
   constexpr int kWords = kType == kWeightE4M3 ? 8 : 16; // a row's, at most
@@ -3757,21 +3775,20 @@ indexerTcTokens(const float *__restrict__ q, const float *__restrict__ weights,
       reinterpret_cast<float *>(qf + kTokens * kHeadTiles * steps * 32);
 
   const int64_t t0 = int64_t(blockIdx.y) * kTokens;
-  const int64_t s0 = int64_t(blockIdx.x) * chunkKeys;
-  const int64_t count =
-      keys.maxSeqLen - s0 < chunkKeys ? keys.maxSeqLen - s0 : chunkKeys;
-  if (count <= 0)
-    return;
+  const int64_t stride = gridDim.x;
+  auto tileKey = [&](int64_t i) {
+    return (int64_t(blockIdx.x) + i * stride) * 128;
+  };
   if (tid < kTokens) {
     const int64_t token = t0 + tid;
     int32_t seq = -1;
     int64_t visible = 0;
     if (token < tokens) {
       seq = sequences ? sequences[token] : 0;
-      visible = count;
+      visible = keys.maxSeqLen;
       if (bounds) {
-        int64_t bound = int64_t(bounds[token]) - s0;
-        visible = bound < 0 ? 0 : bound < count ? bound : count;
+        const int64_t bound = bounds[token];
+        visible = bound < 0 ? 0 : bound < visible ? bound : visible;
       }
       if (seq < 0 || seq >= keys.batch) {
         seq = -1;
@@ -3784,25 +3801,63 @@ indexerTcTokens(const float *__restrict__ q, const float *__restrict__ weights,
 
   // q in fragment order: warp w rounds rows (token, head) w, w + 8, ...; a
   // lane 4 consecutive values, which lie in one lane's span of one k-step.
-  for (int r = warp; r < kTokens * kHeads; r += kIndexerTokensWarps) {
-    const int i = r / kHeads, h = r % kHeads, d = 4 * lane;
-    const int64_t token = t0 + i;
-    const bool real = token < tokens && h < heads;
-    float4 v = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
-    if (real && d < dim)
-      v = *reinterpret_cast<const float4 *>(q + (token * heads + h) * dim + d);
-    // As daybreak_dsa_indexer_tc: the head's largest |q| into f16's range.
-    const float inverse = kType == kWeightE4M3 ? scaleHeadIntoF16(v) : 1.0f;
-    if (d < dim) {
-      const int span = d / d4, step = (d % d4) / 4;
-      qf[((i * kHeadTiles + h / 8) * steps + step) * 32 + (h % 8) * 4 + span] =
-          make_uint2(roundX<kType>(v.x, v.y), roundX<kType>(v.z, v.w));
+  // Eight rows' loads go out together.
+  constexpr int kRows = kTokens * kHeads, kBatch = 8;
+  static_assert(kRows % (kIndexerTokensWarps * kBatch) == 0);
+  const int d = 4 * lane;
+  for (int r0 = warp; r0 < kRows; r0 += kIndexerTokensWarps * kBatch) {
+    float4 v[kBatch];
+    float w[kBatch];
+#pragma unroll
+    for (int j = 0; j < kBatch; ++j) {
+      const int r = r0 + j * kIndexerTokensWarps, i = r / kHeads,
+                h = r % kHeads;
+      const int64_t token = t0 + i;
+      const bool real = token < tokens && h < heads;
+      v[j] = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+      if (real && d < dim)
+        v[j] = *reinterpret_cast<const float4 *>(q + (token * heads + h) * dim +
+                                                 d);
+      w[j] = lane == 0 && real ? weights[token * heads + h] : 0.0f;
     }
-    if (lane == 0)
-      factor[i * kHeads + h] =
-          real ? weights[token * heads + h] * inverse : 0.0f;
+#pragma unroll
+    for (int j = 0; j < kBatch; ++j) {
+      const int r = r0 + j * kIndexerTokensWarps, i = r / kHeads,
+                h = r % kHeads;
+      // As daybreak_dsa_indexer_tc: the head's largest |q| into f16's range.
+      const float inverse =
+          kType == kWeightE4M3 ? scaleHeadIntoF16(v[j]) : 1.0f;
+      if (d < dim) {
+        const int span = d / d4, step = (d % d4) / 4;
+        qf[((i * kHeadTiles + h / 8) * steps + step) * 32 + (h % 8) * 4 +
+           span] = make_uint2(roundX<kType>(v[j].x, v[j].y),
+                              roundX<kType>(v[j].z, v[j].w));
+      }
+      if (lane == 0)
+        factor[i * kHeads + h] = w[j] * inverse;
+    }
   }
   __syncthreads();
+
+  // Zeros in this block's tiles that no pass below reaches: a token's tiles
+  // from the first past the keys visible to its sequence's pass (every
+  // tile for a token on no sequence). The passes write the rest.
+  for (int i = 0; i < kTokens; ++i) {
+    if (t0 + i >= tokens)
+      break;
+    int64_t reached = 0;
+    for (int j = 0; j < kTokens; ++j)
+      if (seqOf[j] == seqOf[i] && seqOf[i] >= 0 && visibleOf[j] > reached)
+        reached = visibleOf[j];
+    float *row = scores + (t0 + i) * keys.maxSeqLen;
+    for (int64_t k0 = tileKey(0); k0 < keys.maxSeqLen; k0 += stride * 128) {
+      if (k0 < reached)
+        continue;
+      const int64_t end = k0 + 128 < keys.maxSeqLen ? k0 + 128 : keys.maxSeqLen;
+      for (int64_t s = k0 + tid; s < end; s += blockDim.x)
+        row[s] = 0.0f;
+    }
+  }
 
   // A lane's words of its two rows (g and g + 8 of the warp's 16 keys) and
   // their scales; zeros past the pass's visible keys.
@@ -3814,16 +3869,15 @@ indexerTcTokens(const float *__restrict__ q, const float *__restrict__ weights,
   float rawScale[2];
   auto load = [&](int32_t seq, int64_t visible, int64_t k0) {
     const int64_t first = k0 + 16 * warp;
-    const uint8_t *tile = consecutive && first < visible
-                              ? cacheRow(keys, seq, s0 + first)
-                              : nullptr;
+    const uint8_t *tile =
+        consecutive && first < visible ? cacheRow(keys, seq, first) : nullptr;
 #pragma unroll
     for (int half = 0; half < 2; ++half) {
       const int64_t key = first + g + 8 * half;
       const uint8_t *row = key >= visible ? nullptr
                            : tile
                                ? tile + int64_t(g + 8 * half) * keys.bytesPerRow
-                               : cacheRow(keys, seq, s0 + key);
+                               : cacheRow(keys, seq, key);
       const uint32_t *words =
           row ? reinterpret_cast<const uint32_t *>(row) + t * rowWords
               : nullptr;
@@ -3842,11 +3896,6 @@ indexerTcTokens(const float *__restrict__ q, const float *__restrict__ weights,
   for (int i = 0; i < kTokens; ++i)
     if (seqOf[i] < 0)
       done |= 1u << i;
-  // Tokens on no sequence (or past `tokens`): zeros for the real ones.
-  for (int i = 0; i < kTokens; ++i)
-    if (seqOf[i] < 0 && t0 + i < tokens)
-      for (int64_t s = tid; s < count; s += blockDim.x)
-        scores[(t0 + i) * keys.maxSeqLen + s0 + s] = 0.0f;
 
   while (done != all) {
     const int32_t seq = seqOf[__ffs(~done & all) - 1];
@@ -3857,11 +3906,15 @@ indexerTcTokens(const float *__restrict__ q, const float *__restrict__ weights,
         active |= 1u << i;
         visible = visibleOf[i] > visible ? visibleOf[i] : visible;
       }
-    const int64_t tiles = (visible + 127) / 128;
+    const int64_t visibleTiles = (visible + 127) / 128;
+    const int64_t tiles =
+        int64_t(blockIdx.x) < visibleTiles
+            ? (visibleTiles - blockIdx.x + stride - 1) / stride
+            : 0;
     if (tiles > 0)
-      load(seq, visible, 0);
+      load(seq, visible, tileKey(0));
     for (int64_t tile = 0; tile < tiles; ++tile) {
-      const int64_t k0 = tile * 128;
+      const int64_t k0 = tileKey(tile);
       // This tile's A fragments; the next tile's words then load.
       uint32_t a[8][4];
 #pragma unroll
@@ -3881,7 +3934,7 @@ indexerTcTokens(const float *__restrict__ q, const float *__restrict__ weights,
       const int own = t & 1; // lanes t = 0, 1 write rows g, g + 8
       const float rowScale = rawScale[own];
       if (tile + 1 < tiles)
-        load(seq, visible, k0 + 128);
+        load(seq, visible, tileKey(tile + 1));
       const int64_t key = k0 + 16 * warp + g + 8 * own;
       for (int i = 0; i < kTokens; ++i) {
         if (!(active >> i & 1))
@@ -3911,16 +3964,11 @@ indexerTcTokens(const float *__restrict__ q, const float *__restrict__ weights,
           v0 += __shfl_xor_sync(0xffffffffu, v0, o);
           v1 += __shfl_xor_sync(0xffffffffu, v1, o);
         }
-        if (t < 2 && key < count)
-          scores[(t0 + i) * keys.maxSeqLen + s0 + key] =
+        if (t < 2 && key < keys.maxSeqLen)
+          scores[(t0 + i) * keys.maxSeqLen + key] =
               key < visibleOf[i] ? scale * (rowScale * (own ? v1 : v0)) : 0.0f;
       }
     }
-    // Past the tiles: zeros.
-    for (int i = 0; i < kTokens; ++i)
-      if (active >> i & 1)
-        for (int64_t s = tiles * 128 + tid; s < count; s += blockDim.x)
-          scores[(t0 + i) * keys.maxSeqLen + s0 + s] = 0.0f;
     done |= active;
   }
 }
@@ -3934,9 +3982,9 @@ indexerTcTokens(const float *__restrict__ q, const float *__restrict__ weights,
   extern "C" __global__ void __launch_bounds__(kIndexerTokensWarps * 32)       \
       name(const float *q, const float *weights, Cache keys,                   \
            const int32_t *sequences, const int32_t *bounds, int64_t tokens,    \
-           int64_t heads, float scale, int64_t chunkKeys, float *scores) {     \
+           int64_t heads, float scale, float *scores) {                        \
     indexerTcTokens<type, tiles>(q, weights, keys, sequences, bounds, tokens,  \
-                                 heads, scale, chunkKeys, scores);             \
+                                 heads, scale, scores);                        \
   }
 DAYBREAK_INDEXER_TOKENS(daybreak_dsa_indexer_tc_tokens_e4m3_64, kWeightE4M3, 8)
 DAYBREAK_INDEXER_TOKENS(daybreak_dsa_indexer_tc_tokens_e4m3_128, kWeightE4M3,
