@@ -191,8 +191,10 @@ void report(const char *kernel, const char *shape, double error) {
 }
 
 TEST_F(CudaKernelsTest, Embedding) {
-  for (int64_t tokens : {1, 37}) {
-    int64_t vocab = 1000, dim = 257;
+  // Rows shorter than, and several batches of, the kernel's 8 x 256 values.
+  for (auto [tokens, dim] :
+       {std::pair<int64_t, int64_t>{1, 257}, {37, 257}, {3, 7168}, {2, 5000}}) {
+    int64_t vocab = 1000;
     auto table = random(vocab * dim);
     std::vector<int32_t> ids(tokens);
     for (auto &id : ids)
@@ -229,14 +231,23 @@ TEST_F(CudaKernelsTest, Norms) {
                       long(dim), withWeight);
         std::string specialized =
             "daybreak_rms_norm_t<" + std::to_string(dim) + ">";
+        std::vector<std::vector<float>> results;
         for (const std::string &instantiation : {std::string(), specialized}) {
           expectRan(kernels->rmsNorm(dx, pw, rows, dim, 1e-6, dOut, nullptr,
                                      variant(instantiation)));
-          double e = rowRelativeError(dOut.read<float>(rows * dim), rms, dim);
+          results.push_back(dOut.read<float>(rows * dim));
+          double e = rowRelativeError(results.back(), rms, dim);
           report(instantiation.empty() ? "rmsNorm" : instantiation.c_str(),
                  shape, e);
           EXPECT_LE(e, 1e-5); // fp32 block sum vs the CPU's double sum
         }
+        // The instantiation keeps a thread's values in registers: the same
+        // sums in the same order as the generic kernel, also in place.
+        EXPECT_EQ(results[1], results[0]) << shape;
+        Buffer inPlace(*driver, x);
+        expectRan(kernels->rmsNorm(inPlace, pw, rows, dim, 1e-6, inPlace,
+                                   nullptr, variant(specialized)));
+        EXPECT_EQ(inPlace.read<float>(rows * dim), results[0]) << shape;
         expectRan(
             kernels->layerNorm(dx, pw, pb, rows, dim, 1e-5, dOut, nullptr));
         double e = rowRelativeError(dOut.read<float>(rows * dim), ln, dim);

@@ -478,6 +478,8 @@ Status CudaKernels::rmsNorm(CUdeviceptr x, const DeviceWeight &weight,
                             CUfunction specialized) const {
   DeviceWeight w = weight;
   void *params[] = {&x, &w, &rows, &dim, &eps, &out};
+  // 256 threads: daybreak_rms_norm_t<dim> keeps a thread's dim / 256
+  // values in registers (kRmsNormThreads in CudaKernels.cu).
   return launch(specialized ? specialized : rmsNormFn, "rmsNorm", rows, 1, 1,
                 256, 0, stream, params);
 }

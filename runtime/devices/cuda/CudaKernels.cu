@@ -357,19 +357,42 @@ constexpr int kSmallM = 8;
 //===----------------------------------------------------------------------===//
 
 /// grid (tokens), block 256. An id outside [0, vocab) gives a zero row.
+/// A thread's values are loaded 8 at a time before they are stored: one
+/// load in flight at a time (the stores may alias the table, as far as the
+/// compiler knows) left the row 28 dependent loads long at DeepSeek's 7168.
 extern "C" __global__ void daybreak_embedding(Weight table, int64_t vocab,
                                               int64_t dim, const int32_t *ids,
                                               int64_t tokens, float *out) {
+  constexpr int kBatch = 8;
   int64_t t = blockIdx.x;
   int64_t id = ids[t];
   bool valid = id >= 0 && id < vocab;
-  for (int64_t i = threadIdx.x; i < dim; i += blockDim.x)
-    out[t * dim + i] = valid ? weightAt(table, id * dim + i) : 0.0f;
+  const int64_t step = blockDim.x;
+  for (int64_t i0 = threadIdx.x; i0 < dim; i0 += kBatch * step) {
+    float v[kBatch];
+#pragma unroll
+    for (int j = 0; j < kBatch; ++j) {
+      const int64_t i = i0 + j * step;
+      v[j] = valid && i < dim ? weightAt(table, id * dim + i) : 0.0f;
+    }
+#pragma unroll
+    for (int j = 0; j < kBatch; ++j)
+      if (i0 + j * step < dim)
+        out[t * dim + i0 + j * step] = v[j];
+  }
 }
 
 namespace {
 
-/// rms_norm over rows of kDim (0: `dim` at run time).
+/// Threads of a rms_norm block (CudaKernels::rmsNorm launches this many).
+constexpr int kRmsNormThreads = 256;
+
+/// rms_norm over rows of kDim (0: `dim` at run time). With kDim known, a
+/// thread's ceil(kDim / 256) values stay in registers between the sum and
+/// the scaling, and its weights load together: the scaling loop otherwise
+/// waits on one load at a time (its stores may alias x: norms run in
+/// place), 28 dependent loads a thread at DeepSeek's 7168. The sums and
+/// products are the same, in the same order.
 template <int kDim>
 __device__ __forceinline__ void rmsNormRow(const float *x, const Weight &weight,
                                            int64_t dimArg, double eps,
@@ -381,13 +404,42 @@ __device__ __forceinline__ void rmsNormRow(const float *x, const Weight &weight,
   const int64_t dim = kDim > 0 ? int64_t(kDim) : dimArg;
   const float *in = x + int64_t(blockIdx.x) * dim;
   float *o = out + int64_t(blockIdx.x) * dim;
-  float sum = 0.0f;
-  for (int64_t i = threadIdx.x; i < dim; i += blockDim.x)
-    sum = fmaf(in[i], in[i], sum);
-  sum = blockSum(sum, scratch);
-  float inv = float(1.0 / sqrt(double(sum) / double(dim) + eps));
-  for (int64_t i = threadIdx.x; i < dim; i += blockDim.x)
-    o[i] = in[i] * inv * (weight.data ? weightAt(weight, i) : 1.0f);
+  if constexpr (kDim > 0) {
+    constexpr int kPer = (kDim + kRmsNormThreads - 1) / kRmsNormThreads;
+    const int tid = int(threadIdx.x);
+    float v[kPer], w[kPer];
+#pragma unroll
+    for (int j = 0; j < kPer; ++j) {
+      const int i = tid + j * kRmsNormThreads;
+      v[j] = i < kDim ? in[i] : 0.0f;
+    }
+    float sum = 0.0f;
+#pragma unroll
+    for (int j = 0; j < kPer; ++j)
+      if (tid + j * kRmsNormThreads < kDim)
+        sum = fmaf(v[j], v[j], sum);
+    sum = blockSum(sum, scratch);
+    const float inv = float(1.0 / sqrt(double(sum) / double(dim) + eps));
+#pragma unroll
+    for (int j = 0; j < kPer; ++j) {
+      const int i = tid + j * kRmsNormThreads;
+      w[j] = weight.data && i < kDim ? weightAt(weight, i) : 1.0f;
+    }
+#pragma unroll
+    for (int j = 0; j < kPer; ++j) {
+      const int i = tid + j * kRmsNormThreads;
+      if (i < kDim)
+        o[i] = v[j] * inv * w[j];
+    }
+  } else {
+    float sum = 0.0f;
+    for (int64_t i = threadIdx.x; i < dim; i += blockDim.x)
+      sum = fmaf(in[i], in[i], sum);
+    sum = blockSum(sum, scratch);
+    float inv = float(1.0 / sqrt(double(sum) / double(dim) + eps));
+    for (int64_t i = threadIdx.x; i < dim; i += blockDim.x)
+      o[i] = in[i] * inv * (weight.data ? weightAt(weight, i) : 1.0f);
+  }
 }
 
 } // namespace
