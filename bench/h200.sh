@@ -281,7 +281,12 @@ for p in ("fla", "causal_conv1d", "kernels"):
     ;;
   report)
     for route in $routes; do
-      python3 bench/report.py --daybreak "$out/daybreak$(suffix "$route")"{,-*}.json \
+      # The route's results, whole or split over calls (RUN_TAG).
+      runs=()
+      for f in "$out/daybreak$(suffix "$route")"{,-*}.json; do
+        [ -f "$f" ] && runs+=("$f")
+      done
+      python3 bench/report.py --daybreak "${runs[@]}" \
         $(for f in "$out"/baseline_*.json; do [ -f "$f" ] && echo --baseline "$f"; done) \
         --markdown "$out/report$(suffix "$route").md" --plot "$out/decode$(suffix "$route").png"
     done

@@ -38,6 +38,8 @@ BASELINE_MARKERS = ["s", "^", "v", "D", "P", "X"]
 # Reading
 # --------------------------------------------------------------------------------------------------------
 def load(path: str, schema: str) -> dict:
+    if not os.path.isfile(path):
+        sys.exit(f"{path}: no such file")
     with open(path) as f:
         data = json.load(f)
     if data.get("schema") != schema:
@@ -45,11 +47,9 @@ def load(path: str, schema: str) -> dict:
     return data
 
 
-def merge(runs: list, paths: list) -> dict:
+def merge(runs: list) -> dict:
     """One report of the runs of one artifact: the first run's probes and model, every run's cases and kernels
     (a case measured twice keeps its last measurement)."""
-    if not runs:
-        sys.exit(f"none of {', '.join(paths)} exists")
     db = dict(runs[0])
     for key, case_key in (("decode", decode_key), ("prefill", prefill_key)):
         cases = {}
@@ -334,13 +334,13 @@ def main() -> None:
     ap.add_argument("--plot", required=True, help="PNG file to write")
     args = ap.parse_args()
 
-    db = merge([load(p, "daybreak-bench/1") for p in args.daybreak if os.path.exists(p)], args.daybreak)
+    db = merge([load(p, "daybreak-bench/1") for p in args.daybreak])
     # A baseline whose cases were split over calls (h200.sh's RUN_TAG) is merged by its name.
     by_name = {}
     for p in args.baseline:
         b = load(p, "daybreak-baseline/1")
         by_name.setdefault(b.get("baseline", os.path.basename(p)), []).append((b, p))
-    baselines = [merge([b for b, _ in runs], [p for _, p in runs]) for runs in by_name.values()]
+    baselines = [merge([b for b, _ in runs]) for runs in by_name.values()]
     paths = [", ".join(p for _, p in runs) for runs in by_name.values()]
     names = baseline_names(baselines, paths)
     with open(args.markdown, "w") as f:
