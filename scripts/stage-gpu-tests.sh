@@ -2,8 +2,8 @@
 # Here (no GPU): builds and copies into device/ (ignored by git) what the GPU
 # machine runs, so it needs no MLIR there: daybreak-run, the runtime-only
 # tests, and for each DeepSeek-V3.2, gpt-oss and Kimi Linear fixture a CUDA artifact (f32
-# and fp8 caches), a CPU artifact (fp8 cache) and the fixture's inputs and
-# expected logits; for gpt-oss also a CUDA artifact (f32 cache) per MXFP4
+# and fp8 caches), a CPU artifact (fp8 cache; f32 too for the bf16 test's
+# fixtures) and the fixture's inputs and expected logits; for gpt-oss also a CUDA artifact (f32 cache) per MXFP4
 # route besides the default (online), for Kimi Linear one prefilling in
 # steps of 7 tokens. Then, through the device tool: run scripts/gpu-tests.sh, carry
 # ["device"].
@@ -42,6 +42,11 @@ stage_fixture() {
   "$build/bin/daybreak-compile" "$src" -o "$dir/$name/cuda_f32.daybreak" --target=cuda $limits --kv-cache-dtype=f32 > /dev/null 2>&1
   "$build/bin/daybreak-compile" "$src" -o "$dir/$name/cuda_fp8.daybreak" --target=cuda $limits --kv-cache-dtype=fp8 > /dev/null 2>&1
   "$build/bin/daybreak-compile" "$src" -o "$dir/$name/cpu_fp8.daybreak" --target=cpu $limits --kv-cache-dtype=fp8 > /dev/null 2>&1
+  case $name in *_separated*)
+    # The bf16 test's fixtures: the CPU samples the tolerance there.
+    "$build/bin/daybreak-compile" "$src" -o "$dir/$name/cpu_f32.daybreak" --target=cpu $limits \
+      --kv-cache-dtype=f32 > /dev/null 2>&1 ;;
+  esac
   case $name in gpt_oss*)
     for route in direct offline; do
       "$build/bin/daybreak-compile" "$src" -o "$dir/$name/cuda_f32_$route.daybreak" --target=cuda $limits \
@@ -56,6 +61,7 @@ stage_fixture() {
 }
 pids=()
 for fixture in shared/deepseek_v32 shared/deepseek_v32_fp8 deepseek_v32_small deepseek_v32_small_fp8 \
+    deepseek_v32_separated deepseek_v32_separated_fp8 \
     shared/gpt_oss_mxfp4 gpt_oss_small shared/kimi_linear kimi_linear_long \
     shared/glm5_next shared/glm5_next_fp8 glm5_next_pools glm5_next_small_pool; do
   while [ "$(jobs -rp | wc -l)" -ge "${DAYBREAK_STAGE_JOBS:-2}" ]; do sleep 1; done

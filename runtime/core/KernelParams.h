@@ -50,6 +50,24 @@ inline bool indexerTensorCoresApply(CacheFormat format, int64_t width,
          heads <= 128;
 }
 
+/// Whether sparse MLA runs on the tensor cores over this cache
+/// (`--attention=tensor-cores`; the CUDA device adds its alignment rules):
+/// bf16 rows, or FP8 rows whose quantized part and scale blocks are
+/// multiples of 8 values, of at most 576 values and a value dim of at most
+/// 512, both multiples of 16. Those kernels round q and the probabilities
+/// to bf16 (the rows widen exactly), so the CPU device, their oracle, rounds
+/// them wherever this holds; an f32 cache stays on the exact kernels.
+inline bool sparseMlaTensorCoresApply(CacheFormat format, int64_t width,
+                                      int64_t tailDim, int64_t scaleBlock,
+                                      int64_t valueDim) {
+  int64_t quantized = width - tailDim;
+  bool rows = format == CacheFormat::BF16 ||
+              (format == CacheFormat::Fp8Scaled && quantized % 8 == 0 &&
+               (quantized == 0 || (scaleBlock > 0 && scaleBlock % 8 == 0)));
+  return rows && width > 0 && width % 16 == 0 && width <= 576 && valueDim > 0 &&
+         valueDim % 16 == 0 && valueDim <= 512 && valueDim <= width;
+}
+
 /// RoPE: the rotated slice of each row and the frequencies (YaRN as
 /// DeepSeek-V3 / transformers define it).
 struct RopeParams {

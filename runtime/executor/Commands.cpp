@@ -141,53 +141,116 @@ Status runtime::generate(Model &model, const GenerateOptions &options,
   return Status::success();
 }
 
+namespace {
+/// The F32 values of tensor `name` of `file` (opened from `path`), of
+/// `shape`; errors name the file and the tensor.
+StatusOr<std::vector<float>> f32Values(const safetensors::File &file,
+                                       const std::string &path,
+                                       const std::string &name,
+                                       const std::vector<int64_t> &shape) {
+  const safetensors::TensorView *t = file.find(name);
+  if (!t)
+    return Status::error(path + " has no tensor '" + name + "'");
+  if (t->dtype != safetensors::DType::F32 || t->shape != shape)
+    return Status::error("'" + name + "' differs in dtype or shape in " + path);
+  std::vector<float> values(t->byteSize / 4);
+  std::memcpy(values.data(), t->data, t->byteSize);
+  return values;
+}
+} // namespace
+
 Status runtime::compareLogits(const std::string &actualPath,
-                              const std::string &expectedPath, double atol,
+                              const CompareOptions &options,
                               std::ostream &out) {
+  const std::string &expectedPath = options.expected;
   safetensors::File actual, expected;
   safetensors::Status opened = safetensors::File::open(actualPath, actual);
   if (opened.ok)
     opened = safetensors::File::open(expectedPath, expected);
   if (!opened.ok)
     return Status::error(opened.message);
+  std::vector<safetensors::File> spread(options.spread.size());
+  for (size_t s = 0; s < spread.size(); ++s)
+    if (safetensors::Status o =
+            safetensors::File::open(options.spread[s], spread[s]);
+        !o.ok)
+      return Status::error(o.message);
   bool ok = true;
   for (const safetensors::TensorView &a : actual.tensors()) {
-    const safetensors::TensorView *e = expected.find(a.name);
-    if (!e)
-      return Status::error(expectedPath + " has no tensor '" + a.name + "'");
-    if (a.dtype != safetensors::DType::F32 ||
-        e->dtype != safetensors::DType::F32 || a.shape != e->shape ||
-        a.shape.empty())
-      return Status::error("'" + a.name + "' differs in dtype or shape");
+    if (a.dtype != safetensors::DType::F32 || a.shape.empty())
+      return Status::error("'" + a.name + "' differs in dtype or shape (" +
+                           actualPath + ": F32 logits of rank 1 or more)");
     int64_t cols = a.shape.back(), count = a.byteSize / 4;
     if (count == 0)
       return Status::error("'" + a.name + "' holds no values");
-    std::vector<float> x(count), y(count);
-    std::memcpy(x.data(), a.data, a.byteSize);
-    std::memcpy(y.data(), e->data, e->byteSize);
-    double worst = 0, scale = 0;
-    int64_t rows = count / cols, agree = 0, nonFinite = 0;
+    StatusOr<std::vector<float>> x =
+        f32Values(actual, actualPath, a.name, a.shape);
+    StatusOr<std::vector<float>> y =
+        f32Values(expected, expectedPath, a.name, a.shape);
+    if (!x.ok())
+      return x.error();
+    if (!y.ok())
+      return y.error();
+    // Each value's tolerance: atol, plus kSpreadSigmas x the RMS of the
+    // spread runs' differences from the reference.
+    std::vector<double> tolerance(count, options.atol);
+    if (!spread.empty()) {
+      std::vector<double> squares(count, 0.0);
+      for (size_t s = 0; s < spread.size(); ++s) {
+        StatusOr<std::vector<float>> z =
+            f32Values(spread[s], options.spread[s], a.name, a.shape);
+        if (!z.ok())
+          return z.error();
+        for (int64_t i = 0; i < count; ++i) {
+          double d = double((*z)[i]) - (*y)[i];
+          squares[i] += d * d;
+        }
+      }
+      for (int64_t i = 0; i < count; ++i)
+        tolerance[i] += kSpreadSigmas * std::sqrt(squares[i] / spread.size());
+    }
+    double worst = 0, worstRatio = 0, scale = 0;
+    int64_t rows = count / cols, agree = 0, decided = 0, nonFinite = 0;
     for (int64_t i = 0; i < count; ++i) {
       // A NaN or infinity fails (std::max would skip a NaN difference).
-      double diff = std::fabs(double(x[i]) - y[i]);
-      if (!std::isfinite(diff)) {
+      double diff = std::fabs(double((*x)[i]) - (*y)[i]);
+      if (!std::isfinite(diff) || !std::isfinite(tolerance[i])) {
         ++nonFinite;
         diff = INFINITY;
       }
       worst = std::max(worst, diff);
-      scale = std::max(scale, std::fabs(double(y[i])));
+      worstRatio = std::max(worstRatio, diff / tolerance[i]);
+      scale = std::max(scale, std::fabs(double((*y)[i])));
     }
     for (int64_t r = 0; r < rows; ++r) {
-      const float *xr = x.data() + r * cols, *yr = y.data() + r * cols;
-      agree += std::max_element(xr, xr + cols) - xr ==
-               std::max_element(yr, yr + cols) - yr;
+      const float *xr = x->data() + r * cols, *yr = y->data() + r * cols;
+      const double *tr = tolerance.data() + r * cols;
+      int64_t top = std::max_element(yr, yr + cols) - yr;
+      // Without a spread every row counts (atol alone, as before).
+      bool decides = true;
+      for (int64_t j = 0; j < cols && !spread.empty() && decides; ++j)
+        decides = j == top || double(yr[top]) - yr[j] > tr[top] + tr[j];
+      if (!decides)
+        continue;
+      ++decided;
+      agree += std::max_element(xr, xr + cols) - xr == top;
     }
-    bool pass = worst <= atol && agree == rows;
+    bool pass = worstRatio <= 1 && nonFinite == 0 && agree == decided;
     ok &= pass;
     out << (pass ? "ok   " : "FAIL ") << a.name << ": max |diff| "
-        << std::scientific << std::setprecision(3) << worst << " (atol " << atol
-        << ", max |expected| " << scale << "), top-1 " << std::dec << agree
-        << "/" << rows;
+        << std::scientific << std::setprecision(3) << worst;
+    if (spread.empty()) {
+      out << " (atol " << options.atol << ", max |expected| " << scale
+          << "), top-1 " << std::dec << agree << "/" << rows;
+    } else {
+      out << ", max |diff| / tolerance " << std::fixed << std::setprecision(3)
+          << worstRatio << std::scientific << " (tolerance " << options.atol
+          << " + " << std::defaultfloat << kSpreadSigmas << " sigma of "
+          << spread.size() << " runs: up to " << std::scientific
+          << *std::max_element(tolerance.begin(), tolerance.end())
+          << "; max |expected| " << scale << "), top-1 " << std::dec << agree
+          << "/" << decided << " of the rows it decides (of " << rows << ")";
+    }
     if (nonFinite)
       out << ", " << nonFinite << " values not finite";
     out << "\n";

@@ -27,13 +27,29 @@ struct GenerateOptions {
 Status generate(Model &model, const GenerateOptions &options,
                 std::ostream &out);
 
+/// `daybreak-run compare`'s options.
+struct CompareOptions {
+  std::string expected; ///< the reference logits
+  double atol = 1e-4;
+  /// Logits of runs under the bf16 modes' model of rounding
+  /// (`--rounding-noise`), at least kMinSpreadSamples of them: each value's
+  /// tolerance becomes atol + kSpreadSigmas x the RMS of those runs'
+  /// differences from the reference (docs/bf16-tolerance.md). Empty: atol.
+  std::vector<std::string> spread;
+};
+/// The derived tolerance's constants (docs/bf16-tolerance.md says why).
+inline constexpr int64_t kMinSpreadSamples = 32;
+inline constexpr double kSpreadSigmas = 7.0;
+
 /// Compares every F32 tensor of `actualPath` with the tensor of the same name
-/// in `expectedPath`: max |diff| against `atol`, and top-1 (argmax of each
-/// row of the last dim) agreement. Fails if any tensor is missing, differs
-/// in shape, exceeds atol, or disagrees on a top-1 choice.
+/// in options.expected: each |diff| against its tolerance, and top-1 (argmax
+/// of each row of the last dim) agreement: at every row with atol alone;
+/// with a spread, at the rows whose expected top-1 leads every other logit
+/// by more than the two values' tolerances (the rows the tolerance decides).
+/// Fails if any tensor is missing, differs in shape, exceeds its tolerance,
+/// or disagrees on a top-1 choice that is checked.
 Status compareLogits(const std::string &actualPath,
-                     const std::string &expectedPath, double atol,
-                     std::ostream &out);
+                     const CompareOptions &options, std::ostream &out);
 
 /// Prints the artifact: model, limits, weights, caches, steps, memory plan.
 void inspect(const artifact::Manifest &manifest, std::ostream &out);

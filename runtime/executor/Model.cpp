@@ -20,6 +20,10 @@ StatusOr<std::unique_ptr<Model>> Model::load(const std::string &path,
     return file.error();
   std::unique_ptr<Device> device;
   const std::string &target = file->manifest().target();
+  if (options.roundingNoiseSeed && options.device != "cpu")
+    return Status::error("--rounding-noise models roundings on the CPU "
+                         "device only, not --device=" +
+                         options.device);
   if (options.device == "cpu") {
     if (target != "cpu")
       return Status::error(path + ": compiled for target '" + target +
@@ -29,6 +33,8 @@ StatusOr<std::unique_ptr<Model>> Model::load(const std::string &path,
     cpuDevice->emulateTensorCoreAttention(options.tensorCoreAttention);
     cpuDevice->roundMatmulInputs(options.bf16MatmulInputs,
                                  options.fp8MatmulInputs);
+    if (options.roundingNoiseSeed)
+      cpuDevice->modelRoundingAsNoise(options.roundingNoiseSeed);
     device = std::move(cpuDevice);
   } else if (options.device.rfind("cuda", 0) == 0) {
 #ifdef DAYBREAK_HAVE_CUDA

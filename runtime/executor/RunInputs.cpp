@@ -8,6 +8,7 @@
 #include <climits>
 #include <cmath>
 #include <cstdlib>
+#include <limits>
 #include <sstream>
 
 using namespace daybreak;
@@ -111,6 +112,19 @@ Status runtime::parseLoadOptions(const RunFlags &flags, LoadOptions &out) {
     return Status::error("--attention=" + attention +
                          ": expected exact or tensor-cores");
   out.tensorCoreAttention = attention == "tensor-cores";
+  if (std::string noise = flag(flags, "rounding-noise", ""); !noise.empty()) {
+    int64_t seed = 0;
+    if (!parseInteger(noise, 1, std::numeric_limits<int64_t>::max(), seed))
+      return Status::error("--rounding-noise expects a seed of at least 1");
+    if (out.fp8MatmulInputs)
+      return Status::error("--rounding-noise models bf16 roundings; "
+                           "--precision=fp8's FP8 quantization is not one");
+    if (!out.bf16MatmulInputs && !out.tensorCoreAttention)
+      return Status::error("--rounding-noise needs --precision=bf16 or "
+                           "--attention=tensor-cores: the exact mode rounds "
+                           "nothing");
+    out.roundingNoiseSeed = uint64_t(seed);
+  }
   std::string checkFinite = flag(flags, "check-finite", "0");
   if (checkFinite != "0" && checkFinite != "1")
     return Status::error("--check-finite expects 0 or 1");
@@ -118,12 +132,27 @@ Status runtime::parseLoadOptions(const RunFlags &flags, LoadOptions &out) {
   return Status::success();
 }
 
-Status runtime::parseCompareOptions(const RunFlags &flags, double &atol) {
-  if (flag(flags, "expected", "").empty())
+Status runtime::parseCompareOptions(const RunFlags &flags,
+                                    CompareOptions &out) {
+  out.expected = flag(flags, "expected", "");
+  if (out.expected.empty())
     return Status::error("compare needs --expected FILE, the logits to "
                          "compare against");
-  if (!parseNumber(flag(flags, "atol", "1e-4"), atol))
-    return Status::error("--atol expects a number");
+  if (!parseNumber(flag(flags, "atol", "1e-4"), out.atol) || out.atol < 0)
+    return Status::error("--atol expects a number of at least 0");
+  out.spread.clear();
+  std::string spread = flag(flags, "spread", "");
+  for (size_t begin = 0; begin < spread.size();) {
+    size_t end = std::min(spread.find(',', begin), spread.size());
+    if (end > begin)
+      out.spread.push_back(spread.substr(begin, end - begin));
+    begin = end + 1;
+  }
+  if (flags.count("spread") && int64_t(out.spread.size()) < kMinSpreadSamples)
+    return Status::error(
+        "--spread holds " + std::to_string(out.spread.size()) +
+        " logits files; the derived tolerance needs at least " +
+        std::to_string(kMinSpreadSamples) + " (docs/bf16-tolerance.md)");
   return Status::success();
 }
 

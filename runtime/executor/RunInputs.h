@@ -48,10 +48,12 @@ bool parseIntegerList(const std::string &text, int64_t min, int64_t max,
 
 /// --device (default "": the artifact's target), --threads (0: all
 /// hardware threads; at most kMaxRunThreads), --attention=exact|tensor-cores,
+/// --precision=exact|bf16|fp8, --rounding-noise SEED (bf16 roundings only),
 /// --check-finite 0|1.
 Status parseLoadOptions(const RunFlags &flags, LoadOptions &out);
-/// compare's --atol (default 1e-4); --expected must be given.
-Status parseCompareOptions(const RunFlags &flags, double &atol);
+/// compare's --expected (required), --atol (default 1e-4) and --spread
+/// (comma-separated logits files, at least kMinSpreadSamples).
+Status parseCompareOptions(const RunFlags &flags, CompareOptions &out);
 /// bench's --batch, --context and --prefill (lists), --warmup, --iterations,
 /// --prefill-iterations (int), --fill-tokens, --max-case-seconds,
 /// --kernels (non-zero: on) and --seed (>= 0); runBench checks what they

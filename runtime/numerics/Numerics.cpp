@@ -108,6 +108,23 @@ uint16_t floatToBf16(float value) {
   return static_cast<uint16_t>((bits + 0x7FFF + lsb) >> 16);
 }
 
+namespace {
+/// splitmix64's finalizer: a bijection of 64 bits that mixes well.
+uint64_t mix64(uint64_t x) {
+  x += 0x9E3779B97F4A7C15ull;
+  x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ull;
+  x = (x ^ (x >> 27)) * 0x94D049BB133111EBull;
+  return x ^ (x >> 31);
+}
+} // namespace
+
+float OperandRounding::perturb(float value, uint64_t index) const {
+  uint64_t bits = mix64(seed ^ mix64(stream ^ mix64(index)));
+  double r = double(bits >> 11) * 0x1.0p-53; // [0, 1)
+  double d = kUnitRoundoff * (2 * r - 1);
+  return static_cast<float>(double(value) * (1 + d));
+}
+
 float f16ToFloat(uint16_t bits) {
   uint32_t sign = bits & 0x8000;
   if ((bits & 0x7C00) == 0x7C00) {

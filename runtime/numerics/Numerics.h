@@ -56,6 +56,53 @@ inline uint8_t e2m1ToE4m3(uint8_t code) {
                                             0x40, 0x44, 0x48, 0x4C};
   return uint8_t(((code & 8) << 4) | kMagnitude[code & 7]);
 }
+/// How a bf16 precision mode turns an operand into bf16: not at all (the
+/// exact mode), to nearest even (what the GPU's conversions do), or by the
+/// probabilistic model of that rounding which the bf16 test's derived
+/// tolerance samples (docs/bf16-tolerance.md): the value times 1 + d, d
+/// uniform in [-2^-8, 2^-8] (bf16's unit roundoff), independent for each
+/// value of each call: a counter-based hash of (seed, stream, index), so a
+/// run is reproducible whatever the thread count.
+class OperandRounding {
+public:
+  /// Unit roundoff of bf16 (8 significant bits, round to nearest).
+  static constexpr double kUnitRoundoff = 1.0 / 256;
+
+  OperandRounding() = default;
+  static OperandRounding nearestEven() {
+    return OperandRounding(Mode::Nearest, 0, 0);
+  }
+  /// Seed non-zero; `stream` names the call (distinct per call and site).
+  static OperandRounding noise(uint64_t seed, uint64_t stream) {
+    return OperandRounding(Mode::Noise, seed, stream);
+  }
+  /// Whether values change at all (false in the exact mode).
+  explicit operator bool() const { return mode != Mode::Exact; }
+  /// A second site of the same call: another, independent stream.
+  OperandRounding site(uint64_t k) const {
+    OperandRounding r = *this;
+    r.stream = stream * 0x9E3779B97F4A7C15ull + k + 1;
+    return r;
+  }
+  /// Value `index` of the call, rounded.
+  float operator()(float value, uint64_t index) const {
+    if (mode == Mode::Nearest)
+      return roundToBf16(value);
+    if (mode == Mode::Noise)
+      return perturb(value, index);
+    return value;
+  }
+
+private:
+  enum class Mode { Exact, Nearest, Noise };
+  OperandRounding(Mode mode, uint64_t seed, uint64_t stream)
+      : mode(mode), seed(seed), stream(stream) {}
+  float perturb(float value, uint64_t index) const;
+
+  Mode mode = Mode::Exact;
+  uint64_t seed = 0, stream = 0;
+};
+
 inline float roundToE4m3(float value) { return e4m3ToFloat(floatToE4m3(value)); }
 inline float roundToE2m1(float value) { return e2m1ToFloat(floatToE2m1(value)); }
 

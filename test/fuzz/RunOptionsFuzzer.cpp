@@ -36,8 +36,11 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   if (parseLoadOptions(*flags, load).ok() &&
       int64_t(load.threads) > kMaxRunThreads)
     __builtin_trap();
-  double atol;
-  if (parseCompareOptions(*flags, atol).ok() && !std::isfinite(atol))
+  CompareOptions compare;
+  if (parseCompareOptions(*flags, compare).ok() &&
+      (!std::isfinite(compare.atol) || compare.atol < 0 ||
+       (!compare.spread.empty() &&
+        int64_t(compare.spread.size()) < kMinSpreadSamples)))
     __builtin_trap();
   BenchOptions bench;
   if (parseBenchOptions(*flags, bench).ok() &&

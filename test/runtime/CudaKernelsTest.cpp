@@ -952,7 +952,7 @@ TEST_F(CudaKernelsTest, DsaIndexerScores) {
 }
 
 /// A bound on |gpu - cpu| for each score of the tensor-core indexer
-/// against its oracle (cpu::dsaIndexerScores with bf16Q), u = 2^-24. Both
+/// against its oracle (cpu::dsaIndexerScores rounding q), u = 2^-24. Both
 /// multiply the same bf16(q) by the same keys exactly (f16 keeps bf16(q)
 /// times a power of two exactly down to 2^-28 of the head's largest |q|;
 /// below that it rounds at 2^-39 of it: the absolute term). The GPU sums a
@@ -1076,10 +1076,12 @@ TEST_F(CudaKernelsTest, DsaIndexerScoresTensorCores) {
               exact(tokens * maxSeqLen);
           for (auto [out, rounded] :
                {std::pair{&expected, true}, std::pair{&exact, false}})
-            ASSERT_TRUE(cpu::dsaIndexerScores(pool, q.data(), weights.data(),
-                                              cache.host, seqs.data(),
-                                              bounds.data(), tokens, heads,
-                                              0.125, out->data(), rounded)
+            ASSERT_TRUE(cpu::dsaIndexerScores(
+                            pool, q.data(), weights.data(), cache.host,
+                            seqs.data(), bounds.data(), tokens, heads, 0.125,
+                            out->data(),
+                            rounded ? numerics::OperandRounding::nearestEven()
+                                    : numerics::OperandRounding())
                             .ok());
           // Poisoned first: the zeros past a bound must be written.
           ASSERT_EQ(driver->cuMemsetD8(dOut.get(), 0xff, expected.size() * 4),

@@ -767,7 +767,7 @@ TEST(CpuAttention, DsaIndexerScores) {
       << status.message();
 }
 
-/// dsaIndexerScores' bf16Q (the CUDA tensor-core indexer's rounding):
+/// dsaIndexerScores' roundQ (the CUDA tensor-core indexer's rounding):
 /// where runtime::indexerTensorCoresApply holds (bf16 rows, FP8 rows with
 /// one scale a row, widths 16..128 a multiple of 16, up to 128 heads) the
 /// scores are the reference evaluator's on q rounded to bf16; elsewhere
@@ -806,7 +806,8 @@ TEST(CpuAttention, DsaIndexerScoresBf16Q) {
     std::vector<float> scores(tokens * maxSeq, 7.0f);
     ASSERT_TRUE(cpu::dsaIndexerScores(pool, q.data(), w.data(), cache.view,
                                       seqs.data(), nullptr, tokens, c.heads,
-                                      0.125, scores.data(), /*bf16Q=*/true)
+                                      0.125, scores.data(),
+                                      numerics::OperandRounding::nearestEven())
                     .ok());
     EXPECT_TRUE(relClose(scores, expected.floats(), 1e-5))
         << c.heads << " heads of " << c.dim;
@@ -894,7 +895,7 @@ TEST(CpuAttention, SparseAttention) {
       << status.message();
 }
 
-/// sparseAttention's bf16Operands (the CUDA tensor-core kernel's roundings):
+/// sparseAttention's rounding (the CUDA tensor-core kernel's roundings):
 /// on values whose products and sums are exact in fp32 (small dyadic cache
 /// values, Q already bf16, a power-of-two scale), the probabilities are
 /// exp(logit - max) rounded to bf16 and the denominator sums the rounded
@@ -965,12 +966,13 @@ TEST(CpuAttention, SparseAttentionBf16Operands) {
   std::vector<float> out(expected.size()), fromNudged(expected.size());
   ASSERT_TRUE(cpu::sparseAttention(pool, q.data(), cache.view, idx.data(), topK,
                                    seqs.data(), tokens, heads, scale, valueDim,
-                                   nullptr, out.data(), /*bf16Operands=*/true)
+                                   nullptr, out.data(),
+                                   numerics::OperandRounding::nearestEven())
                   .ok());
   ASSERT_TRUE(cpu::sparseAttention(pool, nudged.data(), cache.view, idx.data(),
                                    topK, seqs.data(), tokens, heads, scale,
                                    valueDim, nullptr, fromNudged.data(),
-                                   /*bf16Operands=*/true)
+                                   numerics::OperandRounding::nearestEven())
                   .ok());
   double worst = 0.0, fromExact = 0.0;
   for (size_t i = 0; i < out.size(); ++i) {

@@ -10,10 +10,10 @@
 //       [--iterations 20] [--prefill-iterations 3] [--fill-tokens 512]
 //       [--max-case-seconds 60] [--kernels 1] [--seed 1] [--json out.json]
 //   daybreak-run compare logits.safetensors --expected expected.safetensors
-//       [--atol 1e-4]
+//       [--atol 1e-4] [--spread a.safetensors,b.safetensors,...]
 //   common: [--device=cpu|cuda[:N]] (default: the artifact's target)
-//           [--threads N] [--precision=exact|bf16]
-//           [--attention=exact|tensor-cores]
+//           [--threads N] [--precision=exact|bf16|fp8]
+//           [--attention=exact|tensor-cores] [--rounding-noise SEED]
 //           [--check-finite 1] (report launches whose results hold NaN/inf)
 //
 //===----------------------------------------------------------------------===//
@@ -48,6 +48,10 @@ static int usage() {
       "            [--json out.json] (JSON on stdout without it)",
       "  compare (logits.safetensors instead of model.daybreak):",
       "            --expected e.safetensors [--atol 1e-4]",
+      "            [--spread a.safetensors,b.safetensors,...] (the bf16",
+      "            test's derived tolerance: atol + 7 x each value's RMS",
+      "            difference in 32 or more --rounding-noise runs;",
+      "            docs/bf16-tolerance.md)",
       "  common:   [--device=cpu|cuda[:N]] (default: the artifact's target)",
       "            [--threads N]",
       "            [--precision=exact|bf16] (bf16: every matmul on a weight",
@@ -60,6 +64,9 @@ static int usage() {
       "            prefill, large decode batches; sparse MLA on them with Q",
       "            and P in bf16; faster, not exact. CPU: sparse MLA with",
       "            those roundings, the GPU path's oracle)",
+      "            [--rounding-noise SEED] (CPU, testing: each bf16 rounding",
+      "            becomes x (1 + d), d uniform in [-2^-8, 2^-8], for",
+      "            compare --spread)",
       "            [--check-finite 1] (debugging: name on stderr each launch",
       "            whose results hold NaN or infinities; slow)",
   };
@@ -118,10 +125,10 @@ int main(int argc, char **argv) {
   };
   if (command == "compare") {
     // daybreak-run compare actual.safetensors --expected e.safetensors
-    double atol;
-    if (Status status = parseCompareOptions(*flags, atol); !status.ok())
+    CompareOptions options;
+    if (Status status = parseCompareOptions(*flags, options); !status.ok())
       return fail(status.message());
-    Status status = compareLogits(path, flag("expected"), atol, std::cout);
+    Status status = compareLogits(path, options, std::cout);
     return status.ok() ? 0 : fail(status.message());
   }
   if (command != "generate" && command != "logits" && command != "inspect" &&

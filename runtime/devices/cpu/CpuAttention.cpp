@@ -48,19 +48,20 @@ constexpr int64_t kAttentionRows = 64, kAttentionKeys = 64;
 Status dsaIndexerScores(ThreadPool &pool, const float *q, const float *weights,
                         const CacheView &keys, const int32_t *sequences,
                         const int32_t *bounds, int64_t tokens, int64_t heads,
-                        double scale, float *scores, bool bf16Q) {
+                        double scale, float *scores,
+                        numerics::OperandRounding roundQ) {
   if (Status status =
           checkSequences(sequences, tokens, keys.batch, "dsaIndexerScores");
       !status.ok())
     return status;
   int64_t dim = keys.width, keyCount = keys.maxSeqLen;
   std::vector<float> rounded;
-  if (bf16Q &&
+  if (roundQ &&
       runtime::indexerTensorCoresApply(keys.format, keys.width, keys.tailDim,
                                        keys.scaleBlock, heads)) {
-    rounded.assign(q, q + tokens * heads * dim);
-    for (float &v : rounded)
-      v = numerics::roundToBf16(v);
+    rounded.resize(tokens * heads * dim);
+    for (size_t i = 0; i < rounded.size(); ++i)
+      rounded[i] = roundQ(q[i], i);
     q = rounded.data();
   }
   int64_t tokenJobs = (tokens + kIndexerTokens - 1) / kIndexerTokens;
@@ -152,7 +153,7 @@ Status sparseAttention(ThreadPool &pool, const float *q, const CacheView &kv,
                        const int32_t *indices, int64_t topK,
                        const int32_t *sequences, int64_t tokens, int64_t heads,
                        double scale, int64_t valueDim, const float *sinks,
-                       float *out, bool bf16Operands) {
+                       float *out, numerics::OperandRounding rounding) {
   if (Status status =
           checkSequences(sequences, tokens, kv.batch, "sparseAttention");
       !status.ok())
@@ -172,13 +173,13 @@ Status sparseAttention(ThreadPool &pool, const float *q, const CacheView &kv,
   if (headBlock <= 0)
     return Status::success();
   int64_t headBlocks = (heads + headBlock - 1) / headBlock;
+  numerics::OperandRounding probabilityRounding = rounding.site(1);
   pool.parallelFor(tokens * headBlocks, 1, [&](int64_t begin, int64_t end) {
     // n <= topK selected rows; hn <= headBlock heads.
     ScratchFrame frame;
     float *rows = frame.take<float>(topK * width);
     float *probs = frame.take<float>(headBlock * topK);
-    float *rounded =
-        bf16Operands ? frame.take<float>(headBlock * width) : nullptr;
+    float *rounded = rounding ? frame.take<float>(headBlock * width) : nullptr;
     double *inverse = frame.take<double>(headBlock);
     for (int64_t job = begin; job < end; ++job) {
       int64_t t = job / headBlocks;
@@ -197,9 +198,10 @@ Status sparseAttention(ThreadPool &pool, const float *q, const CacheView &kv,
       }
       // logits[h, i] = q[t, h] . row[i]
       const float *qt = q + (t * heads + h0) * width;
-      if (bf16Operands) {
+      if (rounding) {
+        uint64_t first = uint64_t(t * heads + h0) * width;
         for (int64_t i = 0; i < hn * width; ++i)
-          rounded[i] = numerics::bf16ToFloat(numerics::floatToBf16(qt[i]));
+          rounded[i] = rounding(qt[i], first + i);
         qt = rounded;
       }
       detail::gemm(qt, width, rows, width, false, nullptr, probs, n, hn, 0, n,
@@ -213,8 +215,9 @@ Status sparseAttention(ThreadPool &pool, const float *q, const CacheView &kv,
         double denominator = sinks ? std::exp(sinks[h0 + h] - maxLogit) : 0.0;
         for (int64_t i = 0; i < n; ++i) {
           double e = std::exp(scale * p[i] - maxLogit);
-          if (bf16Operands)
-            e = numerics::bf16ToFloat(numerics::floatToBf16(float(e)));
+          if (rounding)
+            e = probabilityRounding(float(e),
+                                    uint64_t((t * heads + h0 + h) * topK + i));
           denominator += e;
           p[i] = static_cast<float>(e);
         }

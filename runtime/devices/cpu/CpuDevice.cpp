@@ -364,8 +364,9 @@ struct CpuLaunchers {
       cpu::quantizeFp8Rows(d.pool, src, n / x.back(), x.back(), dst);
       return dst;
     }
+    numerics::OperandRounding rounding = d.nextRounding();
     for (int64_t i = 0; i < n; ++i)
-      dst[i] = numerics::roundToBf16(src[i]);
+      dst[i] = rounding(src[i], i);
     return dst;
   }
   static Status matmulWith(CpuDevice &d, const BoundLaunch &l,
@@ -531,7 +532,8 @@ struct CpuLaunchers {
         d.pool, f(q), f(l.in(In::weights)), cache(d, l.in(In::keys)),
         opt<int32_t>(l.in(In::sequences)), opt<int32_t>(l.in(In::bounds)),
         l.tokens, q.dim(1), l->f(abi::DsaIndexerScores::P::scale), f(l.out(0)),
-        /*bf16Q=*/d.bf16Inputs); // as the CUDA device's tensor cores
+        // As the CUDA device's tensor cores round it.
+        d.bf16Inputs ? d.nextRounding() : numerics::OperandRounding());
   }
   static Status dsaIndexSelect(CpuDevice &d, const BoundLaunch &l) {
     using In = abi::DsaIndexSelect::In;
@@ -545,11 +547,18 @@ struct CpuLaunchers {
     using In = abi::SparseAttention::In;
     using P = abi::SparseAttention::P;
     const BoundArg &q = l.in(In::q), &indices = l.in(In::indices);
+    CacheView kv = cache(d, l.in(In::kv));
+    int64_t valueDim = l->i(P::value_dim);
+    // As the CUDA device's tensor cores round them, where they apply.
+    numerics::OperandRounding rounding;
+    if (d.tensorCoreRounding &&
+        runtime::sparseMlaTensorCoresApply(kv.format, kv.width, kv.tailDim,
+                                           kv.scaleBlock, valueDim))
+      rounding = d.nextRounding();
     return cpu::sparseAttention(
-        d.pool, f(q), cache(d, l.in(In::kv)), i32(indices), indices.dim(1),
+        d.pool, f(q), kv, i32(indices), indices.dim(1),
         opt<int32_t>(l.in(In::sequences)), l.tokens, q.dim(1), l->f(P::scale),
-        l->i(P::value_dim), opt<float>(l.in(In::sinks)), f(l.out(0)),
-        d.tensorCoreRounding);
+        valueDim, opt<float>(l.in(In::sinks)), f(l.out(0)), rounding);
   }
   static Status attention(CpuDevice &d, const BoundLaunch &l) {
     using In = abi::Attention::In;

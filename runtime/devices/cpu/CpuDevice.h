@@ -28,7 +28,7 @@ public:
 
   std::string name() const override { return "cpu"; }
   /// Sparse MLA with the CUDA tensor-core kernel's roundings (bf16 Q and
-  /// probabilities; cpu::sparseAttention's bf16Operands), the oracle of
+  /// probabilities; cpu::sparseAttention's rounding), the oracle of
   /// `--attention=tensor-cores` on a GPU. Dense attention and the DSA
   /// indexer stay exact, as the GPU runs them in that mode. Off by default.
   void emulateTensorCoreAttention(bool emulate) {
@@ -43,6 +43,13 @@ public:
     bf16Inputs = bf16 || fp8;
     fp8Inputs = fp8;
   }
+  /// For the bf16 test's derived tolerance (docs/bf16-tolerance.md): every
+  /// bf16 rounding the modes above make (matmul inputs, the indexer's q,
+  /// sparse MLA's q and probabilities) becomes numerics::OperandRounding's
+  /// model of it, seeded by `seed` (non-zero), instead of rounding to
+  /// nearest even. FP8 quantization is not modelled: an error to combine
+  /// with `fp8`, checked by prepare().
+  void modelRoundingAsNoise(uint64_t seed) { noiseSeed = seed; }
   Status prepare(const artifact::ArtifactFile &file,
                  const std::vector<runtime::PreparedStep> &steps) override;
   Status writeArena(uint64_t offset, const void *data, size_t bytes) override;
@@ -92,6 +99,15 @@ private:
   ThreadPool pool;
   bool tensorCoreRounding = false;
   bool bf16Inputs = false, fp8Inputs = false;
+  /// modelRoundingAsNoise's seed (0: round to nearest even), and the
+  /// roundings made so far: each call's noise stream.
+  uint64_t noiseSeed = 0, roundingCalls = 0;
+  /// How the next call rounds its bf16 operands (a fresh noise stream).
+  numerics::OperandRounding nextRounding() {
+    if (!noiseSeed)
+      return numerics::OperandRounding::nearestEven();
+    return numerics::OperandRounding::noise(noiseSeed, ++roundingCalls);
+  }
   /// roundMatmulInputs' rounded copy of the current launch's input (grown
   /// to the largest input seen, then reused).
   std::vector<float> roundedInput;

@@ -20,6 +20,7 @@
 #include "runtime/core/KernelParams.h"
 #include "runtime/devices/cpu/Scratch.h"
 #include "runtime/devices/cpu/ThreadPool.h"
+#include "runtime/numerics/Numerics.h"
 #include "runtime/support/Status.h"
 
 #include <cstdint>
@@ -258,13 +259,14 @@ Status cacheWrite(ThreadPool &pool, const CacheView &cache,
 /// scores[t, s] = scale * sum_h weights[t, h] * ReLU(q[t, h] . key(seq_t, s))
 /// for s < maxSeqLen of the (indexer) cache; q [T, H, D]. With `bounds`
 /// (may be null), 0 for s >= bounds[t], whose keys are not read.
-/// `bf16Q`: q rounded to bf16 (to nearest even) where
-/// runtime::indexerTensorCoresApply holds, as the CUDA tensor-core kernel
-/// (daybreak_dsa_indexer_tc) rounds it: its oracle.
+/// `roundQ`: q rounded to bf16 where runtime::indexerTensorCoresApply
+/// holds, as the CUDA tensor-core kernel (daybreak_dsa_indexer_tc) rounds
+/// it (to nearest even): its oracle.
 Status dsaIndexerScores(ThreadPool &pool, const float *q, const float *weights,
                         const CacheView &keys, const int32_t *sequences,
                         const int32_t *bounds, int64_t tokens, int64_t heads,
-                        double scale, float *scores, bool bf16Q = false);
+                        double scale, float *scores,
+                        numerics::OperandRounding roundQ = {});
 
 /// Per query, the min(topK, bounds[t]) best of scores[t, 0 : bounds[t]] in
 /// descending order (ties to the lower index), then -1.
@@ -275,16 +277,16 @@ void dsaIndexSelect(ThreadPool &pool, const float *scores,
 /// Sparse MLA (absorbed): out[t, h] = sum over s in indices[t] of
 /// softmax(scale * q[t, h] . kv(seq_t, s)) * kv(seq_t, s)[:valueDim];
 /// q [T, H, width], -1 indices skipped, empty sets give 0, sinks may be null.
-/// `bf16Operands`: q and the probabilities rounded to bf16 (to nearest even)
-/// before their products, the denominators summing the rounded
-/// probabilities, as the CUDA tensor-core kernel (daybreak_sparse_mla_tc)
-/// rounds them: its oracle (`daybreak-run --device=cpu
+/// `rounding`: q and the probabilities rounded to bf16 before their
+/// products (to nearest even, or the test's model of it), the denominators
+/// summing the rounded probabilities, as the CUDA tensor-core kernel
+/// (daybreak_sparse_mla_tc) rounds them: its oracle (`daybreak-run --device=cpu
 /// --attention=tensor-cores`).
 Status sparseAttention(ThreadPool &pool, const float *q, const CacheView &kv,
                        const int32_t *indices, int64_t topK,
                        const int32_t *sequences, int64_t tokens, int64_t heads,
                        double scale, int64_t valueDim, const float *sinks,
-                       float *out, bool bf16Operands = false);
+                       float *out, numerics::OperandRounding rounding = {});
 
 /// Dense GQA attention over K and V caches (the `attention` kernel, as
 /// gpt-oss runs it): q [T, heads, headDim]; K rows hold [kvHeads, headDim]

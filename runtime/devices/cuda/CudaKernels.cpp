@@ -2343,9 +2343,9 @@ bool CudaKernels::tensorAttentionApplies(const DeviceCacheView &k,
 
 bool CudaKernels::sparseMlaTcApplies(const DeviceCacheView &kv,
                                      int64_t valueDim) {
-  return kv.width > 0 && kv.width % 16 == 0 && kv.width <= 576 &&
-         valueDim > 0 && valueDim % 16 == 0 && valueDim <= 512 &&
-         valueDim <= kv.width && tensorChunksLoad(kv);
+  return runtime::sparseMlaTensorCoresApply(kv.format, kv.width, kv.tailDim,
+                                            kv.scaleBlock, valueDim) &&
+         tensorChunksLoad(kv);
 }
 
 bool CudaKernels::sparseMlaWgApplies(const DeviceCacheView &kv,
