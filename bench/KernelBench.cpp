@@ -1640,7 +1640,9 @@ int main(int argc, char **argv) {
   }
   // "dsa": only the DSA kernels over the caches (indexer, sparse MLA, top-k)
   // below.
-  bool dsaOnly = argc > 2 && std::string(argv[2]) == "dsa";
+  // "topk": only the DSA top-k.
+  bool topkOnly = argc > 2 && std::string(argv[2]) == "topk";
+  bool dsaOnly = topkOnly || (argc > 2 && std::string(argv[2]) == "dsa");
   if (!dsaOnly) {
     benchGemvs(kernels, iterations);
     if (gemvOnly)
@@ -1724,7 +1726,7 @@ int main(int argc, char **argv) {
   // tensor cores (q in bf16: --attention=tensor-cores) for 512 as well. The
   // bytes are the keys read once and the scores written; the work, 2 x 64 x
   // 128 FLOPs a token and key, is printed beside them.
-  {
+  if (!topkOnly) {
     CUfunction t =
         entry(ptx, specialized, "_Z29daybreak_dsa_indexer_scores_tILi128EE");
     if (t && !kernels.allowSharedMemory(t).ok())
@@ -1771,7 +1773,7 @@ int main(int argc, char **argv) {
   // sized once for the longest row, and the rows hold `context` keys. The
   // tokens read one sequence here (the keys come from L2 past the first);
   // the bytes are the keys once and every score row written.
-  {
+  if (!topkOnly) {
     const int64_t maxSeqLen = 131072;
     DeviceCacheView keys = makeCache(128, 0, 128, maxSeqLen);
     CUdeviceptr q = alloc(64 * 64 * 128 * 4, 0x3c),
@@ -1803,7 +1805,7 @@ int main(int argc, char **argv) {
   // and W_UV [128, 512] a head, bf16 as lm-fold-weights stores them): the
   // tensor-core per-head GEMM (exact: three parts of x; bf16 x: one) and
   // the CUDA-core kernel. The bytes are the weight, x and the output once.
-  {
+  if (!topkOnly) {
     const int64_t heads = 128, maxTokens = 8192;
     CUdeviceptr x = alloc(maxTokens * heads * 512 * 4, 0x3c),
                 out = alloc(maxTokens * heads * 512 * 4, 0),
@@ -1845,7 +1847,7 @@ int main(int argc, char **argv) {
 
   // Sparse MLA: 128 heads, top-2048 of the latent cache; the minimum is
   // reading each selected row once per token.
-  {
+  if (!topkOnly) {
     CUfunction t = entry(ptx, specialized,
                          "_Z27daybreak_sparse_attention_tILi576ELi512EE");
     DeviceCacheView kv = makeCache(576, 64, 128, seqLen);
@@ -1923,7 +1925,9 @@ int main(int argc, char **argv) {
     check(driver->cuMemcpyHtoD(dScores, scores.data(), scores.size() * 4),
           "cuMemcpyHtoD");
     check(driver->cuMemAlloc(&dBounds, maxTokens * 4), "cuMemAlloc");
-    for (int64_t keys : {int64_t(8192), maxKeys}) {
+    // 1024: every key picked (decode under 2K); 4096, 8192, 32768: radix.
+    for (int64_t keys :
+         {int64_t(1024), int64_t(4096), int64_t(8192), maxKeys}) {
       std::vector<int32_t> bounds(maxTokens, int32_t(keys));
       check(driver->cuMemcpyHtoD(dBounds, bounds.data(), bounds.size() * 4),
             "cuMemcpyHtoD");

@@ -259,8 +259,9 @@ llvm::Expected<Tensor> dsaIndexerScores(const Tensor &q, const Tensor &k,
                                         const Tensor &bounds = Tensor());
 
 /// Per query t, the top min(topK, bound[t]) keys among s < bound[t] (bound
-/// clamped to [0, S]) by descending score, ties to the lower index, then -1
-/// padding: scores [T, S], bounds [T] I32 -> [T, topK] I32.
+/// clamped to [0, S]) by descending score, ties to the lower index, listed
+/// in ascending key order, then -1 padding: scores [T, S], bounds [T] I32
+/// -> [T, topK] I32.
 Tensor dsaIndexSelect(const Tensor &scores, const Tensor &bounds, int64_t topK);
 
 /// GLM's k-pool (lm.dsa_kpool): keys, gate [T, D], ape [P, D], the tail

@@ -145,10 +145,13 @@ def Lm_DsaIndexSelectOp : Lm_Op<"dsa_index_select", [Pure]> {
   let summary = "DSA top-k key selection with a causal bound per query";
   let description = [{
     For each query `t`, the `k = min(top_k, bounds[t])` keys `s <
-    bounds[t]` with the highest `scores[t, s]`, in descending order (ties to
-    the lower index), then -1 padding up to `top_k`. `bounds [T]` is the
-    number of keys a query may see (its causal length). With `bounds[t] <=
-    top_k` every visible key is selected: short sequences attend densely.
+    bounds[t]` with the highest `scores[t, s]` (ties to the lower index),
+    listed in ascending key order, then -1 padding up to `top_k`. The
+    selection is a set: its consumers (sparse attention, pooled attention)
+    do not depend on an order, so none by score is paid for; key order is
+    deterministic and reads the cache forwards. `bounds [T]` is the number
+    of keys a query may see (its causal length). With `bounds[t] <= top_k`
+    every visible key is selected: short sequences attend densely.
 
     ```mlir
     %idx = lm.dsa_index_select %sc, %bounds {top_k = 2048 : i64}

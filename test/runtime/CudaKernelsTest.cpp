@@ -1130,14 +1130,15 @@ TEST_F(CudaKernelsTest, DsaIndexSelect) {
     int64_t keys, topK;
     bool ties;
   };
-  // Rows of <= 4096 keys sort whole; longer ones radix-select the top-k
-  // (k <= 4096) first, up to DeepSeek-V3.2's 2048 of 40000 keys; k > 4096
-  // ranks each candidate.
+  // Rows whose every key is picked list them; others radix-select the k-th
+  // key and gather the keys up to it in key order: up to DeepSeek-V3.2's
+  // 2048 of 40000 keys, k > 4096 and k of 1.
   for (Case c :
        {Case{50, 16, false}, Case{3000, 2048, false}, Case{3000, 2048, true},
         Case{5000, 2048, false}, Case{5000, 64, true}, Case{1, 4, false},
         Case{40000, 2048, false}, Case{40000, 2048, true},
-        Case{9000, 4096, true}, Case{9000, 5000, false}}) {
+        Case{9000, 4096, true}, Case{9000, 5000, false}, Case{9000, 1, true},
+        Case{131072, 2048, false}}) {
     int64_t tokens = 6;
     std::vector<float> scores(tokens * c.keys);
     for (int64_t t = 0; t < tokens; ++t) {
@@ -1173,7 +1174,8 @@ TEST_F(CudaKernelsTest, DsaIndexSelect) {
     std::snprintf(shape, sizeof(shape), "S=%ld k=%ld ties=%d", long(c.keys),
                   long(c.topK), c.ties);
     report("dsaIndexSelect", shape, double(mismatches));
-    // Exact, order included: the order is total (ties to the lower index).
+    // Exact, order included: the set is unique (ties to the lower index)
+    // and listed in key order.
     EXPECT_EQ(mismatches, 0);
   }
 }

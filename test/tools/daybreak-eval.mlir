@@ -6,9 +6,9 @@
 // RUN: not daybreak-eval %s --function=embed --input=3xq7=1 2>&1 | FileCheck %s --check-prefix=BADSPEC
 
 // Tests top-k selection with causal bounds through the tool: row 0 sees all
-// 4 keys and keeps the best 2 (0.9 at 2, 0.5 at 0); row 1 sees 2 keys
-// (keys 0 and 1: keeps 1 then 0); row 2 sees none.
-// SELECT: result 0: i32[3x2] = {{\[\[}}2, 0], [1, 0], [-1, -1]]
+// 4 keys and keeps the best 2 (0.9 at 2, 0.5 at 0), listed in key order;
+// row 1 sees 2 keys (keeps both); row 2 sees none.
+// SELECT: result 0: i32[3x2] = {{\[\[}}0, 2], [0, 1], [-1, -1]]
 func.func @select(%s: tensor<3x4xf32>, %b: tensor<3xi32>) -> tensor<3x2xi32> {
   %i = lm.dsa_index_select %s, %b {top_k = 2 : i64} : (tensor<3x4xf32>, tensor<3xi32>) -> tensor<3x2xi32>
   return %i : tensor<3x2xi32>

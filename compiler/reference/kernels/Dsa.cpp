@@ -61,6 +61,7 @@ Tensor dsaIndexSelect(const Tensor &scores, const Tensor &bounds,
     std::vector<int64_t> candidates(bound);
     std::iota(candidates.begin(), candidates.end(), 0);
     std::vector<int64_t> chosen = selectTopK(row, candidates, topK);
+    std::sort(chosen.begin(), chosen.end()); // the set, in key order
     for (int64_t i = 0; i < topK; ++i)
       indices.ints()[t * topK + i] =
           i < static_cast<int64_t>(chosen.size()) ? chosen[i] : -1;

@@ -141,7 +141,8 @@ void dsaIndexSelect(ThreadPool &pool, const float *scores,
       if (picked < bound)
         std::nth_element(candidates, candidates + picked, candidates + bound,
                          better);
-      std::sort(candidates, candidates + picked, better);
+      // The set, in ascending key order.
+      std::sort(candidates, candidates + picked);
       int32_t *out = indices + t * topK;
       std::copy(candidates, candidates + picked, out);
       std::fill(out + picked, out + topK, -1);

@@ -268,8 +268,8 @@ Status dsaIndexerScores(ThreadPool &pool, const float *q, const float *weights,
                         double scale, float *scores,
                         numerics::OperandRounding roundQ = {});
 
-/// Per query, the min(topK, bounds[t]) best of scores[t, 0 : bounds[t]] in
-/// descending order (ties to the lower index), then -1.
+/// Per query, the min(topK, bounds[t]) best of scores[t, 0 : bounds[t]]
+/// (ties to the lower index) in ascending key order, then -1.
 void dsaIndexSelect(ThreadPool &pool, const float *scores,
                     const int32_t *bounds, int64_t tokens, int64_t keys,
                     int64_t topK, int32_t *indices);

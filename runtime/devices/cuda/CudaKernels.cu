@@ -4060,34 +4060,33 @@ __device__ __forceinline__ uint64_t selectKey(float v, int64_t index) {
   return (uint64_t(~ordered) << 32) | uint64_t(uint32_t(index));
 }
 
-constexpr int kSelectSortMax = 4096; // 32 KiB of keys
-
 } // namespace
 
 /// Per query row: the min(topK, bound) best of scores[t, 0 : bound] (bound
-/// = bounds[t] clamped to [0, keys]), descending, ties to the lower index,
-/// then -1. grid (tokens), block 1024. Keys are selectKey's 64-bit (score,
-/// index) values, unique per row, so "the k best" is "the keys up to the
-/// k-th smallest". Rows with bound <= 4096 are bitonic-sorted in shared
-/// memory whole. Longer rows first find the k-th smallest key by radix
-/// select (a pass over the row per byte of the key, each counting the keys
-/// that share the digits found so far into 256 bins, which one warp scans),
-/// gather the k keys up to it into shared memory and sort those: O(bound)
-/// reads per pass instead of the O(bound^2) of ranking each candidate,
-/// which remains only for topK > 4096. The passes stop once every key with
-/// the digits found is wanted (distinct scores: after two or three bytes),
-/// so the index bytes are only read for ties. At T = 1 a decode step waits
-/// on this block alone, so its chain of passes is the time.
+/// = bounds[t] clamped to [0, keys]; ties to the lower index) in ascending
+/// key order, then -1. grid (tokens), block 1024 (32 warps). A row whose
+/// every key is picked lists 0 .. bound - 1. Otherwise keys are
+/// selectKey's 64-bit (score, index) values, unique per row, so "the k
+/// best" is "the keys up to the k-th smallest": radix select finds that
+/// key (a pass over the row per byte of the key, each counting the keys
+/// that share the digits found so far into 256 bins, which one warp
+/// scans; the passes stop once every key with the digits found is
+/// wanted, after two or three bytes for distinct scores, so the index bytes are
+/// only read for ties). Then the keys up to it are written in key order:
+/// each warp counts them over its contiguous share of the row, a scan of
+/// the 32 counts gives each warp its first slot, and a second sweep writes
+/// them, a ballot ordering each 32. Deterministic, no sort: the consumers
+/// take the selection as a set (lm.dsa_index_select). At T = 1 a decode
+/// step waits on this block alone, so its chain of passes is the time.
 extern "C" __global__ void daybreak_dsa_index_select(const float *scores,
                                                      const int32_t *bounds,
                                                      int64_t tokens,
                                                      int64_t keys, int64_t topK,
                                                      int32_t *indices) {
-  __shared__ uint64_t sorted[kSelectSortMax];
   __shared__ uint32_t bins[256];
+  __shared__ uint32_t warpFirst[32];
   __shared__ uint64_t prefix, prefixMask;
   __shared__ int64_t rank;
-  __shared__ uint32_t gathered;
   __shared__ bool settled;
   int64_t t = blockIdx.x;
   const float *row = scores + t * keys;
@@ -4097,111 +4096,104 @@ extern "C" __global__ void daybreak_dsa_index_select(const float *scores,
   int32_t *out = indices + t * topK;
   for (int64_t i = picked + threadIdx.x; i < topK; i += blockDim.x)
     out[i] = -1;
-  if (picked == 0)
-    return;
-  if (picked > kSelectSortMax) {
-    for (int64_t i = threadIdx.x; i < bound; i += blockDim.x) {
-      uint64_t mine = selectKey(row[i], i);
-      int64_t better = 0;
-      for (int64_t j = 0; j < bound && better < picked; ++j)
-        better += selectKey(row[j], j) < mine;
-      if (better < picked)
-        out[better] = int32_t(i);
-    }
+  if (picked == bound) {
+    for (int64_t i = threadIdx.x; i < bound; i += blockDim.x)
+      out[i] = int32_t(i);
     return;
   }
-  // The keys to sort: the whole row, or the `picked` smallest of it.
-  int64_t count = bound;
-  if (bound > kSelectSortMax) {
-    if (threadIdx.x == 0) {
-      prefix = 0;
-      prefixMask = 0;
-      rank = picked; // the wanted key is the rank-th smallest with the prefix
-      gathered = 0;
-      settled = false;
-    }
-    for (int shift = 56; shift >= 0; shift -= 8) {
-      for (int d = threadIdx.x; d < 256; d += blockDim.x)
-        bins[d] = 0;
-      __syncthreads();
-      uint64_t want = prefix, mask = prefixMask;
-      for (int64_t i = threadIdx.x; i < bound; i += blockDim.x) {
-        uint64_t key = selectKey(row[i], i);
-        if ((key & mask) == want)
-          atomicAdd(&bins[(key >> shift) & 255], 1u);
-      }
-      __syncthreads();
-      // The digit d whose bins, counted from 0, first reach the rank: a
-      // lane sums 8 bins, the warp scans the sums, and the lane whose
-      // range holds the rank walks its own 8.
-      if (threadIdx.x < 32) {
-        const int lane = threadIdx.x;
-        uint32_t local[8], sum = 0;
-#pragma unroll
-        for (int j = 0; j < 8; ++j) {
-          local[j] = bins[lane * 8 + j];
-          sum += local[j];
-        }
-        uint32_t through = sum;
-#pragma unroll
-        for (int o = 1; o < 32; o <<= 1) {
-          uint32_t v = __shfl_up_sync(0xffffffffu, through, o);
-          if (lane >= o)
-            through += v;
-        }
-        const int64_t r = rank, before = through - sum;
-        if (before < r && r <= int64_t(through)) {
-          int64_t below = before;
-          int j = 0;
-          while (below + local[j] < r)
-            below += local[j++];
-          rank = r - below;
-          prefix |= uint64_t(lane * 8 + j) << shift;
-          prefixMask |= uint64_t(255) << shift;
-          // Every key with these digits is wanted: the lower bytes need
-          // not be told apart.
-          settled = local[j] == uint32_t(r - below);
-        }
-      }
-      __syncthreads();
-      if (settled)
-        break;
-    }
-    // The largest key with the prefix: with every byte found, the key.
-    uint64_t threshold = prefix | ~prefixMask;
+  if (threadIdx.x == 0) {
+    prefix = 0;
+    prefixMask = 0;
+    rank = picked; // the wanted key is the rank-th smallest with the prefix
+    settled = false;
+  }
+  for (int shift = 56; shift >= 0; shift -= 8) {
+    for (int d = threadIdx.x; d < 256; d += blockDim.x)
+      bins[d] = 0;
+    __syncthreads();
+    uint64_t want = prefix, mask = prefixMask;
     for (int64_t i = threadIdx.x; i < bound; i += blockDim.x) {
       uint64_t key = selectKey(row[i], i);
-      if (key <= threshold)
-        sorted[atomicAdd(&gathered, 1u)] = key;
+      if ((key & mask) == want)
+        atomicAdd(&bins[(key >> shift) & 255], 1u);
     }
-    count = picked;
-  } else {
-    for (int64_t i = threadIdx.x; i < bound; i += blockDim.x)
-      sorted[i] = selectKey(row[i], i);
-  }
-  int size = 1;
-  while (size < count)
-    size <<= 1;
-  for (int64_t i = count + threadIdx.x; i < size; i += blockDim.x)
-    sorted[i] = ~0ull;
-  __syncthreads();
-  for (int span = 2; span <= size; span <<= 1)
-    for (int stride = span >> 1; stride > 0; stride >>= 1) {
-      for (int i = threadIdx.x; i < size; i += blockDim.x) {
-        int j = i ^ stride;
-        if (j > i) {
-          uint64_t a = sorted[i], b = sorted[j];
-          bool ascending = (i & span) == 0;
-          if ((a > b) == ascending) {
-            sorted[i] = b;
-            sorted[j] = a;
-          }
-        }
+    __syncthreads();
+    // The digit d whose bins, counted from 0, first reach the rank: a lane
+    // sums 8 bins, the warp scans the sums, and the lane whose range holds
+    // the rank walks its own 8.
+    if (threadIdx.x < 32) {
+      const int lane = threadIdx.x;
+      uint32_t local[8], sum = 0;
+#pragma unroll
+      for (int j = 0; j < 8; ++j) {
+        local[j] = bins[lane * 8 + j];
+        sum += local[j];
       }
-      __syncthreads();
+      uint32_t through = sum;
+#pragma unroll
+      for (int o = 1; o < 32; o <<= 1) {
+        uint32_t v = __shfl_up_sync(0xffffffffu, through, o);
+        if (lane >= o)
+          through += v;
+      }
+      const int64_t r = rank, before = through - sum;
+      if (before < r && r <= int64_t(through)) {
+        int64_t below = before;
+        int j = 0;
+        while (below + local[j] < r)
+          below += local[j++];
+        rank = r - below;
+        prefix |= uint64_t(lane * 8 + j) << shift;
+        prefixMask |= uint64_t(255) << shift;
+        // Every key with these digits is wanted: the lower bytes need not
+        // be told apart.
+        settled = local[j] == uint32_t(r - below);
+      }
     }
-  for (int64_t i = threadIdx.x; i < picked; i += blockDim.x)
-    out[i] = int32_t(uint32_t(sorted[i]));
+    __syncthreads();
+    if (settled)
+      break;
+  }
+  // The largest wanted key: with every byte found, the k-th smallest; once
+  // settled, the largest with the prefix. Exactly `picked` keys are at most
+  // it.
+  const uint64_t threshold = prefix | ~prefixMask;
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5,
+            warps = blockDim.x >> 5;
+  const int64_t share = ((bound + warps - 1) / warps + 31) / 32 * 32;
+  const int64_t begin = warp * share,
+                end = begin + share < bound ? begin + share : bound;
+  uint32_t count = 0;
+  for (int64_t base = begin; base < end; base += 32) {
+    const int64_t i = base + lane;
+    const bool wanted = i < end && selectKey(row[i], i) <= threshold;
+    count += __popc(__ballot_sync(0xffffffffu, wanted));
+  }
+  if (lane == 0)
+    warpFirst[warp] = count;
+  __syncthreads();
+  if (warp == 0) {
+    const uint32_t own = lane < warps ? warpFirst[lane] : 0;
+    uint32_t through = own;
+#pragma unroll
+    for (int o = 1; o < 32; o <<= 1) {
+      uint32_t v = __shfl_up_sync(0xffffffffu, through, o);
+      if (lane >= o)
+        through += v;
+    }
+    if (lane < warps)
+      warpFirst[lane] = through - own;
+  }
+  __syncthreads();
+  uint32_t slot = warpFirst[warp];
+  for (int64_t base = begin; base < end; base += 32) {
+    const int64_t i = base + lane;
+    const bool wanted = i < end && selectKey(row[i], i) <= threshold;
+    const uint32_t ballot = __ballot_sync(0xffffffffu, wanted);
+    if (wanted)
+      out[slot + __popc(ballot & ((1u << lane) - 1))] = int32_t(i);
+    slot += __popc(ballot);
+  }
 }
 
 namespace {

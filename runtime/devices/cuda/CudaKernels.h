@@ -774,6 +774,8 @@ public:
                           CUfunction specialized = nullptr,
                           bool tensorCores = false,
                           IndexerTiles tiles = IndexerTiles::Auto) const;
+  /// cpu::dsaIndexSelect on the device (daybreak_dsa_index_select): the
+  /// set in ascending key order, bit for bit.
   Status dsaIndexSelect(CUdeviceptr scores, CUdeviceptr bounds, int64_t tokens,
                         int64_t keys, int64_t topK, CUdeviceptr indices,
                         CUstream stream) const;

@@ -22,10 +22,11 @@ TEST(DsaIndexerScores, HandValues) {
 }
 
 TEST(DsaIndexSelect, TiesGoToTheLowerIndex) {
-  // Scores [1, 5, 3, 5, 3]: 5s at 1 and 3, then 3s at 2 and 4.
+  // Scores [1, 5, 3, 5, 3]: 5s at 1 and 3, then 3s at 2 and 4: {1, 3, 2},
+  // listed in key order.
   Tensor scores = floats({1, 5}, {1, 5, 3, 5, 3});
   EXPECT_EQ(dsaIndexSelect(scores, ints({1}, {5}), 3).ints(),
-            (std::vector<int64_t>{1, 3, 2}));
+            (std::vector<int64_t>{1, 2, 3}));
 }
 
 TEST(DsaIndexSelect, BoundsPadClampAndEmpty) {
@@ -39,7 +40,7 @@ TEST(DsaIndexSelect, BoundsPadClampAndEmpty) {
                                   5, 5, 5, 5});
   Tensor bounds = ints({4}, {2, 0, 9, -3});
   EXPECT_EQ(dsaIndexSelect(scores, bounds, 3).ints(),
-            (std::vector<int64_t>{1, 0, -1,   //
+            (std::vector<int64_t>{0, 1, -1,   //
                                   -1, -1, -1, //
                                   0, 2, 3,    //
                                   -1, -1, -1}));
@@ -64,6 +65,7 @@ TEST(DsaIndexSelect, MatchesASortedBruteForce) {
       return scores.floats()[t * keys + a] > scores.floats()[t * keys + b];
     });
     order.resize(std::min(bound, topK));
+    std::sort(order.begin(), order.end()); // listed in key order
     order.resize(topK, -1);
     EXPECT_EQ(std::vector<int64_t>(selected.ints().begin() + t * topK,
                                    selected.ints().begin() + (t + 1) * topK),
