@@ -68,17 +68,11 @@ struct SpecializeLibraryKernelsPass
       auto tile = launch->getAttrOfType<DenseI64ArrayAttr>("cuda_tile");
       if (entry == kernelEntry.end() || entry->second != "fp8_matmul" || !tile)
         return WalkResult::advance();
-      cuda::Fp8GemmTile t{0, 0, 0, 0};
-      if (tile.size() == 4)
-        t = {int32_t(tile[0]), int32_t(tile[1]), int32_t(tile[2]),
-             int32_t(tile[3])};
-      if (tile.size() == 4 && cuda::fp8GemmTileValid(t))
+      if (cuda::fp8GemmTileFrom(tile.asArrayRef().data(), tile.size()))
         return WalkResult::advance();
       launch.emitError("plan-specialize-library-kernels: cuda_tile is not a "
-                       "tile the FP8 GEMM takes: [rows 64 or 128, columns "
-                       "128, stages 2-")
-          << cuda::fp8GemmMaxStages(64) << " (" << cuda::fp8GemmMaxStages(128)
-          << " beside 128 rows), splits 1-" << cuda::kMaxSplits << "]";
+                       "tile the FP8 GEMM takes: ")
+          << cuda::fp8GemmTileRule();
       return WalkResult::interrupt();
     });
     return failure(walk.wasInterrupted());

@@ -70,9 +70,10 @@ struct TilePass : public daybreak::impl::LmTileBase<TilePass> {
     }
   }
 
-  /// `cuda_tile` on each fp8_matmul the FP8 GEMM runs: DeepSeek's 128 x 128
-  /// blocks (blockN a multiple of 128), K a multiple of 16, and more rows
-  /// than the decode GEMVs take (CudaKernels::matmul's rule). Its rows are
+  /// `cuda_tile` on each fp8_matmul the FP8 GEMM runs: a weight
+  /// cuda::fp8GemmWeightApplies takes (DeepSeek's 128 x 128 blocks, K a
+  /// multiple of 16) and more rows than the decode GEMVs take
+  /// (CudaKernels::matmul's rule). Its rows are
   /// the phase's tokens times the input's static leading dimensions.
   void tileForCuda() {
     Builder b(&getContext());
@@ -83,11 +84,11 @@ struct TilePass : public daybreak::impl::LmTileBase<TilePass> {
         auto weight = cast<RankedTensorType>(op.getWeight().getType());
         ArrayRef<int64_t> blocks = op.getBlockSize();
         if (weight.getRank() != 2 || !weight.hasStaticShape() ||
-            blocks.size() != 2 || blocks[0] % 128 != 0 || blocks[1] != 128)
+            blocks.size() != 2 ||
+            !cuda::fp8GemmWeightApplies(blocks[0], blocks[1],
+                                        weight.getDimSize(1)))
           return;
         int64_t n = weight.getDimSize(0), k = weight.getDimSize(1);
-        if (k % 16 != 0)
-          return;
         int64_t rows = 1;
         for (int64_t d : input.getShape().drop_back())
           rows *= ShapedType::isDynamic(d) ? tokens : d;

@@ -15,6 +15,7 @@
 
 #include <gtest/gtest.h>
 
+#include <optional>
 #include <random>
 #include <vector>
 
@@ -400,6 +401,32 @@ TEST(GemmTiles, LibraryStagesFitAndAreTheMost) {
   EXPECT_FALSE(fp8GemmTileValid({64, 256, 6, 1}));
   EXPECT_FALSE(fp8GemmTileValid({64, 128, 1, 1}));
   EXPECT_FALSE(fp8GemmTileValid({128, 128, 6, kMaxSplits + 1}));
+}
+
+TEST(GemmTiles, TileAttributeIsReadOnceAndChecked) {
+  // cuda_tile's four values: a tile the kernel takes, or nothing.
+  const int64_t good[] = {64, 128, 9, 2};
+  std::optional<Fp8GemmTile> tile = fp8GemmTileFrom(good, 4);
+  ASSERT_TRUE(tile);
+  EXPECT_EQ(*tile, (Fp8GemmTile{64, 128, 9, 2}));
+  EXPECT_FALSE(fp8GemmTileFrom(good, 3));
+  const int64_t tooManyStages[] = {128, 128, 8, 1};
+  EXPECT_FALSE(fp8GemmTileFrom(tooManyStages, 4));
+  // A value past int32 must not wrap into a valid one (2^32 + 64 rows).
+  const int64_t wraps[] = {(int64_t(1) << 32) + 64, 128, 6, 1};
+  EXPECT_FALSE(fp8GemmTileFrom(wraps, 4));
+  EXPECT_EQ(fp8GemmTileRule(), "[rows 64 or 128, columns 128, stages 2-9 (7 "
+                               "beside 128 rows), splits 1-8]");
+}
+
+TEST(GemmTiles, WeightRuleIsDeepSeeksBlocks) {
+  EXPECT_TRUE(fp8GemmWeightApplies(128, 128, 7168));
+  EXPECT_TRUE(fp8GemmWeightApplies(256, 128, 16));
+  EXPECT_FALSE(fp8GemmWeightApplies(64, 128, 7168));  // rows of 64
+  EXPECT_FALSE(fp8GemmWeightApplies(128, 64, 7168));  // columns of 64
+  EXPECT_FALSE(fp8GemmWeightApplies(128, 128, 7160)); // K not of 16
+  EXPECT_FALSE(fp8GemmWeightApplies(0, 128, 7168));
+  EXPECT_FALSE(fp8GemmWeightApplies(128, 128, 0));
 }
 
 } // namespace

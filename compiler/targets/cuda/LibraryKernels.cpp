@@ -3,6 +3,7 @@
 #include "compiler/targets/cuda/LibraryKernels.h"
 
 #include "dialects/plan/PlanOps.h"
+#include "runtime/devices/cuda/GemmTiles.h"
 
 #include "mlir/IR/BuiltinTypes.h"
 #include "llvm/ADT/StringMap.h"
@@ -63,10 +64,13 @@ static std::string instantiationFor(plan::LaunchOp launch,
   } else if (entry == "fp8_matmul") {
     // The FP8 GEMM for the tile lm-tile chose: [rows, columns, stages,
     // splits] (the splits are the grid's).
-    auto tile = launch->getAttrOfType<DenseI64ArrayAttr>("cuda_tile");
-    if (tile && tile.size() == 4)
-      return llvm::formatv("daybreak_gemm_wg_fp8_t<{0}, {1}>", tile[0], tile[2])
-          .str();
+    if (auto attr = launch->getAttrOfType<DenseI64ArrayAttr>("cuda_tile"))
+      if (std::optional<daybreak::cuda::Fp8GemmTile> tile =
+              daybreak::cuda::fp8GemmTileFrom(attr.asArrayRef().data(),
+                                              attr.size()))
+        return llvm::formatv("daybreak_gemm_wg_fp8_t<{0}, {1}>", tile->rows,
+                             tile->stages)
+            .str();
   } else if (entry == "dsa_indexer_scores" && !args.empty()) {
     // q [T, H, D]: D is the key cache's width.
     if (int64_t dim = staticDim(args[0], 2))

@@ -443,16 +443,13 @@ Status CudaDevice::prepare(const artifact::ArtifactFile &file,
           !l.has(abi::Fp8Matmul::P::cuda_tile))
         continue;
       const std::vector<int64_t> &t = l.ints(abi::Fp8Matmul::P::cuda_tile);
-      Fp8GemmTile tile{0, 0, 0, 0};
-      if (t.size() == 4)
-        tile = {int32_t(t[0]), int32_t(t[1]), int32_t(t[2]), int32_t(t[3])};
-      if (t.size() != 4 || !fp8GemmTileValid(tile))
+      std::optional<Fp8GemmTile> read = fp8GemmTileFrom(t.data(), t.size());
+      if (!read)
         return Status::error(l.label +
-                             ": cuda_tile is not an FP8 GEMM tile the "
-                             "kernel takes ([rows 64 or 128, columns 128, "
-                             "stages 2-" +
-                             std::to_string(fp8GemmMaxStages(64)) +
-                             ", splits 1-" + std::to_string(kMaxSplits) + "])");
+                             ": cuda_tile is not an FP8 GEMM tile the kernel "
+                             "takes: " +
+                             fp8GemmTileRule());
+      const Fp8GemmTile tile = *read;
       if (l.specialized.empty() &&
           tile.stages != fp8GemmLibraryStages(tile.rows))
         return Status::error(

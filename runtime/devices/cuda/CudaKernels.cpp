@@ -1003,8 +1003,8 @@ Status CudaKernels::warpgroupGemm(CUdeviceptr x, const DeviceWeight &w,
 }
 
 bool CudaKernels::fp8GemmApplies(const DeviceWeight &w, int64_t k) {
-  return w.type == 2 && k > 0 && k % 16 == 0 && w.data % 16 == 0 &&
-         w.blockK == 128 && w.blockN > 0 && w.blockN % 128 == 0;
+  return w.type == 2 && w.data % 16 == 0 &&
+         fp8GemmWeightApplies(w.blockN, w.blockK, k);
 }
 
 int64_t CudaKernels::fp8GemmScratchFloats(int64_t m, int64_t k, int64_t n,

@@ -18,6 +18,8 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <optional>
+#include <string>
 
 namespace daybreak::cuda {
 
@@ -67,6 +69,42 @@ constexpr bool fp8GemmTileValid(const Fp8GemmTile &tile) {
   return (tile.rows == 64 || tile.rows == 128) && tile.columns == 128 &&
          tile.stages >= 2 && tile.stages <= fp8GemmMaxStages(tile.rows) &&
          tile.splits >= 1 && tile.splits <= kMaxSplits;
+}
+
+/// `cuda_tile`'s values, [rows, columns, stages, splits], as a tile the
+/// kernel takes, or nullopt: the one reading of the attribute that
+/// plan-specialize-library-kernels' check, the NVRTC instantiation and the
+/// CUDA device's load share.
+inline std::optional<Fp8GemmTile> fp8GemmTileFrom(const int64_t *values,
+                                                  size_t count) {
+  if (count != 4)
+    return std::nullopt;
+  Fp8GemmTile tile{int32_t(values[0]), int32_t(values[1]), int32_t(values[2]),
+                   int32_t(values[3])};
+  for (size_t i = 0; i < 4; ++i)
+    if (values[i] != int64_t(int32_t(values[i])))
+      return std::nullopt;
+  if (!fp8GemmTileValid(tile))
+    return std::nullopt;
+  return tile;
+}
+
+/// What fp8GemmTileFrom accepts, for error messages.
+inline std::string fp8GemmTileRule() {
+  return "[rows 64 or 128, columns 128, stages 2-" +
+         std::to_string(fp8GemmMaxStages(64)) + " (" +
+         std::to_string(fp8GemmMaxStages(128)) +
+         " beside 128 rows), splits 1-" + std::to_string(kMaxSplits) + "]";
+}
+
+/// Whether the FP8 GEMM takes a weight of these scale blocks at this K,
+/// before the device's own conditions (e4m3 codes, alignment) and the
+/// rows (more than kFp8GemvMaxRows): DeepSeek's 128 x 128 blocks (128
+/// columns, a multiple of 128 rows) and K a multiple of 16. lm-tile
+/// records tiles by it and CudaKernels::fp8GemmApplies runs by it.
+constexpr bool fp8GemmWeightApplies(int64_t blockN, int64_t blockK, int64_t k) {
+  return blockK == 128 && blockN > 0 && blockN % 128 == 0 && k > 0 &&
+         k % 16 == 0;
 }
 
 /// The time the model predicts for `tile` on x [m, k] and w [n, k], in
