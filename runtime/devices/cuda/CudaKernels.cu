@@ -4060,6 +4060,17 @@ __device__ __forceinline__ uint64_t selectKey(float v, int64_t index) {
   return (uint64_t(~ordered) << 32) | uint64_t(uint32_t(index));
 }
 
+/// The sum of `value` over lanes 0 .. lane of the warp (all 32 take part).
+__device__ __forceinline__ uint32_t warpInclusiveSum(uint32_t value, int lane) {
+#pragma unroll
+  for (int o = 1; o < 32; o <<= 1) {
+    uint32_t v = __shfl_up_sync(0xffffffffu, value, o);
+    if (lane >= o)
+      value += v;
+  }
+  return value;
+}
+
 } // namespace
 
 /// Per query row: the min(topK, bound) best of scores[t, 0 : bound] (bound
@@ -4129,13 +4140,7 @@ extern "C" __global__ void daybreak_dsa_index_select(const float *scores,
         local[j] = bins[lane * 8 + j];
         sum += local[j];
       }
-      uint32_t through = sum;
-#pragma unroll
-      for (int o = 1; o < 32; o <<= 1) {
-        uint32_t v = __shfl_up_sync(0xffffffffu, through, o);
-        if (lane >= o)
-          through += v;
-      }
+      const uint32_t through = warpInclusiveSum(sum, lane);
       const int64_t r = rank, before = through - sum;
       if (before < r && r <= int64_t(through)) {
         int64_t below = before;
@@ -4174,13 +4179,7 @@ extern "C" __global__ void daybreak_dsa_index_select(const float *scores,
   __syncthreads();
   if (warp == 0) {
     const uint32_t own = lane < warps ? warpFirst[lane] : 0;
-    uint32_t through = own;
-#pragma unroll
-    for (int o = 1; o < 32; o <<= 1) {
-      uint32_t v = __shfl_up_sync(0xffffffffu, through, o);
-      if (lane >= o)
-        through += v;
-    }
+    const uint32_t through = warpInclusiveSum(own, lane);
     if (lane < warps)
       warpFirst[lane] = through - own;
   }
