@@ -8,7 +8,8 @@
 # roundings); --precision=bf16 and fp8 on both are run and their differences printed,
 # not checked (see below), except --precision=bf16 on the fixtures built for it
 # (a cpu_f32 artifact staged), checked against transformers within the
-# tolerance derived from bf16 rounding (docs/bf16-tolerance.md). Writes
+# tolerance derived from bf16 rounding (docs/bf16-tolerance.md), and there
+# --precision=fp8 too on FP8 weights. Writes
 # $OUT/gpu-tests.txt.
 set -uo pipefail
 # DAYBREAK_DEVICE_DIR: where stage-gpu-tests.sh staged (default device/).
@@ -95,25 +96,31 @@ nonfinite() {
         || true
     done
     # The fixtures whose discrete choices are far from ties (staged with a
-    # CPU artifact of f32 caches): --precision=bf16 on both devices against
-    # transformers, each logit within 1e-4 + 7 sigma, sigma from 32 CPU runs
-    # under the probabilistic model of bf16 rounding (docs/bf16-tolerance.md).
+    # CPU artifact of f32 caches): --precision=bf16 (and fp8, on FP8
+    # weights) on both devices against transformers, each logit within
+    # 1e-4 + 7 sigma, sigma from 32 CPU runs under the probabilistic model
+    # of each rounding (docs/bf16-tolerance.md).
     if [ -f "$name/cpu_f32.daybreak" ]; then
-      echo "== $name: --precision=bf16, f32 cache, vs transformers within the derived tolerance"
-      spread=""
-      for seed in $(seq 1 32); do
-        ./daybreak-run logits "$name/cpu_f32.daybreak" --device=cpu --precision=bf16 --rounding-noise "$seed" \
-            --inputs "$name/inputs.json" --output "$name/noise$seed.safetensors" --threads 8 2>/dev/null \
-          || status=1
-        spread="$spread${spread:+,}$name/noise$seed.safetensors"
-      done
-      for device in cpu cuda; do
-        echo "-- $device"
-        ./daybreak-run logits "$name/${device}_f32.daybreak" --device=$device --precision=bf16 \
-            --inputs "$name/inputs.json" --output "$name/${device}_f32_bf16.safetensors" \
-          && ./daybreak-run compare "$name/${device}_f32_bf16.safetensors" --expected "$name/expected.safetensors" \
-            --spread "$spread" \
-          || status=1
+      precisions=bf16
+      case $name in *_fp8) precisions="bf16 fp8" ;; esac
+      for precision in $precisions; do
+        echo "== $name: --precision=$precision, f32 cache, vs transformers within the derived tolerance"
+        spread=""
+        for seed in $(seq 1 32); do
+          ./daybreak-run logits "$name/cpu_f32.daybreak" --device=cpu --precision=$precision \
+              --rounding-noise "$seed" --inputs "$name/inputs.json" --output "$name/noise$seed.safetensors" \
+              --threads 8 2>/dev/null \
+            || status=1
+          spread="$spread${spread:+,}$name/noise$seed.safetensors"
+        done
+        for device in cpu cuda; do
+          echo "-- $device"
+          ./daybreak-run logits "$name/${device}_f32.daybreak" --device=$device --precision=$precision \
+              --inputs "$name/inputs.json" --output "$name/${device}_f32_$precision.safetensors" \
+            && ./daybreak-run compare "$name/${device}_f32_$precision.safetensors" \
+              --expected "$name/expected.safetensors" --spread "$spread" \
+            || status=1
+        done
       done
     fi
   done

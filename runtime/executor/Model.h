@@ -42,8 +42,8 @@ struct LoadOptions {
   /// takes its input quantized to FP8 per row and 128 columns, as
   /// DeepSeek's own inference and DeepGEMM do; on CUDA the FP8 GEMMs.
   bool fp8MatmulInputs = false;
-  /// `--rounding-noise SEED` (CPU, bf16 roundings only): the bf16 test's
-  /// model of rounding in place of rounding to nearest even
+  /// `--rounding-noise SEED` (CPU): the derived tolerances' model of each
+  /// rounding in place of rounding to nearest even
   /// (CpuDevice::modelRoundingAsNoise); 0: off.
   uint64_t roundingNoiseSeed = 0;
   /// Debugging: report every launch whose floating-point results hold NaN

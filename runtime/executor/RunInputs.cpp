@@ -116,9 +116,6 @@ Status runtime::parseLoadOptions(const RunFlags &flags, LoadOptions &out) {
     int64_t seed = 0;
     if (!parseInteger(noise, 1, std::numeric_limits<int64_t>::max(), seed))
       return Status::error("--rounding-noise expects a seed of at least 1");
-    if (out.fp8MatmulInputs)
-      return Status::error("--rounding-noise models bf16 roundings; "
-                           "--precision=fp8's FP8 quantization is not one");
     if (!out.bf16MatmulInputs && !out.tensorCoreAttention)
       return Status::error("--rounding-noise needs --precision=bf16 or "
                            "--attention=tensor-cores: the exact mode rounds "

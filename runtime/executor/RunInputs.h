@@ -48,7 +48,7 @@ bool parseIntegerList(const std::string &text, int64_t min, int64_t max,
 
 /// --device (default "": the artifact's target), --threads (0: all
 /// hardware threads; at most kMaxRunThreads), --attention=exact|tensor-cores,
-/// --precision=exact|bf16|fp8, --rounding-noise SEED (bf16 roundings only),
+/// --precision=exact|bf16|fp8, --rounding-noise SEED (a rounding mode),
 /// --check-finite 0|1.
 Status parseLoadOptions(const RunFlags &flags, LoadOptions &out);
 /// compare's --expected (required), --atol (default 1e-4) and --spread

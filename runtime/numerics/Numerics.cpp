@@ -118,11 +118,20 @@ uint64_t mix64(uint64_t x) {
 }
 } // namespace
 
-float OperandRounding::perturb(float value, uint64_t index) const {
+double OperandRounding::uniform(uint64_t index) const {
   uint64_t bits = mix64(seed ^ mix64(stream ^ mix64(index)));
-  double r = double(bits >> 11) * 0x1.0p-53; // [0, 1)
-  double d = kUnitRoundoff * (2 * r - 1);
-  return static_cast<float>(double(value) * (1 + d));
+  return 2 * (double(bits >> 11) * 0x1.0p-53) - 1; // [0, 1) -> [-1, 1)
+}
+
+float OperandRounding::e4m3(float value, uint64_t index) const {
+  if (mode == Mode::Nearest)
+    return roundToE4m3(value);
+  if (mode != Mode::Noise)
+    return value;
+  double d = uniform(index);
+  if (std::fabs(value) >= 0x1p-6)
+    return float(double(value) * (1 + 0x1p-4 * d));
+  return float(double(value) + 0x1p-10 * d);
 }
 
 float f16ToFloat(uint16_t bits) {

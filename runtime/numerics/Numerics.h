@@ -56,13 +56,16 @@ inline uint8_t e2m1ToE4m3(uint8_t code) {
                                             0x40, 0x44, 0x48, 0x4C};
   return uint8_t(((code & 8) << 4) | kMagnitude[code & 7]);
 }
-/// How a bf16 precision mode turns an operand into bf16: not at all (the
-/// exact mode), to nearest even (what the GPU's conversions do), or by the
-/// probabilistic model of that rounding which the bf16 test's derived
-/// tolerance samples (docs/bf16-tolerance.md): the value times 1 + d, d
-/// uniform in [-2^-8, 2^-8] (bf16's unit roundoff), independent for each
-/// value of each call: a counter-based hash of (seed, stream, index), so a
-/// run is reproducible whatever the thread count.
+/// How a precision mode rounds an operand: not at all (the exact mode), to
+/// nearest even (what the GPU's conversions do), or by the probabilistic
+/// model of that rounding which the derived tolerances sample
+/// (docs/bf16-tolerance.md), independent for each value of each call (a
+/// counter-based hash of seed, stream and index, so a run is reproducible
+/// whatever the thread count). To bf16: the value times 1 + d, d uniform in
+/// [-2^-8, 2^-8] (bf16's unit roundoff). To e4m3 (FP8 activations, scaled
+/// to at most 448 first): times 1 + d, d uniform in [-2^-4, 2^-4], at
+/// normal magnitudes (2^-6 and up), plus d 2^-10 with d uniform in [-1, 1]
+/// below them (half the subnormals' spacing).
 class OperandRounding {
 public:
   /// Unit roundoff of bf16 (8 significant bits, round to nearest).
@@ -84,20 +87,24 @@ public:
     r.stream = stream * 0x9E3779B97F4A7C15ull + k + 1;
     return r;
   }
-  /// Value `index` of the call, rounded.
+  /// Value `index` of the call, rounded to bf16.
   float operator()(float value, uint64_t index) const {
     if (mode == Mode::Nearest)
       return roundToBf16(value);
     if (mode == Mode::Noise)
-      return perturb(value, index);
+      return float(double(value) * (1 + kUnitRoundoff * uniform(index)));
     return value;
   }
+  /// Value `index` of the call (already scaled into e4m3's range), rounded
+  /// to e4m3 (saturating).
+  float e4m3(float value, uint64_t index) const;
 
 private:
   enum class Mode { Exact, Nearest, Noise };
   OperandRounding(Mode mode, uint64_t seed, uint64_t stream)
       : mode(mode), seed(seed), stream(stream) {}
-  float perturb(float value, uint64_t index) const;
+  /// The draw of value `index`: uniform in [-1, 1).
+  double uniform(uint64_t index) const;
 
   Mode mode = Mode::Exact;
   uint64_t seed = 0, stream = 0;

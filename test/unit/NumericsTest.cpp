@@ -269,4 +269,25 @@ TEST(OperandRounding, StreamsSitesAndSeedsAreIndependent) {
   }
 }
 
+TEST(OperandRounding, E4m3NearestAndItsModel) {
+  OperandRounding nearest = OperandRounding::nearestEven();
+  for (float v : {1.0f, 1.0625f, 3.3f, -447.0f, 0.013f, 1e-3f})
+    EXPECT_EQ(bitsOf(nearest.e4m3(v, 0)), bitsOf(roundToE4m3(v)));
+  // The model: relative within 2^-4 from 2^-6 up, absolute within 2^-10
+  // below (half the subnormals' spacing of 2^-9); both reach their bounds.
+  OperandRounding noise = OperandRounding::noise(7, 1);
+  double worstRelative = 0, worstAbsolute = 0;
+  for (int64_t i = 0; i < (1 << 14); ++i) {
+    float normal = 0x1p-6f * float(1 + i % 1000), tiny = 0x1p-8f;
+    double relative = std::fabs(double(noise.e4m3(normal, i)) / normal - 1);
+    double absolute = std::fabs(double(noise.e4m3(tiny, i)) - tiny);
+    ASSERT_LE(relative, 0x1p-4 * (1 + 0x1p-20));
+    ASSERT_LE(absolute, 0x1p-10 * (1 + 0x1p-20));
+    worstRelative = std::max(worstRelative, relative);
+    worstAbsolute = std::max(worstAbsolute, absolute);
+  }
+  EXPECT_GT(worstRelative, 0.99 * 0x1p-4);
+  EXPECT_GT(worstAbsolute, 0.99 * 0x1p-10);
+}
+
 } // namespace

@@ -361,7 +361,8 @@ struct CpuLaunchers {
     float *dst = d.roundedInput.data();
     if (d.fp8Inputs && w.type == WeightType::F8E4M3 &&
         runtime::fp8InputsApply(w.blockN, w.blockK)) {
-      cpu::quantizeFp8Rows(d.pool, src, n / x.back(), x.back(), dst);
+      cpu::quantizeFp8Rows(d.pool, src, n / x.back(), x.back(), dst,
+                           d.nextRounding());
       return dst;
     }
     numerics::OperandRounding rounding = d.nextRounding();

@@ -43,12 +43,11 @@ public:
     bf16Inputs = bf16 || fp8;
     fp8Inputs = fp8;
   }
-  /// For the bf16 test's derived tolerance (docs/bf16-tolerance.md): every
-  /// bf16 rounding the modes above make (matmul inputs, the indexer's q,
-  /// sparse MLA's q and probabilities) becomes numerics::OperandRounding's
-  /// model of it, seeded by `seed` (non-zero), instead of rounding to
-  /// nearest even. FP8 quantization is not modelled: an error to combine
-  /// with `fp8`, checked by prepare().
+  /// For the derived tolerances (docs/bf16-tolerance.md): every rounding
+  /// the modes above make (matmul inputs to bf16 or, under `fp8`, to e4m3;
+  /// the indexer's q, sparse MLA's q and probabilities) becomes
+  /// numerics::OperandRounding's model of it, seeded by `seed` (non-zero),
+  /// instead of rounding to nearest even.
   void modelRoundingAsNoise(uint64_t seed) { noiseSeed = seed; }
   Status prepare(const artifact::ArtifactFile &file,
                  const std::vector<runtime::PreparedStep> &steps) override;

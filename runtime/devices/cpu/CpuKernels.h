@@ -157,9 +157,13 @@ void matmul(ThreadPool &pool, const float *x, const WeightView &w,
 /// x [rows, k] as the FP8 GEMMs read it (`--precision=fp8`,
 /// runtime::fp8InputsApply): per row and 128 columns, scale s = 2^ceil(
 /// log2(max(amax, 1e-4) / 448)) and out = e4m3(x / s) s (RNE, saturating;
-/// exact in fp32). `out` may not alias `x`.
+/// exact in fp32). `out` may not alias `x`. `rounding` (nearest even by
+/// default) may be the tolerance's model of it instead
+/// (numerics::OperandRounding::e4m3).
 void quantizeFp8Rows(ThreadPool &pool, const float *x, int64_t rows, int64_t k,
-                     float *out);
+                     float *out,
+                     numerics::OperandRounding rounding =
+                         numerics::OperandRounding::nearestEven());
 
 /// Per-head matmul: x [T, H, K], w [H, K, N] (or [H, N, K] when
 /// transposeWeight) -> out [T, H, N].

@@ -76,7 +76,7 @@ void matmul(ThreadPool &pool, const float *x, const float *w, const float *bias,
 }
 
 void quantizeFp8Rows(ThreadPool &pool, const float *x, int64_t rows, int64_t k,
-                     float *out) {
+                     float *out, numerics::OperandRounding rounding) {
   pool.parallelFor(rows, 1, [&](int64_t first, int64_t last) {
     for (int64_t r = first; r < last; ++r)
       for (int64_t b = 0; b < k; b += 128) {
@@ -90,10 +90,10 @@ void quantizeFp8Rows(ThreadPool &pool, const float *x, int64_t rows, int64_t k,
         if (mantissa == 0.5)
           --exponent;
         for (int64_t c = b; c < end; ++c)
-          out[r * k + c] = std::ldexp(
-              numerics::e4m3ToFloat(numerics::floatToE4m3(
-                  std::ldexp(x[r * k + c], -exponent), /*saturate=*/true)),
-              exponent);
+          out[r * k + c] =
+              std::ldexp(rounding.e4m3(std::ldexp(x[r * k + c], -exponent),
+                                       uint64_t(r * k + c)),
+                         exponent);
       }
   });
 }
