@@ -117,9 +117,9 @@ Status runtime::parseLoadOptions(const RunFlags &flags, LoadOptions &out) {
     if (!parseInteger(noise, 1, std::numeric_limits<int64_t>::max(), seed))
       return Status::error("--rounding-noise expects a seed of at least 1");
     if (!out.bf16MatmulInputs && !out.tensorCoreAttention)
-      return Status::error("--rounding-noise needs --precision=bf16 or "
-                           "--attention=tensor-cores: the exact mode rounds "
-                           "nothing");
+      return Status::error("--rounding-noise needs --precision=bf16 or fp8, "
+                           "or --attention=tensor-cores: the exact mode "
+                           "rounds nothing");
     out.roundingNoiseSeed = uint64_t(seed);
   }
   std::string checkFinite = flag(flags, "check-finite", "0");
@@ -138,13 +138,10 @@ Status runtime::parseCompareOptions(const RunFlags &flags,
   if (!parseNumber(flag(flags, "atol", "1e-4"), out.atol) || out.atol < 0)
     return Status::error("--atol expects a number of at least 0");
   out.spread.clear();
-  std::string spread = flag(flags, "spread", "");
-  for (size_t begin = 0; begin < spread.size();) {
-    size_t end = std::min(spread.find(',', begin), spread.size());
-    if (end > begin)
-      out.spread.push_back(spread.substr(begin, end - begin));
-    begin = end + 1;
-  }
+  std::stringstream files(flag(flags, "spread", ""));
+  for (std::string file; std::getline(files, file, ',');)
+    if (!file.empty())
+      out.spread.push_back(file);
   if (flags.count("spread") && int64_t(out.spread.size()) < kMinSpreadSamples)
     return Status::error(
         "--spread holds " + std::to_string(out.spread.size()) +

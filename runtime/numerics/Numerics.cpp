@@ -92,6 +92,14 @@ uint32_t signOf(const Minifloat &format, float value) {
   return std::signbit(value) ? 1u << format.signBit : 0u;
 }
 
+/// splitmix64's finalizer: a bijection of 64 bits that mixes well.
+uint64_t mix64(uint64_t x) {
+  x += 0x9E3779B97F4A7C15ull;
+  x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ull;
+  x = (x ^ (x >> 27)) * 0x94D049BB133111EBull;
+  return x ^ (x >> 31);
+}
+
 } // namespace
 
 float bf16ToFloat(uint16_t bits) {
@@ -107,16 +115,6 @@ uint16_t floatToBf16(float value) {
   uint32_t lsb = (bits >> 16) & 1;
   return static_cast<uint16_t>((bits + 0x7FFF + lsb) >> 16);
 }
-
-namespace {
-/// splitmix64's finalizer: a bijection of 64 bits that mixes well.
-uint64_t mix64(uint64_t x) {
-  x += 0x9E3779B97F4A7C15ull;
-  x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ull;
-  x = (x ^ (x >> 27)) * 0x94D049BB133111EBull;
-  return x ^ (x >> 31);
-}
-} // namespace
 
 double OperandRounding::uniform(uint64_t index) const {
   uint64_t bits = mix64(seed ^ mix64(stream ^ mix64(index)));

@@ -101,7 +101,8 @@ private:
   /// modelRoundingAsNoise's seed (0: round to nearest even), and the
   /// roundings made so far: each call's noise stream.
   uint64_t noiseSeed = 0, roundingCalls = 0;
-  /// How the next call rounds its bf16 operands (a fresh noise stream).
+  /// How the next call rounds its operands (under the model, a fresh noise
+  /// stream).
   numerics::OperandRounding nextRounding() {
     if (!noiseSeed)
       return numerics::OperandRounding::nearestEven();
