@@ -112,6 +112,48 @@ def LmFuseGateUp : Pass<"lm-fuse-gate-up", "mlir::ModuleOp"> {
   ];
 }
 
+def LmSelectLogitRows : Pass<"lm-select-logit-rows", "mlir::ModuleOp"> {
+  let summary = "compute a prefill step's logits for the rows asked for";
+  let description = [{
+    A prefill step needs the logits of few of its tokens: the last prompt
+    token of each sequence it finishes, for sampling. Computing them for
+    every token costs the LM head's whole GEMM (on DeepSeek-V3.2, 123 ms of a
+    32K-token step) and a `max-tokens x vocab` fp32 buffer (15.8 GiB at
+    32K tokens and 129280 ids).
+
+    In the function `function`, the result of role `logits` gets a new input
+    of role `logit_rows`, `tensor<max-rows x i32>`: an `lm.gather_rows`
+    picks those token rows before the LM head, hoisted above the row-wise
+    ops that lead to it alone (`lm.matmul`, `lm.fp8_matmul`,
+    `lm.rms_norm`, `lm.layer_norm`), so the head runs on `max-rows` rows and
+    the logits are `[max-rows, vocab]`. The runtime writes the rows it
+    wants (padded with any valid row) and reads back as many. Every value is
+    the same as before for the rows chosen: the ops moved are row-wise. A
+    function without the `logits` result is an error; a missing function is
+    left alone.
+
+    ```mlir
+    // max-rows=16
+    %r = lm.gather_rows %h, %rows
+        : (tensor<?x256xf32>, tensor<16xi32>) -> tensor<16x256xf32>
+    %n = lm.rms_norm %r, %w {eps = 1.0e-06 : f64}
+        : (tensor<16x256xf32>, tensor<256xbf16>) -> tensor<16x256xf32>
+    %logits = lm.matmul %n, %head
+        : (tensor<16x256xf32>, tensor<512x256xbf16>) -> tensor<16x512xf32>
+    ```
+  }];
+  let options = [
+    Option<"function", "function", "std::string", "\"prefill\"",
+           "the step function whose logits are selected">,
+    Option<"maxRows", "max-rows", "int64_t", "0",
+           "rows of logits the step computes (positive)">,
+  ];
+  let statistics = [
+    Statistic<"numHoisted", "hoisted",
+              "row-wise ops moved below the gather">,
+  ];
+}
+
 def LmFuseMhc : Pass<"lm-fuse-mhc", "mlir::func::FuncOp"> {
   let summary = "fuse mHC collapses and write-backs with their neighbours";
   let description = [{

@@ -31,6 +31,8 @@ llvm::Expected<Limits> pipeline::chooseLimits(const Limits &given,
                   "positive");
   if (given.kvCacheTokens < 0)
     return errorf("--kv-cache-tokens must be positive");
+  if (given.maxLogitRows < 0)
+    return errorf("--max-logit-rows must be positive");
   if (maxPositions <= 0)
     return errorf("the model's max_position_embeddings " +
                   llvm::Twine(maxPositions) + " leaves no positions");
@@ -62,6 +64,23 @@ llvm::Expected<Limits> pipeline::chooseLimits(const Limits &given,
     log << "note: --max-tokens " << given.maxTokens << " lowered to "
         << cacheRows << ", the tokens the caches hold\n";
     chosen.maxTokens = cacheRows;
+  }
+  // A prefill step finishes at most min(max_batch, max_tokens) prompts, and
+  // each samples from its last row's logits.
+  int64_t finished = std::min(chosen.maxBatch, chosen.maxTokens);
+  if (!chosen.maxLogitRows)
+    chosen.maxLogitRows = std::min(
+        chosen.maxTokens, std::max(chosen.maxBatch, kDefaultMaxLogitRows));
+  if (chosen.maxLogitRows < finished)
+    return errorf("--max-logit-rows " + llvm::Twine(chosen.maxLogitRows) +
+                  " is below the " + llvm::Twine(finished) +
+                  " prompts a prefill step may finish (the smaller of "
+                  "--max-batch and --max-tokens), each sampling from its "
+                  "last row's logits");
+  if (chosen.maxLogitRows > chosen.maxTokens) {
+    log << "note: --max-logit-rows " << given.maxLogitRows << " lowered to "
+        << chosen.maxTokens << ", the tokens a step holds\n";
+    chosen.maxLogitRows = chosen.maxTokens;
   }
   return chosen;
 }

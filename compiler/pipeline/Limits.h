@@ -1,7 +1,7 @@
 //===- Limits.h - The serving limits daybreak-compile is given --*- C++ -*-===//
 //
-// --max-seq-len, --max-batch, --max-tokens and --kv-cache-tokens: how the
-// tool reads them and how `compile` checks them against the model and
+// --max-seq-len, --max-batch, --max-tokens, --kv-cache-tokens and
+// --max-logit-rows: how the tool reads them and how `compile` checks them against the model and
 // chooses those left out. Kept apart from the pipeline (plain LLVM Support)
 // so that the tool, the pipeline and the fuzzer share one reading. Pure
 // functions.
@@ -27,6 +27,11 @@ namespace daybreak::pipeline {
 constexpr int64_t kDefaultMaxSeqLenCap = 4096;
 /// The default --max-batch.
 constexpr int64_t kDefaultMaxBatch = 8;
+/// The default --max-logit-rows, unless --max-batch is larger: the rows of
+/// logits a prefill step computes (lm-select-logit-rows). Enough for every
+/// prompt a step finishes to sample from, and for scoring (every row's
+/// logits) to take steps of 256 tokens; 129280 ids of fp32 take 126 MiB.
+constexpr int64_t kDefaultMaxLogitRows = 256;
 
 /// The largest value a chosen limit takes, and the most cache rows
 /// (max_batch x max_seq_len): the passes multiply and round limits up to
@@ -45,16 +50,20 @@ struct Limits {
   int64_t maxBatch = 0;
   int64_t maxTokens = 0;
   int64_t kvCacheTokens = 0;
+  int64_t maxLogitRows = 0;
 };
 
 /// Checks the limits `given` against a model of `maxPositions` positions
 /// and chooses those not given: the model's context up to
 /// kDefaultMaxSeqLenCap, kDefaultMaxBatch sequences and a step that holds
-/// one full sequence. --max-tokens above the cache rows is lowered to them
-/// (with a note on `log`). What comes back is positive (kvCacheTokens may
-/// stay 0, "every sequence at full length"), at most kMaxLimit, with
-/// maxSeqLen <= maxPositions and maxTokens <= maxBatch x maxSeqLen <=
-/// kMaxLimit.
+/// one full sequence, and max(maxBatch, kDefaultMaxLogitRows) logit rows.
+/// --max-tokens above the cache rows is lowered to them, --max-logit-rows
+/// above --max-tokens to it (each with a note on `log`); --max-logit-rows
+/// below min(maxBatch, maxTokens), the prompts one step may finish, is an
+/// error. What comes back is positive (kvCacheTokens may stay 0, "every
+/// sequence at full length"), at most kMaxLimit, with maxSeqLen <=
+/// maxPositions, maxTokens <= maxBatch x maxSeqLen <= kMaxLimit and
+/// min(maxBatch, maxTokens) <= maxLogitRows <= maxTokens.
 llvm::Expected<Limits> chooseLimits(const Limits &given, int64_t maxPositions,
                                     llvm::raw_ostream &log);
 

@@ -72,6 +72,13 @@ void pipeline::buildLmPipeline(OpPassManager &pm, const Options &options,
   // A GLU's gate and up projections of one input: one launch over both
   // checkpoint tensors, stacked.
   pm.addPass(createLmFuseGateUp());
+  // Prefill computes the LM head for the rows the runtime asks for, not for
+  // every token.
+  if (options.maxLogitRows > 0 && options.maxLogitRows < options.maxTokens) {
+    LmSelectLogitRowsOptions rows;
+    rows.maxRows = options.maxLogitRows;
+    pm.addPass(createLmSelectLogitRows(rows));
+  }
   // The runtime allocates caches from the layouts chosen here.
   LmAssignKVLayoutOptions layout;
   layout.kvCacheDtype = options.kvCacheDtype;
@@ -181,6 +188,8 @@ llvm::Error pipeline::compile(const Options &options, llvm::raw_ostream &out,
                   "positive");
   if (options.kvCacheTokens < 0)
     return errorf("--kv-cache-tokens must be positive");
+  if (options.maxLogitRows < 0)
+    return errorf("--max-logit-rows must be positive");
   // The family the config's model_type names parses it (model registry).
   auto model = models::loadModel(options.checkpoint);
   if (!model)
@@ -191,7 +200,7 @@ llvm::Error pipeline::compile(const Options &options, llvm::raw_ostream &out,
     return checkpoint.takeError();
   llvm::Expected<Limits> limits =
       chooseLimits({options.maxSeqLen, options.maxBatch, options.maxTokens,
-                    options.kvCacheTokens},
+                    options.kvCacheTokens, options.maxLogitRows},
                    config->maxPositions(), log);
   if (!limits)
     return limits.takeError();
@@ -200,6 +209,7 @@ llvm::Error pipeline::compile(const Options &options, llvm::raw_ostream &out,
   clamped.maxBatch = limits->maxBatch;
   clamped.maxTokens = limits->maxTokens;
   clamped.kvCacheTokens = limits->kvCacheTokens;
+  clamped.maxLogitRows = limits->maxLogitRows;
   return compileWith(clamped, options, *target, *config, *checkpoint, out, log);
 }
 
@@ -308,7 +318,15 @@ static llvm::Error compileWith(const Options &options, const Options &given,
       << "), --max-batch " << options.maxBatch << " ("
       << origin(given.maxBatch, Twine(kDefaultMaxBatch)) << "), --max-tokens "
       << options.maxTokens << " ("
-      << origin(given.maxTokens, "one full sequence per step") << ")\n"
+      << origin(given.maxTokens, "one full sequence per step")
+      << "), --max-logit-rows " << options.maxLogitRows << " ("
+      << origin(given.maxLogitRows,
+                "--max-batch, at least " + Twine(kDefaultMaxLogitRows) +
+                    ", at most --max-tokens")
+      << (options.maxLogitRows < options.maxTokens
+              ? "; prefill computes logits for the rows asked for"
+              : "; every row")
+      << ")\n"
       << "  weights:          " << formatBytes(m.stored_weight_bytes())
       << " stored, " << formatBytes(m.weight_bytes())
       << " on the device, as stored:\n";

@@ -52,6 +52,9 @@ struct Options {
   /// Token rows the paged caches hold for all sequences together (0:
   /// maxBatch x maxSeqLen, every sequence at full length).
   int64_t kvCacheTokens = 0;
+  /// Rows of logits a prefill step computes (lm-select-logit-rows; at
+  /// max_tokens, every row, and the pass does not run).
+  int64_t maxLogitRows = 0;
   /// Per-sequence recurrent state storage: "f32" or "bf16".
   std::string stateDtype = "f32";
   /// How MXFP4 experts are stored and read: "online", "offline" or

@@ -683,6 +683,10 @@ llvm::Error FrameEvaluator::evaluateLm(Operation *op) {
         return bind(o.getResult(), embedding(get(o.getTable()),
                                              get(o.getIds())));
       })
+      .Case([&](GatherRowsOp o) {
+        return bind(o.getResult(),
+                    gatherRows(get(o.getInput()), get(o.getRows())));
+      })
       .Case([&](CacheWriteOp o) {
         CacheStorage storage;
         if (std::optional<KVLayoutAttr> layout = o.getLayout()) {

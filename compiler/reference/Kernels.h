@@ -382,11 +382,14 @@ Tensor mhcPost(const Tensor &streams, const Tensor &y, const Tensor &post,
                const Tensor &comb);
 
 //===----------------------------------------------------------------------===//
-// Memory: embedding and cache writes (kernels/Memory.cpp)
+// Memory: embedding, row gathers and cache writes (kernels/Memory.cpp)
 //===----------------------------------------------------------------------===//
 
 /// table [V, D], ids [T] -> [T, D]. Errors on an id outside [0, V).
 llvm::Expected<Tensor> embedding(const Tensor &table, const Tensor &ids);
+/// input [T, D], rows [R] -> [R, D]: result[r] = input[rows[r]]. Errors on
+/// a row outside [0, T).
+llvm::Expected<Tensor> gatherRows(const Tensor &input, const Tensor &rows);
 
 /// Writes values[t] into cache[slots[t]] (cache [S, ...], values [T, ...],
 /// slots [T]); slot -1 skips the row. Returns the updated cache. Errors on a

@@ -26,6 +26,27 @@ def Lm_EmbeddingOp : Lm_Op<"embedding", [Pure]> {
   let hasVerifier = 1;
 }
 
+def Lm_GatherRowsOp : Lm_Op<"gather_rows", [Pure]> {
+  let summary = "rows of an activation, by index";
+  let description = [{
+    `result[r] = input[rows[r]]`: `input [T, D]`, `rows [R]`. An index
+    outside `[0, T)` is an error at run time (the runtime checks the indices
+    it writes). `lm-select-logit-rows` puts one before the LM head of
+    `@prefill`, which then computes only the rows the runtime asks for.
+
+    ```mlir
+    %x = lm.gather_rows %h, %rows
+        : (tensor<?x256xf32>, tensor<16xi32>) -> tensor<16x256xf32>
+    ```
+  }];
+  let arguments = (ins Lm_F32Tensor:$input, Lm_IndexTensor:$rows);
+  let results = (outs Lm_F32Tensor:$result);
+  let assemblyFormat = [{
+    $input `,` $rows attr-dict `:` functional-type(operands, results)
+  }];
+  let hasVerifier = 1;
+}
+
 def Lm_WeightOp : Lm_Op<"weight", [Symbol]> {
   let summary = "a model weight, by name";
   let description = [{

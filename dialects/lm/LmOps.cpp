@@ -921,6 +921,15 @@ LogicalResult EmbeddingOp::verify() {
   return c.same("result", getResult(), 1, "table", getTable(), 1);
 }
 
+LogicalResult GatherRowsOp::verify() {
+  ShapeChecker c(*this);
+  CHECK(c.rank("input", getInput(), 2));
+  CHECK(c.rank("rows", getRows(), 1));
+  CHECK(c.rank("result", getResult(), 2));
+  CHECK(c.same("result", getResult(), 0, "rows", getRows(), 0));
+  return c.same("result", getResult(), 1, "input", getInput(), 1);
+}
+
 LogicalResult WeightOp::verify() {
   auto type = cast<RankedTensorType>(getType());
   if (std::optional<ElementsAttr> value = getValue()) {

@@ -450,6 +450,33 @@ runtime::prepareSteps(const artifact::Manifest &m) {
                              " buffer holds " +
                              artifact::DType_Name((*role.slot)->dtype()));
     }
+    // Optional: the rows whose logits the step computes, [R] int32, and
+    // then logits of [R, vocab].
+    for (const artifact::StepIO &io : step.io())
+      if (io.role() == "logit_rows" && !io.output())
+        steps[s].logitRows = &step.buffers(io.buffer());
+    if (const artifact::Buffer *rows = steps[s].logitRows) {
+      auto fixed = [](const artifact::SizeExpr &d) {
+        for (int64_t c : d.coeffs())
+          if (c)
+            return false;
+        return d.constant() > 0;
+      };
+      const artifact::Buffer &logits = *steps[s].logits;
+      if (rows->dtype() != artifact::I32 || rows->dims_size() != 1 ||
+          !fixed(rows->dims(0)))
+        return Status::error("step '" + step.name() +
+                             "': its logit_rows buffer is not [R] int32 of "
+                             "a fixed R");
+      int64_t count = rows->dims(0).constant();
+      if (logits.dims_size() != 2 || !fixed(logits.dims(0)) ||
+          logits.dims(0).constant() != count)
+        return Status::error("step '" + step.name() + "': it selects " +
+                             std::to_string(count) +
+                             " logit rows, but its logits are not [" +
+                             std::to_string(count) + ", vocab]");
+      steps[s].maxLogitRows = count;
+    }
     steps[s].launches.resize(step.launches_size());
     for (int i = 0; i < step.launches_size(); ++i) {
       PreparedLaunch &p = steps[s].launches[i];

@@ -87,6 +87,11 @@ struct PreparedStep {
   /// The buffers the host writes and reads, found by role at load.
   const artifact::Buffer *tokenIds = nullptr, *positions = nullptr,
                          *sequences = nullptr, *logits = nullptr;
+  /// A step compiled by lm-select-logit-rows computes the logits of the
+  /// `maxLogitRows` token rows the host writes here (`[maxLogitRows]`
+  /// int32); other steps (null, 0) those of every token.
+  const artifact::Buffer *logitRows = nullptr;
+  int64_t maxLogitRows = 0;
 };
 
 /// Decodes every launch of every step of `m`, in the manifest's order.

@@ -497,6 +497,10 @@ static json prefillCase(Model &model, const BenchOptions &o,
                         all.positions.begin() + end);
     in.sequences.assign(all.sequences.begin() + start,
                         all.sequences.begin() + end);
+    // As a session serves a prompt: the logits of its last token only.
+    in.everyLogitRow = false;
+    if (end == prompt)
+      in.logitRows.push_back(static_cast<int32_t>(end - start - 1));
     return in;
   };
   // One pass: the chunks in order (each reads the cache the earlier ones
@@ -640,8 +644,9 @@ StatusOr<json> runtime::runBench(Model &model, const std::string &artifact,
     // The context of every slot: a real prefill of slot 0, tiled.
     int64_t rows = std::min({o.fillTokens, context, m.max_tokens()});
     std::vector<float> logits;
-    Status filled = model.run(
-        "prefill", randomTokens(rng, model.vocabSize(), 0, 0, rows), logits);
+    StepInputs fill = randomTokens(rng, model.vocabSize(), 0, 0, rows);
+    fill.everyLogitRow = false;
+    Status filled = model.run("prefill", fill, logits);
     if (filled.ok() && slots > 0)
       filled = tileCaches(model, rows, slots, context);
     for (int64_t batch : o.batches) {

@@ -4,6 +4,7 @@
 
 #include "runtime/devices/cpu/CpuDevice.h"
 
+#include <algorithm>
 #include <cstdlib>
 #include <iostream>
 #ifdef DAYBREAK_HAVE_CUDA
@@ -126,6 +127,22 @@ Status Model::stage(const PreparedStep &prepared, const StepInputs &inputs) {
                            " is outside the vocabulary [0, " +
                            std::to_string(vocabSize()) + ")");
   }
+  // The rows whose logits the step returns: checked here, written below for
+  // a step that selects them.
+  int64_t rows = inputs.everyLogitRow ? tokens : int64_t(inputs.logitRows.size());
+  if (!inputs.everyLogitRow)
+    for (int32_t row : inputs.logitRows)
+      if (row < 0 || row >= tokens)
+        return Status::error("step '" + name + "': logit row " +
+                             std::to_string(row) + " is not a token of the "
+                             "step's " +
+                             std::to_string(tokens));
+  if (prepared.logitRows && rows > prepared.maxLogitRows)
+    return Status::error(
+        "step '" + name + "' computes the logits of at most " +
+        std::to_string(prepared.maxLogitRows) +
+        " token rows (--max-logit-rows); asked for " + std::to_string(rows) +
+        (inputs.everyLogitRow ? " (every token of the step)" : ""));
   // Pages for every token's row; the device's table gets the new entries.
   for (int64_t t = 0; t < tokens; ++t)
     DAYBREAK_RETURN_IF_ERROR(
@@ -141,7 +158,19 @@ Status Model::stage(const PreparedStep &prepared, const StepInputs &inputs) {
     if (!status.ok())
       return status;
   }
-  return Status::success();
+  if (!prepared.logitRows)
+    return Status::success();
+  // Every slot holds a token of the step: the rows asked for, then row 0.
+  std::vector<int32_t> &scratch = logitRowsScratch;
+  scratch.assign(prepared.maxLogitRows, 0);
+  if (inputs.everyLogitRow)
+    for (int64_t t = 0; t < tokens; ++t)
+      scratch[t] = static_cast<int32_t>(t);
+  else
+    std::copy(inputs.logitRows.begin(), inputs.logitRows.end(),
+              scratch.begin());
+  return device->writeArena(prepared.logitRows->offset(), scratch.data(),
+                            scratch.size() * sizeof(int32_t));
 }
 
 Status Model::reserve(int64_t seq, int64_t rows) {
@@ -171,9 +200,24 @@ Status Model::run(const PreparedStep &step, const StepInputs &inputs,
   if (!launched.ok())
     return launched;
   const artifact::Buffer &out = *step.logits;
-  logits.resize(tokens * vocabSize());
-  return device->readArena(out.offset(), logits.data(),
-                           logits.size() * sizeof(float));
+  int64_t vocab = vocabSize();
+  uint64_t rowBytes = vocab * sizeof(float);
+  if (inputs.everyLogitRow || step.logitRows) {
+    // The rows asked for lead the logits buffer.
+    int64_t rows =
+        inputs.everyLogitRow ? tokens : int64_t(inputs.logitRows.size());
+    logits.resize(rows * vocab);
+    if (rows == 0)
+      return Status::success();
+    return device->readArena(out.offset(), logits.data(), rows * rowBytes);
+  }
+  // A step that computes every token's logits: the rows asked for, each.
+  logits.resize(inputs.logitRows.size() * vocab);
+  for (size_t i = 0; i < inputs.logitRows.size(); ++i)
+    DAYBREAK_RETURN_IF_ERROR(device->readArena(
+        out.offset() + inputs.logitRows[i] * rowBytes,
+        logits.data() + i * vocab, rowBytes));
+  return Status::success();
 }
 
 Status Model::run(const std::string &name, const StepInputs &inputs,

@@ -57,6 +57,13 @@ struct StepInputs {
   std::vector<int32_t> ids;
   std::vector<int32_t> positions;
   std::vector<int32_t> sequences;
+  /// Whose logits the step returns: every token's, in order, or, when
+  /// `everyLogitRow` is false, those of the tokens `logitRows` lists (by
+  /// index into `ids`; none is allowed), in its order. A prefill step
+  /// compiled with --max-logit-rows R computes at most R rows: every
+  /// token's only when the step has at most R tokens.
+  bool everyLogitRow = true;
+  std::vector<int32_t> logitRows;
 };
 
 class Model {
@@ -72,12 +79,16 @@ public:
 
   /// The step `name` ("prefill" or "decode"), decoded at load.
   StatusOr<const PreparedStep *> step(const std::string &name) const;
+  /// The most token rows whose logits one run of `step` returns.
+  int64_t maxLogitRows(const PreparedStep &step) const {
+    return step.maxLogitRows ? step.maxLogitRows : maxTokens();
+  }
 
-  /// Runs `step` and fills `logits` with [tokens, vocab] floats. Checks the
-  /// inputs against the compiled limits. Allocates nothing on the host when
-  /// `logits` already holds [tokens, vocab] floats and the step has run at
-  /// this token count before (the first run records a CUDA graph or grows
-  /// the CPU kernels' scratch).
+  /// Runs `step` and fills `logits` with [rows, vocab] floats, the rows
+  /// `inputs` asks for. Checks the inputs against the compiled limits.
+  /// Allocates nothing on the host when `logits` already holds as many
+  /// floats and the step has run at this token count before (the first run
+  /// records a CUDA graph or grows the CPU kernels' scratch).
   Status run(const PreparedStep &step, const StepInputs &inputs,
              std::vector<float> &logits);
   /// The same for the step named `name`.
@@ -133,6 +144,8 @@ private:
   std::vector<PreparedStep> steps;
   std::unique_ptr<Device> device;
   PageAllocator pageAllocator;
+  /// The logit_rows input as written (padded), reused by every step.
+  std::vector<int32_t> logitRowsScratch;
 };
 
 } // namespace daybreak::runtime

@@ -24,7 +24,12 @@ Session::Session(Model &model) : m(model) {
   inputs.positions.reserve(tokens);
   inputs.sequences.reserve(tokens);
   rowOwner.reserve(tokens);
-  logits.reserve(tokens * m.vocabSize());
+  // Rows of logits a step returns: at most a prefill step's logit rows, or
+  // a decode step's tokens (one a sequence).
+  int64_t rows = std::max(prefill ? m.maxLogitRows(*prefill) : tokens,
+                          std::min(tokens, m.maxBatch()));
+  inputs.logitRows.reserve(rows);
+  logits.reserve(rows * m.vocabSize());
 }
 
 StatusOr<SequenceId> Session::admit(SequenceRequest request) {
@@ -161,10 +166,15 @@ StatusOr<bool> Session::step() {
   inputs.positions.clear();
   inputs.sequences.clear();
   rowOwner.clear();
+  inputs.logitRows.clear();
   int64_t budget = m.maxTokens();
   bool isPrefill = false;
   for (const Sequence &s : sequences)
     isPrefill |= s.status.state == SequenceState::Prefilling;
+  // Every row's logits, from a step that computes only some: steps of at
+  // most that many tokens.
+  if (isPrefill && observeEveryRow)
+    budget = std::min(budget, m.maxLogitRows(*prefill));
 
   for (Sequence &s : sequences) {
     if (int64_t(inputs.ids.size()) == budget)
@@ -177,6 +187,10 @@ StatusOr<bool> Session::step() {
       int64_t n = std::min(left, budget - int64_t(inputs.ids.size()));
       if (!reserveOrFail(s, st.position + n))
         continue;
+      // The prompt's last row, if this step reaches it: what comes next.
+      if (st.position + n == int64_t(s.request.prompt.size()))
+        inputs.logitRows.push_back(
+            static_cast<int32_t>(inputs.ids.size() + n - 1));
       for (int64_t i = 0; i < n; ++i) {
         inputs.ids.push_back(s.request.prompt[st.position + i]);
         inputs.positions.push_back(static_cast<int32_t>(st.position + i));
@@ -203,6 +217,9 @@ StatusOr<bool> Session::step() {
     return false;
   }
 
+  // Decode samples every row; prefill the prompts' last rows, unless the
+  // observer wants them all.
+  inputs.everyLogitRow = !isPrefill || observeEveryRow;
   auto start = Clock::now();
   DAYBREAK_RETURN_IF_ERROR(
       m.run(isPrefill ? *prefill : *decode, inputs, logits));
@@ -218,17 +235,24 @@ StatusOr<bool> Session::step() {
     time.decodeTokens += tokens;
   }
 
-  int64_t vocab = m.vocabSize();
+  // Every token's row is in the caches now.
   for (int64_t t = 0; t < tokens; ++t) {
     Sequence &s = *rowOwner[t];
-    const float *row = logits.data() + t * vocab;
-    if (observer)
-      observer({s.id, inputs.positions[t], isPrefill, row});
     s.status.position = int64_t(inputs.positions[t]) + 1;
     s.next.reset();
+  }
+  int64_t vocab = m.vocabSize();
+  int64_t rows =
+      inputs.everyLogitRow ? tokens : int64_t(inputs.logitRows.size());
+  for (int64_t r = 0; r < rows; ++r) {
+    int64_t t = inputs.everyLogitRow ? r : inputs.logitRows[r];
+    Sequence &s = *rowOwner[t];
+    const float *row = logits.data() + r * vocab;
+    if (observer)
+      observer({s.id, inputs.positions[t], isPrefill, row});
     // A prompt's last row, or a decode row: what comes next.
     if (!isPrefill ||
-        s.status.position == int64_t(s.request.prompt.size()))
+        int64_t(inputs.positions[t]) + 1 == int64_t(s.request.prompt.size()))
       advance(s, row);
   }
   return true;

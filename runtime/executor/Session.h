@@ -10,7 +10,10 @@
 //   tokens left it runs a prefill step packing prompt tokens of several
 //   sequences, a long prompt split over steps (chunked prefill, at most
 //   max_tokens tokens per step); otherwise one decode step over every
-//   sequence with a next token (batching across sequences).
+//   sequence with a next token (batching across sequences). A prefill
+//   step asks for the logits of the prompts it finishes only (their last
+//   rows), unless the observer wants every row: then each prefill step
+//   takes at most the artifact's logit rows (--max-logit-rows) tokens.
 // - Cache pages: before a step, each sequence's rows get pages; a sequence
 //   that cannot get them is ended with an error naming the pool (its pages
 //   returned) and the step runs for the others.
@@ -20,8 +23,9 @@
 //   tokens instead.
 // - Release: a finished or unwanted sequence gives its slot back.
 //
-// Per token row the observer, if set, sees the logits. Allocation happens
-// at admission; steps reuse the session's vectors. One thread at a time.
+// The observer, if set, sees the logits of each row a step computes.
+// Allocation happens at admission; steps reuse the session's vectors. One
+// thread at a time.
 //
 //===----------------------------------------------------------------------===//
 
@@ -95,9 +99,14 @@ public:
   /// Sequences admitted and not released.
   int64_t active() const;
   int64_t freeSlots() const;
-  /// Called for each token row a step computes.
-  void setObserver(std::function<void(const TokenLogits &)> observer) {
+  /// Called for each token row whose logits a step computes: with
+  /// `everyRow`, every token's (scoring: prefill steps then take at most
+  /// the artifact's logit rows each); otherwise those sampled from, a
+  /// prompt's last token and each decode token.
+  void setObserver(std::function<void(const TokenLogits &)> observer,
+                   bool everyRow = true) {
     this->observer = std::move(observer);
+    observeEveryRow = this->observer && everyRow;
   }
   Model &model() { return m; }
 
@@ -132,6 +141,7 @@ private:
   std::vector<bool> slotBusy;
   SequenceId nextId = 0;
   std::function<void(const TokenLogits &)> observer;
+  bool observeEveryRow = false;
   // Reused by every step.
   StepInputs inputs;
   std::vector<Sequence *> rowOwner;

@@ -1,8 +1,8 @@
 //===- CompileOptionsFuzzer.cpp - Any values for daybreak-compile's limits ===//
 //
 // Feeds daybreak-compile's limit options (compiler/pipeline/Limits.h) the
-// input's lines: --max-seq-len, --max-batch, --max-tokens and
-// --kv-cache-tokens as the tool reads them (an empty line: not given), then
+// input's lines: --max-seq-len, --max-batch, --max-tokens,
+// --kv-cache-tokens and --max-logit-rows as the tool reads them (an empty line: not given), then
 // the model's max_position_embeddings; the limits it accepts go through
 // chooseLimits as `compile` does. What comes out must keep chooseLimits'
 // promise, which the passes' int64 arithmetic relies on.
@@ -11,6 +11,7 @@
 
 #include "compiler/pipeline/Limits.h"
 
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 
@@ -20,10 +21,10 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   llvm::StringRef rest(reinterpret_cast<const char *>(data), size);
   Limits given;
   static const char *const flags[] = {"max-seq-len", "max-batch", "max-tokens",
-                                      "kv-cache-tokens"};
+                                      "kv-cache-tokens", "max-logit-rows"};
   int64_t *fields[] = {&given.maxSeqLen, &given.maxBatch, &given.maxTokens,
-                       &given.kvCacheTokens};
-  for (int i = 0; i < 4; ++i) {
+                       &given.kvCacheTokens, &given.maxLogitRows};
+  for (int i = 0; i < 5; ++i) {
     auto [line, next] = rest.split('\n');
     rest = next;
     if (line.empty())
@@ -51,12 +52,19 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
       __builtin_trap();
   if (l.kvCacheTokens < 0 || l.kvCacheTokens > kMaxLimit ||
       l.maxSeqLen > maxPositions || l.maxBatch > kMaxLimit / l.maxSeqLen ||
-      l.maxTokens > l.maxBatch * l.maxSeqLen)
+      l.maxTokens > l.maxBatch * l.maxSeqLen ||
+      l.maxLogitRows < std::min(l.maxBatch, l.maxTokens) ||
+      l.maxLogitRows > l.maxTokens)
     __builtin_trap();
-  // A limit given is kept, but --max-tokens, which may be lowered.
-  const int64_t kept[] = {l.maxSeqLen, l.maxBatch, given.maxTokens,
-                          l.kvCacheTokens};
-  for (int i = 0; i < 4; ++i)
+  // A limit given is kept, but --max-tokens and --max-logit-rows, which may
+  // be lowered.
+  bool rowsLowered = given.maxLogitRows > l.maxTokens;
+  if (rowsLowered && l.maxLogitRows != l.maxTokens)
+    __builtin_trap();
+  const int64_t kept[] = {
+      l.maxSeqLen, l.maxBatch, given.maxTokens, l.kvCacheTokens,
+      rowsLowered ? given.maxLogitRows : l.maxLogitRows};
+  for (int i = 0; i < 5; ++i)
     if (*fields[i] && *fields[i] != kept[i])
       __builtin_trap();
   return 0;

@@ -2,7 +2,7 @@
 //
 // daybreak-compile <checkpoint-dir> -o model.daybreak [--target=cpu]
 //   [--compile-to=lm|plan|llvm|ptx|artifact] [--max-seq-len N] [--max-batch B]
-//   [--max-tokens T] [--kv-cache-dtype=fp8|bf16|f32]
+//   [--max-tokens T] [--max-logit-rows R] [--kv-cache-dtype=fp8|bf16|f32]
 //   [--mxfp4-route=online|offline|direct]
 //
 //===----------------------------------------------------------------------===//
@@ -41,6 +41,13 @@ static cl::opt<std::string>
     maxTokens("max-tokens",
               cl::desc("most tokens in one step (default: --max-seq-len)"),
               cl::value_desc("N"));
+static cl::opt<std::string> maxLogitRows(
+    "max-logit-rows",
+    cl::desc("rows of logits a prefill step computes: the last prompt row "
+             "of each sequence it finishes, or, for scoring, every row of "
+             "steps this long (default: --max-batch, at least 256, at most "
+             "--max-tokens)"),
+    cl::value_desc("N"));
 static cl::opt<std::string>
     kvCacheDtype("kv-cache-dtype", cl::desc("cache storage: fp8, bf16, f32"),
                  cl::init("fp8"));
@@ -101,7 +108,8 @@ int main(int argc, char **argv) {
        {std::pair{&maxSeqLen, &options.maxSeqLen},
         std::pair{&maxBatch, &options.maxBatch},
         std::pair{&maxTokens, &options.maxTokens},
-        std::pair{&kvCacheTokens, &options.kvCacheTokens}}) {
+        std::pair{&kvCacheTokens, &options.kvCacheTokens},
+        std::pair{&maxLogitRows, &options.maxLogitRows}}) {
     if (!option->getNumOccurrences())
       continue;
     if (llvm::Error error =

@@ -1,4 +1,4 @@
-//===- Memory.cpp - Reference embedding gather and cache scatter ----------===//
+//===- Memory.cpp - Reference embedding, row gathers, cache scatter -------===//
 
 #include "compiler/reference/Kernels.h"
 #include "compiler/reference/kernels/KernelUtils.h"
@@ -27,6 +27,25 @@ llvm::Expected<Tensor> embedding(const Tensor &table, const Tensor &ids) {
           static_cast<long long>(vocab));
     std::copy_n(table.floats().begin() + id * width, width,
                 out.floats().begin() + t * width);
+  }
+  return out;
+}
+
+llvm::Expected<Tensor> gatherRows(const Tensor &input, const Tensor &rows) {
+  int64_t tokens = input.dim(0), width = input.dim(1);
+  int64_t count = rows.numel();
+  Tensor out = Tensor::zeros(ElementType::F32, {count, width});
+  for (int64_t r = 0; r < count; ++r) {
+    int64_t row = intAt(rows, r);
+    if (row < 0 || row >= tokens)
+      return llvm::createStringError(
+          llvm::inconvertibleErrorCode(),
+          "gather_rows: row %lld at index %lld is outside the input's "
+          "[0, %lld)",
+          static_cast<long long>(row), static_cast<long long>(r),
+          static_cast<long long>(tokens));
+    std::copy_n(input.floats().begin() + row * width, width,
+                out.floats().begin() + r * width);
   }
   return out;
 }

@@ -330,6 +330,12 @@ struct CpuLaunchers {
     return cpu::embedding(d.pool, weight(table), table.dim(0), table.dim(1),
                           i32(l.in(In::ids)), l.tokens, f(l.out(0)));
   }
+  static Status gatherRows(CpuDevice &d, const BoundLaunch &l) {
+    using In = abi::GatherRows::In;
+    const BoundArg &x = l.in(In::input), &rows = l.in(In::rows);
+    return cpu::embedding(d.pool, f(x), x.dim(0), x.back(), i32(rows),
+                          rows.numel(), f(l.out(0)));
+  }
   static Status rmsNorm(CpuDevice &d, const BoundLaunch &l) {
     using In = abi::RmsNorm::In;
     const BoundArg &x = l.in(In::input);
@@ -727,6 +733,7 @@ const runtime::LauncherTable<CpuDevice> &CpuDevice::launchers() {
   using K = abi::KernelId;
   static const runtime::LauncherTable<CpuDevice> table = {
       {K::Embedding, &CpuLaunchers::embedding},
+      {K::GatherRows, &CpuLaunchers::gatherRows},
       {K::RmsNorm, &CpuLaunchers::rmsNorm},
       {K::LayerNorm, &CpuLaunchers::layerNorm},
       {K::Matmul, &CpuLaunchers::matmul},

@@ -887,6 +887,13 @@ struct CudaLaunchers {
                                 p(l.in(In::ids)), l.tokens, p(l.out(0)),
                                 d.stream);
   }
+  static Status gatherRows(CudaDevice &d, const BoundLaunch &l) {
+    using In = abi::GatherRows::In;
+    const BoundArg &x = l.in(In::input), &rows = l.in(In::rows);
+    // The embedding kernel over an fp32 table.
+    return d.kernels->embedding(p(x), x.dim(0), x.back(), p(rows),
+                                rows.numel(), p(l.out(0)), d.stream);
+  }
   static Status rmsNorm(CudaDevice &d, const BoundLaunch &l) {
     using In = abi::RmsNorm::In;
     const BoundArg &x = l.in(In::input);
@@ -1234,6 +1241,7 @@ const runtime::LauncherTable<CudaDevice> &CudaDevice::launchers() {
   using K = abi::KernelId;
   static const runtime::LauncherTable<CudaDevice> table = {
       {K::Embedding, &CudaLaunchers::embedding},
+      {K::GatherRows, &CudaLaunchers::gatherRows},
       {K::RmsNorm, &CudaLaunchers::rmsNorm},
       {K::LayerNorm, &CudaLaunchers::layerNorm},
       {K::Matmul, &CudaLaunchers::matmul},
