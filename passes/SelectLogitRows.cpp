@@ -56,7 +56,7 @@ struct SelectLogitRowsPass
     ModuleOp module = getOperation();
     if (maxRows <= 0) {
       module.emitError("lm-select-logit-rows: max-rows must be positive, got ")
-          << maxRows;
+          << static_cast<int64_t>(maxRows);
       return signalPassFailure();
     }
     auto func = module.lookupSymbol<func::FuncOp>(function);

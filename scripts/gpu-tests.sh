@@ -38,6 +38,8 @@ nonfinite() {
     ./DaybreakStepTests || status=1
   echo "== DaybreakSessionTests: pages, slot state and the session on the CUDA device"
   DAYBREAK_ARTIFACT=session/cuda.daybreak DAYBREAK_DEVICE=cuda ./DaybreakSessionTests || status=1
+  echo "== DaybreakSessionTests: the same, prefill computing 2 rows of logits (--max-logit-rows=2)"
+  DAYBREAK_ARTIFACT=session/cuda_rows.daybreak DAYBREAK_DEVICE=cuda ./DaybreakSessionTests || status=1
   for dir in */; do
     [ -f "$dir/inputs.json" ] || continue
     name=${dir%/}

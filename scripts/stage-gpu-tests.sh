@@ -21,6 +21,9 @@ cp "$build/bin/daybreak-run" "$build/test/runtime/DaybreakRuntimeTests" \
 mkdir -p "$dir/session"
 "$build/bin/daybreak-compile" test/fixtures/deepseek_v32_small -o "$dir/session/cuda.daybreak" --target=cuda \
   --max-seq-len=128 --max-batch=2 --max-tokens=64 --kv-cache-tokens=128 > /dev/null 2>&1
+# The same whose prefill computes 2 rows of logits (lm.gather_rows).
+"$build/bin/daybreak-compile" test/fixtures/deepseek_v32_small -o "$dir/session/cuda_rows.daybreak" --target=cuda \
+  --max-seq-len=128 --max-batch=2 --max-tokens=64 --kv-cache-tokens=128 --max-logit-rows=2 > /dev/null 2>&1
 # A model larger than any GPU (caches of about 280 GB): refused at load.
 "$build/bin/daybreak-compile" test/fixtures/deepseek_v32_small -o "$dir/session/huge.daybreak" --target=cuda \
   --max-seq-len=2560 --max-batch=400000 --max-tokens=64 > /dev/null 2>&1

@@ -90,7 +90,8 @@ Status runtime::runLogits(Model &model, const std::string &inputsPath,
     return Status::error(written.message);
   const Session::Timing &time = session.timing();
   log << "logits: " << batch << " sequences, " << time.prefillTokens
-      << " prefill tokens in " << std::fixed << std::setprecision(3)
+      << " prefill tokens in " << time.prefillSteps << " steps and "
+      << std::fixed << std::setprecision(3)
       << time.prefillSeconds << " s, " << time.decodeSteps
       << " decode steps in " << time.decodeSeconds << " s -> " << outputPath
       << "\n";
@@ -330,8 +331,14 @@ void runtime::inspect(const artifact::Manifest &m, std::ostream &out) {
     for (const artifact::Launch &l : s.launches())
       ++kernels[l.kernel()];
     out << "step " << s.name() << ": " << s.launches_size() << " launches, "
-        << s.buffers_size() << " buffers, arena " << bytes(s.arena_size())
-        << "\n  ";
+        << s.buffers_size() << " buffers, arena " << bytes(s.arena_size());
+    // lm-select-logit-rows: the logits of the rows the host names.
+    for (const artifact::StepIO &io : s.io())
+      if (io.role() == "logit_rows" && io.buffer() < uint32_t(s.buffers_size()))
+        if (const artifact::Buffer &b = s.buffers(io.buffer()); b.dims_size())
+          out << ", logits of " << b.dims(0).constant()
+              << " rows asked for (--max-logit-rows)";
+    out << "\n  ";
     first = true;
     for (auto &[name, count] : kernels) {
       out << (first ? "" : ", ") << name << " x" << count;

@@ -229,6 +229,7 @@ StatusOr<bool> Session::step() {
   if (isPrefill) {
     time.prefillSeconds += seconds;
     time.prefillTokens += tokens;
+    ++time.prefillSteps;
   } else {
     time.decodeSeconds += seconds;
     ++time.decodeSteps;

@@ -113,7 +113,8 @@ public:
   /// Seconds spent in prefill and decode steps, and tokens they ran.
   struct Timing {
     double prefillSeconds = 0, decodeSeconds = 0;
-    int64_t prefillTokens = 0, decodeSteps = 0, decodeTokens = 0;
+    int64_t prefillTokens = 0, prefillSteps = 0, decodeSteps = 0,
+            decodeTokens = 0;
   };
   const Timing &timing() const { return time; }
 

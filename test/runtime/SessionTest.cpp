@@ -4,10 +4,12 @@
 // zeroed on reuse and window rings on a device (a hand-written artifact
 // with caches and no steps); and the session over a compiled artifact
 // named by DAYBREAK_ARTIFACT (test/tools/session.test compiles one with 2
-// slots and 2 cache pages of 64 tokens; scripts/gpu-tests.sh passes a CUDA
-// one with DAYBREAK_DEVICE=cuda): slots and pages run out and are
-// refused without disturbing the other sequences, batched decode agrees
-// with each sequence run alone, and 1,000 admit/generate/release cycles
+// slots and 2 cache pages of 64 tokens, once computing every prefill row's
+// logits and once 2 rows a step; scripts/gpu-tests.sh passes a CUDA one
+// with DAYBREAK_DEVICE=cuda): slots and pages run out and are refused
+// without disturbing the other sequences, batched decode agrees with each
+// sequence run alone, sampling asks prefill for the prompts' last rows and
+// agrees with scoring every row, and 1,000 admit/generate/release cycles
 // leak no page and no host memory.
 //
 //===----------------------------------------------------------------------===//
@@ -18,7 +20,9 @@
 
 #include "gtest/gtest.h"
 
+#include <algorithm>
 #include <atomic>
+#include <cmath>
 #include <cstdlib>
 #include <new>
 #include <optional>
@@ -449,6 +453,109 @@ TEST_F(SessionTest, AnEndedSequenceRunsNoFurther) {
   EXPECT_EQ(session.status(*b)->state, SequenceState::Finished);
   ASSERT_TRUE(session.release(*b).ok());
   EXPECT_EQ(model->pages().freePages(), model->pages().totalPages());
+}
+
+TEST_F(SessionTest, PrefillAsksForThePromptsLastRows) {
+  // Two prompts prefilled and decoded twice: sampling (the prompts' last
+  // rows only) and scoring (every row, in prefill steps of at most the
+  // artifact's logit rows). The rows both compute agree, and so do the
+  // tokens generated.
+  struct Row {
+    SequenceId sequence;
+    int64_t position;
+    bool prefill;
+    std::vector<float> logits;
+  };
+  int64_t vocab = model->vocabSize();
+  const PreparedStep *prefill = *model->step("prefill");
+  int64_t maxRows = model->maxLogitRows(*prefill);
+  auto run = [&](bool everyRow, std::vector<Row> &rows,
+                 std::vector<std::vector<int32_t>> &generated) {
+    Session session(*model);
+    int64_t stepRows = 0;
+    session.setObserver(
+        [&](const TokenLogits &r) {
+          ++stepRows;
+          rows.push_back({r.sequence, r.position, r.prefill,
+                          std::vector<float>(r.logits, r.logits + vocab)});
+        },
+        everyRow);
+    StatusOr<SequenceId> a = session.admit(greedy(promptOf(5, 3), 3));
+    StatusOr<SequenceId> b = session.admit(greedy(promptOf(3, 9), 2));
+    ASSERT_TRUE(a.ok() && b.ok());
+    for (;;) {
+      stepRows = 0;
+      StatusOr<bool> ran = session.step();
+      ASSERT_TRUE(ran.ok()) << ran.error().message();
+      if (!*ran)
+        break;
+      EXPECT_LE(stepRows, std::max<int64_t>(maxRows, 2));
+    }
+    generated = {session.status(*a)->generated, session.status(*b)->generated};
+    ASSERT_TRUE(session.release(*a).ok());
+    ASSERT_TRUE(session.release(*b).ok());
+  };
+  std::vector<Row> sampled, scored;
+  std::vector<std::vector<int32_t>> sampledTokens, scoredTokens;
+  run(false, sampled, sampledTokens);
+  run(true, scored, scoredTokens);
+  EXPECT_EQ(sampledTokens, scoredTokens);
+  ASSERT_EQ(sampledTokens[0].size(), 3u);
+
+  // Sampling: the prompts' last rows (positions 4 and 2), then decode rows.
+  std::vector<std::pair<int64_t, int64_t>> prefillRows;
+  for (const Row &r : sampled)
+    if (r.prefill)
+      prefillRows.push_back({r.sequence, r.position});
+  std::sort(prefillRows.begin(), prefillRows.end());
+  ASSERT_EQ(prefillRows.size(), 2u);
+  EXPECT_EQ(prefillRows[0].second, 4);
+  EXPECT_EQ(prefillRows[1].second, 2);
+  // Scoring: every prompt row; each sampled row equals its scored one.
+  EXPECT_EQ(std::count_if(scored.begin(), scored.end(),
+                          [](const Row &r) { return r.prefill; }),
+            8);
+  EXPECT_EQ(sampled.size() + 6, scored.size());
+  for (const Row &s : sampled) {
+    auto match = std::find_if(scored.begin(), scored.end(), [&](const Row &r) {
+      return r.sequence == s.sequence && r.position == s.position &&
+             r.prefill == s.prefill;
+    });
+    ASSERT_NE(match, scored.end()) << "position " << s.position;
+    float worst = 0;
+    for (int64_t v = 0; v < vocab; ++v)
+      worst = std::max(worst, std::fabs(s.logits[v] - match->logits[v]));
+    // Prefill chunks of other lengths sum in the same order per row.
+    EXPECT_LE(worst, 1e-5f) << "sequence " << s.sequence << " position "
+                            << s.position;
+  }
+
+  // The model's own checks: rows outside the step, or more than computed.
+  StepInputs in;
+  for (int32_t t = 0; t < 5; ++t) {
+    in.ids.push_back(t + 1);
+    in.positions.push_back(t);
+    in.sequences.push_back(0);
+  }
+  std::vector<float> logits;
+  in.everyLogitRow = false;
+  in.logitRows = {5};
+  EXPECT_NE(errorOf(model->run(*prefill, in, logits))
+                .find("logit row 5 is not a token of the step's 5"),
+            std::string::npos);
+  in.logitRows = {4, 0};
+  ASSERT_TRUE(model->run(*prefill, in, logits).ok());
+  EXPECT_EQ(logits.size(), size_t(2 * vocab));
+  in.everyLogitRow = true;
+  Status every = model->run(*prefill, in, logits);
+  if (maxRows < 5)
+    EXPECT_NE(errorOf(every).find("at most " + std::to_string(maxRows) +
+                                  " token rows (--max-logit-rows)"),
+              std::string::npos)
+        << errorOf(every);
+  else
+    EXPECT_TRUE(every.ok()) << every.message();
+  ASSERT_TRUE(model->release(0).ok());
 }
 
 TEST_F(SessionTest, ThousandCyclesLeakNoPageAndNoMemory) {
