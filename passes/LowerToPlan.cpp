@@ -115,10 +115,10 @@ static bool readOnlyByElementwise(Value value) {
 
 class Lowering {
 public:
-  Lowering(ModuleOp module, int64_t maxTokens, int64_t kvCacheTokens,
-           plan::KernelTarget target)
+  Lowering(ModuleOp module, int64_t maxTokens, int64_t maxBatch,
+           int64_t kvCacheTokens, plan::KernelTarget target)
       : module(module), b(module.getContext()), maxTokens(maxTokens),
-        kvCacheTokens(kvCacheTokens), target(target) {}
+        maxBatch(maxBatch), kvCacheTokens(kvCacheTokens), target(target) {}
 
   LogicalResult run();
 
@@ -163,6 +163,9 @@ private:
   ModuleOp module;
   OpBuilder b;
   int64_t maxTokens;
+  int64_t maxBatch;
+  /// The tokens the step being lowered is planned for.
+  int64_t stepTokens = 0;
   int64_t kvCacheTokens;
   /// The device whose kernels the plan.kernel declarations name.
   plan::KernelTarget target;
@@ -243,7 +246,7 @@ Value Lowering::buffer(Value value, Value aliasOf) {
       sizes.push_back(tokens);
   int64_t rows = 1;
   for (int64_t d : type.getShape())
-    rows *= ShapedType::isDynamic(d) ? maxTokens : d;
+    rows *= ShapedType::isDynamic(d) ? stepTokens : d;
   provisionalArena +=
       alignTo((rows * type.getElementTypeBitWidth() + 7) / 8, 256);
   Value result = plan::BufferOp::create(b, value.getLoc(), memref, name,
@@ -892,10 +895,14 @@ LogicalResult Lowering::lowerFunction(func::FuncOp func) {
   bufferCount = 0;
   provisionalArena = 0;
   poolLayers.clear();
+  // Decode runs one token per sequence.
+  stepTokens = func.getSymName() == "decode" && maxBatch > 0
+                   ? std::min(maxTokens, maxBatch)
+                   : maxTokens;
   b.setInsertionPointToEnd(module.getBody());
   auto step = plan::StepOp::create(
       b, func.getLoc(), func.getSymName(), /*arena_size=*/0,
-      b.getStrArrayAttr({"tokens"}), b.getDenseI64ArrayAttr({maxTokens}));
+      b.getStrArrayAttr({"tokens"}), b.getDenseI64ArrayAttr({stepTokens}));
   Block *body = new Block();
   step.getBody().push_back(body);
   tokens = body->addArgument(b.getIndexType(), func.getLoc());
@@ -959,6 +966,10 @@ struct LowerToPlanPass
       getOperation().emitError("max-tokens must be positive");
       return signalPassFailure();
     }
+    if (maxBatch < 0) {
+      getOperation().emitError("max-batch must not be negative");
+      return signalPassFailure();
+    }
     if (kvCacheTokens < 0) {
       getOperation().emitError("kv-cache-tokens must not be negative");
       return signalPassFailure();
@@ -971,7 +982,8 @@ struct LowerToPlanPass
           << abi::targetNames(abi::CpuAndCuda, " or ") << ")";
       return signalPassFailure();
     }
-    Lowering lowering(getOperation(), maxTokens, kvCacheTokens, *kernelTarget);
+    Lowering lowering(getOperation(), maxTokens, maxBatch, kvCacheTokens,
+                      *kernelTarget);
     if (failed(lowering.run()))
       signalPassFailure();
   }

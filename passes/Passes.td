@@ -281,10 +281,15 @@ def LmLowerToPlan : Pass<"lm-lower-to-plan", "mlir::ModuleOp"> {
     the op's attributes, weights become `plan.weight`s laid out in one
     section, caches `plan.cache_pool`s; each kernel is declared once as a
     `plan.kernel` of `target`. Offsets are left for `plan-assign-workspace`.
+    A step is planned for `max-tokens` tokens, but `@decode`, which runs one
+    token per sequence, for `min(max-tokens, max-batch)` when `max-batch`
+    is given: its arena then holds a batch of rows, not a prefill chunk's.
   }];
   let options = [
     Option<"maxTokens", "max-tokens", "int64_t", "4096",
            "the most tokens one step processes">,
+    Option<"maxBatch", "max-batch", "int64_t", "0",
+           "sequences served at once: @decode's most tokens (0: max-tokens)">,
     Option<"kvCacheTokens", "kv-cache-tokens", "int64_t", "0",
            "token rows each paged cache pool holds for all sequences "
            "together, rounded up to pages (0: max_batch x max_seq_len)">,

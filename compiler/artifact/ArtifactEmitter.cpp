@@ -400,8 +400,10 @@ artifact::emitArtifact(ModuleOp module, const importers::Checkpoint &checkpoint,
     if (std::optional<ArrayRef<int64_t>> maxSizes = step.getMaxSizes())
       for (int64_t m : *maxSizes)
         s->add_max_sizes(m);
+    // A step's most tokens: the largest is the artifact's (decode is
+    // planned for one token a sequence).
     if (s->max_sizes_size())
-      manifest.set_max_tokens(s->max_sizes(0));
+      manifest.set_max_tokens(std::max(manifest.max_tokens(), s->max_sizes(0)));
     s->set_arena_size(step.getArenaSizeAttr().getInt());
     arenaBytes = std::max<uint64_t>(arenaBytes, s->arena_size());
     Block &body = step.getBody().front();

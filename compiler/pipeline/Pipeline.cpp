@@ -106,6 +106,7 @@ void pipeline::buildLowerToPlanPipeline(OpPassManager &pm,
   // One launch per op, buffers sized for the largest step.
   LmLowerToPlanOptions lower;
   lower.maxTokens = options.maxTokens;
+  lower.maxBatch = options.maxBatch;
   lower.kvCacheTokens = options.kvCacheTokens;
   lower.target = options.target;
   pm.addPass(createLmLowerToPlan(lower));
@@ -355,8 +356,15 @@ static llvm::Error compileWith(const Options &options, const Options &given,
         << (saved >= 0 ? "saves " : "costs ")
         << formatBytes(uint64_t(saved >= 0 ? saved : -saved)) << "\n";
   }
-  log << "  arena:            " << formatBytes(m.arena_bytes()) << " (at "
-      << options.maxTokens << " tokens per step)\n"
+  // Each step's own arena; they share the largest.
+  std::string steps;
+  for (const artifact::Step &step : manifest->steps())
+    steps += (steps.empty() ? "" : ", ") + step.name() + " " +
+             formatBytes(step.arena_size()) + " at " +
+             std::to_string(step.max_sizes_size() ? step.max_sizes(0) : 0) +
+             " tokens";
+  log << "  arena:            " << formatBytes(m.arena_bytes()) << " (the "
+      << "largest of the steps': " << steps << ")\n"
       << mhcStreamsText(*manifest)
       << "  KV bytes / token: " << m.cache_bytes_per_token()
       << " (all layers, kv-cache-dtype " << options.kvCacheDtype << ")\n"

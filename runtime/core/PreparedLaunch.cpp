@@ -410,17 +410,22 @@ runtime::prepareSteps(const artifact::Manifest &m) {
   for (int s = 0; s < m.steps_size(); ++s) {
     const artifact::Step &step = m.steps(s);
     steps[s].step = &step;
-    // Buffers are checked against the arena at the step's planned tokens;
-    // a step may be run with as many as the artifact's max_tokens.
+    // Buffers are checked against the arena at the step's planned tokens,
+    // the most a run of the step may have: the artifact's max_tokens, or
+    // for decode (one token a sequence) at least min(max_tokens, max_batch).
     if (step.max_sizes_size() != 1)
       return Status::error("step '" + step.name() + "' is planned for " +
                            std::to_string(step.max_sizes_size()) +
                            " sizes; steps have one, their tokens");
-    if (step.max_sizes(0) < m.max_tokens())
+    int64_t least = step.name() == "decode"
+                        ? std::min(m.max_tokens(), m.max_batch())
+                        : m.max_tokens();
+    if (step.max_sizes(0) < least)
       return Status::error("step '" + step.name() + "' is planned for " +
                            std::to_string(step.max_sizes(0)) +
-                           " tokens, fewer than the artifact's max_tokens " +
-                           std::to_string(m.max_tokens()));
+                           " tokens, fewer than the " + std::to_string(least) +
+                           " the artifact's limits allow it");
+    steps[s].maxTokens = step.max_sizes(0);
     // The host's buffers by role: int32 inputs, the fp32 logits output.
     struct Role {
       const char *name;

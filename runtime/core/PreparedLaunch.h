@@ -92,6 +92,9 @@ struct PreparedStep {
   /// int32); other steps (null, 0) those of every token.
   const artifact::Buffer *logitRows = nullptr;
   int64_t maxLogitRows = 0;
+  /// The most tokens a run of the step may have (its arena's plan): the
+  /// artifact's max_tokens, or for decode min(max_tokens, max_batch).
+  int64_t maxTokens = 0;
 };
 
 /// Decodes every launch of every step of `m`, in the manifest's order.

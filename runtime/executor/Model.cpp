@@ -107,11 +107,14 @@ Status Model::stage(const PreparedStep &prepared, const StepInputs &inputs) {
                          "': ids, positions and sequences differ in length");
   if (tokens == 0)
     return Status::error("step '" + name + "' needs at least one token");
-  if (tokens > maxTokens())
-    return Status::error("step '" + name + "' of " + std::to_string(tokens) +
-                         " tokens exceeds the compiled maximum of " +
-                         std::to_string(maxTokens()) +
-                         " tokens per step (--max-tokens)");
+  if (tokens > prepared.maxTokens)
+    return Status::error(
+        "step '" + name + "' of " + std::to_string(tokens) +
+        " tokens exceeds the compiled maximum of " +
+        std::to_string(prepared.maxTokens) +
+        (prepared.maxTokens < maxTokens()
+             ? " tokens per step (one a sequence, --max-batch)"
+             : " tokens per step (--max-tokens)"));
   for (int64_t t = 0; t < tokens; ++t) {
     if (inputs.positions[t] < 0 || inputs.positions[t] >= maxSeqLen())
       return Status::error("position " + std::to_string(inputs.positions[t]) +

@@ -1,5 +1,6 @@
 // RUN: daybreak-opt %s -split-input-file --lm-lower-to-plan | FileCheck %s
 // RUN: daybreak-opt %s -split-input-file --lm-lower-to-plan="max-tokens=16" | FileCheck %s --check-prefix=MAX
+// RUN: daybreak-opt %s -split-input-file --lm-lower-to-plan="max-tokens=16 max-batch=2" | FileCheck %s --check-prefix=BATCH
 // RUN: daybreak-opt %s -split-input-file --lm-lower-to-plan="target=cuda" | FileCheck %s --check-prefix=CUDA
 
 // Tests that a small function lowers to one step sized by the token count:
@@ -103,6 +104,11 @@ func.func @folded_weight(%x: tensor<?x2xf32>) -> tensor<?x2xf32> {
 // CHECK: plan.launch @cache_write.4[%{{.*}}] {{.*}}(%[[C]],
 // MAX-LABEL: plan.step @prefill arena({{[0-9]+}}) sizes ["tokens"] attributes {max_sizes = array<i64: 16>}
 // MAX-LABEL: plan.step @decode arena({{[0-9]+}}) sizes ["tokens"] attributes {max_sizes = array<i64: 16>}
+// With max-batch, @decode (one token a sequence) is planned for 2 tokens,
+// and its arena holds its inputs at 2 tokens: 2 rows of 80 floats (640 B,
+// aligned to 768) and two int32 pairs (256 B each, aligned).
+// BATCH-LABEL: plan.step @prefill arena({{[0-9]+}}) sizes ["tokens"] attributes {max_sizes = array<i64: 16>}
+// BATCH-LABEL: plan.step @decode arena(1280) sizes ["tokens"] attributes {max_sizes = array<i64: 2>}
 #kv = #lm.kv_layout<key_value, page_size = 64, feature_dim = 80, storage = bf16, scale_block = 0, tail_dim = 0, tail = bf16>
 func.func @prefill(%c: tensor<2x60x80xf32>, %d: tensor<2x60x80xf32>, %kv: tensor<?x80xf32>,
                    %slots: tensor<?xi32>, %seq: tensor<?xi32>)

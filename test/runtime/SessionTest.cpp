@@ -558,6 +558,25 @@ TEST_F(SessionTest, PrefillAsksForThePromptsLastRows) {
   ASSERT_TRUE(model->release(0).ok());
 }
 
+TEST_F(SessionTest, DecodeHoldsOneTokenPerSequence) {
+  // The decode step is planned for max_batch tokens (its arena a batch of
+  // rows, not a prefill chunk's): a third token is refused by name.
+  const PreparedStep *decode = *model->step("decode");
+  EXPECT_EQ(decode->maxTokens, model->maxBatch());
+  EXPECT_EQ((*model->step("prefill"))->maxTokens, model->maxTokens());
+  StepInputs in;
+  for (int32_t t = 0; t < 3; ++t) {
+    in.ids.push_back(t + 1);
+    in.positions.push_back(t);
+    in.sequences.push_back(0);
+  }
+  std::vector<float> logits;
+  EXPECT_NE(errorOf(model->run(*decode, in, logits))
+                .find("step 'decode' of 3 tokens exceeds the compiled maximum "
+                      "of 2 tokens per step (one a sequence, --max-batch)"),
+            std::string::npos);
+}
+
 TEST_F(SessionTest, ThousandCyclesLeakNoPageAndNoMemory) {
   Session session(*model);
   auto cycle = [&](int i) {

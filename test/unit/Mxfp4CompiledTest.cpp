@@ -123,7 +123,7 @@ void writeCheckpoint(const std::string &dir, const Checkpoint &c) {
                  testutil::bytesOf(c.downBias)}});
 }
 
-/// @decode(token_ids, positions, sequences, cache) -> (logits, cache): the
+/// @prefill(token_ids, positions, sequences, cache) -> (logits, cache): the
 /// embedding rows are written to the cache (which gives the artifact its
 /// batch and context limits), routed, and run through both expert layers.
 /// The router's top-k and its expert groups (sigmoid routing limited to
@@ -136,7 +136,7 @@ struct MoeRouting {
 class TinyMoe : public models::ModelBuilder {
 public:
   TinyMoe(ModuleOp module, const importers::Checkpoint &checkpoint,
-          MoeRouting routing = MoeRouting(), llvm::StringRef stepName = "decode")
+          MoeRouting routing = MoeRouting(), llvm::StringRef stepName = "prefill")
       : ModelBuilder(module, checkpoint, models::CheckpointTraits{}),
         routing(routing), stepName(stepName) {}
 
@@ -455,14 +455,14 @@ TEST_P(Mxfp4Compiled, RuntimeMatchesReferenceEvaluator) {
   }
   int64_t tokens = step.ids.size();
   std::vector<float> got;
-  Status status = (*model)->run("decode", step, got);
+  Status status = (*model)->run("prefill", step, got);
   ASSERT_TRUE(status.ok()) << status.message();
 
   auto toInts = [](const std::vector<int32_t> &v) {
     return std::vector<int64_t>(v.begin(), v.end());
   };
   auto expected = evaluator.run(
-      "decode", {ref::Tensor::fromInts({tokens}, toInts(step.ids)),
+      "prefill", {ref::Tensor::fromInts({tokens}, toInts(step.ids)),
                  ref::Tensor::fromInts({tokens}, toInts(step.positions)),
                  ref::Tensor::fromInts({tokens}, toInts(step.sequences)),
                  ref::Tensor::zeros(ref::ElementType::F32,
@@ -534,7 +534,7 @@ void compileRoute(const std::string &dir, const std::string &route,
   OwningOpRef<ModuleOp> module = ModuleOp::create(UnknownLoc::get(&context));
   // A prefill step: the online route converts there (it leaves decode steps
   // direct), and the others read the same step.
-  TinyMoe builder(*module, *checkpoint, routing, "prefill");
+  TinyMoe builder(*module, *checkpoint, routing);
   llvm::Error built = builder.build();
   ASSERT_FALSE(built) << llvm::toString(std::move(built));
   pipeline::Options options;
