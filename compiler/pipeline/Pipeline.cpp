@@ -13,6 +13,7 @@
 #include "mlir/IR/Diagnostics.h"
 #include "mlir/IR/MLIRContext.h"
 #include "mlir/IR/Verifier.h"
+#include "mlir/Transforms/Passes.h"
 #include "llvm/ADT/StringExtras.h"
 #include "llvm/Support/FormatVariadic.h"
 #include "llvm/Support/MemoryBuffer.h"
@@ -69,6 +70,9 @@ void pipeline::buildLmPipeline(OpPassManager &pm, const Options &options,
   // Absorbed MLA matrices, dequantised experts and the offline route's
   // converted experts are computed once here, not per step.
   pm.addPass(createLmFoldWeightsPass(std::move(weights)));
+  // The builders emit each layer's own copy of what layers share (the
+  // indexer's key bounds, positions + 1; k-pool indices): one launch each.
+  pm.addPass(createCSEPass());
   // A GLU's gate and up projections of one input: one launch over both
   // checkpoint tensors, stacked.
   pm.addPass(createLmFuseGateUp());
