@@ -1,4 +1,5 @@
-//===- SelectLogitRows.cpp - A prefill step's logits for chosen rows -------===//
+//===- SelectLogitRows.cpp - A prefill step's logits for chosen rows
+//-------===//
 //
 // The builders give every step logits for every token: `[tokens, vocab]`.
 // Decode needs them all (each token is a sequence's last), prefill almost
@@ -86,8 +87,8 @@ struct SelectLogitRowsPass
     auto logitsType = dyn_cast<RankedTensorType>(logits.getType());
     if (!logitsType || logitsType.getRank() != 2)
       return func.emitError("lm-select-logit-rows: @")
-             << func.getSymName() << "'s logits are not [tokens, vocab]: "
-             << logits.getType();
+             << func.getSymName()
+             << "'s logits are not [tokens, vocab]: " << logits.getType();
 
     // The row-wise chain that computes the logits, from the last op up,
     // each op's result read by the next alone.
@@ -139,8 +140,7 @@ struct SelectLogitRowsPass
 
     SmallVector<Type> results(func.getResultTypes());
     results[*index] = ret.getOperand(*index).getType();
-    func.setFunctionType(
-        b.getFunctionType(func.getArgumentTypes(), results));
+    func.setFunctionType(b.getFunctionType(func.getArgumentTypes(), results));
     return success();
   }
 };

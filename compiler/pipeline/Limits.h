@@ -1,10 +1,10 @@
 //===- Limits.h - The serving limits daybreak-compile is given --*- C++ -*-===//
 //
 // --max-seq-len, --max-batch, --max-tokens, --kv-cache-tokens and
-// --max-logit-rows: how the tool reads them and how `compile` checks them against the model and
-// chooses those left out. Kept apart from the pipeline (plain LLVM Support)
-// so that the tool, the pipeline and the fuzzer share one reading. Pure
-// functions.
+// --max-logit-rows: how the tool reads them and how `compile` checks them
+// against the model and chooses those left out. Kept apart from the pipeline
+// (plain LLVM Support) so that the tool, the pipeline and the fuzzer share one
+// reading. Pure functions.
 //
 //===----------------------------------------------------------------------===//
 

@@ -325,9 +325,9 @@ static llvm::Error compileWith(const Options &options, const Options &given,
       << options.maxTokens << " ("
       << origin(given.maxTokens, "one full sequence per step")
       << "), --max-logit-rows " << options.maxLogitRows << " ("
-      << origin(given.maxLogitRows,
-                "--max-batch, at least " + Twine(kDefaultMaxLogitRows) +
-                    ", at most --max-tokens")
+      << origin(given.maxLogitRows, "--max-batch, at least " +
+                                        Twine(kDefaultMaxLogitRows) +
+                                        ", at most --max-tokens")
       << (options.maxLogitRows < options.maxTokens
               ? "; prefill computes logits for the rows asked for"
               : "; every row")

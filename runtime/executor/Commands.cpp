@@ -91,10 +91,9 @@ Status runtime::runLogits(Model &model, const std::string &inputsPath,
   const Session::Timing &time = session.timing();
   log << "logits: " << batch << " sequences, " << time.prefillTokens
       << " prefill tokens in " << time.prefillSteps << " steps and "
-      << std::fixed << std::setprecision(3)
-      << time.prefillSeconds << " s, " << time.decodeSteps
-      << " decode steps in " << time.decodeSeconds << " s -> " << outputPath
-      << "\n";
+      << std::fixed << std::setprecision(3) << time.prefillSeconds << " s, "
+      << time.decodeSteps << " decode steps in " << time.decodeSeconds
+      << " s -> " << outputPath << "\n";
   return Status::success();
 }
 

@@ -108,13 +108,12 @@ Status Model::stage(const PreparedStep &prepared, const StepInputs &inputs) {
   if (tokens == 0)
     return Status::error("step '" + name + "' needs at least one token");
   if (tokens > prepared.maxTokens)
-    return Status::error(
-        "step '" + name + "' of " + std::to_string(tokens) +
-        " tokens exceeds the compiled maximum of " +
-        std::to_string(prepared.maxTokens) +
-        (prepared.maxTokens < maxTokens()
-             ? " tokens per step (one a sequence, --max-batch)"
-             : " tokens per step (--max-tokens)"));
+    return Status::error("step '" + name + "' of " + std::to_string(tokens) +
+                         " tokens exceeds the compiled maximum of " +
+                         std::to_string(prepared.maxTokens) +
+                         (prepared.maxTokens < maxTokens()
+                              ? " tokens per step (one a sequence, --max-batch)"
+                              : " tokens per step (--max-tokens)"));
   for (int64_t t = 0; t < tokens; ++t) {
     if (inputs.positions[t] < 0 || inputs.positions[t] >= maxSeqLen())
       return Status::error("position " + std::to_string(inputs.positions[t]) +
@@ -132,12 +131,14 @@ Status Model::stage(const PreparedStep &prepared, const StepInputs &inputs) {
   }
   // The rows whose logits the step returns: checked here, written below for
   // a step that selects them.
-  int64_t rows = inputs.everyLogitRow ? tokens : int64_t(inputs.logitRows.size());
+  int64_t rows =
+      inputs.everyLogitRow ? tokens : int64_t(inputs.logitRows.size());
   if (!inputs.everyLogitRow)
     for (int32_t row : inputs.logitRows)
       if (row < 0 || row >= tokens)
         return Status::error("step '" + name + "': logit row " +
-                             std::to_string(row) + " is not a token of the "
+                             std::to_string(row) +
+                             " is not a token of the "
                              "step's " +
                              std::to_string(tokens));
   if (prepared.logitRows && rows > prepared.maxLogitRows)
@@ -217,9 +218,9 @@ Status Model::run(const PreparedStep &step, const StepInputs &inputs,
   // A step that computes every token's logits: the rows asked for, each.
   logits.resize(inputs.logitRows.size() * vocab);
   for (size_t i = 0; i < inputs.logitRows.size(); ++i)
-    DAYBREAK_RETURN_IF_ERROR(device->readArena(
-        out.offset() + inputs.logitRows[i] * rowBytes,
-        logits.data() + i * vocab, rowBytes));
+    DAYBREAK_RETURN_IF_ERROR(
+        device->readArena(out.offset() + inputs.logitRows[i] * rowBytes,
+                          logits.data() + i * vocab, rowBytes));
   return Status::success();
 }
 

@@ -2,10 +2,10 @@
 //
 // Feeds daybreak-compile's limit options (compiler/pipeline/Limits.h) the
 // input's lines: --max-seq-len, --max-batch, --max-tokens,
-// --kv-cache-tokens and --max-logit-rows as the tool reads them (an empty line: not given), then
-// the model's max_position_embeddings; the limits it accepts go through
-// chooseLimits as `compile` does. What comes out must keep chooseLimits'
-// promise, which the passes' int64 arithmetic relies on.
+// --kv-cache-tokens and --max-logit-rows as the tool reads them (an empty line:
+// not given), then the model's max_position_embeddings; the limits it accepts
+// go through chooseLimits as `compile` does. What comes out must keep
+// chooseLimits' promise, which the passes' int64 arithmetic relies on.
 //
 //===----------------------------------------------------------------------===//
 
@@ -61,9 +61,9 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   bool rowsLowered = given.maxLogitRows > l.maxTokens;
   if (rowsLowered && l.maxLogitRows != l.maxTokens)
     __builtin_trap();
-  const int64_t kept[] = {
-      l.maxSeqLen, l.maxBatch, given.maxTokens, l.kvCacheTokens,
-      rowsLowered ? given.maxLogitRows : l.maxLogitRows};
+  const int64_t kept[] = {l.maxSeqLen, l.maxBatch, given.maxTokens,
+                          l.kvCacheTokens,
+                          rowsLowered ? given.maxLogitRows : l.maxLogitRows};
   for (int i = 0; i < 5; ++i)
     if (*fields[i] && *fields[i] != kept[i])
       __builtin_trap();

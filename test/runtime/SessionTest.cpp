@@ -526,8 +526,8 @@ TEST_F(SessionTest, PrefillAsksForThePromptsLastRows) {
     for (int64_t v = 0; v < vocab; ++v)
       worst = std::max(worst, std::fabs(s.logits[v] - match->logits[v]));
     // Prefill chunks of other lengths sum in the same order per row.
-    EXPECT_LE(worst, 1e-5f) << "sequence " << s.sequence << " position "
-                            << s.position;
+    EXPECT_LE(worst, 1e-5f)
+        << "sequence " << s.sequence << " position " << s.position;
   }
 
   // The model's own checks: rows outside the step, or more than computed.

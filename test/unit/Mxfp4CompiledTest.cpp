@@ -136,7 +136,8 @@ struct MoeRouting {
 class TinyMoe : public models::ModelBuilder {
 public:
   TinyMoe(ModuleOp module, const importers::Checkpoint &checkpoint,
-          MoeRouting routing = MoeRouting(), llvm::StringRef stepName = "prefill")
+          MoeRouting routing = MoeRouting(),
+          llvm::StringRef stepName = "prefill")
       : ModelBuilder(module, checkpoint, models::CheckpointTraits{}),
         routing(routing), stepName(stepName) {}
 
@@ -463,10 +464,10 @@ TEST_P(Mxfp4Compiled, RuntimeMatchesReferenceEvaluator) {
   };
   auto expected = evaluator.run(
       "prefill", {ref::Tensor::fromInts({tokens}, toInts(step.ids)),
-                 ref::Tensor::fromInts({tokens}, toInts(step.positions)),
-                 ref::Tensor::fromInts({tokens}, toInts(step.sequences)),
-                 ref::Tensor::zeros(ref::ElementType::F32,
-                                    {kMaxBatch, kMaxSeqLen, kHidden})});
+                  ref::Tensor::fromInts({tokens}, toInts(step.positions)),
+                  ref::Tensor::fromInts({tokens}, toInts(step.sequences)),
+                  ref::Tensor::zeros(ref::ElementType::F32,
+                                     {kMaxBatch, kMaxSeqLen, kHidden})});
   ASSERT_TRUE(bool(expected)) << llvm::toString(expected.takeError());
   const std::vector<float> &want = (*expected)[0].floats();
   ASSERT_EQ(got.size(), want.size());

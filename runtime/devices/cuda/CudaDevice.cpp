@@ -891,8 +891,8 @@ struct CudaLaunchers {
     using In = abi::GatherRows::In;
     const BoundArg &x = l.in(In::input), &rows = l.in(In::rows);
     // The embedding kernel over an fp32 table.
-    return d.kernels->embedding(p(x), x.dim(0), x.back(), p(rows),
-                                rows.numel(), p(l.out(0)), d.stream);
+    return d.kernels->embedding(p(x), x.dim(0), x.back(), p(rows), rows.numel(),
+                                p(l.out(0)), d.stream);
   }
   static Status rmsNorm(CudaDevice &d, const BoundLaunch &l) {
     using In = abi::RmsNorm::In;
