@@ -336,6 +336,16 @@ protected:
       ids.push_back(static_cast<int32_t>((seed + 37 * i) % 200 + 1));
     return ids;
   }
+  /// Tokens 1..n at positions 0..n-1 of slot 0, for Model::run.
+  static StepInputs promptInSlot0(int32_t n) {
+    StepInputs in;
+    for (int32_t t = 0; t < n; ++t) {
+      in.ids.push_back(t + 1);
+      in.positions.push_back(t);
+      in.sequences.push_back(0);
+    }
+    return in;
+  }
   /// The tokens `request` generates alone in a fresh session.
   std::vector<int32_t> alone(SequenceRequest request) {
     Session session(*model);
@@ -531,12 +541,7 @@ TEST_F(SessionTest, PrefillAsksForThePromptsLastRows) {
   }
 
   // The model's own checks: rows outside the step, or more than computed.
-  StepInputs in;
-  for (int32_t t = 0; t < 5; ++t) {
-    in.ids.push_back(t + 1);
-    in.positions.push_back(t);
-    in.sequences.push_back(0);
-  }
+  StepInputs in = promptInSlot0(5);
   std::vector<float> logits;
   in.everyLogitRow = false;
   in.logitRows = {5};
@@ -564,12 +569,7 @@ TEST_F(SessionTest, DecodeHoldsOneTokenPerSequence) {
   const PreparedStep *decode = *model->step("decode");
   EXPECT_EQ(decode->maxTokens, model->maxBatch());
   EXPECT_EQ((*model->step("prefill"))->maxTokens, model->maxTokens());
-  StepInputs in;
-  for (int32_t t = 0; t < 3; ++t) {
-    in.ids.push_back(t + 1);
-    in.positions.push_back(t);
-    in.sequences.push_back(0);
-  }
+  StepInputs in = promptInSlot0(3);
   std::vector<float> logits;
   EXPECT_NE(errorOf(model->run(*decode, in, logits))
                 .find("step 'decode' of 3 tokens exceeds the compiled maximum "

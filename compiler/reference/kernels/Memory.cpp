@@ -12,42 +12,38 @@ namespace daybreak::ref {
 
 using namespace detail;
 
-llvm::Expected<Tensor> embedding(const Tensor &table, const Tensor &ids) {
-  int64_t vocab = table.dim(0), width = table.dim(1);
-  int64_t tokens = ids.numel();
-  Tensor out = Tensor::zeros(ElementType::F32, {tokens, width});
-  for (int64_t t = 0; t < tokens; ++t) {
-    int64_t id = intAt(ids, t);
-    if (id < 0 || id >= vocab)
-      return llvm::createStringError(
-          llvm::inconvertibleErrorCode(),
-          "embedding: token id %lld at position %lld is outside the "
-          "vocabulary [0, %lld)",
-          static_cast<long long>(id), static_cast<long long>(t),
-          static_cast<long long>(vocab));
-    std::copy_n(table.floats().begin() + id * width, width,
-                out.floats().begin() + t * width);
+/// result[i] = table[indices[i]]: the rows of `table` [N, D] that
+/// `indices` names; an index outside [0, N) is an error worded by `what`
+/// (a printf format of the index, its position and N).
+static llvm::Expected<Tensor> takeRows(const Tensor &table,
+                                       const Tensor &indices,
+                                       const char *what) {
+  int64_t rows = table.dim(0), width = table.dim(1);
+  int64_t count = indices.numel();
+  Tensor out = Tensor::zeros(ElementType::F32, {count, width});
+  for (int64_t i = 0; i < count; ++i) {
+    int64_t row = intAt(indices, i);
+    if (row < 0 || row >= rows)
+      return llvm::createStringError(llvm::inconvertibleErrorCode(), what,
+                                     static_cast<long long>(row),
+                                     static_cast<long long>(i),
+                                     static_cast<long long>(rows));
+    std::copy_n(table.floats().begin() + row * width, width,
+                out.floats().begin() + i * width);
   }
   return out;
 }
 
+llvm::Expected<Tensor> embedding(const Tensor &table, const Tensor &ids) {
+  return takeRows(table, ids,
+                  "embedding: token id %lld at position %lld is outside the "
+                  "vocabulary [0, %lld)");
+}
+
 llvm::Expected<Tensor> gatherRows(const Tensor &input, const Tensor &rows) {
-  int64_t tokens = input.dim(0), width = input.dim(1);
-  int64_t count = rows.numel();
-  Tensor out = Tensor::zeros(ElementType::F32, {count, width});
-  for (int64_t r = 0; r < count; ++r) {
-    int64_t row = intAt(rows, r);
-    if (row < 0 || row >= tokens)
-      return llvm::createStringError(
-          llvm::inconvertibleErrorCode(),
-          "gather_rows: row %lld at index %lld is outside the input's "
-          "[0, %lld)",
-          static_cast<long long>(row), static_cast<long long>(r),
-          static_cast<long long>(tokens));
-    std::copy_n(input.floats().begin() + row * width, width,
-                out.floats().begin() + r * width);
-  }
-  return out;
+  return takeRows(input, rows,
+                  "gather_rows: row %lld at index %lld is outside the "
+                  "input's [0, %lld)");
 }
 
 /// Rounds one cache row as `storage` stores it (see CacheStorage).
