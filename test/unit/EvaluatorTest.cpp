@@ -190,6 +190,27 @@ TEST_F(EvaluatorTest, ChecksArgumentsAgainstTheSignature) {
             std::string::npos);
 }
 
+TEST_F(EvaluatorTest, GathersRows) {
+  // Rows in any order, repeated; an index past the input's rows is an error
+  // naming the op and the row.
+  static const char *kGather = R"mlir(
+    func.func @main(%x: tensor<?x2xf32>, %rows: tensor<4xi32>) -> tensor<4x2xf32> {
+      %g = lm.gather_rows %x, %rows : (tensor<?x2xf32>, tensor<4xi32>) -> tensor<4x2xf32>
+      return %g : tensor<4x2xf32>
+    })mlir";
+  Tensor x = floats({3, 2}, {0, 1, 2, 3, 4, 5});
+  auto out = run(kGather, {x, Tensor::fromInts({4}, {2, 0, 2, 1})});
+  ASSERT_TRUE(!!out) << llvm::toString(out.takeError());
+  EXPECT_EQ((*out)[0].floats(), (std::vector<float>{4, 5, 0, 1, 4, 5, 2, 3}));
+  auto bad = run(kGather, {x, Tensor::fromInts({4}, {0, 3, 0, 0})});
+  ASSERT_FALSE(!!bad);
+  std::string message = llvm::toString(bad.takeError());
+  EXPECT_NE(message.find("lm.gather_rows"), std::string::npos) << message;
+  EXPECT_NE(message.find("row 3 at index 1 is outside the input's [0, 3)"),
+            std::string::npos)
+      << message;
+}
+
 TEST_F(EvaluatorTest, RejectsUnknownFunctions) {
   module = parseSourceString<ModuleOp>("module {}", &context);
   ASSERT_TRUE(!!module);
