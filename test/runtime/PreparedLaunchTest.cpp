@@ -625,6 +625,15 @@ TEST(StepAllocations, PrefillAndDecodeStepsOnTheCpuAllocateNothing) {
            {*decode, stepInputs(m, seed + 4,
                                 {{0, 40 + r, 1}, {second, 11 + 5 * r, 1}})}});
     }
+    // A prefill step that computes few logit rows (--max-logit-rows) is
+    // asked for the last row of each chunk, as a session asks.
+    for (std::vector<StepRun> &round : rounds)
+      for (StepRun &run : round)
+        if (run.step->logitRows) {
+          run.inputs.everyLogitRow = false;
+          run.inputs.logitRows = {
+              static_cast<int32_t>(run.inputs.ids.size() - 1)};
+        }
     reservePages(m, rounds);
     std::vector<std::vector<float>> logits;
     EXPECT_EQ(allocationsAfterWarmUp(m, rounds, logits), 0u)
