@@ -331,6 +331,8 @@ void runtime::inspect(const artifact::Manifest &m, std::ostream &out) {
       ++kernels[l.kernel()];
     out << "step " << s.name() << ": " << s.launches_size() << " launches, "
         << s.buffers_size() << " buffers, arena " << bytes(s.arena_size());
+    if (s.max_sizes_size())
+      out << " at " << s.max_sizes(0) << " tokens";
     // lm-select-logit-rows: the logits of the rows the host names.
     for (const artifact::StepIO &io : s.io())
       if (io.role() == "logit_rows" && io.buffer() < uint32_t(s.buffers_size()))
