@@ -138,8 +138,7 @@ Status Model::stage(const PreparedStep &prepared, const StepInputs &inputs) {
       if (row < 0 || row >= tokens)
         return Status::error("step '" + name + "': logit row " +
                              std::to_string(row) +
-                             " is not a token of the "
-                             "step's " +
+                             " is not a token of the step's " +
                              std::to_string(tokens));
   if (prepared.logitRows && rows > prepared.maxLogitRows)
     return Status::error(
