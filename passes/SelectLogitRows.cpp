@@ -100,6 +100,11 @@ struct SelectLogitRowsPass
       chain.push_back(def);
       source = def->getOperand(0);
     }
+    auto sourceType = cast<RankedTensorType>(source.getType());
+    if (!sourceType.getElementType().isF32())
+      return func.emitError("lm-select-logit-rows: @")
+             << func.getSymName() << "'s logits come from " << sourceType
+             << ", not f32 activations lm.gather_rows can take";
     numHoisted += chain.size();
 
     // The new input, after the other inputs by role (before the caches).
@@ -120,7 +125,6 @@ struct SelectLogitRowsPass
       b.setInsertionPointAfter(def);
     else
       b.setInsertionPointToStart(&func.getBody().front());
-    auto sourceType = cast<RankedTensorType>(source.getType());
     auto gathered = lm::GatherRowsOp::create(
         b, source.getLoc(),
         RankedTensorType::get({maxRows, sourceType.getDimSize(1)},

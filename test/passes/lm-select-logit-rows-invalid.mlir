@@ -40,3 +40,13 @@ func.func @gather(%x: tensor<?x8xf32>, %rows: tensor<4xi32>) -> tensor<3x8xf32> 
   %g = lm.gather_rows %x, %rows : (tensor<?x8xf32>, tensor<4xi32>) -> tensor<3x8xf32>
   return %g : tensor<3x8xf32>
 }
+
+// -----
+
+// Tests that logits computed from other than f32 activations are rejected
+// (lm.gather_rows takes f32).
+// expected-error @+1 {{lm-select-logit-rows: @prefill's logits come from 'tensor<?x8xbf16>', not f32 activations lm.gather_rows can take}}
+func.func @prefill(%x: tensor<?x8xbf16> {lm.role = "token_ids"})
+    -> (tensor<?x8xbf16> {lm.role = "logits"}) {
+  return %x : tensor<?x8xbf16>
+}
