@@ -912,22 +912,26 @@ LogicalResult MhcPostPreOp::verify() {
 // Memory
 //===----------------------------------------------------------------------===//
 
+/// A gather of rows: `table [N, D]` and `indices [R]` give `result [R, D]`.
+static LogicalResult verifyRowGather(Operation *op, StringRef tableName,
+                                     Value table, StringRef indicesName,
+                                     Value indices, Value result) {
+  ShapeChecker c(op);
+  CHECK(c.rank(tableName, table, 2));
+  CHECK(c.rank(indicesName, indices, 1));
+  CHECK(c.rank("result", result, 2));
+  CHECK(c.same("result", result, 0, indicesName, indices, 0));
+  return c.same("result", result, 1, tableName, table, 1);
+}
+
 LogicalResult EmbeddingOp::verify() {
-  ShapeChecker c(*this);
-  CHECK(c.rank("table", getTable(), 2));
-  CHECK(c.rank("ids", getIds(), 1));
-  CHECK(c.rank("result", getResult(), 2));
-  CHECK(c.same("result", getResult(), 0, "ids", getIds(), 0));
-  return c.same("result", getResult(), 1, "table", getTable(), 1);
+  return verifyRowGather(*this, "table", getTable(), "ids", getIds(),
+                         getResult());
 }
 
 LogicalResult GatherRowsOp::verify() {
-  ShapeChecker c(*this);
-  CHECK(c.rank("input", getInput(), 2));
-  CHECK(c.rank("rows", getRows(), 1));
-  CHECK(c.rank("result", getResult(), 2));
-  CHECK(c.same("result", getResult(), 0, "rows", getRows(), 0));
-  return c.same("result", getResult(), 1, "input", getInput(), 1);
+  return verifyRowGather(*this, "input", getInput(), "rows", getRows(),
+                         getResult());
 }
 
 LogicalResult WeightOp::verify() {
