@@ -1,9 +1,10 @@
 //===- AssignWorkspace.cpp - Place a step's buffers in one arena ----------===//
 //
-// Buffers with the same name are one allocation (reshapes alias). Each
-// allocation lives from the first to the last launch or host step that
-// touches it; step inputs and outputs live through the whole step, since the
-// host writes them before and reads them after. Allocations are placed
+// Buffers with the same name are one allocation (reshapes alias), and a
+// column view (plan.column_view) is its source's. Each allocation lives from
+// the first to the last launch or host step that touches it; step inputs
+// and outputs live through the whole step, since the host writes them
+// before and reads them after. Allocations are placed
 // largest first at the lowest 256-byte-aligned offset that overlaps no
 // placed allocation live at the same time. Each buffer records its range of
 // launches as `live = array<i64: first, last>`.
@@ -87,6 +88,11 @@ struct AssignWorkspacePass
           a.first = -1;
           a.last = INT64_MAX;
         }
+        continue;
+      }
+      // A column view is its source's bytes.
+      if (auto view = dyn_cast<plan::ColumnViewOp>(op)) {
+        ofValue[view.getResult()] = ofValue.lookup(view.getSource());
         continue;
       }
       int64_t index = end++;

@@ -6,15 +6,19 @@
 // (runtime/abi/Kernels.def), checked against that declaration: operands by
 // declared slot (absent optional ones listed in `absent`) and the op's
 // attributes, defaults included, as typed parameters; slices and concatenations
-// along the last dim become column copies, except slices that only fused
-// elementwise bodies read: those read the slice's source in place (a column
-// view in the generated kernel). Weights become plan.weights packed into
+// along the last dim become column copies, except where the kernels on either
+// side take the columns in place: slices that only fused elementwise bodies
+// read (a column view in the generated kernel), slices that only kernel slots
+// declared VIEW read, and concatenation parts that a kernel writes through a
+// VIEW result slot and nothing else reads (plan.column_view of the
+// concatenation's buffer). Weights become plan.weights packed into
 // section 0 (64-byte aligned, their lm sources or folded value kept as
 // attributes for the artifact writer); the caches of each layout share a
 // plan.cache_pool.
 //
 //===----------------------------------------------------------------------===//
 
+#include "passes/ColumnSlice.h"
 #include "passes/KernelSelection.h"
 #include "passes/Passes.h"
 #include "runtime/abi/KernelAbi.h"
@@ -59,8 +63,7 @@ struct ColumnView {
 };
 
 /// The slice `value` is a column view of, looking through reshapes (which
-/// keep a tensor's element order): a static, unit-stride slice of the last
-/// dim only, of a source whose last dim is static. Null otherwise.
+/// keep a tensor's element order), or null.
 static tensor::ExtractSliceOp columnSlice(Value value) {
   while (Operation *def = value.getDefiningOp()) {
     if (isa<tensor::ExpandShapeOp, tensor::CollapseShapeOp>(def)) {
@@ -68,35 +71,7 @@ static tensor::ExtractSliceOp columnSlice(Value value) {
       continue;
     }
     auto slice = dyn_cast<tensor::ExtractSliceOp>(def);
-    if (!slice)
-      return {};
-    RankedTensorType src = slice.getSourceType();
-    int64_t last = src.getRank() - 1;
-    ArrayRef<int64_t> offsets = slice.getStaticOffsets();
-    ArrayRef<int64_t> sizes = slice.getStaticSizes();
-    if (!slice.getOffsets().empty() || !slice.getStrides().empty() ||
-        src.isDynamicDim(last) || ShapedType::isDynamic(sizes[last]) ||
-        llvm::any_of(slice.getStaticStrides(),
-                     [](int64_t stride) { return stride != 1; }))
-      return {};
-    // Every row: leading sizes are the source's (a dynamic one its
-    // tensor.dim).
-    unsigned dynamic = 0;
-    for (int64_t d = 0; d < last; ++d) {
-      if (offsets[d] != 0)
-        return {};
-      if (!ShapedType::isDynamic(sizes[d])) {
-        if (sizes[d] != src.getDimSize(d))
-          return {};
-        continue;
-      }
-      auto dim = slice.getSizes()[dynamic++].getDefiningOp<tensor::DimOp>();
-      std::optional<int64_t> index =
-          dim ? dim.getConstantIndex() : std::nullopt;
-      if (!dim || dim.getSource() != slice.getSource() || index != d)
-        return {};
-    }
-    return slice;
+    return slice && isColumnSlice(slice) ? slice : tensor::ExtractSliceOp();
   }
   return {};
 }
@@ -111,6 +86,35 @@ static bool readOnlyByElementwise(Value value) {
              return readOnlyByElementwise(user->getResult(0));
            return isa<lm::ElementwiseOp>(user);
          });
+}
+
+/// The declaration of the kernel the generic lowering launches for `op`,
+/// when its operands fill the declared slots one to one; else null.
+static const abi::KernelDecl *genericDecl(Operation *op) {
+  std::optional<StringRef> name = loweredKernelName(op);
+  if (!name || name->empty() || op->hasAttr("operandSegmentSizes"))
+    return nullptr;
+  const abi::KernelDecl *decl = abi::findKernel(*name);
+  if (!decl || decl->isVariadic() ||
+      decl->numOperands() != op->getNumOperands() ||
+      decl->numResults() != op->getNumResults())
+    return nullptr;
+  return decl;
+}
+
+/// Whether the kernel `use`'s owner launches takes a column view in the
+/// operand's slot.
+static bool takesView(OpOperand &use) {
+  const abi::KernelDecl *decl = genericDecl(use.getOwner());
+  return decl && decl->operands[use.getOperandNumber()].columnView;
+}
+
+/// Whether the kernel that computes `value` can write it as a column view.
+static bool writesView(Value value) {
+  auto result = dyn_cast<OpResult>(value);
+  const abi::KernelDecl *decl =
+      result ? genericDecl(result.getOwner()) : nullptr;
+  return decl && decl->results[result.getResultNumber()].columnView;
 }
 
 class Lowering {
@@ -180,6 +184,16 @@ private:
   /// Views of a cache's column prefix (lm values mapped to the cache) and
   /// their columns.
   llvm::DenseMap<Value, int64_t> cacheColumns;
+  /// Parts of a last-dim concatenation their kernel writes in place: the
+  /// concatenation and the part's first column.
+  llvm::DenseMap<Value, std::pair<tensor::ConcatOp, int64_t>> concatParts;
+  /// Finds the concatenation parts whose kernels can write them in place:
+  /// read by the concatenation alone, computed by a kernel whose result
+  /// slot takes a column view.
+  void findConcatParts(Block &body);
+  /// The column view `columns` columns wide at `column` of `source`'s
+  /// buffer.
+  Value columnView(Value source, int64_t column, int64_t columns);
   int64_t bufferCount = 0;
   int64_t provisionalArena = 0;
 };
@@ -498,6 +512,30 @@ static std::optional<int64_t> splatConstant(Value v) {
   return std::nullopt;
 }
 
+void Lowering::findConcatParts(Block &body) {
+  concatParts.clear();
+  for (auto concat : body.getOps<tensor::ConcatOp>()) {
+    auto type = cast<RankedTensorType>(concat.getType());
+    if (static_cast<int64_t>(concat.getDim()) != type.getRank() - 1 ||
+        type.isDynamicDim(type.getRank() - 1))
+      continue;
+    int64_t column = 0;
+    for (Value part : concat.getInputs()) {
+      if (part.hasOneUse() && writesView(part) &&
+          part.getParentBlock() == &body)
+        concatParts[part] = {concat, column};
+      column += cast<RankedTensorType>(part.getType()).getShape().back();
+    }
+  }
+}
+
+Value Lowering::columnView(Value source, int64_t column, int64_t columns) {
+  auto type = cast<MemRefType>(source.getType());
+  return plan::ColumnViewOp::create(
+      b, source.getLoc(), plan::ColumnViewOp::viewType(type, column, columns),
+      source, b.getI64IntegerAttr(column));
+}
+
 // The kernel each case launches is also what loweredKernelName
 // (KernelSelection.cpp) answers for lm-check-target: keep the two in step.
 LogicalResult Lowering::lowerOp(Operation *op) {
@@ -524,22 +562,25 @@ LogicalResult Lowering::lowerOp(Operation *op) {
                         .getResult());
         return success();
       })
-      .Case<tensor::ExpandShapeOp, tensor::CollapseShapeOp>([&](auto reshape) {
-        // A view of a cache (attention's [B, S, Hkv, D]) is the cache.
-        Value src = lookup(reshape.getSrc());
-        // A reshaped column slice that elementwise kernels read in place.
-        if (!src && columnSlice(reshape.getResult()))
-          return success();
-        if (src && src.getDefiningOp<plan::CacheRefOp>()) {
-          mapping.map(reshape.getResult(), src);
-          if (auto it = cacheColumns.find(reshape.getSrc());
-              it != cacheColumns.end())
-            cacheColumns[reshape.getResult()] = it->second;
-        } else {
-          buffer(reshape.getResult(), src);
-        }
-        return success();
-      })
+      .Case<tensor::ExpandShapeOp, tensor::CollapseShapeOp>(
+          [&](auto reshape) -> LogicalResult {
+            // A view of a cache (attention's [B, S, Hkv, D]) is the cache.
+            Value src = lookup(reshape.getSrc());
+            // A reshaped column slice that elementwise kernels read in place.
+            if (!src && columnSlice(reshape.getResult()))
+              return success();
+            if (src && src.getDefiningOp<plan::ColumnViewOp>())
+              return reshape.emitError("reshapes a column view");
+            if (src && src.getDefiningOp<plan::CacheRefOp>()) {
+              mapping.map(reshape.getResult(), src);
+              if (auto it = cacheColumns.find(reshape.getSrc());
+                  it != cacheColumns.end())
+                cacheColumns[reshape.getResult()] = it->second;
+            } else {
+              buffer(reshape.getResult(), src);
+            }
+            return success();
+          })
       .Case([&](tensor::ExtractSliceOp slice) -> LogicalResult {
         auto src = cast<RankedTensorType>(slice.getSourceType());
         int64_t last = src.getRank() - 1;
@@ -566,6 +607,16 @@ LogicalResult Lowering::lowerOp(Operation *op) {
         if (columnSlice(slice.getResult()) == slice &&
             readOnlyByElementwise(slice.getResult()))
           return success();
+        // Read in place by kernels that take column views.
+        Value source = lookup(slice.getSource());
+        if (isColumnSlice(slice) && source &&
+            source.getDefiningOp<plan::BufferOp>() &&
+            !slice.getResult().use_empty() &&
+            llvm::all_of(slice.getResult().getUses(), takesView)) {
+          auto [column, columns] = sliceColumns(slice);
+          mapping.map(slice.getResult(), columnView(source, column, columns));
+          return success();
+        }
         for (int64_t d = 0; d < last; ++d)
           if (offsets[d] != 0)
             return slice.emitError("only slices of the last dim lower to plan");
@@ -584,9 +635,17 @@ LogicalResult Lowering::lowerOp(Operation *op) {
         auto type = cast<RankedTensorType>(concat.getType());
         if (static_cast<int64_t>(concat.getDim()) != type.getRank() - 1)
           return concat.emitError("only last-dim concatenations lower to plan");
-        Value out = buffer(concat.getResult());
+        // Parts written in place made the buffer already.
+        Value out = lookup(concat.getResult());
+        if (!out)
+          out = buffer(concat.getResult());
         int64_t offset = 0;
         for (Value input : concat.getInputs()) {
+          auto written = concatParts.find(input);
+          if (written != concatParts.end() && written->second.first == concat) {
+            offset += cast<RankedTensorType>(input.getType()).getShape().back();
+            continue;
+          }
           if (failed(launch(
                   loc, "copy_columns", {lookup(input)}, {out},
                   {b.getNamedAttr("src_offset", b.getI64IntegerAttr(0)),
@@ -765,8 +824,23 @@ LogicalResult Lowering::lowerOp(Operation *op) {
         if (failed(operands))
           return failure();
         SmallVector<Value> results;
-        for (Value r : op->getResults())
-          results.push_back(buffer(r));
+        for (Value r : op->getResults()) {
+          auto part = concatParts.find(r);
+          if (part == concatParts.end()) {
+            results.push_back(buffer(r));
+            continue;
+          }
+          // A concatenation's part, written in place.
+          tensor::ConcatOp concat = part->second.first;
+          Value whole = lookup(concat.getResult());
+          if (!whole)
+            whole = buffer(concat.getResult());
+          Value view =
+              columnView(whole, part->second.second,
+                         cast<RankedTensorType>(r.getType()).getShape().back());
+          mapping.map(r, view);
+          results.push_back(view);
+        }
         return launch(loc, *name, *operands, results, kernelAttrs(op));
       });
 }
@@ -925,6 +999,7 @@ LogicalResult Lowering::lowerFunction(func::FuncOp func) {
       input.getDefiningOp()->setAttr("role", role);
   }
 
+  findConcatParts(func.getBody().front());
   for (Operation &op : func.getBody().front()) {
     if (auto ret = dyn_cast<func::ReturnOp>(op)) {
       for (auto [i, v] : llvm::enumerate(ret.getOperands())) {

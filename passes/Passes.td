@@ -112,6 +112,38 @@ def LmFuseGateUp : Pass<"lm-fuse-gate-up", "mlir::ModuleOp"> {
   ];
 }
 
+def LmNarrowRope : Pass<"lm-narrow-rope", "mlir::func::FuncOp"> {
+  let summary = "rotate only the columns that are read rotated";
+  let description = [{
+    `lm.rope` rotates columns `[offset, offset + dim)` of each row and passes
+    the others through. Where its result is read as last-dim column slices
+    (MLA's `[nope | rope]` query and `[latent | rope]` key), each slice is
+    rewritten to read what it needs directly:
+    - a slice outside the rotated columns reads the rope's input;
+    - the slice of exactly the rotated columns becomes an `lm.rope` of
+      offset 0 over that slice of the input.
+    Only a rope all of whose readers are such slices (or ask its shape) is
+    rewritten, and erased: one read otherwise would make it run twice. Every value is the same (the rotation of
+    a pair depends on its index in the rotated slice, not on the columns
+    around it); lm-lower-to-plan then hands the slices to the kernels as
+    column views, and the rope writes only its rotated columns, so neither
+    the slices nor the pass-through columns are copied.
+
+    ```mlir
+    %r = lm.rope %q, %pos interleaved {offset = 32 : i64, dim = 16 : i64, ...}
+        : (tensor<?x4x48xf32>, tensor<?xi32>) -> tensor<?x4x48xf32>
+    %pe = tensor.extract_slice %r[0, 0, 32] [%t, 4, 16] [1, 1, 1]
+    // becomes
+    %s = tensor.extract_slice %q[0, 0, 32] [%t, 4, 16] [1, 1, 1]
+    %pe = lm.rope %s, %pos interleaved {offset = 0 : i64, dim = 16 : i64, ...}
+    ```
+  }];
+  let dependentDialects = ["mlir::tensor::TensorDialect"];
+  let statistics = [
+    Statistic<"numNarrowed", "narrowed", "slices of a rope rewritten">,
+  ];
+}
+
 def LmSelectLogitRows : Pass<"lm-select-logit-rows", "mlir::ModuleOp"> {
   let summary = "compute a prefill step's logits for the rows asked for";
   let description = [{

@@ -444,6 +444,29 @@ artifact::emitArtifact(ModuleOp module, const importers::Checkpoint &checkpoint,
           if (auto role = buffer->getAttrOfType<StringAttr>("role"))
             entry->set_role(role.str());
         }
+      } else if (auto view = dyn_cast<plan::ColumnViewOp>(op)) {
+        // The source's bytes from the view's first column, rows as far
+        // apart as the source's.
+        auto source = view.getSource().getDefiningOp<plan::BufferOp>();
+        const Buffer &whole = s->buffers(operands[source].buffer());
+        auto type = cast<MemRefType>(view.getType());
+        int64_t elementBits = type.getElementTypeBitWidth();
+        if (elementBits % 8 != 0)
+          return errorf("column view of buffer '" + source.getName() +
+                        "' has sub-byte elements");
+        Buffer *b = s->add_buffers();
+        *b = whole;
+        b->mutable_dims(b->dims_size() - 1)
+            ->set_constant(type.getShape().back());
+        int64_t stride = view.getRowStride(), bytes = elementBits / 8;
+        uint64_t rows = whole.max_bytes() / bytes / stride;
+        b->set_offset(whole.offset() + view.getColumn() * bytes);
+        b->set_row_stride(stride);
+        b->set_max_bytes(
+            rows ? ((rows - 1) * stride + type.getShape().back()) * bytes : 0);
+        Operand operand;
+        operand.set_buffer(s->buffers_size() - 1);
+        operands[view.getResult()] = operand;
       } else if (auto ref = dyn_cast<plan::WeightRefOp>(op)) {
         Operand operand;
         operand.set_weight(weightIndex.lookup(ref.getWeight()));

@@ -76,6 +76,9 @@ void pipeline::buildLmPipeline(OpPassManager &pm, const Options &options,
   // A GLU's gate and up projections of one input: one launch over both
   // checkpoint tensors, stacked.
   pm.addPass(createLmFuseGateUp());
+  // MLA's query and key rows are sliced apart after their rope: each slice
+  // reads what it needs, so the lowering copies none of them.
+  pm.addNestedPass<func::FuncOp>(createLmNarrowRope());
   // Prefill computes the LM head for the rows the runtime asks for, not for
   // every token.
   if (options.maxLogitRows > 0 && options.maxLogitRows < options.maxTokens) {

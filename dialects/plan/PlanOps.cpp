@@ -227,6 +227,50 @@ LogicalResult LaunchOp::verify() {
 }
 
 /// Whether `attr` has the kernel ABI's parameter type `type`.
+MemRefType ColumnViewOp::viewType(MemRefType source, int64_t column,
+                                  int64_t columns) {
+  SmallVector<int64_t> shape(source.getShape());
+  shape.back() = columns;
+  // Row-major strides of the source: static while only the leading dim is
+  // dynamic.
+  SmallVector<int64_t> strides(shape.size(), 1);
+  for (int64_t d = int64_t(shape.size()) - 2; d >= 0; --d) {
+    int64_t inner = source.getDimSize(d + 1);
+    strides[d] =
+        ShapedType::isDynamic(inner) || ShapedType::isDynamic(strides[d + 1])
+            ? ShapedType::kDynamic
+            : strides[d + 1] * inner;
+  }
+  return MemRefType::get(
+      shape, source.getElementType(),
+      StridedLayoutAttr::get(source.getContext(), column, strides));
+}
+
+LogicalResult ColumnViewOp::verify() {
+  auto source = cast<MemRefType>(getSource().getType());
+  auto result = cast<MemRefType>(getType());
+  if (!getSource().getDefiningOp<BufferOp>() ||
+      !source.getLayout().isIdentity())
+    return emitOpError("expects a plan.buffer's dense rows as its source");
+  if (source.getRank() < 1 || source.isDynamicDim(source.getRank() - 1))
+    return emitOpError("expects a source with a static last dim, got ")
+           << source;
+  int64_t column = getColumn();
+  int64_t columns = result.getRank() == source.getRank()
+                        ? result.getShape().back()
+                        : ShapedType::kDynamic;
+  if (column < 0 || ShapedType::isDynamic(columns) || columns <= 0 ||
+      column + columns > source.getShape().back())
+    return emitOpError("expects columns [")
+           << column << ", " << column + columns
+           << ") inside the source's rows of " << source.getShape().back();
+  MemRefType expected = viewType(source, column, columns);
+  if (result != expected)
+    return emitOpError("expects the view type ")
+           << expected << ", got " << result;
+  return success();
+}
+
 static bool hasParamType(Attribute attr, daybreak::abi::ParamType type) {
   using daybreak::abi::ParamType;
   switch (type) {
@@ -304,6 +348,22 @@ LogicalResult daybreak::plan::verifyKernelAbi(LaunchOp launch,
         !launch->hasAttr(decl->params[i].name))
       return launch.emitOpError("lacks parameter '")
              << decl->params[i].name << "' of '" << entry << "'";
+  // Column views only in the slots that take them.
+  unsigned slot = 0;
+  for (auto [i, arg] : llvm::enumerate(launch.getArgs())) {
+    const abi::ArgDecl *declared;
+    if (int64_t(i) < args) {
+      while (llvm::is_contained(absent, int64_t(slot)))
+        ++slot;
+      declared = &decl->operands[std::min(slot++, numOperands - 1)];
+    } else {
+      declared = &decl->results[i - args];
+    }
+    if (arg.getDefiningOp<ColumnViewOp>() && !declared->columnView)
+      return launch.emitOpError("passes a column view as '")
+             << declared->role << "' of '" << entry
+             << "', which takes dense rows only";
+  }
   return success();
 }
 

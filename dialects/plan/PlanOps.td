@@ -198,6 +198,43 @@ def Plan_BufferOp : Plan_Op<"buffer", [Pure]> {
   let hasVerifier = 1;
 }
 
+def Plan_ColumnViewOp : Plan_Op<"column_view", [Pure]> {
+  let summary = "columns of every row of a buffer, in place";
+  let description = [{
+    Columns `[column, column + n)` of every row of `source`, a `plan.buffer`,
+    where `n` is the result's last dim: the same bytes, rows as far apart
+    as the source's. The result's strided layout says so (the source's
+    row-major strides, offset `column`). A kernel reads or writes a view
+    only in a slot its declaration marks `VIEW` (runtime/abi/Kernels.def):
+    column slices and the parts of a concatenation, uncopied. The artifact
+    records a view as a buffer of the source's name with a `row_stride`.
+
+    ```mlir
+    %kv = plan.buffer "v7" offset(0) (%tokens) : memref<?x576xf32>
+    %pe = plan.column_view %kv[512] : memref<?x576xf32>
+        to memref<?x64xf32, strided<[576, 1], offset: 512>>
+    ```
+  }];
+  let arguments = (ins AnyMemRef:$source, I64Attr:$column);
+  let results = (outs AnyMemRef:$result);
+  let assemblyFormat = [{
+    $source `[` $column `]` attr-dict `:` type($source) `to` type($result)
+  }];
+  let hasVerifier = 1;
+  let extraClassDeclaration = [{
+    /// Elements between the starts of consecutive rows: the source's last
+    /// dim.
+    int64_t getRowStride() {
+      return ::llvm::cast<::mlir::MemRefType>(getSource().getType())
+          .getShape()
+          .back();
+    }
+    /// The layout a view of `columns` columns of `source` at `column` has.
+    static mlir::MemRefType viewType(mlir::MemRefType source, int64_t column,
+                                     int64_t columns);
+  }];
+}
+
 def Plan_WeightRefOp : Plan_Op<"weight_ref", [Pure,
     DeclareOpInterfaceMethods<SymbolUserOpInterface>]> {
   let summary = "a view of a declared weight";

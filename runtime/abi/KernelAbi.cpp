@@ -7,6 +7,7 @@ using namespace daybreak::abi;
 namespace {
 
 #define ARG(role) {#role, ArgKind::Tensor, F32},
+#define VIEW(role) {#role, ArgKind::Tensor, F32, true},
 #define OPT(role) {#role, ArgKind::Optional, F32},
 #define WEIGHT(role, types) {#role, ArgKind::Tensor, uint8_t(types)},
 #define OPT_WEIGHT(role, types) {#role, ArgKind::Optional, uint8_t(types)},

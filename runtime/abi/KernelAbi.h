@@ -86,6 +86,10 @@ struct ArgDecl {
   ArgKind kind = ArgKind::Tensor;
   /// The stored types a weight in this slot may have.
   uint8_t weightTypes = F32;
+  /// The kernel takes a column view in this slot: a buffer whose rows are
+  /// `row_stride` elements apart (columns of a wider buffer's rows). Other
+  /// slots take dense rows only.
+  bool columnView = false;
 };
 
 struct ParamDecl {
@@ -149,6 +153,7 @@ std::string weightTypesName(uint8_t types);
 //===----------------------------------------------------------------------===//
 
 #define ARG(role) role,
+#define VIEW(role) role,
 #define OPT(role) role,
 #define WEIGHT(role, types) role,
 #define OPT_WEIGHT(role, types) role,
@@ -183,6 +188,7 @@ std::string weightTypesName(uint8_t types);
 #undef DAYBREAK_RESULTS
 #undef DAYBREAK_PARAMS
 #undef ARG
+#undef VIEW
 #undef OPT
 #undef WEIGHT
 #undef OPT_WEIGHT

@@ -47,8 +47,10 @@ namespace daybreak::artifact {
 inline constexpr char kMagic[8] = {'D', 'A', 'Y', 'B', 'R', 'E', 'A', 'K'};
 /// Bump on any change an older runtime would misread (ArtifactFile refuses
 /// other versions). 5: generated elementwise kernels take an element range
-/// [begin, end) and index their inputs themselves (column views).
-inline constexpr uint32_t kFormatVersion = 5;
+/// [begin, end) and index their inputs themselves (column views). 6:
+/// buffers may be column views (Buffer.row_stride) in a kernel's VIEW
+/// slots.
+inline constexpr uint32_t kFormatVersion = 6;
 inline constexpr uint64_t kHeaderSize = 64;
 inline constexpr uint64_t kSectionAlignment = 4096;
 

@@ -152,15 +152,20 @@ Status Device::reportNonFinite(const PreparedLaunch &l, int64_t tokens) {
       shape.push_back(arg.constant[d] + arg.perToken[d] * tokens);
       numel *= shape.back();
     }
+    // A column view's rows lie row_stride elements apart.
+    int64_t cols = shape.empty() ? 1 : shape.back();
+    int64_t stride = arg.rowStride ? arg.rowStride : cols;
+    int64_t rows = cols ? numel / cols : 0;
+    int64_t span = rows ? (rows - 1) * stride + cols : 0;
     int64_t width = elementBytes(arg.dtype);
-    bytes.resize(numel * width);
+    bytes.resize(span * width);
     Status status = readArena(arg.offset, bytes.data(), bytes.size());
     if (!status.ok())
       return status;
     // copy_columns writes columns [dst_offset, dst_offset + the input's
     // width - src_offset) of its result (a concatenation's part); the
     // others are not its own.
-    int64_t cols = shape.empty() ? 1 : shape.back(), lo = 0, hi = cols;
+    int64_t lo = 0, hi = cols;
     if (l.kernel == abi::KernelId::CopyColumns && !shape.empty()) {
       using P = abi::CopyColumns::P;
       const PreparedArg &in = l.args[0];
@@ -173,12 +178,13 @@ Status Device::reportNonFinite(const PreparedLaunch &l, int64_t tokens) {
     for (int64_t i = 0; i < numel; ++i) {
       if (i % cols < lo || i % cols >= hi)
         continue;
+      int64_t at = i / cols * stride + i % cols;
       float v;
       if (arg.dtype == DType::F32) {
-        std::memcpy(&v, bytes.data() + 4 * i, 4);
+        std::memcpy(&v, bytes.data() + 4 * at, 4);
       } else {
         uint16_t bits;
-        std::memcpy(&bits, bytes.data() + 2 * i, 2);
+        std::memcpy(&bits, bytes.data() + 2 * at, 2);
         v = arg.dtype == DType::BF16 ? numerics::bf16ToFloat(bits)
                                      : numerics::f16ToFloat(bits);
       }

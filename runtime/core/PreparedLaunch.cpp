@@ -93,6 +93,20 @@ static Status prepareArg(const artifact::Manifest &m, const artifact::Step &step
     if (b.dims_size() > int(kMaxRank))
       return Status::error(slot + ": buffer '" + b.name() + "' has rank " +
                            std::to_string(b.dims_size()));
+    // A column view: rows row_stride elements apart, in a slot that takes
+    // one.
+    int64_t rowStride = b.row_stride();
+    if (rowStride != 0 && !decl.columnView)
+      return Status::error(slot + ": buffer '" + b.name() +
+                           "' is a column view (rows " +
+                           std::to_string(rowStride) +
+                           " elements apart); the kernel reads dense rows");
+    if (rowStride != 0 &&
+        (b.dims_size() == 0 || b.dims(b.dims_size() - 1).coeffs_size() != 0 ||
+         b.dims(b.dims_size() - 1).constant() > rowStride))
+      return Status::error(slot + ": column view '" + b.name() +
+                           "' has rows wider than their stride " +
+                           std::to_string(rowStride));
     // The largest extent each dim reaches, at the step's maximum sizes.
     int64_t maxElements = 1;
     for (int d = 0; d < b.dims_size(); ++d) {
@@ -112,6 +126,15 @@ static Status prepareArg(const artifact::Manifest &m, const artifact::Step &step
         return Status::error(slot + ": buffer '" + b.name() +
                              "' has an invalid extent");
     }
+    // A view spans its rows up to the last one's columns.
+    if (rowStride != 0 && maxElements != 0) {
+      int64_t columns = arg.constant[b.dims_size() - 1];
+      int64_t rows = maxElements / columns;
+      if (__builtin_mul_overflow(rows - 1, rowStride, &maxElements) ||
+          __builtin_add_overflow(maxElements, columns, &maxElements))
+        return Status::error(slot + ": buffer '" + b.name() +
+                             "' has an invalid extent");
+    }
     uint64_t bytes = 0;
     if (b.dtype() == artifact::DTYPE_UNSPECIFIED ||
         __builtin_mul_overflow(uint64_t(maxElements),
@@ -124,6 +147,7 @@ static Status prepareArg(const artifact::Manifest &m, const artifact::Step &step
     arg.dtype = b.dtype();
     arg.rank = b.dims_size();
     arg.offset = b.offset();
+    arg.rowStride = rowStride;
     return Status::success();
   }
   default:
@@ -506,6 +530,7 @@ void runtime::bindLaunch(const PreparedLaunch &launch, int64_t tokens,
     BoundArg &b = bound.args[i];
     b.arg = &arg;
     b.rank = arg.rank;
+    b.rowStride = arg.rowStride;
     for (unsigned d = 0; d < arg.rank; ++d)
       b.shape[d] = arg.constant[d] + arg.perToken[d] * tokens;
     switch (arg.kind) {

@@ -42,6 +42,9 @@ struct PreparedArg {
   uint32_t index = 0;
   /// A buffer's offset in the arena.
   uint64_t offset = 0;
+  /// A column view's elements between row starts (Kernels.def's VIEW
+  /// slots); 0 for dense rows.
+  int64_t rowStride = 0;
   /// Extent d is constant[d] + perToken[d] * tokens.
   int64_t constant[kMaxRank] = {};
   int64_t perToken[kMaxRank] = {};
@@ -108,8 +111,20 @@ struct BoundArg {
   const PreparedArg *arg = nullptr;
   int64_t shape[kMaxRank] = {};
   uint8_t rank = 0;
+  /// A column view's row stride, 0 for dense rows: read it through
+  /// stride().
+  int64_t rowStride = 0;
 
   bool present() const { return arg->kind != PreparedArg::Kind::Absent; }
+  /// Elements between the starts of consecutive rows (of the last dim).
+  int64_t stride() const { return rowStride ? rowStride : back(); }
+  /// Rows of the last dim: every leading dim together.
+  int64_t rows() const {
+    int64_t n = 1;
+    for (unsigned d = 0; d + 1 < rank; ++d)
+      n *= shape[d];
+    return n;
+  }
   int64_t dim(int d) const { return shape[d < 0 ? rank + d : d]; }
   int64_t back() const { return shape[rank - 1]; }
   int64_t numel() const {

@@ -4275,3 +4275,133 @@ TEST(CudaLibraryFingerprint, OnlyThisRuntimesLibraryLoads) {
   EXPECT_NE(none.message().find("no fingerprint"), std::string::npos)
       << none.message();
 }
+
+/// Columns [column, column + cols) of each row of `wide` (rows of
+/// `stride`), densely; and whether the other columns hold `sentinel`.
+static std::vector<float> viewColumns(const std::vector<float> &wide,
+                                      int64_t stride, int64_t column,
+                                      int64_t cols) {
+  std::vector<float> dense;
+  for (size_t r = 0; r < wide.size() / stride; ++r)
+    dense.insert(dense.end(), wide.begin() + r * stride + column,
+                 wide.begin() + r * stride + column + cols);
+  return dense;
+}
+static bool onlyViewWritten(const std::vector<float> &wide, int64_t stride,
+                            int64_t column, int64_t cols, float sentinel) {
+  for (size_t i = 0; i < wide.size(); ++i) {
+    int64_t c = int64_t(i % stride);
+    if ((c < column || c >= column + cols) && wide[i] != sentinel)
+      return false;
+  }
+  return true;
+}
+
+// Tests the kernels that take column views (Kernels.def's VIEW slots) on
+// rows of other widths than their own: the same values as the CPU kernels
+// (checked against the reference by CpuKernels.ColumnViews) with the same
+// strides, and nothing written outside the view.
+TEST_F(CudaKernelsTest, ColumnViews) {
+  const float kSentinel = -1234.5f;
+  const int64_t tokens = 7, heads = 3;
+  // rms_norm: columns [50, 1050) of rows of 1100 into [100, 1100) of rows
+  // of 1200; the generic kernel and the instantiation for 1000.
+  {
+    const int64_t dim = 1000;
+    auto x = random(tokens * 1100, -3, 3), weight = random(dim);
+    std::vector<float> wide(tokens * 1200, kSentinel), expected = wide;
+    cpu::rmsNorm(pool, x.data() + 50, cpu::WeightView::f32(weight.data()),
+                 tokens, dim, 1e-6, expected.data() + 100, 1100, 1200);
+    Buffer dx(*driver, x), dw(*driver, weight), dOut(*driver, wide);
+    for (const std::string &instantiation :
+         {std::string(), std::string("daybreak_rms_norm_t<1000>")}) {
+      expectRan(kernels->rmsNorm(dx + 50 * 4, DeviceWeight::f32(dw), tokens,
+                                 dim, 1e-6, dOut + 100 * 4, nullptr,
+                                 variant(instantiation), 1100, 1200));
+      std::vector<float> out = dOut.read<float>(wide.size());
+      double e = rowRelativeError(viewColumns(out, 1200, 100, dim),
+                                  viewColumns(expected, 1200, 100, dim), dim);
+      report(instantiation.empty() ? "rmsNorm view" : instantiation.c_str(),
+             "7 rows of 1000 in 1100 -> 1200", e);
+      EXPECT_LE(e, 1e-5);
+      EXPECT_TRUE(onlyViewWritten(out, 1200, 100, dim, kSentinel));
+    }
+  }
+  // rope out of place: rows of 16 at column 32 of rows of 48 into column 64
+  // of rows of 80, rotating [4, 12) of each and copying the rest.
+  for (bool interleaved : {true, false}) {
+    cpu::RopeParams p;
+    p.interleaved = interleaved;
+    p.offset = 4;
+    p.dim = 8;
+    auto x = random(tokens * heads * 48);
+    std::vector<int32_t> positions(tokens);
+    for (auto &pos : positions)
+      pos = int32_t(rng() % 160000);
+    std::vector<float> wide(tokens * heads * 80, kSentinel), expected = wide;
+    cpu::rope(pool, x.data() + 32, 48, expected.data() + 64, 80,
+              positions.data(), tokens, heads, 16, p);
+    Buffer dx(*driver, x), dPos(*driver, positions), dOut(*driver, wide);
+    expectRan(kernels->rope(dx + 32 * 4, 48, dOut + 64 * 4, 80, dPos, tokens,
+                            heads, 16, p, nullptr));
+    std::vector<float> out = dOut.read<float>(wide.size());
+    double e = rowRelativeError(viewColumns(out, 80, 64, 16),
+                                viewColumns(expected, 80, 64, 16), 16);
+    report("rope view", interleaved ? "interleaved" : "half_split", e);
+    EXPECT_LE(e, 1e-6);
+    EXPECT_TRUE(onlyViewWritten(out, 80, 64, 16, kSentinel));
+  }
+  // head_matmul: x columns [0, 32) of rows of 48, out columns [0, 20) of
+  // rows of 36: bf16 weights on the tensor cores (row stride a multiple of
+  // 4), and with x rounded to bf16; bf16 off them (rows of 50: not 16-byte
+  // aligned) with x rounded over the rows it spans; fp32 weights.
+  struct Case {
+    const char *name;
+    int weightType; // 0 f32, 1 bf16
+    int64_t xStride;
+    bool bf16;
+  };
+  for (Case c :
+       {Case{"tensor cores", 1, 48, false},
+        Case{"tensor cores, bf16 x", 1, 48, true},
+        Case{"CUDA cores, bf16 x", 1, 50, true}, Case{"fp32", 0, 50, false}}) {
+    const int64_t k = 32, n = 20;
+    ASSERT_EQ(CudaKernels::headRowsAligned(16, c.xStride), c.xStride % 4 == 0);
+    auto x = random(tokens * heads * c.xStride);
+    std::vector<float> xIn = x;
+    if (c.bf16)
+      for (float &v : xIn)
+        v = numerics::roundToBf16(v);
+    StoredWeights w;
+    if (c.weightType) {
+      w = randomStored(rng, cpu::WeightType::BF16, heads * n * k, 0);
+    } else {
+      std::vector<float> f = random(heads * n * k);
+      w.bytes.resize(f.size() * 4);
+      std::memcpy(w.bytes.data(), f.data(), w.bytes.size());
+    }
+    cpu::WeightView hw;
+    hw.data = w.bytes.data();
+    hw.type = c.weightType ? cpu::WeightType::BF16 : cpu::WeightType::F32;
+    std::vector<float> wide(tokens * heads * 36, kSentinel), expected = wide;
+    cpu::headMatmul(pool, xIn.data(), hw, true, tokens, heads, k, n,
+                    expected.data(), c.xStride, 36);
+    Buffer dx(*driver, x), dw(*driver, w.bytes), dOut(*driver, wide);
+    DeviceWeight gw;
+    gw.data = dw;
+    gw.type = c.weightType;
+    InputRounding rounding;
+    rounding.bf16 = c.bf16;
+    Buffer scratch(*driver, tokens * heads * c.xStride * 4);
+    rounding.scratch = scratch;
+    rounding.scratchFloats = tokens * heads * c.xStride;
+    expectRan(kernels->headMatmul(dx, gw, true, tokens, heads, k, n, dOut,
+                                  nullptr, rounding, true, c.xStride, 36));
+    std::vector<float> out = dOut.read<float>(wide.size());
+    double e = rowRelativeError(viewColumns(out, 36, 0, n),
+                                viewColumns(expected, 36, 0, n), n);
+    report("headMatmul view", c.name, e);
+    EXPECT_LE(e, 1e-5) << c.name;
+    EXPECT_TRUE(onlyViewWritten(out, 36, 0, n, kSentinel)) << c.name;
+  }
+}

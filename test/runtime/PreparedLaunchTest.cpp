@@ -133,6 +133,53 @@ TEST(PreparedLaunch, DecodesAndBindsAWellFormedLaunch) {
   EXPECT_EQ(bound.out(0).numel(), 24);
 }
 
+// Tests column views at load: a buffer with a row stride binds, with its
+// stride, in a slot Kernels.def marks VIEW; in another slot, or with rows
+// wider than the stride, or spanning past the arena, the load fails naming
+// the launch and the buffer.
+TEST(PreparedLaunch, ColumnViewsOnlyWhereDeclared) {
+  const std::string label = "step 'decode' launch 0 (rms_norm): ";
+  // x is columns [2, 10) of rows of 16.
+  auto viewed = [](int64_t stride) {
+    artifact::Manifest m = rmsNormManifest();
+    artifact::Buffer *x = m.mutable_steps(0)->mutable_buffers(0);
+    x->set_row_stride(stride);
+    x->set_offset(x->offset() + 2 * 4);
+    return m;
+  };
+  {
+    StatusOr<std::vector<PreparedStep>> steps = prepareSteps(viewed(16));
+    ASSERT_TRUE(steps.ok()) << steps.error().message();
+    const PreparedLaunch &l = (*steps)[0].launches[0];
+    uint64_t weights[1] = {0};
+    BoundLaunch bound;
+    bindLaunch(l, /*tokens=*/3, /*arenaBase=*/1 << 20, weights, bound);
+    const BoundArg &x = bound.in(abi::RmsNorm::In::input);
+    EXPECT_EQ(x.address, (1u << 20) + 256u + 8u);
+    EXPECT_EQ(x.stride(), 16);
+    EXPECT_EQ(x.rows(), 3);
+    EXPECT_EQ(x.back(), 8);
+    EXPECT_EQ(bound.out(0).stride(), 8); // dense rows
+  }
+  EXPECT_EQ(prepareError(viewed(6)),
+            label + "operand 'input': column view 'x' has rows wider than "
+                    "their stride 6");
+  // Four rows of 4096 floats run past the arena of 4096 bytes.
+  EXPECT_EQ(prepareError(viewed(4096)),
+            label + "operand 'input': buffer 'x' runs past the step's arena");
+  {
+    // layer_norm's input takes dense rows only.
+    artifact::Manifest m = viewed(16);
+    artifact::Launch *l = m.mutable_steps(0)->mutable_launches(0);
+    l->set_kernel("layer_norm");
+    l->add_operands()->set_absent(true);
+    EXPECT_EQ(prepareError(m),
+              "step 'decode' launch 0 (layer_norm): operand 'input': buffer "
+              "'x' is a column view (rows 16 elements apart); the kernel "
+              "reads dense rows");
+  }
+}
+
 TEST(PreparedLaunch, MalformedLaunchesFailNamingTheLaunch) {
   const std::string label = "step 'decode' launch 0 (rms_norm): ";
   {

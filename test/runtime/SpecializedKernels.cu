@@ -12,8 +12,9 @@
 #include "runtime/devices/cuda/CudaKernels.cu"
 
 #define DAYBREAK_RMS_NORM(D)                                                   \
-  template __global__ void daybreak_rms_norm_t<D>(                             \
-      const float *, Weight, int64_t, int64_t, double, float *);
+  template __global__ void daybreak_rms_norm_t<D>(const float *, Weight,       \
+                                                  int64_t, int64_t, double,    \
+                                                  float *, int64_t, int64_t);
 DAYBREAK_RMS_NORM(7)
 DAYBREAK_RMS_NORM(1000)
 DAYBREAK_RMS_NORM(7168)

@@ -365,6 +365,101 @@ TEST(CpuKernels, RopeStylesAndYarn) {
   }
 }
 
+/// Columns [column, column + cols) of each row of `wide` (rows of
+/// `stride`), densely.
+static std::vector<float> columnsOf(const std::vector<float> &wide,
+                                    int64_t stride, int64_t column,
+                                    int64_t cols) {
+  std::vector<float> dense;
+  for (size_t r = 0; r < wide.size() / stride; ++r)
+    dense.insert(dense.end(), wide.begin() + r * stride + column,
+                 wide.begin() + r * stride + column + cols);
+  return dense;
+}
+
+/// Whether `wide` holds `sentinel` outside columns [column, column + cols)
+/// of every row.
+static bool untouchedOutside(const std::vector<float> &wide, int64_t stride,
+                             int64_t column, int64_t cols, float sentinel) {
+  for (size_t i = 0; i < wide.size(); ++i) {
+    int64_t c = int64_t(i % stride);
+    if ((c < column || c >= column + cols) && wide[i] != sentinel)
+      return false;
+  }
+  return true;
+}
+
+// Tests the kernels that take column views (Kernels.def's VIEW slots): each
+// reads columns of wider rows and writes columns of other wider rows, as
+// the reference computes them on the columns alone, and writes nothing
+// else.
+TEST(CpuKernels, ColumnViews) {
+  std::mt19937 rng(21);
+  const float kSentinel = -1234.5f;
+  const int64_t tokens = 5, heads = 3;
+  std::vector<int32_t> positions = {0, 3, 17, 4095, 70000};
+  for (unsigned threads : kThreadCounts) {
+    cpu::ThreadPool pool(threads);
+    // rms_norm: columns [8, 72) of rows of 80 into [4, 68) of rows of 96.
+    {
+      const int64_t dim = 64;
+      std::vector<float> x = randomFloats(rng, tokens * 80, -3, 3);
+      std::vector<float> w = randomFloats(rng, dim);
+      std::vector<float> out(tokens * 96, kSentinel);
+      cpu::rmsNorm(pool, x.data() + 8, cpu::WeightView::f32(w.data()), tokens,
+                   dim, 1e-6, out.data() + 4, 80, 96);
+      Tensor expected =
+          ref::rmsNorm(floats({tokens, dim}, columnsOf(x, 80, 8, dim)),
+                       floats({dim}, w), 1e-6);
+      EXPECT_TRUE(
+          relClose(columnsOf(out, 96, 4, dim), expected.floats(), 1e-6));
+      EXPECT_TRUE(untouchedOutside(out, 96, 4, dim, kSentinel));
+    }
+    // rope out of place: rows of 16 at column 32 of rows of 48 (heads a
+    // token) into column 64 of rows of 80; offset 4 and dim 8 within the
+    // view, so the columns around the rotated ones are copied.
+    for (bool interleaved : {true, false}) {
+      cpu::RopeParams p;
+      p.interleaved = interleaved;
+      p.offset = 4;
+      p.dim = 8;
+      std::vector<float> x = randomFloats(rng, tokens * heads * 48);
+      std::vector<float> out(tokens * heads * 80, kSentinel);
+      cpu::rope(pool, x.data() + 32, 48, out.data() + 64, 80, positions.data(),
+                tokens, heads, 16, p);
+      ref::RopeParams rp;
+      rp.style =
+          interleaved ? ref::RopeStyle::Interleaved : ref::RopeStyle::HalfSplit;
+      rp.offset = p.offset;
+      rp.dim = p.dim;
+      rp.theta = p.theta;
+      Tensor expected =
+          ref::rope(floats({tokens, heads, 16}, columnsOf(x, 48, 32, 16)),
+                    ints({tokens}, positions), rp);
+      EXPECT_TRUE(relClose(columnsOf(out, 80, 64, 16), expected.floats(), 1e-6))
+          << interleaved;
+      EXPECT_TRUE(untouchedOutside(out, 80, 64, 16, kSentinel));
+    }
+    // head_matmul: x columns [0, 32) of rows of 48 into out columns
+    // [0, 20) of rows of 36, both weight layouts.
+    for (bool transpose : {false, true}) {
+      const int64_t k = 32, n = 20;
+      std::vector<float> x = randomFloats(rng, tokens * heads * 48);
+      std::vector<float> w = randomFloats(rng, heads * k * n);
+      std::vector<float> out(tokens * heads * 36, kSentinel);
+      cpu::headMatmul(pool, x.data(), cpu::WeightView::f32(w.data()), transpose,
+                      tokens, heads, k, n, out.data(), 48, 36);
+      Tensor wt =
+          transpose ? floats({heads, n, k}, w) : floats({heads, k, n}, w);
+      Tensor expected = ref::headMatmul(
+          floats({tokens, heads, k}, columnsOf(x, 48, 0, k)), wt, transpose);
+      EXPECT_TRUE(relClose(columnsOf(out, 36, 0, n), expected.floats(), 1e-5))
+          << transpose;
+      EXPECT_TRUE(untouchedOutside(out, 36, 0, n, kSentinel));
+    }
+  }
+}
+
 TEST(CpuKernels, SwigluAndAdd) {
   std::mt19937 rng(6);
   const int64_t n = 40000; // several chunks

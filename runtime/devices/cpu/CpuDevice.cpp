@@ -339,8 +339,9 @@ struct CpuLaunchers {
   static Status rmsNorm(CpuDevice &d, const BoundLaunch &l) {
     using In = abi::RmsNorm::In;
     const BoundArg &x = l.in(In::input);
-    cpu::rmsNorm(d.pool, f(x), weight(l.in(In::weight)), x.numel() / x.back(),
-                 x.back(), l->f(abi::RmsNorm::P::eps), f(l.out(0)));
+    const BoundArg &out = l.out(0);
+    cpu::rmsNorm(d.pool, f(x), weight(l.in(In::weight)), x.rows(), x.back(),
+                 l->f(abi::RmsNorm::P::eps), f(out), x.stride(), out.stride());
     return Status::success();
   }
   static Status layerNorm(CpuDevice &d, const BoundLaunch &l) {
@@ -360,12 +361,14 @@ struct CpuLaunchers {
                             const WeightView &w) {
     if (!d.bf16Inputs || w.isF32())
       return f(x);
-    int64_t n = x.numel();
+    // A column view is rounded over the rows it spans, strides kept.
+    int64_t n =
+        x.rowStride ? (x.rows() - 1) * x.stride() + x.back() : x.numel();
     if (int64_t(d.roundedInput.size()) < n)
       d.roundedInput.resize(n);
     const float *src = f(x);
     float *dst = d.roundedInput.data();
-    if (d.fp8Inputs && w.type == WeightType::F8E4M3 &&
+    if (d.fp8Inputs && w.type == WeightType::F8E4M3 && !x.rowStride &&
         runtime::fp8InputsApply(w.blockN, w.blockK)) {
       cpu::quantizeFp8Rows(d.pool, src, n / x.back(), x.back(), dst,
                            d.nextRounding());
@@ -411,17 +414,17 @@ struct CpuLaunchers {
                      l->i(abi::HeadMatmul::P::transpose_weight);
     int64_t n = transpose ? w.dim(1) : w.dim(2);
     WeightView stored = weight(w);
+    const BoundArg &out = l.out(0);
     cpu::headMatmul(d.pool, input(d, x, stored), stored, transpose, x.dim(0),
-                    x.dim(1), x.dim(2), n, f(l.out(0)));
+                    x.dim(1), x.dim(2), n, f(out), x.stride(), out.stride());
     return Status::success();
   }
   static Status rope(CpuDevice &d, const BoundLaunch &l) {
     using In = abi::Rope::In;
     const BoundArg &x = l.in(In::input), &out = l.out(0);
-    if (out.address != x.address)
-      std::memcpy(f(out), f(x), x.numel() * sizeof(float));
     int64_t rowDim = out.back();
-    cpu::rope(d.pool, f(out), i32(l.in(In::positions)), l.tokens,
+    cpu::rope(d.pool, f(x), x.stride(), f(out), out.stride(),
+              i32(l.in(In::positions)), l.tokens,
               out.numel() / std::max<int64_t>(l.tokens * rowDim, 1), rowDim,
               runtime::ropeParams(*l));
     return Status::success();

@@ -107,11 +107,14 @@ void rmsNorm(ThreadPool &pool, const float *x, const float *weight,
 }
 
 void rmsNorm(ThreadPool &pool, const float *x, const WeightView &weight,
-             int64_t rows, int64_t dim, double eps, float *out) {
+             int64_t rows, int64_t dim, double eps, float *out, int64_t xStride,
+             int64_t outStride) {
+  xStride = xStride ? xStride : dim;
+  outStride = outStride ? outStride : dim;
   pool.parallelFor(rows, rowGrain(dim), [&](int64_t begin, int64_t end) {
     for (int64_t r = begin; r < end; ++r) {
-      const float *in = x + r * dim;
-      float *o = out + r * dim;
+      const float *in = x + r * xStride;
+      float *o = out + r * outStride;
       double sumSquares = 0.0;
       for (int64_t i = 0; i < dim; ++i)
         sumSquares += double(in[i]) * in[i];
@@ -197,6 +200,13 @@ void ropeFrequencies(const RopeParams &p, double *freqs) {
 
 void rope(ThreadPool &pool, float *x, const int32_t *positions, int64_t tokens,
           int64_t rowsPerToken, int64_t rowDim, const RopeParams &params) {
+  rope(pool, x, rowDim, x, rowDim, positions, tokens, rowsPerToken, rowDim,
+       params);
+}
+
+void rope(ThreadPool &pool, const float *x, int64_t xStride, float *out,
+          int64_t outStride, const int32_t *positions, int64_t tokens,
+          int64_t rowsPerToken, int64_t rowDim, const RopeParams &params) {
   int64_t half = params.dim / 2;
   ScratchFrame frame;
   double *freqs = frame.take<double>(half);
@@ -216,11 +226,16 @@ void rope(ThreadPool &pool, float *x, const int32_t *positions, int64_t tokens,
             sines[i] = std::sin(angle) * scale;
           }
           for (int64_t r = 0; r < rowsPerToken; ++r) {
-            float *row = x + (t * rowsPerToken + r) * rowDim + params.offset;
+            const float *in = x + (t * rowsPerToken + r) * xStride;
+            float *o = out + (t * rowsPerToken + r) * outStride;
+            if (o != in)
+              std::memmove(o, in, rowDim * sizeof(float));
+            const float *src = in + params.offset;
+            float *row = o + params.offset;
             for (int64_t i = 0; i < half; ++i) {
               int64_t a = params.interleaved ? 2 * i : i;
               int64_t b = params.interleaved ? 2 * i + 1 : i + half;
-              double xa = row[a], xb = row[b];
+              double xa = src[a], xb = src[b];
               row[a] = static_cast<float>(xa * cosines[i] - xb * sines[i]);
               row[b] = static_cast<float>(xb * cosines[i] + xa * sines[i]);
             }

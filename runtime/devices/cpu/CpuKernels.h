@@ -118,9 +118,11 @@ Status embedding(ThreadPool &pool, const WeightView &table, int64_t vocab,
 /// out = x / sqrt(mean(x^2) + eps) * weight, per row of `dim`.
 void rmsNorm(ThreadPool &pool, const float *x, const float *weight,
              int64_t rows, int64_t dim, double eps, float *out);
-/// The same with a stored weight (null data: no weight).
+/// The same with a stored weight (null data: no weight), rows of x and out
+/// `xStride` and `outStride` elements apart (0: dim; column views).
 void rmsNorm(ThreadPool &pool, const float *x, const WeightView &weight,
-             int64_t rows, int64_t dim, double eps, float *out);
+             int64_t rows, int64_t dim, double eps, float *out,
+             int64_t xStride = 0, int64_t outStride = 0);
 
 /// out = (x - mean) / sqrt(var + eps) * weight + bias (bias may be null).
 void layerNorm(ThreadPool &pool, const float *x, const float *weight,
@@ -170,15 +172,24 @@ void quantizeFp8Rows(ThreadPool &pool, const float *x, int64_t rows, int64_t k,
 void headMatmul(ThreadPool &pool, const float *x, const float *w,
                 bool transposeWeight, int64_t tokens, int64_t heads, int64_t k,
                 int64_t n, float *out);
-/// The same with a stored weight (unscaled: f32 or bf16).
+/// The same with a stored weight (unscaled: f32 or bf16), each (token,
+/// head) row of x and out `xStride` and `outStride` elements apart (0: k
+/// and n; column views).
 void headMatmul(ThreadPool &pool, const float *x, const WeightView &w,
                 bool transposeWeight, int64_t tokens, int64_t heads, int64_t k,
-                int64_t n, float *out);
+                int64_t n, float *out, int64_t xStride = 0,
+                int64_t outStride = 0);
 
 using runtime::RopeParams;
 /// Rotates, in place, each of the `rowsPerToken` rows (of `rowDim`) of
 /// token t by positions[t]. YaRN as DeepSeek-V3 / transformers define it.
 void rope(ThreadPool &pool, float *x, const int32_t *positions, int64_t tokens,
+          int64_t rowsPerToken, int64_t rowDim, const RopeParams &params);
+/// The same from x into out (x may be out), rows `xStride` and `outStride`
+/// elements apart (column views): the columns outside the rotated slice are
+/// copied.
+void rope(ThreadPool &pool, const float *x, int64_t xStride, float *out,
+          int64_t outStride, const int32_t *positions, int64_t tokens,
           int64_t rowsPerToken, int64_t rowDim, const RopeParams &params);
 
 /// out = g' * sigmoid(alpha g') * (u' + upOffset), with the clamps of

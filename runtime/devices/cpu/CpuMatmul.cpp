@@ -129,9 +129,11 @@ void headMatmul(ThreadPool &pool, const float *x, const float *w,
 
 void headMatmul(ThreadPool &pool, const float *x, const WeightView &stored,
                 bool transposeWeight, int64_t tokens, int64_t heads, int64_t k,
-                int64_t n, float *out) {
+                int64_t n, float *out, int64_t xStride, int64_t outStride) {
   if (tokens <= 0 || heads <= 0 || n <= 0)
     return;
+  xStride = xStride ? xStride : k;
+  outStride = outStride ? outStride : n;
   // A stored head matrix is widened per job into scratch (it is n x k
   // values); an fp32 one is read in place.
   WeightView w = stored;
@@ -143,7 +145,8 @@ void headMatmul(ThreadPool &pool, const float *x, const WeightView &stored,
     w.decodeRow(0, h, 0, n * k, head);
     return head;
   };
-  // Head h is the product of x[:, h, :] (row stride heads * k) with w[h].
+  // Head h is the product of x[:, h, :] (row stride heads * xStride) with
+  // w[h].
   int64_t colBlock = columnBlock(tokens, n);
   int64_t rowJobs = (tokens + kRowBlock - 1) / kRowBlock;
   int64_t colJobs = (n + colBlock - 1) / colBlock;
@@ -155,9 +158,10 @@ void headMatmul(ThreadPool &pool, const float *x, const WeightView &stored,
       int64_t h = job / perHead, rest = job % perHead;
       int64_t r0 = (rest / colJobs) * kRowBlock;
       int64_t c0 = (rest % colJobs) * colBlock;
-      detail::gemm(x + (r0 * heads + h) * k, heads * k, headWeights(h, head),
-                   transposeWeight ? k : n, /*wIsKN=*/!transposeWeight, nullptr,
-                   out + (r0 * heads + h) * n, heads * n,
+      detail::gemm(x + (r0 * heads + h) * xStride, heads * xStride,
+                   headWeights(h, head), transposeWeight ? k : n,
+                   /*wIsKN=*/!transposeWeight, nullptr,
+                   out + (r0 * heads + h) * outStride, heads * outStride,
                    std::min(kRowBlock, tokens - r0), c0,
                    std::min(n, c0 + colBlock), k);
     }

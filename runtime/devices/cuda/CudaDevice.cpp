@@ -576,8 +576,8 @@ Status CudaDevice::prepare(const artifact::ArtifactFile &file,
           stored.blockN = l.ints(abi::ExpertMatmul::P::block_size)[0];
           stored.blockK = l.ints(abi::ExpertMatmul::P::block_size)[1];
         }
-        bool xAligned =
-            x.kind == runtime::PreparedArg::Kind::Buffer && x.offset % 16 == 0;
+        bool xAligned = x.kind == runtime::PreparedArg::Kind::Buffer &&
+                        x.offset % 16 == 0 && x.rowStride % 4 == 0;
         if (matmul) {
           // Each path needs more with more rows: the most is at 8 tokens,
           // at the last token count below the many-row GEMMs' row minimum,
@@ -640,7 +640,7 @@ Status CudaDevice::prepare(const artifact::ArtifactFile &file,
                        CudaKernels::headMatmulRoundingFloats(
                            stored, transpose,
                            numel(tokens) / std::max<int64_t>(heads * k, 1),
-                           heads, k, xAligned));
+                           heads, k, xAligned, x.rowStride));
           continue;
         }
         roundScratchFloats = std::max(roundScratchFloats, numel(tokens));
@@ -896,10 +896,11 @@ struct CudaLaunchers {
   }
   static Status rmsNorm(CudaDevice &d, const BoundLaunch &l) {
     using In = abi::RmsNorm::In;
-    const BoundArg &x = l.in(In::input);
-    return d.kernels->rmsNorm(p(x), weight(l.in(In::weight)), x.numel() / x.back(),
-                              x.back(), l->f(abi::RmsNorm::P::eps), p(l.out(0)),
-                              d.stream, specialized(d, l));
+    const BoundArg &x = l.in(In::input), &out = l.out(0);
+    return d.kernels->rmsNorm(p(x), weight(l.in(In::weight)), x.rows(),
+                              x.back(), l->f(abi::RmsNorm::P::eps), p(out),
+                              d.stream, specialized(d, l), x.stride(),
+                              out.stride());
   }
   static Status layerNorm(CudaDevice &d, const BoundLaunch &l) {
     using In = abi::LayerNorm::In;
@@ -940,23 +941,19 @@ struct CudaLaunchers {
     bool transpose = l->has(abi::HeadMatmul::P::transpose_weight) &&
                      l->i(abi::HeadMatmul::P::transpose_weight);
     int64_t n = transpose ? w.dim(1) : w.dim(2);
+    const BoundArg &out = l.out(0);
     return d.kernels->headMatmul(p(x), weight(w), transpose, x.dim(0), x.dim(1),
-                                 x.dim(2), n, p(l.out(0)), d.stream,
-                                 d.rounding());
+                                 x.dim(2), n, p(out), d.stream, d.rounding(),
+                                 /*tensorCores=*/true, x.stride(),
+                                 out.stride());
   }
   static Status rope(CudaDevice &d, const BoundLaunch &l) {
     using In = abi::Rope::In;
     const BoundArg &x = l.in(In::input), &out = l.out(0);
-    if (out.address != x.address) {
-      Status copied = d.kernels->copyColumns(p(x), 1, 0, p(out), 1, 0,
-                                             x.numel(), 1, d.stream);
-      if (!copied.ok())
-        return copied;
-    }
     int64_t rowDim = out.back();
     return d.kernels->rope(
-        p(out), p(l.in(In::positions)), l.tokens,
-        out.numel() / std::max<int64_t>(l.tokens * rowDim, 1), rowDim,
+        p(x), x.stride(), p(out), out.stride(), p(l.in(In::positions)),
+        l.tokens, out.numel() / std::max<int64_t>(l.tokens * rowDim, 1), rowDim,
         runtime::ropeParams(*l), d.stream);
   }
   static Status copyColumns(CudaDevice &d, const BoundLaunch &l) {

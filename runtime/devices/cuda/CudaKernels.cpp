@@ -475,9 +475,12 @@ Status CudaKernels::rmsNorm(CUdeviceptr x, CUdeviceptr weight, int64_t rows,
 Status CudaKernels::rmsNorm(CUdeviceptr x, const DeviceWeight &weight,
                             int64_t rows, int64_t dim, double eps,
                             CUdeviceptr out, CUstream stream,
-                            CUfunction specialized) const {
+                            CUfunction specialized, int64_t xStride,
+                            int64_t outStride) const {
   DeviceWeight w = weight;
-  void *params[] = {&x, &w, &rows, &dim, &eps, &out};
+  xStride = xStride ? xStride : dim;
+  outStride = outStride ? outStride : dim;
+  void *params[] = {&x, &w, &rows, &dim, &eps, &out, &xStride, &outStride};
   // 256 threads: daybreak_rms_norm_t<dim> keeps a thread's dim / 256
   // values in registers (kRmsNormThreads in CudaKernels.cu).
   return launch(specialized ? specialized : rmsNormFn, "rmsNorm", rows, 1, 1,
@@ -1472,42 +1475,61 @@ bool CudaKernels::headGemmApplies(const DeviceWeight &w, bool transposeWeight,
          w.data % 16 == 0;
 }
 
+bool CudaKernels::headRowsAligned(CUdeviceptr x, int64_t xStride) {
+  return x % 16 == 0 && xStride % 4 == 0;
+}
+
 int64_t CudaKernels::headMatmulRoundingFloats(const DeviceWeight &w,
                                               bool transposeWeight,
                                               int64_t tokens, int64_t heads,
-                                              int64_t k, bool xAligned) {
+                                              int64_t k, bool xAligned,
+                                              int64_t xStride) {
   if (w.type == 0 || headGemmApplies(w, transposeWeight, k, xAligned))
     return 0;
-  return tokens * heads * k;
+  return tokens * heads * (xStride ? xStride : k);
 }
 
 Status CudaKernels::headMatmul(CUdeviceptr x, const DeviceWeight &weight,
                                bool transposeWeight, int64_t tokens,
                                int64_t heads, int64_t k, int64_t n,
                                CUdeviceptr out, CUstream stream,
-                               const InputRounding &rounding,
-                               bool tensorCores) const {
+                               const InputRounding &rounding, bool tensorCores,
+                               int64_t xStride, int64_t outStride) const {
   DeviceWeight w = weight;
-  if (tensorCores && headGemmApplies(w, transposeWeight, k, x % 16 == 0)) {
-    void *params[] = {&x, &w, &tokens, &heads, &n, &k, &out};
+  xStride = xStride ? xStride : k;
+  outStride = outStride ? outStride : n;
+  if (tensorCores &&
+      headGemmApplies(w, transposeWeight, k, headRowsAligned(x, xStride))) {
+    void *params[] = {&x, &w,   &tokens,  &heads,    &n,
+                      &k, &out, &xStride, &outStride};
     return launch(rounding.bf16 ? headGemmTcBf16X1Fn : headGemmTcBf16Fn,
                   "headMatmul (tensor-core GEMM)", ceilDiv(n, 128),
                   ceilDiv(tokens, kTensorGemmRows), heads, 128,
                   unsigned(tensorGemmSharedBytes(w.type)), stream, params);
   }
-  StatusOr<CUdeviceptr> input =
-      roundedInput(x, tokens * heads * k, w.type, rounding, stream);
+  // The rows x spans (a column view's, strides kept) are rounded.
+  int64_t span = tokens * heads > 0 ? (tokens * heads - 1) * xStride + k : 0;
+  StatusOr<CUdeviceptr> input = roundedInput(x, span, w.type, rounding, stream);
   if (!input.ok())
     return input.error();
   x = *input;
   int32_t transpose = transposeWeight;
-  void *params[] = {&x, &w, &transpose, &tokens, &heads, &k, &n, &out};
+  void *params[] = {&x, &w, &transpose, &tokens,  &heads,
+                    &k, &n, &out,       &xStride, &outStride};
   return launch(headMatmulFn, "headMatmul", ceilDiv(n, 64), ceilDiv(tokens, 64),
                 heads, 256, 0, stream, params);
 }
 
 Status CudaKernels::rope(CUdeviceptr x, CUdeviceptr positions, int64_t tokens,
                          int64_t rowsPerToken, int64_t rowDim,
+                         const runtime::RopeParams &p, CUstream stream) const {
+  return rope(x, rowDim, x, rowDim, positions, tokens, rowsPerToken, rowDim, p,
+              stream);
+}
+
+Status CudaKernels::rope(CUdeviceptr x, int64_t xStride, CUdeviceptr out,
+                         int64_t outStride, CUdeviceptr positions,
+                         int64_t tokens, int64_t rowsPerToken, int64_t rowDim,
                          const runtime::RopeParams &p, CUstream stream) const {
   // YaRN's ramp ends, as cpu::rope's ropeFrequencies computes them.
   double low = 0.0, high = 1.0;
@@ -1533,9 +1555,10 @@ Status CudaKernels::rope(CUdeviceptr x, CUdeviceptr positions, int64_t tokens,
   int32_t interleaved = p.interleaved, yarn = p.yarn;
   int64_t offset = p.offset, dim = p.dim;
   double theta = p.theta, factor = p.factor, attention = p.attentionFactor;
-  void *params[] = {&x,           &positions, &tokens, &rowsPerToken, &rowDim,
-                    &interleaved, &offset,    &dim,    &theta,        &yarn,
-                    &factor,      &low,       &high,   &attention};
+  void *params[] = {&x,      &xStride,      &out,    &outStride,   &positions,
+                    &tokens, &rowsPerToken, &rowDim, &interleaved, &offset,
+                    &dim,    &theta,        &yarn,   &factor,      &low,
+                    &high,   &attention};
   if (dim / 2 > kRopeMaxPairs)
     return Status::error("rope: " + std::to_string(dim) +
                          " rotated dims exceed the kernel's " +

@@ -394,16 +394,16 @@ constexpr int kRmsNormThreads = 256;
 /// place), 28 dependent loads a thread at DeepSeek's 7168. The sums and
 /// products are the same, in the same order.
 template <int kDim>
-__device__ __forceinline__ void rmsNormRow(const float *x, const Weight &weight,
-                                           int64_t dimArg, double eps,
-                                           float *out) {
+__device__ __forceinline__ void
+rmsNormRow(const float *x, const Weight &weight, int64_t dimArg, double eps,
+           float *out, int64_t xStride, int64_t outStride) {
   __shared__ float scratch[32];
   // A decode GEMV usually follows (q_a, the MLP, lm_head): let it stream
   // its first weights while the rows are normalised.
   allowDependents();
   const int64_t dim = kDim > 0 ? int64_t(kDim) : dimArg;
-  const float *in = x + int64_t(blockIdx.x) * dim;
-  float *o = out + int64_t(blockIdx.x) * dim;
+  const float *in = x + int64_t(blockIdx.x) * xStride;
+  float *o = out + int64_t(blockIdx.x) * outStride;
   if constexpr (kDim > 0) {
     constexpr int kPer = (kDim + kRmsNormThreads - 1) / kRmsNormThreads;
     const int tid = int(threadIdx.x);
@@ -444,20 +444,20 @@ __device__ __forceinline__ void rmsNormRow(const float *x, const Weight &weight,
 
 } // namespace
 
-/// grid (rows), block 256: one row per block. weight may be null.
-extern "C" __global__ void daybreak_rms_norm(const float *x,
-                                             Weight weight, int64_t rows,
-                                             int64_t dim, double eps,
-                                             float *out) {
-  rmsNormRow<0>(x, weight, dim, eps, out);
+/// grid (rows), block 256: one row per block, rows of x and out xStride
+/// and outStride floats apart (column views). weight may be null.
+extern "C" __global__ void
+daybreak_rms_norm(const float *x, Weight weight, int64_t rows, int64_t dim,
+                  double eps, float *out, int64_t xStride, int64_t outStride) {
+  rmsNormRow<0>(x, weight, dim, eps, out, xStride, outStride);
 }
 
 /// daybreak_rms_norm for dim == kDim.
 template <int kDim>
-__global__ void daybreak_rms_norm_t(const float *x, Weight weight,
-                                    int64_t rows, int64_t dim, double eps,
-                                    float *out) {
-  rmsNormRow<kDim>(x, weight, dim, eps, out);
+__global__ void daybreak_rms_norm_t(const float *x, Weight weight, int64_t rows,
+                                    int64_t dim, double eps, float *out,
+                                    int64_t xStride, int64_t outStride) {
+  rmsNormRow<kDim>(x, weight, dim, eps, out, xStride, outStride);
 }
 
 /// grid (rows), block 256: mean, then the centred variance. weight and bias
@@ -1820,12 +1820,15 @@ __device__ __forceinline__ void gemmDense(const float *x, const Weight &w,
 
 /// The per-head GEMM (lm.head_matmul over [H, N, K] weights, MLA's
 /// absorbed W_UK and W_UV): grid (ceil(N / 128), ceil(T / 64), H); head h
-/// multiplies x[:, h, :] (rows H K floats apart) by its [N, K] matrix into
-/// out[:, h, :] (rows H N apart). As gemmDense otherwise.
+/// multiplies x[:, h, :] (rows H xStride floats apart) by its [N, K] matrix
+/// into out[:, h, :] (rows H outStride apart); the strides are K and N, or
+/// wider for column views (xStride a multiple of 4: rows stay 16-byte
+/// aligned). As gemmDense otherwise.
 template <int kType, int kFoldSteps, int kParts>
 __device__ __forceinline__ void gemmHeads(const float *x, const Weight &w,
                                           int64_t tokens, int64_t heads,
-                                          int64_t n, int64_t k, float *out) {
+                                          int64_t n, int64_t k, float *out,
+                                          int64_t xStride, int64_t outStride) {
   using L = GemmSmem<kType>;
   int32_t *source = reinterpret_cast<int32_t *>(tcGemmShared + L::kSource);
   int32_t *dest = reinterpret_cast<int32_t *>(tcGemmShared + L::kDest);
@@ -1840,11 +1843,11 @@ __device__ __forceinline__ void gemmHeads(const float *x, const Weight &w,
     scales +=
         h * ((n + w.blockN - 1) / w.blockN) * ((k + w.blockK - 1) / w.blockK);
   gemmTile<kType, kFoldSteps, kParts>(
-      x + h * k,
+      x + h * xStride,
       static_cast<const uint8_t *>(w.data) +
           h * n * k * GemmShape<kType>::kBytes,
       scales, w, Weight{}, 0, n, k, int64_t(blockIdx.x) * kGemmCols,
-      out + h * n, tcGemmShared, heads * k, heads * n);
+      out + h * outStride, tcGemmShared, heads * xStride, heads * outStride);
 }
 
 /// The grouped expert GEMM over the tiles daybreak_expert_group built:
@@ -1956,10 +1959,11 @@ DAYBREAK_TC_GEMM(e4m3_k32_x1, kWeightE4M3, 2, 1)
 /// weights; _x1 takes x rounded to bf16.
 #define DAYBREAK_HEAD_GEMM(name, type, fold, parts)                            \
   extern "C" __global__ void __launch_bounds__(kGemmThreads, 2)                \
-      daybreak_head_gemm_tc_##name(const float *x, Weight w, int64_t tokens,   \
-                                   int64_t heads, int64_t n, int64_t k,        \
-                                   float *out) {                               \
-    gemmHeads<type, fold, parts>(x, w, tokens, heads, n, k, out);              \
+      daybreak_head_gemm_tc_##name(                                            \
+          const float *x, Weight w, int64_t tokens, int64_t heads, int64_t n,  \
+          int64_t k, float *out, int64_t xStride, int64_t outStride) {         \
+    gemmHeads<type, fold, parts>(x, w, tokens, heads, n, k, out, xStride,      \
+                                 outStride);                                   \
   }
 DAYBREAK_HEAD_GEMM(bf16, kWeightBF16, 4, 3)
 DAYBREAK_HEAD_GEMM(bf16_x1, kWeightBF16, 4, 1)
@@ -2503,46 +2507,49 @@ DAYBREAK_EXPERT_GEMV(daybreak_expert_gemv_tc_bf16, kWeightBF16)
 #undef DAYBREAK_EXPERT_GEMV
 
 /// Per-head matmul: x [T, H, K], w [H, K, N] (or [H, N, K] when
-/// transposeWeight) -> out [T, H, N]. grid (ceil(N/64), ceil(T/64), H),
-/// block 256.
-extern "C" __global__ void daybreak_head_matmul(const float *x, Weight w,
-                                                int32_t transposeWeight,
-                                                int64_t tokens, int64_t heads,
-                                                int64_t k, int64_t n,
-                                                float *out) {
+/// transposeWeight) -> out [T, H, N], each (token, head) row of x and out
+/// xStride and outStride floats apart (K and N, or column views). grid
+/// (ceil(N/64), ceil(T/64), H), block 256.
+extern "C" __global__ void
+daybreak_head_matmul(const float *x, Weight w, int32_t transposeWeight,
+                     int64_t tokens, int64_t heads, int64_t k, int64_t n,
+                     float *out, int64_t xStride, int64_t outStride) {
   int64_t h = blockIdx.z;
-  const float *a = x + h * k;
-  float *c = out + h * n;
+  const float *a = x + h * xStride;
+  float *c = out + h * outStride;
+  const int64_t lda = heads * xStride, ldc = heads * outStride;
   if (w.type == kWeightF32) {
     const float *b = static_cast<const float *>(w.data) + h * n * k;
     if (transposeWeight)
-      sgemmTile<false>(a, heads * k, b, k, nullptr, c, heads * n, tokens, n, k);
+      sgemmTile<false>(a, lda, b, k, nullptr, c, ldc, tokens, n, k);
     else
-      sgemmTile<true>(a, heads * k, b, n, nullptr, c, heads * n, tokens, n, k);
+      sgemmTile<true>(a, lda, b, n, nullptr, c, ldc, tokens, n, k);
     return;
   }
   // Stored (bf16): head h's matrix, [N, K] or [K, N], widened as loaded.
   StoredHeadB load{w, h, n, k, transposeWeight != 0};
-  sgemmTileWith<false>(a, heads * k, load, FloatBias{nullptr}, c, heads * n,
-                       tokens, n, k);
+  sgemmTileWith<false>(a, lda, load, FloatBias{nullptr}, c, ldc, tokens, n, k);
 }
 
 /// Rows of one token a RoPE block rotates, and the pairs it takes at most
 /// (kRopeMaxPairs in CudaKernels.h).
 constexpr int kRopeRows = 16, kRopeMaxPairs = 256;
 
-/// In-place RoPE. grid (tokens, ceil(rowsPerToken / kRopeRows)), block
-/// 256: a block takes kRopeRows rows of one token. Its first threads compute
-/// each pair's angle in double into shared memory (once a block, not once a
-/// row), then every thread rotates (row, pair) values in turn, consecutive
-/// threads on consecutive pairs. `low`/`high` are YaRN's ramp ends (from
-/// the host; unused without yarn). dim / 2 <= kRopeMaxPairs
-/// (CudaKernels::rope checks).
+/// RoPE from x into out (in place when they are one), rows xStride and
+/// outStride floats apart (column views). grid (tokens, ceil(rowsPerToken /
+/// kRopeRows)), block 256: a block takes kRopeRows rows of one token. Its
+/// first threads compute each pair's angle in double into shared memory
+/// (once a block, not once a row), then every thread rotates (row, pair)
+/// values in turn, consecutive threads on consecutive pairs; out of place,
+/// the columns outside the rotated slice are copied. `low`/`high` are
+/// YaRN's ramp ends (from the host; unused without yarn). dim / 2 <=
+/// kRopeMaxPairs (CudaKernels::rope checks).
 extern "C" __global__ void
-daybreak_rope(float *x, const int32_t *positions, int64_t tokens,
-              int64_t rowsPerToken, int64_t rowDim, int32_t interleaved,
-              int64_t offset, int64_t dim, double theta, int32_t yarn,
-              double factor, double low, double high, double attentionFactor) {
+daybreak_rope(const float *x, int64_t xStride, float *out, int64_t outStride,
+              const int32_t *positions, int64_t tokens, int64_t rowsPerToken,
+              int64_t rowDim, int32_t interleaved, int64_t offset, int64_t dim,
+              double theta, int32_t yarn, double factor, double low,
+              double high, double attentionFactor) {
   __shared__ double cosines[kRopeMaxPairs], sines[kRopeMaxPairs];
   const int64_t half = dim / 2, t = blockIdx.x;
   const double position = double(positions[t]);
@@ -2559,12 +2566,21 @@ daybreak_rope(float *x, const int32_t *positions, int64_t tokens,
   __syncthreads();
   const int64_t r0 = int64_t(blockIdx.y) * kRopeRows;
   const int64_t rows = min(int64_t(kRopeRows), rowsPerToken - r0);
+  if (out != x) {
+    const int64_t kept = rowDim - dim;
+    for (int64_t j = threadIdx.x; j < rows * kept; j += blockDim.x) {
+      int64_t r = t * rowsPerToken + r0 + j / kept, c = j % kept;
+      c = c < offset ? c : c + dim;
+      out[r * outStride + c] = x[r * xStride + c];
+    }
+  }
   for (int64_t j = threadIdx.x; j < rows * half; j += blockDim.x) {
-    int64_t r = r0 + j / half, i = j % half;
+    int64_t r = t * rowsPerToken + r0 + j / half, i = j % half;
     int64_t a = interleaved ? 2 * i : i;
     int64_t b = interleaved ? 2 * i + 1 : i + half;
-    float *row = x + (t * rowsPerToken + r) * rowDim + offset;
-    double xa = row[a], xb = row[b];
+    const float *src = x + r * xStride + offset;
+    float *row = out + r * outStride + offset;
+    double xa = src[a], xb = src[b];
     row[a] = float(xa * cosines[i] - xb * sines[i]);
     row[b] = float(xb * cosines[i] + xa * sines[i]);
   }

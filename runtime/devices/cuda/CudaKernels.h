@@ -412,9 +412,12 @@ public:
   Status rmsNorm(CUdeviceptr x, CUdeviceptr weight, int64_t rows, int64_t dim,
                  double eps, CUdeviceptr out, CUstream stream,
                  CUfunction specialized = nullptr) const;
+  /// Rows of x and out xStride and outStride floats apart (0: dim; column
+  /// views).
   Status rmsNorm(CUdeviceptr x, const DeviceWeight &weight, int64_t rows,
                  int64_t dim, double eps, CUdeviceptr out, CUstream stream,
-                 CUfunction specialized = nullptr) const;
+                 CUfunction specialized = nullptr, int64_t xStride = 0,
+                 int64_t outStride = 0) const;
   Status layerNorm(CUdeviceptr x, CUdeviceptr weight, CUdeviceptr bias,
                    int64_t rows, int64_t dim, double eps, CUdeviceptr out,
                    CUstream stream) const;
@@ -622,11 +625,16 @@ public:
   /// under rounding.bf16; unless !tensorCores (tests). Other weights take
   /// the CUDA-core kernel, on x rounded into the scratch as `rounding`
   /// says (headMatmulRoundingFloats).
+  /// Each (token, head) row of x and out xStride and outStride floats
+  /// apart (0: k and n; column views).
   Status headMatmul(CUdeviceptr x, const DeviceWeight &w, bool transposeWeight,
                     int64_t tokens, int64_t heads, int64_t k, int64_t n,
                     CUdeviceptr out, CUstream stream,
-                    const InputRounding &rounding = {},
-                    bool tensorCores = true) const;
+                    const InputRounding &rounding = {}, bool tensorCores = true,
+                    int64_t xStride = 0, int64_t outStride = 0) const;
+  /// Whether rows of x `xStride` floats apart from `x` are 16-byte aligned
+  /// (the tensor-core GEMM's loads).
+  static bool headRowsAligned(CUdeviceptr x, int64_t xStride);
   /// Whether headMatmul takes the tensor cores: a bf16 [H, N, K] weight,
   /// K a multiple of 16, x and the weight 16-byte aligned.
   static bool headGemmApplies(const DeviceWeight &w, bool transposeWeight,
@@ -635,8 +643,15 @@ public:
   static int64_t headMatmulRoundingFloats(const DeviceWeight &w,
                                           bool transposeWeight, int64_t tokens,
                                           int64_t heads, int64_t k,
-                                          bool xAligned);
+                                          bool xAligned, int64_t xStride = 0);
+  /// In place.
   Status rope(CUdeviceptr x, CUdeviceptr positions, int64_t tokens,
+              int64_t rowsPerToken, int64_t rowDim,
+              const runtime::RopeParams &params, CUstream stream) const;
+  /// From x into out (x may be out), rows xStride and outStride floats
+  /// apart (column views); the columns outside the rotated slice copied.
+  Status rope(CUdeviceptr x, int64_t xStride, CUdeviceptr out,
+              int64_t outStride, CUdeviceptr positions, int64_t tokens,
               int64_t rowsPerToken, int64_t rowDim,
               const runtime::RopeParams &params, CUstream stream) const;
   Status swiglu(CUdeviceptr gate, CUdeviceptr up, int64_t n, double alpha,

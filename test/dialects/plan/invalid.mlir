@@ -415,3 +415,48 @@ plan.code_image @library format "ptx" arch "sm_90a" instantiations {} code ""
 // expected-error @+1 {{expects each instantiation to name its entry point, got 1 : i64 for 'daybreak_rms_norm_t<128>'}}
 plan.code_image @library format "ptx" arch "sm_90a"
     instantiations {"daybreak_rms_norm_t<128>" = 1 : i64} code "x"
+
+// -----
+
+// Tests that a column view passed where the kernel takes dense rows is
+// rejected, naming the slot.
+plan.kernel @layer_norm {target = #plan<target cpu>, entry = "layer_norm", num_args = 3 : i64}
+plan.step @s arena(4096) sizes [] {
+  %x = plan.buffer "x" offset(0) : memref<4x8xf32>
+  %w = plan.buffer "w" offset(256) : memref<4xf32>
+  %o = plan.buffer "o" offset(512) : memref<4x4xf32>
+  %v = plan.column_view %x[4] : memref<4x8xf32> to memref<4x4xf32, strided<[8, 1], offset: 4>>
+  // expected-error @+1 {{passes a column view as 'input' of 'layer_norm', which takes dense rows only}}
+  plan.launch @layer_norm [] grid affine_map<() -> (1, 1, 1)> block [1, 1, 1] smem 0
+      (%v, %w, %o) {num_results = 1 : i64, absent = array<i64: 2>, eps = 1.0e-06 : f64}
+      : memref<4x4xf32, strided<[8, 1], offset: 4>>, memref<4xf32>, memref<4x4xf32>
+}
+
+// -----
+
+// Tests that a column view must lie inside its source's rows.
+plan.step @s arena(256) sizes [] {
+  %x = plan.buffer "x" offset(0) : memref<4x8xf32>
+  // expected-error @+1 {{expects columns [6, 10) inside the source's rows of 8}}
+  %v = plan.column_view %x[6] : memref<4x8xf32> to memref<4x4xf32, strided<[8, 1], offset: 6>>
+}
+
+// -----
+
+// Tests that a column view's type must carry its source's row stride and
+// its first column.
+plan.step @s arena(256) sizes [] {
+  %x = plan.buffer "x" offset(0) : memref<4x8xf32>
+  // expected-error @+1 {{expects the view type 'memref<4x4xf32, strided<[8, 1], offset: 2>>', got 'memref<4x4xf32, strided<[4, 1], offset: 2>>'}}
+  %v = plan.column_view %x[2] : memref<4x8xf32> to memref<4x4xf32, strided<[4, 1], offset: 2>>
+}
+
+// -----
+
+// Tests that a column view is of a plan.buffer's dense rows, not of a view.
+plan.step @s arena(256) sizes [] {
+  %x = plan.buffer "x" offset(0) : memref<4x8xf32>
+  %v = plan.column_view %x[2] : memref<4x8xf32> to memref<4x4xf32, strided<[8, 1], offset: 2>>
+  // expected-error @+1 {{expects a plan.buffer's dense rows as its source}}
+  %w = plan.column_view %v[0] : memref<4x4xf32, strided<[8, 1], offset: 2>> to memref<4x2xf32, strided<[8, 1], offset: 2>>
+}
