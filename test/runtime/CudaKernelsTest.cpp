@@ -14,6 +14,7 @@
 #include "runtime/devices/cuda/CudaKernels.h"
 #include "runtime/devices/cpu/CpuKernels.h"
 #include "runtime/numerics/Numerics.h"
+#include "test/unit/KernelTestUtil.h"
 #include "test/unit/Mxfp4TestData.h"
 
 #include "gtest/gtest.h"
@@ -4276,27 +4277,6 @@ TEST(CudaLibraryFingerprint, OnlyThisRuntimesLibraryLoads) {
       << none.message();
 }
 
-/// Columns [column, column + cols) of each row of `wide` (rows of
-/// `stride`), densely; and whether the other columns hold `sentinel`.
-static std::vector<float> viewColumns(const std::vector<float> &wide,
-                                      int64_t stride, int64_t column,
-                                      int64_t cols) {
-  std::vector<float> dense;
-  for (size_t r = 0; r < wide.size() / stride; ++r)
-    dense.insert(dense.end(), wide.begin() + r * stride + column,
-                 wide.begin() + r * stride + column + cols);
-  return dense;
-}
-static bool onlyViewWritten(const std::vector<float> &wide, int64_t stride,
-                            int64_t column, int64_t cols, float sentinel) {
-  for (size_t i = 0; i < wide.size(); ++i) {
-    int64_t c = int64_t(i % stride);
-    if ((c < column || c >= column + cols) && wide[i] != sentinel)
-      return false;
-  }
-  return true;
-}
-
 // Tests the kernels that take column views (Kernels.def's VIEW slots) on
 // rows of other widths than their own: the same values as the CPU kernels
 // (checked against the reference by CpuKernels.ColumnViews) with the same
@@ -4319,12 +4299,13 @@ TEST_F(CudaKernelsTest, ColumnViews) {
                                  dim, 1e-6, dOut + 100 * 4, nullptr,
                                  variant(instantiation), 1100, 1200));
       std::vector<float> out = dOut.read<float>(wide.size());
-      double e = rowRelativeError(viewColumns(out, 1200, 100, dim),
-                                  viewColumns(expected, 1200, 100, dim), dim);
+      double e =
+          rowRelativeError(test::columnsOf(out, 1200, 100, dim),
+                           test::columnsOf(expected, 1200, 100, dim), dim);
       report(instantiation.empty() ? "rmsNorm view" : instantiation.c_str(),
              "7 rows of 1000 in 1100 -> 1200", e);
       EXPECT_LE(e, 1e-5);
-      EXPECT_TRUE(onlyViewWritten(out, 1200, 100, dim, kSentinel));
+      EXPECT_TRUE(test::untouchedOutside(out, 1200, 100, dim, kSentinel));
     }
   }
   // rope out of place: rows of 16 at column 32 of rows of 48 into column 64
@@ -4345,11 +4326,11 @@ TEST_F(CudaKernelsTest, ColumnViews) {
     expectRan(kernels->rope(dx + 32 * 4, 48, dOut + 64 * 4, 80, dPos, tokens,
                             heads, 16, p, nullptr));
     std::vector<float> out = dOut.read<float>(wide.size());
-    double e = rowRelativeError(viewColumns(out, 80, 64, 16),
-                                viewColumns(expected, 80, 64, 16), 16);
+    double e = rowRelativeError(test::columnsOf(out, 80, 64, 16),
+                                test::columnsOf(expected, 80, 64, 16), 16);
     report("rope view", interleaved ? "interleaved" : "half_split", e);
     EXPECT_LE(e, 1e-6);
-    EXPECT_TRUE(onlyViewWritten(out, 80, 64, 16, kSentinel));
+    EXPECT_TRUE(test::untouchedOutside(out, 80, 64, 16, kSentinel));
   }
   // head_matmul: x columns [0, 32) of rows of 48, out columns [0, 20) of
   // rows of 36: bf16 weights on the tensor cores (row stride a multiple of
@@ -4398,10 +4379,10 @@ TEST_F(CudaKernelsTest, ColumnViews) {
     expectRan(kernels->headMatmul(dx, gw, true, tokens, heads, k, n, dOut,
                                   nullptr, rounding, true, c.xStride, 36));
     std::vector<float> out = dOut.read<float>(wide.size());
-    double e = rowRelativeError(viewColumns(out, 36, 0, n),
-                                viewColumns(expected, 36, 0, n), n);
+    double e = rowRelativeError(test::columnsOf(out, 36, 0, n),
+                                test::columnsOf(expected, 36, 0, n), n);
     report("headMatmul view", c.name, e);
     EXPECT_LE(e, 1e-5) << c.name;
-    EXPECT_TRUE(onlyViewWritten(out, 36, 0, n, kSentinel)) << c.name;
+    EXPECT_TRUE(test::untouchedOutside(out, 36, 0, n, kSentinel)) << c.name;
   }
 }

@@ -29,8 +29,10 @@
 using namespace daybreak;
 using ref::ElementType;
 using ref::Tensor;
+using test::columnsOf;
 using test::randomFloats;
 using test::relClose;
+using test::untouchedOutside;
 
 namespace {
 
@@ -363,30 +365,6 @@ TEST(CpuKernels, RopeStylesAndYarn) {
       EXPECT_TRUE(relClose(out, expected.floats(), 1e-6)) << variant;
     }
   }
-}
-
-/// Columns [column, column + cols) of each row of `wide` (rows of
-/// `stride`), densely.
-static std::vector<float> columnsOf(const std::vector<float> &wide,
-                                    int64_t stride, int64_t column,
-                                    int64_t cols) {
-  std::vector<float> dense;
-  for (size_t r = 0; r < wide.size() / stride; ++r)
-    dense.insert(dense.end(), wide.begin() + r * stride + column,
-                 wide.begin() + r * stride + column + cols);
-  return dense;
-}
-
-/// Whether `wide` holds `sentinel` outside columns [column, column + cols)
-/// of every row.
-static bool untouchedOutside(const std::vector<float> &wide, int64_t stride,
-                             int64_t column, int64_t cols, float sentinel) {
-  for (size_t i = 0; i < wide.size(); ++i) {
-    int64_t c = int64_t(i % stride);
-    if ((c < column || c >= column + cols) && wide[i] != sentinel)
-      return false;
-  }
-  return true;
 }
 
 // Tests the kernels that take column views (Kernels.def's VIEW slots): each

@@ -1,7 +1,8 @@
 //===- KernelTestUtil.h - Helpers the CPU kernel tests share ----*- C++ -*-===//
 //
 // Seeded random inputs and the relative comparison the CPU kernel tests
-// (CpuKernelsTest, CpuKdaTest) hold kernels to against the reference.
+// (CpuKernelsTest, CpuKdaTest) hold kernels to against the reference; the
+// column-view helpers CudaKernelsTest shares.
 //
 //===----------------------------------------------------------------------===//
 
@@ -25,6 +26,31 @@ inline std::vector<float> randomFloats(std::mt19937 &rng, int64_t n,
   for (float &x : v)
     x = dist(rng);
   return v;
+}
+
+/// Columns [column, column + cols) of each row of `wide` (rows of
+/// `stride` values), densely: what a column view holds.
+inline std::vector<float> columnsOf(const std::vector<float> &wide,
+                                    int64_t stride, int64_t column,
+                                    int64_t cols) {
+  std::vector<float> dense;
+  for (size_t r = 0; r < wide.size() / stride; ++r)
+    dense.insert(dense.end(), wide.begin() + r * stride + column,
+                 wide.begin() + r * stride + column + cols);
+  return dense;
+}
+
+/// Whether `wide` (rows of `stride`) still holds `sentinel` outside columns
+/// [column, column + cols) of every row: a kernel writing a column view
+/// wrote nothing else.
+inline bool untouchedOutside(const std::vector<float> &wide, int64_t stride,
+                             int64_t column, int64_t cols, float sentinel) {
+  for (size_t i = 0; i < wide.size(); ++i) {
+    int64_t c = int64_t(i % stride);
+    if ((c < column || c >= column + cols) && wide[i] != sentinel)
+      return false;
+  }
+  return true;
 }
 
 /// max |actual - expected| <= tolerance * max(max |expected|, 1e-30); a NaN
