@@ -194,6 +194,9 @@ private:
   /// The column view `columns` columns wide at `column` of `source`'s
   /// buffer.
   Value columnView(Value source, int64_t column, int64_t columns);
+  /// The buffer of `concat`'s result: made by the first part written in
+  /// place, or now.
+  Value concatBuffer(tensor::ConcatOp concat);
   int64_t bufferCount = 0;
   int64_t provisionalArena = 0;
 };
@@ -536,6 +539,12 @@ Value Lowering::columnView(Value source, int64_t column, int64_t columns) {
       source, b.getI64IntegerAttr(column));
 }
 
+Value Lowering::concatBuffer(tensor::ConcatOp concat) {
+  if (Value made = lookup(concat.getResult()))
+    return made;
+  return buffer(concat.getResult());
+}
+
 // The kernel each case launches is also what loweredKernelName
 // (KernelSelection.cpp) answers for lm-check-target: keep the two in step.
 LogicalResult Lowering::lowerOp(Operation *op) {
@@ -635,10 +644,7 @@ LogicalResult Lowering::lowerOp(Operation *op) {
         auto type = cast<RankedTensorType>(concat.getType());
         if (static_cast<int64_t>(concat.getDim()) != type.getRank() - 1)
           return concat.emitError("only last-dim concatenations lower to plan");
-        // Parts written in place made the buffer already.
-        Value out = lookup(concat.getResult());
-        if (!out)
-          out = buffer(concat.getResult());
+        Value out = concatBuffer(concat);
         int64_t offset = 0;
         for (Value input : concat.getInputs()) {
           auto written = concatParts.find(input);
@@ -831,12 +837,8 @@ LogicalResult Lowering::lowerOp(Operation *op) {
             continue;
           }
           // A concatenation's part, written in place.
-          tensor::ConcatOp concat = part->second.first;
-          Value whole = lookup(concat.getResult());
-          if (!whole)
-            whole = buffer(concat.getResult());
           Value view =
-              columnView(whole, part->second.second,
+              columnView(concatBuffer(part->second.first), part->second.second,
                          cast<RankedTensorType>(r.getType()).getShape().back());
           mapping.map(r, view);
           results.push_back(view);

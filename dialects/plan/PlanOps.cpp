@@ -226,7 +226,6 @@ LogicalResult LaunchOp::verify() {
   return success();
 }
 
-/// Whether `attr` has the kernel ABI's parameter type `type`.
 MemRefType ColumnViewOp::viewType(MemRefType source, int64_t column,
                                   int64_t columns) {
   SmallVector<int64_t> shape(source.getShape());
@@ -271,6 +270,7 @@ LogicalResult ColumnViewOp::verify() {
   return success();
 }
 
+/// Whether `attr` has the kernel ABI's parameter type `type`.
 static bool hasParamType(Attribute attr, daybreak::abi::ParamType type) {
   using daybreak::abi::ParamType;
   switch (type) {

@@ -576,8 +576,8 @@ Status CudaDevice::prepare(const artifact::ArtifactFile &file,
           stored.blockN = l.ints(abi::ExpertMatmul::P::block_size)[0];
           stored.blockK = l.ints(abi::ExpertMatmul::P::block_size)[1];
         }
-        bool xAligned = x.kind == runtime::PreparedArg::Kind::Buffer &&
-                        x.offset % 16 == 0 && x.rowStride % 4 == 0;
+        bool xAligned =
+            x.kind == runtime::PreparedArg::Kind::Buffer && x.offset % 16 == 0;
         if (matmul) {
           // Each path needs more with more rows: the most is at 8 tokens,
           // at the last token count below the many-row GEMMs' row minimum,
@@ -635,12 +635,14 @@ Status CudaDevice::prepare(const artifact::ArtifactFile &file,
           bool transpose = l.has(abi::HeadMatmul::P::transpose_weight) &&
                            l.i(abi::HeadMatmul::P::transpose_weight);
           int64_t heads = x.constant[1] + x.perToken[1] * tokens;
-          roundScratchFloats =
-              std::max(roundScratchFloats,
-                       CudaKernels::headMatmulRoundingFloats(
-                           stored, transpose,
-                           numel(tokens) / std::max<int64_t>(heads * k, 1),
-                           heads, k, xAligned, x.rowStride));
+          roundScratchFloats = std::max(
+              roundScratchFloats,
+              CudaKernels::headMatmulRoundingFloats(
+                  stored, transpose,
+                  numel(tokens) / std::max<int64_t>(heads * k, 1), heads, k,
+                  xAligned && CudaKernels::headRowsAligned(
+                                  x.offset, x.rowStride ? x.rowStride : k),
+                  x.rowStride));
           continue;
         }
         roundScratchFloats = std::max(roundScratchFloats, numel(tokens));
