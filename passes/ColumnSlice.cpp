@@ -2,6 +2,8 @@
 
 #include "passes/ColumnSlice.h"
 
+#include "mlir/IR/Builders.h"
+
 using namespace mlir;
 
 bool daybreak::isColumnSlice(tensor::ExtractSliceOp slice) {
@@ -9,7 +11,8 @@ bool daybreak::isColumnSlice(tensor::ExtractSliceOp slice) {
   int64_t last = src.getRank() - 1;
   ArrayRef<int64_t> offsets = slice.getStaticOffsets();
   ArrayRef<int64_t> sizes = slice.getStaticSizes();
-  if (!slice.getOffsets().empty() || !slice.getStrides().empty() ||
+  if (slice.getType().getRank() != src.getRank() ||
+      !slice.getOffsets().empty() || !slice.getStrides().empty() ||
       src.isDynamicDim(last) || ShapedType::isDynamic(sizes[last]) ||
       llvm::any_of(slice.getStaticStrides(),
                    [](int64_t stride) { return stride != 1; }))
@@ -31,4 +34,23 @@ bool daybreak::isColumnSlice(tensor::ExtractSliceOp slice) {
       return false;
   }
   return true;
+}
+
+Value daybreak::sliceColumnsOf(OpBuilder &b, Location loc, Value source,
+                               int64_t offset, int64_t columns) {
+  if (auto inner = source.getDefiningOp<tensor::ExtractSliceOp>();
+      inner && isColumnSlice(inner)) {
+    offset += sliceColumns(inner).first;
+    source = inner.getSource();
+  }
+  auto type = cast<RankedTensorType>(source.getType());
+  int64_t rank = type.getRank();
+  SmallVector<OpFoldResult> offsets(rank, b.getIndexAttr(0));
+  SmallVector<OpFoldResult> sizes, strides(rank, b.getIndexAttr(1));
+  for (int64_t d = 0; d + 1 < rank; ++d)
+    sizes.push_back(tensor::getMixedSize(b, loc, source, d));
+  offsets.back() = b.getIndexAttr(offset);
+  sizes.push_back(b.getIndexAttr(columns));
+  return tensor::ExtractSliceOp::create(b, loc, source, offsets, sizes, strides)
+      .getResult();
 }

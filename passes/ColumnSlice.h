@@ -12,6 +12,10 @@
 
 #include "mlir/Dialect/Tensor/IR/Tensor.h"
 
+namespace mlir {
+class OpBuilder;
+} // namespace mlir
+
 namespace daybreak {
 
 /// Whether `slice` is a column slice: every row (leading sizes the source's,
@@ -23,6 +27,12 @@ inline std::pair<int64_t, int64_t>
 sliceColumns(mlir::tensor::ExtractSliceOp slice) {
   return {slice.getStaticOffsets().back(), slice.getStaticSizes().back()};
 }
+
+/// Columns [offset, offset + columns) of every row of `source` (static last
+/// dim) as a column slice; of a column slice, a slice of its own source, so
+/// that slices never stack.
+mlir::Value sliceColumnsOf(mlir::OpBuilder &b, mlir::Location loc,
+                           mlir::Value source, int64_t offset, int64_t columns);
 
 } // namespace daybreak
 

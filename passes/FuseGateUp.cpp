@@ -24,6 +24,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "passes/Passes.h"
+#include "passes/WeightStacking.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/Dialect/Tensor/IR/Tensor.h"
@@ -41,18 +42,6 @@ using namespace mlir;
 using namespace daybreak;
 
 namespace {
-
-/// The lm.weight a value refers to, if it is a reference to one read from
-/// the checkpoint (not a folded value).
-lm::WeightOp sourcedWeight(ModuleOp module, Value value) {
-  auto ref = value.getDefiningOp<lm::WeightRefOp>();
-  if (!ref)
-    return {};
-  auto weight = module.lookupSymbol<lm::WeightOp>(ref.getWeightAttr());
-  if (!weight || weight.getValue() || weight.getSources().empty())
-    return {};
-  return weight;
-}
 
 class GateUpFusion {
 public:
@@ -74,7 +63,6 @@ private:
 
   ModuleOp module;
   OpBuilder b;
-  llvm::StringMap<lm::WeightOp> declared;
 };
 
 Value GateUpFusion::stacked(Location loc, Value gate, Value up,
@@ -82,33 +70,18 @@ Value GateUpFusion::stacked(Location loc, Value gate, Value up,
   lm::WeightOp g = sourcedWeight(module, gate), u = sourcedWeight(module, up);
   if (!g || !u || g == u || g.getType() != u.getType())
     return {};
+  // A plain weight has one source, [N, K].
   auto type = cast<RankedTensorType>(g.getType());
-  int64_t rank = type.getRank(), sources = g.getSources().size();
-  // A plain weight has one source; stacked experts one an expert.
-  if (experts == 0 ? (rank != 2 || sources != 1)
-                   : (rank != 3 || sources != experts ||
-                      u.getSources().size() != size_t(experts)))
+  if (experts == 0 && (type.getRank() != 2 || g.getSources().size() != 1 ||
+                       u.getSources().size() != 1))
     return {};
-  SmallVector<int64_t> shape(type.getShape());
-  shape[rank - 2] *= 2;
-  auto stackedType = RankedTensorType::get(shape, type.getElementType());
-  std::string name = (g.getSymName() + "+" + u.getSymName()).str();
-  lm::WeightOp &weight = declared[name];
-  if (!weight) {
-    SmallVector<Attribute> names;
-    for (int64_t e = 0; e < sources; ++e) {
-      names.push_back(g.getSources()[e]);
-      names.push_back(u.getSources()[e]);
-    }
-    OpBuilder::InsertionGuard guard(b);
-    b.setInsertionPoint(g);
-    weight = lm::WeightOp::create(b, g.getLoc(), name, stackedType,
-                                  b.getArrayAttr(names), ElementsAttr());
-    replaced.insert(weight);
-  }
+  lm::WeightOp weight = stackedWeight(module, {g, u}, experts);
+  if (!weight)
+    return {};
+  replaced.insert(weight);
   replaced.insert(g);
   replaced.insert(u);
-  return lm::WeightRefOp::create(b, loc, stackedType, weight.getSymName())
+  return lm::WeightRefOp::create(b, loc, weight.getType(), weight.getSymName())
       .getResult();
 }
 

@@ -3,12 +3,14 @@
 #include "passes/KernelSelection.h"
 
 #include "dialects/lm/LmOps.h"
+#include "runtime/abi/KernelAbi.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/Tensor/IR/Tensor.h"
 #include "llvm/ADT/TypeSwitch.h"
 
 using namespace mlir;
+using namespace daybreak;
 
 std::optional<StringRef> daybreak::loweredKernelName(Operation *op) {
   using Result = std::optional<StringRef>;
@@ -48,4 +50,30 @@ std::optional<StringRef> daybreak::loweredKernelName(Operation *op) {
           return std::nullopt;
         return op->getName().stripDialect();
       });
+}
+
+/// The declaration of the kernel the generic lowering launches for `op`,
+/// when its operands fill the declared slots one to one; else null.
+static const abi::KernelDecl *genericDecl(Operation *op) {
+  std::optional<StringRef> name = loweredKernelName(op);
+  if (!name || name->empty() || op->hasAttr("operandSegmentSizes"))
+    return nullptr;
+  const abi::KernelDecl *decl = abi::findKernel(*name);
+  if (!decl || decl->isVariadic() ||
+      decl->numOperands() != op->getNumOperands() ||
+      decl->numResults() != op->getNumResults())
+    return nullptr;
+  return decl;
+}
+
+bool daybreak::takesColumnView(OpOperand &use) {
+  const abi::KernelDecl *decl = genericDecl(use.getOwner());
+  return decl && decl->operands[use.getOperandNumber()].columnView;
+}
+
+bool daybreak::writesColumnView(Value value) {
+  auto result = dyn_cast<OpResult>(value);
+  const abi::KernelDecl *decl =
+      result ? genericDecl(result.getOwner()) : nullptr;
+  return decl && decl->results[result.getResultNumber()].columnView;
 }

@@ -15,7 +15,9 @@
 #include <optional>
 
 namespace mlir {
+class OpOperand;
 class Operation;
+class Value;
 } // namespace mlir
 
 namespace daybreak {
@@ -26,6 +28,13 @@ namespace daybreak {
 /// are), std::nullopt for an op the lowering has no rule for. The name need
 /// not be declared in Kernels.def: then no runtime kernel runs the op.
 std::optional<llvm::StringRef> loweredKernelName(mlir::Operation *op);
+
+/// Whether the kernel `use`'s owner launches takes a column view in the
+/// operand's slot (a VIEW slot of Kernels.def, filled one operand a slot).
+bool takesColumnView(mlir::OpOperand &use);
+
+/// Whether the kernel that computes `value` can write it as a column view.
+bool writesColumnView(mlir::Value value);
 
 } // namespace daybreak
 

@@ -88,35 +88,6 @@ static bool readOnlyByElementwise(Value value) {
          });
 }
 
-/// The declaration of the kernel the generic lowering launches for `op`,
-/// when its operands fill the declared slots one to one; else null.
-static const abi::KernelDecl *genericDecl(Operation *op) {
-  std::optional<StringRef> name = loweredKernelName(op);
-  if (!name || name->empty() || op->hasAttr("operandSegmentSizes"))
-    return nullptr;
-  const abi::KernelDecl *decl = abi::findKernel(*name);
-  if (!decl || decl->isVariadic() ||
-      decl->numOperands() != op->getNumOperands() ||
-      decl->numResults() != op->getNumResults())
-    return nullptr;
-  return decl;
-}
-
-/// Whether the kernel `use`'s owner launches takes a column view in the
-/// operand's slot.
-static bool takesView(OpOperand &use) {
-  const abi::KernelDecl *decl = genericDecl(use.getOwner());
-  return decl && decl->operands[use.getOperandNumber()].columnView;
-}
-
-/// Whether the kernel that computes `value` can write it as a column view.
-static bool writesView(Value value) {
-  auto result = dyn_cast<OpResult>(value);
-  const abi::KernelDecl *decl =
-      result ? genericDecl(result.getOwner()) : nullptr;
-  return decl && decl->results[result.getResultNumber()].columnView;
-}
-
 class Lowering {
 public:
   Lowering(ModuleOp module, int64_t maxTokens, int64_t maxBatch,
@@ -524,7 +495,7 @@ void Lowering::findConcatParts(Block &body) {
       continue;
     int64_t column = 0;
     for (Value part : concat.getInputs()) {
-      if (part.hasOneUse() && writesView(part) &&
+      if (part.hasOneUse() && writesColumnView(part) &&
           part.getParentBlock() == &body)
         concatParts[part] = {concat, column};
       column += cast<RankedTensorType>(part.getType()).getShape().back();
@@ -616,12 +587,15 @@ LogicalResult Lowering::lowerOp(Operation *op) {
         if (columnSlice(slice.getResult()) == slice &&
             readOnlyByElementwise(slice.getResult()))
           return success();
-        // Read in place by kernels that take column views.
+        // Read in place by kernels that take column views (or only asked
+        // its shape).
         Value source = lookup(slice.getSource());
         if (isColumnSlice(slice) && source &&
             source.getDefiningOp<plan::BufferOp>() &&
             !slice.getResult().use_empty() &&
-            llvm::all_of(slice.getResult().getUses(), takesView)) {
+            llvm::all_of(slice.getResult().getUses(), [](OpOperand &use) {
+              return isa<tensor::DimOp>(use.getOwner()) || takesColumnView(use);
+            })) {
           auto [column, columns] = sliceColumns(slice);
           mapping.map(slice.getResult(), columnView(source, column, columns));
           return success();

@@ -26,18 +26,10 @@ using namespace daybreak;
 
 namespace {
 
-/// The same column slice as `slice`, of `source` (of the same shape).
+/// The same columns as `slice`, of `source` (of the same shape).
 Value sliceOf(OpBuilder &b, tensor::ExtractSliceOp slice, Value source) {
-  Location loc = slice.getLoc();
-  auto type = cast<RankedTensorType>(source.getType());
-  SmallVector<OpFoldResult> offsets = slice.getMixedOffsets();
-  SmallVector<OpFoldResult> sizes = slice.getMixedSizes();
-  SmallVector<OpFoldResult> strides = slice.getMixedStrides();
-  // Leading sizes are the source's: ask the new source, not the rope.
-  for (int64_t d = 0; d + 1 < type.getRank(); ++d)
-    sizes[d] = tensor::getMixedSize(b, loc, source, d);
-  return tensor::ExtractSliceOp::create(b, loc, slice.getType(), source,
-                                        offsets, sizes, strides);
+  auto [offset, columns] = sliceColumns(slice);
+  return sliceColumnsOf(b, slice.getLoc(), source, offset, columns);
 }
 
 struct NarrowRopePass

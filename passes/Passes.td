@@ -112,6 +112,41 @@ def LmFuseGateUp : Pass<"lm-fuse-gate-up", "mlir::ModuleOp"> {
   ];
 }
 
+def LmFuseProjections : Pass<"lm-fuse-projections", "mlir::ModuleOp"> {
+  let summary = "one projection for the matmuls of one input";
+  let description = [{
+    Projections of one value in one block (`lm.matmul`, all with a bias or
+    none, or `lm.fp8_matmul` of one block size) over checkpoint weights of
+    one element type and K become one projection over a weight declared
+    with all their sources, stacked along N; each former result is a
+    last-dim slice of the whole. A projection joins only if every reader of
+    its result takes a column view (a `VIEW` slot of `Kernels.def`,
+    directly or through column slices), so lm-lower-to-plan passes the
+    slices in place and nothing is copied. FP8 scale blocks must not
+    straddle two projections: those with whole blocks of rows go first,
+    and at most one other, last. The artifact holds the same bytes; the
+    rewrite is exact.
+
+    ```mlir
+    %q = lm.fp8_matmul %x, %wq, %sq {block_size = array<i64: 128, 128>}
+        : (tensor<?x256xf32>, tensor<128x256xf8E4M3FN>, tensor<1x2xf32>)
+        -> tensor<?x128xf32>
+    %kv = lm.fp8_matmul %x, %wkv, %skv {block_size = array<i64: 128, 128>}
+        : (tensor<?x256xf32>, tensor<80x256xf8E4M3FN>, tensor<1x2xf32>)
+        -> tensor<?x80xf32>
+    // becomes, over @wq+wkv [208, 256] and @sq+skv [2, 2]
+    %all = lm.fp8_matmul %x, %w, %s {block_size = array<i64: 128, 128>}
+        : (...) -> tensor<?x208xf32>
+    %q = tensor.extract_slice %all[0, 0] [%t, 128] [1, 1]
+    %kv = tensor.extract_slice %all[0, 128] [%t, 80] [1, 1]
+    ```
+  }];
+  let dependentDialects = ["mlir::tensor::TensorDialect"];
+  let statistics = [
+    Statistic<"numFused", "fused", "projections made part of another">,
+  ];
+}
+
 def LmNarrowRope : Pass<"lm-narrow-rope", "mlir::func::FuncOp"> {
   let summary = "rotate only the columns that are read rotated";
   let description = [{

@@ -64,7 +64,7 @@ stage_fixture() {
 }
 pids=()
 for fixture in shared/deepseek_v32 shared/deepseek_v32_fp8 deepseek_v32_small deepseek_v32_small_fp8 \
-    deepseek_v32_separated deepseek_v32_separated_fp8 \
+    deepseek_v32_separated deepseek_v32_separated_fp8 deepseek_v32_stacked_fp8 \
     shared/gpt_oss_mxfp4 gpt_oss_small shared/kimi_linear kimi_linear_long \
     shared/glm5_next shared/glm5_next_fp8 glm5_next_pools glm5_next_small_pool glm5_next_separated; do
   while [ "$(jobs -rp | wc -l)" -ge "${DAYBREAK_STAGE_JOBS:-2}" ]; do sleep 1; done

@@ -41,7 +41,9 @@ static std::optional<ref::Tensor> readMxfp4(const ref::Tensor &bytes,
   return values;
 }
 
-/// The tensor of `sources` as stored (stacked when there are several).
+/// The tensor of `sources` as stored: several of one shape stacked along a
+/// new leading dim, of one type and trailing dims concatenated along dim 0
+/// (their bytes, one after another, either way).
 static llvm::Expected<ref::Tensor>
 loadStored(const Checkpoint &checkpoint, llvm::ArrayRef<std::string> sources) {
   if (sources.empty())
@@ -55,8 +57,15 @@ loadStored(const Checkpoint &checkpoint, llvm::ArrayRef<std::string> sources) {
     auto tensor = Checkpoint::toTensor(**view);
     if (!tensor)
       return tensor.takeError();
-    if (!parts.empty() && (tensor->shape() != parts.front().shape() ||
-                           tensor->type() != parts.front().type()))
+    auto trailing = [](const ref::Tensor &t) {
+      return t.shape().empty()
+                 ? t.shape()
+                 : std::vector<int64_t>(t.shape().begin() + 1, t.shape().end());
+    };
+    if (!parts.empty() &&
+        (tensor->type() != parts.front().type() ||
+         tensor->shape().empty() != parts.front().shape().empty() ||
+         trailing(*tensor) != trailing(parts.front())))
       return llvm::createStringError(
           llvm::inconvertibleErrorCode(),
           "cannot stack '%s' (%s) with '%s' (%s)", name.c_str(),
@@ -66,18 +75,26 @@ loadStored(const Checkpoint &checkpoint, llvm::ArrayRef<std::string> sources) {
   }
   if (parts.size() == 1)
     return std::move(parts.front());
-  std::vector<int64_t> shape = {static_cast<int64_t>(parts.size())};
-  shape.insert(shape.end(), parts.front().shape().begin(),
-               parts.front().shape().end());
+  bool equal = llvm::all_of(parts, [&](const ref::Tensor &part) {
+    return part.shape() == parts.front().shape();
+  });
+  std::vector<int64_t> shape = parts.front().shape();
+  if (equal) {
+    shape.insert(shape.begin(), static_cast<int64_t>(parts.size()));
+  } else {
+    for (size_t i = 1; i < parts.size(); ++i)
+      shape[0] += parts[i].shape()[0];
+  }
   ref::Tensor stacked = ref::Tensor::zeros(parts.front().type(), shape);
-  int64_t each = parts.front().numel();
-  for (size_t i = 0; i < parts.size(); ++i) {
+  int64_t at = 0;
+  for (const ref::Tensor &part : parts) {
     if (stacked.isFloat())
-      std::copy(parts[i].floats().begin(), parts[i].floats().end(),
-                stacked.floats().begin() + i * each);
+      std::copy(part.floats().begin(), part.floats().end(),
+                stacked.floats().begin() + at);
     else
-      std::copy(parts[i].ints().begin(), parts[i].ints().end(),
-                stacked.ints().begin() + i * each);
+      std::copy(part.ints().begin(), part.ints().end(),
+                stacked.ints().begin() + at);
+    at += part.numel();
   }
   return stacked;
 }

@@ -76,6 +76,9 @@ void pipeline::buildLmPipeline(OpPassManager &pm, const Options &options,
   // A GLU's gate and up projections of one input: one launch over both
   // checkpoint tensors, stacked.
   pm.addPass(createLmFuseGateUp());
+  // Other projections of one input (MLA's q_a, kv_a and the indexer's wk):
+  // one launch, where each part is read in place.
+  pm.addPass(createLmFuseProjections());
   // MLA's query and key rows are sliced apart after their rope: each slice
   // reads what it needs, so the lowering copies none of them.
   pm.addNestedPass<func::FuncOp>(createLmNarrowRope());

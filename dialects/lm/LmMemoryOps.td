@@ -51,8 +51,10 @@ def Lm_WeightOp : Lm_Op<"weight", [Symbol]> {
   let summary = "a model weight, by name";
   let description = [{
     Declares a weight of the model: its type as the checkpoint stores it and,
-    in `sources`, the checkpoint tensors it is made of (several for experts
-    stacked along a new leading dim). Functions read it with
+    in `sources`, the checkpoint tensors it is made of, their bytes one after
+    another: several for experts stacked along a new leading dim, or for
+    projections of one input stacked along their rows (lm-fuse-gate-up,
+    lm-fuse-projections). Functions read it with
     `lm.weight_ref`; the weight storage planner decides how it is stored in
     the artifact. A weight computed at compile time from others (an
     absorbed MLA matrix, dequantised experts) has no sources and carries its

@@ -948,14 +948,19 @@ LogicalResult WeightOp::verify() {
     return emitOpError("expects at least one source tensor name");
   if (!type.hasStaticShape())
     return emitOpError("expects a static weight shape, got ") << type;
-  // Stacked sources hold equal parts of the weight, in order: their bytes,
-  // one after another, are the weight's (experts [E, N, K], or a GLU's gate
-  // and up rows, interleaved per expert).
-  if (getSources().size() > 1 &&
+  // Stacked sources hold whole rows of the weight, in order: their bytes,
+  // one after another, are the weight's (experts [E, N, K]; a GLU's gate and
+  // up rows, interleaved per expert; projections of one input, [sum N, K],
+  // and their biases).
+  // The checkpoint's shapes are checked against it when the weights load.
+  int64_t sources = getSources().size();
+  if (sources > 1 &&
       (type.getRank() < 1 ||
-       type.getNumElements() % static_cast<int64_t>(getSources().size()) != 0))
-    return emitOpError("expects a shape of equal parts for its ")
-           << getSources().size() << " stacked sources, got " << type;
+       type.getNumElements() /
+               (type.getRank() > 1 ? type.getShape().back() : 1) <
+           sources))
+    return emitOpError("expects whole rows for each of its ")
+           << sources << " stacked sources, got " << type;
   return success();
 }
 

@@ -4308,6 +4308,29 @@ TEST_F(CudaKernelsTest, ColumnViews) {
       EXPECT_TRUE(test::untouchedOutside(out, 1200, 100, dim, kSentinel));
     }
   }
+  // layer_norm: columns [1536, 1664) of rows of 2240 (the indexer's key in
+  // DeepSeek-V3.2's stacked q_a | wk | kv_a projection) into [8, 136) of
+  // rows of 144, with a bias.
+  {
+    const int64_t dim = 128;
+    auto x = random(tokens * 2240, -3, 3), weight = random(dim),
+         bias = random(dim);
+    std::vector<float> wide(tokens * 144, kSentinel), expected = wide;
+    cpu::layerNorm(pool, x.data() + 1536, cpu::WeightView::f32(weight.data()),
+                   cpu::WeightView::f32(bias.data()), tokens, dim, 1e-6,
+                   expected.data() + 8, 2240, 144);
+    Buffer dx(*driver, x), dw(*driver, weight), db(*driver, bias),
+        dOut(*driver, wide);
+    expectRan(kernels->layerNorm(dx + 1536 * 4, DeviceWeight::f32(dw),
+                                 DeviceWeight::f32(db), tokens, dim, 1e-6,
+                                 dOut + 8 * 4, nullptr, 2240, 144));
+    std::vector<float> out = dOut.read<float>(wide.size());
+    double e = rowRelativeError(test::columnsOf(out, 144, 8, dim),
+                                test::columnsOf(expected, 144, 8, dim), dim);
+    report("layerNorm view", "7 rows of 128 in 2240 -> 144", e);
+    EXPECT_LE(e, 1e-5);
+    EXPECT_TRUE(test::untouchedOutside(out, 144, 8, dim, kSentinel));
+  }
   // rope out of place: rows of 16 at column 32 of rows of 48 into column 64
   // of rows of 80, rotating [4, 12) of each and copying the rest.
   for (bool interleaved : {true, false}) {

@@ -168,13 +168,14 @@ TEST(PreparedLaunch, ColumnViewsOnlyWhereDeclared) {
   EXPECT_EQ(prepareError(viewed(4096)),
             label + "operand 'input': buffer 'x' runs past the step's arena");
   {
-    // layer_norm's input takes dense rows only.
+    // matmul's input takes dense rows only.
     artifact::Manifest m = viewed(16);
     artifact::Launch *l = m.mutable_steps(0)->mutable_launches(0);
-    l->set_kernel("layer_norm");
+    l->set_kernel("matmul");
+    l->clear_attrs();
     l->add_operands()->set_absent(true);
     EXPECT_EQ(prepareError(m),
-              "step 'decode' launch 0 (layer_norm): operand 'input': buffer "
+              "step 'decode' launch 0 (matmul): operand 'input': buffer "
               "'x' is a column view (rows 16 elements apart); the kernel "
               "reads dense rows");
   }

@@ -393,6 +393,24 @@ TEST(CpuKernels, ColumnViews) {
           relClose(columnsOf(out, 96, 4, dim), expected.floats(), 1e-6));
       EXPECT_TRUE(untouchedOutside(out, 96, 4, dim, kSentinel));
     }
+    // layer_norm: columns [16, 48) of rows of 56 (the indexer's key part of
+    // a stacked projection) into [8, 40) of rows of 40, with a bias.
+    {
+      const int64_t dim = 32;
+      std::vector<float> x = randomFloats(rng, tokens * 56, -3, 3);
+      std::vector<float> w = randomFloats(rng, dim),
+                         bias = randomFloats(rng, dim);
+      std::vector<float> out(tokens * 40, kSentinel);
+      cpu::layerNorm(pool, x.data() + 16, cpu::WeightView::f32(w.data()),
+                     cpu::WeightView::f32(bias.data()), tokens, dim, 1e-6,
+                     out.data() + 8, 56, 40);
+      Tensor expected =
+          ref::layerNorm(floats({tokens, dim}, columnsOf(x, 56, 16, dim)),
+                         floats({dim}, w), floats({dim}, bias), 1e-6);
+      EXPECT_TRUE(
+          relClose(columnsOf(out, 40, 8, dim), expected.floats(), 1e-6));
+      EXPECT_TRUE(untouchedOutside(out, 40, 8, dim, kSentinel));
+    }
     // rope out of place: rows of 16 at column 32 of rows of 48 (heads a
     // token) into column 64 of rows of 80; offset 4 and dim 8 within the
     // view, so the columns around the rotated ones are copied.

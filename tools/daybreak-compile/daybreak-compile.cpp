@@ -18,49 +18,54 @@
 using namespace daybreak;
 namespace cl = llvm::cl;
 
+static cl::OptionCategory compileOptions("daybreak-compile options");
+
 static cl::opt<std::string> checkpoint(cl::Positional, cl::Required,
-                                       cl::desc("<checkpoint-dir>"));
+                                       cl::desc("<checkpoint-dir>"),
+                                       cl::cat(compileOptions));
 static cl::opt<std::string> output("o", cl::desc("output artifact"),
-                                   cl::value_desc("file"));
+                                   cl::value_desc("file"),
+                                   cl::cat(compileOptions));
 static cl::opt<std::string> target("target", cl::desc("cpu or cuda"),
-                                   cl::init("cpu"));
+                                   cl::init("cpu"), cl::cat(compileOptions));
 static cl::opt<std::string>
-    compileTo("compile-to", cl::desc("stop after a phase: lm, plan, llvm, ptx, artifact"),
-              cl::init("artifact"));
+    compileTo("compile-to",
+              cl::desc("stop after a phase: lm, plan, llvm, ptx, artifact"),
+              cl::init("artifact"), cl::cat(compileOptions));
 // Limits left out are chosen from the model (pipeline::compile reports
 // them); their values are read by pipeline::parseLimit.
 static cl::opt<std::string>
     maxSeqLen("max-seq-len",
               cl::desc("longest sequence served (default: the model's "
                        "max_position_embeddings, at most 4096)"),
-              cl::value_desc("N"));
+              cl::value_desc("N"), cl::cat(compileOptions));
 static cl::opt<std::string>
     maxBatch("max-batch", cl::desc("sequences served at once (default: 8)"),
-             cl::value_desc("N"));
+             cl::value_desc("N"), cl::cat(compileOptions));
 static cl::opt<std::string>
     maxTokens("max-tokens",
               cl::desc("most tokens in one step (default: --max-seq-len)"),
-              cl::value_desc("N"));
+              cl::value_desc("N"), cl::cat(compileOptions));
 static cl::opt<std::string> maxLogitRows(
     "max-logit-rows",
     cl::desc("rows of logits a prefill step computes: the last prompt row "
              "of each sequence it finishes, or, for scoring, every row of "
              "steps this long (default: --max-batch, at least 256, at most "
              "--max-tokens)"),
-    cl::value_desc("N"));
+    cl::value_desc("N"), cl::cat(compileOptions));
 static cl::opt<std::string>
     kvCacheDtype("kv-cache-dtype", cl::desc("cache storage: fp8, bf16, f32"),
-                 cl::init("fp8"));
+                 cl::init("fp8"), cl::cat(compileOptions));
 static cl::opt<std::string> kvCacheTokens(
     "kv-cache-tokens",
     cl::desc("token rows the paged caches hold for all sequences together, "
              "rounded up to pages (default: --max-batch x --max-seq-len); "
              "fewer serve more sequences than fit at full length"),
-    cl::value_desc("N"));
+    cl::value_desc("N"), cl::cat(compileOptions));
 static cl::opt<std::string>
     stateDtype("state-dtype",
                cl::desc("per-sequence recurrent state storage: f32, bf16"),
-               cl::init("f32"));
+               cl::init("f32"), cl::cat(compileOptions));
 
 static cl::opt<std::string> mxfp4Route(
     "mxfp4-route",
@@ -69,20 +74,20 @@ static cl::opt<std::string> mxfp4Route(
              "offline (converted to FP8 at compile time), direct (packed, "
              "decoded in the matmul); default: online on cuda, direct on "
              "cpu"),
-    cl::init(""));
+    cl::init(""), cl::cat(compileOptions));
 
 static cl::opt<bool> mxfp4ConvertInDecode(
     "mxfp4-convert-in-decode",
     cl::desc("online MXFP4 route: convert the selected experts in the decode "
              "step too (by default decode reads them packed, docs/mxfp4.md)"),
-    cl::init(false));
+    cl::init(false), cl::cat(compileOptions));
 
 static cl::opt<std::string> weights(
     "weights",
     cl::desc("embed: copy checkpoint tensors into the artifact; reference: "
              "keep them in the checkpoint's files, recorded by path, size "
              "and hash (compiled weights are embedded either way)"),
-    cl::init("embed"));
+    cl::init("embed"), cl::cat(compileOptions));
 
 int main(int argc, char **argv) {
   llvm::InitLLVM init(argc, argv);
@@ -91,6 +96,12 @@ int main(int argc, char **argv) {
   // --mlir-print-ir-after-all and the other pass-manager options replay the
   // pipeline's steps as daybreak-opt would.
   mlir::registerPassManagerCLOptions();
+  // --help lists these and the pass manager's, not every LLVM backend's
+  // (--help-hidden still does).
+  for (auto &entry : cl::getRegisteredOptions())
+    if (entry.first.starts_with("mlir-"))
+      entry.second->addCategory(compileOptions);
+  cl::HideUnrelatedOptions(compileOptions);
   cl::ParseCommandLineOptions(argc, argv, "Daybreak ahead-of-time compiler\n");
   pipeline::Options options;
   options.checkpoint = checkpoint;

@@ -347,9 +347,11 @@ struct CpuLaunchers {
   static Status layerNorm(CpuDevice &d, const BoundLaunch &l) {
     using In = abi::LayerNorm::In;
     const BoundArg &x = l.in(In::input);
+    const BoundArg &out = l.out(0);
     cpu::layerNorm(d.pool, f(x), weight(l.in(In::weight)),
-                   weight(l.in(In::bias)), x.numel() / x.back(), x.back(),
-                   l->f(abi::LayerNorm::P::eps), f(l.out(0)));
+                   weight(l.in(In::bias)), x.rows(), x.back(),
+                   l->f(abi::LayerNorm::P::eps), f(out), x.stride(),
+                   out.stride());
     return Status::success();
   }
   /// matmul and fp8_matmul: weight [N, K] as stored.

@@ -135,11 +135,13 @@ void layerNorm(ThreadPool &pool, const float *x, const float *weight,
 
 void layerNorm(ThreadPool &pool, const float *x, const WeightView &weight,
                const WeightView &bias, int64_t rows, int64_t dim, double eps,
-               float *out) {
+               float *out, int64_t xStride, int64_t outStride) {
+  xStride = xStride ? xStride : dim;
+  outStride = outStride ? outStride : dim;
   pool.parallelFor(rows, rowGrain(dim), [&](int64_t begin, int64_t end) {
     for (int64_t r = begin; r < end; ++r) {
-      const float *in = x + r * dim;
-      float *o = out + r * dim;
+      const float *in = x + r * xStride;
+      float *o = out + r * outStride;
       // Mean first, then the centred variance: no cancellation.
       double mean = 0.0;
       for (int64_t i = 0; i < dim; ++i)

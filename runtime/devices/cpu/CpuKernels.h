@@ -128,10 +128,11 @@ void rmsNorm(ThreadPool &pool, const float *x, const WeightView &weight,
 void layerNorm(ThreadPool &pool, const float *x, const float *weight,
                const float *bias, int64_t rows, int64_t dim, double eps,
                float *out);
-/// The same with stored weights (null data: none).
+/// The same with stored weights (null data: none), rows of x and out
+/// `xStride` and `outStride` elements apart (0: dim; column views).
 void layerNorm(ThreadPool &pool, const float *x, const WeightView &weight,
                const WeightView &bias, int64_t rows, int64_t dim, double eps,
-               float *out);
+               float *out, int64_t xStride = 0, int64_t outStride = 0);
 
 /// out[m, n] = sum_k x[m, k] * w[n, k] (+ bias[n]); w is [N, K] (PyTorch
 /// layout), bias may be null. Blocked and multithreaded; fp32 accumulation

@@ -906,12 +906,11 @@ struct CudaLaunchers {
   }
   static Status layerNorm(CudaDevice &d, const BoundLaunch &l) {
     using In = abi::LayerNorm::In;
-    const BoundArg &x = l.in(In::input);
+    const BoundArg &x = l.in(In::input), &out = l.out(0);
     return d.kernels->layerNorm(p(x), weight(l.in(In::weight)),
-                                weight(l.in(In::bias)),
-                                x.numel() / x.back(), x.back(),
-                                l->f(abi::LayerNorm::P::eps), p(l.out(0)),
-                                d.stream);
+                                weight(l.in(In::bias)), x.rows(), x.back(),
+                                l->f(abi::LayerNorm::P::eps), p(out), d.stream,
+                                x.stride(), out.stride());
   }
   /// matmul and fp8_matmul: weight [N, K] as stored.
   static Status matmulWith(CudaDevice &d, const BoundLaunch &l,

@@ -731,9 +731,12 @@ Status CudaKernels::layerNorm(CUdeviceptr x, CUdeviceptr weight,
 Status CudaKernels::layerNorm(CUdeviceptr x, const DeviceWeight &weight,
                               const DeviceWeight &bias, int64_t rows,
                               int64_t dim, double eps, CUdeviceptr out,
-                              CUstream stream) const {
+                              CUstream stream, int64_t xStride,
+                              int64_t outStride) const {
   DeviceWeight w = weight, b = bias;
-  void *params[] = {&x, &w, &b, &rows, &dim, &eps, &out};
+  xStride = xStride ? xStride : dim;
+  outStride = outStride ? outStride : dim;
+  void *params[] = {&x, &w, &b, &rows, &dim, &eps, &out, &xStride, &outStride};
   return launch(layerNormFn, "layerNorm", rows, 1, 1, 256, 0, stream, params);
 }
 

@@ -461,13 +461,15 @@ __global__ void daybreak_rms_norm_t(const float *x, Weight weight, int64_t rows,
 }
 
 /// grid (rows), block 256: mean, then the centred variance. weight and bias
-/// may be null.
-extern "C" __global__ void
-daybreak_layer_norm(const float *x, Weight weight, Weight bias,
-                    int64_t rows, int64_t dim, double eps, float *out) {
+/// may be null. Rows of x and out xStride and outStride floats apart.
+extern "C" __global__ void daybreak_layer_norm(const float *x, Weight weight,
+                                               Weight bias, int64_t rows,
+                                               int64_t dim, double eps,
+                                               float *out, int64_t xStride,
+                                               int64_t outStride) {
   __shared__ float scratch[32];
-  const float *in = x + int64_t(blockIdx.x) * dim;
-  float *o = out + int64_t(blockIdx.x) * dim;
+  const float *in = x + int64_t(blockIdx.x) * xStride;
+  float *o = out + int64_t(blockIdx.x) * outStride;
   float sum = 0.0f;
   for (int64_t i = threadIdx.x; i < dim; i += blockDim.x)
     sum += in[i];

@@ -421,9 +421,12 @@ public:
   Status layerNorm(CUdeviceptr x, CUdeviceptr weight, CUdeviceptr bias,
                    int64_t rows, int64_t dim, double eps, CUdeviceptr out,
                    CUstream stream) const;
+  /// Rows of x and out xStride and outStride floats apart (0: dim; column
+  /// views).
   Status layerNorm(CUdeviceptr x, const DeviceWeight &weight,
                    const DeviceWeight &bias, int64_t rows, int64_t dim,
-                   double eps, CUdeviceptr out, CUstream stream) const;
+                   double eps, CUdeviceptr out, CUstream stream,
+                   int64_t xStride = 0, int64_t outStride = 0) const;
   /// m <= 8 takes the decode path (a warp per output column), else 64x64
   /// tiles. The tiling hint of the CPU kernel has no GPU meaning.
   /// `specialized` (daybreak_matmul_small_m_t<k>) serves the decode path.

@@ -3723,14 +3723,14 @@ lm.weight @dynamic : tensor<?x64xbf16> {sources = ["model.w"]}
 
 // -----
 
-// Tests that lm.weight rejects stacked sources that cannot hold equal parts.
-// expected-error @+1 {{'lm.weight' op expects a shape of equal parts for its 2 stacked sources, got 'tensor<3x63x1xbf16>'}}
-lm.weight @stacked : tensor<3x63x1xbf16> {sources = ["e.0", "e.1"]}
+// Tests that lm.weight rejects stacked sources that cannot each hold a row.
+// expected-error @+1 {{'lm.weight' op expects whole rows for each of its 3 stacked sources, got 'tensor<1x2x64xbf16>'}}
+lm.weight @stacked : tensor<1x2x64xbf16> {sources = ["e.0", "e.1", "e.2"]}
 
 // -----
 
 // Tests that lm.weight rejects stacked sources on a rank-0 weight.
-// expected-error @+1 {{'lm.weight' op expects a shape of equal parts for its 2 stacked sources, got 'tensor<bf16>'}}
+// expected-error @+1 {{'lm.weight' op expects whole rows for each of its 2 stacked sources, got 'tensor<bf16>'}}
 lm.weight @stacked_scalar : tensor<bf16> {sources = ["e.0", "e.1"]}
 
 // -----

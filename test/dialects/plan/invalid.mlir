@@ -420,16 +420,16 @@ plan.code_image @library format "ptx" arch "sm_90a"
 
 // Tests that a column view passed where the kernel takes dense rows is
 // rejected, naming the slot.
-plan.kernel @layer_norm {target = #plan<target cpu>, entry = "layer_norm", num_args = 3 : i64}
+plan.kernel @matmul {target = #plan<target cpu>, entry = "matmul", num_args = 3 : i64}
 plan.step @s arena(4096) sizes [] {
   %x = plan.buffer "x" offset(0) : memref<4x8xf32>
-  %w = plan.buffer "w" offset(256) : memref<4xf32>
+  %w = plan.buffer "w" offset(256) : memref<4x4xf32>
   %o = plan.buffer "o" offset(512) : memref<4x4xf32>
   %v = plan.column_view %x[4] : memref<4x8xf32> to memref<4x4xf32, strided<[8, 1], offset: 4>>
-  // expected-error @+1 {{passes a column view as 'input' of 'layer_norm', which takes dense rows only}}
-  plan.launch @layer_norm [] grid affine_map<() -> (1, 1, 1)> block [1, 1, 1] smem 0
-      (%v, %w, %o) {num_results = 1 : i64, absent = array<i64: 2>, eps = 1.0e-06 : f64}
-      : memref<4x4xf32, strided<[8, 1], offset: 4>>, memref<4xf32>, memref<4x4xf32>
+  // expected-error @+1 {{passes a column view as 'input' of 'matmul', which takes dense rows only}}
+  plan.launch @matmul [] grid affine_map<() -> (1, 1, 1)> block [1, 1, 1] smem 0
+      (%v, %w, %o) {num_results = 1 : i64, absent = array<i64: 2>}
+      : memref<4x4xf32, strided<[8, 1], offset: 4>>, memref<4x4xf32>, memref<4x4xf32>
 }
 
 // -----
