@@ -53,16 +53,20 @@ std::optional<StringRef> daybreak::loweredKernelName(Operation *op) {
 }
 
 /// The declaration of the kernel the generic lowering launches for `op`,
-/// when its operands fill the declared slots one to one; else null.
+/// when its operands fill the declared slots in order, the slots after them
+/// optional (a layer_norm without its bias); else null.
 static const abi::KernelDecl *genericDecl(Operation *op) {
   std::optional<StringRef> name = loweredKernelName(op);
   if (!name || name->empty() || op->hasAttr("operandSegmentSizes"))
     return nullptr;
   const abi::KernelDecl *decl = abi::findKernel(*name);
   if (!decl || decl->isVariadic() ||
-      decl->numOperands() != op->getNumOperands() ||
+      decl->numOperands() < op->getNumOperands() ||
       decl->numResults() != op->getNumResults())
     return nullptr;
+  for (size_t slot = op->getNumOperands(); slot < decl->numOperands(); ++slot)
+    if (decl->operands[slot].kind != abi::ArgKind::Optional)
+      return nullptr;
   return decl;
 }
 

@@ -76,6 +76,22 @@ static tensor::ExtractSliceOp columnSlice(Value value) {
   return {};
 }
 
+/// Whether every read of the column slice `slice` is as a part of a last-dim
+/// concatenation (or asks its shape): the concatenation copies the columns
+/// from the slice's source, so the slice needs no buffer and no copy of its
+/// own.
+static bool readOnlyByConcats(tensor::ExtractSliceOp slice) {
+  Value value = slice.getResult();
+  return !value.use_empty() &&
+         llvm::all_of(value.getUses(), [](OpOperand &use) {
+           if (isa<tensor::DimOp>(use.getOwner()))
+             return true;
+           auto concat = dyn_cast<tensor::ConcatOp>(use.getOwner());
+           return concat && static_cast<int64_t>(concat.getDim()) ==
+                                concat.getType().getRank() - 1;
+         });
+}
+
 /// Whether every read of `value`, through reshapes, is an input of an
 /// lm.elementwise: a column slice read so needs no copy of its own.
 static bool readOnlyByElementwise(Value value) {
@@ -600,6 +616,11 @@ LogicalResult Lowering::lowerOp(Operation *op) {
           mapping.map(slice.getResult(), columnView(source, column, columns));
           return success();
         }
+        // Parts of concatenations only: each concatenation copies the
+        // columns from the source (one copy, not two).
+        if (isColumnSlice(slice) && source &&
+            source.getDefiningOp<plan::BufferOp>() && readOnlyByConcats(slice))
+          return success();
         for (int64_t d = 0; d < last; ++d)
           if (offsets[d] != 0)
             return slice.emitError("only slices of the last dim lower to plan");
@@ -626,9 +647,17 @@ LogicalResult Lowering::lowerOp(Operation *op) {
             offset += cast<RankedTensorType>(input.getType()).getShape().back();
             continue;
           }
+          // A column slice left without a buffer is copied from its source.
+          Value from = lookup(input);
+          int64_t column = 0;
+          if (auto slice = input.getDefiningOp<tensor::ExtractSliceOp>();
+              !from && slice && isColumnSlice(slice)) {
+            from = lookup(slice.getSource());
+            column = sliceColumns(slice).first;
+          }
           if (failed(launch(
-                  loc, "copy_columns", {lookup(input)}, {out},
-                  {b.getNamedAttr("src_offset", b.getI64IntegerAttr(0)),
+                  loc, "copy_columns", {from}, {out},
+                  {b.getNamedAttr("src_offset", b.getI64IntegerAttr(column)),
                    b.getNamedAttr("dst_offset", b.getI64IntegerAttr(offset))})))
             return failure();
           offset += cast<RankedTensorType>(input.getType()).getShape().back();

@@ -47,25 +47,58 @@ func.func @key(%x: tensor<?x32xf32>, %pos: tensor<?xi32> {lm.role = "positions"}
 // -----
 
 // Tests what stays a copy: a slice a kernel taking dense rows also reads
-// (layer_norm), and a concatenation part read by something else too or
-// computed by a kernel that writes dense rows only (layer_norm's result).
+// (matmul), and a concatenation part read by something else too or
+// computed by a kernel that writes dense rows only (matmul's result).
 // CHECK-LABEL: plan.step @copies
 // CHECK: plan.launch @copy_columns
 // CHECK: plan.launch @rms_norm
-// CHECK: plan.launch @layer_norm
+// CHECK: plan.launch @matmul
 // CHECK: plan.launch @rms_norm
 // CHECK: plan.launch @copy_columns
 // CHECK: plan.launch @copy_columns
 // CHECK-NOT: column_view
 lm.weight @n : tensor<4xbf16> {sources = ["n"]}
+lm.weight @m : tensor<4x4xbf16> {sources = ["m"]}
 func.func @copies(%x: tensor<?x8xf32>) -> (tensor<?x4xf32>, tensor<?x8xf32>, tensor<?x4xf32>) {
   %c0 = arith.constant 0 : index
   %t = tensor.dim %x, %c0 : tensor<?x8xf32>
   %s = tensor.extract_slice %x[0, 4] [%t, 4] [1, 1] : tensor<?x8xf32> to tensor<?x4xf32>
   %w = lm.weight_ref @n : tensor<4xbf16>
+  %m = lm.weight_ref @m : tensor<4x4xbf16>
   %a = lm.rms_norm %s, %w {eps = 1.0e-06 : f64} : (tensor<?x4xf32>, tensor<4xbf16>) -> tensor<?x4xf32>
-  %b = lm.layer_norm %s, %w {eps = 1.0e-06 : f64} : (tensor<?x4xf32>, tensor<4xbf16>) -> tensor<?x4xf32>
+  %b = lm.matmul %s, %m : (tensor<?x4xf32>, tensor<4x4xbf16>) -> tensor<?x4xf32>
   %c = lm.rms_norm %b, %w {eps = 1.0e-06 : f64} : (tensor<?x4xf32>, tensor<4xbf16>) -> tensor<?x4xf32>
   %cat = tensor.concat dim(1) %b, %c : (tensor<?x4xf32>, tensor<?x4xf32>) -> tensor<?x8xf32>
   return %a, %cat, %c : tensor<?x4xf32>, tensor<?x8xf32>, tensor<?x4xf32>
+}
+
+// -----
+
+// Tests a concatenation part that is a column slice read by nothing else
+// (Kimi Linear's MLA query without rope: [absorbed nope | pe as projected]):
+// the concatenation copies the columns from the slice's source, one copy
+// instead of a copy into the slice's buffer and another out of it, and a
+// layer_norm without its bias reads a view (its optional slot absent).
+// CHECK-LABEL: plan.step @part
+// CHECK: %[[Q:.*]] = plan.buffer "{{v[0-9]+}}" {{.*}} : memref<?x48xf32>
+// CHECK: plan.launch @matmul{{.*}}(%{{.*}}, %{{.*}}, %[[Q]])
+// CHECK: %[[NOPE:.*]] = plan.column_view %[[Q]][0] : memref<?x48xf32> to memref<?x32xf32, strided<[48, 1]>>
+// CHECK: %[[ROW:.*]] = plan.buffer "{{v[0-9]+}}" {{.*}} : memref<?x48xf32>
+// CHECK: %[[HEAD:.*]] = plan.column_view %[[ROW]][0] : memref<?x48xf32> to memref<?x32xf32, strided<[48, 1]>>
+// CHECK: plan.launch @layer_norm{{.*}}(%[[NOPE]], %{{.*}}, %[[HEAD]]) {absent = array<i64: 2>
+// CHECK: plan.launch @copy_columns{{.*}}(%[[Q]], %[[ROW]]) {dst_offset = 32 : i64, num_results = 1 : i64, src_offset = 32 : i64}
+// CHECK-NOT: plan.launch @copy_columns
+lm.weight @wq : tensor<48x16xbf16> {sources = ["wq"]}
+lm.weight @ln : tensor<32xbf16> {sources = ["ln"]}
+func.func @part(%x: tensor<?x16xf32>) -> tensor<?x48xf32> {
+  %c0 = arith.constant 0 : index
+  %w = lm.weight_ref @wq : tensor<48x16xbf16>
+  %q = lm.matmul %x, %w : (tensor<?x16xf32>, tensor<48x16xbf16>) -> tensor<?x48xf32>
+  %t = tensor.dim %q, %c0 : tensor<?x48xf32>
+  %nope = tensor.extract_slice %q[0, 0] [%t, 32] [1, 1] : tensor<?x48xf32> to tensor<?x32xf32>
+  %pe = tensor.extract_slice %q[0, 32] [%t, 16] [1, 1] : tensor<?x48xf32> to tensor<?x16xf32>
+  %lw = lm.weight_ref @ln : tensor<32xbf16>
+  %head = lm.layer_norm %nope, %lw {eps = 1.0e-06 : f64} : (tensor<?x32xf32>, tensor<32xbf16>) -> tensor<?x32xf32>
+  %row = tensor.concat dim(1) %head, %pe : (tensor<?x32xf32>, tensor<?x16xf32>) -> tensor<?x48xf32>
+  return %row : tensor<?x48xf32>
 }
