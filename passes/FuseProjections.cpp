@@ -128,9 +128,9 @@ ProjectionFusion::classify(Operation *op) {
     }
   } else {
     auto fp8 = cast<lm::Fp8MatmulOp>(op);
-    ArrayRef<int64_t> block = fp8.getBlockSize();
+    ArrayRef<int64_t> sizes = fp8.getBlockSize();
     projection.scales = sourcedWeight(module, fp8.getScaleInv());
-    if (!projection.scales || block.size() != 2 || block[0] <= 0)
+    if (!projection.scales || sizes.size() != 2 || sizes[0] <= 0)
       return std::nullopt;
     block = fp8.getBlockSizeAttr();
   }

@@ -199,3 +199,30 @@ func.func @apart(%x: tensor<?x32xf32>, %y: tensor<?x32xf32>)
   %zu2 = lm.rms_norm %yu2, %nu {eps = 1.0e-6 : f64} : (tensor<?x16xf32>, tensor<16xf32>) -> tensor<?x16xf32>
   return %yo, %zv, %zw, %zu2, %yu : tensor<?x16xf32>, tensor<?x16xf32>, tensor<?x16xf32>, tensor<?x16xf32>, tensor<?x16xf32>
 }
+
+// -----
+
+// Tests that FP8 projections of other block sizes stay apart (their scales
+// index other rows).
+// CHECK-LABEL: func.func @blocks
+// CHECK-COUNT-2: lm.fp8_matmul
+// CHECK-NOT: tensor.extract_slice
+lm.weight @a : tensor<128x64xf8E4M3FN> {sources = ["a"]}
+lm.weight @as : tensor<1x1xf32> {sources = ["a.scale"]}
+lm.weight @b : tensor<128x64xf8E4M3FN> {sources = ["b"]}
+lm.weight @bs : tensor<2x1xf32> {sources = ["b.scale"]}
+lm.weight @n : tensor<128xf32> {sources = ["n"]}
+func.func @blocks(%x: tensor<?x64xf32>) -> (tensor<?x128xf32>, tensor<?x128xf32>) {
+  %a = lm.weight_ref @a : tensor<128x64xf8E4M3FN>
+  %as = lm.weight_ref @as : tensor<1x1xf32>
+  %ya = lm.fp8_matmul %x, %a, %as {block_size = array<i64: 128, 128>}
+      : (tensor<?x64xf32>, tensor<128x64xf8E4M3FN>, tensor<1x1xf32>) -> tensor<?x128xf32>
+  %b = lm.weight_ref @b : tensor<128x64xf8E4M3FN>
+  %bs = lm.weight_ref @bs : tensor<2x1xf32>
+  %yb = lm.fp8_matmul %x, %b, %bs {block_size = array<i64: 64, 128>}
+      : (tensor<?x64xf32>, tensor<128x64xf8E4M3FN>, tensor<2x1xf32>) -> tensor<?x128xf32>
+  %n = lm.weight_ref @n : tensor<128xf32>
+  %za = lm.rms_norm %ya, %n {eps = 1.0e-6 : f64} : (tensor<?x128xf32>, tensor<128xf32>) -> tensor<?x128xf32>
+  %zb = lm.rms_norm %yb, %n {eps = 1.0e-6 : f64} : (tensor<?x128xf32>, tensor<128xf32>) -> tensor<?x128xf32>
+  return %za, %zb : tensor<?x128xf32>, tensor<?x128xf32>
+}
