@@ -15,6 +15,7 @@
 #include "compiler/reference/Evaluator.h"
 #include "dialects/lm/LmDialect.h"
 #include "passes/Passes.h"
+#include "test/unit/PassEquivalence.h"
 #include "test/unit/SafetensorsWriter.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
@@ -32,6 +33,9 @@
 
 using namespace mlir;
 using namespace daybreak;
+using testutil::randomBf16s;
+using testutil::randomBlockScales;
+using testutil::randomE4m3Codes;
 using testutil::RawTensor;
 
 namespace {
@@ -97,36 +101,6 @@ const char *kModule = R"mlir(
     return %e, %d, %s, %p : tensor<?x2x128xf32>, tensor<?x256xf32>, tensor<?x96xf32>, tensor<?x40xf32>
   })mlir";
 
-/// `count` e4m3 codes, finite (bit 6 clear keeps the exponent below 15).
-std::vector<uint8_t> codes(std::mt19937 &rng, int64_t count) {
-  std::uniform_int_distribution<int> byte(0, 255);
-  std::vector<uint8_t> out(count);
-  for (uint8_t &v : out)
-    v = uint8_t(byte(rng) & 0xBF);
-  return out;
-}
-
-/// `count` power-of-two block scales, 2^-9 .. 2^-5.
-std::vector<uint8_t> scales(std::mt19937 &rng, int64_t count) {
-  std::uniform_int_distribution<int> exponent(-9, -5);
-  std::vector<float> out(count);
-  for (float &v : out)
-    v = std::ldexp(1.0f, exponent(rng));
-  return testutil::bytesOf(out);
-}
-
-std::vector<uint8_t> bf16s(std::mt19937 &rng, int64_t count) {
-  std::normal_distribution<float> normal(0.0f, 0.1f);
-  std::vector<uint16_t> out(count);
-  for (uint16_t &v : out) {
-    float f = normal(rng);
-    uint32_t bits;
-    std::memcpy(&bits, &f, 4);
-    v = uint16_t(bits >> 16);
-  }
-  return testutil::bytesOf(out);
-}
-
 TEST(FuseGateUp, StackedProjectionsComputeTheSameValues) {
   std::mt19937 rng(20261204);
   llvm::SmallString<128> dir;
@@ -135,42 +109,41 @@ TEST(FuseGateUp, StackedProjectionsComputeTheSameValues) {
   for (int64_t e = 0; e < kExperts; ++e)
     for (const char *which : {"gate", "up"}) {
       std::string name = "e." + std::to_string(e) + "." + which;
+      tensors.push_back({name,
+                         "F8_E4M3",
+                         {128, kHidden},
+                         randomE4m3Codes(rng, 128 * kHidden)});
       tensors.push_back(
-          {name, "F8_E4M3", {128, kHidden}, codes(rng, 128 * kHidden)});
-      tensors.push_back({name + "_s", "F32", {1, 2}, scales(rng, 2)});
+          {name + "_s", "F32", {1, 2}, randomBlockScales(rng, 2)});
     }
   for (const char *which : {"gate", "up"}) {
     tensors.push_back({std::string("d.") + which,
                        "F8_E4M3",
                        {256, kHidden},
-                       codes(rng, 256 * kHidden)});
-    tensors.push_back(
-        {std::string("d.") + which + "_s", "F32", {2, 2}, scales(rng, 4)});
+                       randomE4m3Codes(rng, 256 * kHidden)});
+    tensors.push_back({std::string("d.") + which + "_s",
+                       "F32",
+                       {2, 2},
+                       randomBlockScales(rng, 4)});
     tensors.push_back({std::string("s.") + which,
                        "F8_E4M3",
                        {96, kHidden},
-                       codes(rng, 96 * kHidden)});
-    tensors.push_back(
-        {std::string("s.") + which + "_s", "F32", {1, 2}, scales(rng, 2)});
+                       randomE4m3Codes(rng, 96 * kHidden)});
+    tensors.push_back({std::string("s.") + which + "_s",
+                       "F32",
+                       {1, 2},
+                       randomBlockScales(rng, 2)});
     tensors.push_back({std::string("p.") + which,
                        "BF16",
                        {40, kHidden},
-                       bf16s(rng, 40 * kHidden)});
+                       randomBf16s(rng, 40 * kHidden)});
   }
   testutil::writeSafetensors((dir + "/model.safetensors").str(), tensors);
   auto checkpoint = importers::Checkpoint::open(dir.str().str());
   ASSERT_TRUE(bool(checkpoint)) << llvm::toString(checkpoint.takeError());
-  ref::WeightProvider weights = [&](llvm::StringRef, Type type,
-                                    llvm::ArrayRef<std::string> sources) {
-    return importers::loadWeight(
-        *checkpoint, sources,
-        ref::toElementType(cast<ShapedType>(type).getElementType()));
-  };
+  ref::WeightProvider weights = testutil::checkpointWeights(*checkpoint);
 
-  DialectRegistry registry;
-  registry.insert<lm::LmDialect, func::FuncDialect, arith::ArithDialect,
-                  tensor::TensorDialect>();
-  MLIRContext context(registry);
+  MLIRContext context(testutil::lmTestDialects());
   OwningOpRef<ModuleOp> module = parseSourceString<ModuleOp>(kModule, &context);
   ASSERT_TRUE(!!module);
 
@@ -209,15 +182,7 @@ TEST(FuseGateUp, StackedProjectionsComputeTheSameValues) {
 
   auto after = ref::Evaluator(*module, weights).run("f", inputs);
   ASSERT_TRUE(bool(after)) << llvm::toString(after.takeError());
-  ASSERT_EQ(after->size(), before->size());
-  for (size_t r = 0; r < before->size(); ++r) {
-    EXPECT_EQ((*after)[r].shape(), (*before)[r].shape()) << "result " << r;
-    EXPECT_EQ((*after)[r].floats(), (*before)[r].floats()) << "result " << r;
-    // Not a vacuous comparison: the outputs are not all zero.
-    EXPECT_TRUE(
-        llvm::any_of((*before)[r].floats(), [](float v) { return v != 0.0f; }))
-        << "result " << r;
-  }
+  testutil::expectSameOutputs(*before, *after);
   llvm::sys::fs::remove_directories(dir);
 }
 

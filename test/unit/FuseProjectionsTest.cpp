@@ -18,6 +18,7 @@
 #include "compiler/reference/Evaluator.h"
 #include "dialects/lm/LmDialect.h"
 #include "passes/Passes.h"
+#include "test/unit/PassEquivalence.h"
 #include "test/unit/SafetensorsWriter.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
@@ -31,12 +32,13 @@
 
 #include "gtest/gtest.h"
 
-#include <cmath>
-#include <cstring>
 #include <random>
 
 using namespace mlir;
 using namespace daybreak;
+using testutil::randomBf16s;
+using testutil::randomBlockScales;
+using testutil::randomE4m3Codes;
 using testutil::RawTensor;
 
 namespace {
@@ -113,62 +115,34 @@ const char *kModule = R"mlir(
           tensor<?x128xf32>, tensor<?x40xf32>, tensor<?x24xf32>
   })mlir";
 
-/// `count` e4m3 codes, finite (bit 6 clear keeps the exponent below 15).
-std::vector<uint8_t> codes(std::mt19937 &rng, int64_t count) {
-  std::uniform_int_distribution<int> byte(0, 255);
-  std::vector<uint8_t> out(count);
-  for (uint8_t &v : out)
-    v = uint8_t(byte(rng) & 0xBF);
-  return out;
-}
-
-/// `count` power-of-two block scales, 2^-9 .. 2^-5, no two alike in a row
-/// (a scale read for the wrong block would show).
-std::vector<uint8_t> scales(std::mt19937 &rng, int64_t count) {
-  std::uniform_int_distribution<int> exponent(-9, -5);
-  std::vector<float> out(count);
-  for (int64_t i = 0; i < count; ++i) {
-    do
-      out[i] = std::ldexp(1.0f, exponent(rng));
-    while (i > 0 && out[i] == out[i - 1]);
-  }
-  return testutil::bytesOf(out);
-}
-
-std::vector<uint8_t> bf16s(std::mt19937 &rng, int64_t count, float mean) {
-  std::normal_distribution<float> normal(mean, 0.1f);
-  std::vector<uint16_t> out(count);
-  for (uint16_t &v : out) {
-    float f = normal(rng);
-    uint32_t bits;
-    std::memcpy(&bits, &f, 4);
-    v = uint16_t(bits >> 16);
-  }
-  return testutil::bytesOf(out);
-}
-
 TEST(FuseProjections, StackedProjectionsComputeTheSameValues) {
   std::mt19937 rng(20261205);
   llvm::SmallString<128> dir;
   ASSERT_FALSE(llvm::sys::fs::createUniqueDirectory("fuse-projections", dir));
   std::vector<RawTensor> tensors;
   auto fp8 = [&](const char *name, int64_t rows, int64_t blocks) {
-    tensors.push_back(
-        {name, "F8_E4M3", {rows, kHidden}, codes(rng, rows * kHidden)});
+    tensors.push_back({name,
+                       "F8_E4M3",
+                       {rows, kHidden},
+                       randomE4m3Codes(rng, rows * kHidden)});
     tensors.push_back({std::string(name) + "_s",
                        "F32",
                        {blocks, 2},
-                       scales(rng, blocks * 2)});
+                       randomBlockScales(rng, blocks * 2)});
   };
   fp8("q_a", 256, 2);
   fp8("kv_a", 80, 1);
   fp8("wk", 128, 1);
   for (auto [name, rows] :
        {std::pair<const char *, int64_t>{"p", 40}, {"q", 24}}) {
-    tensors.push_back(
-        {name, "BF16", {rows, kHidden}, bf16s(rng, rows * kHidden, 0.0f)});
-    tensors.push_back(
-        {std::string(name) + "_b", "BF16", {rows}, bf16s(rng, rows, 0.0f)});
+    tensors.push_back({name,
+                       "BF16",
+                       {rows, kHidden},
+                       randomBf16s(rng, rows * kHidden, 0.0f)});
+    tensors.push_back({std::string(name) + "_b",
+                       "BF16",
+                       {rows},
+                       randomBf16s(rng, rows, 0.0f)});
   }
   for (auto [name, size] : {std::pair<const char *, int64_t>{"n256", 256},
                             {"n64", 64},
@@ -176,21 +150,13 @@ TEST(FuseProjections, StackedProjectionsComputeTheSameValues) {
                             {"b128", 128},
                             {"n40", 40},
                             {"n24", 24}})
-    tensors.push_back({name, "BF16", {size}, bf16s(rng, size, 1.0f)});
+    tensors.push_back({name, "BF16", {size}, randomBf16s(rng, size, 1.0f)});
   testutil::writeSafetensors((dir + "/model.safetensors").str(), tensors);
   auto checkpoint = importers::Checkpoint::open(dir.str().str());
   ASSERT_TRUE(bool(checkpoint)) << llvm::toString(checkpoint.takeError());
-  ref::WeightProvider weights = [&](llvm::StringRef, Type type,
-                                    llvm::ArrayRef<std::string> sources) {
-    return importers::loadWeight(
-        *checkpoint, sources,
-        ref::toElementType(cast<ShapedType>(type).getElementType()));
-  };
+  ref::WeightProvider weights = testutil::checkpointWeights(*checkpoint);
 
-  DialectRegistry registry;
-  registry.insert<lm::LmDialect, func::FuncDialect, arith::ArithDialect,
-                  tensor::TensorDialect>();
-  MLIRContext context(registry);
+  MLIRContext context(testutil::lmTestDialects());
   OwningOpRef<ModuleOp> module = parseSourceString<ModuleOp>(kModule, &context);
   ASSERT_TRUE(!!module);
 
@@ -227,15 +193,7 @@ TEST(FuseProjections, StackedProjectionsComputeTheSameValues) {
 
   auto after = ref::Evaluator(*module, weights).run("f", inputs);
   ASSERT_TRUE(bool(after)) << llvm::toString(after.takeError());
-  ASSERT_EQ(after->size(), before->size());
-  for (size_t r = 0; r < before->size(); ++r) {
-    EXPECT_EQ((*after)[r].shape(), (*before)[r].shape()) << "result " << r;
-    EXPECT_EQ((*after)[r].floats(), (*before)[r].floats()) << "result " << r;
-    // Not a vacuous comparison: the outputs are not all zero.
-    EXPECT_TRUE(
-        llvm::any_of((*before)[r].floats(), [](float v) { return v != 0.0f; }))
-        << "result " << r;
-  }
+  testutil::expectSameOutputs(*before, *after);
   llvm::sys::fs::remove_directories(dir);
 }
 
