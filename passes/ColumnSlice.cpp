@@ -38,8 +38,9 @@ bool daybreak::isColumnSlice(tensor::ExtractSliceOp slice) {
 
 Value daybreak::sliceColumnsOf(OpBuilder &b, Location loc, Value source,
                                int64_t offset, int64_t columns) {
-  if (auto inner = source.getDefiningOp<tensor::ExtractSliceOp>();
-      inner && isColumnSlice(inner)) {
+  while (auto inner = source.getDefiningOp<tensor::ExtractSliceOp>()) {
+    if (!isColumnSlice(inner))
+      break;
     offset += sliceColumns(inner).first;
     source = inner.getSource();
   }

@@ -29,8 +29,8 @@ sliceColumns(mlir::tensor::ExtractSliceOp slice) {
 }
 
 /// Columns [offset, offset + columns) of every row of `source` (static last
-/// dim) as a column slice; of a column slice, a slice of its own source, so
-/// that slices never stack.
+/// dim) as a column slice; through column slices, a slice of the first
+/// source that is not one, so that slices never stack.
 mlir::Value sliceColumnsOf(mlir::OpBuilder &b, mlir::Location loc,
                            mlir::Value source, int64_t offset, int64_t columns);
 
