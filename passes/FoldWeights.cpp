@@ -14,7 +14,7 @@
 #include "passes/Passes.h"
 
 #include "compiler/importers/Checkpoint.h"
-#include "compiler/importers/WeightLoader.h"
+#include "compiler/reference/CheckpointWeights.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
@@ -190,9 +190,7 @@ void FoldWeightsPass::runOnOperation() {
       return signalPassFailure();
     }
     opened.emplace(std::move(*ckpt));
-    provider = [&](llvm::StringRef, Type, llvm::ArrayRef<std::string> srcs) {
-      return importers::loadWeight(*opened, srcs);
-    };
+    provider = ref::checkpointWeights(*opened);
   }
 
   // Weight-derived values, in program order per function.
@@ -286,8 +284,8 @@ void FoldWeightsPass::runOnOperation() {
       b.setInsertionPointToStart(module.getBody());
       weight = lm::WeightOp::create(
           b, def->getLoc(), root + ".folded." + std::to_string(counter++),
-          resultType, b.getStrArrayAttr({}),
-          toAttr((*result)[0], resultType));
+          resultType, b.getStrArrayAttr({}), toAttr((*result)[0], resultType),
+          lm::ShardAttr());
       folded[key] = weight;
       ++numFolded;
     }

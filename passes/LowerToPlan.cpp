@@ -202,6 +202,8 @@ LogicalResult Lowering::lowerWeights() {
     planWeight->setAttr("lm.sources", weight.getSourcesAttr());
     if (std::optional<ElementsAttr> value = weight.getValue())
       planWeight->setAttr("lm.value", *value);
+    if (lm::ShardAttr shard = weight.getShardAttr())
+      planWeight->setAttr("lm.shard", shard);
     offset = alignTo(offset + byteSize(type), kWeightAlignment);
     weight.erase();
   }

@@ -40,6 +40,9 @@ lm::WeightOp daybreak::stackedWeight(ModuleOp module,
         return {};
     if (experts > 0 && part.getSources().size() != size_t(experts))
       return {};
+    // Each source is cut the same way, so the stack is of whole shards.
+    if (part.getShardAttr() != front.getShardAttr())
+      return {};
     shape[dim] += type.getDimSize(dim);
     name += (name.empty() ? "" : "+") + part.getSymName().str();
   }
@@ -58,5 +61,5 @@ lm::WeightOp daybreak::stackedWeight(ModuleOp module,
   return lm::WeightOp::create(
       b, front.getLoc(), name,
       RankedTensorType::get(shape, first.getElementType()),
-      b.getArrayAttr(sources), ElementsAttr());
+      b.getArrayAttr(sources), ElementsAttr(), front.getShardAttr());
 }

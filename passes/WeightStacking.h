@@ -25,8 +25,8 @@ lm::WeightOp sourcedWeight(mlir::ModuleOp module, mlir::Value value);
 /// experts [E, N, K] along dim 1, the parts' sources interleaved per expert
 /// (part 0's expert 0, part 1's expert 0, ..., part 0's expert 1, ...).
 /// Declared once, before the first part, named by joining the parts' names
-/// with '+'. Null if the parts do not stack: element types or any other dim
-/// differ, or a part's sources are not one an expert.
+/// with '+'. Null if the parts do not stack: element types, shards or any
+/// other dim differ, or a part's sources are not one an expert.
 lm::WeightOp stackedWeight(mlir::ModuleOp module,
                            llvm::ArrayRef<lm::WeightOp> parts,
                            int64_t experts = 0);

@@ -15,6 +15,7 @@
 
 #include "mlir/IR/BuiltinAttributes.h"
 #include "llvm/ADT/TypeSwitch.h"
+#include "llvm/Support/FormatVariadic.h"
 
 using namespace mlir;
 using namespace daybreak;
@@ -80,6 +81,38 @@ storedBytes(DenseElementsAttr value, uint64_t size,
 
 /// Stores kernel parameter `name` (checked against the kernel's declaration
 /// by plan.launch's verifier) in its artifact form.
+/// The bytes of `source` a weight of shard `shard` holds, in order, as
+/// (offset into the tensor's bytes, size) ranges: one range when every dim
+/// before the cut is 1 (rows of a projection, experts of a stack), else one
+/// for each index of those dims (columns). Errors name the weight and
+/// source.
+static llvm::Expected<SmallVector<std::pair<uint64_t, uint64_t>>>
+shardRanges(const safetensors::TensorView &source, StringRef sourceName,
+            lm::ShardAttr shard, StringRef weight) {
+  SmallVector<std::pair<uint64_t, uint64_t>> ranges;
+  if (!shard) {
+    ranges.push_back({0, uint64_t(source.byteSize)});
+    return ranges;
+  }
+  int64_t dim = shard.getDim(), rank = source.shape.size();
+  if (dim >= rank || shard.getOffset() + shard.getSize() > source.shape[dim])
+    return errorf("weight @" + weight + ": its shard " +
+                  llvm::formatv("[{0}, {1}) of dim {2}", shard.getOffset(),
+                                shard.getOffset() + shard.getSize(), dim)
+                      .str() +
+                  " is outside '" + sourceName + "'");
+  uint64_t outer = 1, inner = safetensors::dtypeSize(source.dtype);
+  for (int64_t d = 0; d < dim; ++d)
+    outer *= source.shape[d];
+  for (int64_t d = dim + 1; d < rank; ++d)
+    inner *= source.shape[d];
+  uint64_t row = source.shape[dim] * inner;
+  for (uint64_t o = 0; o < outer; ++o)
+    ranges.push_back(
+        {o * row + shard.getOffset() * inner, shard.getSize() * inner});
+  return ranges;
+}
+
 static void addParam(Launch &launch, StringRef name, Attribute value) {
   Attr *attr = launch.add_attrs();
   attr->set_name(name.str());
@@ -183,10 +216,12 @@ artifact::emitArtifact(ModuleOp module, const importers::Checkpoint &checkpoint,
     uint64_t offset = weight.getOffsetAttr().getInt();
     uint64_t size = weight.getByteSize();
     auto sources = weight->getAttrOfType<ArrayAttr>("lm.sources");
+    auto shard = weight->getAttrOfType<lm::ShardAttr>("lm.shard");
     if (info.weightsByReference && !weight->hasAttr("lm.value") && sources &&
         !sources.empty()) {
       // Checkpoint tensors whose bytes, in order, are the weight's (one
-      // tensor, or a stack of them) stay where they are.
+      // tensor, or a stack of them, each whole or one range of a shard) stay
+      // where they are.
       SmallVector<std::pair<importers::Checkpoint::Location, uint64_t>> parts;
       uint64_t total = 0;
       for (Attribute source : sources) {
@@ -198,10 +233,14 @@ artifact::emitArtifact(ModuleOp module, const importers::Checkpoint &checkpoint,
           llvm::consumeError(view.takeError());
           break;
         }
-        if (!at)
+        auto ranges = shardRanges(**view, name, shard, weight.getSymName());
+        if (!ranges)
+          return ranges.takeError();
+        if (!at || ranges->size() != 1)
           break;
-        parts.push_back({*at, uint64_t((*view)->byteSize)});
-        total += (*view)->byteSize;
+        at->offset += ranges->front().first;
+        parts.push_back({*at, ranges->front().second});
+        total += ranges->front().second;
       }
       if (parts.size() == sources.size() && total == size) {
         Weight *w = manifest.add_weights();
@@ -257,15 +296,21 @@ artifact::emitArtifact(ModuleOp module, const importers::Checkpoint &checkpoint,
         return errorf("weight @" + weight.getSymName() + " has no data");
       uint64_t written = 0;
       for (Attribute source : sources) {
-        auto view = checkpoint.find(cast<StringAttr>(source).getValue());
+        StringRef name = cast<StringAttr>(source).getValue();
+        auto view = checkpoint.find(name);
         if (!view)
           return view.takeError();
-        if (written + (*view)->byteSize > size)
-          return errorf("weight @" + weight.getSymName() +
-                        ": its sources hold more bytes than its type");
-        weightPieces.push_back(
-            {offset + written, (*view)->data, uint64_t((*view)->byteSize)});
-        written += (*view)->byteSize;
+        auto ranges = shardRanges(**view, name, shard, weight.getSymName());
+        if (!ranges)
+          return ranges.takeError();
+        for (auto [from, bytes] : *ranges) {
+          if (written + bytes > size)
+            return errorf("weight @" + weight.getSymName() +
+                          ": its sources hold more bytes than its type");
+          weightPieces.push_back(
+              {offset + written, (*view)->data + from, bytes});
+          written += bytes;
+        }
       }
       if (written != size)
         return errorf("weight @" + weight.getSymName() + ": sources hold " +

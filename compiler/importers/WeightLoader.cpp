@@ -41,11 +41,44 @@ static std::optional<ref::Tensor> readMxfp4(const ref::Tensor &bytes,
   return values;
 }
 
-/// The tensor of `sources` as stored: several of one shape stacked along a
-/// new leading dim, of one type and trailing dims concatenated along dim 0
-/// (their bytes, one after another, either way).
+/// Indices [offset, offset + size) of `slice.dim` of `tensor`; `name` is
+/// the source's, for errors.
 static llvm::Expected<ref::Tensor>
-loadStored(const Checkpoint &checkpoint, llvm::ArrayRef<std::string> sources) {
+cut(const ref::Tensor &tensor, const SourceSlice &slice, llvm::StringRef name) {
+  if (slice.dim >= tensor.rank() ||
+      slice.offset + slice.size > tensor.dim(slice.dim))
+    return llvm::createStringError(
+        llvm::inconvertibleErrorCode(),
+        "'%s' (%s) has no indices [%lld, %lld) of dim %lld", name.data(),
+        tensor.describe().c_str(), (long long)slice.offset,
+        (long long)(slice.offset + slice.size), (long long)slice.dim);
+  std::vector<int64_t> shape = tensor.shape();
+  int64_t outer = 1, inner = 1;
+  for (int64_t d = 0; d < slice.dim; ++d)
+    outer *= shape[d];
+  for (int64_t d = slice.dim + 1; d < tensor.rank(); ++d)
+    inner *= shape[d];
+  int64_t from = shape[slice.dim];
+  shape[slice.dim] = slice.size;
+  ref::Tensor part = ref::Tensor::zeros(tensor.type(), shape);
+  auto copy = [&](const auto &in, auto &out) {
+    for (int64_t o = 0; o < outer; ++o)
+      std::copy_n(in.begin() + (o * from + slice.offset) * inner,
+                  slice.size * inner, out.begin() + o * slice.size * inner);
+  };
+  if (tensor.isFloat())
+    copy(tensor.floats(), part.floats());
+  else
+    copy(tensor.ints(), part.ints());
+  return part;
+}
+
+/// The tensor of `sources` as stored, each cut to `slice`: several of one
+/// shape stacked along a new leading dim, of one type and trailing dims
+/// concatenated along dim 0 (their bytes, one after another, either way).
+static llvm::Expected<ref::Tensor>
+loadStored(const Checkpoint &checkpoint, llvm::ArrayRef<std::string> sources,
+           const std::optional<SourceSlice> &slice) {
   if (sources.empty())
     return llvm::createStringError(llvm::inconvertibleErrorCode(),
                                    "a weight without checkpoint sources");
@@ -57,6 +90,11 @@ loadStored(const Checkpoint &checkpoint, llvm::ArrayRef<std::string> sources) {
     auto tensor = Checkpoint::toTensor(**view);
     if (!tensor)
       return tensor.takeError();
+    if (slice) {
+      tensor = cut(*tensor, *slice, name);
+      if (!tensor)
+        return tensor.takeError();
+    }
     auto trailing = [](const ref::Tensor &t) {
       return t.shape().empty()
                  ? t.shape()
@@ -99,11 +137,10 @@ loadStored(const Checkpoint &checkpoint, llvm::ArrayRef<std::string> sources) {
   return stacked;
 }
 
-llvm::Expected<ref::Tensor>
-importers::loadWeight(const Checkpoint &checkpoint,
-                      llvm::ArrayRef<std::string> sources,
-                      std::optional<ref::ElementType> as) {
-  llvm::Expected<ref::Tensor> stored = loadStored(checkpoint, sources);
+llvm::Expected<ref::Tensor> importers::loadWeight(
+    const Checkpoint &checkpoint, llvm::ArrayRef<std::string> sources,
+    std::optional<ref::ElementType> as, std::optional<SourceSlice> slice) {
+  llvm::Expected<ref::Tensor> stored = loadStored(checkpoint, sources, slice);
   if (!stored || !as)
     return stored;
   if (std::optional<ref::Tensor> mxfp4 = readMxfp4(*stored, *as))

@@ -49,7 +49,7 @@ Value ModelBuilder::declaredWeight(StringRef symbol, RankedTensorType type,
     b.setInsertionPoint(module.getBody(), module.getBody()->begin());
     SmallVector<StringRef> refs(sources.begin(), sources.end());
     decl = lm::WeightOp::create(b, loc, symbol, type, b.getStrArrayAttr(refs),
-                                ElementsAttr());
+                                ElementsAttr(), lm::ShardAttr());
     declared[symbol] = decl;
   }
   return lm::WeightRefOp::create(b, loc, decl.getType(), decl.getSymName())

@@ -4,8 +4,8 @@
 
 #include "compiler/artifact/ArtifactEmitter.h"
 #include "compiler/importers/HfConfig.h"
-#include "compiler/importers/WeightLoader.h"
 #include "compiler/models/ModelRegistry.h"
+#include "compiler/reference/CheckpointWeights.h"
 #include "compiler/targets/Target.h"
 #include "passes/Passes.h"
 #include "runtime/artifact/ArtifactFile.h"
@@ -273,13 +273,7 @@ static llvm::Error compileWith(const Options &options, const Options &given,
   }
 
   PassManager pm(&context);
-  buildLmPipeline(
-      pm, options,
-      [&](llvm::StringRef, Type type, llvm::ArrayRef<std::string> sources) {
-        return importers::loadWeight(
-            *checkpoint, sources,
-            ref::toElementType(cast<ShapedType>(type).getElementType()));
-      });
+  buildLmPipeline(pm, options, ref::checkpointWeights(*checkpoint));
   buildLowerToPlanPipeline(pm, options);
   if (options.configurePassManager &&
       failed(options.configurePassManager(pm)))

@@ -201,6 +201,15 @@ private:
 };
 } // namespace
 
+/// A collective over `count` ranks can run with `ranks`.
+static llvm::Error checkRanks(Collectives *ranks, int64_t count) {
+  int64_t size = ranks ? ranks->size() : 1;
+  if (size != count)
+    return makeError("a collective over " + llvm::Twine(count) +
+                     " ranks, evaluated by " + llvm::Twine(size));
+  return llvm::Error::success();
+}
+
 /// Checks `tensor` against `type`: element type and static dims.
 static llvm::Error checkAgainstType(const Tensor &tensor, Type type,
                                     const llvm::Twine &what) {
@@ -683,6 +692,22 @@ llvm::Error FrameEvaluator::evaluateLm(Operation *op) {
         return bind(o.getResult(), embedding(get(o.getTable()),
                                              get(o.getIds())));
       })
+      .Case([&](AllReduceOp o) -> llvm::Error {
+        Collectives *ranks = parent.getCollectives();
+        if (llvm::Error err = checkRanks(ranks, o.getRanksAttr().getInt()))
+          return err;
+        if (o.getRanksAttr().getInt() == 1)
+          return bind(o.getResult(), get(o.getInput()));
+        return bind(o.getResult(), ranks->allReduceSum(get(o.getInput())));
+      })
+      .Case([&](AllGatherOp o) -> llvm::Error {
+        Collectives *ranks = parent.getCollectives();
+        if (llvm::Error err = checkRanks(ranks, o.getRanksAttr().getInt()))
+          return err;
+        if (o.getRanksAttr().getInt() == 1)
+          return bind(o.getResult(), get(o.getInput()));
+        return bind(o.getResult(), ranks->allGather(get(o.getInput())));
+      })
       .Case([&](GatherRowsOp o) {
         return bind(o.getResult(),
                     gatherRows(get(o.getInput()), get(o.getRows())));
@@ -924,10 +949,7 @@ Expected<const Tensor *> Evaluator::weight(llvm::StringRef name) {
   }
   if (!weights)
     return makeError("weight @" + name + " needed but no weights were given");
-  std::vector<std::string> sources;
-  for (Attribute a : decl.getSources())
-    sources.push_back(cast<StringAttr>(a).str());
-  Expected<Tensor> value = weights(name, decl.getType(), sources);
+  Expected<Tensor> value = weights(decl);
   if (!value)
     return value.takeError();
   // Stacked sources come as [n, part...]; their bytes in order are the
@@ -935,7 +957,8 @@ Expected<const Tensor *> Evaluator::weight(llvm::StringRef name) {
   auto declType = cast<RankedTensorType>(decl.getType());
   std::vector<int64_t> declShape(declType.getShape().begin(),
                                  declType.getShape().end());
-  if (sources.size() > 1 && value->numel() == declType.getNumElements() &&
+  if (decl.getSources().size() > 1 &&
+      value->numel() == declType.getNumElements() &&
       value->shape() != declShape)
     *value = value->reshaped(std::move(declShape));
   if (llvm::Error err =

@@ -17,6 +17,7 @@
 #define DAYBREAK_COMPILER_REFERENCE_EVALUATOR_H
 
 #include "compiler/reference/Tensor.h"
+#include "dialects/lm/LmOps.h"
 
 #include "mlir/IR/BuiltinOps.h"
 #include "llvm/Support/Error.h"
@@ -40,10 +41,11 @@ std::optional<ElementType> toElementType(mlir::Type type);
 /// A tensor holding the values of a dense elements attribute.
 llvm::Expected<Tensor> tensorFromAttr(mlir::DenseElementsAttr attr);
 
-/// Supplies the value of an `lm.weight` (by symbol name, with its declared
-/// type and checkpoint sources); errors name the weight.
-using WeightProvider = std::function<llvm::Expected<Tensor>(
-    llvm::StringRef name, mlir::Type type, llvm::ArrayRef<std::string> sources)>;
+/// Supplies the value of an `lm.weight` read from a checkpoint (its
+/// sources, cut to its shard, as its declared element type); errors name the
+/// weight. `checkpointWeights` (CheckpointWeights.h) is the usual one.
+using WeightProvider =
+    std::function<llvm::Expected<Tensor>(lm::WeightOp weight)>;
 
 /// Sees each op after it is evaluated, with the tensors bound to its operands
 /// and results (ops of called functions included, before their call op).
@@ -52,6 +54,21 @@ using WeightProvider = std::function<llvm::Expected<Tensor>(
 using OpObserver = std::function<void(mlir::Operation *op,
                                       llvm::ArrayRef<const Tensor *> operands,
                                       llvm::ArrayRef<const Tensor *> results)>;
+
+/// One rank's view of the ranks whose functions meet at `lm.all_reduce` and
+/// `lm.all_gather` (docs/parallel.md). Each call returns once every rank has
+/// made it, or with an error naming the collective when a rank failed or
+/// did not come. Collectives.h has the in-process one.
+class Collectives {
+public:
+  virtual ~Collectives() = default;
+  virtual int64_t rank() const = 0;
+  virtual int64_t size() const = 0;
+  /// Every rank's `value` summed element by element, in rank order.
+  virtual llvm::Expected<Tensor> allReduceSum(const Tensor &value) = 0;
+  /// Every rank's `value` concatenated along the last dim, in rank order.
+  virtual llvm::Expected<Tensor> allGather(const Tensor &value) = 0;
+};
 
 class Evaluator {
 public:
@@ -72,11 +89,17 @@ public:
   void setOpObserver(OpObserver observer) { opObserver = std::move(observer); }
   const OpObserver &getOpObserver() const { return opObserver; }
 
+  /// The ranks this one's collectives meet (not owned; null, the default,
+  /// runs a function of one rank, whose collectives are identities).
+  void setCollectives(Collectives *ranks) { collectives = ranks; }
+  Collectives *getCollectives() const { return collectives; }
+
 private:
   mlir::ModuleOp module;
   WeightProvider weights;
   std::map<std::string, Tensor, std::less<>> loaded;
   OpObserver opObserver;
+  Collectives *collectives = nullptr;
   /// Nesting depth of func.call, bounded to reject recursion.
   unsigned depth = 0;
 };

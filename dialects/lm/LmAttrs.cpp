@@ -97,3 +97,12 @@ StateLayoutAttr::verify(function_ref<InFlightDiagnostic()> emitError,
                        << storageType;
   return success();
 }
+
+LogicalResult ShardAttr::verify(function_ref<InFlightDiagnostic()> emitError,
+                                int64_t dim, int64_t offset, int64_t size) {
+  if (dim < 0 || offset < 0 || size < 1)
+    return emitError() << "expects a dim and offset >= 0 and a size >= 1, got "
+                          "dim = "
+                       << dim << ", offset = " << offset << ", size = " << size;
+  return success();
+}

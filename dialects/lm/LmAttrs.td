@@ -154,4 +154,27 @@ def Lm_StateLayoutAttr : Lm_Attr<"StateLayout", "state_layout"> {
   let genVerifyDecl = 1;
 }
 
+def Lm_ShardAttr : Lm_Attr<"Shard", "shard"> {
+  let summary = "the part of each checkpoint source a rank holds";
+  let description = [{
+    Indices `[offset, offset + size)` of dim `dim` of each source tensor of
+    an `lm.weight`, as the checkpoint stores it: under tensor parallelism a
+    column-parallel projection keeps rows (`dim = 0`) of its weight, a
+    row-parallel one columns (`dim = 1`); under expert parallelism a stack of
+    experts published as one tensor keeps experts (`dim = 0`). With several
+    sources, each is cut the same way before they are stacked, so a GLU's gate
+    and up shards stack into one weight. Rank 1 of 2 of a `[256, 64]`
+    projection:
+
+    ```mlir
+    #lm.shard<dim = 0, offset = 128, size = 128>
+    ```
+  }];
+  let parameters = (ins "int64_t":$dim, "int64_t":$offset, "int64_t":$size);
+  let assemblyFormat = [{
+    `<` `dim` `=` $dim `,` `offset` `=` $offset `,` `size` `=` $size `>`
+  }];
+  let genVerifyDecl = 1;
+}
+
 #endif // DAYBREAK_LM_ATTRS_TD

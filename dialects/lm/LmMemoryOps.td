@@ -58,7 +58,8 @@ def Lm_WeightOp : Lm_Op<"weight", [Symbol]> {
     `lm.weight_ref`; the weight storage planner decides how it is stored in
     the artifact. A weight computed at compile time from others (an
     absorbed MLA matrix, dequantised experts) has no sources and carries its
-    `value` instead.
+    `value` instead. With `shard`, the weight is one rank's part of each
+    source (tensor and expert parallelism); its type is the part's.
 
     ```mlir
     lm.weight @layers.1.experts.gate : tensor<8x64x256xbf16>
@@ -69,7 +70,8 @@ def Lm_WeightOp : Lm_Op<"weight", [Symbol]> {
   let arguments = (ins SymbolNameAttr:$sym_name,
                        TypeAttrOf<AnyRankedTensor>:$type,
                        StrArrayAttr:$sources,
-                       OptionalAttr<ElementsAttr>:$value);
+                       OptionalAttr<ElementsAttr>:$value,
+                       OptionalAttr<Lm_ShardAttr>:$shard);
   let assemblyFormat = "$sym_name `:` $type attr-dict";
   let hasVerifier = 1;
 }

@@ -942,6 +942,8 @@ LogicalResult WeightOp::verify() {
     if (value->getType() != type)
       return emitOpError("expects a value of the weight's type ")
              << type << ", got " << value->getType();
+    if (getShardAttr())
+      return emitOpError("expects a shard only of checkpoint sources");
     return success();
   }
   if (getSources().empty())
@@ -961,6 +963,12 @@ LogicalResult WeightOp::verify() {
            sources))
     return emitOpError("expects whole rows for each of its ")
            << sources << " stacked sources, got " << type;
+  // A shard cuts a dim of each source; stacked sources of one shape gain a
+  // leading dim, so the cut dim is at most the weight's last.
+  if (ShardAttr shard = getShardAttr();
+      shard && shard.getDim() >= type.getRank())
+    return emitOpError("expects a shard dim below the weight's rank ")
+           << type.getRank() << ", got " << shard.getDim();
   return success();
 }
 
@@ -1014,6 +1022,42 @@ LogicalResult CacheWriteOp::verify() {
              << layout->getFeatureDim() << ") to equal the " << features
              << " values per cache row";
   }
+  return success();
+}
+
+//===----------------------------------------------------------------------===//
+// Collectives
+//===----------------------------------------------------------------------===//
+
+LogicalResult AllReduceOp::verify() {
+  if (getRanksAttr().getInt() < 1)
+    return emitOpError("expects ranks >= 1, got ") << getRanksAttr().getInt();
+  return success();
+}
+
+LogicalResult AllGatherOp::verify() {
+  int64_t ranks = getRanksAttr().getInt();
+  if (ranks < 1)
+    return emitOpError("expects ranks >= 1, got ") << ranks;
+  auto in = cast<RankedTensorType>(getInput().getType());
+  auto out = cast<RankedTensorType>(getResult().getType());
+  if (in.getRank() < 1 || in.getRank() != out.getRank() ||
+      in.getElementType() != out.getElementType())
+    return emitOpError("expects a result of the input's rank (>= 1) and "
+                       "element type, got ")
+           << in << " -> " << out;
+  for (int64_t d = 0; d + 1 < in.getRank(); ++d)
+    if (!ShapedType::isDynamic(in.getDimSize(d)) &&
+        !ShapedType::isDynamic(out.getDimSize(d)) &&
+        in.getDimSize(d) != out.getDimSize(d))
+      return emitOpError("expects dim ")
+             << d << " of the result to equal the input's, got " << in << " -> "
+             << out;
+  int64_t part = in.getShape().back(), whole = out.getShape().back();
+  if (ShapedType::isDynamic(part) || ShapedType::isDynamic(whole) ||
+      whole != part * ranks)
+    return emitOpError("expects a static last dim of ")
+           << ranks << " x the input's, got " << in << " -> " << out;
   return success();
 }
 

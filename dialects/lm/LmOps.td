@@ -9,5 +9,6 @@ include "dialects/lm/LmAttentionOps.td"
 include "dialects/lm/LmStateOps.td"
 include "dialects/lm/LmResidualOps.td"
 include "dialects/lm/LmMemoryOps.td"
+include "dialects/lm/LmParallelOps.td"
 
 #endif // DAYBREAK_LM_OPS_TD

@@ -14,6 +14,7 @@
 #include "compiler/importers/WeightLoader.h"
 #include "compiler/models/DeepseekV32.h"
 #include "compiler/pipeline/Pipeline.h"
+#include "compiler/reference/CheckpointWeights.h"
 #include "compiler/reference/Evaluator.h"
 #include "runtime/executor/Model.h"
 
@@ -69,9 +70,7 @@ TEST_P(CompiledModel, RuntimeMatchesReferenceEvaluator) {
   build.maxBatch = options.maxBatch;
   auto module = models::buildDeepseekV32(context, *config, *checkpoint, build);
   ASSERT_TRUE(!!module) << llvm::toString(module.takeError());
-  auto weights = [&](llvm::StringRef, Type, llvm::ArrayRef<std::string> s) {
-    return importers::loadWeight(*checkpoint, s);
-  };
+  auto weights = ref::checkpointWeights(*checkpoint);
   PassManager pm(&context);
   pipeline::buildLmPipeline(pm, options, weights);
   ASSERT_TRUE(succeeded(pm.run(**module)));

@@ -10,6 +10,7 @@
 
 #include "compiler/importers/WeightLoader.h"
 #include "compiler/models/DeepseekV32.h"
+#include "compiler/reference/CheckpointWeights.h"
 #include "compiler/reference/Evaluator.h"
 #include "dialects/lm/LmDialect.h"
 
@@ -86,10 +87,7 @@ TEST_P(DeepseekV32E2E, LogitsMatchTransformers) {
   ASSERT_TRUE(!!module) << llvm::toString(module.takeError());
   ASSERT_TRUE(succeeded(verify(**module)));
 
-  ref::Evaluator evaluator(
-      **module, [&](llvm::StringRef, Type, llvm::ArrayRef<std::string> srcs) {
-        return importers::loadWeight(*checkpoint, srcs);
-      });
+  ref::Evaluator evaluator(**module, ref::checkpointWeights(*checkpoint));
   int64_t kvWidth = config->kvLoraRank + config->qkRopeHeadDim;
   int64_t vocab = config->vocabSize;
 

@@ -15,6 +15,7 @@
 #include "compiler/importers/WeightLoader.h"
 #include "compiler/models/DeepseekV32.h"
 #include "compiler/pipeline/Pipeline.h"
+#include "compiler/reference/CheckpointWeights.h"
 #include "compiler/reference/Evaluator.h"
 #include "dialects/lm/LmOps.h"
 
@@ -101,10 +102,7 @@ TEST_P(DeepseekV32Indexer, TopkSetsMatchTransformers) {
   auto module = models::buildDeepseekV32(context, *config, *checkpoint, build);
   ASSERT_TRUE(!!module) << llvm::toString(module.takeError());
   ASSERT_TRUE(succeeded(verify(**module)));
-  ref::WeightProvider weights = [&](llvm::StringRef, Type,
-                                    llvm::ArrayRef<std::string> sources) {
-    return importers::loadWeight(*checkpoint, sources);
-  };
+  ref::WeightProvider weights = ref::checkpointWeights(*checkpoint);
   if (GetParam().lmPipeline) {
     pipeline::Options options;
     options.kvCacheDtype = "f32";

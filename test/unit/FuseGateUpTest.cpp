@@ -141,7 +141,7 @@ TEST(FuseGateUp, StackedProjectionsComputeTheSameValues) {
   testutil::writeSafetensors((dir + "/model.safetensors").str(), tensors);
   auto checkpoint = importers::Checkpoint::open(dir.str().str());
   ASSERT_TRUE(bool(checkpoint)) << llvm::toString(checkpoint.takeError());
-  ref::WeightProvider weights = testutil::checkpointWeights(*checkpoint);
+  ref::WeightProvider weights = ref::checkpointWeights(*checkpoint);
 
   MLIRContext context(testutil::lmTestDialects());
   OwningOpRef<ModuleOp> module = parseSourceString<ModuleOp>(kModule, &context);

@@ -12,6 +12,7 @@
 #include "compiler/models/ModelBuilder.h"
 #include "compiler/importers/Checkpoint.h"
 #include "compiler/importers/WeightLoader.h"
+#include "compiler/reference/CheckpointWeights.h"
 #include "compiler/reference/Evaluator.h"
 #include "test/unit/SafetensorsWriter.h"
 
@@ -193,12 +194,7 @@ TEST(ModelBuilder, Mxfp4ExpertsMatchDequantisedMatmul) {
   for (float &v : routing)
     v = normal(rng);
   std::vector<int64_t> indices = {2, 0, 3, 1, -1, 3};
-  ref::WeightProvider weights = [&](llvm::StringRef, Type type,
-                                    llvm::ArrayRef<std::string> sources) {
-    return importers::loadWeight(
-        *checkpoint, sources,
-        ref::toElementType(cast<ShapedType>(type).getElementType()));
-  };
+  ref::WeightProvider weights = ref::checkpointWeights(*checkpoint);
   ref::Evaluator evaluator(*built.module, weights);
   auto results = evaluator.run(
       "experts", {ref::Tensor::fromFloats({kTokens, kIn}, x),

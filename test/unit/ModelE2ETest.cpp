@@ -15,6 +15,7 @@
 
 #include "compiler/importers/WeightLoader.h"
 #include "compiler/models/ModelRegistry.h"
+#include "compiler/reference/CheckpointWeights.h"
 #include "compiler/reference/Evaluator.h"
 #include "runtime/safetensors/Safetensors.h"
 
@@ -103,12 +104,7 @@ TEST_P(ModelE2E, LogitsMatchTransformers) {
 
   // MXFP4 bytes are read as the values their weights declare, as the
   // pipeline's lm-fold-weights reads them.
-  ref::Evaluator evaluator(**module, [&](llvm::StringRef, Type type,
-                                         llvm::ArrayRef<std::string> srcs) {
-    return importers::loadWeight(
-        *checkpoint, srcs,
-        ref::toElementType(cast<ShapedType>(type).getElementType()));
-  });
+  ref::Evaluator evaluator(**module, ref::checkpointWeights(*checkpoint));
   // The caches and states are the step's arguments after its three inputs
   // (token ids, positions, sequences); they start zeroed.
   auto prefill = (*module)->lookupSymbol<func::FuncOp>("prefill");

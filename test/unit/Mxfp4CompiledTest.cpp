@@ -25,6 +25,7 @@
 #include "compiler/models/ModelBuilder.h"
 #include "compiler/models/StepFunction.h"
 #include "compiler/pipeline/Pipeline.h"
+#include "compiler/reference/CheckpointWeights.h"
 #include "compiler/reference/Evaluator.h"
 #include "compiler/targets/Target.h"
 #include "dialects/plan/PlanDialect.h"
@@ -357,12 +358,7 @@ TEST_P(Mxfp4Compiled, RuntimeMatchesReferenceEvaluator) {
   options.kvCacheDtype = "f32";
   options.weightsByReference = storage == Storage::ByReference;
   options.output = dir + "/model.daybreak";
-  ref::WeightProvider weights = [&](llvm::StringRef, Type type,
-                                    llvm::ArrayRef<std::string> sources) {
-    return importers::loadWeight(
-        *checkpoint, sources,
-        ref::toElementType(cast<ShapedType>(type).getElementType()));
-  };
+  ref::WeightProvider weights = ref::checkpointWeights(*checkpoint);
   PassManager lmPasses(&context);
   pipeline::buildLmPipeline(lmPasses, options, weights);
   ASSERT_TRUE(succeeded(lmPasses.run(*module)));
@@ -546,12 +542,7 @@ void compileRoute(const std::string &dir, const std::string &route,
   options.maxTokens = kMaxBatch * kMaxSeqLen;
   options.kvCacheDtype = "f32";
   options.output = dir + "/" + route + ".daybreak";
-  ref::WeightProvider weights = [&](llvm::StringRef, Type type,
-                                    llvm::ArrayRef<std::string> sources) {
-    return importers::loadWeight(
-        *checkpoint, sources,
-        ref::toElementType(cast<ShapedType>(type).getElementType()));
-  };
+  ref::WeightProvider weights = ref::checkpointWeights(*checkpoint);
   PassManager lmPasses(&context);
   pipeline::buildLmPipeline(lmPasses, options, weights);
   ASSERT_TRUE(succeeded(lmPasses.run(*module)));

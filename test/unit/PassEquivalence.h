@@ -11,7 +11,7 @@
 #define DAYBREAK_TEST_UNIT_PASSEQUIVALENCE_H
 
 #include "compiler/importers/Checkpoint.h"
-#include "compiler/importers/WeightLoader.h"
+#include "compiler/reference/CheckpointWeights.h"
 #include "compiler/reference/Evaluator.h"
 #include "compiler/reference/Tensor.h"
 #include "dialects/lm/LmDialect.h"
@@ -75,19 +75,6 @@ inline mlir::DialectRegistry lmTestDialects() {
   registry.insert<lm::LmDialect, mlir::func::FuncDialect,
                   mlir::arith::ArithDialect, mlir::tensor::TensorDialect>();
   return registry;
-}
-
-/// The evaluator's weights, read from `checkpoint` as the compiler reads
-/// them (stacked sources concatenated by the weight loader).
-inline ref::WeightProvider
-checkpointWeights(const importers::Checkpoint &checkpoint) {
-  return [&checkpoint](llvm::StringRef, mlir::Type type,
-                       llvm::ArrayRef<std::string> sources) {
-    return importers::loadWeight(
-        checkpoint, sources,
-        ref::toElementType(
-            mlir::cast<mlir::ShapedType>(type).getElementType()));
-  };
 }
 
 /// Each of `after` is `before`'s result bit for bit, and none is all zeros

@@ -3735,6 +3735,24 @@ lm.weight @stacked_scalar : tensor<bf16> {sources = ["e.0", "e.1"]}
 
 // -----
 
+// Tests that lm.weight rejects a shard of a folded value.
+// expected-error @+1 {{'lm.weight' op expects a shard only of checkpoint sources}}
+lm.weight @shard_value : tensor<2xf32> {sources = [], value = dense<1.0> : tensor<2xf32>, shard = #lm.shard<dim = 0, offset = 0, size = 2>}
+
+// -----
+
+// Tests that lm.weight rejects a shard of a dim the weight does not have.
+// expected-error @+1 {{'lm.weight' op expects a shard dim below the weight's rank 2, got 2}}
+lm.weight @shard_dim : tensor<64x32xbf16> {sources = ["model.w"], shard = #lm.shard<dim = 2, offset = 0, size = 32>}
+
+// -----
+
+// Tests that #lm.shard rejects an empty range.
+// expected-error @+1 {{expects a dim and offset >= 0 and a size >= 1, got dim = 0, offset = 4, size = 0}}
+lm.weight @shard_empty : tensor<64x32xbf16> {sources = ["model.w"], shard = #lm.shard<dim = 0, offset = 4, size = 0>}
+
+// -----
+
 // Tests that lm.weight_ref rejects a symbol that does not exist.
 func.func @weight_ref_missing() {
   // expected-error @+1 {{'lm.weight_ref' op expects 'missing' to name an lm.weight}}
@@ -4139,4 +4157,45 @@ func.func @transpose_type(%w: tensor<2x3xbf16>) {
   // expected-error @+1 {{'lm.transpose' op expects the input's element type 'bf16', got 'f32'}}
   %t = lm.transpose %w {permutation = array<i64: 1, 0>} : (tensor<2x3xbf16>) -> tensor<3x2xf32>
   return
+}
+
+// -----
+
+//===----------------------------------------------------------------------===//
+// lm.all_reduce and lm.all_gather
+//===----------------------------------------------------------------------===//
+
+// Tests that lm.all_reduce rejects a group of no ranks.
+func.func @all_reduce_ranks(%x: tensor<4x8xf32>) -> tensor<4x8xf32> {
+  // expected-error @+1 {{'lm.all_reduce' op expects ranks >= 1, got 0}}
+  %y = lm.all_reduce %x over 0 ranks : tensor<4x8xf32>
+  return %y : tensor<4x8xf32>
+}
+
+// -----
+
+// Tests that lm.all_gather rejects a result whose last dim is not ranks x
+// the input's.
+func.func @all_gather_width(%x: tensor<?x8xf32>) -> tensor<?x24xf32> {
+  // expected-error @+1 {{'lm.all_gather' op expects a static last dim of 2 x the input's, got 'tensor<?x8xf32>' -> 'tensor<?x24xf32>'}}
+  %y = lm.all_gather %x over 2 ranks : tensor<?x8xf32> -> tensor<?x24xf32>
+  return %y : tensor<?x24xf32>
+}
+
+// -----
+
+// Tests that lm.all_gather rejects a leading dim that changes.
+func.func @all_gather_rows(%x: tensor<4x8xf32>) -> tensor<2x16xf32> {
+  // expected-error @+1 {{'lm.all_gather' op expects dim 0 of the result to equal the input's, got 'tensor<4x8xf32>' -> 'tensor<2x16xf32>'}}
+  %y = lm.all_gather %x over 2 ranks : tensor<4x8xf32> -> tensor<2x16xf32>
+  return %y : tensor<2x16xf32>
+}
+
+// -----
+
+// Tests that lm.all_gather rejects another element type.
+func.func @all_gather_type(%x: tensor<4x8xf32>) -> tensor<4x16xbf16> {
+  // expected-error @+1 {{'lm.all_gather' op expects a result of the input's rank (>= 1) and element type, got 'tensor<4x8xf32>' -> 'tensor<4x16xbf16>'}}
+  %y = lm.all_gather %x over 2 ranks : tensor<4x8xf32> -> tensor<4x16xbf16>
+  return %y : tensor<4x16xbf16>
 }

@@ -430,3 +430,27 @@ func.func @elementwise(%g: tensor<?x64xf32>, %u: tensor<?x64xbf16>) -> tensor<?x
   // CHECK: return %[[Y]]
   return %y : tensor<?x64xbf16>
 }
+
+// -----
+
+// Tests that a rank's shard of a weight and the collectives that join the
+// ranks' results round-trip: a column-parallel projection (rows of its
+// weight), a row-parallel one (columns) and the all-reduce and all-gather
+// after them.
+// CHECK-LABEL: lm.weight @up : tensor<32x64xbf16> {shard = #lm.shard<dim = 0, offset = 32, size = 32>, sources = ["model.up.weight"]}
+lm.weight @up : tensor<32x64xbf16> {sources = ["model.up.weight"], shard = #lm.shard<dim = 0, offset = 32, size = 32>}
+// CHECK: lm.weight @down : tensor<64x32xbf16> {shard = #lm.shard<dim = 1, offset = 32, size = 32>, sources = ["model.down.weight"]}
+lm.weight @down : tensor<64x32xbf16> {sources = ["model.down.weight"], shard = #lm.shard<dim = 1, offset = 32, size = 32>}
+// CHECK-LABEL: func @tensor_parallel
+func.func @tensor_parallel(%x: tensor<?x64xf32>) -> (tensor<?x64xf32>, tensor<?x64xf32>) {
+  %wu = lm.weight_ref @up : tensor<32x64xbf16>
+  %wd = lm.weight_ref @down : tensor<64x32xbf16>
+  %u = lm.matmul %x, %wu : (tensor<?x64xf32>, tensor<32x64xbf16>) -> tensor<?x32xf32>
+  %p = lm.matmul %u, %wd : (tensor<?x32xf32>, tensor<64x32xbf16>) -> tensor<?x64xf32>
+  // CHECK: %[[Y:.*]] = lm.all_reduce %{{.*}} over 2 ranks : tensor<?x64xf32>
+  %y = lm.all_reduce %p over 2 ranks : tensor<?x64xf32>
+  // CHECK: %[[G:.*]] = lm.all_gather %{{.*}} over 2 ranks : tensor<?x32xf32> -> tensor<?x64xf32>
+  %g = lm.all_gather %u over 2 ranks : tensor<?x32xf32> -> tensor<?x64xf32>
+  // CHECK: return %[[Y]], %[[G]]
+  return %y, %g : tensor<?x64xf32>, tensor<?x64xf32>
+}
