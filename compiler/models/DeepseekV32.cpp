@@ -42,6 +42,11 @@ public:
                                       config.yarn}),
         config(config) {}
 
+  /// Heads, the dense MLP, the shared experts and the LM head split over
+  /// tensor-parallel ranks; the latent projections, their caches and the
+  /// indexer stay whole on every rank (docs/parallel.md).
+  static constexpr bool kSupportsTensorParallel = true;
+
   llvm::Error buildFunction(StringRef name, const BuildOptions &options);
 
 private:
@@ -70,11 +75,16 @@ llvm::Expected<Value> Emitter::attention(int64_t layer, Value x,
                                          Value positions, Value &kvCache,
                                          Value &indexCache) {
   const DeepseekV32Config &c = config;
-  int64_t heads = c.numHeads, nope = c.qkNopeHeadDim, rot = c.qkRopeHeadDim;
+  int64_t nope = c.qkNopeHeadDim, rot = c.qkRopeHeadDim;
   int64_t lora = c.kvLoraRank, vdim = c.vHeadDim;
   auto name = [&](StringRef rest) {
     return layerName(layer, ("self_attn." + rest).str());
   };
+  // This rank's heads.
+  auto headRange = rankRange(c.numHeads, "num_attention_heads");
+  if (!headRange)
+    return headRange.takeError();
+  int64_t heads = headRange->second;
 
   // Queries through the q-LoRA, then [nope | rope] per head.
   auto qa = linear(x, name("q_a_proj.weight"), c.qLoraRank, c.hiddenSize);
@@ -83,8 +93,8 @@ llvm::Expected<Value> Emitter::attention(int64_t layer, Value x,
   auto qr = rmsNorm(*qa, name("q_a_layernorm.weight"), c.qLoraRank, 1e-6);
   if (!qr)
     return qr.takeError();
-  auto qf = linear(*qr, name("q_b_proj.weight"), heads * (nope + rot),
-                   c.qLoraRank);
+  auto qf = linear(*qr, name("q_b_proj.weight"), c.numHeads * (nope + rot),
+                   c.qLoraRank, {}, Split::Output);
   if (!qf)
     return qf.takeError();
   Value q = reshape(*qf, {tokens, heads, nope + rot});
@@ -171,7 +181,7 @@ llvm::Expected<Value> Emitter::attention(int64_t layer, Value x,
                         .getResult();
   Value out = mlaValueUp(*absorbed, latentOut, heads, vdim);
   return linear(collapseLast(out), name("o_proj.weight"), c.hiddenSize,
-                heads * vdim);
+                c.numHeads * vdim, {}, Split::Input);
 }
 
 llvm::Expected<Value> Emitter::moe(int64_t layer, Value x) {
@@ -258,13 +268,13 @@ llvm::Error Emitter::buildFunction(StringRef name,
   auto xf = rmsNorm(h, "model.norm.weight", c.hiddenSize, c.rmsNormEps);
   if (!xf)
     return xf.takeError();
-  auto logits = linear(*xf,
-                       c.tieWordEmbeddings ? "model.embed_tokens.weight"
-                                           : "lm_head.weight",
-                       c.vocabSize, c.hiddenSize);
+  // Each rank computes its rows of the vocabulary.
+  auto logits = linear(
+      *xf, c.tieWordEmbeddings ? "model.embed_tokens.weight" : "lm_head.weight",
+      c.vocabSize, c.hiddenSize, {}, Split::Output);
   if (!logits)
     return logits.takeError();
-  step.finish({*logits});
+  step.finish({allGather(*logits)});
   return llvm::Error::success();
 }
 

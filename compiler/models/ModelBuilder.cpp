@@ -42,14 +42,15 @@ static Type mlirType(MLIRContext *ctx, DType dtype) {
 }
 
 Value ModelBuilder::declaredWeight(StringRef symbol, RankedTensorType type,
-                                   ArrayRef<std::string> sources) {
+                                   ArrayRef<std::string> sources,
+                                   lm::ShardAttr shard) {
   lm::WeightOp decl = declared.lookup(symbol);
   if (!decl) {
     OpBuilder::InsertionGuard guard(b);
     b.setInsertionPoint(module.getBody(), module.getBody()->begin());
     SmallVector<StringRef> refs(sources.begin(), sources.end());
     decl = lm::WeightOp::create(b, loc, symbol, type, b.getStrArrayAttr(refs),
-                                ElementsAttr(), lm::ShardAttr());
+                                ElementsAttr(), shard);
     declared[symbol] = decl;
   }
   return lm::WeightRefOp::create(b, loc, decl.getType(), decl.getSymName())
@@ -66,6 +67,52 @@ llvm::Expected<Value> ModelBuilder::weight(StringRef name,
     return view.takeError();
   Type elem = mlirType(b.getContext(), (*view)->dtype);
   return declaredWeight(name, tensor(shape, elem), {name.str()});
+}
+
+llvm::Expected<Value> ModelBuilder::weightShard(StringRef name,
+                                                ArrayRef<int64_t> shape,
+                                                ArrayRef<DType> dtypes,
+                                                int64_t dim, int64_t offset,
+                                                int64_t size) {
+  std::string symbol = llvm::formatv("{0}.shard{1}", name, dim).str();
+  if (lm::WeightOp decl = declared.lookup(symbol))
+    return declaredWeight(symbol, cast<RankedTensorType>(decl.getType()), {});
+  auto view = checkpoint.get(name, shape, dtypes);
+  if (!view)
+    return view.takeError();
+  SmallVector<int64_t> part(shape);
+  part[dim] = size;
+  return declaredWeight(
+      symbol, tensor(part, mlirType(b.getContext(), (*view)->dtype)),
+      {name.str()}, lm::ShardAttr::get(b.getContext(), dim, offset, size));
+}
+
+llvm::Expected<std::pair<int64_t, int64_t>>
+ModelBuilder::rankRange(int64_t total, const Twine &what) {
+  if (total % tpRanks != 0)
+    return errorf(what + " (" + Twine(total) + ") does not split evenly over " +
+                  Twine(tpRanks) + " tensor-parallel ranks");
+  int64_t size = total / tpRanks;
+  return std::make_pair(tpRank * size, size);
+}
+
+Value ModelBuilder::allReduce(Value x) {
+  if (tpRanks == 1)
+    return x;
+  return lm::AllReduceOp::create(b, loc, x.getType(), x,
+                                 b.getI64IntegerAttr(tpRanks))
+      .getResult();
+}
+
+Value ModelBuilder::allGather(Value x) {
+  if (tpRanks == 1)
+    return x;
+  auto type = cast<RankedTensorType>(x.getType());
+  SmallVector<int64_t> shape(type.getShape());
+  shape.back() *= tpRanks;
+  return lm::AllGatherOp::create(b, loc, tensor(shape, type.getElementType()),
+                                 x, b.getI64IntegerAttr(tpRanks))
+      .getResult();
 }
 
 llvm::Expected<Value> ModelBuilder::stackedExperts(StringRef prefix,
@@ -200,47 +247,115 @@ static SmallVector<int64_t> withLast(Value x, int64_t last) {
   return shape;
 }
 
-llvm::Expected<ModelBuilder::Fp8Weight> ModelBuilder::fp8Weight(StringRef name,
-                                                      int64_t out,
-                                                      int64_t in) {
-  auto w = weight(name, {out, in}, {DType::F8E4M3});
+/// The scale blocks of `block` values that rows or columns [offset,
+/// offset + size) of an FP8 weight read, such that local index i reads
+/// block i / block of them: the range starts a block, or lies inside one.
+static llvm::Expected<std::pair<int64_t, int64_t>>
+scaleBlocks(int64_t offset, int64_t size, int64_t block, StringRef name,
+            StringRef what) {
+  int64_t first = offset / block, last = (offset + size - 1) / block;
+  if (offset % block != 0 && first != last)
+    return errorf("FP8 weight '" + name + "': this rank's " + what + " [" +
+                  Twine(offset) + ", " + Twine(offset + size) +
+                  ") split its scale blocks of " + Twine(block));
+  return std::make_pair(first, last - first + 1);
+}
+
+llvm::Expected<ModelBuilder::Fp8Weight>
+ModelBuilder::fp8Weight(StringRef name, int64_t out, int64_t in, Split split) {
+  std::array<int64_t, 2> block = *fp8BlockSize;
+  std::string scaleName = (name + "_scale_inv").str();
+  SmallVector<int64_t> scaleShape = {ceilDiv(out, block[0]),
+                                     ceilDiv(in, block[1])};
+  if (split == Split::None) {
+    auto w = weight(name, {out, in}, {DType::F8E4M3});
+    if (!w)
+      return w.takeError();
+    auto s = weight(scaleName, scaleShape, {DType::F32});
+    if (!s)
+      return s.takeError();
+    return Fp8Weight{*w, *s};
+  }
+  int64_t dim = split == Split::Output ? 0 : 1;
+  auto range = rankRange(dim == 0 ? out : in,
+                         "'" + name + "' " + (dim == 0 ? "rows" : "columns"));
+  if (!range)
+    return range.takeError();
+  auto blocks = scaleBlocks(range->first, range->second, block[dim], name,
+                            dim == 0 ? "rows" : "columns");
+  if (!blocks)
+    return blocks.takeError();
+  auto w = weightShard(name, {out, in}, {DType::F8E4M3}, dim, range->first,
+                       range->second);
   if (!w)
     return w.takeError();
-  std::array<int64_t, 2> block = *fp8BlockSize;
-  auto s = weight((name + "_scale_inv").str(),
-                  {ceilDiv(out, block[0]), ceilDiv(in, block[1])},
-                  {DType::F32});
+  auto s = weightShard(scaleName, scaleShape, {DType::F32}, dim, blocks->first,
+                       blocks->second);
   if (!s)
     return s.takeError();
   return Fp8Weight{*w, *s};
 }
 
 llvm::Expected<Value> ModelBuilder::linear(Value x, StringRef name, int64_t out,
-                                           int64_t in, StringRef bias) {
-  Type result = f32Tensor(withLast(x, out));
+                                           int64_t in, StringRef bias,
+                                           Split split) {
+  if (tpRanks == 1)
+    split = Split::None;
+  if (split == Split::Input && !bias.empty())
+    return errorf("'" + name + "' with bias '" + bias +
+                  "': a bias on a projection split by input features over "
+                  "tensor-parallel ranks is not supported");
+  // This rank's part of the output features, and the products it computes.
+  int64_t localOut = out;
+  if (split == Split::Output) {
+    auto range = rankRange(out, "'" + name + "' rows");
+    if (!range)
+      return range.takeError();
+    localOut = range->second;
+  }
+  Type result = f32Tensor(withLast(x, localOut));
+  Value product;
   if (isFp8(name)) {
     if (!bias.empty())
       return errorf("FP8 weight '" + name + "' with bias '" + bias +
                     "': biases on FP8 projections are not supported");
-    auto w = fp8Weight(name, out, in);
+    auto w = fp8Weight(name, out, in, split);
     if (!w)
       return w.takeError();
-    return lm::Fp8MatmulOp::create(
-               b, loc, result, x, w->values, w->scaleInv,
-               b.getDenseI64ArrayAttr(*fp8BlockSize))
-        .getResult();
+    product = lm::Fp8MatmulOp::create(b, loc, result, x, w->values, w->scaleInv,
+                                      b.getDenseI64ArrayAttr(*fp8BlockSize))
+                  .getResult();
+  } else {
+    std::array<DType, 3> floats = {DType::BF16, DType::F16, DType::F32};
+    llvm::Expected<Value> w = Value();
+    if (split == Split::None) {
+      w = floatWeight(name, {out, in});
+    } else {
+      int64_t dim = split == Split::Output ? 0 : 1;
+      auto range =
+          rankRange(dim == 0 ? out : in,
+                    "'" + name + "' " + (dim == 0 ? "rows" : "columns"));
+      if (!range)
+        return range.takeError();
+      w = weightShard(name, {out, in}, floats, dim, range->first,
+                      range->second);
+    }
+    if (!w)
+      return w.takeError();
+    Value biasValue;
+    if (!bias.empty()) {
+      auto bv =
+          split == Split::Output
+              ? weightShard(bias, {out}, floats, 0, tpRank * localOut, localOut)
+              : floatWeight(bias, {out});
+      if (!bv)
+        return bv.takeError();
+      biasValue = *bv;
+    }
+    product =
+        lm::MatmulOp::create(b, loc, result, x, *w, biasValue).getResult();
   }
-  auto w = floatWeight(name, {out, in});
-  if (!w)
-    return w.takeError();
-  Value biasValue;
-  if (!bias.empty()) {
-    auto bv = floatWeight(bias, {out});
-    if (!bv)
-      return bv.takeError();
-    biasValue = *bv;
-  }
-  return lm::MatmulOp::create(b, loc, result, x, *w, biasValue).getResult();
+  return split == Split::Input ? allReduce(product) : product;
 }
 
 Value ModelBuilder::swiglu(Value gate, Value up, const GluParams &act) {
@@ -254,12 +369,14 @@ Value ModelBuilder::swiglu(Value gate, Value up, const GluParams &act) {
 llvm::Expected<Value> ModelBuilder::gatedMlp(Value x, StringRef prefix,
                                              int64_t hidden, int64_t inter,
                                              const GluParams &act) {
-  auto gate = linear(x, (prefix + "gate_proj.weight").str(), inter, hidden);
-  auto up = linear(x, (prefix + "up_proj.weight").str(), inter, hidden);
+  auto gate = linear(x, (prefix + "gate_proj.weight").str(), inter, hidden, {},
+                     Split::Output);
+  auto up = linear(x, (prefix + "up_proj.weight").str(), inter, hidden, {},
+                   Split::Output);
   if (!gate || !up)
     return gate ? up.takeError() : gate.takeError();
   return linear(swiglu(*gate, *up, act), (prefix + "down_proj.weight").str(),
-                hidden, inter);
+                hidden, inter, {}, Split::Input);
 }
 
 llvm::Expected<Value> ModelBuilder::moe(Value x, const MoeConfig &c) {
@@ -319,12 +436,27 @@ llvm::Expected<Value> ModelBuilder::moe(Value x, const MoeConfig &c) {
 }
 
 llvm::Expected<Value> ModelBuilder::denseWeight(StringRef name, int64_t out,
-                                           int64_t in) {
-  if (!isFp8(name))
-    return floatWeight(name, {out, in});
-  auto w = fp8Weight(name, out, in);
+                                                int64_t in, Split split) {
+  if (tpRanks == 1)
+    split = Split::None;
+  if (!isFp8(name)) {
+    if (split == Split::None)
+      return floatWeight(name, {out, in});
+    int64_t dim = split == Split::Output ? 0 : 1;
+    auto range = rankRange(dim == 0 ? out : in,
+                           "'" + name + "' " + (dim == 0 ? "rows" : "columns"));
+    if (!range)
+      return range.takeError();
+    return weightShard(name, {out, in}, {DType::BF16, DType::F16, DType::F32},
+                       dim, range->first, range->second);
+  }
+  auto w = fp8Weight(name, out, in, split);
   if (!w)
     return w.takeError();
+  if (split == Split::Output)
+    out /= tpRanks;
+  else if (split == Split::Input)
+    in /= tpRanks;
   return lm::Fp8DequantOp::create(b, loc, f32Tensor({out, in}), w->values,
                                   w->scaleInv,
                                   b.getDenseI64ArrayAttr(*fp8BlockSize))
@@ -415,7 +547,8 @@ Value ModelBuilder::reshape(Value x, ArrayRef<int64_t> shape, int64_t splitDim) 
 llvm::Expected<ModelBuilder::AbsorbedMla>
 ModelBuilder::absorbMla(StringRef kvB, Value qNope, Value qRope, int64_t heads,
                         int64_t nope, int64_t rot, int64_t vdim, int64_t lora) {
-  auto kvb = denseWeight(kvB, heads * (nope + vdim), lora);
+  auto kvb =
+      denseWeight(kvB, tpRanks * heads * (nope + vdim), lora, Split::Output);
   if (!kvb)
     return kvb.takeError();
   Value kvb3 = reshape(*kvb, {heads, nope + vdim, lora}, /*splitDim=*/0);

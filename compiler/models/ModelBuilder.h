@@ -52,6 +52,19 @@ struct GluParams {
   double upOffset = 0.0;
 };
 
+/// How a projection's [out, in] weight is split over the tensor-parallel
+/// ranks (docs/parallel.md).
+enum class Split {
+  /// Every rank holds all of it.
+  None,
+  /// Rows: each rank computes `out / ranks` of the output features
+  /// (column-parallel).
+  Output,
+  /// Columns: each rank reads `in / ranks` of the input features, and the
+  /// ranks' partial products are summed by an lm.all_reduce (row-parallel).
+  Input,
+};
+
 class ModelBuilder {
 public:
   ModelBuilder(mlir::ModuleOp module, const importers::Checkpoint &checkpoint,
@@ -60,6 +73,15 @@ public:
         fp8BlockSize(traits.fp8BlockSize), ropeTheta(traits.ropeTheta),
         yarnScaling(traits.yarn), b(module.getContext()),
         loc(b.getUnknownLoc()) {}
+
+  /// Families whose builders split their layers over tensor-parallel ranks
+  /// say so; the others are built for one rank only.
+  static constexpr bool kSupportsTensorParallel = false;
+  /// Builds rank `rank` of `ranks`' functions (before any is built).
+  void setTensorParallel(int64_t rank, int64_t ranks) {
+    tpRank = rank;
+    tpRanks = ranks;
+  }
 
 protected:
   mlir::Type f32() { return b.getF32Type(); }
@@ -76,6 +98,22 @@ protected:
   llvm::Expected<mlir::Value> weight(llvm::StringRef name,
                                      llvm::ArrayRef<int64_t> shape,
                                      llvm::ArrayRef<safetensors::DType> dtypes);
+  /// The same, cut to this rank's `[offset, offset + size)` of dim `dim`
+  /// (a `#lm.shard`), declared as `{name}.shard{dim}`.
+  llvm::Expected<mlir::Value>
+  weightShard(llvm::StringRef name, llvm::ArrayRef<int64_t> shape,
+              llvm::ArrayRef<safetensors::DType> dtypes, int64_t dim,
+              int64_t offset, int64_t size);
+  /// This rank's `[offset, size)` of `total` indices split evenly over the
+  /// tensor-parallel ranks; an error naming `what` when they do not divide
+  /// it.
+  llvm::Expected<std::pair<int64_t, int64_t>>
+  rankRange(int64_t total, const llvm::Twine &what);
+  /// The sum over the tensor-parallel ranks of each one's `x`.
+  mlir::Value allReduce(mlir::Value x);
+  /// Every tensor-parallel rank's `x` [..., D], concatenated along the last
+  /// dim in rank order.
+  mlir::Value allGather(mlir::Value x);
   /// `experts` routed experts `prefix.{j}.suffix` stacked into
   /// [experts, shape...] (one weight whose sources are the expert tensors).
   llvm::Expected<mlir::Value> stackedExperts(llvm::StringRef prefix,
@@ -104,7 +142,7 @@ protected:
     mlir::Value values, scaleInv;
   };
   llvm::Expected<Fp8Weight> fp8Weight(llvm::StringRef name, int64_t out,
-                                      int64_t in);
+                                      int64_t in, Split split = Split::None);
 
   /// How routed experts' [E, out, in] weights are stored.
   enum class ExpertFormat {
@@ -150,13 +188,18 @@ protected:
 
   /// x @ W^T for the [out, in] weight `name`, plain or FP8 block-scaled,
   /// plus the [out] float weight `bias` when named (plain weights only).
+  /// Split::Output gives this rank's `out / ranks` features; Split::Input
+  /// takes x's `in / ranks` features of this rank and returns the sum over
+  /// the ranks. `out` and `in` are the checkpoint's.
   llvm::Expected<mlir::Value> linear(mlir::Value x, llvm::StringRef name,
                                      int64_t out, int64_t in,
-                                     llvm::StringRef bias = {});
+                                     llvm::StringRef bias = {},
+                                     Split split = Split::None);
 
   mlir::Value swiglu(mlir::Value gate, mlir::Value up, const GluParams &act);
   /// The dense gated MLP `{prefix}{gate,up,down}_proj.weight`:
-  /// down(swiglu(gate(x), up(x))).
+  /// down(swiglu(gate(x), up(x))); over tensor-parallel ranks, gate and up
+  /// split by output and down by input.
   llvm::Expected<mlir::Value> gatedMlp(mlir::Value x, llvm::StringRef prefix,
                                        int64_t hidden, int64_t inter,
                                        const GluParams &act = {});
@@ -211,6 +254,8 @@ protected:
   struct AbsorbedMla {
     mlir::Value wUK, wUV, query;
   };
+  /// Over tensor-parallel ranks, `heads` is this rank's (qNope's) and
+  /// `kvB`'s rows are split with them.
   llvm::Expected<AbsorbedMla> absorbMla(llvm::StringRef kvB, mlir::Value qNope,
                                         mlir::Value qRope, int64_t heads,
                                         int64_t nope, int64_t rot, int64_t vdim,
@@ -249,9 +294,11 @@ protected:
   llvm::Expected<mlir::Value> shortConv(mlir::Value x, llvm::StringRef name,
                                         int64_t width, mlir::Value &window,
                                         mlir::Value sequences);
-  /// The dense [out, in] value of weight `name` (FP8 dequantised in IR).
+  /// The dense [out, in] value of weight `name` (FP8 dequantised in IR),
+  /// this rank's part of it when split.
   llvm::Expected<mlir::Value> denseWeight(llvm::StringRef name, int64_t out,
-                                          int64_t in);
+                                          int64_t in,
+                                          Split split = Split::None);
   llvm::Expected<mlir::Value> rmsNorm(mlir::Value x, llvm::StringRef name,
                                       int64_t dim, double eps);
   /// RoPE (with the checkpoint's YaRN scaling, if any) on dims
@@ -270,10 +317,11 @@ protected:
   mlir::Value collapseLast(mlir::Value x);
 
   /// Declares (once) the lm.weight `symbol` of `type` made of the
-  /// checkpoint tensors `sources`, and reads it.
+  /// checkpoint tensors `sources` (cut to `shard` when given), and reads it.
   mlir::Value declaredWeight(llvm::StringRef symbol,
                              mlir::RankedTensorType type,
-                             llvm::ArrayRef<std::string> sources);
+                             llvm::ArrayRef<std::string> sources,
+                             lm::ShardAttr shard = {});
 
   mlir::ModuleOp module;
   const importers::Checkpoint &checkpoint;
@@ -283,6 +331,8 @@ protected:
   mlir::OpBuilder b;
   mlir::Location loc;
   llvm::StringMap<lm::WeightOp> declared;
+  /// This builder's tensor-parallel rank and the rank count.
+  int64_t tpRank = 0, tpRanks = 1;
 };
 
 /// A family's lm module: `Emitter(module, emitterArgs...)` emits @prefill
@@ -302,9 +352,22 @@ buildStepFunctions(mlir::MLIRContext &context, const BuildOptions &options,
         "max sequence length and batch must be positive, got " +
             llvm::Twine(options.maxSeqLen) + " and " +
             llvm::Twine(options.maxBatch));
+  if (options.tensorParallel < 1 || options.rank < 0 ||
+      options.rank >= options.tensorParallel)
+    return llvm::createStringError(llvm::inconvertibleErrorCode(),
+                                   "rank " + llvm::Twine(options.rank) +
+                                       " of " +
+                                       llvm::Twine(options.tensorParallel) +
+                                       " tensor-parallel ranks does not exist");
+  if (options.tensorParallel > 1 && !Emitter::kSupportsTensorParallel)
+    return llvm::createStringError(
+        llvm::inconvertibleErrorCode(),
+        "tensor parallelism is not supported for this model family yet "
+        "(it is for deepseek_v32); build it for one rank");
   mlir::OwningOpRef<mlir::ModuleOp> module =
       mlir::ModuleOp::create(mlir::UnknownLoc::get(&context));
   Emitter emitter(*module, emitterArgs...);
+  emitter.setTensorParallel(options.rank, options.tensorParallel);
   for (llvm::StringRef name : {"prefill", "decode"})
     if (llvm::Error err = emitter.buildFunction(name, options))
       return std::move(err);

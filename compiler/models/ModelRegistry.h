@@ -33,6 +33,10 @@ struct BuildOptions {
   int64_t maxSeqLen = 4096;
   /// Sequences the caches hold at once.
   int64_t maxBatch = 8;
+  /// Tensor parallelism (docs/parallel.md): the functions of rank
+  /// `rank` of `tensorParallel`, over its shards of the weights.
+  int64_t tensorParallel = 1;
+  int64_t rank = 0;
 };
 
 /// One model's parsed config and how to build it.

@@ -10,7 +10,9 @@
 
 #include "compiler/importers/WeightLoader.h"
 #include "compiler/models/DeepseekV32.h"
+#include "compiler/pipeline/Pipeline.h"
 #include "compiler/reference/CheckpointWeights.h"
+#include "compiler/reference/Collectives.h"
 #include "compiler/reference/Evaluator.h"
 #include "dialects/lm/LmDialect.h"
 
@@ -19,6 +21,7 @@
 #include "mlir/Dialect/Tensor/IR/Tensor.h"
 #include "mlir/IR/MLIRContext.h"
 #include "mlir/IR/Verifier.h"
+#include "mlir/Pass/PassManager.h"
 #include "llvm/Support/JSON.h"
 #include "llvm/Support/MemoryBuffer.h"
 
@@ -27,6 +30,8 @@
 #include <cmath>
 #include <cstdio>
 #include <cstring>
+#include <optional>
+#include <thread>
 
 using namespace mlir;
 using namespace daybreak;
@@ -56,10 +61,21 @@ std::vector<int64_t> intList(const llvm::json::Object &seq, llvm::StringRef key)
   return out;
 }
 
-class DeepseekV32E2E : public ::testing::TestWithParam<const char *> {};
+/// A fixture directory, the tensor-parallel ranks to split it over and
+/// whether each rank's module goes through the lm pipeline (f32 caches)
+/// before it is evaluated.
+struct E2ECase {
+  const char *fixture;
+  int64_t ranks;
+  bool lmPipeline = false;
+};
+
+class DeepseekV32E2E : public ::testing::TestWithParam<E2ECase> {};
 
 TEST_P(DeepseekV32E2E, LogitsMatchTransformers) {
-  std::string dir = std::string(DAYBREAK_SOURCE_DIR) + "/" + GetParam();
+  const char *fixture = GetParam().fixture;
+  int64_t ranks = GetParam().ranks;
+  std::string dir = std::string(DAYBREAK_SOURCE_DIR) + "/" + fixture;
   auto config = importers::loadConfig(dir);
   ASSERT_TRUE(!!config) << llvm::toString(config.takeError());
   auto checkpoint = importers::Checkpoint::open(dir);
@@ -78,16 +94,29 @@ TEST_P(DeepseekV32E2E, LogitsMatchTransformers) {
       safetensors::File::open(dir + "/expected.safetensors", expected);
   ASSERT_TRUE(status.ok) << status.message;
 
+  // One module per rank, each over its shards of the weights.
   MLIRContext context;
   models::BuildOptions options;
   options.maxSeqLen = 64;
   options.maxBatch = 2;
-  auto module = models::buildDeepseekV32(context, *config, *checkpoint,
-                                         options);
-  ASSERT_TRUE(!!module) << llvm::toString(module.takeError());
-  ASSERT_TRUE(succeeded(verify(**module)));
-
-  ref::Evaluator evaluator(**module, ref::checkpointWeights(*checkpoint));
+  options.tensorParallel = ranks;
+  std::vector<OwningOpRef<ModuleOp>> modules;
+  for (int64_t r = 0; r < ranks; ++r) {
+    options.rank = r;
+    auto module =
+        models::buildDeepseekV32(context, *config, *checkpoint, options);
+    ASSERT_TRUE(!!module) << llvm::toString(module.takeError());
+    ASSERT_TRUE(succeeded(verify(**module)));
+    if (GetParam().lmPipeline) {
+      pipeline::Options lmOptions;
+      lmOptions.kvCacheDtype = "f32";
+      PassManager pm(&context);
+      pipeline::buildLmPipeline(pm, lmOptions,
+                                ref::checkpointWeights(*checkpoint));
+      ASSERT_TRUE(succeeded(pm.run(**module))) << "rank " << r;
+    }
+    modules.push_back(std::move(*module));
+  }
   int64_t kvWidth = config->kvLoraRank + config->qkRopeHeadDim;
   int64_t vocab = config->vocabSize;
 
@@ -104,94 +133,195 @@ TEST_P(DeepseekV32E2E, LogitsMatchTransformers) {
   int64_t batch = prompts.size();
   ASSERT_LE(batch, options.maxBatch);
 
-  std::vector<ref::Tensor> caches;
-  for (int64_t l = 0; l < config->numLayers; ++l) {
-    caches.push_back(ref::Tensor::zeros(
-        ref::ElementType::F32, {options.maxBatch, options.maxSeqLen, kvWidth}));
-    caches.push_back(ref::Tensor::zeros(
-        ref::ElementType::F32,
-        {options.maxBatch, options.maxSeqLen, config->indexHeadDim}));
-  }
-  auto step = [&](llvm::StringRef fn, const std::vector<int64_t> &ids,
-                  const std::vector<int64_t> &positions,
-                  const std::vector<int64_t> &seqs) -> std::vector<float> {
-    int64_t n = ids.size();
-    std::vector<ref::Tensor> args = {ref::Tensor::fromInts({n}, ids),
-                                     ref::Tensor::fromInts({n}, positions),
-                                     ref::Tensor::fromInts({n}, seqs)};
-    args.insert(args.end(), caches.begin(), caches.end());
-    auto out = evaluator.run(fn, args);
-    EXPECT_TRUE(!!out) << llvm::toString(out.takeError());
-    if (!out)
-      return {};
-    caches.assign(out->begin() + 1, out->end());
-    return (*out)[0].floats();
+  // A rank's logits: the prefill's rows, then each decode step's. Every
+  // rank holds whole caches (MLA's latent and the indexer's keys are not
+  // split) and, after the LM head's all-gather, every logit.
+  struct Logits {
+    std::vector<float> prefill;
+    std::vector<std::vector<float>> decode;
+    std::string error;
   };
+  auto runRank = [&](ModuleOp module, ref::Collectives *group) {
+    Logits result;
+    ref::Evaluator evaluator(module, ref::checkpointWeights(*checkpoint));
+    evaluator.setCollectives(group);
+    std::vector<ref::Tensor> caches;
+    for (int64_t l = 0; l < config->numLayers; ++l) {
+      caches.push_back(
+          ref::Tensor::zeros(ref::ElementType::F32,
+                             {options.maxBatch, options.maxSeqLen, kvWidth}));
+      caches.push_back(ref::Tensor::zeros(
+          ref::ElementType::F32,
+          {options.maxBatch, options.maxSeqLen, config->indexHeadDim}));
+    }
+    auto step = [&](llvm::StringRef fn, const std::vector<int64_t> &ids,
+                    const std::vector<int64_t> &positions,
+                    const std::vector<int64_t> &seqs)
+        -> std::optional<std::vector<float>> {
+      int64_t n = ids.size();
+      std::vector<ref::Tensor> args = {ref::Tensor::fromInts({n}, ids),
+                                       ref::Tensor::fromInts({n}, positions),
+                                       ref::Tensor::fromInts({n}, seqs)};
+      args.insert(args.end(), caches.begin(), caches.end());
+      auto out = evaluator.run(fn, args);
+      if (!out) {
+        result.error = llvm::toString(out.takeError());
+        return std::nullopt;
+      }
+      caches.assign(out->begin() + 1, out->end());
+      return (*out)[0].floats();
+    };
+    std::vector<int64_t> ids, positions, seqs;
+    for (int64_t i = 0; i < batch; ++i)
+      for (size_t p = 0; p < prompts[i].size(); ++p) {
+        ids.push_back(prompts[i][p]);
+        positions.push_back(p);
+        seqs.push_back(i);
+      }
+    auto prefill = step("prefill", ids, positions, seqs);
+    if (!prefill)
+      return result;
+    result.prefill = std::move(*prefill);
+    for (size_t t = 0; t < decodes[0].size(); ++t) {
+      ids.clear();
+      positions.clear();
+      seqs.clear();
+      for (int64_t i = 0; i < batch; ++i) {
+        ids.push_back(decodes[i][t]);
+        positions.push_back(prompts[i].size() + t);
+        seqs.push_back(i);
+      }
+      auto rows = step("decode", ids, positions, seqs);
+      if (!rows)
+        return result;
+      result.decode.push_back(std::move(*rows));
+    }
+    return result;
+  };
+  std::vector<Logits> logits(ranks);
+  if (ranks == 1) {
+    logits[0] = runRank(*modules[0], nullptr);
+  } else {
+    runtime::LoopbackGroup group(ranks);
+    std::vector<std::thread> threads;
+    for (int64_t r = 0; r < ranks; ++r)
+      threads.emplace_back([&, r] {
+        ref::CommunicatorCollectives collectives(group.rank(r));
+        logits[r] = runRank(*modules[r], &collectives);
+        if (!logits[r].error.empty())
+          group.abort("rank " + std::to_string(r) + " failed");
+      });
+    for (std::thread &t : threads)
+      t.join();
+  }
 
   // Tolerance: 1e-4 absolute on logits of magnitude ~4 (fp32 vs fp32;
-  // transformers' own fp32-vs-fp64 spread is 5.4e-6, fixture README).
+  // transformers' own fp32-vs-fp64 spread is 5.4e-6, fixture README). The
+  // split over ranks only reorders f32 sums (each rank's partial products
+  // summed by the all-reduce), an error of the same order as that spread.
   constexpr double kTolerance = 1e-4;
-  std::vector<int64_t> ids, positions, seqs;
-  for (int64_t i = 0; i < batch; ++i)
-    for (size_t p = 0; p < prompts[i].size(); ++p) {
-      ids.push_back(prompts[i][p]);
-      positions.push_back(p);
-      seqs.push_back(i);
-    }
-  std::vector<float> got = step("prefill", ids, positions, seqs);
-  ASSERT_EQ(got.size(), ids.size() * vocab);
-  size_t row = 0;
-  for (int64_t i = 0; i < batch; ++i) {
-    std::vector<int64_t> shape;
-    std::string prefix = "seq" + std::to_string(i);
-    std::vector<float> want =
-        readF32(expected, prefix + ".prefill_logits", &shape);
-    ASSERT_EQ(want.size(), prompts[i].size() * vocab);
-    double worst = 0;
-    for (size_t j = 0; j < want.size(); ++j)
-      worst = std::max(worst,
-                       std::fabs(double(got[row * vocab + j]) - want[j]));
-    row += prompts[i].size();
-    EXPECT_LE(worst, kTolerance) << prefix << " prefill";
-    std::printf("%s %s prefill: %zu logits, max |diff| %.3g\n", GetParam(),
-                prefix.c_str(), want.size(), worst);
-  }
-
-  std::vector<double> worstDecode(batch, 0.0);
-  std::vector<std::vector<float>> wantDecode(batch);
-  for (int64_t i = 0; i < batch; ++i) {
-    std::vector<int64_t> shape;
-    wantDecode[i] = readF32(expected, "seq" + std::to_string(i) +
-                                          ".decode_logits", &shape);
-  }
-  for (size_t t = 0; t < decodes[0].size(); ++t) {
-    ids.clear();
-    positions.clear();
-    seqs.clear();
+  for (int64_t r = 0; r < ranks; ++r) {
+    const Logits &got = logits[r];
+    ASSERT_EQ(got.error, "") << "rank " << r;
+    std::string who = ranks == 1 ? ""
+                                 : " (rank " + std::to_string(r) + " of " +
+                                       std::to_string(ranks) + ")";
+    size_t row = 0;
     for (int64_t i = 0; i < batch; ++i) {
-      ids.push_back(decodes[i][t]);
-      positions.push_back(prompts[i].size() + t);
-      seqs.push_back(i);
+      std::vector<int64_t> shape;
+      std::string prefix = "seq" + std::to_string(i);
+      std::vector<float> want =
+          readF32(expected, prefix + ".prefill_logits", &shape);
+      ASSERT_EQ(want.size(), prompts[i].size() * vocab);
+      ASSERT_GE(got.prefill.size(), (row + prompts[i].size()) * vocab);
+      double worst = 0;
+      for (size_t j = 0; j < want.size(); ++j)
+        worst = std::max(
+            worst, std::fabs(double(got.prefill[row * vocab + j]) - want[j]));
+      row += prompts[i].size();
+      EXPECT_LE(worst, kTolerance) << prefix << " prefill" << who;
+      std::printf("%s%s %s prefill: %zu logits, max |diff| %.3g\n", fixture,
+                  who.c_str(), prefix.c_str(), want.size(), worst);
     }
-    std::vector<float> rows = step("decode", ids, positions, seqs);
-    ASSERT_EQ(static_cast<int64_t>(rows.size()), batch * vocab);
-    for (int64_t i = 0; i < batch; ++i)
-      for (int64_t j = 0; j < vocab; ++j)
-        worstDecode[i] = std::max(
-            worstDecode[i], std::fabs(double(rows[i * vocab + j]) -
-                                      wantDecode[i][t * vocab + j]));
-  }
-  for (int64_t i = 0; i < batch; ++i) {
-    EXPECT_LE(worstDecode[i], kTolerance) << "seq" << i << " decode";
-    std::printf("%s seq%lld decode: %zu steps, max |diff| %.3g\n", GetParam(),
-                static_cast<long long>(i), decodes[i].size(), worstDecode[i]);
+    ASSERT_EQ(got.decode.size(), decodes[0].size());
+    for (int64_t i = 0; i < batch; ++i) {
+      std::vector<int64_t> shape;
+      std::vector<float> want = readF32(
+          expected, "seq" + std::to_string(i) + ".decode_logits", &shape);
+      double worst = 0;
+      for (size_t t = 0; t < got.decode.size(); ++t) {
+        ASSERT_EQ(static_cast<int64_t>(got.decode[t].size()), batch * vocab);
+        for (int64_t j = 0; j < vocab; ++j)
+          worst =
+              std::max(worst, std::fabs(double(got.decode[t][i * vocab + j]) -
+                                        want[t * vocab + j]));
+      }
+      EXPECT_LE(worst, kTolerance) << "seq" << i << " decode" << who;
+      std::printf("%s%s seq%lld decode: %zu steps, max |diff| %.3g\n", fixture,
+                  who.c_str(), static_cast<long long>(i), got.decode.size(),
+                  worst);
+    }
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(Fixtures, DeepseekV32E2E,
-                         ::testing::Values("test/fixtures/shared/deepseek_v32",
-                                           "test/fixtures/shared/deepseek_v32_fp8",
-                                           "test/fixtures/deepseek_v32_small",
-                                           "test/fixtures/deepseek_v32_small_fp8"));
+std::string caseName(const ::testing::TestParamInfo<E2ECase> &info) {
+  std::string name =
+      llvm::StringRef(info.param.fixture).rsplit('/').second.str();
+  return name + "_tp" + std::to_string(info.param.ranks) +
+         (info.param.lmPipeline ? "_lm_pipeline" : "");
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Fixtures, DeepseekV32E2E,
+    ::testing::Values(E2ECase{"test/fixtures/shared/deepseek_v32", 1},
+                      E2ECase{"test/fixtures/shared/deepseek_v32_fp8", 1},
+                      E2ECase{"test/fixtures/deepseek_v32_small", 1},
+                      E2ECase{"test/fixtures/deepseek_v32_small_fp8", 1},
+                      E2ECase{"test/fixtures/shared/deepseek_v32", 2},
+                      E2ECase{"test/fixtures/shared/deepseek_v32", 4},
+                      E2ECase{"test/fixtures/deepseek_v32_small", 2},
+                      E2ECase{"test/fixtures/deepseek_v32_small", 4},
+                      E2ECase{"test/fixtures/deepseek_v32_tp_fp8", 1},
+                      E2ECase{"test/fixtures/deepseek_v32_tp_fp8", 2},
+                      E2ECase{"test/fixtures/deepseek_v32_tp_fp8", 4},
+                      E2ECase{"test/fixtures/deepseek_v32_tp_fp8", 1, true},
+                      E2ECase{"test/fixtures/deepseek_v32_tp_fp8", 2, true},
+                      E2ECase{"test/fixtures/shared/deepseek_v32", 4, true}),
+    caseName);
+
+// An FP8 projection whose rows a rank would take from two 128-row scale
+// blocks cannot be split: its local rows would read the wrong scales. The
+// shared fixture's q_b ([4 heads x 48, 96]) is such a case at two ranks.
+TEST(DeepseekV32TensorParallel, Fp8SplitsKeepScaleBlocksWhole) {
+  std::string dir = std::string(DAYBREAK_SOURCE_DIR) +
+                    "/test/fixtures/shared/deepseek_v32_fp8";
+  auto config = importers::loadConfig(dir);
+  ASSERT_TRUE(!!config) << llvm::toString(config.takeError());
+  auto checkpoint = importers::Checkpoint::open(dir);
+  ASSERT_TRUE(!!checkpoint) << llvm::toString(checkpoint.takeError());
+  MLIRContext context;
+  models::BuildOptions options;
+  options.tensorParallel = 2;
+  options.rank = 1;
+  auto module =
+      models::buildDeepseekV32(context, *config, *checkpoint, options);
+  ASSERT_FALSE(!!module);
+  EXPECT_EQ(llvm::toString(module.takeError()),
+            "FP8 weight 'model.layers.0.self_attn.q_b_proj.weight': this "
+            "rank's rows [96, 192) split its scale blocks of 128");
+  // Three ranks do not divide the four heads.
+  options.tensorParallel = 3;
+  options.rank = 0;
+  module = models::buildDeepseekV32(context, *config, *checkpoint, options);
+  ASSERT_FALSE(!!module);
+  EXPECT_EQ(llvm::toString(module.takeError()),
+            "num_attention_heads (4) does not split evenly over 3 "
+            "tensor-parallel ranks");
+  options.rank = 3;
+  module = models::buildDeepseekV32(context, *config, *checkpoint, options);
+  ASSERT_FALSE(!!module);
+  EXPECT_EQ(llvm::toString(module.takeError()),
+            "rank 3 of 3 tensor-parallel ranks does not exist");
+}
 
 } // namespace

@@ -6,7 +6,7 @@
 // block scales (column- then row-parallel, the scales cut by blocks) and an
 // LM head split by vocabulary rows; and each of T ranks' functions run on a
 // thread of its own, meeting at lm.all_reduce and lm.all_gather through the
-// in-process LoopbackGroup. Every rank's logits must be the one-rank
+// in-process runtime::LoopbackGroup. Every rank's logits must be the one-rank
 // function's, within the reordering of the row-parallel sums. Also: the
 // shards stack under lm-fuse-gate-up, the artifact writer stores exactly a
 // shard's bytes, and a rank that fails stops the others instead of hanging.
@@ -158,7 +158,7 @@ protected:
   /// own; fails the test if a rank fails.
   std::vector<ref::Tensor> runRanks(ArrayRef<OwningOpRef<ModuleOp>> modules) {
     int64_t ranks = modules.size();
-    ref::LoopbackGroup group(ranks);
+    runtime::LoopbackGroup group(ranks);
     std::vector<ref::Tensor> logits(ranks);
     std::vector<std::string> errors(ranks);
     std::vector<std::thread> threads;
@@ -166,7 +166,8 @@ protected:
       threads.emplace_back([&, r] {
         ref::Evaluator evaluator(*modules[r],
                                  ref::checkpointWeights(*checkpoint));
-        evaluator.setCollectives(&group.rank(r));
+        ref::CommunicatorCollectives collectives(group.rank(r));
+        evaluator.setCollectives(&collectives);
         auto out = evaluator.run("f", {input});
         if (!out) {
           errors[r] = llvm::toString(out.takeError());
@@ -380,26 +381,28 @@ TEST_F(TensorParallel, ArtifactHoldsEachRanksShardBytes) {
 
 TEST_F(TensorParallel, FailingRankStopsTheOthers) {
   // Rank 1 never reaches the all-reduce; rank 0 must return, naming it.
-  ref::LoopbackGroup group(2);
+  runtime::LoopbackGroup group(2);
   std::string error;
+  std::vector<float> out(input.numel());
   std::thread waiting([&] {
-    auto sum = group.rank(0).allReduceSum(input);
-    if (!sum)
-      error = llvm::toString(sum.takeError());
+    Status s = group.rank(0).allReduceSum(input.floats().data(), out.data(),
+                                          input.numel());
+    error = s.message();
   });
   group.abort("rank 1 failed: no such weight");
   waiting.join();
   EXPECT_EQ(error, "rank 0, all_reduce: rank 1 failed: no such weight");
 
   // A rank that never comes: the others time out, naming it.
-  ref::LoopbackGroup slow(3, std::chrono::milliseconds(50));
+  runtime::LoopbackGroup slow(3, std::chrono::milliseconds(50));
   std::vector<std::string> errors(2);
   std::vector<std::thread> threads;
   for (int64_t r = 0; r < 2; ++r)
     threads.emplace_back([&, r] {
-      auto gathered = slow.rank(r).allGather(input);
-      if (!gathered)
-        errors[r] = llvm::toString(gathered.takeError());
+      std::vector<float> gathered(3 * input.numel());
+      Status s = slow.rank(r).allGather(input.floats().data(), gathered.data(),
+                                        kTokens, kHidden);
+      errors[r] = s.message();
     });
   for (std::thread &t : threads)
     t.join();

@@ -1,0 +1,115 @@
+//===- Communicator.cpp - Collectives between tensor-parallel ranks -------===//
+
+#include "runtime/core/Communicator.h"
+
+#include <algorithm>
+
+using namespace daybreak;
+using namespace daybreak::runtime;
+
+namespace {
+/// One rank of a LoopbackGroup: reduces or gathers from every rank's
+/// input on its own thread, then writes its output once all have read.
+class LoopbackRank final : public Communicator {
+public:
+  LoopbackRank(LoopbackGroup &group, int64_t index)
+      : group(group), index(index) {}
+
+  int64_t rank() const override { return index; }
+  int64_t size() const override { return group.size(); }
+
+  Status allReduceSum(const float *in, float *out, int64_t count) override {
+    // Summed into a buffer of this rank's and written after every rank has
+    // read the inputs (`in` may be `out`, and is another rank's input).
+    scratch.assign(count, 0.0f);
+    Status s = group.meet(index, "all_reduce", in, count,
+                          [&](const std::vector<const float *> &all) {
+                            for (const float *part : all)
+                              for (int64_t i = 0; i < count; ++i)
+                                scratch[i] += part[i];
+                          });
+    if (!s)
+      return s;
+    std::copy(scratch.begin(), scratch.end(), out);
+    return Status::success();
+  }
+
+  Status allGather(const float *in, float *out, int64_t rows,
+                   int64_t width) override {
+    int64_t n = size();
+    return group.meet(index, "all_gather", in, rows * width,
+                      [&](const std::vector<const float *> &all) {
+                        for (int64_t r = 0; r < n; ++r)
+                          for (int64_t row = 0; row < rows; ++row)
+                            std::copy_n(all[r] + row * width, width,
+                                        out + (row * n + r) * width);
+                      });
+  }
+
+private:
+  LoopbackGroup &group;
+  int64_t index;
+  std::vector<float> scratch;
+};
+} // namespace
+
+LoopbackGroup::LoopbackGroup(int64_t size, std::chrono::milliseconds timeout)
+    : timeout(timeout), came(size, false), inputs(size, nullptr) {
+  for (int64_t r = 0; r < size; ++r)
+    members.push_back(std::make_unique<LoopbackRank>(*this, r));
+}
+
+LoopbackGroup::~LoopbackGroup() = default;
+
+void LoopbackGroup::abort(const std::string &reason) {
+  std::lock_guard<std::mutex> lock(mutex);
+  if (failure.empty())
+    failure = reason;
+  crossed.notify_all();
+}
+
+Status LoopbackGroup::arrive(int64_t rank, const char *what, const float *in,
+                             int64_t count) {
+  std::unique_lock<std::mutex> lock(mutex);
+  auto failed = [&] {
+    return Status::error("rank " + std::to_string(rank) + ", " + what + ": " +
+                         failure);
+  };
+  if (!failure.empty())
+    return failed();
+  if (arrived == 0) {
+    current = what;
+    currentCount = count;
+  } else if (current != what || currentCount != count) {
+    failure = "ranks disagree: " + std::string(what) + " of " +
+              std::to_string(count) + " values on rank " +
+              std::to_string(rank) + ", " + current + " of " +
+              std::to_string(currentCount) + " on the others";
+    crossed.notify_all();
+    return failed();
+  }
+  if (in)
+    inputs[rank] = in;
+  came[rank] = true;
+  uint64_t mine = generation;
+  if (++arrived == size()) {
+    came.assign(size(), false);
+    arrived = 0;
+    ++generation;
+    crossed.notify_all();
+    return Status::success();
+  }
+  if (!crossed.wait_for(lock, timeout, [&] {
+        return generation != mine || !failure.empty();
+      })) {
+    std::string missing;
+    for (int64_t r = 0; r < size(); ++r)
+      if (!came[r])
+        missing += (missing.empty() ? "" : ", ") + std::to_string(r);
+    failure = "timed out after " + std::to_string(timeout.count()) +
+              " ms waiting for rank(s) " + missing;
+    crossed.notify_all();
+    return failed();
+  }
+  return generation != mine ? Status::success() : failed();
+}
