@@ -193,6 +193,10 @@ artifact::emitArtifact(ModuleOp module, const importers::Checkpoint &checkpoint,
   for (int64_t id : info.eosTokenIds)
     manifest.add_eos_token_ids(id);
   manifest.set_target(info.target);
+  if (info.tensorParallel > 1) {
+    manifest.set_tensor_parallel_rank(info.rank);
+    manifest.set_tensor_parallel_size(info.tensorParallel);
+  }
 
   // Weights: section 0 in plan order at the planned offsets.
   // The bytes stay where they are (folded values in the module, tensors in

@@ -26,6 +26,9 @@ struct EmitInfo {
   /// Every token that ends generation (the config's eos_token_id list).
   std::vector<int64_t> eosTokenIds;
   std::string target = "cpu";
+  /// Rank `rank` of `tensorParallel` tensor-parallel ranks.
+  int64_t tensorParallel = 1;
+  int64_t rank = 0;
   /// Keep checkpoint tensors in the checkpoint's files (recorded by path,
   /// size and XXH3 hashes) instead of copying them into the artifact;
   /// weights the compiler computes are stored in the artifact either way.

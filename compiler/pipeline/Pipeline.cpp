@@ -221,7 +221,21 @@ llvm::Error pipeline::compile(const Options &options, llvm::raw_ostream &out,
   clamped.maxTokens = limits->maxTokens;
   clamped.kvCacheTokens = limits->kvCacheTokens;
   clamped.maxLogitRows = limits->maxLogitRows;
-  return compileWith(clamped, options, *target, *config, *checkpoint, out, log);
+  if (options.tensorParallel < 1)
+    return errorf("--tensor-parallel must be at least 1");
+  // One plan a rank, each over its shards, in rank order.
+  for (int64_t r = 0; r < options.tensorParallel; ++r) {
+    Options rank = clamped;
+    rank.rank = r;
+    rank.output =
+        artifact::rankArtifactPath(options.output, r, options.tensorParallel);
+    if (options.tensorParallel > 1 && options.compileTo != Phase::Artifact)
+      out << "// rank " << r << " of " << options.tensorParallel << "\n";
+    if (llvm::Error err =
+            compileWith(rank, options, *target, *config, *checkpoint, out, log))
+      return err;
+  }
+  return llvm::Error::success();
 }
 
 /// `options` holds the limits chosen; `given` those the caller asked for.
@@ -262,6 +276,8 @@ static llvm::Error compileWith(const Options &options, const Options &given,
   models::BuildOptions build;
   build.maxSeqLen = options.maxSeqLen;
   build.maxBatch = options.maxBatch;
+  build.tensorParallel = options.tensorParallel;
+  build.rank = options.rank;
   auto module = config->build(context, *checkpoint, build);
   if (!module)
     return module.takeError();
@@ -300,6 +316,8 @@ static llvm::Error compileWith(const Options &options, const Options &given,
   info.eosTokenIds.assign(config->eosTokenIds().begin(),
                           config->eosTokenIds().end());
   info.target = options.target;
+  info.tensorParallel = options.tensorParallel;
+  info.rank = options.rank;
   info.weightsByReference = options.weightsByReference;
   // The target's code images: generated kernels compiled now, and what its
   // passes recorded in the plan.
@@ -315,7 +333,11 @@ static llvm::Error compileWith(const Options &options, const Options &given,
     return asked ? std::string("given") : ("default: " + chosen).str();
   };
   const artifact::MemoryPlan &m = manifest->memory();
-  log << "memory plan (" << options.output << ")\n"
+  log << "memory plan (" << options.output;
+  if (options.tensorParallel > 1)
+    log << ", rank " << options.rank << " of " << options.tensorParallel
+        << " tensor-parallel ranks: its shards";
+  log << ")\n"
       << "  limits:           --max-seq-len " << options.maxSeqLen << " ("
       << origin(given.maxSeqLen, "the model's max_position_embeddings " +
                                      Twine(config->maxPositions()) +

@@ -65,6 +65,12 @@ struct Options {
   bool mxfp4ConvertInDecode = false;
   /// Keep checkpoint tensors in the checkpoint's files (--weights=reference).
   bool weightsByReference = false;
+  /// Tensor-parallel ranks (--tensor-parallel): `compile` builds one plan a
+  /// rank, each over its shards of the weights, and writes each to
+  /// artifact::rankArtifactPath(output, r, n) (docs/parallel.md).
+  int64_t tensorParallel = 1;
+  /// The rank being compiled (set by `compile` for each).
+  int64_t rank = 0;
   /// Called on the pass manager before it runs: the tool applies MLIR's
   /// pass-manager command-line options there (--mlir-print-ir-after-all,
   /// --mlir-timing, ...), so pipeline code reads no global option.
@@ -83,7 +89,8 @@ void buildLmPipeline(mlir::OpPassManager &pm, const Options &options,
 void buildLowerToPlanPipeline(mlir::OpPassManager &pm, const Options &options);
 
 /// Runs the whole pipeline; IR phases print to `out`, the artifact goes to
-/// options.output, and the memory plan is reported on `log`.
+/// options.output (one a rank under tensor parallelism), and the memory
+/// plan is reported on `log`.
 llvm::Error compile(const Options &options, llvm::raw_ostream &out,
                     llvm::raw_ostream &log);
 

@@ -213,6 +213,19 @@ std::string mxfp4RouteText(const Manifest &m) {
          " converts; " + packed + " reads the packed experts)";
 }
 
+std::string rankArtifactPath(const std::string &output, int64_t rank,
+                             int64_t ranks) {
+  if (ranks <= 1)
+    return output;
+  const std::string suffix = ".daybreak";
+  std::string stem = output;
+  if (stem.size() >= suffix.size() &&
+      stem.compare(stem.size() - suffix.size(), suffix.size(), suffix) == 0)
+    stem.resize(stem.size() - suffix.size());
+  return stem + ".rank" + std::to_string(rank) + "-of-" +
+         std::to_string(ranks) + suffix;
+}
+
 std::optional<uint64_t> dtypeBits(DType dtype) {
   if (dtype == F4E2M1FN)
     return 4;

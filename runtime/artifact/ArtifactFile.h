@@ -102,6 +102,12 @@ std::string weightOriginText(const WeightPrecision &p);
 /// packed experts unless it has conversions of its own).
 std::string mxfp4RouteText(const Manifest &m);
 
+/// The artifact of tensor-parallel rank `rank` of `ranks` for the output
+/// name `output` (daybreak-compile --tensor-parallel): "model.daybreak"
+/// becomes "model.rank0-of-2.daybreak"; `output` itself for one rank.
+std::string rankArtifactPath(const std::string &output, int64_t rank,
+                             int64_t ranks);
+
 /// A read-only mapping of a verified `.daybreak` file. Owns the mapping (not
 /// the bytes given to openBytes); move-only; pointers it returns stay valid
 /// while it lives (moving keeps them valid). Immutable after `open`, so

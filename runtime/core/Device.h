@@ -13,6 +13,7 @@
 
 #include "runtime/artifact/ArtifactFile.h"
 #include "runtime/core/CacheState.h"
+#include "runtime/core/Communicator.h"
 #include "runtime/core/PreparedLaunch.h"
 #include "runtime/support/Status.h"
 
@@ -51,6 +52,10 @@ public:
   /// recorded graphs runs launch by launch instead. Null turns it off.
   void checkFiniteResults(std::ostream *log) { finiteLog_ = log; }
   bool checksFiniteResults() const { return finiteLog_ != nullptr; }
+  /// The ranks a tensor-parallel plan's collectives meet (not owned; null,
+  /// the default, for a plan of one rank).
+  void setCommunicator(Communicator *ranks) { communicator_ = ranks; }
+  Communicator *communicator() const { return communicator_; }
   /// Bytes the device holds for the model.
   virtual uint64_t residentBytes() const = 0;
   /// The same, measured by the device's own accounting (cuMemGetInfo on a
@@ -143,6 +148,7 @@ private:
   CachePlan caches_;
   std::vector<int32_t> pageTable_;
   std::ostream *finiteLog_ = nullptr;
+  Communicator *communicator_ = nullptr;
 };
 
 /// Bytes per element of an artifact dtype.

@@ -85,6 +85,9 @@ Status runtime::runLogits(Model &model, const std::string &inputsPath,
       outputs.push_back({"seq" + std::to_string(i) + ".decode_logits",
                          {int64_t(decodes[i].size()), vocab},
                          std::move(decodeLogits[i])});
+  // Ranks other than the first compute the same logits and write none.
+  if (outputPath.empty())
+    return Status::success();
   safetensors::Status written = safetensors::writeF32File(outputPath, outputs);
   if (!written.ok)
     return Status::error(written.message);
@@ -281,6 +284,10 @@ void runtime::inspect(const artifact::Manifest &m, std::ostream &out) {
       << "limits:    " << m.max_batch() << " sequences x " << m.max_seq_len()
       << " tokens, " << m.max_tokens() << " tokens per step, vocab "
       << m.vocab_size() << "\n";
+  if (m.tensor_parallel_size() > 1)
+    out << "ranks:     rank " << m.tensor_parallel_rank() << " of "
+        << m.tensor_parallel_size()
+        << " tensor-parallel ranks (this artifact holds its shards)\n";
   out << "eos:      ";
   for (int64_t id : m.eos_token_ids())
     out << " " << id;

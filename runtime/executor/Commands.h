@@ -13,7 +13,8 @@ namespace daybreak::runtime {
 /// Runs every sequence of a fixture's inputs.json together: one prefill
 /// over all prompts (chunked to the compiled max tokens per step), then
 /// teacher-forced decode steps; writes `seq{i}.prefill_logits` [P, vocab]
-/// and `seq{i}.decode_logits` [D, vocab] as F32 safetensors.
+/// and `seq{i}.decode_logits` [D, vocab] as F32 safetensors (none for an
+/// empty `outputPath`: the ranks after the first of a tensor-parallel run).
 Status runLogits(Model &model, const std::string &inputsPath,
                  const std::string &outputPath, std::ostream &log);
 

@@ -49,6 +49,10 @@ struct LoadOptions {
   /// Debugging: report every launch whose floating-point results hold NaN
   /// or infinities on stderr (Device::checkFiniteResults). Slow.
   bool checkFinite = false;
+  /// The rank's link to the others, for an artifact of one rank of a
+  /// tensor-parallel model (not owned; runRanks gives each rank its own);
+  /// null for a model of one rank.
+  Communicator *communicator = nullptr;
 };
 
 /// The tokens of one step: token t belongs to sequence sequences[t] (a cache

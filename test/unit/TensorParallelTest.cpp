@@ -23,6 +23,8 @@
 #include "compiler/targets/Target.h"
 #include "passes/Passes.h"
 #include "runtime/artifact/ArtifactFile.h"
+#include "runtime/executor/Model.h"
+#include "runtime/executor/Ranks.h"
 #include "test/unit/PassEquivalence.h"
 #include "test/unit/SafetensorsWriter.h"
 
@@ -408,6 +410,53 @@ TEST_F(TensorParallel, FailingRankStopsTheOthers) {
     t.join();
   for (const std::string &e : errors)
     EXPECT_NE(e.find("waiting for rank(s) 2"), std::string::npos) << e;
+}
+
+TEST(TensorParallelRuntime, RankArtifactsLoadOnlyWithTheirRanks) {
+  llvm::SmallString<128> dir;
+  ASSERT_FALSE(llvm::sys::fs::createUniqueDirectory("tp-artifacts", dir));
+  pipeline::Options options;
+  options.checkpoint =
+      std::string(DAYBREAK_SOURCE_DIR) + "/test/fixtures/deepseek_v32_tp_fp8";
+  options.output = (dir + "/model.daybreak").str();
+  options.maxSeqLen = 64;
+  options.maxBatch = 2;
+  options.tensorParallel = 2;
+  std::string log;
+  llvm::raw_string_ostream logStream(log);
+  llvm::Error compiled = pipeline::compile(options, llvm::nulls(), logStream);
+  ASSERT_FALSE(compiled) << llvm::toString(std::move(compiled)) << log;
+  std::string rank0 = (dir + "/model.rank0-of-2.daybreak").str();
+
+  // Alone, or as the wrong rank, or in a group of another size: refused.
+  runtime::LoadOptions load;
+  load.threads = 1;
+  auto alone = runtime::Model::load(rank0, load);
+  ASSERT_FALSE(alone.ok());
+  EXPECT_EQ(alone.error().message(),
+            rank0 + ": rank 0 of 2 tensor-parallel ranks, loaded alone (run "
+                    "it with the other ranks' artifacts: runtime::runRanks, "
+                    "as daybreak-run does)");
+  runtime::LoopbackGroup two(2), three(3);
+  load.communicator = &two.rank(1);
+  auto wrongRank = runtime::Model::load(rank0, load);
+  ASSERT_FALSE(wrongRank.ok());
+  EXPECT_EQ(wrongRank.error().message(),
+            rank0 + ": the artifact of rank 0, loaded as rank 1");
+  load.communicator = &three.rank(0);
+  auto wrongSize = runtime::Model::load(rank0, load);
+  ASSERT_FALSE(wrongSize.ok());
+  EXPECT_EQ(wrongSize.error().message(),
+            rank0 + ": rank 0 of 2 tensor-parallel ranks, loaded as one of 3");
+
+  // The siblings daybreak-compile wrote, from either rank's manifest.
+  auto file = artifact::ArtifactFile::open(rank0);
+  ASSERT_TRUE(file.ok()) << file.error().message();
+  auto paths = runtime::rankArtifacts(rank0, file->manifest());
+  ASSERT_TRUE(paths.ok()) << paths.error().message();
+  EXPECT_EQ(*paths, std::vector<std::string>(
+                        {rank0, (dir + "/model.rank1-of-2.daybreak").str()}));
+  llvm::sys::fs::remove_directories(dir);
 }
 
 } // namespace

@@ -62,6 +62,11 @@ static cl::opt<std::string> kvCacheTokens(
              "rounded up to pages (default: --max-batch x --max-seq-len); "
              "fewer serve more sequences than fit at full length"),
     cl::value_desc("N"), cl::cat(compileOptions));
+static cl::opt<std::string> tensorParallel(
+    "tensor-parallel",
+    cl::desc("split the model over N tensor-parallel ranks: one artifact a "
+             "rank, -o's name with .rank{r}-of-{N} (default: 1)"),
+    cl::value_desc("N"), cl::cat(compileOptions));
 static cl::opt<std::string>
     stateDtype("state-dtype",
                cl::desc("per-sequence recurrent state storage: f32, bf16"),
@@ -120,7 +125,8 @@ int main(int argc, char **argv) {
         std::pair{&maxBatch, &options.maxBatch},
         std::pair{&maxTokens, &options.maxTokens},
         std::pair{&kvCacheTokens, &options.kvCacheTokens},
-        std::pair{&maxLogitRows, &options.maxLogitRows}}) {
+        std::pair{&maxLogitRows, &options.maxLogitRows},
+        std::pair{&tensorParallel, &options.tensorParallel}}) {
     if (!option->getNumOccurrences())
       continue;
     if (llvm::Error error =

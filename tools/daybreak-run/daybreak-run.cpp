@@ -4,6 +4,8 @@
 //       [--max-new-tokens N] [--temperature T] [--top-p P] [--seed S]
 //   daybreak-run logits model.daybreak --inputs inputs.json
 //       --output logits.safetensors
+//   (an artifact of one rank of a tensor-parallel model,
+//   model.rank0-of-2.daybreak, runs every rank, on threads of one process)
 //   daybreak-run inspect model.daybreak
 //   daybreak-run bench model.daybreak [--batch 1,8,64]
 //       [--context 1024,8192,32768] [--prefill 1024,8192] [--warmup 3]
@@ -20,6 +22,7 @@
 
 #include "runtime/executor/Bench.h"
 #include "runtime/executor/Commands.h"
+#include "runtime/executor/Ranks.h"
 #include "runtime/executor/RunInputs.h"
 #include "runtime/support/OutOfMemory.h"
 #ifdef DAYBREAK_HAVE_CUDA_DRIVER
@@ -159,53 +162,69 @@ int main(int argc, char **argv) {
     inspect(file->manifest(), std::cout);
     return 0;
   }
-  if (device.empty()) {
+  // The manifest says the default device (the artifact's target: cuda:0
+  // for CUDA artifacts, so a GPU is used whenever the artifact targets one)
+  // and whether the artifact is one rank of a tensor-parallel model.
+  std::vector<std::string> paths;
+  {
     StatusOr<artifact::ArtifactFile> file = artifact::ArtifactFile::open(path);
     if (!file.ok())
       return fail(file.error().message());
-    load.device = file->manifest().target() == "cuda" ? "cuda:0" : "cpu";
+    if (device.empty())
+      load.device = file->manifest().target() == "cuda" ? "cuda:0" : "cpu";
+    StatusOr<std::vector<std::string>> ranks =
+        rankArtifacts(path, file->manifest());
+    if (!ranks.ok())
+      return fail(ranks.error().message());
+    paths = std::move(*ranks);
   }
-  StatusOr<std::unique_ptr<Model>> model = Model::load(path, load);
-  if (!model.ok())
-    return fail(model.error().message());
-  if (command == "logits") {
-    std::string inputs = flag("inputs"), output = flag("output");
-    if (inputs.empty() || output.empty())
-      return fail("logits needs --inputs and --output");
-    Status status = runLogits(**model, inputs, output, std::cerr);
-    return status.ok() ? 0 : fail(status.message());
-  }
-  if (command == "bench") {
-    BenchOptions options;
-    if (Status status = parseBenchOptions(*flags, options); !status.ok())
-      return fail(status.message());
-    StatusOr<nlohmann::json> result =
-        runBench(**model, path, options, std::cerr);
-    if (!result.ok())
-      return fail(result.error().message());
-    std::string out = flag("json");
-    if (out.empty()) {
-      std::cout << result->dump(1) << "\n";
-      return 0;
+  // Every rank runs the command (runRanks: one thread a rank, their
+  // collectives meeting in process); rank 0's outputs are the command's.
+  std::ostream discard(nullptr);
+  auto runCommand = [&](Model &model, int64_t rank) -> Status {
+    bool lead = rank == 0;
+    if (command == "logits") {
+      std::string inputs = flag("inputs"), output = flag("output");
+      if (inputs.empty() || output.empty())
+        return Status::error("logits needs --inputs and --output");
+      return runLogits(model, inputs, lead ? output : std::string(),
+                       lead ? std::cerr : discard);
     }
-    std::ofstream file(out);
-    file << result->dump(1) << "\n";
-    if (!file)
-      return fail("cannot write " + out);
-    return 0;
-  }
-  GenerateOptions options;
-  if (Status status = parseGenerateOptions(*flags, options); !status.ok())
-    return fail(status.message());
-  const artifact::MemoryPlan &mem = (*model)->manifest().memory();
-  std::cout << "memory plan: " << mem.total_bytes() << " bytes (weights "
-            << mem.weight_bytes() << ", arena " << mem.arena_bytes()
-            << ", caches " << mem.cache_bytes() << ") on "
-            << (*model)->deviceName() << "; resident "
-            << (*model)->residentBytes() << " bytes";
-  if (uint64_t measured = (*model)->measuredResidentBytes())
-    std::cout << ", measured " << measured << " bytes (cuMemGetInfo)";
-  std::cout << "\n";
-  Status status = generate(**model, options, std::cout);
+    if (command == "bench") {
+      BenchOptions options;
+      DAYBREAK_RETURN_IF_ERROR(parseBenchOptions(*flags, options));
+      StatusOr<nlohmann::json> result =
+          runBench(model, path, options, lead ? std::cerr : discard);
+      if (!result.ok())
+        return result.error();
+      if (!lead)
+        return Status::success();
+      std::string out = flag("json");
+      if (out.empty()) {
+        std::cout << result->dump(1) << "\n";
+        return Status::success();
+      }
+      std::ofstream file(out);
+      file << result->dump(1) << "\n";
+      if (!file)
+        return Status::error("cannot write " + out);
+      return Status::success();
+    }
+    GenerateOptions options;
+    DAYBREAK_RETURN_IF_ERROR(parseGenerateOptions(*flags, options));
+    std::ostream &out = lead ? std::cout : discard;
+    const artifact::MemoryPlan &mem = model.manifest().memory();
+    out << "memory plan: " << mem.total_bytes() << " bytes (weights "
+        << mem.weight_bytes() << ", arena " << mem.arena_bytes() << ", caches "
+        << mem.cache_bytes() << ") on " << model.deviceName();
+    if (paths.size() > 1)
+      out << " for each of " << paths.size() << " tensor-parallel ranks";
+    out << "; resident " << model.residentBytes() << " bytes";
+    if (uint64_t measured = model.measuredResidentBytes())
+      out << ", measured " << measured << " bytes (cuMemGetInfo)";
+    out << "\n";
+    return generate(model, options, out);
+  };
+  Status status = runRanks(paths, load, runCommand);
   return status.ok() ? 0 : fail(status.message());
 }

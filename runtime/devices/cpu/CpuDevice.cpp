@@ -336,6 +336,42 @@ struct CpuLaunchers {
     return cpu::embedding(d.pool, f(x), x.dim(0), x.back(), i32(rows),
                           rows.numel(), f(l.out(0)));
   }
+  /// The communicator of a collective over `ranks` ranks: null for one
+  /// rank (the collective copies), an error when the device has none or
+  /// one of another size.
+  static StatusOr<runtime::Communicator *>
+  ranksOf(CpuDevice &d, const char *what, int64_t ranks) {
+    runtime::Communicator *c = d.communicator();
+    int64_t size = c ? c->size() : 1;
+    if (size != ranks)
+      return Status::error(
+          std::string(what) + " over " + std::to_string(ranks) +
+          " tensor-parallel ranks, run by " + std::to_string(size) +
+          (c ? "" : " (load every rank's artifact)"));
+    return ranks == 1 ? nullptr : c;
+  }
+  static Status allReduce(CpuDevice &d, const BoundLaunch &l) {
+    const BoundArg &x = l.in(abi::AllReduce::In::input), &out = l.out(0);
+    auto c = ranksOf(d, "all_reduce", l->i(abi::AllReduce::P::ranks));
+    if (!c.ok())
+      return c.error();
+    if (!*c) {
+      std::copy_n(f(x), x.numel(), f(out));
+      return Status::success();
+    }
+    return (*c)->allReduceSum(f(x), f(out), x.numel());
+  }
+  static Status allGather(CpuDevice &d, const BoundLaunch &l) {
+    const BoundArg &x = l.in(abi::AllGather::In::input), &out = l.out(0);
+    auto c = ranksOf(d, "all_gather", l->i(abi::AllGather::P::ranks));
+    if (!c.ok())
+      return c.error();
+    if (!*c) {
+      std::copy_n(f(x), x.numel(), f(out));
+      return Status::success();
+    }
+    return (*c)->allGather(f(x), f(out), x.rows(), x.back());
+  }
   static Status rmsNorm(CpuDevice &d, const BoundLaunch &l) {
     using In = abi::RmsNorm::In;
     const BoundArg &x = l.in(In::input);
@@ -739,6 +775,8 @@ const runtime::LauncherTable<CpuDevice> &CpuDevice::launchers() {
   static const runtime::LauncherTable<CpuDevice> table = {
       {K::Embedding, &CpuLaunchers::embedding},
       {K::GatherRows, &CpuLaunchers::gatherRows},
+      {K::AllReduce, &CpuLaunchers::allReduce},
+      {K::AllGather, &CpuLaunchers::allGather},
       {K::RmsNorm, &CpuLaunchers::rmsNorm},
       {K::LayerNorm, &CpuLaunchers::layerNorm},
       {K::Matmul, &CpuLaunchers::matmul},

@@ -1,0 +1,74 @@
+//===- Ranks.cpp - Every rank of a tensor-parallel model in one process ---===//
+
+#include "runtime/executor/Ranks.h"
+
+#include "runtime/core/Communicator.h"
+
+#include <algorithm>
+#include <mutex>
+#include <thread>
+
+using namespace daybreak;
+using namespace daybreak::runtime;
+
+StatusOr<std::vector<std::string>>
+runtime::rankArtifacts(const std::string &path,
+                       const artifact::Manifest &manifest) {
+  int64_t ranks = std::max<int64_t>(manifest.tensor_parallel_size(), 1);
+  if (ranks == 1)
+    return std::vector<std::string>{path};
+  int64_t rank = manifest.tensor_parallel_rank();
+  std::string suffix = ".rank" + std::to_string(rank) + "-of-" +
+                       std::to_string(ranks) + ".daybreak";
+  if (path.size() <= suffix.size() ||
+      path.compare(path.size() - suffix.size(), suffix.size(), suffix) != 0)
+    return Status::error(path + ": rank " + std::to_string(rank) + " of " +
+                         std::to_string(ranks) +
+                         " tensor-parallel ranks, but not named '*" + suffix +
+                         "' as daybreak-compile names it, so the other "
+                         "ranks' artifacts cannot be found");
+  std::string output =
+      path.substr(0, path.size() - suffix.size()) + ".daybreak";
+  std::vector<std::string> paths;
+  for (int64_t r = 0; r < ranks; ++r)
+    paths.push_back(artifact::rankArtifactPath(output, r, ranks));
+  return paths;
+}
+
+Status runtime::runRanks(
+    const std::vector<std::string> &paths, LoadOptions options,
+    const std::function<Status(Model &, int64_t rank)> &body) {
+  int64_t ranks = paths.size();
+  if (options.threads == 0 && ranks > 1)
+    options.threads =
+        std::max(1u, std::thread::hardware_concurrency() / unsigned(ranks));
+  LoopbackGroup group(ranks);
+  std::mutex mutex;
+  Status first = Status::success();
+  auto run = [&](int64_t r) {
+    LoadOptions own = options;
+    own.communicator = ranks > 1 ? &group.rank(r) : nullptr;
+    Status status = [&]() -> Status {
+      StatusOr<std::unique_ptr<Model>> model = Model::load(paths[r], own);
+      if (!model.ok())
+        return model.error();
+      return body(**model, r);
+    }();
+    if (status.ok())
+      return;
+    std::lock_guard<std::mutex> lock(mutex);
+    // The first failure is the cause; the others stop because of it.
+    if (first.ok()) {
+      first = ranks > 1 ? status.withContext("rank " + std::to_string(r))
+                        : status;
+      group.abort("rank " + std::to_string(r) + " failed");
+    }
+  };
+  std::vector<std::thread> threads;
+  for (int64_t r = 1; r < ranks; ++r)
+    threads.emplace_back(run, r);
+  run(0);
+  for (std::thread &t : threads)
+    t.join();
+  return first;
+}

@@ -1,0 +1,42 @@
+//===- Ranks.h - Every rank of a tensor-parallel model in one process -*- C++ -*-===//
+//
+// daybreak-compile --tensor-parallel N writes one artifact a rank
+// (model.rank{r}-of-{N}.daybreak, docs/parallel.md). On the CPU, runRanks
+// loads them all, each on a device of its own, and runs each rank on a
+// thread of its own; their collectives meet through a LoopbackGroup. Every
+// rank runs the same command on the same inputs, so the ranks take the same
+// steps and meet the same collectives in the same order; the command's
+// outputs are rank 0's (every rank holds the gathered logits).
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef DAYBREAK_RUNTIME_EXECUTOR_RANKS_H
+#define DAYBREAK_RUNTIME_EXECUTOR_RANKS_H
+
+#include "runtime/executor/Model.h"
+
+#include <functional>
+#include <string>
+#include <vector>
+
+namespace daybreak::runtime {
+
+/// The artifacts of every rank of the model `path` (whose manifest is
+/// `manifest`) is one rank of, in rank order: the siblings daybreak-compile
+/// wrote beside it; {path} for a model of one rank. An error names a path
+/// that does not follow daybreak-compile's naming.
+StatusOr<std::vector<std::string>>
+rankArtifacts(const std::string &path, const artifact::Manifest &manifest);
+
+/// Loads each of `paths` (rankArtifacts) with `options` on a device of its
+/// own, rank r with rank r's communicator of one LoopbackGroup (CPU threads
+/// shared out among the ranks when options.threads is 0), and runs
+/// `body(model, r)` for each on a thread of its own. The first rank to fail
+/// stops the others (their collectives return errors), and its error,
+/// naming the rank, is returned.
+Status runRanks(const std::vector<std::string> &paths, LoadOptions options,
+                const std::function<Status(Model &, int64_t rank)> &body);
+
+} // namespace daybreak::runtime
+
+#endif // DAYBREAK_RUNTIME_EXECUTOR_RANKS_H
