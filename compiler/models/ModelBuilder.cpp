@@ -21,6 +21,20 @@ static llvm::Error errorf(const llvm::Twine &message) {
   return llvm::createStringError(llvm::inconvertibleErrorCode(), message);
 }
 
+/// The scale blocks of `block` values that rows or columns [offset,
+/// offset + size) of an FP8 weight read, such that local index i reads
+/// block i / block of them: the range starts a block, or lies inside one.
+static llvm::Expected<std::pair<int64_t, int64_t>>
+scaleBlocks(int64_t offset, int64_t size, int64_t block, const Twine &name,
+            StringRef what) {
+  int64_t first = offset / block, last = (offset + size - 1) / block;
+  if (offset % block != 0 && first != last)
+    return errorf("FP8 weight '" + name + "': this rank's " + what + " [" +
+                  Twine(offset) + ", " + Twine(offset + size) +
+                  ") split its scale blocks of " + Twine(block));
+  return std::make_pair(first, last - first + 1);
+}
+
 static Type mlirType(MLIRContext *ctx, DType dtype) {
   Builder b(ctx);
   switch (dtype) {
@@ -123,12 +137,13 @@ llvm::Expected<Value> ModelBuilder::stackedExperts(StringRef prefix,
                         {DType::BF16, DType::F16, DType::F32, DType::F8E4M3});
 }
 
-llvm::Expected<Value> ModelBuilder::stackedExperts(StringRef prefix,
-                                                   StringRef suffix,
-                                                   int64_t experts,
-                                                   ArrayRef<int64_t> shape,
-                                                   ArrayRef<DType> dtypes) {
+llvm::Expected<Value>
+ModelBuilder::stackedExperts(StringRef prefix, StringRef suffix,
+                             int64_t experts, ArrayRef<int64_t> shape,
+                             ArrayRef<DType> dtypes, std::optional<Cut> shard) {
   std::string symbol = (prefix + "*." + suffix).str();
+  if (shard)
+    symbol += ".shard" + std::to_string(shard->dim);
   if (lm::WeightOp decl = declared.lookup(symbol))
     return declaredWeight(symbol, cast<RankedTensorType>(decl.getType()), {});
   std::vector<std::string> names;
@@ -145,14 +160,36 @@ llvm::Expected<Value> ModelBuilder::stackedExperts(StringRef prefix,
   }
   SmallVector<int64_t> stacked = {experts};
   stacked.append(shape.begin(), shape.end());
+  lm::ShardAttr cut;
+  if (shard) {
+    stacked[1 + shard->dim] = shard->size;
+    cut = lm::ShardAttr::get(b.getContext(), shard->dim, shard->offset,
+                             shard->size);
+  }
   return declaredWeight(
-      symbol, tensor(stacked, mlirType(b.getContext(), *dtype)), names);
+      symbol, tensor(stacked, mlirType(b.getContext(), *dtype)), names, cut);
 }
 
 llvm::Expected<ModelBuilder::ExpertWeights>
 ModelBuilder::perExpertWeights(StringRef prefix, StringRef suffix,
-                               int64_t experts, int64_t out, int64_t in) {
-  auto values = stackedExperts(prefix, suffix, experts, {out, in});
+                               int64_t experts, int64_t out, int64_t in,
+                               Split split) {
+  if (tpRanks == 1)
+    split = Split::None;
+  // This rank's rows or columns of every expert.
+  std::optional<Cut> cut;
+  int64_t dim = split == Split::Output ? 0 : 1;
+  if (split != Split::None) {
+    auto range =
+        rankRange(dim == 0 ? out : in, "'" + prefix + "*." + suffix + "' " +
+                                           (dim == 0 ? "rows" : "columns"));
+    if (!range)
+      return range.takeError();
+    cut = Cut{dim, range->first, range->second};
+  }
+  auto values =
+      stackedExperts(prefix, suffix, experts, {out, in},
+                     {DType::BF16, DType::F16, DType::F32, DType::F8E4M3}, cut);
   if (!values)
     return values.takeError();
   ExpertWeights weights;
@@ -166,10 +203,19 @@ ModelBuilder::perExpertWeights(StringRef prefix, StringRef suffix,
                   "quantization_config.weight_block_size for their scales");
   weights.format = ExpertFormat::Fp8;
   weights.fp8Block = *fp8BlockSize;
+  std::optional<Cut> scaleCut;
+  if (cut) {
+    auto blocks =
+        scaleBlocks(cut->offset, cut->size, weights.fp8Block[dim],
+                    prefix + "*." + suffix, dim == 0 ? "rows" : "columns");
+    if (!blocks)
+      return blocks.takeError();
+    scaleCut = Cut{dim, blocks->first, blocks->second};
+  }
   auto scales = stackedExperts(
       prefix, (suffix + "_scale_inv").str(), experts,
       {ceilDiv(out, weights.fp8Block[0]), ceilDiv(in, weights.fp8Block[1])},
-      {DType::F32});
+      {DType::F32}, scaleCut);
   if (!scales)
     return scales.takeError();
   weights.scales = *scales;
@@ -247,20 +293,6 @@ static SmallVector<int64_t> withLast(Value x, int64_t last) {
   return shape;
 }
 
-/// The scale blocks of `block` values that rows or columns [offset,
-/// offset + size) of an FP8 weight read, such that local index i reads
-/// block i / block of them: the range starts a block, or lies inside one.
-static llvm::Expected<std::pair<int64_t, int64_t>>
-scaleBlocks(int64_t offset, int64_t size, int64_t block, StringRef name,
-            StringRef what) {
-  int64_t first = offset / block, last = (offset + size - 1) / block;
-  if (offset % block != 0 && first != last)
-    return errorf("FP8 weight '" + name + "': this rank's " + what + " [" +
-                  Twine(offset) + ", " + Twine(offset + size) +
-                  ") split its scale blocks of " + Twine(block));
-  return std::make_pair(first, last - first + 1);
-}
-
 llvm::Expected<ModelBuilder::Fp8Weight>
 ModelBuilder::fp8Weight(StringRef name, int64_t out, int64_t in, Split split) {
   std::array<int64_t, 2> block = *fp8BlockSize;
@@ -298,7 +330,7 @@ ModelBuilder::fp8Weight(StringRef name, int64_t out, int64_t in, Split split) {
 
 llvm::Expected<Value> ModelBuilder::linear(Value x, StringRef name, int64_t out,
                                            int64_t in, StringRef bias,
-                                           Split split) {
+                                           Split split, bool reduce) {
   if (tpRanks == 1)
     split = Split::None;
   if (split == Split::Input && !bias.empty())
@@ -355,7 +387,7 @@ llvm::Expected<Value> ModelBuilder::linear(Value x, StringRef name, int64_t out,
     product =
         lm::MatmulOp::create(b, loc, result, x, *w, biasValue).getResult();
   }
-  return split == Split::Input ? allReduce(product) : product;
+  return split == Split::Input && reduce ? allReduce(product) : product;
 }
 
 Value ModelBuilder::swiglu(Value gate, Value up, const GluParams &act) {
@@ -368,7 +400,8 @@ Value ModelBuilder::swiglu(Value gate, Value up, const GluParams &act) {
 
 llvm::Expected<Value> ModelBuilder::gatedMlp(Value x, StringRef prefix,
                                              int64_t hidden, int64_t inter,
-                                             const GluParams &act) {
+                                             const GluParams &act,
+                                             bool reduce) {
   auto gate = linear(x, (prefix + "gate_proj.weight").str(), inter, hidden, {},
                      Split::Output);
   auto up = linear(x, (prefix + "up_proj.weight").str(), inter, hidden, {},
@@ -376,7 +409,7 @@ llvm::Expected<Value> ModelBuilder::gatedMlp(Value x, StringRef prefix,
   if (!gate || !up)
     return gate ? up.takeError() : gate.takeError();
   return linear(swiglu(*gate, *up, act), (prefix + "down_proj.weight").str(),
-                hidden, inter, {}, Split::Input);
+                hidden, inter, {}, Split::Input, reduce);
 }
 
 llvm::Expected<Value> ModelBuilder::moe(Value x, const MoeConfig &c) {
@@ -427,12 +460,19 @@ llvm::Expected<Value> ModelBuilder::moe(Value x, const MoeConfig &c) {
   }
   Value routed = expertMatmul(swiglu(g, u, c.act), experts->down, idx,
                               weights, experts->downBias);
+  if (tpRanks > 1 && !experts->splitByRank)
+    return errorf("routed experts of '" + c.routerWeight +
+                  "' are not split over tensor-parallel ranks");
+  // Over tensor-parallel ranks the routed and shared outputs are this
+  // rank's partial sums (each expert's intermediate features split): one
+  // all-reduce of both.
   if (c.sharedPrefix.empty())
-    return routed;
-  auto shared = gatedMlp(x, c.sharedPrefix, c.hidden, c.sharedInter, c.act);
+    return allReduce(routed);
+  auto shared = gatedMlp(x, c.sharedPrefix, c.hidden, c.sharedInter, c.act,
+                         /*reduce=*/false);
   if (!shared)
     return shared.takeError();
-  return arith::AddFOp::create(b, loc, routed, *shared).getResult();
+  return allReduce(arith::AddFOp::create(b, loc, routed, *shared).getResult());
 }
 
 llvm::Expected<Value> ModelBuilder::denseWeight(StringRef name, int64_t out,
@@ -719,11 +759,12 @@ ModelBuilder::perExpertGatedMlp(StringRef prefix, StringRef gate, StringRef up,
                                 StringRef down, int64_t experts, int64_t hidden,
                                 int64_t inter) {
   RoutedExperts routed;
-  for (auto [weights, suffix, out, in] :
-       {std::tuple{&routed.gate, gate, inter, hidden},
-        {&routed.up, up, inter, hidden},
-        {&routed.down, down, hidden, inter}}) {
-    auto w = perExpertWeights(prefix, suffix, experts, out, in);
+  routed.splitByRank = tpRanks > 1;
+  for (auto [weights, suffix, out, in, split] :
+       {std::tuple{&routed.gate, gate, inter, hidden, Split::Output},
+        {&routed.up, up, inter, hidden, Split::Output},
+        {&routed.down, down, hidden, inter, Split::Input}}) {
+    auto w = perExpertWeights(prefix, suffix, experts, out, in, split);
     if (!w)
       return w.takeError();
     *weights = *w;

@@ -120,11 +120,17 @@ protected:
                                              llvm::StringRef suffix,
                                              int64_t experts,
                                              llvm::ArrayRef<int64_t> shape);
-  /// The same with the dtypes each expert tensor may have.
+  /// The same with the dtypes each expert tensor may have, and with
+  /// `shard`, each expert tensor cut to indices [offset, offset + size) of
+  /// its dim `dim` (declared as `{prefix}*.{suffix}.shard{dim}`).
+  struct Cut {
+    int64_t dim, offset, size;
+  };
   llvm::Expected<mlir::Value>
   stackedExperts(llvm::StringRef prefix, llvm::StringRef suffix,
                  int64_t experts, llvm::ArrayRef<int64_t> shape,
-                 llvm::ArrayRef<safetensors::DType> dtypes);
+                 llvm::ArrayRef<safetensors::DType> dtypes,
+                 std::optional<Cut> shard = std::nullopt);
   /// A float weight (bf16/f16/f32) used as is.
   llvm::Expected<mlir::Value> floatWeight(llvm::StringRef name,
                                           llvm::ArrayRef<int64_t> shape) {
@@ -164,10 +170,13 @@ protected:
   /// Routed experts stored one tensor per expert, `{prefix}{j}.{suffix}`
   /// [out, in] for j < experts (DeepSeek, Kimi): plain, or e4m3 with
   /// `{suffix}_scale_inv` companions in the config's FP8 blocks.
+  /// Split::Output or Input cuts every expert's rows or columns to this
+  /// rank's, FP8 scales by whole blocks (fp8Weight's rule).
   llvm::Expected<ExpertWeights> perExpertWeights(llvm::StringRef prefix,
                                                  llvm::StringRef suffix,
                                                  int64_t experts, int64_t out,
-                                                 int64_t in);
+                                                 int64_t in,
+                                                 Split split = Split::None);
   /// Routed experts stored stacked in MXFP4 as gpt-oss publishes them:
   /// `{name}_blocks` U8 [experts, out, in / 32, 16] (two E2M1 codes a byte,
   /// low nibble first) and `{name}_scales` U8 [experts, out, in / 32] (E8M0),
@@ -194,15 +203,19 @@ protected:
   llvm::Expected<mlir::Value> linear(mlir::Value x, llvm::StringRef name,
                                      int64_t out, int64_t in,
                                      llvm::StringRef bias = {},
-                                     Split split = Split::None);
+                                     Split split = Split::None,
+                                     bool reduce = true);
 
   mlir::Value swiglu(mlir::Value gate, mlir::Value up, const GluParams &act);
   /// The dense gated MLP `{prefix}{gate,up,down}_proj.weight`:
   /// down(swiglu(gate(x), up(x))); over tensor-parallel ranks, gate and up
   /// split by output and down by input.
+  /// With `reduce` false, the down projection's partial sum is returned
+  /// for the caller to all-reduce with others.
   llvm::Expected<mlir::Value> gatedMlp(mlir::Value x, llvm::StringRef prefix,
                                        int64_t hidden, int64_t inter,
-                                       const GluParams &act = {});
+                                       const GluParams &act = {},
+                                       bool reduce = true);
 
   /// A layer's routed experts as the MoE block reads them, with their
   /// optional [E, out] biases.
@@ -213,6 +226,10 @@ protected:
     /// `gateBias` their [E, 2 inter] bias.
     ExpertWeights gate, up, down;
     bool interleavedGateUp = false;
+    /// Each expert's intermediate features split over the tensor-parallel
+    /// ranks (gate and up by rows, down by columns): the routed output is
+    /// this rank's partial sum, which the MoE block all-reduces.
+    bool splitByRank = false;
     mlir::Value gateBias, upBias, downBias;
   };
   /// A mixture-of-experts block: router logits, lm.moe_route, the routed
@@ -241,7 +258,8 @@ protected:
   llvm::Expected<mlir::Value> moe(mlir::Value x, const MoeConfig &config);
   /// Routed experts stored one tensor per expert and projection,
   /// `{prefix}{j}.{gate,up,down}` ([inter, hidden] and [hidden, inter]),
-  /// plain or FP8 as perExpertWeights reads them.
+  /// plain or FP8 as perExpertWeights reads them; over tensor-parallel
+  /// ranks, every expert's intermediate features split among them.
   llvm::Expected<RoutedExperts>
   perExpertGatedMlp(llvm::StringRef prefix, llvm::StringRef gate,
                     llvm::StringRef up, llvm::StringRef down, int64_t experts,
