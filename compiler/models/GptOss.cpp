@@ -43,6 +43,11 @@ public:
             CheckpointTraits{std::nullopt, config.ropeTheta, config.yarn}),
         config(config) {}
 
+  /// Query and key-value heads (with their sinks and caches), every
+  /// expert's intermediate features and the LM head split over
+  /// tensor-parallel ranks (docs/parallel.md).
+  static constexpr bool kSupportsTensorParallel = true;
+
   llvm::Error buildFunction(StringRef name, const BuildOptions &options);
 
 private:
@@ -50,9 +55,9 @@ private:
                                   Value &kCache, Value &vCache);
   llvm::Expected<Value> moe(int64_t layer, Value x);
   /// `name` projected to `out` features with its bias when the config has
-  /// attention biases.
+  /// attention biases, split over tensor-parallel ranks as `split` says.
   llvm::Expected<Value> projection(Value x, StringRef name, int64_t out,
-                                   int64_t in);
+                                   int64_t in, Split split);
 
   std::string layerName(int64_t layer, StringRef rest) {
     return llvm::formatv("model.layers.{0}.{1}", layer, rest).str();
@@ -70,26 +75,37 @@ static llvm::Error errorf(const llvm::Twine &message) {
 }
 
 llvm::Expected<Value> Emitter::projection(Value x, StringRef name, int64_t out,
-                                          int64_t in) {
+                                          int64_t in, Split split) {
   std::string bias = config.attentionBias ? (name + ".bias").str() : "";
-  return linear(x, (name + ".weight").str(), out, in, bias);
+  return linear(x, (name + ".weight").str(), out, in, bias, split);
 }
 
 llvm::Expected<Value> Emitter::attention(int64_t layer, Value x,
                                          Value positions, Value &kCache,
                                          Value &vCache) {
   const GptOssConfig &c = config;
-  int64_t heads = c.numHeads, kvHeads = c.numKeyValueHeads, dim = c.headDim;
+  int64_t dim = c.headDim;
   auto name = [&](StringRef rest) {
     return layerName(layer, ("self_attn." + rest).str());
   };
-  auto q = projection(x, name("q_proj"), heads * dim, c.hiddenSize);
+  // This rank's query heads and the key-value heads they read.
+  auto headRange = rankRange(c.numHeads, "num_attention_heads");
+  if (!headRange)
+    return headRange.takeError();
+  auto kvRange = rankRange(c.numKeyValueHeads, "num_key_value_heads");
+  if (!kvRange)
+    return kvRange.takeError();
+  int64_t heads = headRange->second, kvHeads = kvRange->second;
+  auto q = projection(x, name("q_proj"), c.numHeads * dim, c.hiddenSize,
+                      Split::Output);
   if (!q)
     return q.takeError();
-  auto k = projection(x, name("k_proj"), kvHeads * dim, c.hiddenSize);
+  auto k = projection(x, name("k_proj"), c.numKeyValueHeads * dim, c.hiddenSize,
+                      Split::Output);
   if (!k)
     return k.takeError();
-  auto v = projection(x, name("v_proj"), kvHeads * dim, c.hiddenSize);
+  auto v = projection(x, name("v_proj"), c.numKeyValueHeads * dim, c.hiddenSize,
+                      Split::Output);
   if (!v)
     return v.takeError();
   // Half-split RoPE over the whole head of queries and keys.
@@ -113,7 +129,13 @@ llvm::Expected<Value> Emitter::attention(int64_t layer, Value x,
 
   // Sinks are stored bf16; the attention reads them in f32 (a widening
   // lm-fold-weights computes once).
-  auto sinks = floatWeight(name("sinks"), {heads});
+  auto sinks =
+      tpRanks == 1
+          ? floatWeight(name("sinks"), {heads})
+          : weightShard(name("sinks"), {c.numHeads},
+                        {safetensors::DType::BF16, safetensors::DType::F16,
+                         safetensors::DType::F32},
+                        0, headRange->first, heads);
   if (!sinks)
     return sinks.takeError();
   Value sinksF32 = *sinks;
@@ -133,7 +155,7 @@ llvm::Expected<Value> Emitter::attention(int64_t layer, Value x,
           sliding ? b.getI64IntegerAttr(c.slidingWindow) : IntegerAttr())
           .getResult();
   return projection(collapseLast(out), name("o_proj"), c.hiddenSize,
-                    heads * dim);
+                    c.numHeads * dim, Split::Input);
 }
 
 llvm::Expected<Value> Emitter::moe(int64_t layer, Value x) {
@@ -157,18 +179,36 @@ llvm::Expected<Value> Emitter::moe(int64_t layer, Value x) {
                     "compile the hub's MXFP4 checkpoint");
     RoutedExperts routed;
     routed.interleavedGateUp = true;
-    auto gateUp =
-        mxfp4Experts(prefix + "gate_up_proj", experts, 2 * inter, c.hiddenSize);
+    // Over tensor-parallel ranks each expert's units split: the gate-up
+    // rows (interleaved gate, up: a rank's rows are whole units) and the
+    // down projection's columns.
+    routed.splitByRank = tpRanks > 1;
+    if (auto units = rankRange(inter, "intermediate_size"); !units)
+      return units.takeError();
+    auto gateUp = mxfp4Experts(prefix + "gate_up_proj", experts, 2 * inter,
+                               c.hiddenSize, Split::Output);
     if (!gateUp)
       return gateUp.takeError();
     routed.gate = *gateUp;
-    auto gateUpBias =
-        floatWeight(prefix + "gate_up_proj_bias", {experts, 2 * inter});
+    std::string biasName = prefix + "gate_up_proj_bias";
+    llvm::Expected<Value> gateUpBias = Value();
+    if (tpRanks == 1) {
+      gateUpBias = floatWeight(biasName, {experts, 2 * inter});
+    } else {
+      auto units = rankRange(2 * inter, "'" + biasName + "' columns");
+      if (!units)
+        return units.takeError();
+      gateUpBias =
+          weightShard(biasName, {experts, 2 * inter},
+                      {safetensors::DType::BF16, safetensors::DType::F16,
+                       safetensors::DType::F32},
+                      1, units->first, units->second);
+    }
     if (!gateUpBias)
       return gateUpBias.takeError();
     routed.gateBias = *gateUpBias;
-    auto down =
-        mxfp4Experts(prefix + "down_proj", experts, c.hiddenSize, inter);
+    auto down = mxfp4Experts(prefix + "down_proj", experts, c.hiddenSize, inter,
+                             Split::Input);
     if (!down)
       return down.takeError();
     routed.down = *down;
@@ -198,8 +238,12 @@ llvm::Error Emitter::buildFunction(StringRef name,
   step.addOutput("logits", f32Tensor({kDyn, c.vocabSize}));
   // Each layer's key and value caches, one row of kv_heads * head_dim per
   // token.
+  // (This rank's key-value heads.)
+  auto kvRange = rankRange(c.numKeyValueHeads, "num_key_value_heads");
+  if (!kvRange)
+    return kvRange.takeError();
   auto cacheType = cast<RankedTensorType>(f32Tensor(
-      {options.maxBatch, options.maxSeqLen, c.numKeyValueHeads * c.headDim}));
+      {options.maxBatch, options.maxSeqLen, kvRange->second * c.headDim}));
   for (int64_t l = 0; l < c.numLayers; ++l) {
     step.addCache(cacheType);
     step.addCache(cacheType);
@@ -237,12 +281,13 @@ llvm::Error Emitter::buildFunction(StringRef name,
   auto xf = rmsNorm(h, "model.norm.weight", c.hiddenSize, c.rmsNormEps);
   if (!xf)
     return xf.takeError();
+  // Each rank computes its rows of the vocabulary.
   auto logits = linear(
       *xf, c.tieWordEmbeddings ? "model.embed_tokens.weight" : "lm_head.weight",
-      c.vocabSize, c.hiddenSize);
+      c.vocabSize, c.hiddenSize, {}, Split::Output);
   if (!logits)
     return logits.takeError();
-  step.finish({*logits});
+  step.finish({allGather(*logits)});
   return llvm::Error::success();
 }
 

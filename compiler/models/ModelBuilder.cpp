@@ -224,7 +224,9 @@ ModelBuilder::perExpertWeights(StringRef prefix, StringRef suffix,
 
 llvm::Expected<ModelBuilder::ExpertWeights>
 ModelBuilder::mxfp4Experts(StringRef name, int64_t experts, int64_t out,
-                           int64_t in) {
+                           int64_t in, Split split) {
+  if (tpRanks == 1)
+    split = Split::None;
   std::string blocks = (name + "_blocks").str();
   std::string scales = (name + "_scales").str();
   if (in % 32 != 0)
@@ -239,14 +241,41 @@ ModelBuilder::mxfp4Experts(StringRef name, int64_t experts, int64_t out,
   auto scaleView = checkpoint.get(scales, {experts, out, groups}, {DType::U8});
   if (!scaleView)
     return scaleView.takeError();
+  // This rank's rows (dim 1 of both tensors as stored) or blocks of 32
+  // columns (dim 2).
+  lm::ShardAttr shard;
+  std::string suffix;
+  int64_t localOut = out, localGroups = groups;
+  if (split != Split::None) {
+    bool rows = split == Split::Output;
+    auto range = rankRange(rows ? out : in,
+                           "'" + blocks + "' " + (rows ? "rows" : "columns"));
+    if (!range)
+      return range.takeError();
+    if (rows) {
+      localOut = range->second;
+      shard = lm::ShardAttr::get(b.getContext(), 1, range->first, localOut);
+    } else {
+      if (range->second % 32 != 0)
+        return errorf("MXFP4 experts '" + blocks + "': this rank's " +
+                      Twine(range->second) +
+                      " input features are not whole blocks of 32");
+      localGroups = range->second / 32;
+      shard =
+          lm::ShardAttr::get(b.getContext(), 2, range->first / 32, localGroups);
+    }
+    suffix = ".shard" + std::to_string(shard.getDim());
+  }
   ExpertWeights weights;
   weights.format = ExpertFormat::Mxfp4;
-  weights.values = declaredWeight(
-      blocks, tensor({experts, out, in}, b.getType<Float4E2M1FNType>()),
-      {blocks});
+  weights.values = declaredWeight(blocks + suffix,
+                                  tensor({experts, localOut, 32 * localGroups},
+                                         b.getType<Float4E2M1FNType>()),
+                                  {blocks}, shard);
   weights.scales = declaredWeight(
-      scales, tensor({experts, out, groups}, b.getType<Float8E8M0FNUType>()),
-      {scales});
+      scales + suffix,
+      tensor({experts, localOut, localGroups}, b.getType<Float8E8M0FNUType>()),
+      {scales}, shard);
   return weights;
 }
 
@@ -333,10 +362,10 @@ llvm::Expected<Value> ModelBuilder::linear(Value x, StringRef name, int64_t out,
                                            Split split, bool reduce) {
   if (tpRanks == 1)
     split = Split::None;
-  if (split == Split::Input && !bias.empty())
-    return errorf("'" + name + "' with bias '" + bias +
-                  "': a bias on a projection split by input features over "
-                  "tensor-parallel ranks is not supported");
+  // Split by input features, the ranks' products are summed: rank 0
+  // alone adds the bias.
+  if (split == Split::Input && tpRank != 0)
+    bias = {};
   // This rank's part of the output features, and the products it computes.
   int64_t localOut = out;
   if (split == Split::Output) {
@@ -451,15 +480,21 @@ llvm::Expected<Value> ModelBuilder::moe(Value x, const MoeConfig &c) {
     // One matmul over the interleaved rows, then the even and odd columns:
     // [T, k, 2I] seen as [T, k, I, 2] (a view) and sliced on its last dim.
     Value both = expertMatmul(x, experts->gate, idx, {}, experts->gateBias);
-    Value pairs = reshape(both, {tokens, c.topK, c.inter, 2});
+    // This rank's units, when each expert's are split over the ranks.
+    int64_t units = cast<RankedTensorType>(both.getType()).getDimSize(2) / 2;
+    Value pairs = reshape(both, {tokens, c.topK, units, 2});
     g = collapseLast(sliceLast(pairs, 0, 1));
     u = collapseLast(sliceLast(pairs, 1, 1));
   } else {
     g = expertMatmul(x, experts->gate, idx, {}, experts->gateBias);
     u = expertMatmul(x, experts->up, idx, {}, experts->upBias);
   }
-  Value routed = expertMatmul(swiglu(g, u, c.act), experts->down, idx,
-                              weights, experts->downBias);
+  // Split over the ranks, the down projections' products are summed: rank
+  // 0 alone adds their bias.
+  Value downBias =
+      experts->splitByRank && tpRank != 0 ? Value() : experts->downBias;
+  Value routed =
+      expertMatmul(swiglu(g, u, c.act), experts->down, idx, weights, downBias);
   if (tpRanks > 1 && !experts->splitByRank)
     return errorf("routed experts of '" + c.routerWeight +
                   "' are not split over tensor-parallel ranks");

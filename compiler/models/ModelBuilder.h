@@ -182,8 +182,12 @@ protected:
   /// low nibble first) and `{name}_scales` U8 [experts, out, in / 32] (E8M0),
   /// declared as the E2M1 [experts, out, in] and E8M0 [experts, out, in / 32]
   /// weights they hold.
-  llvm::Expected<ExpertWeights>
-  mxfp4Experts(llvm::StringRef name, int64_t experts, int64_t out, int64_t in);
+  /// Split::Output cuts every expert's rows, Split::Input its columns in
+  /// whole blocks of 32 (a rank's columns must be whole blocks).
+  llvm::Expected<ExpertWeights> mxfp4Experts(llvm::StringRef name,
+                                             int64_t experts, int64_t out,
+                                             int64_t in,
+                                             Split split = Split::None);
   /// For each token t and routing slot j, x[t, (j,) :] @ W_e^T (+ bias[e])
   /// with e = indices[t, j] (-1: an empty slot): lm.expert_matmul over
   /// plain experts and FP8 ones (through lm.fp8_dequant, which
@@ -197,9 +201,10 @@ protected:
 
   /// x @ W^T for the [out, in] weight `name`, plain or FP8 block-scaled,
   /// plus the [out] float weight `bias` when named (plain weights only).
-  /// Split::Output gives this rank's `out / ranks` features; Split::Input
-  /// takes x's `in / ranks` features of this rank and returns the sum over
-  /// the ranks. `out` and `in` are the checkpoint's.
+  /// Split::Output gives this rank's `out / ranks` features (and bias);
+  /// Split::Input takes x's `in / ranks` features of this rank and returns
+  /// the sum over the ranks, the bias added by rank 0 alone. `out` and `in`
+  /// are the checkpoint's.
   llvm::Expected<mlir::Value> linear(mlir::Value x, llvm::StringRef name,
                                      int64_t out, int64_t in,
                                      llvm::StringRef bias = {},
@@ -381,7 +386,7 @@ buildStepFunctions(mlir::MLIRContext &context, const BuildOptions &options,
     return llvm::createStringError(
         llvm::inconvertibleErrorCode(),
         "tensor parallelism is not supported for this model family yet "
-        "(it is for deepseek_v32); build it for one rank");
+        "(it is for deepseek_v32 and gpt_oss); build it for one rank");
   mlir::OwningOpRef<mlir::ModuleOp> module =
       mlir::ModuleOp::create(mlir::UnknownLoc::get(&context));
   Emitter emitter(*module, emitterArgs...);
