@@ -53,6 +53,11 @@ public:
           const importers::Checkpoint &checkpoint)
       : ModelBuilder(module, checkpoint, CheckpointTraits{}), config(config) {}
 
+  /// KDA and MLA heads (with their state), the MLPs, every routed expert's
+  /// intermediate features and the LM head split over tensor-parallel
+  /// ranks; MLA's latent cache stays whole on every rank (docs/parallel.md).
+  static constexpr bool kSupportsTensorParallel = true;
+
   llvm::Error buildFunction(StringRef name, const BuildOptions &options);
 
 private:
@@ -86,16 +91,22 @@ private:
 llvm::Expected<Value> Emitter::mla(int64_t layer, Value x, Value positions,
                                    Value &cache) {
   const KimiLinearConfig &c = config;
-  int64_t heads = c.numHeads, nope = c.qkNopeHeadDim, rot = c.qkRopeHeadDim;
+  int64_t nope = c.qkNopeHeadDim, rot = c.qkRopeHeadDim;
   int64_t lora = c.kvLoraRank, vdim = c.vHeadDim;
   auto name = [&](StringRef rest) {
     return layerName(layer, ("self_attn." + rest).str());
   };
+  // This rank's heads.
+  auto headRange = rankRange(c.numHeads, "num_attention_heads");
+  if (!headRange)
+    return headRange.takeError();
+  int64_t heads = headRange->second;
 
   // Queries [nope | rope] per head, through the q-LoRA when there is one.
   llvm::Expected<Value> qf = Value();
   if (c.qLoraRank == 0) {
-    qf = linear(x, name("q_proj.weight"), heads * (nope + rot), c.hiddenSize);
+    qf = linear(x, name("q_proj.weight"), c.numHeads * (nope + rot),
+                c.hiddenSize, {}, Split::Output);
   } else {
     auto qa = linear(x, name("q_a_proj.weight"), c.qLoraRank, c.hiddenSize);
     if (!qa)
@@ -104,8 +115,8 @@ llvm::Expected<Value> Emitter::mla(int64_t layer, Value x, Value positions,
         rmsNorm(*qa, name("q_a_layernorm.weight"), c.qLoraRank, kLatentNormEps);
     if (!qr)
       return qr.takeError();
-    qf =
-        linear(*qr, name("q_b_proj.weight"), heads * (nope + rot), c.qLoraRank);
+    qf = linear(*qr, name("q_b_proj.weight"), c.numHeads * (nope + rot),
+                c.qLoraRank, {}, Split::Output);
   }
   if (!qf)
     return qf.takeError();
@@ -157,7 +168,7 @@ llvm::Expected<Value> Emitter::mla(int64_t layer, Value x, Value positions,
           .getResult();
   Value out = mlaValueUp(*absorbed, latentOut, heads, vdim);
   return linear(collapseLast(out), name("o_proj.weight"), c.hiddenSize,
-                heads * vdim);
+                c.numHeads * vdim, {}, Split::Input);
 }
 
 llvm::Expected<Value> Emitter::mlp(int64_t layer, Value x) {
@@ -205,13 +216,17 @@ llvm::Error Emitter::buildFunction(StringRef name,
   step.addOutput("logits", f32Tensor({kDyn, c.vocabSize}));
   // MLA layers: one latent cache each. KDA layers: three convolution
   // windows and the recurrent state per sequence.
-  int64_t width = c.kdaHeads * c.kdaHeadDim;
+  // (This rank's KDA heads.)
+  auto kdaHeads = ModelBuilder::kdaHeads(kdaSpec(0));
+  if (!kdaHeads)
+    return kdaHeads.takeError();
+  int64_t width = *kdaHeads * c.kdaHeadDim;
   auto cacheType = cast<RankedTensorType>(f32Tensor(
       {options.maxBatch, options.maxSeqLen, c.kvLoraRank + c.qkRopeHeadDim}));
   auto windowType = cast<RankedTensorType>(
       f32Tensor({options.maxBatch, c.shortConvKernel - 1, width}));
   auto recurrentType = cast<RankedTensorType>(
-      f32Tensor({options.maxBatch, c.kdaHeads, c.kdaHeadDim, c.kdaHeadDim}));
+      f32Tensor({options.maxBatch, *kdaHeads, c.kdaHeadDim, c.kdaHeadDim}));
   std::vector<unsigned> cacheOf(c.numLayers), stateOf(c.numLayers);
   for (int64_t l = 0; l < c.numLayers; ++l) {
     if (!c.kdaLayers[l]) {
@@ -262,12 +277,13 @@ llvm::Error Emitter::buildFunction(StringRef name,
   auto xf = rmsNorm(h, "model.norm.weight", c.hiddenSize, c.rmsNormEps);
   if (!xf)
     return xf.takeError();
+  // Each rank computes its rows of the vocabulary.
   auto logits = linear(
       *xf, c.tieWordEmbeddings ? "model.embed_tokens.weight" : "lm_head.weight",
-      c.vocabSize, c.hiddenSize);
+      c.vocabSize, c.hiddenSize, {}, Split::Output);
   if (!logits)
     return logits.takeError();
-  step.finish({*logits});
+  step.finish({allGather(*logits)});
   return llvm::Error::success();
 }
 

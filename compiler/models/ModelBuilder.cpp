@@ -674,9 +674,15 @@ Value ModelBuilder::mlaValueUp(const AbsorbedMla &mla, Value latentOut,
 
 llvm::Expected<Value> ModelBuilder::shortConv(Value x, StringRef name,
                                               int64_t width, Value &window,
-                                              Value sequences) {
+                                              Value sequences, int64_t total) {
   int64_t channels = cast<RankedTensorType>(x.getType()).getDimSize(1);
-  auto w = floatWeight(name, {channels, 1, width});
+  if (total == 0)
+    total = channels;
+  auto w = total == channels
+               ? floatWeight(name, {channels, 1, width})
+               : weightShard(name, {total, 1, width},
+                             {DType::BF16, DType::F16, DType::F32}, 0,
+                             tpRank * channels, channels);
   if (!w)
     return w.takeError();
   Value taps = tensor::CollapseShapeOp::create(
@@ -692,7 +698,13 @@ llvm::Expected<Value> ModelBuilder::shortConv(Value x, StringRef name,
 llvm::Expected<Value> ModelBuilder::kdaMixer(const KdaSpec &spec, Value x,
                                              bool decode, const KdaState &state,
                                              Value sequences) {
-  int64_t heads = spec.heads, dim = spec.dim, width = heads * dim;
+  // This rank's heads (all of them for one rank): `width` features of the
+  // checkpoint's `total`, from `first`.
+  auto localHeads = kdaHeads(spec);
+  if (!localHeads)
+    return localHeads.takeError();
+  int64_t heads = *localHeads, dim = spec.dim, width = heads * dim;
+  int64_t total = spec.heads * dim, firstHead = tpRank * heads;
   auto name = [&](StringRef rest) { return (spec.prefix + rest).str(); };
   // q, k, v: projection, then the convolution over each sequence's window.
   Value qkv[3];
@@ -700,11 +712,12 @@ llvm::Expected<Value> ModelBuilder::kdaMixer(const KdaSpec &spec, Value x,
   const char *projections[3] = {"q", "k", "v"};
   for (int i = 0; i < 3; ++i) {
     std::string p = projections[i];
-    auto lin = linear(x, name(p + "_proj.weight"), width, spec.hidden);
+    auto lin = linear(x, name(p + "_proj.weight"), total, spec.hidden, {},
+                      Split::Output);
     if (!lin)
       return lin.takeError();
     auto conv = shortConv(*lin, name(p + "_conv1d.weight"), spec.convWidth,
-                          *windows[i], sequences);
+                          *windows[i], sequences, total);
     if (!conv)
       return conv.takeError();
     qkv[i] = reshape(*conv, {kDyn, heads, dim});
@@ -712,7 +725,8 @@ llvm::Expected<Value> ModelBuilder::kdaMixer(const KdaSpec &spec, Value x,
 
   // beta = sigmoid(b_proj x) per head; the log decay from the low-rank
   // forget gate.
-  auto betaLin = linear(x, name("b_proj.weight"), heads, spec.hidden);
+  auto betaLin = linear(x, name("b_proj.weight"), spec.heads, spec.hidden, {},
+                        Split::Output);
   if (!betaLin)
     return betaLin.takeError();
   Value beta =
@@ -720,18 +734,31 @@ llvm::Expected<Value> ModelBuilder::kdaMixer(const KdaSpec &spec, Value x,
   auto fa = linear(x, name("f_a_proj.weight"), dim, spec.hidden);
   if (!fa)
     return fa.takeError();
-  auto fb = linear(*fa, name("f_b_proj.weight"), width, dim);
+  auto fb = linear(*fa, name("f_b_proj.weight"), total, dim, {}, Split::Output);
   if (!fb)
     return fb.takeError();
-  auto aLog = weight(name("A_log"), spec.aLogShape, {safetensors::DType::F32});
+  // A_log holds one value a head in its one dim of `spec.heads` values.
+  llvm::Expected<Value> aLog = Value(), dtBias = Value();
+  if (tpRanks == 1) {
+    aLog = weight(name("A_log"), spec.aLogShape, {safetensors::DType::F32});
+    dtBias = weight(name("dt_bias"), {width}, {safetensors::DType::F32});
+  } else {
+    const int64_t *headDim = llvm::find(spec.aLogShape, spec.heads);
+    if (headDim == spec.aLogShape.end())
+      return errorf("'" + name("A_log") + "' has no dim of the " +
+                    Twine(spec.heads) + " KDA heads to split");
+    aLog = weightShard(name("A_log"), spec.aLogShape, {safetensors::DType::F32},
+                       headDim - spec.aLogShape.begin(), firstHead, heads);
+    dtBias = weightShard(name("dt_bias"), {total}, {safetensors::DType::F32}, 0,
+                         firstHead * dim, width);
+  }
   if (!aLog)
     return aLog.takeError();
-  auto dtBias = weight(name("dt_bias"), {width}, {safetensors::DType::F32});
   if (!dtBias)
     return dtBias.takeError();
   // A_log as [heads], whatever unit dims it is stored with.
   Value aLogHeads = *aLog;
-  if (spec.aLogShape.size() > 1) {
+  if (cast<RankedTensorType>(aLogHeads.getType()).getRank() > 1) {
     ReassociationIndices all;
     for (int64_t d = 0; d < int64_t(spec.aLogShape.size()); ++d)
       all.push_back(d);
@@ -774,7 +801,7 @@ llvm::Expected<Value> ModelBuilder::kdaMixer(const KdaSpec &spec, Value x,
   auto ga = linear(x, name("g_a_proj.weight"), dim, spec.hidden);
   if (!ga)
     return ga.takeError();
-  auto gb = linear(*ga, name("g_b_proj.weight"), width, dim);
+  auto gb = linear(*ga, name("g_b_proj.weight"), total, dim, {}, Split::Output);
   if (!gb)
     return gb.takeError();
   auto onorm = floatWeight(name("o_norm.weight"), {dim});
@@ -786,7 +813,8 @@ llvm::Expected<Value> ModelBuilder::kdaMixer(const KdaSpec &spec, Value x,
           lm::ActivationAttr::get(b.getContext(), lm::Activation::Sigmoid),
           b.getF64FloatAttr(spec.normEps))
           .getResult();
-  return linear(collapseLast(gated), name("o_proj.weight"), spec.hidden, width);
+  return linear(collapseLast(gated), name("o_proj.weight"), spec.hidden, total,
+                {}, Split::Input);
 }
 
 llvm::Expected<ModelBuilder::RoutedExperts>

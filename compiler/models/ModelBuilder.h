@@ -304,19 +304,31 @@ protected:
   };
   /// A KDA layer's per-sequence state, threaded through the step: the q, k
   /// and v convolution windows [batch, convWidth - 1, heads * dim] and the
-  /// recurrent state [batch, heads, dim, dim].
+  /// recurrent state [batch, heads, dim, dim] (over tensor-parallel ranks,
+  /// this rank's heads: kdaHeads).
   struct KdaState {
     mlir::Value *convQ, *convK, *convV, *recurrent;
   };
+  /// Over tensor-parallel ranks each rank runs its heads (projections,
+  /// convolutions, gates and state of those heads; o_proj by input).
   llvm::Expected<mlir::Value> kdaMixer(const KdaSpec &spec, mlir::Value x,
                                        bool decode, const KdaState &state,
                                        mlir::Value sequences);
+  /// This rank's KDA heads of `spec`.
+  llvm::Expected<int64_t> kdaHeads(const KdaSpec &spec) {
+    auto range = rankRange(spec.heads, "'" + spec.prefix + "' KDA head count");
+    if (!range)
+      return range.takeError();
+    return range->second;
+  }
   /// x [T, n] -> [T, n] through the causal depthwise convolution `name`
   /// ([n, 1, width] as stored) with SiLU, its window threaded through
-  /// `window`.
+  /// `window`. With `channels` (the checkpoint's, over tensor-parallel
+  /// ranks), x holds this rank's n of them and the weight is cut to match.
   llvm::Expected<mlir::Value> shortConv(mlir::Value x, llvm::StringRef name,
                                         int64_t width, mlir::Value &window,
-                                        mlir::Value sequences);
+                                        mlir::Value sequences,
+                                        int64_t channels = 0);
   /// The dense [out, in] value of weight `name` (FP8 dequantised in IR),
   /// this rank's part of it when split.
   llvm::Expected<mlir::Value> denseWeight(llvm::StringRef name, int64_t out,
@@ -386,7 +398,8 @@ buildStepFunctions(mlir::MLIRContext &context, const BuildOptions &options,
     return llvm::createStringError(
         llvm::inconvertibleErrorCode(),
         "tensor parallelism is not supported for this model family yet "
-        "(it is for deepseek_v32 and gpt_oss); build it for one rank");
+        "(it is for deepseek_v32, gpt_oss and kimi_linear); build it for one "
+        "rank");
   mlir::OwningOpRef<mlir::ModuleOp> module =
       mlir::ModuleOp::create(mlir::UnknownLoc::get(&context));
   Emitter emitter(*module, emitterArgs...);
