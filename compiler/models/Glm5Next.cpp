@@ -64,6 +64,12 @@ public:
                      CheckpointTraits{config.fp8BlockSize, 10000.0, {}}),
         config(config) {}
 
+  /// KDA and DSA heads (with KDA's state), the MLPs, every routed expert's
+  /// intermediate features and the LM head split over tensor-parallel
+  /// ranks; the latent cache, the indexer and the mHC streams stay whole on
+  /// every rank (docs/parallel.md).
+  static constexpr bool kSupportsTensorParallel = true;
+
   llvm::Error buildFunction(StringRef name, const BuildOptions &options);
 
 private:
@@ -155,11 +161,16 @@ Emitter::mhcBlock(int64_t layer, StringRef kind, Value streams,
 
 llvm::Expected<Value> Emitter::dsa(int64_t layer, Value x, DsaState state) {
   const Glm5NextConfig &c = config;
-  int64_t heads = c.numHeads, nope = c.qkNopeHeadDim, vdim = c.vHeadDim;
+  int64_t nope = c.qkNopeHeadDim, vdim = c.vHeadDim;
   int64_t lora = c.kvLoraRank, qLora = c.qLoraRank;
   auto name = [&](StringRef rest) {
     return layerName(layer, ("self_attn." + rest).str());
   };
+  // This rank's heads.
+  auto headRange = rankRange(c.numHeads, "num_attention_heads");
+  if (!headRange)
+    return headRange.takeError();
+  int64_t heads = headRange->second;
 
   // Queries through the q-LoRA (c_q also feeds the indexer), absorbed
   // through W_UK; no rope part.
@@ -169,7 +180,8 @@ llvm::Expected<Value> Emitter::dsa(int64_t layer, Value x, DsaState state) {
   auto cq = rmsNorm(*qa, name("q_a_layernorm.weight"), qLora, c.rmsNormEps);
   if (!cq)
     return cq.takeError();
-  auto qf = linear(*cq, name("q_b_proj.weight"), heads * nope, qLora);
+  auto qf = linear(*cq, name("q_b_proj.weight"), c.numHeads * nope, qLora, {},
+                   Split::Output);
   if (!qf)
     return qf.takeError();
   auto absorbed =
@@ -275,7 +287,7 @@ llvm::Expected<Value> Emitter::dsa(int64_t layer, Value x, DsaState state) {
           .getResult();
   Value out = mlaValueUp(*absorbed, latentOut, heads, vdim);
   return linear(collapseLast(out), name("o_proj.weight"), c.hiddenSize,
-                heads * vdim);
+                c.numHeads * vdim, {}, Split::Input);
 }
 
 llvm::Expected<Value> Emitter::mlp(int64_t layer, Value x) {
@@ -324,7 +336,11 @@ llvm::Error Emitter::buildFunction(StringRef name,
   // KDA layers: three convolution windows and the recurrent state per
   // sequence. DSA layers: the latent cache; with their own indexer, the
   // pooled-key cache (a row per pool) and the incomplete pool's state.
-  int64_t width = c.kdaHeads * c.kdaHeadDim, pool = c.indexKpool;
+  // (This rank's KDA heads.)
+  auto kdaHeads = ModelBuilder::kdaHeads(kdaSpec(0));
+  if (!kdaHeads)
+    return kdaHeads.takeError();
+  int64_t width = *kdaHeads * c.kdaHeadDim, pool = c.indexKpool;
   auto latentType = cast<RankedTensorType>(
       f32Tensor({options.maxBatch, options.maxSeqLen, c.kvLoraRank}));
   auto poolType = cast<RankedTensorType>(
@@ -335,7 +351,7 @@ llvm::Error Emitter::buildFunction(StringRef name,
   auto windowType = cast<RankedTensorType>(
       f32Tensor({options.maxBatch, c.shortConvKernel - 1, width}));
   auto recurrentType = cast<RankedTensorType>(
-      f32Tensor({options.maxBatch, c.kdaHeads, c.kdaHeadDim, c.kdaHeadDim}));
+      f32Tensor({options.maxBatch, *kdaHeads, c.kdaHeadDim, c.kdaHeadDim}));
   struct LayerSlots {
     unsigned first = 0, pools = 0, tail = 0;
   };
@@ -424,14 +440,15 @@ llvm::Error Emitter::buildFunction(StringRef name,
                     c.rmsNormEps * double(n) * double(n));
   if (!xf)
     return xf.takeError();
+  // Each rank computes its rows of the vocabulary.
   auto logits =
       linear(*xf,
              c.tieWordEmbeddings ? "model.language_model.embed_tokens.weight"
                                  : "lm_head.weight",
-             c.vocabSize, hidden);
+             c.vocabSize, hidden, {}, Split::Output);
   if (!logits)
     return logits.takeError();
-  step.finish({*logits});
+  step.finish({allGather(*logits)});
   return llvm::Error::success();
 }
 

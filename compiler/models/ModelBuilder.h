@@ -397,9 +397,8 @@ buildStepFunctions(mlir::MLIRContext &context, const BuildOptions &options,
   if (options.tensorParallel > 1 && !Emitter::kSupportsTensorParallel)
     return llvm::createStringError(
         llvm::inconvertibleErrorCode(),
-        "tensor parallelism is not supported for this model family yet "
-        "(it is for deepseek_v32, gpt_oss and kimi_linear); build it for one "
-        "rank");
+        "tensor parallelism is not supported for this model family yet; "
+        "build it for one rank");
   mlir::OwningOpRef<mlir::ModuleOp> module =
       mlir::ModuleOp::create(mlir::UnknownLoc::get(&context));
   Emitter emitter(*module, emitterArgs...);
