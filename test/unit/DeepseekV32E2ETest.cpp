@@ -25,6 +25,8 @@
 #include "llvm/Support/JSON.h"
 #include "llvm/Support/MemoryBuffer.h"
 
+#include "test/unit/TeacherForcing.h"
+
 #include "gtest/gtest.h"
 
 #include <cmath>
@@ -171,30 +173,16 @@ TEST_P(DeepseekV32E2E, LogitsMatchTransformers) {
       caches.assign(out->begin() + 1, out->end());
       return (*out)[0].floats();
     };
-    std::vector<int64_t> ids, positions, seqs;
-    for (int64_t i = 0; i < batch; ++i)
-      for (size_t p = 0; p < prompts[i].size(); ++p) {
-        ids.push_back(prompts[i][p]);
-        positions.push_back(p);
-        seqs.push_back(i);
-      }
-    auto prefill = step("prefill", ids, positions, seqs);
-    if (!prefill)
-      return result;
-    result.prefill = std::move(*prefill);
-    for (size_t t = 0; t < decodes[0].size(); ++t) {
-      ids.clear();
-      positions.clear();
-      seqs.clear();
-      for (int64_t i = 0; i < batch; ++i) {
-        ids.push_back(decodes[i][t]);
-        positions.push_back(prompts[i].size() + t);
-        seqs.push_back(i);
-      }
-      auto rows = step("decode", ids, positions, seqs);
+    for (const testutil::ForcedStep &forced :
+         testutil::teacherForcedSteps(prompts, decodes)) {
+      auto rows =
+          step(forced.function, forced.ids, forced.positions, forced.sequences);
       if (!rows)
         return result;
-      result.decode.push_back(std::move(*rows));
+      if (result.prefill.empty())
+        result.prefill = std::move(*rows);
+      else
+        result.decode.push_back(std::move(*rows));
     }
     return result;
   };

@@ -25,6 +25,8 @@
 #include "llvm/Support/JSON.h"
 #include "llvm/Support/MemoryBuffer.h"
 
+#include "test/unit/TeacherForcing.h"
+
 #include "gtest/gtest.h"
 
 #include <cmath>
@@ -136,15 +138,12 @@ TEST_P(ModelE2E, LogitsMatchTransformers) {
   // transformers' own fp32-vs-fp64 spread is ~4e-6, fixture READMEs).
   constexpr double kTolerance = 1e-4;
   int64_t vocab = (*model)->vocabSize();
-  std::vector<int64_t> ids, positions, seqs;
-  for (int64_t i = 0; i < batch; ++i)
-    for (size_t p = 0; p < prompts[i].size(); ++p) {
-      ids.push_back(prompts[i][p]);
-      positions.push_back(p);
-      seqs.push_back(i);
-    }
-  std::vector<float> got = step("prefill", ids, positions, seqs);
-  ASSERT_EQ(got.size(), ids.size() * vocab);
+  std::vector<testutil::ForcedStep> steps =
+      testutil::teacherForcedSteps(prompts, decodes);
+  const testutil::ForcedStep &first = steps.front();
+  std::vector<float> got =
+      step(first.function, first.ids, first.positions, first.sequences);
+  ASSERT_EQ(got.size(), first.ids.size() * vocab);
   size_t row = 0;
   for (int64_t i = 0; i < batch; ++i) {
     std::string prefix = "seq" + std::to_string(i);
@@ -165,16 +164,10 @@ TEST_P(ModelE2E, LogitsMatchTransformers) {
   for (int64_t i = 0; i < batch; ++i)
     wantDecode[i] =
         readF32(expected, "seq" + std::to_string(i) + ".decode_logits");
-  for (size_t t = 0; t < decodes[0].size(); ++t) {
-    ids.clear();
-    positions.clear();
-    seqs.clear();
-    for (int64_t i = 0; i < batch; ++i) {
-      ids.push_back(decodes[i][t]);
-      positions.push_back(prompts[i].size() + t);
-      seqs.push_back(i);
-    }
-    std::vector<float> rows = step("decode", ids, positions, seqs);
+  for (size_t t = 0; t + 1 < steps.size(); ++t) {
+    const testutil::ForcedStep &forced = steps[t + 1];
+    std::vector<float> rows =
+        step(forced.function, forced.ids, forced.positions, forced.sequences);
     ASSERT_EQ(static_cast<int64_t>(rows.size()), batch * vocab);
     for (int64_t i = 0; i < batch; ++i)
       for (int64_t j = 0; j < vocab; ++j)
