@@ -178,6 +178,13 @@ int main(int argc, char **argv) {
       return fail(ranks.error().message());
     paths = std::move(*ranks);
   }
+  // Timed cases stop after a time, which threads sharing one CPU do not
+  // reach together, and their timings would say nothing of GPUs linked by
+  // NCCL.
+  if (command == "bench" && paths.size() > 1)
+    return fail(path + " is one of " + std::to_string(paths.size()) +
+                " tensor-parallel ranks: bench runs artifacts of one rank "
+                "(the ranks run together only on the CPU, in one process)");
   // Every rank runs the command (runRanks: one thread a rank, their
   // collectives meeting in process); rank 0's outputs are the command's.
   std::ostream discard(nullptr);
