@@ -410,6 +410,25 @@ TEST_F(TensorParallel, FailingRankStopsTheOthers) {
     t.join();
   for (const std::string &e : errors)
     EXPECT_NE(e.find("waiting for rank(s) 2"), std::string::npos) << e;
+
+  // Ranks that reach different collectives (plans built differently) are
+  // told so instead of exchanging mismatched buffers.
+  runtime::LoopbackGroup disagree(2);
+  std::vector<std::string> mismatch(2);
+  std::vector<float> sum(input.numel()), gathered(2 * input.numel());
+  std::thread other([&] {
+    mismatch[1] =
+        disagree.rank(1)
+            .allGather(input.floats().data(), gathered.data(), kTokens, kHidden)
+            .message();
+  });
+  mismatch[0] =
+      disagree.rank(0)
+          .allReduceSum(input.floats().data(), sum.data(), input.numel())
+          .message();
+  other.join();
+  for (const std::string &e : mismatch)
+    EXPECT_NE(e.find("ranks disagree: "), std::string::npos) << e;
 }
 
 TEST(TensorParallelRuntime, RankArtifactsLoadOnlyWithTheirRanks) {
