@@ -193,9 +193,11 @@ artifact::emitArtifact(ModuleOp module, const importers::Checkpoint &checkpoint,
   for (int64_t id : info.eosTokenIds)
     manifest.add_eos_token_ids(id);
   manifest.set_target(info.target);
-  if (info.tensorParallel > 1) {
-    manifest.set_tensor_parallel_rank(info.rank);
+  if (info.ranks() > 1) {
+    manifest.set_rank(info.rank);
+    manifest.set_ranks(info.ranks());
     manifest.set_tensor_parallel_size(info.tensorParallel);
+    manifest.set_expert_parallel_size(info.expertParallel);
   }
 
   // Weights: section 0 in plan order at the planned offsets.

@@ -26,9 +26,13 @@ struct EmitInfo {
   /// Every token that ends generation (the config's eos_token_id list).
   std::vector<int64_t> eosTokenIds;
   std::string target = "cpu";
-  /// Rank `rank` of `tensorParallel` tensor-parallel ranks.
-  int64_t tensorParallel = 1;
+  /// Rank `rank` of ranks(): heads and features split over
+  /// `tensorParallel` ranks, routed experts over `expertParallel` ones.
+  int64_t tensorParallel = 1, expertParallel = 1;
   int64_t rank = 0;
+  int64_t ranks() const {
+    return tensorParallel > expertParallel ? tensorParallel : expertParallel;
+  }
   /// Keep checkpoint tensors in the checkpoint's files (recorded by path,
   /// size and XXH3 hashes) instead of copying them into the artifact;
   /// weights the compiler computes are stored in the artifact either way.

@@ -182,27 +182,41 @@ llvm::Expected<Value> Emitter::moe(int64_t layer, Value x) {
     // Over tensor-parallel ranks each expert's units split: the gate-up
     // rows (interleaved gate, up: a rank's rows are whole units) and the
     // down projection's columns.
-    routed.splitByRank = tpRanks > 1;
-    if (auto units = rankRange(inter, "intermediate_size"); !units)
-      return units.takeError();
+    routed.splitByRank = tpRanks > 1 && epRanks == 1;
+    // Under expert parallelism, whole experts instead (and their biases).
+    auto mine = expertRange(experts, "'" + prefix + "*'");
+    if (!mine)
+      return mine.takeError();
+    std::tie(routed.firstExpert, routed.localExperts) = *mine;
+    if (routed.splitByRank)
+      if (auto units = rankRange(inter, "intermediate_size"); !units)
+        return units.takeError();
     auto gateUp = mxfp4Experts(prefix + "gate_up_proj", experts, 2 * inter,
                                c.hiddenSize, Split::Output);
     if (!gateUp)
       return gateUp.takeError();
     routed.gate = *gateUp;
     std::string biasName = prefix + "gate_up_proj_bias";
+    const std::vector<safetensors::DType> floats = {safetensors::DType::BF16,
+                                                    safetensors::DType::F16,
+                                                    safetensors::DType::F32};
+    // An [experts, features] bias: this rank's experts or all of them.
+    auto expertBias = [&](const std::string &name,
+                          int64_t features) -> llvm::Expected<Value> {
+      if (epRanks > 1)
+        return weightShard(name, {experts, features}, floats, 0, mine->first,
+                           mine->second);
+      return floatWeight(name, {experts, features});
+    };
     llvm::Expected<Value> gateUpBias = Value();
-    if (tpRanks == 1) {
-      gateUpBias = floatWeight(biasName, {experts, 2 * inter});
+    if (!routed.splitByRank) {
+      gateUpBias = expertBias(biasName, 2 * inter);
     } else {
       auto units = rankRange(2 * inter, "'" + biasName + "' columns");
       if (!units)
         return units.takeError();
-      gateUpBias =
-          weightShard(biasName, {experts, 2 * inter},
-                      {safetensors::DType::BF16, safetensors::DType::F16,
-                       safetensors::DType::F32},
-                      1, units->first, units->second);
+      gateUpBias = weightShard(biasName, {experts, 2 * inter}, floats, 1,
+                               units->first, units->second);
     }
     if (!gateUpBias)
       return gateUpBias.takeError();
@@ -212,8 +226,7 @@ llvm::Expected<Value> Emitter::moe(int64_t layer, Value x) {
     if (!down)
       return down.takeError();
     routed.down = *down;
-    auto downBias =
-        floatWeight(prefix + "down_proj_bias", {experts, c.hiddenSize});
+    auto downBias = expertBias(prefix + "down_proj_bias", c.hiddenSize);
     if (!downBias)
       return downBias.takeError();
     routed.downBias = *downBias;

@@ -110,12 +110,41 @@ ModelBuilder::rankRange(int64_t total, const Twine &what) {
   return std::make_pair(tpRank * size, size);
 }
 
+llvm::Expected<std::pair<int64_t, int64_t>>
+ModelBuilder::expertRange(int64_t experts, const Twine &what) {
+  if (epRanks == 1)
+    return std::make_pair(int64_t(0), experts);
+  if (experts % epRanks != 0)
+    return errorf(what + " (" + Twine(experts) +
+                  " experts) does not split evenly over " + Twine(epRanks) +
+                  " expert-parallel ranks");
+  int64_t count = experts / epRanks;
+  return std::make_pair(rank * count, count);
+}
+
 Value ModelBuilder::allReduce(Value x) {
-  if (tpRanks == 1)
+  if (ranks == 1)
     return x;
   return lm::AllReduceOp::create(b, loc, x.getType(), x,
-                                 b.getI64IntegerAttr(tpRanks))
+                                 b.getI64IntegerAttr(ranks))
       .getResult();
+}
+
+llvm::Error models::checkParallel(const BuildOptions &options) {
+  int64_t tp = options.tensorParallel, ep = options.expertParallel;
+  if (tp < 1 || ep < 1)
+    return errorf("tensor- and expert-parallel rank counts must be positive, "
+                  "got " +
+                  Twine(tp) + " and " + Twine(ep));
+  if (tp > 1 && ep > 1 && tp != ep)
+    return errorf(Twine(tp) + " tensor-parallel by " + Twine(ep) +
+                  " expert-parallel ranks: expert parallelism runs over the "
+                  "tensor-parallel ranks or alone (their product needs "
+                  "collectives over groups of ranks, not built yet)");
+  if (options.rank < 0 || options.rank >= options.ranks())
+    return errorf("rank " + Twine(options.rank) + " of " +
+                  Twine(options.ranks()) + " ranks does not exist");
+  return llvm::Error::success();
 }
 
 Value ModelBuilder::allGather(Value x) {
@@ -140,7 +169,8 @@ llvm::Expected<Value> ModelBuilder::stackedExperts(StringRef prefix,
 llvm::Expected<Value>
 ModelBuilder::stackedExperts(StringRef prefix, StringRef suffix,
                              int64_t experts, ArrayRef<int64_t> shape,
-                             ArrayRef<DType> dtypes, std::optional<Cut> shard) {
+                             ArrayRef<DType> dtypes, std::optional<Cut> shard,
+                             int64_t firstExpert) {
   std::string symbol = (prefix + "*." + suffix).str();
   if (shard)
     symbol += ".shard" + std::to_string(shard->dim);
@@ -148,7 +178,7 @@ ModelBuilder::stackedExperts(StringRef prefix, StringRef suffix,
     return declaredWeight(symbol, cast<RankedTensorType>(decl.getType()), {});
   std::vector<std::string> names;
   std::optional<DType> dtype;
-  for (int64_t e = 0; e < experts; ++e) {
+  for (int64_t e = firstExpert; e < firstExpert + experts; ++e) {
     names.push_back(llvm::formatv("{0}{1}.{2}", prefix, e, suffix).str());
     auto view = checkpoint.get(names.back(), shape, dtypes);
     if (!view)
@@ -174,7 +204,11 @@ llvm::Expected<ModelBuilder::ExpertWeights>
 ModelBuilder::perExpertWeights(StringRef prefix, StringRef suffix,
                                int64_t experts, int64_t out, int64_t in,
                                Split split) {
-  if (tpRanks == 1)
+  // Under expert parallelism this rank's experts, whole.
+  auto mine = expertRange(experts, "'" + prefix + "*." + suffix + "'");
+  if (!mine)
+    return mine.takeError();
+  if (tpRanks == 1 || epRanks > 1)
     split = Split::None;
   // This rank's rows or columns of every expert.
   std::optional<Cut> cut;
@@ -187,9 +221,9 @@ ModelBuilder::perExpertWeights(StringRef prefix, StringRef suffix,
       return range.takeError();
     cut = Cut{dim, range->first, range->second};
   }
-  auto values =
-      stackedExperts(prefix, suffix, experts, {out, in},
-                     {DType::BF16, DType::F16, DType::F32, DType::F8E4M3}, cut);
+  auto values = stackedExperts(
+      prefix, suffix, mine->second, {out, in},
+      {DType::BF16, DType::F16, DType::F32, DType::F8E4M3}, cut, mine->first);
   if (!values)
     return values.takeError();
   ExpertWeights weights;
@@ -213,9 +247,9 @@ ModelBuilder::perExpertWeights(StringRef prefix, StringRef suffix,
     scaleCut = Cut{dim, blocks->first, blocks->second};
   }
   auto scales = stackedExperts(
-      prefix, (suffix + "_scale_inv").str(), experts,
+      prefix, (suffix + "_scale_inv").str(), mine->second,
       {ceilDiv(out, weights.fp8Block[0]), ceilDiv(in, weights.fp8Block[1])},
-      {DType::F32}, scaleCut);
+      {DType::F32}, scaleCut, mine->first);
   if (!scales)
     return scales.takeError();
   weights.scales = *scales;
@@ -225,7 +259,7 @@ ModelBuilder::perExpertWeights(StringRef prefix, StringRef suffix,
 llvm::Expected<ModelBuilder::ExpertWeights>
 ModelBuilder::mxfp4Experts(StringRef name, int64_t experts, int64_t out,
                            int64_t in, Split split) {
-  if (tpRanks == 1)
+  if (tpRanks == 1 || epRanks > 1)
     split = Split::None;
   std::string blocks = (name + "_blocks").str();
   std::string scales = (name + "_scales").str();
@@ -245,8 +279,16 @@ ModelBuilder::mxfp4Experts(StringRef name, int64_t experts, int64_t out,
   // columns (dim 2).
   lm::ShardAttr shard;
   std::string suffix;
-  int64_t localOut = out, localGroups = groups;
-  if (split != Split::None) {
+  int64_t localOut = out, localGroups = groups, localExperts = experts;
+  if (epRanks > 1) {
+    // This rank's experts, whole (dim 0 of both tensors).
+    auto mine = expertRange(experts, "MXFP4 experts '" + blocks + "'");
+    if (!mine)
+      return mine.takeError();
+    localExperts = mine->second;
+    shard = lm::ShardAttr::get(b.getContext(), 0, mine->first, localExperts);
+    suffix = ".shard0";
+  } else if (split != Split::None) {
     bool rows = split == Split::Output;
     auto range = rankRange(rows ? out : in,
                            "'" + blocks + "' " + (rows ? "rows" : "columns"));
@@ -268,14 +310,15 @@ ModelBuilder::mxfp4Experts(StringRef name, int64_t experts, int64_t out,
   }
   ExpertWeights weights;
   weights.format = ExpertFormat::Mxfp4;
-  weights.values = declaredWeight(blocks + suffix,
-                                  tensor({experts, localOut, 32 * localGroups},
-                                         b.getType<Float4E2M1FNType>()),
-                                  {blocks}, shard);
-  weights.scales = declaredWeight(
-      scales + suffix,
-      tensor({experts, localOut, localGroups}, b.getType<Float8E8M0FNUType>()),
-      {scales}, shard);
+  weights.values =
+      declaredWeight(blocks + suffix,
+                     tensor({localExperts, localOut, 32 * localGroups},
+                            b.getType<Float4E2M1FNType>()),
+                     {blocks}, shard);
+  weights.scales = declaredWeight(scales + suffix,
+                                  tensor({localExperts, localOut, localGroups},
+                                         b.getType<Float8E8M0FNUType>()),
+                                  {scales}, shard);
   return weights;
 }
 
@@ -475,6 +518,14 @@ llvm::Expected<Value> ModelBuilder::moe(Value x, const MoeConfig &c) {
   if (!experts)
     return experts.takeError();
   Value idx = route.getIndices(), weights = route.getWeights();
+  // Expert parallelism: this rank's slots are those routed to its experts.
+  bool partitioned =
+      experts->localExperts > 0 && experts->localExperts < c.experts;
+  if (partitioned)
+    idx = lm::LocalExpertsOp::create(b, loc, idx.getType(), idx,
+                                     b.getI64IntegerAttr(experts->firstExpert),
+                                     b.getI64IntegerAttr(experts->localExperts))
+              .getResult();
   Value g, u;
   if (experts->interleavedGateUp) {
     // One matmul over the interleaved rows, then the even and odd columns:
@@ -495,14 +546,24 @@ llvm::Expected<Value> ModelBuilder::moe(Value x, const MoeConfig &c) {
       experts->splitByRank && tpRank != 0 ? Value() : experts->downBias;
   Value routed =
       expertMatmul(swiglu(g, u, c.act), experts->down, idx, weights, downBias);
-  if (tpRanks > 1 && !experts->splitByRank)
+  if (ranks > 1 && !experts->splitByRank && !partitioned)
     return errorf("routed experts of '" + c.routerWeight +
-                  "' are not split over tensor-parallel ranks");
-  // Over tensor-parallel ranks the routed and shared outputs are this
-  // rank's partial sums (each expert's intermediate features split): one
-  // all-reduce of both.
+                  "' are neither split nor partitioned over the ranks");
+  // Over several ranks the routed and shared outputs are this rank's
+  // partial sums (each expert's intermediate features split, or some of
+  // the experts): one all-reduce of both.
   if (c.sharedPrefix.empty())
     return allReduce(routed);
+  if (ranks > 1 && tpRanks == 1) {
+    // Expert parallelism alone: rank 0 adds the shared experts, whole.
+    if (rank != 0)
+      return allReduce(routed);
+    auto shared = gatedMlp(x, c.sharedPrefix, c.hidden, c.sharedInter, c.act);
+    if (!shared)
+      return shared.takeError();
+    return allReduce(
+        arith::AddFOp::create(b, loc, routed, *shared).getResult());
+  }
   auto shared = gatedMlp(x, c.sharedPrefix, c.hidden, c.sharedInter, c.act,
                          /*reduce=*/false);
   if (!shared)
@@ -822,7 +883,11 @@ ModelBuilder::perExpertGatedMlp(StringRef prefix, StringRef gate, StringRef up,
                                 StringRef down, int64_t experts, int64_t hidden,
                                 int64_t inter) {
   RoutedExperts routed;
-  routed.splitByRank = tpRanks > 1;
+  auto mine = expertRange(experts, "'" + prefix + "*'");
+  if (!mine)
+    return mine.takeError();
+  routed.splitByRank = tpRanks > 1 && epRanks == 1;
+  std::tie(routed.firstExpert, routed.localExperts) = *mine;
   for (auto [weights, suffix, out, in, split] :
        {std::tuple{&routed.gate, gate, inter, hidden, Split::Output},
         {&routed.up, up, inter, hidden, Split::Output},

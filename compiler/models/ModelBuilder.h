@@ -77,10 +77,16 @@ public:
   /// Families whose builders split their layers over tensor-parallel ranks
   /// say so; the others are built for one rank only.
   static constexpr bool kSupportsTensorParallel = false;
-  /// Builds rank `rank` of `ranks`' functions (before any is built).
-  void setTensorParallel(int64_t rank, int64_t ranks) {
-    tpRank = rank;
-    tpRanks = ranks;
+  /// Builds rank `rank`'s functions (before any is built) of `tensor`
+  /// tensor-parallel ranks (heads and features split) and `expert`
+  /// expert-parallel ones (routed experts partitioned whole), each 1 or
+  /// the rank count (docs/parallel.md).
+  void setParallel(int64_t rank, int64_t tensor, int64_t expert) {
+    ranks = std::max(tensor, expert);
+    this->rank = rank;
+    tpRanks = tensor;
+    tpRank = tensor > 1 ? rank : 0;
+    epRanks = expert;
   }
 
 protected:
@@ -109,7 +115,12 @@ protected:
   /// it.
   llvm::Expected<std::pair<int64_t, int64_t>>
   rankRange(int64_t total, const llvm::Twine &what);
-  /// The sum over the tensor-parallel ranks of each one's `x`.
+  /// This rank's routed experts `[first, first + count)` of `experts`: all
+  /// of them, or under expert parallelism an equal share of whole experts;
+  /// an error naming `what` when the ranks do not divide them.
+  llvm::Expected<std::pair<int64_t, int64_t>>
+  expertRange(int64_t experts, const llvm::Twine &what);
+  /// The sum over all ranks of each one's `x`.
   mlir::Value allReduce(mlir::Value x);
   /// Every tensor-parallel rank's `x` [..., D], concatenated along the last
   /// dim in rank order.
@@ -120,17 +131,17 @@ protected:
                                              llvm::StringRef suffix,
                                              int64_t experts,
                                              llvm::ArrayRef<int64_t> shape);
-  /// The same with the dtypes each expert tensor may have, and with
-  /// `shard`, each expert tensor cut to indices [offset, offset + size) of
-  /// its dim `dim` (declared as `{prefix}*.{suffix}.shard{dim}`).
+  /// The same with the dtypes each expert tensor may have, with `shard`,
+  /// each expert tensor cut to indices [offset, offset + size) of its dim
+  /// `dim` (declared as `{prefix}*.{suffix}.shard{dim}`), and from
+  /// `firstExpert` on (`experts` of them).
   struct Cut {
     int64_t dim, offset, size;
   };
-  llvm::Expected<mlir::Value>
-  stackedExperts(llvm::StringRef prefix, llvm::StringRef suffix,
-                 int64_t experts, llvm::ArrayRef<int64_t> shape,
-                 llvm::ArrayRef<safetensors::DType> dtypes,
-                 std::optional<Cut> shard = std::nullopt);
+  llvm::Expected<mlir::Value> stackedExperts(
+      llvm::StringRef prefix, llvm::StringRef suffix, int64_t experts,
+      llvm::ArrayRef<int64_t> shape, llvm::ArrayRef<safetensors::DType> dtypes,
+      std::optional<Cut> shard = std::nullopt, int64_t firstExpert = 0);
   /// A float weight (bf16/f16/f32) used as is.
   llvm::Expected<mlir::Value> floatWeight(llvm::StringRef name,
                                           llvm::ArrayRef<int64_t> shape) {
@@ -235,6 +246,11 @@ protected:
     /// ranks (gate and up by rows, down by columns): the routed output is
     /// this rank's partial sum, which the MoE block all-reduces.
     bool splitByRank = false;
+    /// Under expert parallelism, the experts this rank holds whole,
+    /// `[firstExpert, firstExpert + localExperts)` (the weights' leading
+    /// dim): the MoE block renumbers the routed ids for them
+    /// (lm.local_experts) and all-reduces the ranks' routed outputs.
+    int64_t firstExpert = 0, localExperts = 0;
     mlir::Value gateBias, upBias, downBias;
   };
   /// A mixture-of-experts block: router logits, lm.moe_route, the routed
@@ -366,8 +382,9 @@ protected:
   mlir::OpBuilder b;
   mlir::Location loc;
   llvm::StringMap<lm::WeightOp> declared;
-  /// This builder's tensor-parallel rank and the rank count.
-  int64_t tpRank = 0, tpRanks = 1;
+  /// This builder's rank of `ranks`; its tensor-parallel rank and their
+  /// count (0 and 1 without tensor parallelism); the expert-parallel ranks.
+  int64_t rank = 0, ranks = 1, tpRank = 0, tpRanks = 1, epRanks = 1;
 };
 
 /// A family's lm module: `Emitter(module, emitterArgs...)` emits @prefill
@@ -375,6 +392,11 @@ protected:
 /// with its `buildFunction(name, options)`. They compute the same function
 /// and are separate entry points because the pipeline plans and tiles them
 /// differently.
+/// An error unless `options` name an existing rank of a parallel layout
+/// the builders support: tensor and expert parallelism each over 1 or all
+/// of the ranks.
+llvm::Error checkParallel(const BuildOptions &options);
+
 template <typename Emitter, typename... Args>
 llvm::Expected<mlir::OwningOpRef<mlir::ModuleOp>>
 buildStepFunctions(mlir::MLIRContext &context, const BuildOptions &options,
@@ -387,22 +409,18 @@ buildStepFunctions(mlir::MLIRContext &context, const BuildOptions &options,
         "max sequence length and batch must be positive, got " +
             llvm::Twine(options.maxSeqLen) + " and " +
             llvm::Twine(options.maxBatch));
-  if (options.tensorParallel < 1 || options.rank < 0 ||
-      options.rank >= options.tensorParallel)
-    return llvm::createStringError(llvm::inconvertibleErrorCode(),
-                                   "rank " + llvm::Twine(options.rank) +
-                                       " of " +
-                                       llvm::Twine(options.tensorParallel) +
-                                       " tensor-parallel ranks does not exist");
-  if (options.tensorParallel > 1 && !Emitter::kSupportsTensorParallel)
+  if (llvm::Error err = checkParallel(options))
+    return std::move(err);
+  if (options.ranks() > 1 && !Emitter::kSupportsTensorParallel)
     return llvm::createStringError(
         llvm::inconvertibleErrorCode(),
-        "tensor parallelism is not supported for this model family yet; "
-        "build it for one rank");
+        "tensor and expert parallelism are not supported for this model "
+        "family yet; build it for one rank");
   mlir::OwningOpRef<mlir::ModuleOp> module =
       mlir::ModuleOp::create(mlir::UnknownLoc::get(&context));
   Emitter emitter(*module, emitterArgs...);
-  emitter.setTensorParallel(options.rank, options.tensorParallel);
+  emitter.setParallel(options.rank, options.tensorParallel,
+                      options.expertParallel);
   for (llvm::StringRef name : {"prefill", "decode"})
     if (llvm::Error err = emitter.buildFunction(name, options))
       return std::move(err);

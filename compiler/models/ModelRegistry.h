@@ -33,10 +33,16 @@ struct BuildOptions {
   int64_t maxSeqLen = 4096;
   /// Sequences the caches hold at once.
   int64_t maxBatch = 8;
-  /// Tensor parallelism (docs/parallel.md): the functions of rank
-  /// `rank` of `tensorParallel`, over its shards of the weights.
+  /// Tensor and expert parallelism (docs/parallel.md): the functions of
+  /// rank `rank` of ranks(), over its shards of the weights, with heads
+  /// and features split over `tensorParallel` ranks and the routed experts
+  /// partitioned over `expertParallel` ones (each 1 or ranks()).
   int64_t tensorParallel = 1;
+  int64_t expertParallel = 1;
   int64_t rank = 0;
+  int64_t ranks() const {
+    return tensorParallel > expertParallel ? tensorParallel : expertParallel;
+  }
 };
 
 /// One model's parsed config and how to build it.

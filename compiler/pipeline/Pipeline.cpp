@@ -221,16 +221,16 @@ llvm::Error pipeline::compile(const Options &options, llvm::raw_ostream &out,
   clamped.maxTokens = limits->maxTokens;
   clamped.kvCacheTokens = limits->kvCacheTokens;
   clamped.maxLogitRows = limits->maxLogitRows;
-  if (options.tensorParallel < 1)
-    return errorf("--tensor-parallel must be at least 1");
+  if (options.tensorParallel < 1 || options.expertParallel < 1)
+    return errorf("--tensor-parallel and --expert-parallel must be at least 1");
   // One plan a rank, each over its shards, in rank order.
-  for (int64_t r = 0; r < options.tensorParallel; ++r) {
+  const int64_t ranks = options.ranks();
+  for (int64_t r = 0; r < ranks; ++r) {
     Options rank = clamped;
     rank.rank = r;
-    rank.output =
-        artifact::rankArtifactPath(options.output, r, options.tensorParallel);
-    if (options.tensorParallel > 1 && options.compileTo != Phase::Artifact)
-      out << "// rank " << r << " of " << options.tensorParallel << "\n";
+    rank.output = artifact::rankArtifactPath(options.output, r, ranks);
+    if (ranks > 1 && options.compileTo != Phase::Artifact)
+      out << "// rank " << r << " of " << ranks << "\n";
     if (llvm::Error err =
             compileWith(rank, options, *target, *config, *checkpoint, out, log))
       return err;
@@ -277,6 +277,7 @@ static llvm::Error compileWith(const Options &options, const Options &given,
   build.maxSeqLen = options.maxSeqLen;
   build.maxBatch = options.maxBatch;
   build.tensorParallel = options.tensorParallel;
+  build.expertParallel = options.expertParallel;
   build.rank = options.rank;
   auto module = config->build(context, *checkpoint, build);
   if (!module)
@@ -317,6 +318,7 @@ static llvm::Error compileWith(const Options &options, const Options &given,
                           config->eosTokenIds().end());
   info.target = options.target;
   info.tensorParallel = options.tensorParallel;
+  info.expertParallel = options.expertParallel;
   info.rank = options.rank;
   info.weightsByReference = options.weightsByReference;
   // The target's code images: generated kernels compiled now, and what its
@@ -334,9 +336,12 @@ static llvm::Error compileWith(const Options &options, const Options &given,
   };
   const artifact::MemoryPlan &m = manifest->memory();
   log << "memory plan (" << options.output;
-  if (options.tensorParallel > 1)
-    log << ", rank " << options.rank << " of " << options.tensorParallel
-        << " tensor-parallel ranks: its shards";
+  if (options.ranks() > 1)
+    log << ", rank " << options.rank << " of " << options.ranks() << " "
+        << (options.tensorParallel == 1   ? "expert-parallel"
+            : options.expertParallel == 1 ? "tensor-parallel"
+                                          : "tensor- and expert-parallel")
+        << " ranks: its shards";
   log << ")\n"
       << "  limits:           --max-seq-len " << options.maxSeqLen << " ("
       << origin(given.maxSeqLen, "the model's max_position_embeddings " +

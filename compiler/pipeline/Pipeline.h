@@ -65,10 +65,14 @@ struct Options {
   bool mxfp4ConvertInDecode = false;
   /// Keep checkpoint tensors in the checkpoint's files (--weights=reference).
   bool weightsByReference = false;
-  /// Tensor-parallel ranks (--tensor-parallel): `compile` builds one plan a
+  /// Tensor- and expert-parallel ranks (--tensor-parallel,
+  /// --expert-parallel; each 1 or ranks()): `compile` builds one plan a
   /// rank, each over its shards of the weights, and writes each to
   /// artifact::rankArtifactPath(output, r, n) (docs/parallel.md).
-  int64_t tensorParallel = 1;
+  int64_t tensorParallel = 1, expertParallel = 1;
+  int64_t ranks() const {
+    return tensorParallel > expertParallel ? tensorParallel : expertParallel;
+  }
   /// The rank being compiled (set by `compile` for each).
   int64_t rank = 0;
   /// Called on the pass manager before it runs: the tool applies MLIR's

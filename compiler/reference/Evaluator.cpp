@@ -700,6 +700,14 @@ llvm::Error FrameEvaluator::evaluateLm(Operation *op) {
           return bind(o.getResult(), get(o.getInput()));
         return bind(o.getResult(), ranks->allReduceSum(get(o.getInput())));
       })
+      .Case([&](LocalExpertsOp o) {
+        Tensor out = get(o.getIndices());
+        int64_t first = o.getFirstAttr().getInt(),
+                count = o.getCountAttr().getInt();
+        for (int64_t &id : out.ints())
+          id = id >= first && id < first + count ? id - first : -1;
+        return bind(o.getResult(), std::move(out));
+      })
       .Case([&](AllGatherOp o) -> llvm::Error {
         Collectives *ranks = parent.getCollectives();
         if (llvm::Error err = checkRanks(ranks, o.getRanksAttr().getInt()))

@@ -1035,6 +1035,13 @@ LogicalResult AllReduceOp::verify() {
   return success();
 }
 
+LogicalResult LocalExpertsOp::verify() {
+  if (getFirstAttr().getInt() < 0 || getCountAttr().getInt() < 1)
+    return emitOpError("expects first >= 0 and count >= 1, got first ")
+           << getFirstAttr().getInt() << ", count " << getCountAttr().getInt();
+  return success();
+}
+
 LogicalResult AllGatherOp::verify() {
   int64_t ranks = getRanksAttr().getInt();
   if (ranks < 1)

@@ -53,4 +53,29 @@ def Lm_AllGatherOp : Lm_Op<"all_gather", [Pure]> {
   let hasVerifier = 1;
 }
 
+def Lm_LocalExpertsOp : Lm_Op<"local_experts",
+    [Pure, SameOperandsAndResultType]> {
+  let summary = "routed expert ids renumbered for the experts a rank holds";
+  let description = [{
+    Under expert parallelism a rank holds the `count` routed experts
+    `[first, first + count)` whole. Each id of that range becomes its
+    position there (`id - first`); every other id, and an empty slot's -1,
+    becomes -1, a slot the rank's expert matmuls leave empty. The tokens
+    are every rank's already (attention's outputs are), so this is the
+    whole dispatch: each rank runs its experts on the slots that chose them,
+    and the MoE block's all-reduce is the combine.
+
+    ```mlir
+    %local = lm.local_experts %indices from 4 count 4 : tensor<?x2xi32>
+    ```
+  }];
+  let arguments = (ins Lm_IndexTensor:$indices, I64Attr:$first,
+                       I64Attr:$count);
+  let results = (outs Lm_IndexTensor:$result);
+  let assemblyFormat = [{
+    $indices `from` $first `count` $count attr-dict `:` type($result)
+  }];
+  let hasVerifier = 1;
+}
+
 #endif // DAYBREAK_LM_PARALLEL_OPS_TD

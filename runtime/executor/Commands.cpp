@@ -284,10 +284,15 @@ void runtime::inspect(const artifact::Manifest &m, std::ostream &out) {
       << "limits:    " << m.max_batch() << " sequences x " << m.max_seq_len()
       << " tokens, " << m.max_tokens() << " tokens per step, vocab "
       << m.vocab_size() << "\n";
-  if (m.tensor_parallel_size() > 1)
-    out << "ranks:     rank " << m.tensor_parallel_rank() << " of "
-        << m.tensor_parallel_size()
-        << " tensor-parallel ranks (this artifact holds its shards)\n";
+  if (m.ranks() > 1) {
+    out << "ranks:     rank " << m.rank() << " of " << m.ranks() << " (";
+    if (m.tensor_parallel_size() > 1)
+      out << "heads and features split"
+          << (m.expert_parallel_size() > 1 ? ", " : "");
+    if (m.expert_parallel_size() > 1)
+      out << "routed experts partitioned";
+    out << "; this artifact holds its shards)\n";
+  }
   out << "eos:      ";
   for (int64_t id : m.eos_token_ids())
     out << " " << id;

@@ -76,19 +76,18 @@ StatusOr<std::unique_ptr<Model>> Model::load(const std::string &path,
   }
   // A rank of a tensor-parallel model meets the others' collectives.
   const artifact::Manifest &m = file->manifest();
-  int64_t ranks = std::max<int64_t>(m.tensor_parallel_size(), 1);
+  int64_t ranks = std::max<int64_t>(m.ranks(), 1);
   int64_t given = options.communicator ? options.communicator->size() : 1;
   if (ranks != given)
     return Status::error(
-        path + ": rank " + std::to_string(m.tensor_parallel_rank()) + " of " +
-        std::to_string(ranks) + " tensor-parallel ranks, loaded " +
+        path + ": rank " + std::to_string(m.rank()) + " of " +
+        std::to_string(ranks) + " ranks, loaded " +
         (given == 1 ? "alone (run it with the other ranks' artifacts: "
                       "runtime::runRanks, as daybreak-run does)"
                     : "as one of " + std::to_string(given)));
-  if (ranks > 1 && options.communicator->rank() != m.tensor_parallel_rank())
+  if (ranks > 1 && options.communicator->rank() != m.rank())
     return Status::error(path + ": the artifact of rank " +
-                         std::to_string(m.tensor_parallel_rank()) +
-                         ", loaded as rank " +
+                         std::to_string(m.rank()) + ", loaded as rank " +
                          std::to_string(options.communicator->rank()));
   device->setCommunicator(ranks > 1 ? options.communicator : nullptr);
   std::unique_ptr<Model> model(new Model(std::move(*file), std::move(device)));

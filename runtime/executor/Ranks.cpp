@@ -14,17 +14,17 @@ using namespace daybreak::runtime;
 StatusOr<std::vector<std::string>>
 runtime::rankArtifacts(const std::string &path,
                        const artifact::Manifest &manifest) {
-  int64_t ranks = std::max<int64_t>(manifest.tensor_parallel_size(), 1);
+  int64_t ranks = std::max<int64_t>(manifest.ranks(), 1);
   if (ranks == 1)
     return std::vector<std::string>{path};
-  int64_t rank = manifest.tensor_parallel_rank();
+  int64_t rank = manifest.rank();
   std::string suffix = ".rank" + std::to_string(rank) + "-of-" +
                        std::to_string(ranks) + ".daybreak";
   if (path.size() <= suffix.size() ||
       path.compare(path.size() - suffix.size(), suffix.size(), suffix) != 0)
     return Status::error(path + ": rank " + std::to_string(rank) + " of " +
-                         std::to_string(ranks) +
-                         " tensor-parallel ranks, but not named '*" + suffix +
+                         std::to_string(ranks) + " ranks, but not named '*" +
+                         suffix +
                          "' as daybreak-compile names it, so the other "
                          "ranks' artifacts cannot be found");
   std::string output =

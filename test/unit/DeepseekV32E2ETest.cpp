@@ -63,20 +63,23 @@ std::vector<int64_t> intList(const llvm::json::Object &seq, llvm::StringRef key)
   return out;
 }
 
-/// A fixture directory, the tensor-parallel ranks to split it over and
+/// A fixture directory, the tensor-parallel ranks to split it over,
 /// whether each rank's module goes through the lm pipeline (f32 caches)
-/// before it is evaluated.
+/// before it is evaluated, and the expert-parallel ranks (1, or the
+/// tensor-parallel ones when those are more than 1).
 struct E2ECase {
   const char *fixture;
-  int64_t ranks;
+  int64_t tensorParallel;
   bool lmPipeline = false;
+  int64_t expertParallel = 1;
 };
 
 class DeepseekV32E2E : public ::testing::TestWithParam<E2ECase> {};
 
 TEST_P(DeepseekV32E2E, LogitsMatchTransformers) {
   const char *fixture = GetParam().fixture;
-  int64_t ranks = GetParam().ranks;
+  int64_t ranks =
+      std::max(GetParam().tensorParallel, GetParam().expertParallel);
   std::string dir = std::string(DAYBREAK_SOURCE_DIR) + "/" + fixture;
   auto config = importers::loadConfig(dir);
   ASSERT_TRUE(!!config) << llvm::toString(config.takeError());
@@ -101,7 +104,8 @@ TEST_P(DeepseekV32E2E, LogitsMatchTransformers) {
   models::BuildOptions options;
   options.maxSeqLen = 64;
   options.maxBatch = 2;
-  options.tensorParallel = ranks;
+  options.tensorParallel = GetParam().tensorParallel;
+  options.expertParallel = GetParam().expertParallel;
   std::vector<OwningOpRef<ModuleOp>> modules;
   for (int64_t r = 0; r < ranks; ++r) {
     options.rank = r;
@@ -255,7 +259,10 @@ TEST_P(DeepseekV32E2E, LogitsMatchTransformers) {
 std::string caseName(const ::testing::TestParamInfo<E2ECase> &info) {
   std::string name =
       llvm::StringRef(info.param.fixture).rsplit('/').second.str();
-  return name + "_tp" + std::to_string(info.param.ranks) +
+  return name + "_tp" + std::to_string(info.param.tensorParallel) +
+         (info.param.expertParallel > 1
+              ? "_ep" + std::to_string(info.param.expertParallel)
+              : "") +
          (info.param.lmPipeline ? "_lm_pipeline" : "");
 }
 
@@ -274,7 +281,11 @@ INSTANTIATE_TEST_SUITE_P(
                       E2ECase{"test/fixtures/deepseek_v32_tp_fp8", 4},
                       E2ECase{"test/fixtures/deepseek_v32_tp_fp8", 1, true},
                       E2ECase{"test/fixtures/deepseek_v32_tp_fp8", 2, true},
-                      E2ECase{"test/fixtures/shared/deepseek_v32", 4, true}),
+                      E2ECase{"test/fixtures/shared/deepseek_v32", 4, true},
+                      E2ECase{"test/fixtures/deepseek_v32_tp_fp8", 1, false, 2},
+                      E2ECase{"test/fixtures/deepseek_v32_tp_fp8", 1, true, 4},
+                      E2ECase{"test/fixtures/deepseek_v32_tp_fp8", 2, false, 2},
+                      E2ECase{"test/fixtures/shared/deepseek_v32", 2, true, 2}),
     caseName);
 
 // An FP8 projection whose rows a rank would take from two 128-row scale
@@ -309,7 +320,7 @@ TEST(DeepseekV32TensorParallel, Fp8SplitsKeepScaleBlocksWhole) {
   module = models::buildDeepseekV32(context, *config, *checkpoint, options);
   ASSERT_FALSE(!!module);
   EXPECT_EQ(llvm::toString(module.takeError()),
-            "rank 3 of 3 tensor-parallel ranks does not exist");
+            "rank 3 of 3 ranks does not exist");
 }
 
 } // namespace

@@ -453,7 +453,7 @@ TEST(TensorParallelRuntime, RankArtifactsLoadOnlyWithTheirRanks) {
   auto alone = runtime::Model::load(rank0, load);
   ASSERT_FALSE(alone.ok());
   EXPECT_EQ(alone.error().message(),
-            rank0 + ": rank 0 of 2 tensor-parallel ranks, loaded alone (run "
+            rank0 + ": rank 0 of 2 ranks, loaded alone (run "
                     "it with the other ranks' artifacts: runtime::runRanks, "
                     "as daybreak-run does)");
   runtime::LoopbackGroup two(2), three(3);
@@ -466,7 +466,7 @@ TEST(TensorParallelRuntime, RankArtifactsLoadOnlyWithTheirRanks) {
   auto wrongSize = runtime::Model::load(rank0, load);
   ASSERT_FALSE(wrongSize.ok());
   EXPECT_EQ(wrongSize.error().message(),
-            rank0 + ": rank 0 of 2 tensor-parallel ranks, loaded as one of 3");
+            rank0 + ": rank 0 of 2 ranks, loaded as one of 3");
 
   // The siblings daybreak-compile wrote, from either rank's manifest.
   auto file = artifact::ArtifactFile::open(rank0);

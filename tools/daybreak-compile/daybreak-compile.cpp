@@ -67,6 +67,12 @@ static cl::opt<std::string> tensorParallel(
     cl::desc("split the model over N tensor-parallel ranks: one artifact a "
              "rank, -o's name with .rank{r}-of-{N} (default: 1)"),
     cl::value_desc("N"), cl::cat(compileOptions));
+static cl::opt<std::string> expertParallel(
+    "expert-parallel",
+    cl::desc("partition the routed experts, whole, over N ranks: alone, or "
+             "over the --tensor-parallel ranks (then N equals theirs); one "
+             "artifact a rank (default: 1)"),
+    cl::value_desc("N"), cl::cat(compileOptions));
 static cl::opt<std::string>
     stateDtype("state-dtype",
                cl::desc("per-sequence recurrent state storage: f32, bf16"),
@@ -126,7 +132,8 @@ int main(int argc, char **argv) {
         std::pair{&maxTokens, &options.maxTokens},
         std::pair{&kvCacheTokens, &options.kvCacheTokens},
         std::pair{&maxLogitRows, &options.maxLogitRows},
-        std::pair{&tensorParallel, &options.tensorParallel}}) {
+        std::pair{&tensorParallel, &options.tensorParallel},
+        std::pair{&expertParallel, &options.expertParallel}}) {
     if (!option->getNumOccurrences())
       continue;
     if (llvm::Error error =

@@ -183,7 +183,7 @@ int main(int argc, char **argv) {
   // NCCL.
   if (command == "bench" && paths.size() > 1)
     return fail(path + " is one of " + std::to_string(paths.size()) +
-                " tensor-parallel ranks: bench runs artifacts of one rank "
+                " ranks: bench runs artifacts of one rank "
                 "(the ranks run together only on the CPU, in one process)");
   // Every rank runs the command (runRanks: one thread a rank, their
   // collectives meeting in process); rank 0's outputs are the command's.
@@ -225,7 +225,7 @@ int main(int argc, char **argv) {
         << mem.weight_bytes() << ", arena " << mem.arena_bytes() << ", caches "
         << mem.cache_bytes() << ") on " << model.deviceName();
     if (paths.size() > 1)
-      out << " for each of " << paths.size() << " tensor-parallel ranks";
+      out << " for each of " << paths.size() << " ranks";
     out << "; resident " << model.residentBytes() << " bytes";
     if (uint64_t measured = model.measuredResidentBytes())
       out << ", measured " << measured << " bytes (cuMemGetInfo)";

@@ -344,10 +344,10 @@ struct CpuLaunchers {
     runtime::Communicator *c = d.communicator();
     int64_t size = c ? c->size() : 1;
     if (size != ranks)
-      return Status::error(
-          std::string(what) + " over " + std::to_string(ranks) +
-          " tensor-parallel ranks, run by " + std::to_string(size) +
-          (c ? "" : " (load every rank's artifact)"));
+      return Status::error(std::string(what) + " over " +
+                           std::to_string(ranks) + " ranks, run by " +
+                           std::to_string(size) +
+                           (c ? "" : " (load every rank's artifact)"));
     return ranks == 1 ? nullptr : c;
   }
   static Status allReduce(CpuDevice &d, const BoundLaunch &l) {
@@ -488,6 +488,17 @@ struct CpuLaunchers {
     int32_t *out = i32(l.out(0));
     for (int64_t t = 0, n = l.in(0).numel(); t < n; ++t)
       out[t] = x[t] + value;
+    return Status::success();
+  }
+  static Status localExperts(CpuDevice &, const BoundLaunch &l) {
+    using P = abi::LocalExperts::P;
+    int64_t first = l->i(P::first), count = l->i(P::count);
+    const int32_t *ids = i32(l.in(abi::LocalExperts::In::indices));
+    int32_t *out = i32(l.out(0));
+    for (int64_t t = 0, n = l.in(0).numel(); t < n; ++t)
+      out[t] = ids[t] >= first && ids[t] < first + count
+                   ? int32_t(ids[t] - first)
+                   : -1;
     return Status::success();
   }
   static Status divScalarI32(CpuDevice &, const BoundLaunch &l) {
@@ -777,6 +788,7 @@ const runtime::LauncherTable<CpuDevice> &CpuDevice::launchers() {
       {K::GatherRows, &CpuLaunchers::gatherRows},
       {K::AllReduce, &CpuLaunchers::allReduce},
       {K::AllGather, &CpuLaunchers::allGather},
+      {K::LocalExperts, &CpuLaunchers::localExperts},
       {K::RmsNorm, &CpuLaunchers::rmsNorm},
       {K::LayerNorm, &CpuLaunchers::layerNorm},
       {K::Matmul, &CpuLaunchers::matmul},

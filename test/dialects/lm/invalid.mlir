@@ -4193,6 +4193,15 @@ func.func @all_gather_rows(%x: tensor<4x8xf32>) -> tensor<2x16xf32> {
 
 // -----
 
+// Tests that lm.local_experts rejects an empty range of experts.
+func.func @local_experts_count(%ids: tensor<4x2xi32>) -> tensor<4x2xi32> {
+  // expected-error @+1 {{'lm.local_experts' op expects first >= 0 and count >= 1, got first 4, count 0}}
+  %y = lm.local_experts %ids from 4 count 0 : tensor<4x2xi32>
+  return %y : tensor<4x2xi32>
+}
+
+// -----
+
 // Tests that lm.all_gather rejects another element type.
 func.func @all_gather_type(%x: tensor<4x8xf32>) -> tensor<4x16xbf16> {
   // expected-error @+1 {{'lm.all_gather' op expects a result of the input's rank (>= 1) and element type, got 'tensor<4x8xf32>' -> 'tensor<4x16xbf16>'}}

@@ -454,3 +454,11 @@ func.func @tensor_parallel(%x: tensor<?x64xf32>) -> (tensor<?x64xf32>, tensor<?x
   // CHECK: return %[[Y]], %[[G]]
   return %y, %g : tensor<?x64xf32>, tensor<?x64xf32>
 }
+
+// Tests that expert parallelism's renumbering of routed ids round-trips.
+// CHECK-LABEL: func @local_experts
+func.func @local_experts(%ids: tensor<?x8xi32>) -> tensor<?x8xi32> {
+  // CHECK: lm.local_experts %{{.*}} from 64 count 64 : tensor<?x8xi32>
+  %local = lm.local_experts %ids from 64 count 64 : tensor<?x8xi32>
+  return %local : tensor<?x8xi32>
+}
