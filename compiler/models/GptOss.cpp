@@ -53,6 +53,16 @@ public:
 private:
   llvm::Expected<Value> attention(int64_t layer, Value x, Value positions,
                                   Value &kCache, Value &vCache);
+  /// This rank's key-value heads `[first, first + count)`: its share when
+  /// the tensor-parallel ranks divide them; when the ranks outnumber them
+  /// (and are a multiple), the one head its query heads read, replicated
+  /// over ranks / kv_heads ranks (as vLLM does).
+  llvm::Expected<std::pair<int64_t, int64_t>> kvHeadRange();
+  /// Rows `[first, first + count)` of the projection `name` ([out, in])
+  /// with its bias when the config has attention biases.
+  llvm::Expected<Value> projectionRows(Value x, StringRef name, int64_t out,
+                                       int64_t in, int64_t first,
+                                       int64_t count);
   llvm::Expected<Value> moe(int64_t layer, Value x);
   /// `name` projected to `out` features with its bias when the config has
   /// attention biases, split over tensor-parallel ranks as `split` says.
@@ -80,6 +90,39 @@ llvm::Expected<Value> Emitter::projection(Value x, StringRef name, int64_t out,
   return linear(x, (name + ".weight").str(), out, in, bias, split);
 }
 
+llvm::Expected<std::pair<int64_t, int64_t>> Emitter::kvHeadRange() {
+  int64_t kv = config.numKeyValueHeads;
+  if (tpRanks <= kv || tpRanks % kv != 0)
+    return rankRange(kv, "num_key_value_heads");
+  if (config.numHeads % tpRanks != 0)
+    return rankRange(config.numHeads, "num_attention_heads");
+  return std::make_pair(tpRank / (tpRanks / kv), int64_t(1));
+}
+
+llvm::Expected<Value> Emitter::projectionRows(Value x, StringRef name,
+                                              int64_t out, int64_t in,
+                                              int64_t first, int64_t count) {
+  const std::vector<safetensors::DType> floats = {safetensors::DType::BF16,
+                                                  safetensors::DType::F16,
+                                                  safetensors::DType::F32};
+  auto w =
+      weightShard((name + ".weight").str(), {out, in}, floats, 0, first, count);
+  if (!w)
+    return w.takeError();
+  Value bias;
+  if (config.attentionBias) {
+    auto bv =
+        weightShard((name + ".bias").str(), {out}, floats, 0, first, count);
+    if (!bv)
+      return bv.takeError();
+    bias = *bv;
+  }
+  auto type = cast<RankedTensorType>(x.getType());
+  return lm::MatmulOp::create(b, loc, f32Tensor({type.getDimSize(0), count}), x,
+                              *w, bias)
+      .getResult();
+}
+
 llvm::Expected<Value> Emitter::attention(int64_t layer, Value x,
                                          Value positions, Value &kCache,
                                          Value &vCache) {
@@ -92,7 +135,7 @@ llvm::Expected<Value> Emitter::attention(int64_t layer, Value x,
   auto headRange = rankRange(c.numHeads, "num_attention_heads");
   if (!headRange)
     return headRange.takeError();
-  auto kvRange = rankRange(c.numKeyValueHeads, "num_key_value_heads");
+  auto kvRange = kvHeadRange();
   if (!kvRange)
     return kvRange.takeError();
   int64_t heads = headRange->second, kvHeads = kvRange->second;
@@ -100,12 +143,18 @@ llvm::Expected<Value> Emitter::attention(int64_t layer, Value x,
                       Split::Output);
   if (!q)
     return q.takeError();
-  auto k = projection(x, name("k_proj"), c.numKeyValueHeads * dim, c.hiddenSize,
-                      Split::Output);
+  // Keys and values of this rank's key-value heads (all on one rank).
+  auto kv = [&](StringRef proj) -> llvm::Expected<Value> {
+    int64_t out = c.numKeyValueHeads * dim;
+    if (tpRanks == 1)
+      return projection(x, name(proj), out, c.hiddenSize, Split::None);
+    return projectionRows(x, name(proj), out, c.hiddenSize,
+                          kvRange->first * dim, kvHeads * dim);
+  };
+  auto k = kv("k_proj");
   if (!k)
     return k.takeError();
-  auto v = projection(x, name("v_proj"), c.numKeyValueHeads * dim, c.hiddenSize,
-                      Split::Output);
+  auto v = kv("v_proj");
   if (!v)
     return v.takeError();
   // Half-split RoPE over the whole head of queries and keys.
@@ -252,7 +301,7 @@ llvm::Error Emitter::buildFunction(StringRef name,
   // Each layer's key and value caches, one row of kv_heads * head_dim per
   // token.
   // (This rank's key-value heads.)
-  auto kvRange = rankRange(c.numKeyValueHeads, "num_key_value_heads");
+  auto kvRange = kvHeadRange();
   if (!kvRange)
     return kvRange.takeError();
   auto cacheType = cast<RankedTensorType>(f32Tensor(
