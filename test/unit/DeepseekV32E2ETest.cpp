@@ -160,29 +160,13 @@ TEST_P(DeepseekV32E2E, LogitsMatchTransformers) {
           ref::ElementType::F32,
           {options.maxBatch, options.maxSeqLen, config->indexHeadDim}));
     }
-    auto step = [&](llvm::StringRef fn, const std::vector<int64_t> &ids,
-                    const std::vector<int64_t> &positions,
-                    const std::vector<int64_t> &seqs)
-        -> std::optional<std::vector<float>> {
-      int64_t n = ids.size();
-      std::vector<ref::Tensor> args = {ref::Tensor::fromInts({n}, ids),
-                                       ref::Tensor::fromInts({n}, positions),
-                                       ref::Tensor::fromInts({n}, seqs)};
-      args.insert(args.end(), caches.begin(), caches.end());
-      auto out = evaluator.run(fn, args);
-      if (!out) {
-        result.error = llvm::toString(out.takeError());
-        return std::nullopt;
-      }
-      caches.assign(out->begin() + 1, out->end());
-      return (*out)[0].floats();
-    };
     for (const testutil::ForcedStep &forced :
          testutil::teacherForcedSteps(prompts, decodes)) {
-      auto rows =
-          step(forced.function, forced.ids, forced.positions, forced.sequences);
-      if (!rows)
+      auto rows = testutil::runForcedStep(evaluator, forced, caches);
+      if (!rows) {
+        result.error = llvm::toString(rows.takeError());
         return result;
+      }
       if (result.prefill.empty())
         result.prefill = std::move(*rows);
       else

@@ -118,20 +118,10 @@ TEST_P(ModelE2E, LogitsMatchTransformers) {
         ref::Tensor::zeros(ref::ElementType::F32,
                            std::vector<int64_t>(shape.begin(), shape.end())));
   }
-  auto step = [&](llvm::StringRef fn, const std::vector<int64_t> &ids,
-                  const std::vector<int64_t> &positions,
-                  const std::vector<int64_t> &seqs) -> std::vector<float> {
-    int64_t n = ids.size();
-    std::vector<ref::Tensor> args = {ref::Tensor::fromInts({n}, ids),
-                                     ref::Tensor::fromInts({n}, positions),
-                                     ref::Tensor::fromInts({n}, seqs)};
-    args.insert(args.end(), caches.begin(), caches.end());
-    auto out = evaluator.run(fn, args);
-    EXPECT_TRUE(!!out) << llvm::toString(out.takeError());
-    if (!out)
-      return {};
-    caches.assign(out->begin() + 1, out->end());
-    return (*out)[0].floats();
+  auto step = [&](const testutil::ForcedStep &forced) -> std::vector<float> {
+    auto rows = testutil::runForcedStep(evaluator, forced, caches);
+    EXPECT_TRUE(!!rows) << llvm::toString(rows.takeError());
+    return rows ? std::move(*rows) : std::vector<float>();
   };
 
   // Tolerance: 1e-4 absolute on logits of magnitude ~4 (fp32 vs fp32;
@@ -141,8 +131,7 @@ TEST_P(ModelE2E, LogitsMatchTransformers) {
   std::vector<testutil::ForcedStep> steps =
       testutil::teacherForcedSteps(prompts, decodes);
   const testutil::ForcedStep &first = steps.front();
-  std::vector<float> got =
-      step(first.function, first.ids, first.positions, first.sequences);
+  std::vector<float> got = step(first);
   ASSERT_EQ(got.size(), first.ids.size() * vocab);
   size_t row = 0;
   for (int64_t i = 0; i < batch; ++i) {
@@ -166,8 +155,7 @@ TEST_P(ModelE2E, LogitsMatchTransformers) {
         readF32(expected, "seq" + std::to_string(i) + ".decode_logits");
   for (size_t t = 0; t + 1 < steps.size(); ++t) {
     const testutil::ForcedStep &forced = steps[t + 1];
-    std::vector<float> rows =
-        step(forced.function, forced.ids, forced.positions, forced.sequences);
+    std::vector<float> rows = step(forced);
     ASSERT_EQ(static_cast<int64_t>(rows.size()), batch * vocab);
     for (int64_t i = 0; i < batch; ++i)
       for (int64_t j = 0; j < vocab; ++j)

@@ -9,6 +9,8 @@
 #ifndef DAYBREAK_TEST_UNIT_TEACHERFORCING_H
 #define DAYBREAK_TEST_UNIT_TEACHERFORCING_H
 
+#include "compiler/reference/Evaluator.h"
+
 #include <cstdint>
 #include <vector>
 
@@ -43,6 +45,24 @@ teacherForcedSteps(const std::vector<std::vector<int64_t>> &prompts,
     steps.push_back(std::move(step));
   }
   return steps;
+}
+
+/// Runs `step` through `evaluator` with `caches` (the step function's
+/// arguments after its token ids, positions and sequences), which it
+/// replaces with the step's updated ones; returns the logits rows.
+inline llvm::Expected<std::vector<float>>
+runForcedStep(ref::Evaluator &evaluator, const ForcedStep &step,
+              std::vector<ref::Tensor> &caches) {
+  int64_t n = step.ids.size();
+  std::vector<ref::Tensor> args = {ref::Tensor::fromInts({n}, step.ids),
+                                   ref::Tensor::fromInts({n}, step.positions),
+                                   ref::Tensor::fromInts({n}, step.sequences)};
+  args.insert(args.end(), caches.begin(), caches.end());
+  auto out = evaluator.run(step.function, args);
+  if (!out)
+    return out.takeError();
+  caches.assign(out->begin() + 1, out->end());
+  return std::move((*out)[0].floats());
 }
 
 } // namespace daybreak::testutil
