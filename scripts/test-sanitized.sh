@@ -43,7 +43,7 @@ export UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}
 if [ "${1:-all}" = unit ]; then
   # Every GoogleTest case ctest knows; lit (one ctest entry) left out.
   ninja -C "$build" -j"${DAYBREAK_JOBS:-2}" DaybreakUnitTests DaybreakRuntimeTests \
-    DaybreakStepTests DaybreakSessionTests
+    DaybreakStepTests DaybreakSessionTests DaybreakCommunicatorTests
   (cd "$build" && ctest --output-on-failure -j2 -E '^lit$')
 else
   ninja -C "$build" -j"${DAYBREAK_JOBS:-2}" check-daybreak

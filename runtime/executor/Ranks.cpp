@@ -35,6 +35,30 @@ runtime::rankArtifacts(const std::string &path,
   return paths;
 }
 
+Status runtime::runLaunchedRank(
+    const std::vector<std::string> &paths, const LaunchEnvironment &env,
+    LoadOptions options,
+    const std::function<Status(Model &, int64_t rank)> &body) {
+  const std::string self = "rank " + std::to_string(env.rank);
+  if (env.worldSize != int64_t(paths.size()))
+    return Status::error(self + ": the launcher started " +
+                         std::to_string(env.worldSize) + " processes, but " +
+                         paths.front() + " is a model of " +
+                         std::to_string(paths.size()) +
+                         (paths.size() == 1 ? " rank" : " ranks"));
+  StatusOr<std::unique_ptr<SocketCommunicator>> comm =
+      SocketCommunicator::connect(env);
+  if (!comm.ok())
+    return comm.error();
+  options.communicator = comm->get();
+  StatusOr<std::unique_ptr<Model>> model =
+      Model::load(paths[env.rank], options);
+  if (!model.ok())
+    return model.error().withContext(self);
+  Status status = body(**model, env.rank);
+  return status ? status : status.withContext(self);
+}
+
 Status runtime::runRanks(
     const std::vector<std::string> &paths, LoadOptions options,
     const std::function<Status(Model &, int64_t rank)> &body) {

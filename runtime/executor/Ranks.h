@@ -13,6 +13,7 @@
 #ifndef DAYBREAK_RUNTIME_EXECUTOR_RANKS_H
 #define DAYBREAK_RUNTIME_EXECUTOR_RANKS_H
 
+#include "runtime/core/SocketGroup.h"
 #include "runtime/executor/Model.h"
 
 #include <functional>
@@ -35,6 +36,17 @@ rankArtifacts(const std::string &path, const artifact::Manifest &manifest);
 /// stops the others (their collectives return errors), and its error,
 /// naming the rank, is returned.
 Status runRanks(const std::vector<std::string> &paths, LoadOptions options,
+                const std::function<Status(Model &, int64_t rank)> &body);
+
+/// When a launcher (torchrun, mpirun) started one process a rank, `env`
+/// says which this one is: loads its rank's artifact of `paths`
+/// (rankArtifacts) with a SocketCommunicator joined to the other
+/// processes, and runs `body(model, env.rank)`. An error, naming this
+/// rank, when the launcher's world is not the model's rank count, the
+/// group cannot form, or a rank fails (every rank reports it).
+Status
+runLaunchedRank(const std::vector<std::string> &paths,
+                const LaunchEnvironment &env, LoadOptions options,
                 const std::function<Status(Model &, int64_t rank)> &body);
 
 } // namespace daybreak::runtime

@@ -178,6 +178,11 @@ int main(int argc, char **argv) {
       return fail(ranks.error().message());
     paths = std::move(*ranks);
   }
+  // A launcher (torchrun, mpirun) that started one process a rank says so
+  // in the environment: this process then runs only its own rank.
+  StatusOr<std::optional<LaunchEnvironment>> launched = launchEnvironment();
+  if (!launched.ok())
+    return fail(launched.error().message());
   // Timed cases stop after a time, which threads sharing one CPU do not
   // reach together, and their timings would say nothing of GPUs linked by
   // NCCL.
@@ -186,7 +191,8 @@ int main(int argc, char **argv) {
                 " ranks: bench runs artifacts of one rank "
                 "(the ranks run together only on the CPU, in one process)");
   // Every rank runs the command (runRanks: one thread a rank, their
-  // collectives meeting in process); rank 0's outputs are the command's.
+  // collectives meeting in process; or this process's rank alone,
+  // runLaunchedRank); rank 0's outputs are the command's.
   std::ostream discard(nullptr);
   auto runCommand = [&](Model &model, int64_t rank) -> Status {
     bool lead = rank == 0;
@@ -232,6 +238,8 @@ int main(int argc, char **argv) {
     out << "\n";
     return generate(model, options, out);
   };
-  Status status = runRanks(paths, load, runCommand);
+  Status status = *launched
+                      ? runLaunchedRank(paths, **launched, load, runCommand)
+                      : runRanks(paths, load, runCommand);
   return status.ok() ? 0 : fail(status.message());
 }
