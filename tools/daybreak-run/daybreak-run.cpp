@@ -80,7 +80,8 @@ static int usage() {
 }
 
 static int fail(const std::string &message) {
-  std::cerr << "daybreak-run: " << message << "\n";
+  // One write: ranks launched as processes share the launcher's stderr.
+  std::cerr << ("daybreak-run: " + message + "\n");
   return 1;
 }
 
