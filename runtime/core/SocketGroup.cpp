@@ -244,9 +244,13 @@ SocketCommunicator::connect(const LaunchEnvironment &env) {
       if (fd < 0)
         continue;
       noDelay(fd);
+      // A connection that is not a rank's (silent, or another protocol)
+      // is dropped after a few seconds, not at the group's deadline.
       Hello hello;
-      if (!receiveAll(fd, &hello, sizeof(hello), deadline, "a rank",
-                      "a rank connected but did not say which") ||
+      if (!receiveAll(
+              fd, &hello, sizeof(hello),
+              std::min(deadline, Clock::now() + std::chrono::seconds(5)),
+              "a rank", "a rank connected but did not say which") ||
           hello.magic != kMagic || hello.version != kVersion) {
         ::close(fd); // not one of ours
         continue;
