@@ -170,16 +170,21 @@ llvm::Expected<Value>
 ModelBuilder::stackedExperts(StringRef prefix, StringRef suffix,
                              int64_t experts, ArrayRef<int64_t> shape,
                              ArrayRef<DType> dtypes, std::optional<Cut> shard,
-                             int64_t firstExpert) {
+                             int64_t firstExpert, StringRef after) {
   std::string symbol = (prefix + "*." + suffix).str();
+  if (!after.empty())
+    symbol += "+shared";
   if (shard)
     symbol += ".shard" + std::to_string(shard->dim);
   if (lm::WeightOp decl = declared.lookup(symbol))
     return declaredWeight(symbol, cast<RankedTensorType>(decl.getType()), {});
   std::vector<std::string> names;
   std::optional<DType> dtype;
-  for (int64_t e = firstExpert; e < firstExpert + experts; ++e) {
-    names.push_back(llvm::formatv("{0}{1}.{2}", prefix, e, suffix).str());
+  for (int64_t e = firstExpert; e < firstExpert + experts + !after.empty();
+       ++e) {
+    names.push_back(e < firstExpert + experts
+                        ? llvm::formatv("{0}{1}.{2}", prefix, e, suffix).str()
+                        : after.str());
     auto view = checkpoint.get(names.back(), shape, dtypes);
     if (!view)
       return view.takeError();
@@ -188,7 +193,7 @@ ModelBuilder::stackedExperts(StringRef prefix, StringRef suffix,
                     "' mix dtypes");
     dtype = (*view)->dtype;
   }
-  SmallVector<int64_t> stacked = {experts};
+  SmallVector<int64_t> stacked = {experts + !after.empty()};
   stacked.append(shape.begin(), shape.end());
   lm::ShardAttr cut;
   if (shard) {
@@ -203,7 +208,7 @@ ModelBuilder::stackedExperts(StringRef prefix, StringRef suffix,
 llvm::Expected<ModelBuilder::ExpertWeights>
 ModelBuilder::perExpertWeights(StringRef prefix, StringRef suffix,
                                int64_t experts, int64_t out, int64_t in,
-                               Split split) {
+                               Split split, StringRef after) {
   // Under expert parallelism this rank's experts, whole.
   auto mine = expertRange(experts, "'" + prefix + "*." + suffix + "'");
   if (!mine)
@@ -221,9 +226,10 @@ ModelBuilder::perExpertWeights(StringRef prefix, StringRef suffix,
       return range.takeError();
     cut = Cut{dim, range->first, range->second};
   }
-  auto values = stackedExperts(
-      prefix, suffix, mine->second, {out, in},
-      {DType::BF16, DType::F16, DType::F32, DType::F8E4M3}, cut, mine->first);
+  auto values =
+      stackedExperts(prefix, suffix, mine->second, {out, in},
+                     {DType::BF16, DType::F16, DType::F32, DType::F8E4M3}, cut,
+                     mine->first, after);
   if (!values)
     return values.takeError();
   ExpertWeights weights;
@@ -249,7 +255,8 @@ ModelBuilder::perExpertWeights(StringRef prefix, StringRef suffix,
   auto scales = stackedExperts(
       prefix, (suffix + "_scale_inv").str(), mine->second,
       {ceilDiv(out, weights.fp8Block[0]), ceilDiv(in, weights.fp8Block[1])},
-      {DType::F32}, scaleCut, mine->first);
+      {DType::F32}, scaleCut, mine->first,
+      after.empty() ? std::string() : (after + "_scale_inv").str());
   if (!scales)
     return scales.takeError();
   weights.scales = *scales;
@@ -506,17 +513,28 @@ llvm::Expected<Value> ModelBuilder::moe(Value x, const MoeConfig &c) {
   Value logits = lm::MatmulOp::create(b, loc, f32Tensor({tokens, c.experts}),
                                       x, *routerWeight, routerBias)
                      .getResult();
+  // One shared expert as wide as a routed one (DeepSeek-V3.2, Kimi
+  // Linear, GLM-5.3) joins them when they are stored alike: stacked after
+  // the routed experts, it takes a slot of weight 1 in every token's
+  // routing, so the routed experts' launches compute it (no MLP of its
+  // own). Not under expert parallelism, where experts are split by rank.
+  sharedToStack = !c.sharedPrefix.empty() && c.sharedInter == c.inter &&
+                          epRanks == 1 && c.routing == lm::RoutingScore::Sigmoid
+                      ? c.sharedPrefix
+                      : std::string();
+  auto experts = c.loadExperts();
+  sharedToStack.clear();
+  if (!experts)
+    return experts.takeError();
+  const int64_t slots = c.topK + experts->sharedExperts;
   auto route = lm::MoeRouteOp::create(
-      b, loc, tensor({tokens, c.topK}, b.getI32Type()),
-      f32Tensor({tokens, c.topK}), logits, selectionBias,
+      b, loc, tensor({tokens, slots}, b.getI32Type()),
+      f32Tensor({tokens, slots}), logits, selectionBias,
       lm::RoutingScoreAttr::get(b.getContext(), c.routing),
       b.getI64IntegerAttr(c.topK), b.getI64IntegerAttr(c.numGroups),
       b.getI64IntegerAttr(c.topKGroups), b.getBoolAttr(c.renormalize),
-      b.getF64FloatAttr(c.scalingFactor));
-
-  auto experts = c.loadExperts();
-  if (!experts)
-    return experts.takeError();
+      b.getF64FloatAttr(c.scalingFactor),
+      b.getI64IntegerAttr(experts->sharedExperts));
   Value idx = route.getIndices(), weights = route.getWeights();
   // Expert parallelism: this rank's slots are those routed to its experts.
   bool partitioned =
@@ -533,7 +551,7 @@ llvm::Expected<Value> ModelBuilder::moe(Value x, const MoeConfig &c) {
     Value both = expertMatmul(x, experts->gate, idx, {}, experts->gateBias);
     // This rank's units, when each expert's are split over the ranks.
     int64_t units = cast<RankedTensorType>(both.getType()).getDimSize(2) / 2;
-    Value pairs = reshape(both, {tokens, c.topK, units, 2});
+    Value pairs = reshape(both, {tokens, slots, units, 2});
     g = collapseLast(sliceLast(pairs, 0, 1));
     u = collapseLast(sliceLast(pairs, 1, 1));
   } else {
@@ -552,7 +570,7 @@ llvm::Expected<Value> ModelBuilder::moe(Value x, const MoeConfig &c) {
   // Over several ranks the routed and shared outputs are this rank's
   // partial sums (each expert's intermediate features split, or some of
   // the experts): one all-reduce of both.
-  if (c.sharedPrefix.empty())
+  if (c.sharedPrefix.empty() || experts->sharedExperts)
     return allReduce(routed);
   if (ranks > 1 && tpRanks == 1) {
     // Expert parallelism alone: rank 0 adds the shared experts, whole.
@@ -888,11 +906,35 @@ ModelBuilder::perExpertGatedMlp(StringRef prefix, StringRef gate, StringRef up,
     return mine.takeError();
   routed.splitByRank = tpRanks > 1 && epRanks == 1;
   std::tie(routed.firstExpert, routed.localExperts) = *mine;
+  // The shared experts' gate, up and down stacked after the routed ones'
+  // when stored alike (dtype, shape, FP8 scales) as routed expert 0's.
+  const std::string shared[3] = {sharedToStack + "gate_proj.weight",
+                                 sharedToStack + "up_proj.weight",
+                                 sharedToStack + "down_proj.weight"};
+  const std::string first[3] = {(prefix + "0." + gate).str(),
+                                (prefix + "0." + up).str(),
+                                (prefix + "0." + down).str()};
+  bool stack = !sharedToStack.empty();
+  for (int i = 0; i < 3 && stack; ++i) {
+    auto a = checkpoint.find(first[i]), s = checkpoint.find(shared[i]);
+    stack = a && s && (*a)->dtype == (*s)->dtype &&
+            (*a)->shape == (*s)->shape &&
+            checkpoint.has(first[i] + "_scale_inv") ==
+                checkpoint.has(shared[i] + "_scale_inv");
+    if (!a)
+      llvm::consumeError(a.takeError());
+    if (!s)
+      llvm::consumeError(s.takeError());
+  }
+  routed.sharedExperts = stack ? 1 : 0;
+  int i = 0;
   for (auto [weights, suffix, out, in, split] :
        {std::tuple{&routed.gate, gate, inter, hidden, Split::Output},
         {&routed.up, up, inter, hidden, Split::Output},
         {&routed.down, down, hidden, inter, Split::Input}}) {
-    auto w = perExpertWeights(prefix, suffix, experts, out, in, split);
+    auto w = perExpertWeights(prefix, suffix, experts, out, in, split,
+                              stack ? StringRef(shared[i]) : StringRef());
+    ++i;
     if (!w)
       return w.takeError();
     *weights = *w;

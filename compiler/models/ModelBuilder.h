@@ -133,15 +133,18 @@ protected:
                                              llvm::ArrayRef<int64_t> shape);
   /// The same with the dtypes each expert tensor may have, with `shard`,
   /// each expert tensor cut to indices [offset, offset + size) of its dim
-  /// `dim` (declared as `{prefix}*.{suffix}.shard{dim}`), and from
-  /// `firstExpert` on (`experts` of them).
+  /// `dim` (declared as `{prefix}*.{suffix}.shard{dim}`), from
+  /// `firstExpert` on (`experts` of them), and with a non-empty `after`
+  /// (a shared expert's tensor) stacked after them (`...+shared`).
   struct Cut {
     int64_t dim, offset, size;
   };
-  llvm::Expected<mlir::Value> stackedExperts(
-      llvm::StringRef prefix, llvm::StringRef suffix, int64_t experts,
-      llvm::ArrayRef<int64_t> shape, llvm::ArrayRef<safetensors::DType> dtypes,
-      std::optional<Cut> shard = std::nullopt, int64_t firstExpert = 0);
+  llvm::Expected<mlir::Value>
+  stackedExperts(llvm::StringRef prefix, llvm::StringRef suffix,
+                 int64_t experts, llvm::ArrayRef<int64_t> shape,
+                 llvm::ArrayRef<safetensors::DType> dtypes,
+                 std::optional<Cut> shard = std::nullopt,
+                 int64_t firstExpert = 0, llvm::StringRef after = {});
   /// A float weight (bf16/f16/f32) used as is.
   llvm::Expected<mlir::Value> floatWeight(llvm::StringRef name,
                                           llvm::ArrayRef<int64_t> shape) {
@@ -182,12 +185,13 @@ protected:
   /// [out, in] for j < experts (DeepSeek, Kimi): plain, or e4m3 with
   /// `{suffix}_scale_inv` companions in the config's FP8 blocks.
   /// Split::Output or Input cuts every expert's rows or columns to this
-  /// rank's, FP8 scales by whole blocks (fp8Weight's rule).
-  llvm::Expected<ExpertWeights> perExpertWeights(llvm::StringRef prefix,
-                                                 llvm::StringRef suffix,
-                                                 int64_t experts, int64_t out,
-                                                 int64_t in,
-                                                 Split split = Split::None);
+  /// rank's, FP8 scales by whole blocks (fp8Weight's rule). A non-empty
+  /// `after` is stacked after the experts (a shared expert's tensor, with
+  /// its own `_scale_inv`).
+  llvm::Expected<ExpertWeights>
+  perExpertWeights(llvm::StringRef prefix, llvm::StringRef suffix,
+                   int64_t experts, int64_t out, int64_t in,
+                   Split split = Split::None, llvm::StringRef after = {});
   /// Routed experts stored stacked in MXFP4 as gpt-oss publishes them:
   /// `{name}_blocks` U8 [experts, out, in / 32, 16] (two E2M1 codes a byte,
   /// low nibble first) and `{name}_scales` U8 [experts, out, in / 32] (E8M0),
@@ -251,6 +255,10 @@ protected:
     /// dim): the MoE block renumbers the routed ids for them
     /// (lm.local_experts) and all-reduces the ranks' routed outputs.
     int64_t firstExpert = 0, localExperts = 0;
+    /// Shared experts stacked after the routed ones (expert ids E, E + 1,
+    /// ...): the MoE block gives them a slot each with weight 1
+    /// (lm.moe_route's shared_experts) instead of an MLP of their own.
+    int64_t sharedExperts = 0;
     mlir::Value gateBias, upBias, downBias;
   };
   /// A mixture-of-experts block: router logits, lm.moe_route, the routed
@@ -382,6 +390,10 @@ protected:
   mlir::OpBuilder b;
   mlir::Location loc;
   llvm::StringMap<lm::WeightOp> declared;
+  /// While the MoE block loads its routed experts: the shared experts'
+  /// prefix when perExpertGatedMlp may stack them after the routed ones
+  /// (see moe).
+  std::string sharedToStack;
   /// This builder's rank of `ranks`; its tensor-parallel rank and their
   /// count (0 and 1 without tensor parallelism); the expert-parallel ranks.
   int64_t rank = 0, ranks = 1, tpRank = 0, tpRanks = 1, epRanks = 1;

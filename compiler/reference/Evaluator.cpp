@@ -529,6 +529,7 @@ llvm::Error FrameEvaluator::evaluateLm(Operation *op) {
         p.topKGroups = o.getTopKGroups();
         p.renormalize = o.getRenormalize();
         p.scalingFactor = f64(o.getScalingFactor());
+        p.sharedExperts = o.getSharedExperts();
         Routing r = moeRoute(get(o.getLogits()), get(o.getBias()), p);
         if (llvm::Error err = bind(o.getIndices(), std::move(r.indices)))
           return err;

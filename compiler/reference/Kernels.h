@@ -177,6 +177,9 @@ struct RoutingParams {
   int64_t topKGroups = 1;
   bool renormalize = true;
   double scalingFactor = 1.0;
+  /// Slots after the top_k for shared experts stacked after the routed
+  /// ones (ids E, E + 1, ...; weight 1).
+  int64_t sharedExperts = 0;
 };
 
 struct Routing {

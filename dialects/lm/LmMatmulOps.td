@@ -246,7 +246,10 @@ def Lm_MoeRouteOp : Lm_Op<"moe_route", [Pure]> {
       times `scaling_factor`.
     - `softmax_topk` (gpt-oss): top-k of the raw logits, softmax over them.
     Ties select the lower expert id. Results are sorted by descending
-    selection score.
+    selection score. With `shared_experts` S, each token's S slots after
+    its top_k hold the experts numbered from the logits' count on (E, E + 1,
+    ...) with weight 1: shared experts stacked after the routed ones, so
+    that the routed experts' matmuls compute them in the same launches.
 
     ```mlir
     %idx, %wts = lm.moe_route %logits bias %corr sigmoid {top_k = 8 : i64,
@@ -261,7 +264,8 @@ def Lm_MoeRouteOp : Lm_Op<"moe_route", [Pure]> {
                        DefaultValuedAttr<I64Attr, "1">:$num_groups,
                        DefaultValuedAttr<I64Attr, "1">:$top_k_groups,
                        DefaultValuedAttr<BoolAttr, "true">:$renormalize,
-                       DefaultValuedAttr<F64Attr, "1.0">:$scaling_factor);
+                       DefaultValuedAttr<F64Attr, "1.0">:$scaling_factor,
+                       DefaultValuedAttr<I64Attr, "0">:$shared_experts);
   let results = (outs Lm_IndexTensor:$indices, Lm_F32Tensor:$weights);
   let assemblyFormat = [{
     $logits (`bias` $bias^)? $routing attr-dict `:`

@@ -508,12 +508,16 @@ LogicalResult MoeRouteOp::verify() {
   }
   CHECK(expectPositive(*this, "scaling_factor",
                        getScalingFactor().convertToDouble()));
+  int64_t shared = getSharedExperts();
+  if (shared < 0)
+    return emitOpError("expects shared_experts >= 0, got ") << shared;
   for (auto [name, result] :
        {std::pair<StringRef, Value>{"indices", getIndices()},
         {"weights", getWeights()}}) {
     CHECK(c.rank(name, result, 2));
     CHECK(c.same(name, result, 0, "logits", logits, 0));
-    CHECK(c.equals(name, result, 1, topK, "top_k"));
+    CHECK(c.equals(name, result, 1, topK + shared,
+                   shared ? "top_k + shared_experts" : "top_k"));
   }
   return success();
 }

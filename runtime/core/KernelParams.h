@@ -98,6 +98,9 @@ struct RouteParams {
   int64_t topK = 1, numGroups = 1, topKGroups = 1;
   bool renormalize = true;
   double scalingFactor = 1.0;
+  /// Slots after each token's top_k for the shared experts stacked after
+  /// the E routed ones: ids E, E + 1, ..., weight 1.
+  int64_t sharedExperts = 0;
 };
 
 } // namespace daybreak::runtime

@@ -40,5 +40,9 @@ runtime::routeParams(const PreparedLaunch &l, const char *device) {
   p.topKGroups = l.i(P::top_k_groups);
   p.renormalize = l.i(P::renormalize) != 0;
   p.scalingFactor = l.f(P::scaling_factor);
+  p.sharedExperts = l.has(P::shared_experts) ? l.i(P::shared_experts) : 0;
+  if (p.sharedExperts < 0)
+    return Status::error("moe_route: shared_experts " +
+                         std::to_string(p.sharedExperts) + " is negative");
   return p;
 }

@@ -67,6 +67,20 @@ static int64_t topK(const artifact::Manifest &m, const artifact::Step &step,
   return shape.size() >= 2 ? shape[1] : 0;
 }
 
+/// The shared-expert slots at the end of launch `l`'s routing (operand
+/// `index`): the shared_experts of the moe_route launch that writes it.
+static int64_t sharedSlots(const artifact::Step &step,
+                           const artifact::Launch &l, int index) {
+  if (l.operands_size() <= index)
+    return 0;
+  const std::string routing = l.operands(index).SerializeAsString();
+  for (const artifact::Launch &r : step.launches())
+    if (r.kernel() == "moe_route" && r.results_size() >= 1 &&
+        r.results(0).SerializeAsString() == routing)
+      return attrInt(r, "shared_experts", 0);
+  return 0;
+}
+
 DecodeFloor runtime::decodeFloor(const artifact::Manifest &m, int64_t batch,
                                  int64_t context) {
   DecodeFloor floor;
@@ -115,11 +129,13 @@ DecodeFloor runtime::decodeFloor(const artifact::Manifest &m, int64_t batch,
                   i == abi::Mxfp4ToFp8Experts::In::bias))
           indices = abi::Mxfp4ToFp8Experts::In::indices;
         if (indices >= 0 && !shape.empty()) {
-          double experts = double(shape[0]);
-          double picks = double(topK(m, *step, l, indices, batch));
+          // Shared experts stacked after the routed ones are read always.
+          double shared = double(sharedSlots(*step, l, indices));
+          double experts = double(shape[0]) - shared;
+          double picks = double(topK(m, *step, l, indices, batch)) - shared;
           double share = 1 - std::pow(1 - std::min(1.0, picks / experts),
                                       double(batch));
-          bytes *= share;
+          bytes *= (experts * share + shared) / (experts + shared);
         }
         readWeight(op.weight(), bytes);
       } else if (op.kind_case() == artifact::Operand::kCache) {

@@ -407,14 +407,18 @@ TEST_F(CudaKernelsTest, MoeRouteSigmoid) {
   struct Case {
     int64_t tokens, experts, topK, groups, keepGroups;
     bool ties;
+    int64_t shared = 0;
   };
-  // DeepSeek-V3 (8 groups of 32, keep 4), Kimi Linear (256 ungrouped),
-  // the kernel's limits (1024 experts in 64 groups), more picks than
+  // DeepSeek-V3 (8 groups of 32, keep 4; with its shared expert as a
+  // slot), Kimi Linear (256 ungrouped), the kernel's limits (1024 experts
+  // in 64 groups; with 33 shared slots, more than a warp), more picks than
   // candidates, and ties.
-  for (Case c : {Case{33, 256, 8, 8, 4, false}, Case{33, 256, 8, 8, 4, true},
-                 Case{3, 256, 8, 1, 1, false}, Case{3, 1024, 40, 64, 5, false},
-                 Case{1, 64, 6, 1, 1, false}, Case{5, 16, 6, 4, 1, true},
-                 Case{7, 12, 3, 3, 2, true}}) {
+  for (Case c :
+       {Case{33, 256, 8, 8, 4, false}, Case{33, 256, 8, 8, 4, true},
+        Case{33, 256, 8, 8, 4, false, 1}, Case{3, 256, 8, 1, 1, false},
+        Case{3, 1024, 40, 64, 5, false}, Case{3, 1024, 40, 64, 5, false, 33},
+        Case{1, 64, 6, 1, 1, false}, Case{5, 16, 6, 4, 1, true},
+        Case{7, 12, 3, 3, 2, true, 2}}) {
     auto logits = random(c.tokens * c.experts, -4, 4);
     auto bias = random(c.experts, -0.1f, 0.1f);
     if (c.ties) { // few distinct values: ties in experts and groups
@@ -427,8 +431,10 @@ TEST_F(CudaKernelsTest, MoeRouteSigmoid) {
     p.numGroups = c.groups;
     p.topKGroups = c.keepGroups;
     p.scalingFactor = 2.5;
-    std::vector<int32_t> indices(c.tokens * c.topK);
-    std::vector<float> weights(c.tokens * c.topK);
+    p.sharedExperts = c.shared;
+    const int64_t slots = c.topK + c.shared;
+    std::vector<int32_t> indices(c.tokens * slots);
+    std::vector<float> weights(c.tokens * slots);
     cpu::moeRouteSigmoid(pool, logits.data(), bias.data(), c.tokens, c.experts,
                          p, indices.data(), weights.data());
     Buffer dLogits(*driver, logits), dBias(*driver, bias),
@@ -436,12 +442,18 @@ TEST_F(CudaKernelsTest, MoeRouteSigmoid) {
     expectRan(kernels->moeRouteSigmoid(dLogits, dBias, c.tokens, c.experts, p,
                                        dIdx, dW, nullptr));
     EXPECT_EQ(dIdx.read<int32_t>(indices.size()), indices); // exact
-    double e =
-        rowRelativeError(dW.read<float>(weights.size()), weights, c.topK);
-    char shape[64];
-    std::snprintf(shape, sizeof(shape), "E=%ld k=%ld groups=%ld/%ld ties=%d",
+    double e = rowRelativeError(dW.read<float>(weights.size()), weights, slots);
+    // The shared slots as the op defines them (the CPU kernel's too).
+    for (int64_t t = 0; t < c.tokens; ++t)
+      for (int64_t s = 0; s < c.shared; ++s) {
+        EXPECT_EQ(indices[t * slots + c.topK + s], c.experts + s);
+        EXPECT_EQ(weights[t * slots + c.topK + s], 1.0f);
+      }
+    char shape[80];
+    std::snprintf(shape, sizeof(shape),
+                  "E=%ld k=%ld groups=%ld/%ld ties=%d shared=%ld",
                   long(c.experts), long(c.topK), long(c.keepGroups),
-                  long(c.groups), c.ties);
+                  long(c.groups), c.ties, long(c.shared));
     report("moeRouteSigmoid", shape, e);
     EXPECT_LE(e, 1e-6); // double on both sides
   }

@@ -49,10 +49,10 @@ std::vector<int64_t> groupLimitedCandidates(const std::vector<double> &select,
 Routing moeRoute(const Tensor &logits, const Tensor &bias,
                  const RoutingParams &params) {
   int64_t tokens = logits.dim(0), experts = logits.dim(1);
-  int64_t k = params.topK;
+  int64_t k = params.topK, slots = k + params.sharedExperts;
   Routing routing;
-  routing.indices = Tensor::zeros(ElementType::I32, {tokens, k});
-  routing.weights = Tensor::zeros(ElementType::F32, {tokens, k});
+  routing.indices = Tensor::zeros(ElementType::I32, {tokens, slots});
+  routing.weights = Tensor::zeros(ElementType::F32, {tokens, slots});
 
   std::vector<double> scores(experts), select(experts);
   for (int64_t t = 0; t < tokens; ++t) {
@@ -109,10 +109,15 @@ Routing moeRoute(const Tensor &logits, const Tensor &bias,
           w /= sum + 1e-20; // as HF, so an all-zero row stays finite
     }
     for (int64_t i = 0; i < k; ++i) {
-      routing.indices.ints()[t * k + i] = i < picked ? chosen[i] : -1;
-      routing.weights.floats()[t * k + i] =
+      routing.indices.ints()[t * slots + i] = i < picked ? chosen[i] : -1;
+      routing.weights.floats()[t * slots + i] =
           i < picked ? static_cast<float>(weights[i] * params.scalingFactor)
                      : 0.0f;
+    }
+    // The shared experts, stacked after the routed ones, weight 1.
+    for (int64_t s = 0; s < params.sharedExperts; ++s) {
+      routing.indices.ints()[t * slots + k + s] = experts + s;
+      routing.weights.floats()[t * slots + k + s] = 1.0f;
     }
   }
   return routing;

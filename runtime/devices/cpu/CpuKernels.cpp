@@ -286,11 +286,22 @@ struct ScoreOrder {
   }
 };
 
+/// A token's shared-expert slots after its top_k: the experts stacked
+/// after the `experts` routed ones, weight 1.
+void writeSharedSlots(const RouteParams &p, int64_t experts, int32_t *indices,
+                      float *weights) {
+  for (int64_t s = 0; s < p.sharedExperts; ++s) {
+    indices[p.topK + s] = static_cast<int32_t>(experts + s);
+    weights[p.topK + s] = 1.0f;
+  }
+}
+
 } // namespace
 
 void moeRouteSigmoid(ThreadPool &pool, const float *logits, const float *bias,
                      int64_t tokens, int64_t experts, const RouteParams &p,
                      int32_t *indices, float *weights) {
+  const int64_t stride = p.topK + p.sharedExperts;
   bool grouped = p.numGroups > 1 && p.topKGroups < p.numGroups;
   int64_t groupCount = grouped ? p.numGroups : 0;
   int64_t groupSize = grouped ? experts / p.numGroups : 0;
@@ -341,17 +352,18 @@ void moeRouteSigmoid(ThreadPool &pool, const float *logits, const float *bias,
         sum += scores[candidates[i]];
       for (int64_t i = 0; i < p.topK; ++i) {
         if (i >= picked) { // fewer eligible experts than topK
-          indices[t * p.topK + i] = -1;
-          weights[t * p.topK + i] = 0.0f;
+          indices[t * stride + i] = -1;
+          weights[t * stride + i] = 0.0f;
           continue;
         }
         // As HF: + 1e-20 keeps an all-zero row finite.
         double weight = scores[candidates[i]];
         if (p.renormalize)
           weight /= sum + 1e-20;
-        indices[t * p.topK + i] = static_cast<int32_t>(candidates[i]);
-        weights[t * p.topK + i] = static_cast<float>(weight * p.scalingFactor);
+        indices[t * stride + i] = static_cast<int32_t>(candidates[i]);
+        weights[t * stride + i] = static_cast<float>(weight * p.scalingFactor);
       }
+      writeSharedSlots(p, experts, indices + t * stride, weights + t * stride);
     }
   });
 }
@@ -360,6 +372,7 @@ void moeRouteSoftmaxTopK(ThreadPool &pool, const float *logits,
                          const float *bias, int64_t tokens, int64_t experts,
                          const RouteParams &p, int32_t *indices,
                          float *weights) {
+  const int64_t stride = p.topK + p.sharedExperts;
   pool.parallelFor(tokens, 4, [&](int64_t begin, int64_t end) {
     ScratchFrame frame;
     double *select = frame.take<double>(experts);
@@ -382,14 +395,15 @@ void moeRouteSoftmaxTopK(ThreadPool &pool, const float *logits,
         sum += std::exp(double(row[candidates[i]]) - best);
       for (int64_t i = 0; i < p.topK; ++i) {
         bool used = i < picked; // fewer experts than topK: -1 slots
-        indices[t * p.topK + i] =
+        indices[t * stride + i] =
             used ? static_cast<int32_t>(candidates[i]) : -1;
-        weights[t * p.topK + i] =
-            used ? static_cast<float>(std::exp(double(row[candidates[i]]) -
-                                               best) /
-                                      sum * p.scalingFactor)
+        weights[t * stride + i] =
+            used ? static_cast<float>(
+                       std::exp(double(row[candidates[i]]) - best) / sum *
+                       p.scalingFactor)
                  : 0.0f;
       }
+      writeSharedSlots(p, experts, indices + t * stride, weights + t * stride);
     }
   });
 }

@@ -206,7 +206,9 @@ void add(ThreadPool &pool, const float *a, const float *b, int64_t n,
 using runtime::RouteParams;
 /// DeepSeek noaux_tc routing (sigmoid scores, bias-for-selection, group
 /// limit, renormalise, scale) as lm.moe_route `sigmoid`. Ties to the lower
-/// expert id; results sorted by descending selection score.
+/// expert id; results sorted by descending selection score. Rows are
+/// topK + sharedExperts slots, the last the shared experts' (ids experts,
+/// experts + 1, ..., weight 1).
 void moeRouteSigmoid(ThreadPool &pool, const float *logits, const float *bias,
                      int64_t tokens, int64_t experts, const RouteParams &p,
                      int32_t *indices, float *weights);

@@ -1602,9 +1602,10 @@ Status CudaKernels::moeRouteSigmoid(CUdeviceptr logits, CUdeviceptr bias,
   int64_t topK = p.topK, groups = p.numGroups, keepGroups = p.topKGroups;
   int32_t renormalize = p.renormalize;
   double scaling = p.scalingFactor;
-  void *params[] = {&logits,  &bias,    &tokens,     &experts,
-                    &topK,    &groups,  &keepGroups, &renormalize,
-                    &scaling, &indices, &weights};
+  int64_t shared = p.sharedExperts;
+  void *params[] = {&logits,  &bias,   &tokens,     &experts,
+                    &topK,    &groups, &keepGroups, &renormalize,
+                    &scaling, &shared, &indices,    &weights};
   return launch(moeRouteSigmoidFn, "moeRouteSigmoid", tokens, 1, 1, 256, 0,
                 stream, params);
 }
@@ -1618,6 +1619,9 @@ Status CudaKernels::moeRouteSoftmaxTopK(CUdeviceptr logits, CUdeviceptr bias,
   if (experts > 1024) // kMaxRouteExperts in CudaKernels.cu
     return Status::error("moeRouteSoftmaxTopK: " + std::to_string(experts) +
                          " experts, the CUDA kernel supports 1024");
+  if (p.sharedExperts != 0)
+    return Status::error("moeRouteSoftmaxTopK: shared experts in the routing "
+                         "(no family routes them so; the CPU device does)");
   int64_t topK = p.topK;
   double scaling = p.scalingFactor;
   void *params[] = {&logits, &bias,    &tokens,  &experts,

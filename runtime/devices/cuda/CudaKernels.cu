@@ -2632,19 +2632,20 @@ __device__ __forceinline__ void warpBest(double &key, int64_t &index) {
 
 /// DeepSeek noaux_tc routing, exactly as cpu::moeRouteSigmoid (double
 /// scores, group score = sum of the group's two best selection scores, ties
-/// to the lower id). grid (tokens), block 256; experts <= kMaxRouteExperts
-/// and numGroups <= 64 (the launcher checks). The block's threads compute
-/// every expert's score (a double sigmoid) once into shared memory; one
-/// warp then selects: a lane per group for the group scores, and each pick
-/// (of groups, then experts) a warp-wide best under the total order among
-/// the candidates below the previous pick, a lane holding experts lane,
-/// lane + 32, ... (One thread selecting took 217 us a token for 256
-/// experts on the H200, its group test an int64 division per expert and
+/// to the lower id; rows of topK + sharedExperts slots). grid (tokens), block
+/// 256; experts <= kMaxRouteExperts and numGroups <= 64 (the launcher checks).
+/// The block's threads compute every expert's score (a double sigmoid) once
+/// into shared memory; one warp then selects: a lane per group for the group
+/// scores, and each pick (of groups, then experts) a warp-wide best under the
+/// total order among the candidates below the previous pick, a lane holding
+/// experts lane, lane + 32, ... (One thread selecting took 217 us a token for
+/// 256 experts on the H200, its group test an int64 division per expert and
 /// pick.)
 extern "C" __global__ void daybreak_moe_route_sigmoid(
     const float *logits, const float *bias, int64_t tokens, int64_t experts,
     int64_t topK, int64_t numGroups, int64_t topKGroups, int32_t renormalize,
-    double scalingFactor, int32_t *indices, float *weights) {
+    double scalingFactor, int64_t sharedExperts, int32_t *indices,
+    float *weights) {
   __shared__ double scores[kMaxRouteExperts], selects[kMaxRouteExperts];
   __shared__ double groupScores[64];
   __shared__ int32_t picks[kMaxRouteExperts];
@@ -2723,8 +2724,14 @@ extern "C" __global__ void daybreak_moe_route_sigmoid(
   int64_t picked = topK < candidates ? topK : candidates;
   if (picked < 0)
     picked = 0;
-  int32_t *outIdx = indices + t * topK;
-  float *outW = weights + t * topK;
+  // Rows of topK slots, then the shared experts' (ids experts, experts +
+  // 1, ..., weight 1).
+  int32_t *outIdx = indices + t * (topK + sharedExperts);
+  float *outW = weights + t * (topK + sharedExperts);
+  for (int64_t s = lane; s < sharedExperts; s += 32) {
+    outIdx[topK + s] = int32_t(experts + s);
+    outW[topK + s] = 1.0f;
+  }
   // Pick: the best candidate strictly below the previous pick.
   double sum = 0.0, prevKey = 0;
   int64_t prev = -1;

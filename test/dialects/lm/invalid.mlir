@@ -1001,6 +1001,24 @@ func.func @mxfp4_ods_routing_bf16(%x: tensor<4x64xbf16>, %w: tensor<8x128x64xf4E
 
 // -----
 
+// Tests that lm.moe_route's results hold the shared experts' slots too.
+func.func @moe_route_shared_slots(%logits: tensor<4x16xf32>) {
+  // expected-error @+1 {{'lm.moe_route' op expects indices dim 1 to be 3 (top_k + shared_experts), got 2}}
+  %r:2 = lm.moe_route %logits sigmoid {top_k = 2 : i64, shared_experts = 1 : i64} : (tensor<4x16xf32>) -> (tensor<4x2xi32>, tensor<4x2xf32>)
+  return
+}
+
+// -----
+
+// Tests that lm.moe_route rejects a negative count of shared experts.
+func.func @moe_route_shared_negative(%logits: tensor<4x16xf32>) {
+  // expected-error @+1 {{'lm.moe_route' op expects shared_experts >= 0, got -1}}
+  %r:2 = lm.moe_route %logits sigmoid {top_k = 2 : i64, shared_experts = -1 : i64} : (tensor<4x16xf32>) -> (tensor<4x1xi32>, tensor<4x1xf32>)
+  return
+}
+
+// -----
+
 // Tests that lm.moe_route rejects logits that are not rank 2 ([T, E]).
 func.func @moe_route_logits_rank(%logits: tensor<16xf32>) {
   // expected-error @+1 {{'lm.moe_route' op expects logits of rank 2, got 'tensor<16xf32>'}}

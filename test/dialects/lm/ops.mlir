@@ -127,6 +127,10 @@ func.func @routing(%logits: tensor<?x256xf32>, %corr: tensor<256xf32>, %l2: tens
   // CHECK: lm.moe_route %{{.*}} softmax {renormalize = false, top_k = 2 : i64}
   %i2, %w2 = lm.moe_route %l2 softmax {top_k = 2 : i64, renormalize = false}
       : (tensor<?x32xbf16>) -> (tensor<?x2xi32>, tensor<?x2xf32>)
+  // A shared expert stacked after the routed ones: one more slot.
+  // CHECK: lm.moe_route %{{.*}} sigmoid {shared_experts = 1 : i64, top_k = 8 : i64} : (tensor<?x256xf32>) -> (tensor<?x9xi32>, tensor<?x9xf32>)
+  %i3, %w3 = lm.moe_route %logits sigmoid {top_k = 8 : i64, shared_experts = 1 : i64}
+      : (tensor<?x256xf32>) -> (tensor<?x9xi32>, tensor<?x9xf32>)
   return
 }
 
