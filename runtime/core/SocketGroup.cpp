@@ -368,7 +368,7 @@ Status SocketCommunicator::collective(
   }
   // Rank 0: every rank's input in rank order, then the result to each.
   received.resize(ranks);
-  std::vector<const float *> inputs(ranks, in);
+  inputs.assign(ranks, in);
   for (int64_t r = 1; r < ranks; ++r) {
     const std::string peer = "rank " + std::to_string(r);
     Header header;
@@ -405,17 +405,16 @@ Status SocketCommunicator::collective(
 
 Status SocketCommunicator::allReduceSum(const float *in, float *out,
                                         int64_t count) {
-  // As LoopbackGroup: zero, then each rank's input in rank order.
-  std::vector<float> sum;
-  Status s = collective(kAllReduce, in, count, out, count,
-                        [&](const std::vector<const float *> &all) {
-                          sum.assign(size_t(count), 0.0f);
-                          for (const float *part : all)
-                            for (int64_t i = 0; i < count; ++i)
-                              sum[i] += part[i];
-                          std::copy(sum.begin(), sum.end(), out);
-                        });
-  return s;
+  // As LoopbackGroup: zero, then each rank's input in rank order (into
+  // `sum`: `in` may be `out`).
+  return collective(kAllReduce, in, count, out, count,
+                    [&](const std::vector<const float *> &all) {
+                      sum.assign(size_t(count), 0.0f);
+                      for (const float *part : all)
+                        for (int64_t i = 0; i < count; ++i)
+                          sum[i] += part[i];
+                      std::copy(sum.begin(), sum.end(), out);
+                    });
 }
 
 Status SocketCommunicator::allGather(const float *in, float *out, int64_t rows,

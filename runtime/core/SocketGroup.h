@@ -93,7 +93,11 @@ private:
   /// Rank 0: the socket of rank r at [r] ([0] unused); others: [0] is
   /// rank 0's.
   std::vector<int> sockets;
+  /// Rank 0's buffers, kept from one collective to the next: the other
+  /// ranks' inputs, all inputs in rank order, and a sum.
   std::vector<std::vector<float>> received;
+  std::vector<const float *> inputs;
+  std::vector<float> sum;
   std::optional<Status> broken;
 };
 

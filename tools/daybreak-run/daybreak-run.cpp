@@ -190,7 +190,8 @@ int main(int argc, char **argv) {
   if (command == "bench" && paths.size() > 1)
     return fail(path + " is one of " + std::to_string(paths.size()) +
                 " ranks: bench runs artifacts of one rank "
-                "(the ranks run together only on the CPU, in one process)");
+                "(several ranks run only on the CPU, whose timings say "
+                "nothing of GPUs linked by NCCL)");
   // Every rank runs the command (runRanks: one thread a rank, their
   // collectives meeting in process; or this process's rank alone,
   // runLaunchedRank); rank 0's outputs are the command's.
