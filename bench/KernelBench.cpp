@@ -1414,6 +1414,24 @@ void benchExpertGemv(const CudaKernels &kernels, int iterations,
                       "bandwidth (no routing weights: no combine)\n",
                       "", "", "tensor gemv", aloneSeconds * 1e6,
                       percent(aloneSeconds));
+        // Each way of streaming the weights, forced.
+        for (auto [form, name] :
+             {std::pair{ExpertGemvStreaming::Registers, "registers"},
+              {ExpertGemvStreaming::Ring4, "ring of 4"},
+              {ExpertGemvStreaming::Ring8, "ring of 8"}}) {
+          CudaKernels forced = kernels.withExpertGemvStreaming(form);
+          double seconds = timeGraph(
+              [&](int i, CUstream stream) {
+                return forced.expertMatmul(x, shape.perSlot, w, experts, n, k,
+                                           at(i), tokens, kSlots, routed, out,
+                                           stream, DeviceWeight(), scratch,
+                                           scratchBytes);
+              },
+              count);
+          std::printf("%-18s %-52s %-12s %10.2f us %5.1f%% of the copy "
+                      "bandwidth\n",
+                      "", "", name, seconds * 1e6, percent(seconds));
+        }
         // The last launch, both kernels, against each other.
         check(cudaCores(count - 1, nullptr));
         check(tensor(count - 1, nullptr));

@@ -3211,9 +3211,10 @@ TEST_F(CudaKernelsTest, TensorCoreExpertGemv) {
   // multiple of the 64-row task; K the smallest the kernel takes, 1024,
   // and long enough that one pair's x takes two stage chunks (37 e4m3
   // groups a chunk); x spans 2^-30 to 2^30 between 128-column groups;
-  // NaN codes. Outputs NaN-poisoned first; each forced run twice, and the
-  // expertMatmul run, bitwise equal (deterministic, and expertMatmul took
-  // this kernel).
+  // NaN codes. Outputs NaN-poisoned first; the registers form forced
+  // twice, the expertMatmul run and both ring forms bitwise equal
+  // (deterministic, expertMatmul took this kernel, and the forms differ
+  // only in how the weights arrive).
   struct Format {
     cpu::WeightType type;
     int64_t blockN, blockK;
@@ -3309,13 +3310,22 @@ TEST_F(CudaKernelsTest, TensorCoreExpertGemv) {
                             long(slots), perSlot, routed, withBias,
                             skewed ? "skewed" : "shared");
               std::vector<std::vector<float>> results;
-              for (int attempt = 0; attempt < 3; ++attempt) {
+              // Attempts 0 and 1: the registers form, forced; 2: as
+              // expertMatmul picks it; 3 and 4: the ring forms, forced.
+              const ExpertGemvStreaming forms[5] = {
+                  ExpertGemvStreaming::Registers,
+                  ExpertGemvStreaming::Registers,
+                  ExpertGemvStreaming::Registers, ExpertGemvStreaming::Ring4,
+                  ExpertGemvStreaming::Ring8};
+              for (int attempt = 0; attempt < 5; ++attempt) {
                 // Poisoned (NaN) first: every output must be written.
                 ASSERT_EQ(
                     driver->cuMemsetD8(dOut.get(), 0xff, expected.size() * 4),
                     CUDA_SUCCESS);
-                expectRan(attempt < 2
-                              ? kernels->tensorExpertGemv(
+                CudaKernels forced =
+                    kernels->withExpertGemvStreaming(forms[attempt]);
+                expectRan(attempt != 2
+                              ? forced.tensorExpertGemv(
                                     dx, perSlot, gw, experts, s.n, s.k, dIdx,
                                     tokens, slots, routed ? dR.get() : 0, dOut,
                                     nullptr, gb, dScratch, scratchBytes)
@@ -3352,14 +3362,17 @@ TEST_F(CudaKernelsTest, TensorCoreExpertGemv) {
                 nanMismatch +=
                     std::isnan(expected[i]) != std::isnan(results[0][i]);
               EXPECT_EQ(nanMismatch, 0) << shape << ": NaNs unlike the CPU's";
-              for (int attempt = 1; attempt < 3; ++attempt)
+              // Every form adds the same products in the same order.
+              const char *differs[5] = {"", ": a second run differs",
+                                        ": expertMatmul differs",
+                                        ": the 4-slot ring differs",
+                                        ": the 8-slot ring differs"};
+              for (int attempt = 1; attempt < 5; ++attempt)
                 EXPECT_EQ(std::memcmp(results[0].data(),
                                       results[attempt].data(),
                                       expected.size() * 4),
                           0)
-                    << shape
-                    << (attempt == 1 ? ": a second run differs"
-                                     : ": expertMatmul differs");
+                    << shape << differs[attempt];
             }
     }
   }

@@ -15,6 +15,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <optional>
 #include <random>
 #include <vector>
@@ -427,6 +428,52 @@ TEST(GemmTiles, WeightRuleIsDeepSeeksBlocks) {
   EXPECT_FALSE(fp8GemmWeightApplies(128, 128, 7160)); // K not of 16
   EXPECT_FALSE(fp8GemmWeightApplies(0, 128, 7168));
   EXPECT_FALSE(fp8GemmWeightApplies(128, 128, 0));
+}
+
+// The decode expert GEMV's streaming form against the H200's timings of
+// both forced forms (`DaybreakKernelBench 20 experts`, bench/NOTES.md,
+// session 31; bench/results/2026-12-05-h200-session31/experts.txt.xz):
+// 8 slots a token, 132 SMs x 3 resident blocks of the ring of 4. Tasks are
+// pair groups (the pairs, at most one an expert plus one per 8) times
+// 64-row tiles of N.
+TEST(GemmTiles, ExpertGemvStreamingPicksTheFasterMeasuredForm) {
+  struct Case {
+    const char *name;
+    int64_t tokens, n;
+    double registersUs, ring4Us;
+  };
+  const Case cases[] = {
+      {"DeepSeek-V3.2 gate+up, T = 1", 1, 4096, 96.0, 119.5},
+      {"DeepSeek-V3.2 gate+up, T = 8", 8, 4096, 672.4, 649.0},
+      {"DeepSeek-V3.2 gate, T = 1", 1, 2048, 63.5, 52.0},
+      {"DeepSeek-V3.2 down, T = 1", 1, 7168, 58.9, 50.8},
+      {"DeepSeek-V3.2 down, T = 8", 8, 7168, 291.9, 256.6},
+      {"GLM-5.3-Flash gate+up, T = 1", 1, 4096, 53.9, 61.2},
+      {"GLM-5.3-Flash down, T = 1", 1, 4096, 31.6, 35.2},
+      {"GLM-5.3-Flash down, T = 8", 8, 4096, 184.5, 178.4},
+  };
+  constexpr int64_t kSlots = 8, kExperts = 256, kRingBlocks = 132 * 3;
+  for (const Case &c : cases) {
+    int64_t pairs = c.tokens * kSlots;
+    int64_t groups = std::min(pairs, kExperts + (pairs + 7) / 8);
+    int64_t tasks = groups * ((c.n + 63) / 64);
+    ExpertGemvStreaming faster = c.ring4Us < c.registersUs
+                                     ? ExpertGemvStreaming::Ring4
+                                     : ExpertGemvStreaming::Registers;
+    EXPECT_EQ(chooseExpertGemvStreaming(tasks, kRingBlocks), faster)
+        << c.name << " (" << tasks << " tasks)";
+  }
+}
+
+TEST(GemmTiles, ExpertGemvStreamingBoundaries) {
+  // One task a block, then between one and two rounds, then two or more.
+  EXPECT_EQ(chooseExpertGemvStreaming(1, 396), ExpertGemvStreaming::Ring4);
+  EXPECT_EQ(chooseExpertGemvStreaming(396, 396), ExpertGemvStreaming::Ring4);
+  EXPECT_EQ(chooseExpertGemvStreaming(397, 396),
+            ExpertGemvStreaming::Registers);
+  EXPECT_EQ(chooseExpertGemvStreaming(791, 396),
+            ExpertGemvStreaming::Registers);
+  EXPECT_EQ(chooseExpertGemvStreaming(792, 396), ExpertGemvStreaming::Ring4);
 }
 
 } // namespace

@@ -280,10 +280,6 @@ __device__ __forceinline__ void mmaTile3xTf32(float (&d)[4], const float *a,
   }
 }
 
-template <int N> __device__ __forceinline__ void copyAsyncWait() {
-  asm volatile("cp.async.wait_group %0;" ::"n"(N) : "memory");
-}
-
 /// The (row, column) of pair p of a lower triangle (diagonal included)
 /// walked row by row.
 __device__ __forceinline__ void trianglePair(int p, int &r, int &c) {

@@ -309,24 +309,39 @@ StatusOr<CudaKernels> CudaKernels::load(const Driver &driver, CUmodule module) {
           driver.cuFuncSetAttribute(
               fn, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, int(bytes)),
           "cuFuncSetAttribute");
-  // The decode expert GEMVs: the largest carveout, so that the six blocks
-  // their registers allow also fit by shared memory, and how many the GPU
-  // holds at once (their grid is never larger: no second wave).
-  for (auto [fn, resident] :
-       {std::pair{kernels.expertGemvTcBf16Fn, &kernels.expertGemvBlocks[0]},
-        {kernels.expertGemvTcE4m3Fn, &kernels.expertGemvBlocks[1]}}) {
-    int blocks = 0;
-    if (status.ok())
-      status = driver.check(
-          driver.cuFuncSetAttribute(
-              fn, CU_FUNC_ATTRIBUTE_PREFERRED_SHARED_MEMORY_CARVEOUT, 100),
-          "cuFuncSetAttribute");
-    if (status.ok())
-      status = driver.check(driver.cuOccupancyMaxActiveBlocksPerMultiprocessor(
-                                &blocks, fn, 128, kExpertGemvStageBytes),
-                            "cuOccupancyMaxActiveBlocksPerMultiprocessor");
-    *resident = int64_t(std::max(sms, 1)) * std::max(blocks, 1);
-  }
+  // The decode expert GEMVs: the largest carveout, so that the blocks
+  // their registers or rings allow also fit by shared memory, and how many
+  // the GPU holds at once (their grid is never larger: no second wave).
+  const ExpertGemvStreaming forms[3] = {ExpertGemvStreaming::Registers,
+                                        ExpertGemvStreaming::Ring4,
+                                        ExpertGemvStreaming::Ring8};
+  const CUfunction expertGemvFns[2][3] = {
+      {kernels.expertGemvTcBf16Fn, kernels.expertGemvTcBf16Ring4Fn,
+       kernels.expertGemvTcBf16Ring8Fn},
+      {kernels.expertGemvTcE4m3Fn, kernels.expertGemvTcE4m3Ring4Fn,
+       kernels.expertGemvTcE4m3Ring8Fn}};
+  for (int e4m3 = 0; e4m3 < 2; ++e4m3)
+    for (int form = 0; form < 3; ++form) {
+      CUfunction fn = expertGemvFns[e4m3][form];
+      int bytes = int(expertGemvSharedBytes(forms[form])), blocks = 0;
+      if (status.ok())
+        status = driver.check(
+            driver.cuFuncSetAttribute(
+                fn, CU_FUNC_ATTRIBUTE_PREFERRED_SHARED_MEMORY_CARVEOUT, 100),
+            "cuFuncSetAttribute");
+      if (status.ok())
+        status = driver.check(
+            driver.cuFuncSetAttribute(
+                fn, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, bytes),
+            "cuFuncSetAttribute");
+      if (status.ok())
+        status = driver.check(
+            driver.cuOccupancyMaxActiveBlocksPerMultiprocessor(&blocks, fn, 128,
+                                                               bytes),
+            "cuOccupancyMaxActiveBlocksPerMultiprocessor");
+      kernels.expertGemvBlocks[e4m3][form] =
+          int64_t(std::max(sms, 1)) * std::max(blocks, 1);
+    }
   // The tensor-core GEMVs: shared memory up to the opt-in limit, and how
   // many blocks of each fit an SM by registers.
   int shared[3] = {};
@@ -1772,8 +1787,15 @@ Status CudaKernels::tensorExpertGemv(
   // tile) task at most, and no more than are resident at once.
   int64_t pairs = tokens * slots;
   int64_t groups = std::min(pairs, experts + ceilDiv(pairs, 8));
-  int64_t blocks = std::min(expertGemvBlocks[weight.type == 2],
-                            groups * ceilDiv(n, kExpertGemvRows));
+  const int64_t tasks = groups * ceilDiv(n, kExpertGemvRows);
+  const int e4m3 = weight.type == 2;
+  const ExpertGemvStreaming streaming =
+      expertGemvStreaming == ExpertGemvStreaming::Auto
+          ? chooseExpertGemvStreaming(
+                tasks, expertGemvBlocks[e4m3][int(ExpertGemvStreaming::Ring4)])
+          : expertGemvStreaming;
+  const int form = int(streaming);
+  int64_t blocks = std::min(expertGemvBlocks[e4m3][form], tasks);
   DeviceWeight w = weight, b = bias;
   w.rows = n;
   w.cols = k;
@@ -1781,10 +1803,12 @@ Status CudaKernels::tensorExpertGemv(
   CUdeviceptr y = routed ? scratch : out;
   void *params[] = {&x, &perSlot, &w,     &b,     &experts,   &n,
                     &k, &indices, &pairs, &slots, &zeroEmpty, &y};
+  const CUfunction fns[2][3] = {
+      {expertGemvTcBf16Fn, expertGemvTcBf16Ring4Fn, expertGemvTcBf16Ring8Fn},
+      {expertGemvTcE4m3Fn, expertGemvTcE4m3Ring4Fn, expertGemvTcE4m3Ring8Fn}};
   DAYBREAK_RETURN_IF_ERROR(
-      launch(weight.type == 2 ? expertGemvTcE4m3Fn : expertGemvTcBf16Fn,
-             "expertMatmul (tensor-core GEMV)", blocks, 1, 1, 128,
-             unsigned(kExpertGemvStageBytes), stream, params));
+      launch(fns[e4m3][form], "expertMatmul (tensor-core GEMV)", blocks, 1, 1,
+             128, unsigned(expertGemvSharedBytes(streaming)), stream, params));
   if (!routed)
     return Status::success();
   void *combine[] = {&y, &indices, &routingWeights, &experts, &tokens, &slots,

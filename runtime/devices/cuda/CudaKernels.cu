@@ -1497,6 +1497,11 @@ __device__ __forceinline__ void copyAsyncCommit() {
 __device__ __forceinline__ void copyAsyncWaitAll() {
   asm volatile("cp.async.wait_group 0;" ::: "memory");
 }
+/// Waits until at most kPending of this thread's committed copy groups are
+/// still in flight.
+template <int kPending> __device__ __forceinline__ void copyAsyncWait() {
+  asm volatile("cp.async.wait_group %0;" ::"n"(kPending) : "memory");
+}
 
 /// An mma A fragment (16 x 16, 16-bit) from shared memory: lanes 0-15 give
 /// the rows of columns 0-7, lanes 16-31 those of columns 8-15.
@@ -2139,6 +2144,11 @@ constexpr int kEgRows = 16 * kEgWarps; // kExpertGemvRows in CudaKernels.h
 constexpr int kEgStageBytes = 28 * 1024;
 /// K groups requested into L2 ahead of the register loads.
 constexpr int kEgAhead = 4;
+/// The ring form's slot for one warp and K group: each lane's four 16-byte
+/// chunks (rows g and g + 8, two chunks each) in lane order, then each
+/// lane's block scale (kExpertGemvRingSlotBytes in CudaKernels.h).
+constexpr int kEgRingSlotBytes = 4 * 32 * 16 + 32 * 4;
+
 
 extern __shared__ __align__(16) uint8_t egStage[];
 
@@ -2148,7 +2158,7 @@ extern __shared__ __align__(16) uint8_t egStage[];
 /// 16-byte aligned, and for e4m3 blockK a multiple of 128 and blockN of 16
 /// (CudaKernels::tensorExpertGemvApplies). An expert id outside [0, E) is
 /// an empty pair.
-template <int kType>
+template <int kType, int kStages>
 __device__ __forceinline__ void
 expertGemvTensor(const float *__restrict__ x, int32_t perSlotInput,
                  const Weight &w, const Weight &bias, int64_t experts,
@@ -2249,14 +2259,16 @@ expertGemvTensor(const float *__restrict__ x, int32_t perSlotInput,
 
   // This warp's rows of a task's tile, as the GEMV: lane (g, t) loads rows
   // g and g + 8 (clamped to the last row; such rows are never written;
-  // the second `second` bytes after the first), lanes t = 0 and 1
-  // prefetch them; `scaleAt` indexes the tile's scale row.
-  const uint8_t *src0 = nullptr;
-  int32_t second = 0, scaleAt = 0, tileRow = 0;
-  auto setRows = [&](int which) {
+  // the second `second` bytes after the first); `scaleAt` indexes the
+  // tile's scale row.
+  auto tileRowOf = [&](int which) {
+    return (which % rowTiles) * kEgRows + warp * 16;
+  };
+  auto rowsOf = [&](int which, const uint8_t *&src0, int32_t &second,
+                    int32_t &scaleAt) {
     int first, rows;
     const int e = groupOf(which / rowTiles, first, rows);
-    tileRow = (which % rowTiles) * kEgRows + warp * 16;
+    const int tileRow = tileRowOf(which);
     const int64_t row0 = min(int64_t(tileRow + g), n - 1),
                   row1 = min(int64_t(tileRow + g + 8), n - 1);
     src0 = static_cast<const uint8_t *>(w.data) +
@@ -2267,6 +2279,10 @@ expertGemvTensor(const float *__restrict__ x, int32_t perSlotInput,
                          min(int64_t(tileRow), n - 1) / w.blockN) *
                         ((k + w.blockK - 1) / w.blockK));
   };
+  // The register form: a task's rows, its next groups in registers and
+  // kEgAhead more requested into L2 by lanes t = 0 and 1.
+  const uint8_t *src0 = nullptr;
+  int32_t second = 0, scaleAt = 0;
   // Group gl's two 16-byte chunks of each row (the second 64 bytes on).
   auto load = [&](uint32_t(&raw)[2][8], float &scale, int gl) {
 #pragma unroll
@@ -2298,7 +2314,7 @@ expertGemvTensor(const float *__restrict__ x, int32_t perSlotInput,
   uint32_t rawA[2][8], rawB[2][8];
   float scaleA = 0.0f, scaleB = 0.0f;
   auto start = [&](int which) {
-    setRows(which);
+    rowsOf(which, src0, second, scaleAt);
     load(rawA, scaleA, 0);
     if (kGroups > 1)
       load(rawB, scaleB, 1);
@@ -2413,48 +2429,8 @@ expertGemvTensor(const float *__restrict__ x, int32_t perSlotInput,
   };
   auto biasAt = [&](int64_t i) { return bias.data ? weightAt(bias, i) : 0.0f; };
 
-  int stagedGroup = -1; // the group whose x of all of K the stage holds
-  if (task < last)
-    start(task);
-  while (task < last) {
-    const int group = task / rowTiles;
-    int first, r;
-    const int64_t e = groupOf(group, first, r);
-    int perStep, chunk;
-    layout(r, kGroups, perStep, chunk);
-    // Stages the chunk holding K group gl where one starts (every block
-    // thread reaches it alike), unless the stage already holds all of K
-    // for this group.
-    auto ready = [&](int gl) {
-      if (gl % chunk != 0 || (gl == 0 && stagedGroup == group))
-        return;
-      __syncthreads(); // every warp is done with the previous chunk
-      stage(first, r, perStep, chunk, gl, min(chunk, kGroups - gl));
-      __syncthreads();
-    };
-#pragma unroll
-    for (int q = 0; q < 4; ++q)
-      acc[q] = 0.0f;
-    // Groups gl and gl + 1 are in registers or on their way at the top;
-    // L2 requests run kEgAhead groups past those, two a request.
-    for (int gl = 0; gl < kGroups; gl += 2) {
-      ready(gl);
-      prefetch(gl + 2 + kEgAhead, 2);
-      compute(rawA, scaleA, gl % chunk, r, perStep, chunk);
-      if (gl + 2 < kGroups)
-        load(rawA, scaleA, gl + 2);
-      if (gl + 1 < kGroups) {
-        ready(gl + 1);
-        compute(rawB, scaleB, (gl + 1) % chunk, r, perStep, chunk);
-        if (gl + 3 < kGroups)
-          load(rawB, scaleB, gl + 3);
-      }
-    }
-    stagedGroup = chunk >= kGroups ? group : -1;
-    // The next task's first weights are in flight during the write-back.
-    const int64_t rows = tileRow;
-    if (task + 1 < last)
-      start(task + 1);
+  // Each (pair, row) result of a task, written once with the expert's bias.
+  auto writeBack = [&](int64_t e, int first, int r, int64_t rows) {
     if (r <= 2) {
       // The pair's three parts: columns 4j .. 4j + 2 on lanes t and t ^ 1.
 #pragma unroll
@@ -2485,7 +2461,131 @@ expertGemvTensor(const float *__restrict__ x, int32_t perSlotInput,
         }
       }
     }
-    ++task;
+  };
+
+  int stagedGroup = -1; // the group whose x of all of K the stage holds
+  // Stages the chunk holding K group gl of `group` where one starts (every
+  // block thread reaches it alike), unless the stage already holds all of
+  // K for this group.
+  auto ready = [&](int gl, int group, int first, int r, int perStep,
+                   int chunk) {
+    if (gl % chunk != 0 || (gl == 0 && stagedGroup == group))
+      return;
+    __syncthreads(); // every warp is done with the previous chunk
+    stage(first, r, perStep, chunk, gl, min(chunk, kGroups - gl));
+    __syncthreads();
+  };
+
+  if constexpr (kStages == 0) {
+    if (task < last)
+      start(task);
+    while (task < last) {
+      const int group = task / rowTiles;
+      int first, r;
+      const int64_t e = groupOf(group, first, r);
+      int perStep, chunk;
+      layout(r, kGroups, perStep, chunk);
+#pragma unroll
+      for (int q = 0; q < 4; ++q)
+        acc[q] = 0.0f;
+      // Groups gl and gl + 1 are in registers or on their way at the top;
+      // L2 requests run kEgAhead groups past those, two a request.
+      for (int gl = 0; gl < kGroups; gl += 2) {
+        ready(gl, group, first, r, perStep, chunk);
+        prefetch(gl + 2 + kEgAhead, 2);
+        compute(rawA, scaleA, gl % chunk, r, perStep, chunk);
+        if (gl + 2 < kGroups)
+          load(rawA, scaleA, gl + 2);
+        if (gl + 1 < kGroups) {
+          ready(gl + 1, group, first, r, perStep, chunk);
+          compute(rawB, scaleB, (gl + 1) % chunk, r, perStep, chunk);
+          if (gl + 3 < kGroups)
+            load(rawB, scaleB, gl + 3);
+        }
+      }
+      stagedGroup = chunk >= kGroups ? group : -1;
+      // The next task's first weights are in flight during the write-back.
+      const int64_t rows = tileRowOf(task);
+      if (task + 1 < last)
+        start(task + 1);
+      writeBack(e, first, r, rows);
+      ++task;
+    }
+  } else {
+    // The ring form: the block's tasks as one sequence of (task, K group)
+    // steps, each lane copying its own chunks kStages - 1 steps ahead into
+    // its warp's ring of kStages slots (cp.async: bytes in flight without
+    // registers, across task boundaries) and reading them back itself, so
+    // its own wait orders them; a slot is refilled one step after it was
+    // read into registers and multiplied.
+    uint8_t *ring = egStage + kEgStageBytes + warp * kStages * kEgRingSlotBytes;
+    const int total = (last - task) * kGroups;
+    int issueTask = task, issueGroup = 0, issued = 0;
+    const uint8_t *issueSrc = nullptr;
+    int32_t issueSecond = 0, issueScale = 0;
+    if (total > 0)
+      rowsOf(issueTask, issueSrc, issueSecond, issueScale);
+    auto issue = [&] {
+      if (issued < total) {
+        uint8_t *slot = ring + (issued % kStages) * kEgRingSlotBytes;
+#pragma unroll
+        for (int i = 0; i < 4; ++i)
+          copyAsync16(slot + (i * 32 + lane) * 16,
+                      issueSrc + (i >= 2 ? issueSecond : 0) + issueGroup * 128 +
+                          (i & 1) * 64,
+                      true);
+        if (kE4m3)
+          copyAsync4(slot + 4 * 32 * 16 + lane * 4,
+                     w.scales + issueScale + issueGroup * 128 / int(w.blockK),
+                     true);
+        if (++issueGroup == kGroups && ++issueTask < last) {
+          issueGroup = 0;
+          rowsOf(issueTask, issueSrc, issueSecond, issueScale);
+        }
+      }
+      ++issued;
+      copyAsyncCommit(); // empty past the end: one group a step all along
+    };
+#pragma unroll
+    for (int i = 0; i < kStages - 1; ++i)
+      issue();
+    int gl = 0, group = -1, first = 0, r = 0, perStep = 0, chunk = 1;
+    int64_t e = 0;
+    for (int step = 0; step < total; ++step) {
+      issue();
+      if (gl == 0) {
+        group = task / rowTiles;
+        e = groupOf(group, first, r);
+        layout(r, kGroups, perStep, chunk);
+#pragma unroll
+        for (int q = 0; q < 4; ++q)
+          acc[q] = 0.0f;
+      }
+      ready(gl, group, first, r, perStep, chunk);
+      copyAsyncWait<kStages - 1>(); // this step's copies have landed
+      const uint8_t *slot = ring + (step % kStages) * kEgRingSlotBytes;
+      uint32_t raw[2][8];
+#pragma unroll
+      for (int i = 0; i < 4; ++i) {
+        const uint4 v =
+            *reinterpret_cast<const uint4 *>(slot + (i * 32 + lane) * 16);
+        raw[i >> 1][(i & 1) * 4 + 0] = v.x;
+        raw[i >> 1][(i & 1) * 4 + 1] = v.y;
+        raw[i >> 1][(i & 1) * 4 + 2] = v.z;
+        raw[i >> 1][(i & 1) * 4 + 3] = v.w;
+      }
+      const float scale =
+          kE4m3 ? *reinterpret_cast<const float *>(slot + 4 * 32 * 16 + lane * 4)
+                : 0.0f;
+      compute(raw, scale, gl % chunk, r, perStep, chunk);
+      if (++gl == kGroups) {
+        stagedGroup = chunk >= kGroups ? group : -1;
+        writeBack(e, first, r, tileRowOf(task));
+        gl = 0;
+        ++task;
+      }
+    }
+    copyAsyncWaitAll();
   }
 }
 
@@ -2494,18 +2594,24 @@ expertGemvTensor(const float *__restrict__ x, int32_t perSlotInput,
 /// The decode expert GEMVs (CudaKernels::tensorExpertGemv): x [pairs or
 /// tokens, K], `indices` [pairs], `out` [pairs, N]; `zeroEmpty`: write
 /// zeros in the rows of empty pairs (not needed when daybreak_expert_combine
-/// skips them). Six blocks an SM: 80 registers (ptxas, CUDA 13.0: no
-/// spills), 24 warps, as the m = 1 GEMV.
-#define DAYBREAK_EXPERT_GEMV(name, type)                                       \
-  extern "C" __global__ void __launch_bounds__(kEgWarps * 32, 6)               \
+/// skips them). The register form: six blocks an SM, 80 registers (ptxas,
+/// CUDA 13.0: no spills), 24 warps, as the m = 1 GEMV. The ring forms
+/// (_ring4, _ring8: slots a warp) are held to three and two blocks an SM
+/// by their shared memory.
+#define DAYBREAK_EXPERT_GEMV(name, type, stages, blocksPerSm)                  \
+  extern "C" __global__ void __launch_bounds__(kEgWarps * 32, blocksPerSm)     \
       name(const float *x, int32_t perSlotInput, Weight w, Weight bias,        \
            int64_t experts, int64_t n, int64_t k, const int32_t *indices,      \
            int64_t pairs, int64_t slots, int32_t zeroEmpty, float *out) {      \
-    expertGemvTensor<type>(x, perSlotInput, w, bias, experts, n, k, indices,   \
-                           pairs, slots, zeroEmpty, out);                      \
+    expertGemvTensor<type, stages>(x, perSlotInput, w, bias, experts, n, k,    \
+                                   indices, pairs, slots, zeroEmpty, out);     \
   }
-DAYBREAK_EXPERT_GEMV(daybreak_expert_gemv_tc_e4m3, kWeightE4M3)
-DAYBREAK_EXPERT_GEMV(daybreak_expert_gemv_tc_bf16, kWeightBF16)
+DAYBREAK_EXPERT_GEMV(daybreak_expert_gemv_tc_e4m3, kWeightE4M3, 0, 6)
+DAYBREAK_EXPERT_GEMV(daybreak_expert_gemv_tc_bf16, kWeightBF16, 0, 6)
+DAYBREAK_EXPERT_GEMV(daybreak_expert_gemv_tc_e4m3_ring4, kWeightE4M3, 4, 3)
+DAYBREAK_EXPERT_GEMV(daybreak_expert_gemv_tc_bf16_ring4, kWeightBF16, 4, 3)
+DAYBREAK_EXPERT_GEMV(daybreak_expert_gemv_tc_e4m3_ring8, kWeightE4M3, 8, 2)
+DAYBREAK_EXPERT_GEMV(daybreak_expert_gemv_tc_bf16_ring8, kWeightBF16, 8, 2)
 #undef DAYBREAK_EXPERT_GEMV
 
 /// Per-head matmul: x [T, H, K], w [H, K, N] (or [H, N, K] when

@@ -282,6 +282,16 @@ constexpr int64_t expertGemmScratchBytes(int64_t tokens, int64_t slots,
 /// the shared memory staging x's parts (kEgStageBytes).
 inline constexpr int64_t kExpertGemvMaxPairs = 256, kExpertGemvRows = 64,
                          kExpertGemvStageBytes = 28 * 1024;
+/// One ring slot of a warp (kEgRingSlotBytes in CudaKernels.cu): 32 lanes'
+/// four 16-byte chunks and block scales.
+inline constexpr int64_t kExpertGemvRingSlotBytes = 4 * 32 * 16 + 32 * 4;
+/// The dynamic shared memory of a decode expert GEMV block.
+constexpr int64_t expertGemvSharedBytes(ExpertGemvStreaming streaming) {
+  int64_t slots = streaming == ExpertGemvStreaming::Ring4   ? 4
+                  : streaming == ExpertGemvStreaming::Ring8 ? 8
+                                                            : 0;
+  return kExpertGemvStageBytes + 4 * slots * kExpertGemvRingSlotBytes;
+}
 /// Device scratch bytes the decode expert GEMV needs: with routing
 /// weights each pair's result before daybreak_expert_combine adds a
 /// token's slots ([tokens x slots, n] floats), else none.
@@ -344,6 +354,10 @@ constexpr int64_t expertGemvScratchBytes(int64_t tokens, int64_t slots,
   X(dsaIndexerTokensBf16_128, "daybreak_dsa_indexer_tc_tokens_bf16_128")       \
   X(expertGemvTcE4m3, "daybreak_expert_gemv_tc_e4m3")                          \
   X(expertGemvTcBf16, "daybreak_expert_gemv_tc_bf16")                          \
+  X(expertGemvTcE4m3Ring4, "daybreak_expert_gemv_tc_e4m3_ring4")               \
+  X(expertGemvTcBf16Ring4, "daybreak_expert_gemv_tc_bf16_ring4")               \
+  X(expertGemvTcE4m3Ring8, "daybreak_expert_gemv_tc_e4m3_ring8")               \
+  X(expertGemvTcBf16Ring8, "daybreak_expert_gemv_tc_bf16_ring8")               \
   X(expertGroup, "daybreak_expert_group")                                      \
   X(expertCombine, "daybreak_expert_combine")                                  \
   X(headMatmul, "daybreak_head_matmul")                                        \
@@ -616,6 +630,14 @@ public:
   CudaKernels withProgrammaticLaunch(bool on) const {
     CudaKernels copy = *this;
     copy.programmatic = on;
+    return copy;
+  }
+  /// The same kernels with the decode expert GEMV streaming its weights
+  /// as `streaming` says (the benchmark's and the tests' comparison;
+  /// Auto, the default, chooses per launch).
+  CudaKernels withExpertGemvStreaming(ExpertGemvStreaming streaming) const {
+    CudaKernels copy = *this;
+    copy.expertGemvStreaming = streaming;
     return copy;
   }
   Status headMatmul(CUdeviceptr x, CUdeviceptr w, bool transposeWeight,
@@ -1080,8 +1102,10 @@ private:
   int64_t gemvE4m3Warps = 0, gemvBf16Warps = 0, gemvE4m3M1Warps = 0,
           gemvBf16M1Warps = 0, gemvE4m3M1NarrowWarps = 0,
           gemvBf16M1NarrowWarps = 0;
-  /// Blocks of the decode expert GEMV the GPU holds at once: [e4m3].
-  int64_t expertGemvBlocks[2] = {};
+  /// How the decode expert GEMV streams its weights, and the blocks of
+  /// each form the GPU holds at once: [e4m3][Registers, Ring4, Ring8].
+  ExpertGemvStreaming expertGemvStreaming = ExpertGemvStreaming::Auto;
+  int64_t expertGemvBlocks[2][3] = {};
 #define DAYBREAK_DECLARE_KERNEL(member, symbol) CUfunction member##Fn = nullptr;
   DAYBREAK_CUDA_KERNELS(DAYBREAK_DECLARE_KERNEL)
 #undef DAYBREAK_DECLARE_KERNEL

@@ -175,6 +175,33 @@ inline Fp8GemmTile chooseFp8GemmTile(int64_t m, int64_t n, int64_t k,
   return best;
 }
 
+/// How the decode expert GEMV (daybreak_expert_gemv_tc_*) streams its
+/// weights: each lane's next K groups in registers with more requested into
+/// L2 (Registers), or copied by cp.async into a ring of 4 or 8
+/// shared-memory slots a warp (Ring4, Ring8), deeper than registers allow.
+/// Auto: chooseExpertGemvStreaming decides per launch. The first three
+/// index the kernels' tables.
+enum class ExpertGemvStreaming { Registers, Ring4, Ring8, Auto };
+
+/// Auto's choice for a launch of `tasks` (pair group, 64-row tile) tasks
+/// when `ringBlocks` blocks of the 4-slot ring fit the GPU at once (its
+/// shared memory holds it to 3 an SM, against 6 for the registers form;
+/// the grid is never larger than that, each block taking its tasks in
+/// turn). The ring streams better a block, so it wins where every block
+/// has one task (the grid is the tasks) or at least two (a round of
+/// tasks that only part of the blocks take costs at most a third of the
+/// launch). Between one and two rounds the registers form, whose twice as
+/// many blocks take every task at once, wins. Measured on the H200
+/// (bench/NOTES.md, session 31: DeepSeek-V3.2's and GLM-5.3-Flash's expert
+/// shapes at 1 and 8 tokens): this picks the faster form in each of the
+/// eight cases.
+constexpr ExpertGemvStreaming chooseExpertGemvStreaming(int64_t tasks,
+                                                        int64_t ringBlocks) {
+  return tasks <= ringBlocks || tasks >= 2 * ringBlocks
+             ? ExpertGemvStreaming::Ring4
+             : ExpertGemvStreaming::Registers;
+}
+
 } // namespace daybreak::cuda
 
 #endif // DAYBREAK_RUNTIME_DEVICES_CUDA_GEMMTILES_H
