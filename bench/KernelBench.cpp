@@ -1249,7 +1249,9 @@ void benchWarpgroupGemm(const CudaKernels &kernels, int iterations) {
 /// the launches; what any kernel must read), in % of the copy bandwidth of
 /// the same run (1 GiB device-to-device). The last launch's output is
 /// checked against the CUDA-core kernel's (1e-5 of each row's largest).
-/// With `allExperts` false (the default run) each shape holds 64 experts,
+/// At T = 8 also with a shared expert as the models stack it (one more
+/// expert, a ninth slot every token picks: a group of 8 pairs). With
+/// `allExperts` false (the default run) each shape holds 64 experts,
 /// under 2 GB of device memory (T = 8 then picks ~42 distinct experts,
 /// not ~57); `DaybreakKernelBench N experts` holds the real counts (7.5 GB
 /// for DeepSeek's gate/up).
@@ -1280,7 +1282,10 @@ void benchExpertGemv(const CudaKernels &kernels, int iterations,
     int64_t n, k;
     bool perSlot; // x a row per slot, and routing weights
   };
-  constexpr int64_t kSlots = 8, kMaxTokens = 8;
+  // 8 routed slots a token; a shared expert as the models stack it (one
+  // more expert, picked by every token in a ninth slot) at T = 8, where its
+  // group has every token's pair.
+  constexpr int64_t kRouted = 8, kMaxSlots = kRouted + 1, kMaxTokens = 8;
   const int count = std::max(iterations / 2, 8);
   std::mt19937 rng(6);
   struct Line {
@@ -1294,10 +1299,11 @@ void benchExpertGemv(const CudaKernels &kernels, int iterations,
     for (Shape shape : {Shape{"gate_up", 2 * model.moe, model.hidden, false},
                         Shape{"gate", model.moe, model.hidden, false},
                         Shape{"down", model.hidden, model.moe, true}}) {
-      const int64_t experts = allExperts ? model.experts : 64;
+      const int64_t routedExperts = allExperts ? model.experts : 64;
       const int64_t n = shape.n, k = shape.k;
       const int64_t scaleCount = ((n + 127) / 128) * ((k + 127) / 128);
-      const size_t codeBytes = size_t(experts * n * k);
+      // The shared expert after the routed ones.
+      const size_t codeBytes = size_t((routedExperts + 1) * n * k);
       // Random codes: a 64 MB pattern, then copied over the rest on the
       // device.
       CUdeviceptr codes = alloc(codeBytes, 0);
@@ -1314,8 +1320,8 @@ void benchExpertGemv(const CudaKernels &kernels, int iterations,
                 "cuMemcpyDtoDAsync");
         check(driver->cuCtxSynchronize(), "cuCtxSynchronize");
       }
-      std::vector<float> hostX(kMaxTokens * kSlots * k),
-          hostRouting(kMaxTokens * kSlots);
+      std::vector<float> hostX(kMaxTokens * kMaxSlots * k),
+          hostRouting(kMaxTokens * kMaxSlots);
       {
         std::uniform_real_distribution<float> dist(-1.0f, 1.0f);
         for (float &v : hostX)
@@ -1323,25 +1329,30 @@ void benchExpertGemv(const CudaKernels &kernels, int iterations,
         for (float &v : hostRouting)
           v = 0.5f * (dist(rng) + 1.0f);
       }
-      CUdeviceptr scales = alloc(size_t(experts * scaleCount * 4), 0x3c),
+      CUdeviceptr scales =
+                      alloc(size_t((routedExperts + 1) * scaleCount * 4), 0x3c),
                   x = alloc(hostX.size() * 4, 0),
                   routing = alloc(hostRouting.size() * 4, 0),
-                  out = alloc(size_t(kMaxTokens * kSlots * n * 4), 0),
-                  reference = alloc(size_t(kMaxTokens * kSlots * n * 4), 0);
+                  out = alloc(size_t(kMaxTokens * kMaxSlots * n * 4), 0),
+                  reference = alloc(size_t(kMaxTokens * kMaxSlots * n * 4), 0);
       check(driver->cuMemcpyHtoD(x, hostX.data(), hostX.size() * 4),
             "cuMemcpyHtoD");
       check(driver->cuMemcpyHtoD(routing, hostRouting.data(),
                                  hostRouting.size() * 4),
             "cuMemcpyHtoD");
-      int64_t scratchBytes =
-          expertGemmScratchBytes(kMaxTokens, kSlots, experts, n, true);
+      int64_t scratchBytes = expertGemmScratchBytes(kMaxTokens, kMaxSlots,
+                                                    routedExperts + 1, n, true);
       CUdeviceptr scratch = alloc(size_t(scratchBytes), 0);
       DeviceWeight w;
       w.data = codes;
       w.scales = scales;
       w.type = 2;
       w.blockN = w.blockK = 128;
-      for (int64_t tokens : {int64_t(1), kMaxTokens}) {
+      for (auto [tokens, shared] : {std::pair{int64_t(1), false},
+                                    {kMaxTokens, false},
+                                    {kMaxTokens, true}}) {
+        const int64_t kSlots = shared ? kMaxSlots : kRouted;
+        const int64_t experts = routedExperts + (shared ? 1 : 0);
         if (!CudaKernels::tensorExpertGemvApplies(w, experts, n, k, tokens,
                                                   kSlots))
           fail("the tensor-core expert GEMV does not take " +
@@ -1352,12 +1363,17 @@ void benchExpertGemv(const CudaKernels &kernels, int iterations,
         for (int i = 0; i < count; ++i) {
           std::vector<bool> picked(experts);
           for (int64_t t = 0; t < tokens; ++t) {
-            std::vector<int32_t> all(experts);
+            std::vector<int32_t> all(routedExperts);
             std::iota(all.begin(), all.end(), 0);
-            for (int64_t j = 0; j < kSlots; ++j) {
-              std::swap(all[j], all[j + rng() % (experts - j)]);
+            for (int64_t j = 0; j < kRouted; ++j) {
+              std::swap(all[j], all[j + rng() % (routedExperts - j)]);
               picks[(i * tokens + t) * kSlots + j] = all[j];
               picked[all[j]] = true;
+            }
+            if (shared) {
+              picks[(i * tokens + t) * kSlots + kRouted] =
+                  int32_t(routedExperts);
+              picked[routedExperts] = true;
             }
           }
           distinct +=
@@ -1392,10 +1408,11 @@ void benchExpertGemv(const CudaKernels &kernels, int iterations,
                       },
                       count)
                 : newSeconds;
-        std::string what = std::string(model.name) + " " + shape.name +
-                           " T=" + std::to_string(tokens) + " top-8 of " +
-                           std::to_string(experts) + " n=" + std::to_string(n) +
-                           " k=" + std::to_string(k);
+        std::string what =
+            std::string(model.name) + " " + shape.name +
+            " T=" + std::to_string(tokens) + " top-8 of " +
+            std::to_string(routedExperts) + (shared ? " + shared" : "") +
+            " n=" + std::to_string(n) + " k=" + std::to_string(k);
         auto percent = [&](double seconds) {
           return 100.0 * bytes / seconds / copyRate;
         };

@@ -2144,6 +2144,10 @@ constexpr int kEgRows = 16 * kEgWarps; // kExpertGemvRows in CudaKernels.h
 constexpr int kEgStageBytes = 28 * 1024;
 /// K groups requested into L2 ahead of the register loads.
 constexpr int kEgAhead = 4;
+/// x's quads a thread loads at once when it stages them: 4 for the ring
+/// forms, 1 for the registers form, whose next weights held in registers
+/// leave no room for more (ptxas, CUDA 13.0: 2 or 4 spill).
+template <int kStages> constexpr int kEgStageBatch = kStages == 0 ? 1 : 4;
 /// The ring form's slot for one warp and K group: each lane's four 16-byte
 /// chunks (rows g and g + 8, two chunks each) in lane order, then each
 /// lane's block scale (kExpertGemvRingSlotBytes in CudaKernels.h).
@@ -2246,13 +2250,17 @@ expertGemvTensor(const float *__restrict__ x, int32_t perSlotInput,
           out[int64_t(p) * n + c] = 0.0f;
   }
 
-  // Tasks in group-major order, a contiguous run a block. Task, row and
-  // scale indices fit 32 bits (the launcher keeps N under 2^24 and the
-  // scales under 2^31): registers are what bounds the blocks an SM, so the
-  // loop keeps 32-bit state and reads sizes from the kernel's parameters
-  // where used.
+  // Tasks in tile-major order (task = tile x groups + group), a contiguous
+  // run a block: a group's tasks spread over the blocks, so one of many
+  // pairs (a shared expert's, every token's pair in one group), whose
+  // tasks multiply more and restage x more often, loads no block more than
+  // a task's worth. Task, row and scale indices fit 32 bits (the launcher
+  // keeps N under 2^24 and the scales under 2^31): registers are what
+  // bounds the blocks an SM, so the loop keeps 32-bit state and reads
+  // sizes from the kernel's parameters where used.
   const int rowTiles = int((n + kEgRows - 1) / kEgRows);
   const int tasks = groupCount * rowTiles;
+  auto groupOfTask = [&](int which) { return which % groupCount; };
   int task = int(int64_t(tasks) * blockIdx.x / gridDim.x);
   const int last = int(int64_t(tasks) * (blockIdx.x + 1) / gridDim.x);
   const int kGroups = int(k / S::kGroupK);
@@ -2262,12 +2270,12 @@ expertGemvTensor(const float *__restrict__ x, int32_t perSlotInput,
   // the second `second` bytes after the first); `scaleAt` indexes the
   // tile's scale row.
   auto tileRowOf = [&](int which) {
-    return (which % rowTiles) * kEgRows + warp * 16;
+    return (which / groupCount) * kEgRows + warp * 16;
   };
   auto rowsOf = [&](int which, const uint8_t *&src0, int32_t &second,
                     int32_t &scaleAt) {
     int first, rows;
-    const int e = groupOf(which / rowTiles, first, rows);
+    const int e = groupOf(groupOfTask(which), first, rows);
     const int tileRow = tileRowOf(which);
     const int64_t row0 = min(int64_t(tileRow + g), n - 1),
                   row1 = min(int64_t(tileRow + g + 8), n - 1);
@@ -2334,40 +2342,66 @@ expertGemvTensor(const float *__restrict__ x, int32_t perSlotInput,
   // GEMV stages them: a quad of four columns a thread, a warp one (K
   // group, pair) for e4m3, scaled by a power of two that puts its largest
   // |x| in [2^14, 2^15).
+  // A thread's quads are loaded kEgStageBatch at a time before any is
+  // converted: each conversion waits on its load (the e4m3 scale's warp
+  // maximum), so one at a time the stage costs a load latency a quad, and
+  // a group of many pairs (a shared expert's slot, taken by every token)
+  // restages K in many chunks a task.
   auto stage = [&](int first, int r, int perStep, int chunk, int c0, int cg) {
     float *inverse =
         reinterpret_cast<float *>(entries + chunk * S::kSteps * perStep);
     constexpr int kQuads = S::kGroupK / 4;
-    for (int q = tid; q < cg * r * kQuads; q += blockDim.x) {
-      const int l = q % kQuads, item = q / kQuads, j = item % r, gl = item / r;
-      const int pair = order[first + j];
-      const int64_t row = perSlotInput ? pair : pair / slots;
-      float4 v = __ldg(reinterpret_cast<const float4 *>(
-          x + row * k + int64_t(c0 + gl) * S::kGroupK + l * 4));
-      if (kE4m3) {
-        float amax = warpMax(fmaxf(fmaxf(fabsf(v.x), fabsf(v.y)),
-                                   fmaxf(fabsf(v.z), fabsf(v.w))));
-        int exponent = int(__float_as_uint(amax) >> 23) & 0xFF;
-        int shift = min(max(141 - exponent, -112), 126);
-        float scale = __uint_as_float(uint32_t(127 + shift) << 23);
-        v.x *= scale;
-        v.y *= scale;
-        v.z *= scale;
-        v.w *= scale;
-        if (l == 0)
-          inverse[gl * r + j] = __uint_as_float(uint32_t(127 - shift) << 23);
-      }
-      uint32_t p01[3], p23[3];
-      splitX<kType>(v.x, v.y, p01);
-      splitX<kType>(v.z, v.w, p23);
-      const int step =
-          (l / (4 * S::kChunkSteps)) * S::kChunkSteps + l % S::kChunkSteps;
-      const int quarter = (l / S::kChunkSteps) % 4;
-      uint2 *entry = entries + (gl * S::kSteps + step) * perStep;
+    const int total = cg * r * kQuads;
+    for (int q0 = tid; q0 < total;
+         q0 += kEgStageBatch<kStages> * int(blockDim.x)) {
+      float4 loaded[kEgStageBatch<kStages>];
 #pragma unroll
-      for (int p = 0; p < 3; ++p)
-        entry[r <= 2 ? (j * 3 + p) * 4 + quarter : p * 32 + j * 4 + quarter] =
-            make_uint2(p01[p], p23[p]);
+      for (int i = 0; i < kEgStageBatch<kStages>; ++i) {
+        const int q = q0 + i * int(blockDim.x);
+        if (q >= total)
+          break;
+        const int l = q % kQuads, item = q / kQuads, j = item % r,
+                  gl = item / r;
+        const int pair = order[first + j];
+        const int64_t row = perSlotInput ? pair : pair / slots;
+        loaded[i] = __ldg(reinterpret_cast<const float4 *>(
+            x + row * k + int64_t(c0 + gl) * S::kGroupK + l * 4));
+      }
+#pragma unroll
+      for (int i = 0; i < kEgStageBatch<kStages>; ++i) {
+        // Warp-uniform: total is a multiple of kQuads (32 for e4m3, whose
+        // scale takes the warp maximum).
+        const int q = q0 + i * int(blockDim.x);
+        if (q >= total)
+          break;
+        const int l = q % kQuads, item = q / kQuads, j = item % r,
+                  gl = item / r;
+        float4 v = loaded[i];
+        if (kE4m3) {
+          float amax = warpMax(fmaxf(fmaxf(fabsf(v.x), fabsf(v.y)),
+                                     fmaxf(fabsf(v.z), fabsf(v.w))));
+          int exponent = int(__float_as_uint(amax) >> 23) & 0xFF;
+          int shift = min(max(141 - exponent, -112), 126);
+          float scale = __uint_as_float(uint32_t(127 + shift) << 23);
+          v.x *= scale;
+          v.y *= scale;
+          v.z *= scale;
+          v.w *= scale;
+          if (l == 0)
+            inverse[gl * r + j] = __uint_as_float(uint32_t(127 - shift) << 23);
+        }
+        uint32_t p01[3], p23[3];
+        splitX<kType>(v.x, v.y, p01);
+        splitX<kType>(v.z, v.w, p23);
+        const int step =
+            (l / (4 * S::kChunkSteps)) * S::kChunkSteps + l % S::kChunkSteps;
+        const int quarter = (l / S::kChunkSteps) % 4;
+        uint2 *entry = entries + (gl * S::kSteps + step) * perStep;
+#pragma unroll
+        for (int p = 0; p < 3; ++p)
+          entry[r <= 2 ? (j * 3 + p) * 4 + quarter : p * 32 + j * 4 + quarter] =
+              make_uint2(p01[p], p23[p]);
+      }
     }
   };
 
@@ -2480,7 +2514,7 @@ expertGemvTensor(const float *__restrict__ x, int32_t perSlotInput,
     if (task < last)
       start(task);
     while (task < last) {
-      const int group = task / rowTiles;
+      const int group = groupOfTask(task);
       int first, r;
       const int64_t e = groupOf(group, first, r);
       int perStep, chunk;
@@ -2554,7 +2588,7 @@ expertGemvTensor(const float *__restrict__ x, int32_t perSlotInput,
     for (int step = 0; step < total; ++step) {
       issue();
       if (gl == 0) {
-        group = task / rowTiles;
+        group = groupOfTask(task);
         e = groupOf(group, first, r);
         layout(r, kGroups, perStep, chunk);
 #pragma unroll
