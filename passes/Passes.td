@@ -241,6 +241,34 @@ def LmFuseMhc : Pass<"lm-fuse-mhc", "mlir::func::FuncOp"> {
   ];
 }
 
+def LmFuseAddNorm : Pass<"lm-fuse-add-norm", "mlir::func::FuncOp"> {
+  let summary = "fuse residual adds with the RMS norms that read them";
+  let description = [{
+    A block's residual update `h = x + sublayer(x)` (an `arith.addf`) and
+    the next sublayer's `lm.rms_norm(h)` become one `lm.add_rms_norm`,
+    whose `sum` replaces h: one launch where there were two, and h written
+    once and not read back. The rewrite is exact (the fused kernel adds and
+    normalises as the two ops do). Only where `target` implements the
+    `add_rms_norm` kernel (`runtime/abi/Kernels.def`), and only where every
+    other reader of h comes after the norm.
+
+    ```mlir
+    %h = arith.addf %x, %o : tensor<?x256xf32>
+    %y = lm.rms_norm %h, %w {eps = 1.0e-06 : f64}
+        : (tensor<?x256xf32>, tensor<256xf32>) -> tensor<?x256xf32>
+    // becomes
+    %h, %y = lm.add_rms_norm %x, %o, %w {eps = 1.0e-06 : f64} : ...
+    ```
+  }];
+  let options = [
+    Option<"target", "target", "std::string", "\"cpu\"",
+           "the target the module is compiled for: cpu or cuda">,
+  ];
+  let statistics = [
+    Statistic<"numFused", "fused", "residual adds fused with their norm">,
+  ];
+}
+
 def LmAssignKVLayout : Pass<"lm-assign-kv-layout", "mlir::ModuleOp"> {
   let summary = "choose how each cache is stored";
   let description = [{

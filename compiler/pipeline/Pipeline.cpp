@@ -98,6 +98,13 @@ void pipeline::buildLmPipeline(OpPassManager &pm, const Options &options,
   // mHC's collapses take their sublayer's norm and the write-back before
   // them; pointwise chains become one generated kernel each.
   pm.addNestedPass<func::FuncOp>(createLmFuseMhc());
+  // A residual add and the norm that reads it: one launch, where the target
+  // implements it.
+  if (target) {
+    LmFuseAddNormOptions addNorm;
+    addNorm.target = options.target;
+    pm.addNestedPass<func::FuncOp>(createLmFuseAddNorm(addNorm));
+  }
   pm.addNestedPass<func::FuncOp>(createLmFuseElementwise());
   // The target's own passes (tiling for its kernels), then its legality
   // check on the ops the lowering will launch.

@@ -391,12 +391,34 @@ llvm::Error FrameEvaluator::bindMhcCollapse(OpTy op, const Tensor &streams,
   return bind(comb, std::move(r.comb));
 }
 
+/// Applies a binary float function elementwise to equal-shaped tensors.
+template <typename Fn>
+static Expected<Tensor> elementwise(const Tensor &a, const Tensor &b, Fn fn) {
+  if (a.shape() != b.shape())
+    return makeError("operands of different shapes " + a.describe() + " and " +
+                     b.describe());
+  Tensor out = Tensor::zeros(ElementType::F32, a.shape());
+  for (int64_t i = 0, n = a.numel(); i < n; ++i)
+    out.floats()[i] = fn(a.floats()[i], b.floats()[i]);
+  return out;
+}
+
 llvm::Error FrameEvaluator::evaluateLm(Operation *op) {
   using namespace lm;
   return llvm::TypeSwitch<Operation *, llvm::Error>(op)
       .Case([&](RmsNormOp o) {
         return bind(o.getResult(), rmsNorm(get(o.getInput()),
                                            get(o.getWeight()),
+                                           f64(o.getEps())));
+      })
+      .Case([&](AddRmsNormOp o) -> llvm::Error {
+        // As arith.addf, then lm.rms_norm over the sum as bound.
+        if (llvm::Error err =
+                bind(o.getSum(),
+                     elementwise(get(o.getInput()), get(o.getResidual()),
+                                 [](float x, float y) { return x + y; })))
+          return err;
+        return bind(o.getResult(), rmsNorm(get(o.getSum()), get(o.getWeight()),
                                            f64(o.getEps())));
       })
       .Case([&](LayerNormOp o) {
@@ -739,18 +761,6 @@ llvm::Error FrameEvaluator::evaluateLm(Operation *op) {
         return makeError("the reference evaluator has no semantics for this "
                          "op");
       });
-}
-
-/// Applies a binary float function elementwise to equal-shaped tensors.
-template <typename Fn>
-static Expected<Tensor> elementwise(const Tensor &a, const Tensor &b, Fn fn) {
-  if (a.shape() != b.shape())
-    return makeError("operands of different shapes " + a.describe() + " and " +
-                     b.describe());
-  Tensor out = Tensor::zeros(ElementType::F32, a.shape());
-  for (int64_t i = 0, n = a.numel(); i < n; ++i)
-    out.floats()[i] = fn(a.floats()[i], b.floats()[i]);
-  return out;
 }
 
 llvm::Error FrameEvaluator::evaluateUpstream(Operation *op) {

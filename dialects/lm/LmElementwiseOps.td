@@ -36,6 +36,31 @@ def Lm_RmsNormOp : Lm_Op<"rms_norm", [Pure]> {
   let hasVerifier = 1;
 }
 
+def Lm_AddRmsNormOp : Lm_Op<"add_rms_norm", [Pure]> {
+  let summary = "A residual add and the RMS normalisation of its sum";
+  let description = [{
+    `sum = input + residual`, then `result = rms_norm(sum, weight, eps)` as
+    `lm.rms_norm` computes it: a block's residual update and the next
+    sublayer's norm in one pass over the rows (`lm-fuse-add-norm` forms it
+    from an `arith.addf` and the `lm.rms_norm` that reads it). `input`,
+    `residual` and `sum` have one type; `result` their shape.
+
+    ```mlir
+    %h, %y = lm.add_rms_norm %x, %attn, %w {eps = 1.0e-06 : f64}
+        : (tensor<?x256xf32>, tensor<?x256xf32>, tensor<256xf32>)
+        -> (tensor<?x256xf32>, tensor<?x256xf32>)
+    ```
+  }];
+  let arguments = (ins Lm_FloatTensor:$input, Lm_FloatTensor:$residual,
+                       Lm_WeightTensor:$weight, F64Attr:$eps);
+  let results = (outs Lm_FloatTensor:$sum, Lm_FloatTensor:$result);
+  let assemblyFormat = [{
+    $input `,` $residual `,` $weight attr-dict `:`
+    functional-type(operands, results)
+  }];
+  let hasVerifier = 1;
+}
+
 def Lm_LayerNormOp : Lm_Op<"layer_norm", [Pure]> {
   let summary = "Layer normalisation over the last dim";
   let description = [{

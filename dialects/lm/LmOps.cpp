@@ -156,6 +156,16 @@ LogicalResult RmsNormOp::verify() {
                     getEps().convertToDouble());
 }
 
+LogicalResult AddRmsNormOp::verify() {
+  if (getResidual().getType() != getInput().getType() ||
+      getSum().getType() != getInput().getType())
+    return emitOpError("expects input, residual and sum of one type, got ")
+           << getInput().getType() << ", " << getResidual().getType() << " and "
+           << getSum().getType();
+  return verifyNorm(*this, getInput(), getWeight(), getResult(),
+                    getEps().convertToDouble());
+}
+
 LogicalResult LayerNormOp::verify() {
   if (Value bias = getBias()) {
     ShapeChecker c(*this);

@@ -251,6 +251,51 @@ TEST(CpuKernels, Norms) {
   }
 }
 
+// add_rms_norm against the reference's add and norm, and bit for bit
+// against cpu::add then cpu::rmsNorm (the launches it replaces), also with
+// the sum written over its input (the workspace may give them one buffer)
+// and a bf16 weight.
+TEST(CpuKernels, AddRmsNorm) {
+  std::mt19937 rng(21);
+  for (auto [rows, dim] : {std::pair<int64_t, int64_t>{1, 7}, {9, 1000}}) {
+    std::vector<float> x = randomFloats(rng, rows * dim, -3, 3),
+                       r = randomFloats(rng, rows * dim, -3, 3),
+                       w = randomFloats(rng, dim);
+    std::vector<uint16_t> wBf16(dim);
+    for (int64_t i = 0; i < dim; ++i)
+      wBf16[i] = numerics::floatToBf16(w[i]);
+    Tensor h = floats({rows, dim}, x);
+    for (int64_t i = 0; i < rows * dim; ++i)
+      h.floats()[i] += r[i];
+    Tensor norm = ref::rmsNorm(h, floats({dim}, w), 1e-6);
+    for (unsigned threads : kThreadCounts) {
+      cpu::ThreadPool pool(threads);
+      std::vector<float> sum(rows * dim), out(rows * dim);
+      cpu::addRmsNorm(pool, x.data(), r.data(), cpu::WeightView::f32(w.data()),
+                      rows, dim, 1e-6, sum.data(), out.data());
+      EXPECT_EQ(sum, h.floats()); // one float add each: exact
+      EXPECT_TRUE(relClose(out, norm.floats(), 1e-6));
+      // The two launches it replaces, bit for bit.
+      std::vector<float> added(rows * dim), normed(rows * dim);
+      cpu::add(pool, x.data(), r.data(), rows * dim, added.data());
+      cpu::rmsNorm(pool, added.data(), cpu::WeightView::f32(w.data()), rows,
+                   dim, 1e-6, normed.data());
+      EXPECT_EQ(sum, added);
+      EXPECT_EQ(out, normed);
+      // The sum over its input, and a bf16 weight, against the same pair.
+      std::vector<float> inPlace = x;
+      cpu::WeightView bf16;
+      bf16.data = wBf16.data();
+      bf16.type = cpu::WeightType::BF16;
+      cpu::addRmsNorm(pool, inPlace.data(), r.data(), bf16, rows, dim, 1e-6,
+                      inPlace.data(), out.data());
+      cpu::rmsNorm(pool, added.data(), bf16, rows, dim, 1e-6, normed.data());
+      EXPECT_EQ(inPlace, added);
+      EXPECT_EQ(out, normed);
+    }
+  }
+}
+
 TEST(CpuKernels, MatmulMatchesReference) {
   std::mt19937 rng(3);
   struct Shape {

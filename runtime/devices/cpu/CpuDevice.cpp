@@ -380,6 +380,14 @@ struct CpuLaunchers {
                  l->f(abi::RmsNorm::P::eps), f(out), x.stride(), out.stride());
     return Status::success();
   }
+  static Status addRmsNorm(CpuDevice &d, const BoundLaunch &l) {
+    using In = abi::AddRmsNorm::In;
+    const BoundArg &x = l.in(In::input);
+    cpu::addRmsNorm(d.pool, f(x), f(l.in(In::residual)),
+                    weight(l.in(In::weight)), x.rows(), x.back(),
+                    l->f(abi::AddRmsNorm::P::eps), f(l.out(0)), f(l.out(1)));
+    return Status::success();
+  }
   static Status layerNorm(CpuDevice &d, const BoundLaunch &l) {
     using In = abi::LayerNorm::In;
     const BoundArg &x = l.in(In::input);
@@ -790,6 +798,7 @@ const runtime::LauncherTable<CpuDevice> &CpuDevice::launchers() {
       {K::AllGather, &CpuLaunchers::allGather},
       {K::LocalExperts, &CpuLaunchers::localExperts},
       {K::RmsNorm, &CpuLaunchers::rmsNorm},
+      {K::AddRmsNorm, &CpuLaunchers::addRmsNorm},
       {K::LayerNorm, &CpuLaunchers::layerNorm},
       {K::Matmul, &CpuLaunchers::matmul},
       {K::Fp8Matmul, &CpuLaunchers::fp8Matmul},

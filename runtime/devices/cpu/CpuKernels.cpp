@@ -126,6 +126,27 @@ void rmsNorm(ThreadPool &pool, const float *x, const WeightView &weight,
   });
 }
 
+void addRmsNorm(ThreadPool &pool, const float *x, const float *residual,
+                const WeightView &weight, int64_t rows, int64_t dim, double eps,
+                float *sum, float *out) {
+  pool.parallelFor(rows, rowGrain(dim), [&](int64_t begin, int64_t end) {
+    for (int64_t r = begin; r < end; ++r) {
+      const float *a = x + r * dim, *b = residual + r * dim;
+      float *s = sum + r * dim, *o = out + r * dim;
+      double sumSquares = 0.0;
+      for (int64_t i = 0; i < dim; ++i) {
+        const float v = a[i] + b[i];
+        s[i] = v;
+        sumSquares += double(v) * v;
+      }
+      double inv = 1.0 / std::sqrt(sumSquares / double(dim) + eps);
+      for (int64_t i = 0; i < dim; ++i)
+        o[i] = static_cast<float>(s[i] * inv *
+                                  (weight.data ? weight.at(i) : 1.0f));
+    }
+  });
+}
+
 void layerNorm(ThreadPool &pool, const float *x, const float *weight,
                const float *bias, int64_t rows, int64_t dim, double eps,
                float *out) {

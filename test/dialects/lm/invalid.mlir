@@ -14,6 +14,25 @@ func.func @rms_norm_input_rank0(%x: tensor<f32>, %w: tensor<16xf32>) {
 
 // -----
 
+// Tests that lm.add_rms_norm rejects a residual of another type than its input.
+func.func @add_rms_norm_residual_type(%x: tensor<4x16xf32>, %r: tensor<4x16xbf16>, %w: tensor<16xf32>) {
+  // expected-error @+1 {{'lm.add_rms_norm' op expects input, residual and sum of one type, got 'tensor<4x16xf32>', 'tensor<4x16xbf16>' and 'tensor<4x16xf32>'}}
+  %s, %y = lm.add_rms_norm %x, %r, %w {eps = 1.0e-06 : f64} : (tensor<4x16xf32>, tensor<4x16xbf16>, tensor<16xf32>) -> (tensor<4x16xf32>, tensor<4x16xf32>)
+  return
+}
+
+// -----
+
+// Tests that lm.add_rms_norm checks its norm as lm.rms_norm does: the weight
+// has the input's last dim.
+func.func @add_rms_norm_weight_dim(%x: tensor<4x16xf32>, %w: tensor<8xf32>) {
+  // expected-error @+1 {{'lm.add_rms_norm' op expects weight dim 0 (8) to equal input dim -1 (16)}}
+  %s, %y = lm.add_rms_norm %x, %x, %w {eps = 1.0e-06 : f64} : (tensor<4x16xf32>, tensor<4x16xf32>, tensor<8xf32>) -> (tensor<4x16xf32>, tensor<4x16xf32>)
+  return
+}
+
+// -----
+
 // Tests that lm.rms_norm rejects a weight that is not rank 1.
 func.func @rms_norm_weight_rank(%x: tensor<4x16xf32>, %w: tensor<1x16xf32>) {
   // expected-error @+1 {{'lm.rms_norm' op expects weight of rank 1, got 'tensor<1x16xf32>'}}

@@ -21,6 +21,10 @@ func.func @norms(%x: tensor<?x256xbf16>, %w: tensor<256xbf16>,
   // CHECK: lm.gated_rms_norm %{{.*}}, %{{.*}}, %{{.*}} silu
   %4 = lm.gated_rms_norm %o, %gate, %gw silu {eps = 1.0e-05 : f64}
       : (tensor<4x2x16xf32>, tensor<4x2x16xf32>, tensor<16xf32>) -> tensor<4x2x16xf32>
+  // CHECK: lm.add_rms_norm %{{.*}}, %{{.*}}, %{{.*}} {eps = 9.9999999999999995E-7 : f64} : (tensor<?x256xbf16>, tensor<?x256xbf16>, tensor<256xbf16>) -> (tensor<?x256xbf16>, tensor<?x256xbf16>)
+  %5:2 = lm.add_rms_norm %x, %0, %w {eps = 1.0e-06 : f64}
+      : (tensor<?x256xbf16>, tensor<?x256xbf16>, tensor<256xbf16>)
+      -> (tensor<?x256xbf16>, tensor<?x256xbf16>)
   return
 }
 
