@@ -199,11 +199,11 @@ llvm::Expected<Value> Emitter::moe(int64_t layer, Value x) {
   moe.routerWeight = layerName(layer, "mlp.gate.weight");
   moe.selectionBias = layerName(layer, "mlp.gate.e_score_correction_bias");
   // Stacked routed experts, plain or FP8 as the checkpoint stores them.
-  moe.loadExperts = [&, layer]() {
+  moe.loadExperts = [&, layer](StringRef stackShared) {
     return perExpertGatedMlp(layerName(layer, "mlp.experts."),
                              "gate_proj.weight", "up_proj.weight",
                              "down_proj.weight", c.numRoutedExperts,
-                             c.hiddenSize, c.moeIntermediateSize);
+                             c.hiddenSize, c.moeIntermediateSize, stackShared);
   };
   moe.sharedPrefix = layerName(layer, "mlp.shared_experts.");
   moe.sharedInter = c.moeIntermediateSize * c.numSharedExperts;

@@ -310,10 +310,11 @@ llvm::Expected<Value> Emitter::mlp(int64_t layer, Value x) {
   moe.routerWeight = layerName(layer, "mlp.gate.weight");
   moe.selectionBias = layerName(layer, "mlp.gate.e_score_correction_bias");
   moe.act = act;
-  moe.loadExperts = [&, layer]() {
-    return perExpertGatedMlp(
-        layerName(layer, "mlp.experts."), "gate_proj.weight", "up_proj.weight",
-        "down_proj.weight", c.numExperts, c.hiddenSize, c.moeIntermediateSize);
+  moe.loadExperts = [&, layer](StringRef stackShared) {
+    return perExpertGatedMlp(layerName(layer, "mlp.experts."),
+                             "gate_proj.weight", "up_proj.weight",
+                             "down_proj.weight", c.numExperts, c.hiddenSize,
+                             c.moeIntermediateSize, stackShared);
   };
   if (c.numSharedExperts > 0) {
     moe.sharedPrefix = layerName(layer, "mlp.shared_experts.");

@@ -217,7 +217,8 @@ llvm::Expected<Value> Emitter::moe(int64_t layer, Value x) {
   moe.routing = lm::RoutingScore::SoftmaxTopK;
   moe.routerWeight = layerName(layer, "mlp.router.weight");
   moe.routerBias = layerName(layer, "mlp.router.bias");
-  moe.loadExperts = [&, layer]() -> llvm::Expected<RoutedExperts> {
+  // MXFP4 experts, stacked as published: no shared expert to stack.
+  moe.loadExperts = [&, layer](StringRef) -> llvm::Expected<RoutedExperts> {
     std::string prefix = layerName(layer, "mlp.experts.");
     int64_t experts = c.numLocalExperts, inter = c.intermediateSize;
     if (!c.mxfp4Experts)

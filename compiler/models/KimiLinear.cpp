@@ -190,10 +190,11 @@ llvm::Expected<Value> Emitter::mlp(int64_t layer, Value x) {
   moe.selectionBias =
       layerName(layer, "block_sparse_moe.gate.e_score_correction_bias");
   // Experts one tensor each: w1 gate, w3 up, w2 down.
-  moe.loadExperts = [&, layer]() {
+  moe.loadExperts = [&, layer](StringRef stackShared) {
     return perExpertGatedMlp(layerName(layer, "block_sparse_moe.experts."),
                              "w1.weight", "w3.weight", "w2.weight",
-                             c.numExperts, c.hiddenSize, c.moeIntermediateSize);
+                             c.numExperts, c.hiddenSize, c.moeIntermediateSize,
+                             stackShared);
   };
   if (c.numSharedExperts > 0) {
     moe.sharedPrefix = layerName(layer, "block_sparse_moe.shared_experts.");

@@ -518,12 +518,9 @@ llvm::Expected<Value> ModelBuilder::moe(Value x, const MoeConfig &c) {
   // the routed experts, it takes a slot of weight 1 in every token's
   // routing, so the routed experts' launches compute it (no MLP of its
   // own). Not under expert parallelism, where experts are split by rank.
-  sharedToStack = !c.sharedPrefix.empty() && c.sharedInter == c.inter &&
-                          epRanks == 1 && c.routing == lm::RoutingScore::Sigmoid
-                      ? c.sharedPrefix
-                      : std::string();
-  auto experts = c.loadExperts();
-  sharedToStack.clear();
+  const bool stackable = !c.sharedPrefix.empty() && c.sharedInter == c.inter &&
+                         epRanks == 1 && c.routing == lm::RoutingScore::Sigmoid;
+  auto experts = c.loadExperts(stackable ? StringRef(c.sharedPrefix) : "");
   if (!experts)
     return experts.takeError();
   const int64_t slots = c.topK + experts->sharedExperts;
@@ -899,7 +896,7 @@ llvm::Expected<Value> ModelBuilder::kdaMixer(const KdaSpec &spec, Value x,
 llvm::Expected<ModelBuilder::RoutedExperts>
 ModelBuilder::perExpertGatedMlp(StringRef prefix, StringRef gate, StringRef up,
                                 StringRef down, int64_t experts, int64_t hidden,
-                                int64_t inter) {
+                                int64_t inter, StringRef stackShared) {
   RoutedExperts routed;
   auto mine = expertRange(experts, "'" + prefix + "*'");
   if (!mine)
@@ -908,13 +905,13 @@ ModelBuilder::perExpertGatedMlp(StringRef prefix, StringRef gate, StringRef up,
   std::tie(routed.firstExpert, routed.localExperts) = *mine;
   // The shared experts' gate, up and down stacked after the routed ones'
   // when stored alike (dtype, shape, FP8 scales) as routed expert 0's.
-  const std::string shared[3] = {sharedToStack + "gate_proj.weight",
-                                 sharedToStack + "up_proj.weight",
-                                 sharedToStack + "down_proj.weight"};
+  const std::string shared[3] = {(stackShared + "gate_proj.weight").str(),
+                                 (stackShared + "up_proj.weight").str(),
+                                 (stackShared + "down_proj.weight").str()};
   const std::string first[3] = {(prefix + "0." + gate).str(),
                                 (prefix + "0." + up).str(),
                                 (prefix + "0." + down).str()};
-  bool stack = !sharedToStack.empty();
+  bool stack = !stackShared.empty();
   for (int i = 0; i < 3 && stack; ++i) {
     auto a = checkpoint.find(first[i]), s = checkpoint.find(shared[i]);
     stack = a && s && (*a)->dtype == (*s)->dtype &&

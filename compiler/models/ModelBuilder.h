@@ -275,8 +275,11 @@ protected:
     /// An optional f32 [experts] bias on the selection scores only
     /// (DeepSeek's e_score_correction_bias).
     std::string selectionBias;
-    /// Loads the routed experts; called once the router is emitted.
-    std::function<llvm::Expected<RoutedExperts>()> loadExperts;
+    /// Loads the routed experts; called once the router is emitted, with
+    /// the shared experts' prefix where they may be stacked after the
+    /// routed ones (perExpertGatedMlp's `stackShared`), else "".
+    std::function<llvm::Expected<RoutedExperts>(llvm::StringRef stackShared)>
+        loadExperts;
     GluParams act;
     /// Shared experts `{sharedPrefix}{gate,up,down}_proj.weight` of width
     /// sharedInter, added to the routed output; none when the prefix is
@@ -288,11 +291,16 @@ protected:
   /// Routed experts stored one tensor per expert and projection,
   /// `{prefix}{j}.{gate,up,down}` ([inter, hidden] and [hidden, inter]),
   /// plain or FP8 as perExpertWeights reads them; over tensor-parallel
-  /// ranks, every expert's intermediate features split among them.
+  /// ranks, every expert's intermediate features split among them. With
+  /// `stackShared` (a shared expert's
+  /// `{stackShared}{gate,up,down}_proj.weight`) stored as expert 0's are
+  /// (dtype, shape, FP8 scales), the shared expert is stacked after the routed
+  /// ones (`sharedExperts` 1).
   llvm::Expected<RoutedExperts>
   perExpertGatedMlp(llvm::StringRef prefix, llvm::StringRef gate,
                     llvm::StringRef up, llvm::StringRef down, int64_t experts,
-                    int64_t hidden, int64_t inter);
+                    int64_t hidden, int64_t inter,
+                    llvm::StringRef stackShared = {});
   /// MLA in absorbed form: `kvB` (kv_b_proj, [heads * (nope + vdim),
   /// lora], dense) split per head into W_UK, transposed to [H, lora, nope],
   /// and W_UV [H, vdim, lora] (both [H, N, K]); `query` is [q_nope W_UK |
@@ -390,10 +398,6 @@ protected:
   mlir::OpBuilder b;
   mlir::Location loc;
   llvm::StringMap<lm::WeightOp> declared;
-  /// While the MoE block loads its routed experts: the shared experts'
-  /// prefix when perExpertGatedMlp may stack them after the routed ones
-  /// (see moe).
-  std::string sharedToStack;
   /// This builder's rank of `ranks`; its tensor-parallel rank and their
   /// count (0 and 1 without tensor parallelism); the expert-parallel ranks.
   int64_t rank = 0, ranks = 1, tpRank = 0, tpRanks = 1, epRanks = 1;

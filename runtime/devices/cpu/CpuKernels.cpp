@@ -106,23 +106,26 @@ void rmsNorm(ThreadPool &pool, const float *x, const float *weight,
   rmsNorm(pool, x, WeightView::f32(weight), rows, dim, eps, out);
 }
 
+/// One row of rmsNorm: double sums of squares, fp32 results.
+static void rmsNormRow(const float *in, const WeightView &weight, int64_t dim,
+                       double eps, float *out) {
+  double sumSquares = 0.0;
+  for (int64_t i = 0; i < dim; ++i)
+    sumSquares += double(in[i]) * in[i];
+  double inv = 1.0 / std::sqrt(sumSquares / double(dim) + eps);
+  for (int64_t i = 0; i < dim; ++i)
+    out[i] =
+        static_cast<float>(in[i] * inv * (weight.data ? weight.at(i) : 1.0f));
+}
+
 void rmsNorm(ThreadPool &pool, const float *x, const WeightView &weight,
              int64_t rows, int64_t dim, double eps, float *out, int64_t xStride,
              int64_t outStride) {
   xStride = xStride ? xStride : dim;
   outStride = outStride ? outStride : dim;
   pool.parallelFor(rows, rowGrain(dim), [&](int64_t begin, int64_t end) {
-    for (int64_t r = begin; r < end; ++r) {
-      const float *in = x + r * xStride;
-      float *o = out + r * outStride;
-      double sumSquares = 0.0;
-      for (int64_t i = 0; i < dim; ++i)
-        sumSquares += double(in[i]) * in[i];
-      double inv = 1.0 / std::sqrt(sumSquares / double(dim) + eps);
-      for (int64_t i = 0; i < dim; ++i)
-        o[i] = static_cast<float>(in[i] * inv *
-                                  (weight.data ? weight.at(i) : 1.0f));
-    }
+    for (int64_t r = begin; r < end; ++r)
+      rmsNormRow(x + r * xStride, weight, dim, eps, out + r * outStride);
   });
 }
 
@@ -132,17 +135,10 @@ void addRmsNorm(ThreadPool &pool, const float *x, const float *residual,
   pool.parallelFor(rows, rowGrain(dim), [&](int64_t begin, int64_t end) {
     for (int64_t r = begin; r < end; ++r) {
       const float *a = x + r * dim, *b = residual + r * dim;
-      float *s = sum + r * dim, *o = out + r * dim;
-      double sumSquares = 0.0;
-      for (int64_t i = 0; i < dim; ++i) {
-        const float v = a[i] + b[i];
-        s[i] = v;
-        sumSquares += double(v) * v;
-      }
-      double inv = 1.0 / std::sqrt(sumSquares / double(dim) + eps);
+      float *s = sum + r * dim;
       for (int64_t i = 0; i < dim; ++i)
-        o[i] = static_cast<float>(s[i] * inv *
-                                  (weight.data ? weight.at(i) : 1.0f));
+        s[i] = a[i] + b[i];
+      rmsNormRow(s, weight, dim, eps, out + r * dim);
     }
   });
 }

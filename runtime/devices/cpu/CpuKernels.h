@@ -124,9 +124,10 @@ void rmsNorm(ThreadPool &pool, const float *x, const WeightView &weight,
              int64_t rows, int64_t dim, double eps, float *out,
              int64_t xStride = 0, int64_t outStride = 0);
 
-/// sum = x + residual, out = rmsNorm(sum) per row of `dim`, in one pass over
-/// the rows: sum's elements as the add stores them, out as rmsNorm computes
-/// it from them. sum may be x or residual.
+/// sum = x + residual, out = rmsNorm(sum) per row of `dim`, a row at a time
+/// (one launch, each row in cache between the add and the norm): sum's
+/// elements as the add stores them, out as rmsNorm computes it from them.
+/// sum may be x or residual.
 void addRmsNorm(ThreadPool &pool, const float *x, const float *residual,
                 const WeightView &weight, int64_t rows, int64_t dim, double eps,
                 float *sum, float *out);
