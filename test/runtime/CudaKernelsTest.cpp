@@ -257,6 +257,62 @@ TEST_F(CudaKernelsTest, Norms) {
       }
 }
 
+// add_rms_norm against the CPU kernel: the sum bit for bit (one fp32 add),
+// the normed rows within the fp32 block sum's error as Norms, the
+// instantiation equal to the generic kernel, and both outputs over their
+// inputs in place (the plan may alias them).
+TEST_F(CudaKernelsTest, AddRmsNorm) {
+  for (int64_t rows : {1, 5, 64})
+    for (int64_t dim : {7, 1000, 7168})
+      for (bool bf16Weight : {false, true}) {
+        auto x = random(rows * dim, -3, 3),
+             residual = random(rows * dim, -3, 3), weight = random(dim);
+        std::vector<uint16_t> weightBf16(dim);
+        for (int64_t i = 0; i < dim; ++i) {
+          weightBf16[i] = numerics::floatToBf16(weight[i]);
+          if (bf16Weight)
+            weight[i] = numerics::bf16ToFloat(weightBf16[i]);
+        }
+        std::vector<float> sum(rows * dim), normed(rows * dim);
+        cpu::addRmsNorm(pool, x.data(), residual.data(),
+                        cpu::WeightView::f32(weight.data()), rows, dim, 1e-6,
+                        sum.data(), normed.data());
+        Buffer dx(*driver, x), dr(*driver, residual), dw(*driver, weight),
+            dwb(*driver, weightBf16), dSum(*driver, rows * dim * 4),
+            dOut(*driver, rows * dim * 4);
+        DeviceWeight w = DeviceWeight::f32(dw);
+        if (bf16Weight) {
+          w.data = dwb;
+          w.type = 1; // BF16
+        }
+        char shape[64];
+        std::snprintf(shape, sizeof(shape), "%ldx%ld %s", long(rows), long(dim),
+                      bf16Weight ? "bf16" : "f32");
+        std::string specialized =
+            "daybreak_add_rms_norm_t<" + std::to_string(dim) + ">";
+        std::vector<std::vector<float>> results;
+        for (const std::string &instantiation : {std::string(), specialized}) {
+          expectRan(kernels->addRmsNorm(dx, dr, w, rows, dim, 1e-6, dSum, dOut,
+                                        nullptr, variant(instantiation)));
+          EXPECT_EQ(dSum.read<float>(rows * dim), sum) << shape;
+          results.push_back(dOut.read<float>(rows * dim));
+          double e = rowRelativeError(results.back(), normed, dim);
+          report(instantiation.empty() ? "addRmsNorm" : instantiation.c_str(),
+                 shape, e);
+          EXPECT_LE(e, 1e-5) << shape; // fp32 block sum vs the CPU's double
+        }
+        EXPECT_EQ(results[1], results[0]) << shape;
+        // In place: the sum over x, the normed rows over the residual.
+        for (const std::string &instantiation : {std::string(), specialized}) {
+          Buffer ix(*driver, x), ir(*driver, residual);
+          expectRan(kernels->addRmsNorm(ix, ir, w, rows, dim, 1e-6, ix, ir,
+                                        nullptr, variant(instantiation)));
+          EXPECT_EQ(ix.read<float>(rows * dim), sum) << shape;
+          EXPECT_EQ(ir.read<float>(rows * dim), results[0]) << shape;
+        }
+      }
+}
+
 TEST_F(CudaKernelsTest, Matmul) {
   struct Shape {
     int64_t m, n, k;

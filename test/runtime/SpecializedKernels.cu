@@ -19,6 +19,14 @@ DAYBREAK_RMS_NORM(7)
 DAYBREAK_RMS_NORM(1000)
 DAYBREAK_RMS_NORM(7168)
 
+#define DAYBREAK_ADD_RMS_NORM(D)                                               \
+  template __global__ void daybreak_add_rms_norm_t<D>(                         \
+      const float *, const float *, Weight, int64_t, int64_t, double, float *, \
+      float *);
+DAYBREAK_ADD_RMS_NORM(7)
+DAYBREAK_ADD_RMS_NORM(1000)
+DAYBREAK_ADD_RMS_NORM(7168)
+
 #define DAYBREAK_MATMUL(K)                                                     \
   template __global__ void daybreak_matmul_small_m_t<K>(                       \
       const float *, const float *, const float *, int64_t, int64_t, int64_t,  \

@@ -51,9 +51,9 @@ static int64_t staticDim(Value value, int64_t index) {
 static std::string instantiationFor(plan::LaunchOp launch,
                                     llvm::StringRef entry) {
   auto args = launch.getArgs();
-  if (entry == "rms_norm" && !args.empty()) {
+  if ((entry == "rms_norm" || entry == "add_rms_norm") && !args.empty()) {
     if (int64_t dim = staticDim(args[0], -1))
-      return llvm::formatv("daybreak_rms_norm_t<{0}>", dim).str();
+      return llvm::formatv("daybreak_{0}_t<{1}>", entry, dim).str();
   } else if (entry == "matmul" && args.size() > 1) {
     // The weight [N, K]: the decode path's loop runs over K. Only fp32
     // weights take the template; bf16 and e4m3 ones the stored-weight GEMVs.

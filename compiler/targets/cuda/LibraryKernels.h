@@ -14,6 +14,7 @@
 //
 // Specialised:
 //   rms_norm                 daybreak_rms_norm_t<dim>
+//   add_rms_norm             daybreak_add_rms_norm_t<dim>
 //   matmul, fp8_matmul       daybreak_matmul_small_m_t<k>   (m <= 8 path)
 //   dsa_indexer_scores       daybreak_dsa_indexer_scores_t<index head dim>
 //   sparse_attention         daybreak_sparse_attention_t<kv width, value dim>

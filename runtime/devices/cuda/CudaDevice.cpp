@@ -904,6 +904,14 @@ struct CudaLaunchers {
                               d.stream, specialized(d, l), x.stride(),
                               out.stride());
   }
+  static Status addRmsNorm(CudaDevice &d, const BoundLaunch &l) {
+    using In = abi::AddRmsNorm::In;
+    const BoundArg &x = l.in(In::input);
+    return d.kernels->addRmsNorm(p(x), p(l.in(In::residual)),
+                                 weight(l.in(In::weight)), x.rows(), x.back(),
+                                 l->f(abi::AddRmsNorm::P::eps), p(l.out(0)),
+                                 p(l.out(1)), d.stream, specialized(d, l));
+  }
   static Status layerNorm(CudaDevice &d, const BoundLaunch &l) {
     using In = abi::LayerNorm::In;
     const BoundArg &x = l.in(In::input), &out = l.out(0);
@@ -1241,6 +1249,7 @@ const runtime::LauncherTable<CudaDevice> &CudaDevice::launchers() {
       {K::Embedding, &CudaLaunchers::embedding},
       {K::GatherRows, &CudaLaunchers::gatherRows},
       {K::RmsNorm, &CudaLaunchers::rmsNorm},
+      {K::AddRmsNorm, &CudaLaunchers::addRmsNorm},
       {K::LayerNorm, &CudaLaunchers::layerNorm},
       {K::Matmul, &CudaLaunchers::matmul},
       {K::Fp8Matmul, &CudaLaunchers::fp8Matmul},

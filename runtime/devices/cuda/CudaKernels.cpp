@@ -502,6 +502,18 @@ Status CudaKernels::rmsNorm(CUdeviceptr x, const DeviceWeight &weight,
                 256, 0, stream, params);
 }
 
+Status CudaKernels::addRmsNorm(CUdeviceptr x, CUdeviceptr residual,
+                               const DeviceWeight &weight, int64_t rows,
+                               int64_t dim, double eps, CUdeviceptr sum,
+                               CUdeviceptr out, CUstream stream,
+                               CUfunction specialized) const {
+  DeviceWeight w = weight;
+  void *params[] = {&x, &residual, &w, &rows, &dim, &eps, &sum, &out};
+  // 256 threads, as rmsNorm (kRmsNormThreads in CudaKernels.cu).
+  return launch(specialized ? specialized : addRmsNormFn, "addRmsNorm", rows, 1,
+                1, 256, 0, stream, params);
+}
+
 Status CudaKernels::shortConv(CUdeviceptr x, const DeviceWeight &weight,
                               int64_t channels, int64_t width,
                               const DeviceState &state, CUdeviceptr sequences,

@@ -393,10 +393,16 @@ constexpr int kRmsNormThreads = 256;
 /// waits on one load at a time (its stores may alias x: norms run in
 /// place), 28 dependent loads a thread at DeepSeek's 7168. The sums and
 /// products are the same, in the same order.
+///
+/// With `residual` (add_rms_norm), the row normalised is x + residual,
+/// rounded to fp32 and written to `sum` (rows of dim floats, as x and
+/// residual then are): cpu::addRmsNorm's sum, bit for bit. A thread reads
+/// and writes only its own elements, so `sum` or `out` may alias an input.
 template <int kDim>
 __device__ __forceinline__ void
 rmsNormRow(const float *x, const Weight &weight, int64_t dimArg, double eps,
-           float *out, int64_t xStride, int64_t outStride) {
+           float *out, int64_t xStride, int64_t outStride,
+           const float *residual = nullptr, float *sum = nullptr) {
   __shared__ float scratch[32];
   // A decode GEMV usually follows (q_a, the MLP, lm_head): let it stream
   // its first weights while the rows are normalised.
@@ -404,6 +410,8 @@ rmsNormRow(const float *x, const Weight &weight, int64_t dimArg, double eps,
   const int64_t dim = kDim > 0 ? int64_t(kDim) : dimArg;
   const float *in = x + int64_t(blockIdx.x) * xStride;
   float *o = out + int64_t(blockIdx.x) * outStride;
+  const float *res = residual ? residual + int64_t(blockIdx.x) * dim : nullptr;
+  float *s = residual ? sum + int64_t(blockIdx.x) * dim : nullptr;
   if constexpr (kDim > 0) {
     constexpr int kPer = (kDim + kRmsNormThreads - 1) / kRmsNormThreads;
     const int tid = int(threadIdx.x);
@@ -413,13 +421,28 @@ rmsNormRow(const float *x, const Weight &weight, int64_t dimArg, double eps,
       const int i = tid + j * kRmsNormThreads;
       v[j] = i < kDim ? in[i] : 0.0f;
     }
-    float sum = 0.0f;
+    if (res) {
+      float r[kPer];
+#pragma unroll
+      for (int j = 0; j < kPer; ++j) {
+        const int i = tid + j * kRmsNormThreads;
+        r[j] = i < kDim ? res[i] : 0.0f;
+      }
+#pragma unroll
+      for (int j = 0; j < kPer; ++j) {
+        const int i = tid + j * kRmsNormThreads;
+        v[j] += r[j];
+        if (i < kDim)
+          s[i] = v[j];
+      }
+    }
+    float squares = 0.0f;
 #pragma unroll
     for (int j = 0; j < kPer; ++j)
       if (tid + j * kRmsNormThreads < kDim)
-        sum = fmaf(v[j], v[j], sum);
-    sum = blockSum(sum, scratch);
-    const float inv = float(1.0 / sqrt(double(sum) / double(dim) + eps));
+        squares = fmaf(v[j], v[j], squares);
+    squares = blockSum(squares, scratch);
+    const float inv = float(1.0 / sqrt(double(squares) / double(dim) + eps));
 #pragma unroll
     for (int j = 0; j < kPer; ++j) {
       const int i = tid + j * kRmsNormThreads;
@@ -432,13 +455,19 @@ rmsNormRow(const float *x, const Weight &weight, int64_t dimArg, double eps,
         o[i] = v[j] * inv * w[j];
     }
   } else {
-    float sum = 0.0f;
+    // With a residual the sums are written first and read back (each by
+    // the thread that wrote it).
+    if (res)
+      for (int64_t i = threadIdx.x; i < dim; i += blockDim.x)
+        s[i] = in[i] + res[i];
+    const float *row = res ? s : in;
+    float squares = 0.0f;
     for (int64_t i = threadIdx.x; i < dim; i += blockDim.x)
-      sum = fmaf(in[i], in[i], sum);
-    sum = blockSum(sum, scratch);
-    float inv = float(1.0 / sqrt(double(sum) / double(dim) + eps));
+      squares = fmaf(row[i], row[i], squares);
+    squares = blockSum(squares, scratch);
+    float inv = float(1.0 / sqrt(double(squares) / double(dim) + eps));
     for (int64_t i = threadIdx.x; i < dim; i += blockDim.x)
-      o[i] = in[i] * inv * (weight.data ? weightAt(weight, i) : 1.0f);
+      o[i] = row[i] * inv * (weight.data ? weightAt(weight, i) : 1.0f);
   }
 }
 
@@ -458,6 +487,25 @@ __global__ void daybreak_rms_norm_t(const float *x, Weight weight, int64_t rows,
                                     int64_t dim, double eps, float *out,
                                     int64_t xStride, int64_t outStride) {
   rmsNormRow<kDim>(x, weight, dim, eps, out, xStride, outStride);
+}
+
+/// grid (rows), block 256: sum = x + residual and out = rms_norm(sum), rows
+/// of dim floats (lm.add_rms_norm). weight may be null.
+extern "C" __global__ void daybreak_add_rms_norm(const float *x,
+                                                 const float *residual,
+                                                 Weight weight, int64_t rows,
+                                                 int64_t dim, double eps,
+                                                 float *sum, float *out) {
+  rmsNormRow<0>(x, weight, dim, eps, out, dim, dim, residual, sum);
+}
+
+/// daybreak_add_rms_norm for dim == kDim.
+template <int kDim>
+__global__ void daybreak_add_rms_norm_t(const float *x, const float *residual,
+                                        Weight weight, int64_t rows,
+                                        int64_t dim, double eps, float *sum,
+                                        float *out) {
+  rmsNormRow<kDim>(x, weight, dim, eps, out, dim, dim, residual, sum);
 }
 
 /// grid (rows), block 256: mean, then the centred variance. weight and bias

@@ -303,6 +303,7 @@ constexpr int64_t expertGemvScratchBytes(int64_t tokens, int64_t slots,
 #define DAYBREAK_CUDA_KERNELS(X)                                               \
   X(embedding, "daybreak_embedding")                                           \
   X(rmsNorm, "daybreak_rms_norm")                                              \
+  X(addRmsNorm, "daybreak_add_rms_norm")                                       \
   X(layerNorm, "daybreak_layer_norm")                                          \
   X(matmulTiled, "daybreak_matmul_tiled")                                      \
   X(matmulSmallM, "daybreak_matmul_small_m")                                   \
@@ -432,6 +433,13 @@ public:
                  int64_t dim, double eps, CUdeviceptr out, CUstream stream,
                  CUfunction specialized = nullptr, int64_t xStride = 0,
                  int64_t outStride = 0) const;
+  /// sum = x + residual and out = rms_norm(sum) with `weight` (may be
+  /// null), rows of dim floats (lm.add_rms_norm); `specialized`:
+  /// daybreak_add_rms_norm_t<dim>.
+  Status addRmsNorm(CUdeviceptr x, CUdeviceptr residual,
+                    const DeviceWeight &weight, int64_t rows, int64_t dim,
+                    double eps, CUdeviceptr sum, CUdeviceptr out,
+                    CUstream stream, CUfunction specialized = nullptr) const;
   Status layerNorm(CUdeviceptr x, CUdeviceptr weight, CUdeviceptr bias,
                    int64_t rows, int64_t dim, double eps, CUdeviceptr out,
                    CUstream stream) const;
