@@ -1448,7 +1448,8 @@ Status CudaKernels::tensorGemv(CUdeviceptr x, const DeviceWeight &w,
   DeviceWeight weight = w, b = bias;
   weight.rows = n;
   weight.cols = k;
-  void *params[] = {&x, &weight, &b, &m, &n, &k, &out};
+  int32_t l2Ahead = choice.l2Ahead < 0 ? kTensorGemvL2Ahead : choice.l2Ahead;
+  void *params[] = {&x, &weight, &b, &m, &n, &k, &out, &l2Ahead};
   CUlaunchAttribute attributes[2] = {};
   unsigned count = 0;
   if (plan.cluster > 1) {
