@@ -423,18 +423,10 @@ void benchGemvs(const CudaKernels &kernels, int iterations) {
         TensorGemvChoice choice;
       };
       std::vector<Variant> variants = {{"auto", false, {}}};
-      if (CudaKernels::tensorGemvApplies(weight, m, c.k)) {
+      if (CudaKernels::tensorGemvApplies(weight, m, c.k))
         for (int tiles : {1, 2})
           for (int cluster : {0, 1, 2, 4, 8, 16})
             variants.push_back({"tc", true, {tiles, cluster}});
-        // The launcher's tiles and cluster with the rolling L2 prefetch
-        // off and at 2, 4, 8 and 16 K groups ahead.
-        TensorGemvChoice picked = kernels.tensorGemvChoice(at(0), m, c.n, c.k);
-        if (picked.tiles)
-          for (int ahead : {0, 2, 4, 8, 16})
-            variants.push_back(
-                {"tc ahead", true, {picked.tiles, picked.cluster, ahead}});
-      }
       for (const Variant &v : variants) {
         auto run = [&](int i, CUstream stream) {
           return v.tensor ? kernels.tensorGemv(x, at(i), DeviceWeight(), m, c.n,
@@ -451,12 +443,9 @@ void benchGemvs(const CudaKernels &kernels, int iterations) {
         double seconds = timeGraph(run, std::max(iterations / 2, 8));
         std::string name = v.name;
         if (v.tensor)
-          name +=
-              " t" + std::to_string(v.choice.tiles) + " c" +
-              (v.choice.cluster ? std::to_string(v.choice.cluster)
-                                : std::string("auto")) +
-              (v.choice.l2Ahead >= 0 ? " l2 " + std::to_string(v.choice.l2Ahead)
-                                     : std::string());
+          name += " t" + std::to_string(v.choice.tiles) + " c" +
+                  (v.choice.cluster ? std::to_string(v.choice.cluster)
+                                    : std::string("auto"));
         row("gemv", shape, c.type == 1 ? "bf16" : "e4m3", seconds, bytes);
         double percent = 100.0 * bytes / seconds / copyRate;
         std::printf("%-18s %-40s %-12s %5.1f%% of the copy bandwidth (%s)\n",

@@ -2142,16 +2142,12 @@ TEST_F(CudaKernelsTest, TensorCoreGemv) {
           gb.type = 1;
         }
         ASSERT_TRUE(CudaKernels::tensorGemvApplies(gw, s.m, s.k));
-        // The launcher's choice; swept shapes also every forced tiles and
-        // cluster, and the rolling L2 prefetch off and at 1, 3 and 8 groups
-        // (past K's end on the short ones).
         std::vector<TensorGemvChoice> choices = {TensorGemvChoice()};
         if (s.sweep)
           for (int tiles : {1, 2})
             for (int cluster : {1, 2, 3, 8, 16})
               if (cluster <= s.k / (type == cpu::WeightType::BF16 ? 64 : 128))
-                for (int ahead : {0, 1, 3, 8})
-                  choices.push_back(TensorGemvChoice{tiles, cluster, ahead});
+                choices.push_back(TensorGemvChoice{tiles, cluster});
         for (TensorGemvChoice choice : choices) {
           // Poisoned (NaN) first: every output must be written.
           ASSERT_EQ(driver->cuMemsetD8(dOut.get(), 0xff, s.m * s.n * 4),
@@ -2162,11 +2158,10 @@ TEST_F(CudaKernelsTest, TensorCoreGemv) {
               rowRelativeError(dOut.read<float>(s.m * s.n), expected, s.n);
           char shape[96];
           std::snprintf(shape, sizeof(shape),
-                        "%s m=%ld n=%ld k=%ld bias=%d tiles=%d cluster=%d "
-                        "ahead=%d",
+                        "%s m=%ld n=%ld k=%ld bias=%d tiles=%d cluster=%d",
                         type == cpu::WeightType::BF16 ? "bf16" : "e4m3",
                         long(s.m), long(s.n), long(s.k), withBias, choice.tiles,
-                        choice.cluster, choice.l2Ahead);
+                        choice.cluster);
           report("tensorGemv", shape, e);
           EXPECT_LE(e, 1e-5); // exact products, fp32 sums in another order
         }

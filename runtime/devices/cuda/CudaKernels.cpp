@@ -1448,8 +1448,7 @@ Status CudaKernels::tensorGemv(CUdeviceptr x, const DeviceWeight &w,
   DeviceWeight weight = w, b = bias;
   weight.rows = n;
   weight.cols = k;
-  int32_t l2Ahead = choice.l2Ahead < 0 ? kTensorGemvL2Ahead : choice.l2Ahead;
-  void *params[] = {&x, &weight, &b, &m, &n, &k, &out, &l2Ahead};
+  void *params[] = {&x, &weight, &b, &m, &n, &k, &out};
   CUlaunchAttribute attributes[2] = {};
   unsigned count = 0;
   if (plan.cluster > 1) {

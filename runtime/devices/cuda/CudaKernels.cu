@@ -1051,17 +1051,10 @@ extern __shared__ __align__(16) uint8_t tcGemvShared[];
 /// Shared memory: the B entries and inverse x scales of ceil(groups / C)
 /// groups, then, when C > 1, two buffers of kWarps x kTiles x 16 x kTokens
 /// partial sums.
-///
-/// With l2Ahead > 0, each row's weights are also requested into L2 l2Ahead
-/// groups ahead of the register loads for the whole walk (lanes below
-/// kTiles x 16, a row a lane, cp.async.bulk.prefetch: bytes in flight
-/// without registers), and a later tile's first l2Ahead groups as it
-/// starts. A prefetch is a hint: the results are the same either way.
 template <int kType, int kTokens, int kWarps, int kTiles, int kDepth>
 __device__ __forceinline__ void
 gemvTensor(const float *__restrict__ x, const Weight &w, const Weight &bias,
-           int64_t m, int64_t n, int64_t k, float *__restrict__ out,
-           int32_t l2Ahead) {
+           int64_t m, int64_t n, int64_t k, float *__restrict__ out) {
   using S = TcShape<kType>;
   constexpr int kSlots = TcSlots<kTokens>::kValue;
   constexpr int kRows = kWarps * kTiles * 16;
@@ -1131,20 +1124,6 @@ gemvTensor(const float *__restrict__ x, const Weight &w, const Weight &bias,
       if (kType == kWeightE4M3)
         scale[i] = __ldg(scaleRow[i] + (int64_t(gBegin + gl) * 128) / blockK);
     }
-  };
-
-  // Groups [gl, gl + count) of this lane's row into L2 (clamped to the K
-  // range); the warp's rows are consecutive, tileRow[1] = tileRow[0] + 16.
-  auto prefetchL2 = [&](int gl, int count) {
-    count = min(count, gCount - gl);
-    if (count <= 0 || lane >= kTiles * 16)
-      return;
-    const int64_t row = min(tileRow[0] + lane, n - 1);
-    const uint8_t *p = static_cast<const uint8_t *>(w.data) +
-                       row * k * S::kBytes + int64_t(gBegin + gl) * 128;
-    asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;" ::"l"(p),
-                 "r"(uint32_t(count) * 128u)
-                 : "memory");
   };
 
   // kDepth - 1 groups in flight ahead of the one being multiplied (three
@@ -1323,8 +1302,6 @@ gemvTensor(const float *__restrict__ x, const Weight &w, const Weight &bias,
     if (kDepth > 2) {
       // Groups gl and gl + 1 are in flight in A and B at the top.
       for (int gl = 0; gl < gCount; gl += 3) {
-        if (l2Ahead > 0)
-          prefetchL2(gl + l2Ahead, 3);
         if (gl + 2 < gCount)
           load(rawC, scaleC, gl + 2);
         compute(rawA, scaleA, gl);
@@ -1341,8 +1318,6 @@ gemvTensor(const float *__restrict__ x, const Weight &w, const Weight &bias,
       }
     } else {
       for (int gl = 0; gl < gCount; gl += 2) {
-        if (l2Ahead > 0)
-          prefetchL2(gl + l2Ahead, 2);
         if (gl + 1 < gCount)
           load(rawB, scaleB, gl + 1);
         compute(rawA, scaleA, gl);
@@ -1380,8 +1355,6 @@ gemvTensor(const float *__restrict__ x, const Weight &w, const Weight &bias,
     if (tile < rowTiles && gCount > 0) {
       setRows(tile);
       prologue();
-      if (l2Ahead > 0)
-        prefetchL2(kDepth - 1, l2Ahead - (kDepth - 1));
     }
     if (clusters == 1) {
 #pragma unroll
@@ -1443,9 +1416,8 @@ gemvTensor(const float *__restrict__ x, const Weight &w, const Weight &bias,
 #define DAYBREAK_TC_GEMV(name, type, tokens, warps, tiles, depth, minBlocks)   \
   extern "C" __global__ void __launch_bounds__(warps * 32, minBlocks)          \
       name(const float *x, Weight w, Weight bias, int64_t m, int64_t n,        \
-           int64_t k, float *out, int32_t l2Ahead) {                           \
-    gemvTensor<type, tokens, warps, tiles, depth>(x, w, bias, m, n, k, out,    \
-                                                  l2Ahead);                    \
+           int64_t k, float *out) {                                            \
+    gemvTensor<type, tokens, warps, tiles, depth>(x, w, bias, m, n, k, out);   \
   }
 /// Tensor-core GEMVs (CudaKernels::tensorGemv): weight type, one input row
 /// or up to 8, four or eight warps of one or two 16-row tiles each, groups

@@ -76,15 +76,7 @@ static_assert(sizeof(DeviceWeight) == 56, "must match CudaKernels.cu's Weight");
 struct TensorGemvChoice {
   int tiles = 0;   ///< 16-row tiles per warp: 1 or 2
   int cluster = 0; ///< blocks of a cluster splitting K: 1 to 16
-  /// K groups each row's weights are requested into L2 ahead of the
-  /// register loads, all along the walk (cp.async.bulk.prefetch); -1 leaves
-  /// it to the launcher (kTensorGemvL2Ahead), 0 turns it off.
-  int l2Ahead = -1;
 };
-
-/// The launcher's rolling L2 prefetch distance of the tensor-core GEMVs
-/// (TensorGemvChoice::l2Ahead), in K groups.
-constexpr int kTensorGemvL2Ahead = 0;
 
 /// How a matmul on a weight stored below fp32 (bf16, e4m3) takes its fp32
 /// input (`daybreak-run --precision`). Exact by default: the products are
