@@ -3447,6 +3447,66 @@ TEST_F(CudaKernelsTest, TensorCoreExpertGemv) {
   EXPECT_TRUE(CudaKernels::tensorExpertGemvApplies(gw, 4, 64, 256, 8, 8));
 }
 
+TEST_F(CudaKernelsTest, DependentLaunchChainInGraph) {
+  // Kernels launched as programmatic dependents (launchDependent: add,
+  // rms_norm, add_rms_norm) back to back in a captured graph, each reading
+  // what the one before wrote and writing what it read: c = a + b;
+  // a = rms_norm(c); b = a + c and a = rms_norm(b) (add_rms_norm). One that
+  // read or wrote before its predecessor finished would be off by O(1) in
+  // some rows (64 rows of 7168, more blocks than the GPU holds at once).
+  // Replayed three times against the CPU kernels; the chain carries each
+  // norm's fp32 sum order (1e-5 a norm), hence 1e-4.
+  constexpr int64_t kRows = 64, kDim = 7168, kN = kRows * kDim;
+  constexpr int kRounds = 8, kReplays = 3;
+  const CudaKernels early = kernels->withProgrammaticLaunch(true);
+  std::vector<float> a = random(kN, -3, 3), b = random(kN, -3, 3), c(kN),
+                     weight = random(kDim);
+  Buffer da(*driver, a), db(*driver, b), dc(*driver, kN * 4),
+      dw(*driver, weight);
+  DeviceWeight w = DeviceWeight::f32(dw);
+  CUstream stream = nullptr;
+  ASSERT_TRUE(ok(driver->cuStreamCreate(&stream, CU_STREAM_NON_BLOCKING),
+                 "cuStreamCreate"));
+  ASSERT_TRUE(
+      ok(driver->cuStreamBeginCapture(stream, CU_STREAM_CAPTURE_MODE_GLOBAL),
+         "cuStreamBeginCapture"));
+  Status launched = Status::success();
+  for (int r = 0; r < kRounds && launched.ok(); ++r) {
+    launched = early.add(da, db, kN, dc, stream);
+    if (launched.ok())
+      launched = early.rmsNorm(dc, w, kRows, kDim, 1e-6, da, stream);
+    if (launched.ok())
+      launched =
+          early.addRmsNorm(da, dc, w, kRows, kDim, 1e-6, db, da, stream);
+  }
+  CUgraph graph = nullptr;
+  ASSERT_TRUE(
+      ok(driver->cuStreamEndCapture(stream, &graph), "cuStreamEndCapture"));
+  ASSERT_TRUE(launched.ok()) << launched.message();
+  CUgraphExec exec = nullptr;
+  ASSERT_TRUE(ok(driver->cuGraphInstantiateWithFlags(&exec, graph, 0),
+                 "cuGraphInstantiateWithFlags"));
+  for (int replay = 0; replay < kReplays; ++replay)
+    ASSERT_TRUE(ok(driver->cuGraphLaunch(exec, stream), "cuGraphLaunch"));
+  ASSERT_TRUE(ok(driver->cuStreamSynchronize(stream), "cuStreamSynchronize"));
+  driver->cuGraphExecDestroy(exec);
+  driver->cuGraphDestroy(graph);
+  driver->cuStreamDestroy(stream);
+  cpu::WeightView hw = cpu::WeightView::f32(weight.data());
+  for (int replay = 0; replay < kReplays; ++replay)
+    for (int r = 0; r < kRounds; ++r) {
+      cpu::add(pool, a.data(), b.data(), kN, c.data());
+      cpu::rmsNorm(pool, c.data(), hw, kRows, kDim, 1e-6, a.data());
+      cpu::addRmsNorm(pool, a.data(), c.data(), hw, kRows, kDim, 1e-6,
+                      b.data(), a.data());
+    }
+  double e = std::max({rowRelativeError(da.read<float>(kN), a, kDim),
+                       rowRelativeError(db.read<float>(kN), b, kDim),
+                       rowRelativeError(dc.read<float>(kN), c, kDim)});
+  report("dependent chain", "64x7168", e);
+  EXPECT_LE(e, 1e-4);
+}
+
 TEST_F(CudaKernelsTest, ProgrammaticGemvInGraph) {
   // Tensor-core GEMVs launched as programmatic dependents (PDL) inside a
   // captured graph, each right after an rms_norm that writes its x (read

@@ -16,6 +16,7 @@
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <optional>
 #include <string>
 
 namespace daybreak::cuda {
@@ -447,22 +448,57 @@ StatusOr<CudaKernels> CudaKernels::load(const Driver &driver, CUmodule module) {
   return kernels;
 }
 
-Status CudaKernels::launch(CUfunction function, const char *name, int64_t gridX,
-                           int64_t gridY, int64_t gridZ, unsigned block,
-                           unsigned sharedBytes, CUstream stream,
-                           void **params) const {
+/// The grid check of every launch: an empty grid is nothing to do.
+static std::optional<Status> checkGrid(const char *name, int64_t gridX,
+                                       int64_t gridY, int64_t gridZ) {
   if (gridX <= 0 || gridY <= 0 || gridZ <= 0)
-    return Status::success(); // nothing to do
+    return Status::success();
   if (gridX > 0x7FFFFFFF || gridY > 65535 || gridZ > 65535)
     return Status::error(std::string(name) + ": grid " + std::to_string(gridX) +
                          " x " + std::to_string(gridY) + " x " +
                          std::to_string(gridZ) +
                          " exceeds the limits (2^31-1, 65535, 65535)");
+  return std::nullopt;
+}
+
+Status CudaKernels::launch(CUfunction function, const char *name, int64_t gridX,
+                           int64_t gridY, int64_t gridZ, unsigned block,
+                           unsigned sharedBytes, CUstream stream,
+                           void **params) const {
+  if (std::optional<Status> done = checkGrid(name, gridX, gridY, gridZ))
+    return *done;
   return driver->check(driver->cuLaunchKernel(function, unsigned(gridX),
                                               unsigned(gridY), unsigned(gridZ),
                                               block, 1, 1, sharedBytes, stream,
                                               params, nullptr),
                        name);
+}
+
+Status CudaKernels::launchDependent(CUfunction function, const char *name,
+                                    int64_t gridX, int64_t gridY, int64_t gridZ,
+                                    unsigned block, unsigned sharedBytes,
+                                    CUstream stream, void **params) const {
+  if (!programmatic)
+    return launch(function, name, gridX, gridY, gridZ, block, sharedBytes,
+                  stream, params);
+  if (std::optional<Status> done = checkGrid(name, gridX, gridY, gridZ))
+    return *done;
+  CUlaunchAttribute early = {};
+  early.id = CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION;
+  early.value.programmaticStreamSerializationAllowed = 1;
+  CUlaunchConfig config{};
+  config.gridDimX = unsigned(gridX);
+  config.gridDimY = unsigned(gridY);
+  config.gridDimZ = unsigned(gridZ);
+  config.blockDimX = block;
+  config.blockDimY = 1;
+  config.blockDimZ = 1;
+  config.sharedMemBytes = sharedBytes;
+  config.hStream = stream;
+  config.attrs = &early;
+  config.numAttrs = 1;
+  return driver->check(
+      driver->cuLaunchKernelEx(&config, function, params, nullptr), name);
 }
 
 Status CudaKernels::embedding(CUdeviceptr table, int64_t vocab, int64_t dim,
@@ -477,7 +513,8 @@ Status CudaKernels::embedding(const DeviceWeight &table, int64_t vocab,
                               CUdeviceptr out, CUstream stream) const {
   DeviceWeight t = table;
   void *params[] = {&t, &vocab, &dim, &ids, &tokens, &out};
-  return launch(embeddingFn, "embedding", tokens, 1, 1, 256, 0, stream, params);
+  return launchDependent(embeddingFn, "embedding", tokens, 1, 1, 256, 0, stream,
+                         params);
 }
 
 Status CudaKernels::rmsNorm(CUdeviceptr x, CUdeviceptr weight, int64_t rows,
@@ -498,8 +535,8 @@ Status CudaKernels::rmsNorm(CUdeviceptr x, const DeviceWeight &weight,
   void *params[] = {&x, &w, &rows, &dim, &eps, &out, &xStride, &outStride};
   // 256 threads: daybreak_rms_norm_t<dim> keeps a thread's dim / 256
   // values in registers (kRmsNormThreads in CudaKernels.cu).
-  return launch(specialized ? specialized : rmsNormFn, "rmsNorm", rows, 1, 1,
-                256, 0, stream, params);
+  return launchDependent(specialized ? specialized : rmsNormFn, "rmsNorm", rows,
+                         1, 1, 256, 0, stream, params);
 }
 
 Status CudaKernels::addRmsNorm(CUdeviceptr x, CUdeviceptr residual,
@@ -510,8 +547,8 @@ Status CudaKernels::addRmsNorm(CUdeviceptr x, CUdeviceptr residual,
   DeviceWeight w = weight;
   void *params[] = {&x, &residual, &w, &rows, &dim, &eps, &sum, &out};
   // 256 threads, as rmsNorm (kRmsNormThreads in CudaKernels.cu).
-  return launch(specialized ? specialized : addRmsNormFn, "addRmsNorm", rows, 1,
-                1, 256, 0, stream, params);
+  return launchDependent(specialized ? specialized : addRmsNormFn, "addRmsNorm",
+                         rows, 1, 1, 256, 0, stream, params);
 }
 
 Status CudaKernels::shortConv(CUdeviceptr x, const DeviceWeight &weight,
@@ -764,7 +801,8 @@ Status CudaKernels::layerNorm(CUdeviceptr x, const DeviceWeight &weight,
   xStride = xStride ? xStride : dim;
   outStride = outStride ? outStride : dim;
   void *params[] = {&x, &w, &b, &rows, &dim, &eps, &out, &xStride, &outStride};
-  return launch(layerNormFn, "layerNorm", rows, 1, 1, 256, 0, stream, params);
+  return launchDependent(layerNormFn, "layerNorm", rows, 1, 1, 256, 0, stream,
+                         params);
 }
 
 Status CudaKernels::matmul(CUdeviceptr x, CUdeviceptr w, CUdeviceptr bias,
@@ -1348,8 +1386,8 @@ Status CudaKernels::combineExperts(const ExpertGroups &groups,
   CUdeviceptr results = groups.results;
   void *combine[] = {
       &results, &indices, &routingWeights, &experts, &tokens, &slots, &n, &out};
-  return launch(expertCombineFn, "expertMatmul (combine)", ceilDiv(n, 256),
-                tokens, 1, 256, 0, stream, combine);
+  return launchDependent(expertCombineFn, "expertMatmul (combine)",
+                         ceilDiv(n, 256), tokens, 1, 256, 0, stream, combine);
 }
 
 CudaKernels::TensorGemvPlan
@@ -1532,10 +1570,11 @@ Status CudaKernels::headMatmul(CUdeviceptr x, const DeviceWeight &weight,
       headGemmApplies(w, transposeWeight, k, headRowsAligned(x, xStride))) {
     void *params[] = {&x, &w,   &tokens,  &heads,    &n,
                       &k, &out, &xStride, &outStride};
-    return launch(rounding.bf16 ? headGemmTcBf16X1Fn : headGemmTcBf16Fn,
-                  "headMatmul (tensor-core GEMM)", ceilDiv(n, 128),
-                  ceilDiv(tokens, kTensorGemmRows), heads, 128,
-                  unsigned(tensorGemmSharedBytes(w.type)), stream, params);
+    return launchDependent(
+        rounding.bf16 ? headGemmTcBf16X1Fn : headGemmTcBf16Fn,
+        "headMatmul (tensor-core GEMM)", ceilDiv(n, 128),
+        ceilDiv(tokens, kTensorGemmRows), heads, 128,
+        unsigned(tensorGemmSharedBytes(w.type)), stream, params);
   }
   // The rows x spans (a column view's, strides kept) are rounded.
   int64_t span = tokens * heads > 0 ? (tokens * heads - 1) * xStride + k : 0;
@@ -1546,8 +1585,8 @@ Status CudaKernels::headMatmul(CUdeviceptr x, const DeviceWeight &weight,
   int32_t transpose = transposeWeight;
   void *params[] = {&x, &w, &transpose, &tokens,  &heads,
                     &k, &n, &out,       &xStride, &outStride};
-  return launch(headMatmulFn, "headMatmul", ceilDiv(n, 64), ceilDiv(tokens, 64),
-                heads, 256, 0, stream, params);
+  return launchDependent(headMatmulFn, "headMatmul", ceilDiv(n, 64),
+                         ceilDiv(tokens, 64), heads, 256, 0, stream, params);
 }
 
 Status CudaKernels::rope(CUdeviceptr x, CUdeviceptr positions, int64_t tokens,
@@ -1595,8 +1634,9 @@ Status CudaKernels::rope(CUdeviceptr x, int64_t xStride, CUdeviceptr out,
                          std::to_string(2 * kRopeMaxPairs));
   if (tokens <= 0 || rowsPerToken <= 0 || dim < 2)
     return Status::success();
-  return launch(ropeFn, "rope", tokens, ceilDiv(rowsPerToken, kRopeRows), 1,
-                256, 0, stream, params);
+  return launchDependent(ropeFn, "rope", tokens,
+                         ceilDiv(rowsPerToken, kRopeRows), 1, 256, 0, stream,
+                         params);
 }
 
 Status CudaKernels::swiglu(CUdeviceptr gate, CUdeviceptr up, int64_t n,
@@ -1605,14 +1645,15 @@ Status CudaKernels::swiglu(CUdeviceptr gate, CUdeviceptr up, int64_t n,
                            CUstream stream) const {
   int32_t limited = hasLimit;
   void *params[] = {&gate, &up, &n, &alpha, &limited, &limit, &upOffset, &out};
-  return launch(swigluFn, "swiglu", ceilDiv(n, 256), 1, 1, 256, 0, stream,
-                params);
+  return launchDependent(swigluFn, "swiglu", ceilDiv(n, 256), 1, 1, 256, 0,
+                         stream, params);
 }
 
 Status CudaKernels::add(CUdeviceptr a, CUdeviceptr b, int64_t n,
                         CUdeviceptr out, CUstream stream) const {
   void *params[] = {&a, &b, &n, &out};
-  return launch(addFn, "add", ceilDiv(n, 256), 1, 1, 256, 0, stream, params);
+  return launchDependent(addFn, "add", ceilDiv(n, 256), 1, 1, 256, 0, stream,
+                         params);
 }
 
 Status CudaKernels::moeRouteSigmoid(CUdeviceptr logits, CUdeviceptr bias,
@@ -1633,8 +1674,8 @@ Status CudaKernels::moeRouteSigmoid(CUdeviceptr logits, CUdeviceptr bias,
   void *params[] = {&logits,  &bias,   &tokens,     &experts,
                     &topK,    &groups, &keepGroups, &renormalize,
                     &scaling, &shared, &indices,    &weights};
-  return launch(moeRouteSigmoidFn, "moeRouteSigmoid", tokens, 1, 1, 256, 0,
-                stream, params);
+  return launchDependent(moeRouteSigmoidFn, "moeRouteSigmoid", tokens, 1, 1,
+                         256, 0, stream, params);
 }
 
 Status CudaKernels::moeRouteSoftmaxTopK(CUdeviceptr logits, CUdeviceptr bias,
@@ -1653,8 +1694,8 @@ Status CudaKernels::moeRouteSoftmaxTopK(CUdeviceptr logits, CUdeviceptr bias,
   double scaling = p.scalingFactor;
   void *params[] = {&logits, &bias,    &tokens,  &experts,
                     &topK,   &scaling, &indices, &weights};
-  return launch(moeRouteSoftmaxTopKFn, "moeRouteSoftmaxTopK", tokens, 1, 1,
-                256, 0, stream, params);
+  return launchDependent(moeRouteSoftmaxTopKFn, "moeRouteSoftmaxTopK", tokens,
+                         1, 1, 256, 0, stream, params);
 }
 
 Status CudaKernels::expertMatmul(CUdeviceptr x, bool perSlotInput,
@@ -1818,15 +1859,15 @@ Status CudaKernels::tensorExpertGemv(
   const CUfunction fns[2][3] = {
       {expertGemvTcBf16Fn, expertGemvTcBf16Ring4Fn, expertGemvTcBf16Ring8Fn},
       {expertGemvTcE4m3Fn, expertGemvTcE4m3Ring4Fn, expertGemvTcE4m3Ring8Fn}};
-  DAYBREAK_RETURN_IF_ERROR(
-      launch(fns[e4m3][form], "expertMatmul (tensor-core GEMV)", blocks, 1, 1,
-             128, unsigned(expertGemvSharedBytes(streaming)), stream, params));
+  DAYBREAK_RETURN_IF_ERROR(launchDependent(
+      fns[e4m3][form], "expertMatmul (tensor-core GEMV)", blocks, 1, 1, 128,
+      unsigned(expertGemvSharedBytes(streaming)), stream, params));
   if (!routed)
     return Status::success();
   void *combine[] = {&y, &indices, &routingWeights, &experts, &tokens, &slots,
                      &n, &out};
-  return launch(expertCombineFn, "expertMatmul (combine)", ceilDiv(n, 256),
-                tokens, 1, 256, 0, stream, combine);
+  return launchDependent(expertCombineFn, "expertMatmul (combine)",
+                         ceilDiv(n, 256), tokens, 1, 256, 0, stream, combine);
 }
 
 Status CudaKernels::tensorExpertMatmul(
@@ -1974,8 +2015,8 @@ Status CudaKernels::cacheWrite(const DeviceCacheView &cache, CUdeviceptr values,
                                int64_t tokens, CUstream stream) const {
   KernelCache c = toKernel(cache);
   void *params[] = {&c, &values, &slots, &sequences, &tokens};
-  return launch(cacheWriteFn, "cacheWrite", tokens, 1, 1, 128, 0, stream,
-                params);
+  return launchDependent(cacheWriteFn, "cacheWrite", tokens, 1, 1, 128, 0,
+                         stream, params);
 }
 
 Status CudaKernels::allowSharedMemory(CUfunction fn) const {
@@ -2020,10 +2061,10 @@ Status CudaKernels::dsaIndexerScores(
     CUfunction fn =
         bf16 ? (wide ? dsaIndexerTokensBf16_128Fn : dsaIndexerTokensBf16_64Fn)
              : (wide ? dsaIndexerTokensE4m3_128Fn : dsaIndexerTokensE4m3_64Fn);
-    return launch(fn, "dsaIndexerScores (tensor cores, token groups)",
-                  blocksFor(128, 4, groups), groups, 1, 256,
-                  unsigned(indexerTokensSharedBytes(keys.width)), stream,
-                  params);
+    return launchDependent(fn, "dsaIndexerScores (tensor cores, token groups)",
+                           blocksFor(128, 4, groups), groups, 1, 256,
+                           unsigned(indexerTokensSharedBytes(keys.width)),
+                           stream, params);
   }
   if (tensorRows) {
     // A token's 64-key tiles over about 8 blocks an SM.
@@ -2055,18 +2096,18 @@ Status CudaKernels::dsaIndexerScores(
   KernelCache c = toKernel(keys);
   void *params[] = {&q,      &weights, &c,     &sequences, &bounds,
                     &tokens, &heads,   &scale, &scores};
-  return launch(specialized ? specialized : dsaIndexerScoresFn,
-                "dsaIndexerScores", ceilDiv(keys.maxSeqLen, keysPerBlock),
-                tokens, 1, unsigned(32 * warps),
-                unsigned((heads + keysPerBlock) * stride * 4), stream, params);
+  return launchDependent(
+      specialized ? specialized : dsaIndexerScoresFn, "dsaIndexerScores",
+      ceilDiv(keys.maxSeqLen, keysPerBlock), tokens, 1, unsigned(32 * warps),
+      unsigned((heads + keysPerBlock) * stride * 4), stream, params);
 }
 
 Status CudaKernels::dsaIndexSelect(CUdeviceptr scores, CUdeviceptr bounds,
                                    int64_t tokens, int64_t keys, int64_t topK,
                                    CUdeviceptr indices, CUstream stream) const {
   void *params[] = {&scores, &bounds, &tokens, &keys, &topK, &indices};
-  return launch(dsaIndexSelectFn, "dsaIndexSelect", tokens, 1, 1, 1024, 0,
-                stream, params);
+  return launchDependent(dsaIndexSelectFn, "dsaIndexSelect", tokens, 1, 1, 1024,
+                         0, stream, params);
 }
 
 Status CudaKernels::sparseAttention(
@@ -2113,31 +2154,31 @@ Status CudaKernels::sparseAttention(
       if (splits == 1) {
         void *params[] = {&q,     &c,      &indices, &topK, &sequences,
                           &heads, &fscale, &sinks,   &out};
-        return launch(sparseMlaWgFn, "sparseMlaWg", tokens, groups, 1, 384,
-                      bytes, stream, params);
+        return launchDependent(sparseMlaWgFn, "sparseMlaWg", tokens, groups, 1,
+                               384, bytes, stream, params);
       }
       void *params[] = {&q,     &c,      &indices,  &topK,      &sequences,
                         &heads, &fscale, &partials, &splitCount};
-      status = launch(sparseMlaWgSplitFn, "sparseMlaWgSplit", tokens, groups,
-                      splits, 384, bytes, stream, params);
+      status = launchDependent(sparseMlaWgSplitFn, "sparseMlaWgSplit", tokens,
+                               groups, splits, 384, bytes, stream, params);
     } else {
       unsigned bytes = unsigned(sparseMlaTcSharedBytes(kv.width));
       if (splits == 1) {
         void *params[] = {&q,     &c,      &indices, &topK,  &sequences,
                           &heads, &fscale, &value,   &sinks, &out};
-        return launch(sparseMlaTcFn, "sparseMlaTc", tokens, groups, 1, 256,
-                      bytes, stream, params);
+        return launchDependent(sparseMlaTcFn, "sparseMlaTc", tokens, groups, 1,
+                               256, bytes, stream, params);
       }
       void *params[] = {&q,     &c,      &indices, &topK,     &sequences,
                         &heads, &fscale, &value,   &partials, &splitCount};
-      status = launch(sparseMlaTcSplitFn, "sparseMlaTcSplit", tokens, groups,
-                      splits, 256, bytes, stream, params);
+      status = launchDependent(sparseMlaTcSplitFn, "sparseMlaTcSplit", tokens,
+                               groups, splits, 256, bytes, stream, params);
     }
     if (!status.ok())
       return status;
     void *combine[] = {&partials, &heads, &splitCount, &valueDim, &sinks, &out};
-    return launch(sparseAttentionCombineFn, "sparseAttentionCombine", tokens,
-                  heads, 1, 128, 0, stream, combine);
+    return launchDependent(sparseAttentionCombineFn, "sparseAttentionCombine",
+                           tokens, heads, 1, 128, 0, stream, combine);
   }
   // Each of the 256 threads keeps 16 accumulators of [headGroup, valueDim].
   constexpr int64_t kAccumulators = 256 * 16;
@@ -2174,23 +2215,23 @@ Status CudaKernels::sparseAttention(
     void *params[] = {&q,      &c,     &indices, &topK,     &sequences,
                       &tokens, &heads, &scale,   &valueDim, &sinks,
                       &out,    &group, &rows};
-    return launch(specialized ? specialized : sparseAttentionFn,
-                  "sparseAttention", tokens, groups, 1, 256,
-                  unsigned(floats() * 4), stream, params);
+    return launchDependent(specialized ? specialized : sparseAttentionFn,
+                           "sparseAttention", tokens, groups, 1, 256,
+                           unsigned(floats() * 4), stream, params);
   }
   int32_t splitCount = int32_t(splits);
   void *params[] = {&q,        &c,     &indices, &topK,
                     &sequences, &tokens, &heads, &scale,
                     &valueDim, &partials, &group, &rows,
                     &splitCount};
-  Status status =
-      launch(sparseAttentionSplitFn, "sparseAttentionSplit", tokens, groups,
-             splits, 256, unsigned(floats() * 4), stream, params);
+  Status status = launchDependent(
+      sparseAttentionSplitFn, "sparseAttentionSplit", tokens, groups, splits,
+      256, unsigned(floats() * 4), stream, params);
   if (!status.ok())
     return status;
   void *combine[] = {&partials, &heads, &splitCount, &valueDim, &sinks, &out};
-  return launch(sparseAttentionCombineFn, "sparseAttentionCombine", tokens,
-                heads, 1, 128, 0, stream, combine);
+  return launchDependent(sparseAttentionCombineFn, "sparseAttentionCombine",
+                         tokens, heads, 1, 128, 0, stream, combine);
 }
 
 Status CudaKernels::attention(CUdeviceptr q, const DeviceCacheView &k,
@@ -2248,8 +2289,8 @@ Status CudaKernels::attention(CUdeviceptr q, const DeviceCacheView &k,
     if (!status.ok() || splits == 1)
       return status;
     void *combine[] = {&partials, &heads, &splitCount, &valueDim, &sinks, &out};
-    return launch(sparseAttentionCombineFn, "attentionCombine", tokens, heads,
-                  1, 128, 0, stream, combine);
+    return launchDependent(sparseAttentionCombineFn, "attentionCombine", tokens,
+                           heads, 1, 128, 0, stream, combine);
   }
   // Decode: at most one token a cache slot, so no keys shared between
   // tokens. Split each token's keys until the grid holds twice the target
@@ -2281,8 +2322,8 @@ Status CudaKernels::attention(CUdeviceptr q, const DeviceCacheView &k,
     if (!status.ok())
       return status;
     void *combine[] = {&partials, &heads, &splitCount, &valueDim, &sinks, &out};
-    return launch(sparseAttentionCombineFn, "attentionCombine", tokens, heads,
-                  1, 128, 0, stream, combine);
+    return launchDependent(sparseAttentionCombineFn, "attentionCombine", tokens,
+                           heads, 1, 128, 0, stream, combine);
   }
   int64_t headGroup = attentionHeadGroup(group, valueDim);
   // Split each token's keys while the grid is small (decode), as far as
@@ -2375,8 +2416,8 @@ Status CudaKernels::attention(CUdeviceptr q, const DeviceCacheView &k,
   if (!status.ok())
     return status;
   void *combine[] = {&partials, &heads, &splitCount, &valueDim, &sinks, &out};
-  return launch(sparseAttentionCombineFn, "attentionCombine", tokens, heads, 1,
-                128, 0, stream, combine);
+  return launchDependent(sparseAttentionCombineFn, "attentionCombine", tokens,
+                         heads, 1, 128, 0, stream, combine);
 }
 
 /// Whether a cache's rows load in the tensor-core kernels' 8-column chunks
@@ -2544,8 +2585,8 @@ Status CudaKernels::divScalarI32(CUdeviceptr input, int64_t n, int64_t divisor,
 Status CudaKernels::causalBounds(CUdeviceptr positions, int64_t tokens,
                                  CUdeviceptr bounds, CUstream stream) const {
   void *params[] = {&positions, &tokens, &bounds};
-  return launch(causalBoundsFn, "causalBounds", ceilDiv(tokens, 256), 1, 1, 256,
-                0, stream, params);
+  return launchDependent(causalBoundsFn, "causalBounds", ceilDiv(tokens, 256),
+                         1, 1, 256, 0, stream, params);
 }
 
 } // namespace daybreak::cuda

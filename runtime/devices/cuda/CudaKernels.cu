@@ -151,6 +151,16 @@ __device__ __forceinline__ void allowDependents() {
   asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
 }
 
+/// The first statement of a kernel CudaKernels::launchDependent starts as a
+/// programmatic dependent: waits for the kernel before it (before any
+/// buffer is read or written), then lets the next kernel launch, whose
+/// launch and block setup then overlap this kernel's work. Triggering after
+/// the wait keeps at most one grid waiting behind the running one.
+__device__ __forceinline__ void beginDependent() {
+  waitForPrevious();
+  allowDependents();
+}
+
 /// 2^ceil(log2(max(amax, 1e-4) / 448)) as an exponent, as CpuCache.cpp.
 enum : int32_t { kWeightF32 = 0, kWeightBF16 = 1, kWeightE4M3 = 2 };
 
@@ -363,6 +373,7 @@ constexpr int kSmallM = 8;
 extern "C" __global__ void daybreak_embedding(Weight table, int64_t vocab,
                                               int64_t dim, const int32_t *ids,
                                               int64_t tokens, float *out) {
+  beginDependent();
   constexpr int kBatch = 8;
   int64_t t = blockIdx.x;
   int64_t id = ids[t];
@@ -404,9 +415,10 @@ rmsNormRow(const float *x, const Weight &weight, int64_t dimArg, double eps,
            float *out, int64_t xStride, int64_t outStride,
            const float *residual = nullptr, float *sum = nullptr) {
   __shared__ float scratch[32];
-  // A decode GEMV usually follows (q_a, the MLP, lm_head): let it stream
-  // its first weights while the rows are normalised.
-  allowDependents();
+  // Launched as a programmatic dependent; a decode GEMV usually follows
+  // (q_a, the MLP, lm_head): it streams its first weights while the rows
+  // are normalised.
+  beginDependent();
   const int64_t dim = kDim > 0 ? int64_t(kDim) : dimArg;
   const float *in = x + int64_t(blockIdx.x) * xStride;
   float *o = out + int64_t(blockIdx.x) * outStride;
@@ -515,6 +527,7 @@ extern "C" __global__ void daybreak_layer_norm(const float *x, Weight weight,
                                                int64_t dim, double eps,
                                                float *out, int64_t xStride,
                                                int64_t outStride) {
+  beginDependent();
   __shared__ float scratch[32];
   const float *in = x + int64_t(blockIdx.x) * xStride;
   float *o = out + int64_t(blockIdx.x) * outStride;
@@ -2017,6 +2030,7 @@ DAYBREAK_TC_GEMM(e4m3_k32_x1, kWeightE4M3, 2, 1)
       daybreak_head_gemm_tc_##name(                                            \
           const float *x, Weight w, int64_t tokens, int64_t heads, int64_t n,  \
           int64_t k, float *out, int64_t xStride, int64_t outStride) {         \
+    beginDependent();                                                          \
     gemmHeads<type, fold, parts>(x, w, tokens, heads, n, k, out, xStride,      \
                                  outStride);                                   \
   }
@@ -2103,6 +2117,7 @@ extern "C" __global__ void
 daybreak_expert_combine(const float *y, const int32_t *indices,
                         const float *routingWeights, int64_t experts,
                         int64_t tokens, int64_t slots, int64_t n, float *out) {
+  beginDependent();
   int64_t col = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
   int64_t t = blockIdx.y;
   if (col >= n)
@@ -2219,9 +2234,9 @@ expertGemvTensor(const float *__restrict__ x, int32_t perSlotInput,
                  float *__restrict__ out) {
   using S = TcShape<kType>;
   constexpr bool kE4m3 = kType == kWeightE4M3;
-  // A GEMV launched as a programmatic dependent may stream its weights on
-  // the SMs this grid leaves as it finishes.
-  allowDependents();
+  // Launched as a programmatic dependent (it reads the routing at once); a
+  // GEMV after it may stream its weights on the SMs this grid leaves.
+  beginDependent();
   // Each pair's expert (-1: empty; padded to whole int4 reads), the valid
   // pairs in (expert, pair) order and which of those positions open a
   // group (every 8th of an expert), each group's first position (then
@@ -2704,6 +2719,7 @@ extern "C" __global__ void
 daybreak_head_matmul(const float *x, Weight w, int32_t transposeWeight,
                      int64_t tokens, int64_t heads, int64_t k, int64_t n,
                      float *out, int64_t xStride, int64_t outStride) {
+  beginDependent();
   int64_t h = blockIdx.z;
   const float *a = x + h * xStride;
   float *c = out + h * outStride;
@@ -2740,6 +2756,7 @@ daybreak_rope(const float *x, int64_t xStride, float *out, int64_t outStride,
               int64_t rowDim, int32_t interleaved, int64_t offset, int64_t dim,
               double theta, int32_t yarn, double factor, double low,
               double high, double attentionFactor) {
+  beginDependent();
   __shared__ double cosines[kRopeMaxPairs], sines[kRopeMaxPairs];
   const int64_t half = dim / 2, t = blockIdx.x;
   const double position = double(positions[t]);
@@ -2781,7 +2798,7 @@ extern "C" __global__ void daybreak_swiglu(const float *gate, const float *up,
                                            int64_t n, double alpha,
                                            int32_t hasLimit, double limit,
                                            double upOffset, float *out) {
-  allowDependents(); // the down projection's GEMV follows
+  beginDependent(); // the down projection's GEMV follows
   int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
   if (i >= n)
     return;
@@ -2796,7 +2813,7 @@ extern "C" __global__ void daybreak_swiglu(const float *gate, const float *up,
 /// grid (ceil(n/256)), block 256.
 extern "C" __global__ void daybreak_add(const float *a, const float *b,
                                         int64_t n, float *out) {
-  allowDependents(); // a GEMV may follow a residual add
+  beginDependent(); // a GEMV may follow a residual add
   int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
   if (i < n)
     out[i] = a[i] + b[i];
@@ -2834,6 +2851,7 @@ extern "C" __global__ void daybreak_moe_route_sigmoid(
     int64_t topK, int64_t numGroups, int64_t topKGroups, int32_t renormalize,
     double scalingFactor, int64_t sharedExperts, int32_t *indices,
     float *weights) {
+  beginDependent();
   __shared__ double scores[kMaxRouteExperts], selects[kMaxRouteExperts];
   __shared__ double groupScores[64];
   __shared__ int32_t picks[kMaxRouteExperts];
@@ -2965,6 +2983,7 @@ extern "C" __global__ void daybreak_moe_route_sigmoid(
 extern "C" __global__ void daybreak_moe_route_softmax_topk(
     const float *logits, const float *bias, int64_t tokens, int64_t experts,
     int64_t topK, double scalingFactor, int32_t *indices, float *weights) {
+  beginDependent();
   __shared__ double selects[kMaxRouteExperts];
   __shared__ double warpKeys[32];
   __shared__ int32_t warpPicks[32], picks[kMaxRouteExperts];
@@ -3459,6 +3478,7 @@ extern "C" __global__ void daybreak_mxfp4_to_fp8_experts(
 extern "C" __global__ void
 daybreak_cache_write(Cache cache, const float *values, const int32_t *slots,
                      const int32_t *sequences, int64_t tokens) {
+  beginDependent();
   __shared__ int laterWriter;
   int64_t t = blockIdx.x;
   int64_t seq = sequences ? sequences[t] : 0;
@@ -3682,6 +3702,7 @@ daybreak_dsa_indexer_scores(const float *q, const float *weights, Cache keys,
                             const int32_t *sequences, const int32_t *bounds,
                             int64_t tokens, int64_t heads, double scale,
                             float *scores) {
+  beginDependent();
   dsaIndexerScores<0>(q, weights, keys, sequences, bounds, heads, scale,
                       scores);
 }
@@ -3693,6 +3714,7 @@ daybreak_dsa_indexer_scores_t(const float *q, const float *weights, Cache keys,
                               const int32_t *sequences, const int32_t *bounds,
                               int64_t tokens, int64_t heads, double scale,
                               float *scores) {
+  beginDependent();
   dsaIndexerScores<kDim>(q, weights, keys, sequences, bounds, heads, scale,
                          scores);
 }
@@ -4026,6 +4048,7 @@ indexerTcTokens(const float *__restrict__ q, const float *__restrict__ weights,
                 const Cache &keys, const int32_t *sequences,
                 const int32_t *bounds, int64_t tokens, int64_t heads,
                 float scale, float *__restrict__ scores) {
+  beginDependent();
   constexpr int kTokens = 32 / kHeadTiles;
   constexpr int kHeads = 8 * kHeadTiles;
   constexpr int kWords = kType == kWeightE4M3 ? 8 : 16; // a row's, at most
@@ -4307,6 +4330,7 @@ extern "C" __global__ void daybreak_dsa_index_select(const float *scores,
                                                      int64_t tokens,
                                                      int64_t keys, int64_t topK,
                                                      int32_t *indices) {
+  beginDependent();
   __shared__ uint32_t bins[256];
   __shared__ uint32_t warpFirst[32];
   __shared__ uint64_t prefix, prefixMask;
@@ -4585,6 +4609,7 @@ daybreak_sparse_attention(const float *q, Cache kv, const int32_t *indices,
                           int64_t tokens, int64_t heads, double scale,
                           int64_t valueDim, const float *sinks, float *out,
                           int32_t headGroup, int32_t chunk) {
+  beginDependent();
   sparseAttention<0, 0, false>(q, kv, indices, topK, sequences, heads, scale,
                                valueDim, sinks, out, headGroup, chunk, 1,
                                nullptr);
@@ -4598,6 +4623,7 @@ daybreak_sparse_attention_t(const float *q, Cache kv, const int32_t *indices,
                             int64_t tokens, int64_t heads, double scale,
                             int64_t valueDim, const float *sinks, float *out,
                             int32_t headGroup, int32_t chunk) {
+  beginDependent();
   sparseAttention<kWidth, kValueDim, false>(q, kv, indices, topK, sequences,
                                             heads, scale, valueDim, sinks, out,
                                             headGroup, chunk, 1, nullptr);
@@ -4615,6 +4641,7 @@ extern "C" __global__ void daybreak_sparse_attention_split(
     const int32_t *sequences, int64_t tokens, int64_t heads, double scale,
     int64_t valueDim, float *partial, int32_t headGroup, int32_t chunk,
     int32_t splits) {
+  beginDependent();
   sparseAttention<0, 0, true>(q, kv, indices, topK, sequences, heads, scale,
                               valueDim, nullptr, nullptr, headGroup, chunk,
                               splits, partial);
@@ -4638,6 +4665,7 @@ extern "C" __global__ void
 daybreak_sparse_attention_combine(const float *partial, int64_t heads,
                                   int32_t splits, int64_t valueDim,
                                   const float *sinks, float *out) {
+  beginDependent();
   __shared__ float maxima[kSparseCombineMaxSplits],
       weights[kSparseCombineMaxSplits], counts[kSparseCombineMaxSplits];
   __shared__ float total;
@@ -4706,6 +4734,7 @@ daybreak_copy_columns(const float *src, int64_t srcStride, int64_t srcOffset,
 extern "C" __global__ void daybreak_causal_bounds(const int32_t *positions,
                                                   int64_t tokens,
                                                   int32_t *bounds) {
+  beginDependent();
   int64_t t = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
   if (t < tokens)
     bounds[t] = positions[t] + 1;

@@ -1020,6 +1020,14 @@ private:
   Status launch(CUfunction function, const char *name, int64_t gridX,
                 int64_t gridY, int64_t gridZ, unsigned block,
                 unsigned sharedBytes, CUstream stream, void **params) const;
+  /// `launch` as a programmatic dependent of the kernel before it on the
+  /// stream (when programmatic launches are on): for kernels whose first
+  /// statement is beginDependent() (CudaKernels.cu), so that their launch
+  /// overlaps the previous kernel's tail.
+  Status launchDependent(CUfunction function, const char *name, int64_t gridX,
+                         int64_t gridY, int64_t gridZ, unsigned block,
+                         unsigned sharedBytes, CUstream stream,
+                         void **params) const;
 
   /// mhc_pre's second launch, daybreak_mhc_pre (or _norm with a norm) on
   /// the logits' `splits` partial sums in `partials`.

@@ -525,6 +525,7 @@ extern "C" __global__ void __launch_bounds__(kSmlaThreads, 1)
                            int64_t topK, const int32_t *sequences,
                            int64_t heads, float scale, int32_t valueDim,
                            const float *sinks, float *out) {
+  beginDependent();
   sparseMlaTc<false>(q, kv, indices, topK, sequences, heads, scale, valueDim,
                      sinks, out, 1, nullptr);
 }
@@ -540,6 +541,7 @@ extern "C" __global__ void __launch_bounds__(kSmlaThreads, 1)
                                  const int32_t *sequences, int64_t heads,
                                  float scale, int32_t valueDim, float *partial,
                                  int32_t splits) {
+  beginDependent();
   sparseMlaTc<true>(q, kv, indices, topK, sequences, heads, scale, valueDim,
                     nullptr, nullptr, splits, partial);
 }
@@ -1073,6 +1075,7 @@ extern "C" __global__ void __launch_bounds__(kSmwThreads, 1)
                            int64_t topK, const int32_t *sequences,
                            int64_t heads, float scale, const float *sinks,
                            float *out) {
+  beginDependent();
   sparseMlaWg<false>(q, kv, indices, topK, sequences, heads, scale, sinks, out,
                      1, nullptr);
 }
@@ -1086,6 +1089,7 @@ extern "C" __global__ void __launch_bounds__(kSmwThreads, 1)
                                  const int32_t *indices, int64_t topK,
                                  const int32_t *sequences, int64_t heads,
                                  float scale, float *partial, int32_t splits) {
+  beginDependent();
   sparseMlaWg<true>(q, kv, indices, topK, sequences, heads, scale, nullptr,
                     nullptr, splits, partial);
 }
