@@ -609,6 +609,7 @@ artifact::emitArtifact(ModuleOp module, const importers::Checkpoint &checkpoint,
     ptx->set_format("ptx");
     ptx->set_arch(module.arch);
     ptx->set_library_fingerprint(module.libraryFingerprint);
+    ptx->set_dependent_launch(module.dependentLaunch);
     ptx->set_section(writer.addSection("code.ptx." + module.name,
                                        module.ptx.data(), module.ptx.size()));
     if (module.cubin.empty())
@@ -618,6 +619,7 @@ artifact::emitArtifact(ModuleOp module, const importers::Checkpoint &checkpoint,
     cubin->set_format("cubin");
     cubin->set_arch(module.arch);
     cubin->set_library_fingerprint(module.libraryFingerprint);
+    cubin->set_dependent_launch(module.dependentLaunch);
     cubin->set_section(writer.addSection("code.cubin." + module.name + "." +
                                              module.arch,
                                          module.cubin));

@@ -54,6 +54,7 @@ struct EmitInfo {
     std::vector<uint8_t> cubin;
     std::vector<GpuKernel> kernels;
     uint64_t libraryFingerprint = 0; ///< "library": CodeImage's field
+    bool dependentLaunch = false;    ///< CodeImage's dependent_launch
   };
   std::vector<GpuModule> gpuModules;
 };

@@ -89,6 +89,13 @@ llvm::Expected<std::string> targets::cuda::compileToPtx(ModuleOp cpuCode,
     for (auto [from, to] : llvm::zip(func.getArguments(), entry.getArguments()))
       mapping.map(from, to);
     OpBuilder body = OpBuilder::atBlockEnd(&entry);
+    // A programmatic dependent (the runtime launches these so): wait for
+    // the kernel before, whose results the body reads and whose inputs it
+    // may overwrite, then let the next kernel launch (CudaKernels.cu's
+    // beginDependent).
+    NVVM::GriddepcontrolOp::create(body, loc, NVVM::GridDepActionKind::wait);
+    NVVM::GriddepcontrolOp::create(body, loc,
+                                   NVVM::GridDepActionKind::launch_dependents);
     for (Operation &op : func.getBody().front()) {
       if (isa<func::ReturnOp>(op)) {
         gpu::ReturnOp::create(body, loc);

@@ -110,6 +110,9 @@ public:
       if (image.name == plan::kLibraryCodeImage)
         image.libraryFingerprint = daybreak::cuda::cudaKernelsFingerprint();
 #endif
+      // compileToPtx begins every generated kernel with the grid
+      // dependency control of a programmatic dependent.
+      image.dependentLaunch = image.name == "generated";
       if (*cubin) {
         image.cubin = std::move((*cubin)->bytes);
         // Generated kernels run 256 threads a block; the library kernels

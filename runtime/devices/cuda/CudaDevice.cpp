@@ -468,6 +468,11 @@ Status CudaDevice::prepare(const artifact::ArtifactFile &file,
                         generatedLoadedAs);
     if (!status.ok())
       return status;
+    // Images that say their kernels begin as programmatic dependents are
+    // launched so; older ones as ordinary kernels.
+    for (const artifact::CodeImage &image : m.code())
+      if (image.module() == "generated")
+        generatedDependent = image.dependent_launch();
   }
 
   // Weights stay as stored: uploaded byte for byte from the mapped artifact.
@@ -1236,6 +1241,9 @@ struct CudaLaunchers {
     void *params[] = {&begin, &n, &inputs, &result};
     unsigned blocks = static_cast<unsigned>(
         std::min<int64_t>((n + 255) / 256, 65535 * 8));
+    if (d.generatedDependent)
+      return d.kernels->launchDependent(fn, "generated kernel", blocks, 1, 1,
+                                        256, 0, d.stream, params);
     return d.driver.check(d.driver.cuLaunchKernel(fn, blocks, 1, 1, 256, 1, 1,
                                                   0, d.stream, params, nullptr),
                           "cuLaunchKernel (generated)");

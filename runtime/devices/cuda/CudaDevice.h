@@ -135,6 +135,9 @@ private:
   /// Device memory the pool took, by cuMemGetInfo before and after.
   uint64_t measuredBytes = 0;
   CUmodule libraryModule = nullptr, generatedModule = nullptr;
+  /// The generated kernels begin as programmatic dependents (their code
+  /// image's dependent_launch): launched so.
+  bool generatedDependent = false;
   std::string libraryLoadedAs, generatedLoadedAs;
   std::optional<CudaKernels> kernels;
   /// Per launch ordinal: the specialised library kernel (or null), the

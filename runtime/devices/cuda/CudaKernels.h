@@ -633,6 +633,16 @@ public:
   /// none fits), for the benchmark's report.
   TensorGemvChoice tensorGemvChoice(const DeviceWeight &w, int64_t m, int64_t n,
                                     int64_t k) const;
+  /// Launches `function` as a programmatic dependent of the kernel before
+  /// it on the stream (when programmatic launches are on; else as an
+  /// ordinary kernel): for kernels that wait for their predecessor before
+  /// touching a buffer (beginDependent() in CudaKernels.cu, the generated
+  /// kernels' first instructions), so that their launch overlaps the tail
+  /// of the kernel before.
+  Status launchDependent(CUfunction function, const char *name, int64_t gridX,
+                         int64_t gridY, int64_t gridZ, unsigned block,
+                         unsigned sharedBytes, CUstream stream,
+                         void **params) const;
   /// A copy with programmatic launches on or off (the benchmark times
   /// both); load() turns them on unless DAYBREAK_CUDA_PDL=0.
   CudaKernels withProgrammaticLaunch(bool on) const {
@@ -1020,14 +1030,6 @@ private:
   Status launch(CUfunction function, const char *name, int64_t gridX,
                 int64_t gridY, int64_t gridZ, unsigned block,
                 unsigned sharedBytes, CUstream stream, void **params) const;
-  /// `launch` as a programmatic dependent of the kernel before it on the
-  /// stream (when programmatic launches are on): for kernels whose first
-  /// statement is beginDependent() (CudaKernels.cu), so that their launch
-  /// overlaps the previous kernel's tail.
-  Status launchDependent(CUfunction function, const char *name, int64_t gridX,
-                         int64_t gridY, int64_t gridZ, unsigned block,
-                         unsigned sharedBytes, CUstream stream,
-                         void **params) const;
 
   /// mhc_pre's second launch, daybreak_mhc_pre (or _norm with a norm) on
   /// the logits' `splits` partial sums in `partials`.
