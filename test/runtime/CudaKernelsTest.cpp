@@ -25,6 +25,7 @@
 #include <cmath>
 #include <cstdio>
 #include <cstring>
+#include <functional>
 #include <memory>
 #include <numeric>
 #include <optional>
@@ -111,6 +112,32 @@ protected:
     if (!status.ok())
       ADD_FAILURE() << status.message();
     return status.ok();
+  }
+  /// Captures what `record` launches on a new stream into a graph, replays
+  /// the graph `replays` times and waits for it (a fatal failure on any
+  /// error; call it under ASSERT_NO_FATAL_FAILURE).
+  void replayCaptured(const std::function<Status(CUstream)> &record,
+                      int replays) {
+    CUstream stream = nullptr;
+    ASSERT_TRUE(ok(driver->cuStreamCreate(&stream, CU_STREAM_NON_BLOCKING),
+                   "cuStreamCreate"));
+    ASSERT_TRUE(
+        ok(driver->cuStreamBeginCapture(stream, CU_STREAM_CAPTURE_MODE_GLOBAL),
+           "cuStreamBeginCapture"));
+    Status launched = record(stream);
+    CUgraph graph = nullptr;
+    ASSERT_TRUE(
+        ok(driver->cuStreamEndCapture(stream, &graph), "cuStreamEndCapture"));
+    ASSERT_TRUE(launched.ok()) << launched.message();
+    CUgraphExec exec = nullptr;
+    ASSERT_TRUE(ok(driver->cuGraphInstantiateWithFlags(&exec, graph, 0),
+                   "cuGraphInstantiateWithFlags"));
+    for (int replay = 0; replay < replays; ++replay)
+      ASSERT_TRUE(ok(driver->cuGraphLaunch(exec, stream), "cuGraphLaunch"));
+    ASSERT_TRUE(ok(driver->cuStreamSynchronize(stream), "cuStreamSynchronize"));
+    driver->cuGraphExecDestroy(exec);
+    driver->cuGraphDestroy(graph);
+    driver->cuStreamDestroy(stream);
   }
   /// The kernel to run for `instantiation` (say "daybreak_rms_norm_t<7>"):
   /// nullptr, the generic kernel, when empty; else the instantiation's entry
@@ -3464,34 +3491,20 @@ TEST_F(CudaKernelsTest, DependentLaunchChainInGraph) {
   Buffer da(*driver, a), db(*driver, b), dc(*driver, kN * 4),
       dw(*driver, weight);
   DeviceWeight w = DeviceWeight::f32(dw);
-  CUstream stream = nullptr;
-  ASSERT_TRUE(ok(driver->cuStreamCreate(&stream, CU_STREAM_NON_BLOCKING),
-                 "cuStreamCreate"));
-  ASSERT_TRUE(
-      ok(driver->cuStreamBeginCapture(stream, CU_STREAM_CAPTURE_MODE_GLOBAL),
-         "cuStreamBeginCapture"));
-  Status launched = Status::success();
-  for (int r = 0; r < kRounds && launched.ok(); ++r) {
-    launched = early.add(da, db, kN, dc, stream);
-    if (launched.ok())
-      launched = early.rmsNorm(dc, w, kRows, kDim, 1e-6, da, stream);
-    if (launched.ok())
-      launched =
-          early.addRmsNorm(da, dc, w, kRows, kDim, 1e-6, db, da, stream);
-  }
-  CUgraph graph = nullptr;
-  ASSERT_TRUE(
-      ok(driver->cuStreamEndCapture(stream, &graph), "cuStreamEndCapture"));
-  ASSERT_TRUE(launched.ok()) << launched.message();
-  CUgraphExec exec = nullptr;
-  ASSERT_TRUE(ok(driver->cuGraphInstantiateWithFlags(&exec, graph, 0),
-                 "cuGraphInstantiateWithFlags"));
-  for (int replay = 0; replay < kReplays; ++replay)
-    ASSERT_TRUE(ok(driver->cuGraphLaunch(exec, stream), "cuGraphLaunch"));
-  ASSERT_TRUE(ok(driver->cuStreamSynchronize(stream), "cuStreamSynchronize"));
-  driver->cuGraphExecDestroy(exec);
-  driver->cuGraphDestroy(graph);
-  driver->cuStreamDestroy(stream);
+  ASSERT_NO_FATAL_FAILURE(replayCaptured(
+      [&](CUstream stream) {
+        Status launched = Status::success();
+        for (int r = 0; r < kRounds && launched.ok(); ++r) {
+          launched = early.add(da, db, kN, dc, stream);
+          if (launched.ok())
+            launched = early.rmsNorm(dc, w, kRows, kDim, 1e-6, da, stream);
+          if (launched.ok())
+            launched =
+                early.addRmsNorm(da, dc, w, kRows, kDim, 1e-6, db, da, stream);
+        }
+        return launched;
+      },
+      kReplays));
   cpu::WeightView hw = cpu::WeightView::f32(weight.data());
   for (int replay = 0; replay < kReplays; ++replay)
     for (int r = 0; r < kRounds; ++r) {
@@ -3551,34 +3564,20 @@ TEST_F(CudaKernelsTest, ProgrammaticGemvInGraph) {
     // n >= k: the norm's [m, k] rows lie in the GEMV's [m, n] output.
     std::vector<float> state = random(c.m * c.n), normed(c.m * c.k);
     Buffer dState(*driver, state), dNormed(*driver, c.m * c.k * 4);
-    CUstream stream = nullptr;
-    ASSERT_TRUE(ok(driver->cuStreamCreate(&stream, CU_STREAM_NON_BLOCKING),
-                   "cuStreamCreate"));
-    ASSERT_TRUE(
-        ok(driver->cuStreamBeginCapture(stream, CU_STREAM_CAPTURE_MODE_GLOBAL),
-           "cuStreamBeginCapture"));
-    Status launched = Status::success();
-    for (int r = 0; r < kRounds && launched.ok(); ++r) {
-      launched = early.rmsNorm(dState, DeviceWeight(), c.m, c.k, 1e-6, dNormed,
-                               stream);
-      if (launched.ok())
-        launched = early.tensorGemv(dNormed, gw[r % kWeights], DeviceWeight(),
-                                    c.m, c.n, c.k, dState, stream, c.choice,
-                                    /*constantWeight=*/true);
-    }
-    CUgraph graph = nullptr;
-    ASSERT_TRUE(
-        ok(driver->cuStreamEndCapture(stream, &graph), "cuStreamEndCapture"));
-    ASSERT_TRUE(launched.ok()) << launched.message();
-    CUgraphExec exec = nullptr;
-    ASSERT_TRUE(ok(driver->cuGraphInstantiateWithFlags(&exec, graph, 0),
-                   "cuGraphInstantiateWithFlags"));
-    for (int replay = 0; replay < kReplays; ++replay)
-      ASSERT_TRUE(ok(driver->cuGraphLaunch(exec, stream), "cuGraphLaunch"));
-    ASSERT_TRUE(ok(driver->cuStreamSynchronize(stream), "cuStreamSynchronize"));
-    driver->cuGraphExecDestroy(exec);
-    driver->cuGraphDestroy(graph);
-    driver->cuStreamDestroy(stream);
+    ASSERT_NO_FATAL_FAILURE(replayCaptured(
+        [&](CUstream stream) {
+          Status launched = Status::success();
+          for (int r = 0; r < kRounds && launched.ok(); ++r) {
+            launched = early.rmsNorm(dState, DeviceWeight(), c.m, c.k, 1e-6,
+                                     dNormed, stream);
+            if (launched.ok())
+              launched = early.tensorGemv(
+                  dNormed, gw[r % kWeights], DeviceWeight(), c.m, c.n, c.k,
+                  dState, stream, c.choice, /*constantWeight=*/true);
+          }
+          return launched;
+        },
+        kReplays));
     for (int replay = 0; replay < kReplays; ++replay)
       for (int r = 0; r < kRounds; ++r) {
         cpu::rmsNorm(pool, state.data(), nullptr, c.m, c.k, 1e-6,
