@@ -131,13 +131,14 @@ __device__ __forceinline__ uint8_t floatToE4m3(float value) {
 
 /// Programmatic dependent launch (PDL). A kernel launched with the
 /// programmatic-stream-serialization attribute (CudaKernels::tensorGemv on
-/// a constant weight) may start while the kernel before it on the stream
-/// still runs; waitForPrevious() returns once that kernel has completed and
-/// its writes are visible (at once for an ordinary launch). Before it such
-/// a kernel reads only constant data and writes nothing: the workspace
-/// planner reuses buffers, so any buffer may still be read or written by
-/// an earlier kernel. Completion is transitive: a dependent completes only
-/// after its wait, so kernels launched after it stay ordered as before.
+/// a constant weight, CudaKernels::launchDependent) may start while the
+/// kernel before it on the stream still runs; waitForPrevious() returns
+/// once that kernel has completed and its writes are visible (at once for
+/// an ordinary launch). Before it such a kernel reads only constant data
+/// and writes nothing: the workspace planner reuses buffers, so any buffer
+/// may still be read or written by an earlier kernel. Completion is
+/// transitive: a dependent completes only after its wait, so kernels
+/// launched after it stay ordered as before.
 __device__ __forceinline__ void waitForPrevious() {
   asm volatile("griddepcontrol.wait;" ::: "memory");
 }
