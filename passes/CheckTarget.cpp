@@ -26,13 +26,9 @@ struct CheckTargetPass
   using LmCheckTargetBase::LmCheckTargetBase;
 
   void runOnOperation() override {
-    uint8_t mask = abi::targetMask(target);
-    if (!mask) {
-      getOperation().emitError("lm-check-target: unknown target '")
-          << target << "' (expected "
-          << abi::targetNames(abi::CpuAndCuda, " or ") << ")";
+    uint8_t mask = targetMaskOrError(getOperation(), "lm-check-target", target);
+    if (!mask)
       return signalPassFailure();
-    }
     bool legal = true;
     for (auto func : getOperation().getOps<func::FuncOp>()) {
       if (func.isExternal())

@@ -8,6 +8,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "passes/KernelSelection.h"
 #include "passes/Passes.h"
 #include "runtime/abi/KernelAbi.h"
 
@@ -29,13 +30,10 @@ struct FuseAddNormPass
   using LmFuseAddNormBase::LmFuseAddNormBase;
 
   void runOnOperation() override {
-    uint8_t mask = abi::targetMask(target);
-    if (!mask) {
-      getOperation().emitError("lm-fuse-add-norm: unsupported target '")
-          << target << "' (expected "
-          << abi::targetNames(abi::CpuAndCuda, " or ") << ")";
+    uint8_t mask =
+        targetMaskOrError(getOperation(), "lm-fuse-add-norm", target);
+    if (!mask)
       return signalPassFailure();
-    }
     const abi::KernelDecl *decl = abi::findKernel("add_rms_norm");
     if (!decl || !(decl->targets & mask))
       return;

@@ -81,3 +81,12 @@ bool daybreak::writesColumnView(Value value) {
       result ? genericDecl(result.getOwner()) : nullptr;
   return decl && decl->results[result.getResultNumber()].columnView;
 }
+
+uint8_t daybreak::targetMaskOrError(Operation *op, StringRef pass,
+                                    StringRef target) {
+  uint8_t mask = abi::targetMask(target);
+  if (!mask)
+    op->emitError() << pass << ": unknown target '" << target << "' (expected "
+                    << abi::targetNames(abi::CpuAndCuda, " or ") << ")";
+  return mask;
+}

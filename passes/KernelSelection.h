@@ -12,6 +12,7 @@
 
 #include "llvm/ADT/StringRef.h"
 
+#include <cstdint>
 #include <optional>
 
 namespace mlir {
@@ -21,6 +22,12 @@ class Value;
 } // namespace mlir
 
 namespace daybreak {
+
+/// The abi::targetMask of pass `pass`'s `target` option; 0, after an error
+/// on `op` naming the pass, the option and the targets there are, when it
+/// names none.
+uint8_t targetMaskOrError(mlir::Operation *op, llvm::StringRef pass,
+                          llvm::StringRef target);
 
 /// The name of the runtime kernel lm-lower-to-plan launches for `op`, an op
 /// of a function body: "" for an op that launches nothing (constants, sizes,

@@ -13,6 +13,7 @@
 // specialisation pass instantiates the kernel for it.
 //===----------------------------------------------------------------------===//
 
+#include "passes/KernelSelection.h"
 #include "passes/Passes.h"
 #include "runtime/abi/KernelAbi.h"
 #include "runtime/devices/cuda/GemmTiles.h"
@@ -32,13 +33,9 @@ struct TilePass : public daybreak::impl::LmTileBase<TilePass> {
   using LmTileBase::LmTileBase;
 
   void runOnOperation() override {
-    uint8_t mask = abi::targetMask(target);
-    if (!mask) {
-      getOperation().emitError("lm-tile: unsupported target '")
-          << target << "' (expected "
-          << abi::targetNames(abi::CpuAndCuda, " or ") << ")";
+    uint8_t mask = targetMaskOrError(getOperation(), "lm-tile", target);
+    if (!mask)
       return signalPassFailure();
-    }
     if (mask == abi::Cuda) {
       if (maxBatch <= 0 || maxTokens <= 0) {
         getOperation().emitError(

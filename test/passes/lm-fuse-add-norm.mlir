@@ -9,7 +9,7 @@
 // sum comes before the norm or where the norm reads something else, on
 // both targets (each implements the add_rms_norm kernel); an unknown target
 // is an error.
-// BAD: lm-fuse-add-norm: unsupported target 'tpu' (expected cpu or cuda)
+// BAD: lm-fuse-add-norm: unknown target 'tpu' (expected cpu or cuda)
 
 // A block: the update after attention feeds the MLP's norm and the next
 // update; that one feeds the final norm and is returned.

@@ -17,7 +17,7 @@
 // CHECK: lm.matmul {{.*}} {tile = array<i64: 1048576, 64>}
 // NARROW-LABEL: func @decode
 // NARROW: lm.matmul {{.*}} {tile = array<i64: 1048576, 32>}
-// TARGET: lm-tile: unsupported target 'tpu' (expected cpu or cuda)
+// TARGET: lm-tile: unknown target 'tpu' (expected cpu or cuda)
 func.func @prefill(%x: tensor<?x64xf32>, %w: tensor<512x64xbf16>, %v: tensor<8x64xbf16>,
                    %n: tensor<64xf32>) -> (tensor<?x512xf32>, tensor<?x8xf32>, tensor<?x64xf32>) {
   %a = lm.matmul %x, %w : (tensor<?x64xf32>, tensor<512x64xbf16>) -> tensor<?x512xf32>
