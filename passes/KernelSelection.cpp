@@ -71,8 +71,25 @@ static const abi::KernelDecl *genericDecl(Operation *op) {
 }
 
 bool daybreak::takesColumnView(OpOperand &use) {
-  const abi::KernelDecl *decl = genericDecl(use.getOwner());
-  return decl && decl->operands[use.getOperandNumber()].columnView;
+  Operation *op = use.getOwner();
+  if (const abi::KernelDecl *decl = genericDecl(op))
+    return decl->operands[use.getOperandNumber()].columnView;
+  // An op of optional operand groups (lm.cache_write): a group a declared
+  // slot, as lm-lower-to-plan fills them.
+  auto segments = op->getAttrOfType<DenseI32ArrayAttr>("operandSegmentSizes");
+  std::optional<StringRef> name = loweredKernelName(op);
+  const abi::KernelDecl *decl =
+      segments && name && !name->empty() ? abi::findKernel(*name) : nullptr;
+  if (!decl || decl->isVariadic() ||
+      segments.size() > int64_t(decl->numOperands()))
+    return false;
+  unsigned first = 0;
+  for (auto [slot, size] : llvm::enumerate(segments.asArrayRef())) {
+    if (use.getOperandNumber() < first + size)
+      return size == 1 && decl->operands[slot].columnView;
+    first += size;
+  }
+  return false;
 }
 
 bool daybreak::writesColumnView(Value value) {

@@ -297,6 +297,9 @@ SmallVector<NamedAttribute> Lowering::kernelAttrs(Operation *op) {
         .Case([&](lm::MaskKindAttr e) {
           add(name, b.getStringAttr(lm::stringifyMaskKind(e.getValue())));
         })
+        .Case([&](lm::NormKindAttr e) {
+          add(name, b.getStringAttr(lm::stringifyNormKind(e.getValue())));
+        })
         .Case([&](UnitAttr) { add(name, b.getBoolAttr(true)); })
         .Default([&](Attribute value) { add(name, value); });
   }

@@ -269,6 +269,36 @@ def LmFuseAddNorm : Pass<"lm-fuse-add-norm", "mlir::func::FuncOp"> {
   ];
 }
 
+def LmFuseCacheWrite : Pass<"lm-fuse-cache-write", "mlir::func::FuncOp"> {
+  let summary = "fuse the norms and RoPE that compute a cache row into its write";
+  let description = [{
+    The ops that only compute a row for `lm.cache_write` become the write's
+    prologue, so one launch computes and stores the row:
+    - `rope(norm(x))`, `rope(x)` or `norm(x)` of the whole row
+      (`lm.rms_norm` or `lm.layer_norm`): the indexer key of DSA;
+    - `concat(norm(x[:, :a]), x[:, a:])`, with the rest of the row rotated
+      inside `[a, W)` or not: the MLA latent row `[c_kv | k_pe]`.
+    The rewrite is exact: the prologue normalises and rotates as the ops it
+    replaces (norm first, then RoPE), and the cache kernels of both targets
+    implement it. A norm or rope with another reader stays as it is.
+
+    ```mlir
+    %n = lm.rms_norm %kv_head, %w {eps = 1.0e-06 : f64} : ...
+    %r = lm.rope %kv, %pos interleaved {offset = 512 : i64, dim = 64 : i64, ...}
+    %row = tensor.concat dim(1) %n, %r_tail : ...
+    %c1 = lm.cache_write %c0, %row, %pos sequences %seq : ...
+    // becomes
+    %c1 = lm.cache_write %c0, %kv, %pos sequences %seq norm %w rope %pos
+        {norm = #lm<norm_kind rms>, norm_dim = 512 : i64, eps = 1.0e-06 : f64,
+         rope_style = #lm<rope_style interleaved>, rope_offset = 512 : i64,
+         rope_dim = 64 : i64, theta = 10000.0 : f64} : ...
+    ```
+  }];
+  let statistics = [
+    Statistic<"numFused", "fused", "cache writes given a norm or RoPE prologue">,
+  ];
+}
+
 def LmAssignKVLayout : Pass<"lm-assign-kv-layout", "mlir::ModuleOp"> {
   let summary = "choose how each cache is stored";
   let description = [{

@@ -105,6 +105,8 @@ void pipeline::buildLmPipeline(OpPassManager &pm, const Options &options,
     addNorm.target = options.target;
     pm.addNestedPass<func::FuncOp>(createLmFuseAddNorm(addNorm));
   }
+  // The norms and RoPE that compute a cache row: the write's prologue.
+  pm.addNestedPass<func::FuncOp>(createLmFuseCacheWrite());
   pm.addNestedPass<func::FuncOp>(createLmFuseElementwise());
   // The target's own passes (tiling for its kernels), then its legality
   // check on the ops the lowering will launch.

@@ -191,6 +191,7 @@ private:
   /// Shows `observer` the operands and results of `op`, just evaluated.
   void notify(const OpObserver &observer, Operation *op);
   llvm::Error evaluateLm(Operation *op);
+  Tensor cacheWritePrologue(lm::CacheWriteOp op, const Tensor &values);
   llvm::Error evaluateUpstream(Operation *op);
 
   Evaluator &parent;
@@ -300,6 +301,17 @@ llvm::Error FrameEvaluator::evaluate(Operation *op) {
 
 static double f64(APFloat value) { return value.convertToDouble(); }
 
+static YarnParams yarnParams(lm::YarnAttr yarn) {
+  YarnParams y;
+  y.factor = yarn.getFactor().getValueAsDouble();
+  y.originalMaxPositions = yarn.getOriginalMaxPositions();
+  y.betaFast = yarn.getBetaFast().getValueAsDouble();
+  y.betaSlow = yarn.getBetaSlow().getValueAsDouble();
+  y.attentionFactor = yarn.getAttentionFactor().getValueAsDouble();
+  y.truncate = yarn.getTruncate().getValue();
+  return y;
+}
+
 static RopeParams ropeParams(lm::RopeOp op) {
   RopeParams p;
   p.style = op.getStyle() == lm::RopeStyle::Interleaved ? RopeStyle::Interleaved
@@ -307,17 +319,46 @@ static RopeParams ropeParams(lm::RopeOp op) {
   p.offset = op.getOffset();
   p.dim = op.getDim();
   p.theta = f64(op.getTheta());
-  if (std::optional<lm::YarnAttr> yarn = op.getYarn()) {
-    YarnParams y;
-    y.factor = yarn->getFactor().getValueAsDouble();
-    y.originalMaxPositions = yarn->getOriginalMaxPositions();
-    y.betaFast = yarn->getBetaFast().getValueAsDouble();
-    y.betaSlow = yarn->getBetaSlow().getValueAsDouble();
-    y.attentionFactor = yarn->getAttentionFactor().getValueAsDouble();
-    y.truncate = yarn->getTruncate().getValue();
-    p.yarn = y;
-  }
+  if (std::optional<lm::YarnAttr> yarn = op.getYarn())
+    p.yarn = yarnParams(*yarn);
   return p;
+}
+
+/// lm.cache_write's prologue over rows [T, W]: lm.rms_norm or
+/// lm.layer_norm of the columns [0, norm_dim) put back in place, then
+/// lm.rope over the row's rotated columns.
+Tensor FrameEvaluator::cacheWritePrologue(lm::CacheWriteOp op,
+                                          const Tensor &values) {
+  Tensor rows = values;
+  if (std::optional<lm::NormKind> norm = op.getNorm()) {
+    int64_t tokens = values.dim(0), width = values.dim(1);
+    int64_t normDim = *op.getNormDim();
+    Tensor head = Tensor::zeros(ElementType::F32, {tokens, normDim});
+    for (int64_t t = 0; t < tokens; ++t)
+      std::copy_n(values.floats().data() + t * width, normDim,
+                  head.floats().data() + t * normDim);
+    double eps = op.getEps()->convertToDouble();
+    Tensor normed = *norm == lm::NormKind::Rms
+                        ? rmsNorm(head, get(op.getNormWeight()), eps)
+                        : layerNorm(head, get(op.getNormWeight()),
+                                    get(op.getNormBias()), eps);
+    for (int64_t t = 0; t < tokens; ++t)
+      std::copy_n(normed.floats().data() + t * normDim, normDim,
+                  rows.floats().data() + t * width);
+  }
+  if (Value positions = op.getPositions()) {
+    RopeParams p;
+    p.style = *op.getRopeStyle() == lm::RopeStyle::Interleaved
+                  ? RopeStyle::Interleaved
+                  : RopeStyle::HalfSplit;
+    p.offset = *op.getRopeOffset();
+    p.dim = *op.getRopeDim();
+    p.theta = op.getTheta()->convertToDouble();
+    if (std::optional<lm::YarnAttr> yarn = op.getYarn())
+      p.yarn = yarnParams(*yarn);
+    rows = rope(rows, get(positions), p);
+  }
+  return rows;
 }
 
 static GateActivation gateActivation(lm::Activation act) {
@@ -752,10 +793,15 @@ llvm::Error FrameEvaluator::evaluateLm(Operation *op) {
           storage.scaleBlock = layout->getScaleBlock();
           storage.tailDim = layout->getTailDim();
         }
+        if (!o.hasPrologue())
+          return bind(o.getResult(),
+                      cacheWrite(get(o.getCache()), get(o.getValues()),
+                                 get(o.getSlots()), get(o.getSequences()),
+                                 storage));
+        Tensor rows = cacheWritePrologue(o, get(o.getValues()));
         return bind(o.getResult(),
-                    cacheWrite(get(o.getCache()), get(o.getValues()),
-                               get(o.getSlots()), get(o.getSequences()),
-                               storage));
+                    cacheWrite(get(o.getCache()), rows, get(o.getSlots()),
+                               get(o.getSequences()), storage));
       })
       .Default([&](Operation *) {
         return makeError("the reference evaluator has no semantics for this "

@@ -19,6 +19,14 @@ def Lm_RopeStyle : I32EnumAttr<"RopeStyle", "which dims a RoPE rotation pairs", 
 }
 def Lm_RopeStyleAttr : EnumAttr<Lm_Dialect, Lm_RopeStyle, "rope_style">;
 
+def Lm_NormKind : I32EnumAttr<"NormKind", "which normalisation a fused prologue applies", [
+    I32EnumAttrCase<"Rms", 0, "rms">,
+    I32EnumAttrCase<"Layer", 1, "layer">]> {
+  let cppNamespace = "::daybreak::lm";
+  let genSpecializedAttr = 0;
+}
+def Lm_NormKindAttr : EnumAttr<Lm_Dialect, Lm_NormKind, "norm_kind">;
+
 def Lm_MaskKind : I32EnumAttr<"MaskKind", "which keys a query may see", [
     I32EnumAttrCase<"Causal", 0, "causal">,
     I32EnumAttrCase<"SlidingWindow", 1, "sliding_window">,

@@ -89,7 +89,7 @@ def Lm_WeightRefOp : Lm_Op<"weight_ref", [Pure,
   let assemblyFormat = "$weight attr-dict `:` type($result)";
 }
 
-def Lm_CacheWriteOp : Lm_Op<"cache_write", [Pure]> {
+def Lm_CacheWriteOp : Lm_Op<"cache_write", [Pure, AttrSizedOperandSegments]> {
   let summary = "write per-token rows into a cache";
   let description = [{
     Returns `cache` with row `slots[t]` replaced by `values[t]` for every
@@ -101,6 +101,15 @@ def Lm_CacheWriteOp : Lm_Op<"cache_write", [Pure]> {
     batch of sequences, `[B, S, ...]`, and token `t` writes row `slots[t]`
     of sequence `sequences[t]`.
 
+    An optional prologue transforms each row `values[t] [W]` before it is
+    stored (`lm-fuse-cache-write` forms it from the norm and RoPE ops that
+    only feed the write, so the row is computed and stored in one launch):
+    first `norm` (`rms`, or `layer` with an optional `bias`) over columns
+    `[0, norm_dim)` with `weight [norm_dim]` and `eps`, exactly as
+    `lm.rms_norm` / `lm.layer_norm` compute it; then RoPE at `positions`
+    over columns `[rope_offset, rope_offset + rope_dim)` as `lm.rope` with
+    `rope_style`, `theta` and `yarn`. Other columns are stored as given.
+
     ```mlir
     %c1 = lm.cache_write %c0, %kv, %slots
         {layout = #lm.kv_layout<mla_latent, page_size = 64, feature_dim = 576,
@@ -108,16 +117,52 @@ def Lm_CacheWriteOp : Lm_Op<"cache_write", [Pure]> {
                                 tail_dim = 64, tail = bf16>}
         : (tensor<?x576xbf16>, tensor<?x576xbf16>, tensor<?xi32>)
         -> tensor<?x576xbf16>
+    // DeepSeek's latent row: c_kv normalised, k_pe rotated, then stored.
+    %c2 = lm.cache_write %c0, %kv, %pos norm %w rope %pos
+        {norm = #lm<norm_kind rms>, norm_dim = 512 : i64, eps = 1.0e-6 : f64,
+         rope_style = #lm<rope_style interleaved>, rope_offset = 512 : i64,
+         rope_dim = 64 : i64, theta = 10000.0 : f64}
+        : (tensor<64x576xf32>, tensor<?x576xf32>, tensor<?xi32>,
+           tensor<512xbf16>, tensor<?xi32>) -> tensor<64x576xf32>
     ```
   }];
   let arguments = (ins Lm_FloatTensor:$cache, Lm_FloatTensor:$values,
                        Lm_IndexTensor:$slots,
                        Optional<Lm_IndexTensor>:$sequences,
-                       OptionalAttr<Lm_KVLayoutAttr>:$layout);
+                       Optional<Lm_WeightTensor>:$norm_weight,
+                       Optional<Lm_WeightTensor>:$norm_bias,
+                       Optional<Lm_PositionTensor>:$positions,
+                       OptionalAttr<Lm_KVLayoutAttr>:$layout,
+                       OptionalAttr<Lm_NormKindAttr>:$norm,
+                       OptionalAttr<I64Attr>:$norm_dim,
+                       OptionalAttr<F64Attr>:$eps,
+                       OptionalAttr<Lm_RopeStyleAttr>:$rope_style,
+                       OptionalAttr<I64Attr>:$rope_offset,
+                       OptionalAttr<I64Attr>:$rope_dim,
+                       OptionalAttr<F64Attr>:$theta,
+                       OptionalAttr<Lm_YarnAttr>:$yarn);
   let results = (outs Lm_FloatTensor:$result);
+  let builders = [
+    // A plain write (no prologue).
+    OpBuilder<(ins "::mlir::Type":$result, "::mlir::Value":$cache, "::mlir::Value":$values,
+                   "::mlir::Value":$slots, "::mlir::Value":$sequences,
+                   "KVLayoutAttr":$layout), [{
+      build($_builder, $_state, result, cache, values, slots, sequences,
+            /*norm_weight=*/::mlir::Value(), /*norm_bias=*/::mlir::Value(),
+            /*positions=*/::mlir::Value(), layout, /*norm=*/nullptr,
+            /*norm_dim=*/nullptr, /*eps=*/nullptr, /*rope_style=*/nullptr,
+            /*rope_offset=*/nullptr, /*rope_dim=*/nullptr, /*theta=*/nullptr,
+            /*yarn=*/nullptr);
+    }]>
+  ];
+  let extraClassDeclaration = [{
+    /// Whether the write normalises or rotates its rows first.
+    bool hasPrologue() { return getNorm() || getPositions(); }
+  }];
   let assemblyFormat = [{
-    $cache `,` $values `,` $slots (`sequences` $sequences^)? attr-dict `:`
-    functional-type(operands, results)
+    $cache `,` $values `,` $slots (`sequences` $sequences^)?
+    (`norm` $norm_weight^)? (`bias` $norm_bias^)? (`rope` $positions^)?
+    attr-dict `:` functional-type(operands, results)
   }];
   let hasVerifier = 1;
 }

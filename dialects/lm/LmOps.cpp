@@ -999,6 +999,67 @@ WeightRefOp::verifySymbolUses(SymbolTableCollection &symbolTable) {
   return success();
 }
 
+/// The optional prologue of lm.cache_write: a norm over a column prefix
+/// and RoPE over a column range of each [W] row, all attributes or none.
+static LogicalResult verifyCacheWritePrologue(CacheWriteOp op) {
+  ShapeChecker c(op);
+  bool norm = op.getNorm().has_value();
+  if (norm != bool(op.getNormWeight()) || norm != op.getNormDim().has_value() ||
+      norm != op.getEps().has_value())
+    return op.emitOpError("expects norm, norm_dim, eps and the norm weight "
+                          "together or not at all");
+  if (op.getNormBias() && op.getNorm() != NormKind::Layer)
+    return op.emitOpError("expects a norm bias only with a layer norm");
+  bool rope = bool(op.getPositions());
+  if (rope != op.getRopeStyle().has_value() ||
+      rope != op.getRopeOffset().has_value() ||
+      rope != op.getRopeDim().has_value() || rope != op.getTheta().has_value())
+    return op.emitOpError(
+        "expects rope_style, rope_offset, rope_dim, theta and "
+        "the positions together or not at all");
+  if (op.getYarn() && !rope)
+    return op.emitOpError("expects yarn only with rope");
+  if (!norm && !rope)
+    return success();
+  // A prologue works on each token's row [W].
+  Value values = op.getValues();
+  CHECK(c.rank("values", values, 2));
+  int64_t width = ShapeChecker::dimOf(values, 1);
+  if (norm) {
+    int64_t normDim = *op.getNormDim();
+    if (normDim <= 0 || (!ShapedType::isDynamic(width) && normDim > width))
+      return op.emitOpError("expects norm_dim in [1, ")
+             << width << "], got " << normDim;
+    CHECK(c.rank("norm weight", op.getNormWeight(), 1));
+    int64_t weightDim = ShapeChecker::dimOf(op.getNormWeight(), 0);
+    if (!ShapedType::isDynamic(weightDim) && weightDim != normDim)
+      return op.emitOpError("expects a norm weight of norm_dim (")
+             << normDim << ") values, got " << weightDim;
+    if (Value bias = op.getNormBias()) {
+      CHECK(c.rank("norm bias", bias, 1));
+      CHECK(c.same("norm bias", bias, 0, "norm weight", op.getNormWeight(), 0));
+    }
+    if (op.getEps()->convertToDouble() < 0.0)
+      return op.emitOpError("expects eps >= 0, got ")
+             << op.getEps()->convertToDouble();
+  }
+  if (rope) {
+    CHECK(c.rank("positions", op.getPositions(), 1));
+    CHECK(c.same("positions", op.getPositions(), 0, "values", values, 0));
+    int64_t offset = *op.getRopeOffset(), dim = *op.getRopeDim();
+    if (dim <= 0 || dim % 2 != 0)
+      return op.emitOpError("expects a positive even rope_dim, got ") << dim;
+    if (offset < 0)
+      return op.emitOpError("expects rope_offset >= 0, got ") << offset;
+    if (!ShapedType::isDynamic(width) && dim > width - offset)
+      return op.emitOpError("expects the rotated columns [")
+             << offset << ", " << uint64_t(offset) + uint64_t(dim)
+             << ") inside the row of " << width;
+    CHECK(expectPositive(op, "theta", op.getTheta()->convertToDouble()));
+  }
+  return success();
+}
+
 LogicalResult CacheWriteOp::verify() {
   ShapeChecker c(*this);
   Value cache = getCache(), values = getValues();
@@ -1036,7 +1097,7 @@ LogicalResult CacheWriteOp::verify() {
              << layout->getFeatureDim() << ") to equal the " << features
              << " values per cache row";
   }
-  return success();
+  return verifyCacheWritePrologue(*this);
 }
 
 //===----------------------------------------------------------------------===//

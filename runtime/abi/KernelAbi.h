@@ -206,6 +206,10 @@ std::string weightTypesName(uint8_t types);
 namespace Rope {
 enum Style : int64_t { interleaved, half_split };
 } // namespace Rope
+namespace CacheWrite {
+enum Norm : int64_t { rms, layer };
+enum RopeStyle : int64_t { interleaved, half_split };
+} // namespace CacheWrite
 namespace MoeRoute {
 enum Routing : int64_t { softmax, sigmoid, softmax_topk };
 } // namespace MoeRoute

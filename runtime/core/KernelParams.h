@@ -83,6 +83,20 @@ struct RopeParams {
   bool truncate = true;
 };
 
+/// A `cache_write` launch's prologue (lm.cache_write's norm and rope):
+/// each token's row is normalised over [0, normDim), then rotated over
+/// rope's [offset, offset + dim), then stored.
+struct CacheWritePrologue {
+  enum class Norm { None, Rms, Layer };
+  Norm norm = Norm::None;
+  int64_t normDim = 0;
+  double eps = 0.0;
+  bool rope = false;
+  RopeParams ropeParams;
+
+  bool any() const { return norm != Norm::None || rope; }
+};
+
 /// How lm.moe_route scores experts (the ones the devices run).
 enum class RouteScore {
   /// DeepSeek noaux_tc: sigmoid scores, biased selection, group limit.

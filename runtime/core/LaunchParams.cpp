@@ -24,6 +24,37 @@ runtime::RopeParams runtime::ropeParams(const PreparedLaunch &l) {
   return p;
 }
 
+runtime::CacheWritePrologue
+runtime::cacheWritePrologue(const PreparedLaunch &l) {
+  using P = abi::CacheWrite::P;
+  runtime::CacheWritePrologue p;
+  if (l.has(P::norm)) {
+    p.norm = l.i(P::norm) == abi::CacheWrite::layer
+                 ? runtime::CacheWritePrologue::Norm::Layer
+                 : runtime::CacheWritePrologue::Norm::Rms;
+    p.normDim = l.i(P::norm_dim);
+    p.eps = l.f(P::eps);
+  }
+  p.rope = l.has(P::rope_style);
+  if (p.rope) {
+    runtime::RopeParams &r = p.ropeParams;
+    r.interleaved = l.i(P::rope_style) == abi::CacheWrite::interleaved;
+    r.offset = l.i(P::rope_offset);
+    r.dim = l.i(P::rope_dim);
+    r.theta = l.f(P::theta);
+    r.yarn = l.has(P::yarn_factor);
+    if (r.yarn) {
+      r.factor = l.f(P::yarn_factor);
+      r.originalMaxPositions = l.i(P::yarn_original_max_positions);
+      r.betaFast = l.f(P::yarn_beta_fast);
+      r.betaSlow = l.f(P::yarn_beta_slow);
+      r.attentionFactor = l.f(P::yarn_attention_factor);
+      r.truncate = l.i(P::yarn_truncate) != 0;
+    }
+  }
+  return p;
+}
+
 StatusOr<runtime::RouteParams>
 runtime::routeParams(const PreparedLaunch &l, const char *device) {
   using P = abi::MoeRoute::P;

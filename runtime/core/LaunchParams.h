@@ -19,6 +19,10 @@ namespace daybreak::runtime {
 /// A `rope` launch's rotation: style, slice, theta and the YaRN fields.
 runtime::RopeParams ropeParams(const PreparedLaunch &l);
 
+/// A `cache_write` launch's prologue (none when it has no norm or rope
+/// parameters; prepareSteps checked that each part's come together).
+runtime::CacheWritePrologue cacheWritePrologue(const PreparedLaunch &l);
+
 /// A `moe_route` launch's parameters; an error naming `device` for
 /// `softmax` routing (the devices run `sigmoid` and `softmax_topk`).
 StatusOr<runtime::RouteParams> routeParams(const PreparedLaunch &l,

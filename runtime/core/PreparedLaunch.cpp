@@ -231,6 +231,82 @@ static Status checkMxfp4Experts(const artifact::Manifest &m,
   return Status::success();
 }
 
+/// A cache write reads a column view only of rows [T, W]. Its prologue: the
+/// norm's fields (norm, norm_dim, eps and its
+/// weight, a bias only for a layer norm) and RoPE's (rope_style, offset,
+/// dim, theta and the positions; YaRN's all or none) come together, on
+/// rows [T, W] of a constant W that hold the normalised prefix and the
+/// rotated columns, with a weight (and bias) of norm_dim values.
+static Status checkCacheWrite(const PreparedLaunch &p) {
+  using In = abi::CacheWrite::In;
+  using P = abi::CacheWrite::P;
+  auto present = [&](unsigned slot) {
+    return p.args[slot].kind != PreparedArg::Kind::Absent;
+  };
+  auto countParams = [&](std::initializer_list<unsigned> params) {
+    unsigned n = 0;
+    for (unsigned i : params)
+      n += p.params[i].present;
+    return n;
+  };
+  unsigned norm =
+      countParams({P::norm, P::norm_dim, P::eps}) + present(In::norm_weight);
+  if (norm != 0 && norm != 4)
+    return Status::error("has some of a norm prologue's fields (norm, "
+                         "norm_dim, eps, norm_weight), not all");
+  if (present(In::norm_bias) &&
+      (norm == 0 || p.params[P::norm].i != abi::CacheWrite::layer))
+    return Status::error("has a norm_bias without a layer norm");
+  unsigned rope =
+      countParams({P::rope_style, P::rope_offset, P::rope_dim, P::theta}) +
+      present(In::positions);
+  if (rope != 0 && rope != 5)
+    return Status::error("has some of a RoPE prologue's fields (rope_style, "
+                         "rope_offset, rope_dim, theta, positions), not all");
+  unsigned yarn = 0;
+  for (unsigned i = P::yarn_factor; i <= P::yarn_truncate; ++i)
+    yarn += p.params[i].present;
+  if (yarn != 0 && (rope == 0 || yarn != P::yarn_truncate - P::yarn_factor + 1))
+    return Status::error("has some of the yarn_* parameters, not all, or "
+                         "without RoPE");
+  const PreparedArg &values = p.args[In::values];
+  if (values.rowStride != 0 && values.rank != 2)
+    return Status::error("writes a column view of values that are not "
+                         "[tokens, width]");
+  if (norm == 0 && rope == 0)
+    return Status::success();
+  if (values.rank != 2 || values.perToken[1] != 0)
+    return Status::error("normalises or rotates rows of values that are not "
+                         "[tokens, width]");
+  int64_t width = values.constant[1];
+  if (norm) {
+    int64_t normDim = p.params[P::norm_dim].i;
+    if (normDim <= 0 || normDim > width)
+      return Status::error("normalises " + std::to_string(normDim) +
+                           " columns of rows of " + std::to_string(width));
+    for (unsigned slot : {unsigned(In::norm_weight), unsigned(In::norm_bias)}) {
+      const PreparedArg &w = p.args[slot];
+      if (w.kind != PreparedArg::Kind::Absent &&
+          (w.rank != 1 || w.perToken[0] != 0 || w.constant[0] != normDim))
+        return Status::error(
+            std::string("has a ") +
+            (slot == In::norm_weight ? "norm_weight" : "norm_bias") +
+            " that is not [norm_dim] (" + std::to_string(normDim) + ")");
+    }
+  }
+  if (rope) {
+    int64_t offset = p.params[P::rope_offset].i, dim = p.params[P::rope_dim].i;
+    if (dim <= 0 || dim % 2 != 0 || offset < 0 || dim > width - offset)
+      return Status::error("rotates columns [" + std::to_string(offset) +
+                           ", +" + std::to_string(dim) +
+                           ") (an even count) of rows of " +
+                           std::to_string(width));
+    if (!(p.params[P::theta].f > 0.0))
+      return Status::error("has a RoPE theta that is not positive");
+  }
+  return Status::success();
+}
+
 /// A dense attention launch reads q [T, Hq, D] and writes [T, Hq, Dv] by
 /// the K and V caches' widths (rows of kv_heads x D and kv_heads x Dv), so
 /// the kernels never read or write past them; a window cache must hold the
@@ -416,6 +492,8 @@ static Status prepareLaunch(const artifact::Manifest &m,
     DAYBREAK_RETURN_IF_ERROR(checkMxfp4Workspace(m, p));
   if (p.kernel == abi::KernelId::Attention)
     DAYBREAK_RETURN_IF_ERROR(checkAttention(m, p));
+  if (p.kernel == abi::KernelId::CacheWrite)
+    DAYBREAK_RETURN_IF_ERROR(checkCacheWrite(p));
   if (p.kernel == abi::KernelId::Rope) {
     using P = abi::Rope::P;
     unsigned yarn = 0;

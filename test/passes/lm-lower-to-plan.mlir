@@ -31,7 +31,7 @@
 // CHECK-NEXT: %[[WH:.*]] = plan.weight_ref @head : memref<256x128xbf16>
 // CHECK-NEXT: %[[L:.*]] = plan.buffer "v6" offset(0) (%[[T]]) {io = "output"} : memref<?x256xf32>
 // CHECK-NEXT: plan.launch @matmul.3[%[[T]]] grid #{{.*}} block [1, 1, 1] smem 0(%[[N]], %[[WH]], %[[L]]) {absent = array<i64: 2>, num_results = 1 : i64} : memref<?x128xbf16>, memref<256x128xbf16>, memref<?x256xf32>
-// CHECK-NEXT: plan.launch @cache_write.4[%[[T]]] grid #{{.*}} block [1, 1, 1] smem 0(%[[C]], %[[KV]], %[[SL]], %[[SEQ]]) {num_results = 0 : i64} : memref<128x160xi8>, memref<?x80xf32>, memref<?xi32>, memref<?xi32>
+// CHECK-NEXT: plan.launch @cache_write.4[%[[T]]] grid #{{.*}} block [1, 1, 1] smem 0(%[[C]], %[[KV]], %[[SL]], %[[SEQ]]) {absent = array<i64: 4, 5, 6>, num_results = 0 : i64} : memref<128x160xi8>, memref<?x80xf32>, memref<?xi32>, memref<?xi32>
 // CHECK-NEXT: }
 // CHECK-DAG: plan.kernel @embedding.3 {entry = "embedding", num_args = 3 : i64, target = #plan<target cpu>}
 // CHECK-DAG: plan.kernel @rms_norm.3 {entry = "rms_norm", num_args = 3 : i64, target = #plan<target cpu>}

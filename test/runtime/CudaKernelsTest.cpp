@@ -989,6 +989,145 @@ TEST_F(CudaKernelsTest, CacheWrite) {
   }
 }
 
+TEST_F(CudaKernelsTest, CacheWritePrologue) {
+  // The cache write that normalises and rotates its rows
+  // (daybreak_cache_write_rows) stores what the norm, rope and plain write
+  // kernels it replaces store, byte for byte: the same row code (rmsNormRow,
+  // layerNormRow, ropeAngle, storeCacheRow) with the same 256 threads.
+  // DeepSeek's latent row (576: RMS over 512, interleaved YaRN RoPE over
+  // the last 64), its indexer key (128: layer norm with a bf16 bias, half-
+  // split RoPE over the first 64), a norm alone and RoPE alone; rows from a
+  // column view of a wider buffer; skipped and repeated slots. Against the
+  // CPU's fused write (fp32 rows): within the norms' fp32 sums.
+  struct Case {
+    int64_t width, normDim;
+    bool layer, bias;
+    int64_t ropeOffset, ropeDim;
+    bool interleaved, yarn;
+    int64_t tail, block;
+  };
+  const Case cases[] = {{576, 512, false, false, 512, 64, true, true, 64, 128},
+                        {128, 128, true, true, 0, 64, false, false, 0, 128},
+                        {96, 64, false, false, 0, 0, false, false, 32, 64},
+                        {160, 0, false, false, 8, 32, false, true, 32, 64}};
+  const int64_t tokens = 12;
+  std::vector<int32_t> slots = {0, 39, 17, -1, 17, 5, 33, 16, 15, 2, 17, 38};
+  std::vector<int32_t> seqs = {0, 1, 1, 0, 1, 0, 1, 0, 1, 1, 0, 0};
+  std::vector<int32_t> positions(tokens);
+  for (auto &pos : positions)
+    pos = int32_t(rng() % 160000);
+  positions[0] = 0;
+  Buffer dSlots(*driver, slots), dSeqs(*driver, seqs),
+      dPositions(*driver, positions);
+  for (const Case &c : cases)
+    for (auto format : {cpu::CacheFormat::F32, cpu::CacheFormat::BF16,
+                        cpu::CacheFormat::Fp8Scaled}) {
+      bool fp8 = format == cpu::CacheFormat::Fp8Scaled;
+      const int64_t width = c.width, stride = width + 40;
+      std::vector<float> values = random(tokens * width, -3, 3);
+      std::vector<float> wide(tokens * stride, 1e30f);
+      for (int64_t t = 0; t < tokens; ++t)
+        std::copy_n(values.data() + t * width, width,
+                    wide.data() + t * stride + 8);
+      std::vector<float> weight = random(width, 0.5, 1.5);
+      std::vector<uint16_t> bias(width);
+      std::vector<float> biasValues = random(width);
+      for (int64_t i = 0; i < width; ++i)
+        bias[i] = numerics::floatToBf16(biasValues[i]);
+      Buffer dValues(*driver, values), dWide(*driver, wide),
+          dRows(*driver, values), dWeight(*driver, weight),
+          dBias(*driver, bias);
+
+      runtime::CacheWritePrologue p;
+      if (c.normDim) {
+        p.norm = c.layer ? runtime::CacheWritePrologue::Norm::Layer
+                         : runtime::CacheWritePrologue::Norm::Rms;
+        p.normDim = c.normDim;
+        p.eps = 1e-6;
+      }
+      if (c.ropeDim) {
+        p.rope = true;
+        p.ropeParams.interleaved = c.interleaved;
+        p.ropeParams.offset = c.ropeOffset;
+        p.ropeParams.dim = c.ropeDim;
+        p.ropeParams.yarn = c.yarn;
+        p.ropeParams.factor = 40;
+        p.ropeParams.attentionFactor = c.yarn ? 1.25 : 1.0;
+      }
+      DeviceWeight dw = DeviceWeight::f32(dWeight), db;
+      if (c.bias) {
+        db.data = dBias;
+        db.type = 1; // bf16
+      }
+      CacheWritePrologueArgs args;
+      args.params = p;
+      args.weight = c.normDim ? dw : DeviceWeight();
+      args.bias = db;
+      args.positions = dPositions;
+
+      // Two caches of the same random bytes: the ops' and the fused write's.
+      std::mt19937 r1 = rng, r2 = rng;
+      int64_t tail = fp8 ? c.tail : 0, block = fp8 ? c.block : 0;
+      TestCache ops(format, width, tail, block, 40, 16, r1);
+      TestCache fused(format, width, tail, block, 40, 16, r2);
+      rng = r1;
+      DeviceCacheView opsView = ops.upload(*driver);
+      DeviceCacheView fusedView = fused.upload(*driver);
+      if (p.norm == runtime::CacheWritePrologue::Norm::Rms)
+        expectRan(kernels->rmsNorm(dRows, dw, tokens, c.normDim, p.eps, dRows,
+                                   nullptr, nullptr, width, width));
+      else if (p.norm == runtime::CacheWritePrologue::Norm::Layer)
+        expectRan(kernels->layerNorm(dRows, dw, db, tokens, c.normDim, p.eps,
+                                     dRows, nullptr, width, width));
+      if (p.rope)
+        expectRan(kernels->rope(dRows, width, dRows, width, dPositions, tokens,
+                                1, width, p.ropeParams, nullptr));
+      expectRan(
+          kernels->cacheWrite(opsView, dRows, dSlots, dSeqs, tokens, nullptr));
+      expectRan(kernels->cacheWrite(fusedView, dWide.get() + 8 * sizeof(float),
+                                    dSlots, dSeqs, tokens, nullptr, &args,
+                                    stride));
+      auto expected = ops.dBytes->read<uint8_t>(ops.bytes.size());
+      auto got = fused.dBytes->read<uint8_t>(fused.bytes.size());
+      int64_t mismatches = 0;
+      for (size_t i = 0; i < got.size(); ++i)
+        mismatches += got[i] != expected[i];
+      std::string shape = std::to_string(width) + " " + formatName(format);
+      report("cacheWriteRows", shape.c_str(), double(mismatches));
+      EXPECT_EQ(mismatches, 0) << shape;
+
+      if (format != cpu::CacheFormat::F32)
+        continue;
+      // The CPU's fused write of the same rows, read back as fp32.
+      cpu::CacheWritePrologueArgs host;
+      host.params = p;
+      if (c.normDim)
+        host.weight = cpu::WeightView::f32(weight.data());
+      if (c.bias) {
+        host.bias.data = bias.data();
+        host.bias.type = cpu::WeightType::BF16;
+      }
+      host.positions = positions.data();
+      ASSERT_TRUE(cpu::cacheWrite(pool, fused.host, values.data(), slots.data(),
+                                  seqs.data(), tokens, &host)
+                      .ok());
+      std::vector<float> cpuRows(width), gpuRows(width);
+      double worst = 0.0;
+      for (int64_t t = 0; t < tokens; ++t) {
+        if (slots[t] < 0)
+          continue;
+        fused.host.read(seqs[t], slots[t], cpuRows.data());
+        cpu::CacheView deviceHost = fused.host;
+        deviceHost.base = got.data();
+        deviceHost.read(seqs[t], slots[t], gpuRows.data());
+        for (int64_t i = 0; i < width; ++i)
+          worst = std::max(worst, double(std::fabs(cpuRows[i] - gpuRows[i])));
+      }
+      report("cacheWriteRows vs cpu", shape.c_str(), worst);
+      EXPECT_LT(worst, 2e-5) << shape; // values ~1: a few fp32 ulps
+    }
+}
+
 TEST_F(CudaKernelsTest, DsaIndexerScores) {
   for (auto format : {cpu::CacheFormat::F32, cpu::CacheFormat::BF16,
                       cpu::CacheFormat::Fp8Scaled})

@@ -828,6 +828,116 @@ TEST(CpuCache, CacheWriteMatchesReference) {
   }
 }
 
+TEST(CpuCache, CacheWritePrologueEqualsItsOps) {
+  // A cache write that normalises and rotates its rows stores what the
+  // norm, rope and plain write it replaces store, bit for bit: DeepSeek's
+  // latent row (RMS over a prefix, interleaved YaRN RoPE after it), its
+  // indexer key (layer norm with bias over the row, half-split RoPE at its
+  // start), a norm alone (Kimi Linear's latent row) and RoPE alone; in
+  // every cache format, with skipped and repeated slots, from dense rows
+  // and from a column view of wider ones.
+  std::mt19937 rng(23);
+  struct Case {
+    int64_t width, normDim; // normDim 0: no norm
+    bool layer, bias;
+    int64_t ropeOffset, ropeDim; // ropeDim 0: no rope
+    bool interleaved, yarn;
+    int64_t tail, block; // the fp8 layout
+  };
+  const Case cases[] = {{80, 64, false, false, 64, 16, true, true, 16, 32},
+                        {32, 32, true, true, 0, 16, false, false, 0, 32},
+                        {24, 16, false, false, 0, 0, false, false, 8, 16},
+                        {40, 0, false, false, 4, 8, false, true, 8, 32},
+                        {36, 20, true, false, 24, 12, true, false, 4, 16}};
+  const int64_t batch = 2, maxSeq = 9, tokens = 7;
+  std::vector<int32_t> slots = {0, 3, -1, 8, 3, 5, 3};
+  std::vector<int32_t> seqs = {0, 1, 1, 0, 1, 0, 1}; // (1, 3) written twice
+  std::vector<int32_t> positions = {0, 3, 17, 4095, 3, 70000, 2};
+  for (const Case &c : cases)
+    for (cpu::CacheFormat format :
+         {cpu::CacheFormat::F32, cpu::CacheFormat::BF16,
+          cpu::CacheFormat::Fp8Scaled}) {
+      SCOPED_TRACE("width " + std::to_string(c.width) + " format " +
+                   std::to_string(int(format)));
+      std::vector<float> values = randomFloats(rng, tokens * c.width, -3, 3);
+      std::vector<float> weight = randomFloats(rng, c.width, 0.5, 1.5);
+      std::vector<uint16_t> bias(c.width);
+      std::vector<float> biasValues = randomFloats(rng, c.width, -1, 1);
+      for (int64_t i = 0; i < c.width; ++i)
+        bias[i] = numerics::floatToBf16(biasValues[i]);
+      cpu::WeightView weightView = cpu::WeightView::f32(weight.data());
+      cpu::WeightView biasView;
+      if (c.bias) {
+        biasView.data = bias.data();
+        biasView.type = cpu::WeightType::BF16;
+      }
+      cpu::CacheWritePrologueArgs prologue;
+      runtime::CacheWritePrologue &p = prologue.params;
+      if (c.normDim) {
+        p.norm = c.layer ? runtime::CacheWritePrologue::Norm::Layer
+                         : runtime::CacheWritePrologue::Norm::Rms;
+        p.normDim = c.normDim;
+        p.eps = 1e-6;
+        prologue.weight = weightView;
+        prologue.bias = biasView;
+      }
+      if (c.ropeDim) {
+        p.rope = true;
+        p.ropeParams.interleaved = c.interleaved;
+        p.ropeParams.offset = c.ropeOffset;
+        p.ropeParams.dim = c.ropeDim;
+        p.ropeParams.yarn = c.yarn;
+        p.ropeParams.factor = 40;
+        p.ropeParams.originalMaxPositions = 4096;
+        p.ropeParams.attentionFactor = c.yarn ? 1.25 : 1.0;
+        prologue.positions = positions.data();
+      }
+      int64_t tail = format == cpu::CacheFormat::Fp8Scaled ? c.tail : 0;
+      int64_t block = format == cpu::CacheFormat::Fp8Scaled ? c.block : 0;
+      for (unsigned threads : kThreadCounts) {
+        cpu::ThreadPool pool(threads);
+        // The ops the prologue replaces: norm, rope, then the plain write.
+        std::vector<float> rows = values;
+        if (c.normDim && c.layer)
+          cpu::layerNorm(pool, rows.data(), weightView, biasView, tokens,
+                         c.normDim, p.eps, rows.data(), c.width, c.width);
+        else if (c.normDim)
+          cpu::rmsNorm(pool, rows.data(), weightView, tokens, c.normDim, p.eps,
+                       rows.data(), c.width, c.width);
+        if (c.ropeDim)
+          cpu::rope(pool, rows.data(), positions.data(), tokens, 1, c.width,
+                    p.ropeParams);
+        PagedCache expected(format, c.width, tail, block, batch, maxSeq, 4);
+        PagedCache fused(format, c.width, tail, block, batch, maxSeq, 4);
+        ASSERT_TRUE(cpu::cacheWrite(pool, expected.view, rows.data(),
+                                    slots.data(), seqs.data(), tokens)
+                        .ok());
+        ASSERT_TRUE(cpu::cacheWrite(pool, fused.view, values.data(),
+                                    slots.data(), seqs.data(), tokens,
+                                    &prologue)
+                        .ok());
+        EXPECT_EQ(fused.storage, expected.storage) << threads << " threads";
+        // The same rows as a column view of a wider buffer.
+        const int64_t stride = c.width + 7;
+        std::vector<float> wide(tokens * stride, 1e30f);
+        for (int64_t t = 0; t < tokens; ++t)
+          std::copy_n(values.data() + t * c.width, c.width,
+                      wide.data() + t * stride + 3);
+        PagedCache viewed(format, c.width, tail, block, batch, maxSeq, 4);
+        ASSERT_TRUE(cpu::cacheWrite(pool, viewed.view, wide.data() + 3,
+                                    slots.data(), seqs.data(), tokens,
+                                    &prologue, stride)
+                        .ok());
+        EXPECT_EQ(viewed.storage, expected.storage) << threads << " threads";
+        // And the rows are normalised and rotated (not stored as given).
+        std::vector<float> stored(c.width);
+        fused.view.read(0, 0, stored.data());
+        EXPECT_NE(std::vector<float>(values.begin(), values.begin() + c.width),
+                  stored);
+      }
+    }
+}
+
 /// Fills a paged cache with random rows and returns the decoded contents as
 /// a [batch, maxSeq, width] tensor (what the reference reads).
 Tensor fillCache(std::mt19937 &rng, PagedCache &cache) {

@@ -161,7 +161,10 @@ void CacheView::write(int64_t seq, int64_t pos, const float *in) const {
 
 Status cacheWrite(ThreadPool &pool, const CacheView &cache, const float *values,
                   const int32_t *slots, const int32_t *sequences,
-                  int64_t tokens) {
+                  int64_t tokens, const CacheWritePrologueArgs *prologue,
+                  int64_t valuesStride) {
+  if (valuesStride == 0)
+    valuesStride = cache.width;
   // Check everything first so a bad token leaves the cache untouched.
   for (int64_t t = 0; t < tokens; ++t) {
     int64_t seq = sequences ? sequences[t] : 0;
@@ -199,11 +202,42 @@ Status cacheWrite(ThreadPool &pool, const CacheView &cache, const float *values,
       writers[writerCount++] = writes[i].token;
   int64_t grain =
       std::max<int64_t>(1, 8192 / std::max<int64_t>(cache.width, 1));
+  if (!prologue || !prologue->params.any()) {
+    pool.parallelFor(writerCount, grain, [&](int64_t begin, int64_t end) {
+      for (int64_t i = begin; i < end; ++i) {
+        int64_t t = writers[i];
+        cache.write(sequences ? sequences[t] : 0, slots[t],
+                    values + t * valuesStride);
+      }
+    });
+    return Status::success();
+  }
+  // Each row written is normalised and rotated into scratch first (only
+  // the rows that are stored).
+  const runtime::CacheWritePrologue &p = prologue->params;
+  const RopeParams &rope = p.ropeParams;
+  int64_t half = p.rope ? rope.dim / 2 : 0;
+  double *freqs = frame.take<double>(half);
+  if (p.rope)
+    ropeFrequencies(rope, freqs);
   pool.parallelFor(writerCount, grain, [&](int64_t begin, int64_t end) {
+    ScratchFrame chunkFrame;
+    float *row = chunkFrame.take<float>(cache.width);
+    double *cosines = chunkFrame.take<double>(half);
+    double *sines = chunkFrame.take<double>(half);
     for (int64_t i = begin; i < end; ++i) {
       int64_t t = writers[i];
-      cache.write(sequences ? sequences[t] : 0, slots[t],
-                  values + t * cache.width);
+      std::copy_n(values + t * valuesStride, cache.width, row);
+      if (p.norm == runtime::CacheWritePrologue::Norm::Rms)
+        rmsNormRow(row, prologue->weight, p.normDim, p.eps, row);
+      else if (p.norm == runtime::CacheWritePrologue::Norm::Layer)
+        layerNormRow(row, prologue->weight, prologue->bias, p.normDim, p.eps,
+                     row);
+      if (p.rope) {
+        ropeAngles(double(prologue->positions[t]), freqs, rope, cosines, sines);
+        ropeRotate(row, row, cosines, sines, rope);
+      }
+      cache.write(sequences ? sequences[t] : 0, slots[t], row);
     }
   });
   return Status::success();

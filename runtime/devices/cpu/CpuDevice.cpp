@@ -588,9 +588,18 @@ struct CpuLaunchers {
   }
   static Status cacheWrite(CpuDevice &d, const BoundLaunch &l) {
     using In = abi::CacheWrite::In;
-    return cpu::cacheWrite(d.pool, cache(d, l.in(In::cache)),
-                           f(l.in(In::values)), i32(l.in(In::slots)),
-                           opt<int32_t>(l.in(In::sequences)), l.tokens);
+    cpu::CacheWritePrologueArgs prologue;
+    prologue.params = runtime::cacheWritePrologue(*l);
+    if (prologue.params.any()) {
+      prologue.weight = weight(l.in(In::norm_weight));
+      prologue.bias = weight(l.in(In::norm_bias));
+      prologue.positions = opt<int32_t>(l.in(In::positions));
+    }
+    const BoundArg &values = l.in(In::values);
+    return cpu::cacheWrite(d.pool, cache(d, l.in(In::cache)), f(values),
+                           i32(l.in(In::slots)),
+                           opt<int32_t>(l.in(In::sequences)), l.tokens,
+                           &prologue, values.arg->rowStride);
   }
   static Status dsaIndexerScores(CpuDevice &d, const BoundLaunch &l) {
     using In = abi::DsaIndexerScores::In;

@@ -106,9 +106,8 @@ void rmsNorm(ThreadPool &pool, const float *x, const float *weight,
   rmsNorm(pool, x, WeightView::f32(weight), rows, dim, eps, out);
 }
 
-/// One row of rmsNorm: double sums of squares, fp32 results.
-static void rmsNormRow(const float *in, const WeightView &weight, int64_t dim,
-                       double eps, float *out) {
+void rmsNormRow(const float *in, const WeightView &weight, int64_t dim,
+                double eps, float *out) {
   double sumSquares = 0.0;
   for (int64_t i = 0; i < dim; ++i)
     sumSquares += double(in[i]) * in[i];
@@ -156,24 +155,27 @@ void layerNorm(ThreadPool &pool, const float *x, const WeightView &weight,
   xStride = xStride ? xStride : dim;
   outStride = outStride ? outStride : dim;
   pool.parallelFor(rows, rowGrain(dim), [&](int64_t begin, int64_t end) {
-    for (int64_t r = begin; r < end; ++r) {
-      const float *in = x + r * xStride;
-      float *o = out + r * outStride;
-      // Mean first, then the centred variance: no cancellation.
-      double mean = 0.0;
-      for (int64_t i = 0; i < dim; ++i)
-        mean += in[i];
-      mean /= double(dim);
-      double variance = 0.0;
-      for (int64_t i = 0; i < dim; ++i)
-        variance += (in[i] - mean) * (in[i] - mean);
-      double inv = 1.0 / std::sqrt(variance / double(dim) + eps);
-      for (int64_t i = 0; i < dim; ++i)
-        o[i] = static_cast<float>((in[i] - mean) * inv *
-                                      (weight.data ? weight.at(i) : 1.0f) +
-                                  (bias.data ? bias.at(i) : 0.0f));
-    }
+    for (int64_t r = begin; r < end; ++r)
+      layerNormRow(x + r * xStride, weight, bias, dim, eps,
+                   out + r * outStride);
   });
+}
+
+void layerNormRow(const float *in, const WeightView &weight,
+                  const WeightView &bias, int64_t dim, double eps, float *out) {
+  // Mean first, then the centred variance: no cancellation.
+  double mean = 0.0;
+  for (int64_t i = 0; i < dim; ++i)
+    mean += in[i];
+  mean /= double(dim);
+  double variance = 0.0;
+  for (int64_t i = 0; i < dim; ++i)
+    variance += (in[i] - mean) * (in[i] - mean);
+  double inv = 1.0 / std::sqrt(variance / double(dim) + eps);
+  for (int64_t i = 0; i < dim; ++i)
+    out[i] = static_cast<float>((in[i] - mean) * inv *
+                                    (weight.data ? weight.at(i) : 1.0f) +
+                                (bias.data ? bias.at(i) : 0.0f));
 }
 
 namespace {
@@ -188,8 +190,8 @@ double correctionDim(double rotations, int64_t dim, double base,
          (2.0 * std::log(base));
 }
 
-/// freqs[i] = theta^(-2i/dim) for i < dim / 2, with YaRN's NTK-by-parts
-/// blend (models.md §1.4).
+} // namespace
+
 void ropeFrequencies(const RopeParams &p, double *freqs) {
   int64_t half = p.dim / 2;
   for (int64_t i = 0; i < half; ++i)
@@ -215,7 +217,27 @@ void ropeFrequencies(const RopeParams &p, double *freqs) {
   }
 }
 
-} // namespace
+void ropeAngles(double position, const double *freqs, const RopeParams &p,
+                double *cosines, double *sines) {
+  for (int64_t i = 0, half = p.dim / 2; i < half; ++i) {
+    double angle = position * freqs[i];
+    cosines[i] = std::cos(angle) * p.attentionFactor;
+    sines[i] = std::sin(angle) * p.attentionFactor;
+  }
+}
+
+void ropeRotate(const float *in, float *out, const double *cosines,
+                const double *sines, const RopeParams &p) {
+  const float *src = in + p.offset;
+  float *row = out + p.offset;
+  for (int64_t i = 0, half = p.dim / 2; i < half; ++i) {
+    int64_t a = p.interleaved ? 2 * i : i;
+    int64_t b = p.interleaved ? 2 * i + 1 : i + half;
+    double xa = src[a], xb = src[b];
+    row[a] = static_cast<float>(xa * cosines[i] - xb * sines[i]);
+    row[b] = static_cast<float>(xb * cosines[i] + xa * sines[i]);
+  }
+}
 
 void rope(ThreadPool &pool, float *x, const int32_t *positions, int64_t tokens,
           int64_t rowsPerToken, int64_t rowDim, const RopeParams &params) {
@@ -230,7 +252,6 @@ void rope(ThreadPool &pool, const float *x, int64_t xStride, float *out,
   ScratchFrame frame;
   double *freqs = frame.take<double>(half);
   ropeFrequencies(params, freqs);
-  double scale = params.attentionFactor;
   pool.parallelFor(
       tokens, rowGrain(rowsPerToken * params.dim),
       [&](int64_t begin, int64_t end) {
@@ -238,26 +259,13 @@ void rope(ThreadPool &pool, const float *x, int64_t xStride, float *out,
         double *cosines = chunkFrame.take<double>(half);
         double *sines = chunkFrame.take<double>(half);
         for (int64_t t = begin; t < end; ++t) {
-          double position = double(positions[t]);
-          for (int64_t i = 0; i < half; ++i) {
-            double angle = position * freqs[i];
-            cosines[i] = std::cos(angle) * scale;
-            sines[i] = std::sin(angle) * scale;
-          }
+          ropeAngles(double(positions[t]), freqs, params, cosines, sines);
           for (int64_t r = 0; r < rowsPerToken; ++r) {
             const float *in = x + (t * rowsPerToken + r) * xStride;
             float *o = out + (t * rowsPerToken + r) * outStride;
             if (o != in)
               std::memmove(o, in, rowDim * sizeof(float));
-            const float *src = in + params.offset;
-            float *row = o + params.offset;
-            for (int64_t i = 0; i < half; ++i) {
-              int64_t a = params.interleaved ? 2 * i : i;
-              int64_t b = params.interleaved ? 2 * i + 1 : i + half;
-              double xa = src[a], xb = src[b];
-              row[a] = static_cast<float>(xa * cosines[i] - xb * sines[i]);
-              row[b] = static_cast<float>(xb * cosines[i] + xa * sines[i]);
-            }
+            ropeRotate(in, o, cosines, sines, params);
           }
         }
       });

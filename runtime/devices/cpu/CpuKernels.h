@@ -124,6 +124,14 @@ void rmsNorm(ThreadPool &pool, const float *x, const WeightView &weight,
              int64_t rows, int64_t dim, double eps, float *out,
              int64_t xStride = 0, int64_t outStride = 0);
 
+/// One row of rmsNorm: double sums of squares, fp32 results (out may be
+/// in).
+void rmsNormRow(const float *in, const WeightView &weight, int64_t dim,
+                double eps, float *out);
+/// One row of layerNorm (out may be in).
+void layerNormRow(const float *in, const WeightView &weight,
+                  const WeightView &bias, int64_t dim, double eps, float *out);
+
 /// sum = x + residual, out = rmsNorm(sum) per row of `dim`, a row at a time
 /// (one launch, each row in cache between the add and the norm): sum's
 /// elements as the add stores them, out as rmsNorm computes it from them.
@@ -201,6 +209,17 @@ void rope(ThreadPool &pool, const float *x, int64_t xStride, float *out,
           int64_t outStride, const int32_t *positions, int64_t tokens,
           int64_t rowsPerToken, int64_t rowDim, const RopeParams &params);
 
+/// rope's pieces, for kernels that rotate rows of their own: the pair
+/// frequencies theta^(-2i/dim) with YaRN's NTK-by-parts blend (models.md
+/// §1.4), dim / 2 of them; a position's cosines and sines (times the YaRN
+/// attention factor); the rotation of one row's slice [offset, offset +
+/// dim) from in into out (in may be out; other columns untouched).
+void ropeFrequencies(const RopeParams &p, double *freqs);
+void ropeAngles(double position, const double *freqs, const RopeParams &p,
+                double *cosines, double *sines);
+void ropeRotate(const float *in, float *out, const double *cosines,
+                const double *sines, const RopeParams &p);
+
 /// out = g' * sigmoid(alpha g') * (u' + upOffset), with the clamps of
 /// lm.swiglu when hasLimit.
 void swiglu(ThreadPool &pool, const float *gate, const float *up, int64_t n,
@@ -275,12 +294,26 @@ Status mxfp4ToFp8Experts(ThreadPool &pool, const Mxfp4Weights &w,
                          float *blockScales, float *slotBias,
                          int32_t *remapped);
 
+/// cacheWrite's prologue: the parameters, the norm's weight and bias (a
+/// layer norm's may be absent) and RoPE's positions [T].
+struct CacheWritePrologueArgs {
+  runtime::CacheWritePrologue params;
+  WeightView weight, bias;
+  const int32_t *positions = nullptr;
+};
+
 /// Writes values [T, width] to rows (sequences[t], slots[t]) of the cache;
 /// slot -1 skips. Errors on a sequence outside [0, batch) or a slot outside
-/// [-1, maxSeqLen).
-Status cacheWrite(ThreadPool &pool, const CacheView &cache,
-                  const float *values, const int32_t *slots,
-                  const int32_t *sequences, int64_t tokens);
+/// [-1, maxSeqLen). With `prologue`, each row written is first normalised
+/// and rotated as rmsNormRow / layerNormRow and rope compute them (bit for
+/// bit the rms_norm / layer_norm and rope kernels' rows).
+/// Token t's values start at values + t * valuesStride (0: the cache's
+/// width; a column view's row stride).
+Status cacheWrite(ThreadPool &pool, const CacheView &cache, const float *values,
+                  const int32_t *slots, const int32_t *sequences,
+                  int64_t tokens,
+                  const CacheWritePrologueArgs *prologue = nullptr,
+                  int64_t valuesStride = 0);
 
 /// scores[t, s] = scale * sum_h weights[t, h] * ReLU(q[t, h] . key(seq_t, s))
 /// for s < maxSeqLen of the (indexer) cache; q [T, H, D]. With `bounds`

@@ -1054,9 +1054,18 @@ struct CudaLaunchers {
   }
   static Status cacheWrite(CudaDevice &d, const BoundLaunch &l) {
     using In = abi::CacheWrite::In;
-    return d.kernels->cacheWrite(cache(d, l.in(In::cache)), p(l.in(In::values)),
+    CacheWritePrologueArgs prologue;
+    prologue.params = runtime::cacheWritePrologue(*l);
+    if (prologue.params.any()) {
+      prologue.weight = weight(l.in(In::norm_weight));
+      prologue.bias = weight(l.in(In::norm_bias));
+      prologue.positions = p(l.in(In::positions));
+    }
+    const BoundArg &values = l.in(In::values);
+    return d.kernels->cacheWrite(cache(d, l.in(In::cache)), p(values),
                                  p(l.in(In::slots)), p(l.in(In::sequences)),
-                                 l.tokens, d.stream);
+                                 l.tokens, d.stream, &prologue,
+                                 values.arg->rowStride);
   }
   /// --precision=bf16 and fp8 take the tensor-core kernels
   /// (daybreak_dsa_indexer_tc_*, in token groups from 32 tokens; q rounded

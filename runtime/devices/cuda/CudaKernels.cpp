@@ -1589,6 +1589,31 @@ Status CudaKernels::headMatmul(CUdeviceptr x, const DeviceWeight &weight,
                          ceilDiv(tokens, 64), heads, 256, 0, stream, params);
 }
 
+/// YaRN's ramp ends for the RoPE kernels, as cpu::ropeFrequencies computes
+/// them (0 and 1 without YaRN: unused).
+static void yarnRamp(const runtime::RopeParams &p, double &low, double &high) {
+  low = 0.0;
+  high = 1.0;
+  if (!p.yarn)
+    return;
+  constexpr double kPi = 3.14159265358979323846;
+  auto correctionDim = [&](double rotations) {
+    return double(p.dim) *
+           std::log(double(p.originalMaxPositions) / (rotations * 2.0 * kPi)) /
+           (2.0 * std::log(p.theta));
+  };
+  low = correctionDim(p.betaFast);
+  high = correctionDim(p.betaSlow);
+  if (p.truncate) {
+    low = std::floor(low);
+    high = std::ceil(high);
+  }
+  low = std::max(low, 0.0);
+  high = std::min(high, double(p.dim - 1));
+  if (low == high)
+    high += 0.001;
+}
+
 Status CudaKernels::rope(CUdeviceptr x, CUdeviceptr positions, int64_t tokens,
                          int64_t rowsPerToken, int64_t rowDim,
                          const runtime::RopeParams &p, CUstream stream) const {
@@ -1600,27 +1625,8 @@ Status CudaKernels::rope(CUdeviceptr x, int64_t xStride, CUdeviceptr out,
                          int64_t outStride, CUdeviceptr positions,
                          int64_t tokens, int64_t rowsPerToken, int64_t rowDim,
                          const runtime::RopeParams &p, CUstream stream) const {
-  // YaRN's ramp ends, as cpu::rope's ropeFrequencies computes them.
-  double low = 0.0, high = 1.0;
-  if (p.yarn) {
-    constexpr double kPi = 3.14159265358979323846;
-    auto correctionDim = [&](double rotations) {
-      return double(p.dim) *
-             std::log(double(p.originalMaxPositions) /
-                      (rotations * 2.0 * kPi)) /
-             (2.0 * std::log(p.theta));
-    };
-    low = correctionDim(p.betaFast);
-    high = correctionDim(p.betaSlow);
-    if (p.truncate) {
-      low = std::floor(low);
-      high = std::ceil(high);
-    }
-    low = std::max(low, 0.0);
-    high = std::min(high, double(p.dim - 1));
-    if (low == high)
-      high += 0.001;
-  }
+  double low, high;
+  yarnRamp(p, low, high);
   int32_t interleaved = p.interleaved, yarn = p.yarn;
   int64_t offset = p.offset, dim = p.dim;
   double theta = p.theta, factor = p.factor, attention = p.attentionFactor;
@@ -2012,11 +2018,45 @@ Status CudaKernels::mxfp4ToFp8Experts(
 
 Status CudaKernels::cacheWrite(const DeviceCacheView &cache, CUdeviceptr values,
                                CUdeviceptr slots, CUdeviceptr sequences,
-                               int64_t tokens, CUstream stream) const {
+                               int64_t tokens, CUstream stream,
+                               const CacheWritePrologueArgs *prologue,
+                               int64_t valuesStride) const {
   KernelCache c = toKernel(cache);
-  void *params[] = {&c, &values, &slots, &sequences, &tokens};
-  return launchDependent(cacheWriteFn, "cacheWrite", tokens, 1, 1, 128, 0,
-                         stream, params);
+  if (valuesStride == 0)
+    valuesStride = cache.width;
+  if (!prologue || !prologue->params.any()) {
+    void *params[] = {&c, &values, &valuesStride, &slots, &sequences, &tokens};
+    return launchDependent(cacheWriteFn, "cacheWrite", tokens, 1, 1, 128, 0,
+                           stream, params);
+  }
+  const runtime::CacheWritePrologue &p = prologue->params;
+  constexpr int64_t kRowBytes = 40 * 1024; // and the kernel's static 1 KiB
+  if (cache.width * int64_t(sizeof(float)) > kRowBytes)
+    return Status::error("cacheWrite: a row of " + std::to_string(cache.width) +
+                         " values does not fit a block's shared memory (" +
+                         std::to_string(kRowBytes / 4) +
+                         "); its norm and RoPE need a kernel of their own");
+  int32_t norm = p.norm == runtime::CacheWritePrologue::Norm::Rms     ? 1
+                 : p.norm == runtime::CacheWritePrologue::Norm::Layer ? 2
+                                                                      : 0;
+  DeviceWeight weight = prologue->weight, bias = prologue->bias;
+  int64_t normDim = p.normDim;
+  double eps = p.eps;
+  CUdeviceptr positions = prologue->positions;
+  const runtime::RopeParams &r = p.ropeParams;
+  int32_t interleaved = r.interleaved, yarn = p.rope && r.yarn;
+  int64_t ropeOffset = r.offset, ropeDim = p.rope ? r.dim : 0;
+  double theta = r.theta, factor = r.factor, attention = r.attentionFactor;
+  double low, high;
+  yarnRamp(r, low, high);
+  void *params[] = {&c,           &values,     &valuesStride, &slots,
+                    &sequences,   &tokens,     &norm,         &weight,
+                    &bias,        &normDim,    &eps,          &positions,
+                    &interleaved, &ropeOffset, &ropeDim,      &theta,
+                    &yarn,        &factor,     &low,          &high,
+                    &attention};
+  return launchDependent(cacheWriteRowsFn, "cacheWriteRows", tokens, 1, 1, 256,
+                         unsigned(cache.width * sizeof(float)), stream, params);
 }
 
 Status CudaKernels::allowSharedMemory(CUfunction fn) const {

@@ -521,17 +521,14 @@ __global__ void daybreak_add_rms_norm_t(const float *x, const float *residual,
   rmsNormRow<kDim>(x, weight, dim, eps, out, dim, dim, residual, sum);
 }
 
-/// grid (rows), block 256: mean, then the centred variance. weight and bias
-/// may be null. Rows of x and out xStride and outStride floats apart.
-extern "C" __global__ void daybreak_layer_norm(const float *x, Weight weight,
-                                               Weight bias, int64_t rows,
-                                               int64_t dim, double eps,
-                                               float *out, int64_t xStride,
-                                               int64_t outStride) {
-  beginDependent();
+namespace {
+
+/// One row of layer_norm with the block's threads; o may be in (each
+/// thread writes only what it read).
+__device__ void layerNormRow(const float *in, const Weight &weight,
+                             const Weight &bias, int64_t dim, double eps,
+                             float *o) {
   __shared__ float scratch[32];
-  const float *in = x + int64_t(blockIdx.x) * xStride;
-  float *o = out + int64_t(blockIdx.x) * outStride;
   float sum = 0.0f;
   for (int64_t i = threadIdx.x; i < dim; i += blockDim.x)
     sum += in[i];
@@ -546,6 +543,20 @@ extern "C" __global__ void daybreak_layer_norm(const float *x, Weight weight,
   for (int64_t i = threadIdx.x; i < dim; i += blockDim.x)
     o[i] = (in[i] - mean) * inv * (weight.data ? weightAt(weight, i) : 1.0f) +
            (bias.data ? weightAt(bias, i) : 0.0f);
+}
+
+} // namespace
+
+/// grid (rows), block 256: mean, then the centred variance. weight and bias
+/// may be null. Rows of x and out xStride and outStride floats apart.
+extern "C" __global__ void daybreak_layer_norm(const float *x, Weight weight,
+                                               Weight bias, int64_t rows,
+                                               int64_t dim, double eps,
+                                               float *out, int64_t xStride,
+                                               int64_t outStride) {
+  beginDependent();
+  layerNormRow(x + int64_t(blockIdx.x) * xStride, weight, bias, dim, eps,
+               out + int64_t(blockIdx.x) * outStride);
 }
 
 /// out = x w^T (+ bias), w [N, K]: grid (ceil(N/64), ceil(M/64)), block 256.
@@ -2742,6 +2753,27 @@ daybreak_head_matmul(const float *x, Weight w, int32_t transposeWeight,
 /// (kRopeMaxPairs in CudaKernels.h).
 constexpr int kRopeRows = 16, kRopeMaxPairs = 256;
 
+namespace {
+
+/// RoPE pair i's cosine and sine at `position`, in double (cpu::ropeAngles'
+/// values): theta^(-2i/dim), YaRN's ramp between `low` and `high` when
+/// `yarn`, times the attention factor.
+__device__ __forceinline__ void
+ropeAngle(int64_t i, double position, int64_t dim, double theta, int32_t yarn,
+          double factor, double low, double high, double attentionFactor,
+          double &cosine, double &sine) {
+  double freq = pow(theta, -2.0 * double(i) / double(dim));
+  if (yarn) {
+    double ramp = fmin(fmax((double(i) - low) / (high - low), 0.0), 1.0);
+    freq = freq / factor * ramp + freq * (1.0 - ramp);
+  }
+  double angle = position * freq;
+  cosine = cos(angle) * attentionFactor;
+  sine = sin(angle) * attentionFactor;
+}
+
+} // namespace
+
 /// RoPE from x into out (in place when they are one), rows xStride and
 /// outStride floats apart (column views). grid (tokens, ceil(rowsPerToken /
 /// kRopeRows)), block 256: a block takes kRopeRows rows of one token. Its
@@ -2761,16 +2793,9 @@ daybreak_rope(const float *x, int64_t xStride, float *out, int64_t outStride,
   __shared__ double cosines[kRopeMaxPairs], sines[kRopeMaxPairs];
   const int64_t half = dim / 2, t = blockIdx.x;
   const double position = double(positions[t]);
-  for (int64_t i = threadIdx.x; i < half; i += blockDim.x) {
-    double freq = pow(theta, -2.0 * double(i) / double(dim));
-    if (yarn) {
-      double ramp = fmin(fmax((double(i) - low) / (high - low), 0.0), 1.0);
-      freq = freq / factor * ramp + freq * (1.0 - ramp);
-    }
-    double angle = position * freq;
-    cosines[i] = cos(angle) * attentionFactor;
-    sines[i] = sin(angle) * attentionFactor;
-  }
+  for (int64_t i = threadIdx.x; i < half; i += blockDim.x)
+    ropeAngle(i, position, dim, theta, yarn, factor, low, high, attentionFactor,
+              cosines[i], sines[i]);
   __syncthreads();
   const int64_t r0 = int64_t(blockIdx.y) * kRopeRows;
   const int64_t rows = min(int64_t(kRopeRows), rowsPerToken - r0);
@@ -3472,20 +3497,19 @@ extern "C" __global__ void daybreak_mxfp4_to_fp8_experts(
       slotBias[slot * n + j] = bias.data ? weightAt(bias, e * n + j) : 0.0f;
 }
 
-/// Writes values [T, width] to rows (sequences[t], slots[t]); grid (tokens),
-/// block 128. Slot -1, a slot outside [0, maxSeqLen) or a sequence outside
-/// [0, batch) skips the token; when several tokens name one row the last
-/// wins (the others skip). Fp8Scaled: one warp per scale tile.
-extern "C" __global__ void
-daybreak_cache_write(Cache cache, const float *values, const int32_t *slots,
-                     const int32_t *sequences, int64_t tokens) {
-  beginDependent();
+namespace {
+
+/// Whether token t's row is not written: its slot is -1 or outside
+/// [0, maxSeqLen), its sequence outside [0, batch), or a later token names
+/// the same row (the last wins). Every thread of the block calls it.
+__device__ bool cacheWriteSkips(const Cache &cache, const int32_t *slots,
+                                const int32_t *sequences, int64_t tokens,
+                                int64_t t, int64_t &seq, int64_t &slot) {
   __shared__ int laterWriter;
-  int64_t t = blockIdx.x;
-  int64_t seq = sequences ? sequences[t] : 0;
-  int64_t slot = slots[t];
+  seq = sequences ? sequences[t] : 0;
+  slot = slots[t];
   if (slot < 0 || slot >= cache.maxSeqLen || seq < 0 || seq >= cache.batch)
-    return;
+    return true;
   if (threadIdx.x == 0)
     laterWriter = 0;
   __syncthreads();
@@ -3493,9 +3517,14 @@ daybreak_cache_write(Cache cache, const float *values, const int32_t *slots,
     if (slots[u] == slot && (sequences ? sequences[u] : 0) == seq)
       laterWriter = 1;
   __syncthreads();
-  if (laterWriter)
-    return;
-  const float *in = values + t * cache.width;
+  return laterWriter != 0;
+}
+
+/// Stores row `in` [width] (global or shared memory) as row (seq, slot) of
+/// the cache, with the block's threads. Fp8Scaled: one warp per scale
+/// tile.
+__device__ void storeCacheRow(const Cache &cache, int64_t seq, int64_t slot,
+                              const float *in) {
   uint8_t *dst = cacheRow(cache, seq, slot);
   if (cache.format == kF32) {
     float *d = reinterpret_cast<float *>(dst);
@@ -3530,6 +3559,71 @@ daybreak_cache_write(Cache cache, const float *values, const int32_t *slots,
   }
   for (int64_t i = threadIdx.x; i < cache.tailDim; i += blockDim.x)
     tail[i] = floatToBf16(in[quantized + i]);
+}
+
+} // namespace
+
+/// Writes values [T, width] (rows valuesStride floats apart) to rows
+/// (sequences[t], slots[t]); grid (tokens), block 128. Slot -1, a slot outside
+/// [0, maxSeqLen) or a sequence outside [0, batch) skips the token; when
+/// several tokens name one row the last wins (the others skip).
+extern "C" __global__ void
+daybreak_cache_write(Cache cache, const float *values, int64_t valuesStride,
+                     const int32_t *slots, const int32_t *sequences,
+                     int64_t tokens) {
+  beginDependent();
+  int64_t t = blockIdx.x, seq, slot;
+  if (cacheWriteSkips(cache, slots, sequences, tokens, t, seq, slot))
+    return;
+  storeCacheRow(cache, seq, slot, values + t * valuesStride);
+}
+
+/// daybreak_cache_write with lm.cache_write's prologue: grid (tokens), block
+/// kRmsNormThreads, dynamic shared memory of a row (width floats). The row
+/// is staged in shared memory, normalised over [0, normDim) (norm 1: as
+/// daybreak_rms_norm computes a row, 2: as daybreak_layer_norm does; 0:
+/// not), rotated over [ropeOffset, ropeOffset + ropeDim) at positions[t] as
+/// daybreak_rope rotates (ropeDim 0: not; low/high: YaRN's ramp ends), then
+/// stored as daybreak_cache_write stores it.
+extern "C" __global__ void daybreak_cache_write_rows(
+    Cache cache, const float *values, int64_t valuesStride,
+    const int32_t *slots, const int32_t *sequences, int64_t tokens,
+    int32_t norm, Weight normWeight, Weight normBias, int64_t normDim,
+    double eps, const int32_t *positions, int32_t interleaved,
+    int64_t ropeOffset, int64_t ropeDim, double theta, int32_t yarn,
+    double factor, double low, double high, double attentionFactor) {
+  extern __shared__ float row[];
+  beginDependent();
+  int64_t t = blockIdx.x, seq, slot;
+  if (cacheWriteSkips(cache, slots, sequences, tokens, t, seq, slot))
+    return;
+  const float *in = values + t * valuesStride;
+  for (int64_t i = threadIdx.x; i < cache.width; i += blockDim.x)
+    row[i] = in[i];
+  __syncthreads();
+  if (norm == 1)
+    rmsNormRow<0>(row, normWeight, normDim, eps, row, /*xStride=*/0,
+                  /*outStride=*/0);
+  else if (norm == 2)
+    layerNormRow(row, normWeight, normBias, normDim, eps, row);
+  __syncthreads();
+  if (ropeDim > 0) {
+    const int64_t half = ropeDim / 2;
+    const double position = double(positions[t]);
+    float *rotated = row + ropeOffset;
+    for (int64_t i = threadIdx.x; i < half; i += blockDim.x) {
+      double cosine, sine;
+      ropeAngle(i, position, ropeDim, theta, yarn, factor, low, high,
+                attentionFactor, cosine, sine);
+      int64_t a = interleaved ? 2 * i : i;
+      int64_t b = interleaved ? 2 * i + 1 : i + half;
+      double xa = rotated[a], xb = rotated[b];
+      rotated[a] = float(xa * cosine - xb * sine);
+      rotated[b] = float(xb * cosine + xa * sine);
+    }
+    __syncthreads();
+  }
+  storeCacheRow(cache, seq, slot, row);
 }
 
 namespace {

@@ -69,6 +69,14 @@ struct DeviceWeight {
     return w;
   }
 };
+
+/// cacheWrite's prologue: the parameters, the norm's weight and bias (a
+/// layer norm's may be absent) and RoPE's positions [T].
+struct CacheWritePrologueArgs {
+  runtime::CacheWritePrologue params;
+  DeviceWeight weight, bias;
+  CUdeviceptr positions = 0;
+};
 static_assert(sizeof(DeviceWeight) == 56, "must match CudaKernels.cu's Weight");
 
 /// How a tensor-core decode GEMV (CudaKernels::tensorGemv) runs; 0 leaves a
@@ -373,6 +381,7 @@ constexpr int64_t expertGemvScratchBytes(int64_t tokens, int64_t slots,
   X(mxfp4ExpertMatmul, "daybreak_mxfp4_expert_matmul")                         \
   X(mxfp4ToFp8Experts, "daybreak_mxfp4_to_fp8_experts")                        \
   X(cacheWrite, "daybreak_cache_write")                                        \
+  X(cacheWriteRows, "daybreak_cache_write_rows")                               \
   X(dsaIndexerScores, "daybreak_dsa_indexer_scores")                           \
   X(dsaIndexSelect, "daybreak_dsa_index_select")                               \
   X(sparseAttention, "daybreak_sparse_attention")                              \
@@ -806,9 +815,16 @@ public:
                            CUdeviceptr codes, CUdeviceptr blockScales,
                            CUdeviceptr slotBias, CUdeviceptr remapped,
                            CUstream stream) const;
+  /// With a prologue (`prologue` non-null and any()), each row is first
+  /// normalised and rotated in shared memory (daybreak_cache_write_rows);
+  /// errors when a row does not fit the 48 KiB a block has by default.
+  /// Token t's values start valuesStride floats after token t - 1's (0:
+  /// the cache's width; a column view's row stride).
   Status cacheWrite(const DeviceCacheView &cache, CUdeviceptr values,
                     CUdeviceptr slots, CUdeviceptr sequences, int64_t tokens,
-                    CUstream stream) const;
+                    CUstream stream,
+                    const CacheWritePrologueArgs *prologue = nullptr,
+                    int64_t valuesStride = 0) const;
   /// Lets `fn`, a compiled instantiation (daybreak_dsa_indexer_scores_t,
   /// daybreak_gemm_wg_fp8_t), take all the shared memory a block may opt
   /// into (past the 48 KiB default); once, before it is passed as

@@ -3069,6 +3069,78 @@ func.func @embedding_ods_ids_index(%table: tensor<32x16xbf16>, %ids: tensor<4xin
 
 // -----
 
+// Tests that lm.cache_write rejects a norm without its weight.
+func.func @cache_write_prologue_0(%cache: tensor<10x16xf32>, %vals: tensor<4x16xf32>, %slots: tensor<4xi32>, %w: tensor<8xf32>) {
+  // expected-error @+1 {{'lm.cache_write' op expects norm, norm_dim, eps and the norm weight together or not at all}}
+  %r = lm.cache_write %cache, %vals, %slots {norm = #lm<norm_kind rms>, norm_dim = 8 : i64, eps = 1.0e-06 : f64} : (tensor<10x16xf32>, tensor<4x16xf32>, tensor<4xi32>) -> tensor<10x16xf32>
+  return
+}
+
+// -----
+
+// Tests that lm.cache_write rejects a norm bias on an RMS norm.
+func.func @cache_write_prologue_1(%cache: tensor<10x16xf32>, %vals: tensor<4x16xf32>, %slots: tensor<4xi32>, %w: tensor<8xf32>) {
+  // expected-error @+1 {{'lm.cache_write' op expects a norm bias only with a layer norm}}
+  %r = lm.cache_write %cache, %vals, %slots norm %w bias %w {norm = #lm<norm_kind rms>, norm_dim = 8 : i64, eps = 1.0e-06 : f64} : (tensor<10x16xf32>, tensor<4x16xf32>, tensor<4xi32>, tensor<8xf32>, tensor<8xf32>) -> tensor<10x16xf32>
+  return
+}
+
+// -----
+
+// Tests that lm.cache_write rejects a norm wider than the row.
+func.func @cache_write_prologue_2(%cache: tensor<10x16xf32>, %vals: tensor<4x16xf32>, %slots: tensor<4xi32>, %w: tensor<8xf32>) {
+  // expected-error @+1 {{'lm.cache_write' op expects norm_dim in [1, 16], got 24}}
+  %r = lm.cache_write %cache, %vals, %slots norm %w {norm = #lm<norm_kind rms>, norm_dim = 24 : i64, eps = 1.0e-06 : f64} : (tensor<10x16xf32>, tensor<4x16xf32>, tensor<4xi32>, tensor<8xf32>) -> tensor<10x16xf32>
+  return
+}
+
+// -----
+
+// Tests that lm.cache_write rejects a norm weight of another size than norm_dim.
+func.func @cache_write_prologue_3(%cache: tensor<10x16xf32>, %vals: tensor<4x16xf32>, %slots: tensor<4xi32>, %w: tensor<8xf32>) {
+  // expected-error @+1 {{'lm.cache_write' op expects a norm weight of norm_dim (4) values, got 8}}
+  %r = lm.cache_write %cache, %vals, %slots norm %w {norm = #lm<norm_kind rms>, norm_dim = 4 : i64, eps = 1.0e-06 : f64} : (tensor<10x16xf32>, tensor<4x16xf32>, tensor<4xi32>, tensor<8xf32>) -> tensor<10x16xf32>
+  return
+}
+
+// -----
+
+// Tests that lm.cache_write rejects RoPE without its positions.
+func.func @cache_write_prologue_4(%cache: tensor<10x16xf32>, %vals: tensor<4x16xf32>, %slots: tensor<4xi32>, %w: tensor<8xf32>) {
+  // expected-error @+1 {{'lm.cache_write' op expects rope_style, rope_offset, rope_dim, theta and the positions together or not at all}}
+  %r = lm.cache_write %cache, %vals, %slots {rope_style = #lm<rope_style half_split>, rope_offset = 0 : i64, rope_dim = 8 : i64, theta = 1.0e+04 : f64} : (tensor<10x16xf32>, tensor<4x16xf32>, tensor<4xi32>) -> tensor<10x16xf32>
+  return
+}
+
+// -----
+
+// Tests that lm.cache_write rejects rotated columns outside the row.
+func.func @cache_write_prologue_5(%cache: tensor<10x16xf32>, %vals: tensor<4x16xf32>, %slots: tensor<4xi32>, %w: tensor<8xf32>) {
+  // expected-error @+1 {{'lm.cache_write' op expects the rotated columns [12, 20) inside the row of 16}}
+  %r = lm.cache_write %cache, %vals, %slots rope %slots {rope_style = #lm<rope_style half_split>, rope_offset = 12 : i64, rope_dim = 8 : i64, theta = 1.0e+04 : f64} : (tensor<10x16xf32>, tensor<4x16xf32>, tensor<4xi32>, tensor<4xi32>) -> tensor<10x16xf32>
+  return
+}
+
+// -----
+
+// Tests that lm.cache_write rejects an odd rotary dim.
+func.func @cache_write_prologue_6(%cache: tensor<10x16xf32>, %vals: tensor<4x16xf32>, %slots: tensor<4xi32>, %w: tensor<8xf32>) {
+  // expected-error @+1 {{'lm.cache_write' op expects a positive even rope_dim, got 7}}
+  %r = lm.cache_write %cache, %vals, %slots rope %slots {rope_style = #lm<rope_style half_split>, rope_offset = 0 : i64, rope_dim = 7 : i64, theta = 1.0e+04 : f64} : (tensor<10x16xf32>, tensor<4x16xf32>, tensor<4xi32>, tensor<4xi32>) -> tensor<10x16xf32>
+  return
+}
+
+// -----
+
+// Tests that lm.cache_write rejects yarn without RoPE.
+func.func @cache_write_prologue_7(%cache: tensor<10x16xf32>, %vals: tensor<4x16xf32>, %slots: tensor<4xi32>, %w: tensor<8xf32>) {
+  // expected-error @+1 {{'lm.cache_write' op expects yarn only with rope}}
+  %r = lm.cache_write %cache, %vals, %slots {yarn = #lm.yarn<factor = 40.0, original_max_positions = 4096, beta_fast = 32.0, beta_slow = 1.0, attention_factor = 1.0, truncate = true>} : (tensor<10x16xf32>, tensor<4x16xf32>, tensor<4xi32>) -> tensor<10x16xf32>
+  return
+}
+
+// -----
+
 // Tests that lm.cache_write rejects a cache of rank < 2.
 func.func @cache_write_cache_rank(%cache: tensor<10xbf16>, %vals: tensor<4xbf16>, %slots: tensor<4xi32>) {
   // expected-error @+1 {{'lm.cache_write' op expects cache of rank >= 2, got 'tensor<10xbf16>'}}

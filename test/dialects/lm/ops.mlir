@@ -394,6 +394,17 @@ func.func @batched_caches(%c: tensor<2x64x80xf32>, %row: tensor<?x80xf32>, %pos:
   // CHECK: lm.cache_write %{{.*}}, %{{.*}}, %{{.*}} sequences %{{.*}} :
   %c1 = lm.cache_write %c, %row, %pos sequences %seq
       : (tensor<2x64x80xf32>, tensor<?x80xf32>, tensor<?xi32>, tensor<?xi32>) -> tensor<2x64x80xf32>
+  // CHECK: lm.cache_write %{{.*}}, %{{.*}}, %{{.*}} sequences %{{.*}} norm %{{.*}} bias %{{.*}} rope %{{.*}} {eps = 9.9999999999999995E-7 : f64, norm = #lm<norm_kind layer>, norm_dim = 64 : i64, rope_dim = 16 : i64, rope_offset = 64 : i64, rope_style = #lm<rope_style interleaved>, theta = 1.000000e+04 : f64, yarn = #lm.yarn<
+  %nw = arith.constant dense<1.0> : tensor<64xbf16>
+  %c2 = lm.cache_write %c1, %row, %pos sequences %seq norm %nw bias %nw rope %pos
+      {norm = #lm<norm_kind layer>, norm_dim = 64 : i64, eps = 1.0e-06 : f64,
+       rope_style = #lm<rope_style interleaved>, rope_offset = 64 : i64,
+       rope_dim = 16 : i64, theta = 1.0e+04 : f64,
+       yarn = #lm.yarn<factor = 40.0, original_max_positions = 4096,
+                       beta_fast = 32.0, beta_slow = 1.0,
+                       attention_factor = 1.0, truncate = true>}
+      : (tensor<2x64x80xf32>, tensor<?x80xf32>, tensor<?xi32>, tensor<?xi32>,
+         tensor<64xbf16>, tensor<64xbf16>, tensor<?xi32>) -> tensor<2x64x80xf32>
   // CHECK: lm.dsa_indexer_scores %{{.*}}, %{{.*}}, %{{.*}} sequences %{{.*}} {scale
   %sc = lm.dsa_indexer_scores %iq, %ik, %iw sequences %seq {scale = 0.0884 : f64}
       : (tensor<?x4x32xf32>, tensor<2x64x32xf32>, tensor<?x4xf32>, tensor<?xi32>) -> tensor<?x64xf32>
