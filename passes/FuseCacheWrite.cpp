@@ -65,6 +65,34 @@ lm::RopeOp soleRope(Value value) {
   return value.getDefiningOp<lm::RopeOp>();
 }
 
+/// RoPE of each head of rows [T, W]: collapse(rope(expand(x))) with x
+/// [T, W] seen as [T, H, D] (GQA keys), each op read only by the next.
+struct HeadRope {
+  lm::RopeOp rope;
+  tensor::ExpandShapeOp expand;
+  int64_t headDim;
+};
+
+std::optional<HeadRope> soleHeadRope(Value value) {
+  auto collapse = value.getDefiningOp<tensor::CollapseShapeOp>();
+  if (!collapse || !value.hasOneUse())
+    return std::nullopt;
+  lm::RopeOp rope = soleRope(collapse.getSrc());
+  auto expand =
+      rope ? rope.getInput().getDefiningOp<tensor::ExpandShapeOp>() : nullptr;
+  if (!expand || !rope.getInput().hasOneUse() ||
+      expand.getSrc().getType() != value.getType())
+    return std::nullopt;
+  // [T, W] <-> [T, H, D], both ways.
+  auto rows = cast<RankedTensorType>(rope.getType());
+  SmallVector<ReassociationIndices> split = {{0}, {1, 2}};
+  if (rows.getRank() != 3 || rows.isDynamicDim(2) ||
+      collapse.getReassociationIndices() != split ||
+      expand.getReassociationIndices() != split)
+    return std::nullopt;
+  return HeadRope{rope, expand, rows.getDimSize(2)};
+}
+
 /// A rows [T, W] value's static width, or -1.
 int64_t rowWidth(Value value) {
   auto type = dyn_cast<RankedTensorType>(value.getType());
@@ -113,6 +141,8 @@ struct Prologue {
   /// The prologue's RoPE offset is the rope's plus this: a rope of the
   /// row's tail starts at the prefix; a rope of S, at -o.
   int64_t ropeShift = 0;
+  /// Columns of a head, each rotated alike (0: the row is one head).
+  int64_t ropeHeadDim = 0;
   /// The concatenated form's row: columns [o, o + W) of S (source unset).
   Columns head;
   /// The ops the prologue replaces, erased once unused.
@@ -122,7 +152,9 @@ struct Prologue {
 /// Matches the write's values against the forms that end in a key row
 /// (x: columns [o, o + W) of some rows S, where the row's projection is
 /// fused with others, or all of S):
-///   rope(norm(x)), rope(x), norm(x)        (the norm over the whole row);
+///   rope(norm(x)), rope(x), norm(x)        (the norm over the whole row;
+///                                           RoPE of the row or of each of
+///                                           its heads, [T, H, D]);
 ///   concat(norm(x[:, :a]), x[:, a:])       (a norm of a column prefix);
 ///   concat(norm(x[:, :a]), rope(S)[:, o + a : o + W])
 ///                                          (and RoPE inside [a, W)),
@@ -138,6 +170,11 @@ std::optional<Prologue> matchPrologue(lm::CacheWriteOp write) {
     p.rope = rope;
     p.replaced.push_back(rope);
     values = rope.getInput();
+  } else if (std::optional<HeadRope> heads = soleHeadRope(values)) {
+    p.rope = heads->rope;
+    p.ropeHeadDim = heads->headDim;
+    p.replaced = {values.getDefiningOp(), heads->rope, heads->expand};
+    values = heads->expand.getSrc();
   }
   if (std::optional<Norm> norm = soleNorm(values);
       norm && norm->input.getType() == values.getType()) {
@@ -244,7 +281,7 @@ struct FuseCacheWritePass
       b.setInsertionPoint(write);
       Value weight, bias, positions;
       lm::NormKindAttr normKind;
-      IntegerAttr normDim, ropeOffset, ropeDim;
+      IntegerAttr normDim, ropeOffset, ropeDim, ropeHeadDim;
       FloatAttr eps, theta;
       lm::RopeStyleAttr ropeStyle;
       lm::YarnAttr yarn;
@@ -262,13 +299,15 @@ struct FuseCacheWritePass
         ropeDim = rope.getDimAttr();
         theta = rope.getThetaAttr();
         yarn = rope.getYarnAttr();
+        if (p->ropeHeadDim)
+          ropeHeadDim = b.getI64IntegerAttr(p->ropeHeadDim);
       }
       Value row = rowValue(b, write.getLoc(), *p, rowWidth(write.getValues()));
       auto fused = lm::CacheWriteOp::create(
           b, write.getLoc(), write.getType(), write.getCache(), row,
           write.getSlots(), write.getSequences(), weight, bias, positions,
           write.getLayoutAttr(), normKind, normDim, eps, ropeStyle, ropeOffset,
-          ropeDim, theta, yarn);
+          ropeDim, theta, yarn, ropeHeadDim);
       write.getResult().replaceAllUsesWith(fused.getResult());
       write.erase();
       for (Operation *op : p->replaced) {

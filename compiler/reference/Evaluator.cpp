@@ -356,7 +356,11 @@ Tensor FrameEvaluator::cacheWritePrologue(lm::CacheWriteOp op,
     p.theta = op.getTheta()->convertToDouble();
     if (std::optional<lm::YarnAttr> yarn = op.getYarn())
       p.yarn = yarnParams(*yarn);
-    rows = rope(rows, get(positions), p);
+    // Each head of rope_head_dim columns, as lm.rope rotates [T, H, D].
+    int64_t tokens = rows.dim(0), width = rows.dim(1);
+    int64_t head = op.getRopeHeadDim().value_or(width);
+    rows = rope(rows.reshaped({tokens, width / head, head}), get(positions), p)
+               .reshaped({tokens, width});
   }
   return rows;
 }

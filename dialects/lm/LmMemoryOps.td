@@ -108,7 +108,9 @@ def Lm_CacheWriteOp : Lm_Op<"cache_write", [Pure, AttrSizedOperandSegments]> {
     `[0, norm_dim)` with `weight [norm_dim]` and `eps`, exactly as
     `lm.rms_norm` / `lm.layer_norm` compute it; then RoPE at `positions`
     over columns `[rope_offset, rope_offset + rope_dim)` as `lm.rope` with
-    `rope_style`, `theta` and `yarn`. Other columns are stored as given.
+    `rope_style`, `theta` and `yarn` (with `rope_head_dim`, of each head of
+    that many columns: GQA keys `[T, H * D]`). Other columns are stored as
+    given.
 
     ```mlir
     %c1 = lm.cache_write %c0, %kv, %slots
@@ -140,7 +142,8 @@ def Lm_CacheWriteOp : Lm_Op<"cache_write", [Pure, AttrSizedOperandSegments]> {
                        OptionalAttr<I64Attr>:$rope_offset,
                        OptionalAttr<I64Attr>:$rope_dim,
                        OptionalAttr<F64Attr>:$theta,
-                       OptionalAttr<Lm_YarnAttr>:$yarn);
+                       OptionalAttr<Lm_YarnAttr>:$yarn,
+                       OptionalAttr<I64Attr>:$rope_head_dim);
   let results = (outs Lm_FloatTensor:$result);
   let builders = [
     // A plain write (no prologue).
@@ -152,7 +155,7 @@ def Lm_CacheWriteOp : Lm_Op<"cache_write", [Pure, AttrSizedOperandSegments]> {
             /*positions=*/::mlir::Value(), layout, /*norm=*/nullptr,
             /*norm_dim=*/nullptr, /*eps=*/nullptr, /*rope_style=*/nullptr,
             /*rope_offset=*/nullptr, /*rope_dim=*/nullptr, /*theta=*/nullptr,
-            /*yarn=*/nullptr);
+            /*yarn=*/nullptr, /*rope_head_dim=*/nullptr);
     }]>
   ];
   let extraClassDeclaration = [{

@@ -1017,8 +1017,8 @@ static LogicalResult verifyCacheWritePrologue(CacheWriteOp op) {
     return op.emitOpError(
         "expects rope_style, rope_offset, rope_dim, theta and "
         "the positions together or not at all");
-  if (op.getYarn() && !rope)
-    return op.emitOpError("expects yarn only with rope");
+  if ((op.getYarn() || op.getRopeHeadDim()) && !rope)
+    return op.emitOpError("expects yarn and rope_head_dim only with rope");
   if (!norm && !rope)
     return success();
   // A prologue works on each token's row [W].
@@ -1051,10 +1051,16 @@ static LogicalResult verifyCacheWritePrologue(CacheWriteOp op) {
       return op.emitOpError("expects a positive even rope_dim, got ") << dim;
     if (offset < 0)
       return op.emitOpError("expects rope_offset >= 0, got ") << offset;
-    if (!ShapedType::isDynamic(width) && dim > width - offset)
+    int64_t head = op.getRopeHeadDim().value_or(width);
+    if (op.getRopeHeadDim() &&
+        (head <= 0 || (!ShapedType::isDynamic(width) && width % head != 0)))
+      return op.emitOpError("expects a rope_head_dim that divides the row of ")
+             << width << ", got " << head;
+    if (!ShapedType::isDynamic(head) && dim > head - offset)
       return op.emitOpError("expects the rotated columns [")
              << offset << ", " << uint64_t(offset) + uint64_t(dim)
-             << ") inside the row of " << width;
+             << ") inside the " << (op.getRopeHeadDim() ? "head" : "row")
+             << " of " << head;
     CHECK(expectPositive(op, "theta", op.getTheta()->convertToDouble()));
   }
   return success();

@@ -93,6 +93,8 @@ struct CacheWritePrologue {
   double eps = 0.0;
   bool rope = false;
   RopeParams ropeParams;
+  /// Columns of a head: RoPE rotates its slice of each (0: the row is one).
+  int64_t ropeHeadDim = 0;
 
   bool any() const { return norm != Norm::None || rope; }
 };

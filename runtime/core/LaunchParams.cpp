@@ -42,6 +42,7 @@ runtime::cacheWritePrologue(const PreparedLaunch &l) {
     r.offset = l.i(P::rope_offset);
     r.dim = l.i(P::rope_dim);
     r.theta = l.f(P::theta);
+    p.ropeHeadDim = l.has(P::rope_head_dim) ? l.i(P::rope_head_dim) : 0;
     r.yarn = l.has(P::yarn_factor);
     if (r.yarn) {
       r.factor = l.f(P::yarn_factor);

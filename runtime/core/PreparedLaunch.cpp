@@ -269,6 +269,8 @@ static Status checkCacheWrite(const PreparedLaunch &p) {
   if (yarn != 0 && (rope == 0 || yarn != P::yarn_truncate - P::yarn_factor + 1))
     return Status::error("has some of the yarn_* parameters, not all, or "
                          "without RoPE");
+  if (p.params[P::rope_head_dim].present && rope == 0)
+    return Status::error("has a rope_head_dim without RoPE");
   const PreparedArg &values = p.args[In::values];
   if (values.rowStride != 0 && values.rank != 2)
     return Status::error("writes a column view of values that are not "
@@ -296,11 +298,17 @@ static Status checkCacheWrite(const PreparedLaunch &p) {
   }
   if (rope) {
     int64_t offset = p.params[P::rope_offset].i, dim = p.params[P::rope_dim].i;
-    if (dim <= 0 || dim % 2 != 0 || offset < 0 || dim > width - offset)
+    int64_t head = p.params[P::rope_head_dim].present
+                       ? p.params[P::rope_head_dim].i
+                       : width;
+    if (head <= 0 || width % head != 0)
+      return Status::error("rotates heads of " + std::to_string(head) +
+                           " columns in rows of " + std::to_string(width));
+    if (dim <= 0 || dim % 2 != 0 || offset < 0 || dim > head - offset)
       return Status::error("rotates columns [" + std::to_string(offset) +
                            ", +" + std::to_string(dim) +
-                           ") (an even count) of rows of " +
-                           std::to_string(width));
+                           ") (an even count) of heads of " +
+                           std::to_string(head));
     if (!(p.params[P::theta].f > 0.0))
       return Status::error("has a RoPE theta that is not positive");
   }

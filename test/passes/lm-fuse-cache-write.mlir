@@ -128,6 +128,32 @@ func.func @norm_or_rope_alone(%c: tensor<16x80xf32>, %kv: tensor<?x80xf32>,
 
 // -----
 
+// gpt-oss's keys: RoPE of each head of [T, H * D] seen as [T, H, D].
+// CHECK-LABEL: func.func @gqa_keys
+// CHECK-SAME: (%[[C:[a-z0-9]+]]: tensor<2x16x64xf32>, %[[K:[a-z0-9]+]]: tensor<?x64xf32>, %[[P:[a-z0-9]+]]: tensor<?xi32>, %[[S:[a-z0-9]+]]: tensor<?xi32>)
+// CHECK-NOT: tensor.expand_shape
+// CHECK-NOT: lm.rope
+// CHECK: %[[R:.+]] = lm.cache_write %[[C]], %[[K]], %[[P]] sequences %[[S]] rope %[[P]] {rope_dim = 32 : i64, rope_head_dim = 32 : i64, rope_offset = 0 : i64, rope_style = #lm<rope_style half_split>, theta = 1.500000e+05 : f64}
+// CHECK-NEXT: return %[[R]]
+func.func @gqa_keys(%c: tensor<2x16x64xf32>, %k: tensor<?x64xf32>,
+                    %pos: tensor<?xi32>, %seq: tensor<?xi32>)
+    -> tensor<2x16x64xf32> {
+  %c0 = arith.constant 0 : index
+  %t = tensor.dim %k, %c0 : tensor<?x64xf32>
+  %heads = tensor.expand_shape %k [[0], [1, 2]] output_shape [%t, 2, 32]
+      : tensor<?x64xf32> into tensor<?x2x32xf32>
+  %r = lm.rope %heads, %pos half_split {offset = 0 : i64, dim = 32 : i64,
+      theta = 1.5e+05 : f64} : (tensor<?x2x32xf32>, tensor<?xi32>) -> tensor<?x2x32xf32>
+  %rows = tensor.collapse_shape %r [[0], [1, 2]]
+      : tensor<?x2x32xf32> into tensor<?x64xf32>
+  %c1 = lm.cache_write %c, %rows, %pos sequences %seq
+      : (tensor<2x16x64xf32>, tensor<?x64xf32>, tensor<?xi32>, tensor<?xi32>)
+      -> tensor<2x16x64xf32>
+  return %c1 : tensor<2x16x64xf32>
+}
+
+// -----
+
 // The normed key is also read elsewhere: the norm stays, the RoPE (read
 // only by the write) fuses alone.
 // CHECK-LABEL: func.func @norm_read_elsewhere

@@ -996,7 +996,8 @@ TEST_F(CudaKernelsTest, CacheWritePrologue) {
   // layerNormRow, ropeAngle, storeCacheRow) with the same 256 threads.
   // DeepSeek's latent row (576: RMS over 512, interleaved YaRN RoPE over
   // the last 64), its indexer key (128: layer norm with a bf16 bias, half-
-  // split RoPE over the first 64), a norm alone and RoPE alone; rows from a
+  // split RoPE over the first 64), a norm alone, RoPE alone and RoPE of
+  // each head (gpt-oss's 8 key heads of 64); rows from a
   // column view of a wider buffer; skipped and repeated slots. Against the
   // CPU's fused write (fp32 rows): within the norms' fp32 sums.
   struct Case {
@@ -1005,11 +1006,14 @@ TEST_F(CudaKernelsTest, CacheWritePrologue) {
     int64_t ropeOffset, ropeDim;
     bool interleaved, yarn;
     int64_t tail, block;
+    int64_t headDim = 0;
   };
-  const Case cases[] = {{576, 512, false, false, 512, 64, true, true, 64, 128},
-                        {128, 128, true, true, 0, 64, false, false, 0, 128},
-                        {96, 64, false, false, 0, 0, false, false, 32, 64},
-                        {160, 0, false, false, 8, 32, false, true, 32, 64}};
+  const Case cases[] = {
+      {576, 512, false, false, 512, 64, true, true, 64, 128},
+      {128, 128, true, true, 0, 64, false, false, 0, 128},
+      {96, 64, false, false, 0, 0, false, false, 32, 64},
+      {160, 0, false, false, 8, 32, false, true, 32, 64},
+      {512, 0, false, false, 0, 64, false, true, 0, 128, 64}}; // gpt-oss
   const int64_t tokens = 12;
   std::vector<int32_t> slots = {0, 39, 17, -1, 17, 5, 33, 16, 15, 2, 17, 38};
   std::vector<int32_t> seqs = {0, 1, 1, 0, 1, 0, 1, 0, 1, 1, 0, 0};
@@ -1053,6 +1057,7 @@ TEST_F(CudaKernelsTest, CacheWritePrologue) {
         p.ropeParams.yarn = c.yarn;
         p.ropeParams.factor = 40;
         p.ropeParams.attentionFactor = c.yarn ? 1.25 : 1.0;
+        p.ropeHeadDim = c.headDim;
       }
       DeviceWeight dw = DeviceWeight::f32(dWeight), db;
       if (c.bias) {
@@ -1079,9 +1084,10 @@ TEST_F(CudaKernelsTest, CacheWritePrologue) {
       else if (p.norm == runtime::CacheWritePrologue::Norm::Layer)
         expectRan(kernels->layerNorm(dRows, dw, db, tokens, c.normDim, p.eps,
                                      dRows, nullptr, width, width));
+      int64_t head = c.headDim ? c.headDim : width;
       if (p.rope)
-        expectRan(kernels->rope(dRows, width, dRows, width, dPositions, tokens,
-                                1, width, p.ropeParams, nullptr));
+        expectRan(kernels->rope(dRows, head, dRows, head, dPositions, tokens,
+                                width / head, head, p.ropeParams, nullptr));
       expectRan(
           kernels->cacheWrite(opsView, dRows, dSlots, dSeqs, tokens, nullptr));
       expectRan(kernels->cacheWrite(fusedView, dWide.get() + 8 * sizeof(float),

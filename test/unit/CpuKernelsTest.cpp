@@ -833,7 +833,8 @@ TEST(CpuCache, CacheWritePrologueEqualsItsOps) {
   // norm, rope and plain write it replaces store, bit for bit: DeepSeek's
   // latent row (RMS over a prefix, interleaved YaRN RoPE after it), its
   // indexer key (layer norm with bias over the row, half-split RoPE at its
-  // start), a norm alone (Kimi Linear's latent row) and RoPE alone; in
+  // start), a norm alone (Kimi Linear's latent row), RoPE alone and RoPE of
+  // each head (gpt-oss's GQA keys, a norm before it or not); in
   // every cache format, with skipped and repeated slots, from dense rows
   // and from a column view of wider ones.
   std::mt19937 rng(23);
@@ -843,12 +844,15 @@ TEST(CpuCache, CacheWritePrologueEqualsItsOps) {
     int64_t ropeOffset, ropeDim; // ropeDim 0: no rope
     bool interleaved, yarn;
     int64_t tail, block; // the fp8 layout
+    int64_t headDim = 0; // RoPE of each head of this many columns
   };
   const Case cases[] = {{80, 64, false, false, 64, 16, true, true, 16, 32},
                         {32, 32, true, true, 0, 16, false, false, 0, 32},
                         {24, 16, false, false, 0, 0, false, false, 8, 16},
                         {40, 0, false, false, 4, 8, false, true, 8, 32},
-                        {36, 20, true, false, 24, 12, true, false, 4, 16}};
+                        {36, 20, true, false, 24, 12, true, false, 4, 16},
+                        {64, 0, false, false, 0, 16, false, true, 0, 32, 16},
+                        {48, 48, false, false, 2, 8, true, false, 16, 32, 12}};
   const int64_t batch = 2, maxSeq = 9, tokens = 7;
   std::vector<int32_t> slots = {0, 3, -1, 8, 3, 5, 3};
   std::vector<int32_t> seqs = {0, 1, 1, 0, 1, 0, 1}; // (1, 3) written twice
@@ -891,6 +895,7 @@ TEST(CpuCache, CacheWritePrologueEqualsItsOps) {
         p.ropeParams.originalMaxPositions = 4096;
         p.ropeParams.attentionFactor = c.yarn ? 1.25 : 1.0;
         prologue.positions = positions.data();
+        p.ropeHeadDim = c.headDim;
       }
       int64_t tail = format == cpu::CacheFormat::Fp8Scaled ? c.tail : 0;
       int64_t block = format == cpu::CacheFormat::Fp8Scaled ? c.block : 0;
@@ -904,9 +909,10 @@ TEST(CpuCache, CacheWritePrologueEqualsItsOps) {
         else if (c.normDim)
           cpu::rmsNorm(pool, rows.data(), weightView, tokens, c.normDim, p.eps,
                        rows.data(), c.width, c.width);
+        int64_t head = c.headDim ? c.headDim : c.width;
         if (c.ropeDim)
-          cpu::rope(pool, rows.data(), positions.data(), tokens, 1, c.width,
-                    p.ropeParams);
+          cpu::rope(pool, rows.data(), positions.data(), tokens, c.width / head,
+                    head, p.ropeParams);
         PagedCache expected(format, c.width, tail, block, batch, maxSeq, 4);
         PagedCache fused(format, c.width, tail, block, batch, maxSeq, 4);
         ASSERT_TRUE(cpu::cacheWrite(pool, expected.view, rows.data(),

@@ -235,7 +235,9 @@ Status cacheWrite(ThreadPool &pool, const CacheView &cache, const float *values,
                      row);
       if (p.rope) {
         ropeAngles(double(prologue->positions[t]), freqs, rope, cosines, sines);
-        ropeRotate(row, row, cosines, sines, rope);
+        int64_t head = p.ropeHeadDim > 0 ? p.ropeHeadDim : cache.width;
+        for (int64_t h = 0; h + head <= cache.width; h += head)
+          ropeRotate(row + h, row + h, cosines, sines, rope);
       }
       cache.write(sequences ? sequences[t] : 0, slots[t], row);
     }

@@ -2046,15 +2046,16 @@ Status CudaKernels::cacheWrite(const DeviceCacheView &cache, CUdeviceptr values,
   const runtime::RopeParams &r = p.ropeParams;
   int32_t interleaved = r.interleaved, yarn = p.rope && r.yarn;
   int64_t ropeOffset = r.offset, ropeDim = p.rope ? r.dim : 0;
+  int64_t ropeHeadDim = p.ropeHeadDim > 0 ? p.ropeHeadDim : cache.width;
   double theta = r.theta, factor = r.factor, attention = r.attentionFactor;
   double low, high;
   yarnRamp(r, low, high);
   void *params[] = {&c,           &values,     &valuesStride, &slots,
                     &sequences,   &tokens,     &norm,         &weight,
                     &bias,        &normDim,    &eps,          &positions,
-                    &interleaved, &ropeOffset, &ropeDim,      &theta,
-                    &yarn,        &factor,     &low,          &high,
-                    &attention};
+                    &interleaved, &ropeOffset, &ropeDim,      &ropeHeadDim,
+                    &theta,       &yarn,       &factor,       &low,
+                    &high,        &attention};
   return launchDependent(cacheWriteRowsFn, "cacheWriteRows", tokens, 1, 1, 256,
                          unsigned(cache.width * sizeof(float)), stream, params);
 }

@@ -3582,16 +3582,18 @@ daybreak_cache_write(Cache cache, const float *values, int64_t valuesStride,
 /// kRmsNormThreads, dynamic shared memory of a row (width floats). The row
 /// is staged in shared memory, normalised over [0, normDim) (norm 1: as
 /// daybreak_rms_norm computes a row, 2: as daybreak_layer_norm does; 0:
-/// not), rotated over [ropeOffset, ropeOffset + ropeDim) at positions[t] as
-/// daybreak_rope rotates (ropeDim 0: not; low/high: YaRN's ramp ends), then
+/// not), rotated over [ropeOffset, ropeOffset + ropeDim) of each head of
+/// ropeHeadDim columns at positions[t] as daybreak_rope rotates (ropeDim 0:
+/// not; low/high: YaRN's ramp ends), then
 /// stored as daybreak_cache_write stores it.
 extern "C" __global__ void daybreak_cache_write_rows(
     Cache cache, const float *values, int64_t valuesStride,
     const int32_t *slots, const int32_t *sequences, int64_t tokens,
     int32_t norm, Weight normWeight, Weight normBias, int64_t normDim,
     double eps, const int32_t *positions, int32_t interleaved,
-    int64_t ropeOffset, int64_t ropeDim, double theta, int32_t yarn,
-    double factor, double low, double high, double attentionFactor) {
+    int64_t ropeOffset, int64_t ropeDim, int64_t ropeHeadDim, double theta,
+    int32_t yarn, double factor, double low, double high,
+    double attentionFactor) {
   extern __shared__ float row[];
   beginDependent();
   int64_t t = blockIdx.x, seq, slot;
@@ -3608,10 +3610,11 @@ extern "C" __global__ void daybreak_cache_write_rows(
     layerNormRow(row, normWeight, normBias, normDim, eps, row);
   __syncthreads();
   if (ropeDim > 0) {
-    const int64_t half = ropeDim / 2;
+    const int64_t half = ropeDim / 2, heads = cache.width / ropeHeadDim;
     const double position = double(positions[t]);
-    float *rotated = row + ropeOffset;
-    for (int64_t i = threadIdx.x; i < half; i += blockDim.x) {
+    for (int64_t j = threadIdx.x; j < heads * half; j += blockDim.x) {
+      const int64_t i = j % half;
+      float *rotated = row + (j / half) * ropeHeadDim + ropeOffset;
       double cosine, sine;
       ropeAngle(i, position, ropeDim, theta, yarn, factor, low, high,
                 attentionFactor, cosine, sine);

@@ -3134,8 +3134,26 @@ func.func @cache_write_prologue_6(%cache: tensor<10x16xf32>, %vals: tensor<4x16x
 
 // Tests that lm.cache_write rejects yarn without RoPE.
 func.func @cache_write_prologue_7(%cache: tensor<10x16xf32>, %vals: tensor<4x16xf32>, %slots: tensor<4xi32>, %w: tensor<8xf32>) {
-  // expected-error @+1 {{'lm.cache_write' op expects yarn only with rope}}
+  // expected-error @+1 {{'lm.cache_write' op expects yarn and rope_head_dim only with rope}}
   %r = lm.cache_write %cache, %vals, %slots {yarn = #lm.yarn<factor = 40.0, original_max_positions = 4096, beta_fast = 32.0, beta_slow = 1.0, attention_factor = 1.0, truncate = true>} : (tensor<10x16xf32>, tensor<4x16xf32>, tensor<4xi32>) -> tensor<10x16xf32>
+  return
+}
+
+// -----
+
+// Tests that lm.cache_write rejects a rope_head_dim that does not divide the row.
+func.func @cache_write_rope_heads_0(%cache: tensor<10x16xf32>, %vals: tensor<4x16xf32>, %slots: tensor<4xi32>) {
+  // expected-error @+1 {{'lm.cache_write' op expects a rope_head_dim that divides the row of 16, got 6}}
+  %r = lm.cache_write %cache, %vals, %slots rope %slots {rope_style = #lm<rope_style half_split>, rope_offset = 0 : i64, rope_dim = 4 : i64, rope_head_dim = 6 : i64, theta = 1.0e+04 : f64} : (tensor<10x16xf32>, tensor<4x16xf32>, tensor<4xi32>, tensor<4xi32>) -> tensor<10x16xf32>
+  return
+}
+
+// -----
+
+// Tests that lm.cache_write rejects rotated columns outside a head.
+func.func @cache_write_rope_heads_1(%cache: tensor<10x16xf32>, %vals: tensor<4x16xf32>, %slots: tensor<4xi32>) {
+  // expected-error @+1 {{'lm.cache_write' op expects the rotated columns [4, 12) inside the head of 8}}
+  %r = lm.cache_write %cache, %vals, %slots rope %slots {rope_style = #lm<rope_style half_split>, rope_offset = 4 : i64, rope_dim = 8 : i64, rope_head_dim = 8 : i64, theta = 1.0e+04 : f64} : (tensor<10x16xf32>, tensor<4x16xf32>, tensor<4xi32>, tensor<4xi32>) -> tensor<10x16xf32>
   return
 }
 
