@@ -2,7 +2,50 @@
 
 #include "runtime/core/LaunchParams.h"
 
+#include <algorithm>
+#include <cmath>
+
 using namespace daybreak;
+
+/// The YaRN fields of a launch that declares them (rope, cache_write's
+/// prologue); prepareSteps checked that they come all or none.
+template <typename P>
+static void readYarn(const runtime::PreparedLaunch &l, runtime::RopeParams &p) {
+  p.yarn = l.has(P::yarn_factor);
+  if (!p.yarn)
+    return;
+  p.factor = l.f(P::yarn_factor);
+  p.originalMaxPositions = l.i(P::yarn_original_max_positions);
+  p.betaFast = l.f(P::yarn_beta_fast);
+  p.betaSlow = l.f(P::yarn_beta_slow);
+  p.attentionFactor = l.f(P::yarn_attention_factor);
+  p.truncate = l.i(P::yarn_truncate) != 0;
+}
+
+void runtime::yarnRampEnds(const RopeParams &p, double &low, double &high) {
+  low = 0.0;
+  high = 1.0;
+  if (!p.yarn)
+    return;
+  // HF `find_correction_dim`: the fractional pair index that turns
+  // `rotations` times over the original context.
+  constexpr double kPi = 3.14159265358979323846;
+  auto correctionDim = [&](double rotations) {
+    return double(p.dim) *
+           std::log(double(p.originalMaxPositions) / (rotations * 2.0 * kPi)) /
+           (2.0 * std::log(p.theta));
+  };
+  low = correctionDim(p.betaFast);
+  high = correctionDim(p.betaSlow);
+  if (p.truncate) {
+    low = std::floor(low);
+    high = std::ceil(high);
+  }
+  low = std::max(low, 0.0);
+  high = std::min(high, double(p.dim - 1));
+  if (low == high)
+    high += 0.001;
+}
 
 runtime::RopeParams runtime::ropeParams(const PreparedLaunch &l) {
   using P = abi::Rope::P;
@@ -11,16 +54,7 @@ runtime::RopeParams runtime::ropeParams(const PreparedLaunch &l) {
   p.offset = l.i(P::offset);
   p.dim = l.i(P::dim);
   p.theta = l.f(P::theta);
-  // prepareSteps checked that the YaRN fields come all or none.
-  p.yarn = l.has(P::yarn_factor);
-  if (p.yarn) {
-    p.factor = l.f(P::yarn_factor);
-    p.originalMaxPositions = l.i(P::yarn_original_max_positions);
-    p.betaFast = l.f(P::yarn_beta_fast);
-    p.betaSlow = l.f(P::yarn_beta_slow);
-    p.attentionFactor = l.f(P::yarn_attention_factor);
-    p.truncate = l.i(P::yarn_truncate) != 0;
-  }
+  readYarn<P>(l, p);
   return p;
 }
 
@@ -43,15 +77,7 @@ runtime::cacheWritePrologue(const PreparedLaunch &l) {
     r.dim = l.i(P::rope_dim);
     r.theta = l.f(P::theta);
     p.ropeHeadDim = l.has(P::rope_head_dim) ? l.i(P::rope_head_dim) : 0;
-    r.yarn = l.has(P::yarn_factor);
-    if (r.yarn) {
-      r.factor = l.f(P::yarn_factor);
-      r.originalMaxPositions = l.i(P::yarn_original_max_positions);
-      r.betaFast = l.f(P::yarn_beta_fast);
-      r.betaSlow = l.f(P::yarn_beta_slow);
-      r.attentionFactor = l.f(P::yarn_attention_factor);
-      r.truncate = l.i(P::yarn_truncate) != 0;
-    }
+    readYarn<P>(l, r);
   }
   return p;
 }

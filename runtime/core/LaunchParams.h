@@ -16,6 +16,11 @@
 
 namespace daybreak::runtime {
 
+/// YaRN's ramp ends (models.md §1.4): pair i keeps its frequency below
+/// `low`, takes it divided by `factor` above `high`, a blend between; 0 and
+/// 1 without YaRN (unused). Both devices' RoPE kernels take them from here.
+void yarnRampEnds(const RopeParams &p, double &low, double &high);
+
 /// A `rope` launch's rotation: style, slice, theta and the YaRN fields.
 runtime::RopeParams ropeParams(const PreparedLaunch &l);
 

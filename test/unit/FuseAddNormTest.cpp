@@ -48,12 +48,8 @@ TEST(FuseAddNorm, FusedNormsComputeTheSameValues) {
   OwningOpRef<ModuleOp> module = parseSourceString<ModuleOp>(kModule, &context);
   ASSERT_TRUE(!!module);
 
-  std::normal_distribution<float> normal(0.0f, 2.0f);
   auto random = [&](int64_t count) {
-    std::vector<float> out(count);
-    for (float &v : out)
-      v = normal(rng);
-    return out;
+    return testutil::normalFloats(rng, count);
   };
   std::vector<ref::Tensor> inputs = {
       ref::Tensor::fromFloats({kTokens, kHidden}, random(kTokens * kHidden)),

@@ -74,12 +74,8 @@ TEST(FuseCacheWrite, ProloguesWriteTheSameRows) {
   OwningOpRef<ModuleOp> module = parseSourceString<ModuleOp>(kModule, &context);
   ASSERT_TRUE(!!module);
 
-  std::normal_distribution<float> normal(0.0f, 2.0f);
   auto random = [&](int64_t count) {
-    std::vector<float> out(count);
-    for (float &v : out)
-      v = normal(rng);
-    return out;
+    return testutil::normalFloats(rng, count);
   };
   // Two sequences; a skipped token (slot -1) and a row written twice.
   std::vector<int64_t> positions = {0, 5, 15, -1, 5, 9};

@@ -33,6 +33,17 @@
 namespace daybreak::testutil {
 
 /// `count` e4m3 codes, finite (bit 6 clear keeps the exponent below 15).
+/// `count` values drawn from N(0, sigma^2): activations and weights of a
+/// module evaluated before and after a pass.
+inline std::vector<float> normalFloats(std::mt19937 &rng, int64_t count,
+                                       float sigma = 2.0f) {
+  std::normal_distribution<float> normal(0.0f, sigma);
+  std::vector<float> out(count);
+  for (float &v : out)
+    v = normal(rng);
+  return out;
+}
+
 inline std::vector<uint8_t> randomE4m3Codes(std::mt19937 &rng, int64_t count) {
   std::uniform_int_distribution<int> byte(0, 255);
   std::vector<uint8_t> out(count);

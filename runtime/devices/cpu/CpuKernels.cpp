@@ -9,6 +9,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "runtime/devices/cpu/CpuKernels.h"
+#include "runtime/core/LaunchParams.h"
 #include "runtime/numerics/Numerics.h"
 
 #include <algorithm>
@@ -178,38 +179,14 @@ void layerNormRow(const float *in, const WeightView &weight,
                                 (bias.data ? bias.at(i) : 0.0f));
 }
 
-namespace {
-
-/// HF `find_correction_dim`: the fractional pair index that turns
-/// `rotations` times over the original context.
-double correctionDim(double rotations, int64_t dim, double base,
-                     int64_t originalMaxPositions) {
-  constexpr double kPi = 3.14159265358979323846;
-  return double(dim) *
-         std::log(double(originalMaxPositions) / (rotations * 2.0 * kPi)) /
-         (2.0 * std::log(base));
-}
-
-} // namespace
-
 void ropeFrequencies(const RopeParams &p, double *freqs) {
   int64_t half = p.dim / 2;
   for (int64_t i = 0; i < half; ++i)
     freqs[i] = std::pow(p.theta, -2.0 * double(i) / double(p.dim));
   if (!p.yarn)
     return;
-  double low =
-      correctionDim(p.betaFast, p.dim, p.theta, p.originalMaxPositions);
-  double high =
-      correctionDim(p.betaSlow, p.dim, p.theta, p.originalMaxPositions);
-  if (p.truncate) {
-    low = std::floor(low);
-    high = std::ceil(high);
-  }
-  low = std::max(low, 0.0);
-  high = std::min(high, double(p.dim - 1));
-  if (low == high)
-    high += 0.001;
+  double low, high;
+  runtime::yarnRampEnds(p, low, high);
   for (int64_t i = 0; i < half; ++i) {
     // ramp 0 keeps the frequency, ramp 1 interpolates it by `factor`.
     double ramp = std::clamp((double(i) - low) / (high - low), 0.0, 1.0);

@@ -9,6 +9,7 @@
 
 #include "runtime/devices/cuda/CudaKernels.h"
 #include "runtime/core/CacheState.h"
+#include "runtime/core/LaunchParams.h"
 #include "runtime/devices/cuda/CudaKernelsFingerprint.h"
 #include "runtime/devices/cuda/CudaKernelsPtx.h"
 
@@ -1589,31 +1590,6 @@ Status CudaKernels::headMatmul(CUdeviceptr x, const DeviceWeight &weight,
                          ceilDiv(tokens, 64), heads, 256, 0, stream, params);
 }
 
-/// YaRN's ramp ends for the RoPE kernels, as cpu::ropeFrequencies computes
-/// them (0 and 1 without YaRN: unused).
-static void yarnRamp(const runtime::RopeParams &p, double &low, double &high) {
-  low = 0.0;
-  high = 1.0;
-  if (!p.yarn)
-    return;
-  constexpr double kPi = 3.14159265358979323846;
-  auto correctionDim = [&](double rotations) {
-    return double(p.dim) *
-           std::log(double(p.originalMaxPositions) / (rotations * 2.0 * kPi)) /
-           (2.0 * std::log(p.theta));
-  };
-  low = correctionDim(p.betaFast);
-  high = correctionDim(p.betaSlow);
-  if (p.truncate) {
-    low = std::floor(low);
-    high = std::ceil(high);
-  }
-  low = std::max(low, 0.0);
-  high = std::min(high, double(p.dim - 1));
-  if (low == high)
-    high += 0.001;
-}
-
 Status CudaKernels::rope(CUdeviceptr x, CUdeviceptr positions, int64_t tokens,
                          int64_t rowsPerToken, int64_t rowDim,
                          const runtime::RopeParams &p, CUstream stream) const {
@@ -1626,7 +1602,7 @@ Status CudaKernels::rope(CUdeviceptr x, int64_t xStride, CUdeviceptr out,
                          int64_t tokens, int64_t rowsPerToken, int64_t rowDim,
                          const runtime::RopeParams &p, CUstream stream) const {
   double low, high;
-  yarnRamp(p, low, high);
+  runtime::yarnRampEnds(p, low, high);
   int32_t interleaved = p.interleaved, yarn = p.yarn;
   int64_t offset = p.offset, dim = p.dim;
   double theta = p.theta, factor = p.factor, attention = p.attentionFactor;
@@ -2049,7 +2025,7 @@ Status CudaKernels::cacheWrite(const DeviceCacheView &cache, CUdeviceptr values,
   int64_t ropeHeadDim = p.ropeHeadDim > 0 ? p.ropeHeadDim : cache.width;
   double theta = r.theta, factor = r.factor, attention = r.attentionFactor;
   double low, high;
-  yarnRamp(r, low, high);
+  runtime::yarnRampEnds(r, low, high);
   void *params[] = {&c,           &values,     &valuesStride, &slots,
                     &sequences,   &tokens,     &norm,         &weight,
                     &bias,        &normDim,    &eps,          &positions,
