@@ -12,8 +12,9 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "runtime/devices/cpu/CpuDevice.h"
 #include "runtime/core/Dispatch.h"
+#include "runtime/core/LaunchParams.h"
+#include "runtime/devices/cpu/CpuDevice.h"
 #include "runtime/executor/Model.h"
 #ifdef DAYBREAK_HAVE_CUDA
 #include "runtime/devices/cuda/CudaDevice.h"
@@ -403,12 +404,124 @@ TEST(PreparedLaunch, AttentionShapesAreCheckedAtLoad) {
   }
 }
 
+/// rmsNormManifest's step with its launch replaced by a cache write with a
+/// prologue: values x [tokens, 8] (buffer 0) into an f32 cache of width 8
+/// at the positions (buffer 4), RMS-normalised over all 8 with w (buffer 1),
+/// then rotated over [0, 4) of each head of 4 at the positions.
+artifact::Manifest cacheWriteManifest() {
+  artifact::Manifest m = rmsNormManifest();
+  artifact::Cache *c = m.add_caches();
+  c->set_name("latent");
+  c->set_format(artifact::CACHE_F32);
+  c->set_width(8);
+  c->set_bytes_per_row(32);
+  artifact::Launch *l = m.mutable_steps(0)->mutable_launches(0);
+  l->Clear();
+  l->set_kernel("cache_write");
+  l->add_operands()->set_cache(0);     // cache
+  l->add_operands()->set_buffer(0);    // values
+  l->add_operands()->set_buffer(4);    // slots
+  l->add_operands()->set_absent(true); // sequences
+  l->add_operands()->set_buffer(1);    // norm_weight
+  l->add_operands()->set_absent(true); // norm_bias
+  l->add_operands()->set_buffer(4);    // positions
+  auto add = [&](const char *name) {
+    artifact::Attr *a = l->add_attrs();
+    a->set_name(name);
+    return a;
+  };
+  add("norm")->set_s("rms");
+  add("norm_dim")->set_i(8);
+  add("eps")->set_f(1e-6);
+  add("rope_style")->set_s("half_split");
+  add("rope_offset")->set_i(0);
+  add("rope_dim")->set_i(4);
+  add("rope_head_dim")->set_i(4);
+  add("theta")->set_f(1e4);
+  return m;
+}
+
+TEST(PreparedLaunch, CacheWritePrologueIsCheckedAtLoad) {
+  const std::string label = "step 'decode' launch 0 (cache_write): ";
+  StatusOr<std::vector<PreparedStep>> steps =
+      prepareSteps(cacheWriteManifest());
+  ASSERT_TRUE(steps.ok()) << steps.error().message();
+  CacheWritePrologue p = cacheWritePrologue((*steps)[0].launches[0]);
+  EXPECT_EQ(p.norm, CacheWritePrologue::Norm::Rms);
+  EXPECT_EQ(p.normDim, 8);
+  EXPECT_TRUE(p.rope);
+  EXPECT_FALSE(p.ropeParams.interleaved);
+  EXPECT_EQ(p.ropeParams.dim, 4);
+  EXPECT_EQ(p.ropeHeadDim, 4);
+  auto launch = [](artifact::Manifest &m) {
+    return m.mutable_steps(0)->mutable_launches(0);
+  };
+  auto attr = [&](artifact::Manifest &m, const std::string &name) {
+    for (artifact::Attr &a : *launch(m)->mutable_attrs())
+      if (a.name() == name)
+        return &a;
+    return static_cast<artifact::Attr *>(nullptr);
+  };
+  {
+    artifact::Manifest m = cacheWriteManifest();
+    launch(m)->mutable_attrs()->DeleteSubrange(2, 1); // eps
+    EXPECT_EQ(prepareError(m), label + "has some of a norm prologue's fields "
+                                       "(norm, norm_dim, eps, norm_weight), "
+                                       "not all");
+  }
+  {
+    artifact::Manifest m = cacheWriteManifest();
+    launch(m)->mutable_operands(5)->set_buffer(1);
+    EXPECT_EQ(prepareError(m), label + "has a norm_bias without a layer norm");
+  }
+  {
+    artifact::Manifest m = cacheWriteManifest();
+    launch(m)->mutable_operands(6)->set_absent(true);
+    EXPECT_EQ(prepareError(m),
+              label + "has some of a RoPE prologue's fields (rope_style, "
+                      "rope_offset, rope_dim, theta, positions), not all");
+  }
+  {
+    artifact::Manifest m = cacheWriteManifest();
+    attr(m, "norm_dim")->set_i(9);
+    EXPECT_EQ(prepareError(m), label + "normalises 9 columns of rows of 8");
+  }
+  {
+    artifact::Manifest m = cacheWriteManifest();
+    attr(m, "rope_head_dim")->set_i(3);
+    EXPECT_EQ(prepareError(m), label + "rotates heads of 3 columns in rows "
+                                       "of 8");
+  }
+  {
+    artifact::Manifest m = cacheWriteManifest();
+    attr(m, "rope_offset")->set_i(2);
+    EXPECT_EQ(prepareError(m), label + "rotates columns [2, +4) (an even "
+                                       "count) of heads of 4");
+  }
+  {
+    artifact::Manifest m = cacheWriteManifest();
+    attr(m, "norm")->set_s("l2");
+    EXPECT_NE(prepareError(m).find("'l2', not one of rms|layer"),
+              std::string::npos)
+        << prepareError(m);
+  }
+}
+
 TEST(PreparedLaunch, EnumChoicesAreTheDeclaredOnes) {
   const abi::KernelDecl &rope = abi::kernel(abi::KernelId::Rope);
   EXPECT_EQ(rope.enumIndex(abi::Rope::P::style, "interleaved"),
             abi::Rope::interleaved);
   EXPECT_EQ(rope.enumIndex(abi::Rope::P::style, "half_split"),
             abi::Rope::half_split);
+  const abi::KernelDecl &write = abi::kernel(abi::KernelId::CacheWrite);
+  EXPECT_EQ(write.enumIndex(abi::CacheWrite::P::norm, "rms"),
+            abi::CacheWrite::rms);
+  EXPECT_EQ(write.enumIndex(abi::CacheWrite::P::norm, "layer"),
+            abi::CacheWrite::layer);
+  EXPECT_EQ(write.enumIndex(abi::CacheWrite::P::rope_style, "interleaved"),
+            abi::CacheWrite::interleaved);
+  EXPECT_EQ(write.enumIndex(abi::CacheWrite::P::rope_style, "half_split"),
+            abi::CacheWrite::half_split);
   const abi::KernelDecl &route = abi::kernel(abi::KernelId::MoeRoute);
   EXPECT_EQ(route.enumIndex(abi::MoeRoute::P::routing, "softmax"),
             abi::MoeRoute::softmax);
