@@ -312,16 +312,23 @@ static YarnParams yarnParams(lm::YarnAttr yarn) {
   return y;
 }
 
-static RopeParams ropeParams(lm::RopeOp op) {
+/// lm.rope's rotation, or lm.cache_write's prologue RoPE.
+static RopeParams ropeParams(lm::RopeStyle style, int64_t offset, int64_t dim,
+                             APFloat theta, std::optional<lm::YarnAttr> yarn) {
   RopeParams p;
-  p.style = op.getStyle() == lm::RopeStyle::Interleaved ? RopeStyle::Interleaved
-                                                         : RopeStyle::HalfSplit;
-  p.offset = op.getOffset();
-  p.dim = op.getDim();
-  p.theta = f64(op.getTheta());
-  if (std::optional<lm::YarnAttr> yarn = op.getYarn())
+  p.style = style == lm::RopeStyle::Interleaved ? RopeStyle::Interleaved
+                                                : RopeStyle::HalfSplit;
+  p.offset = offset;
+  p.dim = dim;
+  p.theta = f64(theta);
+  if (yarn)
     p.yarn = yarnParams(*yarn);
   return p;
+}
+
+static RopeParams ropeParams(lm::RopeOp op) {
+  return ropeParams(op.getStyle(), op.getOffset(), op.getDim(), op.getTheta(),
+                    op.getYarn());
 }
 
 /// lm.cache_write's prologue over rows [T, W]: lm.rms_norm or
@@ -347,15 +354,8 @@ Tensor FrameEvaluator::cacheWritePrologue(lm::CacheWriteOp op,
                   rows.floats().data() + t * width);
   }
   if (Value positions = op.getPositions()) {
-    RopeParams p;
-    p.style = *op.getRopeStyle() == lm::RopeStyle::Interleaved
-                  ? RopeStyle::Interleaved
-                  : RopeStyle::HalfSplit;
-    p.offset = *op.getRopeOffset();
-    p.dim = *op.getRopeDim();
-    p.theta = op.getTheta()->convertToDouble();
-    if (std::optional<lm::YarnAttr> yarn = op.getYarn())
-      p.yarn = yarnParams(*yarn);
+    RopeParams p = ropeParams(*op.getRopeStyle(), *op.getRopeOffset(),
+                              *op.getRopeDim(), *op.getTheta(), op.getYarn());
     // Each head of rope_head_dim columns, as lm.rope rotates [T, H, D].
     int64_t tokens = rows.dim(0), width = rows.dim(1);
     int64_t head = op.getRopeHeadDim().value_or(width);

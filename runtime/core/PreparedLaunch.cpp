@@ -231,12 +231,12 @@ static Status checkMxfp4Experts(const artifact::Manifest &m,
   return Status::success();
 }
 
-/// A cache write reads a column view only of rows [T, W]. Its prologue: the
-/// norm's fields (norm, norm_dim, eps and its
-/// weight, a bias only for a layer norm) and RoPE's (rope_style, offset,
-/// dim, theta and the positions; YaRN's all or none) come together, on
-/// rows [T, W] of a constant W that hold the normalised prefix and the
-/// rotated columns, with a weight (and bias) of norm_dim values.
+/// A cache write reads a column view only of rows [T, W]. Its prologue's
+/// fields come together: the norm's (norm, norm_dim, eps and its weight; a
+/// bias only for a layer norm) and RoPE's (rope_style, offset, dim, theta
+/// and the positions; YaRN's all or none), on rows [T, W] of a constant W
+/// that hold the normalised prefix and the rotated columns of each head,
+/// with a weight (and bias) of norm_dim values.
 static Status checkCacheWrite(const PreparedLaunch &p) {
   using In = abi::CacheWrite::In;
   using P = abi::CacheWrite::P;

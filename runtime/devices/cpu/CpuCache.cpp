@@ -202,19 +202,10 @@ Status cacheWrite(ThreadPool &pool, const CacheView &cache, const float *values,
       writers[writerCount++] = writes[i].token;
   int64_t grain =
       std::max<int64_t>(1, 8192 / std::max<int64_t>(cache.width, 1));
-  if (!prologue || !prologue->params.any()) {
-    pool.parallelFor(writerCount, grain, [&](int64_t begin, int64_t end) {
-      for (int64_t i = begin; i < end; ++i) {
-        int64_t t = writers[i];
-        cache.write(sequences ? sequences[t] : 0, slots[t],
-                    values + t * valuesStride);
-      }
-    });
-    return Status::success();
-  }
-  // Each row written is normalised and rotated into scratch first (only
-  // the rows that are stored).
-  const runtime::CacheWritePrologue &p = prologue->params;
+  // With a prologue, each row stored (only those) is normalised and
+  // rotated into scratch first.
+  static const runtime::CacheWritePrologue kNone;
+  const runtime::CacheWritePrologue &p = prologue ? prologue->params : kNone;
   const RopeParams &rope = p.ropeParams;
   int64_t half = p.rope ? rope.dim / 2 : 0;
   double *freqs = frame.take<double>(half);
@@ -222,12 +213,16 @@ Status cacheWrite(ThreadPool &pool, const CacheView &cache, const float *values,
     ropeFrequencies(rope, freqs);
   pool.parallelFor(writerCount, grain, [&](int64_t begin, int64_t end) {
     ScratchFrame chunkFrame;
-    float *row = chunkFrame.take<float>(cache.width);
+    float *row = p.any() ? chunkFrame.take<float>(cache.width) : nullptr;
     double *cosines = chunkFrame.take<double>(half);
     double *sines = chunkFrame.take<double>(half);
     for (int64_t i = begin; i < end; ++i) {
       int64_t t = writers[i];
-      std::copy_n(values + t * valuesStride, cache.width, row);
+      const float *in = values + t * valuesStride;
+      if (p.any()) {
+        std::copy_n(in, cache.width, row);
+        in = row;
+      }
       if (p.norm == runtime::CacheWritePrologue::Norm::Rms)
         rmsNormRow(row, prologue->weight, p.normDim, p.eps, row);
       else if (p.norm == runtime::CacheWritePrologue::Norm::Layer)
@@ -239,7 +234,7 @@ Status cacheWrite(ThreadPool &pool, const CacheView &cache, const float *values,
         for (int64_t h = 0; h + head <= cache.width; h += head)
           ropeRotate(row + h, row + h, cosines, sines, rope);
       }
-      cache.write(sequences ? sequences[t] : 0, slots[t], row);
+      cache.write(sequences ? sequences[t] : 0, slots[t], in);
     }
   });
   return Status::success();
