@@ -28,6 +28,8 @@ namespace abi = daybreak::abi;
 CpuDevice::~CpuDevice() {
   if (codeHandle)
     dlclose(codeHandle);
+  if (codeFd >= 0)
+    close(codeFd);
 }
 
 Status CpuDevice::loadGeneratedCode(const artifact::ArtifactFile &file) {
@@ -43,7 +45,11 @@ Status CpuDevice::loadGeneratedCode(const artifact::ArtifactFile &file) {
     return Status::error("the steps launch generated kernels but the artifact "
                          "has no code.x86_64 section");
   // The shared object is loaded from memory through a memfd, so nothing is
-  // written to disk.
+  // written to disk. The descriptor stays open while the library is loaded:
+  // dlopen reuses an already loaded object whose path matches, so a closed
+  // descriptor's number, taken again by another device's memfd (ranks load
+  // side by side in one process), would hand that device this device's
+  // kernels.
   int fd = memfd_create("daybreak-kernels", MFD_CLOEXEC);
   if (fd < 0)
     return Status::error("memfd_create failed for the generated kernels");
@@ -60,10 +66,12 @@ Status CpuDevice::loadGeneratedCode(const artifact::ArtifactFile &file) {
   }
   std::string path = "/proc/self/fd/" + std::to_string(fd);
   codeHandle = dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);
-  close(fd);
-  if (!codeHandle)
+  if (!codeHandle) {
+    close(fd);
     return Status::error(std::string("cannot load the generated kernels: ") +
                          dlerror());
+  }
+  codeFd = fd;
   // Resolved once per launch: a step indexes this by the launch's ordinal.
   for (const runtime::PreparedStep &step : *steps)
     for (const PreparedLaunch &l : step.launches) {

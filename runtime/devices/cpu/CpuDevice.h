@@ -120,6 +120,8 @@ private:
   std::vector<CacheView> caches;
   Allocation arena;
   void *codeHandle = nullptr;
+  /// The memfd holding the generated kernels, open while they are loaded.
+  int codeFd = -1;
   /// The generated kernel of each elementwise launch, by launch ordinal.
   std::vector<ElementwiseFn> generated;
 };
