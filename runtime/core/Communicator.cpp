@@ -3,9 +3,24 @@
 #include "runtime/core/Communicator.h"
 
 #include <algorithm>
+#include <cstring>
 
 using namespace daybreak;
 using namespace daybreak::runtime;
+
+Status Communicator::broadcastBytes(void *data, size_t bytes, int64_t root) {
+  if (root < 0 || root >= size())
+    return Status::error("broadcast from rank " + std::to_string(root) +
+                         " of " + std::to_string(size()));
+  int64_t width =
+      static_cast<int64_t>((bytes + sizeof(float) - 1) / sizeof(float));
+  std::vector<float> mine(width, 0.0f), all(width * size());
+  std::memcpy(mine.data(), data, bytes);
+  if (Status s = allGather(mine.data(), all.data(), 1, width); !s)
+    return s;
+  std::memcpy(data, all.data() + root * width, bytes);
+  return Status::success();
+}
 
 namespace {
 /// One rank of a LoopbackGroup: reduces or gathers from every rank's
@@ -17,6 +32,9 @@ public:
 
   int64_t rank() const override { return index; }
   int64_t size() const override { return group.size(); }
+  std::chrono::milliseconds timeout() const override {
+    return group.collectiveTimeout();
+  }
 
   Status allReduceSum(const float *in, float *out, int64_t count) override {
     // Summed into a buffer of this rank's and written after every rank has

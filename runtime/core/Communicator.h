@@ -41,6 +41,15 @@ public:
   /// width] concatenated along the last dim, in rank order.
   virtual Status allGather(const float *in, float *out, int64_t rows,
                            int64_t width) = 0;
+  /// Every rank's `bytes` bytes at `data` become rank `root`'s (NCCL's
+  /// unique id on its way to every rank). This one: through allGather,
+  /// whose copies keep every bit.
+  virtual Status broadcastBytes(void *data, size_t bytes, int64_t root);
+  /// How long a rank waits for the others in a collective; a device's own
+  /// collectives over the same group (NCCL's) keep it too.
+  virtual std::chrono::milliseconds timeout() const {
+    return std::chrono::seconds(300);
+  }
 };
 
 class LoopbackGroup {
@@ -52,6 +61,7 @@ public:
   LoopbackGroup &operator=(const LoopbackGroup &) = delete;
 
   int64_t size() const { return static_cast<int64_t>(members.size()); }
+  std::chrono::milliseconds collectiveTimeout() const { return timeout; }
   /// Rank `r`'s communicator (0 <= r < size()), owned by the group.
   Communicator &rank(int64_t r) { return *members[r]; }
   /// Fails every collective waiting or yet to come with `reason` (a rank

@@ -168,6 +168,21 @@ StatusOr<std::optional<LaunchEnvironment>> runtime::launchEnvironment(
                          "' is not a rank of " + sizeName + " " +
                          std::to_string(*size));
   env.rank = *rank;
+  // The rank's GPU on its host: LOCAL_RANK as torchrun sets it, or Open
+  // MPI's; a world on one host without either has its ranks' own.
+  env.localRank = env.rank;
+  for (const char *localName : {"LOCAL_RANK", "OMPI_COMM_WORLD_LOCAL_RANK"}) {
+    const char *text = get(localName);
+    if (!text)
+      continue;
+    std::optional<int64_t> local = parseCount(text);
+    if (!local || *local >= *size)
+      return Status::error(std::string(localName) + "='" + text +
+                           "' is not a rank on this host of " + sizeName + " " +
+                           std::to_string(*size));
+    env.localRank = *local;
+    break;
+  }
   if (const char *addr = get("MASTER_ADDR"); addr && *addr)
     env.address = addr;
   const char *portName = get("DAYBREAK_PORT") ? "DAYBREAK_PORT" : "MASTER_PORT";
@@ -343,10 +358,10 @@ Status SocketCommunicator::collective(
   if (broken)
     return *broken;
   const std::string what = kindName(kind);
-  const Clock::time_point deadline = Clock::now() + timeout;
+  const Clock::time_point deadline = Clock::now() + waitLimit;
   auto late = [&](int64_t r) {
     return "rank " + std::to_string(r) + " did not reach it within " +
-           secondsText(timeout);
+           secondsText(waitLimit);
   };
   if (index != 0) {
     Header header{kMagic, kind, count};

@@ -35,6 +35,8 @@ namespace daybreak::runtime {
 /// What the launcher told this process.
 struct LaunchEnvironment {
   int64_t rank = 0, worldSize = 1;
+  /// The rank among those of its host: its GPU (cuda:localRank).
+  int64_t localRank = 0;
   /// Where rank 0 listens.
   std::string address = "127.0.0.1";
   int port = 0;
@@ -46,6 +48,7 @@ struct LaunchEnvironment {
 /// The launcher's variables, read through `get` (the environment's by
 /// default): RANK and WORLD_SIZE as torchrun and torch.distributed set
 /// them, or Open MPI's OMPI_COMM_WORLD_RANK and OMPI_COMM_WORLD_SIZE;
+/// LOCAL_RANK (or OMPI_COMM_WORLD_LOCAL_RANK; default RANK), the GPU;
 /// MASTER_ADDR (default 127.0.0.1) and MASTER_PORT. torchrun's agent
 /// already serves its own store on MASTER_PORT
 /// (TORCHELASTIC_USE_AGENT_STORE=True), so there rank 0 listens on
@@ -69,14 +72,15 @@ public:
 
   int64_t rank() const override { return index; }
   int64_t size() const override { return ranks; }
+  std::chrono::milliseconds timeout() const override { return waitLimit; }
   Status allReduceSum(const float *in, float *out, int64_t count) override;
   Status allGather(const float *in, float *out, int64_t rows,
                    int64_t width) override;
 
 private:
   SocketCommunicator(int64_t index, int64_t ranks,
-                     std::chrono::milliseconds timeout)
-      : index(index), ranks(ranks), timeout(timeout) {}
+                     std::chrono::milliseconds waitLimit)
+      : index(index), ranks(ranks), waitLimit(waitLimit) {}
   /// One collective: every rank's `count` floats at `in` meet at rank 0,
   /// which passes them (rank order) to `combine` to fill `result` of
   /// `resultCount` floats, and sends that to every rank.
@@ -89,7 +93,7 @@ private:
   Status fail(Status error);
 
   int64_t index, ranks;
-  std::chrono::milliseconds timeout;
+  std::chrono::milliseconds waitLimit;
   /// Rank 0: the socket of rank r at [r] ([0] unused); others: [0] is
   /// rank 0's.
   std::vector<int> sockets;

@@ -5,6 +5,7 @@
 #include "runtime/core/Communicator.h"
 
 #include <algorithm>
+#include <cstdlib>
 #include <mutex>
 #include <thread>
 
@@ -35,6 +36,22 @@ runtime::rankArtifacts(const std::string &path,
   return paths;
 }
 
+/// Rank `index`'s device when the ranks share `device`'s host: the CPU
+/// for "cpu"; "cuda" or "cuda:N" is the first of consecutive GPUs, one a
+/// rank (a malformed name is left for Model::load to refuse).
+static std::string rankDevice(const std::string &device, int64_t index) {
+  if (device == "cuda")
+    return "cuda:" + std::to_string(index);
+  const std::string cuda = "cuda:";
+  if (device.compare(0, cuda.size(), cuda) != 0 ||
+      device.size() == cuda.size() || device.size() > cuda.size() + 4 ||
+      device.find_first_not_of("0123456789", cuda.size()) != std::string::npos)
+    return device;
+  return cuda +
+         std::to_string(
+             std::strtoll(device.c_str() + cuda.size(), nullptr, 10) + index);
+}
+
 Status runtime::runLaunchedRank(
     const std::vector<std::string> &paths, const LaunchEnvironment &env,
     LoadOptions options,
@@ -51,6 +68,7 @@ Status runtime::runLaunchedRank(
   if (!comm.ok())
     return comm.error();
   options.communicator = comm->get();
+  options.device = rankDevice(options.device, env.localRank);
   StatusOr<std::unique_ptr<Model>> model =
       Model::load(paths[env.rank], options);
   if (!model.ok())
@@ -72,6 +90,7 @@ Status runtime::runRanks(
   auto run = [&](int64_t r) {
     LoadOptions own = options;
     own.communicator = ranks > 1 ? &group.rank(r) : nullptr;
+    own.device = rankDevice(options.device, r);
     Status status = [&]() -> Status {
       StatusOr<std::unique_ptr<Model>> model = Model::load(paths[r], own);
       if (!model.ok())

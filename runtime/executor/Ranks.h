@@ -1,9 +1,11 @@
-//===- Ranks.h - Every rank of a tensor-parallel model in one process -*- C++ -*-===//
+//===- Ranks.h - Every rank of a tensor-parallel model in one process -*- C++
+//-*-===//
 //
 // daybreak-compile --tensor-parallel N writes one artifact a rank
-// (model.rank{r}-of-{N}.daybreak, docs/parallel.md). On the CPU, runRanks
-// loads them all, each on a device of its own, and runs each rank on a
-// thread of its own; their collectives meet through a LoopbackGroup. Every
+// (model.rank{r}-of-{N}.daybreak, docs/parallel.md). runRanks loads them
+// all, each on a device of its own (the CPU, or one GPU a rank), and runs
+// each rank on a thread of its own; their collectives meet through a
+// LoopbackGroup (GPUs: through NCCL, whose group joins through it). Every
 // rank runs the same command on the same inputs, so the ranks take the same
 // steps and meet the same collectives in the same order; the command's
 // outputs are rank 0's (every rank holds the gathered logits).
@@ -30,7 +32,8 @@ StatusOr<std::vector<std::string>>
 rankArtifacts(const std::string &path, const artifact::Manifest &manifest);
 
 /// Loads each of `paths` (rankArtifacts) with `options` on a device of its
-/// own, rank r with rank r's communicator of one LoopbackGroup (CPU threads
+/// own (options.device "cuda:N": rank r on cuda:N+r), rank r with rank r's
+/// communicator of one LoopbackGroup (CPU threads
 /// shared out among the ranks when options.threads is 0), and runs
 /// `body(model, r)` for each on a thread of its own. The first rank to fail
 /// stops the others (their collectives return errors), and its error,
@@ -40,7 +43,8 @@ Status runRanks(const std::vector<std::string> &paths, LoadOptions options,
 
 /// When a launcher (torchrun, mpirun) started one process a rank, `env`
 /// says which this one is: loads its rank's artifact of `paths`
-/// (rankArtifacts) with a SocketCommunicator joined to the other
+/// (rankArtifacts; on a GPU, cuda:N+env.localRank for options.device
+/// "cuda:N") with a SocketCommunicator joined to the other
 /// processes, and runs `body(model, env.rank)`. An error, naming this
 /// rank, when the launcher's world is not the model's rank count, the
 /// group cannot form, or a rank fails (every rank reports it).

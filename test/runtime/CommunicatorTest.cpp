@@ -254,10 +254,30 @@ TEST(SocketCommunicator, ReadsTheLauncherVariables) {
   // Open MPI's mpirun.
   env = launchEnvironment(from({{"OMPI_COMM_WORLD_SIZE", "8"},
                                 {"OMPI_COMM_WORLD_RANK", "5"},
+                                {"OMPI_COMM_WORLD_LOCAL_RANK", "1"},
                                 {"MASTER_PORT", "7000"}}));
   ASSERT_TRUE(env.ok() && env->has_value());
   EXPECT_EQ((*env)->rank, 5);
   EXPECT_EQ((*env)->worldSize, 8);
+  EXPECT_EQ((*env)->localRank, 1);
+  // The GPU: LOCAL_RANK as torchrun sets it; without it, the rank's own.
+  env = launchEnvironment(from({{"WORLD_SIZE", "16"},
+                                {"RANK", "11"},
+                                {"LOCAL_RANK", "3"},
+                                {"MASTER_PORT", "29500"}}));
+  ASSERT_TRUE(env.ok() && env->has_value());
+  EXPECT_EQ((*env)->localRank, 3);
+  env = launchEnvironment(
+      from({{"WORLD_SIZE", "4"}, {"RANK", "2"}, {"MASTER_PORT", "29500"}}));
+  ASSERT_TRUE(env.ok() && env->has_value());
+  EXPECT_EQ((*env)->localRank, 2);
+  env = launchEnvironment(from({{"WORLD_SIZE", "4"},
+                                {"RANK", "2"},
+                                {"LOCAL_RANK", "x"},
+                                {"MASTER_PORT", "29500"}}));
+  ASSERT_FALSE(env.ok());
+  EXPECT_EQ(env.error().message(),
+            "LOCAL_RANK='x' is not a rank on this host of WORLD_SIZE 4");
   // Malformed values name the variable.
   env = launchEnvironment(
       from({{"WORLD_SIZE", "2"}, {"RANK", "2"}, {"MASTER_PORT", "1"}}));
@@ -280,4 +300,48 @@ TEST(SocketCommunicator, ReadsTheLauncherVariables) {
   EXPECT_EQ(env.error().message(),
             "DAYBREAK_COLLECTIVE_TIMEOUT='-1' is not a positive number of "
             "seconds");
+}
+
+TEST(SocketCommunicator, BroadcastsBytesBitForBit) {
+  // NCCL's unique id: 128 arbitrary bytes (NaN patterns, negative zeros,
+  // denormals among them as floats) from rank 0 to every rank, over TCP
+  // and in process; and the group's timeout, which NCCL's waits keep.
+  constexpr int64_t kRanks = 3;
+  constexpr size_t kBytes = 130; // not a whole number of floats
+  std::mt19937 rng(5);
+  std::vector<uint8_t> id(kBytes);
+  for (uint8_t &b : id)
+    b = uint8_t(rng());
+  // Float patterns that arithmetic would change.
+  const uint32_t special[] = {0x7fa00001u, 0xffc00002u, 0x80000000u,
+                              0x00000001u};
+  std::memcpy(id.data(), special, sizeof(special));
+  std::vector<std::vector<uint8_t>> got(kRanks);
+  runGroup(kRanks, freePort(), [&](int64_t r, auto &comm) {
+    ASSERT_TRUE(comm.ok()) << comm.error().message();
+    EXPECT_EQ((*comm)->timeout(), std::chrono::seconds(20));
+    got[r] = r == 0 ? id : std::vector<uint8_t>(kBytes, 0xab);
+    Status s = (*comm)->broadcastBytes(got[r].data(), kBytes, 0);
+    EXPECT_TRUE(s) << s.message();
+  });
+  for (int64_t r = 0; r < kRanks; ++r)
+    EXPECT_EQ(got[r], id) << "rank " << r;
+
+  LoopbackGroup group(kRanks, std::chrono::seconds(7));
+  std::vector<std::thread> threads;
+  for (int64_t r = 0; r < kRanks; ++r)
+    threads.emplace_back([&, r] {
+      EXPECT_EQ(group.rank(r).timeout(), std::chrono::seconds(7));
+      // From the last rank this time.
+      got[r] = r == kRanks - 1 ? id : std::vector<uint8_t>(kBytes, 0);
+      EXPECT_TRUE(
+          group.rank(r).broadcastBytes(got[r].data(), kBytes, kRanks - 1));
+    });
+  for (std::thread &t : threads)
+    t.join();
+  for (int64_t r = 0; r < kRanks; ++r)
+    EXPECT_EQ(got[r], id) << "rank " << r;
+  Status outside = group.rank(0).broadcastBytes(got[0].data(), kBytes, 3);
+  ASSERT_FALSE(outside.ok());
+  EXPECT_EQ(outside.message(), "broadcast from rank 3 of 3");
 }

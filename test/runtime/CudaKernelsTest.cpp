@@ -484,6 +484,19 @@ TEST_F(CudaKernelsTest, ElementwiseAndCopies) {
   Buffer dPos(*driver, positions), dBounds(*driver, bounds.size() * 4);
   expectRan(kernels->causalBounds(dPos, positions.size(), dBounds, nullptr));
   EXPECT_EQ(dBounds.read<int32_t>(bounds.size()), bounds);
+
+  // Rank 1 of 4 of 256 experts: ids 64..127 renumbered, the others (empty
+  // slots -1 among them) empty; 1001 slots, past one block.
+  {
+    std::mt19937 rng(9);
+    std::vector<int32_t> ids(1001), expected(ids.size());
+    for (int32_t &id : ids)
+      id = int32_t(rng() % 257) - 1;
+    cpu::localExperts(ids.data(), ids.size(), 64, 64, expected.data());
+    Buffer dIds(*driver, ids), dOut(*driver, ids.size() * 4);
+    expectRan(kernels->localExperts(dIds, ids.size(), 64, 64, dOut, nullptr));
+    EXPECT_EQ(dOut.read<int32_t>(ids.size()), expected);
+  }
 }
 
 TEST_F(CudaKernelsTest, MoeRouteSigmoid) {

@@ -184,14 +184,13 @@ int main(int argc, char **argv) {
   StatusOr<std::optional<LaunchEnvironment>> launched = launchEnvironment();
   if (!launched.ok())
     return fail(launched.error().message());
-  // Timed cases stop after a time, which threads sharing one CPU do not
-  // reach together, and their timings would say nothing of GPUs linked by
-  // NCCL.
+  // Timed cases stop after a time, which the ranks do not reach together
+  // (their steps, and so their collectives, would part).
   if (command == "bench" && paths.size() > 1)
     return fail(path + " is one of " + std::to_string(paths.size()) +
-                " ranks: bench runs artifacts of one rank "
-                "(several ranks run only on the CPU, whose timings say "
-                "nothing of GPUs linked by NCCL)");
+                " ranks: bench runs artifacts of one rank (its timed cases "
+                "stop after a time, which the ranks would not reach "
+                "together)");
   // Every rank runs the command (runRanks: one thread a rank, their
   // collectives meeting in process; or this process's rank alone,
   // runLaunchedRank); rank 0's outputs are the command's.

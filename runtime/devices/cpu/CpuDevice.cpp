@@ -508,13 +508,9 @@ struct CpuLaunchers {
   }
   static Status localExperts(CpuDevice &, const BoundLaunch &l) {
     using P = abi::LocalExperts::P;
-    int64_t first = l->i(P::first), count = l->i(P::count);
-    const int32_t *ids = i32(l.in(abi::LocalExperts::In::indices));
-    int32_t *out = i32(l.out(0));
-    for (int64_t t = 0, n = l.in(0).numel(); t < n; ++t)
-      out[t] = ids[t] >= first && ids[t] < first + count
-                   ? int32_t(ids[t] - first)
-                   : -1;
+    const BoundArg &ids = l.in(abi::LocalExperts::In::indices);
+    cpu::localExperts(i32(ids), ids.numel(), l->i(P::first), l->i(P::count),
+                      i32(l.out(0)));
     return Status::success();
   }
   static Status divScalarI32(CpuDevice &, const BoundLaunch &l) {

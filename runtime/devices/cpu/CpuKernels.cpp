@@ -425,4 +425,11 @@ void causalBounds(const int32_t *positions, int64_t tokens, int32_t *bounds) {
     bounds[t] = positions[t] + 1;
 }
 
+void localExperts(const int32_t *ids, int64_t n, int64_t first, int64_t count,
+                  int32_t *out) {
+  for (int64_t i = 0; i < n; ++i)
+    out[i] = ids[i] >= first && ids[i] < first + count ? int32_t(ids[i] - first)
+                                                       : -1;
+}
+
 } // namespace daybreak::cpu

@@ -376,6 +376,11 @@ void copyColumns(ThreadPool &pool, const float *src, int64_t srcStride,
 /// bounds[t] = positions[t] + 1.
 void causalBounds(const int32_t *positions, int64_t tokens, int32_t *bounds);
 
+/// Expert parallelism's renumbering: out[i] = ids[i] - first for ids in
+/// [first, first + count), else -1 (an empty slot).
+void localExperts(const int32_t *ids, int64_t n, int64_t first, int64_t count,
+                  int32_t *out);
+
 //===----------------------------------------------------------------------===//
 // Kimi Delta Attention over per-slot state (CpuKda.cpp)
 //===----------------------------------------------------------------------===//

@@ -52,6 +52,11 @@ StatusOr<std::unique_ptr<CudaDevice>> CudaDevice::open(int ordinal) {
 
 CudaDevice::~CudaDevice() {
   driver.cuCtxSetCurrent(context);
+  // A rank whose peer died would wait forever for its collectives: the
+  // watched wait aborts them past the timeout.
+  if (nccl && stream)
+    (void)nccl->wait(stream, "closing the device");
+  nccl.reset();
   for (auto &[key, graph] : graphs)
     driver.cuGraphExecDestroy(graph);
   for (CUevent e : events)
@@ -674,6 +679,33 @@ Status CudaDevice::prepare(const artifact::ArtifactFile &file,
               q.constant[0] + q.perToken[0] * m.max_tokens(), plan.batch,
               q.constant[1], q.constant[2], v.constant[2]));
     }
+  // all_gather's rank-major result, at the maximum token count.
+  bool collectives = false;
+  for (const runtime::PreparedStep &step : prepared)
+    for (const PreparedLaunch &l : step.launches) {
+      collectives |= l.kernel == abi::KernelId::AllReduce ||
+                     l.kernel == abi::KernelId::AllGather;
+      if (l.kernel != abi::KernelId::AllGather)
+        continue;
+      const runtime::PreparedArg &out = l.args[l.numOperands];
+      uint64_t n = 1;
+      for (unsigned d = 0; d < out.rank; ++d)
+        n *= out.constant[d] + out.perToken[d] * m.max_tokens();
+      gatherScratchBytes = std::max(gatherScratchBytes, n * sizeof(float));
+    }
+  if (collectives) {
+    runtime::Communicator *host = communicator();
+    if (!host)
+      return Status::error(
+          "the plan has collectives but the device has no communicator "
+          "(load every rank's artifact)");
+    StatusOr<std::unique_ptr<NcclCommunicator>> joined =
+        NcclCommunicator::create(driver, *host, host->timeout());
+    if (!joined.ok())
+      return joined.error().withContext("rank " + std::to_string(host->rank()) +
+                                        " joining NCCL");
+    nccl = std::move(*joined);
+  }
   // mhc_pre's and mhc_post_pre's partial sums of their split products, at
   // the maximum token count.
   for (const runtime::PreparedStep &step : prepared)
@@ -710,6 +742,7 @@ Status CudaDevice::prepare(const artifact::ArtifactFile &file,
     total += alignUp(expertScratchBytes);
     total += alignUp(kdaScratchBytes);
     total += alignUp(mhcScratchBytes);
+    total += alignUp(gatherScratchBytes);
     total += alignUp(uint64_t(roundScratchFloats) * sizeof(float));
     StatusOr<std::pair<size_t, size_t>> before = memoryInfo();
     if (!before.ok())
@@ -783,6 +816,8 @@ Status CudaDevice::prepare(const artifact::ArtifactFile &file,
                    &expertScratch},
         std::tuple{kdaScratchBytes, "the kda_chunk scratch", &kdaScratch},
         std::tuple{mhcScratchBytes, "the mhc_pre scratch", &mhcScratch},
+        std::tuple{gatherScratchBytes, "the all_gather scratch",
+                   &gatherScratch},
         std::tuple{uint64_t(roundScratchFloats) * sizeof(float),
                    "the bf16 matmul inputs", &roundScratch}}) {
     if (bytes == 0)
@@ -848,6 +883,12 @@ Status CudaDevice::readArena(uint64_t offset, void *data, size_t bytes) {
       "cuMemcpyDtoHAsync");
   if (!status.ok())
     return status;
+  return synchronize("reading the step's outputs");
+}
+
+Status CudaDevice::synchronize(const char *what) {
+  if (nccl)
+    return nccl->wait(stream, what);
   return driver.check(driver.cuStreamSynchronize(stream),
                       "cuStreamSynchronize");
 }
@@ -989,6 +1030,73 @@ struct CudaLaunchers {
       return Status::error("the cuda device adds only 1 (causal bounds)");
     return d.kernels->causalBounds(p(l.in(0)), l.in(0).numel(), p(l.out(0)),
                                    d.stream);
+  }
+  /// The NCCL group of a collective over `ranks` ranks: null for one rank
+  /// (the collective copies), an error when the device has none or one of
+  /// another size.
+  static StatusOr<NcclCommunicator *> ranksOf(CudaDevice &d, const char *what,
+                                              int64_t ranks) {
+    int64_t size = d.nccl ? d.nccl->size() : 1;
+    if (size != ranks)
+      return Status::error(std::string(what) + " over " +
+                           std::to_string(ranks) + " ranks, run by " +
+                           std::to_string(size) +
+                           (d.nccl ? "" : " (load every rank's artifact)"));
+    return ranks == 1 ? nullptr : d.nccl.get();
+  }
+  static Status allReduce(CudaDevice &d, const BoundLaunch &l) {
+    const BoundArg &x = l.in(abi::AllReduce::In::input), &out = l.out(0);
+    auto c = ranksOf(d, "all_reduce", l->i(abi::AllReduce::P::ranks));
+    if (!c.ok())
+      return c.error();
+    if (!*c)
+      return d.driver.check(
+          d.driver.cuMemcpyDtoDAsync(p(out), p(x), x.numel() * 4, d.stream),
+          "cuMemcpyDtoDAsync");
+    return (*c)->allReduceSum(p(x), p(out), x.numel(), d.stream);
+  }
+  /// NCCL gathers rank-major ([ranks][rows][width]) into the scratch; one
+  /// strided copy then lays it out along the last dim ([rows][ranks *
+  /// width]).
+  static Status allGather(CudaDevice &d, const BoundLaunch &l) {
+    const BoundArg &x = l.in(abi::AllGather::In::input), &out = l.out(0);
+    auto c = ranksOf(d, "all_gather", l->i(abi::AllGather::P::ranks));
+    if (!c.ok())
+      return c.error();
+    if (!*c)
+      return d.driver.check(
+          d.driver.cuMemcpyDtoDAsync(p(out), p(x), x.numel() * 4, d.stream),
+          "cuMemcpyDtoDAsync");
+    int64_t ranks = (*c)->size(), rows = x.rows(), width = x.back();
+    if (uint64_t(out.numel()) * sizeof(float) > d.gatherScratchBytes)
+      return Status::error("all_gather: " + std::to_string(out.numel()) +
+                           " floats past the scratch planned at load");
+    if (Status s = (*c)->allGather(p(x), d.gatherScratch, x.numel(), d.stream);
+        !s)
+      return s;
+    size_t rowBytes = width * sizeof(float);
+    for (int64_t r = 0; r < ranks; ++r) {
+      CUDA_MEMCPY2D copy = {};
+      copy.srcMemoryType = CU_MEMORYTYPE_DEVICE;
+      copy.srcDevice = d.gatherScratch + r * rows * rowBytes;
+      copy.srcPitch = rowBytes;
+      copy.dstMemoryType = CU_MEMORYTYPE_DEVICE;
+      copy.dstDevice = p(out) + r * rowBytes;
+      copy.dstPitch = ranks * rowBytes;
+      copy.WidthInBytes = rowBytes;
+      copy.Height = rows;
+      if (Status s = d.driver.check(d.driver.cuMemcpy2DAsync(&copy, d.stream),
+                                    "cuMemcpy2DAsync");
+          !s)
+        return s;
+    }
+    return Status::success();
+  }
+  static Status localExperts(CudaDevice &d, const BoundLaunch &l) {
+    using P = abi::LocalExperts::P;
+    const BoundArg &ids = l.in(abi::LocalExperts::In::indices);
+    return d.kernels->localExperts(p(ids), ids.numel(), l->i(P::first),
+                                   l->i(P::count), p(l.out(0)), d.stream);
   }
   static Status swiglu(CudaDevice &d, const BoundLaunch &l) {
     using In = abi::Swiglu::In;
@@ -1265,6 +1373,9 @@ const runtime::LauncherTable<CudaDevice> &CudaDevice::launchers() {
   static const runtime::LauncherTable<CudaDevice> table = {
       {K::Embedding, &CudaLaunchers::embedding},
       {K::GatherRows, &CudaLaunchers::gatherRows},
+      {K::AllReduce, &CudaLaunchers::allReduce},
+      {K::AllGather, &CudaLaunchers::allGather},
+      {K::LocalExperts, &CudaLaunchers::localExperts},
       {K::RmsNorm, &CudaLaunchers::rmsNorm},
       {K::AddRmsNorm, &CudaLaunchers::addRmsNorm},
       {K::LayerNorm, &CudaLaunchers::layerNorm},

@@ -11,9 +11,10 @@
 #ifndef DAYBREAK_RUNTIME_DEVICES_CUDA_CUDADEVICE_H
 #define DAYBREAK_RUNTIME_DEVICES_CUDA_CUDADEVICE_H
 
-#include "runtime/devices/cuda/CudaKernels.h"
 #include "runtime/core/Device.h"
 #include "runtime/core/Dispatch.h"
+#include "runtime/devices/cuda/CudaKernels.h"
+#include "runtime/devices/cuda/Nccl.h"
 
 #include <map>
 #include <optional>
@@ -179,6 +180,16 @@ private:
   InputRounding rounding() const {
     return {bf16Inputs, roundScratch, roundScratchFloats, fp8Inputs};
   }
+  /// The collectives of a rank's plan (all_reduce, all_gather): NCCL over
+  /// the group of the communicator the runtime gave the device, made at
+  /// prepare; and all_gather's rank-major result before it is laid out
+  /// along the last dim, sized for the largest launch.
+  std::unique_ptr<NcclCommunicator> nccl;
+  CUdeviceptr gatherScratch = 0;
+  uint64_t gatherScratchBytes = 0;
+  /// Waits for the stream: through NCCL's watch of its collectives (which
+  /// times out naming the wait) when the plan has any.
+  Status synchronize(const char *what);
 };
 
 } // namespace daybreak::cuda

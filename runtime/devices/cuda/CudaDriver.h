@@ -62,6 +62,8 @@ namespace daybreak::cuda {
   X(cuStreamCreate, PFN_cuStreamCreate_v2000, 2000)                            \
   X(cuStreamDestroy, PFN_cuStreamDestroy_v4000, 4000)                          \
   X(cuStreamSynchronize, PFN_cuStreamSynchronize_v2000, 2000)                  \
+  X(cuStreamQuery, PFN_cuStreamQuery_v2000, 2000)                              \
+  X(cuMemcpy2DAsync, PFN_cuMemcpy2DAsync_v3020, 3020)                          \
   X(cuMemcpyHtoDAsync, PFN_cuMemcpyHtoDAsync_v3020, 3020)                      \
   X(cuMemcpyDtoHAsync, PFN_cuMemcpyDtoHAsync_v3020, 3020)                      \
   X(cuStreamBeginCapture, PFN_cuStreamBeginCapture_v10010, 10010)              \

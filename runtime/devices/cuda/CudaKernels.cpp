@@ -2606,4 +2606,14 @@ Status CudaKernels::causalBounds(CUdeviceptr positions, int64_t tokens,
                          1, 1, 256, 0, stream, params);
 }
 
+Status CudaKernels::localExperts(CUdeviceptr ids, int64_t n, int64_t first,
+                                 int64_t count, CUdeviceptr out,
+                                 CUstream stream) const {
+  if (n == 0)
+    return Status::success();
+  void *params[] = {&ids, &n, &first, &count, &out};
+  return launchDependent(localExpertsFn, "localExperts", ceilDiv(n, 256), 1, 1,
+                         256, 0, stream, params);
+}
+
 } // namespace daybreak::cuda

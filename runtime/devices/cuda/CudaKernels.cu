@@ -4838,6 +4838,19 @@ extern "C" __global__ void daybreak_causal_bounds(const int32_t *positions,
     bounds[t] = positions[t] + 1;
 }
 
+/// Expert parallelism's renumbering (cpu's local_experts): ids in [first,
+/// first + count) become id - first, every other id -1 (an empty slot).
+/// grid (ceil(n/256)), block 256.
+extern "C" __global__ void daybreak_local_experts(const int32_t *ids, int64_t n,
+                                                  int64_t first, int64_t count,
+                                                  int32_t *out) {
+  beginDependent();
+  int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (i < n)
+    out[i] = ids[i] >= first && ids[i] < first + count ? int32_t(ids[i] - first)
+                                                       : -1;
+}
+
 //===----------------------------------------------------------------------===//
 // mHC residual streams: mhc_pre, mhc_post and mhc_post_pre
 //===----------------------------------------------------------------------===//

@@ -418,7 +418,8 @@ constexpr int64_t expertGemvScratchBytes(int64_t tokens, int64_t slots,
   X(dsaKpoolExpand, "daybreak_dsa_kpool_expand")                               \
   X(divScalarI32, "daybreak_div_scalar_i32")                                   \
   X(copyColumns, "daybreak_copy_columns")                                      \
-  X(causalBounds, "daybreak_causal_bounds")
+  X(causalBounds, "daybreak_causal_bounds")                                    \
+  X(localExperts, "daybreak_local_experts")
 
 class CudaKernels {
 public:
@@ -1040,6 +1041,9 @@ public:
                      int64_t rows, int64_t cols, CUstream stream) const;
   Status causalBounds(CUdeviceptr positions, int64_t tokens, CUdeviceptr bounds,
                       CUstream stream) const;
+  /// out[i] = ids[i] - first for ids in [first, first + count), else -1.
+  Status localExperts(CUdeviceptr ids, int64_t n, int64_t first, int64_t count,
+                      CUdeviceptr out, CUstream stream) const;
 
 private:
   CudaKernels(const Driver &driver) : driver(&driver) {}
