@@ -29,8 +29,14 @@ nonfinite() {
   ./daybreak-run logits "$1" --device=cuda --inputs "$2" --output /tmp/check-finite.safetensors \
     --check-finite 1 2>&1 >/dev/null | head -n 12
 }
+# NCCL for the collectives' test (Nccl.*): PyTorch's wheels carry one.
+if [ -z "${DAYBREAK_NCCL_LIBRARY:-}" ]; then
+  nccl=$(python3 -c 'import os, nvidia.nccl as n; print(os.path.join(list(n.__path__)[0], "lib", "libnccl.so.2"))' 2>/dev/null)
+  [ -n "$nccl" ] && [ -f "$nccl" ] && export DAYBREAK_NCCL_LIBRARY=$nccl
+fi
 {
   echo "== machine"; nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv
+  echo "== NCCL: ${DAYBREAK_NCCL_LIBRARY:-libnccl.so.2 on the loader path}"
   echo "== daybreak-run devices"; ./daybreak-run devices
   echo "== DaybreakRuntimeTests"; ./DaybreakRuntimeTests --gtest_brief=1 || status=1
   echo "== DaybreakStepTests: the kernel ABI, and no host allocation in CUDA decode steps"
