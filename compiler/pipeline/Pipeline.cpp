@@ -15,8 +15,10 @@
 #include "mlir/IR/Verifier.h"
 #include "mlir/Transforms/Passes.h"
 #include "llvm/ADT/StringExtras.h"
+#include "llvm/Support/FileSystem.h"
 #include "llvm/Support/FormatVariadic.h"
 #include "llvm/Support/MemoryBuffer.h"
+#include "llvm/Support/Path.h"
 
 #include <map>
 #include <set>
@@ -206,6 +208,20 @@ llvm::Error pipeline::compile(const Options &options, llvm::raw_ostream &out,
   if (options.maxTokens < 0 || options.maxBatch < 0 || options.maxSeqLen < 0)
     return errorf("--max-seq-len, --max-batch and --max-tokens must be "
                   "positive");
+  // The artifact is written last, after minutes of compiling: its folder is
+  // checked first.
+  if (options.compileTo == Phase::Artifact) {
+    llvm::SmallString<256> folder(options.output);
+    llvm::sys::path::remove_filename(folder);
+    if (folder.empty())
+      folder = ".";
+    if (!llvm::sys::fs::is_directory(folder))
+      return errorf(options.output + ": the folder '" + folder.str().str() +
+                    "' does not exist");
+    if (llvm::sys::fs::access(folder, llvm::sys::fs::AccessMode::Write))
+      return errorf(options.output + ": the folder '" + folder.str().str() +
+                    "' is not writable");
+  }
   if (options.kvCacheTokens < 0)
     return errorf("--kv-cache-tokens must be positive");
   if (options.maxLogitRows < 0)

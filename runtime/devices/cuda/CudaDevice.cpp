@@ -276,8 +276,7 @@ Status CudaDevice::readCacheBytes(int cache, uint64_t src, void *out,
       "cuMemcpyDtoHAsync");
   if (!status.ok())
     return status;
-  return driver.check(driver.cuStreamSynchronize(stream),
-                      "cuStreamSynchronize");
+  return synchronize("reading cache bytes");
 }
 
 Status CudaDevice::writeCacheBytes(int cache, uint64_t dst, const void *in,
@@ -1049,6 +1048,8 @@ struct CudaLaunchers {
     auto c = ranksOf(d, "all_reduce", l->i(abi::AllReduce::P::ranks));
     if (!c.ok())
       return c.error();
+    if (x.numel() == 0)
+      return Status::success();
     if (!*c)
       return d.driver.check(
           d.driver.cuMemcpyDtoDAsync(p(out), p(x), x.numel() * 4, d.stream),
@@ -1063,6 +1064,8 @@ struct CudaLaunchers {
     auto c = ranksOf(d, "all_gather", l->i(abi::AllGather::P::ranks));
     if (!c.ok())
       return c.error();
+    if (x.numel() == 0)
+      return Status::success();
     if (!*c)
       return d.driver.check(
           d.driver.cuMemcpyDtoDAsync(p(out), p(x), x.numel() * 4, d.stream),
