@@ -1030,46 +1030,50 @@ struct CudaLaunchers {
     return d.kernels->causalBounds(p(l.in(0)), l.in(0).numel(), p(l.out(0)),
                                    d.stream);
   }
-  /// The NCCL group of a collective over `ranks` ranks: null for one rank
-  /// (the collective copies), an error when the device has none or one of
-  /// another size.
-  static StatusOr<NcclCommunicator *> ranksOf(CudaDevice &d, const char *what,
-                                              int64_t ranks) {
+  /// The NCCL group of collective `l` over `ranks` ranks, or null when
+  /// nothing is left to do: no rows, or one rank (its input copied). An
+  /// error when the device has no group or one of another size.
+  static StatusOr<NcclCommunicator *> groupOf(CudaDevice &d,
+                                              const BoundLaunch &l,
+                                              const char *what, int64_t ranks) {
     int64_t size = d.nccl ? d.nccl->size() : 1;
     if (size != ranks)
       return Status::error(std::string(what) + " over " +
                            std::to_string(ranks) + " ranks, run by " +
                            std::to_string(size) +
                            (d.nccl ? "" : " (load every rank's artifact)"));
-    return ranks == 1 ? nullptr : d.nccl.get();
+    const BoundArg &x = l.in(0), &out = l.out(0);
+    if (x.numel() == 0)
+      return nullptr;
+    if (ranks == 1) {
+      Status copied = d.driver.check(
+          d.driver.cuMemcpyDtoDAsync(p(out), p(x), x.numel() * 4, d.stream),
+          "cuMemcpyDtoDAsync");
+      if (!copied)
+        return copied;
+      return nullptr;
+    }
+    return d.nccl.get();
   }
   static Status allReduce(CudaDevice &d, const BoundLaunch &l) {
     const BoundArg &x = l.in(abi::AllReduce::In::input), &out = l.out(0);
-    auto c = ranksOf(d, "all_reduce", l->i(abi::AllReduce::P::ranks));
+    auto c = groupOf(d, l, "all_reduce", l->i(abi::AllReduce::P::ranks));
     if (!c.ok())
       return c.error();
-    if (x.numel() == 0)
-      return Status::success();
     if (!*c)
-      return d.driver.check(
-          d.driver.cuMemcpyDtoDAsync(p(out), p(x), x.numel() * 4, d.stream),
-          "cuMemcpyDtoDAsync");
+      return Status::success();
     return (*c)->allReduceSum(p(x), p(out), x.numel(), d.stream);
   }
   /// NCCL gathers rank-major ([ranks][rows][width]) into the scratch; one
-  /// strided copy then lays it out along the last dim ([rows][ranks *
-  /// width]).
+  /// strided copy a rank then lays it out along the last dim ([rows][ranks
+  /// * width]).
   static Status allGather(CudaDevice &d, const BoundLaunch &l) {
     const BoundArg &x = l.in(abi::AllGather::In::input), &out = l.out(0);
-    auto c = ranksOf(d, "all_gather", l->i(abi::AllGather::P::ranks));
+    auto c = groupOf(d, l, "all_gather", l->i(abi::AllGather::P::ranks));
     if (!c.ok())
       return c.error();
-    if (x.numel() == 0)
-      return Status::success();
     if (!*c)
-      return d.driver.check(
-          d.driver.cuMemcpyDtoDAsync(p(out), p(x), x.numel() * 4, d.stream),
-          "cuMemcpyDtoDAsync");
+      return Status::success();
     int64_t ranks = (*c)->size(), rows = x.rows(), width = x.back();
     if (uint64_t(out.numel()) * sizeof(float) > d.gatherScratchBytes)
       return Status::error("all_gather: " + std::to_string(out.numel()) +
