@@ -1,5 +1,4 @@
-//===- Ranks.h - Every rank of a tensor-parallel model in one process -*- C++
-//-*-===//
+//===- Ranks.h - Every rank of a parallel model -----------------*- C++ -*-===//
 //
 // daybreak-compile --tensor-parallel N writes one artifact a rank
 // (model.rank{r}-of-{N}.daybreak, docs/parallel.md). runRanks loads them

@@ -54,7 +54,7 @@ TEST(Nccl, OneRankGroupRunsItsCollectivesOnAStream) {
 
   runtime::LoopbackGroup group(1, std::chrono::seconds(30));
   StatusOr<std::unique_ptr<NcclCommunicator>> comm =
-      NcclCommunicator::create(driver, group.rank(0), group.rank(0).timeout());
+      NcclCommunicator::create(driver, group.rank(0));
   ASSERT_TRUE(comm.ok()) << comm.error().message();
   EXPECT_EQ((*comm)->rank(), 0);
   EXPECT_EQ((*comm)->size(), 1);

@@ -699,7 +699,7 @@ Status CudaDevice::prepare(const artifact::ArtifactFile &file,
           "the plan has collectives but the device has no communicator "
           "(load every rank's artifact)");
     StatusOr<std::unique_ptr<NcclCommunicator>> joined =
-        NcclCommunicator::create(driver, *host, host->timeout());
+        NcclCommunicator::create(driver, *host);
     if (!joined.ok())
       return joined.error().withContext("rank " + std::to_string(host->rank()) +
                                         " joining NCCL");

@@ -9,15 +9,13 @@
 
 #if __has_include(<nccl.h>)
 #include <nccl.h>
-#include <type_traits>
 // The declarations of Nccl.h against NCCL's own.
 static_assert(sizeof(daybreak::cuda::nccl::UniqueId) == sizeof(ncclUniqueId));
 static_assert(daybreak::cuda::nccl::kSuccess == ncclSuccess);
 static_assert(daybreak::cuda::nccl::kInProgress == ncclInProgress);
 static_assert(daybreak::cuda::nccl::kFloat32 == ncclFloat32);
 static_assert(daybreak::cuda::nccl::kSum == ncclSum);
-static_assert(std::is_same_v<std::underlying_type_t<ncclResult_t>, int> ||
-              sizeof(ncclResult_t) == sizeof(int));
+static_assert(sizeof(ncclResult_t) == sizeof(daybreak::cuda::nccl::Result));
 #endif
 
 using namespace daybreak;
@@ -80,28 +78,24 @@ StatusOr<const Nccl *> Nccl::get() {
 }
 
 StatusOr<std::unique_ptr<NcclCommunicator>>
-NcclCommunicator::create(const Driver &driver, runtime::Communicator &host,
-                         std::chrono::milliseconds timeout) {
+NcclCommunicator::create(const Driver &driver, runtime::Communicator &host) {
   // Every rank asks for the library before the exchange, so a rank without
   // it fails the exchange (and so every rank) instead of leaving the others
   // in ncclCommInitRank.
   StatusOr<const Nccl *> library = Nccl::get();
   nccl::UniqueId id = {};
-  uint8_t ready = library.ok() ? 1 : 0;
-  Status made = Status::success();
-  if (host.rank() == 0 && library.ok())
+  Status made = library.ok() ? Status::success() : library.error();
+  if (host.rank() == 0 && made.ok())
     made = (*library)->check((*library)->ncclGetUniqueId(&id),
                              "ncclGetUniqueId");
-  // Rank 0's id, and whether every rank can go on: each rank's readiness
-  // travels as one byte of a gather (a broadcast carries rank 0's only).
+  // Whether every rank can go on, each rank's as one value of a gather;
+  // then rank 0's id.
   std::vector<float> flags(host.size());
-  float mine = ready && made.ok() ? 1.0f : 0.0f;
+  float mine = made.ok() ? 1.0f : 0.0f;
   if (Status s = host.allGather(&mine, flags.data(), 1, 1); !s)
     return s;
   for (int64_t r = 0; r < host.size(); ++r)
     if (flags[r] != 1.0f) {
-      if (!library.ok())
-        return library.error();
       if (!made.ok())
         return made;
       return Status::error("rank " + std::to_string(r) +
@@ -118,7 +112,7 @@ NcclCommunicator::create(const Driver &driver, runtime::Communicator &host,
     return s.withContext("rank " + std::to_string(host.rank()) + " of " +
                          std::to_string(host.size()));
   return std::unique_ptr<NcclCommunicator>(new NcclCommunicator(
-      driver, **library, comm, host.rank(), host.size(), timeout));
+      driver, **library, comm, host.rank(), host.size(), host.timeout()));
 }
 
 NcclCommunicator::~NcclCommunicator() {

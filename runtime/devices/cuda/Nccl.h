@@ -98,11 +98,10 @@ class NcclCommunicator {
 public:
   /// Joins `host`'s group on the current context's device: rank 0 makes
   /// the unique id, `host` carries it to every rank, and every rank calls
-  /// ncclCommInitRank (which returns once all have). `timeout` bounds
-  /// every later `wait`.
+  /// ncclCommInitRank (which returns once all have). `host`'s timeout
+  /// bounds every later `wait`.
   static StatusOr<std::unique_ptr<NcclCommunicator>>
-  create(const Driver &driver, runtime::Communicator &host,
-         std::chrono::milliseconds timeout);
+  create(const Driver &driver, runtime::Communicator &host);
   ~NcclCommunicator();
   NcclCommunicator(const NcclCommunicator &) = delete;
   NcclCommunicator &operator=(const NcclCommunicator &) = delete;
