@@ -299,6 +299,29 @@ def LmFuseCacheWrite : Pass<"lm-fuse-cache-write", "mlir::func::FuncOp"> {
   ];
 }
 
+def LmFuseQueryRope : Pass<"lm-fuse-query-rope", "mlir::func::FuncOp"> {
+  let summary = "fuse a query's RoPE into the DSA indexer that scores it";
+  let description = [{
+    The `lm.rope` whose only reader is `lm.dsa_indexer_scores`' query
+    becomes the indexer's prologue: the kernel rotates each query head as it
+    stages it, and the rope's launch goes. The rewrite is exact: the
+    prologue rotates as `lm.rope` does, and the indexer kernels of both
+    targets implement it. A rope with another reader stays as it is.
+
+    ```mlir
+    %r = lm.rope %iq, %pos half_split {offset = 0 : i64, dim = 64 : i64, ...}
+    %s = lm.dsa_indexer_scores %r, %ik, %iw bounds %b {scale = 0.0884 : f64} : ...
+    // becomes
+    %s = lm.dsa_indexer_scores %iq, %ik, %iw bounds %b rope %pos
+        {scale = 0.0884 : f64, rope_style = #lm<rope_style half_split>,
+         rope_offset = 0 : i64, rope_dim = 64 : i64, theta = 10000.0 : f64} : ...
+    ```
+  }];
+  let statistics = [
+    Statistic<"numFused", "fused", "indexer queries given a RoPE prologue">,
+  ];
+}
+
 def LmAssignKVLayout : Pass<"lm-assign-kv-layout", "mlir::ModuleOp"> {
   let summary = "choose how each cache is stored";
   let description = [{

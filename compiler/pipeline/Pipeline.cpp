@@ -109,6 +109,8 @@ void pipeline::buildLmPipeline(OpPassManager &pm, const Options &options,
   }
   // The norms and RoPE that compute a cache row: the write's prologue.
   pm.addNestedPass<func::FuncOp>(createLmFuseCacheWrite());
+  // A query's RoPE: the indexer's prologue.
+  pm.addNestedPass<func::FuncOp>(createLmFuseQueryRope());
   pm.addNestedPass<func::FuncOp>(createLmFuseElementwise());
   // The target's own passes (tiling for its kernels), then its legality
   // check on the ops the lowering will launch.

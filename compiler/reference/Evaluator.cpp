@@ -312,7 +312,8 @@ static YarnParams yarnParams(lm::YarnAttr yarn) {
   return y;
 }
 
-/// lm.rope's rotation, or lm.cache_write's prologue RoPE.
+/// lm.rope's rotation, or a prologue's RoPE (lm.cache_write's,
+/// lm.dsa_indexer_scores').
 static RopeParams ropeParams(lm::RopeStyle style, int64_t offset, int64_t dim,
                              APFloat theta, std::optional<lm::YarnAttr> yarn) {
   RopeParams p;
@@ -637,10 +638,16 @@ llvm::Error FrameEvaluator::evaluateLm(Operation *op) {
                                     get(o.getSequences())));
       })
       .Case([&](DsaIndexerScoresOp o) {
+        // The prologue's RoPE: lm.rope of the query heads [T, H, D].
+        Tensor q = get(o.getQ());
+        if (Value positions = o.getPositions())
+          q = rope(q, get(positions),
+                   ropeParams(*o.getRopeStyle(), *o.getRopeOffset(),
+                              *o.getRopeDim(), *o.getTheta(), o.getYarn()));
         return bind(o.getResult(),
-                    dsaIndexerScores(get(o.getQ()), get(o.getK()),
-                                     get(o.getWeights()), get(o.getSequences()),
-                                     f64(o.getScale()), get(o.getBounds())));
+                    dsaIndexerScores(q, get(o.getK()), get(o.getWeights()),
+                                     get(o.getSequences()), f64(o.getScale()),
+                                     get(o.getBounds())));
       })
       .Case([&](DsaIndexSelectOp o) {
         return bind(o.getResult(), dsaIndexSelect(get(o.getScores()),

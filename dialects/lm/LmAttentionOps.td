@@ -122,20 +122,50 @@ def Lm_DsaIndexerScoresOp : Lm_Op<"dsa_indexer_scores",
     cache's capacity (a decode at 1K context in a 128K cache scores 1K
     keys).
 
+    An optional prologue rotates each query head `q[t, h] [D]` before it
+    is scored: RoPE at `positions[t]` over columns `[rope_offset,
+    rope_offset + rope_dim)` as `lm.rope` with `rope_style`, `theta` and
+    `yarn` computes it (`lm-fuse-query-rope` forms it from the `lm.rope`
+    that only feeds the scores, so the kernel rotates the query as it
+    stages it instead of a launch of its own).
+
     ```mlir
     %sc = lm.dsa_indexer_scores %iq, %ik, %iw {scale = 0.0884 : f64}
         : (tensor<?x64x128xbf16>, tensor<?x128xbf16>, tensor<?x64xf32>)
         -> tensor<?x?xf32>
+    // DeepSeek's indexer query, rotated over its first 64 columns.
+    %sr = lm.dsa_indexer_scores %iq, %ik, %iw bounds %b rope %pos
+        {scale = 0.0884 : f64, rope_style = #lm<rope_style half_split>,
+         rope_offset = 0 : i64, rope_dim = 64 : i64, theta = 10000.0 : f64}
+        : (tensor<?x64x128xf32>, tensor<?x128xf32>, tensor<?x64xf32>,
+           tensor<?xi32>, tensor<?xi32>) -> tensor<?x?xf32>
     ```
   }];
   let arguments = (ins Lm_FloatTensor:$q, Lm_FloatTensor:$k,
                        Lm_FloatTensor:$weights,
                        Optional<Lm_IndexTensor>:$sequences,
-                       Optional<Lm_IndexTensor>:$bounds, F64Attr:$scale);
+                       Optional<Lm_IndexTensor>:$bounds,
+                       Optional<Lm_PositionTensor>:$positions, F64Attr:$scale,
+                       OptionalAttr<Lm_RopeStyleAttr>:$rope_style,
+                       OptionalAttr<I64Attr>:$rope_offset,
+                       OptionalAttr<I64Attr>:$rope_dim,
+                       OptionalAttr<F64Attr>:$theta,
+                       OptionalAttr<Lm_YarnAttr>:$yarn);
   let results = (outs Lm_F32Tensor:$result);
+  let builders = [
+    // Scores of queries as given (no prologue).
+    OpBuilder<(ins "::mlir::Type":$result, "::mlir::Value":$q, "::mlir::Value":$k,
+                   "::mlir::Value":$weights, "::mlir::Value":$sequences,
+                   "::mlir::Value":$bounds, "::mlir::FloatAttr":$scale), [{
+      build($_builder, $_state, result, q, k, weights, sequences, bounds,
+            /*positions=*/::mlir::Value(), scale, /*rope_style=*/nullptr,
+            /*rope_offset=*/nullptr, /*rope_dim=*/nullptr, /*theta=*/nullptr,
+            /*yarn=*/nullptr);
+    }]>
+  ];
   let assemblyFormat = [{
     $q `,` $k `,` $weights (`sequences` $sequences^)? (`bounds` $bounds^)?
-    attr-dict `:`
+    (`rope` $positions^)? attr-dict `:`
     functional-type(operands, results)
   }];
   let hasVerifier = 1;

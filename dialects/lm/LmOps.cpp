@@ -135,6 +135,38 @@ static LogicalResult expectPositive(Operation *op, StringRef name,
   return op->emitOpError("expects ") << name << " > 0, got " << value;
 }
 
+/// A prologue's RoPE (lm.cache_write's, lm.dsa_indexer_scores'): the
+/// positions and rope_style, rope_offset, rope_dim and theta together or not
+/// at all, yarn only with them; the rotated columns [rope_offset, rope_offset
+/// + rope_dim) inside each `unit` (a row or a head) of `head` columns, one
+/// position per row of `rows` (named `rowsName`).
+template <typename OpT>
+static LogicalResult verifyRopePrologue(OpT op, StringRef rowsName, Value rows,
+                                        int64_t head, StringRef unit) {
+  bool rope = bool(op.getPositions());
+  if (rope != op.getRopeStyle().has_value() ||
+      rope != op.getRopeOffset().has_value() ||
+      rope != op.getRopeDim().has_value() || rope != op.getTheta().has_value())
+    return op.emitOpError(
+        "expects rope_style, rope_offset, rope_dim, theta and "
+        "the positions together or not at all");
+  if (!rope)
+    return success();
+  ShapeChecker c(op);
+  CHECK(c.rank("positions", op.getPositions(), 1));
+  CHECK(c.same("positions", op.getPositions(), 0, rowsName, rows, 0));
+  int64_t offset = *op.getRopeOffset(), dim = *op.getRopeDim();
+  if (dim <= 0 || dim % 2 != 0)
+    return op.emitOpError("expects a positive even rope_dim, got ") << dim;
+  if (offset < 0)
+    return op.emitOpError("expects rope_offset >= 0, got ") << offset;
+  if (!ShapedType::isDynamic(head) && dim > head - offset)
+    return op.emitOpError("expects the rotated columns [")
+           << offset << ", " << uint64_t(offset) + uint64_t(dim)
+           << ") inside the " << unit << " of " << head;
+  return expectPositive(op, "theta", op.getTheta()->convertToDouble());
+}
+
 //===----------------------------------------------------------------------===//
 // Norms and activations
 //===----------------------------------------------------------------------===//
@@ -659,7 +691,10 @@ LogicalResult DsaIndexerScoresOp::verify() {
   Value result = getResult();
   CHECK(c.rank("result", result, 2));
   CHECK(c.same("result", result, 0, "q", q, 0));
-  return c.same("result", result, 1, "k", k, *batch);
+  CHECK(c.same("result", result, 1, "k", k, *batch));
+  if (getYarn() && !getPositions())
+    return emitOpError("expects yarn only with rope");
+  return verifyRopePrologue(*this, "q", q, ShapeChecker::dimOf(q, 2), "head");
 }
 
 LogicalResult DsaIndexSelectOp::verify() {
@@ -1011,16 +1046,11 @@ static LogicalResult verifyCacheWritePrologue(CacheWriteOp op) {
   if (op.getNormBias() && op.getNorm() != NormKind::Layer)
     return op.emitOpError("expects a norm bias only with a layer norm");
   bool rope = bool(op.getPositions());
-  if (rope != op.getRopeStyle().has_value() ||
-      rope != op.getRopeOffset().has_value() ||
-      rope != op.getRopeDim().has_value() || rope != op.getTheta().has_value())
-    return op.emitOpError(
-        "expects rope_style, rope_offset, rope_dim, theta and "
-        "the positions together or not at all");
   if ((op.getYarn() || op.getRopeHeadDim()) && !rope)
     return op.emitOpError("expects yarn and rope_head_dim only with rope");
   if (!norm && !rope)
-    return success();
+    return verifyRopePrologue(op, "values", op.getValues(),
+                              ShapedType::kDynamic, "row");
   // A prologue works on each token's row [W].
   Value values = op.getValues();
   CHECK(c.rank("values", values, 2));
@@ -1043,27 +1073,13 @@ static LogicalResult verifyCacheWritePrologue(CacheWriteOp op) {
       return op.emitOpError("expects eps >= 0, got ")
              << op.getEps()->convertToDouble();
   }
-  if (rope) {
-    CHECK(c.rank("positions", op.getPositions(), 1));
-    CHECK(c.same("positions", op.getPositions(), 0, "values", values, 0));
-    int64_t offset = *op.getRopeOffset(), dim = *op.getRopeDim();
-    if (dim <= 0 || dim % 2 != 0)
-      return op.emitOpError("expects a positive even rope_dim, got ") << dim;
-    if (offset < 0)
-      return op.emitOpError("expects rope_offset >= 0, got ") << offset;
-    int64_t head = op.getRopeHeadDim().value_or(width);
-    if (op.getRopeHeadDim() &&
-        (head <= 0 || (!ShapedType::isDynamic(width) && width % head != 0)))
-      return op.emitOpError("expects a rope_head_dim that divides the row of ")
-             << width << ", got " << head;
-    if (!ShapedType::isDynamic(head) && dim > head - offset)
-      return op.emitOpError("expects the rotated columns [")
-             << offset << ", " << uint64_t(offset) + uint64_t(dim)
-             << ") inside the " << (op.getRopeHeadDim() ? "head" : "row")
-             << " of " << head;
-    CHECK(expectPositive(op, "theta", op.getTheta()->convertToDouble()));
-  }
-  return success();
+  int64_t head = op.getRopeHeadDim().value_or(width);
+  if (op.getRopeHeadDim() &&
+      (head <= 0 || (!ShapedType::isDynamic(width) && width % head != 0)))
+    return op.emitOpError("expects a rope_head_dim that divides the row of ")
+           << width << ", got " << head;
+  return verifyRopePrologue(op, "values", values, head,
+                            op.getRopeHeadDim() ? "head" : "row");
 }
 
 LogicalResult CacheWriteOp::verify() {

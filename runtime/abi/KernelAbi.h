@@ -210,6 +210,9 @@ namespace CacheWrite {
 enum Norm : int64_t { rms, layer };
 enum RopeStyle : int64_t { interleaved, half_split };
 } // namespace CacheWrite
+namespace DsaIndexerScores {
+enum RopeStyle : int64_t { interleaved, half_split };
+} // namespace DsaIndexerScores
 namespace MoeRoute {
 enum Routing : int64_t { softmax, sigmoid, softmax_topk };
 } // namespace MoeRoute

@@ -7,8 +7,9 @@
 
 using namespace daybreak;
 
-/// The YaRN fields of a launch that declares them (rope, cache_write's
-/// prologue); prepareSteps checked that they come all or none.
+/// The YaRN fields of a launch that declares them (rope, the prologues of
+/// cache_write and dsa_indexer_scores); prepareSteps checked that they come
+/// all or none.
 template <typename P>
 static void readYarn(const runtime::PreparedLaunch &l, runtime::RopeParams &p) {
   p.yarn = l.has(P::yarn_factor);
@@ -80,6 +81,20 @@ runtime::cacheWritePrologue(const PreparedLaunch &l) {
     readYarn<P>(l, r);
   }
   return p;
+}
+
+std::optional<runtime::RopeParams>
+runtime::indexerQueryRope(const PreparedLaunch &l) {
+  using P = abi::DsaIndexerScores::P;
+  if (!l.has(P::rope_style))
+    return std::nullopt;
+  runtime::RopeParams r;
+  r.interleaved = l.i(P::rope_style) == abi::DsaIndexerScores::interleaved;
+  r.offset = l.i(P::rope_offset);
+  r.dim = l.i(P::rope_dim);
+  r.theta = l.f(P::theta);
+  readYarn<P>(l, r);
+  return r;
 }
 
 StatusOr<runtime::RouteParams>

@@ -12,6 +12,7 @@
 #include "runtime/core/KernelParams.h"
 #include "runtime/core/PreparedLaunch.h"
 
+#include <optional>
 #include <string>
 
 namespace daybreak::runtime {
@@ -27,6 +28,10 @@ runtime::RopeParams ropeParams(const PreparedLaunch &l);
 /// A `cache_write` launch's prologue (none when it has no norm or rope
 /// parameters; prepareSteps checked that each part's come together).
 runtime::CacheWritePrologue cacheWritePrologue(const PreparedLaunch &l);
+
+/// A `dsa_indexer_scores` launch's query rotation: nullopt without the
+/// prologue (prepareSteps checked that its fields come together).
+std::optional<runtime::RopeParams> indexerQueryRope(const PreparedLaunch &l);
 
 /// A `moe_route` launch's parameters; an error naming `device` for
 /// `softmax` routing (the devices run `sigmoid` and `softmax_topk`).

@@ -231,6 +231,58 @@ static Status checkMxfp4Experts(const artifact::Manifest &m,
   return Status::success();
 }
 
+/// Where a kernel with a RoPE prologue declares its fields.
+struct RopeFields {
+  unsigned positions, style, offset, dim, theta, yarnFirst, yarnLast;
+};
+constexpr RopeFields kCacheWriteRope{
+    abi::CacheWrite::In::positions,   abi::CacheWrite::P::rope_style,
+    abi::CacheWrite::P::rope_offset,  abi::CacheWrite::P::rope_dim,
+    abi::CacheWrite::P::theta,        abi::CacheWrite::P::yarn_factor,
+    abi::CacheWrite::P::yarn_truncate};
+constexpr RopeFields kIndexerRope{abi::DsaIndexerScores::In::positions,
+                                  abi::DsaIndexerScores::P::rope_style,
+                                  abi::DsaIndexerScores::P::rope_offset,
+                                  abi::DsaIndexerScores::P::rope_dim,
+                                  abi::DsaIndexerScores::P::theta,
+                                  abi::DsaIndexerScores::P::yarn_factor,
+                                  abi::DsaIndexerScores::P::yarn_truncate};
+
+/// A RoPE prologue's fields (rope_style, rope_offset, rope_dim, theta and
+/// the positions operand; YaRN's all or none, and only with them) come
+/// together: whether the launch has one.
+static StatusOr<bool> ropePrologue(const PreparedLaunch &p,
+                                   const RopeFields &f) {
+  unsigned rope = p.args[f.positions].kind != PreparedArg::Kind::Absent;
+  for (unsigned i : {f.style, f.offset, f.dim, f.theta})
+    rope += p.params[i].present;
+  if (rope != 0 && rope != 5)
+    return Status::error("has some of a RoPE prologue's fields (rope_style, "
+                         "rope_offset, rope_dim, theta, positions), not all");
+  unsigned yarn = 0;
+  for (unsigned i = f.yarnFirst; i <= f.yarnLast; ++i)
+    yarn += p.params[i].present;
+  if (yarn != 0 && (rope == 0 || yarn != f.yarnLast - f.yarnFirst + 1))
+    return Status::error("has some of the yarn_* parameters, not all, or "
+                         "without RoPE");
+  return rope != 0;
+}
+
+/// A RoPE prologue rotates [rope_offset, rope_offset + rope_dim), an even
+/// count, of heads of `head` columns, with a positive theta.
+static Status checkRopeColumns(const PreparedLaunch &p, const RopeFields &f,
+                               int64_t head) {
+  int64_t offset = p.params[f.offset].i, dim = p.params[f.dim].i;
+  if (dim <= 0 || dim % 2 != 0 || offset < 0 || dim > head - offset)
+    return Status::error("rotates columns [" + std::to_string(offset) + ", +" +
+                         std::to_string(dim) +
+                         ") (an even count) of heads of " +
+                         std::to_string(head));
+  if (!(p.params[f.theta].f > 0.0))
+    return Status::error("has a RoPE theta that is not positive");
+  return Status::success();
+}
+
 /// A cache write reads a column view only of rows [T, W]. Its prologue's
 /// fields come together: the norm's (norm, norm_dim, eps and its weight; a
 /// bias only for a layer norm) and RoPE's (rope_style, offset, dim, theta
@@ -257,25 +309,17 @@ static Status checkCacheWrite(const PreparedLaunch &p) {
   if (present(In::norm_bias) &&
       (norm == 0 || p.params[P::norm].i != abi::CacheWrite::layer))
     return Status::error("has a norm_bias without a layer norm");
-  unsigned rope =
-      countParams({P::rope_style, P::rope_offset, P::rope_dim, P::theta}) +
-      present(In::positions);
-  if (rope != 0 && rope != 5)
-    return Status::error("has some of a RoPE prologue's fields (rope_style, "
-                         "rope_offset, rope_dim, theta, positions), not all");
-  unsigned yarn = 0;
-  for (unsigned i = P::yarn_factor; i <= P::yarn_truncate; ++i)
-    yarn += p.params[i].present;
-  if (yarn != 0 && (rope == 0 || yarn != P::yarn_truncate - P::yarn_factor + 1))
-    return Status::error("has some of the yarn_* parameters, not all, or "
-                         "without RoPE");
-  if (p.params[P::rope_head_dim].present && rope == 0)
+  StatusOr<bool> hasRope = ropePrologue(p, kCacheWriteRope);
+  if (!hasRope.ok())
+    return hasRope.error();
+  const bool rope = *hasRope;
+  if (p.params[P::rope_head_dim].present && !rope)
     return Status::error("has a rope_head_dim without RoPE");
   const PreparedArg &values = p.args[In::values];
   if (values.rowStride != 0 && values.rank != 2)
     return Status::error("writes a column view of values that are not "
                          "[tokens, width]");
-  if (norm == 0 && rope == 0)
+  if (norm == 0 && !rope)
     return Status::success();
   if (values.rank != 2 || values.perToken[1] != 0)
     return Status::error("normalises or rotates rows of values that are not "
@@ -297,22 +341,30 @@ static Status checkCacheWrite(const PreparedLaunch &p) {
     }
   }
   if (rope) {
-    int64_t offset = p.params[P::rope_offset].i, dim = p.params[P::rope_dim].i;
     int64_t head = p.params[P::rope_head_dim].present
                        ? p.params[P::rope_head_dim].i
                        : width;
     if (head <= 0 || width % head != 0)
       return Status::error("rotates heads of " + std::to_string(head) +
                            " columns in rows of " + std::to_string(width));
-    if (dim <= 0 || dim % 2 != 0 || offset < 0 || dim > head - offset)
-      return Status::error("rotates columns [" + std::to_string(offset) +
-                           ", +" + std::to_string(dim) +
-                           ") (an even count) of heads of " +
-                           std::to_string(head));
-    if (!(p.params[P::theta].f > 0.0))
-      return Status::error("has a RoPE theta that is not positive");
+    return checkRopeColumns(p, kCacheWriteRope, head);
   }
   return Status::success();
+}
+
+/// An indexer's query prologue rotates the columns of each [D] head of
+/// queries [T, H, D].
+static Status checkIndexerScores(const PreparedLaunch &p) {
+  using In = abi::DsaIndexerScores::In;
+  StatusOr<bool> rope = ropePrologue(p, kIndexerRope);
+  if (!rope.ok())
+    return rope.error();
+  if (!*rope)
+    return Status::success();
+  const PreparedArg &q = p.args[In::queries];
+  if (q.rank != 3 || q.perToken[2] != 0)
+    return Status::error("rotates queries that are not [tokens, heads, dim]");
+  return checkRopeColumns(p, kIndexerRope, q.constant[2]);
 }
 
 /// A dense attention launch reads q [T, Hq, D] and writes [T, Hq, Dv] by
@@ -502,6 +554,8 @@ static Status prepareLaunch(const artifact::Manifest &m,
     DAYBREAK_RETURN_IF_ERROR(checkAttention(m, p));
   if (p.kernel == abi::KernelId::CacheWrite)
     DAYBREAK_RETURN_IF_ERROR(checkCacheWrite(p));
+  if (p.kernel == abi::KernelId::DsaIndexerScores)
+    DAYBREAK_RETURN_IF_ERROR(checkIndexerScores(p));
   if (p.kernel == abi::KernelId::Rope) {
     using P = abi::Rope::P;
     unsigned yarn = 0;

@@ -1379,6 +1379,124 @@ TEST_F(CudaKernelsTest, DsaIndexerScoresTensorCores) {
         }
 }
 
+TEST_F(CudaKernelsTest, DsaIndexerScoresQueryRope) {
+  // The indexer's query prologue (lm.dsa_indexer_scores' rope) in every
+  // kernel form against the CPU kernel with the same prologue (cpu::rope's
+  // rows scored): the exact kernel (generic and specialised) within 1e-5;
+  // the tensor-core kernels, a block a token and in token groups, against
+  // the CPU's rotated q rounded to bf16 within indexerTcBound on it. DeepSeek's
+  // indexer (64 heads of 128, half-split over [0, 64), YaRN) and interleaved
+  // pairs over an inner slice [8, 40) of 4 heads of 64; positions past
+  // YaRN's original context; tokens of two sequences.
+  struct Case {
+    int64_t heads, dim;
+    cpu::CacheFormat format;
+    bool interleaved;
+    int64_t offset, ropeDim, tokens;
+  };
+  for (Case c : {Case{64, 128, cpu::CacheFormat::Fp8Scaled, false, 0, 64, 3},
+                 Case{64, 128, cpu::CacheFormat::Fp8Scaled, false, 0, 64, 70},
+                 Case{4, 64, cpu::CacheFormat::BF16, true, 8, 32, 3},
+                 Case{4, 64, cpu::CacheFormat::BF16, true, 8, 32, 40},
+                 Case{4, 64, cpu::CacheFormat::F32, true, 8, 32, 5}}) {
+    const bool fp8 = c.format == cpu::CacheFormat::Fp8Scaled;
+    const int64_t maxSeqLen = 300, tokens = c.tokens;
+    TestCache cache(c.format, c.dim, 0, fp8 ? c.dim : 0, maxSeqLen, 64, rng);
+    cache.fill(rng);
+    auto q = random(tokens * c.heads * c.dim),
+         weights = random(tokens * c.heads);
+    std::vector<int32_t> seqs(tokens), bounds(tokens), positions(tokens);
+    for (int64_t t = 0; t < tokens; ++t) {
+      seqs[t] = int32_t(t % 2);
+      bounds[t] = int32_t(1 + (t * 53) % maxSeqLen);
+      positions[t] = int32_t(t == 1 ? 70000 : (t * 997) % 5000);
+    }
+    cpu::QueryRope rope;
+    rope.params.interleaved = c.interleaved;
+    rope.params.offset = c.offset;
+    rope.params.dim = c.ropeDim;
+    rope.params.yarn = !c.interleaved;
+    rope.params.factor = 40;
+    rope.params.originalMaxPositions = 4096;
+    rope.positions = positions.data();
+    std::vector<float> rotated = q;
+    cpu::rope(pool, rotated.data(), positions.data(), tokens, c.heads, c.dim,
+              rope.params);
+    DeviceCacheView view = cache.upload(*driver);
+    Buffer dq(*driver, q), dw(*driver, weights), dSeqs(*driver, seqs),
+        dBounds(*driver, bounds), dPositions(*driver, positions),
+        dOut(*driver, tokens * maxSeqLen * 4);
+    QueryRopeArgs args{rope.params, dPositions.get()};
+    char shape[128];
+    std::snprintf(shape, sizeof(shape),
+                  "%s heads=%ld dim=%ld T=%ld %s [%ld, +%ld)",
+                  formatName(c.format), long(c.heads), long(c.dim),
+                  long(tokens), c.interleaved ? "interleaved" : "half_split",
+                  long(c.offset), long(c.ropeDim));
+    // The exact kernel, generic and specialised.
+    std::vector<float> expected(tokens * maxSeqLen);
+    ASSERT_TRUE(cpu::dsaIndexerScores(pool, q.data(), weights.data(),
+                                      cache.host, seqs.data(), bounds.data(),
+                                      tokens, c.heads, 0.125, expected.data(),
+                                      {}, &rope)
+                    .ok());
+    std::string specialized =
+        "daybreak_dsa_indexer_scores_t<" + std::to_string(c.dim) + ">";
+    for (const std::string &instantiation : {std::string(), specialized}) {
+      ASSERT_EQ(driver->cuMemsetD8(dOut.get(), 0xff, expected.size() * 4),
+                CUDA_SUCCESS);
+      CUfunction fn = variant(instantiation);
+      if (fn) {
+        ASSERT_TRUE(kernels->allowSharedMemory(fn).ok());
+      }
+      expectRan(kernels->dsaIndexerScores(
+          dq, dw, view, dSeqs, dBounds, tokens, c.heads, 0.125, dOut, nullptr,
+          fn, /*tensorCores=*/false, CudaKernels::IndexerTiles::Auto, &args));
+      double e = rowRelativeError(dOut.read<float>(expected.size()), expected,
+                                  maxSeqLen);
+      report(instantiation.empty() ? "dsaIndexerScores + rope"
+                                   : "dsaIndexerScores_t + rope",
+             shape, e);
+      EXPECT_LE(e, 1e-5) << shape;
+    }
+    if (c.format == cpu::CacheFormat::F32)
+      continue; // the tensor cores do not take f32 rows
+    std::vector<float> roundedExpected(tokens * maxSeqLen);
+    ASSERT_TRUE(
+        cpu::dsaIndexerScores(pool, q.data(), weights.data(), cache.host,
+                              seqs.data(), bounds.data(), tokens, c.heads,
+                              0.125, roundedExpected.data(),
+                              numerics::OperandRounding::nearestEven(), &rope)
+            .ok());
+    for (auto tiles : {CudaKernels::IndexerTiles::PerToken,
+                       CudaKernels::IndexerTiles::TokenGroups}) {
+      const bool groups = tiles == CudaKernels::IndexerTiles::TokenGroups;
+      ASSERT_EQ(driver->cuMemsetD8(dOut.get(), 0xff, expected.size() * 4),
+                CUDA_SUCCESS);
+      expectRan(kernels->dsaIndexerScores(
+          dq, dw, view, dSeqs, dBounds, tokens, c.heads, 0.125, dOut, nullptr,
+          nullptr, /*tensorCores=*/true, tiles, &args));
+      std::vector<float> out = dOut.read<float>(expected.size());
+      std::vector<double> bound = indexerTcBound(
+          cache.host, rotated, weights, seqs, bounds, tokens, c.heads, 0.125,
+          groups ? 4 * (c.heads > 64 ? 16 : 8) + 4 : 14, pool);
+      double worst = 0.0;
+      int64_t outside = 0;
+      for (size_t i = 0; i < out.size(); ++i) {
+        double err = std::fabs(double(out[i]) - double(roundedExpected[i]));
+        if (!(err <= bound[i]))
+          ++outside;
+        if (bound[i] > 0)
+          worst = std::max(worst, err / bound[i]);
+      }
+      report(groups ? "dsaIndexerScores (tc groups) + rope"
+                    : "dsaIndexerScores (tc) + rope",
+             shape, worst);
+      EXPECT_EQ(outside, 0) << shape << ": worst " << worst << " of the bound";
+    }
+  }
+}
+
 TEST_F(CudaKernelsTest, DsaIndexSelect) {
   struct Case {
     int64_t keys, topK;

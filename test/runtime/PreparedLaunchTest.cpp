@@ -507,6 +507,117 @@ TEST(PreparedLaunch, CacheWritePrologueIsCheckedAtLoad) {
   }
 }
 
+/// rmsNormManifest's step with its launch replaced by DSA indexer scores
+/// whose queries q [tokens, 2, 8] (buffer 6) are rotated over [0, 4) of
+/// each head at the positions (buffer 4), scored with weights [tokens, 2]
+/// (buffer 7) against an f32 key cache of width 8 into [tokens, 16]
+/// (buffer 8).
+artifact::Manifest indexerManifest() {
+  artifact::Manifest m = rmsNormManifest();
+  artifact::Cache *c = m.add_caches();
+  c->set_name("keys");
+  c->set_format(artifact::CACHE_F32);
+  c->set_width(8);
+  c->set_bytes_per_row(32);
+  artifact::Step *step = m.mutable_steps(0);
+  auto buffer = [&](const char *name, std::vector<int64_t> dims) {
+    artifact::Buffer *b = step->add_buffers();
+    b->set_name(name);
+    b->set_dtype(artifact::F32);
+    b->set_offset(2048 + 512 * (step->buffers_size() - 7));
+    b->add_dims()->add_coeffs(1);
+    for (int64_t d : dims)
+      b->add_dims()->set_constant(d);
+  };
+  buffer("q", {2, 8});
+  buffer("weights", {2});
+  buffer("scores", {16});
+  artifact::Launch *l = step->mutable_launches(0);
+  l->Clear();
+  l->set_kernel("dsa_indexer_scores");
+  l->add_operands()->set_buffer(6);    // queries
+  l->add_operands()->set_cache(0);     // keys
+  l->add_operands()->set_buffer(7);    // weights
+  l->add_operands()->set_absent(true); // sequences
+  l->add_operands()->set_absent(true); // bounds
+  l->add_operands()->set_buffer(4);    // positions
+  l->add_results()->set_buffer(8);
+  auto add = [&](const char *name) {
+    artifact::Attr *a = l->add_attrs();
+    a->set_name(name);
+    return a;
+  };
+  add("scale")->set_f(0.5);
+  add("rope_style")->set_s("interleaved");
+  add("rope_offset")->set_i(0);
+  add("rope_dim")->set_i(4);
+  add("theta")->set_f(1e4);
+  return m;
+}
+
+TEST(PreparedLaunch, IndexerQueryRopeIsCheckedAtLoad) {
+  const std::string label = "step 'decode' launch 0 (dsa_indexer_scores): ";
+  StatusOr<std::vector<PreparedStep>> steps = prepareSteps(indexerManifest());
+  ASSERT_TRUE(steps.ok()) << steps.error().message();
+  std::optional<RopeParams> rope = indexerQueryRope((*steps)[0].launches[0]);
+  ASSERT_TRUE(rope.has_value());
+  EXPECT_TRUE(rope->interleaved);
+  EXPECT_EQ(rope->offset, 0);
+  EXPECT_EQ(rope->dim, 4);
+  EXPECT_EQ(rope->theta, 1e4);
+  EXPECT_FALSE(rope->yarn);
+  auto launch = [](artifact::Manifest &m) {
+    return m.mutable_steps(0)->mutable_launches(0);
+  };
+  auto attr = [&](artifact::Manifest &m, const std::string &name) {
+    for (artifact::Attr &a : *launch(m)->mutable_attrs())
+      if (a.name() == name)
+        return &a;
+    return static_cast<artifact::Attr *>(nullptr);
+  };
+  {
+    // Without the prologue: none decoded.
+    artifact::Manifest m = indexerManifest();
+    launch(m)->mutable_operands(5)->set_absent(true);
+    launch(m)->mutable_attrs()->DeleteSubrange(1, 4);
+    StatusOr<std::vector<PreparedStep>> plain = prepareSteps(m);
+    ASSERT_TRUE(plain.ok()) << plain.error().message();
+    EXPECT_FALSE(indexerQueryRope((*plain)[0].launches[0]).has_value());
+  }
+  {
+    artifact::Manifest m = indexerManifest();
+    launch(m)->mutable_operands(5)->set_absent(true);
+    EXPECT_EQ(prepareError(m),
+              label + "has some of a RoPE prologue's fields (rope_style, "
+                      "rope_offset, rope_dim, theta, positions), not all");
+  }
+  {
+    artifact::Manifest m = indexerManifest();
+    artifact::Attr *yarn = launch(m)->add_attrs();
+    yarn->set_name("yarn_factor");
+    yarn->set_f(40.0);
+    EXPECT_EQ(prepareError(m), label + "has some of the yarn_* parameters, "
+                                       "not all, or without RoPE");
+  }
+  {
+    artifact::Manifest m = indexerManifest();
+    attr(m, "rope_offset")->set_i(6);
+    EXPECT_EQ(prepareError(m), label + "rotates columns [6, +4) (an even "
+                                       "count) of heads of 8");
+  }
+  {
+    artifact::Manifest m = indexerManifest();
+    attr(m, "rope_dim")->set_i(3);
+    EXPECT_EQ(prepareError(m), label + "rotates columns [0, +3) (an even "
+                                       "count) of heads of 8");
+  }
+  {
+    artifact::Manifest m = indexerManifest();
+    attr(m, "theta")->set_f(0.0);
+    EXPECT_EQ(prepareError(m), label + "has a RoPE theta that is not positive");
+  }
+}
+
 TEST(PreparedLaunch, EnumChoicesAreTheDeclaredOnes) {
   const abi::KernelDecl &rope = abi::kernel(abi::KernelId::Rope);
   EXPECT_EQ(rope.enumIndex(abi::Rope::P::style, "interleaved"),

@@ -38,7 +38,7 @@ DAYBREAK_MATMUL(257)
 #define DAYBREAK_INDEXER(D)                                                    \
   template __global__ void daybreak_dsa_indexer_scores_t<D>(                   \
       const float *, const float *, Cache, const int32_t *, const int32_t *,   \
-      int64_t, int64_t, double, float *);
+      int64_t, int64_t, double, QueryRope, float *);
 DAYBREAK_INDEXER(128)
 DAYBREAK_INDEXER(32)
 DAYBREAK_INDEXER(30)

@@ -1019,6 +1019,70 @@ TEST(CpuAttention, DsaIndexerScores) {
       << status.message();
 }
 
+/// dsaIndexerScores' query prologue (lm.dsa_indexer_scores' rope): the
+/// reference evaluator's scores of its rope's output within 1e-5, and bit
+/// for bit the CPU rope kernel's rows scored by the plain kernel (what the
+/// two launches it replaces compute); both styles, an offset slice, YaRN
+/// and positions past its original context.
+TEST(CpuAttention, DsaIndexerScoresQueryRope) {
+  std::mt19937 rng(37);
+  const int64_t tokens = 6, heads = 5, dim = 48, batch = 2, maxSeq = 130;
+  std::vector<int32_t> positions = {0, 1, 17, 129, 4095, 70000};
+  std::vector<int32_t> seqs = {0, 1, 1, 0, 1, 0};
+  std::vector<int32_t> bounds = {1, 2, 18, 130, 130, 100};
+  for (int variant = 0; variant < 3; ++variant) {
+    cpu::QueryRope rope;
+    cpu::RopeParams &p = rope.params;
+    p.interleaved = variant == 1;
+    p.offset = variant == 0 ? 0 : 16;
+    p.dim = variant == 2 ? 32 : 16;
+    p.yarn = variant != 1;
+    p.factor = 40;
+    p.originalMaxPositions = 64;
+    p.attentionFactor = variant == 2 ? 1.25 : 1.0;
+    rope.positions = positions.data();
+    ref::RopeParams rp;
+    rp.style =
+        p.interleaved ? ref::RopeStyle::Interleaved : ref::RopeStyle::HalfSplit;
+    rp.offset = p.offset;
+    rp.dim = p.dim;
+    rp.theta = p.theta;
+    if (p.yarn) {
+      ref::YarnParams yarn;
+      yarn.factor = p.factor;
+      yarn.originalMaxPositions = p.originalMaxPositions;
+      yarn.attentionFactor = p.attentionFactor;
+      rp.yarn = yarn;
+    }
+    PagedCache cache(cpu::CacheFormat::Fp8Scaled, dim, 0, dim / 2, batch,
+                     maxSeq, 64);
+    Tensor keys = fillCache(rng, cache);
+    std::vector<float> q = randomFloats(rng, tokens * heads * dim);
+    std::vector<float> w = randomFloats(rng, tokens * heads);
+    Tensor rotated = ref::rope(floats({tokens, heads, dim}, q),
+                               ints({tokens}, positions), rp);
+    Tensor expected = llvm::cantFail(ref::dsaIndexerScores(
+        rotated, keys, floats({tokens, heads}, w), ints({tokens}, seqs), 0.125,
+        ints({tokens}, bounds)));
+    for (unsigned threads : kThreadCounts) {
+      cpu::ThreadPool pool(threads);
+      std::vector<float> scores(tokens * maxSeq, 7.0f);
+      ASSERT_TRUE(cpu::dsaIndexerScores(pool, q.data(), w.data(), cache.view,
+                                        seqs.data(), bounds.data(), tokens,
+                                        heads, 0.125, scores.data(), {}, &rope)
+                      .ok());
+      EXPECT_TRUE(relClose(scores, expected.floats(), 1e-5)) << variant;
+      std::vector<float> staged = q, unfused(tokens * maxSeq, 7.0f);
+      cpu::rope(pool, staged.data(), positions.data(), tokens, heads, dim, p);
+      ASSERT_TRUE(cpu::dsaIndexerScores(pool, staged.data(), w.data(),
+                                        cache.view, seqs.data(), bounds.data(),
+                                        tokens, heads, 0.125, unfused.data())
+                      .ok());
+      EXPECT_EQ(scores, unfused) << variant;
+    }
+  }
+}
+
 /// dsaIndexerScores' roundQ (the CUDA tensor-core indexer's rounding):
 /// where runtime::indexerTensorCoresApply holds (bf16 rows, FP8 rows with
 /// one scale a row, widths 16..128 a multiple of 16, up to 128 heads) the

@@ -49,20 +49,32 @@ Status dsaIndexerScores(ThreadPool &pool, const float *q, const float *weights,
                         const CacheView &keys, const int32_t *sequences,
                         const int32_t *bounds, int64_t tokens, int64_t heads,
                         double scale, float *scores,
-                        numerics::OperandRounding roundQ) {
+                        numerics::OperandRounding roundQ,
+                        const QueryRope *queryRope) {
   if (Status status =
           checkSequences(sequences, tokens, keys.batch, "dsaIndexerScores");
       !status.ok())
     return status;
   int64_t dim = keys.width, keyCount = keys.maxSeqLen;
-  std::vector<float> rounded;
-  if (roundQ &&
-      runtime::indexerTensorCoresApply(keys.format, keys.width, keys.tailDim,
-                                       keys.scaleBlock, heads)) {
-    rounded.resize(tokens * heads * dim);
-    for (size_t i = 0; i < rounded.size(); ++i)
-      rounded[i] = roundQ(q[i], i);
-    q = rounded.data();
+  // The queries as scored: rotated by the prologue, then rounded as the
+  // tensor cores take them (in scratch: a step allocates nothing).
+  const bool rounds = roundQ && runtime::indexerTensorCoresApply(
+                                    keys.format, keys.width, keys.tailDim,
+                                    keys.scaleBlock, heads);
+  ScratchFrame stagedFrame;
+  const int64_t values = tokens * heads * dim;
+  float *staged =
+      queryRope || rounds ? stagedFrame.take<float>(values) : nullptr;
+  if (queryRope) {
+    std::copy_n(q, values, staged);
+    rope(pool, staged, queryRope->positions, tokens, heads, dim,
+         queryRope->params);
+    q = staged;
+  }
+  if (rounds) {
+    for (int64_t i = 0; i < values; ++i)
+      staged[i] = roundQ(q[i], uint64_t(i));
+    q = staged;
   }
   int64_t tokenJobs = (tokens + kIndexerTokens - 1) / kIndexerTokens;
   int64_t keyJobs = (keyCount + kIndexerKeys - 1) / kIndexerKeys;

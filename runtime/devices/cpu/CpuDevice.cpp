@@ -608,12 +608,17 @@ struct CpuLaunchers {
   static Status dsaIndexerScores(CpuDevice &d, const BoundLaunch &l) {
     using In = abi::DsaIndexerScores::In;
     const BoundArg &q = l.in(In::queries);
+    std::optional<cpu::QueryRope> rope;
+    if (std::optional<runtime::RopeParams> params =
+            runtime::indexerQueryRope(*l))
+      rope = cpu::QueryRope{*params, i32(l.in(In::positions))};
     return cpu::dsaIndexerScores(
         d.pool, f(q), f(l.in(In::weights)), cache(d, l.in(In::keys)),
         opt<int32_t>(l.in(In::sequences)), opt<int32_t>(l.in(In::bounds)),
         l.tokens, q.dim(1), l->f(abi::DsaIndexerScores::P::scale), f(l.out(0)),
         // As the CUDA device's tensor cores round it.
-        d.bf16Inputs ? d.nextRounding() : numerics::OperandRounding());
+        d.bf16Inputs ? d.nextRounding() : numerics::OperandRounding(),
+        rope ? &*rope : nullptr);
   }
   static Status dsaIndexSelect(CpuDevice &d, const BoundLaunch &l) {
     using In = abi::DsaIndexSelect::In;

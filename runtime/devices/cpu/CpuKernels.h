@@ -320,12 +320,19 @@ Status cacheWrite(ThreadPool &pool, const CacheView &cache, const float *values,
 /// (may be null), 0 for s >= bounds[t], whose keys are not read.
 /// `roundQ`: q rounded to bf16 where runtime::indexerTensorCoresApply
 /// holds, as the CUDA tensor-core kernel (daybreak_dsa_indexer_tc) rounds
-/// it (to nearest even): its oracle.
+/// it (to nearest even): its oracle. `queryRope` (may be null): each head
+/// q[t, h] first rotated at positions[t] as rope rotates it (then
+/// rounded).
+struct QueryRope {
+  RopeParams params;
+  const int32_t *positions = nullptr;
+};
 Status dsaIndexerScores(ThreadPool &pool, const float *q, const float *weights,
                         const CacheView &keys, const int32_t *sequences,
                         const int32_t *bounds, int64_t tokens, int64_t heads,
                         double scale, float *scores,
-                        numerics::OperandRounding roundQ = {});
+                        numerics::OperandRounding roundQ = {},
+                        const QueryRope *queryRope = nullptr);
 
 /// Per query, the min(topK, bounds[t]) best of scores[t, 0 : bounds[t]]
 /// (ties to the lower index) in ascending key order, then -1.

@@ -1189,11 +1189,15 @@ struct CudaLaunchers {
   static Status dsaIndexerScores(CudaDevice &d, const BoundLaunch &l) {
     using In = abi::DsaIndexerScores::In;
     const BoundArg &q = l.in(In::queries);
+    std::optional<QueryRopeArgs> rope;
+    if (std::optional<runtime::RopeParams> r = runtime::indexerQueryRope(*l))
+      rope = QueryRopeArgs{*r, p(l.in(In::positions))};
     return d.kernels->dsaIndexerScores(
         p(q), p(l.in(In::weights)), cache(d, l.in(In::keys)),
         p(l.in(In::sequences)), p(l.in(In::bounds)), l.tokens, q.dim(1),
         l->f(abi::DsaIndexerScores::P::scale), p(l.out(0)), d.stream,
-        specialized(d, l), /*tensorCores=*/d.bf16Inputs);
+        specialized(d, l), /*tensorCores=*/d.bf16Inputs,
+        CudaKernels::IndexerTiles::Auto, rope ? &*rope : nullptr);
   }
   static Status dsaIndexSelect(CudaDevice &d, const BoundLaunch &l) {
     using In = abi::DsaIndexSelect::In;

@@ -70,6 +70,41 @@ struct KernelCache {
 };
 static_assert(sizeof(KernelCache) == 80, "must match CudaKernels.cu's Cache");
 
+/// The indexer kernels' `QueryRope` argument (CudaKernels.cu): same members
+/// and layout; dim 0 without a prologue.
+struct KernelQueryRope {
+  CUdeviceptr positions;
+  int64_t offset, dim;
+  double theta, factor, low, high, attentionFactor;
+  int32_t interleaved, yarn;
+};
+static_assert(sizeof(KernelQueryRope) == 72,
+              "must match CudaKernels.cu's QueryRope");
+
+KernelQueryRope toKernel(const QueryRopeArgs *rope) {
+  KernelQueryRope k{};
+  if (!rope)
+    return k;
+  const runtime::RopeParams &r = rope->params;
+  k.positions = rope->positions;
+  k.offset = r.offset;
+  k.dim = r.dim;
+  k.theta = r.theta;
+  k.factor = r.factor;
+  runtime::yarnRampEnds(r, k.low, k.high);
+  k.attentionFactor = r.attentionFactor;
+  k.interleaved = r.interleaved;
+  k.yarn = r.yarn;
+  return k;
+}
+
+/// The indexer kernels' angles of a query prologue (queryRopeBytes in
+/// CudaKernels.cu), at the start of their dynamic shared memory, for
+/// `tokens` tokens a block.
+int64_t queryRopeBytes(const KernelQueryRope &rope, int64_t tokens) {
+  return rope.dim / 2 * tokens * 16;
+}
+
 KernelCache toKernel(const DeviceCacheView &view) {
   int32_t format = view.format == runtime::CacheFormat::F32    ? 0
                    : view.format == runtime::CacheFormat::BF16 ? 1
@@ -190,6 +225,9 @@ constexpr int64_t indexerTcSharedBytes(int64_t heads) {
 constexpr int64_t indexerTokensSharedBytes(int64_t width) {
   return 32 * (width / 16) * 32 * 8 + 256 * 4;
 }
+
+/// The most a query prologue's angles take a token (queryRopeBytes).
+constexpr int64_t kIndexerRopeBytes = CudaKernels::kQueryRopeMaxPairs * 16;
 
 /// An error for n outside [1, kMhcMaxStreams], the CPU kernels' limit too,
 /// or sinkhornIters < 1 (when given).
@@ -428,12 +466,18 @@ StatusOr<CudaKernels> CudaKernels::load(const Driver &driver, CUmodule module) {
         {kernels.sparseMlaWgFn, sparseMlaWgSharedBytes()},
         {kernels.sparseMlaWgSplitFn, sparseMlaWgSharedBytes()},
         {kernels.dsaIndexerScoresFn, kernels.sharedPerBlock},
-        {kernels.dsaIndexerTcE4m3Fn, indexerTcSharedBytes(128)},
-        {kernels.dsaIndexerTcBf16Fn, indexerTcSharedBytes(128)},
-        {kernels.dsaIndexerTokensE4m3_64Fn, indexerTokensSharedBytes(128)},
-        {kernels.dsaIndexerTokensE4m3_128Fn, indexerTokensSharedBytes(128)},
-        {kernels.dsaIndexerTokensBf16_64Fn, indexerTokensSharedBytes(128)},
-        {kernels.dsaIndexerTokensBf16_128Fn, indexerTokensSharedBytes(128)},
+        {kernels.dsaIndexerTcE4m3Fn,
+         kIndexerRopeBytes + indexerTcSharedBytes(128)},
+        {kernels.dsaIndexerTcBf16Fn,
+         kIndexerRopeBytes + indexerTcSharedBytes(128)},
+        {kernels.dsaIndexerTokensE4m3_64Fn,
+         4 * kIndexerRopeBytes + indexerTokensSharedBytes(128)},
+        {kernels.dsaIndexerTokensE4m3_128Fn,
+         4 * kIndexerRopeBytes + indexerTokensSharedBytes(128)},
+        {kernels.dsaIndexerTokensBf16_64Fn,
+         4 * kIndexerRopeBytes + indexerTokensSharedBytes(128)},
+        {kernels.dsaIndexerTokensBf16_128Fn,
+         4 * kIndexerRopeBytes + indexerTokensSharedBytes(128)},
         {kernels.attentionWideFn,
          wideAttentionSharedBytes(kWideAttentionMaxHeadDim,
                                   kWideAttentionMaxValueDim, false)},
@@ -2044,11 +2088,25 @@ Status CudaKernels::allowSharedMemory(CUfunction fn) const {
                        "cuFuncSetAttribute");
 }
 
-Status CudaKernels::dsaIndexerScores(
-    CUdeviceptr q, CUdeviceptr weights, const DeviceCacheView &keys,
-    CUdeviceptr sequences, CUdeviceptr bounds, int64_t tokens, int64_t heads,
-    double scale, CUdeviceptr scores, CUstream stream, CUfunction specialized,
-    bool tensorCores, IndexerTiles tiles) const {
+Status CudaKernels::dsaIndexerScores(CUdeviceptr q, CUdeviceptr weights,
+                                     const DeviceCacheView &keys,
+                                     CUdeviceptr sequences, CUdeviceptr bounds,
+                                     int64_t tokens, int64_t heads,
+                                     double scale, CUdeviceptr scores,
+                                     CUstream stream, CUfunction specialized,
+                                     bool tensorCores, IndexerTiles tiles,
+                                     const QueryRopeArgs *queryRope) const {
+  if (queryRope) {
+    const runtime::RopeParams &r = queryRope->params;
+    if (r.dim <= 0 || r.dim % 2 != 0 || r.offset < 0 ||
+        r.dim > keys.width - r.offset || r.dim / 2 > kQueryRopeMaxPairs)
+      return Status::error(
+          "dsaIndexerScores: a query RoPE of columns [" +
+          std::to_string(r.offset) + ", +" + std::to_string(r.dim) +
+          ") in heads of " + std::to_string(keys.width) + " (at most " +
+          std::to_string(kQueryRopeMaxPairs) + " pairs inside the head)");
+  }
+  KernelQueryRope rope = toKernel(queryRope);
   const bool tensorRows =
       tensorCores && q % 16 == 0 &&
       runtime::indexerTensorCoresApply(keys.format, keys.width, keys.tailDim,
@@ -2074,27 +2132,29 @@ Status CudaKernels::dsaIndexerScores(
     KernelCache c = toKernel(keys);
     float fscale = float(scale);
     void *params[] = {&q,      &weights, &c,      &sequences, &bounds,
-                      &tokens, &heads,   &fscale, &scores};
+                      &tokens, &heads,   &fscale, &rope,      &scores};
     CUfunction fn =
         bf16 ? (wide ? dsaIndexerTokensBf16_128Fn : dsaIndexerTokensBf16_64Fn)
              : (wide ? dsaIndexerTokensE4m3_128Fn : dsaIndexerTokensE4m3_64Fn);
     return launchDependent(fn, "dsaIndexerScores (tensor cores, token groups)",
                            blocksFor(128, 4, groups), groups, 1, 256,
-                           unsigned(indexerTokensSharedBytes(keys.width)),
+                           unsigned(queryRopeBytes(rope, group) +
+                                    indexerTokensSharedBytes(keys.width)),
                            stream, params);
   }
   if (tensorRows) {
     // A token's 64-key tiles over about 8 blocks an SM.
     KernelCache c = toKernel(keys);
     float fscale = float(scale);
-    void *params[] = {&q,      &weights, &c,      &sequences,
-                      &bounds, &heads,   &fscale, &scores};
+    void *params[] = {&q,     &weights, &c,    &sequences, &bounds,
+                      &heads, &fscale,  &rope, &scores};
     return launch(
         keys.format == runtime::CacheFormat::BF16 ? dsaIndexerTcBf16Fn
                                                   : dsaIndexerTcE4m3Fn,
         "dsaIndexerScores (tensor cores)", blocksFor(64, 8, tokens), tokens, 1,
         unsigned(32 * std::max<int64_t>(4, ceilDiv(heads, 16))),
-        unsigned(indexerTcSharedBytes(heads)), stream, params);
+        unsigned(queryRopeBytes(rope, 1) + indexerTcSharedBytes(heads)), stream,
+        params);
   }
   // Warps of 8 keys each; the token's q rows and the block's keys decoded
   // into shared memory rows of the kernel's indexerStride(width) floats (a
@@ -2102,7 +2162,8 @@ Status CudaKernels::dsaIndexerScores(
   int64_t padded = (keys.width + 3) / 4 * 4;
   int64_t stride = (padded / 4) % 2 == 1 ? padded : padded + 4;
   constexpr int64_t kWarpKeys = 8;
-  int64_t rows = sharedPerBlock / int64_t(sizeof(float)) / stride;
+  const int64_t angles = queryRopeBytes(rope, 1);
+  int64_t rows = (sharedPerBlock - angles) / int64_t(sizeof(float)) / stride;
   int64_t warps = std::min<int64_t>(8, (rows - heads) / kWarpKeys);
   if (warps < 1)
     return Status::error(
@@ -2112,11 +2173,11 @@ Status CudaKernels::dsaIndexerScores(
   int64_t keysPerBlock = warps * kWarpKeys;
   KernelCache c = toKernel(keys);
   void *params[] = {&q,      &weights, &c,     &sequences, &bounds,
-                    &tokens, &heads,   &scale, &scores};
+                    &tokens, &heads,   &scale, &rope,      &scores};
   return launchDependent(
       specialized ? specialized : dsaIndexerScoresFn, "dsaIndexerScores",
       ceilDiv(keys.maxSeqLen, keysPerBlock), tokens, 1, unsigned(32 * warps),
-      unsigned((heads + keysPerBlock) * stride * 4), stream, params);
+      unsigned(angles + (heads + keysPerBlock) * stride * 4), stream, params);
 }
 
 Status CudaKernels::dsaIndexSelect(CUdeviceptr scores, CUdeviceptr bounds,

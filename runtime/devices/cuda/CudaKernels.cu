@@ -61,6 +61,18 @@ struct Weight {
   int32_t pad;
 };
 
+/// The DSA indexer's query prologue (lm.dsa_indexer_scores' rope;
+/// KernelQueryRope in CudaKernels.cpp: same members, same order): columns
+/// [offset, offset + dim) of each query head rotated at positions[t] as
+/// daybreak_rope rotates them (interleaved pairs or half-split; low/high:
+/// YaRN's ramp ends). dim 0: no prologue.
+struct QueryRope {
+  const int32_t *positions;
+  int64_t offset, dim;
+  double theta, factor, low, high, attentionFactor;
+  int32_t interleaved, yarn;
+};
+
 namespace {
 
 //===----------------------------------------------------------------------===//
@@ -2772,6 +2784,66 @@ ropeAngle(int64_t i, double position, int64_t dim, double theta, int32_t yarn,
   sine = sin(angle) * attentionFactor;
 }
 
+/// The bytes of the query prologue's angles for `tokens` tokens a block:
+/// (cosine, sine) of each of the dim / 2 pairs (none without a prologue).
+/// The indexer kernels keep them at the start of their dynamic shared
+/// memory (a multiple of 16 bytes: the layouts after them keep their
+/// alignment).
+__device__ __forceinline__ int64_t queryRopeBytes(const QueryRope &r,
+                                                  int64_t tokens) {
+  return r.dim / 2 * tokens * int64_t(sizeof(double2));
+}
+
+/// The angles of tokens [t0, t0 + count) into `angles` [count][dim / 2]
+/// (rows past `tokens` unrotated), in double as daybreak_rope computes
+/// them. Block-wide; the caller synchronises before reading them.
+__device__ __forceinline__ void queryRopeAngles(const QueryRope &r, int64_t t0,
+                                                int64_t count, int64_t tokens,
+                                                double2 *angles) {
+  const int64_t half = r.dim / 2;
+  for (int64_t j = threadIdx.x; j < count * half; j += blockDim.x) {
+    const int64_t token = t0 + j / half;
+    double cosine = 1.0, sine = 0.0;
+    if (token < tokens)
+      ropeAngle(j % half, double(r.positions[token]), r.dim, r.theta, r.yarn,
+                r.factor, r.low, r.high, r.attentionFactor, cosine, sine);
+    angles[j] = make_double2(cosine, sine);
+  }
+}
+
+/// Query head `row`'s value x at column d after the prologue, with its
+/// token's `angles` [dim / 2]: a rotated column combines with its pair's
+/// value (read from `row`) as daybreak_rope combines them.
+__device__ __forceinline__ float queryRopeValue(const QueryRope &r,
+                                                const double2 *angles,
+                                                const float *row, int64_t d,
+                                                float x) {
+  const int64_t c = d - r.offset, half = r.dim / 2;
+  if (c < 0 || c >= r.dim)
+    return x;
+  const bool first = r.interleaved ? c % 2 == 0 : c < half;
+  const int64_t pair = r.interleaved ? c / 2 : (first ? c : c - half);
+  const int64_t other =
+      r.interleaved ? (first ? c + 1 : c - 1) : (first ? c + half : c - half);
+  const double2 a = angles[pair];
+  const double own = x, partner = row[r.offset + other];
+  return first ? float(own * a.x - partner * a.y)
+               : float(own * a.x + partner * a.y);
+}
+
+/// queryRopeValue of the four values [d, d + 4) loaded as v.
+__device__ __forceinline__ float4 queryRopeQuad(const QueryRope &r,
+                                                const double2 *angles,
+                                                const float *row, int64_t d,
+                                                float4 v) {
+  if (r.dim == 0 || d + 4 <= r.offset || d >= r.offset + r.dim)
+    return v;
+  return make_float4(queryRopeValue(r, angles, row, d, v.x),
+                     queryRopeValue(r, angles, row, d + 1, v.y),
+                     queryRopeValue(r, angles, row, d + 2, v.z),
+                     queryRopeValue(r, angles, row, d + 3, v.w));
+}
+
 } // namespace
 
 /// RoPE from x into out (in place when they are one), rows xStride and
@@ -3686,7 +3758,7 @@ template <int kDim>
 __device__ __forceinline__ void
 dsaIndexerScores(const float *q, const float *weights, const Cache &keys,
                  const int32_t *sequences, const int32_t *bounds, int64_t heads,
-                 double scale, float *scores) {
+                 double scale, const QueryRope &rope, float *scores) {
   extern __shared__ __align__(16) float indexerShared[];
   const int64_t dim = kDim > 0 ? int64_t(kDim) : keys.width;
   const int64_t stride = indexerStride(dim);
@@ -3712,23 +3784,33 @@ dsaIndexerScores(const float *q, const float *weights, const Cache &keys,
     out[s] = 0.0f;
   if (visible == 0)
     return;
-  // The token's q rows [heads][stride] and the visible keys [.][stride],
-  // both zero past `dim`.
-  float *qs = indexerShared;
-  float *ks = indexerShared + heads * stride;
+  // The prologue's angles, then the token's q rows [heads][stride] (rotated
+  // as staged) and the visible keys [.][stride], both zero past `dim`.
+  double2 *angles = reinterpret_cast<double2 *>(indexerShared);
+  float *qs = indexerShared + queryRopeBytes(rope, 1) / int64_t(sizeof(float));
+  float *ks = qs + heads * stride;
   const float *qt = q + t * heads * dim;
+  if (rope.dim > 0) {
+    queryRopeAngles(rope, t, 1, t + 1, angles);
+    __syncthreads();
+  }
   if (dim % 4 == 0) {
     const int quads = int(dim / 4);
 #pragma unroll 4
     for (int i = threadIdx.x; i < int(heads) * quads; i += blockDim.x) {
-      int h = i / quads;
-      *reinterpret_cast<float4 *>(qs + h * stride + 4 * (i - h * quads)) =
-          reinterpret_cast<const float4 *>(qt)[i];
+      int h = i / quads, d = 4 * (i - h * quads);
+      *reinterpret_cast<float4 *>(qs + h * stride + d) =
+          queryRopeQuad(rope, angles, qt + h * dim, d,
+                        reinterpret_cast<const float4 *>(qt)[i]);
     }
   } else {
     for (int64_t i = threadIdx.x; i < heads * padded; i += blockDim.x) {
       int64_t h = i / padded, d = i - h * padded;
-      qs[h * stride + d] = d < dim ? qt[h * dim + d] : 0.0f;
+      qs[h * stride + d] =
+          d < dim ? (rope.dim > 0 ? queryRopeValue(rope, angles, qt + h * dim,
+                                                   d, qt[h * dim + d])
+                                  : qt[h * dim + d])
+                  : 0.0f;
     }
   }
   // Four threads a key (blockKeys is blockDim.x / 4): one page-table lookup
@@ -3790,18 +3872,20 @@ dsaIndexerScores(const float *q, const float *weights, const Cache &keys,
 
 /// scores[t, s] = scale * sum_h weights[t, h] * ReLU(q[t, h] . key(seq_t, s))
 /// for s < maxSeqLen, or with `bounds` (may be null) for s < bounds[t] and 0
-/// past it. grid (ceil(maxSeqLen / keysPerBlock), tokens), block 32 x warps
-/// threads, keysPerBlock = 8 x warps (each warp scores 8 keys, its lanes
-/// splitting the heads), dynamic shared memory (heads + keysPerBlock) x
-/// indexerStride(width) x 4 bytes: the token's q and the block's keys,
-/// decoded. A sequence outside [0, batch) gives a row of zeros.
+/// past it; q[t, h] first rotated by `rope` (dim 0: as given). grid
+/// (ceil(maxSeqLen / keysPerBlock), tokens), block 32 x warps threads,
+/// keysPerBlock = 8 x warps (each warp scores 8 keys, its lanes splitting
+/// the heads), dynamic shared memory queryRopeBytes(rope, 1) + (heads +
+/// keysPerBlock) x indexerStride(width) x 4 bytes: the rotation's angles,
+/// the token's q and the block's keys, decoded. A sequence outside [0,
+/// batch) gives a row of zeros.
 extern "C" __global__ void
 daybreak_dsa_indexer_scores(const float *q, const float *weights, Cache keys,
                             const int32_t *sequences, const int32_t *bounds,
                             int64_t tokens, int64_t heads, double scale,
-                            float *scores) {
+                            QueryRope rope, float *scores) {
   beginDependent();
-  dsaIndexerScores<0>(q, weights, keys, sequences, bounds, heads, scale,
+  dsaIndexerScores<0>(q, weights, keys, sequences, bounds, heads, scale, rope,
                       scores);
 }
 
@@ -3811,10 +3895,10 @@ __global__ void
 daybreak_dsa_indexer_scores_t(const float *q, const float *weights, Cache keys,
                               const int32_t *sequences, const int32_t *bounds,
                               int64_t tokens, int64_t heads, double scale,
-                              float *scores) {
+                              QueryRope rope, float *scores) {
   beginDependent();
   dsaIndexerScores<kDim>(q, weights, keys, sequences, bounds, heads, scale,
-                         scores);
+                         rope, scores);
 }
 
 //===----------------------------------------------------------------------===//
@@ -3888,14 +3972,17 @@ template <int kType>
 __device__ __forceinline__ void
 indexerTc(const float *__restrict__ q, const float *__restrict__ weights,
           const Cache &keys, const int32_t *sequences, const int32_t *bounds,
-          int64_t heads, float scale, float *__restrict__ scores) {
+          int64_t heads, float scale, const QueryRope &rope,
+          float *__restrict__ scores) {
   extern __shared__ __align__(16) uint8_t indexerTcShared[];
   const int mTiles = int((heads + 15) / 16);
   const int threads = int(blockDim.x);
   const int tid = int(threadIdx.x), lane = tid & 31, warp = tid >> 5;
   const int g = lane >> 2, t = lane & 3;
   const int dim = int(keys.width), steps = dim / 16;
-  uint16_t *qs = reinterpret_cast<uint16_t *>(indexerTcShared);
+  double2 *angles = reinterpret_cast<double2 *>(indexerTcShared);
+  uint16_t *qs =
+      reinterpret_cast<uint16_t *>(indexerTcShared + queryRopeBytes(rope, 1));
   uint16_t *ks = qs + 16 * mTiles * kIndexerTcStride;
   float *rowScale =
       reinterpret_cast<float *>(ks + 2 * kIndexerTcKeys * kIndexerTcStride);
@@ -3931,8 +4018,13 @@ indexerTc(const float *__restrict__ q, const float *__restrict__ weights,
   const int64_t tiles = (visibleTiles - blockIdx.x + stride - 1) / stride;
 
   // q: warp w rounds heads 16w .. 16w + 15 (zeros past `heads`), a lane 4
-  // values of a head; the head factor is its weight (times the inverse
-  // power for f16). The 16 rows' loads go out together.
+  // values of a head, rotated first by the prologue; the head factor is its
+  // weight (times the inverse power for f16). The 16 rows' loads go out
+  // together.
+  if (rope.dim > 0) {
+    queryRopeAngles(rope, token, 1, token + 1, angles);
+    __syncthreads();
+  }
   for (int r = warp * 16; r < 16 * mTiles; r += 16 * (threads / 32)) {
     const int d = 4 * lane;
     float4 v[16];
@@ -3949,6 +4041,9 @@ indexerTc(const float *__restrict__ q, const float *__restrict__ weights,
 #pragma unroll
     for (int i = 0; i < 16; ++i) {
       const int h = r + i;
+      if (rope.dim > 0 && h < heads && d < dim)
+        v[i] =
+            queryRopeQuad(rope, angles, q + (token * heads + h) * dim, d, v[i]);
       const float inverse =
           kType == kWeightE4M3 ? scaleHeadIntoF16(v[i]) : 1.0f;
       if (d < dim)
@@ -4102,17 +4197,17 @@ extern "C" __global__ void __launch_bounds__(256)
     daybreak_dsa_indexer_tc_e4m3(const float *q, const float *weights,
                                  Cache keys, const int32_t *sequences,
                                  const int32_t *bounds, int64_t heads,
-                                 float scale, float *scores) {
+                                 float scale, QueryRope rope, float *scores) {
   indexerTc<kWeightE4M3>(q, weights, keys, sequences, bounds, heads, scale,
-                         scores);
+                         rope, scores);
 }
 extern "C" __global__ void __launch_bounds__(256)
     daybreak_dsa_indexer_tc_bf16(const float *q, const float *weights,
                                  Cache keys, const int32_t *sequences,
                                  const int32_t *bounds, int64_t heads,
-                                 float scale, float *scores) {
+                                 float scale, QueryRope rope, float *scores) {
   indexerTc<kWeightBF16>(q, weights, keys, sequences, bounds, heads, scale,
-                         scores);
+                         rope, scores);
 }
 
 namespace {
@@ -4145,7 +4240,8 @@ __device__ __forceinline__ void
 indexerTcTokens(const float *__restrict__ q, const float *__restrict__ weights,
                 const Cache &keys, const int32_t *sequences,
                 const int32_t *bounds, int64_t tokens, int64_t heads,
-                float scale, float *__restrict__ scores) {
+                float scale, const QueryRope &rope,
+                float *__restrict__ scores) {
   beginDependent();
   constexpr int kTokens = 32 / kHeadTiles;
   constexpr int kHeads = 8 * kHeadTiles;
@@ -4156,7 +4252,10 @@ indexerTcTokens(const float *__restrict__ q, const float *__restrict__ weights,
   const int tid = int(threadIdx.x), lane = tid & 31, warp = tid >> 5;
   const int g = lane >> 2, t = lane & 3;
   const int dim = int(keys.width), steps = dim / 16, d4 = dim / 4;
-  uint2 *qf = reinterpret_cast<uint2 *>(indexerTokensShared);
+  const int64_t ropeHalf = rope.dim / 2;
+  double2 *angles = reinterpret_cast<double2 *>(indexerTokensShared);
+  uint2 *qf = reinterpret_cast<uint2 *>(indexerTokensShared +
+                                        queryRopeBytes(rope, kTokens));
   float *factor =
       reinterpret_cast<float *>(qf + kTokens * kHeadTiles * steps * 32);
 
@@ -4184,10 +4283,14 @@ indexerTcTokens(const float *__restrict__ q, const float *__restrict__ weights,
     seqOf[tid] = seq;
     visibleOf[tid] = visible;
   }
+  if (rope.dim > 0) {
+    queryRopeAngles(rope, t0, kTokens, tokens, angles);
+    __syncthreads();
+  }
 
   // q in fragment order: warp w rounds rows (token, head) w, w + 8, ...; a
-  // lane 4 consecutive values, which lie in one lane's span of one k-step.
-  // Eight rows' loads go out together.
+  // lane 4 consecutive values (rotated first by the prologue), which lie in
+  // one lane's span of one k-step. Eight rows' loads go out together.
   constexpr int kRows = kTokens * kHeads, kBatch = 8;
   static_assert(kRows % (kIndexerTokensWarps * kBatch) == 0);
   const int d = 4 * lane;
@@ -4210,6 +4313,10 @@ indexerTcTokens(const float *__restrict__ q, const float *__restrict__ weights,
     for (int j = 0; j < kBatch; ++j) {
       const int r = r0 + j * kIndexerTokensWarps, i = r / kHeads,
                 h = r % kHeads;
+      const int64_t token = t0 + i;
+      if (rope.dim > 0 && token < tokens && h < heads && d < dim)
+        v[j] = queryRopeQuad(rope, angles + i * ropeHalf,
+                             q + (token * heads + h) * dim, d, v[j]);
       // As daybreak_dsa_indexer_tc: the head's largest |q| into f16's range.
       const float inverse =
           kType == kWeightE4M3 ? scaleHeadIntoF16(v[j]) : 1.0f;
@@ -4368,9 +4475,9 @@ indexerTcTokens(const float *__restrict__ q, const float *__restrict__ weights,
   extern "C" __global__ void __launch_bounds__(kIndexerTokensWarps * 32)       \
       name(const float *q, const float *weights, Cache keys,                   \
            const int32_t *sequences, const int32_t *bounds, int64_t tokens,    \
-           int64_t heads, float scale, float *scores) {                        \
+           int64_t heads, float scale, QueryRope rope, float *scores) {        \
     indexerTcTokens<type, tiles>(q, weights, keys, sequences, bounds, tokens,  \
-                                 heads, scale, scores);                        \
+                                 heads, scale, rope, scores);                  \
   }
 DAYBREAK_INDEXER_TOKENS(daybreak_dsa_indexer_tc_tokens_e4m3_64, kWeightE4M3, 8)
 DAYBREAK_INDEXER_TOKENS(daybreak_dsa_indexer_tc_tokens_e4m3_128, kWeightE4M3,

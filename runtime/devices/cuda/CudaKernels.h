@@ -79,6 +79,12 @@ struct CacheWritePrologueArgs {
 };
 static_assert(sizeof(DeviceWeight) == 56, "must match CudaKernels.cu's Weight");
 
+/// dsaIndexerScores' query prologue: the rotation and its positions [T].
+struct QueryRopeArgs {
+  runtime::RopeParams params;
+  CUdeviceptr positions = 0;
+};
+
 /// How a tensor-core decode GEMV (CudaKernels::tensorGemv) runs; 0 leaves a
 /// choice to the launcher. Tests and the benchmark force the others.
 struct TensorGemvChoice {
@@ -841,14 +847,18 @@ public:
   /// With `bounds` (0: none), keys at or past bounds[t] score 0, unread.
   /// `tensorCores`: the tensor-core kernels (`tiles` picks which) where
   /// runtime::indexerTensorCoresApply holds and q is 16-byte aligned (q
-  /// rounded to bf16), else the exact kernel.
+  /// rounded to bf16), else the exact kernel. `rope` (may be null): each
+  /// query head rotated first, as rope rotates it (then rounded); its
+  /// columns inside the head and at most kQueryRopeMaxPairs pairs.
+  static constexpr int64_t kQueryRopeMaxPairs = 64;
   Status dsaIndexerScores(CUdeviceptr q, CUdeviceptr weights,
                           const DeviceCacheView &keys, CUdeviceptr sequences,
                           CUdeviceptr bounds, int64_t tokens, int64_t heads,
                           double scale, CUdeviceptr scores, CUstream stream,
                           CUfunction specialized = nullptr,
                           bool tensorCores = false,
-                          IndexerTiles tiles = IndexerTiles::Auto) const;
+                          IndexerTiles tiles = IndexerTiles::Auto,
+                          const QueryRopeArgs *rope = nullptr) const;
   /// cpu::dsaIndexSelect on the device (daybreak_dsa_index_select): the
   /// set in ascending key order, bit for bit.
   Status dsaIndexSelect(CUdeviceptr scores, CUdeviceptr bounds, int64_t tokens,

@@ -4335,3 +4335,39 @@ func.func @all_gather_type(%x: tensor<4x8xf32>) -> tensor<4x16xbf16> {
   %y = lm.all_gather %x over 2 ranks : tensor<4x8xf32> -> tensor<4x16xbf16>
   return %y : tensor<4x16xbf16>
 }
+
+// -----
+
+// Tests that lm.dsa_indexer_scores rejects a query RoPE without its positions.
+func.func @indexer_rope_0(%q: tensor<2x4x16xf32>, %k: tensor<8x16xf32>, %w: tensor<2x4xf32>) {
+  // expected-error @+1 {{'lm.dsa_indexer_scores' op expects rope_style, rope_offset, rope_dim, theta and the positions together or not at all}}
+  %s = lm.dsa_indexer_scores %q, %k, %w {scale = 1.0 : f64, rope_style = #lm<rope_style half_split>, rope_offset = 0 : i64, rope_dim = 8 : i64, theta = 1.0e+04 : f64} : (tensor<2x4x16xf32>, tensor<8x16xf32>, tensor<2x4xf32>) -> tensor<2x8xf32>
+  return
+}
+
+// -----
+
+// Tests that lm.dsa_indexer_scores rejects rotated columns outside a head.
+func.func @indexer_rope_1(%q: tensor<2x4x16xf32>, %k: tensor<8x16xf32>, %w: tensor<2x4xf32>, %pos: tensor<2xi32>) {
+  // expected-error @+1 {{'lm.dsa_indexer_scores' op expects the rotated columns [12, 20) inside the head of 16}}
+  %s = lm.dsa_indexer_scores %q, %k, %w rope %pos {scale = 1.0 : f64, rope_style = #lm<rope_style half_split>, rope_offset = 12 : i64, rope_dim = 8 : i64, theta = 1.0e+04 : f64} : (tensor<2x4x16xf32>, tensor<8x16xf32>, tensor<2x4xf32>, tensor<2xi32>) -> tensor<2x8xf32>
+  return
+}
+
+// -----
+
+// Tests that lm.dsa_indexer_scores rejects positions of another token count.
+func.func @indexer_rope_2(%q: tensor<2x4x16xf32>, %k: tensor<8x16xf32>, %w: tensor<2x4xf32>, %pos: tensor<3xi32>) {
+  // expected-error @+1 {{'lm.dsa_indexer_scores' op expects positions dim 0 (3) to equal q dim 0 (2)}}
+  %s = lm.dsa_indexer_scores %q, %k, %w rope %pos {scale = 1.0 : f64, rope_style = #lm<rope_style interleaved>, rope_offset = 0 : i64, rope_dim = 8 : i64, theta = 1.0e+04 : f64} : (tensor<2x4x16xf32>, tensor<8x16xf32>, tensor<2x4xf32>, tensor<3xi32>) -> tensor<2x8xf32>
+  return
+}
+
+// -----
+
+// Tests that lm.dsa_indexer_scores rejects yarn without RoPE.
+func.func @indexer_rope_3(%q: tensor<2x4x16xf32>, %k: tensor<8x16xf32>, %w: tensor<2x4xf32>) {
+  // expected-error @+1 {{'lm.dsa_indexer_scores' op expects yarn only with rope}}
+  %s = lm.dsa_indexer_scores %q, %k, %w {scale = 1.0 : f64, yarn = #lm.yarn<factor = 40.0, original_max_positions = 4096, beta_fast = 32.0, beta_slow = 1.0, attention_factor = 1.0, truncate = true>} : (tensor<2x4x16xf32>, tensor<8x16xf32>, tensor<2x4xf32>) -> tensor<2x8xf32>
+  return
+}
