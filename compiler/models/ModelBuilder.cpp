@@ -122,11 +122,11 @@ ModelBuilder::expertRange(int64_t experts, const Twine &what) {
   return std::make_pair(rank * count, count);
 }
 
-Value ModelBuilder::allReduce(Value x) {
-  if (ranks == 1)
+Value ModelBuilder::allReduce(Value x, int64_t group) {
+  if (group == 1)
     return x;
   return lm::AllReduceOp::create(b, loc, x.getType(), x,
-                                 b.getI64IntegerAttr(ranks))
+                                 b.getI64IntegerAttr(group))
       .getResult();
 }
 
@@ -136,11 +136,14 @@ llvm::Error models::checkParallel(const BuildOptions &options) {
     return errorf("tensor- and expert-parallel rank counts must be positive, "
                   "got " +
                   Twine(tp) + " and " + Twine(ep));
-  if (tp > 1 && ep > 1 && tp != ep)
+  if (tp > 1 && ep > 1 && ep % tp != 0)
     return errorf(Twine(tp) + " tensor-parallel by " + Twine(ep) +
-                  " expert-parallel ranks: expert parallelism runs over the "
-                  "tensor-parallel ranks or alone (their product needs "
-                  "collectives over groups of ranks, not built yet)");
+                  " expert-parallel ranks: the tensor-parallel ranks must "
+                  "divide the expert-parallel ones (attention split over "
+                  "groups of " +
+                  Twine(tp) +
+                  " of the ranks the experts are partitioned over; more "
+                  "tensor- than expert-parallel ranks is not built yet)");
   if (options.rank < 0 || options.rank >= options.ranks())
     return errorf("rank " + Twine(options.rank) + " of " +
                   Twine(options.ranks()) + " ranks does not exist");
@@ -466,7 +469,8 @@ llvm::Expected<Value> ModelBuilder::linear(Value x, StringRef name, int64_t out,
     product =
         lm::MatmulOp::create(b, loc, result, x, *w, biasValue).getResult();
   }
-  return split == Split::Input && reduce ? allReduce(product) : product;
+  return split == Split::Input && reduce ? allReduce(product, tpRanks)
+                                         : product;
 }
 
 Value ModelBuilder::swiglu(Value gate, Value up, const GluParams &act) {
@@ -568,22 +572,28 @@ llvm::Expected<Value> ModelBuilder::moe(Value x, const MoeConfig &c) {
   // partial sums (each expert's intermediate features split, or some of
   // the experts): one all-reduce of both.
   if (c.sharedPrefix.empty() || experts->sharedExperts)
-    return allReduce(routed);
+    return allReduce(routed, ranks);
   if (ranks > 1 && tpRanks == 1) {
     // Expert parallelism alone: rank 0 adds the shared experts, whole.
     if (rank != 0)
-      return allReduce(routed);
+      return allReduce(routed, ranks);
     auto shared = gatedMlp(x, c.sharedPrefix, c.hidden, c.sharedInter, c.act);
     if (!shared)
       return shared.takeError();
-    return allReduce(
-        arith::AddFOp::create(b, loc, routed, *shared).getResult());
+    return allReduce(arith::AddFOp::create(b, loc, routed, *shared).getResult(),
+                     ranks);
   }
+  // The shared experts' features split over the tensor-parallel group: the
+  // first group's ranks add their parts (every rank's when the group is
+  // all of them), the others only their routed outputs.
+  if (rank / tpRanks != 0)
+    return allReduce(routed, ranks);
   auto shared = gatedMlp(x, c.sharedPrefix, c.hidden, c.sharedInter, c.act,
                          /*reduce=*/false);
   if (!shared)
     return shared.takeError();
-  return allReduce(arith::AddFOp::create(b, loc, routed, *shared).getResult());
+  return allReduce(arith::AddFOp::create(b, loc, routed, *shared).getResult(),
+                   ranks);
 }
 
 llvm::Expected<Value> ModelBuilder::denseWeight(StringRef name, int64_t out,

@@ -81,11 +81,15 @@ public:
   /// tensor-parallel ranks (heads and features split) and `expert`
   /// expert-parallel ones (routed experts partitioned whole), each 1 or
   /// the rank count (docs/parallel.md).
+  /// Rank `rank` of max(tensor, expert) ranks: the routed experts
+  /// partitioned over all of them (expert > 1), attention, the dense MLPs,
+  /// the shared experts and the head split over each consecutive group of
+  /// `tensor` (which divides `expert`; checkParallel).
   void setParallel(int64_t rank, int64_t tensor, int64_t expert) {
     ranks = std::max(tensor, expert);
     this->rank = rank;
     tpRanks = tensor;
-    tpRank = tensor > 1 ? rank : 0;
+    tpRank = tensor > 1 ? rank % tensor : 0;
     epRanks = expert;
   }
 
@@ -121,7 +125,10 @@ protected:
   llvm::Expected<std::pair<int64_t, int64_t>>
   expertRange(int64_t experts, const llvm::Twine &what);
   /// The sum over all ranks of each one's `x`.
-  mlir::Value allReduce(mlir::Value x);
+  /// The sum of x over each consecutive group of `group` ranks (x itself
+  /// for one): the tensor-parallel group's partial products (tpRanks), or
+  /// the MoE block's partial outputs over every rank (ranks).
+  mlir::Value allReduce(mlir::Value x, int64_t group);
   /// Every tensor-parallel rank's `x` [..., D], concatenated along the last
   /// dim in rank order.
   mlir::Value allGather(mlir::Value x);
@@ -409,8 +416,9 @@ protected:
 /// and are separate entry points because the pipeline plans and tiles them
 /// differently.
 /// An error unless `options` name an existing rank of a parallel layout
-/// the builders support: tensor and expert parallelism each over 1 or all
-/// of the ranks.
+/// the builders support: tensor parallelism over T ranks, expert
+/// parallelism over E, T dividing E when both are used (attention split
+/// over groups of T, routed experts over all E ranks).
 llvm::Error checkParallel(const BuildOptions &options);
 
 template <typename Emitter, typename... Args>

@@ -24,8 +24,9 @@ public:
 
   int64_t rank() const override { return communicator.rank(); }
   int64_t size() const override { return communicator.size(); }
-  llvm::Expected<Tensor> allReduceSum(const Tensor &value) override;
-  llvm::Expected<Tensor> allGather(const Tensor &value) override;
+  llvm::Expected<Tensor> allReduceSum(const Tensor &value,
+                                      int64_t group) override;
+  llvm::Expected<Tensor> allGather(const Tensor &value, int64_t group) override;
 
 private:
   runtime::Communicator &communicator;

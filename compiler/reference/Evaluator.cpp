@@ -202,10 +202,11 @@ private:
 };
 } // namespace
 
-/// A collective over `count` ranks can run with `ranks`.
+/// A collective over `count` ranks (each consecutive group of them) can
+/// run with `ranks`.
 static llvm::Error checkRanks(Collectives *ranks, int64_t count) {
   int64_t size = ranks ? ranks->size() : 1;
-  if (size != count)
+  if (count < 1 || count > size || size % count != 0)
     return makeError("a collective over " + llvm::Twine(count) +
                      " ranks, evaluated by " + llvm::Twine(size));
   return llvm::Error::success();
@@ -773,7 +774,9 @@ llvm::Error FrameEvaluator::evaluateLm(Operation *op) {
           return err;
         if (o.getRanksAttr().getInt() == 1)
           return bind(o.getResult(), get(o.getInput()));
-        return bind(o.getResult(), ranks->allReduceSum(get(o.getInput())));
+        return bind(
+            o.getResult(),
+            ranks->allReduceSum(get(o.getInput()), o.getRanksAttr().getInt()));
       })
       .Case([&](LocalExpertsOp o) {
         Tensor out = get(o.getIndices());
@@ -789,7 +792,8 @@ llvm::Error FrameEvaluator::evaluateLm(Operation *op) {
           return err;
         if (o.getRanksAttr().getInt() == 1)
           return bind(o.getResult(), get(o.getInput()));
-        return bind(o.getResult(), ranks->allGather(get(o.getInput())));
+        return bind(o.getResult(), ranks->allGather(get(o.getInput()),
+                                                    o.getRanksAttr().getInt()));
       })
       .Case([&](GatherRowsOp o) {
         return bind(o.getResult(),

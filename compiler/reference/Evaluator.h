@@ -64,10 +64,15 @@ public:
   virtual ~Collectives() = default;
   virtual int64_t rank() const = 0;
   virtual int64_t size() const = 0;
-  /// Every rank's `value` summed element by element, in rank order.
-  virtual llvm::Expected<Tensor> allReduceSum(const Tensor &value) = 0;
-  /// Every rank's `value` concatenated along the last dim, in rank order.
-  virtual llvm::Expected<Tensor> allGather(const Tensor &value) = 0;
+  /// Every rank's `value` summed element by element, in rank order, over
+  /// each consecutive group of `group` ranks (`group` divides size(): the
+  /// world when equal).
+  virtual llvm::Expected<Tensor> allReduceSum(const Tensor &value,
+                                              int64_t group) = 0;
+  /// Every rank's `value` concatenated along the last dim, in rank order,
+  /// over each consecutive group of `group` ranks.
+  virtual llvm::Expected<Tensor> allGather(const Tensor &value,
+                                           int64_t group) = 0;
 };
 
 class Evaluator {

@@ -22,6 +22,52 @@ Status Communicator::broadcastBytes(void *data, size_t bytes, int64_t root) {
   return Status::success();
 }
 
+Status Communicator::checkGroup(const char *what, int64_t group) const {
+  if (group >= 1 && group <= size() && size() % group == 0)
+    return Status::success();
+  return Status::error(std::string(what) + " over groups of " +
+                       std::to_string(group) + " ranks in a world of " +
+                       std::to_string(size()) +
+                       " (a group size must divide the world)");
+}
+
+Status Communicator::groupAllReduceSum(const float *in, float *out,
+                                       int64_t count, int64_t group) {
+  if (Status s = checkGroup("all_reduce", group); !s)
+    return s;
+  if (group == size())
+    return allReduceSum(in, out, count);
+  groupScratch.resize(size_t(count * size()));
+  if (Status s = allGather(in, groupScratch.data(), 1, count); !s)
+    return s;
+  const int64_t first = rank() / group * group;
+  for (int64_t i = 0; i < count; ++i) {
+    float sum = 0.0f;
+    for (int64_t r = first; r < first + group; ++r)
+      sum += groupScratch[r * count + i];
+    out[i] = sum;
+  }
+  return Status::success();
+}
+
+Status Communicator::groupAllGather(const float *in, float *out, int64_t rows,
+                                    int64_t width, int64_t group) {
+  if (Status s = checkGroup("all_gather", group); !s)
+    return s;
+  if (group == size())
+    return allGather(in, out, rows, width);
+  const int64_t n = size();
+  groupScratch.resize(size_t(rows * width * n));
+  if (Status s = allGather(in, groupScratch.data(), rows, width); !s)
+    return s;
+  // The world's [rows, n * width]: this group's columns, in rank order.
+  const int64_t first = rank() / group * group;
+  for (int64_t row = 0; row < rows; ++row)
+    std::copy_n(groupScratch.data() + (row * n + first) * width, group * width,
+                out + row * group * width);
+  return Status::success();
+}
+
 namespace {
 /// One rank of a LoopbackGroup: reduces or gathers from every rank's
 /// input on its own thread, then writes its output once all have read.

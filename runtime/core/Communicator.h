@@ -50,6 +50,24 @@ public:
   virtual std::chrono::milliseconds timeout() const {
     return std::chrono::seconds(300);
   }
+
+  /// allReduceSum and allGather within each consecutive group of `group`
+  /// ranks (`group` divides size(); the world's own collective when equal):
+  /// rank r meets the ranks of group r / `group`, and every rank of the
+  /// world makes the call. A collective "over N ranks" of a plan whose
+  /// world is larger (attention split over T ranks inside expert-parallel
+  /// groups, docs/parallel.md). These: through the world's allGather, the
+  /// group's parts summed in rank order as allReduceSum sums them.
+  virtual Status groupAllReduceSum(const float *in, float *out, int64_t count,
+                                   int64_t group);
+  virtual Status groupAllGather(const float *in, float *out, int64_t rows,
+                                int64_t width, int64_t group);
+
+private:
+  /// An error unless `group` divides the world (what: the collective).
+  Status checkGroup(const char *what, int64_t group) const;
+  /// The world's inputs of a group collective (sized once per shape).
+  std::vector<float> groupScratch;
 };
 
 class LoopbackGroup {

@@ -286,9 +286,12 @@ void runtime::inspect(const artifact::Manifest &m, std::ostream &out) {
       << m.vocab_size() << "\n";
   if (m.ranks() > 1) {
     out << "ranks:     rank " << m.rank() << " of " << m.ranks() << " (";
-    if (m.tensor_parallel_size() > 1)
-      out << "heads and features split"
-          << (m.expert_parallel_size() > 1 ? ", " : "");
+    if (m.tensor_parallel_size() > 1) {
+      out << "heads and features split";
+      if (m.tensor_parallel_size() < m.ranks())
+        out << " over groups of " << m.tensor_parallel_size() << " ranks";
+      out << (m.expert_parallel_size() > 1 ? ", " : "");
+    }
     if (m.expert_parallel_size() > 1)
       out << "routed experts partitioned";
     out << "; this artifact holds its shards)\n";

@@ -80,6 +80,59 @@ std::vector<float> randomFloats(std::mt19937 &rng, size_t n) {
 
 } // namespace
 
+TEST(LoopbackGroup, GroupCollectivesMeetTheirGroupOnly) {
+  // Six ranks in groups of 2, 3 and 6 (and 1): each rank's sums are its
+  // group's inputs added in rank order from 0.0f (the world's order), in
+  // place too; its gather holds its group's rows in rank order. A group
+  // size that does not divide the world is refused, naming both.
+  constexpr int64_t kRanks = 6, kCount = 1001, kRows = 3, kWidth = 4;
+  std::mt19937 rng(11);
+  std::vector<std::vector<float>> inputs;
+  for (int64_t r = 0; r < kRanks; ++r)
+    inputs.push_back(randomFloats(rng, kCount * 2));
+  for (int64_t group : {1, 2, 3, 6}) {
+    LoopbackGroup world(kRanks);
+    std::vector<std::vector<float>> sums(kRanks), gathers(kRanks);
+    std::vector<std::thread> threads;
+    for (int64_t r = 0; r < kRanks; ++r)
+      threads.emplace_back([&, r] {
+        sums[r] = inputs[r];
+        sums[r].resize(kCount);
+        Status s = world.rank(r).groupAllReduceSum(
+            sums[r].data(), sums[r].data(), kCount, group);
+        EXPECT_TRUE(s) << s.message();
+        gathers[r].resize(kRows * kWidth * group);
+        s = world.rank(r).groupAllGather(inputs[r].data(), gathers[r].data(),
+                                         kRows, kWidth, group);
+        EXPECT_TRUE(s) << s.message();
+      });
+    for (std::thread &t : threads)
+      t.join();
+    for (int64_t r = 0; r < kRanks; ++r) {
+      const int64_t first = r / group * group;
+      for (int64_t i = 0; i < kCount; ++i) {
+        float sum = 0.0f;
+        for (int64_t q = first; q < first + group; ++q)
+          sum += inputs[q][i];
+        ASSERT_EQ(std::memcmp(&sums[r][i], &sum, 4), 0)
+            << "group " << group << " rank " << r << " value " << i;
+      }
+      for (int64_t row = 0; row < kRows; ++row)
+        for (int64_t j = 0; j < group; ++j)
+          for (int64_t i = 0; i < kWidth; ++i)
+            ASSERT_EQ(gathers[r][(row * group + j) * kWidth + i],
+                      inputs[first + j][row * kWidth + i])
+                << "group " << group << " rank " << r;
+    }
+  }
+  LoopbackGroup world(kRanks);
+  float x = 1.0f;
+  Status s = world.rank(0).groupAllReduceSum(&x, &x, 1, 4);
+  ASSERT_FALSE(s);
+  EXPECT_EQ(s.message(), "all_reduce over groups of 4 ranks in a world of 6 "
+                         "(a group size must divide the world)");
+}
+
 TEST(SocketCommunicator, SumsAndGathersAsTheLoopbackGroup) {
   // Four ranks, sums of values whose order matters in fp32 (and a sum in
   // place), then a gather: the same bits as the in-process group's.

@@ -65,8 +65,8 @@ std::vector<int64_t> intList(const llvm::json::Object &seq, llvm::StringRef key)
 
 /// A fixture directory, the tensor-parallel ranks to split it over,
 /// whether each rank's module goes through the lm pipeline (f32 caches)
-/// before it is evaluated, and the expert-parallel ranks (1, or the
-/// tensor-parallel ones when those are more than 1).
+/// before it is evaluated, and the expert-parallel ranks (1, or a multiple
+/// of the tensor-parallel ones: attention split over groups of those).
 struct E2ECase {
   const char *fixture;
   int64_t tensorParallel;
@@ -269,7 +269,9 @@ INSTANTIATE_TEST_SUITE_P(
                       E2ECase{"test/fixtures/deepseek_v32_tp_fp8", 1, false, 2},
                       E2ECase{"test/fixtures/deepseek_v32_tp_fp8", 1, true, 4},
                       E2ECase{"test/fixtures/deepseek_v32_tp_fp8", 2, false, 2},
-                      E2ECase{"test/fixtures/shared/deepseek_v32", 2, true, 2}),
+                      E2ECase{"test/fixtures/shared/deepseek_v32", 2, true, 2},
+                      E2ECase{"test/fixtures/deepseek_v32_tp_fp8", 2, false, 4},
+                      E2ECase{"test/fixtures/deepseek_v32_tp_fp8", 2, true, 4}),
     caseName);
 
 // An FP8 projection whose rows a rank would take from two 128-row scale

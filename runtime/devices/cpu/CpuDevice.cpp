@@ -344,41 +344,45 @@ struct CpuLaunchers {
     return cpu::embedding(d.pool, f(x), x.dim(0), x.back(), i32(rows),
                           rows.numel(), f(l.out(0)));
   }
-  /// The communicator of a collective over `ranks` ranks: null for one
-  /// rank (the collective copies), an error when the device has none or
-  /// one of another size.
+  /// The communicator of a collective over `ranks` ranks, each
+  /// consecutive group of them when the device's group is larger: null for
+  /// one rank (the collective copies), an error when the device has none
+  /// or `ranks` does not divide its group.
   static StatusOr<runtime::Communicator *>
   ranksOf(CpuDevice &d, const char *what, int64_t ranks) {
     runtime::Communicator *c = d.communicator();
     int64_t size = c ? c->size() : 1;
-    if (size != ranks)
+    if (ranks < 1 || ranks > size || size % ranks != 0)
       return Status::error(std::string(what) + " over " +
                            std::to_string(ranks) + " ranks, run by " +
                            std::to_string(size) +
-                           (c ? "" : " (load every rank's artifact)"));
+                           (c ? " (groups of the ranks must divide them)"
+                              : " (load every rank's artifact)"));
     return ranks == 1 ? nullptr : c;
   }
   static Status allReduce(CpuDevice &d, const BoundLaunch &l) {
     const BoundArg &x = l.in(abi::AllReduce::In::input), &out = l.out(0);
-    auto c = ranksOf(d, "all_reduce", l->i(abi::AllReduce::P::ranks));
+    const int64_t ranks = l->i(abi::AllReduce::P::ranks);
+    auto c = ranksOf(d, "all_reduce", ranks);
     if (!c.ok())
       return c.error();
     if (!*c) {
       std::copy_n(f(x), x.numel(), f(out));
       return Status::success();
     }
-    return (*c)->allReduceSum(f(x), f(out), x.numel());
+    return (*c)->groupAllReduceSum(f(x), f(out), x.numel(), ranks);
   }
   static Status allGather(CpuDevice &d, const BoundLaunch &l) {
     const BoundArg &x = l.in(abi::AllGather::In::input), &out = l.out(0);
-    auto c = ranksOf(d, "all_gather", l->i(abi::AllGather::P::ranks));
+    const int64_t ranks = l->i(abi::AllGather::P::ranks);
+    auto c = ranksOf(d, "all_gather", ranks);
     if (!c.ok())
       return c.error();
     if (!*c) {
       std::copy_n(f(x), x.numel(), f(out));
       return Status::success();
     }
-    return (*c)->allGather(f(x), f(out), x.rows(), x.back());
+    return (*c)->groupAllGather(f(x), f(out), x.rows(), x.back(), ranks);
   }
   static Status rmsNorm(CpuDevice &d, const BoundLaunch &l) {
     using In = abi::RmsNorm::In;

@@ -698,6 +698,24 @@ Status CudaDevice::prepare(const artifact::ArtifactFile &file,
       return Status::error(
           "the plan has collectives but the device has no communicator "
           "(load every rank's artifact)");
+    // One NCCL communicator over every rank: a collective over groups of
+    // them (tensor parallelism inside expert-parallel groups) would need
+    // one a group (ncclCommSplit), not built yet.
+    for (const runtime::PreparedStep &step : prepared)
+      for (const PreparedLaunch &l : step.launches) {
+        int64_t ranks = l.kernel == abi::KernelId::AllReduce
+                            ? l.i(abi::AllReduce::P::ranks)
+                        : l.kernel == abi::KernelId::AllGather
+                            ? l.i(abi::AllGather::P::ranks)
+                            : host->size();
+        if (ranks != host->size())
+          return Status::error(
+              l.label + ": a collective over groups of " +
+              std::to_string(ranks) + " of the " +
+              std::to_string(host->size()) +
+              " ranks, which the CUDA device does not run yet (its NCCL "
+              "communicator spans every rank); the CPU device runs it");
+      }
     StatusOr<std::unique_ptr<NcclCommunicator>> joined =
         NcclCommunicator::create(driver, *host);
     if (!joined.ok())
