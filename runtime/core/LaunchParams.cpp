@@ -23,6 +23,20 @@ static void readYarn(const runtime::PreparedLaunch &l, runtime::RopeParams &p) {
   p.truncate = l.i(P::yarn_truncate) != 0;
 }
 
+/// A prologue's RoPE (rope_style, rope_offset, rope_dim, theta and YaRN's
+/// fields) of a launch that has one; `interleaved`: rope_style's choice.
+template <typename P>
+static runtime::RopeParams readRopePrologue(const runtime::PreparedLaunch &l,
+                                            int64_t interleaved) {
+  runtime::RopeParams r;
+  r.interleaved = l.i(P::rope_style) == interleaved;
+  r.offset = l.i(P::rope_offset);
+  r.dim = l.i(P::rope_dim);
+  r.theta = l.f(P::theta);
+  readYarn<P>(l, r);
+  return r;
+}
+
 void runtime::yarnRampEnds(const RopeParams &p, double &low, double &high) {
   low = 0.0;
   high = 1.0;
@@ -72,13 +86,8 @@ runtime::cacheWritePrologue(const PreparedLaunch &l) {
   }
   p.rope = l.has(P::rope_style);
   if (p.rope) {
-    runtime::RopeParams &r = p.ropeParams;
-    r.interleaved = l.i(P::rope_style) == abi::CacheWrite::interleaved;
-    r.offset = l.i(P::rope_offset);
-    r.dim = l.i(P::rope_dim);
-    r.theta = l.f(P::theta);
+    p.ropeParams = readRopePrologue<P>(l, abi::CacheWrite::interleaved);
     p.ropeHeadDim = l.has(P::rope_head_dim) ? l.i(P::rope_head_dim) : 0;
-    readYarn<P>(l, r);
   }
   return p;
 }
@@ -88,13 +97,7 @@ runtime::indexerQueryRope(const PreparedLaunch &l) {
   using P = abi::DsaIndexerScores::P;
   if (!l.has(P::rope_style))
     return std::nullopt;
-  runtime::RopeParams r;
-  r.interleaved = l.i(P::rope_style) == abi::DsaIndexerScores::interleaved;
-  r.offset = l.i(P::rope_offset);
-  r.dim = l.i(P::rope_dim);
-  r.theta = l.f(P::theta);
-  readYarn<P>(l, r);
-  return r;
+  return readRopePrologue<P>(l, abi::DsaIndexerScores::interleaved);
 }
 
 StatusOr<runtime::RouteParams>

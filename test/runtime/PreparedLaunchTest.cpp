@@ -118,6 +118,17 @@ std::string prepareError(const artifact::Manifest &m) {
   return steps.ok() ? "" : steps.error().message();
 }
 
+/// The first step's first launch, and its attribute `name` (null if none).
+artifact::Launch *launch(artifact::Manifest &m) {
+  return m.mutable_steps(0)->mutable_launches(0);
+}
+artifact::Attr *attr(artifact::Manifest &m, const std::string &name) {
+  for (artifact::Attr &a : *launch(m)->mutable_attrs())
+    if (a.name() == name)
+      return &a;
+  return nullptr;
+}
+
 TEST(PreparedLaunch, DecodesAndBindsAWellFormedLaunch) {
   StatusOr<std::vector<PreparedStep>> steps = prepareSteps(rmsNormManifest());
   ASSERT_TRUE(steps.ok()) << steps.error().message();
@@ -362,9 +373,6 @@ TEST(PreparedLaunch, AttentionShapesAreCheckedAtLoad) {
       prepareSteps(attentionManifest());
   ASSERT_TRUE(steps.ok()) << steps.error().message();
   EXPECT_EQ((*steps)[0].launches[0].kernel, abi::KernelId::Attention);
-  auto launch = [](artifact::Manifest &m) {
-    return m.mutable_steps(0)->mutable_launches(0);
-  };
   {
     artifact::Manifest m = attentionManifest();
     launch(m)->mutable_attrs(0)->set_i(3);
@@ -453,15 +461,6 @@ TEST(PreparedLaunch, CacheWritePrologueIsCheckedAtLoad) {
   EXPECT_FALSE(p.ropeParams.interleaved);
   EXPECT_EQ(p.ropeParams.dim, 4);
   EXPECT_EQ(p.ropeHeadDim, 4);
-  auto launch = [](artifact::Manifest &m) {
-    return m.mutable_steps(0)->mutable_launches(0);
-  };
-  auto attr = [&](artifact::Manifest &m, const std::string &name) {
-    for (artifact::Attr &a : *launch(m)->mutable_attrs())
-      if (a.name() == name)
-        return &a;
-    return static_cast<artifact::Attr *>(nullptr);
-  };
   {
     artifact::Manifest m = cacheWriteManifest();
     launch(m)->mutable_attrs()->DeleteSubrange(2, 1); // eps
@@ -566,15 +565,6 @@ TEST(PreparedLaunch, IndexerQueryRopeIsCheckedAtLoad) {
   EXPECT_EQ(rope->dim, 4);
   EXPECT_EQ(rope->theta, 1e4);
   EXPECT_FALSE(rope->yarn);
-  auto launch = [](artifact::Manifest &m) {
-    return m.mutable_steps(0)->mutable_launches(0);
-  };
-  auto attr = [&](artifact::Manifest &m, const std::string &name) {
-    for (artifact::Attr &a : *launch(m)->mutable_attrs())
-      if (a.name() == name)
-        return &a;
-    return static_cast<artifact::Attr *>(nullptr);
-  };
   {
     // Without the prologue: none decoded.
     artifact::Manifest m = indexerManifest();

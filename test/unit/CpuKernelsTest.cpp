@@ -369,6 +369,27 @@ TEST(CpuKernels, HeadMatmulBothLayouts) {
   }
 }
 
+/// The reference evaluator's form of the CPU kernels' RoPE parameters.
+ref::RopeParams refRope(const cpu::RopeParams &p) {
+  ref::RopeParams rp;
+  rp.style =
+      p.interleaved ? ref::RopeStyle::Interleaved : ref::RopeStyle::HalfSplit;
+  rp.offset = p.offset;
+  rp.dim = p.dim;
+  rp.theta = p.theta;
+  if (p.yarn) {
+    ref::YarnParams yarn;
+    yarn.factor = p.factor;
+    yarn.originalMaxPositions = p.originalMaxPositions;
+    yarn.betaFast = p.betaFast;
+    yarn.betaSlow = p.betaSlow;
+    yarn.attentionFactor = p.attentionFactor;
+    yarn.truncate = p.truncate;
+    rp.yarn = yarn;
+  }
+  return rp;
+}
+
 TEST(CpuKernels, RopeStylesAndYarn) {
   std::mt19937 rng(5);
   const int64_t tokens = 5, rowsPerToken = 3, rowDim = 80;
@@ -382,22 +403,7 @@ TEST(CpuKernels, RopeStylesAndYarn) {
     p.factor = 40;
     p.truncate = variant != 3;
     p.attentionFactor = variant == 3 ? 1.25 : 1.0;
-    ref::RopeParams rp;
-    rp.style =
-        p.interleaved ? ref::RopeStyle::Interleaved : ref::RopeStyle::HalfSplit;
-    rp.offset = p.offset;
-    rp.dim = p.dim;
-    rp.theta = p.theta;
-    if (p.yarn) {
-      ref::YarnParams yarn;
-      yarn.factor = p.factor;
-      yarn.originalMaxPositions = p.originalMaxPositions;
-      yarn.betaFast = p.betaFast;
-      yarn.betaSlow = p.betaSlow;
-      yarn.attentionFactor = p.attentionFactor;
-      yarn.truncate = p.truncate;
-      rp.yarn = yarn;
-    }
+    ref::RopeParams rp = refRope(p);
     std::vector<float> x = randomFloats(rng, tokens * rowsPerToken * rowDim);
     Tensor expected = ref::rope(floats({tokens, rowsPerToken, rowDim}, x),
                                 ints({tokens}, positions), rp);
@@ -1041,19 +1047,7 @@ TEST(CpuAttention, DsaIndexerScoresQueryRope) {
     p.originalMaxPositions = 64;
     p.attentionFactor = variant == 2 ? 1.25 : 1.0;
     rope.positions = positions.data();
-    ref::RopeParams rp;
-    rp.style =
-        p.interleaved ? ref::RopeStyle::Interleaved : ref::RopeStyle::HalfSplit;
-    rp.offset = p.offset;
-    rp.dim = p.dim;
-    rp.theta = p.theta;
-    if (p.yarn) {
-      ref::YarnParams yarn;
-      yarn.factor = p.factor;
-      yarn.originalMaxPositions = p.originalMaxPositions;
-      yarn.attentionFactor = p.attentionFactor;
-      rp.yarn = yarn;
-    }
+    ref::RopeParams rp = refRope(p);
     PagedCache cache(cpu::CacheFormat::Fp8Scaled, dim, 0, dim / 2, batch,
                      maxSeq, 64);
     Tensor keys = fillCache(rng, cache);
