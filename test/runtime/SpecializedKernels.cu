@@ -40,6 +40,7 @@ DAYBREAK_MATMUL(257)
       const float *, const float *, Cache, const int32_t *, const int32_t *,   \
       int64_t, int64_t, double, QueryRope, float *);
 DAYBREAK_INDEXER(128)
+DAYBREAK_INDEXER(64)
 DAYBREAK_INDEXER(32)
 DAYBREAK_INDEXER(30)
 
