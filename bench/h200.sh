@@ -178,7 +178,8 @@ for step in "$@"; do
     # NAME.xz.part-2 in -a2: stage-h200.sh) waits in $tc for its other half,
     # then is joined and decompressed into NAME.
     for part in device/toolchain-a device/toolchain-a1 device/toolchain-a2 \
-      device/toolchain-b device/toolchain-c; do
+      device/toolchain-b device/toolchain-b1 device/toolchain-b2 \
+      device/toolchain-c; do
       [ -d "$part" ] || continue
       for f in "$part"/*; do
         case $f in

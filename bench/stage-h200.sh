@@ -10,13 +10,15 @@
 #
 #   device/toolchain-a1 the first half of libLLVM's xz (carry in the first call)
 #   device/toolchain-a2 its second half
-#   device/toolchain-b  libMLIR and the other libraries but libz3
+#   device/toolchain-b1 libMLIR
+#   device/toolchain-b2 the other libraries but libz3
 #   device/toolchain-c  libz3 and the two tools
 #
 # Then, through the device tool (bench/README.md, "The H200 run"):
 #   run carry=["device/toolchain-a1"] bash bench/h200.sh unpack
 #   run carry=["device/toolchain-a2"] bash bench/h200.sh unpack
-#   run carry=["device/toolchain-b"]  bash bench/h200.sh unpack
+#   run carry=["device/toolchain-b1"] bash bench/h200.sh unpack
+#   run carry=["device/toolchain-b2"] bash bench/h200.sh unpack
 #   run carry=["device/toolchain-c"]  bash bench/h200.sh unpack prepare
 #   run                               bash bench/h200.sh daybreak
 #   run                               bash bench/h200.sh baselines
@@ -29,9 +31,9 @@ cd "$(dirname "$0")/.."
 ./scripts/build.sh > /dev/null
 build=${DAYBREAK_BUILD_DIR:-build}
 rm -rf device/toolchain-a device/toolchain-a1 device/toolchain-a2 \
-  device/toolchain-b device/toolchain-c
+  device/toolchain-b device/toolchain-b1 device/toolchain-b2 device/toolchain-c
 mkdir -p device/toolchain-a device/toolchain-a1 device/toolchain-a2 \
-  device/toolchain-b device/toolchain-c
+  device/toolchain-b1 device/toolchain-b2 device/toolchain-c
 
 pack() { # pack DIR LIBRARY...
   local dir=$1
@@ -44,10 +46,11 @@ pack() { # pack DIR LIBRARY...
 # CUDA's (the H200 machine's own are newer or the same toolkit).
 mapfile -t libs < <(ldd "$build/bin/daybreak-compile" | awk '$3 ~ /^\// {print $3}' |
   grep -v -E '/(libc|libm|libstdc\+\+|libgcc_s|libpthread|librt|libdl)\.so|/usr/local/cuda')
-llvm=() z3=() rest=()
+llvm=() mlir=() z3=() rest=()
 for lib in "${libs[@]}"; do
   case "$lib" in
   */libLLVM.so*) llvm+=("$lib") ;;
+  */libMLIR.so*) mlir+=("$lib") ;;
   */libz3.so*) z3+=("$lib") ;;
   *) rest+=("$lib") ;;
   esac
@@ -60,8 +63,12 @@ for f in device/toolchain-a/*.xz; do
   tail -c +"$((half + 1))" "$f" > "device/toolchain-a2/$(basename "$f").part-2"
 done
 rm -rf device/toolchain-a
-pack device/toolchain-b "${rest[@]}"
+# libMLIR's xz (16 MB) alone: with the working tree (48 MB) it just fits a
+# carry.
+pack device/toolchain-b1 "${mlir[@]}"
+pack device/toolchain-b2 "${rest[@]}"
 pack device/toolchain-c "${z3[@]}" "$build/bin/daybreak-compile" \
   "$build/bin/daybreak-run"
-du -sh device/toolchain-a1 device/toolchain-a2 device/toolchain-b \
+du -sh device/toolchain-a1 device/toolchain-a2 device/toolchain-b1 \
+  device/toolchain-b2 \
   device/toolchain-c
