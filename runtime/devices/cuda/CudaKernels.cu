@@ -91,6 +91,14 @@ __device__ __forceinline__ uint8_t *cacheRow(const Cache &c, int64_t seq,
   return c.base + (page * c.pageSize + pos % c.pageSize) * c.bytesPerRow;
 }
 
+/// cacheRow as a call: for loops unrolled over many rows whose common case
+/// resolves a row without it (a kernel's code is fetched from HBM at each
+/// launch of a decode step, so an inlined lookup a row costs time).
+__device__ __noinline__ const uint8_t *
+cacheRowOutOfLine(const Cache &c, int64_t seq, int64_t pos) {
+  return cacheRow(c, seq, pos);
+}
+
 __device__ __forceinline__ float bf16ToFloat(uint16_t bits) {
   return __uint_as_float(uint32_t(bits) << 16);
 }
@@ -2818,12 +2826,13 @@ __device__ __forceinline__ float queryRopeValue(const QueryRope &r,
                                                 const double2 *angles,
                                                 const float *row, int64_t d,
                                                 float x) {
-  const int64_t c = d - r.offset, half = r.dim / 2;
-  if (c < 0 || c >= r.dim)
+  // Columns inside a head (at most 2 x kQueryRopeMaxPairs rotated): 32-bit.
+  const int c = int(d - r.offset), half = int(r.dim) / 2;
+  if (c < 0 || c >= int(r.dim))
     return x;
-  const bool first = r.interleaved ? c % 2 == 0 : c < half;
-  const int64_t pair = r.interleaved ? c / 2 : (first ? c : c - half);
-  const int64_t other =
+  const bool first = r.interleaved ? (c & 1) == 0 : c < half;
+  const int pair = r.interleaved ? c >> 1 : (first ? c : c - half);
+  const int other =
       r.interleaved ? (first ? c + 1 : c - 1) : (first ? c + half : c - half);
   const double2 a = angles[pair];
   const double own = x, partner = row[r.offset + other];
@@ -3902,9 +3911,8 @@ daybreak_dsa_indexer_scores_t(const float *q, const float *weights, Cache keys,
 }
 
 //===----------------------------------------------------------------------===//
-// The DSA indexer on the tensor cores (no device mode takes it yet: it is
-// no faster than daybreak_dsa_indexer_scores until the key rows are resolved
-// once a tile, not once a loaded word): the same scores as
+// The DSA indexer on the tensor cores (--precision=bf16 and fp8 take it, a
+// token a block below kIndexerGroupMinTokens tokens): the same scores as
 // daybreak_dsa_indexer_scores with q rounded to bf16 (to nearest even). A
 // block takes one token and a chunk of keys: the token's heads are the M
 // dimension of mma.sync m16n8k16 tiles (a warp a 16-head tile, zero rows past
@@ -3923,6 +3931,14 @@ daybreak_dsa_indexer_scores_t(const float *q, const float *weights, Cache keys,
 // A key tile's words are loaded into registers a tile ahead (rows keep only
 // 4-byte alignment: FP8 rows are 4 bytes of scale longer than their codes),
 // widened into a second shared buffer while the current one is multiplied.
+//
+// Its code is kept short. A decode step's launch finds the kernel's code in
+// no cache (the step streams gigabytes of weights between two launches), and
+// at one token a block runs through it once: the time is the instruction
+// fetch. With a page lookup (three 64-bit divisions) and a division a loaded
+// word, each unrolled at three call sites, it was 466 KB of SASS and took
+// 40 us a launch in the 4-layer model's decode step on an H100; at 107 KB,
+// 23 us (bench/NOTES.md, session 37).
 // Per key and head, 2 D FLOP for D / 2 (FP8: D / 4) loaded bytes a key
 // shared by the heads: at DeepSeek-V3.2's 64 heads x 128 the tensor cores
 // bound it, not memory.
@@ -3953,7 +3969,6 @@ __device__ __forceinline__ float scaleHeadIntoF16(float4 &v) {
 constexpr int kIndexerTcKeys = 64;     // keys a step
 constexpr int kIndexerTcStride = 136;  // halves a shared row: 128 + 8 (ldmatrix
                                        // rows on distinct banks)
-constexpr int kIndexerTcMaxWords = 32; // a thread's words of a key tile
 
 } // namespace
 
@@ -4021,38 +4036,41 @@ indexerTc(const float *__restrict__ q, const float *__restrict__ weights,
   // values of a head, rotated first by the prologue; the head factor is its
   // weight (times the inverse power for f16). The 16 rows' loads go out
   // together.
-  if (rope.dim > 0) {
-    queryRopeAngles(rope, token, 1, token + 1, angles);
-    __syncthreads();
-  }
-  for (int r = warp * 16; r < 16 * mTiles; r += 16 * (threads / 32)) {
-    const int d = 4 * lane;
-    float4 v[16];
-    float w[16];
-#pragma unroll
-    for (int i = 0; i < 16; ++i) {
-      const int h = r + i;
-      v[i] = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
-      if (h < heads && d < dim)
-        v[i] = *reinterpret_cast<const float4 *>(q + (token * heads + h) * dim +
-                                                 d);
-      w[i] = lane == 0 && h < heads ? weights[token * heads + h] : 0.0f;
+  auto stageQuery = [&] {
+    if (rope.dim > 0) {
+      queryRopeAngles(rope, token, 1, token + 1, angles);
+      __syncthreads();
     }
+    for (int r = warp * 16; r < 16 * mTiles; r += 16 * (threads / 32)) {
+      const int d = 4 * lane;
+      float4 v[16];
+      float w[16];
 #pragma unroll
-    for (int i = 0; i < 16; ++i) {
-      const int h = r + i;
-      if (rope.dim > 0 && h < heads && d < dim)
-        v[i] =
-            queryRopeQuad(rope, angles, q + (token * heads + h) * dim, d, v[i]);
-      const float inverse =
-          kType == kWeightE4M3 ? scaleHeadIntoF16(v[i]) : 1.0f;
-      if (d < dim)
-        *reinterpret_cast<uint2 *>(qs + h * kIndexerTcStride + d) = make_uint2(
-            roundX<kType>(v[i].x, v[i].y), roundX<kType>(v[i].z, v[i].w));
-      if (lane == 0)
-        factor[h] = w[i] * inverse;
+      for (int i = 0; i < 16; ++i) {
+        const int h = r + i;
+        v[i] = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+        if (h < heads && d < dim)
+          v[i] = *reinterpret_cast<const float4 *>(
+              q + (token * heads + h) * dim + d);
+        w[i] = lane == 0 && h < heads ? weights[token * heads + h] : 0.0f;
+      }
+#pragma unroll
+      for (int i = 0; i < 16; ++i) {
+        const int h = r + i;
+        if (rope.dim > 0 && h < heads && d < dim)
+          v[i] = queryRopeQuad(rope, angles, q + (token * heads + h) * dim, d,
+                               v[i]);
+        const float inverse =
+            kType == kWeightE4M3 ? scaleHeadIntoF16(v[i]) : 1.0f;
+        if (d < dim)
+          *reinterpret_cast<uint2 *>(qs + h * kIndexerTcStride + d) =
+              make_uint2(roundX<kType>(v[i].x, v[i].y),
+                         roundX<kType>(v[i].z, v[i].w));
+        if (lane == 0)
+          factor[h] = w[i] * inverse;
+      }
     }
-  }
+  };
 
   // A key tile's words: thread i takes words i, i + threads, ... of the
   // tile's rows (dim bytes a row for FP8, 2 dim for bf16), zero past
@@ -4064,24 +4082,38 @@ indexerTc(const float *__restrict__ q, const float *__restrict__ weights,
   const int rowWords = dim * kBytes / 4, tileWords = kIndexerTcKeys * rowWords;
   const bool consecutive =
       (keys.ringRows ? keys.ringRows : keys.pageSize) % kIndexerTcKeys == 0;
-  uint32_t raw[kIndexerTcMaxWords];
+  // Word tid + i * threads is word `w` of key `key`: both advance by fixed
+  // steps with i (one division here, none a word: this loop is unrolled
+  // kMaxWords times in both functions below, and the kernel's code
+  // is fetched from HBM at every launch of a decode step).
+  const int keyStep = threads / rowWords, wordStep = threads % rowWords;
+  const int key0 = tid / rowWords, word0 = tid - key0 * rowWords;
+  auto advance = [&](int &key, int &w) {
+    key += keyStep;
+    w += wordStep;
+    if (w >= rowWords) {
+      w -= rowWords;
+      ++key;
+    }
+  };
+  // A thread's words of a tile: 64 rows of dim <= 128 bytes (FP8) or 2 dim
+  // (bf16) over at least 128 threads.
+  constexpr int kMaxWords = kType == kWeightE4M3 ? 16 : 32;
+  uint32_t raw[kMaxWords];
   float nextScale = 0.0f;
   auto load = [&](int64_t k0) {
     const uint8_t *tile = consecutive ? cacheRow(keys, seq, k0) : nullptr;
     auto row = [&](int key) -> const uint8_t * {
       return tile ? tile + int64_t(key) * keys.bytesPerRow
-                  : cacheRow(keys, seq, k0 + key);
+                  : cacheRowOutOfLine(keys, seq, k0 + key);
     };
+    int key = key0, w = word0;
 #pragma unroll
-    for (int i = 0; i < kIndexerTcMaxWords; ++i) {
-      const int word = tid + i * threads;
+    for (int i = 0; i < kMaxWords; ++i) {
       raw[i] = 0;
-      if (word < tileWords) {
-        const int key = word / rowWords;
-        if (k0 + key < visible)
-          raw[i] = __ldg(reinterpret_cast<const uint32_t *>(row(key)) +
-                         (word - key * rowWords));
-      }
+      if (tid + i * threads < tileWords && k0 + key < visible)
+        raw[i] = __ldg(reinterpret_cast<const uint32_t *>(row(key)) + w);
+      advance(key, w);
     }
     if (tid < kIndexerTcKeys) {
       nextScale = 0.0f;
@@ -4093,11 +4125,10 @@ indexerTc(const float *__restrict__ q, const float *__restrict__ weights,
   };
   auto store = [&](int buf) {
     uint16_t *tile = ks + buf * kIndexerTcKeys * kIndexerTcStride;
+    int key = key0, w = word0;
 #pragma unroll
-    for (int i = 0; i < kIndexerTcMaxWords; ++i) {
-      const int word = tid + i * threads;
-      if (word < tileWords) {
-        const int key = word / rowWords, w = word - key * rowWords;
+    for (int i = 0; i < kMaxWords; ++i) {
+      if (tid + i * threads < tileWords) {
         uint16_t *row = tile + key * kIndexerTcStride;
         if (kType == kWeightE4M3) {
           uint2 h;
@@ -4107,80 +4138,84 @@ indexerTc(const float *__restrict__ q, const float *__restrict__ weights,
           *reinterpret_cast<uint32_t *>(row + 2 * w) = raw[i];
         }
       }
+      advance(key, w);
     }
     if (tid < kIndexerTcKeys)
       rowScale[buf * kIndexerTcKeys + tid] = nextScale;
   };
 
-  load(tileKey(0));
-  store(0);
-  if (tiles > 1)
-    load(tileKey(1));
-  __syncthreads();
-
-  // This warp's q fragments, once (warps past the head tiles only load).
+  // The pipeline, one call site each (the code is what the launch waits
+  // for, above): tile t + 2's words into registers while tile t + 1's are
+  // widened into the other buffer and tile t is multiplied. The first
+  // tile's loads go out before the query is staged.
   const bool multiplies = warp < mTiles;
   uint32_t a[8][4];
-  if (multiplies) {
-#pragma unroll
-    for (int s = 0; s < 8; ++s)
-      if (s < steps)
-        loadMatrixX4(a[s], qs + (warp * 16 + (lane & 15)) * kIndexerTcStride +
-                               s * 16 + (lane >> 4) * 8);
-  }
-  const float f0 = multiplies ? factor[warp * 16 + g] : 0.0f;
-  const float f1 = multiplies ? factor[warp * 16 + g + 8] : 0.0f;
-
-  for (int64_t tile = 0; tile < tiles; ++tile) {
+  float f0 = 0.0f, f1 = 0.0f;
+  for (int64_t tile = -2; tile < tiles; ++tile) {
     const int buf = int(tile & 1);
-    const int64_t k0 = tileKey(tile);
-    if (multiplies) {
-      const uint16_t *kt = ks + buf * kIndexerTcKeys * kIndexerTcStride;
-      float acc[8][4] = {};
+    if (tile == -1 && multiplies) {
+      // This warp's q fragments, once (warps past the head tiles only
+      // load), staged in the iteration before.
 #pragma unroll
-      for (int s = 0; s < 8; ++s) {
-        if (s >= steps)
-          break;
+      for (int s = 0; s < 8; ++s)
+        if (s < steps)
+          loadMatrixX4(a[s], qs + (warp * 16 + (lane & 15)) * kIndexerTcStride +
+                                 s * 16 + (lane >> 4) * 8);
+      f0 = factor[warp * 16 + g];
+      f1 = factor[warp * 16 + g + 8];
+    }
+    if (tile >= 0) {
+      const int64_t k0 = tileKey(tile);
+      if (multiplies) {
+        const uint16_t *kt = ks + buf * kIndexerTcKeys * kIndexerTcStride;
+        float acc[8][4] = {};
 #pragma unroll
-        for (int np = 0; np < 4; ++np) {
-          uint32_t b[4];
-          loadMatrixX4(b, kt +
-                              (np * 16 + (lane & 7) + ((lane >> 4) << 3)) *
-                                  kIndexerTcStride +
-                              s * 16 + ((lane >> 3) & 1) * 8);
-          mma16816<kType>(acc[2 * np], a[s], make_uint2(b[0], b[1]));
-          mma16816<kType>(acc[2 * np + 1], a[s], make_uint2(b[2], b[3]));
+        for (int s = 0; s < 8; ++s) {
+          if (s >= steps)
+            break;
+#pragma unroll
+          for (int np = 0; np < 4; ++np) {
+            uint32_t b[4];
+            loadMatrixX4(b, kt +
+                                (np * 16 + (lane & 7) + ((lane >> 4) << 3)) *
+                                    kIndexerTcStride +
+                                s * 16 + ((lane >> 3) & 1) * 8);
+            mma16816<kType>(acc[2 * np], a[s], make_uint2(b[0], b[1]));
+            mma16816<kType>(acc[2 * np + 1], a[s], make_uint2(b[2], b[3]));
+          }
+        }
+        // ReLU, the head factors, and the sum over the warp's 16 heads.
+#pragma unroll
+        for (int nt = 0; nt < 8; ++nt) {
+          float v0 =
+              f0 * fmaxf(acc[nt][0], 0.0f) + f1 * fmaxf(acc[nt][2], 0.0f);
+          float v1 =
+              f0 * fmaxf(acc[nt][1], 0.0f) + f1 * fmaxf(acc[nt][3], 0.0f);
+#pragma unroll
+          for (int o = 4; o < 32; o <<= 1) {
+            v0 += __shfl_xor_sync(0xffffffffu, v0, o);
+            v1 += __shfl_xor_sync(0xffffffffu, v1, o);
+          }
+          if (g == 0)
+            *reinterpret_cast<float2 *>(partial + warp * kIndexerTcKeys +
+                                        nt * 8 + 2 * t) = make_float2(v0, v1);
         }
       }
-      // ReLU, the head factors, and the sum over the warp's 16 heads.
-#pragma unroll
-      for (int nt = 0; nt < 8; ++nt) {
-        float v0 = f0 * fmaxf(acc[nt][0], 0.0f) + f1 * fmaxf(acc[nt][2], 0.0f);
-        float v1 = f0 * fmaxf(acc[nt][1], 0.0f) + f1 * fmaxf(acc[nt][3], 0.0f);
-#pragma unroll
-        for (int o = 4; o < 32; o <<= 1) {
-          v0 += __shfl_xor_sync(0xffffffffu, v0, o);
-          v1 += __shfl_xor_sync(0xffffffffu, v1, o);
-        }
-        if (g == 0)
-          *reinterpret_cast<float2 *>(partial + warp * kIndexerTcKeys + nt * 8 +
-                                      2 * t) = make_float2(v0, v1);
+      __syncthreads();
+      // The warps' sums in order, the row scale and `scale`.
+      if (tid < kIndexerTcKeys && k0 + tid < visible) {
+        float sum = 0.0f;
+        for (int w = 0; w < mTiles; ++w)
+          sum += partial[w * kIndexerTcKeys + tid];
+        out[k0 + tid] = scale * (rowScale[buf * kIndexerTcKeys + tid] * sum);
       }
     }
-    __syncthreads();
-    // The warps' sums in order, the row scale and `scale`; then the next
-    // tile into the other buffer and the one after it into registers.
-    if (tid < kIndexerTcKeys && k0 + tid < visible) {
-      float sum = 0.0f;
-      for (int w = 0; w < mTiles; ++w)
-        sum += partial[w * kIndexerTcKeys + tid];
-      out[k0 + tid] = scale * (rowScale[buf * kIndexerTcKeys + tid] * sum);
-    }
-    if (tile + 1 < tiles) {
+    if (tile >= -1 && tile + 1 < tiles)
       store(buf ^ 1);
-      if (tile + 2 < tiles)
-        load(tileKey(tile + 2));
-    }
+    if (tile + 2 < tiles)
+      load(tileKey(tile + 2));
+    if (tile == -2)
+      stageQuery();
     __syncthreads();
   }
 }
