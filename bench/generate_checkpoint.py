@@ -57,6 +57,7 @@ mapped through bytes.translate tables: bulk C speed, reproducible for a given --
 import argparse
 import json
 import math
+import multiprocessing
 import os
 import random
 import re
@@ -915,6 +916,23 @@ def tensor_chunks(t: T, seed: int):
         raise AssertionError(t.kind)
 
 
+def write_tensor(task) -> int:
+    """Writes one tensor's bytes at its offset in its shard (created at full size); returns the count."""
+    path, offset, t, seed = task
+    fd = os.open(path, os.O_WRONLY)
+    try:
+        n = 0
+        for chunk in tensor_chunks(t, seed):
+            view = memoryview(chunk)
+            while view:
+                k = os.pwrite(fd, view, offset + n)
+                view, n = view[k:], n + k
+    finally:
+        os.close(fd)
+    assert n == t.nbytes, (t.name, n, t.nbytes)
+    return n
+
+
 def shard_header(tensors: list) -> bytes:
     """safetensors header for one shard; sets t.offset. Tensors ordered by dtype size (descending) then name, as
     the safetensors library writes them, so every tensor is aligned to its element size."""
@@ -967,6 +985,8 @@ def main():
     ap.add_argument("--dry-run", action="store_true", help="print the config, tensors and sizes; write nothing")
     ap.add_argument("--list", action="store_true", help="with --dry-run: list every tensor (experts included)")
     ap.add_argument("--force", action="store_true", help="write even if the free disk space looks too small")
+    ap.add_argument("--jobs", type=int, default=os.cpu_count() or 1,
+                    help="processes drawing tensors at once (default: one a CPU); the bytes do not depend on it")
     args = ap.parse_args()
     if args.layers is None:
         args.layers = 4 if args.family in ("kimi_linear", "glm5_next") else 2
@@ -1055,29 +1075,39 @@ def main():
         json.dump(cfg, f, indent=2, sort_keys=True)
         f.write("\n")
 
+    # Every shard's header first, each file at its full size; then the tensors, largest first, each drawn
+    # from its own seeded generator and written at its offset, by --jobs processes at once.
     t0 = time.time()
     written, next_report = 0, 2 << 30
+    tasks = []
     for s in range(nshards):
         ts = [t for t in tensors if t.shard == s]
         path = os.path.join(args.out, fname(s))
         hdr = shard_header(ts)
         with open(path, "wb") as f:
             f.write(hdr)
-            written += len(hdr)
-            for t in sorted(ts, key=lambda t: t.offset):
-                n = 0
-                for chunk in tensor_chunks(t, args.seed):
-                    f.write(chunk)
-                    n += len(chunk)
-                assert n == t.nbytes, (t.name, n, t.nbytes)
-                written += n
-                if written >= next_report:
-                    next_report += 2 << 30
-                    print(f"  ... {human(written)} of {human(total)} written ({time.time() - t0:.0f} s)",
-                          file=sys.stderr, flush=True)
-        if nshards > 1 and total > (1 << 30):
-            print(f"  {fname(s)}: {human(os.path.getsize(path))} ({time.time() - t0:.0f} s)",
-                  file=sys.stderr, flush=True)
+            f.truncate(len(hdr) + sum(t.nbytes for t in ts))
+        written += len(hdr)
+        tasks += [(path, len(hdr) + t.offset, t, args.seed) for t in ts]
+    tasks.sort(key=lambda task: -task[2].nbytes)
+    jobs = max(1, min(args.jobs, len(tasks)))
+    if jobs > 1:
+        methods = multiprocessing.get_all_start_methods()
+        pool = multiprocessing.get_context("fork" if "fork" in methods else None).Pool(jobs)
+        done = pool.imap_unordered(write_tensor, tasks, chunksize=1)
+    else:
+        pool, done = None, map(write_tensor, tasks)
+    try:
+        for n in done:
+            written += n
+            if written >= next_report:
+                next_report += 2 << 30
+                print(f"  ... {human(written)} of {human(total)} written ({time.time() - t0:.0f} s)",
+                      file=sys.stderr, flush=True)
+    finally:
+        if pool:
+            pool.close()
+            pool.join()
     if nshards > 1:
         index = {"metadata": {"total_size": total},
                  "weight_map": {t.name: fname(t.shard) for t in sorted(tensors, key=lambda t: t.name)}}
