@@ -177,8 +177,11 @@ targets::cuda::assembleWithPtxas(llvm::StringRef ptx, llvm::StringRef chip) {
     os << ptx;
   }
   std::string arch = ("-arch=" + chip).str();
-  llvm::SmallVector<llvm::StringRef> args = {*ptxas, arch, "-v", "-o", output,
-                                             input};
+  // -split-compile=0: a thread per CPU over the module's functions. The
+  // code is the same (the library module's sections compared byte for
+  // byte, session 37); 25 -> 14 s for the library on 2 cores.
+  llvm::SmallVector<llvm::StringRef> args = {
+      *ptxas, arch, "-v", "-split-compile=0", "-o", output, input};
   std::optional<llvm::StringRef> redirects[] = {std::nullopt, log, log};
   std::string error;
   int rc = llvm::sys::ExecuteAndWait(*ptxas, args, std::nullopt, redirects, 0,
