@@ -6,8 +6,15 @@
 #include "runtime/devices/cuda/GemmTiles.h"
 
 #include "mlir/IR/BuiltinTypes.h"
+#include "llvm/ADT/StringExtras.h"
 #include "llvm/ADT/StringMap.h"
+#include "llvm/Support/FileSystem.h"
 #include "llvm/Support/FormatVariadic.h"
+#include "llvm/Support/MemoryBuffer.h"
+#include "llvm/Support/Path.h"
+#include "llvm/Support/Process.h"
+#include "llvm/Support/SHA256.h"
+#include "llvm/Support/raw_ostream.h"
 
 #ifdef DAYBREAK_HAVE_NVRTC
 #include "CudaAttentionSource.h"
@@ -88,6 +95,93 @@ static std::string instantiationFor(plan::LaunchOp launch,
   return "";
 }
 
+std::optional<std::string> targets::cuda::nvrtcCacheDirectory() {
+  if (std::optional<std::string> dir =
+          llvm::sys::Process::GetEnv("DAYBREAK_CACHE_DIR")) {
+    if (dir->empty() || *dir == "off")
+      return std::nullopt;
+    return *dir + "/nvrtc";
+  }
+  llvm::SmallString<128> dir;
+  if (std::optional<std::string> xdg =
+          llvm::sys::Process::GetEnv("XDG_CACHE_HOME");
+      xdg && !xdg->empty())
+    dir = *xdg;
+  else if (llvm::sys::path::home_directory(dir))
+    llvm::sys::path::append(dir, ".cache");
+  else
+    return std::nullopt;
+  llvm::sys::path::append(dir, "daybreak", "nvrtc");
+  return std::string(dir);
+}
+
+#ifdef DAYBREAK_HAVE_NVRTC
+namespace {
+
+/// A cache entry: the first line, then a line "expression<TAB>name" per
+/// instantiation, a line "ptx", and the PTX.
+constexpr llvm::StringLiteral kCacheMagic = "daybreak-nvrtc-cache 1";
+
+/// The PTX and lowered names cached under `path` for exactly the
+/// expressions in `lowered` (filled in), or false (a miss: absent, another
+/// format, or other expressions).
+bool readCached(llvm::StringRef path,
+                std::map<std::string, std::string> &lowered, std::string &ptx) {
+  auto buffer = llvm::MemoryBuffer::getFile(path);
+  if (!buffer)
+    return false;
+  llvm::StringRef text = (*buffer)->getBuffer();
+  auto [magic, rest] = text.split('\n');
+  if (magic != kCacheMagic)
+    return false;
+  std::map<std::string, std::string> names;
+  while (true) {
+    auto [line, after] = rest.split('\n');
+    rest = after;
+    if (line == "ptx")
+      break;
+    auto [expression, name] = line.split('\t');
+    if (line.empty() || name.empty() || !lowered.count(expression.str()))
+      return false;
+    names[expression.str()] = name.str();
+  }
+  if (names.size() != lowered.size() || rest.empty())
+    return false;
+  lowered = std::move(names);
+  ptx = rest.str();
+  return true;
+}
+
+/// Writes an entry to `path` through a temporary file renamed over it, so
+/// concurrent compiles never read half an entry. Best effort: a cache that
+/// cannot be written only costs the next compile its time.
+void writeCached(llvm::StringRef path,
+                 const std::map<std::string, std::string> &lowered,
+                 llvm::StringRef ptx) {
+  if (llvm::sys::fs::create_directories(llvm::sys::path::parent_path(path)))
+    return;
+  llvm::SmallString<128> temporary;
+  int fd = -1;
+  if (llvm::sys::fs::createUniqueFile(path + ".%%%%%%.tmp", fd, temporary))
+    return;
+  llvm::raw_fd_ostream os(fd, /*shouldClose=*/true);
+  os << kCacheMagic << "\n";
+  for (const auto &[expression, name] : lowered)
+    os << expression << "\t" << name << "\n";
+  os << "ptx\n" << ptx;
+  os.close();
+  if (os.has_error()) {
+    os.clear_error();
+    llvm::sys::fs::remove(temporary);
+    return;
+  }
+  if (llvm::sys::fs::rename(temporary, path))
+    llvm::sys::fs::remove(temporary);
+}
+
+} // namespace
+#endif // DAYBREAK_HAVE_NVRTC
+
 bool targets::cuda::haveNvrtc() {
 #ifdef DAYBREAK_HAVE_NVRTC
   return true;
@@ -139,61 +233,100 @@ targets::cuda::specializeLibraryKernels(ModuleOp module, llvm::StringRef chip) {
   const char *headers[kHeaders];
   for (int i = 0; i < kHeaders; ++i)
     headers[i] = included[i].c_str();
-  nvrtcProgram program;
-  auto check = [](nvrtcResult result, llvm::StringRef what) -> llvm::Error {
-    if (result == NVRTC_SUCCESS)
-      return llvm::Error::success();
-    return errorf("NVRTC: " + what + ": " + nvrtcGetErrorString(result));
-  };
-  if (llvm::Error e =
-          check(nvrtcCreateProgram(&program, source.c_str(), "CudaKernels.cu",
-                                   kHeaders, headers, headerNames),
-                "nvrtcCreateProgram"))
-    return std::move(e);
-  struct Destroy {
-    nvrtcProgram *program;
-    ~Destroy() { nvrtcDestroyProgram(program); }
-  } destroy{&program};
-  for (auto &[expression, name] : lowered)
-    if (llvm::Error e =
-            check(nvrtcAddNameExpression(program, expression.c_str()),
-                  "nvrtcAddNameExpression(" + expression + ")"))
-      return std::move(e);
   // As CMake's nvcc -ptx -O3 build of the same file: fmad, IEEE division
   // and square root, no flush to zero.
   std::string arch = ("--gpu-architecture=" + chip).str();
   const char *options[] = {arch.c_str(), "--std=c++17", "-DNDEBUG"};
-  nvrtcResult compiled = nvrtcCompileProgram(
-      program, static_cast<int>(std::size(options)), options);
-  if (compiled != NVRTC_SUCCESS) {
-    size_t logSize = 0;
-    nvrtcGetProgramLogSize(program, &logSize);
-    std::string log(logSize, '\0');
-    if (logSize)
-      nvrtcGetProgramLog(program, log.data());
-    return errorf(llvm::Twine("NVRTC could not compile the library kernels (") +
-                  nvrtcGetErrorString(compiled) + "):\n" + log);
-  }
-  for (auto &[expression, name] : lowered) {
-    const char *mangled = nullptr;
-    if (llvm::Error e =
-            check(nvrtcGetLoweredName(program, expression.c_str(), &mangled),
-                  "nvrtcGetLoweredName(" + expression + ")"))
-      return std::move(e);
-    name = mangled;
-  }
-  size_t ptxSize = 0;
-  if (llvm::Error e =
-          check(nvrtcGetPTXSize(program, &ptxSize), "nvrtcGetPTXSize"))
-    return std::move(e);
+
+  // NVRTC's output is a function of its version, the options, the sources
+  // and the name expressions (up to its virtual registers' numbering, which
+  // changes from run to run): a compile of the same shapes (every variant
+  // of one model, a test suite's fixtures) takes it from the cache
+  // (nvrtcCacheDirectory) instead of spending most of a compile in NVRTC.
   SpecializedLibrary library;
-  library.ptx.resize(ptxSize);
-  if (llvm::Error e =
-          check(nvrtcGetPTX(program, library.ptx.data()), "nvrtcGetPTX"))
-    return std::move(e);
-  // The size counts the terminating NUL; the artifact stores the text.
-  while (!library.ptx.empty() && library.ptx.back() == '\0')
-    library.ptx.pop_back();
+  std::optional<std::string> cached;
+  if (std::optional<std::string> dir = nvrtcCacheDirectory()) {
+    llvm::SHA256 hash;
+    int major = 0, minor = 0;
+    nvrtcVersion(&major, &minor);
+    auto add = [&](llvm::StringRef text) {
+      hash.update(std::to_string(text.size()));
+      hash.update(":");
+      hash.update(text);
+    };
+    add(std::to_string(major) + "." + std::to_string(minor));
+    for (const char *option : options)
+      add(option);
+    add(source);
+    for (int i = 0; i < kHeaders; ++i) {
+      add(headerNames[i]);
+      add(included[i]);
+    }
+    for (const auto &entry : lowered)
+      add(entry.first);
+    std::array<uint8_t, 32> digest = hash.final();
+    llvm::SmallString<128> path(*dir);
+    llvm::sys::path::append(path,
+                            llvm::toHex(digest, /*LowerCase=*/true) + ".ptx");
+    cached = std::string(path);
+    library.fromCache = readCached(*cached, lowered, library.ptx);
+  }
+
+  if (!library.fromCache) {
+    nvrtcProgram program;
+    auto check = [](nvrtcResult result, llvm::StringRef what) -> llvm::Error {
+      if (result == NVRTC_SUCCESS)
+        return llvm::Error::success();
+      return errorf("NVRTC: " + what + ": " + nvrtcGetErrorString(result));
+    };
+    if (llvm::Error e =
+            check(nvrtcCreateProgram(&program, source.c_str(), "CudaKernels.cu",
+                                     kHeaders, headers, headerNames),
+                  "nvrtcCreateProgram"))
+      return std::move(e);
+    struct Destroy {
+      nvrtcProgram *program;
+      ~Destroy() { nvrtcDestroyProgram(program); }
+    } destroy{&program};
+    for (auto &[expression, name] : lowered)
+      if (llvm::Error e =
+              check(nvrtcAddNameExpression(program, expression.c_str()),
+                    "nvrtcAddNameExpression(" + expression + ")"))
+        return std::move(e);
+    nvrtcResult compiled = nvrtcCompileProgram(
+        program, static_cast<int>(std::size(options)), options);
+    if (compiled != NVRTC_SUCCESS) {
+      size_t logSize = 0;
+      nvrtcGetProgramLogSize(program, &logSize);
+      std::string log(logSize, '\0');
+      if (logSize)
+        nvrtcGetProgramLog(program, log.data());
+      return errorf(
+          llvm::Twine("NVRTC could not compile the library kernels (") +
+          nvrtcGetErrorString(compiled) + "):\n" + log);
+    }
+    for (auto &[expression, name] : lowered) {
+      const char *mangled = nullptr;
+      if (llvm::Error e =
+              check(nvrtcGetLoweredName(program, expression.c_str(), &mangled),
+                    "nvrtcGetLoweredName(" + expression + ")"))
+        return std::move(e);
+      name = mangled;
+    }
+    size_t ptxSize = 0;
+    if (llvm::Error e =
+            check(nvrtcGetPTXSize(program, &ptxSize), "nvrtcGetPTXSize"))
+      return std::move(e);
+    library.ptx.resize(ptxSize);
+    if (llvm::Error e =
+            check(nvrtcGetPTX(program, library.ptx.data()), "nvrtcGetPTX"))
+      return std::move(e);
+    // The size counts the terminating NUL; the artifact stores the text.
+    while (!library.ptx.empty() && library.ptx.back() == '\0')
+      library.ptx.pop_back();
+    if (cached)
+      writeCached(*cached, lowered, library.ptx);
+  }
 
   MLIRContext *context = module.getContext();
   for (auto &[launch, expression] : chosen)
