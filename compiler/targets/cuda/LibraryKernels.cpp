@@ -245,6 +245,7 @@ targets::cuda::specializeLibraryKernels(ModuleOp module, llvm::StringRef chip) {
   // (nvrtcCacheDirectory) instead of spending most of a compile in NVRTC.
   SpecializedLibrary library;
   std::optional<std::string> cached;
+  bool hit = false;
   if (std::optional<std::string> dir = nvrtcCacheDirectory()) {
     llvm::SHA256 hash;
     int major = 0, minor = 0;
@@ -269,10 +270,10 @@ targets::cuda::specializeLibraryKernels(ModuleOp module, llvm::StringRef chip) {
     llvm::sys::path::append(path,
                             llvm::toHex(digest, /*LowerCase=*/true) + ".ptx");
     cached = std::string(path);
-    library.fromCache = readCached(*cached, lowered, library.ptx);
+    hit = readCached(*cached, lowered, library.ptx);
   }
 
-  if (!library.fromCache) {
+  if (!hit) {
     nvrtcProgram program;
     auto check = [](nvrtcResult result, llvm::StringRef what) -> llvm::Error {
       if (result == NVRTC_SUCCESS)

@@ -43,8 +43,6 @@ struct SpecializedLibrary {
   std::vector<std::pair<std::string, std::string>> instantiations;
   /// Launches annotated with `specialized`.
   size_t launches = 0;
-  /// Whether the PTX came from the cache (nvrtcCacheDirectory), not NVRTC.
-  bool fromCache = false;
 };
 
 /// Where NVRTC's output is cached, keyed by a hash of NVRTC's version, its
