@@ -123,6 +123,16 @@ __device__ __forceinline__ float e4m3ToFloat(uint8_t bits) {
   return (bits & 0x80) ? -magnitude : magnitude;
 }
 
+/// e4m3 code to fp32 without a libm call: the code's exponent and mantissa
+/// placed in an fp32 and scaled by 2^120 (exact, subnormals included); the
+/// NaN codes (0x7F, 0xFF) stay NaN, as e4m3ToFloat.
+__device__ __forceinline__ float e4m3Fast(uint32_t code) {
+  uint32_t em = code & 0x7F;
+  float v = __uint_as_float(((code & 0x80) << 24) | (em << 20)) *
+            __int_as_float(0x7B800000); // 2^120
+  return em == 0x7F ? __int_as_float(0x7FC00000) : v;
+}
+
 /// As numerics::floatToE4m3(value, /*saturate=*/true): RNE, magnitudes
 /// above 448 clamp to 448, NaN gives sign | 0x7F.
 __device__ __forceinline__ uint8_t floatToE4m3(float value) {
@@ -419,12 +429,78 @@ namespace {
 /// Threads of a rms_norm block (CudaKernels::rmsNorm launches this many).
 constexpr int kRmsNormThreads = 256;
 
-/// rms_norm over rows of kDim (0: `dim` at run time). With kDim known, a
-/// thread's ceil(kDim / 256) values stay in registers between the sum and
-/// the scaling, and its weights load together: the scaling loop otherwise
-/// waits on one load at a time (its stores may alias x: norms run in
-/// place), 28 dependent loads a thread at DeepSeek's 7168. The sums and
-/// products are the same, in the same order.
+/// The kDim form of rmsNormRow with the weight's type a template argument:
+/// a thread's ceil(kDim / 256) values stay in registers between the sum and
+/// the scaling, and its weights load together (the generic loop waits on
+/// one load at a time, its stores possibly aliasing x: norms run in place).
+/// The sums and products are the generic kernel's, in the same order.
+///
+/// The loops are unrolled, so the code is straight-line and a decode step
+/// fetches all of it from HBM at every launch (gigabytes of weights pass
+/// through L2 between two launches). Converting the weight by its type
+/// inside the unrolled loop made add_rms_norm<7168> 37 KB of SASS (18 us a
+/// launch in the H100's decode graph, 4.4 us back to back); one type a body
+/// runs 10 KB of it.
+template <int kDim, int32_t kType>
+__device__ __forceinline__ void
+rmsNormRegisters(const float *in, const void *weight, double eps, float *o,
+                 const float *res, float *s, float *scratch) {
+  constexpr int kPer = (kDim + kRmsNormThreads - 1) / kRmsNormThreads;
+  const int tid = int(threadIdx.x);
+  // The launcher's block: with it the bounds tests of whole rounds of 256
+  // fold away (7168 has none left).
+  __builtin_assume(tid < kRmsNormThreads);
+  float v[kPer], w[kPer];
+#pragma unroll
+  for (int j = 0; j < kPer; ++j) {
+    const int i = tid + j * kRmsNormThreads;
+    v[j] = i < kDim ? in[i] : 0.0f;
+  }
+  if (res) {
+    float r[kPer];
+#pragma unroll
+    for (int j = 0; j < kPer; ++j) {
+      const int i = tid + j * kRmsNormThreads;
+      r[j] = i < kDim ? res[i] : 0.0f;
+    }
+#pragma unroll
+    for (int j = 0; j < kPer; ++j) {
+      const int i = tid + j * kRmsNormThreads;
+      v[j] += r[j];
+      if (i < kDim)
+        s[i] = v[j];
+    }
+  }
+  float squares = 0.0f;
+#pragma unroll
+  for (int j = 0; j < kPer; ++j)
+    if (tid + j * kRmsNormThreads < kDim)
+      squares = fmaf(v[j], v[j], squares);
+  squares = blockSum(squares, scratch);
+  const float inv = float(1.0 / sqrt(double(squares) / double(kDim) + eps));
+#pragma unroll
+  for (int j = 0; j < kPer; ++j) {
+    const int i = tid + j * kRmsNormThreads;
+    if (i >= kDim)
+      w[j] = 1.0f;
+    else if constexpr (kType == kWeightBF16)
+      w[j] = bf16ToFloat(static_cast<const uint16_t *>(weight)[i]);
+    else if constexpr (kType == kWeightE4M3)
+      w[j] = e4m3Fast(static_cast<const uint8_t *>(weight)[i]);
+    else if constexpr (kType == kWeightF32)
+      w[j] = static_cast<const float *>(weight)[i];
+    else
+      w[j] = 1.0f; // no weight
+  }
+#pragma unroll
+  for (int j = 0; j < kPer; ++j) {
+    const int i = tid + j * kRmsNormThreads;
+    if (i < kDim)
+      o[i] = v[j] * inv * w[j];
+  }
+}
+
+/// rms_norm over rows of kDim (0: `dim` at run time).
 ///
 /// With `residual` (add_rms_norm), the row normalised is x + residual,
 /// rounded to fp32 and written to `sum` (rows of dim floats, as x and
@@ -446,46 +522,19 @@ rmsNormRow(const float *x, const Weight &weight, int64_t dimArg, double eps,
   const float *res = residual ? residual + int64_t(blockIdx.x) * dim : nullptr;
   float *s = residual ? sum + int64_t(blockIdx.x) * dim : nullptr;
   if constexpr (kDim > 0) {
-    constexpr int kPer = (kDim + kRmsNormThreads - 1) / kRmsNormThreads;
-    const int tid = int(threadIdx.x);
-    float v[kPer], w[kPer];
-#pragma unroll
-    for (int j = 0; j < kPer; ++j) {
-      const int i = tid + j * kRmsNormThreads;
-      v[j] = i < kDim ? in[i] : 0.0f;
-    }
-    if (res) {
-      float r[kPer];
-#pragma unroll
-      for (int j = 0; j < kPer; ++j) {
-        const int i = tid + j * kRmsNormThreads;
-        r[j] = i < kDim ? res[i] : 0.0f;
-      }
-#pragma unroll
-      for (int j = 0; j < kPer; ++j) {
-        const int i = tid + j * kRmsNormThreads;
-        v[j] += r[j];
-        if (i < kDim)
-          s[i] = v[j];
-      }
-    }
-    float squares = 0.0f;
-#pragma unroll
-    for (int j = 0; j < kPer; ++j)
-      if (tid + j * kRmsNormThreads < kDim)
-        squares = fmaf(v[j], v[j], squares);
-    squares = blockSum(squares, scratch);
-    const float inv = float(1.0 / sqrt(double(squares) / double(dim) + eps));
-#pragma unroll
-    for (int j = 0; j < kPer; ++j) {
-      const int i = tid + j * kRmsNormThreads;
-      w[j] = weight.data && i < kDim ? weightAt(weight, i) : 1.0f;
-    }
-#pragma unroll
-    for (int j = 0; j < kPer; ++j) {
-      const int i = tid + j * kRmsNormThreads;
-      if (i < kDim)
-        o[i] = v[j] * inv * w[j];
+    // No weight: type -1.
+    switch (weight.data ? weight.type : -1) {
+    case kWeightBF16:
+      return rmsNormRegisters<kDim, kWeightBF16>(in, weight.data, eps, o, res,
+                                                 s, scratch);
+    case kWeightE4M3:
+      return rmsNormRegisters<kDim, kWeightE4M3>(in, weight.data, eps, o, res,
+                                                 s, scratch);
+    case -1:
+      return rmsNormRegisters<kDim, -1>(in, nullptr, eps, o, res, s, scratch);
+    default:
+      return rmsNormRegisters<kDim, kWeightF32>(in, weight.data, eps, o, res, s,
+                                                scratch);
     }
   } else {
     // With a residual the sums are written first and read back (each by
@@ -670,16 +719,6 @@ extern "C" __global__ void daybreak_gemv_stored(const float *x, Weight w,
 }
 
 namespace {
-
-/// e4m3 code to fp32 without a libm call: the code's exponent and mantissa
-/// placed in an fp32 and scaled by 2^120 (exact, subnormals included); the
-/// NaN codes (0x7F, 0xFF) stay NaN, as e4m3ToFloat.
-__device__ __forceinline__ float e4m3Fast(uint32_t code) {
-  uint32_t em = code & 0x7F;
-  float v = __uint_as_float(((code & 0x80) << 24) | (em << 20)) *
-            __int_as_float(0x7B800000); // 2^120
-  return em == 0x7F ? __int_as_float(0x7FC00000) : v;
-}
 
 /// Two e4m3 codes (the low byte first) to fp32: Hopper converts the pair to
 /// f16 in one instruction, exactly, NaN codes to NaN.
@@ -4899,8 +4938,11 @@ constexpr int kSparseCombineMaxSplits = 64;
 /// so the time is the chain of dependent loads, not bytes: the splits'
 /// maxima, denominators and row counts are loaded at once (a thread a
 /// split), thread 0 walks them in shared memory in split order, and the
-/// value loop then issues each value's loads of every split back to back.
-/// The arithmetic and its order are the sequential loop's.
+/// value loop then takes a thread's values four at a time, four splits'
+/// loads of all four issued together: a value at a time left 16 splits x 4
+/// values as 16 dependent round trips to L2 (15.8 us at T = 1 on the H100
+/// for DeepSeek-V3.2's 4.2 MB of partials). The arithmetic and its order are
+/// the sequential loop's.
 extern "C" __global__ void
 daybreak_sparse_attention_combine(const float *partial, int64_t heads,
                                   int32_t splits, int64_t valueDim,
@@ -4908,8 +4950,9 @@ daybreak_sparse_attention_combine(const float *partial, int64_t heads,
   beginDependent();
   __shared__ float maxima[kSparseCombineMaxSplits],
       weights[kSparseCombineMaxSplits], counts[kSparseCombineMaxSplits];
+  __shared__ int32_t used[kSparseCombineMaxSplits]; // the splits with rows
   __shared__ float total;
-  __shared__ bool any;
+  __shared__ int32_t usedCount;
   int64_t t = blockIdx.x, h = blockIdx.y;
   int64_t stride = valueDim + 3;
   const float *p = partial + (t * heads + h) * splits * stride;
@@ -4928,31 +4971,49 @@ daybreak_sparse_attention_combine(const float *partial, int64_t heads,
         valid += counts[s];
       }
     float sum = sinks ? expf(sinks[h] - m) : 0.0f;
+    int32_t n = 0;
     for (int s = 0; s < splits; ++s) {
       float w = counts[s] > 0.0f ? expf(maxima[s] - m) : 0.0f;
-      if (counts[s] > 0.0f)
+      if (counts[s] > 0.0f) {
         sum += weights[s] * w;
+        used[n++] = s;
+      }
       weights[s] = w;
     }
     total = sum;
-    any = valid != 0.0f;
+    usedCount = valid != 0.0f ? n : 0;
   }
   __syncthreads();
-  if (!any) {
+  if (usedCount == 0) {
     for (int64_t d = threadIdx.x; d < valueDim; d += blockDim.x)
       o[d] = 0.0f;
     return;
   }
-  for (int64_t d = threadIdx.x; d < valueDim; d += blockDim.x) {
-    float a = 0.0f;
+  constexpr int kValues = 4; // all of a thread's at 512 values, 128 threads
+  const int64_t step = blockDim.x;
+  for (int64_t d0 = threadIdx.x; d0 < valueDim; d0 += kValues * step) {
+    float a[kValues];
+#pragma unroll
+    for (int k = 0; k < kValues; ++k)
+      a[k] = 0.0f;
+      // Only the splits that saw rows (an empty split's values may hold
+      // anything), in split order, so that no load waits on a branch.
 #pragma unroll 4
-    for (int s = 0; s < splits; ++s) {
-      // Every split's slot exists; an empty split's values are skipped,
-      // not multiplied by zero (they may hold anything).
-      float v = p[s * stride + 3 + d];
-      a = counts[s] > 0.0f ? fmaf(v, weights[s], a) : a;
+    for (int u = 0; u < usedCount; ++u) {
+      const int s = used[u];
+      const float *values = p + s * stride + 3;
+      const float w = weights[s];
+#pragma unroll
+      for (int k = 0; k < kValues; ++k) {
+        // Past the row the last value is loaded and its sum never stored.
+        const int64_t d = d0 + k * step;
+        a[k] = fmaf(values[d < valueDim ? d : valueDim - 1], w, a[k]);
+      }
     }
-    o[d] = a / total;
+#pragma unroll
+    for (int k = 0; k < kValues; ++k)
+      if (d0 + k * step < valueDim)
+        o[d0 + k * step] = a[k] / total;
   }
 }
 
