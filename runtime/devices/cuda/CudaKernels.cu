@@ -2968,30 +2968,19 @@ extern "C" __global__ void daybreak_add(const float *a, const float *b,
 /// Experts a routing kernel takes at most (the launchers check).
 constexpr int kMaxRouteExperts = 1024;
 
-/// The better of this lane's (key, index) and every other lane's under the
-/// total order of `better` (index -1: none), on every lane.
-__device__ __forceinline__ void warpBest(double &key, int64_t &index) {
-  for (int offset = 16; offset > 0; offset >>= 1) {
-    double k = __shfl_xor_sync(0xffffffffu, key, offset);
-    int64_t i = __shfl_xor_sync(0xffffffffu, index, offset);
-    if (i >= 0 && (index < 0 || better(k, i, key, index))) {
-      key = k;
-      index = i;
-    }
-  }
-}
-
 /// DeepSeek noaux_tc routing, exactly as cpu::moeRouteSigmoid (double
 /// scores, group score = sum of the group's two best selection scores, ties
 /// to the lower id; rows of topK + sharedExperts slots). grid (tokens), block
 /// 256; experts <= kMaxRouteExperts and numGroups <= 64 (the launcher checks).
-/// The block's threads compute every expert's score (a double sigmoid) once
-/// into shared memory; one warp then selects: a lane per group for the group
-/// scores, and each pick (of groups, then experts) a warp-wide best under the
-/// total order among the candidates below the previous pick, a lane holding
-/// experts lane, lane + 32, ... (One thread selecting took 217 us a token for
-/// 256 experts on the H200, its group test an int64 division per expert and
-/// pick.)
+///
+/// Every choice is a rank under the total order of `better`, computed by
+/// all threads at once: an expert's rank in its group (0 and 1 are the
+/// group's best two), a group's rank among the groups (kept below
+/// topKGroups), and a candidate's rank among the candidates (the pick of
+/// that number). Only a rank below what is wanted is needed, so each count
+/// stops there. A warp picking one expert after another with warp-wide
+/// maxima took 19 us a token on the H100 (ncu, DeepSeek-V3.2's 8 of 256 in
+/// 4 of 8 groups), a chain of dependent double compares and shuffles.
 extern "C" __global__ void daybreak_moe_route_sigmoid(
     const float *logits, const float *bias, int64_t tokens, int64_t experts,
     int64_t topK, int64_t numGroups, int64_t topKGroups, int32_t renormalize,
@@ -2999,116 +2988,100 @@ extern "C" __global__ void daybreak_moe_route_sigmoid(
     float *weights) {
   beginDependent();
   __shared__ double scores[kMaxRouteExperts], selects[kMaxRouteExperts];
-  __shared__ double groupScores[64];
+  // The candidates, in no particular order: key (orderKey of the selection
+  // score) and expert.
+  __shared__ double candidateKeys[kMaxRouteExperts];
+  __shared__ int32_t candidateIds[kMaxRouteExperts];
   __shared__ int32_t picks[kMaxRouteExperts];
+  __shared__ double groupScores[64];
+  __shared__ int32_t groupBest[64][2]; // the group's best two experts
+  __shared__ bool keptGroup[64];
+  __shared__ int32_t candidateCount;
+  __shared__ double pickedSum;
+  const int tid = int(threadIdx.x), threads = int(blockDim.x);
+  // 32-bit indices: experts <= kMaxRouteExperts.
+  const int count = int(experts), groups = int(numGroups);
   const int64_t t = blockIdx.x;
   const float *row = logits + t * experts;
-  for (int64_t e = threadIdx.x; e < experts; e += blockDim.x) {
+  for (int e = tid; e < count; e += threads) {
     scores[e] = sigmoidD(row[e]);
     selects[e] = scores[e] + (bias ? bias[e] : 0.0f);
   }
-  __syncthreads();
-  if (threadIdx.x >= 32)
-    return;
-  const int lane = threadIdx.x;
+  if (tid == 0)
+    candidateCount = 0;
   const bool grouped = !(numGroups <= 1 || topKGroups >= numGroups);
-  const int64_t groupSize = grouped ? experts / numGroups : experts;
-  uint64_t keptGroups = ~0ull; // bit g: group g's experts are candidates
+  const int groupSize = grouped ? count / groups : count;
+  if (grouped && tid < groups)
+    groupBest[tid][0] = groupBest[tid][1] = -1;
+  __syncthreads();
   if (grouped) {
-    for (int64_t g = lane; g < numGroups; g += 32) {
-      // The group's best two by the total order; their raw sum.
-      int64_t e0 = g * groupSize, best1 = -1, best2 = -1;
-      double k1 = 0, k2 = 0;
-      for (int64_t e = e0; e < e0 + groupSize; ++e) {
-        double ke = orderKey(selects[e]);
-        if (best1 < 0 || better(ke, e, k1, best1)) {
-          best2 = best1;
-          k2 = k1;
-          best1 = e;
-          k1 = ke;
-        } else if (best2 < 0 || better(ke, e, k2, best2)) {
-          best2 = e;
-          k2 = ke;
-        }
-      }
+    for (int e = tid; e < groups * groupSize; e += threads) {
+      const int first = e / groupSize * groupSize;
+      const double key = orderKey(selects[e]);
+      int rank = 0;
+      for (int f = first; f < first + groupSize && rank < 2; ++f)
+        rank += better(orderKey(selects[f]), f, key, e);
+      if (rank < 2)
+        groupBest[e / groupSize][rank] = e;
+    }
+    __syncthreads();
+    if (tid < groups) {
       double sum = 0.0;
-      if (best1 >= 0)
-        sum += selects[best1];
-      if (best2 >= 0)
-        sum += selects[best2];
-      groupScores[g] = sum;
+      for (int i = 0; i < 2; ++i)
+        if (groupBest[tid][i] >= 0)
+          sum += selects[groupBest[tid][i]];
+      groupScores[tid] = sum;
     }
-    __syncwarp();
-    keptGroups = 0;
-    // Repeatedly take the best group below the previous one in the order.
-    double prevKey = 0;
-    int64_t prev = -1;
-    for (int64_t i = 0; i < topKGroups; ++i) {
-      double bestK = 0;
-      int64_t bestG = -1;
-      for (int64_t g = lane; g < numGroups; g += 32) {
-        double kg = orderKey(groupScores[g]);
-        if (prev >= 0 && !better(prevKey, prev, kg, g))
-          continue; // already taken
-        if (bestG < 0 || better(kg, g, bestK, bestG)) {
-          bestG = g;
-          bestK = kg;
-        }
-      }
-      warpBest(bestK, bestG);
-      if (bestG < 0)
-        break;
-      keptGroups |= 1ull << bestG;
-      prev = bestG;
-      prevKey = bestK;
+    __syncthreads();
+    if (tid < groups) {
+      const double key = orderKey(groupScores[tid]);
+      int rank = 0;
+      for (int g = 0; g < groups && rank < topKGroups; ++g)
+        rank += better(orderKey(groupScores[g]), g, key, tid);
+      keptGroup[tid] = rank < topKGroups;
+    }
+    __syncthreads();
+  }
+  for (int e = tid; e < count; e += threads) {
+    const bool candidate =
+        !grouped ||
+        (groupSize > 0 && e / groupSize < groups && keptGroup[e / groupSize]);
+    if (candidate) {
+      const int slot = atomicAdd(&candidateCount, 1);
+      candidateKeys[slot] = orderKey(selects[e]);
+      candidateIds[slot] = e;
     }
   }
-  // This lane's candidates: bit j for expert lane + 32 j.
-  uint32_t mine = 0;
-  for (int64_t j = 0, e = lane; e < experts; ++j, e += 32) {
-    int64_t g = e / groupSize;
-    if (!grouped || (g < numGroups && ((keptGroups >> g) & 1)))
-      mine |= 1u << j;
+  __syncthreads();
+  const int candidates = candidateCount;
+  const int picked =
+      int(topK < candidates ? (topK > 0 ? topK : 0) : candidates);
+  for (int j = tid; j < candidates; j += threads) {
+    const double key = candidateKeys[j];
+    const int e = candidateIds[j];
+    int rank = 0;
+    for (int i = 0; i < candidates && rank < picked; ++i)
+      rank += better(candidateKeys[i], candidateIds[i], key, e);
+    if (rank < picked)
+      picks[rank] = e;
   }
-  int64_t candidates = __popc(mine);
-  for (int offset = 16; offset > 0; offset >>= 1)
-    candidates += __shfl_xor_sync(0xffffffffu, candidates, offset);
-  int64_t picked = topK < candidates ? topK : candidates;
-  if (picked < 0)
-    picked = 0;
+  __syncthreads();
+  if (tid == 0) {
+    double sum = 0.0; // in pick order, as the CPU kernel
+    for (int i = 0; i < picked; ++i)
+      sum += scores[picks[i]];
+    pickedSum = sum;
+  }
   // Rows of topK slots, then the shared experts' (ids experts, experts +
   // 1, ..., weight 1).
   int32_t *outIdx = indices + t * (topK + sharedExperts);
   float *outW = weights + t * (topK + sharedExperts);
-  for (int64_t s = lane; s < sharedExperts; s += 32) {
+  for (int64_t s = tid; s < sharedExperts; s += threads) {
     outIdx[topK + s] = int32_t(experts + s);
     outW[topK + s] = 1.0f;
   }
-  // Pick: the best candidate strictly below the previous pick.
-  double sum = 0.0, prevKey = 0;
-  int64_t prev = -1;
-  for (int64_t i = 0; i < picked; ++i) {
-    double bestK = 0;
-    int64_t best = -1;
-    for (uint32_t m = mine; m; m &= m - 1) {
-      int64_t e = lane + 32 * int64_t(__ffs(m) - 1);
-      double ke = orderKey(selects[e]);
-      if (prev >= 0 && !better(prevKey, prev, ke, e))
-        continue;
-      if (best < 0 || better(ke, e, bestK, best)) {
-        best = e;
-        bestK = ke;
-      }
-    }
-    warpBest(bestK, best);
-    if (lane == 0)
-      picks[i] = int32_t(best);
-    prev = best;
-    prevKey = bestK;
-    sum += scores[best];
-  }
-  __syncwarp(); // picks
-  for (int64_t i = lane; i < topK; i += 32) {
+  __syncthreads(); // pickedSum
+  for (int64_t i = tid; i < topK; i += threads) {
     if (i >= picked) {
       outIdx[i] = -1;
       outW[i] = 0.0f;
@@ -3117,7 +3090,7 @@ extern "C" __global__ void daybreak_moe_route_sigmoid(
     outIdx[i] = picks[i];
     double weight = scores[picks[i]];
     if (renormalize)
-      weight /= sum + 1e-20;
+      weight /= pickedSum + 1e-20;
     outW[i] = float(weight * scalingFactor);
   }
 }
