@@ -1,6 +1,7 @@
 //===- CudaCodegen.cpp - Generated kernels for NVIDIA GPUs ----------------===//
 
 #include "compiler/targets/cuda/CudaCodegen.h"
+#include "compiler/targets/cuda/CompileCache.h"
 
 #include "mlir/Conversion/Passes.h"
 #include "mlir/Dialect/Arith/IR/Arith.h"
@@ -141,6 +142,25 @@ llvm::Expected<std::string> targets::cuda::compileToPtx(ModuleOp cpuCode,
   return ptx;
 }
 
+/// A ptxas cache entry's first line (CompileCache.h).
+static constexpr llvm::StringLiteral kPtxasCacheFormat =
+    "daybreak-ptxas-cache 1";
+
+/// What `ptxas --version` prints (a cache key's first part: the toolkit's
+/// release and build), or "" when it cannot be run.
+static std::string ptxasVersion(llvm::StringRef ptxas) {
+  llvm::SmallString<128> log;
+  if (llvm::sys::fs::createTemporaryFile("daybreak", "version", log))
+    return "";
+  llvm::scope_exit cleanup([&] { llvm::sys::fs::remove(log); });
+  llvm::StringRef args[] = {ptxas, "--version"};
+  std::optional<llvm::StringRef> redirects[] = {std::nullopt, log, log};
+  if (llvm::sys::ExecuteAndWait(ptxas, args, std::nullopt, redirects) != 0)
+    return "";
+  auto text = llvm::MemoryBuffer::getFile(log);
+  return text ? (*text)->getBuffer().str() : "";
+}
+
 llvm::Expected<std::optional<targets::cuda::Cubin>>
 targets::cuda::assembleWithPtxas(llvm::StringRef ptx, llvm::StringRef chip) {
   std::optional<std::string> ptxas;
@@ -159,47 +179,79 @@ targets::cuda::assembleWithPtxas(llvm::StringRef ptx, llvm::StringRef chip) {
   if (!ptxas)
     return std::nullopt;
 
-  llvm::SmallString<128> input, output, log;
-  if (llvm::sys::fs::createTemporaryFile("daybreak", "ptx", input) ||
-      llvm::sys::fs::createTemporaryFile("daybreak", "cubin", output) ||
-      llvm::sys::fs::createTemporaryFile("daybreak", "log", log))
-    return errorf("cannot create temporary files for ptxas");
-  llvm::scope_exit cleanup([&] {
-    llvm::sys::fs::remove(input);
-    llvm::sys::fs::remove(output);
-    llvm::sys::fs::remove(log);
-  });
-  {
-    std::error_code ec;
-    llvm::raw_fd_ostream os(input, ec);
-    if (ec)
-      return errorf("cannot write " + input + ": " + ec.message());
-    os << ptx;
-  }
-  std::string arch = ("-arch=" + chip).str();
   // -split-compile=0: a thread per CPU over the module's functions. The
   // code is the same (the library module's sections compared byte for
   // byte, session 37); 25 -> 14 s for the library on 2 cores.
-  llvm::SmallVector<llvm::StringRef> args = {
-      *ptxas, arch, "-v", "-split-compile=0", "-o", output, input};
-  std::optional<llvm::StringRef> redirects[] = {std::nullopt, log, log};
-  std::string error;
-  int rc = llvm::sys::ExecuteAndWait(*ptxas, args, std::nullopt, redirects, 0,
-                                     0, &error);
-  auto report = llvm::MemoryBuffer::getFile(log);
-  llvm::StringRef text = report ? (*report)->getBuffer() : "";
-  if (rc != 0)
-    return errorf("ptxas rejected the PTX for " + chip + ": " + text + error);
-  auto cubin = llvm::MemoryBuffer::getFile(output);
-  if (!cubin)
-    return errorf("cannot read the cubin ptxas wrote");
+  std::string arch = ("-arch=" + chip).str();
+  const llvm::StringRef options[] = {arch, "-v", "-split-compile=0"};
+
+  // ptxas's output is a function of its version, the options and the PTX:
+  // the same library PTX (the prebuilt one, or NVRTC's from its cache) is
+  // assembled once (CompileCache.h, kind "ptxas": the log's size in bytes
+  // on a line, the log, then the cubin).
+  std::optional<std::string> entry;
+  if (std::optional<std::string> dir = compileCacheDirectory("ptxas")) {
+    std::string version = ptxasVersion(*ptxas);
+    if (!version.empty()) {
+      llvm::SmallVector<llvm::StringRef> parts = {version};
+      parts.append(std::begin(options), std::end(options));
+      parts.push_back(ptx);
+      entry = compileCacheEntry(*dir, parts, "cubin");
+    }
+  }
+  std::string text, bytes;
+  std::optional<std::string> cached =
+      entry ? readCompileCache(*entry, kPtxasCacheFormat) : std::nullopt;
+  auto [size, rest] = cached ? llvm::StringRef(*cached).split('\n')
+                             : std::pair<llvm::StringRef, llvm::StringRef>();
+  size_t logSize = 0;
+  if (cached && !size.getAsInteger(10, logSize) && logSize < rest.size()) {
+    text = rest.substr(0, logSize).str();
+    bytes = rest.substr(logSize).str();
+  } else {
+    llvm::SmallString<128> input, output, log;
+    if (llvm::sys::fs::createTemporaryFile("daybreak", "ptx", input) ||
+        llvm::sys::fs::createTemporaryFile("daybreak", "cubin", output) ||
+        llvm::sys::fs::createTemporaryFile("daybreak", "log", log))
+      return errorf("cannot create temporary files for ptxas");
+    llvm::scope_exit cleanup([&] {
+      llvm::sys::fs::remove(input);
+      llvm::sys::fs::remove(output);
+      llvm::sys::fs::remove(log);
+    });
+    {
+      std::error_code ec;
+      llvm::raw_fd_ostream os(input, ec);
+      if (ec)
+        return errorf("cannot write " + input + ": " + ec.message());
+      os << ptx;
+    }
+    llvm::SmallVector<llvm::StringRef> args = {*ptxas};
+    args.append(std::begin(options), std::end(options));
+    args.append({"-o", output, input});
+    std::optional<llvm::StringRef> redirects[] = {std::nullopt, log, log};
+    std::string error;
+    int rc = llvm::sys::ExecuteAndWait(*ptxas, args, std::nullopt, redirects, 0,
+                                       0, &error);
+    auto report = llvm::MemoryBuffer::getFile(log);
+    text = report ? (*report)->getBuffer().str() : "";
+    if (rc != 0)
+      return errorf("ptxas rejected the PTX for " + chip + ": " + text + error);
+    auto cubin = llvm::MemoryBuffer::getFile(output, /*IsText=*/false,
+                                             /*RequiresNullTerminator=*/false);
+    if (!cubin)
+      return errorf("cannot read the cubin ptxas wrote");
+    bytes = (*cubin)->getBuffer().str();
+    if (entry)
+      writeCompileCache(*entry, kPtxasCacheFormat,
+                        std::to_string(text.size()) + "\n" + text + bytes);
+  }
   Cubin result;
-  llvm::StringRef bytes = (*cubin)->getBuffer();
   result.bytes.assign(bytes.begin(), bytes.end());
   // "Compiling entry function 'K' for 'sm_90a'" ... "Used N registers, ...
   // M bytes smem": one block of lines per kernel.
   llvm::SmallVector<llvm::StringRef> lines;
-  text.split(lines, '\n');
+  llvm::StringRef(text).split(lines, '\n');
   for (llvm::StringRef line : lines) {
     size_t at = line.find("Compiling entry function '");
     if (at != llvm::StringRef::npos) {

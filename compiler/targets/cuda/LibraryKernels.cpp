@@ -1,6 +1,7 @@
 //===- LibraryKernels.cpp - Library kernels specialised with NVRTC --------===//
 
 #include "compiler/targets/cuda/LibraryKernels.h"
+#include "compiler/targets/cuda/CompileCache.h"
 
 #include "dialects/plan/PlanOps.h"
 #include "runtime/devices/cuda/GemmTiles.h"
@@ -8,12 +9,7 @@
 #include "mlir/IR/BuiltinTypes.h"
 #include "llvm/ADT/StringExtras.h"
 #include "llvm/ADT/StringMap.h"
-#include "llvm/Support/FileSystem.h"
 #include "llvm/Support/FormatVariadic.h"
-#include "llvm/Support/MemoryBuffer.h"
-#include "llvm/Support/Path.h"
-#include "llvm/Support/Process.h"
-#include "llvm/Support/SHA256.h"
 #include "llvm/Support/raw_ostream.h"
 
 #ifdef DAYBREAK_HAVE_NVRTC
@@ -95,45 +91,23 @@ static std::string instantiationFor(plan::LaunchOp launch,
   return "";
 }
 
-std::optional<std::string> targets::cuda::nvrtcCacheDirectory() {
-  if (std::optional<std::string> dir =
-          llvm::sys::Process::GetEnv("DAYBREAK_CACHE_DIR")) {
-    if (dir->empty() || *dir == "off")
-      return std::nullopt;
-    return *dir + "/nvrtc";
-  }
-  llvm::SmallString<128> dir;
-  if (std::optional<std::string> xdg =
-          llvm::sys::Process::GetEnv("XDG_CACHE_HOME");
-      xdg && !xdg->empty())
-    dir = *xdg;
-  else if (llvm::sys::path::home_directory(dir))
-    llvm::sys::path::append(dir, ".cache");
-  else
-    return std::nullopt;
-  llvm::sys::path::append(dir, "daybreak", "nvrtc");
-  return std::string(dir);
-}
-
 #ifdef DAYBREAK_HAVE_NVRTC
 namespace {
 
-/// A cache entry: the first line, then a line "expression<TAB>name" per
-/// instantiation, a line "ptx", and the PTX.
-constexpr llvm::StringLiteral kCacheMagic = "daybreak-nvrtc-cache 1";
+/// A cache entry (CompileCache.h): after its first line, a line
+/// "expression<TAB>name" per instantiation, a line "ptx", and the PTX.
+constexpr llvm::StringLiteral kCacheFormat = "daybreak-nvrtc-cache 1";
 
 /// The PTX and lowered names cached under `path` for exactly the
 /// expressions in `lowered` (filled in), or false (a miss: absent, another
 /// format, or other expressions).
 bool readCached(llvm::StringRef path,
                 std::map<std::string, std::string> &lowered, std::string &ptx) {
-  auto buffer = llvm::MemoryBuffer::getFile(path);
-  if (!buffer)
+  std::optional<std::string> entry =
+      targets::cuda::readCompileCache(path, kCacheFormat);
+  if (!entry)
     return false;
-  llvm::StringRef text = (*buffer)->getBuffer();
-  auto [magic, rest] = text.split('\n');
-  if (magic != kCacheMagic)
-    return false;
+  llvm::StringRef rest = *entry;
   std::map<std::string, std::string> names;
   while (true) {
     auto [line, after] = rest.split('\n');
@@ -152,31 +126,15 @@ bool readCached(llvm::StringRef path,
   return true;
 }
 
-/// Writes an entry to `path` through a temporary file renamed over it, so
-/// concurrent compiles never read half an entry. Best effort: a cache that
-/// cannot be written only costs the next compile its time.
 void writeCached(llvm::StringRef path,
                  const std::map<std::string, std::string> &lowered,
                  llvm::StringRef ptx) {
-  if (llvm::sys::fs::create_directories(llvm::sys::path::parent_path(path)))
-    return;
-  llvm::SmallString<128> temporary;
-  int fd = -1;
-  if (llvm::sys::fs::createUniqueFile(path + ".%%%%%%.tmp", fd, temporary))
-    return;
-  llvm::raw_fd_ostream os(fd, /*shouldClose=*/true);
-  os << kCacheMagic << "\n";
+  std::string payload;
   for (const auto &[expression, name] : lowered)
-    os << expression << "\t" << name << "\n";
-  os << "ptx\n" << ptx;
-  os.close();
-  if (os.has_error()) {
-    os.clear_error();
-    llvm::sys::fs::remove(temporary);
-    return;
-  }
-  if (llvm::sys::fs::rename(temporary, path))
-    llvm::sys::fs::remove(temporary);
+    payload += expression + "\t" + name + "\n";
+  payload += "ptx\n";
+  payload += ptx;
+  targets::cuda::writeCompileCache(path, kCacheFormat, payload);
 }
 
 } // namespace
@@ -242,34 +200,27 @@ targets::cuda::specializeLibraryKernels(ModuleOp module, llvm::StringRef chip) {
   // and the name expressions (up to its virtual registers' numbering, which
   // changes from run to run): a compile of the same shapes (every variant
   // of one model, a test suite's fixtures) takes it from the cache
-  // (nvrtcCacheDirectory) instead of spending most of a compile in NVRTC.
+  // (CompileCache.h, kind "nvrtc") instead of spending most of a compile
+  // in NVRTC.
   SpecializedLibrary library;
   std::optional<std::string> cached;
   bool hit = false;
-  if (std::optional<std::string> dir = nvrtcCacheDirectory()) {
-    llvm::SHA256 hash;
+  if (std::optional<std::string> dir = compileCacheDirectory("nvrtc")) {
     int major = 0, minor = 0;
     nvrtcVersion(&major, &minor);
-    auto add = [&](llvm::StringRef text) {
-      hash.update(std::to_string(text.size()));
-      hash.update(":");
-      hash.update(text);
-    };
-    add(std::to_string(major) + "." + std::to_string(minor));
+    std::vector<std::string> owned = {std::to_string(major) + "." +
+                                      std::to_string(minor)};
     for (const char *option : options)
-      add(option);
-    add(source);
+      owned.push_back(option);
+    owned.push_back(source);
     for (int i = 0; i < kHeaders; ++i) {
-      add(headerNames[i]);
-      add(included[i]);
+      owned.push_back(headerNames[i]);
+      owned.push_back(included[i]);
     }
     for (const auto &entry : lowered)
-      add(entry.first);
-    std::array<uint8_t, 32> digest = hash.final();
-    llvm::SmallString<128> path(*dir);
-    llvm::sys::path::append(path,
-                            llvm::toHex(digest, /*LowerCase=*/true) + ".ptx");
-    cached = std::string(path);
+      owned.push_back(entry.first);
+    std::vector<llvm::StringRef> parts(owned.begin(), owned.end());
+    cached = compileCacheEntry(*dir, parts, "ptx");
     hit = readCached(*cached, lowered, library.ptx);
   }
 

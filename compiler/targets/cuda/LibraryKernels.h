@@ -45,12 +45,6 @@ struct SpecializedLibrary {
   size_t launches = 0;
 };
 
-/// Where NVRTC's output is cached, keyed by a hash of NVRTC's version, its
-/// options, the library's sources and the instantiations asked for:
-/// $DAYBREAK_CACHE_DIR/nvrtc (DAYBREAK_CACHE_DIR empty or "off": no cache),
-/// else $XDG_CACHE_HOME/daybreak/nvrtc, else ~/.cache/daybreak/nvrtc.
-std::optional<std::string> nvrtcCacheDirectory();
-
 /// Whether this build has NVRTC (else specializeLibraryKernels returns
 /// std::nullopt and the prebuilt, generic PTX is the library).
 bool haveNvrtc();
