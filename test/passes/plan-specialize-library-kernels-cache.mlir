@@ -1,5 +1,5 @@
 // REQUIRES: nvrtc
-// Tests the NVRTC cache (targets::cuda::nvrtcCacheDirectory): the first
+// Tests the NVRTC cache (compiler/targets/cuda/CompileCache.h): the first
 // compile of a plan's library fills it with one entry named by its key; a
 // later compile takes the PTX and the lowered names from that entry (here
 // with a comment appended to it, which the recorded library then holds); a
