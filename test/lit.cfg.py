@@ -17,8 +17,9 @@ llvm_config.use_default_substitutions()
 # `not` and `count` are found on PATH (Debian keeps them in llvm_tools_dir).
 llvm_config.with_environment("PATH", config.llvm_tools_dir, append_path=True)
 config.environment["FILECHECK_OPTS"] = "--enable-var-scope"
-# The tests' --target=cuda compiles share one NVRTC cache in the build tree
-# (most compile the same fixtures' shapes) and leave the user's alone.
+# The tests' --target=cuda compiles share one cache of NVRTC's and ptxas's
+# output in the build tree (most compile the same fixtures' shapes) and
+# leave the user's alone.
 config.environment["DAYBREAK_CACHE_DIR"] = os.path.join(
     config.daybreak_obj_root, "test", "cache")
 

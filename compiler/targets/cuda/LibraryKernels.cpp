@@ -208,18 +208,16 @@ targets::cuda::specializeLibraryKernels(ModuleOp module, llvm::StringRef chip) {
   if (std::optional<std::string> dir = compileCacheDirectory("nvrtc")) {
     int major = 0, minor = 0;
     nvrtcVersion(&major, &minor);
-    std::vector<std::string> owned = {std::to_string(major) + "." +
-                                      std::to_string(minor)};
-    for (const char *option : options)
-      owned.push_back(option);
-    owned.push_back(source);
+    std::string version = std::to_string(major) + "." + std::to_string(minor);
+    std::vector<llvm::StringRef> parts = {version};
+    parts.insert(parts.end(), std::begin(options), std::end(options));
+    parts.push_back(source);
     for (int i = 0; i < kHeaders; ++i) {
-      owned.push_back(headerNames[i]);
-      owned.push_back(included[i]);
+      parts.push_back(headerNames[i]);
+      parts.push_back(included[i]);
     }
     for (const auto &entry : lowered)
-      owned.push_back(entry.first);
-    std::vector<llvm::StringRef> parts(owned.begin(), owned.end());
+      parts.push_back(entry.first);
     cached = compileCacheEntry(*dir, parts, "ptx");
     hit = readCached(*cached, lowered, library.ptx);
   }
