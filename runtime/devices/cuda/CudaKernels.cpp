@@ -381,6 +381,33 @@ StatusOr<CudaKernels> CudaKernels::load(const Driver &driver, CUmodule module) {
             "cuOccupancyMaxActiveBlocksPerMultiprocessor");
       kernels.expertGemvBlocks[e4m3][form] =
           int64_t(std::max(sms, 1)) * std::max(blocks, 1);
+      if (form == 0)
+        continue;
+      // The ring forms' clusters (0 for a size the GPU cannot hold: the
+      // driver's answer, or its error, never chosen).
+      int64_t(&active)[kExpertGemvMaxCluster + 1] =
+          kernels.expertGemvClusters[e4m3][form - 1];
+      active[1] = kernels.expertGemvBlocks[e4m3][form];
+      for (unsigned c = 2; c <= unsigned(kExpertGemvMaxCluster); ++c) {
+        CUlaunchAttribute attribute{};
+        attribute.id = CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION;
+        attribute.value.clusterDim.x = c;
+        attribute.value.clusterDim.y = 1;
+        attribute.value.clusterDim.z = 1;
+        CUlaunchConfig config{};
+        config.gridDimX = c * 1024;
+        config.gridDimY = config.gridDimZ = 1;
+        config.blockDimX = 128;
+        config.blockDimY = config.blockDimZ = 1;
+        config.sharedMemBytes = unsigned(bytes);
+        config.attrs = &attribute;
+        config.numAttrs = 1;
+        int clusters = 0;
+        if (status.ok() && driver.cuOccupancyMaxActiveClusters(
+                               &clusters, fn, &config) != CUDA_SUCCESS)
+          clusters = 0;
+        active[c] = clusters;
+      }
     }
   // The tensor-core GEMVs: shared memory up to the opt-in limit, and how
   // many blocks of each fit an SM by registers.
@@ -1611,6 +1638,29 @@ Status CudaKernels::headMatmul(CUdeviceptr x, const DeviceWeight &weight,
   DeviceWeight w = weight;
   xStride = xStride ? xStride : k;
   outStride = outStride ? outStride : n;
+  // Decode's few tokens: the per-head GEMV, one 4 KB round trip a warp
+  // (K = 8 x 2^i chunks, 64 to 1024).
+  const int chunks = int(k / 8);
+  if (tensorCores && tokens >= 1 && tokens <= kHeadGemvMaxTokens &&
+      w.type == 1 && transposeWeight && k % 8 == 0 && chunks >= 8 &&
+      chunks <= 128 && (chunks & (chunks - 1)) == 0 && w.data % 16 == 0 &&
+      headRowsAligned(x, xStride)) {
+    const CUfunction fns[5] = {headGemvBf16C8Fn, headGemvBf16C16Fn,
+                               headGemvBf16C32Fn, headGemvBf16C64Fn,
+                               headGemvBf16C128Fn};
+    const int which = chunks == 8    ? 0
+                      : chunks == 16 ? 1
+                      : chunks == 32 ? 2
+                      : chunks == 64 ? 3
+                                     : 4;
+    // kHeadGemvLoads x 32 chunks a warp, 8 warps a block.
+    const int64_t warps = ceilDiv(heads * n * chunks, 8 * 32);
+    int32_t roundX = rounding.bf16;
+    void *params[] = {&x, &w,   &tokens,  &heads,     &n,
+                      &k, &out, &xStride, &outStride, &roundX};
+    return launchDependent(fns[which], "headMatmul (GEMV)", ceilDiv(warps, 8),
+                           1, 1, 256, 0, stream, params);
+  }
   if (tensorCores &&
       headGemmApplies(w, transposeWeight, k, headRowsAligned(x, xStride))) {
     void *params[] = {&x, &w,   &tokens,  &heads,    &n,
@@ -1874,7 +1924,21 @@ Status CudaKernels::tensorExpertGemv(
                 tasks, expertGemvBlocks[e4m3][int(ExpertGemvStreaming::Ring4)])
           : expertGemvStreaming;
   const int form = int(streaming);
-  int64_t blocks = std::min(expertGemvBlocks[e4m3][form], tasks);
+  // A ring form's clusters split K (1: none); as many clusters as hold at
+  // once, no more than the tasks.
+  int64_t cluster = 1, blocks = std::min(expertGemvBlocks[e4m3][form], tasks);
+  if (form > 0) {
+    const int64_t(&active)[kExpertGemvMaxCluster + 1] =
+        expertGemvClusters[e4m3][form - 1];
+    const int64_t groupsK = k / (e4m3 ? 128 : 64);
+    cluster = expertGemvCluster == 0
+                  ? chooseExpertGemvCluster(tasks, groupsK, active)
+                  : expertGemvCluster;
+    if (cluster < 1 || cluster > kExpertGemvMaxCluster || cluster > groupsK ||
+        active[cluster] <= 0)
+      cluster = 1;
+    blocks = std::min(active[cluster], tasks) * cluster;
+  }
   DeviceWeight w = weight, b = bias;
   w.rows = n;
   w.cols = k;
@@ -1885,9 +1949,31 @@ Status CudaKernels::tensorExpertGemv(
   const CUfunction fns[2][3] = {
       {expertGemvTcBf16Fn, expertGemvTcBf16Ring4Fn, expertGemvTcBf16Ring8Fn},
       {expertGemvTcE4m3Fn, expertGemvTcE4m3Ring4Fn, expertGemvTcE4m3Ring8Fn}};
-  DAYBREAK_RETURN_IF_ERROR(launchDependent(
-      fns[e4m3][form], "expertMatmul (tensor-core GEMV)", blocks, 1, 1, 128,
-      unsigned(expertGemvSharedBytes(streaming)), stream, params));
+  if (cluster == 1) {
+    DAYBREAK_RETURN_IF_ERROR(launchDependent(
+        fns[e4m3][form], "expertMatmul (tensor-core GEMV)", blocks, 1, 1, 128,
+        unsigned(expertGemvSharedBytes(streaming)), stream, params));
+  } else {
+    CUlaunchAttribute attributes[2] = {};
+    attributes[0].id = CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION;
+    attributes[0].value.clusterDim.x = unsigned(cluster);
+    attributes[0].value.clusterDim.y = 1;
+    attributes[0].value.clusterDim.z = 1;
+    attributes[1].id = CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION;
+    attributes[1].value.programmaticStreamSerializationAllowed = 1;
+    CUlaunchConfig config{};
+    config.gridDimX = unsigned(blocks);
+    config.gridDimY = config.gridDimZ = 1;
+    config.blockDimX = 128;
+    config.blockDimY = config.blockDimZ = 1;
+    config.sharedMemBytes = unsigned(expertGemvSharedBytes(streaming));
+    config.hStream = stream;
+    config.attrs = attributes;
+    config.numAttrs = programmatic ? 2 : 1;
+    DAYBREAK_RETURN_IF_ERROR(driver->check(
+        driver->cuLaunchKernelEx(&config, fns[e4m3][form], params, nullptr),
+        "expertMatmul (tensor-core GEMV, split over clusters)"));
+  }
   if (!routed)
     return Status::success();
   void *combine[] = {&y, &indices, &routingWeights, &experts, &tokens, &slots,
