@@ -2500,10 +2500,14 @@ expertGemvTensor(const float *__restrict__ x, int32_t perSlotInput,
   // run a block: a group's tasks spread over the blocks, so one of many
   // pairs (a shared expert's, every token's pair in one group), whose
   // tasks multiply more and restage x more often, loads no block more than
-  // a task's worth. Task, row and scale indices fit 32 bits (the launcher
-  // keeps N under 2^24 and the scales under 2^31): registers are what
-  // bounds the blocks an SM, so the loop keeps 32-bit state and reads
-  // sizes from the kernel's parameters where used.
+  // a task's worth. Where every group is one pair (a token's distinct
+  // experts: decode at one token), tasks are group-major instead (task =
+  // group x tiles + tile): a block's run then stays in one or two groups,
+  // whose x it stages once while a stage chunk holds the block's K range.
+  // Task, row and scale indices fit 32 bits (the launcher keeps N under
+  // 2^24 and the scales under 2^31): registers are what bounds the blocks
+  // an SM, so the loop keeps 32-bit state and reads sizes from the
+  // kernel's parameters where used.
   //
   // The ring forms may run as clusters of C blocks that split K: every
   // block of a cluster takes the cluster's run of tasks, block `rank` the
@@ -2513,7 +2517,10 @@ expertGemvTensor(const float *__restrict__ x, int32_t perSlotInput,
   // tasks spread evenly over the few blocks a ring leaves an SM.
   const int rowTiles = int((n + kEgRows - 1) / kEgRows);
   const int tasks = groupCount * rowTiles;
-  auto groupOfTask = [&](int which) { return which % groupCount; };
+  const bool groupMajor = valid == groupCount;
+  auto groupOfTask = [&](int which) {
+    return groupMajor ? which / rowTiles : which % groupCount;
+  };
   const int kGroups = int(k / S::kGroupK);
   const uint32_t clusters = kStages > 0 ? clusterSize() : 1u;
   const uint32_t rank = kStages > 0 ? clusterRank() : 0u;
@@ -2528,7 +2535,9 @@ expertGemvTensor(const float *__restrict__ x, int32_t perSlotInput,
   // g and g + 8 (clamped to the last row; such rows are never written;
   // the second `second` bytes after the first); `scaleAt` indexes the
   // tile's scale row.
-  auto tileBaseOf = [&](int which) { return (which / groupCount) * kEgRows; };
+  auto tileBaseOf = [&](int which) {
+    return (groupMajor ? which % rowTiles : which / groupCount) * kEgRows;
+  };
   auto tileRowOf = [&](int which) { return tileBaseOf(which) + warp * 16; };
   auto rowsOf = [&](int which, const uint8_t *&src0, int32_t &second,
                     int32_t &scaleAt) {
