@@ -476,4 +476,29 @@ TEST(GemmTiles, ExpertGemvStreamingBoundaries) {
   EXPECT_EQ(chooseExpertGemvStreaming(792, 396), ExpertGemvStreaming::Ring4);
 }
 
+TEST(GemmTiles, ExpertGemvClusterBalancesTheBusiestCluster) {
+  // The 8-slot ring on an H100's 132 SMs (two blocks an SM), clusters of
+  // c blocks as if every size packed the SMs: 264 / c.
+  int64_t active[kExpertGemvMaxCluster + 1] = {};
+  for (int c = 1; c <= kExpertGemvMaxCluster; ++c)
+    active[c] = 264 / c;
+  // DeepSeek-V3.2's gate/up at one token with the shared slot: 576 tasks
+  // of 56 K groups. Unsplit, some blocks take 3 tasks (168 groups); over
+  // clusters of 4, 9 quarter tasks of 14 groups plus the reduction's one
+  // (135), the least of every size.
+  EXPECT_EQ(chooseExpertGemvCluster(576, 56, active), 4);
+  // Its down projection: 1008 tasks of 16 groups, 4 a block unsplit (64);
+  // clusters of 2 take 8 tasks of 8 + 1 (72).
+  EXPECT_EQ(chooseExpertGemvCluster(1008, 16, active), 1);
+  // Fewer tasks than blocks: every cluster one task, the widest that
+  // still saves 3 % a step (8: 1 task x (2 + 1)).
+  EXPECT_EQ(chooseExpertGemvCluster(20, 16, active), 8);
+  // No wider than K's groups, nor a size the GPU cannot hold.
+  EXPECT_EQ(chooseExpertGemvCluster(20, 2, active), 1);
+  active[8] = active[7] = active[6] = active[5] = 0;
+  EXPECT_EQ(chooseExpertGemvCluster(20, 16, active), 4);
+  // No tasks: unsplit.
+  EXPECT_EQ(chooseExpertGemvCluster(0, 56, active), 1);
+}
+
 } // namespace
