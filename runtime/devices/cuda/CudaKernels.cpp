@@ -59,6 +59,30 @@ Status checkLibraryFingerprint(const artifact::CodeImage &image,
 
 namespace {
 
+/// Clusters of `size` blocks of `threads` threads and `sharedBytes` of
+/// dynamic shared memory that the GPU holds of `fn` at once: 0 for a size
+/// it cannot hold (the driver's answer, or its error), never chosen.
+int64_t maxActiveClusters(const Driver &driver, CUfunction fn, unsigned size,
+                          unsigned threads, unsigned sharedBytes) {
+  CUlaunchAttribute attribute{};
+  attribute.id = CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION;
+  attribute.value.clusterDim.x = size;
+  attribute.value.clusterDim.y = 1;
+  attribute.value.clusterDim.z = 1;
+  CUlaunchConfig config{};
+  config.gridDimX = size * 1024;
+  config.gridDimY = config.gridDimZ = 1;
+  config.blockDimX = threads;
+  config.blockDimY = config.blockDimZ = 1;
+  config.sharedMemBytes = sharedBytes;
+  config.attrs = &attribute;
+  config.numAttrs = 1;
+  int active = 0;
+  if (driver.cuOccupancyMaxActiveClusters(&active, fn, &config) != CUDA_SUCCESS)
+    return 0;
+  return active;
+}
+
 /// The kernels' `Cache` argument (CudaKernels.cu): same members and layout.
 struct KernelCache {
   CUdeviceptr base;
@@ -388,26 +412,8 @@ StatusOr<CudaKernels> CudaKernels::load(const Driver &driver, CUmodule module) {
       int64_t(&active)[kExpertGemvMaxCluster + 1] =
           kernels.expertGemvClusters[e4m3][form - 1];
       active[1] = kernels.expertGemvBlocks[e4m3][form];
-      for (unsigned c = 2; c <= unsigned(kExpertGemvMaxCluster); ++c) {
-        CUlaunchAttribute attribute{};
-        attribute.id = CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION;
-        attribute.value.clusterDim.x = c;
-        attribute.value.clusterDim.y = 1;
-        attribute.value.clusterDim.z = 1;
-        CUlaunchConfig config{};
-        config.gridDimX = c * 1024;
-        config.gridDimY = config.gridDimZ = 1;
-        config.blockDimX = 128;
-        config.blockDimY = config.blockDimZ = 1;
-        config.sharedMemBytes = unsigned(bytes);
-        config.attrs = &attribute;
-        config.numAttrs = 1;
-        int clusters = 0;
-        if (status.ok() && driver.cuOccupancyMaxActiveClusters(
-                               &clusters, fn, &config) != CUDA_SUCCESS)
-          clusters = 0;
-        active[c] = clusters;
-      }
+      for (unsigned c = 2; c <= unsigned(kExpertGemvMaxCluster); ++c)
+        active[c] = maxActiveClusters(driver, fn, c, 128, unsigned(bytes));
     }
   // The tensor-core GEMVs: shared memory up to the opt-in limit, and how
   // many blocks of each fit an SM by registers.
@@ -460,27 +466,9 @@ StatusOr<CudaKernels> CudaKernels::load(const Driver &driver, CUmodule module) {
               kernels.sharedPerSm / b - kernels.sharedReserved,
               kernels.sharedPerBlock));
           kernel.activeClusters[1][b] = kernels.multiprocessors * b;
-          for (unsigned c = 2; c <= TensorGemvKernel::kMaxCluster; ++c) {
-            CUlaunchAttribute attribute{};
-            attribute.id = CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION;
-            attribute.value.clusterDim.x = c;
-            attribute.value.clusterDim.y = 1;
-            attribute.value.clusterDim.z = 1;
-            CUlaunchConfig config{};
-            config.gridDimX = c * 1024;
-            config.gridDimY = config.gridDimZ = 1;
-            config.blockDimX = threads;
-            config.blockDimY = config.blockDimZ = 1;
-            config.sharedMemBytes = bytes;
-            config.attrs = &attribute;
-            config.numAttrs = 1;
-            // A size the GPU cannot hold is left at 0 (never chosen).
-            int active = 0;
-            if (driver.cuOccupancyMaxActiveClusters(&active, kernel.fn,
-                                                    &config) != CUDA_SUCCESS)
-              active = 0;
-            kernel.activeClusters[c][b] = active;
-          }
+          for (unsigned c = 2; c <= TensorGemvKernel::kMaxCluster; ++c)
+            kernel.activeClusters[c][b] =
+                maxActiveClusters(driver, kernel.fn, c, threads, bytes);
         }
       }
   // Beyond the 48 KiB default: tc128's Q parts (its tiles are static),
