@@ -1906,26 +1906,34 @@ Status CudaKernels::tensorExpertGemv(
   int64_t groups = std::min(pairs, experts + ceilDiv(pairs, 8));
   const int64_t tasks = groups * ceilDiv(n, kExpertGemvRows);
   const int e4m3 = weight.type == 2;
+  // The cluster a ring form splits K over (1: none): the forced size, or
+  // chooseExpertGemvCluster's, where it fits the GPU and K.
+  const int64_t groupsK = k / (e4m3 ? 128 : 64);
+  auto ringCluster = [&](ExpertGemvStreaming ring) -> int64_t {
+    const int64_t(&active)[kExpertGemvMaxCluster + 1] =
+        expertGemvClusters[e4m3][int(ring) - 1];
+    int64_t cluster = expertGemvCluster == 0
+                          ? chooseExpertGemvCluster(tasks, groupsK, active)
+                          : expertGemvCluster;
+    if (cluster < 1 || cluster > kExpertGemvMaxCluster || cluster > groupsK ||
+        active[cluster] <= 0)
+      return 1;
+    return cluster;
+  };
   const ExpertGemvStreaming streaming =
       expertGemvStreaming == ExpertGemvStreaming::Auto
           ? chooseExpertGemvStreaming(
-                tasks, expertGemvBlocks[e4m3][int(ExpertGemvStreaming::Ring4)])
+                tasks, expertGemvBlocks[e4m3][int(ExpertGemvStreaming::Ring4)],
+                int(ringCluster(ExpertGemvStreaming::Ring4)))
           : expertGemvStreaming;
   const int form = int(streaming);
-  // A ring form's clusters split K (1: none); as many clusters as hold at
-  // once, no more than the tasks.
+  // As many blocks (a ring form: clusters) as hold at once, no more than
+  // the tasks.
   int64_t cluster = 1, blocks = std::min(expertGemvBlocks[e4m3][form], tasks);
   if (form > 0) {
-    const int64_t(&active)[kExpertGemvMaxCluster + 1] =
-        expertGemvClusters[e4m3][form - 1];
-    const int64_t groupsK = k / (e4m3 ? 128 : 64);
-    cluster = expertGemvCluster == 0
-                  ? chooseExpertGemvCluster(tasks, groupsK, active)
-                  : expertGemvCluster;
-    if (cluster < 1 || cluster > kExpertGemvMaxCluster || cluster > groupsK ||
-        active[cluster] <= 0)
-      cluster = 1;
-    blocks = std::min(active[cluster], tasks) * cluster;
+    cluster = ringCluster(streaming);
+    blocks =
+        std::min(expertGemvClusters[e4m3][form - 1][cluster], tasks) * cluster;
   }
   DeviceWeight w = weight, b = bias;
   w.rows = n;

@@ -187,17 +187,18 @@ enum class ExpertGemvStreaming { Registers, Ring4, Ring8, Auto };
 /// when `ringBlocks` blocks of the 4-slot ring fit the GPU at once (its
 /// shared memory holds it to 3 an SM, against 6 for the registers form;
 /// the grid is never larger than that, each block taking its tasks in
-/// turn). The ring streams better a block, so it wins where every block
-/// has one task (the grid is the tasks) or at least two (a round of
-/// tasks that only part of the blocks take costs at most a third of the
-/// launch). Between one and two rounds the registers form, whose twice as
-/// many blocks take every task at once, wins. Measured on the H200
-/// (bench/NOTES.md, session 31: DeepSeek-V3.2's and GLM-5.3-Flash's expert
-/// shapes at 1 and 8 tokens): this picks the faster form in each of the
-/// eight cases.
-constexpr ExpertGemvStreaming chooseExpertGemvStreaming(int64_t tasks,
-                                                        int64_t ringBlocks) {
-  return tasks <= ringBlocks || tasks >= 2 * ringBlocks
+/// turn) and chooseExpertGemvCluster splits the ring's K over clusters of
+/// `ringCluster` blocks. The ring streams better a block, so it wins where
+/// every block has one task (the grid is the tasks), at least two (a
+/// round of tasks that only part of the blocks take costs at most a third
+/// of the launch), or where the split evens out the partial round. Only
+/// between one and two rounds unsplit does the registers form, whose
+/// twice as many blocks take every task at once, win. Measured on the
+/// H200 unsplit (session 31) and on the H100 split (session 40): this
+/// picks the faster form in each case of bench/NOTES.md.
+constexpr ExpertGemvStreaming
+chooseExpertGemvStreaming(int64_t tasks, int64_t ringBlocks, int ringCluster) {
+  return tasks <= ringBlocks || tasks >= 2 * ringBlocks || ringCluster > 1
              ? ExpertGemvStreaming::Ring4
              : ExpertGemvStreaming::Registers;
 }
