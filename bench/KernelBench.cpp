@@ -1431,12 +1431,26 @@ void benchExpertGemv(const CudaKernels &kernels, int iterations,
                       "bandwidth (no routing weights: no combine)\n",
                       "", "", "tensor gemv", aloneSeconds * 1e6,
                       percent(aloneSeconds));
-        // Each way of streaming the weights, forced.
-        for (auto [form, name] :
-             {std::pair{ExpertGemvStreaming::Registers, "registers"},
-              {ExpertGemvStreaming::Ring4, "ring of 4"},
-              {ExpertGemvStreaming::Ring8, "ring of 8"}}) {
-          CudaKernels forced = kernels.withExpertGemvStreaming(form);
+        // Each way of streaming the weights, forced; the ring forms unsplit,
+        // split as chooseExpertGemvCluster picks, and over clusters of 2
+        // and 4 blocks.
+        struct Forced {
+          ExpertGemvStreaming form;
+          int cluster;
+          const char *name;
+        };
+        for (Forced f : {Forced{ExpertGemvStreaming::Registers, 1, "registers"},
+                         {ExpertGemvStreaming::Ring4, 1, "ring of 4"},
+                         {ExpertGemvStreaming::Ring4, 0, "ring4 split"},
+                         {ExpertGemvStreaming::Ring4, 2, "ring4 by 2"},
+                         {ExpertGemvStreaming::Ring4, 4, "ring4 by 4"},
+                         {ExpertGemvStreaming::Ring8, 1, "ring of 8"},
+                         {ExpertGemvStreaming::Ring8, 0, "ring8 split"},
+                         {ExpertGemvStreaming::Ring8, 2, "ring8 by 2"},
+                         {ExpertGemvStreaming::Ring8, 4, "ring8 by 4"}}) {
+          CudaKernels forced =
+              kernels.withExpertGemvStreaming(f.form).withExpertGemvCluster(
+                  f.cluster);
           double seconds = timeGraph(
               [&](int i, CUstream stream) {
                 return forced.expertMatmul(x, shape.perSlot, w, experts, n, k,
@@ -1447,7 +1461,7 @@ void benchExpertGemv(const CudaKernels &kernels, int iterations,
               count);
           std::printf("%-18s %-52s %-12s %10.2f us %5.1f%% of the copy "
                       "bandwidth\n",
-                      "", "", name, seconds * 1e6, percent(seconds));
+                      "", "", f.name, seconds * 1e6, percent(seconds));
         }
         // The last launch, both kernels, against each other.
         check(cudaCores(count - 1, nullptr));

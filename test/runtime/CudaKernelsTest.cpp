@@ -3490,7 +3490,9 @@ TEST_F(CudaKernelsTest, WarpgroupGemm) {
 /// products of the weight and x's three 16-bit parts are exact; a 128-column
 /// group's sum runs through at most 24 mma accumulations of 16 products (up
 /// to 40 roundings, truncating: 2u each), then one fold a group with its
-/// scale (K / 128 roundings), the bias, and with routing weights a product
+/// scale (K / 128 roundings; split over C blocks, at most ceil(K / 128C) in
+/// a block and C - 1 adding the blocks' sums: no more), the bias, and with
+/// routing weights a product
 /// and `slots` additions. x's f16 parts are scaled by a power of two per
 /// 128 columns (at most twice the group's largest |x|), so a part below
 /// f16's subnormal step loses at most 2^-25 of that scale: an absolute
@@ -3570,10 +3572,11 @@ TEST_F(CudaKernelsTest, TensorCoreExpertGemv) {
   // multiple of the 64-row task; K the smallest the kernel takes, 1024,
   // and long enough that one pair's x takes two stage chunks (37 e4m3
   // groups a chunk); x spans 2^-30 to 2^30 between 128-column groups;
-  // NaN codes. Outputs NaN-poisoned first; the registers form forced
-  // twice, the expertMatmul run and both ring forms bitwise equal
-  // (deterministic, expertMatmul took this kernel, and the forms differ
-  // only in how the weights arrive).
+  // NaN codes. Outputs NaN-poisoned first. Every form, the ring forms
+  // also split over clusters of 2 and 3 blocks, within the exact result's
+  // bound; the registers form forced twice and both unsplit rings bitwise
+  // equal (deterministic, and the forms differ only in how the weights
+  // arrive), a split form and expertMatmul bitwise equal run to run.
   struct Format {
     cpu::WeightType type;
     int64_t blockN, blockK;
@@ -3669,21 +3672,32 @@ TEST_F(CudaKernelsTest, TensorCoreExpertGemv) {
                             long(slots), perSlot, routed, withBias,
                             skewed ? "skewed" : "shared");
               std::vector<std::vector<float>> results;
-              // Attempts 0 and 1: the registers form, forced; 2: as
-              // expertMatmul picks it; 3 and 4: the ring forms, forced.
-              const ExpertGemvStreaming forms[5] = {
-                  ExpertGemvStreaming::Registers,
-                  ExpertGemvStreaming::Registers,
-                  ExpertGemvStreaming::Registers, ExpertGemvStreaming::Ring4,
-                  ExpertGemvStreaming::Ring8};
-              for (int attempt = 0; attempt < 5; ++attempt) {
+              // Attempts 0 and 1: the registers form, forced; 2 and 8: as
+              // expertMatmul picks it; 3 and 4: the ring forms unsplit; 5
+              // to 7: split over clusters of 2 and 3 blocks (where K has
+              // the groups).
+              struct Attempt {
+                ExpertGemvStreaming form;
+                int cluster; // withExpertGemvCluster's; -1: expertMatmul
+              };
+              const Attempt attempts[9] = {{ExpertGemvStreaming::Registers, 1},
+                                           {ExpertGemvStreaming::Registers, 1},
+                                           {ExpertGemvStreaming::Auto, -1},
+                                           {ExpertGemvStreaming::Ring4, 1},
+                                           {ExpertGemvStreaming::Ring8, 1},
+                                           {ExpertGemvStreaming::Ring4, 2},
+                                           {ExpertGemvStreaming::Ring8, 3},
+                                           {ExpertGemvStreaming::Ring8, 3},
+                                           {ExpertGemvStreaming::Auto, -1}};
+              for (const Attempt &attempt : attempts) {
                 // Poisoned (NaN) first: every output must be written.
                 ASSERT_EQ(
                     driver->cuMemsetD8(dOut.get(), 0xff, expected.size() * 4),
                     CUDA_SUCCESS);
                 CudaKernels forced =
-                    kernels->withExpertGemvStreaming(forms[attempt]);
-                expectRan(attempt != 2
+                    kernels->withExpertGemvStreaming(attempt.form)
+                        .withExpertGemvCluster(attempt.cluster);
+                expectRan(attempt.cluster >= 0
                               ? forced.tensorExpertGemv(
                                     dx, perSlot, gw, experts, s.n, s.k, dIdx,
                                     tokens, slots, routed ? dR.get() : 0, dOut,
@@ -3703,12 +3717,31 @@ TEST_F(CudaKernelsTest, TensorCoreExpertGemv) {
                   withBias ? bias.bytes : std::vector<uint8_t>(), indices,
                   experts, s.n, s.k, tokens, slots,
                   routed ? routing : std::vector<float>());
-              int64_t bad = testutil::firstOutOfBound(results[0], exact);
-              EXPECT_EQ(bad, -1)
-                  << shape << ": element " << bad << " is "
-                  << results[0][std::max<int64_t>(bad, 0)] << ", exact "
-                  << exact.exact[std::max<int64_t>(bad, 0)] << " +- "
-                  << exact.bound[std::max<int64_t>(bad, 0)];
+              // Every attempt within the bound, NaNs where the CPU's are.
+              const char *names[9] = {"registers",
+                                      "registers again",
+                                      "expertMatmul",
+                                      "4-slot ring",
+                                      "8-slot ring",
+                                      "4-slot ring, clusters of 2",
+                                      "8-slot ring, clusters of 3",
+                                      "8-slot ring, clusters of 3 "
+                                      "again",
+                                      "expertMatmul again"};
+              for (int a = 0; a < 9; ++a) {
+                int64_t bad = testutil::firstOutOfBound(results[a], exact);
+                EXPECT_EQ(bad, -1)
+                    << shape << ", " << names[a] << ": element " << bad
+                    << " is " << results[a][std::max<int64_t>(bad, 0)]
+                    << ", exact " << exact.exact[std::max<int64_t>(bad, 0)]
+                    << " +- " << exact.bound[std::max<int64_t>(bad, 0)];
+                int64_t nanMismatch = 0;
+                for (size_t i = 0; i < expected.size(); ++i)
+                  nanMismatch +=
+                      std::isnan(expected[i]) != std::isnan(results[a][i]);
+                EXPECT_EQ(nanMismatch, 0)
+                    << shape << ", " << names[a] << ": NaNs unlike the CPU's";
+              }
               double worst = 0.0;
               for (size_t i = 0; i < results[0].size(); ++i)
                 if (exact.bound[i] > 0 && !std::isnan(exact.exact[i]))
@@ -3716,22 +3749,16 @@ TEST_F(CudaKernelsTest, TensorCoreExpertGemv) {
                                    std::fabs(results[0][i] - exact.exact[i]) /
                                        exact.bound[i]);
               report("expertGemv err/bound", shape, worst);
-              int64_t nanMismatch = 0;
-              for (size_t i = 0; i < expected.size(); ++i)
-                nanMismatch +=
-                    std::isnan(expected[i]) != std::isnan(results[0][i]);
-              EXPECT_EQ(nanMismatch, 0) << shape << ": NaNs unlike the CPU's";
-              // Every form adds the same products in the same order.
-              const char *differs[5] = {"", ": a second run differs",
-                                        ": expertMatmul differs",
-                                        ": the 4-slot ring differs",
-                                        ": the 8-slot ring differs"};
-              for (int attempt = 1; attempt < 5; ++attempt)
-                EXPECT_EQ(std::memcmp(results[0].data(),
-                                      results[attempt].data(),
+              // The unsplit forms add the same products in the same order;
+              // a split one and expertMatmul give the same bits run to run.
+              const std::pair<int, int> same[5] = {
+                  {1, 0}, {3, 0}, {4, 0}, {7, 6}, {8, 2}};
+              for (auto [a, b] : same)
+                EXPECT_EQ(std::memcmp(results[a].data(), results[b].data(),
                                       expected.size() * 4),
                           0)
-                    << shape << differs[attempt];
+                    << shape << ": " << names[a] << " differs from "
+                    << names[b];
             }
     }
   }
@@ -3950,19 +3977,23 @@ TEST_F(CudaKernelsTest, StoredWeightExpertAndHeadMatmul) {
 
 TEST_F(CudaKernelsTest, HeadMatmulTensorCores) {
   // lm.head_matmul on bf16 [H, N, K] weights (MLA's W_UK, transposed at
-  // compile time, and W_UV) takes the per-head tensor-core GEMM: x split
-  // exactly into three parts (the exact mode: 1e-5 of the CPU's row), and
-  // under --precision=bf16 rounded to bf16 in the kernel (against the CPU
-  // on x rounded on the host, and it must differ from the exact result; no
-  // rounding scratch is given: the kernel needs none). Shapes: decode (one
-  // token, DeepSeek's 128 heads of 128 -> 512), prefill tiles with partial
-  // row and column tiles, K of one 16-column step.
+  // compile time, and W_UV) takes the per-head GEMV at up to 4 tokens and
+  // the per-head tensor-core GEMM beyond (x split exactly into three
+  // parts): the exact mode within 1e-5 of the CPU's row, and under
+  // --precision=bf16 x rounded to bf16 in the kernel (against the CPU on x
+  // rounded on the host, and it must differ from the exact result; no
+  // rounding scratch is given: neither kernel needs one). Shapes: decode
+  // (one token, DeepSeek's 128 heads of 128 -> 512 and 512 -> 128), the
+  // GEMV's other K (64, 256, 1024: 8 to 128 chunks a row) at 2 to 4 tokens
+  // with N off its rows a warp, prefill tiles with partial row and column
+  // tiles, K of one 16-column step.
   struct Shape {
     int64_t tokens, heads, k, n;
   };
   for (Shape c :
-       {Shape{1, 128, 128, 512}, Shape{1, 128, 512, 128},
-        Shape{200, 4, 512, 128}, Shape{130, 3, 48, 200}, Shape{5, 2, 16, 65}}) {
+       {Shape{1, 128, 128, 512}, Shape{1, 128, 512, 128}, Shape{3, 5, 64, 33},
+        Shape{2, 7, 256, 100}, Shape{4, 3, 1024, 17}, Shape{200, 4, 512, 128},
+        Shape{130, 3, 48, 200}, Shape{5, 2, 16, 65}}) {
     DeviceWeight bf16Weight;
     bf16Weight.type = 1;
     ASSERT_TRUE(CudaKernels::headGemmApplies(bf16Weight, true, c.k, true));

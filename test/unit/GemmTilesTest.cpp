@@ -430,50 +430,115 @@ TEST(GemmTiles, WeightRuleIsDeepSeeksBlocks) {
   EXPECT_FALSE(fp8GemmWeightApplies(128, 128, 0));
 }
 
-// The decode expert GEMV's streaming form against the H200's timings of
-// both forced forms (`DaybreakKernelBench 20 experts`, bench/NOTES.md,
-// session 31; bench/results/2026-12-05-h200-session31/experts.txt.xz):
+// The decode expert GEMV's streaming form against measured timings of
+// the forced forms (`DaybreakKernelBench 20 experts`, bench/NOTES.md):
 // 8 slots a token, 132 SMs x 3 resident blocks of the ring of 4. Tasks are
 // pair groups (the pairs, at most one an expert plus one per 8) times
-// 64-row tiles of N.
-TEST(GemmTiles, ExpertGemvStreamingPicksTheFasterMeasuredForm) {
-  struct Case {
-    const char *name;
-    int64_t tokens, n;
-    double registersUs, ring4Us;
+// 64-row tiles of N; K groups are 128 columns (e4m3).
+struct MeasuredExpertGemv {
+  const char *name;
+  int64_t tokens, n, k;
+  double registersUs, ring4Us;
+};
+
+int64_t expertGemvTasks(const MeasuredExpertGemv &c) {
+  constexpr int64_t kSlots = 8, kExperts = 256;
+  int64_t pairs = c.tokens * kSlots;
+  int64_t groups = std::min(pairs, kExperts + (pairs + 7) / 8);
+  return groups * ((c.n + 63) / 64);
+}
+
+void expectFasterForm(const MeasuredExpertGemv &c, int64_t ringCluster) {
+  constexpr int64_t kRingBlocks = 132 * 3;
+  ExpertGemvStreaming faster = c.ring4Us < c.registersUs
+                                   ? ExpertGemvStreaming::Ring4
+                                   : ExpertGemvStreaming::Registers;
+  EXPECT_EQ(chooseExpertGemvStreaming(expertGemvTasks(c), kRingBlocks,
+                                      int(ringCluster)),
+            faster)
+      << c.name << " (" << expertGemvTasks(c) << " tasks, clusters of "
+      << ringCluster << ")";
+}
+
+// The H200, rings unsplit (session 31;
+// bench/results/2026-12-05-h200-session31/experts.txt.xz): between one and
+// two rounds the registers form wins.
+TEST(GemmTiles, ExpertGemvStreamingPicksTheFasterUnsplitForm) {
+  const MeasuredExpertGemv cases[] = {
+      {"DeepSeek-V3.2 gate+up, T = 1", 1, 4096, 7168, 96.0, 119.5},
+      {"DeepSeek-V3.2 gate+up, T = 8", 8, 4096, 7168, 672.4, 649.0},
+      {"DeepSeek-V3.2 gate, T = 1", 1, 2048, 7168, 63.5, 52.0},
+      {"DeepSeek-V3.2 down, T = 1", 1, 7168, 2048, 58.9, 50.8},
+      {"DeepSeek-V3.2 down, T = 8", 8, 7168, 2048, 291.9, 256.6},
+      {"GLM-5.3-Flash gate+up, T = 1", 1, 4096, 4096, 53.9, 61.2},
+      {"GLM-5.3-Flash down, T = 1", 1, 4096, 2048, 31.6, 35.2},
+      {"GLM-5.3-Flash down, T = 8", 8, 4096, 2048, 184.5, 178.4},
   };
-  const Case cases[] = {
-      {"DeepSeek-V3.2 gate+up, T = 1", 1, 4096, 96.0, 119.5},
-      {"DeepSeek-V3.2 gate+up, T = 8", 8, 4096, 672.4, 649.0},
-      {"DeepSeek-V3.2 gate, T = 1", 1, 2048, 63.5, 52.0},
-      {"DeepSeek-V3.2 down, T = 1", 1, 7168, 58.9, 50.8},
-      {"DeepSeek-V3.2 down, T = 8", 8, 7168, 291.9, 256.6},
-      {"GLM-5.3-Flash gate+up, T = 1", 1, 4096, 53.9, 61.2},
-      {"GLM-5.3-Flash down, T = 1", 1, 4096, 31.6, 35.2},
-      {"GLM-5.3-Flash down, T = 8", 8, 4096, 184.5, 178.4},
+  for (const MeasuredExpertGemv &c : cases)
+    expectFasterForm(c, 1);
+}
+
+// The H100, the ring of 4 split as chooseExpertGemvCluster picks (session
+// 40; bench/results/2026-12-06-h100-session40/experts.txt.xz), clusters
+// of c modelled as packing the SMs (396 / c at once): the split evens out
+// the partial round, and the ring wins every case.
+TEST(GemmTiles, ExpertGemvStreamingPicksTheFasterSplitForm) {
+  const MeasuredExpertGemv cases[] = {
+      {"DeepSeek-V3.2 gate+up, T = 1", 1, 4096, 7168, 133.48, 103.35},
+      {"DeepSeek-V3.2 gate+up, T = 8", 8, 4096, 7168, 849.75, 679.84},
+      {"DeepSeek-V3.2 gate, T = 1", 1, 2048, 7168, 63.47, 55.97},
+      {"DeepSeek-V3.2 gate, T = 8", 8, 2048, 7168, 453.59, 353.93},
+      {"DeepSeek-V3.2 down, T = 1", 1, 7168, 2048, 72.41, 58.08},
+      {"DeepSeek-V3.2 down, T = 8", 8, 7168, 2048, 404.91, 343.52},
+      {"GLM-5.3-Flash gate+up, T = 1", 1, 4096, 4096, 74.88, 62.55},
+      {"GLM-5.3-Flash gate, T = 1", 1, 2048, 4096, 37.31, 35.03},
+      {"GLM-5.3-Flash down, T = 1", 1, 4096, 2048, 37.49, 36.65},
+      {"GLM-5.3-Flash down, T = 8", 8, 4096, 2048, 240.64, 208.68},
   };
-  constexpr int64_t kSlots = 8, kExperts = 256, kRingBlocks = 132 * 3;
-  for (const Case &c : cases) {
-    int64_t pairs = c.tokens * kSlots;
-    int64_t groups = std::min(pairs, kExperts + (pairs + 7) / 8);
-    int64_t tasks = groups * ((c.n + 63) / 64);
-    ExpertGemvStreaming faster = c.ring4Us < c.registersUs
-                                     ? ExpertGemvStreaming::Ring4
-                                     : ExpertGemvStreaming::Registers;
-    EXPECT_EQ(chooseExpertGemvStreaming(tasks, kRingBlocks), faster)
-        << c.name << " (" << tasks << " tasks)";
-  }
+  int64_t active[kExpertGemvMaxCluster + 1] = {};
+  for (int c = 1; c <= kExpertGemvMaxCluster; ++c)
+    active[c] = 396 / c;
+  for (const MeasuredExpertGemv &c : cases)
+    expectFasterForm(
+        c, chooseExpertGemvCluster(expertGemvTasks(c), c.k / 128, active));
 }
 
 TEST(GemmTiles, ExpertGemvStreamingBoundaries) {
   // One task a block, then between one and two rounds, then two or more.
-  EXPECT_EQ(chooseExpertGemvStreaming(1, 396), ExpertGemvStreaming::Ring4);
-  EXPECT_EQ(chooseExpertGemvStreaming(396, 396), ExpertGemvStreaming::Ring4);
-  EXPECT_EQ(chooseExpertGemvStreaming(397, 396),
+  EXPECT_EQ(chooseExpertGemvStreaming(1, 396, 1), ExpertGemvStreaming::Ring4);
+  EXPECT_EQ(chooseExpertGemvStreaming(396, 396, 1), ExpertGemvStreaming::Ring4);
+  EXPECT_EQ(chooseExpertGemvStreaming(397, 396, 1),
             ExpertGemvStreaming::Registers);
-  EXPECT_EQ(chooseExpertGemvStreaming(791, 396),
+  EXPECT_EQ(chooseExpertGemvStreaming(791, 396, 1),
             ExpertGemvStreaming::Registers);
-  EXPECT_EQ(chooseExpertGemvStreaming(792, 396), ExpertGemvStreaming::Ring4);
+  EXPECT_EQ(chooseExpertGemvStreaming(792, 396, 1), ExpertGemvStreaming::Ring4);
+  // A split ring evens out the partial round.
+  EXPECT_EQ(chooseExpertGemvStreaming(397, 396, 2), ExpertGemvStreaming::Ring4);
+}
+
+TEST(GemmTiles, ExpertGemvClusterBalancesTheBusiestCluster) {
+  // The 8-slot ring on an H100's 132 SMs (two blocks an SM), clusters of
+  // c blocks as if every size packed the SMs: 264 / c.
+  int64_t active[kExpertGemvMaxCluster + 1] = {};
+  for (int c = 1; c <= kExpertGemvMaxCluster; ++c)
+    active[c] = 264 / c;
+  // DeepSeek-V3.2's gate/up at one token with the shared slot: 576 tasks
+  // of 56 K groups. Unsplit, some blocks take 3 tasks (168 groups); over
+  // clusters of 4, 9 quarter tasks of 14 groups plus the reduction's one
+  // (135), the least of every size.
+  EXPECT_EQ(chooseExpertGemvCluster(576, 56, active), 4);
+  // Its down projection: 1008 tasks of 16 groups, 4 a block unsplit (64);
+  // clusters of 2 take 8 tasks of 8 + 1 (72).
+  EXPECT_EQ(chooseExpertGemvCluster(1008, 16, active), 1);
+  // Fewer tasks than blocks: every cluster one task, the widest that
+  // still saves 3 % a step (8: 1 task x (2 + 1)).
+  EXPECT_EQ(chooseExpertGemvCluster(20, 16, active), 8);
+  // No wider than K's groups, nor a size the GPU cannot hold.
+  EXPECT_EQ(chooseExpertGemvCluster(20, 2, active), 1);
+  active[8] = active[7] = active[6] = active[5] = 0;
+  EXPECT_EQ(chooseExpertGemvCluster(20, 16, active), 4);
+  // No tasks: unsplit.
+  EXPECT_EQ(chooseExpertGemvCluster(0, 56, active), 1);
 }
 
 } // namespace

@@ -59,6 +59,30 @@ Status checkLibraryFingerprint(const artifact::CodeImage &image,
 
 namespace {
 
+/// Clusters of `size` blocks of `threads` threads and `sharedBytes` of
+/// dynamic shared memory that the GPU holds of `fn` at once: 0 for a size
+/// it cannot hold (the driver's answer, or its error), never chosen.
+int64_t maxActiveClusters(const Driver &driver, CUfunction fn, unsigned size,
+                          unsigned threads, unsigned sharedBytes) {
+  CUlaunchAttribute attribute{};
+  attribute.id = CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION;
+  attribute.value.clusterDim.x = size;
+  attribute.value.clusterDim.y = 1;
+  attribute.value.clusterDim.z = 1;
+  CUlaunchConfig config{};
+  config.gridDimX = size * 1024;
+  config.gridDimY = config.gridDimZ = 1;
+  config.blockDimX = threads;
+  config.blockDimY = config.blockDimZ = 1;
+  config.sharedMemBytes = sharedBytes;
+  config.attrs = &attribute;
+  config.numAttrs = 1;
+  int active = 0;
+  if (driver.cuOccupancyMaxActiveClusters(&active, fn, &config) != CUDA_SUCCESS)
+    return 0;
+  return active;
+}
+
 /// The kernels' `Cache` argument (CudaKernels.cu): same members and layout.
 struct KernelCache {
   CUdeviceptr base;
@@ -381,6 +405,15 @@ StatusOr<CudaKernels> CudaKernels::load(const Driver &driver, CUmodule module) {
             "cuOccupancyMaxActiveBlocksPerMultiprocessor");
       kernels.expertGemvBlocks[e4m3][form] =
           int64_t(std::max(sms, 1)) * std::max(blocks, 1);
+      if (form == 0)
+        continue;
+      // The ring forms' clusters (0 for a size the GPU cannot hold: the
+      // driver's answer, or its error, never chosen).
+      int64_t(&active)[kExpertGemvMaxCluster + 1] =
+          kernels.expertGemvClusters[e4m3][form - 1];
+      active[1] = kernels.expertGemvBlocks[e4m3][form];
+      for (unsigned c = 2; c <= unsigned(kExpertGemvMaxCluster); ++c)
+        active[c] = maxActiveClusters(driver, fn, c, 128, unsigned(bytes));
     }
   // The tensor-core GEMVs: shared memory up to the opt-in limit, and how
   // many blocks of each fit an SM by registers.
@@ -433,27 +466,9 @@ StatusOr<CudaKernels> CudaKernels::load(const Driver &driver, CUmodule module) {
               kernels.sharedPerSm / b - kernels.sharedReserved,
               kernels.sharedPerBlock));
           kernel.activeClusters[1][b] = kernels.multiprocessors * b;
-          for (unsigned c = 2; c <= TensorGemvKernel::kMaxCluster; ++c) {
-            CUlaunchAttribute attribute{};
-            attribute.id = CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION;
-            attribute.value.clusterDim.x = c;
-            attribute.value.clusterDim.y = 1;
-            attribute.value.clusterDim.z = 1;
-            CUlaunchConfig config{};
-            config.gridDimX = c * 1024;
-            config.gridDimY = config.gridDimZ = 1;
-            config.blockDimX = threads;
-            config.blockDimY = config.blockDimZ = 1;
-            config.sharedMemBytes = bytes;
-            config.attrs = &attribute;
-            config.numAttrs = 1;
-            // A size the GPU cannot hold is left at 0 (never chosen).
-            int active = 0;
-            if (driver.cuOccupancyMaxActiveClusters(&active, kernel.fn,
-                                                    &config) != CUDA_SUCCESS)
-              active = 0;
-            kernel.activeClusters[c][b] = active;
-          }
+          for (unsigned c = 2; c <= TensorGemvKernel::kMaxCluster; ++c)
+            kernel.activeClusters[c][b] =
+                maxActiveClusters(driver, kernel.fn, c, threads, bytes);
         }
       }
   // Beyond the 48 KiB default: tc128's Q parts (its tiles are static),
@@ -1611,6 +1626,29 @@ Status CudaKernels::headMatmul(CUdeviceptr x, const DeviceWeight &weight,
   DeviceWeight w = weight;
   xStride = xStride ? xStride : k;
   outStride = outStride ? outStride : n;
+  // Decode's few tokens: the per-head GEMV, one 4 KB round trip a warp
+  // (K = 8 x 2^i chunks, 64 to 1024).
+  const int chunks = int(k / 8);
+  if (tensorCores && tokens >= 1 && tokens <= kHeadGemvMaxTokens &&
+      w.type == 1 && transposeWeight && k % 8 == 0 && chunks >= 8 &&
+      chunks <= 128 && (chunks & (chunks - 1)) == 0 && w.data % 16 == 0 &&
+      headRowsAligned(x, xStride)) {
+    const CUfunction fns[5] = {headGemvBf16C8Fn, headGemvBf16C16Fn,
+                               headGemvBf16C32Fn, headGemvBf16C64Fn,
+                               headGemvBf16C128Fn};
+    const int which = chunks == 8    ? 0
+                      : chunks == 16 ? 1
+                      : chunks == 32 ? 2
+                      : chunks == 64 ? 3
+                                     : 4;
+    // kHeadGemvLoads x 32 chunks a warp, 8 warps a block.
+    const int64_t warps = ceilDiv(heads * n * chunks, 8 * 32);
+    int32_t roundX = rounding.bf16;
+    void *params[] = {&x, &w,   &tokens,  &heads,     &n,
+                      &k, &out, &xStride, &outStride, &roundX};
+    return launchDependent(fns[which], "headMatmul (GEMV)", ceilDiv(warps, 8),
+                           1, 1, 256, 0, stream, params);
+  }
   if (tensorCores &&
       headGemmApplies(w, transposeWeight, k, headRowsAligned(x, xStride))) {
     void *params[] = {&x, &w,   &tokens,  &heads,    &n,
@@ -1868,13 +1906,35 @@ Status CudaKernels::tensorExpertGemv(
   int64_t groups = std::min(pairs, experts + ceilDiv(pairs, 8));
   const int64_t tasks = groups * ceilDiv(n, kExpertGemvRows);
   const int e4m3 = weight.type == 2;
+  // The cluster a ring form splits K over (1: none): the forced size, or
+  // chooseExpertGemvCluster's, where it fits the GPU and K.
+  const int64_t groupsK = k / (e4m3 ? 128 : 64);
+  auto ringCluster = [&](ExpertGemvStreaming ring) -> int64_t {
+    const int64_t(&active)[kExpertGemvMaxCluster + 1] =
+        expertGemvClusters[e4m3][int(ring) - 1];
+    int64_t cluster = expertGemvCluster == 0
+                          ? chooseExpertGemvCluster(tasks, groupsK, active)
+                          : expertGemvCluster;
+    if (cluster < 1 || cluster > kExpertGemvMaxCluster || cluster > groupsK ||
+        active[cluster] <= 0)
+      return 1;
+    return cluster;
+  };
   const ExpertGemvStreaming streaming =
       expertGemvStreaming == ExpertGemvStreaming::Auto
           ? chooseExpertGemvStreaming(
-                tasks, expertGemvBlocks[e4m3][int(ExpertGemvStreaming::Ring4)])
+                tasks, expertGemvBlocks[e4m3][int(ExpertGemvStreaming::Ring4)],
+                int(ringCluster(ExpertGemvStreaming::Ring4)))
           : expertGemvStreaming;
   const int form = int(streaming);
-  int64_t blocks = std::min(expertGemvBlocks[e4m3][form], tasks);
+  // As many blocks (a ring form: clusters) as hold at once, no more than
+  // the tasks.
+  int64_t cluster = 1, blocks = std::min(expertGemvBlocks[e4m3][form], tasks);
+  if (form > 0) {
+    cluster = ringCluster(streaming);
+    blocks =
+        std::min(expertGemvClusters[e4m3][form - 1][cluster], tasks) * cluster;
+  }
   DeviceWeight w = weight, b = bias;
   w.rows = n;
   w.cols = k;
@@ -1885,9 +1945,31 @@ Status CudaKernels::tensorExpertGemv(
   const CUfunction fns[2][3] = {
       {expertGemvTcBf16Fn, expertGemvTcBf16Ring4Fn, expertGemvTcBf16Ring8Fn},
       {expertGemvTcE4m3Fn, expertGemvTcE4m3Ring4Fn, expertGemvTcE4m3Ring8Fn}};
-  DAYBREAK_RETURN_IF_ERROR(launchDependent(
-      fns[e4m3][form], "expertMatmul (tensor-core GEMV)", blocks, 1, 1, 128,
-      unsigned(expertGemvSharedBytes(streaming)), stream, params));
+  if (cluster == 1) {
+    DAYBREAK_RETURN_IF_ERROR(launchDependent(
+        fns[e4m3][form], "expertMatmul (tensor-core GEMV)", blocks, 1, 1, 128,
+        unsigned(expertGemvSharedBytes(streaming)), stream, params));
+  } else {
+    CUlaunchAttribute attributes[2] = {};
+    attributes[0].id = CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION;
+    attributes[0].value.clusterDim.x = unsigned(cluster);
+    attributes[0].value.clusterDim.y = 1;
+    attributes[0].value.clusterDim.z = 1;
+    attributes[1].id = CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION;
+    attributes[1].value.programmaticStreamSerializationAllowed = 1;
+    CUlaunchConfig config{};
+    config.gridDimX = unsigned(blocks);
+    config.gridDimY = config.gridDimZ = 1;
+    config.blockDimX = 128;
+    config.blockDimY = config.blockDimZ = 1;
+    config.sharedMemBytes = unsigned(expertGemvSharedBytes(streaming));
+    config.hStream = stream;
+    config.attrs = attributes;
+    config.numAttrs = programmatic ? 2 : 1;
+    DAYBREAK_RETURN_IF_ERROR(driver->check(
+        driver->cuLaunchKernelEx(&config, fns[e4m3][form], params, nullptr),
+        "expertMatmul (tensor-core GEMV, split over clusters)"));
+  }
   if (!routed)
     return Status::success();
   void *combine[] = {&y, &indices, &routingWeights, &experts, &tokens, &slots,

@@ -2109,6 +2109,116 @@ DAYBREAK_HEAD_GEMM(bf16, kWeightBF16, 4, 3)
 DAYBREAK_HEAD_GEMM(bf16_x1, kWeightBF16, 4, 1)
 #undef DAYBREAK_HEAD_GEMM
 
+//===----------------------------------------------------------------------===//
+// The per-head GEMV (lm.head_matmul over bf16 [H, N, K] weights at decode's
+// 1 to kHeadGemvMaxTokens tokens: MLA's absorbed W_UK and W_UV). The [H x N,
+// K] rows are one stream of 16-byte chunks (8 bf16), K / 8 = kChunks a row;
+// a warp takes kHeadGemvLoads x 32 consecutive chunks (4 KB: 256 / kChunks
+// rows), issues all its loads at once (the weights are constant: before
+// griddepcontrol.wait, so they overlap the kernel before), then multiplies
+// each chunk by the 8 columns of x's row of the chunk row's head (fp32 FMA
+// on the widened bf16: exact products, x rounded to bf16 first under
+// --precision=bf16) and adds a row's lanes with shuffles in a fixed order.
+// The GEMM tile (gemmHeads) streams a head's matrix through one block per
+// 128 output columns: 128 blocks of 128 KB for W_UV at one token, 1.2 TB/s
+// on the H100; here every warp is one round trip and all of them fit the
+// GPU at once (4096 warps for DeepSeek's 16.8 MB matrices).
+//===----------------------------------------------------------------------===//
+
+namespace {
+
+constexpr int kHeadGemvMaxTokens = 4; // kHeadGemvMaxTokens in CudaKernels.h
+constexpr int kHeadGemvLoads = 8;     // 16-byte chunks a lane
+constexpr int kHeadGemvWarps = 8;
+
+/// Block kHeadGemvWarps x 32 threads, grid ceil(H N kChunks / (32
+/// kHeadGemvLoads) / kHeadGemvWarps). kChunks (K / 8) divides 32 or is a
+/// multiple of it, at most 32 kHeadGemvLoads; the weight 16-byte aligned, x
+/// rows 16-byte aligned (xStride a multiple of 4).
+template <int kChunks>
+__device__ __forceinline__ void
+headGemv(const float *__restrict__ x, const uint16_t *__restrict__ w,
+         int64_t tokens, int64_t heads, int64_t n, int64_t k,
+         float *__restrict__ out, int64_t xStride, int64_t outStride,
+         bool bf16Input) {
+  constexpr int kRows = 32 * kHeadGemvLoads / kChunks; // a warp's rows
+  constexpr int kLanes = kChunks < 32 ? kChunks : 32;  // lanes of a row
+  const int lane = threadIdx.x & 31;
+  const int64_t rowCount = heads * n;
+  const int64_t row0 =
+      (int64_t(blockIdx.x) * kHeadGemvWarps + (threadIdx.x >> 5)) * kRows;
+  // Chunk lane + 32 j of the warp's span: row (lane + 32 j) / kChunks,
+  // chunk column (lane + 32 j) % kChunks (rows past the last clamped to it,
+  // never written).
+  uint4 raw[kHeadGemvLoads];
+#pragma unroll
+  for (int j = 0; j < kHeadGemvLoads; ++j) {
+    const int c = lane + 32 * j;
+    const int64_t row = min(row0 + c / kChunks, rowCount - 1);
+    raw[j] = ldgStream(w + row * k + (c % kChunks) * 8);
+  }
+  beginDependent();
+  // Row q of the warp's kRows per lane group: its chunks' products on each
+  // lane (kChunks > 32: loads q kPerLane .. on one row), then the sum over
+  // its kLanes lanes, a token at a time.
+  constexpr int kPerLane = kChunks > 32 ? kChunks / 32 : 1;
+#pragma unroll
+  for (int q = 0; q < kHeadGemvLoads / kPerLane; ++q) {
+    const int c = lane + 32 * q * kPerLane;
+    const int64_t row = row0 + c / kChunks;
+    const int64_t head = min(row, rowCount - 1) / n;
+    for (int t = 0; t < tokens; ++t) {
+      const float *xRow = x + (t * heads + head) * xStride;
+      float sum = 0.0f;
+#pragma unroll
+      for (int i = 0; i < kPerLane; ++i) {
+        const int j = q * kPerLane + i;
+        const float4 *xs = reinterpret_cast<const float4 *>(
+            xRow + ((c + 32 * i) % kChunks) * 8);
+        const float4 a = __ldg(xs), b = __ldg(xs + 1);
+        const float v[8] = {a.x, a.y, a.z, a.w, b.x, b.y, b.z, b.w};
+        const uint32_t word[4] = {raw[j].x, raw[j].y, raw[j].z, raw[j].w};
+        float dot = 0.0f;
+#pragma unroll
+        for (int e = 0; e < 8; ++e) {
+          const float xe =
+              bf16Input ? __uint_as_float(roundX<kWeightBF16>(v[e], 0.0f) << 16)
+                        : v[e];
+          const uint32_t bits =
+              e % 2 ? word[e / 2] & 0xFFFF0000u : word[e / 2] << 16;
+          dot = fmaf(xe, __uint_as_float(bits), dot);
+        }
+        sum += dot;
+      }
+#pragma unroll
+      for (int offset = kLanes / 2; offset > 0; offset /= 2)
+        sum += __shfl_xor_sync(0xffffffffu, sum, offset);
+      if (lane % kLanes == 0 && row < rowCount)
+        out[(t * heads + head) * outStride + row % n] = sum;
+    }
+  }
+}
+
+} // namespace
+
+#define DAYBREAK_HEAD_GEMV(chunks)                                             \
+  extern "C" __global__ void __launch_bounds__(kHeadGemvWarps * 32)            \
+      daybreak_head_gemv_bf16_c##chunks(                                       \
+          const float *x, Weight w, int64_t tokens, int64_t heads, int64_t n,  \
+          int64_t k, float *out, int64_t xStride, int64_t outStride,           \
+          int32_t bf16Input) {                                                 \
+    headGemv<chunks>(x, static_cast<const uint16_t *>(w.data), tokens, heads,  \
+                     n, k, out, xStride, outStride, bf16Input != 0);           \
+  }
+/// Per-head GEMVs (CudaKernels::headMatmul at decode sizes): bf16 [H, N, K]
+/// weights of K = 8 x chunks, 64 to 1024.
+DAYBREAK_HEAD_GEMV(8)
+DAYBREAK_HEAD_GEMV(16)
+DAYBREAK_HEAD_GEMV(32)
+DAYBREAK_HEAD_GEMV(64)
+DAYBREAK_HEAD_GEMV(128)
+#undef DAYBREAK_HEAD_GEMV
+
 /// out[i] = x[i] rounded to bf16 (nearest even), as an fp32 value: the
 /// input of a matmul under `--precision=bf16` whose kernel has no rounding
 /// form of its own. Grid-stride, one value a thread a step.
@@ -2286,7 +2396,9 @@ template <int kStages> constexpr int kEgStageBatch = kStages == 0 ? 1 : 4;
 /// chunks (rows g and g + 8, two chunks each) in lane order, then each
 /// lane's block scale (kExpertGemvRingSlotBytes in CudaKernels.h).
 constexpr int kEgRingSlotBytes = 4 * 32 * 16 + 32 * 4;
-
+/// A split cluster's partial sums of one task (two buffers after the ring
+/// forms' rings; kExpertGemvPartialBytes in CudaKernels.h).
+constexpr int kEgPartialFloats = kEgRows * kEgGroupPairs;
 
 extern __shared__ __align__(16) uint8_t egStage[];
 
@@ -2388,24 +2500,45 @@ expertGemvTensor(const float *__restrict__ x, int32_t perSlotInput,
   // run a block: a group's tasks spread over the blocks, so one of many
   // pairs (a shared expert's, every token's pair in one group), whose
   // tasks multiply more and restage x more often, loads no block more than
-  // a task's worth. Task, row and scale indices fit 32 bits (the launcher
-  // keeps N under 2^24 and the scales under 2^31): registers are what
-  // bounds the blocks an SM, so the loop keeps 32-bit state and reads
-  // sizes from the kernel's parameters where used.
+  // a task's worth. Where every group is one pair (a token's distinct
+  // experts: decode at one token), tasks are group-major instead (task =
+  // group x tiles + tile): a block's run then stays in one or two groups,
+  // whose x it stages once while a stage chunk holds the block's K range.
+  // Task, row and scale indices fit 32 bits (the launcher keeps N under
+  // 2^24 and the scales under 2^31): registers are what bounds the blocks
+  // an SM, so the loop keeps 32-bit state and reads sizes from the
+  // kernel's parameters where used.
+  //
+  // The ring forms may run as clusters of C blocks that split K: every
+  // block of a cluster takes the cluster's run of tasks, block `rank` the
+  // K groups [gBegin, gBegin + gCount) of each, and the cluster adds the C
+  // partial sums through distributed shared memory in rank order (fixed:
+  // the same for every run). Finer work than whole tasks, so a launch's
+  // tasks spread evenly over the few blocks a ring leaves an SM.
   const int rowTiles = int((n + kEgRows - 1) / kEgRows);
   const int tasks = groupCount * rowTiles;
-  auto groupOfTask = [&](int which) { return which % groupCount; };
-  int task = int(int64_t(tasks) * blockIdx.x / gridDim.x);
-  const int last = int(int64_t(tasks) * (blockIdx.x + 1) / gridDim.x);
+  const bool groupMajor = valid == groupCount;
+  auto groupOfTask = [&](int which) {
+    return groupMajor ? which / rowTiles : which % groupCount;
+  };
   const int kGroups = int(k / S::kGroupK);
+  const uint32_t clusters = kStages > 0 ? clusterSize() : 1u;
+  const uint32_t rank = kStages > 0 ? clusterRank() : 0u;
+  const int gBegin = int(int64_t(kGroups) * rank / clusters);
+  const int gCount = int(int64_t(kGroups) * (rank + 1) / clusters) - gBegin;
+  const int64_t cluster = blockIdx.x / clusters,
+                clusterCount = gridDim.x / clusters;
+  int task = int(int64_t(tasks) * cluster / clusterCount);
+  const int last = int(int64_t(tasks) * (cluster + 1) / clusterCount);
 
   // This warp's rows of a task's tile, as the GEMV: lane (g, t) loads rows
   // g and g + 8 (clamped to the last row; such rows are never written;
   // the second `second` bytes after the first); `scaleAt` indexes the
   // tile's scale row.
-  auto tileRowOf = [&](int which) {
-    return (which / groupCount) * kEgRows + warp * 16;
+  auto tileBaseOf = [&](int which) {
+    return (groupMajor ? which % rowTiles : which / groupCount) * kEgRows;
   };
+  auto tileRowOf = [&](int which) { return tileBaseOf(which) + warp * 16; };
   auto rowsOf = [&](int which, const uint8_t *&src0, int32_t &second,
                     int32_t &scaleAt) {
     int first, rows;
@@ -2472,10 +2605,10 @@ expertGemvTensor(const float *__restrict__ x, int32_t perSlotInput,
     chunk = min(groups, kEgStageBytes /
                             (S::kSteps * perStep * 8 + (kE4m3 ? 4 * r : 0)));
   };
-  // x's columns of K groups [c0, c0 + cg) for the group's r pairs, as the
-  // GEMV stages them: a quad of four columns a thread, a warp one (K
-  // group, pair) for e4m3, scaled by a power of two that puts its largest
-  // |x| in [2^14, 2^15).
+  // x's columns of K groups [c0, c0 + cg) of the block's range for the
+  // group's r pairs, as the GEMV stages them: a quad of four columns a
+  // thread, a warp one (K group, pair) for e4m3, scaled by a power of two
+  // that puts its largest |x| in [2^14, 2^15).
   // A thread's quads are loaded kEgStageBatch at a time before any is
   // converted: each conversion waits on its load (the e4m3 scale's warp
   // maximum), so one at a time the stage costs a load latency a quad, and
@@ -2499,7 +2632,7 @@ expertGemvTensor(const float *__restrict__ x, int32_t perSlotInput,
         const int pair = order[first + j];
         const int64_t row = perSlotInput ? pair : pair / slots;
         loaded[i] = __ldg(reinterpret_cast<const float4 *>(
-            x + row * k + int64_t(c0 + gl) * S::kGroupK + l * 4));
+            x + row * k + int64_t(gBegin + c0 + gl) * S::kGroupK + l * 4));
       }
 #pragma unroll
       for (int i = 0; i < kEgStageBatch<kStages>; ++i) {
@@ -2597,37 +2730,45 @@ expertGemvTensor(const float *__restrict__ x, int32_t perSlotInput,
   };
   auto biasAt = [&](int64_t i) { return bias.data ? weightAt(bias, i) : 0.0f; };
 
-  // Each (pair, row) result of a task, written once with the expert's bias.
-  auto writeBack = [&](int64_t e, int first, int r, int64_t rows) {
+  // This lane's results of a task, after adding the lane pairs that hold
+  // one pair's parts: four (pair j of its group or -1 for none, row of the
+  // 64-row tile, value), at fixed places (registers, not a local array).
+  struct Result {
+    int j, local;
+    float value;
+  };
+  auto results = [&](int r, Result(&list)[4]) {
     if (r <= 2) {
       // The pair's three parts: columns 4j .. 4j + 2 on lanes t and t ^ 1.
 #pragma unroll
       for (int half = 0; half < 2; ++half)
         acc[half] += __shfl_xor_sync(0xffffffffu, acc[half], 1);
-      const int j = t >> 1;
-      if ((t & 1) == 0 && j < r) {
-        const int64_t pair = order[first + j];
+      const int j = (t & 1) == 0 && (t >> 1) < r ? t >> 1 : -1;
 #pragma unroll
-        for (int half = 0; half < 2; ++half) {
-          int64_t row = rows + g + 8 * half;
-          if (row < n)
-            out[pair * n + row] = acc[half] + biasAt(e * n + row);
-        }
+      for (int half = 0; half < 2; ++half) {
+        list[half] = Result{j, warp * 16 + g + 8 * half, acc[half]};
+        list[2 + half] = Result{-1, 0, 0.0f};
       }
     } else {
 #pragma unroll
-      for (int jj = 0; jj < 2; ++jj) {
-        const int j = 2 * t + jj;
-        if (j >= r)
-          continue;
-        const int64_t pair = order[first + j];
+      for (int jj = 0; jj < 2; ++jj)
 #pragma unroll
-        for (int half = 0; half < 2; ++half) {
-          int64_t row = rows + g + 8 * half;
-          if (row < n)
-            out[pair * n + row] = acc[2 * half + jj] + biasAt(e * n + row);
-        }
-      }
+        for (int half = 0; half < 2; ++half)
+          list[2 * jj + half] =
+              Result{2 * t + jj < r ? 2 * t + jj : -1, warp * 16 + g + 8 * half,
+                     acc[2 * half + jj]};
+    }
+  };
+  // Each (pair, row) result of a task, written once with the expert's bias.
+  auto writeBack = [&](int64_t e, int first, int r, int64_t tileBase) {
+    Result list[4];
+    results(r, list);
+#pragma unroll
+    for (int i = 0; i < 4; ++i) {
+      const int64_t row = tileBase + list[i].local;
+      if (list[i].j >= 0 && row < n)
+        out[int64_t(order[first + list[i].j]) * n + row] =
+            list[i].value + biasAt(e * n + row);
     }
   };
 
@@ -2640,7 +2781,7 @@ expertGemvTensor(const float *__restrict__ x, int32_t perSlotInput,
     if (gl % chunk != 0 || (gl == 0 && stagedGroup == group))
       return;
     __syncthreads(); // every warp is done with the previous chunk
-    stage(first, r, perStep, chunk, gl, min(chunk, kGroups - gl));
+    stage(first, r, perStep, chunk, gl, min(chunk, gCount - gl));
     __syncthreads();
   };
 
@@ -2673,10 +2814,9 @@ expertGemvTensor(const float *__restrict__ x, int32_t perSlotInput,
       }
       stagedGroup = chunk >= kGroups ? group : -1;
       // The next task's first weights are in flight during the write-back.
-      const int64_t rows = tileRowOf(task);
       if (task + 1 < last)
         start(task + 1);
-      writeBack(e, first, r, rows);
+      writeBack(e, first, r, tileBaseOf(task));
       ++task;
     }
   } else {
@@ -2687,7 +2827,7 @@ expertGemvTensor(const float *__restrict__ x, int32_t perSlotInput,
     // its own wait orders them; a slot is refilled one step after it was
     // read into registers and multiplied.
     uint8_t *ring = egStage + kEgStageBytes + warp * kStages * kEgRingSlotBytes;
-    const int total = (last - task) * kGroups;
+    const int total = (last - task) * gCount;
     int issueTask = task, issueGroup = 0, issued = 0;
     const uint8_t *issueSrc = nullptr;
     int32_t issueSecond = 0, issueScale = 0;
@@ -2699,14 +2839,15 @@ expertGemvTensor(const float *__restrict__ x, int32_t perSlotInput,
 #pragma unroll
         for (int i = 0; i < 4; ++i)
           copyAsync16(slot + (i * 32 + lane) * 16,
-                      issueSrc + (i >= 2 ? issueSecond : 0) + issueGroup * 128 +
-                          (i & 1) * 64,
+                      issueSrc + (i >= 2 ? issueSecond : 0) +
+                          (gBegin + issueGroup) * 128 + (i & 1) * 64,
                       true);
         if (kE4m3)
           copyAsync4(slot + 4 * 32 * 16 + lane * 4,
-                     w.scales + issueScale + issueGroup * 128 / int(w.blockK),
+                     w.scales + issueScale +
+                         (gBegin + issueGroup) * 128 / int(w.blockK),
                      true);
-        if (++issueGroup == kGroups && ++issueTask < last) {
+        if (++issueGroup == gCount && ++issueTask < last) {
           issueGroup = 0;
           rowsOf(issueTask, issueSrc, issueSecond, issueScale);
         }
@@ -2717,6 +2858,31 @@ expertGemvTensor(const float *__restrict__ x, int32_t perSlotInput,
 #pragma unroll
     for (int i = 0; i < kStages - 1; ++i)
       issue();
+    // Split clusters' partial sums: two buffers after the rings.
+    float *partials = reinterpret_cast<float *>(
+        egStage + kEgStageBytes + kEgWarps * kStages * kEgRingSlotBytes);
+    int parity = 0;
+    int pending = -1; // the task whose partial sums await their reduction
+    // Adds task `which`'s partial sums at `partial` (every block's) in rank
+    // order for this block's share of its (pair, row) results.
+    auto reduce = [&](int which, const float *partial) {
+      int first, r;
+      const int64_t e = groupOf(groupOfTask(which), first, r);
+      const int64_t tileBase = tileBaseOf(which);
+      const int results = kEgRows * r;
+      const int share = (results + int(clusters) - 1) / int(clusters);
+      const int end = min(results, share * int(rank + 1));
+      for (int i = share * int(rank) + tid; i < end; i += blockDim.x) {
+        const int64_t row = tileBase + i % kEgRows;
+        if (row >= n)
+          continue;
+        float sum = 0.0f;
+        for (uint32_t c = 0; c < clusters; ++c)
+          sum += clusterLoad(partial + i, c);
+        out[int64_t(order[first + i / kEgRows]) * n + row] =
+            sum + biasAt(e * n + row);
+      }
+    };
     int gl = 0, group = -1, first = 0, r = 0, perStep = 0, chunk = 1;
     int64_t e = 0;
     for (int step = 0; step < total; ++step) {
@@ -2724,7 +2890,7 @@ expertGemvTensor(const float *__restrict__ x, int32_t perSlotInput,
       if (gl == 0) {
         group = groupOfTask(task);
         e = groupOf(group, first, r);
-        layout(r, kGroups, perStep, chunk);
+        layout(r, gCount, perStep, chunk);
 #pragma unroll
         for (int q = 0; q < 4; ++q)
           acc[q] = 0.0f;
@@ -2746,14 +2912,45 @@ expertGemvTensor(const float *__restrict__ x, int32_t perSlotInput,
           kE4m3 ? *reinterpret_cast<const float *>(slot + 4 * 32 * 16 + lane * 4)
                 : 0.0f;
       compute(raw, scale, gl % chunk, r, perStep, chunk);
-      if (++gl == kGroups) {
-        stagedGroup = chunk >= kGroups ? group : -1;
-        writeBack(e, first, r, tileRowOf(task));
+      if (++gl == gCount) {
+        stagedGroup = chunk >= gCount ? group : -1;
+        if (clusters == 1) {
+          writeBack(e, first, r, tileBaseOf(task));
+        } else {
+          // C > 1: this block's partial sums [pair][row] in this task's
+          // buffer; block `rank` adds its share of the previous task's
+          // over the C blocks once this one is multiplied (the barrier's
+          // wait hidden behind it). A buffer is written again two tasks
+          // later, after a wait that no block passes before every block
+          // has read it.
+          if (pending >= 0) {
+            clusterWait();
+            reduce(pending, partials + (parity ^ 1) * kEgPartialFloats);
+          }
+          float *partial = partials + parity * kEgPartialFloats;
+          Result list[4];
+          results(r, list);
+#pragma unroll
+          for (int i = 0; i < 4; ++i)
+            if (list[i].j >= 0)
+              partial[list[i].j * kEgRows + list[i].local] = list[i].value;
+          clusterArrive();
+          pending = task;
+          parity ^= 1;
+        }
         gl = 0;
         ++task;
       }
     }
     copyAsyncWaitAll();
+    if (clusters > 1) {
+      if (pending >= 0) {
+        clusterWait();
+        reduce(pending, partials + (parity ^ 1) * kEgPartialFloats);
+      }
+      clusterArrive(); // no block leaves while others read its shared memory
+      clusterWait();
+    }
   }
 }
 

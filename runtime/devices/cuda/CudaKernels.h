@@ -294,17 +294,24 @@ constexpr int64_t expertGemmScratchBytes(int64_t tokens, int64_t slots,
 /// (token, slot) pairs a launch takes at most (each block groups them by
 /// expert in shared memory), the weight rows of one task (kEgRows), and
 /// the shared memory staging x's parts (kEgStageBytes).
+/// The most tokens the per-head GEMV takes (daybreak_head_gemv_bf16_*; more
+/// take the per-head tensor-core GEMM).
+inline constexpr int64_t kHeadGemvMaxTokens = 4;
 inline constexpr int64_t kExpertGemvMaxPairs = 256, kExpertGemvRows = 64,
                          kExpertGemvStageBytes = 28 * 1024;
 /// One ring slot of a warp (kEgRingSlotBytes in CudaKernels.cu): 32 lanes'
 /// four 16-byte chunks and block scales.
 inline constexpr int64_t kExpertGemvRingSlotBytes = 4 * 32 * 16 + 32 * 4;
+/// A ring form's two buffers of a task's partial sums when a cluster
+/// splits K (kEgPartialFloats in CudaKernels.cu: 64 rows x 8 pairs).
+inline constexpr int64_t kExpertGemvPartialBytes = 2 * 64 * 8 * 4;
 /// The dynamic shared memory of a decode expert GEMV block.
 constexpr int64_t expertGemvSharedBytes(ExpertGemvStreaming streaming) {
   int64_t slots = streaming == ExpertGemvStreaming::Ring4   ? 4
                   : streaming == ExpertGemvStreaming::Ring8 ? 8
                                                             : 0;
-  return kExpertGemvStageBytes + 4 * slots * kExpertGemvRingSlotBytes;
+  return kExpertGemvStageBytes + 4 * slots * kExpertGemvRingSlotBytes +
+         (slots ? kExpertGemvPartialBytes : 0);
 }
 /// Device scratch bytes the decode expert GEMV needs: with routing
 /// weights each pair's result before daybreak_expert_combine adds a
@@ -378,6 +385,11 @@ constexpr int64_t expertGemvScratchBytes(int64_t tokens, int64_t slots,
   X(headMatmul, "daybreak_head_matmul")                                        \
   X(headGemmTcBf16, "daybreak_head_gemm_tc_bf16")                              \
   X(headGemmTcBf16X1, "daybreak_head_gemm_tc_bf16_x1")                         \
+  X(headGemvBf16C8, "daybreak_head_gemv_bf16_c8")                              \
+  X(headGemvBf16C16, "daybreak_head_gemv_bf16_c16")                            \
+  X(headGemvBf16C32, "daybreak_head_gemv_bf16_c32")                            \
+  X(headGemvBf16C64, "daybreak_head_gemv_bf16_c64")                            \
+  X(headGemvBf16C128, "daybreak_head_gemv_bf16_c128")                          \
   X(rope, "daybreak_rope")                                                     \
   X(swiglu, "daybreak_swiglu")                                                 \
   X(add, "daybreak_add")                                                       \
@@ -674,16 +686,26 @@ public:
     copy.expertGemvStreaming = streaming;
     return copy;
   }
+  /// The same kernels with the ring forms of the decode expert GEMV split
+  /// over clusters of `cluster` blocks where that size fits the GPU and K
+  /// (1: never split; 0, the default: chooseExpertGemvCluster decides).
+  CudaKernels withExpertGemvCluster(int cluster) const {
+    CudaKernels copy = *this;
+    copy.expertGemvCluster = cluster;
+    return copy;
+  }
   Status headMatmul(CUdeviceptr x, CUdeviceptr w, bool transposeWeight,
                     int64_t tokens, int64_t heads, int64_t k, int64_t n,
                     CUdeviceptr out, CUstream stream) const;
   /// Per-head matmul (lm.head_matmul): x [T, H, K] times head h's matrix
   /// of w ([H, K, N], or [H, N, K] with transposeWeight) into out [T, H, N].
-  /// A bf16 [H, N, K] weight (headGemmApplies) takes the tensor-core GEMM,
-  /// x split exactly in three parts, or rounded to bf16 in the kernel
-  /// under rounding.bf16; unless !tensorCores (tests). Other weights take
-  /// the CUDA-core kernel, on x rounded into the scratch as `rounding`
-  /// says (headMatmulRoundingFloats).
+  /// A bf16 [H, N, K] weight (headGemmApplies) takes the per-head GEMV at
+  /// 1 to kHeadGemvMaxTokens tokens where K is 8 x 2^i, 64 to 1024 (fp32
+  /// FMAs on the widened weights), else the tensor-core GEMM, x split
+  /// exactly in three parts; both round x to bf16 in the kernel under
+  /// rounding.bf16. Unless !tensorCores (tests), and for other weights: the
+  /// CUDA-core kernel, on x rounded into the scratch as `rounding` says
+  /// (headMatmulRoundingFloats).
   /// Each (token, head) row of x and out xStride and outStride floats
   /// apart (0: k and n; column views).
   Status headMatmul(CUdeviceptr x, const DeviceWeight &w, bool transposeWeight,
@@ -1154,6 +1176,11 @@ private:
   /// each form the GPU holds at once: [e4m3][Registers, Ring4, Ring8].
   ExpertGemvStreaming expertGemvStreaming = ExpertGemvStreaming::Auto;
   int64_t expertGemvBlocks[2][3] = {};
+  /// The ring forms' split (see withExpertGemvCluster), and the clusters
+  /// of each size they fit at once: [e4m3][Ring4, Ring8][size] (size 1:
+  /// the blocks).
+  int expertGemvCluster = 0;
+  int64_t expertGemvClusters[2][2][kExpertGemvMaxCluster + 1] = {};
 #define DAYBREAK_DECLARE_KERNEL(member, symbol) CUfunction member##Fn = nullptr;
   DAYBREAK_CUDA_KERNELS(DAYBREAK_DECLARE_KERNEL)
 #undef DAYBREAK_DECLARE_KERNEL

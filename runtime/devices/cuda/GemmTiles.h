@@ -187,19 +187,55 @@ enum class ExpertGemvStreaming { Registers, Ring4, Ring8, Auto };
 /// when `ringBlocks` blocks of the 4-slot ring fit the GPU at once (its
 /// shared memory holds it to 3 an SM, against 6 for the registers form;
 /// the grid is never larger than that, each block taking its tasks in
-/// turn). The ring streams better a block, so it wins where every block
-/// has one task (the grid is the tasks) or at least two (a round of
-/// tasks that only part of the blocks take costs at most a third of the
-/// launch). Between one and two rounds the registers form, whose twice as
-/// many blocks take every task at once, wins. Measured on the H200
-/// (bench/NOTES.md, session 31: DeepSeek-V3.2's and GLM-5.3-Flash's expert
-/// shapes at 1 and 8 tokens): this picks the faster form in each of the
-/// eight cases.
-constexpr ExpertGemvStreaming chooseExpertGemvStreaming(int64_t tasks,
-                                                        int64_t ringBlocks) {
-  return tasks <= ringBlocks || tasks >= 2 * ringBlocks
+/// turn) and chooseExpertGemvCluster splits the ring's K over clusters of
+/// `ringCluster` blocks. The ring streams better a block, so it wins where
+/// every block has one task (the grid is the tasks), at least two (a
+/// round of tasks that only part of the blocks take costs at most a third
+/// of the launch), or where the split evens out the partial round. Only
+/// between one and two rounds unsplit does the registers form, whose
+/// twice as many blocks take every task at once, win. Measured on the
+/// H200 unsplit (session 31) and on the H100 split (session 40): this
+/// picks the faster form in each case of bench/NOTES.md.
+constexpr ExpertGemvStreaming
+chooseExpertGemvStreaming(int64_t tasks, int64_t ringBlocks, int ringCluster) {
+  return tasks <= ringBlocks || tasks >= 2 * ringBlocks || ringCluster > 1
              ? ExpertGemvStreaming::Ring4
              : ExpertGemvStreaming::Registers;
+}
+
+/// The largest cluster a ring form of the decode expert GEMV splits K over.
+inline constexpr int kExpertGemvMaxCluster = 8;
+
+/// The cluster size a ring form splits K over for a launch of `tasks`
+/// tasks of `groups` K groups each, when `active[c]` clusters of c blocks
+/// fit the GPU at once (c = 1 .. kExpertGemvMaxCluster; 0: that size does
+/// not fit). The launch takes as long as its busiest cluster, whose blocks
+/// each stream ceil(tasks / clusters) x ceil(groups / c) K groups, plus a
+/// group's worth a task for the reduction when c > 1; the least of that,
+/// a larger cluster only where it takes 3 % less. DeepSeek-V3.2's gate/up
+/// at one token (576 tasks of 56 groups with the shared expert's slot) on
+/// the 8-slot ring's 264 blocks: 3 whole tasks on some blocks and 2 on
+/// others unsplit (168 groups against a mean of 122), 9 quarter tasks of
+/// 14 groups on clusters of 4 (135).
+inline int
+chooseExpertGemvCluster(int64_t tasks, int64_t groups,
+                        const int64_t (&active)[kExpertGemvMaxCluster + 1]) {
+  int best = 1;
+  if (tasks <= 0)
+    return best;
+  double bestCost = 0.0;
+  for (int c = 1; c <= kExpertGemvMaxCluster && c <= groups; ++c) {
+    if (active[c] <= 0)
+      continue;
+    const int64_t clusters = std::min(tasks, active[c]);
+    const double cost = double((tasks + clusters - 1) / clusters) *
+                        double((groups + c - 1) / c + (c > 1 ? 1 : 0));
+    if (bestCost == 0.0 || cost < bestCost * 0.97) {
+      best = c;
+      bestCost = cost;
+    }
+  }
+  return best;
 }
 
 } // namespace daybreak::cuda
