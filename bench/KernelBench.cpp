@@ -1852,8 +1852,9 @@ int main(int argc, char **argv) {
 
   // Absorbed MLA's head matmuls (DeepSeek-V3.2: 128 heads, W_UK^T [512, 128]
   // and W_UV [128, 512] a head, bf16 as lm-fold-weights stores them): the
-  // tensor-core per-head GEMM (exact: three parts of x; bf16 x: one) and
-  // the CUDA-core kernel. The bytes are the weight, x and the output once.
+  // tensor-core per-head GEMM (exact: three parts of x; bf16 x: one), the
+  // per-head GEMV at one token, and the CUDA-core kernel. The bytes are the
+  // weight, x and the output once.
   if (!topkOnly) {
     const int64_t heads = 128, maxTokens = 8192;
     CUdeviceptr x = alloc(maxTokens * heads * 512 * 4, 0x3c),
@@ -1871,18 +1872,30 @@ int main(int argc, char **argv) {
         std::string shape = "T=" + std::to_string(tokens) +
                             " H=128 K=" + std::to_string(k) +
                             " N=" + std::to_string(n) + " bf16";
+        // "tensor": headMatmul's own choice; then, where the per-head GEMV
+        // applies, each of the two forced.
         struct Variant {
           const char *name;
           bool tensor, rounded;
+          HeadMatmulKernel kernel;
         };
-        for (Variant v : {Variant{"tensor", true, false},
-                          Variant{"tensor-bf16x", true, true},
-                          Variant{"cuda-cores", false, false}}) {
+        for (Variant v :
+             {Variant{"tensor", true, false, HeadMatmulKernel::Auto},
+              Variant{"tensor-bf16x", true, true, HeadMatmulKernel::Auto},
+              Variant{"gemv", true, false, HeadMatmulKernel::Gemv},
+              Variant{"gemv-bf16x", true, true, HeadMatmulKernel::Gemv},
+              Variant{"gemm", true, false, HeadMatmulKernel::Gemm},
+              Variant{"gemm-bf16x", true, true, HeadMatmulKernel::Gemm},
+              Variant{"cuda-cores", false, false, HeadMatmulKernel::Auto}}) {
           if (!v.tensor && tokens > 1024)
             continue;
+          if (v.kernel != HeadMatmulKernel::Auto &&
+              !CudaKernels::headGemvApplies(weight, true, tokens, k, true))
+            continue;
+          CudaKernels forced = kernels.withHeadMatmulKernel(v.kernel);
           double seconds = timeIt(
               [&] {
-                return kernels.headMatmul(
+                return forced.headMatmul(
                     x, weight, true, tokens, heads, k, n, out, nullptr,
                     v.rounded ? bf16 : InputRounding{}, v.tensor);
               },

@@ -3977,16 +3977,17 @@ TEST_F(CudaKernelsTest, StoredWeightExpertAndHeadMatmul) {
 
 TEST_F(CudaKernelsTest, HeadMatmulTensorCores) {
   // lm.head_matmul on bf16 [H, N, K] weights (MLA's W_UK, transposed at
-  // compile time, and W_UV) takes the per-head GEMV at up to 4 tokens and
-  // the per-head tensor-core GEMM beyond (x split exactly into three
-  // parts): the exact mode within 1e-5 of the CPU's row, and under
-  // --precision=bf16 x rounded to bf16 in the kernel (against the CPU on x
-  // rounded on the host, and it must differ from the exact result; no
-  // rounding scratch is given: neither kernel needs one). Shapes: decode
-  // (one token, DeepSeek's 128 heads of 128 -> 512 and 512 -> 128), the
-  // GEMV's other K (64, 256, 1024: 8 to 128 chunks a row) at 2 to 4 tokens
-  // with N off its rows a warp, prefill tiles with partial row and column
-  // tiles, K of one 16-column step.
+  // compile time, and W_UV) takes the per-head GEMV at up to 4 tokens for
+  // exact x and the per-head tensor-core GEMM otherwise (x split exactly
+  // into three parts); each is also forced where the GEMV applies. The
+  // exact mode within 1e-5 of the CPU's row, and under --precision=bf16 x
+  // rounded to bf16 in the kernel (against the CPU on x rounded on the
+  // host, and it must differ from the exact result; no rounding scratch is
+  // given: neither kernel needs one). Shapes: decode (one token,
+  // DeepSeek's 128 heads of 128 -> 512 and 512 -> 128), the GEMV's other K
+  // (64, 256, 1024: 8 to 128 chunks a row) at 2 to 4 tokens with N off its
+  // rows a warp, prefill tiles with partial row and column tiles, K of one
+  // 16-column step.
   struct Shape {
     int64_t tokens, heads, k, n;
   };
@@ -3997,6 +3998,9 @@ TEST_F(CudaKernelsTest, HeadMatmulTensorCores) {
     DeviceWeight bf16Weight;
     bf16Weight.type = 1;
     ASSERT_TRUE(CudaKernels::headGemmApplies(bf16Weight, true, c.k, true));
+    const bool gemvApplies =
+        CudaKernels::headGemvApplies(bf16Weight, true, c.tokens, c.k, true);
+    EXPECT_EQ(gemvApplies, c.tokens <= kHeadGemvMaxTokens && c.k >= 64);
     StoredWeights w =
         randomStored(rng, cpu::WeightType::BF16, c.heads * c.n * c.k, 0);
     auto x = random(c.tokens * c.heads * c.k);
@@ -4016,23 +4020,35 @@ TEST_F(CudaKernelsTest, HeadMatmulTensorCores) {
     DeviceWeight gw;
     gw.data = dw;
     gw.type = 1;
-    char shape[80];
-    std::snprintf(shape, sizeof(shape), "T=%ld H=%ld K=%ld N=%ld",
-                  long(c.tokens), long(c.heads), long(c.k), long(c.n));
-    expectRan(kernels->headMatmul(dx, gw, true, c.tokens, c.heads, c.k, c.n,
+    struct Form {
+      HeadMatmulKernel kernel;
+      const char *name;
+    };
+    for (Form form : {Form{HeadMatmulKernel::Auto, "auto"},
+                      Form{HeadMatmulKernel::Gemv, "GEMV"},
+                      Form{HeadMatmulKernel::Gemm, "GEMM"}}) {
+      if (form.kernel != HeadMatmulKernel::Auto && !gemvApplies)
+        continue;
+      CudaKernels forced = kernels->withHeadMatmulKernel(form.kernel);
+      char shape[96];
+      std::snprintf(shape, sizeof(shape), "T=%ld H=%ld K=%ld N=%ld %s",
+                    long(c.tokens), long(c.heads), long(c.k), long(c.n),
+                    form.name);
+      expectRan(forced.headMatmul(dx, gw, true, c.tokens, c.heads, c.k, c.n,
                                   dOut, nullptr));
-    double e = rowRelativeError(dOut.read<float>(exact.size()), exact, c.n);
-    report("headMatmul (tensor cores)", shape, e);
-    EXPECT_LE(e, 1e-5) << shape;
-    InputRounding bf16;
-    bf16.bf16 = true;
-    expectRan(kernels->headMatmul(dx, gw, true, c.tokens, c.heads, c.k, c.n,
+      double e = rowRelativeError(dOut.read<float>(exact.size()), exact, c.n);
+      report("headMatmul (tensor cores)", shape, e);
+      EXPECT_LE(e, 1e-5) << shape;
+      InputRounding bf16;
+      bf16.bf16 = true;
+      expectRan(forced.headMatmul(dx, gw, true, c.tokens, c.heads, c.k, c.n,
                                   dOut, nullptr, bf16));
-    std::vector<float> out = dOut.read<float>(exact.size());
-    e = rowRelativeError(out, expected, c.n);
-    report("headMatmul (tensor cores, bf16 x)", shape, e);
-    EXPECT_LE(e, 1e-5) << shape;
-    EXPECT_GT(rowRelativeError(out, exact, c.n), 1e-5) << shape;
+      std::vector<float> out = dOut.read<float>(exact.size());
+      e = rowRelativeError(out, expected, c.n);
+      report("headMatmul (tensor cores, bf16 x)", shape, e);
+      EXPECT_LE(e, 1e-5) << shape;
+      EXPECT_GT(rowRelativeError(out, exact, c.n), 1e-5) << shape;
+    }
   }
 }
 

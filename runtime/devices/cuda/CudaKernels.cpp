@@ -1603,6 +1603,14 @@ bool CudaKernels::headGemmApplies(const DeviceWeight &w, bool transposeWeight,
          w.data % 16 == 0;
 }
 
+bool CudaKernels::headGemvApplies(const DeviceWeight &w, bool transposeWeight,
+                                  int64_t tokens, int64_t k, bool xAligned) {
+  const int64_t chunks = k / 8;
+  return headGemmApplies(w, transposeWeight, k, xAligned) && tokens >= 1 &&
+         tokens <= kHeadGemvMaxTokens && chunks >= 8 && chunks <= 128 &&
+         (chunks & (chunks - 1)) == 0;
+}
+
 bool CudaKernels::headRowsAligned(CUdeviceptr x, int64_t xStride) {
   return x % 16 == 0 && xStride % 4 == 0;
 }
@@ -1627,12 +1635,14 @@ Status CudaKernels::headMatmul(CUdeviceptr x, const DeviceWeight &weight,
   xStride = xStride ? xStride : k;
   outStride = outStride ? outStride : n;
   // Decode's few tokens: the per-head GEMV, one 4 KB round trip a warp
-  // (K = 8 x 2^i chunks, 64 to 1024).
+  // (K = 8 x 2^i chunks, 64 to 1024), for exact x unless forced.
   const int chunks = int(k / 8);
-  if (tensorCores && tokens >= 1 && tokens <= kHeadGemvMaxTokens &&
-      w.type == 1 && transposeWeight && k % 8 == 0 && chunks >= 8 &&
-      chunks <= 128 && (chunks & (chunks - 1)) == 0 && w.data % 16 == 0 &&
-      headRowsAligned(x, xStride)) {
+  const bool gemv = headMatmulKernel == HeadMatmulKernel::Auto
+                        ? !rounding.bf16
+                        : headMatmulKernel == HeadMatmulKernel::Gemv;
+  if (tensorCores && gemv &&
+      headGemvApplies(w, transposeWeight, tokens, k,
+                      headRowsAligned(x, xStride))) {
     const CUfunction fns[5] = {headGemvBf16C8Fn, headGemvBf16C16Fn,
                                headGemvBf16C32Fn, headGemvBf16C64Fn,
                                headGemvBf16C128Fn};

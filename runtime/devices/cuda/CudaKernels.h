@@ -297,6 +297,12 @@ constexpr int64_t expertGemmScratchBytes(int64_t tokens, int64_t slots,
 /// The most tokens the per-head GEMV takes (daybreak_head_gemv_bf16_*; more
 /// take the per-head tensor-core GEMM).
 inline constexpr int64_t kHeadGemvMaxTokens = 4;
+/// Which kernel CudaKernels::headMatmul takes for a bf16 [H, N, K] weight
+/// where the per-head GEMV applies (headGemvApplies): Auto, the GEMV for
+/// exact x and the tensor-core GEMM for x rounded to bf16 (its one part of
+/// x streams faster than the GEMV: bench/NOTES.md, session 40); or either
+/// forced (the benchmark's and the tests' comparison).
+enum class HeadMatmulKernel { Auto, Gemv, Gemm };
 inline constexpr int64_t kExpertGemvMaxPairs = 256, kExpertGemvRows = 64,
                          kExpertGemvStageBytes = 28 * 1024;
 /// One ring slot of a warp (kEgRingSlotBytes in CudaKernels.cu): 32 lanes'
@@ -686,6 +692,13 @@ public:
     copy.expertGemvStreaming = streaming;
     return copy;
   }
+  /// The same kernels with headMatmul taking `kernel` where the per-head
+  /// GEMV applies (Auto, the default: HeadMatmulKernel's rule).
+  CudaKernels withHeadMatmulKernel(HeadMatmulKernel kernel) const {
+    CudaKernels copy = *this;
+    copy.headMatmulKernel = kernel;
+    return copy;
+  }
   /// The same kernels with the ring forms of the decode expert GEMV split
   /// over clusters of `cluster` blocks where that size fits the GPU and K
   /// (1: never split; 0, the default: chooseExpertGemvCluster decides).
@@ -699,9 +712,9 @@ public:
                     CUdeviceptr out, CUstream stream) const;
   /// Per-head matmul (lm.head_matmul): x [T, H, K] times head h's matrix
   /// of w ([H, K, N], or [H, N, K] with transposeWeight) into out [T, H, N].
-  /// A bf16 [H, N, K] weight (headGemmApplies) takes the per-head GEMV at
-  /// 1 to kHeadGemvMaxTokens tokens where K is 8 x 2^i, 64 to 1024 (fp32
-  /// FMAs on the widened weights), else the tensor-core GEMM, x split
+  /// A bf16 [H, N, K] weight (headGemmApplies) takes the per-head GEMV
+  /// where it applies (headGemvApplies; fp32 FMAs on the widened weights)
+  /// and headMatmulKernel picks it, else the tensor-core GEMM, x split
   /// exactly in three parts; both round x to bf16 in the kernel under
   /// rounding.bf16. Unless !tensorCores (tests), and for other weights: the
   /// CUDA-core kernel, on x rounded into the scratch as `rounding` says
@@ -720,6 +733,10 @@ public:
   /// K a multiple of 16, x and the weight 16-byte aligned.
   static bool headGemmApplies(const DeviceWeight &w, bool transposeWeight,
                               int64_t k, bool xAligned);
+  /// Whether the per-head GEMV can take it instead: 1 to
+  /// kHeadGemvMaxTokens tokens and K of 8 x 2^i, 64 to 1024.
+  static bool headGemvApplies(const DeviceWeight &w, bool transposeWeight,
+                              int64_t tokens, int64_t k, bool xAligned);
   /// The rounding scratch (floats) headMatmul needs under --precision=bf16.
   static int64_t headMatmulRoundingFloats(const DeviceWeight &w,
                                           bool transposeWeight, int64_t tokens,
@@ -1175,6 +1192,7 @@ private:
   /// How the decode expert GEMV streams its weights, and the blocks of
   /// each form the GPU holds at once: [e4m3][Registers, Ring4, Ring8].
   ExpertGemvStreaming expertGemvStreaming = ExpertGemvStreaming::Auto;
+  HeadMatmulKernel headMatmulKernel = HeadMatmulKernel::Auto;
   int64_t expertGemvBlocks[2][3] = {};
   /// The ring forms' split (see withExpertGemvCluster), and the clusters
   /// of each size they fit at once: [e4m3][Ring4, Ring8][size] (size 1:
