@@ -1189,10 +1189,12 @@ private:
   int64_t gemvE4m3Warps = 0, gemvBf16Warps = 0, gemvE4m3M1Warps = 0,
           gemvBf16M1Warps = 0, gemvE4m3M1NarrowWarps = 0,
           gemvBf16M1NarrowWarps = 0;
+  /// Which kernel headMatmul takes where the per-head GEMV applies (see
+  /// withHeadMatmulKernel).
+  HeadMatmulKernel headMatmulKernel = HeadMatmulKernel::Auto;
   /// How the decode expert GEMV streams its weights, and the blocks of
   /// each form the GPU holds at once: [e4m3][Registers, Ring4, Ring8].
   ExpertGemvStreaming expertGemvStreaming = ExpertGemvStreaming::Auto;
-  HeadMatmulKernel headMatmulKernel = HeadMatmulKernel::Auto;
   int64_t expertGemvBlocks[2][3] = {};
   /// The ring forms' split (see withExpertGemvCluster), and the clusters
   /// of each size they fit at once: [e4m3][Ring4, Ring8][size] (size 1:
