@@ -561,6 +561,44 @@ Status CudaKernels::launchDependent(CUfunction function, const char *name,
       driver->cuLaunchKernelEx(&config, function, params, nullptr), name);
 }
 
+Status CudaKernels::launchClusters(CUfunction function, const char *name,
+                                   int64_t clusters, unsigned clusterSize,
+                                   unsigned block, unsigned sharedBytes,
+                                   bool early, CUstream stream,
+                                   void **params) const {
+  const int64_t blocks = clusters * clusterSize;
+  if (std::optional<Status> done = checkGrid(name, blocks, 1, 1))
+    return *done;
+  CUlaunchAttribute attributes[2] = {};
+  unsigned count = 0;
+  if (clusterSize > 1) {
+    CUlaunchAttribute &cluster = attributes[count++];
+    cluster.id = CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION;
+    cluster.value.clusterDim.x = clusterSize;
+    cluster.value.clusterDim.y = 1;
+    cluster.value.clusterDim.z = 1;
+  }
+  if (early) {
+    CUlaunchAttribute &programmaticLaunch = attributes[count++];
+    programmaticLaunch.id =
+        CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION;
+    programmaticLaunch.value.programmaticStreamSerializationAllowed = 1;
+  }
+  CUlaunchConfig config{};
+  config.gridDimX = unsigned(blocks);
+  config.gridDimY = 1;
+  config.gridDimZ = 1;
+  config.blockDimX = block;
+  config.blockDimY = 1;
+  config.blockDimZ = 1;
+  config.sharedMemBytes = sharedBytes;
+  config.hStream = stream;
+  config.attrs = attributes;
+  config.numAttrs = count;
+  return driver->check(
+      driver->cuLaunchKernelEx(&config, function, params, nullptr), name);
+}
+
 Status CudaKernels::embedding(CUdeviceptr table, int64_t vocab, int64_t dim,
                               CUdeviceptr ids, int64_t tokens, CUdeviceptr out,
                               CUstream stream) const {
@@ -1547,36 +1585,12 @@ Status CudaKernels::tensorGemv(CUdeviceptr x, const DeviceWeight &w,
   weight.rows = n;
   weight.cols = k;
   void *params[] = {&x, &weight, &b, &m, &n, &k, &out};
-  CUlaunchAttribute attributes[2] = {};
-  unsigned count = 0;
-  if (plan.cluster > 1) {
-    CUlaunchAttribute &cluster = attributes[count++];
-    cluster.id = CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION;
-    cluster.value.clusterDim.x = unsigned(plan.cluster);
-    cluster.value.clusterDim.y = 1;
-    cluster.value.clusterDim.z = 1;
-  }
   // The kernel reads only the weight before griddepcontrol.wait, so with a
   // weight no kernel writes it may start before the previous kernel ends.
-  if (constantWeight && programmatic) {
-    CUlaunchAttribute &early = attributes[count++];
-    early.id = CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION;
-    early.value.programmaticStreamSerializationAllowed = 1;
-  }
-  CUlaunchConfig config{};
-  config.gridDimX = unsigned(plan.clusters * plan.cluster);
-  config.gridDimY = 1;
-  config.gridDimZ = 1;
-  config.blockDimX = unsigned(plan.threads);
-  config.blockDimY = 1;
-  config.blockDimZ = 1;
-  config.sharedMemBytes = unsigned(plan.sharedBytes);
-  config.hStream = stream;
-  config.attrs = attributes;
-  config.numAttrs = count;
-  return driver->check(
-      driver->cuLaunchKernelEx(&config, kernel.fn, params, nullptr),
-      "matmul (tensor-core GEMV)");
+  return launchClusters(kernel.fn, "matmul (tensor-core GEMV)", plan.clusters,
+                        unsigned(plan.cluster), unsigned(plan.threads),
+                        unsigned(plan.sharedBytes),
+                        constantWeight && programmatic, stream, params);
 }
 
 Status CudaKernels::launchGemv(CUfunction fn, int64_t residentWarps,
@@ -1937,14 +1951,13 @@ Status CudaKernels::tensorExpertGemv(
                 int(ringCluster(ExpertGemvStreaming::Ring4)))
           : expertGemvStreaming;
   const int form = int(streaming);
-  // As many blocks (a ring form: clusters) as hold at once, no more than
+  // As many clusters (of one block unsplit) as hold at once, no more than
   // the tasks.
-  int64_t cluster = 1, blocks = std::min(expertGemvBlocks[e4m3][form], tasks);
-  if (form > 0) {
-    cluster = ringCluster(streaming);
-    blocks =
-        std::min(expertGemvClusters[e4m3][form - 1][cluster], tasks) * cluster;
-  }
+  const int64_t cluster = form > 0 ? ringCluster(streaming) : 1;
+  const int64_t clusters =
+      std::min(form > 0 ? expertGemvClusters[e4m3][form - 1][cluster]
+                        : expertGemvBlocks[e4m3][form],
+               tasks);
   DeviceWeight w = weight, b = bias;
   w.rows = n;
   w.cols = k;
@@ -1955,31 +1968,10 @@ Status CudaKernels::tensorExpertGemv(
   const CUfunction fns[2][3] = {
       {expertGemvTcBf16Fn, expertGemvTcBf16Ring4Fn, expertGemvTcBf16Ring8Fn},
       {expertGemvTcE4m3Fn, expertGemvTcE4m3Ring4Fn, expertGemvTcE4m3Ring8Fn}};
-  if (cluster == 1) {
-    DAYBREAK_RETURN_IF_ERROR(launchDependent(
-        fns[e4m3][form], "expertMatmul (tensor-core GEMV)", blocks, 1, 1, 128,
-        unsigned(expertGemvSharedBytes(streaming)), stream, params));
-  } else {
-    CUlaunchAttribute attributes[2] = {};
-    attributes[0].id = CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION;
-    attributes[0].value.clusterDim.x = unsigned(cluster);
-    attributes[0].value.clusterDim.y = 1;
-    attributes[0].value.clusterDim.z = 1;
-    attributes[1].id = CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION;
-    attributes[1].value.programmaticStreamSerializationAllowed = 1;
-    CUlaunchConfig config{};
-    config.gridDimX = unsigned(blocks);
-    config.gridDimY = config.gridDimZ = 1;
-    config.blockDimX = 128;
-    config.blockDimY = config.blockDimZ = 1;
-    config.sharedMemBytes = unsigned(expertGemvSharedBytes(streaming));
-    config.hStream = stream;
-    config.attrs = attributes;
-    config.numAttrs = programmatic ? 2 : 1;
-    DAYBREAK_RETURN_IF_ERROR(driver->check(
-        driver->cuLaunchKernelEx(&config, fns[e4m3][form], params, nullptr),
-        "expertMatmul (tensor-core GEMV, split over clusters)"));
-  }
+  DAYBREAK_RETURN_IF_ERROR(launchClusters(
+      fns[e4m3][form], "expertMatmul (tensor-core GEMV)", clusters,
+      unsigned(cluster), 128, unsigned(expertGemvSharedBytes(streaming)),
+      programmatic, stream, params));
   if (!routed)
     return Status::success();
   void *combine[] = {&y, &indices, &routingWeights, &experts, &tokens, &slots,

@@ -2119,15 +2119,15 @@ DAYBREAK_HEAD_GEMM(bf16_x1, kWeightBF16, 4, 1)
 // each chunk by the 8 columns of x's row of the chunk row's head (fp32 FMA
 // on the widened bf16: exact products, x rounded to bf16 first under
 // --precision=bf16) and adds a row's lanes with shuffles in a fixed order.
-// The GEMM tile (gemmHeads) streams a head's matrix through one block per
-// 128 output columns: 128 blocks of 128 KB for W_UV at one token, 1.2 TB/s
-// on the H100; here every warp is one round trip and all of them fit the
-// GPU at once (4096 warps for DeepSeek's 16.8 MB matrices).
+// Every warp is one round trip and all of them fit the GPU at once (4096
+// warps for DeepSeek's 16.8 MB matrices). On the H100 (bench/NOTES.md,
+// session 40) it takes 10.1 and 10.5 us at one token against the GEMM's
+// 12.9 and 15.4 with x in three parts, but 8.2 and 9.3 with bf16 x in one:
+// headMatmul takes it for exact x.
 //===----------------------------------------------------------------------===//
 
 namespace {
 
-constexpr int kHeadGemvMaxTokens = 4; // kHeadGemvMaxTokens in CudaKernels.h
 constexpr int kHeadGemvLoads = 8;     // 16-byte chunks a lane
 constexpr int kHeadGemvWarps = 8;
 

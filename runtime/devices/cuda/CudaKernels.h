@@ -289,11 +289,6 @@ constexpr int64_t expertGemmScratchBytes(int64_t tokens, int64_t slots,
   return 16 + tiles * 16 + orderBytes + (routed ? rows * n * 4 : 0);
 }
 
-/// The decode expert GEMV on the tensor cores (CudaKernels::
-/// tensorExpertGemv; daybreak_expert_gemv_tc_* in CudaKernels.cu): the
-/// (token, slot) pairs a launch takes at most (each block groups them by
-/// expert in shared memory), the weight rows of one task (kEgRows), and
-/// the shared memory staging x's parts (kEgStageBytes).
 /// The most tokens the per-head GEMV takes (daybreak_head_gemv_bf16_*; more
 /// take the per-head tensor-core GEMM).
 inline constexpr int64_t kHeadGemvMaxTokens = 4;
@@ -303,6 +298,11 @@ inline constexpr int64_t kHeadGemvMaxTokens = 4;
 /// x streams faster than the GEMV: bench/NOTES.md, session 40); or either
 /// forced (the benchmark's and the tests' comparison).
 enum class HeadMatmulKernel { Auto, Gemv, Gemm };
+/// The decode expert GEMV on the tensor cores (CudaKernels::
+/// tensorExpertGemv; daybreak_expert_gemv_tc_* in CudaKernels.cu): the
+/// (token, slot) pairs a launch takes at most (each block groups them by
+/// expert in shared memory), the weight rows of one task (kEgRows), and
+/// the shared memory staging x's parts (kEgStageBytes).
 inline constexpr int64_t kExpertGemvMaxPairs = 256, kExpertGemvRows = 64,
                          kExpertGemvStageBytes = 28 * 1024;
 /// One ring slot of a warp (kEgRingSlotBytes in CudaKernels.cu): 32 lanes'
@@ -1099,6 +1099,14 @@ private:
   Status launch(CUfunction function, const char *name, int64_t gridX,
                 int64_t gridY, int64_t gridZ, unsigned block,
                 unsigned sharedBytes, CUstream stream, void **params) const;
+  /// Launches `clusters` clusters of `clusterSize` blocks (a 1-D grid; no
+  /// cluster attribute for size 1), as a programmatic dependent of the
+  /// kernel before it when `early` (the kernel waits before touching what
+  /// that kernel writes).
+  Status launchClusters(CUfunction function, const char *name, int64_t clusters,
+                        unsigned clusterSize, unsigned block,
+                        unsigned sharedBytes, bool early, CUstream stream,
+                        void **params) const;
 
   /// mhc_pre's second launch, daybreak_mhc_pre (or _norm with a norm) on
   /// the logits' `splits` partial sums in `partials`.
