@@ -1970,6 +1970,45 @@ int main(int argc, char **argv) {
                       v.name, flops / seconds / 1e12);
       }
     }
+    // Decode at a context under top-k (C = 1024, the model benchmark's):
+    // the selection is 1024 rows and 1024 of -1 padding, as
+    // daybreak_dsa_index_select leaves it, and the splits share the 1024.
+    std::vector<int32_t> shortSelection(maxTokens * topK, -1);
+    for (int64_t t = 0; t < maxTokens; ++t)
+      for (int64_t i = 0; i < 1024; ++i)
+        shortSelection[t * topK + i] = int32_t(rng() % seqLen);
+    check(driver->cuMemcpyHtoD(dIndices, shortSelection.data(),
+                               shortSelection.size() * 4),
+          "cuMemcpyHtoD");
+    for (int64_t tokens : {1, 8}) {
+      double bytes = double(tokens * 1024 * kv.bytesPerRow +
+                            tokens * heads * (576 + 512) * 4);
+      std::string shape =
+          "T=" + std::to_string(tokens) + " H=128 top-2048 of C=1024 fp8";
+      for (auto [name, kernel] : {std::pair<const char *, SparseMlaKernel>{
+                                      "tensor+split", SparseMlaKernel::MmaSync},
+                                  {"wgmma+split", SparseMlaKernel::Warpgroups}})
+        row("sparse_attention", shape, name,
+            timeIt(
+                [&] {
+                  return kernels.sparseAttention(
+                      q, kv, dIndices, topK, sequences, tokens, heads, 0.04,
+                      512, 0, out, nullptr, nullptr, scratch, scratchFloats,
+                      AttentionPath::TensorCores, kernel);
+                },
+                iterations),
+            bytes);
+      row("sparse_attention", shape, "split",
+          timeIt(
+              [&] {
+                return kernels.sparseAttention(
+                    q, kv, dIndices, topK, sequences, tokens, heads, 0.04, 512,
+                    0, out, nullptr, nullptr, scratch, scratchFloats,
+                    AttentionPath::CudaCores);
+              },
+              iterations),
+          bytes);
+    }
   }
 
   // DSA top-k: the best 2048 of C indexer scores per token (decode: every

@@ -2232,7 +2232,7 @@ Status CudaKernels::dsaIndexerScores(CUdeviceptr q, CUdeviceptr weights,
     float fscale = float(scale);
     void *params[] = {&q,     &weights, &c,    &sequences, &bounds,
                       &heads, &fscale,  &rope, &scores};
-    return launch(
+    return launchDependent(
         keys.format == runtime::CacheFormat::BF16 ? dsaIndexerTcBf16Fn
                                                   : dsaIndexerTcE4m3Fn,
         "dsaIndexerScores (tensor cores)", blocksFor(64, 8, tokens), tokens, 1,

@@ -4199,6 +4199,7 @@ indexerTc(const float *__restrict__ q, const float *__restrict__ weights,
           int64_t heads, float scale, const QueryRope &rope,
           float *__restrict__ scores) {
   extern __shared__ __align__(16) uint8_t indexerTcShared[];
+  beginDependent();
   const int mTiles = int((heads + 15) / 16);
   const int threads = int(blockDim.x);
   const int tid = int(threadIdx.x), lane = tid & 31, warp = tid >> 5;
@@ -4881,6 +4882,41 @@ extern "C" __global__ void daybreak_dsa_index_select(const float *scores,
   }
 }
 
+/// One past the last valid row (inside [0, maxSeqLen)) of a token's
+/// selection, 0 when it has none. A block-wide reduction through *slot (an
+/// int of shared memory free until every thread has returned): every thread
+/// of the block calls it.
+__device__ int64_t selectionEnd(const int32_t *chosen, int64_t topK,
+                                int64_t maxSeqLen, int *slot) {
+  if (threadIdx.x == 0)
+    *slot = -1;
+  __syncthreads();
+  int last = -1;
+  for (int64_t i = threadIdx.x; i < topK; i += blockDim.x) {
+    int32_t pos = chosen[i];
+    if (pos >= 0 && pos < maxSeqLen)
+      last = int(i);
+  }
+  for (int d = 16; d > 0; d >>= 1)
+    last = max(last, __shfl_xor_sync(0xffffffffu, last, d));
+  if ((threadIdx.x & 31) == 0 && last >= 0)
+    atomicMax(slot, last);
+  __syncthreads();
+  return int64_t(*slot) + 1;
+}
+
+/// Split blockIdx.z of `splits`: rows [r0, r1) of a selection whose rows
+/// from `end` on are padding. [0, end) goes out in equal runs of whole
+/// tiles of `tile` rows, so that a short selection (context under top-k)
+/// keeps every split busy instead of leaving the last ones only padding.
+__device__ __forceinline__ void
+splitRows(int64_t end, int32_t splits, int64_t tile, int64_t &r0, int64_t &r1) {
+  int64_t per = (end + splits - 1) / splits;
+  per = (per + tile - 1) / tile * tile;
+  r0 = min(int64_t(blockIdx.z) * per, end);
+  r1 = min(r0 + per, end);
+}
+
 namespace {
 
 /// daybreak_sparse_attention's body for kv.width == kWidth and valueDim ==
@@ -4910,6 +4946,7 @@ sparseAttention(const float *q, const Cache &kv, const int32_t *indices,
   float *o = out + (t * heads + h0) * valueDim;
   int64_t outCount = int64_t(hn) * valueDim;
   // kSplit (daybreak_sparse_attention_split): block z takes rows [r0, r1)
+  // of splitRows
   // and leaves, per head, its running max, denominator, row count and
   // unnormalised accumulators at partial + partialAt(h) for
   // daybreak_sparse_attention_combine; the sinks enter there. A template
@@ -4919,9 +4956,7 @@ sparseAttention(const float *q, const Cache &kv, const int32_t *indices,
   auto partialAt = [&](int64_t h) {
     return ((t * heads + h0 + h) * splits + blockIdx.z) * (valueDim + 3);
   };
-  int64_t perSplit = kSplit ? (topK + splits - 1) / splits : topK;
-  int64_t r0 = kSplit ? int64_t(blockIdx.z) * perSplit : 0;
-  int64_t r1 = kSplit && r0 + perSplit < topK ? r0 + perSplit : topK;
+  int64_t r0 = 0, r1 = topK;
   if (seq < 0 || seq >= kv.batch) {
     if (kSplit) {
       if (tid < hn)
@@ -4932,6 +4967,11 @@ sparseAttention(const float *q, const Cache &kv, const int32_t *indices,
     }
     return;
   }
+  // (correction's first word is free until the first chunk's barrier.)
+  if (kSplit)
+    splitRows(selectionEnd(chosen, topK, kv.maxSeqLen,
+                           reinterpret_cast<int *>(correction)),
+              splits, chunk, r0, r1);
   for (int64_t e = tid; e < int64_t(hn) * width; e += blockDim.x)
     qs[e] = q[(t * heads + h0) * width + e];
   // Per head (threads h < hn): running max and denominator.

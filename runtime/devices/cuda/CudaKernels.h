@@ -935,10 +935,10 @@ public:
   /// daybreak_sparse_mla_wg's dynamic shared memory: 1024 bytes to align,
   /// Q and two 64-row tiles of 576 bf16, P (64 x 64 bf16), the exchanged
   /// maxima and sums (2 x 2 x 64 floats), the tiles' masks (16 bytes), four
-  /// mbarriers and two counters (the kernel has no static shared memory).
+  /// mbarriers and three counters (the kernel has no static shared memory).
   static constexpr int64_t sparseMlaWgSharedBytes() {
     return 1024 + 3 * 64 * 576 * 2 + 64 * 64 * 2 + 4 * 64 * 4 + 16 + 4 * 8 +
-           2 * 4;
+           3 * 4;
   }
   /// Whether daybreak_sparse_mla_tc takes this cache and value dim: bf16 or
   /// fp8 (Fp8Scaled) rows of a width that is a multiple of 16 up to 576,

@@ -132,18 +132,23 @@ sparseMlaTc(const float *q, const Cache &kv, const int32_t *indices,
     return ((token * heads + h0 + h) * splits + blockIdx.z) * (valueDim + 3);
   };
 
-  // This block's rows [r0, r1) of the selection; of them the valid ones
-  // (inside [0, maxSeqLen)): how many, and where the last is, so that the
-  // walk stops there (a selection's -1 padding is at its end).
-  int64_t perSplit = kSplit ? (topK + splits - 1) / splits : topK;
-  int64_t r0 = kSplit ? int64_t(blockIdx.z) * perSplit : 0;
-  int64_t r1 = kSplit && r0 + perSplit < topK ? r0 + perSplit : topK;
+  // This block's rows [r0, r1) of the selection (splitRows: whole tiles of
+  // the rows up to the last valid one); of them the valid ones (inside [0,
+  // maxSeqLen)): how many, and where the last is, so that the walk stops
+  // there (a selection's -1 padding is at its end).
+  const bool live = seq >= 0 && seq < kv.batch;
+  int64_t r0 = 0, r1 = topK;
+  if (kSplit && live) {
+    splitRows(selectionEnd(chosen, topK, kv.maxSeqLen, &validCount), splits,
+              kSmlaKeys, r0, r1);
+    __syncthreads(); // every thread has read validCount; it is reset below
+  }
   if (tid == 0) {
     validCount = 0;
     lastValid = -1;
   }
   __syncthreads();
-  if (seq >= 0 && seq < kv.batch) {
+  if (live) {
     int count = 0, last = -1;
     for (int64_t i = r0 + tid; i < r1; i += kSmlaThreads) {
       int32_t pos = chosen[i];
@@ -576,7 +581,8 @@ extern "C" __global__ void __launch_bounds__(kSmlaThreads, 1)
 // the 128-byte swizzle (16-byte chunk c of row r at c ^ r % 8), each block
 // 1024-byte aligned: Q (9 blocks), two K/V tiles (9 blocks each), P (one
 // block), the maxima and sums exchanged, the tiles' valid-row masks and
-// the barriers and the valid rows' count: sparseMlaWgSharedBytes, 226 KiB.
+// the barriers, the valid rows' count and last one and the selection's
+// end: sparseMlaWgSharedBytes, 226 KiB.
 //
 // Roofline per 64-key tile and block: 8.9 MFLOP; the MMA reads 300 KB of
 // shared memory (Q twice for S, K once, P twice, V once) and the gatherers
@@ -724,10 +730,14 @@ sparseMlaWg(const float *q, const Cache &kv, const int32_t *indices,
   };
 
   // This block's rows [r0, r1) of the selection and, of them, how many are
-  // valid and where the last is (as daybreak_sparse_mla_tc).
-  const int64_t perSplit = kSplit ? (topK + splits - 1) / splits : topK;
-  const int64_t r0 = kSplit ? int64_t(blockIdx.z) * perSplit : 0;
-  const int64_t r1 = kSplit && r0 + perSplit < topK ? r0 + perSplit : topK;
+  // valid and where the last is (as daybreak_sparse_mla_tc; the selection's
+  // end through a word of its own, read by every thread after the barrier
+  // below).
+  const bool live = seq >= 0 && seq < kv.batch;
+  int64_t r0 = 0, r1 = topK;
+  if (kSplit && live)
+    splitRows(selectionEnd(chosen, topK, kv.maxSeqLen, (&validCount) + 2),
+              splits, kSmwKeys, r0, r1);
   if (tid == 0) {
     validCount = 0;
     lastValid = -1;
@@ -738,7 +748,7 @@ sparseMlaWg(const float *q, const Cache &kv, const int32_t *indices,
     asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
   }
   __syncthreads();
-  if (seq >= 0 && seq < kv.batch) {
+  if (live) {
     int count = 0, last = -1;
     for (int64_t i = r0 + tid; i < r1; i += kSmwThreads) {
       int32_t pos = chosen[i];
