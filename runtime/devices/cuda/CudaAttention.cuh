@@ -63,7 +63,7 @@ __device__ __forceinline__ int64_t windowStart(int64_t p, int64_t window) {
 /// headGroup heads), split z of `splits` (kSplit: one token a block; its
 /// keys cut in `splits` equal parts, and the block leaves its running max,
 /// denominator, key count and unnormalised accumulators per head in
-/// `partial` [tokens, heads, splits, valueDim + 3]).
+/// `partial` [tokens, heads, splits, valueDim + 4]).
 template <bool kSplit>
 __device__ __forceinline__ void
 denseAttention(const float *q, const Cache &k, const Cache &v,
@@ -234,7 +234,8 @@ denseAttention(const float *q, const Cache &k, const Cache &v,
     if (kSplit) {
       // One token: rows are its heads.
       auto at = [&](int r) {
-        return ((ta * heads + h0 + r) * splits + blockIdx.z) * (valueDim + 3);
+        return ((ta * heads + h0 + r) * splits + blockIdx.z) *
+               (valueDim + kSparseHeaderFloats);
       };
       if (tid < rows) {
         float *head = partial + at(tid);
@@ -247,7 +248,8 @@ denseAttention(const float *q, const Cache &k, const Cache &v,
         int64_t e = tid + int64_t(j) * kAttentionThreads;
         if (e >= int64_t(rows) * valueDim)
           break;
-        partial[at(int(e / valueDim)) + 3 + e % valueDim] = acc[j];
+        partial[at(int(e / valueDim)) + kSparseHeaderFloats + e % valueDim] =
+            acc[j];
       }
     } else {
       // out = acc e^(m - M) / (l e^(m - M) + e^(sink - M)), M = max(m, sink):
@@ -301,7 +303,7 @@ daybreak_attention(const float *q, Cache k, Cache v, const int32_t *positions,
 /// block; block z takes the z-th of `splits` equal parts of the token's
 /// keys and leaves per head its running max, denominator, key count and
 /// unnormalised accumulators in `partial` [tokens, heads, splits,
-/// valueDim + 3] for daybreak_sparse_attention_combine, which adds the
+/// valueDim + 4] for daybreak_sparse_attention_combine, which adds the
 /// sinks.
 extern "C" __global__ void __launch_bounds__(kAttentionThreads)
 daybreak_attention_split(const float *q, Cache k, Cache v,
@@ -893,11 +895,11 @@ extern "C" __global__ void __launch_bounds__(kTcAttentionThreads, 1)
 //   pass, each lane's four values one vector load.
 // The warps' partial softmax states merge in shared memory into the same
 // per-split partials as daybreak_attention_split ([tokens, heads, splits,
-// valueDim + 3]: max, denominator, key count, unnormalised sums), which
-// daybreak_sparse_attention_combine merges with the sinks. Caches: K and V
-// in one format, rows of a multiple of 16 bytes, fp8 without a bf16 tail
-// and with scale blocks of a multiple of 16 columns; head dims a multiple
-// of 16 up to kDecodeMaxHeadDim, value dims 32, 64 or 128
+// valueDim + 4]: max, denominator, key count, padding, unnormalised sums),
+// which daybreak_sparse_attention_combine merges with the sinks. Caches: K and
+// V in one format, rows of a multiple of 16 bytes, fp8 without a bf16 tail and
+// with scale blocks of a multiple of 16 columns; head dims a multiple of 16 up
+// to kDecodeMaxHeadDim, value dims 32, 64 or 128
 // (CudaKernels::decodeAttentionApplies).
 //
 // Roofline (gpt-oss: 8 heads a KV head of 64, fp8 cache): a key costs 1024
@@ -1109,7 +1111,7 @@ decodeAttention(const float *q, const Cache &k, const Cache &v,
 
   // The warps' states merged: max M, denominator sum_w l_w e^(m_w - M),
   // sums sum_w acc_w e^(m_w - M), over the warps that saw keys.
-  const int64_t stride = valueDim + 3;
+  const int64_t stride = valueDim + kSparseHeaderFloats;
   float *out = partial + ((t * heads + h0) * splits + blockIdx.z) * stride;
   const int busyWarps =
       first + 32 * (kDecodeWarps - 1) <= last
@@ -1127,7 +1129,7 @@ decodeAttention(const float *q, const Cache &k, const Cache &v,
                    expf(warpMaxes[w][h] - top), sum);
     float *head = out + int64_t(h) * splits * stride;
     if (d >= 0) {
-      head[3 + d] = sum;
+      head[kSparseHeaderFloats + d] = sum;
     } else {
       head[0] = top;
       head[1] = sum;
@@ -1601,7 +1603,7 @@ extern "C" __global__ void __launch_bounds__(kWideThreads, 1)
   }
 
   const int64_t count = first <= last ? last - first + 1 : 0;
-  const int64_t stride = valueDim + 3;
+  const int64_t stride = valueDim + kSparseHeaderFloats;
 #pragma unroll
   for (int r = 0; r < kWideRows; ++r) {
     if (r0 + r >= hn)
@@ -1617,7 +1619,7 @@ extern "C" __global__ void __launch_bounds__(kWideThreads, 1)
 #pragma unroll
       for (int j = 0; j < kWideMaxValueCols; ++j)
         if (lane + 32 * j < valueDim)
-          o[3 + lane + 32 * j] = acc[r][j];
+          o[kSparseHeaderFloats + lane + 32 * j] = acc[r][j];
       continue;
     }
     // daybreak_sparse_attention_combine's formula with one split.

@@ -2295,7 +2295,7 @@ Status CudaKernels::sparseAttention(
   if (path == AttentionPath::TensorCores ||
       (path == AttentionPath::PreferTensorCores && tensor)) {
     // 64 heads a block; split over the rows (at least 4 tiles of 32 each,
-    // 16 splits at most: the partials are valueDim + 3 floats a head and
+    // 16 splits at most: the partials are valueDim + 4 floats a head and
     // split) while the grid is under a block per SM, as the scratch allows.
     int64_t groups = ceilDiv(heads, 64);
     int64_t splits = 1;
@@ -2303,7 +2303,8 @@ Status CudaKernels::sparseAttention(
       splits = std::min({ceilDiv(multiprocessors, tokens * groups),
                          ceilDiv(topK, 128), int64_t(16)});
     while (splits > 1 &&
-           tokens * heads * splits * (valueDim + 3) > partialFloats)
+           tokens * heads * splits * (valueDim + kSparsePartialHeaderFloats) >
+               partialFloats)
       --splits;
     KernelCache c = toKernel(kv);
     float fscale = float(scale);
@@ -2371,7 +2372,9 @@ Status CudaKernels::sparseAttention(
   if (partials && tokens * groups < kSparseAttentionTargetBlocks)
     splits = std::min({ceilDiv(kSparseAttentionTargetBlocks, tokens * groups),
                        ceilDiv(topK, chunk), kAttentionMaxSplits});
-  while (splits > 1 && tokens * heads * splits * (valueDim + 3) > partialFloats)
+  while (splits > 1 &&
+         tokens * heads * splits * (valueDim + kSparsePartialHeaderFloats) >
+             partialFloats)
     --splits;
   if (splits == 1) {
     void *params[] = {&q,      &c,     &indices, &topK,     &sequences,
@@ -2435,7 +2438,8 @@ Status CudaKernels::attention(CUdeviceptr q, const DeviceCacheView &k,
       splits = std::min({ceilDiv(kSparseAttentionTargetBlocks, blocks),
                          ceilDiv(keys, 32), kAttentionMaxSplits});
     while (splits > 1 &&
-           tokens * heads * splits * (valueDim + 3) > partialFloats)
+           tokens * heads * splits * (valueDim + kSparsePartialHeaderFloats) >
+               partialFloats)
       --splits;
     KernelCache kc = toKernel(k), vc = toKernel(v);
     int32_t share = attentionSharesRows(k, v, kvHeads),
@@ -2495,7 +2499,9 @@ Status CudaKernels::attention(CUdeviceptr q, const DeviceCacheView &k,
   if (partials && blocks > 0 && blocks < kSparseAttentionTargetBlocks)
     splits = std::min({ceilDiv(kSparseAttentionTargetBlocks, blocks),
                        ceilDiv(keys, 32), kAttentionMaxSplits});
-  while (splits > 1 && tokens * heads * splits * (valueDim + 3) > partialFloats)
+  while (splits > 1 &&
+         tokens * heads * splits * (valueDim + kSparsePartialHeaderFloats) >
+             partialFloats)
     --splits;
   bool tensor = tensorAttentionApplies(k, v, kvHeads);
   if (path == AttentionPath::TensorCores && !tensor)

@@ -4882,6 +4882,12 @@ extern "C" __global__ void daybreak_dsa_index_select(const float *scores,
   }
 }
 
+/// A split attention partial for one (token, head): max, denominator, row
+/// count, a float of padding, then the unnormalised accumulators, 16 bytes
+/// in (kSparsePartialHeaderFloats in CudaKernels.h): the tensor-core
+/// kernels store them in aligned pairs.
+constexpr int kSparseHeaderFloats = 4;
+
 /// One past the last valid row (inside [0, maxSeqLen)) of a token's
 /// selection, 0 when it has none. A block-wide reduction through *slot (an
 /// int of shared memory free until every thread has returned): every thread
@@ -4891,11 +4897,21 @@ __device__ int64_t selectionEnd(const int32_t *chosen, int64_t topK,
   if (threadIdx.x == 0)
     *slot = -1;
   __syncthreads();
+  // A thread's slots 8 at a time, their loads issued together: one L2
+  // round trip for top-2048 over 256 or 384 threads, not one a slot.
+  constexpr int kBatch = 8;
   int last = -1;
-  for (int64_t i = threadIdx.x; i < topK; i += blockDim.x) {
-    int32_t pos = chosen[i];
-    if (pos >= 0 && pos < maxSeqLen)
-      last = int(i);
+  for (int64_t i0 = threadIdx.x; i0 < topK; i0 += kBatch * blockDim.x) {
+    int32_t pos[kBatch];
+#pragma unroll
+    for (int b = 0; b < kBatch; ++b) {
+      const int64_t i = i0 + int64_t(b) * blockDim.x;
+      pos[b] = i < topK ? chosen[i] : -1;
+    }
+#pragma unroll
+    for (int b = 0; b < kBatch; ++b)
+      if (pos[b] >= 0 && pos[b] < maxSeqLen)
+        last = int(i0 + int64_t(b) * blockDim.x);
   }
   for (int d = 16; d > 0; d >>= 1)
     last = max(last, __shfl_xor_sync(0xffffffffu, last, d));
@@ -4954,7 +4970,8 @@ sparseAttention(const float *q, const Cache &kv, const int32_t *indices,
   // would cost them their second block per SM (128 -> 157 registers), and
   // they serve the large grids.
   auto partialAt = [&](int64_t h) {
-    return ((t * heads + h0 + h) * splits + blockIdx.z) * (valueDim + 3);
+    return ((t * heads + h0 + h) * splits + blockIdx.z) *
+           (valueDim + kSparseHeaderFloats);
   };
   int64_t r0 = 0, r1 = topK;
   if (seq < 0 || seq >= kv.batch) {
@@ -5065,7 +5082,8 @@ sparseAttention(const float *q, const Cache &kv, const int32_t *indices,
       int64_t e = tid + int64_t(j) * blockDim.x;
       if (e >= outCount)
         break;
-      partial[partialAt(e / valueDim) + 3 + e % valueDim] = acc[j];
+      partial[partialAt(e / valueDim) + kSparseHeaderFloats + e % valueDim] =
+          acc[j];
     }
     return;
   }
@@ -5120,10 +5138,10 @@ daybreak_sparse_attention_t(const float *q, Cache kv, const int32_t *indices,
 
 /// daybreak_sparse_attention split over the selected rows as well (flash
 /// decoding), for grids too small to fill the GPU: grid (tokens, head
-/// groups, splits); block z takes rows [z, z + 1) x ceil(topK / splits) and
-/// leaves per head its running max, denominator, row count and
+/// groups, splits); block z takes its rows of splitRows (chunks) and leaves
+/// per head its running max, denominator, row count and
 /// unnormalised accumulators in `partial` [tokens, heads, splits,
-/// valueDim + 3] for daybreak_sparse_attention_combine, which adds the
+/// valueDim + 4] for daybreak_sparse_attention_combine, which adds the
 /// sinks.
 extern "C" __global__ void daybreak_sparse_attention_split(
     const float *q, Cache kv, const int32_t *indices, int64_t topK,
@@ -5164,7 +5182,7 @@ daybreak_sparse_attention_combine(const float *partial, int64_t heads,
   __shared__ float total;
   __shared__ int32_t usedCount;
   int64_t t = blockIdx.x, h = blockIdx.y;
-  int64_t stride = valueDim + 3;
+  int64_t stride = valueDim + kSparseHeaderFloats;
   const float *p = partial + (t * heads + h) * splits * stride;
   float *o = out + (t * heads + h) * valueDim;
   for (int s = threadIdx.x; s < splits; s += blockDim.x) {
@@ -5211,7 +5229,7 @@ daybreak_sparse_attention_combine(const float *partial, int64_t heads,
 #pragma unroll 4
     for (int u = 0; u < usedCount; ++u) {
       const int s = used[u];
-      const float *values = p + s * stride + 3;
+      const float *values = p + s * stride + kSparseHeaderFloats;
       const float w = weights[s];
 #pragma unroll
       for (int k = 0; k < kValues; ++k) {

@@ -202,11 +202,19 @@ inline constexpr int64_t kSparseAttentionTargetBlocks = 264;
 /// what daybreak_sparse_attention_combine holds (kSparseCombineMaxSplits in
 /// CudaKernels.cu).
 inline constexpr int64_t kAttentionMaxSplits = 64;
+/// A sparse attention split's partial for one (token, head): its running
+/// max, denominator and row count and a float of padding, then the valueDim
+/// unnormalised accumulators, which so start 16 bytes into the partial: a
+/// value dim that is a multiple of 4 keeps them 16-byte aligned, for the
+/// tensor-core kernels' paired stores (kSparseHeaderFloats in
+/// CudaKernels.cu).
+inline constexpr int64_t kSparsePartialHeaderFloats = 4;
 /// Scratch floats that serve every split a sparseAttention launch chooses:
 /// splits x tokens x head groups stays under twice the target blocks, and a
-/// head group holds at most 16 heads of valueDim + 3 floats each.
+/// head group holds at most 16 heads of a partial each.
 constexpr int64_t sparseAttentionScratchFloats(int64_t valueDim) {
-  return 2 * kSparseAttentionTargetBlocks * 16 * (valueDim + 3);
+  return 2 * kSparseAttentionTargetBlocks * 16 *
+         (valueDim + kSparsePartialHeaderFloats);
 }
 
 /// Query heads of one KV head that a dense attention block takes at most:
@@ -218,12 +226,13 @@ constexpr int64_t attentionHeadGroup(int64_t queryHeadsPerKv,
 }
 /// Scratch floats that serve every split an attention launch chooses:
 /// blocks x splits stays under twice the target blocks (as for sparse
-/// attention), each block holding at most attentionHeadGroup heads of
-/// valueDim + 3 floats.
+/// attention), each block holding at most attentionHeadGroup heads of a
+/// partial each (valueDim + kSparsePartialHeaderFloats floats).
 constexpr int64_t attentionScratchFloats(int64_t queryHeadsPerKv,
                                          int64_t valueDim) {
   return 2 * kSparseAttentionTargetBlocks *
-         attentionHeadGroup(queryHeadsPerKv, valueDim) * (valueDim + 3);
+         attentionHeadGroup(queryHeadsPerKv, valueDim) *
+         (valueDim + kSparsePartialHeaderFloats);
 }
 
 /// daybreak_attention_wide (CudaAttention.cuh): query heads a block, head
@@ -252,7 +261,7 @@ inline constexpr int64_t kDecodeAttentionWarps = 4;
 /// (Splits it takes only as far as attentionScratchFloats allows.)
 constexpr int64_t decodeAttentionScratchFloats(int64_t tokens, int64_t heads,
                                                int64_t valueDim) {
-  return tokens * heads * (valueDim + 3);
+  return tokens * heads * (valueDim + kSparsePartialHeaderFloats);
 }
 
 /// RoPE: rows of one token a block rotates, and the rotated pairs

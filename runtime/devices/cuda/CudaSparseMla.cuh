@@ -129,7 +129,8 @@ sparseMlaTc(const float *q, const Cache &kv, const int32_t *indices,
   const int32_t *chosen = indices + token * topK;
   const float negInf = -__int_as_float(0x7F800000);
   auto partialAt = [&](int64_t h) {
-    return ((token * heads + h0 + h) * splits + blockIdx.z) * (valueDim + 3);
+    return ((token * heads + h0 + h) * splits + blockIdx.z) *
+           (valueDim + kSparseHeaderFloats);
   };
 
   // This block's rows [r0, r1) of the selection (splitRows: whole tiles of
@@ -495,7 +496,7 @@ sparseMlaTc(const float *q, const Cache &kv, const int32_t *indices,
         head[1] = sum;
         head[2] = float(valid);
       }
-      dst = head + 3;
+      dst = head + kSparseHeaderFloats;
     } else {
       dst = out + (token * heads + h0 + row) * valueDim;
       factor = 1.0f / sum;
@@ -507,14 +508,10 @@ sparseMlaTc(const float *q, const Cache &kv, const int32_t *indices,
 #pragma unroll
       for (int x = 0; x < 2; ++x) {
         int col = (pair0 + n) * 16 + 8 * x + 2 * quad;
-        float2 v = make_float2(o[2 * n + x][2 * i] * factor,
-                               o[2 * n + x][2 * i + 1] * factor);
-        if (kSplit) {
-          dst[col] = v.x; // partials: valueDim + 3 floats a head, unaligned
-          dst[col + 1] = v.y;
-        } else {
-          *reinterpret_cast<float2 *>(dst + col) = v;
-        }
+        // Partials too start 16 bytes in (kSparseHeaderFloats), the value
+        // dim being a multiple of 16: aligned pairs either way.
+        *reinterpret_cast<float2 *>(dst + col) = make_float2(
+            o[2 * n + x][2 * i] * factor, o[2 * n + x][2 * i + 1] * factor);
       }
     }
   }
@@ -536,9 +533,9 @@ extern "C" __global__ void __launch_bounds__(kSmlaThreads, 1)
 }
 
 /// daybreak_sparse_mla_tc split over the selected rows: grid (tokens,
-/// ceil(heads / 64), splits); block z takes rows [z, z + 1) x ceil(topK /
-/// splits) and leaves per head its running max, denominator, row count and
-/// unnormalised sums in `partial` [tokens, heads, splits, valueDim + 3] for
+/// ceil(heads / 64), splits); block z takes its rows of splitRows (tiles of
+/// kSmlaKeys) and leaves per head its running max, denominator, row count and
+/// unnormalised sums in `partial` [tokens, heads, splits, valueDim + 4] for
 /// daybreak_sparse_attention_combine, which adds the sinks.
 extern "C" __global__ void __launch_bounds__(kSmlaThreads, 1)
     daybreak_sparse_mla_tc_split(const float *q, Cache kv,
@@ -726,7 +723,7 @@ sparseMlaWg(const float *q, const Cache &kv, const int32_t *indices,
   const float negInf = -__int_as_float(0x7F800000);
   auto partialAt = [&](int64_t h) {
     return ((token * heads + h0 + h) * splits + blockIdx.z) *
-           (kSmwValueDim + 3);
+           (kSmwValueDim + kSparseHeaderFloats);
   };
 
   // This block's rows [r0, r1) of the selection and, of them, how many are
@@ -1054,7 +1051,7 @@ sparseMlaWg(const float *q, const Cache &kv, const int32_t *indices,
         head[1] = sum;
         head[2] = float(valid);
       }
-      dst = head + 3;
+      dst = head + kSparseHeaderFloats;
     } else {
       dst = out + (token * heads + h0 + row) * kSmwValueDim;
       factor = 1.0f / sum;
@@ -1062,14 +1059,10 @@ sparseMlaWg(const float *q, const Cache &kv, const int32_t *indices,
 #pragma unroll
     for (int j = 0; j < 32; ++j) {
       const int col = 256 * wg + 8 * j + 2 * t;
-      const float v0 = o[4 * j + 2 * i] * factor,
-                  v1 = o[4 * j + 2 * i + 1] * factor;
-      if (kSplit) {
-        dst[col] = v0; // partials: valueDim + 3 floats a head, unaligned
-        dst[col + 1] = v1;
-      } else {
-        *reinterpret_cast<float2 *>(dst + col) = make_float2(v0, v1);
-      }
+      // Partials too start 16 bytes in (kSparseHeaderFloats): aligned
+      // pairs either way.
+      *reinterpret_cast<float2 *>(dst + col) =
+          make_float2(o[4 * j + 2 * i] * factor, o[4 * j + 2 * i + 1] * factor);
     }
   }
 }
@@ -1092,7 +1085,7 @@ extern "C" __global__ void __launch_bounds__(kSmwThreads, 1)
 
 /// daybreak_sparse_mla_wg split over the selected rows, as
 /// daybreak_sparse_mla_tc_split: grid (tokens, ceil(heads / 64), splits),
-/// partials [tokens, heads, splits, 512 + 3] for
+/// partials [tokens, heads, splits, 512 + 4] for
 /// daybreak_sparse_attention_combine.
 extern "C" __global__ void __launch_bounds__(kSmwThreads, 1)
     daybreak_sparse_mla_wg_split(const float *q, Cache kv,
