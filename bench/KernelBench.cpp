@@ -1985,29 +1985,28 @@ int main(int argc, char **argv) {
                             tokens * heads * (576 + 512) * 4);
       std::string shape =
           "T=" + std::to_string(tokens) + " H=128 top-2048 of C=1024 fp8";
-      for (auto [name, kernel] : {std::pair<const char *, SparseMlaKernel>{
-                                      "tensor+split", SparseMlaKernel::MmaSync},
-                                  {"wgmma+split", SparseMlaKernel::Warpgroups}})
-        row("sparse_attention", shape, name,
+      // The split launches of the rows above.
+      struct Variant {
+        const char *name;
+        AttentionPath path;
+        SparseMlaKernel kernel;
+      };
+      for (Variant v :
+           {Variant{"split", AttentionPath::CudaCores, SparseMlaKernel::Auto},
+            Variant{"tensor+split", AttentionPath::TensorCores,
+                    SparseMlaKernel::MmaSync},
+            Variant{"wgmma+split", AttentionPath::TensorCores,
+                    SparseMlaKernel::Warpgroups}})
+        row("sparse_attention", shape, v.name,
             timeIt(
                 [&] {
                   return kernels.sparseAttention(
                       q, kv, dIndices, topK, sequences, tokens, heads, 0.04,
                       512, 0, out, nullptr, nullptr, scratch, scratchFloats,
-                      AttentionPath::TensorCores, kernel);
+                      v.path, v.kernel);
                 },
                 iterations),
             bytes);
-      row("sparse_attention", shape, "split",
-          timeIt(
-              [&] {
-                return kernels.sparseAttention(
-                    q, kv, dIndices, topK, sequences, tokens, heads, 0.04, 512,
-                    0, out, nullptr, nullptr, scratch, scratchFloats,
-                    AttentionPath::CudaCores);
-              },
-              iterations),
-          bytes);
     }
   }
 

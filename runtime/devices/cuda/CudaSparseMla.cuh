@@ -714,6 +714,7 @@ sparseMlaWg(const float *q, const Cache &kv, const int32_t *indices,
   // bytes of it for the alignment.)
   int &validCount = *reinterpret_cast<int *>(empty + 2);
   int &lastValid = (&validCount)[1];
+  int &selectionSlot = (&validCount)[2]; // selectionEnd's reduction
 
   const int tid = threadIdx.x, lane = tid & 31, warpgroup = tid >> 7;
   const int64_t token = blockIdx.x, h0 = int64_t(blockIdx.y) * 64;
@@ -728,13 +729,12 @@ sparseMlaWg(const float *q, const Cache &kv, const int32_t *indices,
 
   // This block's rows [r0, r1) of the selection and, of them, how many are
   // valid and where the last is (as daybreak_sparse_mla_tc; the selection's
-  // end through a word of its own, read by every thread after the barrier
-  // below).
+  // end through a word of its own, so no barrier before the reset below).
   const bool live = seq >= 0 && seq < kv.batch;
   int64_t r0 = 0, r1 = topK;
   if (kSplit && live)
-    splitRows(selectionEnd(chosen, topK, kv.maxSeqLen, (&validCount) + 2),
-              splits, kSmwKeys, r0, r1);
+    splitRows(selectionEnd(chosen, topK, kv.maxSeqLen, &selectionSlot), splits,
+              kSmwKeys, r0, r1);
   if (tid == 0) {
     validCount = 0;
     lastValid = -1;
