@@ -228,6 +228,49 @@ __device__ __forceinline__ int fp8ScaleExponent(float amax) {
   return mantissa == 0.5 ? exponent - 1 : exponent;
 }
 
+/// The L2 policy of weights a decode kernel streams once (the GEMVs' and
+/// expert GEMVs' matrices, the LM head): their lines are the first L2
+/// evicts. A decode step streams gigabytes through the 50 MB L2 between two
+/// launches of a kernel; at the default priority that flushes everything
+/// else, so each small kernel (a norm, a cache write, the indexer, sparse
+/// attention) fetched its code, and read the activations, caches and norm
+/// weights, from HBM. A hint only: results are the same.
+__device__ __forceinline__ uint64_t streamPolicy() {
+  uint64_t policy;
+  asm("createpolicy.fractional.L2::evict_first.b64 %0, 1.0;" : "=l"(policy));
+  return policy;
+}
+
+/// 16 bytes of a streamed weight: not kept in L1, 256-byte L2 fills, evicted
+/// first from L2 (streamPolicy).
+__device__ __forceinline__ uint4 ldgStream(const void *p) {
+  uint4 v;
+  asm("ld.global.nc.L1::no_allocate.L2::cache_hint.L2::256B.v4.u32 "
+      "{%0, %1, %2, %3}, [%4], %5;"
+      : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
+      : "l"(p), "l"(streamPolicy()));
+  return v;
+}
+
+/// __ldg of 16 bytes of a streamed weight (the same L1 caching), evicted
+/// first from L2.
+__device__ __forceinline__ uint4 ldgOnce(const void *p) {
+  uint4 v;
+  asm("ld.global.nc.L2::cache_hint.v4.u32 {%0, %1, %2, %3}, [%4], %5;"
+      : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
+      : "l"(p), "l"(streamPolicy()));
+  return v;
+}
+
+/// Brings `bytes` (a multiple of 16) at `p` into L2 ahead of ldgStream's
+/// loads, with their policy.
+__device__ __forceinline__ void prefetchStream(const void *p, uint32_t bytes) {
+  asm volatile(
+      "cp.async.bulk.prefetch.L2.global.L2::cache_hint [%0], %1, %2;" ::"l"(p),
+      "r"(bytes), "l"(streamPolicy())
+      : "memory");
+}
+
 __device__ __forceinline__ float warpSum(float v) {
   for (int o = 16; o > 0; o >>= 1)
     v += __shfl_xor_sync(0xffffffffu, v, o);
@@ -797,7 +840,7 @@ __device__ __forceinline__ void gemvStored(const float *__restrict__ x,
     float scale[kRows];
 #pragma unroll
     for (int r = 0; r < kRows; ++r) {
-      uint4 bits = __ldg(reinterpret_cast<const uint4 *>(rows[r] + p * kBytes));
+      uint4 bits = ldgOnce(rows[r] + p * kBytes);
       widenPiece<kType>(bits, wv[r]);
       if (kType == kWeightE4M3) {
         uint32_t block = pow2 ? uint32_t(p) >> shift : uint32_t(p) / blockK;
@@ -871,8 +914,7 @@ __device__ __forceinline__ void gemvStoredM1(const float *__restrict__ x,
 #pragma unroll
       for (int r = 0; r < kRows; ++r) {
         int64_t col = min(col0 + r, n - 1);
-        bits[r] = __ldg(reinterpret_cast<const uint4 *>(base + (col * k + p) *
-                                                                   kBytes));
+        bits[r] = ldgOnce(base + (col * k + p) * kBytes);
         if (kType == kWeightE4M3) {
           uint32_t block = pow2 ? uint32_t(p) >> shift : uint32_t(p) / blockK;
           scale[r] = __ldg(w.scales + (col / w.blockN) * scaleCols + block);
@@ -999,14 +1041,6 @@ template <int kType> struct TcShape {
 template <int kTokens> struct TcSlots {
   static constexpr int kValue = kTokens == 1 ? 12 : 96;
 };
-
-__device__ __forceinline__ uint4 ldgStream(const void *p) {
-  uint4 v;
-  asm("ld.global.nc.L1::no_allocate.L2::256B.v4.u32 {%0, %1, %2, %3}, [%4];"
-      : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
-      : "l"(p));
-  return v;
-}
 
 /// Four e4m3 codes to two f16 pairs (exact; NaN codes give NaN): lo holds
 /// codes 0 and 1 (code 0 in its low half), hi codes 2 and 3.
@@ -1237,9 +1271,7 @@ gemvTensor(const float *__restrict__ x, const Weight &w, const Weight &bias,
       const uint8_t *p = static_cast<const uint8_t *>(w.data) +
                          row * k * S::kBytes +
                          int64_t(gBegin + kDepth - 1) * 128;
-      asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;" ::"l"(p),
-                   "r"(uint32_t(ahead - (kDepth - 1)) * 128u)
-                   : "memory");
+      prefetchStream(p, uint32_t(ahead - (kDepth - 1)) * 128u);
     }
   }
   // Everything above reads the weight alone, so it may overlap the kernel
@@ -1615,6 +1647,15 @@ __device__ __forceinline__ void copyAsync16(void *dst, const void *src,
                    gemmSharedAddress(dst)),
                "l"(src), "r"(valid ? 16 : 0)
                : "memory");
+}
+/// copyAsync16 of a streamed weight (always valid), evicted first from L2
+/// (streamPolicy).
+__device__ __forceinline__ void copyAsync16Stream(void *dst, const void *src) {
+  asm volatile(
+      "cp.async.cg.shared.global.L2::cache_hint [%0], [%1], 16, %2;" ::"r"(
+          gemmSharedAddress(dst)),
+      "l"(src), "l"(streamPolicy())
+      : "memory");
 }
 __device__ __forceinline__ void copyAsync4(void *dst, const void *src,
                                            bool valid) {
@@ -2581,10 +2622,8 @@ expertGemvTensor(const float *__restrict__ x, int32_t perSlotInput,
   auto prefetch = [&](int gl, int count) {
     count = min(count, kGroups - gl);
     if (t < 2 && count > 0)
-      asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;" ::"l"(
-                       src0 + (t ? second - 16 : 0) + gl * 128),
-                   "r"(uint32_t(count) * 128u)
-                   : "memory");
+      prefetchStream(src0 + (t ? second - 16 : 0) + gl * 128,
+                     uint32_t(count) * 128u);
   };
   uint32_t rawA[2][8], rawB[2][8];
   float scaleA = 0.0f, scaleB = 0.0f;
@@ -2838,10 +2877,9 @@ expertGemvTensor(const float *__restrict__ x, int32_t perSlotInput,
         uint8_t *slot = ring + (issued % kStages) * kEgRingSlotBytes;
 #pragma unroll
         for (int i = 0; i < 4; ++i)
-          copyAsync16(slot + (i * 32 + lane) * 16,
-                      issueSrc + (i >= 2 ? issueSecond : 0) +
-                          (gBegin + issueGroup) * 128 + (i & 1) * 64,
-                      true);
+          copyAsync16Stream(slot + (i * 32 + lane) * 16,
+                            issueSrc + (i >= 2 ? issueSecond : 0) +
+                                (gBegin + issueGroup) * 128 + (i & 1) * 64);
         if (kE4m3)
           copyAsync4(slot + 4 * 32 * 16 + lane * 4,
                      w.scales + issueScale +
