@@ -42,6 +42,7 @@ namespace daybreak::cuda {
   X(cuModuleLoadDataEx, PFN_cuModuleLoadDataEx_v2010, 2010)                    \
   X(cuModuleUnload, PFN_cuModuleUnload_v2000, 2000)                            \
   X(cuModuleGetFunction, PFN_cuModuleGetFunction_v2000, 2000)                  \
+  X(cuModuleGetGlobal, PFN_cuModuleGetGlobal_v3020, 3020)                      \
   X(cuMemAlloc, PFN_cuMemAlloc_v3020, 3020)                                    \
   X(cuMemFree, PFN_cuMemFree_v3020, 3020)                                      \
   X(cuMemGetInfo, PFN_cuMemGetInfo_v3020, 3020)                                \

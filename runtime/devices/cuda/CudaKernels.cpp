@@ -299,6 +299,23 @@ StatusOr<CudaKernels> CudaKernels::load(const Driver &driver, CUmodule module) {
   // Programmatic launches stay switchable for comparison and diagnosis.
   if (const char *env = std::getenv("DAYBREAK_CUDA_PDL"))
     kernels.programmatic = std::string(env) != "0";
+  // Weight streams evicted first from L2 (streamPolicy in CudaKernels.cu),
+  // switchable the same way.
+  if (const char *env = std::getenv("DAYBREAK_CUDA_L2_EVICT_FIRST");
+      env && std::string(env) == "0") {
+    CUdeviceptr flag = 0;
+    size_t bytes = 0;
+    int32_t off = 0;
+    Status status =
+        driver.check(driver.cuModuleGetGlobal(&flag, &bytes, module,
+                                              "daybreak_l2_evict_first"),
+                     "cuModuleGetGlobal(daybreak_l2_evict_first)");
+    if (status.ok())
+      status = driver.check(driver.cuMemcpyHtoD(flag, &off, sizeof(off)),
+                            "cuMemcpyHtoD(daybreak_l2_evict_first)");
+    if (!status.ok())
+      return status.withContext("loading the CUDA kernels");
+  }
 #define DAYBREAK_RESOLVE_KERNEL(member, symbol)                                \
   if (Status status = driver.check(                                            \
           driver.cuModuleGetFunction(&kernels.member##Fn, module, symbol),     \

@@ -73,6 +73,10 @@ struct QueryRope {
   int32_t interleaved, yarn;
 };
 
+/// Whether decode kernels stream their weights with L2's evict-first
+/// priority (streamPolicy); the host may clear it at load.
+extern "C" __constant__ int32_t daybreak_l2_evict_first = 1;
+
 namespace {
 
 //===----------------------------------------------------------------------===//
@@ -235,9 +239,14 @@ __device__ __forceinline__ int fp8ScaleExponent(float amax) {
 /// else, so each small kernel (a norm, a cache write, the indexer, sparse
 /// attention) fetched its code, and read the activations, caches and norm
 /// weights, from HBM. A hint only: results are the same.
+/// DAYBREAK_CUDA_L2_EVICT_FIRST=0 at load sets daybreak_l2_evict_first to
+/// 0 (CudaKernels::load), and the streams keep L2's normal priority.
 __device__ __forceinline__ uint64_t streamPolicy() {
   uint64_t policy;
-  asm("createpolicy.fractional.L2::evict_first.b64 %0, 1.0;" : "=l"(policy));
+  if (daybreak_l2_evict_first)
+    asm("createpolicy.fractional.L2::evict_first.b64 %0, 1.0;" : "=l"(policy));
+  else
+    asm("createpolicy.fractional.L2::evict_normal.b64 %0, 1.0;" : "=l"(policy));
   return policy;
 }
 
