@@ -1605,16 +1605,104 @@ void benchFp8GemmTiles(const CudaKernels &kernels, int iterations,
   }
 }
 
+/// The L2 priority of the weight streams (streamPolicy in CudaKernels.cu):
+/// a decode layer's chain at one token, as a CUDA graph of `count` rounds
+/// of (rms_norm over 7168, RoPE of 128 heads' 64 columns, an e4m3 GEMV
+/// streaming `what`'s weight from a 2 GiB pool), programmatic launches on,
+/// timed with the weights evicted first from L2 (the default) and at the
+/// normal priority (daybreak_l2_evict_first = 0, what
+/// DAYBREAK_CUDA_L2_EVICT_FIRST=0 sets at load), and the two small kernels
+/// alone (their code and data then stay in L2: the floor of their share).
+void benchL2Policy(const CudaKernels &kernels, CUmodule library,
+                   int iterations) {
+  CUdeviceptr flag = 0;
+  size_t flagBytes = 0;
+  check(driver->cuModuleGetGlobal(&flag, &flagBytes, library,
+                                  "daybreak_l2_evict_first"),
+        "cuModuleGetGlobal");
+  auto setPolicy = [&](int32_t evictFirst) {
+    check(driver->cuMemcpyHtoD(flag, &evictFirst, sizeof(evictFirst)),
+          "cuMemcpyHtoD");
+  };
+  const size_t poolBytes = size_t(1) << 31;
+  CUdeviceptr pool = alloc(poolBytes, 0x35), scales = alloc(1 << 20, 0x3c);
+  const int64_t hidden = 7168, heads = 128, headDim = 192;
+  CUdeviceptr state = alloc(hidden * 4 * 4, 0x3c), normed = alloc(24576 * 4, 0),
+              q = alloc(heads * headDim * 4, 0x3c), out = alloc(32768 * 4, 0);
+  std::vector<int32_t> position = {777};
+  CUdeviceptr positions = alloc(4, 0);
+  check(driver->cuMemcpyHtoD(positions, position.data(), 4), "cuMemcpyHtoD");
+  runtime::RopeParams rope;
+  rope.interleaved = true;
+  rope.offset = 128;
+  rope.dim = 64;
+  rope.yarn = true;
+  rope.factor = 40;
+  rope.attentionFactor = 1.2;
+  struct Case {
+    const char *what;
+    int64_t n, k;
+  };
+  const int count = std::max(iterations, 8);
+  for (const Case &c :
+       {Case{"o_proj", 7168, 16384}, Case{"q_a_proj", 1536, 7168},
+        Case{"q_b_proj", 24576, 1536}}) {
+    int64_t weightBytes = c.n * c.k;
+    int64_t stride = (weightBytes + 255) / 256 * 256;
+    int64_t sets = std::max<int64_t>(1, int64_t(poolBytes) / stride);
+    auto at = [&](int i) {
+      DeviceWeight w;
+      w.type = 2;
+      w.scales = scales;
+      w.blockN = w.blockK = 128;
+      w.data = pool + CUdeviceptr((i % sets) * stride);
+      return w;
+    };
+    auto small = [&](CUstream stream) {
+      Status status = kernels.rmsNorm(state, DeviceWeight(), 1, hidden, 1e-6,
+                                      normed, stream);
+      if (!status.ok())
+        return status;
+      return kernels.rope(q, headDim, q, headDim, positions, 1, heads, headDim,
+                          rope, stream);
+    };
+    auto chain = [&](int i, CUstream stream) {
+      Status status = small(stream);
+      if (!status.ok())
+        return status;
+      return kernels.matmul(normed, at(i), DeviceWeight(), 1, c.n, c.k, out,
+                            stream, nullptr, /*constantWeight=*/true);
+    };
+    double seconds[2];
+    for (int32_t evictFirst : {1, 0}) {
+      setPolicy(evictFirst);
+      seconds[evictFirst] = timeGraph(chain, count);
+    }
+    setPolicy(1);
+    double smallAlone =
+        timeGraph([&](int, CUstream stream) { return small(stream); }, count);
+    std::string shape = std::string(c.what) + " e4m3 " + std::to_string(c.n) +
+                        " x " + std::to_string(c.k);
+    std::printf("%-18s %-40s norm + rope + GEMV: evict-first %.2f us, normal "
+                "%.2f us (%+.2f us); norm + rope alone %.2f us\n",
+                "l2 policy", shape.c_str(), seconds[1] * 1e6, seconds[0] * 1e6,
+                (seconds[1] - seconds[0]) * 1e6, smallAlone * 1e6);
+  }
+  for (CUdeviceptr p : {pool, scales, state, normed, q, out, positions})
+    driver->cuMemFree(p);
+}
+
 int main(int argc, char **argv) {
   // DaybreakKernelBench [iterations [gemv | gemv-profile | experts |
-  // mxfp4 | attention | gemm | kda | mla | mhc | dsa]]: "gemv" runs only the
-  // GEMVs, "gemv-profile" three of them untimed for a profiler, "experts"
+  // mxfp4 | attention | gemm | kda | mla | mhc | dsa | l2]]: "gemv" runs only
+  // the GEMVs, "gemv-profile" three of them untimed for a profiler, "experts"
   // only the decode expert matmuls with the real expert counts, "mxfp4"
   // only the MXFP4 expert matmuls, "attention" only dense attention,
   // "gemm" only the many-row tensor-core GEMMs, "fp8tiles" the FP8 GEMM's
   // tiles at decode batches, "kda" only the KDA scans,
   // "mla" only the absorbed-MLA attention, "mhc" only mHC's separate and
-  // fused forms, "dsa" only the DSA indexer, sparse MLA and top-k.
+  // fused forms, "dsa" only the DSA indexer, sparse MLA and top-k, "l2" a
+  // decode chain with the weight streams' L2 priority on and off.
   int iterations = argc > 1 ? std::atoi(argv[1]) : 50;
   bool gemvOnly = argc > 2 && std::string(argv[2]) == "gemv";
   StatusOr<const Driver *> loaded = Driver::get();
@@ -1648,6 +1736,10 @@ int main(int argc, char **argv) {
 
   if (argc > 2 && std::string(argv[2]) == "gemv-profile") {
     profileGemvs(kernels);
+    return 0;
+  }
+  if (argc > 2 && std::string(argv[2]) == "l2") {
+    benchL2Policy(kernels, library, iterations);
     return 0;
   }
   if (argc > 2 && std::string(argv[2]) == "mxfp4") {
