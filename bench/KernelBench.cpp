@@ -563,7 +563,9 @@ void profileGemvs(const CudaKernels &kernels) {
 /// each of the 128 experts twice). Bytes: the packed values, E8M0 scales
 /// and bias rows of the *distinct* experts a launch picks (counted from
 /// the picks, averaged over the launches: an expert two tokens pick is read
-/// once), x and out.
+/// once), x and out. Each case on both kernels: the CUDA cores ("direct")
+/// and the tensor-core GEMV ("tensor", the register form of the decode
+/// expert GEMV on E2M1; its routed sum through daybreak_expert_combine).
 void benchMxfp4(const CudaKernels &kernels) {
   constexpr int64_t kExperts = 128, kSlots = 4, kLaunches = 32, kMaxT = 64;
   struct Shape {
@@ -581,6 +583,8 @@ void benchMxfp4(const CudaKernels &kernels) {
                 x = alloc(size_t(kMaxT * kSlots * k * 4), 0x3C),
                 routing = alloc(size_t(kMaxT * kSlots * 4), 0x3C),
                 out = alloc(size_t(kMaxT * kSlots * n * 4), 0);
+    const int64_t scratchBytes = expertGemvScratchBytes(kMaxT, kSlots, n, true);
+    CUdeviceptr scratch = alloc(size_t(scratchBytes), 0);
     DeviceWeight b;
     b.data = bias;
     b.type = 1;
@@ -606,21 +610,27 @@ void benchMxfp4(const CudaKernels &kernels) {
       double bytes = distinct * double(n) * (k / 2 + k / 32 + 2) +
                      double(tokens * (shape.perSlot ? kSlots : 1) * k * 4) +
                      double(tokens * (shape.perSlot ? 1 : kSlots) * n * 4);
-      double seconds = timeGraph(
-          [&](int i, CUstream stream) {
-            return kernels.mxfp4ExpertMatmul(
-                x, shape.perSlot, values, scales, b, kExperts, n, k,
-                indices + CUdeviceptr(i) * tokens * kSlots * 4, tokens, kSlots,
-                shape.perSlot ? routing : 0, out, stream);
-          },
-          kLaunches);
-      row("mxfp4_expert",
-          std::string(shape.name) + " T=" + std::to_string(tokens) +
-              " top-4 n=" + std::to_string(n) + " k=2880",
-          "direct", seconds, bytes);
+      for (auto [label, kernel] :
+           {std::pair{"direct", Mxfp4Kernel::CudaCores},
+            std::pair{"tensor", Mxfp4Kernel::TensorCores}}) {
+        CudaKernels forced = kernels.withMxfp4Kernel(kernel);
+        double seconds = timeGraph(
+            [&](int i, CUstream stream) {
+              return forced.mxfp4ExpertMatmul(
+                  x, shape.perSlot, values, scales, b, kExperts, n, k,
+                  indices + CUdeviceptr(i) * tokens * kSlots * 4, tokens,
+                  kSlots, shape.perSlot ? routing : 0, out, stream, scratch,
+                  scratchBytes);
+            },
+            kLaunches);
+        row("mxfp4_expert",
+            std::string(shape.name) + " T=" + std::to_string(tokens) +
+                " top-4 n=" + std::to_string(n) + " k=2880",
+            label, seconds, bytes);
+      }
       driver->cuMemFree(indices);
     }
-    for (CUdeviceptr p : {values, scales, bias, x, routing, out})
+    for (CUdeviceptr p : {values, scales, bias, x, routing, out, scratch})
       driver->cuMemFree(p);
   }
 }

@@ -651,10 +651,17 @@ TEST_F(CudaKernelsTest, Mxfp4ExpertMatmul) {
         Case{40, 67, 1056, 64, 4, false, 0}, Case{40, 19, 320, 64, 4, false, 3},
         Case{9, 33, 64, 64, 8, false, 2}, Case{300, 9, 64, 2, 8, false, 0},
         Case{7, 29, 2880, 8, 2, false, 1},
+        // The tensor-core GEMV's own: a partial last group of 256 values
+        // (K = 1088: four groups and two blocks), gpt-oss's B = 64 at
+        // top-4 (256 pairs, its limit), crowded into three experts (groups
+        // of 8 pairs: three mma tiles a k-step).
+        Case{40, 67, 1088, 64, 4, false, 0},
+        Case{40, 19, 2880, 64, 4, false, 3},
         // Prefill: more pairs than a block's shared memory holds, so the
         // launcher runs the tokens in several launches (about 1,200 pairs
         // each).
-        Case{16, 21, 320, 700, 4, false, 0}, Case{8, 13, 64, 1300, 1, false, 3}})
+        Case{16, 21, 320, 700, 4, false, 0},
+        Case{8, 13, 64, 1300, 1, false, 3}})
     for (bool perSlot : {false, true})
       for (bool routed : {false, true})
         for (bool biased : {false, true}) {
@@ -742,6 +749,47 @@ TEST_F(CudaKernelsTest, Mxfp4ExpertMatmul) {
             worst = std::max(worst, diff / std::max(expected.bound[i], 1e-300));
           }
           report("mxfp4 (of bound)", shape, worst); // |gpu - cpu| / bound
+
+          // The tensor-core GEMV where it applies (K a multiple of 64, at
+          // most 256 pairs): the same bounds. Its products are exact (f16
+          // E2M1 values times x in three f16 parts, scaled per 256 columns
+          // by a power of two), its sums fewer than the bound's 32 + G + 2
+          // a term even at the tensor cores' truncating 2u each: two
+          // mma steps a block (six with three tiles), the block sums, the
+          // groups and the bias.
+          if (!CudaKernels::mxfp4ExpertGemvApplies(c.experts, c.n, c.k,
+                                                   c.tokens, slots, dx, dv, ds))
+            continue;
+          Buffer dScratch(*driver,
+                          expertGemvScratchBytes(c.tokens, slots, c.n, true)),
+              dTensor(*driver, cpuOut.size() * 4);
+          expectRan(
+              kernels->withMxfp4Kernel(Mxfp4Kernel::TensorCores)
+                  .mxfp4ExpertMatmul(
+                      dx, perSlot, dv, ds, gb, c.experts, c.n, c.k, dIdx,
+                      c.tokens, slots, routed ? dR.get() : 0, dTensor, nullptr,
+                      dScratch,
+                      expertGemvScratchBytes(c.tokens, slots, c.n, true)));
+          std::vector<float> tensorOut = dTensor.read<float>(cpuOut.size());
+          bad = testutil::firstOutOfBound(tensorOut, expected);
+          EXPECT_EQ(bad, -1)
+              << shape << ": tensor-core element " << bad << " is "
+              << tensorOut[std::max<int64_t>(bad, 0)] << ", exact "
+              << expected.exact[std::max<int64_t>(bad, 0)];
+          double worstTensor = 0;
+          for (size_t i = 0; i < tensorOut.size(); ++i) {
+            if (std::isnan(cpuOut[i]) || std::isnan(tensorOut[i])) {
+              EXPECT_EQ(std::isnan(cpuOut[i]), std::isnan(tensorOut[i]))
+                  << shape << " tensor-core element " << i;
+              continue;
+            }
+            double diff = std::fabs(double(tensorOut[i]) - cpuOut[i]);
+            EXPECT_LE(diff, 2 * expected.bound[i])
+                << shape << " tensor-core element " << i;
+            worstTensor = std::max(worstTensor,
+                                   diff / std::max(expected.bound[i], 1e-300));
+          }
+          report("mxfp4 tensor cores (of bound)", shape, worstTensor);
         }
 }
 

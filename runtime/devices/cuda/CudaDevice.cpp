@@ -515,6 +515,27 @@ Status CudaDevice::prepare(const artifact::ArtifactFile &file,
   // token count, indices [T, slots], weights [E, N, K] (a workspace's too).
   for (const runtime::PreparedStep &step : prepared)
     for (const PreparedLaunch &l : step.launches) {
+      if (l.kernel == abi::KernelId::Mxfp4ExpertMatmul) {
+        // The tensor-core MXFP4 GEMV of a decode step (at most
+        // kExpertGemvMaxPairs pairs): each routed pair's result.
+        using In = abi::Mxfp4ExpertMatmul::In;
+        if (l.args[In::routing_weights].kind ==
+            runtime::PreparedArg::Kind::Absent)
+          continue;
+        const runtime::PreparedArg &indices = l.args[In::indices],
+                                   &weight = l.args[In::weight];
+        int64_t slots =
+            indices.constant[1] + indices.perToken[1] * m.max_tokens();
+        int64_t tokens =
+            indices.constant[0] + indices.perToken[0] * m.max_tokens();
+        if (slots < 1)
+          continue;
+        tokens = std::min(tokens, kExpertGemvMaxPairs / slots);
+        int64_t n = weight.constant[1] + weight.perToken[1] * m.max_tokens();
+        expertScratchBytes = std::max(
+            expertScratchBytes, expertGemvScratchBytes(tokens, slots, n, true));
+        continue;
+      }
       if (l.kernel != abi::KernelId::ExpertMatmul)
         continue;
       using In = abi::ExpertMatmul::In;
@@ -1183,7 +1204,8 @@ struct CudaLaunchers {
     return d.kernels->mxfp4ExpertMatmul(
         *input, x.rank == 3, p(w), p(l.in(In::scales)), weight(l.in(In::bias)),
         w.dim(0), w.dim(1), w.dim(2), p(indices), l.tokens, indices.dim(1),
-        p(l.in(In::routing_weights)), p(l.out(0)), d.stream);
+        p(l.in(In::routing_weights)), p(l.out(0)), d.stream, d.expertScratch,
+        d.expertScratchBytes);
   }
   static Status cacheWrite(CudaDevice &d, const BoundLaunch &l) {
     using In = abi::CacheWrite::In;

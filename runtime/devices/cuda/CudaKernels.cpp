@@ -432,6 +432,23 @@ StatusOr<CudaKernels> CudaKernels::load(const Driver &driver, CUmodule module) {
       for (unsigned c = 2; c <= unsigned(kExpertGemvMaxCluster); ++c)
         active[c] = maxActiveClusters(driver, fn, c, 128, unsigned(bytes));
     }
+  // The MXFP4 tensor-core GEMV: the register form's shared memory and its
+  // transposition buffers (under the 48 KB needing no opt-in).
+  {
+    CUfunction fn = kernels.expertGemvTcE2m1Fn;
+    int bytes = int(kExpertGemvE2m1SharedBytes), blocks = 0;
+    if (status.ok())
+      status = driver.check(
+          driver.cuFuncSetAttribute(
+              fn, CU_FUNC_ATTRIBUTE_PREFERRED_SHARED_MEMORY_CARVEOUT, 100),
+          "cuFuncSetAttribute");
+    if (status.ok())
+      status = driver.check(driver.cuOccupancyMaxActiveBlocksPerMultiprocessor(
+                                &blocks, fn, 128, bytes),
+                            "cuOccupancyMaxActiveBlocksPerMultiprocessor");
+    kernels.expertGemvE2m1Blocks =
+        int64_t(std::max(sms, 1)) * std::max(blocks, 1);
+  }
   // The tensor-core GEMVs: shared memory up to the opt-in limit, and how
   // many blocks of each fit an SM by registers.
   int shared[3] = {};
@@ -2037,16 +2054,89 @@ Status CudaKernels::tensorExpertMatmul(
                         out, stream);
 }
 
-Status CudaKernels::mxfp4ExpertMatmul(CUdeviceptr x, bool perSlotInput,
-                                      CUdeviceptr values, CUdeviceptr scales,
-                                      const DeviceWeight &bias, int64_t experts,
-                                      int64_t n, int64_t k, CUdeviceptr indices,
-                                      int64_t tokens, int64_t slots,
-                                      CUdeviceptr routingWeights,
-                                      CUdeviceptr out, CUstream stream) const {
+bool CudaKernels::mxfp4ExpertGemvApplies(int64_t experts, int64_t n, int64_t k,
+                                         int64_t tokens, int64_t slots,
+                                         CUdeviceptr x, CUdeviceptr values,
+                                         CUdeviceptr scales) {
+  return tokens >= 1 && slots >= 1 && tokens * slots <= kExpertGemvMaxPairs &&
+         experts >= 1 && n >= 1 && n < (int64_t(1) << 24) && k > 0 &&
+         k % 64 == 0 && x % 16 == 0 && values % 16 == 0 && scales % 2 == 0 &&
+         experts * n * (k / 32) < (int64_t(1) << 31);
+}
+
+Status CudaKernels::mxfp4ExpertGemv(CUdeviceptr x, bool perSlotInput,
+                                    CUdeviceptr values, CUdeviceptr scales,
+                                    const DeviceWeight &bias, int64_t experts,
+                                    int64_t n, int64_t k, CUdeviceptr indices,
+                                    int64_t tokens, int64_t slots,
+                                    CUdeviceptr routingWeights, CUdeviceptr out,
+                                    CUstream stream, CUdeviceptr scratch,
+                                    int64_t scratchBytes) const {
+  bool routed = routingWeights != 0;
+  int64_t needed = expertGemvScratchBytes(tokens, slots, n, routed);
+  if (routed && (!scratch || scratchBytes < needed))
+    return Status::error(
+        "mxfp4ExpertMatmul (tensor-core GEMV): " + std::to_string(tokens) +
+        " tokens x " + std::to_string(slots) +
+        " slots with routing weights need " + std::to_string(needed) +
+        " bytes of scratch; given " + std::to_string(scratchBytes));
+  // As tensorExpertGemv's register form: groups of at most 8 pairs of one
+  // expert, a block per (group, 64-row tile) task at most, no more blocks
+  // than are resident at once.
+  int64_t pairs = tokens * slots;
+  int64_t groups = std::min(pairs, experts + ceilDiv(pairs, 8));
+  int64_t tasks = groups * ceilDiv(n, kExpertGemvRows);
+  int64_t blocks = std::max<int64_t>(1, std::min(expertGemvE2m1Blocks, tasks));
+  DeviceWeight w, b = bias;
+  w.data = values;
+  w.scales = scales;
+  w.type = 3;
+  w.rows = n;
+  w.cols = k;
+  int32_t perSlot = perSlotInput, zeroEmpty = !routed;
+  CUdeviceptr y = routed ? scratch : out;
+  void *params[] = {&x, &perSlot, &w,     &b,     &experts,   &n,
+                    &k, &indices, &pairs, &slots, &zeroEmpty, &y};
+  DAYBREAK_RETURN_IF_ERROR(launchClusters(
+      expertGemvTcE2m1Fn, "mxfp4ExpertMatmul (tensor-core GEMV)", blocks, 1,
+      128, unsigned(kExpertGemvE2m1SharedBytes), programmatic, stream, params));
+  if (!routed)
+    return Status::success();
+  void *combine[] = {&y, &indices, &routingWeights, &experts, &tokens, &slots,
+                     &n, &out};
+  return launchDependent(expertCombineFn, "mxfp4ExpertMatmul (combine)",
+                         ceilDiv(n, 256), tokens, 1, 256, 0, stream, combine);
+}
+
+Status CudaKernels::mxfp4ExpertMatmul(
+    CUdeviceptr x, bool perSlotInput, CUdeviceptr values, CUdeviceptr scales,
+    const DeviceWeight &bias, int64_t experts, int64_t n, int64_t k,
+    CUdeviceptr indices, int64_t tokens, int64_t slots,
+    CUdeviceptr routingWeights, CUdeviceptr out, CUstream stream,
+    CUdeviceptr scratch, int64_t scratchBytes) const {
   if (k % 32 != 0)
     return Status::error("mxfp4ExpertMatmul: K " + std::to_string(k) +
                          " is not a multiple of the MXFP4 block of 32");
+  const bool applies =
+      mxfp4ExpertGemvApplies(experts, n, k, tokens, slots, x, values, scales) &&
+      (!routingWeights ||
+       (scratch &&
+        scratchBytes >= expertGemvScratchBytes(tokens, slots, n, true)));
+  if (mxfp4Kernel == Mxfp4Kernel::TensorCores && !applies)
+    return Status::error(
+        "mxfp4ExpertMatmul: the tensor-core GEMV was asked for but does not "
+        "take " +
+        std::to_string(tokens) + " tokens x " + std::to_string(slots) +
+        " slots, K " + std::to_string(k) + ", N " + std::to_string(n) +
+        " (at most " + std::to_string(kExpertGemvMaxPairs) +
+        " pairs, K a multiple of 64, aligned inputs, scratch for the routed "
+        "sum)");
+  if (applies && (mxfp4Kernel == Mxfp4Kernel::TensorCores ||
+                  (mxfp4Kernel == Mxfp4Kernel::Auto &&
+                   tokens * slots >= kMxfp4TensorMinPairs)))
+    return mxfp4ExpertGemv(x, perSlotInput, values, scales, bias, experts, n, k,
+                           indices, tokens, slots, routingWeights, out, stream,
+                           scratch, scratchBytes);
   // kMxfp4ExpertWords words of 32 experts in CudaKernels.cu.
   constexpr int64_t kMaxExperts = 64 * 32;
   if (experts > kMaxExperts)

@@ -57,7 +57,7 @@ struct Weight {
   const void *data;
   const float *scales;
   int64_t rows, cols, blockN, blockK;
-  int32_t type; // 0 F32, 1 BF16, 2 E4M3
+  int32_t type; // 0 F32, 1 BF16, 2 E4M3, 3 E2M1 (kWeightE2M1)
   int32_t pad;
 };
 
@@ -197,7 +197,14 @@ __device__ __forceinline__ void beginDependent() {
 }
 
 /// 2^ceil(log2(max(amax, 1e-4) / 448)) as an exponent, as CpuCache.cpp.
-enum : int32_t { kWeightF32 = 0, kWeightBF16 = 1, kWeightE4M3 = 2 };
+/// Weight.type. kWeightE2M1 (MXFP4: packed E2M1 values, E8M0 scale bytes in
+/// `scales`) is taken by the decode expert GEMV's E2M1 form alone.
+enum : int32_t {
+  kWeightF32 = 0,
+  kWeightBF16 = 1,
+  kWeightE4M3 = 2,
+  kWeightE2M1 = 3
+};
 
 /// Element `i` of an unscaled weight (a norm's weight, a bias, a table).
 __device__ __forceinline__ float weightAt(const Weight &w, int64_t i) {
@@ -1045,6 +1052,20 @@ template <int kType> struct TcShape {
   static constexpr int kChunkSteps = kSteps / 2; // k-steps per 16-byte load
 };
 
+/// E2M1 (MXFP4, the decode expert GEMV only): a group is 8 blocks of 32
+/// values, 128 bytes of a row as for the others; a lane's 16-byte load is
+/// one block (4 words), which quadTranspose turns into one word of each of
+/// four blocks (two k-steps a word).
+template <> struct TcShape<kWeightE2M1> {
+  static constexpr int kGroupK = 256;
+  static constexpr int kSteps = kGroupK / 16;
+  static constexpr int kChunkSteps = kSteps / 2;
+};
+
+/// T if kFirst else F (std::conditional, which NVRTC's headers lack).
+template <bool kFirst, class T, class F> struct Pick { using type = T; };
+template <class T, class F> struct Pick<false, T, F> { using type = F; };
+
 /// Shared-memory B entries per k-step: 3 parts x 8 tokens x 4 lanes (m > 1),
 /// or 3 parts x 4 lanes (m = 1: lanes 0-11; the other lanes' columns are 0).
 template <int kTokens> struct TcSlots {
@@ -1076,15 +1097,16 @@ __device__ __forceinline__ void unpackHalf2(uint32_t h, float &lo, float &hi) {
 }
 
 /// x = p[0] + p[1] + p[2] for two values (lo and hi half of each part): f16
-/// parts rounded to nearest (exact for values scaled into f16's range: each
-/// residual is exact and 24 bits fit in three 11-bit significands), or bf16
-/// parts by truncation (8 + 8 + 8 bits, exact over fp32's range).
+/// parts (for every weight type but bf16) rounded to nearest (exact for values
+/// scaled into f16's range: each residual is exact and 24 bits fit in three
+/// 11-bit significands), or bf16 parts by truncation (8 + 8 + 8 bits, exact
+/// over fp32's range).
 template <int kType>
 __device__ __forceinline__ void splitX(float lo, float hi, uint32_t (&p)[3]) {
 #pragma unroll
   for (int i = 0; i < 3; ++i) {
     float l, h;
-    if (kType == kWeightE4M3) {
+    if (kType != kWeightBF16) {
       p[i] = packHalf2(lo, hi);
       unpackHalf2(p[i], l, h);
     } else {
@@ -1106,16 +1128,62 @@ template <int kType>
 __device__ __forceinline__ uint32_t roundX(float lo, float hi) {
   uint32_t r;
   asm("cvt.rn.bf16x2.f32 %0, %1, %2;" : "=r"(r) : "f"(hi), "f"(lo));
-  if (kType != kWeightE4M3)
+  if (kType == kWeightBF16)
     return r;
   return packHalf2(__uint_as_float(r << 16), __uint_as_float(r & 0xFFFF0000u));
 }
 
-/// d += a b for one m16n8k16 step, f16 or bf16 operands, fp32 accumulators.
+/// E8M0 to fp32, as numerics::e8m0ToFloat: 2^(bits - 127) is the fp32 whose
+/// exponent field is `bits`; 0 gives the subnormal 2^-127, 255 NaN.
+__device__ __forceinline__ float e8m0ToFloat(uint32_t bits) {
+  if (bits == 0xFF)
+    return __int_as_float(0x7FC00000);
+  return __uint_as_float(bits ? bits << 23 : 0x00400000u);
+}
+
+/// The eight E2M1 codes of `word` (code i in bits 4i .. 4i + 3, low nibble
+/// first as stored) times 2^-14, exactly, as four f16 pairs: pair i holds
+/// codes i (low half) and i + 4. Codes i and i + 4 are 16 bits apart, as
+/// the two halves of an f16 pair: one shift puts their signs at bits 15
+/// and 31, another their exponent and mantissa bits (e1 e0 m) at bits
+/// 11 .. 9, the low exponent bits and the top mantissa bit of each f16.
+/// That f16 is the E2M1 value times 2^-14 for every code (e = 0, code 0.5,
+/// lands on the f16 subnormal 2^-15, as e = 0 is E2M1's subnormal): two
+/// shifts and two LOP3 a pair, no table.
+__device__ __forceinline__ void e2m1x8ToHalf2(uint32_t word, uint32_t (&h)[4]) {
+#pragma unroll
+  for (int i = 0; i < 4; ++i) {
+    uint32_t sign = (word << (12 - 4 * i)) & 0x80008000u;
+    uint32_t bits = (i < 3 ? word << (9 - 4 * i) : word >> 3) & 0x0E000E00u;
+    h[i] = sign | bits;
+  }
+}
+
+/// e2m1x8ToHalf2's codes widened to fp32 (exact), code i into v[i].
+__device__ __forceinline__ void e2m1x8ToFloat(uint32_t word, float (&v)[8]) {
+  uint32_t h[4];
+  e2m1x8ToHalf2(word, h);
+#pragma unroll
+  for (int i = 0; i < 4; ++i)
+    unpackHalf2(h[i], v[i], v[i + 4]);
+}
+
+/// e2m1x8ToHalf2's pairs times 2^14 (exact in f16, subnormals included):
+/// the E2M1 values themselves, normal f16s for the tensor cores.
+__device__ __forceinline__ void e2m1x8ToHalf2Exact(uint32_t word,
+                                                   uint32_t (&h)[4]) {
+  e2m1x8ToHalf2(word, h);
+#pragma unroll
+  for (int i = 0; i < 4; ++i)
+    asm("mul.rn.f16x2 %0, %0, %1;" : "+r"(h[i]) : "r"(0x74007400u));
+}
+
+/// d += a b for one m16n8k16 step, bf16 operands for bf16 weights and f16
+/// for the others, fp32 accumulators.
 template <int kType>
 __device__ __forceinline__ void mma16816(float (&d)[4], const uint32_t (&a)[4],
                                          uint2 b) {
-  if (kType == kWeightE4M3)
+  if (kType != kWeightBF16)
     asm("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0, %1, %2, %3}, "
         "{%4, %5, %6, %7}, {%8, %9}, {%0, %1, %2, %3};"
         : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
@@ -2467,6 +2535,20 @@ expertGemvTensor(const float *__restrict__ x, int32_t perSlotInput,
                  float *__restrict__ out) {
   using S = TcShape<kType>;
   constexpr bool kE4m3 = kType == kWeightE4M3;
+  // E2M1: the register form only (no rings, no split clusters).
+  constexpr bool kE2m1 = kType == kWeightE2M1;
+  static_assert(!kE2m1 || kStages == 0, "E2M1 takes the register form");
+  // f16 operands (e4m3 and E2M1 weights): x is staged scaled per (K group,
+  // pair), whose inverse the results take.
+  constexpr bool kHalf = kType != kWeightBF16;
+  // E2M1's transposition buffers, after the stage: a warp's four chunk
+  // sets of 32 lanes' 16 bytes, a quad pair's 16 bytes apart.
+  constexpr int kE2m1SetWords = 32 * 4 + 4 * 4;
+  constexpr int kE2m1TransposeWords = 4 * kE2m1SetWords;
+  uint32_t *transposed = reinterpret_cast<uint32_t *>(egStage + kEgStageBytes);
+  // What a group's load leaves for compute besides the values: e4m3's
+  // block scale, or E2M1's scale bytes (rows g and g + 8, two each).
+  using Scale = typename Pick<kE2m1, uint2, float>::type;
   // Launched as a programmatic dependent (it reads the routing at once); a
   // GEMV after it may stream its weights on the SMs this grid leaves.
   beginDependent();
@@ -2571,7 +2653,9 @@ expertGemvTensor(const float *__restrict__ x, int32_t perSlotInput,
   auto groupOfTask = [&](int which) {
     return groupMajor ? which / rowTiles : which % groupCount;
   };
-  const int kGroups = int(k / S::kGroupK);
+  // E2M1: the last group may be partial (K a multiple of 64: gpt-oss's
+  // 2880 is 11 groups and two blocks); its missing blocks load as zeros.
+  const int kGroups = int((k + (kE2m1 ? S::kGroupK - 1 : 0)) / S::kGroupK);
   const uint32_t clusters = kStages > 0 ? clusterSize() : 1u;
   const uint32_t rank = kStages > 0 ? clusterRank() : 0u;
   const int gBegin = int(int64_t(kGroups) * rank / clusters);
@@ -2596,9 +2680,19 @@ expertGemvTensor(const float *__restrict__ x, int32_t perSlotInput,
     const int tileRow = tileRowOf(which);
     const int64_t row0 = min(int64_t(tileRow + g), n - 1),
                   row1 = min(int64_t(tileRow + g + 8), n - 1);
-    src0 = static_cast<const uint8_t *>(w.data) +
-           ((e * n + row0) * k + t * 4 * S::kChunkSteps) * S::kBytes;
-    second = int32_t((row1 - row0) * k * S::kBytes);
+    if constexpr (kE2m1) {
+      // Lane t loads block t of each half group; its scale bytes are
+      // those of blocks 2t and 2t + 1 (K / 32 bytes a row).
+      src0 = static_cast<const uint8_t *>(w.data) + (e * n + row0) * (k / 2) +
+             16 * t;
+      second = int32_t((row1 - row0) * (k / 2));
+      scaleAt = int32_t((e * n + row0) * (k / 32) + 2 * t);
+      return;
+    } else {
+      src0 = static_cast<const uint8_t *>(w.data) +
+             ((e * n + row0) * k + t * 4 * S::kChunkSteps) * S::kBytes;
+      second = int32_t((row1 - row0) * k * S::kBytes);
+    }
     if (kE4m3)
       scaleAt = int32_t((e * ((n + w.blockN - 1) / w.blockN) +
                          min(int64_t(tileRow), n - 1) / w.blockN) *
@@ -2609,11 +2703,25 @@ expertGemvTensor(const float *__restrict__ x, int32_t perSlotInput,
   const uint8_t *src0 = nullptr;
   int32_t second = 0, scaleAt = 0;
   // Group gl's two 16-byte chunks of each row (the second 64 bytes on).
-  auto load = [&](uint32_t(&raw)[2][8], float &scale, int gl) {
+  // E2M1: raw[r] holds the two blocks' words as loaded (compute
+  // transposes them when it needs them, so the loads stay in flight), and
+  // `scale` the bits of four scale bytes: blocks 2t and 2t + 1 of row g
+  // (low half) and of row g + 8. Past K the blocks load as zeros and their
+  // scales as 2^0.
+  auto load = [&](uint32_t(&raw)[2][8], Scale &scale, int gl) {
 #pragma unroll
     for (int r = 0; r < 2; ++r) {
       const uint8_t *p = src0 + (r ? second : 0) + gl * 128;
-      uint4 c0 = ldgStream(p), c1 = ldgStream(p + 64);
+      uint4 c0, c1;
+      if constexpr (kE2m1) {
+        const int64_t blocks = k / 32, block = int64_t(gl) * 8 + t;
+        const uint4 zero = make_uint4(0u, 0u, 0u, 0u);
+        c0 = block < blocks ? ldgStream(p) : zero;
+        c1 = block + 4 < blocks ? ldgStream(p + 64) : zero;
+      } else {
+        c0 = ldgStream(p);
+        c1 = ldgStream(p + 64);
+      }
       raw[r][0] = c0.x;
       raw[r][1] = c0.y;
       raw[r][2] = c0.z;
@@ -2623,19 +2731,34 @@ expertGemvTensor(const float *__restrict__ x, int32_t perSlotInput,
       raw[r][6] = c1.z;
       raw[r][7] = c1.w;
     }
-    if (kE4m3)
+    if constexpr (kE2m1) {
+      const uint8_t *bytes = reinterpret_cast<const uint8_t *>(w.scales);
+      // Past K (a partial last group) the row's last two scale bytes,
+      // whose blocks' values load as zeros there: the products stay zero
+      // (or NaN where the row has a NaN scale, as its result is anyway).
+      // Unpredicated, and not combined here, so nothing waits on them.
+      const int32_t at =
+          scaleAt + min(int32_t(gl * 8), int32_t(k / 32 - 2 - 2 * t));
+      scale.x = __ldg(reinterpret_cast<const uint16_t *>(bytes + at));
+      scale.y =
+          __ldg(reinterpret_cast<const uint16_t *>(bytes + at + second / 16));
+    } else if (kE4m3) {
       scale = __ldg(w.scales + scaleAt + gl * 128 / int(w.blockK));
+    }
   };
   // Groups [gl, gl + count) of row g (lanes t = 0) or g + 8 (t = 1) into
   // L2; the second lane's loads start 16 bytes into the group.
   auto prefetch = [&](int gl, int count) {
     count = min(count, kGroups - gl);
-    if (t < 2 && count > 0)
-      prefetchStream(src0 + (t ? second - 16 : 0) + gl * 128,
-                     uint32_t(count) * 128u);
+    if (t < 2 && count > 0) {
+      uint32_t bytes = uint32_t(count) * 128u;
+      if (kE2m1) // not past the row (K / 2 bytes, a multiple of 32)
+        bytes = min(bytes, uint32_t(k / 2 - int64_t(gl) * 128));
+      prefetchStream(src0 + (t ? second - 16 : 0) + gl * 128, bytes);
+    }
   };
   uint32_t rawA[2][8], rawB[2][8];
-  float scaleA = 0.0f, scaleB = 0.0f;
+  Scale scaleA{}, scaleB{};
   auto start = [&](int which) {
     rowsOf(which, src0, second, scaleAt);
     load(rawA, scaleA, 0);
@@ -2651,7 +2774,7 @@ expertGemvTensor(const float *__restrict__ x, int32_t perSlotInput,
   auto layout = [](int r, int groups, int &perStep, int &chunk) {
     perStep = r <= 2 ? 12 * r : 96;
     chunk = min(groups, kEgStageBytes /
-                            (S::kSteps * perStep * 8 + (kE4m3 ? 4 * r : 0)));
+                            (S::kSteps * perStep * 8 + (kHalf ? 4 * r : 0)));
   };
   // x's columns of K groups [c0, c0 + cg) of the block's range for the
   // group's r pairs, as the GEMV stages them: a quad of four columns a
@@ -2665,57 +2788,107 @@ expertGemvTensor(const float *__restrict__ x, int32_t perSlotInput,
   auto stage = [&](int first, int r, int perStep, int chunk, int c0, int cg) {
     float *inverse =
         reinterpret_cast<float *>(entries + chunk * S::kSteps * perStep);
-    constexpr int kQuads = S::kGroupK / 4;
-    const int total = cg * r * kQuads;
-    for (int q0 = tid; q0 < total;
-         q0 += kEgStageBatch<kStages> * int(blockDim.x)) {
-      float4 loaded[kEgStageBatch<kStages>];
-#pragma unroll
-      for (int i = 0; i < kEgStageBatch<kStages>; ++i) {
-        const int q = q0 + i * int(blockDim.x);
-        if (q >= total)
-          break;
-        const int l = q % kQuads, item = q / kQuads, j = item % r,
+    if constexpr (kE2m1) {
+      // An octet of eight columns a thread, a warp one (K group, pair).
+      // Octet o of a group meets word o % 4 of block o / 4 of each row,
+      // whose codes i and i + 4 share an f16 pair (e2m1x8ToHalf2): so x's
+      // columns i and i + 4 share a B entry, (0, 4) and (1, 5) in k-step
+      // 2 (o / 4), (2, 6) and (3, 7) in the next, lane quarter o % 4.
+      // Columns past K stage as zeros.
+      constexpr int kOctets = S::kGroupK / 8;
+      const int total = cg * r * kOctets;
+      for (int q = tid; q < total; q += int(blockDim.x)) {
+        const int o = q % kOctets, item = q / kOctets, j = item % r,
                   gl = item / r;
         const int pair = order[first + j];
         const int64_t row = perSlotInput ? pair : pair / slots;
-        loaded[i] = __ldg(reinterpret_cast<const float4 *>(
-            x + row * k + int64_t(gBegin + c0 + gl) * S::kGroupK + l * 4));
-      }
-#pragma unroll
-      for (int i = 0; i < kEgStageBatch<kStages>; ++i) {
-        // Warp-uniform: total is a multiple of kQuads (32 for e4m3, whose
-        // scale takes the warp maximum).
-        const int q = q0 + i * int(blockDim.x);
-        if (q >= total)
-          break;
-        const int l = q % kQuads, item = q / kQuads, j = item % r,
-                  gl = item / r;
-        float4 v = loaded[i];
-        if (kE4m3) {
-          float amax = warpMax(fmaxf(fmaxf(fabsf(v.x), fabsf(v.y)),
-                                     fmaxf(fabsf(v.z), fabsf(v.w))));
-          int exponent = int(__float_as_uint(amax) >> 23) & 0xFF;
-          int shift = min(max(141 - exponent, -112), 126);
-          float scale = __uint_as_float(uint32_t(127 + shift) << 23);
-          v.x *= scale;
-          v.y *= scale;
-          v.z *= scale;
-          v.w *= scale;
-          if (l == 0)
-            inverse[gl * r + j] = __uint_as_float(uint32_t(127 - shift) << 23);
+        const int64_t column = int64_t(c0 + gl) * S::kGroupK + o * 8;
+        float4 lo = make_float4(0.0f, 0.0f, 0.0f, 0.0f), hi = lo;
+        if (column < k) {
+          const float4 *src =
+              reinterpret_cast<const float4 *>(x + row * k + column);
+          lo = __ldg(src);
+          hi = __ldg(src + 1);
         }
-        uint32_t p01[3], p23[3];
-        splitX<kType>(v.x, v.y, p01);
-        splitX<kType>(v.z, v.w, p23);
-        const int step =
-            (l / (4 * S::kChunkSteps)) * S::kChunkSteps + l % S::kChunkSteps;
-        const int quarter = (l / S::kChunkSteps) % 4;
-        uint2 *entry = entries + (gl * S::kSteps + step) * perStep;
+        float amax = warpMax(fmaxf(fmaxf(fmaxf(fabsf(lo.x), fabsf(lo.y)),
+                                         fmaxf(fabsf(lo.z), fabsf(lo.w))),
+                                   fmaxf(fmaxf(fabsf(hi.x), fabsf(hi.y)),
+                                         fmaxf(fabsf(hi.z), fabsf(hi.w)))));
+        int exponent = int(__float_as_uint(amax) >> 23) & 0xFF;
+        int shift = min(max(141 - exponent, -112), 126);
+        float scale = __uint_as_float(uint32_t(127 + shift) << 23);
+        uint32_t p04[3], p15[3], p26[3], p37[3];
+        splitX<kType>(lo.x * scale, hi.x * scale, p04);
+        splitX<kType>(lo.y * scale, hi.y * scale, p15);
+        splitX<kType>(lo.z * scale, hi.z * scale, p26);
+        splitX<kType>(lo.w * scale, hi.w * scale, p37);
+        if (o == 0)
+          inverse[gl * r + j] = __uint_as_float(uint32_t(127 - shift) << 23);
+        const int quarter = o & 3;
+        uint2 *entry = entries + (gl * S::kSteps + 2 * (o >> 2)) * perStep;
 #pragma unroll
-        for (int p = 0; p < 3; ++p)
-          entry[r <= 2 ? (j * 3 + p) * 4 + quarter : p * 32 + j * 4 + quarter] =
-              make_uint2(p01[p], p23[p]);
+        for (int p = 0; p < 3; ++p) {
+          const int at =
+              r <= 2 ? (j * 3 + p) * 4 + quarter : p * 32 + j * 4 + quarter;
+          entry[at] = make_uint2(p04[p], p15[p]);
+          entry[perStep + at] = make_uint2(p26[p], p37[p]);
+        }
+      }
+    } else {
+      constexpr int kQuads = S::kGroupK / 4;
+      const int total = cg * r * kQuads;
+      for (int q0 = tid; q0 < total;
+           q0 += kEgStageBatch<kStages> * int(blockDim.x)) {
+        float4 loaded[kEgStageBatch<kStages>];
+#pragma unroll
+        for (int i = 0; i < kEgStageBatch<kStages>; ++i) {
+          const int q = q0 + i * int(blockDim.x);
+          if (q >= total)
+            break;
+          const int l = q % kQuads, item = q / kQuads, j = item % r,
+                    gl = item / r;
+          const int pair = order[first + j];
+          const int64_t row = perSlotInput ? pair : pair / slots;
+          loaded[i] = __ldg(reinterpret_cast<const float4 *>(
+              x + row * k + int64_t(gBegin + c0 + gl) * S::kGroupK + l * 4));
+        }
+#pragma unroll
+        for (int i = 0; i < kEgStageBatch<kStages>; ++i) {
+          // Warp-uniform: total is a multiple of kQuads (32 for e4m3, whose
+          // scale takes the warp maximum).
+          const int q = q0 + i * int(blockDim.x);
+          if (q >= total)
+            break;
+          const int l = q % kQuads, item = q / kQuads, j = item % r,
+                    gl = item / r;
+          float4 v = loaded[i];
+          if (kE4m3) {
+            float amax = warpMax(fmaxf(fmaxf(fabsf(v.x), fabsf(v.y)),
+                                       fmaxf(fabsf(v.z), fabsf(v.w))));
+            int exponent = int(__float_as_uint(amax) >> 23) & 0xFF;
+            int shift = min(max(141 - exponent, -112), 126);
+            float scale = __uint_as_float(uint32_t(127 + shift) << 23);
+            v.x *= scale;
+            v.y *= scale;
+            v.z *= scale;
+            v.w *= scale;
+            if (l == 0)
+              inverse[gl * r + j] =
+                  __uint_as_float(uint32_t(127 - shift) << 23);
+          }
+          uint32_t p01[3], p23[3];
+          splitX<kType>(v.x, v.y, p01);
+          splitX<kType>(v.z, v.w, p23);
+          const int step =
+              (l / (4 * S::kChunkSteps)) * S::kChunkSteps + l % S::kChunkSteps;
+          const int quarter = (l / S::kChunkSteps) % 4;
+          uint2 *entry = entries + (gl * S::kSteps + step) * perStep;
+#pragma unroll
+          for (int p = 0; p < 3; ++p)
+            entry[r <= 2 ? (j * 3 + p) * 4 + quarter
+                         : p * 32 + j * 4 + quarter] =
+                make_uint2(p01[p], p23[p]);
+        }
       }
     }
   };
@@ -2737,43 +2910,137 @@ expertGemvTensor(const float *__restrict__ x, int32_t perSlotInput,
   // columns' sums); r > 2: (row g, pair 2t), (g, 2t + 1), (g + 8, 2t),
   // (g + 8, 2t + 1).
   float acc[4] = {};
-  auto compute = [&](const uint32_t(&raw)[2][8], float scale, int gl, int r,
+  auto compute = [&](const uint32_t(&raw)[2][8], Scale scale, int gl, int r,
                      int perStep, int chunk) {
     const uint2 *entry = entries + gl * S::kSteps * perStep;
     const float *inverse =
         reinterpret_cast<const float *>(entries + chunk * S::kSteps * perStep) +
         gl * r;
-    float c[4] = {};
-    if (r <= 2) {
-      // Lane (g, t) holds column g: part g % 4 of pair g / 4.
-      const int j = g >> 2, p = g & 3;
-      const bool live = p < 3 && j < r;
-      const int at = (j * 3 + p) * 4 + t;
+    if constexpr (kE2m1) {
+      // Each block of 32 values is two k-steps whose products c, brought
+      // back to x's scale (times the inverse of its power of two: exact),
+      // take the block's scales 2^(s - 127) of rows g and g + 8 (a power
+      // of two, so the only rounding is the sum's, as on the CUDA cores;
+      // in this order no scaled intermediate overflows where the result
+      // does not). Scale bytes 0 and 255 (2^-127 and NaN) take
+      // e8m0ToFloat, the others the exponent field alone.
+      // The transposition through shared memory: each lane's four 16-byte
+      // chunks (block t of each half group of rows g and g + 8) stored,
+      // then one ldmatrix.x4 a chunk set gives lane (g, t) word t of each
+      // of the four blocks of row g: matrix j's row i is the chunk lane
+      // 4i + j stored. A quad pair's chunks sit 16 bytes past the pair
+      // before, so neither the stores nor the matrices' rows share banks.
+      uint32_t *mine = transposed + warp * kE2m1TransposeWords;
+      auto chunkAt = [](int set, int from) {
+        return set * kE2m1SetWords + 4 * from + 4 * (from >> 3);
+      };
+      uint32_t words[2][8];
+      __syncwarp(); // this warp's previous group is read
 #pragma unroll
-      for (int s = 0; s < S::kSteps; ++s) {
-        uint32_t a[4];
-        fragment(raw, s, a);
-        uint2 b = live ? entry[s * perStep + at] : make_uint2(0u, 0u);
-        mma16816<kType>(c, a, b);
+      for (int set = 0; set < 4; ++set)
+        *reinterpret_cast<uint4 *>(mine + chunkAt(set, lane)) = make_uint4(
+            raw[set >> 1][4 * (set & 1)], raw[set >> 1][4 * (set & 1) + 1],
+            raw[set >> 1][4 * (set & 1) + 2], raw[set >> 1][4 * (set & 1) + 3]);
+      __syncwarp();
+#pragma unroll
+      for (int set = 0; set < 4; ++set) {
+        uint32_t v[4];
+        asm volatile(
+            "ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, "
+            "[%4];"
+            : "=r"(v[0]), "=r"(v[1]), "=r"(v[2]), "=r"(v[3])
+            : "r"(gemmSharedAddress(
+                mine + chunkAt(set, 4 * (lane & 7) + (lane >> 3)))));
+#pragma unroll
+        for (int i = 0; i < 4; ++i)
+          words[set >> 1][4 * (set & 1) + i] = v[i];
       }
-      float f = kE4m3 ? scale * inverse[min(t >> 1, r - 1)] : 1.0f;
-      acc[0] = fmaf(c[0] + c[1], f, acc[0]);
-      acc[1] = fmaf(c[2] + c[3], f, acc[1]);
+      const uint32_t bytes = scale.x | scale.y << 16;
+      // Bit 7 of each byte that is 0 or 255 (exact SWAR tests), whose
+      // factor is then 2^-127 or NaN, e8m0ToFloat's: the exponent field
+      // alone gives 0 and inf, and bit 22 set makes them 2^-127 and NaN.
+      const uint32_t low = bytes & 0x7F7F7F7Fu;
+      const uint32_t zero = ~((low + 0x7F7F7F7Fu) | bytes | 0x7F7F7F7Fu);
+      const uint32_t full = (low + 0x01010101u) & bytes & 0x80808080u;
+      const uint32_t special = zero | full;
+      // The inverse x scales of the lane's columns' pairs.
+      const float inv0 = inverse[min(r <= 2 ? t >> 1 : 2 * t, r - 1)],
+                  inv1 = inverse[min(r <= 2 ? t >> 1 : 2 * t + 1, r - 1)];
+#pragma unroll
+      for (int b = 0; b < 8; ++b) {
+        // Lane t of the quad holds blocks 2t and 2t + 1.
+        const int from = (lane & ~3) | (b >> 1), at = 8 * (b & 1);
+        const uint32_t four = __shfl_sync(0xffffffffu, bytes, from),
+                       odd = __shfl_sync(0xffffffffu, special, from);
+        const float f0 = __uint_as_float(((four >> at) & 0xFFu) << 23 |
+                                         ((odd >> (at + 7)) & 1u) << 22),
+                    f1 = __uint_as_float(((four >> (at + 16)) & 0xFFu) << 23 |
+                                         ((odd >> (at + 23)) & 1u) << 22);
+
+        uint32_t h0[4], h1[4];
+        e2m1x8ToHalf2Exact(words[0][b], h0);
+        e2m1x8ToHalf2Exact(words[1][b], h1);
+        float c[4] = {};
+#pragma unroll
+        for (int u = 0; u < 2; ++u) {
+          const int s = 2 * b + u;
+          const uint32_t a[4] = {h0[2 * u], h1[2 * u], h0[2 * u + 1],
+                                 h1[2 * u + 1]};
+          if (r <= 2) {
+            const int j = g >> 2, p = g & 3;
+            const bool live = p < 3 && j < r;
+            const uint2 bv = live ? entry[s * perStep + (j * 3 + p) * 4 + t]
+                                  : make_uint2(0u, 0u);
+            mma16816<kType>(c, a, bv);
+          } else {
+#pragma unroll
+            for (int p = 0; p < 3; ++p)
+              mma16816<kType>(c, a, entry[s * perStep + p * 32 + lane]);
+          }
+        }
+        if (r <= 2) {
+          acc[0] = fmaf((c[0] + c[1]) * inv0, f0, acc[0]);
+          acc[1] = fmaf((c[2] + c[3]) * inv0, f1, acc[1]);
+        } else {
+          acc[0] = fmaf(c[0] * inv0, f0, acc[0]);
+          acc[1] = fmaf(c[1] * inv1, f0, acc[1]);
+          acc[2] = fmaf(c[2] * inv0, f1, acc[2]);
+          acc[3] = fmaf(c[3] * inv1, f1, acc[3]);
+        }
+      }
     } else {
+      float c[4] = {};
+      if (r <= 2) {
+        // Lane (g, t) holds column g: part g % 4 of pair g / 4.
+        const int j = g >> 2, p = g & 3;
+        const bool live = p < 3 && j < r;
+        const int at = (j * 3 + p) * 4 + t;
 #pragma unroll
-      for (int s = 0; s < S::kSteps; ++s) {
-        uint32_t a[4];
-        fragment(raw, s, a);
+        for (int s = 0; s < S::kSteps; ++s) {
+          uint32_t a[4];
+          fragment(raw, s, a);
+          uint2 b = live ? entry[s * perStep + at] : make_uint2(0u, 0u);
+          mma16816<kType>(c, a, b);
+        }
+        float f = kE4m3 ? scale * inverse[min(t >> 1, r - 1)] : 1.0f;
+        acc[0] = fmaf(c[0] + c[1], f, acc[0]);
+        acc[1] = fmaf(c[2] + c[3], f, acc[1]);
+      } else {
 #pragma unroll
-        for (int p = 0; p < 3; ++p)
-          mma16816<kType>(c, a, entry[s * perStep + p * 32 + lane]);
+        for (int s = 0; s < S::kSteps; ++s) {
+          uint32_t a[4];
+          fragment(raw, s, a);
+#pragma unroll
+          for (int p = 0; p < 3; ++p)
+            mma16816<kType>(c, a, entry[s * perStep + p * 32 + lane]);
+        }
+        float f0 = kE4m3 ? scale * inverse[min(2 * t, r - 1)] : 1.0f;
+        float f1 = kE4m3 ? scale * inverse[min(2 * t + 1, r - 1)] : 1.0f;
+        acc[0] = fmaf(c[0], f0, acc[0]);
+        acc[1] = fmaf(c[1], f1, acc[1]);
+        acc[2] = fmaf(c[2], f0, acc[2]);
+        acc[3] = fmaf(c[3], f1, acc[3]);
       }
-      float f0 = kE4m3 ? scale * inverse[min(2 * t, r - 1)] : 1.0f;
-      float f1 = kE4m3 ? scale * inverse[min(2 * t + 1, r - 1)] : 1.0f;
-      acc[0] = fmaf(c[0], f0, acc[0]);
-      acc[1] = fmaf(c[1], f1, acc[1]);
-      acc[2] = fmaf(c[2], f0, acc[2]);
-      acc[3] = fmaf(c[3], f1, acc[3]);
     }
   };
   auto biasAt = [&](int64_t i) { return bias.data ? weightAt(bias, i) : 0.0f; };
@@ -3024,6 +3291,9 @@ DAYBREAK_EXPERT_GEMV(daybreak_expert_gemv_tc_e4m3_ring4, kWeightE4M3, 4, 3)
 DAYBREAK_EXPERT_GEMV(daybreak_expert_gemv_tc_bf16_ring4, kWeightBF16, 4, 3)
 DAYBREAK_EXPERT_GEMV(daybreak_expert_gemv_tc_e4m3_ring8, kWeightE4M3, 8, 2)
 DAYBREAK_EXPERT_GEMV(daybreak_expert_gemv_tc_bf16_ring8, kWeightBF16, 8, 2)
+// The MXFP4 direct route's decode GEMV: E2M1 values, E8M0 scale bytes
+// (CudaKernels::mxfp4ExpertGemv), the register form.
+DAYBREAK_EXPERT_GEMV(daybreak_expert_gemv_tc_e2m1, kWeightE2M1, 0, 4)
 #undef DAYBREAK_EXPERT_GEMV
 
 /// Per-head matmul: x [T, H, K], w [H, K, N] (or [H, N, K] when
@@ -3480,32 +3750,6 @@ daybreak_expert_matmul(const float *x, int32_t perSlotInput, Weight w,
 }
 
 namespace {
-
-/// E8M0 to fp32, as numerics::e8m0ToFloat: 2^(bits - 127) is the fp32 whose
-/// exponent field is `bits`; 0 gives the subnormal 2^-127, 255 NaN.
-__device__ __forceinline__ float e8m0ToFloat(uint32_t bits) {
-  if (bits == 0xFF)
-    return __int_as_float(0x7FC00000);
-  return __uint_as_float(bits ? bits << 23 : 0x00400000u);
-}
-
-/// The eight E2M1 codes of `word` (code i in bits 4i .. 4i + 3, low nibble
-/// first as stored) times 2^-14, exactly, into v[i]. Codes i and i + 4 are
-/// 16 bits apart, as the two halves of an f16 pair: one shift puts their
-/// signs at bits 15 and 31, another their exponent and mantissa bits
-/// (e1 e0 m) at bits 11 .. 9, the low exponent bits and the top mantissa bit
-/// of each f16. That f16 is the E2M1 value times 2^-14 for every code (e = 0,
-/// code 0.5, lands on the f16 subnormal 2^-15, as e = 0 is E2M1's subnormal),
-/// and widening it to fp32 is exact: two shifts, two LOP3 and two
-/// conversions a pair, no table.
-__device__ __forceinline__ void e2m1x8ToFloat(uint32_t word, float (&v)[8]) {
-#pragma unroll
-  for (int i = 0; i < 4; ++i) {
-    uint32_t sign = (word << (12 - 4 * i)) & 0x80008000u;
-    uint32_t bits = (i < 3 ? word << (9 - 4 * i) : word >> 3) & 0x0E000E00u;
-    unpackHalf2(sign | bits, v[i], v[i + 4]);
-  }
-}
 
 /// Output rows (columns of the result) a block of
 /// daybreak_mxfp4_expert_matmul owns (the launcher's kRows).

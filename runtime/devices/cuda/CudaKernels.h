@@ -60,7 +60,8 @@ struct DeviceWeight {
   CUdeviceptr data = 0;
   CUdeviceptr scales = 0;
   int64_t rows = 0, cols = 0, blockN = 0, blockK = 0;
-  int32_t type = 0; ///< 0 F32, 1 BF16, 2 E4M3 (cpu::WeightType)
+  int32_t type = 0; ///< 0 F32, 1 BF16, 2 E4M3 (cpu::WeightType); 3 E2M1
+                    ///< (scales: E8M0 bytes), mxfp4ExpertMatmul's alone
   int32_t pad = 0;
 
   static DeviceWeight f32(CUdeviceptr data) {
@@ -328,6 +329,22 @@ constexpr int64_t expertGemvSharedBytes(ExpertGemvStreaming streaming) {
   return kExpertGemvStageBytes + 4 * slots * kExpertGemvRingSlotBytes +
          (slots ? kExpertGemvPartialBytes : 0);
 }
+/// Which kernel CudaKernels::mxfp4ExpertMatmul takes where the tensor-core
+/// GEMV applies (mxfp4ExpertGemvApplies: a decode step's at most 256 pairs,
+/// K a multiple of 64): Auto, the tensor cores from kMxfp4TensorMinPairs
+/// pairs on and the CUDA cores below; or either forced (the benchmark's
+/// and the tests' comparison).
+enum class Mxfp4Kernel { Auto, CudaCores, TensorCores };
+/// The fewest (token, slot) pairs for which Auto takes the tensor cores:
+/// below, the CUDA-core kernel's FMAs hide under its loads (one or two
+/// pairs an expert); above, they no longer do (gpt-oss at B = 64: 1 TB/s,
+/// bench/NOTES.md session 8). A first choice, not yet measured against the
+/// tensor-core GEMV (session 43).
+inline constexpr int64_t kMxfp4TensorMinPairs = 64;
+/// The dynamic shared memory of a tensor-core MXFP4 GEMV block: the stage,
+/// then each warp's transposition buffers (4 chunk sets of 144 words).
+inline constexpr int64_t kExpertGemvE2m1SharedBytes =
+    kExpertGemvStageBytes + 4 * 4 * 144 * 4;
 /// Device scratch bytes the decode expert GEMV needs: with routing
 /// weights each pair's result before daybreak_expert_combine adds a
 /// token's slots ([tokens x slots, n] floats), else none.
@@ -412,6 +429,7 @@ constexpr int64_t expertGemvScratchBytes(int64_t tokens, int64_t slots,
   X(moeRouteSoftmaxTopK, "daybreak_moe_route_softmax_topk")                    \
   X(expertMatmul, "daybreak_expert_matmul")                                    \
   X(mxfp4ExpertMatmul, "daybreak_mxfp4_expert_matmul")                         \
+  X(expertGemvTcE2m1, "daybreak_expert_gemv_tc_e2m1")                          \
   X(mxfp4ToFp8Experts, "daybreak_mxfp4_to_fp8_experts")                        \
   X(cacheWrite, "daybreak_cache_write")                                        \
   X(cacheWriteRows, "daybreak_cache_write_rows")                               \
@@ -708,6 +726,13 @@ public:
     copy.headMatmulKernel = kernel;
     return copy;
   }
+  /// The same kernels with mxfp4ExpertMatmul taking `kernel` (Auto, the
+  /// default: Mxfp4Kernel's rule).
+  CudaKernels withMxfp4Kernel(Mxfp4Kernel kernel) const {
+    CudaKernels copy = *this;
+    copy.mxfp4Kernel = kernel;
+    return copy;
+  }
   /// The same kernels with the ring forms of the decode expert GEMV split
   /// over clusters of `cluster` blocks where that size fits the GPU and K
   /// (1: never split; 0, the default: chooseExpertGemvCluster decides).
@@ -853,12 +878,25 @@ public:
   /// values [E, N, K] (two a byte, low nibble first), `scales` the E8M0
   /// bytes [E, N, K / 32], `bias` [E, N] or absent (data 0). Decoded in
   /// registers; errors (before launching) when K is not a multiple of 32.
+  /// A decode step may take the tensor-core GEMV (Mxfp4Kernel), which with
+  /// routing weights needs `scratch` (expertGemvScratchBytes); without it
+  /// the CUDA cores take the step.
   Status mxfp4ExpertMatmul(CUdeviceptr x, bool perSlotInput, CUdeviceptr values,
                            CUdeviceptr scales, const DeviceWeight &bias,
                            int64_t experts, int64_t n, int64_t k,
                            CUdeviceptr indices, int64_t tokens, int64_t slots,
                            CUdeviceptr routingWeights, CUdeviceptr out,
-                           CUstream stream) const;
+                           CUstream stream, CUdeviceptr scratch = 0,
+                           int64_t scratchBytes = 0) const;
+  /// Whether the tensor-core MXFP4 GEMV (daybreak_expert_gemv_tc_e2m1)
+  /// takes a launch: at most kExpertGemvMaxPairs pairs, K a multiple of 64
+  /// (an even count of scale bytes a row: the kernel reads them in pairs),
+  /// N below 2^24, x and the values 16-byte aligned and the scales 2-byte,
+  /// the scale index within 32 bits.
+  static bool mxfp4ExpertGemvApplies(int64_t experts, int64_t n, int64_t k,
+                                     int64_t tokens, int64_t slots,
+                                     CUdeviceptr x, CUdeviceptr values,
+                                     CUdeviceptr scales);
   /// cpu::mxfp4ToFp8Experts on the device (the MXFP4 online route), into
   /// a workspace of `workspaceSlots` experts. An expert id outside [0, E)
   /// counts as an empty slot; errors (before launching) when K is not a
@@ -1116,6 +1154,15 @@ private:
                         unsigned clusterSize, unsigned block,
                         unsigned sharedBytes, bool early, CUstream stream,
                         void **params) const;
+  /// mxfp4ExpertMatmul on the tensor cores (mxfp4ExpertGemvApplies holds),
+  /// then daybreak_expert_combine with routing weights.
+  Status mxfp4ExpertGemv(CUdeviceptr x, bool perSlotInput, CUdeviceptr values,
+                         CUdeviceptr scales, const DeviceWeight &bias,
+                         int64_t experts, int64_t n, int64_t k,
+                         CUdeviceptr indices, int64_t tokens, int64_t slots,
+                         CUdeviceptr routingWeights, CUdeviceptr out,
+                         CUstream stream, CUdeviceptr scratch,
+                         int64_t scratchBytes) const;
 
   /// mhc_pre's second launch, daybreak_mhc_pre (or _norm with a norm) on
   /// the logits' `splits` partial sums in `partials`.
@@ -1218,6 +1265,10 @@ private:
   /// the blocks).
   int expertGemvCluster = 0;
   int64_t expertGemvClusters[2][2][kExpertGemvMaxCluster + 1] = {};
+  /// mxfp4ExpertMatmul's choice (see withMxfp4Kernel), and the blocks of
+  /// the tensor-core MXFP4 GEMV the GPU holds at once.
+  Mxfp4Kernel mxfp4Kernel = Mxfp4Kernel::Auto;
+  int64_t expertGemvE2m1Blocks = 0;
 #define DAYBREAK_DECLARE_KERNEL(member, symbol) CUfunction member##Fn = nullptr;
   DAYBREAK_CUDA_KERNELS(DAYBREAK_DECLARE_KERNEL)
 #undef DAYBREAK_DECLARE_KERNEL
