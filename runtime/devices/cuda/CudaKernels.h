@@ -335,12 +335,14 @@ constexpr int64_t expertGemvSharedBytes(ExpertGemvStreaming streaming) {
 /// pairs on and the CUDA cores below; or either forced (the benchmark's
 /// and the tests' comparison).
 enum class Mxfp4Kernel { Auto, CudaCores, TensorCores };
-/// The fewest (token, slot) pairs for which Auto takes the tensor cores:
-/// below, the CUDA-core kernel's FMAs hide under its loads (one or two
-/// pairs an expert); above, they no longer do (gpt-oss at B = 64: 1 TB/s,
-/// bench/NOTES.md session 8). A first choice, not yet measured against the
-/// tensor-core GEMV (session 43).
-inline constexpr int64_t kMxfp4TensorMinPairs = 64;
+/// The fewest (token, slot) pairs for which Auto takes the tensor cores.
+/// The CUDA-core kernel's cost grows with the pairs (its FMAs, about 5 us
+/// a pair at gpt-oss's gate/up on an H100), the tensor cores' with the
+/// distinct experts (about 10 us each, however many pairs): at top-4 of
+/// 128 experts they cross near two pairs an expert, 128 to 256 pairs
+/// (bench/NOTES.md, session 43: at 256 pairs 1182 against 1351 us, at 32
+/// pairs 293 against 172).
+inline constexpr int64_t kMxfp4TensorMinPairs = 128;
 /// The dynamic shared memory of a tensor-core MXFP4 GEMV block: the stage,
 /// then each warp's transposition buffers (4 chunk sets of 144 words).
 inline constexpr int64_t kExpertGemvE2m1SharedBytes =
