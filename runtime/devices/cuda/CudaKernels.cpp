@@ -1934,7 +1934,6 @@ Status CudaKernels::tensorExpertGemv(
     int64_t experts, int64_t n, int64_t k, CUdeviceptr indices, int64_t tokens,
     int64_t slots, CUdeviceptr routingWeights, CUdeviceptr out, CUstream stream,
     const DeviceWeight &bias, CUdeviceptr scratch, int64_t scratchBytes) const {
-  bool routed = routingWeights != 0;
   if (!tensorExpertGemvApplies(weight, experts, n, k, tokens, slots) ||
       x % 16 != 0)
     return Status::error(
@@ -1948,15 +1947,6 @@ Status CudaKernels::tensorExpertGemv(
   if (experts < 1)
     return Status::error("tensorExpertGemv: " + std::to_string(experts) +
                          " experts");
-  int64_t needed = expertGemvScratchBytes(tokens, slots, n, routed);
-  if (routed && (!scratch || scratchBytes < needed))
-    return Status::error("tensorExpertGemv: " + std::to_string(tokens) +
-                         " tokens x " + std::to_string(slots) +
-                         " slots with routing weights need " +
-                         std::to_string(needed) + " bytes of scratch; given " +
-                         std::to_string(scratchBytes));
-  if (n <= 0)
-    return Status::success();
   // Groups of at most 8 pairs of one expert: no more than the pairs, nor
   // than one an expert plus one per 8 pairs; a block per (group, 64-row
   // tile) task at most, and no more than are resident at once.
@@ -1992,20 +1982,45 @@ Status CudaKernels::tensorExpertGemv(
       std::min(form > 0 ? expertGemvClusters[e4m3][form - 1][cluster]
                         : expertGemvBlocks[e4m3][form],
                tasks);
+  const CUfunction fns[2][3] = {
+      {expertGemvTcBf16Fn, expertGemvTcBf16Ring4Fn, expertGemvTcBf16Ring8Fn},
+      {expertGemvTcE4m3Fn, expertGemvTcE4m3Ring4Fn, expertGemvTcE4m3Ring8Fn}};
+  return launchExpertGemv(fns[e4m3][form], "tensorExpertGemv", clusters,
+                          cluster, expertGemvSharedBytes(streaming), x,
+                          perSlotInput, weight, bias, experts, n, k, indices,
+                          tokens, slots, routingWeights, out, stream, scratch,
+                          scratchBytes);
+}
+
+Status CudaKernels::launchExpertGemv(
+    CUfunction fn, const char *name, int64_t blocks, int64_t cluster,
+    int64_t sharedBytes, CUdeviceptr x, bool perSlotInput,
+    const DeviceWeight &weight, const DeviceWeight &bias, int64_t experts,
+    int64_t n, int64_t k, CUdeviceptr indices, int64_t tokens, int64_t slots,
+    CUdeviceptr routingWeights, CUdeviceptr out, CUstream stream,
+    CUdeviceptr scratch, int64_t scratchBytes) const {
+  bool routed = routingWeights != 0;
+  int64_t needed = expertGemvScratchBytes(tokens, slots, n, routed);
+  if (routed && (!scratch || scratchBytes < needed))
+    return Status::error(std::string(name) + ": " + std::to_string(tokens) +
+                         " tokens x " + std::to_string(slots) +
+                         " slots with routing weights need " +
+                         std::to_string(needed) + " bytes of scratch; given " +
+                         std::to_string(scratchBytes));
+  if (n <= 0)
+    return Status::success();
   DeviceWeight w = weight, b = bias;
   w.rows = n;
   w.cols = k;
+  int64_t pairs = tokens * slots;
   int32_t perSlot = perSlotInput, zeroEmpty = !routed;
   CUdeviceptr y = routed ? scratch : out;
   void *params[] = {&x, &perSlot, &w,     &b,     &experts,   &n,
                     &k, &indices, &pairs, &slots, &zeroEmpty, &y};
-  const CUfunction fns[2][3] = {
-      {expertGemvTcBf16Fn, expertGemvTcBf16Ring4Fn, expertGemvTcBf16Ring8Fn},
-      {expertGemvTcE4m3Fn, expertGemvTcE4m3Ring4Fn, expertGemvTcE4m3Ring8Fn}};
-  DAYBREAK_RETURN_IF_ERROR(launchClusters(
-      fns[e4m3][form], "expertMatmul (tensor-core GEMV)", clusters,
-      unsigned(cluster), 128, unsigned(expertGemvSharedBytes(streaming)),
-      programmatic, stream, params));
+  DAYBREAK_RETURN_IF_ERROR(
+      launchClusters(fn, "expertMatmul (tensor-core GEMV)",
+                     std::max<int64_t>(blocks, 1), unsigned(cluster), 128,
+                     unsigned(sharedBytes), programmatic, stream, params));
   if (!routed)
     return Status::success();
   void *combine[] = {&y, &indices, &routingWeights, &experts, &tokens, &slots,
@@ -2072,40 +2087,21 @@ Status CudaKernels::mxfp4ExpertGemv(CUdeviceptr x, bool perSlotInput,
                                     CUdeviceptr routingWeights, CUdeviceptr out,
                                     CUstream stream, CUdeviceptr scratch,
                                     int64_t scratchBytes) const {
-  bool routed = routingWeights != 0;
-  int64_t needed = expertGemvScratchBytes(tokens, slots, n, routed);
-  if (routed && (!scratch || scratchBytes < needed))
-    return Status::error(
-        "mxfp4ExpertMatmul (tensor-core GEMV): " + std::to_string(tokens) +
-        " tokens x " + std::to_string(slots) +
-        " slots with routing weights need " + std::to_string(needed) +
-        " bytes of scratch; given " + std::to_string(scratchBytes));
   // As tensorExpertGemv's register form: groups of at most 8 pairs of one
   // expert, a block per (group, 64-row tile) task at most, no more blocks
   // than are resident at once.
   int64_t pairs = tokens * slots;
   int64_t groups = std::min(pairs, experts + ceilDiv(pairs, 8));
   int64_t tasks = groups * ceilDiv(n, kExpertGemvRows);
-  int64_t blocks = std::max<int64_t>(1, std::min(expertGemvE2m1Blocks, tasks));
-  DeviceWeight w, b = bias;
+  DeviceWeight w;
   w.data = values;
   w.scales = scales;
   w.type = 3;
-  w.rows = n;
-  w.cols = k;
-  int32_t perSlot = perSlotInput, zeroEmpty = !routed;
-  CUdeviceptr y = routed ? scratch : out;
-  void *params[] = {&x, &perSlot, &w,     &b,     &experts,   &n,
-                    &k, &indices, &pairs, &slots, &zeroEmpty, &y};
-  DAYBREAK_RETURN_IF_ERROR(launchClusters(
-      expertGemvTcE2m1Fn, "mxfp4ExpertMatmul (tensor-core GEMV)", blocks, 1,
-      128, unsigned(kExpertGemvE2m1SharedBytes), programmatic, stream, params));
-  if (!routed)
-    return Status::success();
-  void *combine[] = {&y, &indices, &routingWeights, &experts, &tokens, &slots,
-                     &n, &out};
-  return launchDependent(expertCombineFn, "mxfp4ExpertMatmul (combine)",
-                         ceilDiv(n, 256), tokens, 1, 256, 0, stream, combine);
+  return launchExpertGemv(expertGemvTcE2m1Fn, "mxfp4ExpertMatmul",
+                          std::min(expertGemvE2m1Blocks, tasks), 1,
+                          kExpertGemvE2m1SharedBytes, x, perSlotInput, w, bias,
+                          experts, n, k, indices, tokens, slots, routingWeights,
+                          out, stream, scratch, scratchBytes);
 }
 
 Status CudaKernels::mxfp4ExpertMatmul(

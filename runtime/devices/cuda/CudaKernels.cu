@@ -1119,6 +1119,16 @@ __device__ __forceinline__ void splitX(float lo, float hi, uint32_t (&p)[3]) {
   }
 }
 
+/// The powers of two that put `amax`, the largest |x| of a stage, in
+/// [2^14, 2^15) for splitX's f16 parts (x: up, the result back: down),
+/// kept within fp32's normal range.
+__device__ __forceinline__ float2 f16StageScale(float amax) {
+  int exponent = int(__float_as_uint(amax) >> 23) & 0xFF;
+  int shift = min(max(141 - exponent, -112), 126);
+  return make_float2(__uint_as_float(uint32_t(127 + shift) << 23),
+                     __uint_as_float(uint32_t(127 - shift) << 23));
+}
+
 /// The one-part form of splitX (`daybreak-run --precision=bf16`): each
 /// value rounded to bf16 (nearest even) first, then, for f16, the scaled
 /// bf16 value converted (exact while it stays a normal f16, i.e. down to
@@ -1373,16 +1383,13 @@ gemvTensor(const float *__restrict__ x, const Weight &w, const Weight &bias,
     if (kType == kWeightE4M3) {
       float amax = warpMax(
           fmaxf(fmaxf(fabsf(v.x), fabsf(v.y)), fmaxf(fabsf(v.z), fabsf(v.w))));
-      int exponent = int(__float_as_uint(amax) >> 23) & 0xFF;
-      int shift = min(max(141 - exponent, -112), 126); // amax -> [2^14, 2^15)
-      float scale = __uint_as_float(uint32_t(127 + shift) << 23);
-      v.x *= scale;
-      v.y *= scale;
-      v.z *= scale;
-      v.w *= scale;
+      const float2 scale = f16StageScale(amax);
+      v.x *= scale.x;
+      v.y *= scale.x;
+      v.z *= scale.x;
+      v.w *= scale.x;
       if (l == 0)
-        inverse[gl * kTokens + token] =
-            __uint_as_float(uint32_t(127 - shift) << 23);
+        inverse[gl * kTokens + token] = scale.y;
     }
     uint32_t p01[3], p23[3];
     splitX<kType>(v.x, v.y, p01);
@@ -1879,9 +1886,8 @@ gemmTile(const float *__restrict__ x, const uint8_t *__restrict__ weight,
           amax = fmaxf(fmaxf(amax, fmaxf(fabsf(v[jj][q].x), fabsf(v[jj][q].y))),
                        fmaxf(fabsf(v[jj][q].z), fabsf(v[jj][q].w)));
       amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, 8));
-      int exponent = int(__float_as_uint(amax) >> 23) & 0xFF;
-      int shift = min(max(141 - exponent, -112), 126);
-      float scale = __uint_as_float(uint32_t(127 + shift) << 23);
+      const float2 scales = f16StageScale(amax);
+      const float scale = scales.x;
 #pragma unroll
       for (int jj = 0; jj < 2; ++jj)
 #pragma unroll
@@ -1892,7 +1898,7 @@ gemmTile(const float *__restrict__ x, const uint8_t *__restrict__ weight,
           v[jj][q].w *= scale;
         }
       if (h == 0)
-        inverse[row] = __uint_as_float(uint32_t(127 - shift) << 23);
+        inverse[row] = scales.y;
     }
 #pragma unroll
     for (int jj = 0; jj < 2; ++jj) {
@@ -2814,16 +2820,14 @@ expertGemvTensor(const float *__restrict__ x, int32_t perSlotInput,
                                          fmaxf(fabsf(lo.z), fabsf(lo.w))),
                                    fmaxf(fmaxf(fabsf(hi.x), fabsf(hi.y)),
                                          fmaxf(fabsf(hi.z), fabsf(hi.w)))));
-        int exponent = int(__float_as_uint(amax) >> 23) & 0xFF;
-        int shift = min(max(141 - exponent, -112), 126);
-        float scale = __uint_as_float(uint32_t(127 + shift) << 23);
+        const float2 scale = f16StageScale(amax);
         uint32_t p04[3], p15[3], p26[3], p37[3];
-        splitX<kType>(lo.x * scale, hi.x * scale, p04);
-        splitX<kType>(lo.y * scale, hi.y * scale, p15);
-        splitX<kType>(lo.z * scale, hi.z * scale, p26);
-        splitX<kType>(lo.w * scale, hi.w * scale, p37);
+        splitX<kType>(lo.x * scale.x, hi.x * scale.x, p04);
+        splitX<kType>(lo.y * scale.x, hi.y * scale.x, p15);
+        splitX<kType>(lo.z * scale.x, hi.z * scale.x, p26);
+        splitX<kType>(lo.w * scale.x, hi.w * scale.x, p37);
         if (o == 0)
-          inverse[gl * r + j] = __uint_as_float(uint32_t(127 - shift) << 23);
+          inverse[gl * r + j] = scale.y;
         const int quarter = o & 3;
         uint2 *entry = entries + (gl * S::kSteps + 2 * (o >> 2)) * perStep;
 #pragma unroll
@@ -2865,16 +2869,13 @@ expertGemvTensor(const float *__restrict__ x, int32_t perSlotInput,
           if (kE4m3) {
             float amax = warpMax(fmaxf(fmaxf(fabsf(v.x), fabsf(v.y)),
                                        fmaxf(fabsf(v.z), fabsf(v.w))));
-            int exponent = int(__float_as_uint(amax) >> 23) & 0xFF;
-            int shift = min(max(141 - exponent, -112), 126);
-            float scale = __uint_as_float(uint32_t(127 + shift) << 23);
-            v.x *= scale;
-            v.y *= scale;
-            v.z *= scale;
-            v.w *= scale;
+            const float2 scale = f16StageScale(amax);
+            v.x *= scale.x;
+            v.y *= scale.x;
+            v.z *= scale.x;
+            v.w *= scale.x;
             if (l == 0)
-              inverse[gl * r + j] =
-                  __uint_as_float(uint32_t(127 - shift) << 23);
+              inverse[gl * r + j] = scale.y;
           }
           uint32_t p01[3], p23[3];
           splitX<kType>(v.x, v.y, p01);
@@ -4456,14 +4457,12 @@ __device__ __forceinline__ float scaleHeadIntoF16(float4 &v) {
 #pragma unroll
   for (int o = 16; o > 0; o >>= 1)
     amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, o));
-  int exponent = int(__float_as_uint(amax) >> 23) & 0xFF;
-  int shift = min(max(141 - exponent, -112), 126);
-  float up = __uint_as_float(uint32_t(127 + shift) << 23);
-  v.x *= up;
-  v.y *= up;
-  v.z *= up;
-  v.w *= up;
-  return __uint_as_float(uint32_t(127 - shift) << 23);
+  const float2 scale = f16StageScale(amax);
+  v.x *= scale.x;
+  v.y *= scale.x;
+  v.z *= scale.x;
+  v.w *= scale.x;
+  return scale.y;
 }
 
 constexpr int kIndexerTcKeys = 64;     // keys a step

@@ -1156,6 +1156,18 @@ private:
                         unsigned clusterSize, unsigned block,
                         unsigned sharedBytes, bool early, CUstream stream,
                         void **params) const;
+  /// A decode expert GEMV form (`fn`, a daybreak_expert_gemv_tc_* kernel)
+  /// over `blocks` blocks in clusters of `cluster`, then with routing
+  /// weights daybreak_expert_combine over the pairs' results it leaves in
+  /// `scratch` (expertGemvScratchBytes; `name` heads the error without).
+  Status launchExpertGemv(CUfunction fn, const char *name, int64_t blocks,
+                          int64_t cluster, int64_t sharedBytes, CUdeviceptr x,
+                          bool perSlotInput, const DeviceWeight &weight,
+                          const DeviceWeight &bias, int64_t experts, int64_t n,
+                          int64_t k, CUdeviceptr indices, int64_t tokens,
+                          int64_t slots, CUdeviceptr routingWeights,
+                          CUdeviceptr out, CUstream stream, CUdeviceptr scratch,
+                          int64_t scratchBytes) const;
   /// mxfp4ExpertMatmul on the tensor cores (mxfp4ExpertGemvApplies holds),
   /// then daybreak_expert_combine with routing weights.
   Status mxfp4ExpertGemv(CUdeviceptr x, bool perSlotInput, CUdeviceptr values,
