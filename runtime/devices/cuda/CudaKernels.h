@@ -339,10 +339,11 @@ enum class Mxfp4Kernel { Auto, CudaCores, TensorCores };
 /// The CUDA-core kernel's cost grows with the pairs (its FMAs, about 5 us
 /// a pair at gpt-oss's gate/up on an H100), the tensor cores' with the
 /// distinct experts (about 10 us each, however many pairs): at top-4 of
-/// 128 experts they cross near two pairs an expert, 128 to 256 pairs
-/// (bench/NOTES.md, session 43: at 256 pairs 1182 against 1351 us, at 32
-/// pairs 293 against 172).
-inline constexpr int64_t kMxfp4TensorMinPairs = 128;
+/// 128 experts they cross near two pairs an expert. Measured (the first
+/// form, bench/NOTES.md session 43): at 256 pairs 1182 against 1351 us, at
+/// 32 pairs 293 against 172; so the tensor cores only where they were
+/// seen to win, until the current form is timed between.
+inline constexpr int64_t kMxfp4TensorMinPairs = 256;
 /// The dynamic shared memory of a tensor-core MXFP4 GEMV block: the stage,
 /// then each warp's transposition buffers (4 chunk sets of 144 words).
 inline constexpr int64_t kExpertGemvE2m1SharedBytes =
