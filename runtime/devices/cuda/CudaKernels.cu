@@ -1062,10 +1062,6 @@ template <> struct TcShape<kWeightE2M1> {
   static constexpr int kChunkSteps = kSteps / 2;
 };
 
-/// A compile-time bool as a value (std::integral_constant, which NVRTC's
-/// headers lack), for generic lambdas instantiated per case.
-template <bool kValue> struct BoolTag { static constexpr bool value = kValue; };
-
 /// T if kFirst else F (std::conditional, which NVRTC's headers lack).
 template <bool kFirst, class T, class F> struct Pick { using type = T; };
 template <class T, class F> struct Pick<false, T, F> { using type = F; };
@@ -2528,6 +2524,65 @@ constexpr int kEgRingSlotBytes = 4 * 32 * 16 + 32 * 4;
 /// forms' rings; kExpertGemvPartialBytes in CudaKernels.h).
 constexpr int kEgPartialFloats = kEgRows * kEgGroupPairs;
 
+/// The E2M1 expert GEMV's multiply of one K group (expertGemvTensor's
+/// compute): for each of the 8 blocks, the two k-steps' mma over rows g and
+/// g + 8 (`words`, word t of each block, transposed) and the staged x
+/// (`entry`, `perStep` B entries a step), brought back to x's scale (inv0,
+/// inv1: the lane's columns' pairs) and times the block's 2^(s - 127) into
+/// acc. `bytes`: the quad lane's scale bytes (blocks 2t, 2t + 1 of rows g
+/// and g + 8); `special`: bit 7 of those that are 0 or 255. Once per tile
+/// layout (kWide: r > 2, three tiles), so neither issues the other's mma.
+template <bool kWide>
+__device__ __forceinline__ void
+e2m1GroupProducts(const uint32_t (&words)[2][8], uint32_t bytes,
+                  uint32_t special, const uint2 *entry, int perStep, float inv0,
+                  float inv1, int r, float (&acc)[4]) {
+  const int lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
+  // r <= 2: this lane's B entry (column g: part g % 4 of pair g / 4;
+  // zeros past the pairs); r > 2: the lane's entry of each part.
+  const int j = g >> 2, p = g & 3;
+  const bool live = kWide || (p < 3 && j < r);
+  const uint2 *column =
+      entry + (kWide ? lane : (live ? (j * 3 + p) * 4 + t : 0));
+#pragma unroll
+  for (int b = 0; b < 8; ++b) {
+    // Lane t of the quad holds blocks 2t and 2t + 1.
+    const int from = (lane & ~3) | (b >> 1), at = 8 * (b & 1);
+    const uint32_t four = __shfl_sync(0xffffffffu, bytes, from),
+                   odd = __shfl_sync(0xffffffffu, special, from);
+    const float f0 = __uint_as_float(((four >> at) & 0xFFu) << 23 |
+                                     ((odd >> (at + 7)) & 1u) << 22),
+                f1 = __uint_as_float(((four >> (at + 16)) & 0xFFu) << 23 |
+                                     ((odd >> (at + 23)) & 1u) << 22);
+    uint32_t h0[4], h1[4];
+    e2m1x8ToHalf2Exact(words[0][b], h0);
+    e2m1x8ToHalf2Exact(words[1][b], h1);
+    float c[4] = {};
+#pragma unroll
+    for (int u = 0; u < 2; ++u) {
+      const uint2 *step = column + (2 * b + u) * perStep;
+      const uint32_t a[4] = {h0[2 * u], h1[2 * u], h0[2 * u + 1],
+                             h1[2 * u + 1]};
+      if constexpr (kWide) {
+#pragma unroll
+        for (int part = 0; part < 3; ++part)
+          mma16816<kWeightE2M1>(c, a, step[part * 32]);
+      } else {
+        mma16816<kWeightE2M1>(c, a, live ? *step : make_uint2(0u, 0u));
+      }
+    }
+    if constexpr (kWide) {
+      acc[0] = fmaf(c[0] * inv0, f0, acc[0]);
+      acc[1] = fmaf(c[1] * inv1, f0, acc[1]);
+      acc[2] = fmaf(c[2] * inv0, f1, acc[2]);
+      acc[3] = fmaf(c[3] * inv1, f1, acc[3]);
+    } else {
+      acc[0] = fmaf((c[0] + c[1]) * inv0, f0, acc[0]);
+      acc[1] = fmaf((c[2] + c[3]) * inv0, f1, acc[1]);
+    }
+  }
+}
+
 extern __shared__ __align__(16) uint8_t egStage[];
 
 /// The decode expert GEMV (see above). Block kEgWarps x 32 threads, grid
@@ -2971,58 +3026,12 @@ expertGemvTensor(const float *__restrict__ x, int32_t perSlotInput,
       // The inverse x scales of the lane's columns' pairs.
       const float inv0 = inverse[min(r <= 2 ? t >> 1 : 2 * t, r - 1)],
                   inv1 = inverse[min(r <= 2 ? t >> 1 : 2 * t + 1, r - 1)];
-      // The block loop once for each tile layout (r <= 2: one tile, r > 2:
-      // three), so neither form issues the other's instructions.
-      auto blocks = [&](auto wide) {
-        constexpr bool kWide = decltype(wide)::value;
-        // r <= 2: this lane's B entry (column g: part g % 4 of pair g / 4;
-        // zeros past the pairs); r > 2: the lane's entry of each part.
-        const int j = g >> 2, p = g & 3;
-        const bool live = kWide || (p < 3 && j < r);
-        const uint2 *column =
-            entry + (kWide ? lane : (live ? (j * 3 + p) * 4 + t : 0));
-#pragma unroll
-        for (int b = 0; b < 8; ++b) {
-          // Lane t of the quad holds blocks 2t and 2t + 1.
-          const int from = (lane & ~3) | (b >> 1), at = 8 * (b & 1);
-          const uint32_t four = __shfl_sync(0xffffffffu, bytes, from),
-                         odd = __shfl_sync(0xffffffffu, special, from);
-          const float f0 = __uint_as_float(((four >> at) & 0xFFu) << 23 |
-                                           ((odd >> (at + 7)) & 1u) << 22),
-                      f1 = __uint_as_float(((four >> (at + 16)) & 0xFFu) << 23 |
-                                           ((odd >> (at + 23)) & 1u) << 22);
-          uint32_t h0[4], h1[4];
-          e2m1x8ToHalf2Exact(words[0][b], h0);
-          e2m1x8ToHalf2Exact(words[1][b], h1);
-          float c[4] = {};
-#pragma unroll
-          for (int u = 0; u < 2; ++u) {
-            const uint2 *step = column + (2 * b + u) * perStep;
-            const uint32_t a[4] = {h0[2 * u], h1[2 * u], h0[2 * u + 1],
-                                   h1[2 * u + 1]};
-            if constexpr (kWide) {
-#pragma unroll
-              for (int part = 0; part < 3; ++part)
-                mma16816<kType>(c, a, step[part * 32]);
-            } else {
-              mma16816<kType>(c, a, live ? *step : make_uint2(0u, 0u));
-            }
-          }
-          if constexpr (kWide) {
-            acc[0] = fmaf(c[0] * inv0, f0, acc[0]);
-            acc[1] = fmaf(c[1] * inv1, f0, acc[1]);
-            acc[2] = fmaf(c[2] * inv0, f1, acc[2]);
-            acc[3] = fmaf(c[3] * inv1, f1, acc[3]);
-          } else {
-            acc[0] = fmaf((c[0] + c[1]) * inv0, f0, acc[0]);
-            acc[1] = fmaf((c[2] + c[3]) * inv0, f1, acc[1]);
-          }
-        }
-      };
       if (r <= 2)
-        blocks(BoolTag<false>());
+        e2m1GroupProducts<false>(words, bytes, special, entry, perStep, inv0,
+                                 inv1, r, acc);
       else
-        blocks(BoolTag<true>());
+        e2m1GroupProducts<true>(words, bytes, special, entry, perStep, inv0,
+                                inv1, r, acc);
     } else {
       float c[4] = {};
       if (r <= 2) {
