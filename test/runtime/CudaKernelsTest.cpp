@@ -732,23 +732,31 @@ TEST_F(CudaKernelsTest, Mxfp4ExpertMatmul) {
               c.extreme ? " extreme"
               : c.crowd ? " crowded"
                         : "");
-          int64_t bad = testutil::firstOutOfBound(gpuOut, expected);
-          EXPECT_EQ(bad, -1) << shape << ": gpu element " << bad << " is "
-                             << gpuOut[std::max<int64_t>(bad, 0)] << ", exact "
-                             << expected.exact[std::max<int64_t>(bad, 0)];
-          // Against the CPU: each within the bound of the exact value.
-          double worst = 0;
-          for (size_t i = 0; i < gpuOut.size(); ++i) {
-            if (std::isnan(cpuOut[i]) || std::isnan(gpuOut[i])) {
-              EXPECT_EQ(std::isnan(cpuOut[i]), std::isnan(gpuOut[i]))
-                  << shape << " element " << i;
-              continue;
+          // A kernel's output: within the bound of the exact value, and
+          // within twice it of the CPU's (each is within it).
+          auto check = [&](const std::vector<float> &out, const char *kernel,
+                           const char *label) {
+            int64_t bad = testutil::firstOutOfBound(out, expected);
+            EXPECT_EQ(bad, -1)
+                << shape << ": " << kernel << " element " << bad << " is "
+                << out[std::max<int64_t>(bad, 0)] << ", exact "
+                << expected.exact[std::max<int64_t>(bad, 0)];
+            double worst = 0;
+            for (size_t i = 0; i < out.size(); ++i) {
+              if (std::isnan(cpuOut[i]) || std::isnan(out[i])) {
+                EXPECT_EQ(std::isnan(cpuOut[i]), std::isnan(out[i]))
+                    << shape << " " << kernel << " element " << i;
+                continue;
+              }
+              double diff = std::fabs(double(out[i]) - cpuOut[i]);
+              EXPECT_LE(diff, 2 * expected.bound[i])
+                  << shape << " " << kernel << " element " << i;
+              worst =
+                  std::max(worst, diff / std::max(expected.bound[i], 1e-300));
             }
-            double diff = std::fabs(double(gpuOut[i]) - cpuOut[i]);
-            EXPECT_LE(diff, 2 * expected.bound[i]) << shape << " element " << i;
-            worst = std::max(worst, diff / std::max(expected.bound[i], 1e-300));
-          }
-          report("mxfp4 (of bound)", shape, worst); // |gpu - cpu| / bound
+            report(label, shape, worst); // |gpu - cpu| / bound
+          };
+          check(gpuOut, "gpu", "mxfp4 (of bound)");
 
           // The tensor-core GEMV where it applies (K a multiple of 64, at
           // most 256 pairs): the same bounds. Its products are exact (f16
@@ -770,26 +778,8 @@ TEST_F(CudaKernelsTest, Mxfp4ExpertMatmul) {
                       c.tokens, slots, routed ? dR.get() : 0, dTensor, nullptr,
                       dScratch,
                       expertGemvScratchBytes(c.tokens, slots, c.n, true)));
-          std::vector<float> tensorOut = dTensor.read<float>(cpuOut.size());
-          bad = testutil::firstOutOfBound(tensorOut, expected);
-          EXPECT_EQ(bad, -1)
-              << shape << ": tensor-core element " << bad << " is "
-              << tensorOut[std::max<int64_t>(bad, 0)] << ", exact "
-              << expected.exact[std::max<int64_t>(bad, 0)];
-          double worstTensor = 0;
-          for (size_t i = 0; i < tensorOut.size(); ++i) {
-            if (std::isnan(cpuOut[i]) || std::isnan(tensorOut[i])) {
-              EXPECT_EQ(std::isnan(cpuOut[i]), std::isnan(tensorOut[i]))
-                  << shape << " tensor-core element " << i;
-              continue;
-            }
-            double diff = std::fabs(double(tensorOut[i]) - cpuOut[i]);
-            EXPECT_LE(diff, 2 * expected.bound[i])
-                << shape << " tensor-core element " << i;
-            worstTensor = std::max(worstTensor,
-                                   diff / std::max(expected.bound[i], 1e-300));
-          }
-          report("mxfp4 tensor cores (of bound)", shape, worstTensor);
+          check(dTensor.read<float>(cpuOut.size()), "tensor-core",
+                "mxfp4 tensor cores (of bound)");
         }
 }
 

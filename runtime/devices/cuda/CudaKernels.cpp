@@ -392,7 +392,27 @@ StatusOr<CudaKernels> CudaKernels::load(const Driver &driver, CUmodule module) {
           "cuFuncSetAttribute");
   // The decode expert GEMVs: the largest carveout, so that the blocks
   // their registers or rings allow also fit by shared memory, and how many
-  // the GPU holds at once (their grid is never larger: no second wave).
+  // the GPU holds at once (their grid is never larger: no second wave):
+  // each form's shared memory allowed (the carveout at its largest), then
+  // the driver's occupancy at 128 threads.
+  auto expertGemvResident = [&](CUfunction fn, int bytes) -> int64_t {
+    int blocks = 0;
+    if (status.ok())
+      status = driver.check(
+          driver.cuFuncSetAttribute(
+              fn, CU_FUNC_ATTRIBUTE_PREFERRED_SHARED_MEMORY_CARVEOUT, 100),
+          "cuFuncSetAttribute");
+    if (status.ok())
+      status = driver.check(
+          driver.cuFuncSetAttribute(
+              fn, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, bytes),
+          "cuFuncSetAttribute");
+    if (status.ok())
+      status = driver.check(driver.cuOccupancyMaxActiveBlocksPerMultiprocessor(
+                                &blocks, fn, 128, bytes),
+                            "cuOccupancyMaxActiveBlocksPerMultiprocessor");
+    return int64_t(std::max(sms, 1)) * std::max(blocks, 1);
+  };
   const ExpertGemvStreaming forms[3] = {ExpertGemvStreaming::Registers,
                                         ExpertGemvStreaming::Ring4,
                                         ExpertGemvStreaming::Ring8};
@@ -404,24 +424,8 @@ StatusOr<CudaKernels> CudaKernels::load(const Driver &driver, CUmodule module) {
   for (int e4m3 = 0; e4m3 < 2; ++e4m3)
     for (int form = 0; form < 3; ++form) {
       CUfunction fn = expertGemvFns[e4m3][form];
-      int bytes = int(expertGemvSharedBytes(forms[form])), blocks = 0;
-      if (status.ok())
-        status = driver.check(
-            driver.cuFuncSetAttribute(
-                fn, CU_FUNC_ATTRIBUTE_PREFERRED_SHARED_MEMORY_CARVEOUT, 100),
-            "cuFuncSetAttribute");
-      if (status.ok())
-        status = driver.check(
-            driver.cuFuncSetAttribute(
-                fn, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, bytes),
-            "cuFuncSetAttribute");
-      if (status.ok())
-        status = driver.check(
-            driver.cuOccupancyMaxActiveBlocksPerMultiprocessor(&blocks, fn, 128,
-                                                               bytes),
-            "cuOccupancyMaxActiveBlocksPerMultiprocessor");
-      kernels.expertGemvBlocks[e4m3][form] =
-          int64_t(std::max(sms, 1)) * std::max(blocks, 1);
+      int bytes = int(expertGemvSharedBytes(forms[form]));
+      kernels.expertGemvBlocks[e4m3][form] = expertGemvResident(fn, bytes);
       if (form == 0)
         continue;
       // The ring forms' clusters (0 for a size the GPU cannot hold: the
@@ -433,22 +437,9 @@ StatusOr<CudaKernels> CudaKernels::load(const Driver &driver, CUmodule module) {
         active[c] = maxActiveClusters(driver, fn, c, 128, unsigned(bytes));
     }
   // The MXFP4 tensor-core GEMV: the register form's shared memory and its
-  // transposition buffers (under the 48 KB needing no opt-in).
-  {
-    CUfunction fn = kernels.expertGemvTcE2m1Fn;
-    int bytes = int(kExpertGemvE2m1SharedBytes), blocks = 0;
-    if (status.ok())
-      status = driver.check(
-          driver.cuFuncSetAttribute(
-              fn, CU_FUNC_ATTRIBUTE_PREFERRED_SHARED_MEMORY_CARVEOUT, 100),
-          "cuFuncSetAttribute");
-    if (status.ok())
-      status = driver.check(driver.cuOccupancyMaxActiveBlocksPerMultiprocessor(
-                                &blocks, fn, 128, bytes),
-                            "cuOccupancyMaxActiveBlocksPerMultiprocessor");
-    kernels.expertGemvE2m1Blocks =
-        int64_t(std::max(sms, 1)) * std::max(blocks, 1);
-  }
+  // transposition buffers.
+  kernels.expertGemvE2m1Blocks = expertGemvResident(
+      kernels.expertGemvTcE2m1Fn, int(kExpertGemvE2m1SharedBytes));
   // The tensor-core GEMVs: shared memory up to the opt-in limit, and how
   // many blocks of each fit an SM by registers.
   int shared[3] = {};

@@ -2587,10 +2587,12 @@ extern __shared__ __align__(16) uint8_t egStage[];
 
 /// The decode expert GEMV (see above). Block kEgWarps x 32 threads, grid
 /// at most the blocks resident at once, dynamic shared memory
-/// kEgStageBytes. Needs K a multiple of the group, the weight and x
-/// 16-byte aligned, and for e4m3 blockK a multiple of 128 and blockN of 16
-/// (CudaKernels::tensorExpertGemvApplies). An expert id outside [0, E) is
-/// an empty pair.
+/// kEgStageBytes (E2M1: then the transposition buffers,
+/// kExpertGemvE2m1SharedBytes). Needs K a multiple of the group (E2M1: of
+/// 64, the last group partial), the weight and x 16-byte aligned, and for
+/// e4m3 blockK a multiple of 128 and blockN of 16
+/// (CudaKernels::tensorExpertGemvApplies, mxfp4ExpertGemvApplies). An
+/// expert id outside [0, E) is an empty pair.
 template <int kType, int kStages>
 __device__ __forceinline__ void
 expertGemvTensor(const float *__restrict__ x, int32_t perSlotInput,
@@ -3316,7 +3318,8 @@ DAYBREAK_EXPERT_GEMV(daybreak_expert_gemv_tc_bf16_ring4, kWeightBF16, 4, 3)
 DAYBREAK_EXPERT_GEMV(daybreak_expert_gemv_tc_e4m3_ring8, kWeightE4M3, 8, 2)
 DAYBREAK_EXPERT_GEMV(daybreak_expert_gemv_tc_bf16_ring8, kWeightBF16, 8, 2)
 // The MXFP4 direct route's decode GEMV: E2M1 values, E8M0 scale bytes
-// (CudaKernels::mxfp4ExpertGemv), the register form.
+// (CudaKernels::mxfp4ExpertGemv), the register form: 128 registers (ptxas,
+// CUDA 13.0: no spills), so four blocks an SM.
 DAYBREAK_EXPERT_GEMV(daybreak_expert_gemv_tc_e2m1, kWeightE2M1, 0, 4)
 #undef DAYBREAK_EXPERT_GEMV
 
