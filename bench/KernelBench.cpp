@@ -556,14 +556,17 @@ void profileGemvs(const CudaKernels &kernels) {
 /// The direct MXFP4 expert matmul (mxfp4_expert_matmul: E2M1 values
 /// decoded in registers) at gpt-oss-120b's decode shapes: 128 experts,
 /// top-4, hidden 2880; gate/up [5760, 2880] on the token's row, down
-/// [2880, 2880] on each slot's row with the routing weights; bf16 biases;
-/// T = 1, 8 and 64 tokens. Timed as graph replays of 32 launches whose
+/// [2880, 2880] on each slot's row with the routing weights; bf16 biases.
+/// Timed as graph replays of 32 launches. T = 1, 8 and 64 tokens whose
 /// experts walk the whole pool (launch i, token t, slot j picks expert
-/// 4 (i T + t) + j mod 128), so none finds its experts in L2 (T = 64 picks
-/// each of the 128 experts twice). Bytes: the packed values, E8M0 scales
-/// and bias rows of the *distinct* experts a launch picks (counted from
-/// the picks, averaged over the launches: an expert two tokens pick is read
-/// once), x and out. Each case on both kernels: the CUDA cores ("direct")
+/// 4 (i T + t) + j mod 128), so none finds its experts in L2 and T <= 32
+/// picks each expert once (T = 64: each twice); then T = 16, 24, 32 and 64
+/// routed uniformly ("uniform": each token 4 distinct experts drawn at
+/// random), the pairs an expert of Mxfp4Kernel::Auto's cost model
+/// (mxfp4TensorPays), where the two kernels cross. Bytes: the packed values,
+/// E8M0 scales and bias rows of the *distinct* experts a launch picks (counted
+/// from the picks, averaged over the launches: an expert two tokens pick is
+/// read once), x and out. Each case on both kernels: the CUDA cores ("direct")
 /// and the tensor-core GEMV ("tensor", the register form of the decode
 /// expert GEMV on E2M1; its routed sum through daybreak_expert_combine).
 void benchMxfp4(const CudaKernels &kernels) {
@@ -588,13 +591,30 @@ void benchMxfp4(const CudaKernels &kernels) {
     DeviceWeight b;
     b.data = bias;
     b.type = 1;
-    for (int64_t tokens : {int64_t(1), int64_t(8), kMaxT}) {
+    struct Routing {
+      int64_t tokens;
+      bool uniform;
+    };
+    std::mt19937 rng(7);
+    for (Routing picking :
+         {Routing{1, false}, Routing{8, false}, Routing{kMaxT, false},
+          Routing{16, true}, Routing{24, true}, Routing{32, true},
+          Routing{kMaxT, true}}) {
+      int64_t tokens = picking.tokens;
       std::vector<int32_t> picks(kLaunches * tokens * kSlots);
+      std::vector<int32_t> pool(kExperts);
       for (int64_t i = 0; i < kLaunches; ++i)
-        for (int64_t t = 0; t < tokens; ++t)
+        for (int64_t t = 0; t < tokens; ++t) {
+          // A uniform token's slots: the first kSlots of a partial shuffle.
+          std::iota(pool.begin(), pool.end(), 0);
+          for (int64_t j = 0; j < kSlots && picking.uniform; ++j)
+            std::swap(pool[j], pool[j + rng() % (kExperts - j)]);
           for (int64_t j = 0; j < kSlots; ++j)
             picks[(i * tokens + t) * kSlots + j] =
-                int32_t((kSlots * (i * tokens + t) + j) % kExperts);
+                picking.uniform
+                    ? pool[j]
+                    : int32_t((kSlots * (i * tokens + t) + j) % kExperts);
+        }
       CUdeviceptr indices = 0;
       check(driver->cuMemAlloc(&indices, picks.size() * 4), "cuMemAlloc");
       check(driver->cuMemcpyHtoD(indices, picks.data(), picks.size() * 4),
@@ -623,9 +643,13 @@ void benchMxfp4(const CudaKernels &kernels) {
                   scratchBytes);
             },
             kLaunches);
+        char pairsAnExpert[32];
+        std::snprintf(pairsAnExpert, sizeof(pairsAnExpert), " (%.2f/expert)",
+                      double(tokens * kSlots) / distinct);
         row("mxfp4_expert",
             std::string(shape.name) + " T=" + std::to_string(tokens) +
-                " top-4 n=" + std::to_string(n) + " k=2880",
+                (picking.uniform ? " uniform" : "") +
+                " top-4 n=" + std::to_string(n) + " k=2880" + pairsAnExpert,
             label, seconds, bytes);
       }
       driver->cuMemFree(indices);

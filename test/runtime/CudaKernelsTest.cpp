@@ -783,6 +783,24 @@ TEST_F(CudaKernelsTest, Mxfp4ExpertMatmul) {
         }
 }
 
+TEST(CudaKernelRules, Mxfp4AutoTakesTensorCoresFromItsCrossing) {
+  // Mxfp4Kernel::Auto's rule (no GPU): the tensor-core GEMV where the
+  // pairs a distinct expert expected of uniform routing reach the measured
+  // cost ratio. A token alone picks each expert once, so never; all
+  // pairs on one expert, always; gpt-oss-120b (128 experts, top-4) and
+  // gpt-oss-20b (32) cross where CudaKernels.h says, and stay crossed.
+  EXPECT_FALSE(mxfp4TensorPays(128, 1, 4));
+  EXPECT_FALSE(mxfp4TensorPays(32, 1, 4));
+  EXPECT_TRUE(mxfp4TensorPays(1, 2, 1));
+  EXPECT_FALSE(mxfp4TensorPays(0, 8, 4));
+  EXPECT_FALSE(mxfp4TensorPays(128, 21, 4));
+  EXPECT_TRUE(mxfp4TensorPays(128, 22, 4));
+  EXPECT_FALSE(mxfp4TensorPays(32, 5, 4));
+  EXPECT_TRUE(mxfp4TensorPays(32, 6, 4));
+  for (int64_t tokens = 22; tokens <= kExpertGemvMaxPairs / 4; ++tokens)
+    EXPECT_TRUE(mxfp4TensorPays(128, tokens, 4)) << tokens << " tokens";
+}
+
 TEST_F(CudaKernelsTest, Mxfp4ToFp8Experts) {
   // The MXFP4 online route's conversion against the CPU kernel (itself
   // checked exhaustively and against the reference in Mxfp4RoutesTest):

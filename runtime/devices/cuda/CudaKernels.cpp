@@ -2120,7 +2120,7 @@ Status CudaKernels::mxfp4ExpertMatmul(
         "sum)");
   if (applies && (mxfp4Kernel == Mxfp4Kernel::TensorCores ||
                   (mxfp4Kernel == Mxfp4Kernel::Auto &&
-                   tokens * slots >= kMxfp4TensorMinPairs)))
+                   mxfp4TensorPays(experts, tokens, slots))))
     return mxfp4ExpertGemv(x, perSlotInput, values, scales, bias, experts, n, k,
                            indices, tokens, slots, routingWeights, out, stream,
                            scratch, scratchBytes);

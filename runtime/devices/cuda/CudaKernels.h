@@ -33,6 +33,9 @@
 #include "runtime/devices/cuda/GemmTiles.h"
 #include "runtime/support/Status.h"
 
+#include <algorithm>
+#include <cmath>
+
 namespace daybreak::cuda {
 
 /// The PTX (sm_90a) of every kernel, NUL-terminated, for cuModuleLoadDataEx.
@@ -331,19 +334,32 @@ constexpr int64_t expertGemvSharedBytes(ExpertGemvStreaming streaming) {
 }
 /// Which kernel CudaKernels::mxfp4ExpertMatmul takes where the tensor-core
 /// GEMV applies (mxfp4ExpertGemvApplies: a decode step's at most 256 pairs,
-/// K a multiple of 64): Auto, the tensor cores from kMxfp4TensorMinPairs
-/// pairs on and the CUDA cores below; or either forced (the benchmark's
-/// and the tests' comparison).
+/// K a multiple of 64): Auto, the tensor cores where mxfp4TensorPays and
+/// the CUDA cores elsewhere; or either forced (the benchmark's and the
+/// tests' comparison).
 enum class Mxfp4Kernel { Auto, CudaCores, TensorCores };
-/// The fewest (token, slot) pairs for which Auto takes the tensor cores.
-/// The CUDA-core kernel's cost grows with the pairs (its FMAs, about 5 us
-/// a pair at gpt-oss's gate/up on an H100), the tensor cores' with the
-/// distinct experts (about 10 us each, however many pairs): at top-4 of
-/// 128 experts they cross near two pairs an expert. Measured (the first
-/// form, bench/NOTES.md session 43): at 256 pairs 1182 against 1351 us, at
-/// 32 pairs 293 against 172; so the tensor cores only where they were
-/// seen to win, until the current form is timed between.
-inline constexpr int64_t kMxfp4TensorMinPairs = 256;
+/// The time of the tensor-core MXFP4 GEMV for a distinct expert over that
+/// of the CUDA-core kernel for a (token, slot) pair. The CUDA cores' cost
+/// grows with the pairs (their FMAs: 5.3 us a pair at gpt-oss-120b's
+/// gate/up, 2.6 at its down, on an H100), the tensor cores' with the
+/// distinct experts however many pairs pick each (7.1 and 3.6 us):
+/// `DaybreakKernelBench 20 mxfp4`, bench/NOTES.md session 44.
+inline constexpr double kMxfp4TensorCostPerPair = 1.35;
+/// Mxfp4Kernel::Auto's rule: the tensor cores where the pairs a distinct
+/// expert are expected to reach kMxfp4TensorCostPerPair. A step's routing
+/// is known only on the device, so the distinct experts are those expected
+/// of tokens routed uniformly, E (1 - (1 - slots / E)^tokens); a router
+/// that concentrates its picks (as trained ones do) only makes the tensor
+/// cores pay more. gpt-oss-120b (128 experts, top-4): from 22 tokens on;
+/// gpt-oss-20b (32 experts): from 6.
+inline bool mxfp4TensorPays(int64_t experts, int64_t tokens, int64_t slots) {
+  if (experts <= 0 || tokens <= 0 || slots <= 0)
+    return false;
+  double share = std::min(1.0, double(slots) / double(experts));
+  double distinct =
+      double(experts) * (1.0 - std::pow(1.0 - share, double(tokens)));
+  return double(tokens * slots) >= kMxfp4TensorCostPerPair * distinct;
+}
 /// The dynamic shared memory of a tensor-core MXFP4 GEMV block: the stage,
 /// then each warp's transposition buffers (4 chunk sets of 144 words).
 inline constexpr int64_t kExpertGemvE2m1SharedBytes =
