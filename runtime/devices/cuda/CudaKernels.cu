@@ -1178,16 +1178,6 @@ __device__ __forceinline__ void e2m1x8ToFloat(uint32_t word, float (&v)[8]) {
     unpackHalf2(h[i], v[i], v[i + 4]);
 }
 
-/// e2m1x8ToHalf2's pairs times 2^14 (exact in f16, subnormals included):
-/// the E2M1 values themselves, normal f16s for the tensor cores.
-__device__ __forceinline__ void e2m1x8ToHalf2Exact(uint32_t word,
-                                                   uint32_t (&h)[4]) {
-  e2m1x8ToHalf2(word, h);
-#pragma unroll
-  for (int i = 0; i < 4; ++i)
-    asm("mul.rn.f16x2 %0, %0, %1;" : "+r"(h[i]) : "r"(0x74007400u));
-}
-
 /// d += a b for one m16n8k16 step, bf16 operands for bf16 weights and f16
 /// for the others, fp32 accumulators.
 template <int kType>
@@ -2528,15 +2518,19 @@ constexpr int kEgPartialFloats = kEgRows * kEgGroupPairs;
 /// compute): for each of the 8 blocks, the two k-steps' mma over rows g and
 /// g + 8 (`words`, word t of each block, transposed) and the staged x
 /// (`entry`, `perStep` B entries a step), brought back to x's scale (inv0,
-/// inv1: the lane's columns' pairs) and times the block's 2^(s - 127) into
-/// acc. `bytes`: the quad lane's scale bytes (blocks 2t, 2t + 1 of rows g
-/// and g + 8); `special`: bit 7 of those that are 0 or 255. Once per tile
-/// layout (kWide: r > 2, three tiles), so neither issues the other's mma.
+/// inv1: the lane's columns' pairs, times 2^14 for the weights' 2^-14) and
+/// times the block's 2^(s - 127) into acc. `scales`: the quad lane's block
+/// factors (blocks 2t, 2t + 1 of row g, then of row g + 8), which lane b / 2
+/// of the quad gives block b. The weights enter the mma as
+/// e2m1x8ToHalf2's f16s, the E2M1 values times 2^-14 (code 0.5 a
+/// subnormal, which the tensor cores take as it is, as they take x's
+/// subnormal parts). Once per tile layout (kWide: r > 2, three tiles), so
+/// neither issues the other's mma.
 template <bool kWide>
 __device__ __forceinline__ void
-e2m1GroupProducts(const uint32_t (&words)[2][8], uint32_t bytes,
-                  uint32_t special, const uint2 *entry, int perStep, float inv0,
-                  float inv1, int r, float (&acc)[4]) {
+e2m1GroupProducts(const uint32_t (&words)[2][8], const float (&scales)[4],
+                  const uint2 *entry, int perStep, float inv0, float inv1,
+                  int r, float (&acc)[4]) {
   const int lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
   // r <= 2: this lane's B entry (column g: part g % 4 of pair g / 4;
   // zeros past the pairs); r > 2: the lane's entry of each part.
@@ -2547,16 +2541,12 @@ e2m1GroupProducts(const uint32_t (&words)[2][8], uint32_t bytes,
 #pragma unroll
   for (int b = 0; b < 8; ++b) {
     // Lane t of the quad holds blocks 2t and 2t + 1.
-    const int from = (lane & ~3) | (b >> 1), at = 8 * (b & 1);
-    const uint32_t four = __shfl_sync(0xffffffffu, bytes, from),
-                   odd = __shfl_sync(0xffffffffu, special, from);
-    const float f0 = __uint_as_float(((four >> at) & 0xFFu) << 23 |
-                                     ((odd >> (at + 7)) & 1u) << 22),
-                f1 = __uint_as_float(((four >> (at + 16)) & 0xFFu) << 23 |
-                                     ((odd >> (at + 23)) & 1u) << 22);
+    const int from = (lane & ~3) | (b >> 1);
+    const float f0 = __shfl_sync(0xffffffffu, scales[b & 1], from),
+                f1 = __shfl_sync(0xffffffffu, scales[2 + (b & 1)], from);
     uint32_t h0[4], h1[4];
-    e2m1x8ToHalf2Exact(words[0][b], h0);
-    e2m1x8ToHalf2Exact(words[1][b], h1);
+    e2m1x8ToHalf2(words[0][b], h0);
+    e2m1x8ToHalf2(words[1][b], h1);
     float c[4] = {};
 #pragma unroll
     for (int u = 0; u < 2; ++u) {
@@ -3025,15 +3015,23 @@ expertGemvTensor(const float *__restrict__ x, int32_t perSlotInput,
       const uint32_t zero = ~((low + 0x7F7F7F7Fu) | bytes | 0x7F7F7F7Fu);
       const uint32_t full = (low + 0x01010101u) & bytes & 0x80808080u;
       const uint32_t special = zero | full;
-      // The inverse x scales of the lane's columns' pairs.
-      const float inv0 = inverse[min(r <= 2 ? t >> 1 : 2 * t, r - 1)],
-                  inv1 = inverse[min(r <= 2 ? t >> 1 : 2 * t + 1, r - 1)];
+      float factors[4];
+#pragma unroll
+      for (int i = 0; i < 4; ++i)
+        factors[i] = __uint_as_float(((bytes >> 8 * i) & 0xFFu) << 23 |
+                                     ((special >> (8 * i + 7)) & 1u) << 22);
+      // The inverse x scales of the lane's columns' pairs, times 2^14
+      // (exact: at most 2^126, f16StageScale's range).
+      const float inv0 =
+                      16384.0f * inverse[min(r <= 2 ? t >> 1 : 2 * t, r - 1)],
+                  inv1 = 16384.0f *
+                         inverse[min(r <= 2 ? t >> 1 : 2 * t + 1, r - 1)];
       if (r <= 2)
-        e2m1GroupProducts<false>(words, bytes, special, entry, perStep, inv0,
-                                 inv1, r, acc);
+        e2m1GroupProducts<false>(words, factors, entry, perStep, inv0, inv1, r,
+                                 acc);
       else
-        e2m1GroupProducts<true>(words, bytes, special, entry, perStep, inv0,
-                                inv1, r, acc);
+        e2m1GroupProducts<true>(words, factors, entry, perStep, inv0, inv1, r,
+                                acc);
     } else {
       float c[4] = {};
       if (r <= 2) {
