@@ -2522,9 +2522,10 @@ constexpr int kEgPartialFloats = kEgRows * kEgGroupPairs;
 /// times the block's 2^(s - 127) into acc. `scales`: the quad lane's block
 /// factors (blocks 2t, 2t + 1 of row g, then of row g + 8), which lane b / 2
 /// of the quad gives block b. The weights enter the mma as
-/// e2m1x8ToHalf2's f16s, the E2M1 values times 2^-14 (code 0.5 a
-/// subnormal, which the tensor cores take as it is, as they take x's
-/// subnormal parts). Once per tile layout (kWide: r > 2, three tiles), so
+/// e2m1x8ToHalf2's f16s, the E2M1 values times 2^-14: code 0.5 is then the
+/// f16 subnormal 2^-15, which the tensor cores must take as it is (a flush
+/// to zero would fail CudaKernelsTest.Mxfp4ExpertMatmul, whose random
+/// codes include it). Once per tile layout (kWide: r > 2, three tiles), so
 /// neither issues the other's mma.
 template <bool kWide>
 __device__ __forceinline__ void
