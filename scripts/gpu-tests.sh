@@ -16,10 +16,26 @@ set -uo pipefail
 cd "$(dirname "$0")/.."
 cd "${DAYBREAK_DEVICE_DIR:-device}"
 out=${OUT:-.}/gpu-tests.txt
-# stage-gpu-tests.sh compresses the binaries and the artifacts.
+# stage-gpu-tests.sh compresses the binaries, the artifacts and libprotobuf
+# (which the machine lacks: the binaries find it here). Where the artifacts
+# and the rest exceed what one device call carries, it leaves their tail
+# here (artifacts.part-2) and their head for an earlier call to copy to the
+# machine, DAYBREAK_ARTIFACTS_PART1 naming where.
+if [ -f artifacts.part-2 ]; then
+  if [ ! -f "${DAYBREAK_ARTIFACTS_PART1:-}" ]; then
+    echo "gpu-tests.sh: the artifacts' first part is missing: set DAYBREAK_ARTIFACTS_PART1 to" \
+      "where an earlier call copied it (device/STAGED-AT)" >&2
+    exit 1
+  fi
+  cat "$DAYBREAK_ARTIFACTS_PART1" artifacts.part-2 > artifacts.tar.xz && rm artifacts.part-2
+fi
 for f in daybreak-run.xz Daybreak*.xz; do
   [ -f "$f" ] && xz -d -f "$f" && chmod +x "${f%.xz}"
 done
+for f in lib*.so*.xz; do
+  [ -f "$f" ] && xz -d -f "$f"
+done
+export LD_LIBRARY_PATH=$PWD${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
 [ -f artifacts.tar.xz ] && xz -dc artifacts.tar.xz | tar xf -
 find . -name '*.daybreak.xz' -exec xz -d -f {} \;
 status=0

@@ -6,7 +6,7 @@
 # fixtures) and the fixture's inputs and expected logits; for gpt-oss also a CUDA artifact (f32 cache) per MXFP4
 # route besides the default (online), for Kimi Linear one prefilling in
 # steps of 7 tokens. Then, through the device tool: run scripts/gpu-tests.sh, carry
-# ["device"].
+# ["device"] (or, where the artifacts are split, the two calls it prints).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ./scripts/build.sh
@@ -82,4 +82,26 @@ strip "$dir"/daybreak-run "$dir"/Daybreak*
 xz -T2 -6 "$dir"/daybreak-run "$dir"/Daybreak*
 (cd "$dir" && find . -name '*.daybreak' | sort | tar cf - -T - | xz -T2 -9 > artifacts.tar.xz &&
   find . -name '*.daybreak' -delete)
-du -sh "$dir"
+# libprotobuf, which the GPU machine lacks (gpu-tests.sh unpacks it and puts
+# $dir on the loader path).
+protobuf=$(ldd "$build/bin/daybreak-compile" | awk '/libprotobuf/ {print $3}')
+[ -n "$protobuf" ] && xz -T2 -9 -c "$protobuf" > "$dir/$(basename "$protobuf").xz"
+# What $dir and the tracked tree leave of a call's 64 MiB (less 1.5 MB for
+# the tree to grow) holds the artifacts' tail, artifacts.part-2; their head,
+# if any, goes to $dir-art1/part-1, which an earlier call copies to the
+# machine (device/STAGED-AT says how).
+rm -rf "$dir-art1"
+tree=$(git ls-files -z | xargs -0 du -cb | tail -1 | cut -f1)
+rest=$(du -sb --exclude=artifacts.tar.xz "$dir" | cut -f1)
+room=$((64 * 1024 * 1024 - 1500000 - tree - rest))
+total=$(stat -c %s "$dir/artifacts.tar.xz")
+if [ "$total" -gt "$room" ]; then
+  mkdir -p "$dir-art1"
+  head -c $((total - room)) "$dir/artifacts.tar.xz" > "$dir-art1/part-1"
+  tail -c "$room" "$dir/artifacts.tar.xz" > "$dir/artifacts.part-2"
+  cat "$dir-art1/part-1" "$dir/artifacts.part-2" | cmp - "$dir/artifacts.tar.xz"
+  rm "$dir/artifacts.tar.xz"
+  echo "artifacts in two parts: carry $dir-art1 and copy its part-1 to the machine (e.g. /tmp/keep)," \
+    "then carry $dir and run DAYBREAK_ARTIFACTS_PART1=/tmp/keep DAYBREAK_DEVICE_DIR=$dir bash scripts/gpu-tests.sh"
+fi
+du -sh "$dir" ${dir}-art1 2> /dev/null
