@@ -3318,7 +3318,8 @@ DAYBREAK_EXPERT_GEMV(daybreak_expert_gemv_tc_e4m3_ring8, kWeightE4M3, 8, 2)
 DAYBREAK_EXPERT_GEMV(daybreak_expert_gemv_tc_bf16_ring8, kWeightBF16, 8, 2)
 // The MXFP4 direct route's decode GEMV: E2M1 values, E8M0 scale bytes
 // (CudaKernels::mxfp4ExpertGemv), the register form: 128 registers (ptxas,
-// CUDA 13.0: no spills), so four blocks an SM.
+// CUDA 13.0: 8 bytes spilled in the task loop, none in the group loop), so
+// four blocks an SM.
 DAYBREAK_EXPERT_GEMV(daybreak_expert_gemv_tc_e2m1, kWeightE2M1, 0, 4)
 #undef DAYBREAK_EXPERT_GEMV
 
