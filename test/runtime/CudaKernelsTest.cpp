@@ -3540,6 +3540,123 @@ TEST_F(CudaKernelsTest, WarpgroupGemm) {
       << refused.message();
 }
 
+TEST_F(CudaKernelsTest, WarpgroupGemmExact) {
+  // The exact default's many-row matmuls on the warpgroup MMA
+  // (warpgroupGemm without rounding.bf16: x split into three bf16 parts
+  // that sum to it, each part's products summed into the same
+  // accumulators). The oracle is the CPU kernel on x as it is: the same
+  // fp32 products, fp32 sums in another order. Rows of x are scaled by
+  // 2^-20 .. 2^20 and a quarter of the values by a further 2^-12, so the
+  // low parts carry weight. Shapes as WarpgroupGemm's, and gpt-oss's head
+  // width at 64 rows. matmul() takes this path given the scratch
+  // (bit-identical to the direct call), and the mma.sync GEMM without it
+  // (the same values within the sums' order); a scratch one float short
+  // is an error for the direct call.
+  struct Format {
+    cpu::WeightType type;
+    int64_t blockN, blockK;
+  };
+  struct Shape {
+    int64_t m, n, k;
+    bool bias;
+  };
+  std::bernoulli_distribution small(0.25);
+  std::uniform_int_distribution<int> exponent(-20, 20);
+  for (Format f : {Format{cpu::WeightType::BF16, 0, 0},
+                   Format{cpu::WeightType::F8E4M3, 128, 128},
+                   Format{cpu::WeightType::F8E4M3, 256, 64}}) {
+    bool e4m3 = f.type == cpu::WeightType::F8E4M3;
+    for (Shape s : {Shape{130, 129, 200, true}, Shape{384, 512, 2048, false},
+                    Shape{257, 1000, 712, true}, Shape{64, 1000, 2880, true},
+                    Shape{9, 256, 256, false}, Shape{1100, 384, 1536, false}}) {
+      if (e4m3 && s.k % 16 != 0)
+        s.k += 8;
+      int64_t scales = e4m3 ? ((s.n + f.blockN - 1) / f.blockN) *
+                                  ((s.k + f.blockK - 1) / f.blockK)
+                            : 0;
+      StoredWeights w = randomStored(rng, f.type, s.n * s.k, scales);
+      StoredWeights bias =
+          randomStored(rng, cpu::WeightType::BF16, s.bias ? s.n : 0, 0);
+      auto x = random(s.m * s.k);
+      for (int64_t r = 0; r < s.m; ++r) {
+        float factor = std::ldexp(1.0f, exponent(rng));
+        for (int64_t c = 0; c < s.k; ++c)
+          x[r * s.k + c] *= small(rng) ? factor * 0x1p-12f : factor;
+      }
+      cpu::WeightView hw, hb;
+      hw.type = f.type;
+      hw.blockN = f.blockN;
+      hw.blockK = f.blockK;
+      hw.data = w.bytes.data();
+      hw.scales = w.scales.data();
+      if (s.bias) {
+        hb.type = cpu::WeightType::BF16;
+        hb.data = bias.bytes.data();
+      }
+      std::vector<float> expected(s.m * s.n);
+      cpu::matmul(pool, x.data(), hw, hb, s.m, s.n, s.k, expected.data(),
+                  cpu::MatmulTiling());
+
+      DeviceWeight gw, gb;
+      gw.type = e4m3 ? 2 : 1;
+      gw.blockN = f.blockN;
+      gw.blockK = f.blockK;
+      int64_t need = CudaKernels::warpgroupGemmScratchFloats(s.m, s.k, false);
+      EXPECT_EQ(need, (3 * s.m * s.k + 1) / 2);
+      Buffer dx(*driver, x), dw(*driver, w.bytes), ds(*driver, w.scales),
+          dOut(*driver, s.m * s.n * 4), dScratch(*driver, need * 4);
+      std::unique_ptr<Buffer> db;
+      gw.data = dw;
+      gw.scales = ds.get();
+      if (s.bias) {
+        db = std::make_unique<Buffer>(*driver, bias.bytes);
+        gb.type = 1;
+        gb.data = db->get();
+      }
+      ASSERT_EQ(driver->cuMemsetD8(dOut.get(), 0xff, s.m * s.n * 4),
+                CUDA_SUCCESS);
+      InputRounding exact{false, dScratch, need};
+      expectRan(kernels->warpgroupGemm(dx, gw, gb, s.m, s.n, s.k, dOut, nullptr,
+                                       exact));
+      std::vector<float> out = dOut.read<float>(s.m * s.n);
+      double e = rowRelativeError(out, expected, s.n);
+      char shape[96];
+      std::snprintf(shape, sizeof(shape), "%s/%ldx%ld m=%ld n=%ld k=%ld%s",
+                    e4m3 ? "e4m3" : "bf16", long(f.blockN), long(f.blockK),
+                    long(s.m), long(s.n), long(s.k), s.bias ? " bias" : "");
+      report("warpgroup_gemm exact", shape, e);
+      EXPECT_LE(e, 1e-5) << shape;
+      EXPECT_EQ(dx.read<float>(x.size()), x) << shape;
+
+      bool takes = CudaKernels::warpgroupGemmApplies(gw, s.m, s.k);
+      ASSERT_EQ(driver->cuMemsetD8(dOut.get(), 0xff, s.m * s.n * 4),
+                CUDA_SUCCESS);
+      expectRan(kernels->matmul(dx, gw, gb, s.m, s.n, s.k, dOut, nullptr,
+                                nullptr, false, exact));
+      std::vector<float> through = dOut.read<float>(s.m * s.n);
+      EXPECT_LE(rowRelativeError(through, expected, s.n), 1e-5)
+          << shape << " through matmul()";
+      if (takes) {
+        EXPECT_EQ(through, out) << shape << ": matmul() took another path";
+      }
+      ASSERT_EQ(driver->cuMemsetD8(dOut.get(), 0xff, s.m * s.n * 4),
+                CUDA_SUCCESS);
+      expectRan(kernels->matmul(dx, gw, gb, s.m, s.n, s.k, dOut, nullptr,
+                                nullptr, false, InputRounding()));
+      EXPECT_LE(rowRelativeError(dOut.read<float>(s.m * s.n), expected, s.n),
+                1e-5)
+          << shape << " through matmul() without the scratch";
+      InputRounding shortScratch{false, dScratch, need - 1};
+      Status refused = kernels->warpgroupGemm(dx, gw, gb, s.m, s.n, s.k, dOut,
+                                              nullptr, shortScratch);
+      EXPECT_FALSE(refused.ok()) << shape;
+      EXPECT_NE(refused.message().find("floats of 16-byte aligned scratch"),
+                std::string::npos)
+          << refused.message();
+    }
+  }
+}
+
 /// The routed expert matmul in double from the stored bytes (e4m3 code
 /// times its block's scale, or bf16, both exact in double), with a bound on
 /// each element's distance to what daybreak_expert_gemv_tc_* computes: the

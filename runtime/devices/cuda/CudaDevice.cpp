@@ -572,7 +572,9 @@ Status CudaDevice::prepare(const artifact::ArtifactFile &file,
   // other kernels round their whole input unless the
   // tensor-core GEMMs take it (more than 8 rows of 16-byte aligned x on a
   // weight they apply to), so at most 8 rows of such a launch are copied.
-  if (bf16Inputs)
+  // The exact default takes scratch only for the warpgroup GEMMs' three
+  // bf16 parts of x (warpgroupGemmScratchFloats).
+  {
     for (const runtime::PreparedStep &step : prepared)
       for (const PreparedLaunch &l : step.launches) {
         namespace K = abi;
@@ -581,6 +583,8 @@ Status CudaDevice::prepare(const artifact::ArtifactFile &file,
         bool experts = l.kernel == K::KernelId::ExpertMatmul;
         if (!matmul && !experts && l.kernel != K::KernelId::HeadMatmul &&
             l.kernel != K::KernelId::Mxfp4ExpertMatmul)
+          continue;
+        if (!bf16Inputs && !matmul)
           continue;
         // Operand 0 is the input, 1 the weight, in all five.
         const runtime::PreparedArg &x = l.args[0], &w = l.args[1];
@@ -624,7 +628,13 @@ Status CudaDevice::prepare(const artifact::ArtifactFile &file,
             tokens = std::min(tokens, m.max_batch());
           const Fp8GemmTile &tile = gemmTiles[l.ordinal];
           int64_t n = w.constant[0] + w.perToken[0] * tokens;
-          auto need = [&](int64_t t) {
+          auto need = [&](int64_t t) -> int64_t {
+            if (!bf16Inputs)
+              return xAligned && CudaKernels::warpgroupGemmApplies(stored,
+                                                                   rows(t), k)
+                         ? CudaKernels::warpgroupGemmScratchFloats(rows(t), k,
+                                                                   false)
+                         : 0;
             return kernels->matmulRoundingFloats(stored, rows(t), n, k,
                                                  xAligned, fp8Inputs,
                                                  tile.rows ? &tile : nullptr);
@@ -677,6 +687,7 @@ Status CudaDevice::prepare(const artifact::ArtifactFile &file,
         }
         roundScratchFloats = std::max(roundScratchFloats, numel(tokens));
       }
+  }
 
   // Everything lives in one allocation, sized here: the weights, the page
   // table, the caches, the arena, the attention partials and the generated

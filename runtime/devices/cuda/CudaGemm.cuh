@@ -1,11 +1,16 @@
 //===- CudaGemm.cuh - Warpgroup GEMMs on the copy engine -------*- CUDA -*-===//
 //
 // Included by CudaKernels.cu. The many-row matmuls of `--precision=bf16`
-// and `fp8` on Hopper's warpgroup MMA (wgmma, sm_90a):
+// and `fp8`, and of the exact default precision, on Hopper's warpgroup MMA
+// (wgmma, sm_90a):
 //
 //   out[m, n] = x[m, k] . w[n, k]^T (+ bias[n])
 //
-// with x the input rounded to bf16 codes (daybreak_to_bf16) and w a bf16
+// with x the input rounded to bf16 codes (daybreak_to_bf16), or for the
+// exact forms (_x3) split into three bf16 parts that sum to it
+// (daybreak_split_bf16x3), each part's products summed into the same
+// accumulators (fp32 products of x and w, as the exact mma.sync GEMM of
+// CudaKernels.cu makes them, on the faster MMA), and w a bf16
 // weight, or an e4m3 one that the kernel widens exactly to bf16 in shared
 // memory, its 128 x 128 block scales applied in the accumulators. Both
 // K-major. Products and sums are the tensor cores' fp32. The same blocks
@@ -269,17 +274,20 @@ __device__ __forceinline__ void wgmmaStage(float (&d)[kN / 2], uint64_t a,
   }
 }
 
-/// The shared memory of a block: stages of x (128 rows of 128 bytes) then
-/// w (kN rows: bf16, 128 bytes a row; e4m3, the codes as stored, 64 bytes
-/// a row), each stage 1024-byte aligned; for e4m3 kWide buffers of a
-/// stage's w widened to bf16 (kN rows of 128 bytes, swizzled as the copy
-/// engine would); the barriers (`full` and `empty` a stage, `wideFull` and
-/// `wideEmpty` a widened buffer); 1024 bytes of slack to align the start.
-template <int kN, bool kE4m3> struct WgGemmShared {
-  static constexpr int kStages = kE4m3 ? 6 : 4;
+/// The shared memory of a block: stages of x (kParts tiles of 128 rows of
+/// 128 bytes) then w (kN rows: bf16, 128 bytes a row; e4m3, the codes as
+/// stored, 64 bytes a row), each stage 1024-byte aligned; for e4m3 kWide
+/// buffers of a stage's w widened to bf16 (kN rows of 128 bytes, swizzled
+/// as the copy engine would); the barriers (`full` and `empty` a stage,
+/// `wideFull` and `wideEmpty` a widened buffer); 1024 bytes of slack to
+/// align the start. Three parts (48 KB of x a stage) leave room for three
+/// stages at kN = 128.
+template <int kN, bool kE4m3, int kParts = 1> struct WgGemmShared {
+  static constexpr int kStages = kParts > 1 ? 3 : kE4m3 ? 6 : 4;
   static constexpr int kWide = kE4m3 ? 3 : 0;
   static constexpr int kWideRing = kE4m3 ? kWide : 1; // a modulus for bf16 too
-  static constexpr int kXBytes = kWgRows * kWgTileBytes;
+  static constexpr int kXTileBytes = kWgRows * kWgTileBytes;
+  static constexpr int kXBytes = kParts * kXTileBytes;
   static constexpr int kWBytes = kN * (kE4m3 ? kWgK : kWgTileBytes);
   static constexpr int kStageBytes = kXBytes + kWBytes;
   static constexpr int kWideBytes = kN * kWgTileBytes;
@@ -287,6 +295,7 @@ template <int kN, bool kE4m3> struct WgGemmShared {
                                 kWide * kWideBytes + 16 * (kStages + kWide);
   static_assert(kStageBytes % 1024 == 0 && kWideBytes % 1024 == 0,
                 "the swizzled tiles need 1024-byte alignment");
+  static_assert(kBytes <= 227 * 1024, "past an SM's shared memory");
 };
 
 extern __shared__ __align__(1024) uint8_t wgGemmShared[];
@@ -342,14 +351,19 @@ struct WgGroups {
 /// reads w's e4m3 codes, which warps 1-3 of the copy warpgroup widen to
 /// bf16 ahead of the products, and `w`'s scales ([experts, ceil(n /
 /// blockN), ceil(k / blockK)], blockN a multiple of kN, blockK of 64)
-/// multiply each blockK columns' sums.
-template <int kN, bool kE4m3>
+/// multiply each blockK columns' sums. kParts 3 (dense only): xMap reads
+/// [3 m, k], the exact split of fp32 x into three bf16 parts
+/// (daybreak_split_bf16x3: part p's rows from p m), and each stage
+/// multiplies every part's tile by the one w tile into the same sums: fp32
+/// products of x and w. (A tile's rows past m read the next part's rows,
+/// or zeros past the last; they are rows the epilogue does not write.)
+template <int kN, bool kE4m3, int kParts = 1>
 __device__ __forceinline__ void
 warpgroupGemm(const TensorMap &xMap, const TensorMap &wMap, const Weight &w,
               const Weight &bias, int64_t m, int64_t n, int64_t k, float *out,
               const WgGroups &groups = {nullptr, nullptr, nullptr}) {
   static_assert(!kE4m3 || kN == 128, "widenUnit covers 128 rows");
-  using S = WgGemmShared<kN, kE4m3>;
+  using S = WgGemmShared<kN, kE4m3, kParts>;
   // The block's first rows of x and w, its rows that exist, and its
   // expert (0 for a dense GEMM).
   int64_t xRow = int64_t(blockIdx.y) * kWgRows, expert = 0;
@@ -402,7 +416,9 @@ warpgroupGemm(const TensorMap &xMap, const TensorMap &wMap, const Weight &w,
         barrierWait(&empty[slot], ((s / S::kStages) & 1) ^ 1);
         uint8_t *stage = base + slot * S::kStageBytes;
         barrierExpectBytes(&full[slot], S::kStageBytes);
-        copyTile(stage, xMap, &full[slot], s * kWgK, int32_t(xRow));
+        for (int part = 0; part < kParts; ++part)
+          copyTile(stage + part * S::kXTileBytes, xMap, &full[slot], s * kWgK,
+                   int32_t(part * m + xRow));
         copyTile(stage + S::kXBytes, wMap, &full[slot], s * kWgK,
                  int32_t(expert * n + n0));
       }
@@ -453,7 +469,6 @@ warpgroupGemm(const TensorMap &xMap, const TensorMap &wMap, const Weight &w,
         barrierWait(&wideFull[s % S::kWideRing], (s / S::kWideRing) & 1);
         wTile = wide + (s % S::kWideRing) * S::kWideBytes;
       }
-      const uint64_t a = tileDescriptor(stage + wg * 64 * kWgTileBytes);
       const uint64_t b = tileDescriptor(wTile);
       float(&d)[kN / 2] = kE4m3 ? part : acc;
       const bool blockStart = kE4m3 && (int64_t(s) * kWgK) % w.blockK == 0;
@@ -463,7 +478,12 @@ warpgroupGemm(const TensorMap &xMap, const TensorMap &wMap, const Weight &w,
         scale = scales[(int64_t(s) * kWgK) / w.blockK];
       fenceAccumulators(d);
       wgmmaFence();
-      wgmmaStage<kN>(d, a, b, blockStart);
+#pragma unroll
+      for (int part = 0; part < kParts; ++part)
+        wgmmaStage<kN>(d,
+                       tileDescriptor(stage + part * S::kXTileBytes +
+                                      wg * 64 * kWgTileBytes),
+                       b, blockStart && part == 0);
       wgmmaCommit();
       fenceAccumulators(d);
       int done = s; // stages whose products have completed
@@ -874,6 +894,26 @@ extern "C" __global__ void __launch_bounds__(kWgThreads, 1)
   warpgroupGemm<128, true>(xMap, wMap, w, bias, m, n, k, out);
 }
 
+/// The exact forms (the default precision): as above, but xMap reads x's
+/// three bf16 parts [3 m, k] (daybreak_split_bf16x3), box 64 x 128, and
+/// the bf16 weight's box is 64 x 128 too (kN = 128: three stages of 48 KB
+/// of x and 16 of w fit where kN = 256 would leave two).
+extern "C" __global__ void __launch_bounds__(kWgThreads, 1)
+    daybreak_gemm_wg_bf16_x3(const __grid_constant__ TensorMap xMap,
+                             const __grid_constant__ TensorMap wMap, Weight w,
+                             Weight bias, int64_t m, int64_t n, int64_t k,
+                             float *out) {
+  warpgroupGemm<128, false, 3>(xMap, wMap, w, bias, m, n, k, out);
+}
+
+extern "C" __global__ void __launch_bounds__(kWgThreads, 1)
+    daybreak_gemm_wg_e4m3_x3(const __grid_constant__ TensorMap xMap,
+                             const __grid_constant__ TensorMap wMap, Weight w,
+                             Weight bias, int64_t m, int64_t n, int64_t k,
+                             float *out) {
+  warpgroupGemm<128, true, 3>(xMap, wMap, w, bias, m, n, k, out);
+}
+
 /// The grouped expert GEMMs (CudaKernels::warpgroupExpertMatmul): grid
 /// (ceil(n / kN), an upper bound on the tiles; a block past the tile count
 /// returns), as the dense ones. xMap: the gathered x [rows, k] bf16
@@ -937,5 +977,29 @@ extern "C" __global__ void daybreak_to_bf16(const float *x, int64_t n,
     reinterpret_cast<uint4 *>(out)[i] = make_uint4(
         roundX<kWeightBF16>(a.x, a.y), roundX<kWeightBF16>(a.z, a.w),
         roundX<kWeightBF16>(b.x, b.y), roundX<kWeightBF16>(b.z, b.w));
+  }
+}
+
+/// out[p n + i] = part p of x[i] (splitX: the top 8 significand bits, then
+/// the next 8 of what is left, then the rest, each a bf16 by truncation, so
+/// the three sum to x exactly), the x of the exact warpgroup GEMMs; n a
+/// multiple of 8, x and out 16-byte aligned. Grid-stride, eight values a
+/// thread a step.
+extern "C" __global__ void daybreak_split_bf16x3(const float *x, int64_t n,
+                                                 uint16_t *out) {
+  const int64_t stride = int64_t(gridDim.x) * blockDim.x;
+  for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < n / 8;
+       i += stride) {
+    float4 a = reinterpret_cast<const float4 *>(x)[2 * i];
+    float4 b = reinterpret_cast<const float4 *>(x)[2 * i + 1];
+    uint32_t p[4][3];
+    splitX<kWeightBF16>(a.x, a.y, p[0]);
+    splitX<kWeightBF16>(a.z, a.w, p[1]);
+    splitX<kWeightBF16>(b.x, b.y, p[2]);
+    splitX<kWeightBF16>(b.z, b.w, p[3]);
+#pragma unroll
+    for (int part = 0; part < 3; ++part)
+      reinterpret_cast<uint4 *>(out + part * n)[i] =
+          make_uint4(p[0][part], p[1][part], p[2][part], p[3][part]);
   }
 }

@@ -216,23 +216,29 @@ constexpr int64_t tensorGemmSharedBytes(int32_t type) {
 }
 
 /// A warpgroup GEMM block's shared memory (WgGemmShared in CudaGemm.cuh):
-/// 1024 bytes of alignment slack; stages of 128 rows of x (128 bytes a row)
-/// and the weight's rows (bf16: 4 stages of 256 rows of 128 bytes; e4m3: 6
-/// of 128 rows of 64 bytes, and three 128 x 128-byte buffers widened); two
-/// barriers a stage and a widened buffer.
-constexpr int64_t warpgroupGemmSharedBytes(int32_t type) {
-  return type == 2
-             ? 1024 + 6 * (128 * 128 + 128 * 64) + 3 * 128 * 128 + 16 * (6 + 3)
-             : 1024 + 4 * (128 * 128 + 256 * 128) + 16 * 4;
+/// 1024 bytes of alignment slack; stages of `parts` tiles of 128 rows of x
+/// (128 bytes a row) and the weight's rows (bf16: 4 stages of 256 rows of
+/// 128 bytes, or 3 of 128 rows with three parts; e4m3: 6 stages of 128 rows
+/// of 64 bytes, 3 with three parts, and three 128 x 128-byte buffers
+/// widened); two barriers a stage and a widened buffer.
+constexpr int64_t warpgroupGemmSharedBytes(int32_t type, int parts = 1) {
+  const int64_t x = parts * 128 * 128;
+  if (type == 2) {
+    const int64_t stages = parts > 1 ? 3 : 6;
+    return 1024 + stages * (x + 128 * 64) + 3 * 128 * 128 + 16 * (stages + 3);
+  }
+  const int64_t stages = parts > 1 ? 3 : 4, rows = parts > 1 ? 128 : 256;
+  return 1024 + stages * (x + rows * 128) + 16 * stages;
 }
 /// The FP8 GEMM block's at the library's 128 rows (Fp8GemmShared in
 /// CudaGemm.cuh), which the grouped expert GEMM also takes.
 constexpr int64_t fp8GemmLibraryBytes =
     fp8GemmSharedBytes({128, 128, fp8GemmLibraryStages(128), 1});
 /// Output columns of a warpgroup GEMM block: bf16 256, e4m3 128 (its
-/// scale folds keep a second set of accumulators).
-constexpr int64_t warpgroupGemmColumns(int32_t type) {
-  return type == 2 ? 128 : 256;
+/// scale folds keep a second set of accumulators); 128 for both with x in
+/// three parts (their tiles take the shared memory).
+constexpr int64_t warpgroupGemmColumns(int32_t type, int parts = 1) {
+  return type == 2 || parts > 1 ? 128 : 256;
 }
 
 /// daybreak_dsa_indexer_tc's shared memory (as indexerTc in CudaKernels.cu
@@ -379,6 +385,8 @@ StatusOr<CudaKernels> CudaKernels::load(const Driver &driver, CUmodule module) {
   for (auto [fn, bytes] :
        {std::pair{kernels.gemmWgBf16Fn, warpgroupGemmSharedBytes(1)},
         {kernels.gemmWgE4m3Fn, warpgroupGemmSharedBytes(2)},
+        {kernels.gemmWgBf16X3Fn, warpgroupGemmSharedBytes(1, 3)},
+        {kernels.gemmWgE4m3X3Fn, warpgroupGemmSharedBytes(2, 3)},
         {kernels.expertGemmWgBf16Fn, warpgroupGemmSharedBytes(1)},
         {kernels.expertGemmWgE4m3Fn, warpgroupGemmSharedBytes(2)},
         {kernels.gemmWgFp8Fn, fp8GemmLibraryBytes},
@@ -990,7 +998,13 @@ Status CudaKernels::matmul(CUdeviceptr x, const DeviceWeight &w,
     return matmul(*quantized, w, bias, m, n, k, out, stream, specialized,
                   constantWeight, InputRounding());
   }
-  if (rounding.bf16 && warpgroupGemmApplies(w, m, k) && x % 16 == 0)
+  // The warpgroup MMA: on x rounded to bf16, or exactly on x's three bf16
+  // parts where the device planned their scratch (without it, the exact
+  // mma.sync GEMM below: the same products, summed in another order).
+  if (warpgroupGemmApplies(w, m, k) && x % 16 == 0 &&
+      (rounding.bf16 ||
+       (rounding.scratchFloats >= warpgroupGemmScratchFloats(m, k, false) &&
+        rounding.scratch % 16 == 0)))
     return warpgroupGemm(x, w, bias, m, n, k, out, stream, rounding);
   if (m > 8 && tensorGemmApplies(w, k) && x % 16 == 0)
     return tensorGemm(x, w, bias, m, n, k, out, stream,
@@ -1124,7 +1138,7 @@ int64_t CudaKernels::matmulRoundingFloats(const DeviceWeight &w, int64_t m,
                                 (tile ? *tile : fp8GemmTile(m, n, k)).splits);
   }
   if (xAligned && warpgroupGemmApplies(w, m, k))
-    return (m * k + 1) / 2; // bf16 codes
+    return warpgroupGemmScratchFloats(m, k, true);
   if (m > 8 && xAligned && tensorGemmApplies(w, k))
     return 0;
   return m * k;
@@ -1166,11 +1180,12 @@ Status CudaKernels::warpgroupGemm(CUdeviceptr x, const DeviceWeight &w,
                          " (or x or the weight not 16-byte aligned)");
   if (m <= 0 || n <= 0)
     return Status::success();
-  int64_t need = (m * k + 1) / 2;
+  const int parts = rounding.bf16 ? 1 : 3;
+  int64_t need = warpgroupGemmScratchFloats(m, k, rounding.bf16);
   if (need > rounding.scratchFloats || rounding.scratch % 16 != 0)
     return Status::error("warpgroupGemm: x [" + std::to_string(m) + ", " +
-                         std::to_string(k) + "] in bf16 needs " +
-                         std::to_string(need) +
+                         std::to_string(k) + "] in " + std::to_string(parts) +
+                         " bf16 part(s) needs " + std::to_string(need) +
                          " floats of 16-byte aligned scratch; the device "
                          "planned " +
                          std::to_string(rounding.scratchFloats));
@@ -1178,22 +1193,27 @@ Status CudaKernels::warpgroupGemm(CUdeviceptr x, const DeviceWeight &w,
   CUdeviceptr xb = rounding.scratch;
   void *toBf16Params[] = {&x, &count, &xb};
   DAYBREAK_RETURN_IF_ERROR(
-      launch(toBf16Fn, "round to bf16 (warpgroup GEMM)",
+      launch(parts == 1 ? toBf16Fn : splitBf16X3Fn,
+             parts == 1 ? "round to bf16 (warpgroup GEMM)"
+                        : "split into three bf16 parts (warpgroup GEMM)",
              std::min<int64_t>(ceilDiv(count / 8, 256), 4096), 1, 1, 256, 0,
              stream, toBf16Params));
   const bool e4m3 = w.type == 2;
-  const int64_t columns = warpgroupGemmColumns(w.type);
+  const int64_t columns = warpgroupGemmColumns(w.type, parts);
   CUtensorMap xMap, wMap;
-  DAYBREAK_RETURN_IF_ERROR(encodeTileMap(xMap, xb, m, k, 128, TileMap::Bf16));
+  DAYBREAK_RETURN_IF_ERROR(
+      encodeTileMap(xMap, xb, parts * m, k, 128, TileMap::Bf16));
   DAYBREAK_RETURN_IF_ERROR(encodeTileMap(
       wMap, w.data, n, k, columns, e4m3 ? TileMap::Codes : TileMap::Bf16));
   DeviceWeight weight = w, b = bias;
   weight.rows = n;
   weight.cols = k;
   void *params[] = {&xMap, &wMap, &weight, &b, &m, &n, &k, &out};
-  return launch(e4m3 ? gemmWgE4m3Fn : gemmWgBf16Fn, "matmul (warpgroup GEMM)",
-                ceilDiv(n, columns), ceilDiv(m, 128), 1, 384,
-                unsigned(warpgroupGemmSharedBytes(w.type)), stream, params);
+  CUfunction fn = parts == 1 ? (e4m3 ? gemmWgE4m3Fn : gemmWgBf16Fn)
+                             : (e4m3 ? gemmWgE4m3X3Fn : gemmWgBf16X3Fn);
+  return launch(
+      fn, "matmul (warpgroup GEMM)", ceilDiv(n, columns), ceilDiv(m, 128), 1,
+      384, unsigned(warpgroupGemmSharedBytes(w.type, parts)), stream, params);
 }
 
 bool CudaKernels::fp8GemmApplies(const DeviceWeight &w, int64_t k) {

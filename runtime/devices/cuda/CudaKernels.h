@@ -410,6 +410,9 @@ constexpr int64_t expertGemvScratchBytes(int64_t tokens, int64_t slots,
   X(roundBf16, "daybreak_round_bf16")                                          \
   X(gemmWgBf16, "daybreak_gemm_wg_bf16")                                       \
   X(gemmWgE4m3, "daybreak_gemm_wg_e4m3")                                       \
+  X(gemmWgBf16X3, "daybreak_gemm_wg_bf16_x3")                                  \
+  X(gemmWgE4m3X3, "daybreak_gemm_wg_e4m3_x3")                                  \
+  X(splitBf16X3, "daybreak_split_bf16x3")                                      \
   X(toBf16, "daybreak_to_bf16")                                                \
   X(expertGemmWgBf16, "daybreak_expert_gemm_wg_bf16")                          \
   X(expertGemmWgE4m3, "daybreak_expert_gemm_wg_e4m3")                          \
@@ -592,13 +595,19 @@ public:
                     const DeviceWeight &bias, int64_t m, int64_t n, int64_t k,
                     CUdeviceptr out, CUstream stream,
                     bool bf16Input = false) const;
-  /// Whether `--precision=bf16` takes warpgroupGemm for this many-row
-  /// matmul: a bf16 weight with K a multiple of 8, or e4m3 with K a
-  /// multiple of 16, blockN of 128 and blockK of 64 (DeepSeek's 128 x 128
-  /// blocks) (16-byte rows for the copy engine), the weight 16-byte
-  /// aligned, and at least kWarpgroupGemmMinRows rows
-  /// (kWarpgroupGemmMinRowsBf16 for a bf16 weight).
+  /// Whether matmul takes warpgroupGemm for this many-row matmul (exact:
+  /// given the scratch of warpgroupGemmScratchFloats): a bf16 weight with K
+  /// a multiple of 8, or e4m3 with K a multiple of 16, blockN of 128 and
+  /// blockK of 64 (DeepSeek's 128 x 128 blocks) (16-byte rows for the copy
+  /// engine), the weight 16-byte aligned, and at least
+  /// kWarpgroupGemmMinRows rows (kWarpgroupGemmMinRowsBf16 for a bf16
+  /// weight).
   static bool warpgroupGemmApplies(const DeviceWeight &w, int64_t m, int64_t k);
+  /// The floats of scratch warpgroupGemm takes for x [m, k]: its bf16
+  /// codes (`bf16`: `--precision=bf16`), or its three bf16 parts (exact).
+  static int64_t warpgroupGemmScratchFloats(int64_t m, int64_t k, bool bf16) {
+    return bf16 ? (m * k + 1) / 2 : (3 * m * k + 1) / 2;
+  }
   /// The floats of InputRounding scratch that matmul() with `rounding.bf16`
   /// uses for this launch (`xAligned`: x 16-byte aligned): x rounded to
   /// bf16 codes for warpgroupGemm, x rounded as fp32 for the paths without
@@ -609,9 +618,11 @@ public:
                                const Fp8GemmTile *tile = nullptr) const;
   /// out = bf16(x) . w^T (+ bias) on the warpgroup MMA (daybreak_gemm_wg_*,
   /// CudaGemm.cuh): x rounded to bf16 codes in `rounding.scratch`, read with
-  /// the weight by the tensor copy engine. An error where
-  /// warpgroupGemmApplies is false (but for the row minimum), x is not
-  /// 16-byte aligned, or the scratch is short of matmulRoundingFloats.
+  /// the weight by the tensor copy engine; without `rounding.bf16`, out =
+  /// x . w^T with fp32 products, x split exactly into three bf16 parts
+  /// there (daybreak_gemm_wg_*_x3). An error where warpgroupGemmApplies is
+  /// false (but for the row minimum), x is not 16-byte aligned, or the
+  /// scratch is short of warpgroupGemmScratchFloats.
   Status warpgroupGemm(CUdeviceptr x, const DeviceWeight &w,
                        const DeviceWeight &bias, int64_t m, int64_t n,
                        int64_t k, CUdeviceptr out, CUstream stream,
