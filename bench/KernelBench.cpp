@@ -24,12 +24,13 @@
 // shapes, dense and grouped by expert, reporting TFLOP/s (benchTensorGemm;
 // `DaybreakKernelBench N gemm` runs only them), and the warpgroup GEMMs of
 // --precision=bf16 beside cuBLAS at the same shapes (benchWarpgroupGemm;
-// `... wgmma` runs only them). The KDA scans and the
-// absorbed-MLA attention run at Kimi-Linear-48B's dims (`DaybreakKernelBench
-// N kda` and `... mla` run only them). mHC's write-back and collapse with
-// the sublayer's norm, separate and fused (mhc_post_pre), at GLM-5.3's n
-// and D (benchMhc; `... mhc` runs only it). The routed experts at decode
-// sizes, the CUDA-core kernel against the tensor-core expert GEMV, at
+// `... wgmma` runs only them), and the exact ones (x in three bf16 parts)
+// beside the three-part mma.sync GEMM (`... exact` runs only them). The KDA
+// scans and the absorbed-MLA attention run at Kimi-Linear-48B's dims
+// (`DaybreakKernelBench N kda` and `... mla` run only them). mHC's write-back
+// and collapse with the sublayer's norm, separate and fused (mhc_post_pre), at
+// GLM-5.3's n and D (benchMhc; `... mhc` runs only it). The routed experts at
+// decode sizes, the CUDA-core kernel against the tensor-core expert GEMV, at
 // DeepSeek-V3.2's and GLM-5.3-Flash's expert shapes (benchExpertGemv;
 // `... experts` runs only it, with every expert of the real models).
 //
@@ -1045,8 +1046,13 @@ void benchTensorGemm(const CudaKernels &kernels, int iterations) {
 /// DeepSeek-V3.2's prefill shapes on random data, each beside cuBLAS's bf16
 /// GEMM of the same shape with fp32 output (item 2's bar: 70 % of it) and
 /// the one-part tensor-core GEMM (tensorGemm with bf16 x). Times include
-/// the rounding of x.
-void benchWarpgroupGemm(const CudaKernels &kernels, int iterations) {
+/// the rounding of x. `exact`: the default precision's forms instead (x in
+/// three bf16 parts: warpgroupGemm without rounding.bf16 against the
+/// three-part tensorGemm), at gpt-oss-120b's shapes (its head and
+/// projections at decode's 64 rows and prefill's) and DeepSeek-V3.2's FP8
+/// ones; times include the split of x.
+void benchWarpgroupGemm(const CudaKernels &kernels, int iterations,
+                        bool exact = false) {
   struct Case {
     int64_t m, n, k;
     int32_t type;
@@ -1081,13 +1087,21 @@ void benchWarpgroupGemm(const CudaKernels &kernels, int iterations) {
   };
   // The LM head and a narrow bf16 weight at decode batches first (bound by
   // the weight's stream: GB/s against the HBM peak in brackets).
-  for (Case c : {Case{64, 129280, 7168, 1}, Case{16, 129280, 7168, 1},
-                 Case{64, 64, 7168, 1}, Case{8192, 7168, 7168, 1},
-                 Case{2048, 7168, 7168, 1}, Case{512, 7168, 7168, 1},
-                 Case{8192, 24576, 1536, 1}, Case{8192, 7168, 7168, 2},
-                 Case{2048, 7168, 7168, 2}, Case{512, 7168, 7168, 2},
-                 Case{256, 7168, 7168, 2}, Case{8192, 18432, 7168, 2},
-                 Case{8192, 7168, 18432, 2}}) {
+  const std::vector<Case> rounded = {
+      Case{64, 129280, 7168, 1},  Case{16, 129280, 7168, 1},
+      Case{64, 64, 7168, 1},      Case{8192, 7168, 7168, 1},
+      Case{2048, 7168, 7168, 1},  Case{512, 7168, 7168, 1},
+      Case{8192, 24576, 1536, 1}, Case{8192, 7168, 7168, 2},
+      Case{2048, 7168, 7168, 2},  Case{512, 7168, 7168, 2},
+      Case{256, 7168, 7168, 2},   Case{8192, 18432, 7168, 2},
+      Case{8192, 7168, 18432, 2}};
+  const std::vector<Case> exactCases = {
+      Case{64, 201088, 2880, 1}, Case{16, 201088, 2880, 1},
+      Case{64, 5120, 2880, 1},   Case{64, 2880, 4096, 1},
+      Case{1024, 5120, 2880, 1}, Case{8192, 5120, 2880, 1},
+      Case{8192, 2880, 4096, 1}, Case{8192, 7168, 7168, 2},
+      Case{512, 7168, 7168, 2}};
+  for (Case c : exact ? exactCases : rounded) {
     DeviceWeight w;
     w.type = c.type;
     w.data = randomDevice(size_t(c.n * c.k * (c.type == 2 ? 1 : 2)),
@@ -1099,9 +1113,11 @@ void benchWarpgroupGemm(const CudaKernels &kernels, int iterations) {
     }
     CUdeviceptr x = randomDevice(size_t(c.m * c.k * 4), false, true),
                 out = alloc(size_t(c.m * c.n * 4), 0);
-    int64_t floats = kernels.matmulRoundingFloats(w, c.m, c.n, c.k, true);
+    int64_t floats =
+        exact ? CudaKernels::warpgroupGemmScratchFloats(c.m, c.k, false)
+              : kernels.matmulRoundingFloats(w, c.m, c.n, c.k, true);
     CUdeviceptr scratch = alloc(size_t(floats * 4), 0);
-    InputRounding rounding{true, scratch, floats};
+    InputRounding rounding{!exact, scratch, floats};
     double flop = 2.0 * c.m * c.n * c.k;
     int reps = std::max(iterations / 10, 3);
     double wg = timeIt(
@@ -1113,7 +1129,7 @@ void benchWarpgroupGemm(const CudaKernels &kernels, int iterations) {
     double tc = timeIt(
         [&] {
           return kernels.tensorGemm(x, w, DeviceWeight(), c.m, c.n, c.k, out,
-                                    nullptr, true);
+                                    nullptr, !exact);
         },
         reps);
     std::string how;
@@ -1124,11 +1140,12 @@ void benchWarpgroupGemm(const CudaKernels &kernels, int iterations) {
                   c.type == 2 ? "e4m3 128x128" : "bf16", long(c.m), long(c.n),
                   long(c.k));
     double cublasRate = cublas.ok() ? *cublas : 0.0;
-    std::printf("%-18s %-36s %9.1f us %6.1f TFLOP/s (%4.0f%% of cuBLAS "
-                "%5.1f) | tensor_gemm bf16 x %9.1f us %6.1f TFLOP/s",
-                "warpgroup_gemm", shape, wg * 1e6, flop / wg / 1e12,
-                cublasRate > 0 ? 100.0 * flop / wg / cublasRate : 0.0,
-                cublasRate / 1e12, tc * 1e6, flop / tc / 1e12);
+    std::printf(
+        "%-18s %-36s %9.1f us %6.1f TFLOP/s (%4.0f%% of cuBLAS "
+        "%5.1f) | tensor_gemm %s %9.1f us %6.1f TFLOP/s",
+        exact ? "warpgroup_gemm x3" : "warpgroup_gemm", shape, wg * 1e6,
+        flop / wg / 1e12, cublasRate > 0 ? 100.0 * flop / wg / cublasRate : 0.0,
+        cublasRate / 1e12, exact ? "x3" : "bf16 x", tc * 1e6, flop / tc / 1e12);
     if (c.m <= 64) {
       double bytes = double(c.n) * double(c.k) * (c.type == 2 ? 1 : 2);
       std::printf(" [weight stream: %.0f%% / %.0f%% of HBM peak]",
@@ -1138,7 +1155,7 @@ void benchWarpgroupGemm(const CudaKernels &kernels, int iterations) {
     std::printf("\n");
     if (!cublas.ok())
       std::printf("  (cuBLAS: %s)\n", cublas.error().message().c_str());
-    if (c.type == 2) {
+    if (c.type == 2 && !exact) {
       // The FP8 GEMM on the same weight (x quantized to e4m3, 1 x 128
       // scales; the time includes the quantization).
       int64_t fp8Floats = CudaKernels::fp8GemmScratchFloats(c.m, c.k);
@@ -1159,6 +1176,8 @@ void benchWarpgroupGemm(const CudaKernels &kernels, int iterations) {
       if (p)
         driver->cuMemFree(p);
   }
+  if (exact)
+    return;
 
   // The grouped expert GEMMs (warpgroupExpertMatmul against the one-part
   // mma.sync kernel, tensorExpertMatmul with bf16 x) at DeepSeek-V3.2's
@@ -1800,6 +1819,10 @@ int main(int argc, char **argv) {
     benchWarpgroupGemm(kernels, iterations);
     return 0;
   }
+  if (argc > 2 && std::string(argv[2]) == "exact") {
+    benchWarpgroupGemm(kernels, iterations, /*exact=*/true);
+    return 0;
+  }
   if (argc > 2 && std::string(argv[2]) == "gemm") {
     benchWarpgroupGemm(kernels, iterations);
     benchTensorGemm(kernels, iterations);
@@ -1827,6 +1850,7 @@ int main(int argc, char **argv) {
     benchAttention(kernels, iterations);
     benchMlaAttention(kernels, iterations);
     benchWarpgroupGemm(kernels, iterations);
+    benchWarpgroupGemm(kernels, iterations, /*exact=*/true);
     benchTensorGemm(kernels, iterations);
     benchKda(kernels, iterations);
     benchMhc(kernels, iterations);
