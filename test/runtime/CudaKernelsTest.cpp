@@ -793,11 +793,11 @@ TEST(CudaKernelRules, Mxfp4AutoTakesTensorCoresFromItsCrossing) {
   EXPECT_FALSE(mxfp4TensorPays(32, 1, 4));
   EXPECT_TRUE(mxfp4TensorPays(1, 2, 1));
   EXPECT_FALSE(mxfp4TensorPays(0, 8, 4));
-  EXPECT_FALSE(mxfp4TensorPays(128, 21, 4));
-  EXPECT_TRUE(mxfp4TensorPays(128, 22, 4));
-  EXPECT_FALSE(mxfp4TensorPays(32, 5, 4));
-  EXPECT_TRUE(mxfp4TensorPays(32, 6, 4));
-  for (int64_t tokens = 22; tokens <= kExpertGemvMaxPairs / 4; ++tokens)
+  EXPECT_FALSE(mxfp4TensorPays(128, 15, 4));
+  EXPECT_TRUE(mxfp4TensorPays(128, 16, 4));
+  EXPECT_FALSE(mxfp4TensorPays(32, 4, 4));
+  EXPECT_TRUE(mxfp4TensorPays(32, 5, 4));
+  for (int64_t tokens = 16; tokens <= kExpertGemvMaxPairs / 4; ++tokens)
     EXPECT_TRUE(mxfp4TensorPays(128, tokens, 4)) << tokens << " tokens";
 }
 

@@ -340,18 +340,19 @@ constexpr int64_t expertGemvSharedBytes(ExpertGemvStreaming streaming) {
 enum class Mxfp4Kernel { Auto, CudaCores, TensorCores };
 /// The time of the tensor-core MXFP4 GEMV for a distinct expert over that
 /// of the CUDA-core kernel for a (token, slot) pair. The CUDA cores' cost
-/// grows with the pairs (their FMAs: 5.3 us a pair at gpt-oss-120b's
-/// gate/up, 2.6 at its down, on an H100), the tensor cores' with the
-/// distinct experts however many pairs pick each (7.1 and 3.6 us):
-/// `DaybreakKernelBench 20 mxfp4`, bench/NOTES.md session 44.
-inline constexpr double kMxfp4TensorCostPerPair = 1.35;
+/// grows with the pairs (their FMAs: 5.6 us a pair at gpt-oss-120b's
+/// gate/up, 2.9 at its down, on an H100), the tensor cores' with the
+/// distinct experts however many pairs pick each (6.9 and 3.7 us): the two
+/// measured even at 1.26 pairs a distinct expert (uniform routing, T = 16;
+/// `DaybreakKernelBench 20 mxfp4`, bench/NOTES.md session 45).
+inline constexpr double kMxfp4TensorCostPerPair = 1.25;
 /// Mxfp4Kernel::Auto's rule: the tensor cores where the pairs a distinct
 /// expert are expected to reach kMxfp4TensorCostPerPair. A step's routing
 /// is known only on the device, so the distinct experts are those expected
 /// of tokens routed uniformly, E (1 - (1 - slots / E)^tokens); a router
 /// that concentrates its picks (as trained ones do) only makes the tensor
-/// cores pay more. gpt-oss-120b (128 experts, top-4): from 22 tokens on;
-/// gpt-oss-20b (32 experts): from 6.
+/// cores pay more. gpt-oss-120b (128 experts, top-4): from 16 tokens on;
+/// gpt-oss-20b (32 experts): from 5.
 inline bool mxfp4TensorPays(int64_t experts, int64_t tokens, int64_t slots) {
   if (experts <= 0 || tokens <= 0 || slots <= 0)
     return false;
