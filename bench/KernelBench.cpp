@@ -1100,7 +1100,8 @@ void benchWarpgroupGemm(const CudaKernels &kernels, int iterations,
       Case{64, 5120, 2880, 1},   Case{64, 2880, 4096, 1},
       Case{1024, 5120, 2880, 1}, Case{8192, 5120, 2880, 1},
       Case{8192, 2880, 4096, 1}, Case{8192, 7168, 7168, 2},
-      Case{512, 7168, 7168, 2}};
+      Case{512, 7168, 7168, 2},  Case{64, 7168, 16384, 2},
+      Case{16, 7168, 16384, 2}};
   for (Case c : exact ? exactCases : rounded) {
     DeviceWeight w;
     w.type = c.type;
