@@ -3540,28 +3540,167 @@ TEST_F(CudaKernelsTest, WarpgroupGemm) {
       << refused.message();
 }
 
+/// x [m, k] . w^T (+ bias) in double from the stored weight (bf16, or e4m3
+/// codes times their block's scale: exact in double), and each element's
+/// bound on the distance of an fp32 result whose terms are exact and whose
+/// sums take at most `rounds` roundings of a partial sum each: rounds x
+/// 2^-23 (one ulp: a truncating accumulator's worst) x the sum of |terms|.
+/// NaN codes give NaN.
+void exactMatmulBound(const std::vector<float> &x, const StoredWeights &w,
+                      bool e4m3, int64_t blockN, int64_t blockK,
+                      const StoredWeights &bias, int64_t m, int64_t n,
+                      int64_t k, double rounds, std::vector<double> &exact,
+                      std::vector<double> &bound) {
+  std::vector<double> wd(n * k);
+  const int64_t blocksK = e4m3 ? (k + blockK - 1) / blockK : 0;
+  for (int64_t j = 0; j < n; ++j)
+    for (int64_t i = 0; i < k; ++i) {
+      if (!e4m3) {
+        uint16_t bits;
+        std::memcpy(&bits, &w.bytes[2 * (j * k + i)], 2);
+        wd[j * k + i] = numerics::bf16ToFloat(bits);
+      } else {
+        wd[j * k + i] = double(numerics::e4m3ToFloat(w.bytes[j * k + i])) *
+                        w.scales[(j / blockN) * blocksK + i / blockK];
+      }
+    }
+  const double gamma = rounds * std::ldexp(1.0, -23);
+  exact.assign(m * n, 0.0);
+  bound.assign(m * n, 0.0);
+  for (int64_t r = 0; r < m; ++r)
+    for (int64_t j = 0; j < n; ++j) {
+      double sum = 0.0, magnitude = 0.0;
+      if (!bias.bytes.empty()) {
+        uint16_t bits;
+        std::memcpy(&bits, &bias.bytes[2 * j], 2);
+        sum = numerics::bf16ToFloat(bits);
+        magnitude = std::fabs(sum);
+      }
+      for (int64_t i = 0; i < k; ++i) {
+        double term = double(x[r * k + i]) * wd[j * k + i];
+        sum += term;
+        magnitude += std::fabs(term);
+      }
+      exact[r * n + j] = sum;
+      bound[r * n + j] = gamma * magnitude;
+    }
+}
+
+/// The first element past its bound (or whose NaN-ness differs), or -1.
+int64_t firstPastBound(const std::vector<float> &got,
+                       const std::vector<double> &exact,
+                       const std::vector<double> &bound) {
+  for (size_t i = 0; i < got.size(); ++i) {
+    if (std::isnan(exact[i]) || std::isnan(got[i])) {
+      if (std::isnan(exact[i]) != std::isnan(got[i]))
+        return int64_t(i);
+      continue;
+    }
+    if (!(std::fabs(double(got[i]) - exact[i]) <= bound[i]))
+      return int64_t(i);
+  }
+  return -1;
+}
+
+bool sameBits(const std::vector<float> &a, const std::vector<float> &b) {
+  return a.size() == b.size() &&
+         std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;
+}
+
 TEST_F(CudaKernelsTest, WarpgroupGemmExact) {
   // The exact default's many-row matmuls on the warpgroup MMA
   // (warpgroupGemm without rounding.bf16: x split into three bf16 parts
   // that sum to it, each part's products summed into the same
-  // accumulators). The oracle is the CPU kernel on x as it is: the same
-  // fp32 products, fp32 sums in another order. Rows of x are scaled by
-  // 2^-20 .. 2^20 and a quarter of the values by a further 2^-12, so the
-  // low parts carry weight. Shapes as WarpgroupGemm's, and gpt-oss's head
-  // width at 64 rows. matmul() takes this path given the scratch
-  // (bit-identical to the direct call), and the mma.sync GEMM without it
-  // (the same values within the sums' order); a scratch one float short
-  // is an error for the direct call.
+  // accumulators).
+  //
+  // First, that the three parts are all there, in their places: one
+  // nonzero weight a row (a power of two; e4m3 block scales powers of two
+  // too), so each output is one x times it, every partial sum exact
+  // whatever the order and the accumulator's rounding, and the result
+  // must be x w (+ bias, rounded once) to the bit. A part dropped or read
+  // from the wrong rows changes the low bits of every output.
   struct Format {
     cpu::WeightType type;
     int64_t blockN, blockK;
   };
+  std::uniform_int_distribution<int> exponent(-20, 20), small(-4, 4);
+  for (Format f : {Format{cpu::WeightType::BF16, 0, 0},
+                   Format{cpu::WeightType::F8E4M3, 128, 128}}) {
+    const bool e4m3 = f.type == cpu::WeightType::F8E4M3;
+    const int64_t m = 300, n = 200, k = 704;
+    const int64_t blocksK = e4m3 ? (k + f.blockK - 1) / f.blockK : 0;
+    StoredWeights w;
+    w.bytes.assign(n * k * (e4m3 ? 1 : 2), 0);
+    std::vector<int64_t> at(n);
+    std::vector<float> value(n);
+    for (int64_t s = 0; s < ((n + 127) / 128) * blocksK; ++s)
+      w.scales.push_back(std::ldexp(1.0f, small(rng)));
+    for (int64_t j = 0; j < n; ++j) {
+      at[j] = int64_t(rng() % k);
+      int e = small(rng);
+      bool negative = rng() % 2;
+      if (e4m3) {
+        w.bytes[j * k + at[j]] = uint8_t((negative ? 0x80 : 0) | (e + 7) << 3);
+        value[j] = numerics::e4m3ToFloat(w.bytes[j * k + at[j]]) *
+                   w.scales[(j / 128) * blocksK + at[j] / f.blockK];
+      } else {
+        uint16_t bits =
+            numerics::floatToBf16(std::ldexp(negative ? -1.0f : 1.0f, e));
+        std::memcpy(&w.bytes[2 * (j * k + at[j])], &bits, 2);
+        value[j] = numerics::bf16ToFloat(bits);
+      }
+    }
+    StoredWeights bias = randomStored(rng, cpu::WeightType::BF16, n, 0);
+    auto x = random(m * k);
+    for (int64_t r = 0; r < m; ++r) {
+      float factor = std::ldexp(1.0f, exponent(rng));
+      for (int64_t c = 0; c < k; ++c)
+        x[r * k + c] *= factor;
+    }
+    std::vector<float> expected(m * n);
+    for (int64_t r = 0; r < m; ++r)
+      for (int64_t j = 0; j < n; ++j) {
+        uint16_t bits;
+        std::memcpy(&bits, &bias.bytes[2 * j], 2);
+        expected[r * n + j] =
+            x[r * k + at[j]] * value[j] + numerics::bf16ToFloat(bits);
+      }
+    DeviceWeight gw, gb;
+    gw.type = e4m3 ? 2 : 1;
+    gw.blockN = f.blockN;
+    gw.blockK = f.blockK;
+    int64_t need = CudaKernels::warpgroupGemmScratchFloats(m, k, false);
+    Buffer dx(*driver, x), dw(*driver, w.bytes), ds(*driver, w.scales),
+        db(*driver, bias.bytes), dOut(*driver, m * n * 4),
+        dScratch(*driver, need * 4);
+    gw.data = dw;
+    gw.scales = ds.get();
+    gb.type = 1;
+    gb.data = db;
+    expectRan(kernels->warpgroupGemm(dx, gw, gb, m, n, k, dOut, nullptr,
+                                     InputRounding{false, dScratch, need}));
+    std::vector<float> out = dOut.read<float>(m * n);
+    int64_t differ = 0;
+    for (int64_t i = 0; i < m * n; ++i)
+      differ += out[i] != expected[i];
+    EXPECT_EQ(differ, 0) << (e4m3 ? "e4m3" : "bf16")
+                         << ": outputs not x w + bias to the bit";
+  }
+
+  // Then random weights (NaN codes among the e4m3), partial row and column
+  // tiles, K not a multiple of the stage or the scale block, bias, against
+  // x . w in double with the bound of exactMatmulBound: 3 K additions of
+  // the parts' products, a fold a 64-column group or scale block (the
+  // mma.sync GEMM's and the e4m3 blocks'), the bias. Rows of x are
+  // scaled by 2^-20 .. 2^20 and a quarter of the values by a further
+  // 2^-12. matmul() takes this path given the scratch (bit-identical to
+  // the direct call) and the mma.sync GEMM without it (within the same
+  // bound); a scratch one float short is an error for the direct call.
   struct Shape {
     int64_t m, n, k;
     bool bias;
   };
-  std::bernoulli_distribution small(0.25);
-  std::uniform_int_distribution<int> exponent(-20, 20);
+  std::bernoulli_distribution quarter(0.25);
   for (Format f : {Format{cpu::WeightType::BF16, 0, 0},
                    Format{cpu::WeightType::F8E4M3, 128, 128},
                    Format{cpu::WeightType::F8E4M3, 256, 64}}) {
@@ -3581,21 +3720,11 @@ TEST_F(CudaKernelsTest, WarpgroupGemmExact) {
       for (int64_t r = 0; r < s.m; ++r) {
         float factor = std::ldexp(1.0f, exponent(rng));
         for (int64_t c = 0; c < s.k; ++c)
-          x[r * s.k + c] *= small(rng) ? factor * 0x1p-12f : factor;
+          x[r * s.k + c] *= quarter(rng) ? factor * 0x1p-12f : factor;
       }
-      cpu::WeightView hw, hb;
-      hw.type = f.type;
-      hw.blockN = f.blockN;
-      hw.blockK = f.blockK;
-      hw.data = w.bytes.data();
-      hw.scales = w.scales.data();
-      if (s.bias) {
-        hb.type = cpu::WeightType::BF16;
-        hb.data = bias.bytes.data();
-      }
-      std::vector<float> expected(s.m * s.n);
-      cpu::matmul(pool, x.data(), hw, hb, s.m, s.n, s.k, expected.data(),
-                  cpu::MatmulTiling());
+      std::vector<double> exact, bound;
+      exactMatmulBound(x, w, e4m3, f.blockN, f.blockK, bias, s.m, s.n, s.k,
+                       3.0 * s.k + s.k / 64 + 2, exact, bound);
 
       DeviceWeight gw, gb;
       gw.type = e4m3 ? 2 : 1;
@@ -3613,38 +3742,36 @@ TEST_F(CudaKernelsTest, WarpgroupGemmExact) {
         gb.type = 1;
         gb.data = db->get();
       }
-      ASSERT_EQ(driver->cuMemsetD8(dOut.get(), 0xff, s.m * s.n * 4),
-                CUDA_SUCCESS);
-      InputRounding exact{false, dScratch, need};
-      expectRan(kernels->warpgroupGemm(dx, gw, gb, s.m, s.n, s.k, dOut, nullptr,
-                                       exact));
-      std::vector<float> out = dOut.read<float>(s.m * s.n);
-      double e = rowRelativeError(out, expected, s.n);
       char shape[96];
       std::snprintf(shape, sizeof(shape), "%s/%ldx%ld m=%ld n=%ld k=%ld%s",
                     e4m3 ? "e4m3" : "bf16", long(f.blockN), long(f.blockK),
                     long(s.m), long(s.n), long(s.k), s.bias ? " bias" : "");
-      report("warpgroup_gemm exact", shape, e);
-      EXPECT_LE(e, 1e-5) << shape;
+      ASSERT_EQ(driver->cuMemsetD8(dOut.get(), 0xff, s.m * s.n * 4),
+                CUDA_SUCCESS);
+      InputRounding exactInputs{false, dScratch, need};
+      expectRan(kernels->warpgroupGemm(dx, gw, gb, s.m, s.n, s.k, dOut, nullptr,
+                                       exactInputs));
+      std::vector<float> out = dOut.read<float>(s.m * s.n);
+      EXPECT_EQ(firstPastBound(out, exact, bound), -1) << shape;
       EXPECT_EQ(dx.read<float>(x.size()), x) << shape;
 
       bool takes = CudaKernels::warpgroupGemmApplies(gw, s.m, s.k);
       ASSERT_EQ(driver->cuMemsetD8(dOut.get(), 0xff, s.m * s.n * 4),
                 CUDA_SUCCESS);
       expectRan(kernels->matmul(dx, gw, gb, s.m, s.n, s.k, dOut, nullptr,
-                                nullptr, false, exact));
+                                nullptr, false, exactInputs));
       std::vector<float> through = dOut.read<float>(s.m * s.n);
-      EXPECT_LE(rowRelativeError(through, expected, s.n), 1e-5)
+      EXPECT_EQ(firstPastBound(through, exact, bound), -1)
           << shape << " through matmul()";
       if (takes) {
-        EXPECT_EQ(through, out) << shape << ": matmul() took another path";
+        EXPECT_TRUE(sameBits(through, out))
+            << shape << ": matmul() took another path";
       }
       ASSERT_EQ(driver->cuMemsetD8(dOut.get(), 0xff, s.m * s.n * 4),
                 CUDA_SUCCESS);
       expectRan(kernels->matmul(dx, gw, gb, s.m, s.n, s.k, dOut, nullptr,
                                 nullptr, false, InputRounding()));
-      EXPECT_LE(rowRelativeError(dOut.read<float>(s.m * s.n), expected, s.n),
-                1e-5)
+      EXPECT_EQ(firstPastBound(dOut.read<float>(s.m * s.n), exact, bound), -1)
           << shape << " through matmul() without the scratch";
       InputRounding shortScratch{false, dScratch, need - 1};
       Status refused = kernels->warpgroupGemm(dx, gw, gb, s.m, s.n, s.k, dOut,
