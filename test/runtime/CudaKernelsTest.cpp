@@ -3613,7 +3613,8 @@ TEST_F(CudaKernelsTest, WarpgroupGemmExact) {
   // that sum to it, each part's products summed into the same
   // accumulators).
   //
-  // First, that the three parts are all there, in their places: one
+  // First, that the three parts are all there, in their places (300 rows,
+  // and 50: bf16's narrow form, 64-row blocks): one
   // nonzero weight a row (a power of two; e4m3 block scales powers of two
   // too), so each output is one x times it, every partial sum exact
   // whatever the order and the accumulator's rounding, and the result
@@ -3625,67 +3626,69 @@ TEST_F(CudaKernelsTest, WarpgroupGemmExact) {
   };
   std::uniform_int_distribution<int> exponent(-20, 20), small(-4, 4);
   for (Format f : {Format{cpu::WeightType::BF16, 0, 0},
-                   Format{cpu::WeightType::F8E4M3, 128, 128}}) {
-    const bool e4m3 = f.type == cpu::WeightType::F8E4M3;
-    const int64_t m = 300, n = 200, k = 704;
-    const int64_t blocksK = e4m3 ? (k + f.blockK - 1) / f.blockK : 0;
-    StoredWeights w;
-    w.bytes.assign(n * k * (e4m3 ? 1 : 2), 0);
-    std::vector<int64_t> at(n);
-    std::vector<float> value(n);
-    for (int64_t s = 0; s < ((n + 127) / 128) * blocksK; ++s)
-      w.scales.push_back(std::ldexp(1.0f, small(rng)));
-    for (int64_t j = 0; j < n; ++j) {
-      at[j] = int64_t(rng() % k);
-      int e = small(rng);
-      bool negative = rng() % 2;
-      if (e4m3) {
-        w.bytes[j * k + at[j]] = uint8_t((negative ? 0x80 : 0) | (e + 7) << 3);
-        value[j] = numerics::e4m3ToFloat(w.bytes[j * k + at[j]]) *
-                   w.scales[(j / 128) * blocksK + at[j] / f.blockK];
-      } else {
-        uint16_t bits =
-            numerics::floatToBf16(std::ldexp(negative ? -1.0f : 1.0f, e));
-        std::memcpy(&w.bytes[2 * (j * k + at[j])], &bits, 2);
-        value[j] = numerics::bf16ToFloat(bits);
-      }
-    }
-    StoredWeights bias = randomStored(rng, cpu::WeightType::BF16, n, 0);
-    auto x = random(m * k);
-    for (int64_t r = 0; r < m; ++r) {
-      float factor = std::ldexp(1.0f, exponent(rng));
-      for (int64_t c = 0; c < k; ++c)
-        x[r * k + c] *= factor;
-    }
-    std::vector<float> expected(m * n);
-    for (int64_t r = 0; r < m; ++r)
+                   Format{cpu::WeightType::F8E4M3, 128, 128}})
+    for (int64_t m : {300, 50}) {
+      const bool e4m3 = f.type == cpu::WeightType::F8E4M3;
+      const int64_t n = 200, k = 704;
+      const int64_t blocksK = e4m3 ? (k + f.blockK - 1) / f.blockK : 0;
+      StoredWeights w;
+      w.bytes.assign(n * k * (e4m3 ? 1 : 2), 0);
+      std::vector<int64_t> at(n);
+      std::vector<float> value(n);
+      for (int64_t s = 0; s < ((n + 127) / 128) * blocksK; ++s)
+        w.scales.push_back(std::ldexp(1.0f, small(rng)));
       for (int64_t j = 0; j < n; ++j) {
-        uint16_t bits;
-        std::memcpy(&bits, &bias.bytes[2 * j], 2);
-        expected[r * n + j] =
-            x[r * k + at[j]] * value[j] + numerics::bf16ToFloat(bits);
+        at[j] = int64_t(rng() % k);
+        int e = small(rng);
+        bool negative = rng() % 2;
+        if (e4m3) {
+          w.bytes[j * k + at[j]] =
+              uint8_t((negative ? 0x80 : 0) | (e + 7) << 3);
+          value[j] = numerics::e4m3ToFloat(w.bytes[j * k + at[j]]) *
+                     w.scales[(j / 128) * blocksK + at[j] / f.blockK];
+        } else {
+          uint16_t bits =
+              numerics::floatToBf16(std::ldexp(negative ? -1.0f : 1.0f, e));
+          std::memcpy(&w.bytes[2 * (j * k + at[j])], &bits, 2);
+          value[j] = numerics::bf16ToFloat(bits);
+        }
       }
-    DeviceWeight gw, gb;
-    gw.type = e4m3 ? 2 : 1;
-    gw.blockN = f.blockN;
-    gw.blockK = f.blockK;
-    int64_t need = CudaKernels::warpgroupGemmScratchFloats(m, k, false);
-    Buffer dx(*driver, x), dw(*driver, w.bytes), ds(*driver, w.scales),
-        db(*driver, bias.bytes), dOut(*driver, m * n * 4),
-        dScratch(*driver, need * 4);
-    gw.data = dw;
-    gw.scales = ds.get();
-    gb.type = 1;
-    gb.data = db;
-    expectRan(kernels->warpgroupGemm(dx, gw, gb, m, n, k, dOut, nullptr,
-                                     InputRounding{false, dScratch, need}));
-    std::vector<float> out = dOut.read<float>(m * n);
-    int64_t differ = 0;
-    for (int64_t i = 0; i < m * n; ++i)
-      differ += out[i] != expected[i];
-    EXPECT_EQ(differ, 0) << (e4m3 ? "e4m3" : "bf16")
-                         << ": outputs not x w + bias to the bit";
-  }
+      StoredWeights bias = randomStored(rng, cpu::WeightType::BF16, n, 0);
+      auto x = random(m * k);
+      for (int64_t r = 0; r < m; ++r) {
+        float factor = std::ldexp(1.0f, exponent(rng));
+        for (int64_t c = 0; c < k; ++c)
+          x[r * k + c] *= factor;
+      }
+      std::vector<float> expected(m * n);
+      for (int64_t r = 0; r < m; ++r)
+        for (int64_t j = 0; j < n; ++j) {
+          uint16_t bits;
+          std::memcpy(&bits, &bias.bytes[2 * j], 2);
+          expected[r * n + j] =
+              x[r * k + at[j]] * value[j] + numerics::bf16ToFloat(bits);
+        }
+      DeviceWeight gw, gb;
+      gw.type = e4m3 ? 2 : 1;
+      gw.blockN = f.blockN;
+      gw.blockK = f.blockK;
+      int64_t need = CudaKernels::warpgroupGemmScratchFloats(m, k, false);
+      Buffer dx(*driver, x), dw(*driver, w.bytes), ds(*driver, w.scales),
+          db(*driver, bias.bytes), dOut(*driver, m * n * 4),
+          dScratch(*driver, need * 4);
+      gw.data = dw;
+      gw.scales = ds.get();
+      gb.type = 1;
+      gb.data = db;
+      expectRan(kernels->warpgroupGemm(dx, gw, gb, m, n, k, dOut, nullptr,
+                                       InputRounding{false, dScratch, need}));
+      std::vector<float> out = dOut.read<float>(m * n);
+      int64_t differ = 0;
+      for (int64_t i = 0; i < m * n; ++i)
+        differ += out[i] != expected[i];
+      EXPECT_EQ(differ, 0) << (e4m3 ? "e4m3" : "bf16") << " m=" << m
+                           << ": outputs not x w + bias to the bit";
+    }
 
   // Then random weights (NaN codes among the e4m3), partial row and column
   // tiles, K not a multiple of the stage or the scale block, bias, against

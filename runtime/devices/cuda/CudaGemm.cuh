@@ -10,7 +10,10 @@
 // exact forms (_x3) split into three bf16 parts that sum to it
 // (daybreak_split_bf16x3), each part's products summed into the same
 // accumulators (fp32 products of x and w, as the exact mma.sync GEMM of
-// CudaKernels.cu makes them, on the faster MMA), and w a bf16
+// CudaKernels.cu makes them, on the faster MMA; up to 64 rows, bf16's
+// _x3_narrow takes 64-row blocks, each MMA warpgroup half the columns, so
+// that three parts of few rows stay bound by the weight's stream rather
+// than by MMAs of absent rows), and w a bf16
 // weight, or an e4m3 one that the kernel widens exactly to bf16 in shared
 // memory, its 128 x 128 block scales applied in the accumulators. Both
 // K-major. Products and sums are the tensor cores' fp32. The same blocks
@@ -173,6 +176,27 @@ __device__ __forceinline__ void wgmma128(float (&d)[64], uint64_t a, uint64_t b,
       : "l"(a), "l"(b), "r"(accumulate));
 }
 
+/// d (+)= a b for one m64n64k16 wgmma: bf16 operands from shared memory
+/// (descriptors), fp32 accumulators; `accumulate` 0 overwrites d.
+__device__ __forceinline__ void wgmma64(float (&d)[32], uint64_t a, uint64_t b,
+                                        uint32_t accumulate) {
+  asm volatile(
+      "{\n\t.reg .pred p;\n\tsetp.ne.b32 p, %34, 0;\n\t"
+      "wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16 {"
+      "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, "
+      "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, "
+      "%30, %31"
+      "}, %32, %33, p, 1, 1, 0, 0;\n\t}"
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]),
+        "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]),
+        "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]),
+        "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]),
+        "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]), "+f"(d[25]),
+        "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]),
+        "+f"(d[31])
+      : "l"(a), "l"(b), "r"(accumulate));
+}
+
 /// d (+)= a b for one m64n256k16 wgmma: bf16 operands from shared memory
 /// (descriptors), fp32 accumulators; `accumulate` 0 overwrites d.
 __device__ __forceinline__ void wgmma256(float (&d)[128], uint64_t a,
@@ -269,8 +293,10 @@ __device__ __forceinline__ void wgmmaStage(float (&d)[kN / 2], uint64_t a,
     uint32_t accumulate = overwrite && kk == 0 ? 0u : 1u;
     if constexpr (kN == 256)
       wgmma256(d, a + 2 * kk, b + 2 * kk, accumulate);
-    else
+    else if constexpr (kN == 128)
       wgmma128(d, a + 2 * kk, b + 2 * kk, accumulate);
+    else
+      wgmma64(d, a + 2 * kk, b + 2 * kk, accumulate);
   }
 }
 
@@ -281,12 +307,15 @@ __device__ __forceinline__ void wgmmaStage(float (&d)[kN / 2], uint64_t a,
 /// as the copy engine would); the barriers (`full` and `empty` a stage,
 /// `wideFull` and `wideEmpty` a widened buffer); 1024 bytes of slack to
 /// align the start. Three parts (48 KB of x a stage) leave room for three
-/// stages at kN = 128.
-template <int kN, bool kE4m3, int kParts = 1> struct WgGemmShared {
-  static constexpr int kStages = kParts > 1 ? 3 : kE4m3 ? 6 : 4;
+/// stages at kN = 128; kNarrow's tiles of 64 rows of x (24 KB a stage) for
+/// five.
+template <int kN, bool kE4m3, int kParts = 1, bool kNarrow = false>
+struct WgGemmShared {
+  static constexpr int kStages = kNarrow ? 5 : kParts > 1 ? 3 : kE4m3 ? 6 : 4;
   static constexpr int kWide = kE4m3 ? 3 : 0;
   static constexpr int kWideRing = kE4m3 ? kWide : 1; // a modulus for bf16 too
-  static constexpr int kXTileBytes = kWgRows * kWgTileBytes;
+  static constexpr int kRows = kNarrow ? 64 : kWgRows;
+  static constexpr int kXTileBytes = kRows * kWgTileBytes;
   static constexpr int kXBytes = kParts * kXTileBytes;
   static constexpr int kWBytes = kN * (kE4m3 ? kWgK : kWgTileBytes);
   static constexpr int kStageBytes = kXBytes + kWBytes;
@@ -357,17 +386,22 @@ struct WgGroups {
 /// multiplies every part's tile by the one w tile into the same sums: fp32
 /// products of x and w. (A tile's rows past m read the next part's rows,
 /// or zeros past the last; they are rows the epilogue does not write.)
-template <int kN, bool kE4m3, int kParts = 1>
+/// kNarrow (dense, for m up to 64): the block takes 64 rows, and each MMA
+/// warpgroup half of the kN columns, so no MMA multiplies rows that are
+/// not there (xMap's box is 64 rows).
+template <int kN, bool kE4m3, int kParts = 1, bool kNarrow = false>
 __device__ __forceinline__ void
 warpgroupGemm(const TensorMap &xMap, const TensorMap &wMap, const Weight &w,
               const Weight &bias, int64_t m, int64_t n, int64_t k, float *out,
               const WgGroups &groups = {nullptr, nullptr, nullptr}) {
   static_assert(!kE4m3 || kN == 128, "widenUnit covers 128 rows");
-  using S = WgGemmShared<kN, kE4m3, kParts>;
+  using S = WgGemmShared<kN, kE4m3, kParts, kNarrow>;
+  // A warpgroup's columns of the block's kN.
+  constexpr int kCols = kNarrow ? kN / 2 : kN;
   // The block's first rows of x and w, its rows that exist, and its
   // expert (0 for a dense GEMM).
-  int64_t xRow = int64_t(blockIdx.y) * kWgRows, expert = 0;
-  int64_t rows = m - xRow < kWgRows ? m - xRow : kWgRows;
+  int64_t xRow = int64_t(blockIdx.y) * S::kRows, expert = 0;
+  int64_t rows = m - xRow < S::kRows ? m - xRow : S::kRows;
   const int32_t *dest = nullptr;
   if (groups.tiles) {
     if (int64_t(blockIdx.y) >= int64_t(*groups.tileCount))
@@ -447,9 +481,9 @@ warpgroupGemm(const TensorMap &xMap, const TensorMap &wMap, const Weight &w,
     // acc[4 j + 2 h + c]: row 16 warp + g + 8 h of the warpgroup's 64,
     // column 8 j + 2 t + c (g = lane / 4, t = lane % 4), wgmma's order.
     // e4m3 sums each scale block in part, then folds it into acc scaled.
-    float acc[kN / 2], part[kN / 2];
+    float acc[kCols / 2], part[kCols / 2];
 #pragma unroll
-    for (int i = 0; i < kN / 2; ++i)
+    for (int i = 0; i < kCols / 2; ++i)
       acc[i] = 0.0f;
     const float *scales = nullptr;
     if (kE4m3) {
@@ -469,8 +503,9 @@ warpgroupGemm(const TensorMap &xMap, const TensorMap &wMap, const Weight &w,
         barrierWait(&wideFull[s % S::kWideRing], (s / S::kWideRing) & 1);
         wTile = wide + (s % S::kWideRing) * S::kWideBytes;
       }
-      const uint64_t b = tileDescriptor(wTile);
-      float(&d)[kN / 2] = kE4m3 ? part : acc;
+      const uint64_t b =
+          tileDescriptor(wTile + (kNarrow ? wg * kCols * kWgTileBytes : 0));
+      float(&d)[kCols / 2] = kE4m3 ? part : acc;
       const bool blockStart = kE4m3 && (int64_t(s) * kWgK) % w.blockK == 0;
       // The block's scale, loaded while its products run (after them its
       // latency would stall the fold).
@@ -480,10 +515,11 @@ warpgroupGemm(const TensorMap &xMap, const TensorMap &wMap, const Weight &w,
       wgmmaFence();
 #pragma unroll
       for (int part = 0; part < kParts; ++part)
-        wgmmaStage<kN>(d,
-                       tileDescriptor(stage + part * S::kXTileBytes +
-                                      wg * 64 * kWgTileBytes),
-                       b, blockStart && part == 0);
+        wgmmaStage<kCols>(
+            d,
+            tileDescriptor(stage + part * S::kXTileBytes +
+                           (kNarrow ? 0 : wg * 64) * kWgTileBytes),
+            b, blockStart && part == 0);
       wgmmaCommit();
       fenceAccumulators(d);
       int done = s; // stages whose products have completed
@@ -493,7 +529,7 @@ warpgroupGemm(const TensorMap &xMap, const TensorMap &wMap, const Weight &w,
         fenceAccumulators(d);
         done = s + 1;
 #pragma unroll
-        for (int i = 0; i < kN / 2; ++i)
+        for (int i = 0; i < kCols / 2; ++i)
           acc[i] = fmaf(part[i], scale, acc[i]);
       } else {
         wgmmaWait<1>();
@@ -515,13 +551,13 @@ warpgroupGemm(const TensorMap &xMap, const TensorMap &wMap, const Weight &w,
     const bool pairs = n % 2 == 0;
 #pragma unroll
     for (int h = 0; h < 2; ++h) {
-      const int r = wg * 64 + warp * 16 + g + 8 * h;
+      const int r = (kNarrow ? 0 : wg * 64) + warp * 16 + g + 8 * h;
       if (r >= rows)
         continue;
       float *o = out + (dest ? int64_t(dest[r]) : xRow + r) * n;
 #pragma unroll
-      for (int j = 0; j < kN / 8; ++j) {
-        const int64_t col = n0 + j * 8 + 2 * t;
+      for (int j = 0; j < kCols / 8; ++j) {
+        const int64_t col = n0 + (kNarrow ? wg * kCols : 0) + j * 8 + 2 * t;
         float v0 = acc[4 * j + 2 * h], v1 = acc[4 * j + 2 * h + 1];
         if (bias.data) {
           if (col < n)
@@ -904,6 +940,17 @@ extern "C" __global__ void __launch_bounds__(kWgThreads, 1)
                              Weight bias, int64_t m, int64_t n, int64_t k,
                              float *out) {
   warpgroupGemm<128, false, 3>(xMap, wMap, w, bias, m, n, k, out);
+}
+
+/// The exact bf16 form for m up to 64 (grid (ceil(n / 128), 1)): xMap's
+/// box is 64 x 64, and each MMA warpgroup multiplies the 64 rows by half
+/// of the block's 128 columns (m64n64k16).
+extern "C" __global__ void __launch_bounds__(kWgThreads, 1)
+    daybreak_gemm_wg_bf16_x3_narrow(const __grid_constant__ TensorMap xMap,
+                                    const __grid_constant__ TensorMap wMap,
+                                    Weight w, Weight bias, int64_t m, int64_t n,
+                                    int64_t k, float *out) {
+  warpgroupGemm<128, false, 3, true>(xMap, wMap, w, bias, m, n, k, out);
 }
 
 extern "C" __global__ void __launch_bounds__(kWgThreads, 1)

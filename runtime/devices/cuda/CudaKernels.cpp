@@ -220,8 +220,12 @@ constexpr int64_t tensorGemmSharedBytes(int32_t type) {
 /// (128 bytes a row) and the weight's rows (bf16: 4 stages of 256 rows of
 /// 128 bytes, or 3 of 128 rows with three parts; e4m3: 6 stages of 128 rows
 /// of 64 bytes, 3 with three parts, and three 128 x 128-byte buffers
-/// widened); two barriers a stage and a widened buffer.
-constexpr int64_t warpgroupGemmSharedBytes(int32_t type, int parts = 1) {
+/// widened); two barriers a stage and a widened buffer. `narrow` (bf16,
+/// three parts): tiles of 64 rows of x, five stages.
+constexpr int64_t warpgroupGemmSharedBytes(int32_t type, int parts = 1,
+                                           bool narrow = false) {
+  if (narrow)
+    return 1024 + 5 * (parts * 64 * 128 + 128 * 128) + 16 * 5;
   const int64_t x = parts * 128 * 128;
   if (type == 2) {
     const int64_t stages = parts > 1 ? 3 : 6;
@@ -387,6 +391,7 @@ StatusOr<CudaKernels> CudaKernels::load(const Driver &driver, CUmodule module) {
         {kernels.gemmWgE4m3Fn, warpgroupGemmSharedBytes(2)},
         {kernels.gemmWgBf16X3Fn, warpgroupGemmSharedBytes(1, 3)},
         {kernels.gemmWgE4m3X3Fn, warpgroupGemmSharedBytes(2, 3)},
+        {kernels.gemmWgBf16X3NarrowFn, warpgroupGemmSharedBytes(1, 3, true)},
         {kernels.expertGemmWgBf16Fn, warpgroupGemmSharedBytes(1)},
         {kernels.expertGemmWgE4m3Fn, warpgroupGemmSharedBytes(2)},
         {kernels.gemmWgFp8Fn, fp8GemmLibraryBytes},
@@ -1200,9 +1205,12 @@ Status CudaKernels::warpgroupGemm(CUdeviceptr x, const DeviceWeight &w,
              stream, toBf16Params));
   const bool e4m3 = w.type == 2;
   const int64_t columns = warpgroupGemmColumns(w.type, parts);
+  // Up to 64 rows of exact bf16: the narrow form's 64-row blocks.
+  const bool narrow = parts == 3 && !e4m3 && m <= 64;
+  const int64_t blockRows = narrow ? 64 : 128;
   CUtensorMap xMap, wMap;
   DAYBREAK_RETURN_IF_ERROR(
-      encodeTileMap(xMap, xb, parts * m, k, 128, TileMap::Bf16));
+      encodeTileMap(xMap, xb, parts * m, k, blockRows, TileMap::Bf16));
   DAYBREAK_RETURN_IF_ERROR(encodeTileMap(
       wMap, w.data, n, k, columns, e4m3 ? TileMap::Codes : TileMap::Bf16));
   DeviceWeight weight = w, b = bias;
@@ -1210,10 +1218,12 @@ Status CudaKernels::warpgroupGemm(CUdeviceptr x, const DeviceWeight &w,
   weight.cols = k;
   void *params[] = {&xMap, &wMap, &weight, &b, &m, &n, &k, &out};
   CUfunction fn = parts == 1 ? (e4m3 ? gemmWgE4m3Fn : gemmWgBf16Fn)
+                  : narrow   ? gemmWgBf16X3NarrowFn
                              : (e4m3 ? gemmWgE4m3X3Fn : gemmWgBf16X3Fn);
-  return launch(
-      fn, "matmul (warpgroup GEMM)", ceilDiv(n, columns), ceilDiv(m, 128), 1,
-      384, unsigned(warpgroupGemmSharedBytes(w.type, parts)), stream, params);
+  return launch(fn, "matmul (warpgroup GEMM)", ceilDiv(n, columns),
+                ceilDiv(m, blockRows), 1, 384,
+                unsigned(warpgroupGemmSharedBytes(w.type, parts, narrow)),
+                stream, params);
 }
 
 bool CudaKernels::fp8GemmApplies(const DeviceWeight &w, int64_t k) {

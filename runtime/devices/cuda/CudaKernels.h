@@ -413,6 +413,7 @@ constexpr int64_t expertGemvScratchBytes(int64_t tokens, int64_t slots,
   X(gemmWgE4m3, "daybreak_gemm_wg_e4m3")                                       \
   X(gemmWgBf16X3, "daybreak_gemm_wg_bf16_x3")                                  \
   X(gemmWgE4m3X3, "daybreak_gemm_wg_e4m3_x3")                                  \
+  X(gemmWgBf16X3Narrow, "daybreak_gemm_wg_bf16_x3_narrow")                     \
   X(splitBf16X3, "daybreak_split_bf16x3")                                      \
   X(toBf16, "daybreak_to_bf16")                                                \
   X(expertGemmWgBf16, "daybreak_expert_gemm_wg_bf16")                          \
