@@ -3758,7 +3758,9 @@ TEST_F(CudaKernelsTest, WarpgroupGemmExact) {
       EXPECT_EQ(firstPastBound(out, exact, bound), -1) << shape;
       EXPECT_EQ(dx.read<float>(x.size()), x) << shape;
 
-      bool takes = CudaKernels::warpgroupGemmApplies(gw, s.m, s.k);
+      bool takes =
+          CudaKernels::warpgroupGemmApplies(gw, s.m, s.k, /*bf16=*/false);
+      EXPECT_EQ(takes, s.m >= kWarpgroupGemmMinRowsExact) << shape;
       ASSERT_EQ(driver->cuMemsetD8(dOut.get(), 0xff, s.m * s.n * 4),
                 CUDA_SUCCESS);
       expectRan(kernels->matmul(dx, gw, gb, s.m, s.n, s.k, dOut, nullptr,

@@ -630,8 +630,8 @@ Status CudaDevice::prepare(const artifact::ArtifactFile &file,
           int64_t n = w.constant[0] + w.perToken[0] * tokens;
           auto need = [&](int64_t t) -> int64_t {
             if (!bf16Inputs)
-              return xAligned && CudaKernels::warpgroupGemmApplies(stored,
-                                                                   rows(t), k)
+              return xAligned && CudaKernels::warpgroupGemmApplies(
+                                     stored, rows(t), k, /*bf16=*/false)
                          ? CudaKernels::warpgroupGemmScratchFloats(rows(t), k,
                                                                    false)
                          : 0;

@@ -1006,7 +1006,7 @@ Status CudaKernels::matmul(CUdeviceptr x, const DeviceWeight &w,
   // The warpgroup MMA: on x rounded to bf16, or exactly on x's three bf16
   // parts where the device planned their scratch (without it, the exact
   // mma.sync GEMM below: the same products, summed in another order).
-  if (warpgroupGemmApplies(w, m, k) && x % 16 == 0 &&
+  if (warpgroupGemmApplies(w, m, k, rounding.bf16) && x % 16 == 0 &&
       (rounding.bf16 ||
        (rounding.scratchFloats >= warpgroupGemmScratchFloats(m, k, false) &&
         rounding.scratch % 16 == 0)))
@@ -1124,10 +1124,11 @@ bool warpgroupGemmRuns(const DeviceWeight &w, int64_t k) {
 } // namespace
 
 bool CudaKernels::warpgroupGemmApplies(const DeviceWeight &w, int64_t m,
-                                       int64_t k) {
-  return m >= (w.type == 1 ? kWarpgroupGemmMinRowsBf16
-                           : kWarpgroupGemmMinRows) &&
-         warpgroupGemmRuns(w, k);
+                                       int64_t k, bool bf16) {
+  int64_t least = !bf16         ? kWarpgroupGemmMinRowsExact
+                  : w.type == 1 ? kWarpgroupGemmMinRowsBf16
+                                : kWarpgroupGemmMinRows;
+  return m >= least && warpgroupGemmRuns(w, k);
 }
 
 int64_t CudaKernels::matmulRoundingFloats(const DeviceWeight &w, int64_t m,

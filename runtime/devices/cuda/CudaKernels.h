@@ -282,6 +282,11 @@ inline constexpr int64_t kTensorGemmRows = 64;
 /// batch of 64: bench/NOTES.md, session 23).
 inline constexpr int64_t kWarpgroupGemmMinRows = 128;
 inline constexpr int64_t kWarpgroupGemmMinRowsBf16 = 9;
+/// The same in the exact default (x in three parts), for both weights:
+/// past the GEMVs' 8 rows the three-part mma.sync GEMM is the slower even
+/// on a mostly empty tile (e4m3 DeepSeek o_proj, 64 rows: 358 us against
+/// 615; 16 rows: 361 against 535; bench/NOTES.md, session 45).
+inline constexpr int64_t kWarpgroupGemmMinRowsExact = 9;
 /// Experts a grouped tensor-core GEMM takes at most (the grouping kernel's
 /// shared counters).
 inline constexpr int64_t kTensorGemmMaxExperts = 4096;
@@ -603,8 +608,10 @@ public:
   /// blockK of 64 (DeepSeek's 128 x 128 blocks) (16-byte rows for the copy
   /// engine), the weight 16-byte aligned, and at least
   /// kWarpgroupGemmMinRows rows (kWarpgroupGemmMinRowsBf16 for a bf16
-  /// weight).
-  static bool warpgroupGemmApplies(const DeviceWeight &w, int64_t m, int64_t k);
+  /// weight; kWarpgroupGemmMinRowsExact for either without `bf16`: x in
+  /// three parts).
+  static bool warpgroupGemmApplies(const DeviceWeight &w, int64_t m, int64_t k,
+                                   bool bf16 = true);
   /// The floats of scratch warpgroupGemm takes for x [m, k]: its bf16
   /// codes (`bf16`: `--precision=bf16`), or its three bf16 parts (exact).
   static int64_t warpgroupGemmScratchFloats(int64_t m, int64_t k, bool bf16) {
