@@ -11,6 +11,11 @@
 # tolerance derived from bf16 rounding (docs/bf16-tolerance.md), and there
 # --precision=fp8 too on FP8 weights. Writes
 # $OUT/gpu-tests.txt.
+#
+# A shorter run, where device time is short (its log says what it left out):
+# DAYBREAK_RUNTIME_TESTS_FILTER, a --gtest_filter for DaybreakRuntimeTests;
+# DAYBREAK_KERNEL_BENCH_ARGS, DaybreakKernelBench's arguments (e.g. "20
+# exact": one family of rows) instead of its whole default run.
 set -uo pipefail
 # DAYBREAK_DEVICE_DIR: where stage-gpu-tests.sh staged (default device/).
 cd "$(dirname "$0")/.."
@@ -54,7 +59,9 @@ fi
   echo "== machine"; nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv
   echo "== NCCL: ${DAYBREAK_NCCL_LIBRARY:-libnccl.so.2 on the loader path}"
   echo "== daybreak-run devices"; ./daybreak-run devices
-  echo "== DaybreakRuntimeTests"; ./DaybreakRuntimeTests --gtest_brief=1 || status=1
+  echo "== DaybreakRuntimeTests${DAYBREAK_RUNTIME_TESTS_FILTER:+ (only $DAYBREAK_RUNTIME_TESTS_FILTER)}"
+  ./DaybreakRuntimeTests --gtest_brief=1 ${DAYBREAK_RUNTIME_TESTS_FILTER:+--gtest_filter="$DAYBREAK_RUNTIME_TESTS_FILTER"} \
+    || status=1
   echo "== DaybreakStepTests: the kernel ABI, and no host allocation in CUDA decode steps"
   DAYBREAK_ARTIFACT=deepseek_v32_small/cuda_fp8.daybreak DAYBREAK_DEVICE=cuda \
     ./DaybreakStepTests || status=1
@@ -161,8 +168,12 @@ fi
   echo "== daybreak-run bench on cuda (event timing, per-launch profile, caches tiled and read back)"
   ./daybreak-run bench deepseek_v32_small/cuda_fp8.daybreak --batch 1,2 --context 16,40 \
     --prefill 32,64 --iterations 5 --fill-tokens 12 --json "${OUT:-.}/bench-small.json" || status=1
-  echo "== kernel timings: generic vs specialised (a benchmark, bench/KernelBench.cpp)"
-  ./DaybreakKernelBench || status=1
+  echo "== kernel timings: generic vs specialised (a benchmark, bench/KernelBench.cpp)${DAYBREAK_KERNEL_BENCH_ARGS:+ (only: $DAYBREAK_KERNEL_BENCH_ARGS)}"
+  # shellcheck disable=SC2086 # the arguments are words
+  ./DaybreakKernelBench ${DAYBREAK_KERNEL_BENCH_ARGS:-} || status=1
   echo "== exit status $status"
+  exit $status
 } 2>&1 | tee "$out"
-exit $status
+# The block runs in the pipeline's subshell: its status is its exit's (a
+# plain `exit $status` here read this shell's, always 0, before session 45).
+exit "${PIPESTATUS[0]}"
