@@ -3733,8 +3733,13 @@ TEST_F(CudaKernelsTest, WarpgroupGemmExact) {
       gw.type = e4m3 ? 2 : 1;
       gw.blockN = f.blockN;
       gw.blockK = f.blockK;
+      // What the device plans for this launch: x's three bf16 parts (6
+      // bytes an element) past the row minimum, else nothing.
       int64_t need = CudaKernels::warpgroupGemmScratchFloats(s.m, s.k, false);
-      EXPECT_EQ(need, (3 * s.m * s.k + 1) / 2);
+      EXPECT_GE(need * 4, 6 * s.m * s.k) << "the parts' 6 bytes an element";
+      EXPECT_EQ(CudaKernels::exactMatmulScratchFloats(gw, s.m, s.k, true),
+                s.m >= kWarpgroupGemmMinRowsExact ? need : 0);
+      EXPECT_EQ(CudaKernels::exactMatmulScratchFloats(gw, s.m, s.k, false), 0);
       Buffer dx(*driver, x), dw(*driver, w.bytes), ds(*driver, w.scales),
           dOut(*driver, s.m * s.n * 4), dScratch(*driver, need * 4);
       std::unique_ptr<Buffer> db;

@@ -573,121 +573,115 @@ Status CudaDevice::prepare(const artifact::ArtifactFile &file,
   // tensor-core GEMMs take it (more than 8 rows of 16-byte aligned x on a
   // weight they apply to), so at most 8 rows of such a launch are copied.
   // The exact default takes scratch only for the warpgroup GEMMs' three
-  // bf16 parts of x (warpgroupGemmScratchFloats).
-  {
-    for (const runtime::PreparedStep &step : prepared)
-      for (const PreparedLaunch &l : step.launches) {
-        namespace K = abi;
-        bool matmul = l.kernel == K::KernelId::Matmul ||
-                      l.kernel == K::KernelId::Fp8Matmul;
-        bool experts = l.kernel == K::KernelId::ExpertMatmul;
-        if (!matmul && !experts && l.kernel != K::KernelId::HeadMatmul &&
-            l.kernel != K::KernelId::Mxfp4ExpertMatmul)
-          continue;
-        if (!bf16Inputs && !matmul)
-          continue;
-        // Operand 0 is the input, 1 the weight, in all five.
-        const runtime::PreparedArg &x = l.args[0], &w = l.args[1];
-        if (w.dtype == artifact::F32)
-          continue;
-        auto numel = [&](int64_t tokens) {
-          int64_t n = 1;
-          for (int d = 0; d < x.rank; ++d)
-            n *= x.constant[d] + x.perToken[d] * tokens;
-          return n;
-        };
-        int64_t tokens = m.max_tokens();
-        int64_t k = w.constant[w.rank - 1] + w.perToken[w.rank - 1] * tokens;
-        DeviceWeight stored;
-        stored.type = w.dtype == artifact::BF16 ? 1 : 2;
-        stored.blockK = 128;
-        if (l.kernel == K::KernelId::Fp8Matmul)
-          stored.blockK = l.ints(abi::Fp8Matmul::P::block_size)[1];
-        stored.blockN = 128;
-        if (l.kernel == K::KernelId::Fp8Matmul)
-          stored.blockN = l.ints(abi::Fp8Matmul::P::block_size)[0];
-        if (experts && l.has(abi::ExpertMatmul::P::block_size)) {
-          stored.blockN = l.ints(abi::ExpertMatmul::P::block_size)[0];
-          stored.blockK = l.ints(abi::ExpertMatmul::P::block_size)[1];
-        }
-        bool xAligned =
-            x.kind == runtime::PreparedArg::Kind::Buffer && x.offset % 16 == 0;
-        if (matmul) {
-          // Each path needs more with more rows: the most is at 8 tokens,
-          // at the last token count below the many-row GEMMs' row minimum,
-          // and at the most. The FP8 GEMM's split-K partials grow with the
-          // rows on a recorded tile; without one, its splits are chosen
-          // per row count, so every count past the GEMVs' is asked.
-          auto rows = [&](int64_t t) {
-            return numel(t) / std::max<int64_t>(k, 1);
-          };
-          // A decode step takes a token a sequence (one a cache slot): a
-          // recorded tile's split partials are sized for those, not for
-          // the prefill budget.
-          if (step.step->name() == "decode")
-            tokens = std::min(tokens, m.max_batch());
-          const Fp8GemmTile &tile = gemmTiles[l.ordinal];
-          int64_t n = w.constant[0] + w.perToken[0] * tokens;
-          auto need = [&](int64_t t) -> int64_t {
-            if (!bf16Inputs)
-              return xAligned && CudaKernels::warpgroupGemmApplies(
-                                     stored, rows(t), k, /*bf16=*/false)
-                         ? CudaKernels::warpgroupGemmScratchFloats(rows(t), k,
-                                                                   false)
-                         : 0;
-            return kernels->matmulRoundingFloats(stored, rows(t), n, k,
-                                                 xAligned, fp8Inputs,
-                                                 tile.rows ? &tile : nullptr);
-          };
-          int64_t below = std::min<int64_t>(tokens, kWarpgroupGemmMinRows);
-          while (below > 1 && rows(below) >= kWarpgroupGemmMinRows)
-            --below;
-          for (int64_t t : {std::min<int64_t>(tokens, 8), below, tokens})
-            roundScratchFloats = std::max(roundScratchFloats, need(t));
-          if (fp8Inputs && !tile.rows && stored.type == 2)
-            for (int64_t t = 9; t < tokens; ++t)
-              roundScratchFloats = std::max(roundScratchFloats, need(t));
-          continue;
-        }
-        if (experts && (stored.type == 1 || w.dtype == artifact::F8E4M3FN)) {
-          // CudaKernels's own need (expertRoundingFloats): each of its
-          // paths needs more with more tokens, so the most is at the last
-          // token count of each: 8 (the GEMVs), the last below the
-          // warpgroup GEMM's row minimum, and the most tokens.
-          using In = abi::ExpertMatmul::In;
-          const runtime::PreparedArg &indices = l.args[In::indices];
-          int64_t slots = indices.constant[1] + indices.perToken[1] * tokens;
-          bool perSlot = x.rank == 3; // x [T, slots, K]
-          int64_t below =
-              (kWarpgroupGemmMinRows - 1) / std::max<int64_t>(slots, 1);
-          for (int64_t t : {std::min<int64_t>(tokens, 8),
-                            std::min<int64_t>(tokens, below), tokens})
-            roundScratchFloats =
-                std::max(roundScratchFloats,
-                         CudaKernels::expertRoundingFloats(
-                             stored, w.constant[0], w.constant[1], k, t, slots,
-                             perSlot, xAligned, fp8Inputs));
-          continue;
-        }
-        if (l.kernel == K::KernelId::HeadMatmul) {
-          // x [T, H, K]: none on the tensor-core GEMM (headMatmul's own
-          // rule; weights start 256-byte aligned), else all of it.
-          bool transpose = l.has(abi::HeadMatmul::P::transpose_weight) &&
-                           l.i(abi::HeadMatmul::P::transpose_weight);
-          int64_t heads = x.constant[1] + x.perToken[1] * tokens;
-          roundScratchFloats = std::max(
-              roundScratchFloats,
-              CudaKernels::headMatmulRoundingFloats(
-                  stored, transpose,
-                  numel(tokens) / std::max<int64_t>(heads * k, 1), heads, k,
-                  xAligned && CudaKernels::headRowsAligned(
-                                  x.offset, x.rowStride ? x.rowStride : k),
-                  x.rowStride));
-          continue;
-        }
-        roundScratchFloats = std::max(roundScratchFloats, numel(tokens));
+  // bf16 parts of x (exactMatmulScratchFloats).
+  for (const runtime::PreparedStep &step : prepared)
+    for (const PreparedLaunch &l : step.launches) {
+      namespace K = abi;
+      bool matmul =
+          l.kernel == K::KernelId::Matmul || l.kernel == K::KernelId::Fp8Matmul;
+      bool experts = l.kernel == K::KernelId::ExpertMatmul;
+      if (!matmul && !experts && l.kernel != K::KernelId::HeadMatmul &&
+          l.kernel != K::KernelId::Mxfp4ExpertMatmul)
+        continue;
+      if (!bf16Inputs && !matmul)
+        continue;
+      // Operand 0 is the input, 1 the weight, in all five.
+      const runtime::PreparedArg &x = l.args[0], &w = l.args[1];
+      if (w.dtype == artifact::F32)
+        continue;
+      auto numel = [&](int64_t tokens) {
+        int64_t n = 1;
+        for (int d = 0; d < x.rank; ++d)
+          n *= x.constant[d] + x.perToken[d] * tokens;
+        return n;
+      };
+      int64_t tokens = m.max_tokens();
+      int64_t k = w.constant[w.rank - 1] + w.perToken[w.rank - 1] * tokens;
+      DeviceWeight stored;
+      stored.type = w.dtype == artifact::BF16 ? 1 : 2;
+      stored.blockK = 128;
+      if (l.kernel == K::KernelId::Fp8Matmul)
+        stored.blockK = l.ints(abi::Fp8Matmul::P::block_size)[1];
+      stored.blockN = 128;
+      if (l.kernel == K::KernelId::Fp8Matmul)
+        stored.blockN = l.ints(abi::Fp8Matmul::P::block_size)[0];
+      if (experts && l.has(abi::ExpertMatmul::P::block_size)) {
+        stored.blockN = l.ints(abi::ExpertMatmul::P::block_size)[0];
+        stored.blockK = l.ints(abi::ExpertMatmul::P::block_size)[1];
       }
-  }
+      bool xAligned =
+          x.kind == runtime::PreparedArg::Kind::Buffer && x.offset % 16 == 0;
+      if (matmul) {
+        // Each path needs more with more rows: the most is at 8 tokens,
+        // at the last token count below the many-row GEMMs' row minimum,
+        // and at the most. The FP8 GEMM's split-K partials grow with the
+        // rows on a recorded tile; without one, its splits are chosen
+        // per row count, so every count past the GEMVs' is asked.
+        auto rows = [&](int64_t t) {
+          return numel(t) / std::max<int64_t>(k, 1);
+        };
+        // A decode step takes a token a sequence (one a cache slot): a
+        // recorded tile's split partials are sized for those, not for
+        // the prefill budget.
+        if (step.step->name() == "decode")
+          tokens = std::min(tokens, m.max_batch());
+        const Fp8GemmTile &tile = gemmTiles[l.ordinal];
+        int64_t n = w.constant[0] + w.perToken[0] * tokens;
+        auto need = [&](int64_t t) -> int64_t {
+          if (!bf16Inputs)
+            return CudaKernels::exactMatmulScratchFloats(stored, rows(t), k,
+                                                         xAligned);
+          return kernels->matmulRoundingFloats(stored, rows(t), n, k, xAligned,
+                                               fp8Inputs,
+                                               tile.rows ? &tile : nullptr);
+        };
+        int64_t below = std::min<int64_t>(tokens, kWarpgroupGemmMinRows);
+        while (below > 1 && rows(below) >= kWarpgroupGemmMinRows)
+          --below;
+        for (int64_t t : {std::min<int64_t>(tokens, 8), below, tokens})
+          roundScratchFloats = std::max(roundScratchFloats, need(t));
+        if (fp8Inputs && !tile.rows && stored.type == 2)
+          for (int64_t t = 9; t < tokens; ++t)
+            roundScratchFloats = std::max(roundScratchFloats, need(t));
+        continue;
+      }
+      if (experts && (stored.type == 1 || w.dtype == artifact::F8E4M3FN)) {
+        // CudaKernels's own need (expertRoundingFloats): each of its
+        // paths needs more with more tokens, so the most is at the last
+        // token count of each: 8 (the GEMVs), the last below the
+        // warpgroup GEMM's row minimum, and the most tokens.
+        using In = abi::ExpertMatmul::In;
+        const runtime::PreparedArg &indices = l.args[In::indices];
+        int64_t slots = indices.constant[1] + indices.perToken[1] * tokens;
+        bool perSlot = x.rank == 3; // x [T, slots, K]
+        int64_t below =
+            (kWarpgroupGemmMinRows - 1) / std::max<int64_t>(slots, 1);
+        for (int64_t t : {std::min<int64_t>(tokens, 8),
+                          std::min<int64_t>(tokens, below), tokens})
+          roundScratchFloats = std::max(
+              roundScratchFloats, CudaKernels::expertRoundingFloats(
+                                      stored, w.constant[0], w.constant[1], k,
+                                      t, slots, perSlot, xAligned, fp8Inputs));
+        continue;
+      }
+      if (l.kernel == K::KernelId::HeadMatmul) {
+        // x [T, H, K]: none on the tensor-core GEMM (headMatmul's own
+        // rule; weights start 256-byte aligned), else all of it.
+        bool transpose = l.has(abi::HeadMatmul::P::transpose_weight) &&
+                         l.i(abi::HeadMatmul::P::transpose_weight);
+        int64_t heads = x.constant[1] + x.perToken[1] * tokens;
+        roundScratchFloats = std::max(
+            roundScratchFloats,
+            CudaKernels::headMatmulRoundingFloats(
+                stored, transpose,
+                numel(tokens) / std::max<int64_t>(heads * k, 1), heads, k,
+                xAligned && CudaKernels::headRowsAligned(
+                                x.offset, x.rowStride ? x.rowStride : k),
+                x.rowStride));
+        continue;
+      }
+      roundScratchFloats = std::max(roundScratchFloats, numel(tokens));
+    }
 
   // Everything lives in one allocation, sized here: the weights, the page
   // table, the caches, the arena, the attention partials and the generated

@@ -1006,11 +1006,13 @@ Status CudaKernels::matmul(CUdeviceptr x, const DeviceWeight &w,
   // The warpgroup MMA: on x rounded to bf16, or exactly on x's three bf16
   // parts where the device planned their scratch (without it, the exact
   // mma.sync GEMM below: the same products, summed in another order).
-  if (warpgroupGemmApplies(w, m, k, rounding.bf16) && x % 16 == 0 &&
-      (rounding.bf16 ||
-       (rounding.scratchFloats >= warpgroupGemmScratchFloats(m, k, false) &&
-        rounding.scratch % 16 == 0)))
+  if (rounding.bf16 && warpgroupGemmApplies(w, m, k) && x % 16 == 0)
     return warpgroupGemm(x, w, bias, m, n, k, out, stream, rounding);
+  if (!rounding.bf16 && rounding.scratch % 16 == 0) {
+    int64_t parts = exactMatmulScratchFloats(w, m, k, x % 16 == 0);
+    if (parts > 0 && parts <= rounding.scratchFloats)
+      return warpgroupGemm(x, w, bias, m, n, k, out, stream, rounding);
+  }
   if (m > 8 && tensorGemmApplies(w, k) && x % 16 == 0)
     return tensorGemm(x, w, bias, m, n, k, out, stream,
                       rounding.bf16 && w.type != 0);

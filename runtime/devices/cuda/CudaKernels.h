@@ -617,6 +617,16 @@ public:
   static int64_t warpgroupGemmScratchFloats(int64_t m, int64_t k, bool bf16) {
     return bf16 ? (m * k + 1) / 2 : (3 * m * k + 1) / 2;
   }
+  /// The floats of InputRounding scratch matmul() takes for this launch in
+  /// the exact default (no rounding): x's three bf16 parts where the exact
+  /// warpgroupGemm applies (x 16-byte aligned: `xAligned`), else none.
+  /// matmul() takes that path only given at least this much.
+  static int64_t exactMatmulScratchFloats(const DeviceWeight &w, int64_t m,
+                                          int64_t k, bool xAligned) {
+    return xAligned && warpgroupGemmApplies(w, m, k, /*bf16=*/false)
+               ? warpgroupGemmScratchFloats(m, k, /*bf16=*/false)
+               : 0;
+  }
   /// The floats of InputRounding scratch that matmul() with `rounding.bf16`
   /// uses for this launch (`xAligned`: x 16-byte aligned): x rounded to
   /// bf16 codes for warpgroupGemm, x rounded as fp32 for the paths without
