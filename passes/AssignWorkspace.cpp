@@ -4,7 +4,10 @@
 // column view (plan.column_view) is its source's. Each allocation lives from
 // the first to the last launch or host step that touches it; step inputs
 // and outputs live through the whole step, since the host writes them
-// before and reads them after. Allocations are placed
+// before and reads them after. What a side-queue launch touches lives until
+// the first launch that joins it (`join_queue` past its place among the
+// side launches; the step's end without one): it runs beside the launches
+// in between. Allocations are placed
 // largest first at the lowest 256-byte-aligned offset that overlaps no
 // placed allocation live at the same time. Each buffer records its range of
 // launches as `live = array<i64: first, last>`.
@@ -58,6 +61,18 @@ struct AssignWorkspacePass
     llvm::StringMap<Allocation *> byName;
     llvm::DenseMap<Value, Allocation *> ofValue;
     int64_t end = 0;
+    // What each side launch not yet joined touches, by its place among the
+    // step's side launches.
+    SmallVector<std::pair<int64_t, Allocation *>> sideTouched;
+    int64_t sideLaunches = 0;
+    auto joinSide = [&](int64_t count, int64_t index) {
+      llvm::erase_if(sideTouched, [&](std::pair<int64_t, Allocation *> &t) {
+        if (t.first >= count)
+          return false;
+        t.second->last = std::max(t.second->last, index);
+        return true;
+      });
+    };
     for (Operation &op : body) {
       if (auto buffer = dyn_cast<plan::BufferOp>(op)) {
         Allocation *&slot = byName[buffer.getName()];
@@ -96,12 +111,20 @@ struct AssignWorkspacePass
         continue;
       }
       int64_t index = end++;
+      if (auto join = op.getAttrOfType<IntegerAttr>(plan::kJoinQueueAttr))
+        joinSide(join.getInt(), index);
+      auto queue = op.getAttrOfType<IntegerAttr>(plan::kQueueAttr);
+      bool side = queue && queue.getInt() != 0;
       for (Value operand : op.getOperands())
         if (Allocation *a = ofValue.lookup(operand)) {
           a->first = std::min(a->first, index);
           a->last = std::max(a->last, index);
+          if (side)
+            sideTouched.push_back({sideLaunches, a});
         }
+      sideLaunches += side;
     }
+    joinSide(sideLaunches, end);
 
     SmallVector<Allocation *> order;
     for (auto &a : allocations)

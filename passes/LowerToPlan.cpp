@@ -157,6 +157,9 @@ private:
   int64_t maxBatch;
   /// The tokens the step being lowered is planned for.
   int64_t stepTokens = 0;
+  /// The MXFP4 conversions (all_from_tokens ones) lowered so far in the
+  /// step: they alternate between two workspaces.
+  int64_t overlappedConversions = 0;
   int64_t kvCacheTokens;
   /// The device whose kernels the plan.kernel declarations name.
   plan::KernelTarget target;
@@ -792,12 +795,36 @@ LogicalResult Lowering::lowerOp(Operation *op) {
         SmallVector<Value> results;
         for (Value r : convert->getResults())
           results.push_back(buffer(r));
+        std::optional<int64_t> allFrom = convert.getAllFromTokens();
+        // An overlapped conversion runs while the one before it is still
+        // read (plan-overlap-conversions), so consecutive ones take two
+        // workspaces in turn: "mxfp4_workspace.<0 or 1>.codes" and so on.
+        std::string set =
+            allFrom ? std::to_string(overlappedConversions++ % 2) + "." : "";
         StringRef shared[] = {plan::kMxfp4WorkspaceCodes,
                               plan::kMxfp4WorkspaceScales,
                               plan::kMxfp4WorkspaceBias};
-        for (auto [name, result] : llvm::zip_first(shared, results))
-          cast<plan::BufferOp>(result.getDefiningOp()).setName(name);
-        return launch(loc, "mxfp4_to_fp8_experts", *operands, results, {});
+        for (auto [name, result] : llvm::zip_first(shared, results)) {
+          auto [prefix, role] = name.split('.');
+          cast<plan::BufferOp>(result.getDefiningOp())
+              .setName((prefix + "." + set + role).str());
+        }
+        if (!allFrom)
+          return launch(loc, "mxfp4_to_fp8_experts", *operands, results, {});
+        // Every expert, from all_from_tokens tokens on (reads only weights),
+        // then the selection below that count or the indices as slots.
+        using In = abi::Mxfp4ToFp8Experts::In;
+        NamedAttribute from[] = {
+            b.getNamedAttr("from_tokens", b.getI64IntegerAttr(*allFrom))};
+        if (failed(launch(loc, "mxfp4_to_fp8_all_experts",
+                          {(*operands)[In::weight], (*operands)[In::scales],
+                           (*operands)[In::bias]},
+                          ValueRange(results).take_front(3), from)))
+          return failure();
+        NamedAttribute selectBelow[] = {
+            b.getNamedAttr("all_from_tokens", b.getI64IntegerAttr(*allFrom))};
+        return launch(loc, "mxfp4_to_fp8_experts", *operands, results,
+                      selectBelow);
       })
       .Case<lm::ShortConvOp, lm::KdaChunkOp, lm::KdaStepOp, lm::DsaKpoolOp>(
           [&](auto scan) -> LogicalResult {
@@ -980,6 +1007,7 @@ LogicalResult Lowering::lowerFunction(func::FuncOp func) {
   provisionalArena = 0;
   poolLayers.clear();
   // Decode runs one token per sequence.
+  overlappedConversions = 0;
   stepTokens = func.getSymName() == "decode" && maxBatch > 0
                    ? std::min(maxTokens, maxBatch)
                    : maxTokens;

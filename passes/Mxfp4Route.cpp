@@ -98,6 +98,13 @@ struct Mxfp4RoutePass
                             "max-tokens, got ")
              << maxTokens;
     int64_t slots = std::min<int64_t>(experts, maxTokens * topK);
+    std::optional<int64_t> allFrom;
+    if (overlap)
+      allFrom = allExpertsFromTokens(experts, topK);
+    if (allFrom && (*allFrom > maxTokens || maxTokens * topK < experts))
+      allFrom.reset(); // no step of this limit selects nearly every expert
+    if (allFrom)
+      slots = experts;
     int64_t n = weightType.getDimSize(1);
     auto convert = lm::Mxfp4ToFp8ExpertsOp::create(
         b, loc,
@@ -106,11 +113,29 @@ struct Mxfp4RoutePass
         RankedTensorType::get({slots, n, scaleType.getDimSize(2)},
                               b.getF32Type()),
         RankedTensorType::get({slots, n}, b.getF32Type()), indexType,
-        op.getWeight(), op.getScales(), op.getIndices(), op.getBias());
+        op.getWeight(), op.getScales(), op.getIndices(), op.getBias(),
+        allFrom ? b.getI64IntegerAttr(*allFrom) : IntegerAttr());
     Value dense = dequant(b, loc, convert.getCodes(), convert.getBlockScales());
     replace(b, op, dense, convert.getSlots(),
             op.getBias() ? convert.getSlotBias() : Value());
     return success();
+  }
+
+  /// The least token count T at which uniformly routed tokens, k distinct
+  /// experts each of E, leave at most a tenth of the experts unselected in
+  /// expectation: (1 - k / E)^T <= 0.1. From there converting every expert
+  /// moves at most about 1 / 0.9 of the selection's bytes.
+  static std::optional<int64_t> allExpertsFromTokens(int64_t experts,
+                                                     int64_t topK) {
+    if (topK < 1 || experts < 1)
+      return std::nullopt;
+    if (topK >= experts)
+      return 1;
+    double missed = 1.0, keep = 1.0 - double(topK) / double(experts);
+    for (int64_t tokens = 1; tokens <= (int64_t(1) << 20); ++tokens)
+      if ((missed *= keep) <= 0.1)
+        return tokens;
+    return std::nullopt;
   }
 
   /// E4M3 codes times their [1, 32] block scales: the form lm.expert_matmul

@@ -51,6 +51,15 @@ def LmMxfp4Route : Pass<"lm-mxfp4-route", "mlir::ModuleOp"> {
       a decode step's few tokens per expert give the FP8 GEMM nothing to
       gain it back with.
 
+    With `overlap` (the online route), where a step of `max-tokens` tokens
+    can select nearly every expert, the conversion takes every expert into
+    a workspace of E slots from the token count `T0` where uniformly routed
+    tokens would select 90 % of them (`all_from_tokens = T0`, the least T
+    with `(1 - k / E)^T <= 0.1`): converting all of them then costs at most
+    about a ninth more than the selection and needs no routing, so
+    `plan-overlap-conversions` can run it beside the layer before. Steps
+    below `T0` tokens convert their selection as before.
+
     ```mlir
     // route=online
     %c, %s, %b, %slots = lm.mxfp4_to_fp8_experts %w, %sc, %idx bias %bias
@@ -66,6 +75,10 @@ def LmMxfp4Route : Pass<"lm-mxfp4-route", "mlir::ModuleOp"> {
     Option<"convertInDecode", "convert-in-decode", "bool", "false",
            "online route: convert in the @decode step too (by default it "
            "reads the packed experts directly)">,
+    Option<"overlap", "overlap", "bool", "false",
+           "online route: convert every expert (all_from_tokens) from the "
+           "token count where a step selects nearly all of them, so that the "
+           "conversion can run ahead of the routing">,
   ];
   let dependentDialects = ["::mlir::arith::ArithDialect"];
   let statistics = [
@@ -450,6 +463,40 @@ def LmLowerToPlan : Pass<"lm-lower-to-plan", "mlir::ModuleOp"> {
                            "::mlir::scf::SCFDialect"];
 }
 
+def PlanOverlapConversions
+    : Pass<"plan-overlap-conversions", "mlir::ModuleOp"> {
+  let summary = "run the MXFP4 all-expert conversions on the side queue, early";
+  let description = [{
+    Moves each `mxfp4_to_fp8_all_experts` launch (the online route's
+    conversion of every expert, `lm-mxfp4-route{overlap}`) as early in its
+    step as its data allow: past every launch that neither writes what it
+    reads (weights, which nothing writes) nor touches what it writes (its
+    workspace, which `lm-lower-to-plan` alternates between two, so the
+    conversion for layer l + 1 follows the expert matmul of layer l - 1
+    that reads the same workspace). It then runs on the side queue
+    (`queue = 1`) beside the main launches in between (the previous layer's
+    expert GEMMs, the attention and routing of its own), and the first
+    later launch that touches its workspace waits for it: `join_queue = n`,
+    its place among the step's side launches plus one (the side queue runs
+    in program order, so that covers the ones before it, and none after).
+    Buffer definitions it needs move with it; it does not pass another side
+    launch. A conversion that cannot move stays on the main queue.
+    `plan-assign-workspace` keeps what a side launch touches live until its
+    join.
+
+    ```mlir
+    plan.launch @expert_matmul.7 ...             // layer l - 1, workspace 0
+    plan.launch @mxfp4_to_fp8_all_experts.9 ... {queue = 1 : i64}   // l + 1
+    ...                                           // layer l
+    plan.launch @mxfp4_to_fp8_experts.8 ... {join_queue = 3 : i64}  // l + 1
+    ```
+  }];
+  let statistics = [
+    Statistic<"numOverlapped", "num-overlapped",
+              "conversions moved to the side queue">,
+  ];
+}
+
 def PlanAssignWorkspace : Pass<"plan-assign-workspace", "mlir::ModuleOp"> {
   let summary = "place each step's buffers in one arena by liveness";
   let description = [{
@@ -458,8 +505,11 @@ def PlanAssignWorkspace : Pass<"plan-assign-workspace", "mlir::ModuleOp"> {
     overlap, first fit by decreasing size. Buffers of one name are one
     allocation, sized for the largest and live over all of their uses:
     reshapes (aliases of their source) and the MXFP4 online route's
-    workspace (`mxfp4_workspace.*`), which every MoE layer reuses. Sets the
-    step's arena size to the peak.
+    workspace (`mxfp4_workspace.*`), which every MoE layer reuses. What a
+    side-queue launch (`queue = 1`) touches stays live until the launch
+    that joins it (`join_queue = 1`; the step's end without one), since it
+    runs beside the launches in between. Sets the step's arena size to the
+    peak.
   }];
   let statistics = [
     Statistic<"peakBytes", "peak-bytes", "largest arena over the steps">,

@@ -555,7 +555,11 @@ artifact::emitArtifact(ModuleOp module, const importers::Checkpoint &checkpoint,
           StringRef name = attr.getName();
           if (name == plan::kSpecializedAttr)
             l->set_specialized(cast<StringAttr>(attr.getValue()).str());
-          else if (name != plan::kNumResultsAttr && name != plan::kAbsentAttr)
+          else if (name == plan::kQueueAttr)
+            l->set_queue(cast<IntegerAttr>(attr.getValue()).getInt());
+          else if (name == plan::kJoinQueueAttr)
+            l->set_join_queue(cast<IntegerAttr>(attr.getValue()).getInt());
+          else if (!plan::isLaunchLevelAttr(name))
             addParam(*l, name, attr.getValue());
         }
       } else {

@@ -68,6 +68,8 @@ void pipeline::buildLmPipeline(OpPassManager &pm, const Options &options,
                          : std::string("direct");
   route.maxTokens = options.maxTokens;
   route.convertInDecode = options.mxfp4ConvertInDecode;
+  route.overlap =
+      options.mxfp4Overlap.value_or(target && target->getDefaultMxfp4Overlap());
   pm.addPass(createLmMxfp4Route(route));
   // Absorbed MLA matrices, dequantised experts and the offline route's
   // converted experts are computed once here, not per step.
@@ -133,6 +135,9 @@ void pipeline::buildLowerToPlanPipeline(OpPassManager &pm,
   lower.kvCacheTokens = options.kvCacheTokens;
   lower.target = options.target;
   pm.addPass(createLmLowerToPlan(lower));
+  // The online MXFP4 route's all-expert conversions run ahead, beside the
+  // layer before theirs (before the arena is planned: it moves launches).
+  pm.addPass(createPlanOverlapConversions());
   // Buffers share the arena by liveness.
   pm.addPass(createPlanAssignWorkspace());
   // What the target does with the finished plan (CUDA: its library kernels
@@ -406,10 +411,10 @@ static llvm::Error compileWith(const Options &options, const Options &given,
     int64_t saved = int64_t(m.mxfp4_offline_bytes()) -
                     int64_t(m.mxfp4_stored_bytes() + m.mxfp4_workspace_bytes());
     log << "  mxfp4 experts:    route " << artifact::mxfp4RouteText(*manifest)
-        << ", "
-        << formatBytes(m.mxfp4_stored_bytes()) << " stored, workspace "
-        << formatBytes(m.mxfp4_workspace_bytes())
-        << " (shared by all layers, in the arena); offline would store "
+        << ", " << formatBytes(m.mxfp4_stored_bytes()) << " stored, workspace "
+        << formatBytes(m.mxfp4_workspace_bytes()) << " ("
+        << artifact::mxfp4WorkspaceText(*manifest)
+        << ", in the arena); offline would store "
         << formatBytes(m.mxfp4_offline_bytes()) << ": "
         << (saved >= 0 ? "saves " : "costs ")
         << formatBytes(uint64_t(saved >= 0 ? saved : -saved)) << "\n";

@@ -19,6 +19,7 @@
 #include "llvm/Support/raw_ostream.h"
 
 #include <functional>
+#include <optional>
 #include <string>
 
 namespace daybreak::pipeline {
@@ -63,6 +64,11 @@ struct Options {
   /// The online route converts in the decode step too (by default decode
   /// reads the packed experts).
   bool mxfp4ConvertInDecode = false;
+  /// The online route converts every expert, on the side queue beside the
+  /// layer before, in steps that select nearly all of them
+  /// (lm-mxfp4-route's overlap, plan-overlap-conversions); unset: the
+  /// target's choice.
+  std::optional<bool> mxfp4Overlap;
   /// Keep checkpoint tensors in the checkpoint's files (--weights=reference).
   bool weightsByReference = false;
   /// Tensor- and expert-parallel ranks (--tensor-parallel,

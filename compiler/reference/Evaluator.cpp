@@ -567,7 +567,8 @@ llvm::Error FrameEvaluator::evaluateLm(Operation *op) {
       .Case([&](Mxfp4ToFp8ExpertsOp o) -> llvm::Error {
         auto converted = mxfp4ToFp8Experts(
             get(o.getWeight()), get(o.getScales()), get(o.getIndices()),
-            get(o.getBias()), o.getCodes().getType().getDimSize(0));
+            get(o.getBias()), o.getCodes().getType().getDimSize(0),
+            o.getAllFromTokens());
         if (!converted)
           return converted.takeError();
         if (llvm::Error err = bind(o.getCodes(), std::move(converted->codes)))

@@ -128,13 +128,15 @@ llvm::Expected<Tensor> mxfp4ExpertMatmul(const Tensor &x, const Tensor &w,
 /// exactly), blockScales [S, N, K / 32] (f32), slotBias [S, N] (f32, zero
 /// without `bias`), slots [T, k] (the slot of each entry, -1 kept). Unused
 /// slots are zero. Errors on an expert id outside [-1, E) or more distinct
-/// experts than slots.
+/// experts than slots. With `allFromTokens` and T >= it, expert e goes to
+/// slot e (S must be E) and slots are the indices.
 struct Mxfp4Fp8Experts {
   Tensor codes, blockScales, slotBias, slots;
 };
 llvm::Expected<Mxfp4Fp8Experts>
 mxfp4ToFp8Experts(const Tensor &w, const Tensor &scales, const Tensor &indices,
-                  const Tensor &bias, int64_t slotCount);
+                  const Tensor &bias, int64_t slotCount,
+                  std::optional<int64_t> allFromTokens = std::nullopt);
 
 /// Grouped expert matmul over plain float weights w [E, N, K]; the same
 /// routing semantics as mxfp4ExpertMatmul.

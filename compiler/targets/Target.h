@@ -74,6 +74,10 @@ public:
   /// The MXFP4 expert route (lm-mxfp4-route) when --mxfp4-route is not
   /// given: "direct" by default (docs/mxfp4.md says why per target).
   virtual llvm::StringRef getDefaultMxfp4Route() const { return "direct"; }
+  /// Whether the online MXFP4 route overlaps its conversions by default
+  /// (lm-mxfp4-route's overlap): where the device runs a side queue beside
+  /// the main one. A device that runs both in order gains nothing.
+  virtual bool getDefaultMxfp4Overlap() const { return false; }
 
   /// Why this build cannot write the target's artifacts, or "" when it can.
   virtual std::string getArtifactUnavailableReason() const { return ""; }

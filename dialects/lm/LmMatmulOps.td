@@ -114,6 +114,14 @@ def Lm_Mxfp4ToFp8ExpertsOp : Lm_Op<"mxfp4_to_fp8_experts", [Pure]> {
     unspecified (the reference evaluator zeroes them, the kernels leave
     them).
 
+    With `all_from_tokens = T0` (the online route's overlapped conversion,
+    which needs `S = E`), a step of `T >= T0` tokens (the rows of
+    `indices`) holds every expert `e` in slot `e` and `slots` is `indices`
+    (ids outside [0, E) as -1): such a step selects nearly every expert, so
+    converting all of them needs no routing and can run ahead of it, beside
+    the previous layer (plan-overlap-conversions). Below `T0` it is the
+    selection above. `lm.expert_matmul` computes the same either way.
+
     ```mlir
     %c, %s, %b, %slots = lm.mxfp4_to_fp8_experts %w, %sc, %idx bias %bias
         : (tensor<8x128x64xf4E2M1FN>, tensor<8x128x2xf8E8M0FNU>,
@@ -124,7 +132,8 @@ def Lm_Mxfp4ToFp8ExpertsOp : Lm_Op<"mxfp4_to_fp8_experts", [Pure]> {
   }];
   let arguments = (ins Lm_Fp4Tensor:$weight, Lm_E8M0Tensor:$scales,
                        Lm_IndexTensor:$indices,
-                       Optional<Lm_WeightTensor>:$bias);
+                       Optional<Lm_WeightTensor>:$bias,
+                       OptionalAttr<I64Attr>:$all_from_tokens);
   let results = (outs Lm_Fp8Tensor:$codes, Lm_F32Tensor:$block_scales,
                       Lm_F32Tensor:$slot_bias, Lm_IndexTensor:$slots);
   let assemblyFormat = [{

@@ -416,6 +416,15 @@ LogicalResult Mxfp4ToFp8ExpertsOp::verify() {
       (!ShapedType::isDynamic(experts) && slots > experts))
     return emitOpError("expects a static workspace of 1 to E = ")
            << experts << " expert slots, got " << slots;
+  if (std::optional<int64_t> from = getAllFromTokens()) {
+    if (*from < 1)
+      return emitOpError("expects all_from_tokens to be positive, got ")
+             << *from;
+    if (slots != experts)
+      return emitOpError("with all_from_tokens expects a workspace of every "
+                         "expert (E = ")
+             << experts << " slots), got " << slots;
+  }
   return c.sameShape("slots", getSlots(), "indices", indices);
 }
 

@@ -324,8 +324,7 @@ LogicalResult daybreak::plan::verifyKernelAbi(LaunchOp launch,
   // Every parameter declared and of its type, every required one present.
   for (NamedAttribute attr : launch->getDiscardableAttrs()) {
     StringRef name = attr.getName();
-    if (name == kNumResultsAttr || name == kAbsentAttr ||
-        name == kSpecializedAttr)
+    if (isLaunchLevelAttr(name))
       continue;
     int index = decl->paramIndex(name);
     if (index < 0)

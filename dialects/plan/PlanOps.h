@@ -29,6 +29,23 @@ namespace daybreak::plan {
 inline constexpr llvm::StringLiteral kNumResultsAttr = "num_results";
 inline constexpr llvm::StringLiteral kAbsentAttr = "absent";
 inline constexpr llvm::StringLiteral kSpecializedAttr = "specialized";
+/// The launch's queue: absent or 0 the step's main queue, 1 the side queue
+/// (plan-overlap-conversions). A side launch runs after every launch before
+/// it on the main queue and beside the main launches after it, until a
+/// launch joins it; side launches run in program order among themselves.
+/// A device may run the queues as one, in order: that is always a valid
+/// schedule.
+inline constexpr llvm::StringLiteral kQueueAttr = "queue";
+/// On a main-queue launch, `join_queue = n`: first wait for the step's
+/// first n side launches (in program order) to finish.
+inline constexpr llvm::StringLiteral kJoinQueueAttr = "join_queue";
+/// Whether `name` is one of the launch-level attributes above (not a kernel
+/// parameter).
+inline bool isLaunchLevelAttr(llvm::StringRef name) {
+  return name == kNumResultsAttr || name == kAbsentAttr ||
+         name == kSpecializedAttr || name == kQueueAttr ||
+         name == kJoinQueueAttr;
+}
 
 /// The nested module of kernels the compiler generates (fused elementwise
 /// bodies), which each target's code generator compiles: target-neutral.

@@ -195,6 +195,15 @@ std::string weightOriginText(const WeightPrecision &p) {
          "scales), kept in fp32 so the fold adds no rounding";
 }
 
+std::string mxfp4WorkspaceText(const Manifest &m) {
+  for (const Step &step : m.steps())
+    for (const Buffer &b : step.buffers())
+      if (b.name().rfind("mxfp4_workspace.0.", 0) == 0)
+        return "two, alternating between layers: each conversion runs "
+               "beside the layer before";
+  return "shared by all layers";
+}
+
 std::string mxfp4RouteText(const Manifest &m) {
   const std::string &route = m.memory().mxfp4_route();
   if (route != "online")

@@ -101,6 +101,10 @@ std::string weightOriginText(const WeightPrecision &p);
 /// and for the online route which steps convert (the decode step reads the
 /// packed experts unless it has conversions of its own).
 std::string mxfp4RouteText(const Manifest &m);
+/// How the online route's workspace is laid out, for the memory plan:
+/// "shared by all layers", or, where the conversions run overlapped
+/// (plan-overlap-conversions), two that consecutive conversions alternate.
+std::string mxfp4WorkspaceText(const Manifest &m);
 
 /// The artifact of tensor-parallel rank `rank` of `ranks` for the output
 /// name `output` (daybreak-compile --tensor-parallel): "model.daybreak"

@@ -119,6 +119,28 @@ struct RouteParams {
   int64_t sharedExperts = 0;
 };
 
+/// What the MXFP4 online route's conversion (mxfp4_to_fp8_experts,
+/// mxfp4_to_fp8_all_experts) does in a launch.
+enum class Mxfp4ConvertMode {
+  /// The distinct experts the indices select, in increasing id order, into
+  /// slots 0, 1, ..., and each index's slot.
+  Selected = 0,
+  /// Every expert e into slot e; no indices.
+  All = 1,
+  /// Only each index's slot, the index itself (every expert already in its
+  /// own slot); ids outside [0, E) as -1.
+  SlotsOnly = 2,
+};
+
+/// The mode of a step of `tokens` tokens for a conversion that takes every
+/// expert from `allFromTokens` tokens (0: never).
+inline Mxfp4ConvertMode mxfp4SelectionMode(int64_t tokens,
+                                           int64_t allFromTokens) {
+  return allFromTokens > 0 && tokens >= allFromTokens
+             ? Mxfp4ConvertMode::SlotsOnly
+             : Mxfp4ConvertMode::Selected;
+}
+
 } // namespace daybreak::runtime
 
 #endif // DAYBREAK_RUNTIME_CORE_KERNELPARAMS_H

@@ -437,15 +437,12 @@ static Status checkAttention(const artifact::Manifest &m,
 
 /// The online route's conversion writes S whole experts into a workspace:
 /// codes [S, N, K] E4M3, block scales [S, N, K / 32] and bias rows [S, N]
-/// f32 buffers of the weight's N and K, and remapped indices of the
-/// indices' shape, so the kernels never write past them.
-static Status checkMxfp4Workspace(const artifact::Manifest &m,
-                                  const PreparedLaunch &p) {
-  using In = abi::Mxfp4ToFp8Experts::In;
-  using Out = abi::Mxfp4ToFp8Experts::Out;
-  DAYBREAK_RETURN_IF_ERROR(
-      checkMxfp4Experts(m, p, In::weight, In::scales, In::bias));
-  const artifact::Weight &w = m.weights(p.args[In::weight].index);
+/// f32 buffers of the weight's N and K (S = E where it converts every
+/// expert: `all`), so the kernels never write past them.
+static Status checkMxfp4WorkspaceBuffers(const artifact::Weight &w,
+                                         const PreparedArg &codes,
+                                         const PreparedArg &scales,
+                                         const PreparedArg &bias, bool all) {
   // `a` has exactly the static extents `dims`.
   auto fixed = [](const PreparedArg &a, std::initializer_list<int64_t> dims) {
     if (a.rank != dims.size())
@@ -458,11 +455,6 @@ static Status checkMxfp4Workspace(const artifact::Manifest &m,
     }
     return true;
   };
-  const PreparedArg &codes = p.args[p.numOperands + Out::codes];
-  const PreparedArg &scales = p.args[p.numOperands + Out::block_scales];
-  const PreparedArg &bias = p.args[p.numOperands + Out::slot_bias];
-  const PreparedArg &indices = p.args[In::indices];
-  const PreparedArg &slots = p.args[p.numOperands + Out::slots];
   int64_t s = codes.constant[0]; // the workspace's slots
   if (codes.dtype != artifact::F8E4M3FN || scales.dtype != artifact::F32 ||
       bias.dtype != artifact::F32 || s < 1 || s > w.shape(0) ||
@@ -472,6 +464,48 @@ static Status checkMxfp4Workspace(const artifact::Manifest &m,
     return Status::error("the FP8 workspace of MXFP4 weight '" + w.name() +
                          "' is not E4M3 [S, N, K] codes, f32 [S, N, K / 32] "
                          "scales and f32 [S, N] bias rows, 1 <= S <= E");
+  if (all && s != w.shape(0))
+    return Status::error("the FP8 workspace of MXFP4 weight '" + w.name() +
+                         "' has " + std::to_string(s) +
+                         " slots, but converting every expert needs E = " +
+                         std::to_string(w.shape(0)));
+  return Status::success();
+}
+
+/// mxfp4_to_fp8_all_experts: the experts and a workspace of every one.
+static Status checkMxfp4AllExperts(const artifact::Manifest &m,
+                                   const PreparedLaunch &p) {
+  using In = abi::Mxfp4ToFp8AllExperts::In;
+  using Out = abi::Mxfp4ToFp8AllExperts::Out;
+  DAYBREAK_RETURN_IF_ERROR(
+      checkMxfp4Experts(m, p, In::weight, In::scales, In::bias));
+  if (p.i(abi::Mxfp4ToFp8AllExperts::P::from_tokens) < 1)
+    return Status::error("from_tokens must be positive");
+  return checkMxfp4WorkspaceBuffers(
+      m.weights(p.args[In::weight].index), p.args[p.numOperands + Out::codes],
+      p.args[p.numOperands + Out::block_scales],
+      p.args[p.numOperands + Out::slot_bias], /*all=*/true);
+}
+
+/// mxfp4_to_fp8_experts: its workspace, and remapped indices of the
+/// indices' shape.
+static Status checkMxfp4Workspace(const artifact::Manifest &m,
+                                  const PreparedLaunch &p) {
+  using In = abi::Mxfp4ToFp8Experts::In;
+  using Out = abi::Mxfp4ToFp8Experts::Out;
+  using P = abi::Mxfp4ToFp8Experts::P;
+  DAYBREAK_RETURN_IF_ERROR(
+      checkMxfp4Experts(m, p, In::weight, In::scales, In::bias));
+  const artifact::Weight &w = m.weights(p.args[In::weight].index);
+  bool all = p.has(P::all_from_tokens);
+  if (all && p.i(P::all_from_tokens) < 1)
+    return Status::error("all_from_tokens must be positive");
+  DAYBREAK_RETURN_IF_ERROR(
+      checkMxfp4WorkspaceBuffers(w, p.args[p.numOperands + Out::codes],
+                                 p.args[p.numOperands + Out::block_scales],
+                                 p.args[p.numOperands + Out::slot_bias], all));
+  const PreparedArg &indices = p.args[In::indices];
+  const PreparedArg &slots = p.args[p.numOperands + Out::slots];
   if (slots.rank != 2 || indices.rank != 2 ||
       slots.constant[1] != indices.constant[1] ||
       slots.perToken[0] != indices.perToken[0] ||
@@ -491,6 +525,13 @@ static Status prepareLaunch(const artifact::Manifest &m,
                          "' is declared (runtime/abi/Kernels.def)");
   p.kernel = decl->id;
   p.specialized = l.specialized();
+  if (l.queue() > 1)
+    return Status::error("names queue " + std::to_string(l.queue()) +
+                         "; a step has queues 0 (main) and 1 (side)");
+  if (l.queue() && l.join_queue())
+    return Status::error("runs on the side queue and joins it");
+  p.queue = uint8_t(l.queue());
+  p.joinQueue = l.join_queue();
   // Operand slots by declaration; a variadic last slot takes the rest.
   unsigned declared = decl->numOperands();
   unsigned given = l.operands_size();
@@ -550,6 +591,8 @@ static Status prepareLaunch(const artifact::Manifest &m,
   }
   if (p.kernel == abi::KernelId::Mxfp4ToFp8Experts)
     DAYBREAK_RETURN_IF_ERROR(checkMxfp4Workspace(m, p));
+  if (p.kernel == abi::KernelId::Mxfp4ToFp8AllExperts)
+    DAYBREAK_RETURN_IF_ERROR(checkMxfp4AllExperts(m, p));
   if (p.kernel == abi::KernelId::Attention)
     DAYBREAK_RETURN_IF_ERROR(checkAttention(m, p));
   if (p.kernel == abi::KernelId::CacheWrite)
@@ -653,8 +696,15 @@ runtime::prepareSteps(const artifact::Manifest &m) {
       p.label = "step '" + step.name() + "' launch " + std::to_string(i) +
                 " (" + step.launches(i).kernel() + ")";
       Status status = prepareLaunch(m, step, step.launches(i), p);
+      if (status.ok() && p.joinQueue > steps[s].sideLaunches)
+        status = Status::error("joins " + std::to_string(p.joinQueue) +
+                               " side launches, but only " +
+                               std::to_string(steps[s].sideLaunches) +
+                               " come before it");
       if (!status.ok())
         return status.withContext(p.label);
+      if (p.queue != 0)
+        p.sideIndex = steps[s].sideLaunches++;
     }
   }
   return steps;

@@ -71,6 +71,15 @@ struct PreparedLaunch {
   std::vector<ParamValue> params; ///< by declared index
   /// The library instantiation the compiler built for this launch, or "".
   std::string specialized;
+  /// 0: the step's main queue; 1: the side queue (plan.launch's `queue`):
+  /// after every main launch before it, beside those after it. Devices
+  /// that run one queue run it in order, which is always valid.
+  uint8_t queue = 0;
+  /// A side launch's position among its step's side launches.
+  uint32_t sideIndex = 0;
+  /// n > 0: waits first for the step's first n side launches to finish
+  /// (`join_queue`).
+  uint32_t joinQueue = 0;
   /// "step 'decode' launch 12 (rms_norm)", for errors.
   std::string label;
 
@@ -98,6 +107,8 @@ struct PreparedStep {
   /// The most tokens a run of the step may have (its arena's plan): the
   /// artifact's max_tokens, or for decode min(max_tokens, max_batch).
   int64_t maxTokens = 0;
+  /// Its launches on the side queue (PreparedLaunch::queue).
+  uint32_t sideLaunches = 0;
 };
 
 /// Decodes every launch of every step of `m`, in the manifest's order.

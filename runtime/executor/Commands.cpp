@@ -411,9 +411,9 @@ void runtime::inspect(const artifact::Manifest &m, std::ostream &out) {
     uint64_t held = mem.mxfp4_stored_bytes() + mem.mxfp4_workspace_bytes();
     uint64_t offline = mem.mxfp4_offline_bytes();
     out << "  mxfp4 experts: route " << artifact::mxfp4RouteText(m)
-        << ", stored "
-        << bytes(mem.mxfp4_stored_bytes()) << ", workspace "
-        << bytes(mem.mxfp4_workspace_bytes()) << " (shared by all layers); "
+        << ", stored " << bytes(mem.mxfp4_stored_bytes()) << ", workspace "
+        << bytes(mem.mxfp4_workspace_bytes()) << " ("
+        << artifact::mxfp4WorkspaceText(m) << "); "
         << "offline " << bytes(offline) << ", "
         << (held <= offline ? "saves " : "costs ")
         << bytes(held <= offline ? offline - held : held - offline) << "\n";

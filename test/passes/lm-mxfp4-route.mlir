@@ -3,6 +3,8 @@
 // RUN: daybreak-opt %s -split-input-file --lm-mxfp4-route="route=direct" | FileCheck %s --check-prefix=DIRECT
 // RUN: daybreak-opt %s -split-input-file --lm-mxfp4-route="route=online max-tokens=3 convert-in-decode=true" | FileCheck %s --check-prefix=EVERY
 // RUN: not daybreak-opt %s -split-input-file --lm-mxfp4-route="route=both" 2>&1 | FileCheck %s --check-prefix=BAD
+// RUN: daybreak-opt %s -split-input-file --lm-mxfp4-route="route=online max-tokens=16 overlap=true" | FileCheck %s --check-prefix=OVERLAP
+// RUN: daybreak-opt %s -split-input-file --lm-mxfp4-route="route=online max-tokens=8 overlap=true" | FileCheck %s --check-prefix=SHORT
 
 // Tests each route on a gate/up and a down expert matmul of one layer.
 // online: the selected experts are converted into a workspace of
@@ -12,6 +14,18 @@
 // lm-fold-weights) and read by the FP8 expert matmul in [1, 32] blocks.
 // direct: unchanged. Each records the route on the module.
 // BAD: lm-mxfp4-route: unknown route 'both' (expected online, offline or direct)
+// overlap, max-tokens 16: uniformly routed tokens select 90 % of the 8
+// experts from 9 tokens on at top-2 (0.75^9 <= 0.1 < 0.75^8), so each
+// conversion takes all of them from there, into a workspace of E = 8
+// slots. With max-tokens 8 no step gets there: the selection alone,
+// in min(8, 8 x 2) slots.
+
+// OVERLAP-LABEL: module attributes {lm.mxfp4_route = "online"}
+// OVERLAP: lm.mxfp4_to_fp8_experts {{.*}} {all_from_tokens = 9 : i64} : {{.*}} -> (tensor<8x128x64xf8E4M3FN>, tensor<8x128x2xf32>, tensor<8x128xf32>, tensor<?x2xi32>)
+// OVERLAP: lm.mxfp4_to_fp8_experts {{.*}} {all_from_tokens = 9 : i64} : {{.*}} -> (tensor<8x64x128xf8E4M3FN>
+// SHORT-LABEL: module attributes {lm.mxfp4_route = "online"}
+// SHORT-NOT: all_from_tokens
+// SHORT: lm.mxfp4_to_fp8_experts {{.*}} -> (tensor<8x128x64xf8E4M3FN>
 
 // ONLINE-LABEL: module attributes {lm.mxfp4_route = "online"}
 // ONLINE: func.func @moe

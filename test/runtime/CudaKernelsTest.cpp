@@ -809,7 +809,9 @@ TEST_F(CudaKernelsTest, Mxfp4ToFp8Experts) {
   // expert, none, and every expert (T x k > E). Codes, scales and bias rows
   // of the used slots and the remapped indices must be identical (the
   // conversion is exact: no tolerance). Then the FP8 expert matmul on the
-  // workspace (block [1, 32], the slots' bias) against the CPU's.
+  // workspace (block [1, 32], the slots' bias) against the CPU's. And the
+  // overlapped conversion's modes: every expert into its own slot (All),
+  // and the indices as slots (SlotsOnly), identical to the CPU's.
   struct Case {
     int64_t experts, n, k;
   };
@@ -834,6 +836,64 @@ TEST_F(CudaKernelsTest, Mxfp4ToFp8Experts) {
         every.push_back(int32_t(i % c.experts));
       every.resize((every.size() + slots - 1) / slots * slots, -1);
       selections.push_back(every);
+      {
+        cpu::WeightView hb;
+        DeviceWeight gb;
+        Buffer dBias(*driver, bias16);
+        if (biased) {
+          hb.data = bias16.data();
+          hb.type = cpu::WeightType::BF16;
+          gb.data = dBias;
+          gb.type = 1;
+        }
+        int64_t e = c.experts, groups = c.k / 32;
+        std::vector<uint8_t> codes(e * c.n * c.k);
+        std::vector<float> scales(e * c.n * groups), bias(e * c.n);
+        ASSERT_TRUE(cpu::mxfp4ToFp8Experts(
+                        pool, {w.values.data(), w.scales.data()}, hb, e, c.n,
+                        c.k, nullptr, 0, 0, e, codes.data(), scales.data(),
+                        bias.data(), nullptr, runtime::Mxfp4ConvertMode::All)
+                        .ok());
+        Buffer dv(*driver, w.values), ds(*driver, w.scales),
+            dCodes(*driver, codes.size()), dScales(*driver, scales.size() * 4),
+            dSlotBias(*driver, bias.size() * 4);
+        expectRan(kernels->mxfp4ToFp8Experts(
+            dv, ds, gb, e, c.n, c.k, 0, 0, 0, e, dCodes, dScales, dSlotBias, 0,
+            nullptr, runtime::Mxfp4ConvertMode::All));
+        ASSERT_EQ(dCodes.read<uint8_t>(codes.size()), codes);
+        std::vector<float> gpuScales = dScales.read<float>(scales.size());
+        for (size_t i = 0; i < scales.size(); ++i)
+          ASSERT_TRUE(std::memcmp(&gpuScales[i], &scales[i], 4) == 0 ||
+                      (std::isnan(gpuScales[i]) && std::isnan(scales[i])))
+              << "all experts: scale " << i;
+        ASSERT_EQ(dSlotBias.read<float>(bias.size()), bias);
+        // A workspace of fewer slots than experts is refused.
+        EXPECT_FALSE(kernels
+                         ->mxfp4ToFp8Experts(dv, ds, gb, e, c.n, c.k, 0, 0, 0,
+                                             e - 1, dCodes, dScales, dSlotBias,
+                                             0, nullptr,
+                                             runtime::Mxfp4ConvertMode::All)
+                         .ok());
+        // The indices as slots: the CPU's, -1 kept, and nothing converted.
+        std::vector<int32_t> indices = {2, -1, 0, int32_t(e - 1), -1, -1, 1, 1};
+        std::vector<int32_t> remapped(indices.size());
+        ASSERT_TRUE(
+            cpu::mxfp4ToFp8Experts(pool, {w.values.data(), w.scales.data()}, hb,
+                                   e, c.n, c.k, indices.data(), 2, slots, e,
+                                   nullptr, nullptr, nullptr, remapped.data(),
+                                   runtime::Mxfp4ConvertMode::SlotsOnly)
+                .ok());
+        Buffer dIdx(*driver, indices), dRemapped(*driver, remapped.size() * 4);
+        std::vector<uint8_t> zeros(codes.size());
+        Buffer dUntouched(*driver, zeros);
+        expectRan(kernels->mxfp4ToFp8Experts(
+            dv, ds, gb, e, c.n, c.k, dIdx, 2, slots, e, dUntouched, dScales,
+            dSlotBias, dRemapped, nullptr,
+            runtime::Mxfp4ConvertMode::SlotsOnly));
+        ASSERT_EQ(dRemapped.read<int32_t>(remapped.size()), remapped);
+        EXPECT_EQ(remapped[1], -1);
+        ASSERT_EQ(dUntouched.read<uint8_t>(zeros.size()), zeros);
+      }
       for (const std::vector<int32_t> &indices : selections) {
         int64_t tokens = int64_t(indices.size()) / slots;
         int64_t ws = std::min<int64_t>(c.experts, tokens * slots);

@@ -503,11 +503,16 @@ struct RouteRun {
   std::vector<std::vector<float>> runtime, reference;
   artifact::MemoryPlan memory;
   std::string inspected;
+  /// The prefill step's side-queue launches (kernel names) and, per main
+  /// launch that joins, its kernel and join count.
+  std::vector<std::string> sideLaunches;
+  std::vector<std::pair<std::string, uint32_t>> joins;
 };
 
 /// The steps every route runs: every token id over two sequences (T x k >
-/// E: all experts), a single token, and four copies of one token (their
-/// experts only).
+/// E: all experts; past the overlapped conversion's all_from_tokens of 6 at
+/// top-2, 13 at top-1), a single token, and four copies of one token (their
+/// experts only; below it).
 std::vector<runtime::StepInputs> routeSteps() {
   std::vector<runtime::StepInputs> steps(3);
   for (int32_t id = 0; id < kVocab; ++id) {
@@ -521,7 +526,7 @@ std::vector<runtime::StepInputs> routeSteps() {
 }
 
 void compileRoute(const std::string &dir, const std::string &route,
-                  MoeRouting routing, RouteRun &run) {
+                  MoeRouting routing, RouteRun &run, bool overlap = false) {
   auto checkpoint = importers::Checkpoint::open(dir);
   ASSERT_TRUE(bool(checkpoint)) << llvm::toString(checkpoint.takeError());
   MLIRContext context;
@@ -537,11 +542,13 @@ void compileRoute(const std::string &dir, const std::string &route,
   pipeline::Options options;
   options.target = "cpu";
   options.mxfp4Route = route;
+  options.mxfp4Overlap = overlap;
   options.maxSeqLen = kMaxSeqLen;
   options.maxBatch = kMaxBatch;
   options.maxTokens = kMaxBatch * kMaxSeqLen;
   options.kvCacheDtype = "f32";
-  options.output = dir + "/" + route + ".daybreak";
+  options.output =
+      dir + "/" + route + (overlap ? "-overlap" : "") + ".daybreak";
   ref::WeightProvider weights = ref::checkpointWeights(*checkpoint);
   PassManager lmPasses(&context);
   pipeline::buildLmPipeline(lmPasses, options, weights);
@@ -562,6 +569,12 @@ void compileRoute(const std::string &dir, const std::string &route,
       artifact::emitArtifact(*module, *checkpoint, info, options.output);
   ASSERT_TRUE(bool(manifest)) << llvm::toString(manifest.takeError());
   run.memory = manifest->memory();
+  for (const artifact::Launch &l : manifest->steps(0).launches()) {
+    if (l.queue())
+      run.sideLaunches.push_back(l.kernel());
+    if (l.join_queue())
+      run.joins.push_back({l.kernel(), l.join_queue()});
+  }
   std::ostringstream inspected;
   runtime::inspect(*manifest, inspected);
   run.inspected = inspected.str();
@@ -593,6 +606,8 @@ void compileRoute(const std::string &dir, const std::string &route,
 struct RouteCase {
   const char *route;
   MoeRouting routing;
+  /// The online route's overlapped conversion (lm-mxfp4-route's overlap).
+  bool overlap = false;
 };
 
 class Mxfp4Routes : public ::testing::TestWithParam<RouteCase> {};
@@ -611,13 +626,15 @@ TEST_P(Mxfp4Routes, SameLogitsAsDirect) {
   Checkpoint ckpt = randomCheckpoint(rng);
   std::string dir = ::testing::TempDir() + "mxfp4_route_" + c.route + "_" +
                     std::to_string(c.routing.topK) + "_" +
-                    std::to_string(c.routing.groups);
+                    std::to_string(c.routing.groups) +
+                    (c.overlap ? "_overlap" : "");
   (void)llvm::sys::fs::remove_directories(dir);
   ASSERT_FALSE(llvm::sys::fs::create_directories(dir));
   writeCheckpoint(dir, ckpt);
   RouteRun direct, routed;
   ASSERT_NO_FATAL_FAILURE(compileRoute(dir, "direct", c.routing, direct));
-  ASSERT_NO_FATAL_FAILURE(compileRoute(dir, c.route, c.routing, routed));
+  ASSERT_NO_FATAL_FAILURE(
+      compileRoute(dir, c.route, c.routing, routed, c.overlap));
 
   bool exactRouting = c.routing.topK == kTopK && c.routing.groups == 1;
   std::vector<runtime::StepInputs> steps = routeSteps();
@@ -650,9 +667,25 @@ TEST_P(Mxfp4Routes, SameLogitsAsDirect) {
                 largest);
   }
 
+  // Overlapped: both layers' all-expert conversions run on the side queue
+  // (nothing writes the workspaces before them), each joined by its own
+  // layer's conversion launch, which then only remaps at the first step's
+  // 24 tokens and converts the selection at 1 and 4.
+  if (c.overlap) {
+    EXPECT_EQ(routed.sideLaunches,
+              std::vector<std::string>(2, "mxfp4_to_fp8_all_experts"));
+    std::vector<std::pair<std::string, uint32_t>> joins = {
+        {"mxfp4_to_fp8_experts", 1}, {"mxfp4_to_fp8_experts", 2}};
+    EXPECT_EQ(routed.joins, joins);
+  } else {
+    EXPECT_TRUE(routed.sideLaunches.empty());
+    EXPECT_TRUE(routed.joins.empty());
+  }
+
   // The memory plan: the route, its stored bytes, the shared workspace
   // (online: min(E, max_tokens x k) = E slots, the larger layer's codes,
-  // f32 scales and bias rows) and the offline figure.
+  // f32 scales and bias rows; overlapped: one for each layer, whose
+  // conversions alternate between two) and the offline figure.
   const artifact::MemoryPlan &m = routed.memory;
   EXPECT_EQ(m.mxfp4_route(), c.route);
   uint64_t values = kExperts * (kInner * kHidden + kVocab * kInner);
@@ -661,12 +694,15 @@ TEST_P(Mxfp4Routes, SameLogitsAsDirect) {
                                         ? values + values / 32 * 4
                                         : values / 2 + values / 32);
   auto aligned = [](uint64_t b) { return (b + 255) / 256 * 256; };
-  uint64_t workspace =
-      std::string(c.route) == "online"
-          ? aligned(kExperts * kInner * kHidden) +
-                aligned(kExperts * kInner * (kHidden / 32) * 4) +
-                aligned(kExperts * kInner * 4)
-          : 0;
+  auto workspaceOf = [&](uint64_t n, uint64_t k) {
+    return aligned(kExperts * n * k) + aligned(kExperts * n * (k / 32) * 4) +
+           aligned(kExperts * n * 4);
+  };
+  uint64_t workspace = 0;
+  if (std::string(c.route) == "online")
+    workspace = c.overlap
+                    ? workspaceOf(kInner, kHidden) + workspaceOf(kVocab, kInner)
+                    : workspaceOf(kInner, kHidden);
   EXPECT_EQ(m.mxfp4_workspace_bytes(), workspace);
   // The online route names the steps that convert (here the only one).
   std::string route = std::string(c.route) == "online"
@@ -689,11 +725,14 @@ INSTANTIATE_TEST_SUITE_P(
         // (lm.moe_route's verifier keeps top-k within the eligible
         // experts, so routing never leaves -1 slots here; the kernels'
         // tests in Mxfp4RoutesTest cover them.)
-        RouteCase{"offline", {1, 1, 1}}, RouteCase{"online", {1, 1, 1}}),
+        RouteCase{"offline", {1, 1, 1}}, RouteCase{"online", {1, 1, 1}},
+        RouteCase{"online", {}, /*overlap=*/true},
+        RouteCase{"online", {1, 1, 1}, /*overlap=*/true}),
     [](const ::testing::TestParamInfo<RouteCase> &info) {
       return std::string(info.param.route) + "_top" +
              std::to_string(info.param.routing.topK) + "_groups" +
-             std::to_string(info.param.routing.groups);
+             std::to_string(info.param.routing.groups) +
+             (info.param.overlap ? "_overlap" : "");
     });
 
 } // namespace

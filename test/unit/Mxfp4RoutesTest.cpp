@@ -224,6 +224,91 @@ TEST(Mxfp4Routes, CpuKernelMatchesReference) {
       << status.message();
 }
 
+TEST(Mxfp4Routes, CpuAllExpertsModesMatchReference) {
+  // The overlapped conversion's two launches (mxfp4_to_fp8_all_experts:
+  // every expert into its slot; mxfp4_to_fp8_experts past all_from_tokens:
+  // the indices as slots) against the reference of lm.mxfp4_to_fp8_experts
+  // {all_from_tokens}, with a bf16 bias: every slot's codes, scales and
+  // bias row, and every remapped entry (-1 kept). Then the selection below
+  // all_from_tokens, and the error for a workspace of fewer than E slots.
+  std::mt19937 rng(9);
+  cpu::ThreadPool pool(2);
+  std::uniform_real_distribution<float> dist(-1, 1);
+  int64_t experts = 5, n = 7, k = 64, slots = 2;
+  testutil::Mxfp4TestExperts w = testutil::randomMxfp4Experts(
+      rng, experts, n, k, {0, 1, 100, 127, 140, 254, 255});
+  std::vector<uint16_t> bias16;
+  std::vector<float> biasValues;
+  for (int64_t i = 0; i < experts * n; ++i) {
+    bias16.push_back(numerics::floatToBf16(dist(rng)));
+    biasValues.push_back(numerics::bf16ToFloat(bias16.back()));
+  }
+  cpu::WeightView bias;
+  bias.data = bias16.data();
+  bias.type = cpu::WeightType::BF16;
+  auto reference = [&](const std::vector<int32_t> &indices, int64_t from) {
+    std::vector<int64_t> ids(indices.begin(), indices.end());
+    return ref::mxfp4ToFp8Experts(
+        ref::Tensor::fromFloats({experts, n, k}, w.codeValues(),
+                                ref::ElementType::F4E2M1FN),
+        ref::Tensor::fromFloats({experts, n, k / 32}, w.scaleValues(),
+                                ref::ElementType::F8E8M0FNU),
+        ref::Tensor::fromInts({int64_t(indices.size()) / slots, slots}, ids),
+        ref::Tensor::fromFloats({experts, n}, biasValues), experts, from);
+  };
+  // Three tokens (from 3 on: every expert), one of them with a -1 slot.
+  std::vector<int32_t> indices = {4, -1, 1, 4, 0, 2};
+  int64_t tokens = 3;
+  std::vector<uint8_t> codes(experts * n * k);
+  std::vector<float> scales(experts * n * (k / 32)), slotBias(experts * n);
+  std::vector<int32_t> remapped(indices.size(), 99);
+  ASSERT_TRUE(cpu::mxfp4ToFp8Experts(
+                  pool, {w.values.data(), w.scales.data()}, bias, experts, n, k,
+                  nullptr, tokens, 0, experts, codes.data(), scales.data(),
+                  slotBias.data(), nullptr, runtime::Mxfp4ConvertMode::All)
+                  .ok());
+  ASSERT_TRUE(runtime::mxfp4SelectionMode(tokens, 3) ==
+              runtime::Mxfp4ConvertMode::SlotsOnly);
+  ASSERT_TRUE(cpu::mxfp4ToFp8Experts(pool, {w.values.data(), w.scales.data()},
+                                     bias, experts, n, k, indices.data(),
+                                     tokens, slots, experts, nullptr, nullptr,
+                                     nullptr, remapped.data(),
+                                     runtime::Mxfp4ConvertMode::SlotsOnly)
+                  .ok());
+  auto all = reference(indices, 3);
+  ASSERT_TRUE(bool(all)) << llvm::toString(all.takeError());
+  for (size_t i = 0; i < indices.size(); ++i)
+    EXPECT_EQ(remapped[i], all->slots.ints()[i]) << "entry " << i;
+  EXPECT_EQ(remapped[1], -1);
+  EXPECT_EQ(remapped[0], 4);
+  for (int64_t i = 0; i < experts * n * k; ++i)
+    ASSERT_EQ(numerics::e4m3ToFloat(codes[i]), all->codes.floats()[i])
+        << "code " << i;
+  for (int64_t i = 0; i < experts * n * (k / 32); ++i)
+    ASSERT_TRUE(same(scales[i], all->blockScales.floats()[i])) << "scale " << i;
+  for (int64_t i = 0; i < experts * n; ++i)
+    ASSERT_EQ(slotBias[i], all->slotBias.floats()[i]) << "bias " << i;
+  // Below all_from_tokens the reference is the selection: expert 4 in slot
+  // 3 of the 4 selected (0, 1, 2, 4), not in slot 4.
+  auto below = reference(indices, 4);
+  ASSERT_TRUE(bool(below)) << llvm::toString(below.takeError());
+  EXPECT_EQ(below->slots.ints()[0], 3);
+  EXPECT_TRUE(runtime::mxfp4SelectionMode(tokens, 4) ==
+              runtime::Mxfp4ConvertMode::Selected);
+  EXPECT_TRUE(runtime::mxfp4SelectionMode(tokens, 0) ==
+              runtime::Mxfp4ConvertMode::Selected);
+  // Every expert needs E slots.
+  Status status = cpu::mxfp4ToFp8Experts(
+      pool, {w.values.data(), w.scales.data()}, bias, experts, n, k, nullptr,
+      tokens, 0, experts - 1, codes.data(), scales.data(), slotBias.data(),
+      nullptr, runtime::Mxfp4ConvertMode::All);
+  ASSERT_FALSE(status.ok());
+  EXPECT_NE(status.message().find("converting all 5 experts needs as many "
+                                  "workspace slots, got 4"),
+            std::string::npos)
+      << status.message();
+}
+
 TEST(Mxfp4Routes, Fp8ExpertMatmulOnWorkspaceMatchesDirect) {
   // The online route on the CPU: convert, then the FP8 expert matmul with
   // [1, 32] blocks, a bf16 bias (as gpt-oss) and remapped indices, against

@@ -3,7 +3,7 @@
 // daybreak-compile <checkpoint-dir> -o model.daybreak [--target=cpu]
 //   [--compile-to=lm|plan|llvm|ptx|artifact] [--max-seq-len N] [--max-batch B]
 //   [--max-tokens T] [--max-logit-rows R] [--kv-cache-dtype=fp8|bf16|f32]
-//   [--mxfp4-route=online|offline|direct]
+//   [--mxfp4-route=online|offline|direct] [--mxfp4-overlap[=false]]
 //
 //===----------------------------------------------------------------------===//
 
@@ -93,6 +93,14 @@ static cl::opt<bool> mxfp4ConvertInDecode(
              "step too (by default decode reads them packed, docs/mxfp4.md)"),
     cl::init(false), cl::cat(compileOptions));
 
+static cl::opt<bool> mxfp4Overlap(
+    "mxfp4-overlap",
+    cl::desc("online MXFP4 route: in steps of enough tokens to select nearly "
+             "every expert, convert all of them on a side queue beside the "
+             "layer before (two workspaces instead of one); default: on for "
+             "cuda, off for cpu"),
+    cl::init(false), cl::cat(compileOptions));
+
 static cl::opt<std::string> weights(
     "weights",
     cl::desc("embed: copy checkpoint tensors into the artifact; reference: "
@@ -159,6 +167,8 @@ int main(int argc, char **argv) {
   }
   options.mxfp4Route = mxfp4Route;
   options.mxfp4ConvertInDecode = mxfp4ConvertInDecode;
+  if (mxfp4Overlap.getNumOccurrences())
+    options.mxfp4Overlap = mxfp4Overlap;
   options.configurePassManager = [](mlir::PassManager &pm) {
     return mlir::applyPassManagerCLOptions(pm);
   };

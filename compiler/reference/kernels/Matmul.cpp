@@ -125,20 +125,27 @@ llvm::Expected<Tensor> mxfp4ExpertMatmul(const Tensor &x, const Tensor &w,
 
 llvm::Expected<Mxfp4Fp8Experts>
 mxfp4ToFp8Experts(const Tensor &w, const Tensor &scales, const Tensor &indices,
-                  const Tensor &bias, int64_t slotCount) {
+                  const Tensor &bias, int64_t slotCount,
+                  std::optional<int64_t> allFromTokens) {
   int64_t experts = w.dim(0), n = w.dim(1), k = w.dim(2);
   int64_t groups = scales.dim(2);
   if (llvm::Error err = checkSlotIndices(
           indices, experts, "mxfp4ToFp8Experts: expert id", "token"))
     return std::move(err);
   std::vector<int64_t> slotOf(experts, -1);
-  for (int64_t e : indices.ints())
-    if (e >= 0)
-      slotOf[e] = 0;
   int64_t used = 0;
-  for (int64_t &slot : slotOf)
-    if (slot == 0)
-      slot = used++;
+  if (allFromTokens && indices.dim(0) >= *allFromTokens) {
+    // Every expert in its own slot, whatever the step selects.
+    for (int64_t e = 0; e < experts; ++e)
+      slotOf[e] = used++;
+  } else {
+    for (int64_t e : indices.ints())
+      if (e >= 0)
+        slotOf[e] = 0;
+    for (int64_t &slot : slotOf)
+      if (slot == 0)
+        slot = used++;
+  }
   if (used > slotCount)
     return llvm::createStringError(
         llvm::inconvertibleErrorCode(),

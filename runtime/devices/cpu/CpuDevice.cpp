@@ -588,11 +588,31 @@ struct CpuLaunchers {
     packed.values = w.as<uint8_t>();
     packed.scales = l.in(In::scales).as<uint8_t>();
     const BoundArg &codes = l.out(Out::codes);
+    using P = abi::Mxfp4ToFp8Experts::P;
     return cpu::mxfp4ToFp8Experts(
         d.pool, packed, weight(l.in(In::bias)), w.dim(0), w.dim(1), w.dim(2),
         i32(indices), l.tokens, indices.dim(1), codes.dim(0),
         codes.as<uint8_t>(), f(l.out(Out::block_scales)),
-        f(l.out(Out::slot_bias)), i32(l.out(Out::slots)));
+        f(l.out(Out::slot_bias)), i32(l.out(Out::slots)),
+        runtime::mxfp4SelectionMode(l.tokens, l->has(P::all_from_tokens)
+                                                  ? l->i(P::all_from_tokens)
+                                                  : 0));
+  }
+  static Status mxfp4ToFp8AllExperts(CpuDevice &d, const BoundLaunch &l) {
+    using In = abi::Mxfp4ToFp8AllExperts::In;
+    using Out = abi::Mxfp4ToFp8AllExperts::Out;
+    // Below from_tokens the step converts its selection instead.
+    if (l.tokens < l->i(abi::Mxfp4ToFp8AllExperts::P::from_tokens))
+      return Status::success();
+    const BoundArg &w = l.in(In::weight), &codes = l.out(Out::codes);
+    Mxfp4Weights packed;
+    packed.values = w.as<uint8_t>();
+    packed.scales = l.in(In::scales).as<uint8_t>();
+    return cpu::mxfp4ToFp8Experts(
+        d.pool, packed, weight(l.in(In::bias)), w.dim(0), w.dim(1), w.dim(2),
+        nullptr, l.tokens, 0, codes.dim(0), codes.as<uint8_t>(),
+        f(l.out(Out::block_scales)), f(l.out(Out::slot_bias)), nullptr,
+        runtime::Mxfp4ConvertMode::All);
   }
   static Status cacheWrite(CpuDevice &d, const BoundLaunch &l) {
     using In = abi::CacheWrite::In;
@@ -834,6 +854,7 @@ const runtime::LauncherTable<CpuDevice> &CpuDevice::launchers() {
       {K::ExpertMatmul, &CpuLaunchers::expertMatmul},
       {K::Mxfp4ExpertMatmul, &CpuLaunchers::mxfp4ExpertMatmul},
       {K::Mxfp4ToFp8Experts, &CpuLaunchers::mxfp4ToFp8Experts},
+      {K::Mxfp4ToFp8AllExperts, &CpuLaunchers::mxfp4ToFp8AllExperts},
       {K::CacheWrite, &CpuLaunchers::cacheWrite},
       {K::DsaIndexerScores, &CpuLaunchers::dsaIndexerScores},
       {K::DsaIndexSelect, &CpuLaunchers::dsaIndexSelect},

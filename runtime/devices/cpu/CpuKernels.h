@@ -286,13 +286,16 @@ Status mxfp4ExpertMatmul(ThreadPool &pool, const float *x, bool perSlotInput,
 /// `slotBias` [S, n] (the bias row, zero when bias.data is null), and
 /// `remapped` [tokens, slots] (the slot of each entry, -1 kept). Slots past
 /// the distinct count are not written. Errors on an expert id outside [-1,
-/// experts) or more distinct experts than the `workspaceSlots`.
-Status mxfp4ToFp8Experts(ThreadPool &pool, const Mxfp4Weights &w,
-                         const WeightView &bias, int64_t experts, int64_t n,
-                         int64_t k, const int32_t *indices, int64_t tokens,
-                         int64_t slots, int64_t workspaceSlots, uint8_t *codes,
-                         float *blockScales, float *slotBias,
-                         int32_t *remapped);
+/// experts) or more distinct experts than the `workspaceSlots`. `mode`
+/// All converts every expert e into slot e instead (indices and remapped
+/// unused; errors when the workspace has fewer than E slots); SlotsOnly
+/// writes only `remapped`, as the indices themselves.
+Status mxfp4ToFp8Experts(
+    ThreadPool &pool, const Mxfp4Weights &w, const WeightView &bias,
+    int64_t experts, int64_t n, int64_t k, const int32_t *indices,
+    int64_t tokens, int64_t slots, int64_t workspaceSlots, uint8_t *codes,
+    float *blockScales, float *slotBias, int32_t *remapped,
+    runtime::Mxfp4ConvertMode mode = runtime::Mxfp4ConvertMode::Selected);
 
 /// cacheWrite's prologue: the parameters, the norm's weight and bias (a
 /// layer norm's may be absent) and RoPE's positions [T].

@@ -454,12 +454,18 @@ Status mxfp4ToFp8Experts(ThreadPool &pool, const Mxfp4Weights &w,
                          const WeightView &bias, int64_t experts, int64_t n,
                          int64_t k, const int32_t *indices, int64_t tokens,
                          int64_t slots, int64_t workspaceSlots, uint8_t *codes,
-                         float *blockScales, float *slotBias,
-                         int32_t *remapped) {
+                         float *blockScales, float *slotBias, int32_t *remapped,
+                         runtime::Mxfp4ConvertMode mode) {
+  using Mode = runtime::Mxfp4ConvertMode;
   if (k % 32 != 0)
     return Status::error("mxfp4ToFp8Experts: K " + std::to_string(k) +
                          " is not a multiple of the MXFP4 block of 32");
-  int64_t rows = tokens * slots;
+  if (mode == Mode::All && workspaceSlots < experts)
+    return Status::error("mxfp4ToFp8Experts: converting all " +
+                         std::to_string(experts) +
+                         " experts needs as many workspace slots, got " +
+                         std::to_string(workspaceSlots));
+  int64_t rows = mode == Mode::All ? 0 : tokens * slots;
   for (int64_t r = 0; r < rows; ++r)
     if (indices[r] < -1 || indices[r] >= experts)
       return Status::error("mxfp4ToFp8Experts: expert id " +
@@ -469,9 +475,14 @@ Status mxfp4ToFp8Experts(ThreadPool &pool, const Mxfp4Weights &w,
                            std::to_string(experts) + ")");
   // Each selected expert's slot, in increasing id order, and the expert of
   // each slot.
+  if (mode == Mode::SlotsOnly) {
+    // Every expert is in its own slot already.
+    std::copy_n(indices, rows, remapped);
+    return Status::success();
+  }
   ScratchFrame frame;
   int64_t *slotOf = frame.take<int64_t>(experts);
-  std::fill(slotOf, slotOf + experts, -1);
+  std::fill(slotOf, slotOf + experts, mode == Mode::All ? 0 : -1);
   for (int64_t r = 0; r < rows; ++r)
     if (indices[r] >= 0)
       slotOf[indices[r]] = 0;

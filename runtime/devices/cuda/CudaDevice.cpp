@@ -45,6 +45,14 @@ StatusOr<std::unique_ptr<CudaDevice>> CudaDevice::open(int ordinal) {
   // recorded from it.
   status = d.check(d.cuStreamCreate(&gpu->stream, CU_STREAM_NON_BLOCKING),
                    "cuStreamCreate");
+  // The side queue's stream, and the events between the two (ordering
+  // only: no timing).
+  if (status.ok())
+    status = d.check(d.cuStreamCreate(&gpu->sideStream, CU_STREAM_NON_BLOCKING),
+                     "cuStreamCreate");
+  if (status.ok())
+    status = d.check(d.cuEventCreate(&gpu->forkEvent, CU_EVENT_DISABLE_TIMING),
+                     "cuEventCreate");
   if (!status.ok())
     return status;
   return gpu;
@@ -61,6 +69,14 @@ CudaDevice::~CudaDevice() {
     driver.cuGraphExecDestroy(graph);
   for (CUevent e : events)
     driver.cuEventDestroy(e);
+  for (CUevent e : sideDone)
+    driver.cuEventDestroy(e);
+  if (forkEvent)
+    driver.cuEventDestroy(forkEvent);
+  if (sideStream) {
+    driver.cuStreamSynchronize(sideStream);
+    driver.cuStreamDestroy(sideStream);
+  }
   if (stream) {
     driver.cuStreamSynchronize(stream);
     driver.cuStreamDestroy(stream);
@@ -96,8 +112,13 @@ Status CudaDevice::upload(CUdeviceptr dst, const void *src, size_t bytes) {
 
 Status CudaDevice::runLaunches(const runtime::PreparedStep &step,
                                int64_t tokens) {
-  if (step.step->name() != "decode" || checksFiniteResults())
-    return Device::runLaunches(step, tokens);
+  // A finite check reads each launch's results right after it: one queue.
+  serialQueues = checksFiniteResults();
+  if (step.step->name() != "decode" || checksFiniteResults()) {
+    Status launched = Device::runLaunches(step, tokens);
+    Status joined = joinSideQueue();
+    return launched.ok() ? joined : launched;
+  }
   auto key = std::make_pair(&step, tokens);
   auto found = graphs.find(key);
   if (found == graphs.end()) {
@@ -109,6 +130,10 @@ Status CudaDevice::runLaunches(const runtime::PreparedStep &step,
     if (!status.ok())
       return status;
     Status launched = Device::runLaunches(step, tokens);
+    // A capture ends with every stream it forked joined back.
+    Status joined = joinSideQueue();
+    if (launched.ok())
+      launched = joined;
     CUgraph graph = nullptr;
     status = driver.check(driver.cuStreamEndCapture(stream, &graph),
                           "cuStreamEndCapture");
@@ -182,6 +207,9 @@ StatusOr<double> CudaDevice::timeLaunches(const runtime::PreparedStep &step,
 StatusOr<std::vector<double>>
 CudaDevice::profileLaunches(const runtime::PreparedStep &step,
                             int64_t tokens) {
+  // Each launch is timed alone, between events on the main stream: the
+  // side queue's launches run there too (and their overlap goes unseen).
+  serialQueues = true;
   int n = static_cast<int>(step.launches.size());
   StatusOr<CUevent> last = event(n);
   if (!last.ok())
@@ -394,11 +422,19 @@ Status CudaDevice::prepare(const artifact::ArtifactFile &file,
     return status;
   size_t launches = 0;
   bool needsGenerated = false;
-  for (const runtime::PreparedStep &step : prepared)
+  for (const runtime::PreparedStep &step : prepared) {
     for (const PreparedLaunch &l : step.launches) {
       ++launches;
       needsGenerated |= l.kernel == abi::KernelId::Elementwise;
     }
+    // An event after each side launch of the step with the most.
+    while (sideDone.size() < step.sideLaunches) {
+      CUevent e = nullptr;
+      DAYBREAK_RETURN_IF_ERROR(driver.check(
+          driver.cuEventCreate(&e, CU_EVENT_DISABLE_TIMING), "cuEventCreate"));
+      sideDone.push_back(e);
+    }
+  }
   specializedFns.assign(launches, nullptr);
   gemmTiles.assign(launches, Fp8GemmTile{0, 0, 0, 0});
   generatedFns.assign(launches, nullptr);
@@ -912,6 +948,8 @@ Status CudaDevice::writeArena(uint64_t offset, const void *data,
                               size_t bytes) {
   if (offset + bytes > arenaSize)
     return Status::error("arena write past its end");
+  // After whatever a side launch issued outside a step still does.
+  DAYBREAK_RETURN_IF_ERROR(joinSideQueue());
   return driver.check(
       driver.cuMemcpyHtoDAsync(arena + offset, data, bytes, stream),
       "cuMemcpyHtoDAsync");
@@ -920,6 +958,7 @@ Status CudaDevice::writeArena(uint64_t offset, const void *data,
 Status CudaDevice::readArena(uint64_t offset, void *data, size_t bytes) {
   if (offset + bytes > arenaSize)
     return Status::error("arena read past its end");
+  DAYBREAK_RETURN_IF_ERROR(joinSideQueue());
   // The one synchronisation of a step: its outputs back to the host.
   Status status = driver.check(
       driver.cuMemcpyDtoHAsync(data, arena + offset, bytes, stream),
@@ -930,6 +969,7 @@ Status CudaDevice::readArena(uint64_t offset, void *data, size_t bytes) {
 }
 
 Status CudaDevice::synchronize(const char *what) {
+  DAYBREAK_RETURN_IF_ERROR(joinSideQueue());
   if (nccl)
     return nccl->wait(stream, what);
   return driver.check(driver.cuStreamSynchronize(stream),
@@ -1189,13 +1229,30 @@ struct CudaLaunchers {
   static Status mxfp4ToFp8Experts(CudaDevice &d, const BoundLaunch &l) {
     using In = abi::Mxfp4ToFp8Experts::In;
     using Out = abi::Mxfp4ToFp8Experts::Out;
+    using P = abi::Mxfp4ToFp8Experts::P;
     const BoundArg &w = l.in(In::weight), &indices = l.in(In::indices);
     const BoundArg &codes = l.out(Out::codes);
     return d.kernels->mxfp4ToFp8Experts(
         p(w), p(l.in(In::scales)), weight(l.in(In::bias)), w.dim(0), w.dim(1),
         w.dim(2), p(indices), l.tokens, indices.dim(1), codes.dim(0), p(codes),
         p(l.out(Out::block_scales)), p(l.out(Out::slot_bias)),
-        p(l.out(Out::slots)), d.stream);
+        p(l.out(Out::slots)), d.stream,
+        runtime::mxfp4SelectionMode(l.tokens, l->has(P::all_from_tokens)
+                                                  ? l->i(P::all_from_tokens)
+                                                  : 0));
+  }
+  static Status mxfp4ToFp8AllExperts(CudaDevice &d, const BoundLaunch &l) {
+    using In = abi::Mxfp4ToFp8AllExperts::In;
+    using Out = abi::Mxfp4ToFp8AllExperts::Out;
+    // Below from_tokens the step converts its selection instead.
+    if (l.tokens < l->i(abi::Mxfp4ToFp8AllExperts::P::from_tokens))
+      return Status::success();
+    const BoundArg &w = l.in(In::weight), &codes = l.out(Out::codes);
+    return d.kernels->mxfp4ToFp8Experts(
+        p(w), p(l.in(In::scales)), weight(l.in(In::bias)), w.dim(0), w.dim(1),
+        w.dim(2), 0, l.tokens, 0, codes.dim(0), p(codes),
+        p(l.out(Out::block_scales)), p(l.out(Out::slot_bias)), 0, d.stream,
+        runtime::Mxfp4ConvertMode::All);
   }
   static Status mxfp4ExpertMatmul(CudaDevice &d, const BoundLaunch &l) {
     using In = abi::Mxfp4ExpertMatmul::In;
@@ -1447,6 +1504,7 @@ const runtime::LauncherTable<CudaDevice> &CudaDevice::launchers() {
       {K::ExpertMatmul, &CudaLaunchers::expertMatmul},
       {K::Mxfp4ExpertMatmul, &CudaLaunchers::mxfp4ExpertMatmul},
       {K::Mxfp4ToFp8Experts, &CudaLaunchers::mxfp4ToFp8Experts},
+      {K::Mxfp4ToFp8AllExperts, &CudaLaunchers::mxfp4ToFp8AllExperts},
       {K::CacheWrite, &CudaLaunchers::cacheWrite},
       {K::DsaIndexerScores, &CudaLaunchers::dsaIndexerScores},
       {K::DsaIndexSelect, &CudaLaunchers::dsaIndexSelect},
@@ -1469,5 +1527,48 @@ const runtime::LauncherTable<CudaDevice> &CudaDevice::launchers() {
 }
 
 Status CudaDevice::launch(const PreparedLaunch &launch, int64_t tokens) {
+  if (!serialQueues && launch.queue != 0)
+    return launchOnSideQueue(launch, tokens);
+  if (launch.joinQueue)
+    DAYBREAK_RETURN_IF_ERROR(joinSideQueue(launch.joinQueue));
   return runtime::dispatch(*this, launchers(), launch, tokens);
+}
+
+Status CudaDevice::launchOnSideQueue(const PreparedLaunch &launch,
+                                     int64_t tokens) {
+  if (launch.sideIndex >= sideDone.size())
+    return Status::error("side launch " + std::to_string(launch.sideIndex) +
+                         " of a step prepared for " +
+                         std::to_string(sideDone.size()));
+  DAYBREAK_RETURN_IF_ERROR(
+      driver.check(driver.cuEventRecord(forkEvent, stream), "cuEventRecord"));
+  DAYBREAK_RETURN_IF_ERROR(driver.check(
+      driver.cuStreamWaitEvent(sideStream, forkEvent, 0), "cuStreamWaitEvent"));
+  // The launchers issue on `stream`: the side one for this launch.
+  std::swap(stream, sideStream);
+  Status status = runtime::dispatch(*this, launchers(), launch, tokens);
+  std::swap(stream, sideStream);
+  sidePending = launch.sideIndex;
+  DAYBREAK_RETURN_IF_ERROR(status);
+  return driver.check(
+      driver.cuEventRecord(sideDone[launch.sideIndex], sideStream),
+      "cuEventRecord");
+}
+
+Status CudaDevice::joinSideQueue(uint32_t count) {
+  // The side stream runs its launches in order: the count-th's event
+  // covers those before it. One the main stream waited for already (a
+  // later join of fewer) is waited for again, which costs nothing.
+  if (sidePending < 0 || count == 0)
+    return Status::success();
+  int64_t last = std::min<int64_t>(count, sidePending + 1) - 1;
+  if (last == sidePending)
+    sidePending = -1;
+  return driver.check(driver.cuStreamWaitEvent(stream, sideDone[last], 0),
+                      "cuStreamWaitEvent");
+}
+
+Status CudaDevice::joinSideQueue() {
+  return sidePending < 0 ? Status::success()
+                         : joinSideQueue(uint32_t(sidePending + 1));
 }

@@ -58,7 +58,9 @@ public:
                 int64_t tokens) override;
   uint64_t residentBytes() const override { return allocated; }
   /// Prefill launches directly; decode replays a CUDA graph recorded the
-  /// first time each token count (batch size) is seen.
+  /// first time each token count (batch size) is seen. Side-queue launches
+  /// (PreparedLaunch::queue) run on a second stream, forked from the main
+  /// one where they stand and joined where a launch says or at the end.
   Status runLaunches(const runtime::PreparedStep &step,
                      int64_t tokens) override;
   /// CUDA events around the launches (a decode step's graph replay).
@@ -109,6 +111,14 @@ private:
              CUcontext context)
       : driver(driver), ordinal(ordinal), device(device), context(context) {}
 
+  /// Launches on the side stream after the main stream's work so far.
+  Status launchOnSideQueue(const runtime::PreparedLaunch &launch,
+                           int64_t tokens);
+  /// Makes the main stream wait for the side stream's work so far, or for
+  /// its first `count` launches of the step.
+  Status joinSideQueue();
+  Status joinSideQueue(uint32_t count);
+
   /// The `i`th of the events timing uses, created on first use.
   StatusOr<CUevent> event(size_t i);
   /// Milliseconds between two recorded events, after waiting for the end.
@@ -125,7 +135,20 @@ private:
   CUcontext context;
   const artifact::Manifest *manifest = nullptr;
   const std::vector<runtime::PreparedStep> *steps = nullptr;
+  /// The stream the launchers issue on: the main one, or the side one
+  /// while launchOnSideQueue runs a launcher.
   CUstream stream = nullptr;
+  /// The side queue's stream, the event that forks it from the main stream
+  /// and one recorded after each side launch of a step (sideDone[i] after
+  /// its launch i: made at prepare, for the step with the most); the
+  /// step's last side launch the main stream has not waited for (-1: none);
+  /// whether launches ignore the queues (profiles and finite checks, which
+  /// read each launch's results after it).
+  CUstream sideStream = nullptr;
+  CUevent forkEvent = nullptr;
+  std::vector<CUevent> sideDone;
+  int64_t sidePending = -1;
+  bool serialQueues = false;
   std::vector<CUevent> events;
   /// Recorded decode steps by (step, token count).
   std::map<std::pair<const runtime::PreparedStep *, int64_t>, CUgraphExec>

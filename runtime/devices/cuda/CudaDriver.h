@@ -64,6 +64,7 @@ namespace daybreak::cuda {
   X(cuStreamDestroy, PFN_cuStreamDestroy_v4000, 4000)                          \
   X(cuStreamSynchronize, PFN_cuStreamSynchronize_v2000, 2000)                  \
   X(cuStreamQuery, PFN_cuStreamQuery_v2000, 2000)                              \
+  X(cuStreamWaitEvent, PFN_cuStreamWaitEvent_v3020, 3020)                      \
   X(cuMemcpy2DAsync, PFN_cuMemcpy2DAsync_v3020, 3020)                          \
   X(cuMemcpyHtoDAsync, PFN_cuMemcpyHtoDAsync_v3020, 3020)                      \
   X(cuMemcpyDtoHAsync, PFN_cuMemcpyDtoHAsync_v3020, 3020)                      \

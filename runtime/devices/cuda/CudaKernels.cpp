@@ -2222,10 +2222,16 @@ Status CudaKernels::mxfp4ToFp8Experts(
     int64_t experts, int64_t n, int64_t k, CUdeviceptr indices, int64_t tokens,
     int64_t slots, int64_t workspaceSlots, CUdeviceptr codes,
     CUdeviceptr blockScales, CUdeviceptr slotBias, CUdeviceptr remapped,
-    CUstream stream) const {
+    CUstream stream, runtime::Mxfp4ConvertMode mode) const {
   if (k % 32 != 0)
     return Status::error("mxfp4ToFp8Experts: K " + std::to_string(k) +
                          " is not a multiple of the MXFP4 block of 32");
+  if (mode == runtime::Mxfp4ConvertMode::All && workspaceSlots < experts)
+    return Status::error("mxfp4ToFp8Experts: converting all " +
+                         std::to_string(experts) +
+                         " experts needs as many "
+                         "workspace slots, got " +
+                         std::to_string(workspaceSlots));
   // kMxfp4ExpertWords words of 32 experts in CudaKernels.cu.
   constexpr int64_t kMaxExperts = 64 * 32;
   if (experts > kMaxExperts)
@@ -2236,15 +2242,22 @@ Status CudaKernels::mxfp4ToFp8Experts(
   // many blocks of 32 values as there are indices to scan (8 a thread at
   // decode sizes).
   constexpr int64_t kThreads = 256;
-  int64_t rows = tokens * slots, items = n * (k / 32);
+  int64_t rows = mode == runtime::Mxfp4ConvertMode::All ? 0 : tokens * slots;
+  int64_t items = n * (k / 32);
   int64_t perThread = std::max<int64_t>(8, ceilDiv(rows, kThreads));
   int64_t chunks = std::max<int64_t>(1, ceilDiv(items, kThreads * perThread));
+  int64_t gridSlots = workspaceSlots;
+  if (mode == runtime::Mxfp4ConvertMode::All)
+    gridSlots = experts;
+  if (mode == runtime::Mxfp4ConvertMode::SlotsOnly)
+    chunks = gridSlots = 1;
   DeviceWeight b = bias;
-  void *params[] = {&values,      &scales,   &b,       &experts,   &n,
-                    &k,           &indices,  &rows,    &perThread, &codes,
-                    &blockScales, &slotBias, &remapped};
-  return launch(mxfp4ToFp8ExpertsFn, "mxfp4ToFp8Experts", chunks,
-                workspaceSlots, 1, unsigned(kThreads), 0, stream, params);
+  int32_t kernelMode = int32_t(mode);
+  void *params[] = {&values,      &scales,   &b,        &experts,   &n,
+                    &k,           &indices,  &rows,     &perThread, &codes,
+                    &blockScales, &slotBias, &remapped, &kernelMode};
+  return launch(mxfp4ToFp8ExpertsFn, "mxfp4ToFp8Experts", chunks, gridSlots, 1,
+                unsigned(kThreads), 0, stream, params);
 }
 
 Status CudaKernels::cacheWrite(const DeviceCacheView &cache, CUdeviceptr values,

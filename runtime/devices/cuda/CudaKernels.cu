@@ -4027,21 +4027,12 @@ __device__ __forceinline__ uint32_t e2m1x4ToE4m3x4(uint32_t packed) {
   return magnitudes | ((spread & 0x08080808u) << 4);
 }
 
-/// The MXFP4 online route's conversion (cpu::mxfp4ToFp8Experts): the
-/// distinct experts of indices [T, k], in increasing id order, into the
-/// workspace's slots. grid (chunks, workspace slots), block 256. Every block
-/// marks the selected experts in a shared bitmap (the indices are few and
-/// in L2) and finds its slot's expert from the bitmap's prefix counts; a
-/// block whose slot is past the distinct count does nothing. Each thread
-/// converts blocks of 32 values of its chunk: one 16-byte load of packed
-/// values, two 16-byte stores of E4M3 codes, the scale byte to fp32. Block
-/// (0, 0) also writes the remapped indices. An id outside [0, E) counts as
-/// an empty slot (-1), as in daybreak_expert_matmul.
-extern "C" __global__ void daybreak_mxfp4_to_fp8_experts(
-    const uint8_t *values, const uint8_t *scales, Weight bias, int64_t experts,
-    int64_t n, int64_t k, const int32_t *indices, int64_t rows,
-    int64_t perThread, uint8_t *codes, float *blockScales, float *slotBias,
-    int32_t *remapped) {
+/// daybreak_mxfp4_to_fp8_experts' selection: the expert of workspace slot
+/// `slot` (-1 past the distinct count); block (0, 0) writes the remapped
+/// indices. Every thread of the block calls it.
+__device__ int64_t mxfp4SelectedExpert(int64_t experts, const int32_t *indices,
+                                       int64_t rows, int64_t slot,
+                                       int32_t *remapped) {
   __shared__ uint32_t used[kMxfp4ExpertWords];
   __shared__ int32_t before[kMxfp4ExpertWords + 1];
   __shared__ int64_t expert;
@@ -4055,7 +4046,6 @@ extern "C" __global__ void daybreak_mxfp4_to_fp8_experts(
       atomicOr(&used[e >> 5], 1u << (e & 31));
   }
   __syncthreads();
-  int64_t slot = blockIdx.y;
   if (threadIdx.x == 0) {
     // Selected experts below each word, and the expert of this slot.
     before[0] = 0;
@@ -4079,7 +4069,41 @@ extern "C" __global__ void daybreak_mxfp4_to_fp8_experts(
               ? before[e >> 5] + __popc(used[e >> 5] & ((1u << (e & 31)) - 1))
               : -1;
     }
-  int64_t e = expert;
+  return expert;
+}
+
+/// The MXFP4 online route's conversion (cpu::mxfp4ToFp8Experts), by `mode`
+/// (cuda::Mxfp4ConvertMode):
+/// - 0, the selection: the distinct experts of indices [T, k], in
+///   increasing id order, into the workspace's slots. Every block marks the
+///   selected experts in a shared bitmap (the indices are few and in L2)
+///   and finds its slot's expert from the bitmap's prefix counts; a block
+///   whose slot is past the distinct count does nothing. Block (0, 0) also
+///   writes the remapped indices;
+/// - 1, every expert e into slot e (no indices read, none written);
+/// - 2, only the remapped indices, as the indices themselves (every expert
+///   is in its own slot): block (0, 0) alone.
+/// grid (chunks, workspace slots), block 256. Each thread converts blocks
+/// of 32 values of its chunk: one 16-byte load of packed values, two
+/// 16-byte stores of E4M3 codes, the scale byte to fp32. An id outside [0,
+/// E) counts as an empty slot (-1), as in daybreak_expert_matmul.
+extern "C" __global__ void daybreak_mxfp4_to_fp8_experts(
+    const uint8_t *values, const uint8_t *scales, Weight bias, int64_t experts,
+    int64_t n, int64_t k, const int32_t *indices, int64_t rows,
+    int64_t perThread, uint8_t *codes, float *blockScales, float *slotBias,
+    int32_t *remapped, int32_t mode) {
+  if (mode == 2) {
+    if (blockIdx.x == 0 && blockIdx.y == 0)
+      for (int64_t r = threadIdx.x; r < rows; r += blockDim.x) {
+        int32_t e = indices[r];
+        remapped[r] = e >= 0 && e < experts ? e : -1;
+      }
+    return;
+  }
+  int64_t slot = blockIdx.y;
+  int64_t e = mode == 1
+                  ? slot
+                  : mxfp4SelectedExpert(experts, indices, rows, slot, remapped);
   if (e < 0)
     return;
   int64_t groups = k / 32, items = n * groups;

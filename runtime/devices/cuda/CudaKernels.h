@@ -947,16 +947,20 @@ public:
                                      CUdeviceptr x, CUdeviceptr values,
                                      CUdeviceptr scales);
   /// cpu::mxfp4ToFp8Experts on the device (the MXFP4 online route), into
-  /// a workspace of `workspaceSlots` experts. An expert id outside [0, E)
-  /// counts as an empty slot; errors (before launching) when K is not a
-  /// multiple of 32 or E exceeds 2048 (the kernel's shared bitmap).
+  /// a workspace of `workspaceSlots` experts, by `mode` (as the CPU's). An
+  /// expert id outside [0, E) counts as an empty slot; errors (before
+  /// launching) when K is not a multiple of 32, E exceeds 2048 (the
+  /// kernel's shared bitmap) or, converting every expert, the workspace
+  /// has fewer than E slots.
   Status mxfp4ToFp8Experts(CUdeviceptr values, CUdeviceptr scales,
                            const DeviceWeight &bias, int64_t experts, int64_t n,
                            int64_t k, CUdeviceptr indices, int64_t tokens,
                            int64_t slots, int64_t workspaceSlots,
                            CUdeviceptr codes, CUdeviceptr blockScales,
                            CUdeviceptr slotBias, CUdeviceptr remapped,
-                           CUstream stream) const;
+                           CUstream stream,
+                           runtime::Mxfp4ConvertMode mode =
+                               runtime::Mxfp4ConvertMode::Selected) const;
   /// With a prologue (`prologue` non-null and any()), each row is first
   /// normalised and rotated in shared memory (daybreak_cache_write_rows);
   /// errors when a row does not fit the 48 KiB a block has by default.

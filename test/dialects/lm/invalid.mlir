@@ -4371,3 +4371,22 @@ func.func @indexer_rope_3(%q: tensor<2x4x16xf32>, %k: tensor<8x16xf32>, %w: tens
   %s = lm.dsa_indexer_scores %q, %k, %w {scale = 1.0 : f64, yarn = #lm.yarn<factor = 40.0, original_max_positions = 4096, beta_fast = 32.0, beta_slow = 1.0, attention_factor = 1.0, truncate = true>} : (tensor<2x4x16xf32>, tensor<8x16xf32>, tensor<2x4xf32>) -> tensor<2x8xf32>
   return
 }
+
+// -----
+
+// Tests that lm.mxfp4_to_fp8_experts with all_from_tokens needs a slot for
+// every expert.
+func.func @mxfp4_to_fp8_all_slots(%w: tensor<8x128x64xf4E2M1FN>, %s: tensor<8x128x2xf8E8M0FNU>, %idx: tensor<4x2xi32>) {
+  // expected-error @+1 {{'lm.mxfp4_to_fp8_experts' op with all_from_tokens expects a workspace of every expert (E = 8 slots), got 4}}
+  %c:4 = lm.mxfp4_to_fp8_experts %w, %s, %idx {all_from_tokens = 9 : i64} : (tensor<8x128x64xf4E2M1FN>, tensor<8x128x2xf8E8M0FNU>, tensor<4x2xi32>) -> (tensor<4x128x64xf8E4M3FN>, tensor<4x128x2xf32>, tensor<4x128xf32>, tensor<4x2xi32>)
+  return
+}
+
+// -----
+
+// Tests that lm.mxfp4_to_fp8_experts rejects a non-positive all_from_tokens.
+func.func @mxfp4_to_fp8_all_from_zero(%w: tensor<8x128x64xf4E2M1FN>, %s: tensor<8x128x2xf8E8M0FNU>, %idx: tensor<4x2xi32>) {
+  // expected-error @+1 {{'lm.mxfp4_to_fp8_experts' op expects all_from_tokens to be positive, got 0}}
+  %c:4 = lm.mxfp4_to_fp8_experts %w, %s, %idx {all_from_tokens = 0 : i64} : (tensor<8x128x64xf4E2M1FN>, tensor<8x128x2xf8E8M0FNU>, tensor<4x2xi32>) -> (tensor<8x128x64xf8E4M3FN>, tensor<8x128x2xf32>, tensor<8x128xf32>, tensor<4x2xi32>)
+  return
+}
