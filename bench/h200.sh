@@ -95,9 +95,9 @@ fi
 if [ "$family" = gpt_oss ]; then
   # online-every: the online route converting in decode too
   # (--mxfp4-convert-in-decode), timed at 1K only, to show what that costs.
-  # online-serial: the online route without the overlapped conversion
-  # (--mxfp4-overlap=false), its prefills (and B = 1 at 1K) only, to time
-  # the overlap against it in the same lease.
+  # online-overlap: the online route with the overlapped conversion
+  # (--mxfp4-overlap), its prefills (and B = 1 at 1K) only, to time it
+  # against the online route in the same lease.
   routes=${ROUTES:-online direct offline online-every}
 else
   routes=default
@@ -107,7 +107,7 @@ route_flags() {
   case $1 in
   default) ;;
   online-every) echo "--mxfp4-route=online --mxfp4-convert-in-decode" ;;
-  online-serial) echo "--mxfp4-route=online --mxfp4-overlap=false" ;;
+  online-overlap) echo "--mxfp4-route=online --mxfp4-overlap" ;;
   *) echo "--mxfp4-route=$1" ;;
   esac
 }
@@ -115,7 +115,7 @@ route_flags() {
 route_cases() {
   if [ "$1" = online-every ]; then
     echo "--batch 1,8,64 --context 1024 --prefill 1024"
-  elif [ "$1" = online-serial ]; then
+  elif [ "$1" = online-overlap ]; then
     echo "--batch 1 --context 1024 --prefill $prefills"
   else
     echo "$cases"

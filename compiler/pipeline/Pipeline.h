@@ -67,7 +67,7 @@ struct Options {
   /// The online route converts every expert, on the side queue beside the
   /// layer before, in steps that select nearly all of them
   /// (lm-mxfp4-route's overlap, plan-overlap-conversions); unset: the
-  /// target's choice.
+  /// target's choice (off on both).
   std::optional<bool> mxfp4Overlap;
   /// Keep checkpoint tensors in the checkpoint's files (--weights=reference).
   bool weightsByReference = false;

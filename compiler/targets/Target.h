@@ -75,8 +75,11 @@ public:
   /// given: "direct" by default (docs/mxfp4.md says why per target).
   virtual llvm::StringRef getDefaultMxfp4Route() const { return "direct"; }
   /// Whether the online MXFP4 route overlaps its conversions by default
-  /// (lm-mxfp4-route's overlap): where the device runs a side queue beside
-  /// the main one. A device that runs both in order gains nothing.
+  /// (lm-mxfp4-route's overlap). No target does yet: on the CPU one queue
+  /// gains nothing, and on CUDA the FP8 expert GEMM's blocks take a whole
+  /// SM's registers, so the side stream's conversion finds no room beside
+  /// them and the step takes as long (docs/mxfp4.md), with a second
+  /// workspace.
   virtual bool getDefaultMxfp4Overlap() const { return false; }
 
   /// Why this build cannot write the target's artifacts, or "" when it can.

@@ -97,8 +97,8 @@ static cl::opt<bool> mxfp4Overlap(
     "mxfp4-overlap",
     cl::desc("online MXFP4 route: in steps of enough tokens to select nearly "
              "every expert, convert all of them on a side queue beside the "
-             "layer before (two workspaces instead of one); default: on for "
-             "cuda, off for cpu"),
+             "layer before (two workspaces instead of one; docs/mxfp4.md: "
+             "not yet faster on the H100, so off by default)"),
     cl::init(false), cl::cat(compileOptions));
 
 static cl::opt<std::string> weights(

@@ -27,9 +27,6 @@ public:
   /// The selected experts converted to FP8 per step, so the expert GEMMs
   /// read E4M3 while the device holds the experts packed (docs/mxfp4.md).
   llvm::StringRef getDefaultMxfp4Route() const override { return "online"; }
-  /// A second stream runs the all-expert conversions beside the layer
-  /// before theirs.
-  bool getDefaultMxfp4Overlap() const override { return true; }
 
   void buildPlanPipeline(OpPassManager &pm) const override {
     // The library kernels compiled for the plan's shapes, recorded in the
