@@ -98,8 +98,11 @@ struct Mxfp4RoutePass
                             "max-tokens, got ")
              << maxTokens;
     int64_t slots = std::min<int64_t>(experts, maxTokens * topK);
+    // Not in decode (convert-in-decode): its graph-replayed steps of a
+    // batch's tokens would fork and join a side stream inside the graph for
+    // a conversion that below the threshold does nothing.
     std::optional<int64_t> allFrom;
-    if (overlap)
+    if (overlap && !isInDecodeStep(op))
       allFrom = allExpertsFromTokens(experts, topK);
     if (allFrom && (*allFrom > maxTokens || maxTokens * topK < experts))
       allFrom.reset(); // no step of this limit selects nearly every expert

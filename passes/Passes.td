@@ -58,7 +58,8 @@ def LmMxfp4Route : Pass<"lm-mxfp4-route", "mlir::ModuleOp"> {
     with `(1 - k / E)^T <= 0.1`): converting all of them then costs at most
     about a ninth more than the selection and needs no routing, so
     `plan-overlap-conversions` can run it beside the layer before. Steps
-    below `T0` tokens convert their selection as before.
+    below `T0` tokens convert their selection as before. The `@decode`
+    step (with `convert-in-decode`) always converts its selection.
 
     ```mlir
     // route=online

@@ -5,6 +5,7 @@
 // RUN: not daybreak-opt %s -split-input-file --lm-mxfp4-route="route=both" 2>&1 | FileCheck %s --check-prefix=BAD
 // RUN: daybreak-opt %s -split-input-file --lm-mxfp4-route="route=online max-tokens=16 overlap=true" | FileCheck %s --check-prefix=OVERLAP
 // RUN: daybreak-opt %s -split-input-file --lm-mxfp4-route="route=online max-tokens=8 overlap=true" | FileCheck %s --check-prefix=SHORT
+// RUN: daybreak-opt %s -split-input-file --lm-mxfp4-route="route=online max-tokens=16 overlap=true convert-in-decode=true" | FileCheck %s --check-prefix=EVERYOVERLAP
 
 // Tests each route on a gate/up and a down expert matmul of one layer.
 // online: the selected experts are converted into a workspace of
@@ -95,6 +96,13 @@ func.func @none(%x: tensor<?x64xf32>) -> tensor<?x64xf32> {
 // ONLINE-NOT: lm.mxfp4_to_fp8_experts
 // ONLINE: lm.mxfp4_expert_matmul
 // ONLINE-NOT: lm.mxfp4_to_fp8_experts
+// With overlap too, only @prefill's conversion takes every expert.
+// EVERYOVERLAP-LABEL: func.func @prefill
+// EVERYOVERLAP: lm.mxfp4_to_fp8_experts {{.*}} {all_from_tokens = 9 : i64}
+// EVERYOVERLAP-LABEL: func.func @decode
+// EVERYOVERLAP-NOT: all_from_tokens
+// EVERYOVERLAP: lm.mxfp4_to_fp8_experts
+// EVERYOVERLAP-NOT: all_from_tokens
 // EVERY-LABEL: module attributes {lm.mxfp4_route = "online"}
 // EVERY: func.func @prefill
 // EVERY: lm.mxfp4_to_fp8_experts
