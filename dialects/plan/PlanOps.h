@@ -61,7 +61,9 @@ inline constexpr llvm::StringLiteral kLibraryCodeImage = "library";
 /// The names of the MXFP4 online route's workspace buffers (codes, block
 /// scales, bias rows). Every MoE layer's conversion writes buffers of these
 /// names, which plan-assign-workspace makes one allocation each (sized for
-/// the largest layer), and the memory plan reports them.
+/// the largest layer), and the memory plan reports them. Overlapped
+/// conversions (all_from_tokens) alternate between two sets, the role
+/// prefixed by the set: "mxfp4_workspace.0.codes", "mxfp4_workspace.1.codes".
 inline constexpr llvm::StringLiteral kMxfp4WorkspaceCodes =
     "mxfp4_workspace.codes";
 inline constexpr llvm::StringLiteral kMxfp4WorkspaceScales =

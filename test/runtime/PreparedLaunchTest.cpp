@@ -193,6 +193,58 @@ TEST(PreparedLaunch, ColumnViewsOnlyWhereDeclared) {
   }
 }
 
+// Tests the queues at load: a side launch gets its place among the step's
+// side launches and a later join may wait for it; a queue past the side
+// one, a side launch that also joins, and a join of more side launches than
+// come before it fail naming the launch.
+TEST(PreparedLaunch, QueuesAreCheckedAtLoad) {
+  // The rms_norm launch twice: the first on the side queue, the second
+  // joining it.
+  auto twice = [] {
+    artifact::Manifest m = rmsNormManifest();
+    artifact::Step *step = m.mutable_steps(0);
+    *step->add_launches() = step->launches(0);
+    return m;
+  };
+  {
+    artifact::Manifest m = twice();
+    m.mutable_steps(0)->mutable_launches(0)->set_queue(1);
+    m.mutable_steps(0)->mutable_launches(1)->set_join_queue(1);
+    StatusOr<std::vector<PreparedStep>> steps = prepareSteps(m);
+    ASSERT_TRUE(steps.ok()) << steps.error().message();
+    const PreparedStep &step = (*steps)[0];
+    EXPECT_EQ(step.sideLaunches, 1u);
+    EXPECT_EQ(step.launches[0].queue, 1);
+    EXPECT_EQ(step.launches[0].sideIndex, 0u);
+    EXPECT_EQ(step.launches[0].joinQueue, 0u);
+    EXPECT_EQ(step.launches[1].queue, 0);
+    EXPECT_EQ(step.launches[1].joinQueue, 1u);
+  }
+  {
+    artifact::Manifest m = twice();
+    m.mutable_steps(0)->mutable_launches(0)->set_queue(2);
+    EXPECT_EQ(prepareError(m),
+              "step 'decode' launch 0 (rms_norm): names queue 2; a step has "
+              "queues 0 (main) and 1 (side)");
+  }
+  {
+    artifact::Manifest m = twice();
+    m.mutable_steps(0)->mutable_launches(0)->set_queue(1);
+    m.mutable_steps(0)->mutable_launches(1)->set_queue(1);
+    m.mutable_steps(0)->mutable_launches(1)->set_join_queue(1);
+    EXPECT_EQ(prepareError(m), "step 'decode' launch 1 (rms_norm): runs on "
+                               "the side queue and joins it");
+  }
+  {
+    // The join comes before the side launch it names.
+    artifact::Manifest m = twice();
+    m.mutable_steps(0)->mutable_launches(0)->set_join_queue(1);
+    m.mutable_steps(0)->mutable_launches(1)->set_queue(1);
+    EXPECT_EQ(prepareError(m), "step 'decode' launch 0 (rms_norm): joins 1 "
+                               "side launches, but only 0 come before it");
+  }
+}
+
 TEST(PreparedLaunch, MalformedLaunchesFailNamingTheLaunch) {
   const std::string label = "step 'decode' launch 0 (rms_norm): ";
   {
