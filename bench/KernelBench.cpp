@@ -17,7 +17,9 @@
 // weight pool larger than L2, against the copy bandwidth of the same run
 // (benchGemvs); `DaybreakKernelBench N gemv` runs only those. The direct
 // MXFP4 expert matmul is timed the same way at gpt-oss-120b's decode shapes
-// (benchMxfp4; `DaybreakKernelBench N mxfp4` runs only it). Dense attention
+// (benchMxfp4), and at prefill sizes on the grouped warpgroup GEMM against
+// the FP8 routes' GEMM (benchMxfp4Prefill; `DaybreakKernelBench N mxfp4`
+// runs only these two, `mxfp4-prefill` the second). Dense attention
 // at gpt-oss-120b's shapes, prefill and decode, on the CUDA cores and the
 // tensor cores, in TFLOP/s (benchAttention; `DaybreakKernelBench N
 // attention` runs only it). The many-row tensor-core GEMMs run at prefill
@@ -656,6 +658,114 @@ void benchMxfp4(const CudaKernels &kernels) {
       driver->cuMemFree(indices);
     }
     for (CUdeviceptr p : {values, scales, bias, x, routing, out, scratch})
+      driver->cuMemFree(p);
+  }
+}
+
+/// The MXFP4 expert matmul at prefill sizes, gpt-oss-120b's shapes as
+/// benchMxfp4 (128 experts, top-4, uniform routing, a fresh draw each
+/// launch): T = 64, 256, 1024 and 8192 tokens, on the grouped warpgroup
+/// GEMM that widens E2M1 in shared memory ("wg-exact": x in three bf16
+/// parts, the default's; "wg-bf16": one part, --precision=bf16), against
+/// the grouped GEMM the FP8 routes take on the converted experts (E4M3
+/// codes with [1, 32] f32 scales: "fp8-k32", the exact mma.sync GEMM) and,
+/// where it applies, the tensor-core GEMV. FLOPs: 2 x pairs x n x k (the
+/// useful products; the exact forms issue three times as many).
+void benchMxfp4Prefill(const CudaKernels &kernels) {
+  constexpr int64_t kExperts = 128, kSlots = 4, kMaxT = 8192;
+  struct Shape {
+    const char *name;
+    int64_t n, k;
+    bool perSlot;
+  };
+  for (Shape shape :
+       {Shape{"gate_up", 5760, 2880, false}, Shape{"down", 2880, 2880, true}}) {
+    int64_t n = shape.n, k = shape.k, pairsMax = kMaxT * kSlots;
+    // 0x22: E2M1 codes 2 (1.0); 0x7F: scales 2^0; E4M3 0x38: 1.0.
+    CUdeviceptr values = alloc(size_t(kExperts * n * k / 2), 0x22),
+                scales = alloc(size_t(kExperts * n * k / 32), 0x7F),
+                codes = alloc(size_t(kExperts * n * k), 0x38),
+                codeScales = alloc(size_t(kExperts * n * k / 32 * 4), 0),
+                bias = alloc(size_t(kExperts * n * 2), 0x3F),
+                x = alloc(size_t(pairsMax * k * 4), 0x3C),
+                routing = alloc(size_t(pairsMax * 4), 0x3C),
+                out = alloc(size_t(pairsMax * n * 4), 0);
+    {
+      std::vector<float> ones(size_t(kExperts * n * k / 32), 1.0f);
+      check(driver->cuMemcpyHtoD(codeScales, ones.data(), ones.size() * 4),
+            "cuMemcpyHtoD");
+    }
+    const int64_t scratchBytes =
+        expertGemmScratchBytes(kMaxT, kSlots, kExperts, n, true);
+    const int64_t partsFloats = (3 * pairsMax * k + 1) / 2;
+    CUdeviceptr scratch = alloc(size_t(scratchBytes), 0),
+                parts = alloc(size_t(partsFloats * 4), 0);
+    DeviceWeight b, fp8;
+    b.data = bias;
+    b.type = 1;
+    fp8.data = codes;
+    fp8.scales = codeScales;
+    fp8.type = 2;
+    fp8.blockN = 1;
+    fp8.blockK = 32;
+    std::mt19937 rng(11);
+    for (int64_t tokens : {int64_t(64), int64_t(256), int64_t(1024), kMaxT}) {
+      const int launches = tokens >= 1024 ? 4 : 16;
+      std::vector<int32_t> picks(size_t(launches * tokens * kSlots));
+      std::vector<int32_t> pool(kExperts);
+      for (int64_t r = 0; r < launches * tokens; ++r) {
+        std::iota(pool.begin(), pool.end(), 0);
+        for (int64_t j = 0; j < kSlots; ++j) {
+          std::swap(pool[j], pool[j + rng() % (kExperts - j)]);
+          picks[r * kSlots + j] = pool[j];
+        }
+      }
+      CUdeviceptr indices = 0;
+      check(driver->cuMemAlloc(&indices, picks.size() * 4), "cuMemAlloc");
+      check(driver->cuMemcpyHtoD(indices, picks.data(), picks.size() * 4),
+            "cuMemcpyHtoD");
+      const int64_t pairs = tokens * kSlots;
+      const double flops = 2.0 * double(pairs) * double(n) * double(k);
+      struct Variant {
+        const char *label;
+        Mxfp4Kernel kernel;
+        bool bf16, fp8;
+      };
+      for (Variant v :
+           {Variant{"wg-exact", Mxfp4Kernel::WarpgroupGemm, false, false},
+            Variant{"wg-bf16", Mxfp4Kernel::WarpgroupGemm, true, false},
+            Variant{"fp8-k32", Mxfp4Kernel::Auto, false, true},
+            Variant{"gemv", Mxfp4Kernel::TensorCores, false, false}}) {
+        if (v.kernel == Mxfp4Kernel::TensorCores && pairs > kExpertGemvMaxPairs)
+          continue;
+        CudaKernels forced = kernels.withMxfp4Kernel(v.kernel);
+        InputRounding rounding{v.bf16, parts, partsFloats};
+        double seconds = timeGraph(
+            [&](int i, CUstream stream) {
+              CUdeviceptr picked =
+                  indices + CUdeviceptr(i) * CUdeviceptr(pairs) * 4;
+              if (v.fp8)
+                return forced.expertMatmul(
+                    x, shape.perSlot, fp8, kExperts, n, k, picked, tokens,
+                    kSlots, shape.perSlot ? routing : 0, out, stream, b,
+                    scratch, scratchBytes, InputRounding());
+              return forced.mxfp4ExpertMatmul(
+                  x, shape.perSlot, values, scales, b, kExperts, n, k, picked,
+                  tokens, kSlots, shape.perSlot ? routing : 0, out, stream,
+                  scratch, scratchBytes, rounding);
+            },
+            launches);
+        std::printf("%-18s %-40s %-12s %10.2f us %9.1f TFLOP/s\n",
+                    "mxfp4_prefill",
+                    (std::string(shape.name) + " T=" + std::to_string(tokens) +
+                     " top-4 n=" + std::to_string(n) + " k=2880")
+                        .c_str(),
+                    v.label, seconds * 1e6, flops / seconds / 1e12);
+      }
+      driver->cuMemFree(indices);
+    }
+    for (CUdeviceptr p : {values, scales, codes, codeScales, bias, x, routing,
+                          out, scratch, parts})
       driver->cuMemFree(p);
   }
 }
@@ -1748,10 +1858,12 @@ void benchL2Policy(const CudaKernels &kernels, CUmodule library,
 
 int main(int argc, char **argv) {
   // DaybreakKernelBench [iterations [gemv | gemv-profile | experts |
-  // mxfp4 | attention | gemm | kda | mla | mhc | dsa | l2]]: "gemv" runs only
+  // mxfp4 | mxfp4-prefill | attention | gemm | kda | mla | mhc | dsa | l2]]:
+  // "gemv" runs only
   // the GEMVs, "gemv-profile" three of them untimed for a profiler, "experts"
   // only the decode expert matmuls with the real expert counts, "mxfp4"
-  // only the MXFP4 expert matmuls, "attention" only dense attention,
+  // only the MXFP4 expert matmuls ("mxfp4-prefill" only those at prefill
+  // sizes), "attention" only dense attention,
   // "gemm" only the many-row tensor-core GEMMs, "fp8tiles" the FP8 GEMM's
   // tiles at decode batches, "kda" only the KDA scans,
   // "mla" only the absorbed-MLA attention, "mhc" only mHC's separate and
@@ -1798,6 +1910,11 @@ int main(int argc, char **argv) {
   }
   if (argc > 2 && std::string(argv[2]) == "mxfp4") {
     benchMxfp4(kernels);
+    benchMxfp4Prefill(kernels);
+    return 0;
+  }
+  if (argc > 2 && std::string(argv[2]) == "mxfp4-prefill") {
+    benchMxfp4Prefill(kernels);
     return 0;
   }
   if (argc > 2 && std::string(argv[2]) == "attention") {

@@ -637,10 +637,14 @@ TEST_F(CudaKernelsTest, Mxfp4ExpertMatmul) {
   // for the two-at-a-time loop, the other experts never picked); 300
   // experts (several bitmap words a lane); the ends of E8M0 (2^-127,
   // 2^127, NaN) with inputs small enough that no block overflows; prefill
-  // steps of more pairs than one launch takes.
+  // steps of more pairs than one launch takes. The grouped warpgroup GEMM
+  // (forced wherever it applies, and as Auto takes it from 257 pairs)
+  // scales each value rather than each block's sum, so at E8M0 253 and 254
+  // values overflow where the block sums do not (docs/mxfp4.md): its
+  // extreme case (extreme 2) ends at 252.
   struct Case {
     int64_t experts, n, k, tokens, slots;
-    bool extreme;
+    int extreme;   // 1: E8M0 up to 254; 2: up to 252
     int64_t crowd; // picks among experts [0, crowd); 0: all
   };
   for (Case c :
@@ -660,17 +664,25 @@ TEST_F(CudaKernelsTest, Mxfp4ExpertMatmul) {
         // Prefill: more pairs than a block's shared memory holds, so the
         // launcher runs the tokens in several launches (about 1,200 pairs
         // each).
-        Case{16, 21, 320, 700, 4, false, 0},
-        Case{8, 13, 64, 1300, 1, false, 3}})
+        Case{16, 21, 320, 700, 4, false, 0}, Case{8, 13, 64, 1300, 1, false, 3},
+        // The warpgroup GEMM's: K of an odd count of blocks (a last stage
+        // half past K), N over a 128-column tile and off it, one expert
+        // with several 128-row tiles and a partial one, gpt-oss's K, the
+        // in-range ends of E8M0 (2^-127 subnormal in bf16, NaN).
+        Case{6, 200, 352, 300, 4, false, 2},
+        Case{4, 131, 2880, 96, 4, false, 0}, Case{5, 40, 96, 64, 4, 2, 0}})
     for (bool perSlot : {false, true})
       for (bool routed : {false, true})
         for (bool biased : {false, true}) {
           int64_t slots = c.slots;
           testutil::Mxfp4TestExperts w =
-              c.extreme
+              c.extreme == 1 ? testutil::randomMxfp4Experts(
+                                   rng, c.experts, c.n, c.k,
+                                   {0, 1, 2, 120, 127, 200, 253, 254})
+              : c.extreme == 2
                   ? testutil::randomMxfp4Experts(
                         rng, c.experts, c.n, c.k,
-                        {0, 1, 2, 120, 127, 200, 253, 254})
+                        {0, 1, 2, 120, 127, 200, 251, 252})
                   : testutil::randomMxfp4Experts(rng, c.experts, c.n, c.k);
           if (c.extreme)
             w.scales[5] = 0xFF;
@@ -757,6 +769,77 @@ TEST_F(CudaKernelsTest, Mxfp4ExpertMatmul) {
             report(label, shape, worst); // |gpu - cpu| / bound
           };
           check(gpuOut, "gpu", "mxfp4 (of bound)");
+
+          // The grouped warpgroup GEMM, forced, exact (x in three bf16
+          // parts) and with --precision=bf16's one part against x rounded
+          // on the host. Its products are exact (a bf16 part times an
+          // E2M1 value times its scale, widened exactly), its sums the
+          // tensor cores' fp32 over all of K: 3 K (or K) products a term,
+          // K / 64 stages and the bias, each at most an ulp (2u: the
+          // tensor cores may truncate), then the routed sum.
+          if (CudaKernels::mxfp4WarpgroupApplies(c.experts, c.n, c.k, dx, dv) &&
+              c.extreme != 1) {
+            int64_t pairs = c.tokens * slots;
+            int64_t groupBytes =
+                expertGemmScratchBytes(c.tokens, slots, c.experts, c.n, routed);
+            Buffer dGroup(*driver, groupBytes),
+                dParts(*driver, (3 * pairs * c.k + 1) / 2 * 4 + 16),
+                dGemm(*driver, cpuOut.size() * 4);
+            for (bool bf16 : {false, true}) {
+              std::vector<float> xr = x;
+              if (bf16)
+                for (float &v : xr)
+                  v = numerics::bf16ToFloat(numerics::floatToBf16(v));
+              testutil::Mxfp4Expected wide = testutil::mxfp4Expected(
+                  w, xr, perSlot, bias, indices, c.tokens, slots,
+                  routed ? routing : std::vector<float>(),
+                  2 * ((bf16 ? 1 : 3) * c.k + c.k / 64 + 2));
+              // Poisoned (NaN): every output must be written.
+              ASSERT_EQ(
+                  driver->cuMemsetD8(dGemm.get(), 0xff, cpuOut.size() * 4),
+                  CUDA_SUCCESS);
+              expectRan(kernels->withMxfp4Kernel(Mxfp4Kernel::WarpgroupGemm)
+                            .mxfp4ExpertMatmul(
+                                dx, perSlot, dv, ds, gb, c.experts, c.n, c.k,
+                                dIdx, c.tokens, slots, routed ? dR.get() : 0,
+                                dGemm, nullptr, dGroup, groupBytes,
+                                InputRounding{bf16, dParts,
+                                              (3 * pairs * c.k + 1) / 2}));
+              std::vector<float> out = dGemm.read<float>(cpuOut.size());
+              int64_t bad = testutil::firstOutOfBound(out, wide);
+              EXPECT_EQ(bad, -1) << shape << (bf16 ? " bf16" : " exact")
+                                 << ": warpgroup GEMM element " << bad << " is "
+                                 << out[std::max<int64_t>(bad, 0)] << ", exact "
+                                 << wide.exact[std::max<int64_t>(bad, 0)];
+              double worst = 0;
+              for (size_t i = 0; i < out.size(); ++i)
+                if (!std::isnan(out[i]) && !std::isnan(wide.exact[i]))
+                  worst = std::max(worst, std::fabs(out[i] - wide.exact[i]) /
+                                              std::max(wide.bound[i], 1e-300));
+              report(bf16 ? "mxfp4 warpgroup bf16 (of bound)"
+                          : "mxfp4 warpgroup exact (of bound)",
+                     shape, worst);
+            }
+            // Auto takes it past the GEMV's pairs, given the scratch.
+            if (pairs >= kMxfp4WarpgroupMinPairs) {
+              ASSERT_EQ(
+                  driver->cuMemsetD8(dGemm.get(), 0xff, cpuOut.size() * 4),
+                  CUDA_SUCCESS);
+              expectRan(kernels->mxfp4ExpertMatmul(
+                  dx, perSlot, dv, ds, gb, c.experts, c.n, c.k, dIdx, c.tokens,
+                  slots, routed ? dR.get() : 0, dGemm, nullptr, dGroup,
+                  groupBytes,
+                  InputRounding{false, dParts, (3 * pairs * c.k + 1) / 2}));
+              testutil::Mxfp4Expected wide = testutil::mxfp4Expected(
+                  w, x, perSlot, bias, indices, c.tokens, slots,
+                  routed ? routing : std::vector<float>(),
+                  2 * (3 * c.k + c.k / 64 + 2));
+              EXPECT_EQ(testutil::firstOutOfBound(
+                            dGemm.read<float>(cpuOut.size()), wide),
+                        -1)
+                  << shape << ": Auto at " << pairs << " pairs";
+            }
+          }
 
           // The tensor-core GEMV where it applies (K a multiple of 64, at
           // most 256 pairs): the same bounds. Its products are exact (f16

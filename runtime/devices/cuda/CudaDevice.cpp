@@ -552,22 +552,31 @@ Status CudaDevice::prepare(const artifact::ArtifactFile &file,
   for (const runtime::PreparedStep &step : prepared)
     for (const PreparedLaunch &l : step.launches) {
       if (l.kernel == abi::KernelId::Mxfp4ExpertMatmul) {
-        // The tensor-core MXFP4 GEMV of a decode step (at most
-        // kExpertGemvMaxPairs pairs): each routed pair's result.
         using In = abi::Mxfp4ExpertMatmul::In;
-        if (l.args[In::routing_weights].kind ==
-            runtime::PreparedArg::Kind::Absent)
-          continue;
         const runtime::PreparedArg &indices = l.args[In::indices],
                                    &weight = l.args[In::weight];
-        int64_t slots =
-            indices.constant[1] + indices.perToken[1] * m.max_tokens();
-        int64_t tokens =
-            indices.constant[0] + indices.perToken[0] * m.max_tokens();
+        auto extent = [&](const runtime::PreparedArg &a, int d) {
+          return a.constant[d] + a.perToken[d] * m.max_tokens();
+        };
+        int64_t slots = extent(indices, 1), tokens = extent(indices, 0);
+        int64_t experts = extent(weight, 0), n = extent(weight, 1),
+                k = extent(weight, 2);
+        bool routed = l.args[In::routing_weights].kind !=
+                      runtime::PreparedArg::Kind::Absent;
         if (slots < 1)
           continue;
+        // The warpgroup GEMM of a step of many pairs (Mxfp4Kernel::Auto):
+        // its grouping and routed results at the most tokens.
+        if (tokens * slots >= kMxfp4WarpgroupMinPairs &&
+            CudaKernels::mxfp4WarpgroupApplies(experts, n, k, 0, 0))
+          expertScratchBytes = std::max(
+              expertScratchBytes,
+              expertGemmScratchBytes(tokens, slots, experts, n, routed));
+        // The tensor-core MXFP4 GEMV of a decode step (at most
+        // kExpertGemvMaxPairs pairs): each routed pair's result.
+        if (!routed)
+          continue;
         tokens = std::min(tokens, kExpertGemvMaxPairs / slots);
-        int64_t n = weight.constant[1] + weight.perToken[1] * m.max_tokens();
         expertScratchBytes = std::max(
             expertScratchBytes, expertGemvScratchBytes(tokens, slots, n, true));
         continue;
@@ -619,7 +628,8 @@ Status CudaDevice::prepare(const artifact::ArtifactFile &file,
       if (!matmul && !experts && l.kernel != K::KernelId::HeadMatmul &&
           l.kernel != K::KernelId::Mxfp4ExpertMatmul)
         continue;
-      if (!bf16Inputs && !matmul)
+      const bool mxfp4 = l.kernel == K::KernelId::Mxfp4ExpertMatmul;
+      if (!bf16Inputs && !matmul && !mxfp4)
         continue;
       // Operand 0 is the input, 1 the weight, in all five.
       const runtime::PreparedArg &x = l.args[0], &w = l.args[1];
@@ -647,6 +657,24 @@ Status CudaDevice::prepare(const artifact::ArtifactFile &file,
       }
       bool xAligned =
           x.kind == runtime::PreparedArg::Kind::Buffer && x.offset % 16 == 0;
+      if (mxfp4) {
+        // CudaKernels's own need (mxfp4RoundingFloats): each path's grows
+        // with the tokens, so the most is at the last count below the
+        // warpgroup GEMM's pairs and at the most tokens.
+        using In = abi::Mxfp4ExpertMatmul::In;
+        const runtime::PreparedArg &indices = l.args[In::indices];
+        int64_t slots = indices.constant[1] + indices.perToken[1] * tokens;
+        int64_t below =
+            std::min<int64_t>(tokens, (kMxfp4WarpgroupMinPairs - 1) /
+                                          std::max<int64_t>(slots, 1));
+        for (int64_t t : {below, tokens})
+          roundScratchFloats =
+              std::max(roundScratchFloats,
+                       CudaKernels::mxfp4RoundingFloats(
+                           w.constant[0], w.constant[1], k, t, slots,
+                           /*perSlotInput=*/x.rank == 3, bf16Inputs, xAligned));
+        continue;
+      }
       if (matmul) {
         // Each path needs more with more rows: the most is at 8 tokens,
         // at the last token count below the many-row GEMMs' row minimum,
@@ -1258,16 +1286,12 @@ struct CudaLaunchers {
     using In = abi::Mxfp4ExpertMatmul::In;
     const BoundArg &x = l.in(In::input), &w = l.in(In::weight),
                    &indices = l.in(In::indices);
-    // E2M1 codes: stored below fp32 (any type but 0 asks for rounding).
-    StatusOr<CUdeviceptr> input = d.kernels->roundedInput(
-        p(x), x.numel(), /*type=*/1, d.rounding(), d.stream);
-    if (!input.ok())
-      return input.error();
+    // x rounded (--precision=bf16) or split (exact) by the kernels.
     return d.kernels->mxfp4ExpertMatmul(
-        *input, x.rank == 3, p(w), p(l.in(In::scales)), weight(l.in(In::bias)),
+        p(x), x.rank == 3, p(w), p(l.in(In::scales)), weight(l.in(In::bias)),
         w.dim(0), w.dim(1), w.dim(2), p(indices), l.tokens, indices.dim(1),
         p(l.in(In::routing_weights)), p(l.out(0)), d.stream, d.expertScratch,
-        d.expertScratchBytes);
+        d.expertScratchBytes, d.rounding());
   }
   static Status cacheWrite(CudaDevice &d, const BoundLaunch &l) {
     using In = abi::CacheWrite::In;

@@ -302,22 +302,30 @@ __device__ __forceinline__ void wgmmaStage(float (&d)[kN / 2], uint64_t a,
 
 /// The shared memory of a block: stages of x (kParts tiles of 128 rows of
 /// 128 bytes) then w (kN rows: bf16, 128 bytes a row; e4m3, the codes as
-/// stored, 64 bytes a row), each stage 1024-byte aligned; for e4m3 kWide
-/// buffers of a stage's w widened to bf16 (kN rows of 128 bytes, swizzled
-/// as the copy engine would); the barriers (`full` and `empty` a stage,
-/// `wideFull` and `wideEmpty` a widened buffer); 1024 bytes of slack to
-/// align the start. Three parts (48 KB of x a stage) leave room for three
-/// stages at kN = 128; kNarrow's tiles of 64 rows of x (24 KB a stage) for
-/// five.
-template <int kN, bool kE4m3, int kParts = 1, bool kNarrow = false>
+/// stored, 64 bytes a row; e2m1, the packed values as stored, 32 bytes a
+/// row), each stage 1024-byte aligned; for e4m3 and e2m1 kWide buffers of
+/// a stage's w widened to bf16 (kN rows of 128 bytes, swizzled as the copy
+/// engine would); the barriers (`full` and `empty` a stage, `wideFull` and
+/// `wideEmpty` a widened buffer); 1024 bytes of slack to align the start.
+/// Three parts (48 KB of x a stage) leave room for three stages at kN =
+/// 128; kNarrow's tiles of 64 rows of x (24 KB a stage) for five.
+template <int kN, int kWeight, int kParts = 1, bool kNarrow = false>
 struct WgGemmShared {
-  static constexpr int kStages = kNarrow ? 5 : kParts > 1 ? 3 : kE4m3 ? 6 : 4;
-  static constexpr int kWide = kE4m3 ? 3 : 0;
-  static constexpr int kWideRing = kE4m3 ? kWide : 1; // a modulus for bf16 too
+  static constexpr bool kWidened = kWeight != kWeightBF16;
+  static constexpr int kStages = kNarrow      ? 5
+                                 : kParts > 1 ? 3
+                                 : kWidened   ? 6
+                                              : 4;
+  static constexpr int kWide = kWidened ? 3 : 0;
+  static constexpr int kWideRing =
+      kWidened ? kWide : 1; // a modulus for bf16 too
   static constexpr int kRows = kNarrow ? 64 : kWgRows;
   static constexpr int kXTileBytes = kRows * kWgTileBytes;
   static constexpr int kXBytes = kParts * kXTileBytes;
-  static constexpr int kWBytes = kN * (kE4m3 ? kWgK : kWgTileBytes);
+  static constexpr int kWRowBytes = kWeight == kWeightBF16   ? kWgTileBytes
+                                    : kWeight == kWeightE4M3 ? kWgK
+                                                             : kWgK / 2;
+  static constexpr int kWBytes = kN * kWRowBytes;
   static constexpr int kStageBytes = kXBytes + kWBytes;
   static constexpr int kWideBytes = kN * kWgTileBytes;
   static constexpr int kBytes = 1024 + kStages * kStageBytes +
@@ -364,6 +372,67 @@ __device__ __forceinline__ void widenUnit(const uint8_t *codes, uint8_t *wide,
   }
 }
 
+/// The bf16 bits of an E8M0 scale byte, 2^(s - 127), in both halves: an
+/// exponent field of s for s = 1 .. 254 (bf16 has f32's exponents), the
+/// subnormal 2^-127 for s = 0, NaN for 255.
+__device__ __forceinline__ uint32_t e8m0ToBf16x2(uint32_t s) {
+  const uint32_t bits = s == 0 ? 0x0040u : s == 255 ? 0x7FC0u : s << 7;
+  return bits | bits << 16;
+}
+
+/// Eight E2M1 values (a word of the packed weight: value i in bits [4 i, 4
+/// i + 4), sign bit 3, two exponent bits, one significand bit) as four
+/// bf16 pairs (value 2 j low, 2 j + 1 high) times `scale` (e8m0ToBf16x2).
+/// The magnitudes 0, 0.5, 1, 1.5, 2, 3, 4, 6 are a byte table lookup
+/// (prmt: low bytes, then high bytes, of codes 0 .. 7); the sign is the
+/// code's bit 3; the product is exact (two significand bits times a power
+/// of two, subnormals included) unless it passes bf16's (f32's) largest
+/// finite value.
+__device__ __forceinline__ void e2m1x8ToBf16(uint32_t word, uint32_t scale,
+                                             uint32_t (&pairs)[4]) {
+  const uint32_t magnitudes = word & 0x77777777u;
+  uint32_t lo[2], hi[2];
+#pragma unroll
+  for (int q = 0; q < 2; ++q) {
+    const uint32_t select = magnitudes >> (16 * q);
+    asm("prmt.b32 %0, %1, %2, %3;"
+        : "=r"(lo[q])
+        : "r"(0xC0800000u), "r"(0xC0804000u), "r"(select));
+    asm("prmt.b32 %0, %1, %2, %3;"
+        : "=r"(hi[q])
+        : "r"(0x3F3F3F00u), "r"(0x40404040u), "r"(select));
+  }
+#pragma unroll
+  for (int j = 0; j < 4; ++j) {
+    uint32_t pair;
+    asm("prmt.b32 %0, %1, %2, %3;"
+        : "=r"(pair)
+        : "r"(lo[j / 2]), "r"(hi[j / 2]), "r"(j % 2 ? 0x7362u : 0x5140u));
+    const uint32_t codes = word >> (8 * j); // values 2 j and 2 j + 1
+    pair |= ((codes << 12) & 0x8000u) | ((codes << 24) & 0x80000000u);
+    asm("mul.rn.bf16x2 %0, %1, %2;" : "=r"(pairs[j]) : "r"(pair), "r"(scale));
+  }
+}
+
+/// Unit `unit` (0..255) of widening a stage's 128 rows of 64 E2M1 values
+/// (`packed`, 32 bytes a row) to bf16 in `wide`, as widenUnit: row unit /
+/// 2, values [32 (unit % 2), + 32), one MXFP4 block, times its scale
+/// `scale` (e8m0ToBf16x2).
+__device__ __forceinline__ void
+widenE2m1Unit(const uint8_t *packed, uint8_t *wide, int unit, uint32_t scale) {
+  const int r = unit >> 1, h = unit & 1;
+  const uint4 v = *reinterpret_cast<const uint4 *>(packed + r * 32 + h * 16);
+  const uint32_t words[4] = {v.x, v.y, v.z, v.w};
+#pragma unroll
+  for (int j = 0; j < 4; ++j) {
+    uint32_t pairs[4];
+    e2m1x8ToBf16(words[j], scale, pairs);
+    const int chunk = (4 * h + j) ^ (r & 7);
+    *reinterpret_cast<uint4 *>(wide + r * kWgTileBytes + chunk * 16) =
+        make_uint4(pairs[0], pairs[1], pairs[2], pairs[3]);
+  }
+}
+
 /// The rows of a grouped expert GEMM (daybreak_expert_group's tiles of at
 /// most 128 rows of one expert): tile y multiplies rows [begin, begin +
 /// rows) of the gathered x by its expert's matrix (rows [e n, e n + n) of
@@ -376,26 +445,32 @@ struct WgGroups {
 };
 
 /// The block at (blockIdx.x, blockIdx.y): out columns [kN x, kN x + kN) of
-/// rows [128 y, 128 y + 128), or with `groups` those of tile y. kE4m3: wMap
-/// reads w's e4m3 codes, which warps 1-3 of the copy warpgroup widen to
-/// bf16 ahead of the products, and `w`'s scales ([experts, ceil(n /
-/// blockN), ceil(k / blockK)], blockN a multiple of kN, blockK of 64)
-/// multiply each blockK columns' sums. kParts 3 (dense only): xMap reads
-/// [3 m, k], the exact split of fp32 x into three bf16 parts
-/// (daybreak_split_bf16x3: part p's rows from p m), and each stage
+/// rows [128 y, 128 y + 128), or with `groups` those of tile y. kWeight
+/// kWeightE4M3: wMap reads w's e4m3 codes, which warps 1-3 of the copy
+/// warpgroup widen to bf16 ahead of the products, and `w`'s scales
+/// ([experts, ceil(n / blockN), ceil(k / blockK)], blockN a multiple of
+/// kN, blockK of 64) multiply each blockK columns' sums. kWeightE2M1
+/// (MXFP4, k a multiple of 32): wMap reads the packed values ([experts x
+/// n, k / 2] bytes, 32 a stage's row), and `w.scales` holds the E8M0
+/// bytes [experts x n, k / 32]; the same warps widen each 32 values times
+/// their scale (exact: widenE2m1Unit), so the products need no fold. kParts 3
+/// (dense only): xMap reads [3 m, k], the exact split of fp32 x into three bf16
+/// parts (daybreak_split_bf16x3: part p's rows from p m), and each stage
 /// multiplies every part's tile by the one w tile into the same sums: fp32
 /// products of x and w. (A tile's rows past m read the next part's rows,
 /// or zeros past the last; they are rows the epilogue does not write.)
 /// kNarrow (dense, for m up to 64): the block takes 64 rows, and each MMA
 /// warpgroup half of the kN columns, so no MMA multiplies rows that are
 /// not there (xMap's box is 64 rows).
-template <int kN, bool kE4m3, int kParts = 1, bool kNarrow = false>
+template <int kN, int kWeight, int kParts = 1, bool kNarrow = false>
 __device__ __forceinline__ void
 warpgroupGemm(const TensorMap &xMap, const TensorMap &wMap, const Weight &w,
               const Weight &bias, int64_t m, int64_t n, int64_t k, float *out,
               const WgGroups &groups = {nullptr, nullptr, nullptr}) {
-  static_assert(!kE4m3 || kN == 128, "widenUnit covers 128 rows");
-  using S = WgGemmShared<kN, kE4m3, kParts, kNarrow>;
+  constexpr bool kE4m3 = kWeight == kWeightE4M3;
+  using S = WgGemmShared<kN, kWeight, kParts, kNarrow>;
+  constexpr bool kWidened = S::kWidened;
+  static_assert(!kWidened || kN == 128, "the widening covers 128 rows");
   // A warpgroup's columns of the block's kN.
   constexpr int kCols = kNarrow ? kN / 2 : kN;
   // The block's first rows of x and w, its rows that exist, and its
@@ -428,7 +503,7 @@ warpgroupGemm(const TensorMap &xMap, const TensorMap &wMap, const Weight &w,
     for (int s = 0; s < S::kStages; ++s) {
       barrierInit(&full[s], 1);
       // Lane 0 of each MMA warp, and of each widening warp.
-      barrierInit(&empty[s], kE4m3 ? 11 : 8);
+      barrierInit(&empty[s], kWidened ? 11 : 8);
     }
     for (int b = 0; b < S::kWide; ++b) {
       barrierInit(&wideFull[b], 3);
@@ -439,7 +514,14 @@ warpgroupGemm(const TensorMap &xMap, const TensorMap &wMap, const Weight &w,
   __syncthreads();
 
   if (warpgroup == 0) {
-    if constexpr (kE4m3)
+    // The block holds 384 x 168 registers; what this warpgroup gives up
+    // the MMA warpgroups take (setmaxnreg.inc waits until the pool has
+    // them: asking more than was given deadlocks). E2M1's widening keeps
+    // its units' scale bytes too, 64 registers (13,312 given up), and its
+    // MMA warpgroups, with no second set of accumulators, take 216.
+    if constexpr (kWeight == kWeightE2M1)
+      asm volatile("setmaxnreg.dec.sync.aligned.u32 64;");
+    else if constexpr (kWidened)
       asm volatile("setmaxnreg.dec.sync.aligned.u32 56;");
     else
       asm volatile("setmaxnreg.dec.sync.aligned.u32 40;");
@@ -456,16 +538,54 @@ warpgroupGemm(const TensorMap &xMap, const TensorMap &wMap, const Weight &w,
         copyTile(stage + S::kXBytes, wMap, &full[slot], s * kWgK,
                  int32_t(expert * n + n0));
       }
-    } else if (kE4m3 && threadIdx.x >= 32) {
+    } else if (kWidened && threadIdx.x >= 32) {
       // The widening: warps 1-3 turn each stage's codes into a free wide
       // buffer, then hand the buffer to the MMA and the codes back.
+      // E2M1: a thread's units (at most 3) keep their rows across stages;
+      // each unit's scale byte for the next stage loads while this one
+      // widens. Rows past n (the next expert's, or zeros) take scale 1:
+      // their columns are not written, and a NaN scale there would be
+      // harmless too, but a row past the last expert's is past `scales`.
+      constexpr int kUnits = (2 * kN + 95) / 96;
+      const uint8_t *scaleBytes = reinterpret_cast<const uint8_t *>(w.scales);
+      const int64_t blocks = k / 32;
+      auto scaleOf = [&](int unit, int s) -> uint32_t {
+        const int r = unit >> 1;
+        const int64_t column = 2 * int64_t(s) + (unit & 1);
+        if (unit >= 2 * kN || n0 + r >= n || column >= blocks)
+          return 127;
+        return scaleBytes[(expert * n + n0 + r) * blocks + column];
+      };
+      uint32_t next[kUnits] = {};
+      if constexpr (kWeight == kWeightE2M1)
+#pragma unroll
+        for (int i = 0; i < kUnits; ++i)
+          next[i] = scaleOf(threadIdx.x - 32 + 96 * i, 0);
       for (int s = 0; s < stages; ++s) {
         const int slot = s % S::kStages, buf = s % S::kWideRing;
+        uint32_t current[kUnits];
+#pragma unroll
+        for (int i = 0; i < kUnits; ++i)
+          current[i] = next[i];
+        if constexpr (kWeight == kWeightE2M1)
+#pragma unroll
+          for (int i = 0; i < kUnits; ++i)
+            next[i] = s + 1 < stages ? scaleOf(threadIdx.x - 32 + 96 * i, s + 1)
+                                     : 127;
         barrierWait(&full[slot], (s / S::kStages) & 1);
         barrierWait(&wideEmpty[buf], ((s / S::kWideRing) & 1) ^ 1);
         const uint8_t *codes = base + slot * S::kStageBytes + S::kXBytes;
-        for (int unit = threadIdx.x - 32; unit < 2 * kN; unit += 96)
-          widenUnit(codes, wide + buf * S::kWideBytes, unit);
+#pragma unroll
+        for (int i = 0; i < kUnits; ++i) {
+          const int unit = threadIdx.x - 32 + 96 * i;
+          if (unit >= 2 * kN)
+            break;
+          if constexpr (kWeight == kWeightE2M1)
+            widenE2m1Unit(codes, wide + buf * S::kWideBytes, unit,
+                          e8m0ToBf16x2(current[i]));
+          else
+            widenUnit(codes, wide + buf * S::kWideBytes, unit);
+        }
         // The tensor cores read what these stores wrote.
         asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
         __syncwarp();
@@ -476,7 +596,10 @@ warpgroupGemm(const TensorMap &xMap, const TensorMap &wMap, const Weight &w,
       }
     }
   } else {
-    asm volatile("setmaxnreg.inc.sync.aligned.u32 224;");
+    if constexpr (kWeight == kWeightE2M1)
+      asm volatile("setmaxnreg.inc.sync.aligned.u32 216;");
+    else
+      asm volatile("setmaxnreg.inc.sync.aligned.u32 224;");
     const int wg = warpgroup - 1;
     // acc[4 j + 2 h + c]: row 16 warp + g + 8 h of the warpgroup's 64,
     // column 8 j + 2 t + c (g = lane / 4, t = lane % 4), wgmma's order.
@@ -499,7 +622,7 @@ warpgroupGemm(const TensorMap &xMap, const TensorMap &wMap, const Weight &w,
       barrierWait(&full[slot], (s / S::kStages) & 1);
       uint8_t *stage = base + slot * S::kStageBytes;
       const uint8_t *wTile = stage + S::kXBytes;
-      if constexpr (kE4m3) {
+      if constexpr (kWidened) {
         barrierWait(&wideFull[s % S::kWideRing], (s / S::kWideRing) & 1);
         wTile = wide + (s % S::kWideRing) * S::kWideBytes;
       }
@@ -540,7 +663,7 @@ warpgroupGemm(const TensorMap &xMap, const TensorMap &wMap, const Weight &w,
       for (; released < done; ++released)
         if (lane == 0) {
           barrierArrive(&empty[released % S::kStages]);
-          if (kE4m3)
+          if (kWidened)
             barrierArrive(&wideEmpty[released % S::kWideRing]);
         }
     }
@@ -919,7 +1042,7 @@ extern "C" __global__ void __launch_bounds__(kWgThreads, 1)
                           const __grid_constant__ TensorMap wMap, Weight w,
                           Weight bias, int64_t m, int64_t n, int64_t k,
                           float *out) {
-  warpgroupGemm<256, false>(xMap, wMap, w, bias, m, n, k, out);
+  warpgroupGemm<256, kWeightBF16>(xMap, wMap, w, bias, m, n, k, out);
 }
 
 extern "C" __global__ void __launch_bounds__(kWgThreads, 1)
@@ -927,7 +1050,7 @@ extern "C" __global__ void __launch_bounds__(kWgThreads, 1)
                           const __grid_constant__ TensorMap wMap, Weight w,
                           Weight bias, int64_t m, int64_t n, int64_t k,
                           float *out) {
-  warpgroupGemm<128, true>(xMap, wMap, w, bias, m, n, k, out);
+  warpgroupGemm<128, kWeightE4M3>(xMap, wMap, w, bias, m, n, k, out);
 }
 
 /// The exact forms (the default precision): as above, but xMap reads x's
@@ -939,7 +1062,7 @@ extern "C" __global__ void __launch_bounds__(kWgThreads, 1)
                              const __grid_constant__ TensorMap wMap, Weight w,
                              Weight bias, int64_t m, int64_t n, int64_t k,
                              float *out) {
-  warpgroupGemm<128, false, 3>(xMap, wMap, w, bias, m, n, k, out);
+  warpgroupGemm<128, kWeightBF16, 3>(xMap, wMap, w, bias, m, n, k, out);
 }
 
 /// The exact bf16 form for m up to 64 (grid (ceil(n / 128), 1)): xMap's
@@ -950,7 +1073,7 @@ extern "C" __global__ void __launch_bounds__(kWgThreads, 1)
                                     const __grid_constant__ TensorMap wMap,
                                     Weight w, Weight bias, int64_t m, int64_t n,
                                     int64_t k, float *out) {
-  warpgroupGemm<128, false, 3, true>(xMap, wMap, w, bias, m, n, k, out);
+  warpgroupGemm<128, kWeightBF16, 3, true>(xMap, wMap, w, bias, m, n, k, out);
 }
 
 extern "C" __global__ void __launch_bounds__(kWgThreads, 1)
@@ -958,7 +1081,7 @@ extern "C" __global__ void __launch_bounds__(kWgThreads, 1)
                              const __grid_constant__ TensorMap wMap, Weight w,
                              Weight bias, int64_t m, int64_t n, int64_t k,
                              float *out) {
-  warpgroupGemm<128, true, 3>(xMap, wMap, w, bias, m, n, k, out);
+  warpgroupGemm<128, kWeightE4M3, 3>(xMap, wMap, w, bias, m, n, k, out);
 }
 
 /// The grouped expert GEMMs (CudaKernels::warpgroupExpertMatmul): grid
@@ -972,8 +1095,8 @@ extern "C" __global__ void __launch_bounds__(kWgThreads, 1)
                                  Weight w, Weight bias, int64_t n, int64_t k,
                                  const int32_t *order, const int4 *tiles,
                                  const int32_t *tileCount, float *out) {
-  warpgroupGemm<256, false>(xMap, wMap, w, bias, 0, n, k, out,
-                            WgGroups{order, tiles, tileCount});
+  warpgroupGemm<256, kWeightBF16>(xMap, wMap, w, bias, 0, n, k, out,
+                                  WgGroups{order, tiles, tileCount});
 }
 
 extern "C" __global__ void __launch_bounds__(kWgThreads, 1)
@@ -982,19 +1105,51 @@ extern "C" __global__ void __launch_bounds__(kWgThreads, 1)
                                  Weight w, Weight bias, int64_t n, int64_t k,
                                  const int32_t *order, const int4 *tiles,
                                  const int32_t *tileCount, float *out) {
-  warpgroupGemm<128, true>(xMap, wMap, w, bias, 0, n, k, out,
-                           WgGroups{order, tiles, tileCount});
+  warpgroupGemm<128, kWeightE4M3>(xMap, wMap, w, bias, 0, n, k, out,
+                                  WgGroups{order, tiles, tileCount});
 }
 
-/// out row i = bf16(x row of order[i]) (nearest even) as bf16 codes, for
-/// the counts[1] rows daybreak_expert_group ordered: the x of the grouped
-/// expert GEMMs. A pair p reads x row p (x per slot) or p / slots. k a
+/// The grouped MXFP4 expert GEMMs (CudaKernels::mxfp4WarpgroupMatmul): as
+/// daybreak_expert_gemm_wg_e4m3, but wMap reads the packed E2M1 values of
+/// all experts as one [experts x n, k / 2] byte matrix (box 32 x 128,
+/// unswizzled) and `w.scales` points at their E8M0 bytes [experts x n, k /
+/// 32]; each 32 values are widened times their scale to bf16 in shared
+/// memory (exact). _x3: xMap reads the gathered x's three bf16 parts [3
+/// rows, k] (daybreak_gather_bf16 with parts 3; part p from row p rows),
+/// every product fp32 x times the weight: the exact default's.
+extern "C" __global__ void __launch_bounds__(kWgThreads, 1)
+    daybreak_expert_gemm_wg_e2m1(const __grid_constant__ TensorMap xMap,
+                                 const __grid_constant__ TensorMap wMap,
+                                 Weight w, Weight bias, int64_t rows, int64_t n,
+                                 int64_t k, const int32_t *order,
+                                 const int4 *tiles, const int32_t *tileCount,
+                                 float *out) {
+  warpgroupGemm<128, kWeightE2M1>(xMap, wMap, w, bias, rows, n, k, out,
+                                  WgGroups{order, tiles, tileCount});
+}
+
+extern "C" __global__ void __launch_bounds__(kWgThreads, 1)
+    daybreak_expert_gemm_wg_e2m1_x3(const __grid_constant__ TensorMap xMap,
+                                    const __grid_constant__ TensorMap wMap,
+                                    Weight w, Weight bias, int64_t rows,
+                                    int64_t n, int64_t k, const int32_t *order,
+                                    const int4 *tiles, const int32_t *tileCount,
+                                    float *out) {
+  warpgroupGemm<128, kWeightE2M1, 3>(xMap, wMap, w, bias, rows, n, k, out,
+                                     WgGroups{order, tiles, tileCount});
+}
+
+/// The x of the grouped expert GEMMs, for the counts[1] rows
+/// daybreak_expert_group ordered: out row i = bf16(x row of order[i])
+/// (nearest even) as bf16 codes (parts 1), or its three bf16 parts
+/// (parts 3: splitX, as daybreak_split_bf16x3) at rows i, partRows + i and
+/// 2 partRows + i. A pair p reads x row p (x per slot) or p / slots. k a
 /// multiple of 8, x and out 16-byte aligned. Grid (any, any), block 128:
 /// rows stride gridDim.y, eight values a thread a step.
 extern "C" __global__ void
 daybreak_gather_bf16(const float *x, int32_t perSlotInput, int64_t slots,
                      const int32_t *order, const int32_t *counts, int64_t k,
-                     uint16_t *out) {
+                     int32_t parts, int64_t partRows, uint16_t *out) {
   const int64_t rows = counts[1], units = k / 8;
   for (int64_t r = blockIdx.y; r < rows; r += gridDim.y) {
     const int64_t pair = order[r];
@@ -1004,9 +1159,21 @@ daybreak_gather_bf16(const float *x, int32_t perSlotInput, int64_t slots,
     for (int64_t u = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; u < units;
          u += int64_t(gridDim.x) * blockDim.x) {
       float4 a = src[2 * u], b = src[2 * u + 1];
-      dst[u] = make_uint4(
-          roundX<kWeightBF16>(a.x, a.y), roundX<kWeightBF16>(a.z, a.w),
-          roundX<kWeightBF16>(b.x, b.y), roundX<kWeightBF16>(b.z, b.w));
+      if (parts == 1) {
+        dst[u] = make_uint4(
+            roundX<kWeightBF16>(a.x, a.y), roundX<kWeightBF16>(a.z, a.w),
+            roundX<kWeightBF16>(b.x, b.y), roundX<kWeightBF16>(b.z, b.w));
+        continue;
+      }
+      uint32_t p[4][3];
+      splitX<kWeightBF16>(a.x, a.y, p[0]);
+      splitX<kWeightBF16>(a.z, a.w, p[1]);
+      splitX<kWeightBF16>(b.x, b.y, p[2]);
+      splitX<kWeightBF16>(b.z, b.w, p[3]);
+#pragma unroll
+      for (int part = 0; part < 3; ++part)
+        dst[part * partRows * units + u] =
+            make_uint4(p[0][part], p[1][part], p[2][part], p[3][part]);
     }
   }
 }

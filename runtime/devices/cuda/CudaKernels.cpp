@@ -220,16 +220,17 @@ constexpr int64_t tensorGemmSharedBytes(int32_t type) {
 /// (128 bytes a row) and the weight's rows (bf16: 4 stages of 256 rows of
 /// 128 bytes, or 3 of 128 rows with three parts; e4m3: 6 stages of 128 rows
 /// of 64 bytes, 3 with three parts, and three 128 x 128-byte buffers
-/// widened); two barriers a stage and a widened buffer. `narrow` (bf16,
-/// three parts): tiles of 64 rows of x, five stages.
+/// widened; e2m1 as e4m3 with rows of 32 bytes); two barriers a stage and
+/// a widened buffer. `narrow` (bf16, three parts): tiles of 64 rows of x,
+/// five stages.
 constexpr int64_t warpgroupGemmSharedBytes(int32_t type, int parts = 1,
                                            bool narrow = false) {
   if (narrow)
     return 1024 + 5 * (parts * 64 * 128 + 128 * 128) + 16 * 5;
   const int64_t x = parts * 128 * 128;
-  if (type == 2) {
-    const int64_t stages = parts > 1 ? 3 : 6;
-    return 1024 + stages * (x + 128 * 64) + 3 * 128 * 128 + 16 * (stages + 3);
+  if (type == 2 || type == 3) {
+    const int64_t stages = parts > 1 ? 3 : 6, row = type == 2 ? 64 : 32;
+    return 1024 + stages * (x + 128 * row) + 3 * 128 * 128 + 16 * (stages + 3);
   }
   const int64_t stages = parts > 1 ? 3 : 4, rows = parts > 1 ? 128 : 256;
   return 1024 + stages * (x + rows * 128) + 16 * stages;
@@ -394,6 +395,8 @@ StatusOr<CudaKernels> CudaKernels::load(const Driver &driver, CUmodule module) {
         {kernels.gemmWgBf16X3NarrowFn, warpgroupGemmSharedBytes(1, 3, true)},
         {kernels.expertGemmWgBf16Fn, warpgroupGemmSharedBytes(1)},
         {kernels.expertGemmWgE4m3Fn, warpgroupGemmSharedBytes(2)},
+        {kernels.expertGemmWgE2m1Fn, warpgroupGemmSharedBytes(3)},
+        {kernels.expertGemmWgE2m1X3Fn, warpgroupGemmSharedBytes(3, 3)},
         {kernels.gemmWgFp8Fn, fp8GemmLibraryBytes},
         {kernels.gemmWgFp8Rows64Fn,
          fp8GemmSharedBytes({64, 128, fp8GemmLibraryStages(64), 1})},
@@ -1159,7 +1162,9 @@ Status CudaKernels::encodeTileMap(CUtensorMap &map, CUdeviceptr base,
   // Row-major: dimension 0 is k.
   cuuint64_t dims[2] = {cuuint64_t(k), cuuint64_t(rows)};
   cuuint64_t strides[1] = {cuuint64_t(k * (codes ? 1 : 2))};
-  cuuint32_t box[2] = {kind == TileMap::CodesSwizzled ? 128u : 64u,
+  cuuint32_t box[2] = {kind == TileMap::CodesSwizzled ? 128u
+                       : kind == TileMap::Packed      ? 32u
+                                                      : 64u,
                        cuuint32_t(boxRows)};
   cuuint32_t unit[2] = {1, 1};
   return driver->check(driver->cuTensorMapEncodeTiled(
@@ -1168,8 +1173,9 @@ Status CudaKernels::encodeTileMap(CUtensorMap &map, CUdeviceptr base,
                                  : CU_TENSOR_MAP_DATA_TYPE_BFLOAT16,
                            2, reinterpret_cast<void *>(base), dims, strides,
                            box, unit, CU_TENSOR_MAP_INTERLEAVE_NONE,
-                           kind == TileMap::Codes ? CU_TENSOR_MAP_SWIZZLE_NONE
-                                                  : CU_TENSOR_MAP_SWIZZLE_128B,
+                           kind == TileMap::Codes || kind == TileMap::Packed
+                               ? CU_TENSOR_MAP_SWIZZLE_NONE
+                               : CU_TENSOR_MAP_SWIZZLE_128B,
                            CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
                            CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE),
                        "cuTensorMapEncodeTiled");
@@ -1472,8 +1478,9 @@ Status CudaKernels::warpgroupExpertMatmul(
     return Status::success();
   ExpertGroups g = *grouped;
   CUdeviceptr xb = rounding.scratch;
-  int32_t perSlot = perSlotInput;
-  void *gather[] = {&x, &perSlot, &slots, &g.order, &g.tileCount, &k, &xb};
+  int32_t perSlot = perSlotInput, parts = 1;
+  void *gather[] = {&x, &perSlot, &slots, &g.order, &g.tileCount,
+                    &k, &parts,   &rows,  &xb};
   DAYBREAK_RETURN_IF_ERROR(
       launch(gatherBf16Fn, "expertMatmul (gather)", ceilDiv(k / 8, 128),
              std::min<int64_t>(rows, 4096), 1, 128, 0, stream, gather));
@@ -2128,15 +2135,50 @@ Status CudaKernels::mxfp4ExpertGemv(CUdeviceptr x, bool perSlotInput,
                           out, stream, scratch, scratchBytes);
 }
 
-Status CudaKernels::mxfp4ExpertMatmul(
-    CUdeviceptr x, bool perSlotInput, CUdeviceptr values, CUdeviceptr scales,
-    const DeviceWeight &bias, int64_t experts, int64_t n, int64_t k,
-    CUdeviceptr indices, int64_t tokens, int64_t slots,
-    CUdeviceptr routingWeights, CUdeviceptr out, CUstream stream,
-    CUdeviceptr scratch, int64_t scratchBytes) const {
+Status CudaKernels::mxfp4ExpertMatmul(CUdeviceptr x, bool perSlotInput,
+                                      CUdeviceptr values, CUdeviceptr scales,
+                                      const DeviceWeight &bias, int64_t experts,
+                                      int64_t n, int64_t k, CUdeviceptr indices,
+                                      int64_t tokens, int64_t slots,
+                                      CUdeviceptr routingWeights,
+                                      CUdeviceptr out, CUstream stream,
+                                      CUdeviceptr scratch, int64_t scratchBytes,
+                                      const InputRounding &rounding) const {
   if (k % 32 != 0)
     return Status::error("mxfp4ExpertMatmul: K " + std::to_string(k) +
                          " is not a multiple of the MXFP4 block of 32");
+  // Many pairs: the grouped warpgroup GEMM, given its scratch.
+  const int64_t pairs = tokens * slots;
+  const int64_t gathered = (pairs * k * (rounding.bf16 ? 1 : 3) + 1) / 2;
+  const bool gemm =
+      mxfp4WarpgroupApplies(experts, n, k, x, values) && scratch &&
+      scratchBytes >= expertGemmScratchBytes(tokens, slots, experts, n,
+                                             routingWeights != 0) &&
+      rounding.scratch % 16 == 0 && rounding.scratchFloats >= gathered;
+  if (mxfp4Kernel == Mxfp4Kernel::WarpgroupGemm && !gemm)
+    return Status::error(
+        "mxfp4ExpertMatmul: the warpgroup GEMM was asked for but does not "
+        "take " +
+        std::to_string(experts) + " experts of [" + std::to_string(n) + ", " +
+        std::to_string(k) + "] at " + std::to_string(pairs) +
+        " pairs (K a multiple of 32, aligned x and values, " +
+        std::to_string(expertGemmScratchBytes(tokens, slots, experts, n,
+                                              routingWeights != 0)) +
+        " bytes of grouping scratch and " + std::to_string(gathered) +
+        " floats of rounding scratch; given " + std::to_string(scratchBytes) +
+        " and " + std::to_string(rounding.scratchFloats) + ")");
+  if (gemm &&
+      (mxfp4Kernel == Mxfp4Kernel::WarpgroupGemm ||
+       (mxfp4Kernel == Mxfp4Kernel::Auto && pairs >= kMxfp4WarpgroupMinPairs)))
+    return mxfp4WarpgroupMatmul(x, perSlotInput, values, scales, bias, experts,
+                                n, k, indices, tokens, slots, routingWeights,
+                                out, stream, scratch, scratchBytes, rounding);
+  // The other paths read x rounded (--precision=bf16) as fp32.
+  StatusOr<CUdeviceptr> input = roundedInput(
+      x, tokens * (perSlotInput ? slots : 1) * k, /*type=*/1, rounding, stream);
+  if (!input.ok())
+    return input.error();
+  x = *input;
   const bool applies =
       mxfp4ExpertGemvApplies(experts, n, k, tokens, slots, x, values, scales) &&
       (!routingWeights ||
@@ -2215,6 +2257,70 @@ Status CudaKernels::mxfp4ExpertMatmul(
                                     unsigned(sharedBytes), stream, params));
   }
   return Status::success();
+}
+
+bool CudaKernels::mxfp4WarpgroupApplies(int64_t experts, int64_t n, int64_t k,
+                                        CUdeviceptr x, CUdeviceptr values) {
+  // The copy engine's row coordinate of the last expert's last tile.
+  return k > 0 && k % 32 == 0 && x % 16 == 0 && values % 16 == 0 &&
+         experts >= 1 && experts <= kTensorGemmMaxExperts && n >= 1 &&
+         experts * n + 128 < (int64_t(1) << 31);
+}
+
+int64_t CudaKernels::mxfp4RoundingFloats(int64_t experts, int64_t n, int64_t k,
+                                         int64_t tokens, int64_t slots,
+                                         bool perSlotInput, bool bf16,
+                                         bool xAligned) {
+  const int64_t pairs = tokens * slots;
+  // Weights start 256-byte aligned (the device's arena).
+  if (pairs >= kMxfp4WarpgroupMinPairs &&
+      mxfp4WarpgroupApplies(experts, n, k, xAligned ? 0 : 1, 0))
+    return (pairs * k * (bf16 ? 1 : 3) + 1) / 2;
+  return bf16 ? tokens * (perSlotInput ? slots : 1) * k : 0;
+}
+
+Status CudaKernels::mxfp4WarpgroupMatmul(
+    CUdeviceptr x, bool perSlotInput, CUdeviceptr values, CUdeviceptr scales,
+    const DeviceWeight &bias, int64_t experts, int64_t n, int64_t k,
+    CUdeviceptr indices, int64_t tokens, int64_t slots,
+    CUdeviceptr routingWeights, CUdeviceptr out, CUstream stream,
+    CUdeviceptr scratch, int64_t scratchBytes,
+    const InputRounding &rounding) const {
+  StatusOr<ExpertGroups> grouped = groupExperts(
+      "mxfp4ExpertMatmul (warpgroup GEMM)", indices, tokens, slots, experts, n,
+      routingWeights != 0, out, scratch, scratchBytes, 128, stream);
+  if (!grouped.ok())
+    return grouped.error();
+  if (tokens <= 0 || n <= 0)
+    return Status::success();
+  ExpertGroups g = *grouped;
+  int64_t rows = tokens * slots;
+  int32_t perSlot = perSlotInput, parts = rounding.bf16 ? 1 : 3;
+  CUdeviceptr xb = rounding.scratch;
+  void *gather[] = {&x, &perSlot, &slots, &g.order, &g.tileCount,
+                    &k, &parts,   &rows,  &xb};
+  DAYBREAK_RETURN_IF_ERROR(
+      launch(gatherBf16Fn, "mxfp4ExpertMatmul (gather)", ceilDiv(k / 8, 128),
+             std::min<int64_t>(rows, 4096), 1, 128, 0, stream, gather));
+  CUtensorMap xMap, wMap;
+  DAYBREAK_RETURN_IF_ERROR(
+      encodeTileMap(xMap, xb, parts * rows, k, 128, TileMap::Bf16));
+  DAYBREAK_RETURN_IF_ERROR(
+      encodeTileMap(wMap, values, experts * n, k / 2, 128, TileMap::Packed));
+  DeviceWeight w, b = bias;
+  w.data = values;
+  w.scales = scales;
+  w.type = 3;
+  w.rows = n;
+  w.cols = k;
+  void *gemm[] = {&xMap, &wMap,    &w,       &b,           &rows, &n,
+                  &k,    &g.order, &g.tiles, &g.tileCount, &g.y};
+  DAYBREAK_RETURN_IF_ERROR(launch(
+      parts == 3 ? expertGemmWgE2m1X3Fn : expertGemmWgE2m1Fn,
+      "mxfp4ExpertMatmul (warpgroup GEMM)", ceilDiv(n, 128), g.maxTiles, 1, 384,
+      unsigned(warpgroupGemmSharedBytes(3, parts)), stream, gemm));
+  return combineExperts(g, indices, routingWeights, experts, tokens, slots, n,
+                        out, stream);
 }
 
 Status CudaKernels::mxfp4ToFp8Experts(

@@ -337,12 +337,18 @@ constexpr int64_t expertGemvSharedBytes(ExpertGemvStreaming streaming) {
   return kExpertGemvStageBytes + 4 * slots * kExpertGemvRingSlotBytes +
          (slots ? kExpertGemvPartialBytes : 0);
 }
-/// Which kernel CudaKernels::mxfp4ExpertMatmul takes where the tensor-core
-/// GEMV applies (mxfp4ExpertGemvApplies: a decode step's at most 256 pairs,
-/// K a multiple of 64): Auto, the tensor cores where mxfp4TensorPays and
-/// the CUDA cores elsewhere; or either forced (the benchmark's and the
-/// tests' comparison).
-enum class Mxfp4Kernel { Auto, CudaCores, TensorCores };
+/// Which kernel CudaKernels::mxfp4ExpertMatmul takes: Auto, the grouped
+/// warpgroup GEMM from kMxfp4WarpgroupMinPairs (token, slot) pairs where
+/// it applies (mxfp4WarpgroupApplies, given its scratch), below that the
+/// tensor-core GEMV where it applies (mxfp4ExpertGemvApplies: a decode
+/// step's at most 256 pairs, K a multiple of 64) and mxfp4TensorPays, and
+/// the CUDA cores elsewhere; or one forced (the benchmark's and the tests'
+/// comparison; an error where it does not apply).
+enum class Mxfp4Kernel { Auto, CudaCores, TensorCores, WarpgroupGemm };
+/// The fewest (token, slot) pairs Mxfp4Kernel::Auto gives the warpgroup
+/// GEMM (daybreak_expert_gemm_wg_e2m1*): past the tensor-core GEMV's
+/// kExpertGemvMaxPairs, where only the CUDA cores remain.
+inline constexpr int64_t kMxfp4WarpgroupMinPairs = 257;
 /// The time of the tensor-core MXFP4 GEMV for a distinct expert over that
 /// of the CUDA-core kernel for a (token, slot) pair. The CUDA cores' cost
 /// grows with the pairs (their FMAs: 5.6 us a pair at gpt-oss-120b's
@@ -423,6 +429,8 @@ constexpr int64_t expertGemvScratchBytes(int64_t tokens, int64_t slots,
   X(toBf16, "daybreak_to_bf16")                                                \
   X(expertGemmWgBf16, "daybreak_expert_gemm_wg_bf16")                          \
   X(expertGemmWgE4m3, "daybreak_expert_gemm_wg_e4m3")                          \
+  X(expertGemmWgE2m1, "daybreak_expert_gemm_wg_e2m1")                          \
+  X(expertGemmWgE2m1X3, "daybreak_expert_gemm_wg_e2m1_x3")                     \
   X(gatherBf16, "daybreak_gather_bf16")                                        \
   X(gemmWgFp8, "daybreak_gemm_wg_fp8")                                         \
   X(gemmWgFp8Rows64, "daybreak_gemm_wg_fp8_rows64")                            \
@@ -929,14 +937,34 @@ public:
   /// registers; errors (before launching) when K is not a multiple of 32.
   /// A decode step may take the tensor-core GEMV (Mxfp4Kernel), which with
   /// routing weights needs `scratch` (expertGemvScratchBytes); without it
-  /// the CUDA cores take the step.
+  /// the CUDA cores take the step. A step of many pairs takes the grouped
+  /// warpgroup GEMM given `scratch` of expertGemmScratchBytes and
+  /// `rounding.scratchFloats` of mxfp4RoundingFloats (x gathered in bf16:
+  /// three parts, or one with `rounding.bf16`). `rounding.bf16` rounds x
+  /// to bf16 first on every path.
   Status mxfp4ExpertMatmul(CUdeviceptr x, bool perSlotInput, CUdeviceptr values,
                            CUdeviceptr scales, const DeviceWeight &bias,
                            int64_t experts, int64_t n, int64_t k,
                            CUdeviceptr indices, int64_t tokens, int64_t slots,
                            CUdeviceptr routingWeights, CUdeviceptr out,
                            CUstream stream, CUdeviceptr scratch = 0,
-                           int64_t scratchBytes = 0) const;
+                           int64_t scratchBytes = 0,
+                           const InputRounding &rounding = {}) const;
+  /// Whether the grouped MXFP4 warpgroup GEMM takes a launch's shape: K a
+  /// multiple of 32 (16-byte rows of packed values for the copy engine), x
+  /// and the values 16-byte aligned, at most kTensorGemmMaxExperts experts,
+  /// the copy engine's row coordinates within 32 bits.
+  static bool mxfp4WarpgroupApplies(int64_t experts, int64_t n, int64_t k,
+                                    CUdeviceptr x, CUdeviceptr values);
+  /// The floats of InputRounding scratch mxfp4ExpertMatmul takes for a
+  /// launch (`xAligned`: x 16-byte aligned; `perSlotInput`: x [T, slots,
+  /// K]): where Auto takes the warpgroup GEMM, x gathered a (token, slot)
+  /// pair a row in bf16 (three parts, or one with `bf16`); else with
+  /// `bf16`, x rounded as fp32; else none.
+  static int64_t mxfp4RoundingFloats(int64_t experts, int64_t n, int64_t k,
+                                     int64_t tokens, int64_t slots,
+                                     bool perSlotInput, bool bf16,
+                                     bool xAligned);
   /// Whether the tensor-core MXFP4 GEMV (daybreak_expert_gemv_tc_e2m1)
   /// takes a launch: at most kExpertGemvMaxPairs pairs, K a multiple of 64
   /// (an even count of scale bytes a row: the kernel reads them in pairs),
@@ -1219,6 +1247,20 @@ private:
                           int64_t slots, CUdeviceptr routingWeights,
                           CUdeviceptr out, CUstream stream, CUdeviceptr scratch,
                           int64_t scratchBytes) const;
+  /// mxfp4ExpertMatmul on the grouped warpgroup GEMM (mxfp4WarpgroupApplies
+  /// holds): the pairs grouped by expert in tiles of 128 rows, x gathered
+  /// in their order as bf16 (daybreak_gather_bf16: three parts, or one
+  /// with `rounding.bf16`), daybreak_expert_gemm_wg_e2m1(_x3), then
+  /// daybreak_expert_combine with routing weights.
+  Status mxfp4WarpgroupMatmul(CUdeviceptr x, bool perSlotInput,
+                              CUdeviceptr values, CUdeviceptr scales,
+                              const DeviceWeight &bias, int64_t experts,
+                              int64_t n, int64_t k, CUdeviceptr indices,
+                              int64_t tokens, int64_t slots,
+                              CUdeviceptr routingWeights, CUdeviceptr out,
+                              CUstream stream, CUdeviceptr scratch,
+                              int64_t scratchBytes,
+                              const InputRounding &rounding) const;
   /// mxfp4ExpertMatmul on the tensor cores (mxfp4ExpertGemvApplies holds),
   /// then daybreak_expert_combine with routing weights.
   Status mxfp4ExpertGemv(CUdeviceptr x, bool perSlotInput, CUdeviceptr values,
@@ -1270,7 +1312,9 @@ private:
   /// 128-byte swizzled (a box row is the swizzle's span, as the MMA reads
   /// it); e4m3 codes in boxes of 64 columns as stored (to be widened); or
   /// e4m3 codes in boxes of 128 columns, 128-byte swizzled (the fp8 MMA's).
-  enum class TileMap { Bf16, Codes, CodesSwizzled };
+  /// Codes: bytes, boxes of 64 columns; CodesSwizzled: 128, swizzled;
+  /// Packed: 32 (a stage's MXFP4 values, two a byte).
+  enum class TileMap { Bf16, Codes, CodesSwizzled, Packed };
   /// A copy-engine map of the row-major [rows, k] matrix at `base` in
   /// boxes of `boxRows` rows.
   Status encodeTileMap(CUtensorMap &map, CUdeviceptr base, int64_t rows,
