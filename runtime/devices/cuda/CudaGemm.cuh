@@ -527,15 +527,31 @@ warpgroupGemm(const TensorMap &xMap, const TensorMap &wMap, const Weight &w,
       asm volatile("setmaxnreg.dec.sync.aligned.u32 40;");
     if (threadIdx.x == 0) {
       // The copies: one thread waits for a free stage and starts both tiles.
+      // E2M1 (grouped experts, often a few rows a tile): xMap's box is
+      // kXBox rows and only the boxes holding the tile's rows are copied,
+      // so x's traffic follows its rows, not the tile's 128 (the MMA reads
+      // the rest of the tile as whatever an earlier stage left there:
+      // products of rows the epilogue does not write).
+      constexpr int kXBox = kWeight == kWeightE2M1 ? 16 : S::kRows;
+      const int boxes =
+          int(((rows < S::kRows ? rows : S::kRows) + kXBox - 1) / kXBox);
+      const uint32_t bytes =
+          uint32_t(kParts * boxes * kXBox * kWgTileBytes + S::kWBytes);
       for (int s = 0; s < stages; ++s) {
         const int slot = s % S::kStages;
         barrierWait(&empty[slot], ((s / S::kStages) & 1) ^ 1);
         uint8_t *stage = base + slot * S::kStageBytes;
-        barrierExpectBytes(&full[slot], S::kStageBytes);
+        barrierExpectBytes(&full[slot], bytes);
         for (int part = 0; part < kParts; ++part)
-          copyTile(stage + part * S::kXTileBytes, xMap, &full[slot], s * kWgK,
-                   int32_t(part * m + xRow));
-        copyTile(stage + S::kXBytes, wMap, &full[slot], s * kWgK,
+          for (int box = 0; box < boxes; ++box)
+            copyTile(stage + part * S::kXTileBytes +
+                         box * kXBox * kWgTileBytes,
+                     xMap, &full[slot], s * kWgK,
+                     int32_t(part * m + xRow + box * kXBox));
+        // wMap's columns are bf16 values or e4m3 codes, or bytes of two
+        // E2M1 values.
+        copyTile(stage + S::kXBytes, wMap, &full[slot],
+                 s * (kWeight == kWeightE2M1 ? kWgK / 2 : kWgK),
                  int32_t(expert * n + n0));
       }
     } else if (kWidened && threadIdx.x >= 32) {
@@ -617,6 +633,10 @@ warpgroupGemm(const TensorMap &xMap, const TensorMap &wMap, const Weight &w,
     }
     int released = 0;
     float scale = 0.0f;
+    // A tile of at most 64 rows (a grouped expert's few rows, a dense
+    // GEMM's last) leaves the second warpgroup no rows: it multiplies
+    // nothing, so the first has the tensor cores to itself.
+    const bool idle = !kNarrow && wg * 64 >= rows;
     for (int s = 0; s < stages; ++s) {
       const int slot = s % S::kStages;
       barrierWait(&full[slot], (s / S::kStages) & 1);
@@ -625,6 +645,16 @@ warpgroupGemm(const TensorMap &xMap, const TensorMap &wMap, const Weight &w,
       if constexpr (kWidened) {
         barrierWait(&wideFull[s % S::kWideRing], (s / S::kWideRing) & 1);
         wTile = wide + (s % S::kWideRing) * S::kWideBytes;
+      }
+      if (idle) {
+        // The stage goes back once here (the barriers' phases are then
+        // this stage's).
+        if (lane == 0) {
+          barrierArrive(&empty[slot]);
+          if (kWidened)
+            barrierArrive(&wideEmpty[s % S::kWideRing]);
+        }
+        continue;
       }
       const uint64_t b =
           tileDescriptor(wTile + (kNarrow ? wg * kCols * kWgTileBytes : 0));
@@ -1114,8 +1144,9 @@ extern "C" __global__ void __launch_bounds__(kWgThreads, 1)
 /// all experts as one [experts x n, k / 2] byte matrix (box 32 x 128,
 /// unswizzled) and `w.scales` points at their E8M0 bytes [experts x n, k /
 /// 32]; each 32 values are widened times their scale to bf16 in shared
-/// memory (exact). _x3: xMap reads the gathered x's three bf16 parts [3
-/// rows, k] (daybreak_gather_bf16 with parts 3; part p from row p rows),
+/// memory (exact). xMap's box is 16 rows (a tile copies the boxes of its
+/// rows). _x3: xMap reads the gathered x's three bf16 parts [3 rows, k]
+/// (daybreak_gather_bf16 with parts 3; part p from row p rows),
 /// every product fp32 x times the weight: the exact default's.
 extern "C" __global__ void __launch_bounds__(kWgThreads, 1)
     daybreak_expert_gemm_wg_e2m1(const __grid_constant__ TensorMap xMap,

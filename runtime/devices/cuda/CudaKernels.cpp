@@ -2304,7 +2304,7 @@ Status CudaKernels::mxfp4WarpgroupMatmul(
              std::min<int64_t>(rows, 4096), 1, 128, 0, stream, gather));
   CUtensorMap xMap, wMap;
   DAYBREAK_RETURN_IF_ERROR(
-      encodeTileMap(xMap, xb, parts * rows, k, 128, TileMap::Bf16));
+      encodeTileMap(xMap, xb, parts * rows, k, 16, TileMap::Bf16));
   DAYBREAK_RETURN_IF_ERROR(
       encodeTileMap(wMap, values, experts * n, k / 2, 128, TileMap::Packed));
   DeviceWeight w, b = bias;
