@@ -5,7 +5,8 @@
 // E4M3 codes and f32 block scales (arith.extf, folded by lm-fold-weights)
 // read by lm.expert_matmul; online converts the step's selected experts into
 // a workspace (lm.mxfp4_to_fp8_experts) that lm.expert_matmul reads with
-// remapped indices, in every step but decode (unless convert-in-decode).
+// remapped indices, in every step but decode (unless convert-in-decode;
+// none with convert-in-prefill false).
 //
 //===----------------------------------------------------------------------===//
 
@@ -47,7 +48,8 @@ struct Mxfp4RoutePass
     if (route == "direct")
       return;
     for (lm::Mxfp4ExpertMatmulOp op : matmuls) {
-      if (route == "online" && !convertInDecode && isInDecodeStep(op))
+      if (route == "online" &&
+          !(isInDecodeStep(op) ? convertInDecode : convertInPrefill))
         continue;
       b.setInsertionPoint(op);
       if (failed(route == "online" ? rewriteOnline(b, op)

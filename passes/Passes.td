@@ -49,7 +49,11 @@ def LmMxfp4Route : Pass<"lm-mxfp4-route", "mlir::ModuleOp"> {
       selected experts' packed bytes, then writes and reads them again as
       E4M3 (about 5x what reading them packed moves, `docs/mxfp4.md`), and
       a decode step's few tokens per expert give the FP8 GEMM nothing to
-      gain it back with.
+      gain it back with. The other steps convert unless
+      `convert-in-prefill` is false (the CUDA target's default: its
+      grouped warpgroup GEMM reads the packed experts faster than the
+      conversion and the FP8 GEMM take, at every step size measured), and
+      then the online route only keeps the experts packed.
 
     With `overlap` (the online route), where a step of `max-tokens` tokens
     can select nearly every expert, the conversion takes every expert into
@@ -76,6 +80,9 @@ def LmMxfp4Route : Pass<"lm-mxfp4-route", "mlir::ModuleOp"> {
     Option<"convertInDecode", "convert-in-decode", "bool", "false",
            "online route: convert in the @decode step too (by default it "
            "reads the packed experts directly)">,
+    Option<"convertInPrefill", "convert-in-prefill", "bool", "true",
+           "online route: convert in the steps other than @decode (false: "
+           "every step reads the packed experts directly)">,
     Option<"overlap", "overlap", "bool", "false",
            "online route: convert every expert (all_from_tokens) from the "
            "token count where a step selects nearly all of them, so that the "

@@ -68,6 +68,8 @@ void pipeline::buildLmPipeline(OpPassManager &pm, const Options &options,
                          : std::string("direct");
   route.maxTokens = options.maxTokens;
   route.convertInDecode = options.mxfp4ConvertInDecode;
+  route.convertInPrefill = options.mxfp4ConvertInPrefill.value_or(
+      !target || target->getDefaultMxfp4ConvertInPrefill());
   route.overlap =
       options.mxfp4Overlap.value_or(target && target->getDefaultMxfp4Overlap());
   pm.addPass(createLmMxfp4Route(route));
@@ -414,9 +416,9 @@ static llvm::Error compileWith(const Options &options, const Options &given,
         << ", " << formatBytes(m.mxfp4_stored_bytes()) << " stored, workspace "
         << formatBytes(m.mxfp4_workspace_bytes()) << " ("
         << artifact::mxfp4WorkspaceText(*manifest)
-        << ", in the arena); offline would store "
-        << formatBytes(m.mxfp4_offline_bytes()) << ": "
-        << (saved >= 0 ? "saves " : "costs ")
+        << (m.mxfp4_workspace_bytes() ? ", in the arena" : "")
+        << "); offline would store " << formatBytes(m.mxfp4_offline_bytes())
+        << ": " << (saved >= 0 ? "saves " : "costs ")
         << formatBytes(uint64_t(saved >= 0 ? saved : -saved)) << "\n";
   }
   // Each step's own arena; they share the largest.

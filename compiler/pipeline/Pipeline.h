@@ -64,6 +64,10 @@ struct Options {
   /// The online route converts in the decode step too (by default decode
   /// reads the packed experts).
   bool mxfp4ConvertInDecode = false;
+  /// The online route converts in the steps other than decode
+  /// (lm-mxfp4-route's convert-in-prefill); unset: the target's choice
+  /// (the CPU converts, CUDA reads the packed experts in every step).
+  std::optional<bool> mxfp4ConvertInPrefill;
   /// The online route converts every expert, on the side queue beside the
   /// layer before, in steps that select nearly all of them
   /// (lm-mxfp4-route's overlap, plan-overlap-conversions); unset: the

@@ -81,6 +81,11 @@ public:
   /// them and the step takes as long (docs/mxfp4.md), with a second
   /// workspace.
   virtual bool getDefaultMxfp4Overlap() const { return false; }
+  /// Whether the online MXFP4 route converts in the steps other than
+  /// decode by default (lm-mxfp4-route's convert-in-prefill): where the
+  /// target's kernels read packed experts slower at prefill sizes than a
+  /// conversion plus the FP8 GEMM.
+  virtual bool getDefaultMxfp4ConvertInPrefill() const { return true; }
 
   /// Why this build cannot write the target's artifacts, or "" when it can.
   virtual std::string getArtifactUnavailableReason() const { return ""; }

@@ -196,12 +196,15 @@ std::string weightOriginText(const WeightPrecision &p) {
 }
 
 std::string mxfp4WorkspaceText(const Manifest &m) {
+  bool any = false;
   for (const Step &step : m.steps())
-    for (const Buffer &b : step.buffers())
+    for (const Buffer &b : step.buffers()) {
       if (b.name().rfind("mxfp4_workspace.0.", 0) == 0)
         return "two, alternating between layers: each conversion runs "
                "beside the layer before";
-  return "shared by all layers";
+      any |= b.name().rfind("mxfp4_workspace", 0) == 0;
+    }
+  return any ? "shared by all layers" : "none: no step converts";
 }
 
 std::string mxfp4RouteText(const Manifest &m) {
@@ -218,6 +221,8 @@ std::string mxfp4RouteText(const Manifest &m) {
   }
   if (packed.empty())
     return route + " (every step converts)";
+  if (converting.empty())
+    return route + " (no step converts: every step reads the packed experts)";
   return route + " (" + (converting.empty() ? "no step" : converting) +
          " converts; " + packed + " reads the packed experts)";
 }

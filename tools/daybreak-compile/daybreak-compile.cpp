@@ -4,6 +4,7 @@
 //   [--compile-to=lm|plan|llvm|ptx|artifact] [--max-seq-len N] [--max-batch B]
 //   [--max-tokens T] [--max-logit-rows R] [--kv-cache-dtype=fp8|bf16|f32]
 //   [--mxfp4-route=online|offline|direct] [--mxfp4-overlap[=false]]
+//   [--mxfp4-convert-in-prefill[=false]]
 //
 //===----------------------------------------------------------------------===//
 
@@ -93,6 +94,13 @@ static cl::opt<bool> mxfp4ConvertInDecode(
              "step too (by default decode reads them packed, docs/mxfp4.md)"),
     cl::init(false), cl::cat(compileOptions));
 
+static cl::opt<bool> mxfp4ConvertInPrefill(
+    "mxfp4-convert-in-prefill",
+    cl::desc("online MXFP4 route: convert the selected experts in the steps "
+             "other than decode (default: on cpu; off on cuda, whose "
+             "warpgroup GEMM reads them packed faster, docs/mxfp4.md)"),
+    cl::init(true), cl::cat(compileOptions));
+
 static cl::opt<bool> mxfp4Overlap(
     "mxfp4-overlap",
     cl::desc("online MXFP4 route: in steps of enough tokens to select nearly "
@@ -167,6 +175,8 @@ int main(int argc, char **argv) {
   }
   options.mxfp4Route = mxfp4Route;
   options.mxfp4ConvertInDecode = mxfp4ConvertInDecode;
+  if (mxfp4ConvertInPrefill.getNumOccurrences())
+    options.mxfp4ConvertInPrefill = mxfp4ConvertInPrefill;
   if (mxfp4Overlap.getNumOccurrences())
     options.mxfp4Overlap = mxfp4Overlap;
   options.configurePassManager = [](mlir::PassManager &pm) {

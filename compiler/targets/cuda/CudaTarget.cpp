@@ -24,9 +24,14 @@ public:
 
   llvm::StringRef getName() const override { return "cuda"; }
   llvm::StringRef getCodePhase() const override { return "ptx"; }
-  /// The selected experts converted to FP8 per step, so the expert GEMMs
-  /// read E4M3 while the device holds the experts packed (docs/mxfp4.md).
+  /// The experts stay packed on the device (docs/mxfp4.md).
   llvm::StringRef getDefaultMxfp4Route() const override { return "online"; }
+  /// No step converts by default: the grouped warpgroup GEMM reads E2M1
+  /// and widens it in shared memory faster than the conversion and the
+  /// FP8 expert GEMM take at every prefill size measured (gpt-oss-120b's
+  /// experts at 64 to 8192 tokens on an H100: bench/NOTES.md, session 47),
+  /// and the decode GEMVs read the packed experts already.
+  bool getDefaultMxfp4ConvertInPrefill() const override { return false; }
 
   void buildPlanPipeline(OpPassManager &pm) const override {
     // The library kernels compiled for the plan's shapes, recorded in the
