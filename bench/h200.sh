@@ -93,11 +93,14 @@ if [ "$family" = glm5_next ]; then
   cases="--batch 1,8,64 --context $contexts --prefill $prefills"
 fi
 if [ "$family" = gpt_oss ]; then
-  # online-every: the online route converting in decode too
+  # online: on CUDA no step converts by default (the warpgroup GEMM reads
+  # the packed experts). online-convert: the online route converting in
+  # prefill (--mxfp4-convert-in-prefill), its prefills (and B = 1 at 1K)
+  # only. online-every: converting in decode too
   # (--mxfp4-convert-in-decode), timed at 1K only, to show what that costs.
-  # online-overlap: the online route with the overlapped conversion
-  # (--mxfp4-overlap), its prefills (and B = 1 at 1K) only, to time it
-  # against the online route in the same lease.
+  # online-overlap: the overlapped conversion (--mxfp4-overlap), its
+  # prefills (and B = 1 at 1K) only, to time it against online-convert in
+  # the same lease.
   routes=${ROUTES:-online direct offline online-every}
 else
   routes=default
@@ -106,8 +109,13 @@ fi
 route_flags() {
   case $1 in
   default) ;;
-  online-every) echo "--mxfp4-route=online --mxfp4-convert-in-decode" ;;
-  online-overlap) echo "--mxfp4-route=online --mxfp4-overlap" ;;
+  online-convert) echo "--mxfp4-route=online --mxfp4-convert-in-prefill" ;;
+  online-every)
+    echo "--mxfp4-route=online --mxfp4-convert-in-prefill --mxfp4-convert-in-decode"
+    ;;
+  online-overlap)
+    echo "--mxfp4-route=online --mxfp4-convert-in-prefill --mxfp4-overlap"
+    ;;
   *) echo "--mxfp4-route=$1" ;;
   esac
 }
@@ -115,7 +123,7 @@ route_flags() {
 route_cases() {
   if [ "$1" = online-every ]; then
     echo "--batch 1,8,64 --context 1024 --prefill 1024"
-  elif [ "$1" = online-overlap ]; then
+  elif [ "$1" = online-overlap ] || [ "$1" = online-convert ]; then
     echo "--batch 1 --context 1024 --prefill $prefills"
   else
     echo "$cases"

@@ -884,6 +884,52 @@ TEST(CudaKernelRules, Mxfp4AutoTakesTensorCoresFromItsCrossing) {
     EXPECT_TRUE(mxfp4TensorPays(128, tokens, 4)) << tokens << " tokens";
 }
 
+TEST(CudaKernelRules, Mxfp4WarpgroupGemmAndItsScratch) {
+  // Where the grouped MXFP4 warpgroup GEMM applies and the rounding scratch
+  // the device plans for it (no GPU). It needs K a multiple of 32 (16-byte
+  // rows of packed values), x and the values 16-byte aligned, 1 to 4096
+  // experts. gpt-oss-120b's gate/up at 1K tokens (4096 pairs) gathers x as
+  // three bf16 parts, a pair a row: 3 x 4096 x 2880 bf16 = 17,694,720
+  // floats; one part under --precision=bf16: 5,898,240. Below 257 pairs
+  // (64 tokens x 4) the GEMVs take x as it is: nothing in the exact
+  // default, the fp32 copy of x rounded under bf16 (64 x 2880; per slot,
+  // 256 x 2880).
+  EXPECT_TRUE(CudaKernels::mxfp4WarpgroupApplies(128, 5760, 2880, 0, 0));
+  EXPECT_TRUE(CudaKernels::mxfp4WarpgroupApplies(3, 5, 32, 256, 512));
+  EXPECT_FALSE(CudaKernels::mxfp4WarpgroupApplies(128, 5760, 2896, 0, 0));
+  EXPECT_FALSE(CudaKernels::mxfp4WarpgroupApplies(128, 5760, 2880, 8, 0));
+  EXPECT_FALSE(CudaKernels::mxfp4WarpgroupApplies(128, 5760, 2880, 0, 8));
+  EXPECT_FALSE(CudaKernels::mxfp4WarpgroupApplies(0, 5760, 2880, 0, 0));
+  EXPECT_FALSE(CudaKernels::mxfp4WarpgroupApplies(4097, 64, 2880, 0, 0));
+  EXPECT_FALSE(
+      CudaKernels::mxfp4WarpgroupApplies(4096, int64_t(1) << 19, 64, 0, 0));
+
+  EXPECT_EQ(CudaKernels::mxfp4RoundingFloats(128, 5760, 2880, 1024, 4, false,
+                                             false, true),
+            17694720);
+  EXPECT_EQ(CudaKernels::mxfp4RoundingFloats(128, 5760, 2880, 1024, 4, false,
+                                             true, true),
+            5898240);
+  EXPECT_EQ(CudaKernels::mxfp4RoundingFloats(128, 5760, 2880, 64, 4, false,
+                                             false, true),
+            0);
+  EXPECT_EQ(CudaKernels::mxfp4RoundingFloats(128, 5760, 2880, 64, 4, false,
+                                             true, true),
+            64 * 2880);
+  EXPECT_EQ(CudaKernels::mxfp4RoundingFloats(128, 2880, 2880, 64, 4, true, true,
+                                             true),
+            256 * 2880);
+  // x not 16-byte aligned: the GEMM does not apply, the fallback's need.
+  EXPECT_EQ(CudaKernels::mxfp4RoundingFloats(128, 5760, 2880, 1024, 4, false,
+                                             false, false),
+            0);
+  EXPECT_EQ(CudaKernels::mxfp4RoundingFloats(128, 5760, 2880, 1024, 4, false,
+                                             true, false),
+            1024 * 2880);
+  // Auto's threshold: the GEMV's most pairs plus one.
+  EXPECT_EQ(kMxfp4WarpgroupMinPairs, kExpertGemvMaxPairs + 1);
+}
+
 TEST_F(CudaKernelsTest, Mxfp4ToFp8Experts) {
   // The MXFP4 online route's conversion against the CPU kernel (itself
   // checked exhaustively and against the reference in Mxfp4RoutesTest):
