@@ -2,7 +2,8 @@
 # There (the GPU machine, from the repository root with device/ carried):
 # the runtime-only GPU tests, then every fixture through the CUDA device:
 # with an f32 cache against transformers' logits (atol 1e-4, top-1 at every
-# position; gpt-oss by each MXFP4 route), with an fp8 cache against the CPU
+# position; gpt-oss by each MXFP4 route, and its experts forced onto the
+# warpgroup GEMM), with an fp8 cache against the CPU
 # runtime on the same artifact semantics (atol 5e-2, top-1), and that again
 # with --attention=tensor-cores on both (the CPU emulating the tensor-core
 # roundings); --precision=bf16 and fp8 on both are run and their differences printed,
@@ -86,6 +87,15 @@ fi
         && ./daybreak-run compare "$name/$variant.safetensors" --expected "$name/expected.safetensors" --atol 1e-4 \
         || { status=1; nonfinite "$artifact" "$name/inputs.json"; }
     done
+    # gpt-oss: the fixtures' prefills stay below the MXFP4 warpgroup GEMM's
+    # pairs, so every step forced onto it, against transformers too.
+    case $name in gpt_oss*)
+      echo "== $name: cuda, f32 cache, experts on the warpgroup GEMM (--mxfp4-kernel=warpgroup), vs transformers"
+      ./daybreak-run logits "$name/cuda_f32.daybreak" --device=cuda --mxfp4-kernel=warpgroup \
+          --inputs "$name/inputs.json" --output "$name/cuda_f32_warpgroup.safetensors" \
+        && ./daybreak-run compare "$name/cuda_f32_warpgroup.safetensors" --expected "$name/expected.safetensors" --atol 1e-4 \
+        || status=1
+    esac
     echo "== $name: cuda vs cpu runtime, fp8 cache"
     ./daybreak-run logits "$name/cpu_fp8.daybreak" --device=cpu --inputs "$name/inputs.json" \
         --output "$name/cpu_fp8.safetensors" --threads 8 \

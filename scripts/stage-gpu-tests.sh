@@ -4,7 +4,8 @@
 # tests, and for each DeepSeek-V3.2, gpt-oss and Kimi Linear fixture a CUDA artifact (f32
 # and fp8 caches), a CPU artifact (fp8 cache; f32 too for the bf16 test's
 # fixtures) and the fixture's inputs and expected logits; for gpt-oss also a CUDA artifact (f32 cache) per MXFP4
-# route besides the default (online), for Kimi Linear one prefilling in
+# route besides the default (online, converting in no step on CUDA), and the online route converting in
+# prefill, for Kimi Linear one prefilling in
 # steps of 7 tokens. Then, through the device tool: run scripts/gpu-tests.sh, carry
 # ["device"] (or, where the artifacts are split, the two calls it prints).
 set -euo pipefail
@@ -54,7 +55,11 @@ stage_fixture() {
     for route in direct offline; do
       "$build/bin/daybreak-compile" "$src" -o "$dir/$name/cuda_f32_$route.daybreak" --target=cuda $limits \
         --kv-cache-dtype=f32 --mxfp4-route=$route > /dev/null 2>&1
-    done ;;
+    done
+    # The online route converting in prefill (CUDA's default converts in
+    # no step).
+    "$build/bin/daybreak-compile" "$src" -o "$dir/$name/cuda_f32_online-convert.daybreak" --target=cuda \
+      $limits --kv-cache-dtype=f32 --mxfp4-route=online --mxfp4-convert-in-prefill > /dev/null 2>&1 ;;
   kimi_linear* | glm5_next*)
     # Prefill in steps of 7 tokens: the KDA state (and GLM's incomplete
     # pools) carried between steps.

@@ -25,6 +25,9 @@ StatusOr<std::unique_ptr<Model>> Model::load(const std::string &path,
     return Status::error("--rounding-noise models roundings on the CPU "
                          "device only, not --device=" +
                          options.device);
+  if (options.mxfp4Kernel != "auto" && options.device == "cpu")
+    return Status::error("--mxfp4-kernel=" + options.mxfp4Kernel +
+                         " chooses among CUDA kernels; --device=cpu has one");
   if (options.device == "cpu") {
     if (target != "cpu")
       return Status::error(path + ": compiled for target '" + target +
@@ -62,6 +65,11 @@ StatusOr<std::unique_ptr<Model>> Model::load(const std::string &path,
     if (!gpu.ok())
       return gpu.error().withContext("--device=" + options.device);
     (*gpu)->preferTensorCoreAttention(options.tensorCoreAttention);
+    (*gpu)->forceMxfp4Kernel(
+        options.mxfp4Kernel == "cuda-cores"     ? cuda::Mxfp4Kernel::CudaCores
+        : options.mxfp4Kernel == "tensor-cores" ? cuda::Mxfp4Kernel::TensorCores
+        : options.mxfp4Kernel == "warpgroup" ? cuda::Mxfp4Kernel::WarpgroupGemm
+                                             : cuda::Mxfp4Kernel::Auto);
     (*gpu)->roundMatmulInputs(options.bf16MatmulInputs,
                               options.fp8MatmulInputs);
     device = std::move(*gpu);

@@ -42,6 +42,12 @@ struct LoadOptions {
   /// takes its input quantized to FP8 per row and 128 columns, as
   /// DeepSeek's own inference and DeepGEMM do; on CUDA the FP8 GEMMs.
   bool fp8MatmulInputs = false;
+  /// `--mxfp4-kernel` (CUDA, testing and benchmarks): the kernel every
+  /// MXFP4 expert matmul takes, "auto" (the default: the device's rule),
+  /// "cuda-cores", "tensor-cores" (the decode GEMV) or "warpgroup" (the
+  /// grouped warpgroup GEMM), so that a fixture's few tokens run a path
+  /// Auto keeps for more. A forced kernel fails where it does not apply.
+  std::string mxfp4Kernel = "auto";
   /// `--rounding-noise SEED` (CPU): the derived tolerances' model of each
   /// rounding in place of rounding to nearest even
   /// (CpuDevice::modelRoundingAsNoise); 0: off.

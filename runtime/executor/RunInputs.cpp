@@ -122,6 +122,12 @@ Status runtime::parseLoadOptions(const RunFlags &flags, LoadOptions &out) {
                            "rounds nothing");
     out.roundingNoiseSeed = uint64_t(seed);
   }
+  out.mxfp4Kernel = flag(flags, "mxfp4-kernel", "auto");
+  if (out.mxfp4Kernel != "auto" && out.mxfp4Kernel != "cuda-cores" &&
+      out.mxfp4Kernel != "tensor-cores" && out.mxfp4Kernel != "warpgroup")
+    return Status::error("--mxfp4-kernel=" + out.mxfp4Kernel +
+                         ": expected auto, cuda-cores, tensor-cores or "
+                         "warpgroup");
   std::string checkFinite = flag(flags, "check-finite", "0");
   if (checkFinite != "0" && checkFinite != "1")
     return Status::error("--check-finite expects 0 or 1");

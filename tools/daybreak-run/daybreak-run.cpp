@@ -17,6 +17,7 @@
 //           [--threads N] [--precision=exact|bf16|fp8]
 //           [--attention=exact|tensor-cores] [--rounding-noise SEED]
 //           [--check-finite 1] (report launches whose results hold NaN/inf)
+//           [--mxfp4-kernel=auto|cuda-cores|tensor-cores|warpgroup] (CUDA)
 //
 //===----------------------------------------------------------------------===//
 
@@ -73,6 +74,10 @@ static int usage() {
       "            compare --spread)",
       "            [--check-finite 1] (debugging: name on stderr each launch",
       "            whose results hold NaN or infinities; slow)",
+      "            [--mxfp4-kernel=auto|cuda-cores|tensor-cores|warpgroup]",
+      "            (CUDA, testing: the kernel every MXFP4 expert matmul",
+      "            takes; auto, the default, the device's rule; a forced",
+      "            kernel fails where it does not apply)",
   };
   for (const char *line : lines)
     std::cerr << line << "\n";

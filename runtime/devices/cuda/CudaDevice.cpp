@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <limits>
 #include <tuple>
 
 using namespace daybreak;
@@ -454,7 +455,7 @@ Status CudaDevice::prepare(const artifact::ArtifactFile &file,
   StatusOr<CudaKernels> loaded = CudaKernels::load(driver, libraryModule);
   if (!loaded.ok())
     return loaded.error();
-  kernels.emplace(std::move(*loaded));
+  kernels.emplace(loaded->withMxfp4Kernel(mxfp4Kernel));
   // Launches the compiler specialised name their instantiation in the
   // library module: resolved once per launch.
   std::map<std::string, CUfunction> byName;
@@ -567,8 +568,10 @@ Status CudaDevice::prepare(const artifact::ArtifactFile &file,
           continue;
         // The warpgroup GEMM of a step of many pairs (Mxfp4Kernel::Auto):
         // its grouping and routed results at the most tokens.
-        if (tokens * slots >= kMxfp4WarpgroupMinPairs &&
-            CudaKernels::mxfp4WarpgroupApplies(experts, n, k, 0, 0))
+        const bool gemm = mxfp4Kernel == Mxfp4Kernel::WarpgroupGemm ||
+                          (mxfp4Kernel == Mxfp4Kernel::Auto &&
+                           tokens * slots >= kMxfp4WarpgroupMinPairs);
+        if (gemm && CudaKernels::mxfp4WarpgroupApplies(experts, n, k, 0, 0))
           expertScratchBytes = std::max(
               expertScratchBytes,
               expertGemmScratchBytes(tokens, slots, experts, n, routed));
@@ -664,15 +667,21 @@ Status CudaDevice::prepare(const artifact::ArtifactFile &file,
         using In = abi::Mxfp4ExpertMatmul::In;
         const runtime::PreparedArg &indices = l.args[In::indices];
         int64_t slots = indices.constant[1] + indices.perToken[1] * tokens;
+        // A forced warpgroup GEMM takes any count of pairs; a forced
+        // other kernel never takes it.
+        const int64_t minPairs = mxfp4Kernel == Mxfp4Kernel::WarpgroupGemm ? 1
+                                 : mxfp4Kernel == Mxfp4Kernel::Auto
+                                     ? kMxfp4WarpgroupMinPairs
+                                     : std::numeric_limits<int64_t>::max();
         int64_t below =
             std::min<int64_t>(tokens, (kMxfp4WarpgroupMinPairs - 1) /
                                           std::max<int64_t>(slots, 1));
         for (int64_t t : {below, tokens})
-          roundScratchFloats =
-              std::max(roundScratchFloats,
-                       CudaKernels::mxfp4RoundingFloats(
-                           w.constant[0], w.constant[1], k, t, slots,
-                           /*perSlotInput=*/x.rank == 3, bf16Inputs, xAligned));
+          roundScratchFloats = std::max(
+              roundScratchFloats, CudaKernels::mxfp4RoundingFloats(
+                                      w.constant[0], w.constant[1], k, t, slots,
+                                      /*perSlotInput=*/x.rank == 3, bf16Inputs,
+                                      xAligned, minPairs));
         continue;
       }
       if (matmul) {

@@ -43,6 +43,12 @@ public:
     bf16Inputs = bf16 || fp8;
     fp8Inputs = fp8;
   }
+  /// The kernel every mxfp4_expert_matmul takes (`daybreak-run
+  /// --mxfp4-kernel`; Mxfp4Kernel::Auto, the default, by its rule), so that
+  /// a fixture's few tokens can run a path Auto keeps for more: prepare()
+  /// then plans the forced kernel's scratch at every size. A forced kernel
+  /// fails a launch it does not apply to. Before prepare().
+  void forceMxfp4Kernel(Mxfp4Kernel kernel) { mxfp4Kernel = kernel; }
   ~CudaDevice() override;
 
   std::string name() const override {
@@ -164,6 +170,7 @@ private:
   bool generatedDependent = false;
   std::string libraryLoadedAs, generatedLoadedAs;
   std::optional<CudaKernels> kernels;
+  Mxfp4Kernel mxfp4Kernel = Mxfp4Kernel::Auto;
   /// Per launch ordinal: the specialised library kernel (or null), the
   /// generated kernel and the device array of its input pointers
   /// (elementwise launches).

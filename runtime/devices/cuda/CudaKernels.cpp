@@ -2270,10 +2270,10 @@ bool CudaKernels::mxfp4WarpgroupApplies(int64_t experts, int64_t n, int64_t k,
 int64_t CudaKernels::mxfp4RoundingFloats(int64_t experts, int64_t n, int64_t k,
                                          int64_t tokens, int64_t slots,
                                          bool perSlotInput, bool bf16,
-                                         bool xAligned) {
+                                         bool xAligned, int64_t minPairs) {
   const int64_t pairs = tokens * slots;
   // Weights start 256-byte aligned (the device's arena).
-  if (pairs >= kMxfp4WarpgroupMinPairs &&
+  if (pairs >= minPairs &&
       mxfp4WarpgroupApplies(experts, n, k, xAligned ? 0 : 1, 0))
     return (pairs * k * (bf16 ? 1 : 3) + 1) / 2;
   return bf16 ? tokens * (perSlotInput ? slots : 1) * k : 0;

@@ -958,13 +958,15 @@ public:
                                     CUdeviceptr x, CUdeviceptr values);
   /// The floats of InputRounding scratch mxfp4ExpertMatmul takes for a
   /// launch (`xAligned`: x 16-byte aligned; `perSlotInput`: x [T, slots,
-  /// K]): where Auto takes the warpgroup GEMM, x gathered a (token, slot)
+  /// K]): where the warpgroup GEMM takes it (from `minPairs` pairs: Auto's
+  /// kMxfp4WarpgroupMinPairs, 1 when forced), x gathered a (token, slot)
   /// pair a row in bf16 (three parts, or one with `bf16`); else with
   /// `bf16`, x rounded as fp32; else none.
-  static int64_t mxfp4RoundingFloats(int64_t experts, int64_t n, int64_t k,
-                                     int64_t tokens, int64_t slots,
-                                     bool perSlotInput, bool bf16,
-                                     bool xAligned);
+  static int64_t
+  mxfp4RoundingFloats(int64_t experts, int64_t n, int64_t k, int64_t tokens,
+                      int64_t slots, bool perSlotInput, bool bf16,
+                      bool xAligned,
+                      int64_t minPairs = kMxfp4WarpgroupMinPairs);
   /// Whether the tensor-core MXFP4 GEMV (daybreak_expert_gemv_tc_e2m1)
   /// takes a launch: at most kExpertGemvMaxPairs pairs, K a multiple of 64
   /// (an even count of scale bytes a row: the kernel reads them in pairs),
