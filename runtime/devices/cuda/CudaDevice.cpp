@@ -7,7 +7,6 @@
 
 #include <algorithm>
 #include <cstring>
-#include <limits>
 #include <tuple>
 
 using namespace daybreak;
@@ -568,10 +567,8 @@ Status CudaDevice::prepare(const artifact::ArtifactFile &file,
           continue;
         // The warpgroup GEMM of a step of many pairs (Mxfp4Kernel::Auto):
         // its grouping and routed results at the most tokens.
-        const bool gemm = mxfp4Kernel == Mxfp4Kernel::WarpgroupGemm ||
-                          (mxfp4Kernel == Mxfp4Kernel::Auto &&
-                           tokens * slots >= kMxfp4WarpgroupMinPairs);
-        if (gemm && CudaKernels::mxfp4WarpgroupApplies(experts, n, k, 0, 0))
+        if (tokens * slots >= mxfp4WarpgroupMinPairs(mxfp4Kernel) &&
+            CudaKernels::mxfp4WarpgroupApplies(experts, n, k, 0, 0))
           expertScratchBytes = std::max(
               expertScratchBytes,
               expertGemmScratchBytes(tokens, slots, experts, n, routed));
@@ -667,21 +664,16 @@ Status CudaDevice::prepare(const artifact::ArtifactFile &file,
         using In = abi::Mxfp4ExpertMatmul::In;
         const runtime::PreparedArg &indices = l.args[In::indices];
         int64_t slots = indices.constant[1] + indices.perToken[1] * tokens;
-        // A forced warpgroup GEMM takes any count of pairs; a forced
-        // other kernel never takes it.
-        const int64_t minPairs = mxfp4Kernel == Mxfp4Kernel::WarpgroupGemm ? 1
-                                 : mxfp4Kernel == Mxfp4Kernel::Auto
-                                     ? kMxfp4WarpgroupMinPairs
-                                     : std::numeric_limits<int64_t>::max();
         int64_t below =
             std::min<int64_t>(tokens, (kMxfp4WarpgroupMinPairs - 1) /
                                           std::max<int64_t>(slots, 1));
         for (int64_t t : {below, tokens})
-          roundScratchFloats = std::max(
-              roundScratchFloats, CudaKernels::mxfp4RoundingFloats(
-                                      w.constant[0], w.constant[1], k, t, slots,
-                                      /*perSlotInput=*/x.rank == 3, bf16Inputs,
-                                      xAligned, minPairs));
+          roundScratchFloats =
+              std::max(roundScratchFloats,
+                       CudaKernels::mxfp4RoundingFloats(
+                           w.constant[0], w.constant[1], k, t, slots,
+                           /*perSlotInput=*/x.rank == 3, bf16Inputs, xAligned,
+                           mxfp4WarpgroupMinPairs(mxfp4Kernel)));
         continue;
       }
       if (matmul) {

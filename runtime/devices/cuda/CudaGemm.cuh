@@ -454,8 +454,9 @@ struct WgGroups {
 /// n, k / 2] bytes, 32 a stage's row), and `w.scales` holds the E8M0
 /// bytes [experts x n, k / 32]; the same warps widen each 32 values times
 /// their scale (exact: widenE2m1Unit), so the products need no fold. kParts 3
-/// (dense only): xMap reads [3 m, k], the exact split of fp32 x into three bf16
-/// parts (daybreak_split_bf16x3: part p's rows from p m), and each stage
+/// (dense, and the grouped E2M1 GEMM): xMap reads [3 m, k], the exact split
+/// of fp32 x into three bf16 parts (daybreak_split_bf16x3, or
+/// daybreak_gather_bf16 with 3 parts: part p's rows from p m), and each stage
 /// multiplies every part's tile by the one w tile into the same sums: fp32
 /// products of x and w. (A tile's rows past m read the next part's rows,
 /// or zeros past the last; they are rows the epilogue does not write.)

@@ -2149,7 +2149,7 @@ Status CudaKernels::mxfp4ExpertMatmul(CUdeviceptr x, bool perSlotInput,
                          " is not a multiple of the MXFP4 block of 32");
   // Many pairs: the grouped warpgroup GEMM, given its scratch.
   const int64_t pairs = tokens * slots;
-  const int64_t gathered = (pairs * k * (rounding.bf16 ? 1 : 3) + 1) / 2;
+  const int64_t gathered = warpgroupGemmScratchFloats(pairs, k, rounding.bf16);
   const bool gemm =
       mxfp4WarpgroupApplies(experts, n, k, x, values) && scratch &&
       scratchBytes >= expertGemmScratchBytes(tokens, slots, experts, n,
@@ -2167,9 +2167,7 @@ Status CudaKernels::mxfp4ExpertMatmul(CUdeviceptr x, bool perSlotInput,
         " bytes of grouping scratch and " + std::to_string(gathered) +
         " floats of rounding scratch; given " + std::to_string(scratchBytes) +
         " and " + std::to_string(rounding.scratchFloats) + ")");
-  if (gemm &&
-      (mxfp4Kernel == Mxfp4Kernel::WarpgroupGemm ||
-       (mxfp4Kernel == Mxfp4Kernel::Auto && pairs >= kMxfp4WarpgroupMinPairs)))
+  if (gemm && pairs >= mxfp4WarpgroupMinPairs(mxfp4Kernel))
     return mxfp4WarpgroupMatmul(x, perSlotInput, values, scales, bias, experts,
                                 n, k, indices, tokens, slots, routingWeights,
                                 out, stream, scratch, scratchBytes, rounding);
@@ -2275,7 +2273,7 @@ int64_t CudaKernels::mxfp4RoundingFloats(int64_t experts, int64_t n, int64_t k,
   // Weights start 256-byte aligned (the device's arena).
   if (pairs >= minPairs &&
       mxfp4WarpgroupApplies(experts, n, k, xAligned ? 0 : 1, 0))
-    return (pairs * k * (bf16 ? 1 : 3) + 1) / 2;
+    return warpgroupGemmScratchFloats(pairs, k, bf16);
   return bf16 ? tokens * (perSlotInput ? slots : 1) * k : 0;
 }
 

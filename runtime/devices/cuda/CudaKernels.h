@@ -35,6 +35,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 
 namespace daybreak::cuda {
 
@@ -349,6 +350,15 @@ enum class Mxfp4Kernel { Auto, CudaCores, TensorCores, WarpgroupGemm };
 /// GEMM (daybreak_expert_gemm_wg_e2m1*): past the tensor-core GEMV's
 /// kExpertGemvMaxPairs, where only the CUDA cores remain.
 inline constexpr int64_t kMxfp4WarpgroupMinPairs = 257;
+/// The fewest pairs `kernel` gives the warpgroup GEMM: Auto's
+/// kMxfp4WarpgroupMinPairs, any for the GEMM forced, none for another
+/// kernel forced (CudaKernels::mxfp4ExpertMatmul's choice, and the scratch
+/// CudaDevice::prepare plans for it).
+inline int64_t mxfp4WarpgroupMinPairs(Mxfp4Kernel kernel) {
+  return kernel == Mxfp4Kernel::WarpgroupGemm ? 1
+         : kernel == Mxfp4Kernel::Auto        ? kMxfp4WarpgroupMinPairs
+                                       : std::numeric_limits<int64_t>::max();
+}
 /// The time of the tensor-core MXFP4 GEMV for a distinct expert over that
 /// of the CUDA-core kernel for a (token, slot) pair. The CUDA cores' cost
 /// grows with the pairs (their FMAs: 5.6 us a pair at gpt-oss-120b's
