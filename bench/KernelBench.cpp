@@ -773,9 +773,10 @@ void benchMxfp4Prefill(const CudaKernels &kernels) {
 /// Dense attention at gpt-oss-120b's shapes (64 query heads on 8 KV heads of
 /// 64, an fp8 cache as AssignKVLayout lays it out: 512 e4m3 codes and four
 /// block scales a row): prefill of one sequence of 1K and 8K tokens, full
-/// (causal) and with the 128-key window, and a decode step of 64 sequences
-/// at 8K, each on both paths (the CUDA cores with the decode split where it
-/// applies). FLOPs: 2 x 2 x heads x dim per visible (query, key) pair.
+/// (causal) and with the 128-key window, and decode steps of 1 sequence at
+/// 1K (full and windowed: gpt-oss's B = 1 step) and 32K, 8 at 32K and 64 at
+/// 8K and 32K, each on both paths (the CUDA cores with the decode split where
+/// it applies). FLOPs: 2 x 2 x heads x dim per visible (query, key) pair.
 void benchAttention(const CudaKernels &kernels, int iterations) {
   constexpr int64_t kHeads = 64, kKvHeads = 8, kDim = 64, kWidth = 512;
   auto cache = [](int64_t batch, int64_t seqLen) {
@@ -800,6 +801,7 @@ void benchAttention(const CudaKernels &kernels, int iterations) {
   for (Case c :
        {Case{"prefill", 1, 1024, 1024, 0}, Case{"prefill", 1, 1024, 1024, 128},
         Case{"prefill", 1, 8192, 8192, 0}, Case{"prefill", 1, 8192, 8192, 128},
+        Case{"decode", 1, 1, 1024, 0}, Case{"decode", 1, 1, 1024, 128},
         Case{"decode", 1, 1, 32768, 0}, Case{"decode", 8, 8, 32768, 0},
         Case{"decode", 64, 64, 8192, 0}, Case{"decode", 64, 64, 32768, 0},
         Case{"decode", 64, 64, 32768, 128}}) {
