@@ -2320,9 +2320,9 @@ TEST_F(CudaKernelsTest, DenseAttention) {
                     ring ? window - 1 + int64_t(step.positions.size()) : 0,
                     withSinks, 320, 3, modelLayout);
 
-  // Decode (daybreak_attention_decode_<format> where decodeAttentionApplies,
-  // with the scratch; the generic kernel without it or where it does not
-  // apply): sequences at positions that leave warps and splits without keys, a
+  // Decode (daybreak_attention_decode where decodeAttentionApplies, with
+  // the scratch; the generic kernel without it or where it does not apply):
+  // sequences at positions that leave warps and splits without keys, a
   // last tile of one key, and 700 keys over every warp; two tokens of one
   // sequence (tokens <= batch still). Groups of
   // 8 (gpt-oss), 4 at dims of 128, 1, 16 (two blocks of 8 heads) and 12

@@ -1,5 +1,4 @@
-//===- CudaAttention.cuh - Dense GQA attention over K and V caches -*- CUDA
-//-*-//
+//===- CudaAttention.cuh - Dense GQA attention over K and V caches -*- CUDA -*-//
 //
 // The `attention` kernel (see cpu::attention for the semantics): queries of
 // one KV head's group attend to their sequence's keys in a window, with
@@ -24,8 +23,7 @@
 // CudaKernels::attention chooses between:
 // - daybreak_attention_tc64 / _tc128: prefill on the tensor cores (bf16
 //   and fp8 caches; not exact, an option);
-// - daybreak_attention_decode_f32, _bf16, _fp8: decode steps (a token per cache
-// slot), a
+// - daybreak_attention_decode: decode steps (a token per cache slot), a
 //   block a token, KV head and key split, warps on their own key tiles;
 // - daybreak_attention_prefill64: prefill on the CUDA cores, register-
 //   tiled like an SGEMM, for head and value dims up to 64.
@@ -880,7 +878,7 @@ extern "C" __global__ void __launch_bounds__(kTcAttentionThreads, 1)
 }
 
 //===----------------------------------------------------------------------===//
-// Decode attention on the CUDA cores: daybreak_attention_decode_<format>.
+// Decode attention on the CUDA cores: daybreak_attention_decode.
 //
 // A decode step's tokens each belong to their own sequence, so nothing is
 // shared between tokens and denseAttention's tiles of tokens, chunks of 32
@@ -895,11 +893,6 @@ extern "C" __global__ void __launch_bounds__(kTcAttentionThreads, 1)
 // - the online softmax per head over the tile (warp max and sum);
 // - P x V: lanes split the value dims four at a time, 128 / valueDim keys a
 //   pass, each lane's four values one vector load.
-// A tile's loads are issued in groups before any of them is used
-// (kDecodeKeyPieces of a K row, kDecodeValuePasses passes of V, the first
-// of those while the softmax runs): a tile that waited on each load in turn
-// made about 20 trips to memory, which at a 1K context (one tile a warp)
-// was the whole launch, about 25 us a layer for 1 MB of cache.
 // The warps' partial softmax states merge in shared memory into the same
 // per-split partials as daybreak_attention_split ([tokens, heads, splits,
 // valueDim + 4]: max, denominator, key count, padding, unnormalised sums),
@@ -915,10 +908,8 @@ extern "C" __global__ void __launch_bounds__(kTcAttentionThreads, 1)
 // about 33 G keys x KV heads a second. Measured on the H200
 // (DaybreakKernelBench attention): 64 sequences at 32K keys in 2.95 ms a
 // layer, 750 GB/s, 17 % of the copy bandwidth (the earlier kernel: 75 ms).
-// That kernel waited on each load in turn; at 128 registers four blocks
-// fit an SM (three, at 168: 4.1 ms). The loads in flight now take 168
-// registers (three blocks an SM), and the kernel is one a cache format so
-// that each is allocated for its own loads.
+// Occupancy limits it: at 128 registers four blocks fit an SM (three, at
+// 168: 4.1 ms); loading the next K vector ahead of its use did not help.
 // The tensor cores would lift the FMA ceiling but do not sum exactly.
 //===----------------------------------------------------------------------===//
 
@@ -927,99 +918,60 @@ namespace {
 constexpr int kDecodeWarps = 4, kDecodeHeads = 8, kDecodeMaxHeadDim = 256,
               kDecodeMaxValueDim = 128;
 
-/// kN consecutive values of a cache row as stored: their words and, for
-/// fp8, their scale block's scale. fetchCacheValues only loads them, so
-/// that a warp can have several such loads in flight before it uses any
-/// (decodeAttention's tiles would otherwise wait on memory once a load);
-/// widenCacheValues decodes them.
-template <int kFormat, int kN> struct CacheValues {
-  static constexpr int kBytes = kN * (kFormat == kF32    ? 4
-                                      : kFormat == kBF16 ? 2
-                                                         : 1);
-  uint32_t w[(kBytes + 3) / 4];
-  float scale;
-};
-
-/// Loads kN consecutive values of a cache row from column `col` (aligned to
-/// kN values; for fp8, within one scale block).
+/// kN consecutive values of a cache row from column `col` (aligned to kN
+/// values; for fp8, within one scale block), decoded as cacheValue does
+/// (e4m3x2ToFloat: CudaKernels.cu's exact decode).
 template <int kFormat, int kN>
-__device__ __forceinline__ CacheValues<kFormat, kN>
-fetchCacheValues(const Cache &c, const uint8_t *row, int col) {
-  using Values = CacheValues<kFormat, kN>;
-  constexpr int kBytes = Values::kBytes;
-  const uint8_t *p = row + int64_t(col) * (kBytes / kN);
-  Values f;
+__device__ __forceinline__ void loadCacheValues(const Cache &c,
+                                                const uint8_t *row, int col,
+                                                float *out) {
+  constexpr int kSize = kFormat == kF32 ? 4 : kFormat == kBF16 ? 2 : 1;
+  constexpr int kBytes = kN * kSize;
+  const uint8_t *p = row + int64_t(col) * kSize;
+  uint32_t w[(kBytes + 3) / 4];
   if constexpr (kBytes % 16 == 0) {
 #pragma unroll
     for (int i = 0; i < kBytes / 16; ++i) {
       uint4 v = __ldg(reinterpret_cast<const uint4 *>(p) + i);
-      f.w[4 * i] = v.x;
-      f.w[4 * i + 1] = v.y;
-      f.w[4 * i + 2] = v.z;
-      f.w[4 * i + 3] = v.w;
+      w[4 * i] = v.x;
+      w[4 * i + 1] = v.y;
+      w[4 * i + 2] = v.z;
+      w[4 * i + 3] = v.w;
     }
   } else if constexpr (kBytes == 8) {
     uint2 v = __ldg(reinterpret_cast<const uint2 *>(p));
-    f.w[0] = v.x;
-    f.w[1] = v.y;
+    w[0] = v.x;
+    w[1] = v.y;
   } else if constexpr (kBytes == 4) {
-    f.w[0] = __ldg(reinterpret_cast<const unsigned int *>(p));
+    w[0] = __ldg(reinterpret_cast<const unsigned int *>(p));
   } else if constexpr (kBytes == 2) {
-    f.w[0] = __ldg(reinterpret_cast<const unsigned short *>(p));
+    w[0] = __ldg(reinterpret_cast<const unsigned short *>(p));
   } else {
-    f.w[0] = __ldg(p);
+    w[0] = __ldg(p);
   }
-  f.scale = kFormat == kFp8Scaled
-                ? __ldg(reinterpret_cast<const float *>(row + c.width) +
-                        col / int(c.scaleBlock))
-                : 1.0f;
-  return f;
-}
-
-/// Fetched values decoded as cacheValue does (e4m3x2ToFloat: CudaKernels.cu's
-/// exact decode).
-template <int kFormat, int kN>
-__device__ __forceinline__ void
-widenCacheValues(const CacheValues<kFormat, kN> &f, float *out) {
   if constexpr (kFormat == kF32) {
 #pragma unroll
     for (int i = 0; i < kN; ++i)
-      out[i] = __uint_as_float(f.w[i]);
+      out[i] = __uint_as_float(w[i]);
   } else if constexpr (kFormat == kBF16) {
 #pragma unroll
     for (int i = 0; i < kN; ++i)
-      out[i] = __uint_as_float((f.w[i / 2] >> (16 * (i % 2))) << 16);
-  } else if constexpr (kN == 1) {
-    out[0] = e4m3Fast(f.w[0]) * f.scale;
+      out[i] = __uint_as_float((w[i / 2] >> (16 * (i % 2))) << 16);
   } else {
+    float scale = __ldg(reinterpret_cast<const float *>(row + c.width) +
+                        col / int(c.scaleBlock));
+    if constexpr (kN == 1) {
+      out[0] = e4m3Fast(w[0]) * scale;
+    } else {
 #pragma unroll
-    for (int i = 0; i < kN / 2; ++i) {
-      e4m3x2ToFloat(uint16_t(f.w[i / 2] >> (16 * (i % 2))), out[2 * i],
-                    out[2 * i + 1]);
-      out[2 * i] *= f.scale;
-      out[2 * i + 1] *= f.scale;
+      for (int i = 0; i < kN / 2; ++i) {
+        e4m3x2ToFloat(uint16_t(w[i / 2] >> (16 * (i % 2))), out[2 * i],
+                      out[2 * i + 1]);
+        out[2 * i] *= scale;
+        out[2 * i + 1] *= scale;
+      }
     }
   }
-}
-
-/// 16-value pieces of a K row, and P x V passes, whose loads a decode
-/// warp has in flight at once (fewer where they take more registers).
-template <int kFormat>
-inline constexpr int kDecodeKeyPieces = kFormat == kFp8Scaled ? 4 : 2;
-template <int kFormat>
-inline constexpr int kDecodeValuePasses = kFormat == kF32 ? 4 : 8;
-
-/// The V values of P x V passes c0, c0 + step, ... (kDecodeValuePasses of
-/// them, those below n) of a warp's tile: four at column `col` of each row.
-template <int kFormat>
-__device__ __forceinline__ void
-fetchValuePasses(CacheValues<kFormat, 4> (&out)[kDecodeValuePasses<kFormat>],
-                 const Cache &v, const uint8_t *const *rows, int c0, int step,
-                 int n, int col) {
-#pragma unroll
-  for (int i = 0; i < kDecodeValuePasses<kFormat>; ++i)
-    if (c0 + i * step < n)
-      out[i] = fetchCacheValues<kFormat, 4>(v, rows[c0 + i * step], col);
 }
 
 /// daybreak_attention_decode's body for caches of format kFormat and up to
@@ -1086,46 +1038,24 @@ decodeAttention(const float *q, const Cache &k, const Cache &v,
     if (lane < n) {
       const uint8_t *kRow = cacheRow(k, seq, base + lane);
       vRows[warp][lane] = cacheRow(v, seq, base + lane);
-      // The row's pieces kDecodeKeyPieces at a time: all loaded, then used
-      // in order.
-      constexpr int kPieces = kDecodeKeyPieces<kFormat>;
-      for (int d0 = 0; d0 < headDim; d0 += 16 * kPieces) {
-        CacheValues<kFormat, 16> piece[kPieces];
+      for (int d0 = 0; d0 < headDim; d0 += 16) {
+        float kv[16];
+        loadCacheValues<kFormat, 16>(k, kRow, int(g) * headDim + d0, kv);
 #pragma unroll
-        for (int i = 0; i < kPieces; ++i)
-          if (d0 + 16 * i < headDim)
-            piece[i] = fetchCacheValues<kFormat, 16>(
-                k, kRow, int(g) * headDim + d0 + 16 * i);
+        for (int h = 0; h < kHeads; ++h) {
+          const float4 *qr =
+              reinterpret_cast<const float4 *>(qs + h * headDim + d0);
 #pragma unroll
-        for (int i = 0; i < kPieces; ++i) {
-          if (d0 + 16 * i >= headDim)
-            break;
-          float kv[16];
-          widenCacheValues(piece[i], kv);
-#pragma unroll
-          for (int h = 0; h < kHeads; ++h) {
-            const float4 *qr = reinterpret_cast<const float4 *>(
-                qs + h * headDim + d0 + 16 * i);
-#pragma unroll
-            for (int j = 0; j < 4; ++j) {
-              float4 qv = qr[j];
-              s[h] = fmaf(qv.x, kv[4 * j], s[h]);
-              s[h] = fmaf(qv.y, kv[4 * j + 1], s[h]);
-              s[h] = fmaf(qv.z, kv[4 * j + 2], s[h]);
-              s[h] = fmaf(qv.w, kv[4 * j + 3], s[h]);
-            }
+          for (int i = 0; i < 4; ++i) {
+            float4 qv = qr[i];
+            s[h] = fmaf(qv.x, kv[4 * i], s[h]);
+            s[h] = fmaf(qv.y, kv[4 * i + 1], s[h]);
+            s[h] = fmaf(qv.z, kv[4 * i + 2], s[h]);
+            s[h] = fmaf(qv.w, kv[4 * i + 3], s[h]);
           }
         }
       }
     }
-    __syncwarp(); // vRows written
-    // The first P x V passes' V values load while the softmax runs.
-    constexpr int kPasses = kDecodeValuePasses<kFormat>;
-    const int passStep = keysPerPass * kPasses,
-              valueCol = int(g) * valueDim + dim0;
-    CacheValues<kFormat, 4> values[kPasses];
-    fetchValuePasses<kFormat>(values, v, vRows[warp], passKey, keysPerPass, n,
-                              valueCol);
     // The online softmax over the tile, per head.
 #pragma unroll
     for (int h = 0; h < kHeads; ++h) {
@@ -1143,25 +1073,17 @@ decodeAttention(const float *q, const Cache &k, const Cache &v,
     }
     __syncwarp();
     // P x V: lane `lane` takes dims dim0 .. dim0 + 3 of keys passKey,
-    // passKey + keysPerPass, ..., kPasses passes' V values loaded at a time.
-    for (int c0 = passKey; c0 < n; c0 += passStep) {
-      if (c0 != passKey)
-        fetchValuePasses<kFormat>(values, v, vRows[warp], c0, keysPerPass, n,
-                                  valueCol);
+    // passKey + keysPerPass, ...
+    for (int c = passKey; c < n; c += keysPerPass) {
+      float vv[4];
+      loadCacheValues<kFormat, 4>(v, vRows[warp][c], int(g) * valueDim + dim0,
+                                  vv);
 #pragma unroll
-      for (int i = 0; i < kPasses; ++i) {
-        const int c = c0 + i * keysPerPass;
-        if (c >= n)
-          break;
-        float vv[4];
-        widenCacheValues(values[i], vv);
+      for (int h = 0; h < kHeads; ++h) {
+        float pc = ps[warp][h][c];
 #pragma unroll
-        for (int h = 0; h < kHeads; ++h) {
-          float pc = ps[warp][h][c];
-#pragma unroll
-          for (int j = 0; j < 4; ++j)
-            acc[h][j] = fmaf(pc, vv[j], acc[h][j]);
-        }
+        for (int j = 0; j < 4; ++j)
+          acc[h][j] = fmaf(pc, vv[j], acc[h][j]);
       }
     }
     __syncwarp(); // ps and vRows are rewritten by the next tile
@@ -1218,53 +1140,48 @@ decodeAttention(const float *q, const Cache &k, const Cache &v,
 
 } // namespace
 
-/// Decode attention (see above) on caches of format kFormat: grid (tokens,
-/// kvHeads x ceil(group / headGroup), splits), block 32 x kDecodeWarps,
-/// static shared memory; a block takes the z-th of `splits` equal parts of
-/// token x's keys for up to headGroup <= kDecodeHeads query heads of one KV
-/// head, and leaves daybreak_attention_split's partials for
+/// Decode attention (see above): grid (tokens, kvHeads x ceil(group /
+/// headGroup), splits), block 32 x kDecodeWarps, static shared memory; a
+/// block takes the z-th of `splits` equal parts of token x's keys for up to
+/// headGroup <= kDecodeHeads query heads of one KV head, and leaves
+/// daybreak_attention_split's partials for
 /// daybreak_sparse_attention_combine. `heads` of a block: 1, 2, 4 or 8, the
-/// smallest that holds headGroup. One kernel a format, so that each gets
-/// the registers its own loads in flight need.
-template <int kFormat>
-__device__ __forceinline__ void attentionDecodeKernel(
-    const float *q, const Cache &k, const Cache &v, const int32_t *positions,
-    const int32_t *sequences, int64_t heads, int64_t kvHeads, double scale,
-    int64_t window, float *partial, int32_t headGroup, int32_t splits) {
+/// smallest that holds headGroup.
+extern "C" __global__ void __launch_bounds__(32 * kDecodeWarps, 4)
+daybreak_attention_decode(const float *q, Cache k, Cache v,
+                          const int32_t *positions, const int32_t *sequences,
+                          int64_t heads, int64_t kvHeads, double scale,
+                          int64_t window, float *partial, int32_t headGroup,
+                          int32_t splits) {
   __shared__ __align__(16) float qs[kDecodeHeads * kDecodeMaxHeadDim];
   __shared__ float ps[kDecodeWarps][kDecodeHeads][32];
   __shared__ const uint8_t *vRows[kDecodeWarps][32];
   __shared__ float warpMaxes[kDecodeWarps][kDecodeHeads];
   __shared__ float warpSums[kDecodeWarps][kDecodeHeads];
   __shared__ float warpAcc[kDecodeWarps * kDecodeHeads * kDecodeMaxValueDim];
-#define DAYBREAK_DECODE(n)                                                     \
-  decodeAttention<kFormat, n>(q, k, v, positions, sequences, heads, kvHeads,   \
-                              scale, window, partial, headGroup, splits, qs,   \
-                              ps, vRows, warpMaxes, warpSums, warpAcc)
-  if (headGroup <= 1)
-    DAYBREAK_DECODE(1);
-  else if (headGroup <= 2)
-    DAYBREAK_DECODE(2);
-  else if (headGroup <= 4)
-    DAYBREAK_DECODE(4);
-  else
-    DAYBREAK_DECODE(8);
+#define DAYBREAK_DECODE(format, n)                                             \
+  decodeAttention<format, n>(q, k, v, positions, sequences, heads, kvHeads,    \
+                             scale, window, partial, headGroup, splits, qs,    \
+                             ps, vRows, warpMaxes, warpSums, warpAcc)
+#define DAYBREAK_DECODE_HEADS(format)                                          \
+  if (headGroup <= 1)                                                          \
+    DAYBREAK_DECODE(format, 1);                                                \
+  else if (headGroup <= 2)                                                     \
+    DAYBREAK_DECODE(format, 2);                                                \
+  else if (headGroup <= 4)                                                     \
+    DAYBREAK_DECODE(format, 4);                                                \
+  else                                                                         \
+    DAYBREAK_DECODE(format, 8)
+  if (k.format == kF32) {
+    DAYBREAK_DECODE_HEADS(kF32);
+  } else if (k.format == kBF16) {
+    DAYBREAK_DECODE_HEADS(kBF16);
+  } else {
+    DAYBREAK_DECODE_HEADS(kFp8Scaled);
+  }
+#undef DAYBREAK_DECODE_HEADS
 #undef DAYBREAK_DECODE
 }
-
-#define DAYBREAK_ATTENTION_DECODE(name, format)                                \
-  extern "C" __global__ void __launch_bounds__(32 * kDecodeWarps, 3) name(     \
-      const float *q, Cache k, Cache v, const int32_t *positions,              \
-      const int32_t *sequences, int64_t heads, int64_t kvHeads, double scale,  \
-      int64_t window, float *partial, int32_t headGroup, int32_t splits) {     \
-    attentionDecodeKernel<format>(q, k, v, positions, sequences, heads,        \
-                                  kvHeads, scale, window, partial, headGroup,  \
-                                  splits);                                     \
-  }
-DAYBREAK_ATTENTION_DECODE(daybreak_attention_decode_f32, kF32)
-DAYBREAK_ATTENTION_DECODE(daybreak_attention_decode_bf16, kBF16)
-DAYBREAK_ATTENTION_DECODE(daybreak_attention_decode_fp8, kFp8Scaled)
-#undef DAYBREAK_ATTENTION_DECODE
 
 //===----------------------------------------------------------------------===//
 // Prefill attention on the CUDA cores, register-tiled:

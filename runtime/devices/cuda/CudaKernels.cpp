@@ -2726,13 +2726,9 @@ Status CudaKernels::attention(CUdeviceptr q, const DeviceCacheView &k,
     void *params[] = {&q,      &kc,       &vc,      &positions,
                       &sequences, &heads, &kvHeads, &scale,
                       &window, &partials, &group32, &splitCount};
-    CUfunction decode =
-        k.format == runtime::CacheFormat::F32    ? attentionDecodeF32Fn
-        : k.format == runtime::CacheFormat::BF16 ? attentionDecodeBf16Fn
-                                                 : attentionDecodeFp8Fn;
-    Status status =
-        launch(decode, "attentionDecode", tokens, blocks / tokens, splits,
-               32 * kDecodeAttentionWarps, 0, stream, params);
+    Status status = launch(attentionDecodeFn, "attentionDecode", tokens,
+                           blocks / tokens, splits, 32 * kDecodeAttentionWarps,
+                           0, stream, params);
     if (!status.ok())
       return status;
     void *combine[] = {&partials, &heads, &splitCount, &valueDim, &sinks, &out};

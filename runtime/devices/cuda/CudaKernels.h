@@ -123,8 +123,7 @@ enum class AttentionPath {
   Auto,
   PreferTensorCores,
   CudaCores,   ///< daybreak_attention_prefill64 or daybreak_attention
-               ///< (decode: daybreak_attention_decode_<format> or
-               ///< _split)
+               ///< (decode: daybreak_attention_decode or _split)
   TensorCores, ///< daybreak_attention_tc64 / _tc128 (an error where they
                ///< do not apply, see CudaKernels::tensorAttentionApplies)
 };
@@ -492,9 +491,7 @@ constexpr int64_t expertGemvScratchBytes(int64_t tokens, int64_t slots,
   X(sparseMlaWgSplit, "daybreak_sparse_mla_wg_split")                          \
   X(attention, "daybreak_attention")                                           \
   X(attentionSplit, "daybreak_attention_split")                                \
-  X(attentionDecodeF32, "daybreak_attention_decode_f32")                       \
-  X(attentionDecodeBf16, "daybreak_attention_decode_bf16")                     \
-  X(attentionDecodeFp8, "daybreak_attention_decode_fp8")                       \
+  X(attentionDecode, "daybreak_attention_decode")                              \
   X(attentionPrefill64, "daybreak_attention_prefill64")                        \
   X(attentionTc64, "daybreak_attention_tc64")                                  \
   X(attentionTc128, "daybreak_attention_tc128")                                \
@@ -1105,11 +1102,11 @@ public:
   ///   daybreak_sparse_attention_combine;
   /// - decode on the CUDA cores: with `partials` (`partialFloats` floats),
   ///   a step of at most one token per cache slot (tokens <= batch) whose
-  ///   caches decodeAttentionApplies to runs daybreak_attention_decode_f32,
-  ///   _bf16 or _fp8 by the caches' format (a block a token, KV head and split
-  ///   of its keys), split over the keys as far as the grid is small and the
-  ///   scratch allows (attentionScratchFloats, and decodeAttentionScratchFloats
-  ///   for the step unsplit), and daybreak_sparse_attention_combine merges the
+  ///   caches decodeAttentionApplies to runs daybreak_attention_decode (a
+  ///   block a token, KV head and split of its keys), split over the keys
+  ///   as far as the grid is small and the scratch allows
+  ///   (attentionScratchFloats, and decodeAttentionScratchFloats for the
+  ///   step unsplit), and daybreak_sparse_attention_combine merges the
   ///   splits with the sinks;
   /// - the CUDA cores otherwise: daybreak_attention_prefill64 (64 query
   ///   rows a block, register-tiled) for head and value dims up to 64 and
@@ -1140,8 +1137,8 @@ public:
   /// dims a multiple of 8 up to kWideAttentionMaxHeadDim, value dims up to
   /// kWideAttentionMaxValueDim. Auto and CudaCores choose it for groups of
   /// kWideAttentionMinGroup heads or more whose heads are too wide for
-  /// daybreak_attention_decode_<format> and daybreak_attention_prefill64
-  /// (absorbed MLA: 576 / 512).
+  /// daybreak_attention_decode and daybreak_attention_prefill64 (absorbed
+  /// MLA: 576 / 512).
   static bool wideAttentionApplies(const DeviceCacheView &k,
                                    const DeviceCacheView &v, int64_t kvHeads);
   /// Whether V's rows are K's rows (a column prefix of one KV head's cache,
@@ -1149,8 +1146,8 @@ public:
   /// each row once.
   static bool attentionSharesRows(const DeviceCacheView &k,
                                   const DeviceCacheView &v, int64_t kvHeads);
-  /// Whether daybreak_attention_decode_<format> takes these caches: K and V in
-  /// one format, head dims a multiple of 16 up to 256, value dims of 32, 64 or
+  /// Whether daybreak_attention_decode takes these caches: K and V in one
+  /// format, head dims a multiple of 16 up to 256, value dims of 32, 64 or
   /// 128, 16-byte aligned rows, and fp8 rows without a bf16 tail and with
   /// scale blocks of a multiple of 16 columns.
   static bool decodeAttentionApplies(const DeviceCacheView &k,
