@@ -556,6 +556,28 @@ void profileGemvs(const CudaKernels &kernels) {
     }
 }
 
+/// gpt-oss-120b's MXFP4 expert shapes: the fused gate/up projection (one
+/// input a token) and the down projection (one input a slot).
+struct Mxfp4Shape {
+  const char *name;
+  int64_t n, k;
+  bool perSlot;
+};
+constexpr Mxfp4Shape kMxfp4Shapes[] = {{"gate_up", 5760, 2880, false},
+                                       {"down", 2880, 2880, true}};
+
+/// `slots` distinct experts (of pool.size()) for a token, drawn uniformly: the
+/// first `slots` of a partial shuffle of `pool` (which it overwrites).
+static void drawUniformSlots(std::mt19937 &rng, std::vector<int32_t> &pool,
+                             int64_t slots, int32_t *out) {
+  int64_t experts = int64_t(pool.size());
+  std::iota(pool.begin(), pool.end(), 0);
+  for (int64_t j = 0; j < slots; ++j) {
+    std::swap(pool[j], pool[j + rng() % (experts - j)]);
+    out[j] = pool[j];
+  }
+}
+
 /// The direct MXFP4 expert matmul (mxfp4_expert_matmul: E2M1 values
 /// decoded in registers) at gpt-oss-120b's decode shapes: 128 experts,
 /// top-4, hidden 2880; gate/up [5760, 2880] on the token's row, down
@@ -574,13 +596,7 @@ void profileGemvs(const CudaKernels &kernels) {
 /// expert GEMV on E2M1; its routed sum through daybreak_expert_combine).
 void benchMxfp4(const CudaKernels &kernels) {
   constexpr int64_t kExperts = 128, kSlots = 4, kLaunches = 32, kMaxT = 64;
-  struct Shape {
-    const char *name;
-    int64_t n, k;
-    bool perSlot;
-  };
-  for (Shape shape :
-       {Shape{"gate_up", 5760, 2880, false}, Shape{"down", 2880, 2880, true}}) {
+  for (const Mxfp4Shape &shape : kMxfp4Shapes) {
     int64_t n = shape.n, k = shape.k;
     // 0x22: E2M1 codes 2 (1.0); 0x7F: scales 2^0; bias 0x3F80: 1.0.
     CUdeviceptr values = alloc(size_t(kExperts * n * k / 2), 0x22),
@@ -608,15 +624,12 @@ void benchMxfp4(const CudaKernels &kernels) {
       std::vector<int32_t> pool(kExperts);
       for (int64_t i = 0; i < kLaunches; ++i)
         for (int64_t t = 0; t < tokens; ++t) {
-          // A uniform token's slots: the first kSlots of a partial shuffle.
-          std::iota(pool.begin(), pool.end(), 0);
-          for (int64_t j = 0; j < kSlots && picking.uniform; ++j)
-            std::swap(pool[j], pool[j + rng() % (kExperts - j)]);
-          for (int64_t j = 0; j < kSlots; ++j)
-            picks[(i * tokens + t) * kSlots + j] =
-                picking.uniform
-                    ? pool[j]
-                    : int32_t((kSlots * (i * tokens + t) + j) % kExperts);
+          int32_t *slots = &picks[(i * tokens + t) * kSlots];
+          if (picking.uniform)
+            drawUniformSlots(rng, pool, kSlots, slots);
+          else
+            for (int64_t j = 0; j < kSlots; ++j)
+              slots[j] = int32_t((kSlots * (i * tokens + t) + j) % kExperts);
         }
       CUdeviceptr indices = 0;
       check(driver->cuMemAlloc(&indices, picks.size() * 4), "cuMemAlloc");
@@ -673,13 +686,7 @@ void benchMxfp4(const CudaKernels &kernels) {
 /// useful products; the exact forms issue three times as many).
 void benchMxfp4Prefill(const CudaKernels &kernels) {
   constexpr int64_t kExperts = 128, kSlots = 4, kMaxT = 8192;
-  struct Shape {
-    const char *name;
-    int64_t n, k;
-    bool perSlot;
-  };
-  for (Shape shape :
-       {Shape{"gate_up", 5760, 2880, false}, Shape{"down", 2880, 2880, true}}) {
+  for (const Mxfp4Shape &shape : kMxfp4Shapes) {
     int64_t n = shape.n, k = shape.k, pairsMax = kMaxT * kSlots;
     // 0x22: E2M1 codes 2 (1.0); 0x7F: scales 2^0; E4M3 0x38: 1.0.
     CUdeviceptr values = alloc(size_t(kExperts * n * k / 2), 0x22),
@@ -713,13 +720,8 @@ void benchMxfp4Prefill(const CudaKernels &kernels) {
       const int launches = tokens >= 1024 ? 4 : 16;
       std::vector<int32_t> picks(size_t(launches * tokens * kSlots));
       std::vector<int32_t> pool(kExperts);
-      for (int64_t r = 0; r < launches * tokens; ++r) {
-        std::iota(pool.begin(), pool.end(), 0);
-        for (int64_t j = 0; j < kSlots; ++j) {
-          std::swap(pool[j], pool[j + rng() % (kExperts - j)]);
-          picks[r * kSlots + j] = pool[j];
-        }
-      }
+      for (int64_t r = 0; r < launches * tokens; ++r)
+        drawUniformSlots(rng, pool, kSlots, &picks[r * kSlots]);
       CUdeviceptr indices = 0;
       check(driver->cuMemAlloc(&indices, picks.size() * 4), "cuMemAlloc");
       check(driver->cuMemcpyHtoD(indices, picks.data(), picks.size() * 4),
