@@ -115,6 +115,9 @@ void pipeline::buildLmPipeline(OpPassManager &pm, const Options &options,
   pm.addNestedPass<func::FuncOp>(createLmFuseCacheWrite());
   // A query's RoPE: the indexer's prologue.
   pm.addNestedPass<func::FuncOp>(createLmFuseQueryRope());
+  // Projections that reach a column view only now that their norm or RoPE
+  // became a cache write's prologue (gpt-oss's k and v): one launch.
+  pm.addPass(createLmFuseProjections());
   pm.addNestedPass<func::FuncOp>(createLmFuseElementwise());
   // The target's own passes (tiling for its kernels), then its legality
   // check on the ops the lowering will launch.
