@@ -591,11 +591,9 @@ static void drawUniformSlots(std::mt19937 &rng, std::vector<int32_t> &pool,
 /// (mxfp4TensorPays), where the two kernels cross. Bytes: the packed values,
 /// E8M0 scales and bias rows of the *distinct* experts a launch picks (counted
 /// from the picks, averaged over the launches: an expert two tokens pick is
-/// read once), x and out. Each case on both kernels: the CUDA cores, in
-/// both instantiations ("direct-p1": a task's pairs one at a time, six
-/// blocks an SM; "direct-p2": two at a time, three blocks an SM), and the
-/// tensor-core GEMV ("tensor", the register form of the decode expert GEMV
-/// on E2M1; its routed sum through daybreak_expert_combine).
+/// read once), x and out. Each case on both kernels: the CUDA cores ("direct")
+/// and the tensor-core GEMV ("tensor", the register form of the decode
+/// expert GEMV on E2M1; its routed sum through daybreak_expert_combine).
 void benchMxfp4(const CudaKernels &kernels) {
   constexpr int64_t kExperts = 128, kSlots = 4, kLaunches = 32, kMaxT = 64;
   for (const Mxfp4Shape &shape : kMxfp4Shapes) {
@@ -648,17 +646,10 @@ void benchMxfp4(const CudaKernels &kernels) {
       double bytes = distinct * double(n) * (k / 2 + k / 32 + 2) +
                      double(tokens * (shape.perSlot ? kSlots : 1) * k * 4) +
                      double(tokens * (shape.perSlot ? 1 : kSlots) * n * 4);
-      struct Form {
-        const char *label;
-        Mxfp4Kernel kernel;
-        int pairsPerTask;
-      };
-      for (auto [label, kernel, pairsPerTask] :
-           {Form{"direct-p1", Mxfp4Kernel::CudaCores, 1},
-            Form{"direct-p2", Mxfp4Kernel::CudaCores, 2},
-            Form{"tensor", Mxfp4Kernel::TensorCores, 0}}) {
-        CudaKernels forced =
-            kernels.withMxfp4Kernel(kernel).withMxfp4PairsPerTask(pairsPerTask);
+      for (auto [label, kernel] :
+           {std::pair{"direct", Mxfp4Kernel::CudaCores},
+            std::pair{"tensor", Mxfp4Kernel::TensorCores}}) {
+        CudaKernels forced = kernels.withMxfp4Kernel(kernel);
         double seconds = timeGraph(
             [&](int i, CUstream stream) {
               return forced.mxfp4ExpertMatmul(

@@ -629,9 +629,9 @@ TEST_F(CudaKernelsTest, Mxfp4ExpertMatmul) {
   // both within the fp32 rounding bound of the exact result
   // (test/unit/Mxfp4TestData.h), so within twice it of each other. The
   // kernel is expert-major (blocks of 8 output rows, each distinct expert
-  // read once for all the pairs that picked it, two pairs at a time or one,
-  // K in parts of 32 blocks of 32). Shapes: K of one block, of blocks that
-  // leave lanes idle, of several parts (gpt-oss's 2880: 3 parts), N off the 8
+  // read once for all the pairs that picked it, two pairs at a time, K in
+  // parts of 32 blocks of 32). Shapes: K of one block, of blocks that leave
+  // lanes idle, of several parts (gpt-oss's 2880: 3 parts), N off the 8
   // rows; T = 1, 2, 5, 7, 8, 64 with top-1 .. top-8; -1 slots; `crowd`
   // limits the picks to the first experts (many pairs an expert, odd counts
   // for the two-at-a-time loop, the other experts never picked); 300
@@ -769,25 +769,6 @@ TEST_F(CudaKernelsTest, Mxfp4ExpertMatmul) {
             report(label, shape, worst); // |gpu - cpu| / bound
           };
           check(gpuOut, "gpu", "mxfp4 (of bound)");
-          // The CUDA-core kernel's two instantiations, forced on every
-          // case (Auto takes one by the expected pairs an expert): a task's
-          // pairs two at a time, and one at a time (an expert's rows
-          // decoded again for each of its pairs).
-          for (int pairsPerTask : {1, 2}) {
-            ASSERT_EQ(driver->cuMemsetD8(dOut.get(), 0xff, cpuOut.size() * 4),
-                      CUDA_SUCCESS);
-            expectRan(kernels->withMxfp4Kernel(Mxfp4Kernel::CudaCores)
-                          .withMxfp4PairsPerTask(pairsPerTask)
-                          .mxfp4ExpertMatmul(dx, perSlot, dv, ds, gb, c.experts,
-                                             c.n, c.k, dIdx, c.tokens, slots,
-                                             routed ? dR.get() : 0, dOut,
-                                             nullptr));
-            check(dOut.read<float>(cpuOut.size()),
-                  pairsPerTask == 1 ? "cuda cores, one pair a task"
-                                    : "cuda cores, two pairs a task",
-                  pairsPerTask == 1 ? "mxfp4 cuda cores p1 (of bound)"
-                                    : "mxfp4 cuda cores p2 (of bound)");
-          }
 
           // The grouped warpgroup GEMM, forced, exact (x in three bf16
           // parts) and with --precision=bf16's one part against x rounded

@@ -2203,12 +2203,6 @@ Status CudaKernels::mxfp4ExpertMatmul(CUdeviceptr x, bool perSlotInput,
     return Status::error("mxfp4ExpertMatmul: " + std::to_string(experts) +
                          " experts exceed the kernel's " +
                          std::to_string(kMaxExperts));
-  // The kernel addresses an expert's values in 32 bits.
-  if (n * (k / 2) > int64_t(UINT32_MAX))
-    return Status::error("mxfp4ExpertMatmul: an expert of [" +
-                         std::to_string(n) + ", " + std::to_string(k) +
-                         "] holds 4 GiB or more of values; the kernel "
-                         "addresses one in 32 bits");
   // Output rows of a block (kMxfp4Rows in CudaKernels.cu). A block keeps
   // every (token, slot) pair's partial sums and the pairs' experts in
   // shared memory, so a step of more pairs than fit (prefill) runs in
@@ -2216,10 +2210,9 @@ Status CudaKernels::mxfp4ExpertMatmul(CUdeviceptr x, bool perSlotInput,
   // K is split into parts so that a lane of a task has one block of 32
   // values a row (every task's loads issued at once), as long as the parts'
   // partial sums (parts x pairs x kRows floats) stay within half the
-  // default shared memory (the two-pair kernel's 168 registers allow 3
-  // blocks an SM, 228 KB of shared memory holds 3 of 48 KB; the one-pair
-  // kernel's 6 blocks an SM hold up to 38 KB each, and its few pairs take
-  // far less); the pairs' experts and the distinct list follow them.
+  // default shared memory (the kernel's 168 registers allow 3 blocks an
+  // SM, 228 KB of shared memory holds 3 of 48 KB); the pairs' experts and
+  // the distinct list follow them.
   constexpr int64_t kRows = 8;
   // The limit less the kernel's own bitmap and count (272 bytes).
   const int64_t available = kSharedFloats * int64_t(sizeof(float)) - 272;
@@ -2257,15 +2250,9 @@ Status CudaKernels::mxfp4ExpertMatmul(CUdeviceptr x, bool perSlotInput,
     void *params[] = {&cx,       &perSlot, &values, &scales,   &b,
                       &experts,  &n,       &k,      &cIndices, &chunk,
                       &slots,    &cWeights, &parts, &cOut};
-    // A programmatic dependent: the kernel waits for the one before it
-    // before it reads anything (beginDependent).
-    const bool onePair = mxfp4PairsPerTask
-                             ? mxfp4PairsPerTask == 1
-                             : mxfp4OnePairTasks(experts, chunk, slots);
-    DAYBREAK_RETURN_IF_ERROR(
-        launchDependent(onePair ? mxfp4ExpertMatmulP1Fn : mxfp4ExpertMatmulFn,
-                        "mxfp4ExpertMatmul", ceilDiv(n, kRows), 1, 1, 128,
-                        unsigned(sharedBytes), stream, params));
+    DAYBREAK_RETURN_IF_ERROR(launch(mxfp4ExpertMatmulFn, "mxfp4ExpertMatmul",
+                                    ceilDiv(n, kRows), 1, 1, 128,
+                                    unsigned(sharedBytes), stream, params));
   }
   return Status::success();
 }

@@ -3806,18 +3806,16 @@ mxfp4Task(const uint8_t *expertValues, const uint8_t *expertScales,
           float (&sums)[kMxfp4Rows][kPairs]) {
   int lane = threadIdx.x & 31;
   float acc[kMxfp4Rows][kPairs] = {};
-  for (int32_t b = int32_t(first) + lane; b < int32_t(end); b += 32) {
+  for (int64_t b = first + lane; b < end; b += 32) {
     uint4 packed[kMxfp4Rows];
     uint32_t exponent[kMxfp4Rows];
 #pragma unroll
     for (int r = 0; r < kMxfp4Rows; ++r) {
       // Row offsets recomputed a block (not held: 8 rows of two 64-bit
-      // pointers would cost 32 registers), in 32 bits (an expert's values
-      // stay below 4 GiB: the launcher checks); a tail repeats the last row.
-      uint32_t at =
-          uint32_t(min(row0 + r, lastRow)) * uint32_t(blocks) + uint32_t(b);
-      packed[r] = ldgStream(expertValues + 16 * at);
-      exponent[r] = __ldg(expertScales + at);
+      // pointers would cost 32 registers); a tail repeats the last row.
+      int64_t row = min(row0 + r, lastRow);
+      packed[r] = ldgStream(expertValues + row * blocks * 16 + 16 * b);
+      exponent[r] = __ldg(expertScales + row * blocks + b);
     }
     float block[kMxfp4Rows][kPairs] = {};
 #pragma unroll
@@ -3895,25 +3893,11 @@ mxfp4Task(const uint8_t *expertValues, const uint8_t *expertScales,
 /// two pairs). Bytes in flight: 128 B of weights a lane, 4 KB a warp, 40 KB
 /// an SM at 10 resident warps, above the ~25 KB that HBM latency (~800 ns)
 /// times an SM's share (32 B/ns) asks for.
-///
-/// Two instantiations. kMaxPairs = 2 (daybreak_mxfp4_expert_matmul) takes a
-/// task's pairs two at a time as above, at 168 registers: three blocks an
-/// SM. kMaxPairs = 1 (daybreak_mxfp4_expert_matmul_p1) takes them one at a
-/// time (a second pair of an expert re-decodes its rows, read from L2) in
-/// at most 80 registers, six blocks an SM: at T = 1 gate/up's 720 blocks
-/// then fit in one wave of 792 (three blocks an SM left 1.8 waves) and
-/// twice the warps hide the load latency, which is what bounds the kernel
-/// where each expert has about one pair (session 49: ~10 issued warp
-/// instructions a value at 27 us against ~5 in the loop). Both begin as
-/// programmatic dependents: the launch and the shared-memory setup overlap
-/// the kernel before (the routing it reads comes from that kernel).
-template <int kMaxPairs>
-__device__ __forceinline__ void
-mxfp4ExpertMatmulBody(const float *x, int32_t perSlotInput,
-                      const uint8_t *values, const uint8_t *scales, Weight bias,
-                      int64_t experts, int64_t n, int64_t k,
-                      const int32_t *indices, int64_t tokens, int64_t slots,
-                      const float *routingWeights, int64_t parts, float *out) {
+extern "C" __global__ void __launch_bounds__(128) daybreak_mxfp4_expert_matmul(
+    const float *x, int32_t perSlotInput, const uint8_t *values,
+    const uint8_t *scales, Weight bias, int64_t experts, int64_t n, int64_t k,
+    const int32_t *indices, int64_t tokens, int64_t slots,
+    const float *routingWeights, int64_t parts, float *out) {
   __shared__ uint32_t used[kMxfp4ExpertWords];
   __shared__ int32_t distinct;
   int64_t pairs = tokens * slots;
@@ -3925,7 +3909,6 @@ mxfp4ExpertMatmulBody(const float *x, int32_t perSlotInput,
   int words = int((experts + 31) / 32);
   for (int i = threadIdx.x; i < words; i += blockDim.x)
     used[i] = 0;
-  beginDependent();
   __syncthreads();
   for (int64_t p = threadIdx.x; p < pairs; p += blockDim.x) {
     int32_t e = indices[p];
@@ -3975,7 +3958,7 @@ mxfp4ExpertMatmulBody(const float *x, int32_t perSlotInput,
         mine &= mine - 1;
         float *slot0 = partials + (part * pairs + p0) * kMxfp4Rows;
         const float *in0 = x + (perSlotInput ? p0 : p0 / slots) * k;
-        if (kMaxPairs == 2 && mine) {
+        if (mine) {
           int64_t p1 = base + __ffs(mine) - 1;
           mine &= mine - 1;
           float *slot1 = partials + (part * pairs + p1) * kMxfp4Rows;
@@ -4031,30 +4014,6 @@ mxfp4ExpertMatmulBody(const float *x, int32_t perSlotInput,
     }
     out[o * n + col] = combined;
   }
-}
-
-extern "C" __global__ void __launch_bounds__(128, 3)
-    daybreak_mxfp4_expert_matmul(const float *x, int32_t perSlotInput,
-                                 const uint8_t *values, const uint8_t *scales,
-                                 Weight bias, int64_t experts, int64_t n,
-                                 int64_t k, const int32_t *indices,
-                                 int64_t tokens, int64_t slots,
-                                 const float *routingWeights, int64_t parts,
-                                 float *out) {
-  mxfp4ExpertMatmulBody<2>(x, perSlotInput, values, scales, bias, experts, n, k,
-                           indices, tokens, slots, routingWeights, parts, out);
-}
-
-extern "C" __global__ void __launch_bounds__(128, 6)
-    daybreak_mxfp4_expert_matmul_p1(const float *x, int32_t perSlotInput,
-                                    const uint8_t *values,
-                                    const uint8_t *scales, Weight bias,
-                                    int64_t experts, int64_t n, int64_t k,
-                                    const int32_t *indices, int64_t tokens,
-                                    int64_t slots, const float *routingWeights,
-                                    int64_t parts, float *out) {
-  mxfp4ExpertMatmulBody<1>(x, perSlotInput, values, scales, bias, experts, n, k,
-                           indices, tokens, slots, routingWeights, parts, out);
 }
 
 /// The E4M3 codes of four E2M1 codes, the nibbles of `packed` (low first),

@@ -382,17 +382,6 @@ inline bool mxfp4TensorPays(int64_t experts, int64_t tokens, int64_t slots) {
       double(experts) * (1.0 - std::pow(1.0 - share, double(tokens)));
   return double(tokens * slots) >= kMxfp4TensorCostPerPair * distinct;
 }
-/// Which instantiation of the CUDA-core MXFP4 kernel
-/// CudaKernels::mxfp4ExpertMatmul launches: the one that takes a task's
-/// pairs one at a time (daybreak_mxfp4_expert_matmul_p1, six blocks an SM)
-/// wherever Auto would leave the step to the CUDA cores (fewer than
-/// kMxfp4TensorCostPerPair pairs expected a distinct expert: nearly every
-/// expert has one pair, and the occupancy is what pays); two at a time
-/// (three blocks an SM, an expert's rows decoded once for both) where the
-/// CUDA cores are forced, or left, past that.
-inline bool mxfp4OnePairTasks(int64_t experts, int64_t tokens, int64_t slots) {
-  return !mxfp4TensorPays(experts, tokens, slots);
-}
 /// The dynamic shared memory of a tensor-core MXFP4 GEMV block: the stage,
 /// then each warp's transposition buffers (4 chunk sets of 144 words).
 inline constexpr int64_t kExpertGemvE2m1SharedBytes =
@@ -487,7 +476,6 @@ constexpr int64_t expertGemvScratchBytes(int64_t tokens, int64_t slots,
   X(moeRouteSoftmaxTopK, "daybreak_moe_route_softmax_topk")                    \
   X(expertMatmul, "daybreak_expert_matmul")                                    \
   X(mxfp4ExpertMatmul, "daybreak_mxfp4_expert_matmul")                         \
-  X(mxfp4ExpertMatmulP1, "daybreak_mxfp4_expert_matmul_p1")                    \
   X(expertGemvTcE2m1, "daybreak_expert_gemv_tc_e2m1")                          \
   X(mxfp4ToFp8Experts, "daybreak_mxfp4_to_fp8_experts")                        \
   X(cacheWrite, "daybreak_cache_write")                                        \
@@ -810,15 +798,6 @@ public:
   CudaKernels withMxfp4Kernel(Mxfp4Kernel kernel) const {
     CudaKernels copy = *this;
     copy.mxfp4Kernel = kernel;
-    return copy;
-  }
-  /// The same kernels with the CUDA-core MXFP4 kernel taking a task's
-  /// pairs `pairs` at a time (1 or 2; 0, the default: mxfp4OnePairTasks
-  /// decides). The tests run both instantiations on every case, the
-  /// benchmark times them side by side.
-  CudaKernels withMxfp4PairsPerTask(int pairs) const {
-    CudaKernels copy = *this;
-    copy.mxfp4PairsPerTask = pairs;
     return copy;
   }
   /// The same kernels with the ring forms of the decode expert GEMV split
@@ -1410,7 +1389,6 @@ private:
   /// mxfp4ExpertMatmul's choice (see withMxfp4Kernel), and the blocks of
   /// the tensor-core MXFP4 GEMV the GPU holds at once.
   Mxfp4Kernel mxfp4Kernel = Mxfp4Kernel::Auto;
-  int mxfp4PairsPerTask = 0; ///< see withMxfp4PairsPerTask
   int64_t expertGemvE2m1Blocks = 0;
 #define DAYBREAK_DECLARE_KERNEL(member, symbol) CUfunction member##Fn = nullptr;
   DAYBREAK_CUDA_KERNELS(DAYBREAK_DECLARE_KERNEL)
