@@ -591,8 +591,9 @@ static void drawUniformSlots(std::mt19937 &rng, std::vector<int32_t> &pool,
 /// (mxfp4TensorPays), where the two kernels cross. Bytes: the packed values,
 /// E8M0 scales and bias rows of the *distinct* experts a launch picks (counted
 /// from the picks, averaged over the launches: an expert two tokens pick is
-/// read once), x and out. Each case on both kernels: the CUDA cores ("direct")
-/// and the tensor-core GEMV ("tensor", the register form of the decode
+/// read once), x and out. Each case on both kernels: the CUDA cores ("direct",
+/// the staged form where it applies; "unstaged", each task loading its own
+/// rows) and the tensor-core GEMV ("tensor", the register form of the decode
 /// expert GEMV on E2M1; its routed sum through daybreak_expert_combine).
 void benchMxfp4(const CudaKernels &kernels) {
   constexpr int64_t kExperts = 128, kSlots = 4, kLaunches = 32, kMaxT = 64;
@@ -646,10 +647,16 @@ void benchMxfp4(const CudaKernels &kernels) {
       double bytes = distinct * double(n) * (k / 2 + k / 32 + 2) +
                      double(tokens * (shape.perSlot ? kSlots : 1) * k * 4) +
                      double(tokens * (shape.perSlot ? 1 : kSlots) * n * 4);
-      for (auto [label, kernel] :
-           {std::pair{"direct", Mxfp4Kernel::CudaCores},
-            std::pair{"tensor", Mxfp4Kernel::TensorCores}}) {
-        CudaKernels forced = kernels.withMxfp4Kernel(kernel);
+      struct Variant {
+        const char *label;
+        Mxfp4Kernel kernel;
+        bool staged;
+      };
+      for (Variant v : {Variant{"direct", Mxfp4Kernel::CudaCores, true},
+                        Variant{"unstaged", Mxfp4Kernel::CudaCores, false},
+                        Variant{"tensor", Mxfp4Kernel::TensorCores, true}}) {
+        CudaKernels forced =
+            kernels.withMxfp4Kernel(v.kernel).withMxfp4Staging(v.staged);
         double seconds = timeGraph(
             [&](int i, CUstream stream) {
               return forced.mxfp4ExpertMatmul(
@@ -666,7 +673,7 @@ void benchMxfp4(const CudaKernels &kernels) {
             std::string(shape.name) + " T=" + std::to_string(tokens) +
                 (picking.uniform ? " uniform" : "") +
                 " top-4 n=" + std::to_string(n) + " k=2880" + pairsAnExpert,
-            label, seconds, bytes);
+            v.label, seconds, bytes);
       }
       driver->cuMemFree(indices);
     }

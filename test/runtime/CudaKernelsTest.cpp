@@ -637,7 +637,9 @@ TEST_F(CudaKernelsTest, Mxfp4ExpertMatmul) {
   // for the two-at-a-time loop, the other experts never picked); 300
   // experts (several bitmap words a lane); the ends of E8M0 (2^-127,
   // 2^127, NaN) with inputs small enough that no block overflows; prefill
-  // steps of more pairs than one launch takes. The grouped warpgroup GEMM
+  // steps of more pairs than one launch takes. The CUDA-core kernel runs
+  // forced in both its forms (rows loaded by each task, or brought into
+  // shared-memory stages by the copy engine). The grouped warpgroup GEMM
   // (forced wherever it applies, and as Auto takes it from 257 pairs)
   // scales each value rather than each block's sum, so at E8M0 253 and 254
   // values overflow where the block sums do not (docs/mxfp4.md): its
@@ -655,6 +657,11 @@ TEST_F(CudaKernelsTest, Mxfp4ExpertMatmul) {
         Case{40, 67, 1056, 64, 4, false, 0}, Case{40, 19, 320, 64, 4, false, 3},
         Case{9, 33, 64, 64, 8, false, 2}, Case{300, 9, 64, 2, 8, false, 0},
         Case{7, 29, 2880, 8, 2, false, 1},
+        // The staged form's (N a multiple of 8, K of 64): gpt-oss's K at
+        // T = 1; many distinct experts through its four stages (each
+        // refilled many times); crowded; K = 7168, where two stages fit.
+        Case{5, 40, 2880, 1, 4, false, 0}, Case{128, 24, 2880, 8, 8, false, 0},
+        Case{40, 16, 2880, 64, 4, false, 3}, Case{9, 16, 7168, 6, 4, false, 0},
         // The tensor-core GEMV's own: a partial last group of 256 values
         // (K = 1088: four groups and two blocks), gpt-oss's B = 64 at
         // top-4 (256 pairs, its limit), crowded into three experts (groups
@@ -769,6 +776,29 @@ TEST_F(CudaKernelsTest, Mxfp4ExpertMatmul) {
             report(label, shape, worst); // |gpu - cpu| / bound
           };
           check(gpuOut, "gpu", "mxfp4 (of bound)");
+
+          // The CUDA-core kernel forced, in its staged form (where it
+          // applies: N a multiple of 8, K of 64) and not: the same sums in
+          // the same order, so the same bits.
+          std::vector<float> coreOut[2];
+          for (bool staged : {true, false}) {
+            Buffer dCore(*driver, cpuOut.size() * 4);
+            ASSERT_EQ(driver->cuMemsetD8(dCore.get(), 0xff, cpuOut.size() * 4),
+                      CUDA_SUCCESS);
+            expectRan(kernels->withMxfp4Kernel(Mxfp4Kernel::CudaCores)
+                          .withMxfp4Staging(staged)
+                          .mxfp4ExpertMatmul(dx, perSlot, dv, ds, gb, c.experts,
+                                             c.n, c.k, dIdx, c.tokens, slots,
+                                             routed ? dR.get() : 0, dCore,
+                                             nullptr));
+            coreOut[staged] = dCore.read<float>(cpuOut.size());
+            check(coreOut[staged], staged ? "staged" : "unstaged",
+                  staged ? "mxfp4 staged (of bound)"
+                         : "mxfp4 unstaged (of bound)");
+          }
+          EXPECT_EQ(0, std::memcmp(coreOut[0].data(), coreOut[1].data(),
+                                   coreOut[0].size() * sizeof(float)))
+              << shape << ": staged and unstaged differ";
 
           // The grouped warpgroup GEMM, forced, exact (x in three bf16
           // parts) and with --precision=bf16's one part against x rounded

@@ -65,43 +65,6 @@ constexpr int kWgK = 64;        // columns of K a stage: one 128-byte row
 constexpr int kWgThreads = 384; // the copy warpgroup and two for the MMA
 constexpr int kWgTileBytes = kWgK * 2; // a tile row: 64 bf16
 
-__device__ __forceinline__ void barrierInit(uint64_t *bar, uint32_t count) {
-  asm volatile(
-      "mbarrier.init.shared::cta.b64 [%0], %1;" ::"r"(sharedAddress(bar)),
-      "r"(count)
-      : "memory");
-}
-
-/// Arrives on `bar` and adds `bytes` to the transactions its phase awaits.
-__device__ __forceinline__ void barrierExpectBytes(uint64_t *bar,
-                                                   uint32_t bytes) {
-  asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(
-                   sharedAddress(bar)),
-               "r"(bytes)
-               : "memory");
-}
-
-__device__ __forceinline__ void barrierArrive(uint64_t *bar) {
-  asm volatile(
-      "mbarrier.arrive.shared::cta.b64 _, [%0];" ::"r"(sharedAddress(bar))
-      : "memory");
-}
-
-/// Waits until the phase of `bar` with this parity has completed (a fresh
-/// barrier counts its phase before the first, parity 1, as complete).
-__device__ __forceinline__ void barrierWait(uint64_t *bar, uint32_t parity) {
-  uint32_t done = 0;
-  const uint32_t address = sharedAddress(bar);
-  do {
-    asm volatile("{\n\t.reg .pred p;\n\t"
-                 "mbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\n\t"
-                 "selp.u32 %0, 1, 0, p;\n\t}"
-                 : "=r"(done)
-                 : "r"(address), "r"(parity)
-                 : "memory");
-  } while (!done);
-}
-
 /// The box of `map` at (column c0, row c1) into shared memory at `dst`,
 /// counted on `bar`'s transactions. Out-of-range elements read as zero.
 __device__ __forceinline__ void copyTile(void *dst, const TensorMap &map,

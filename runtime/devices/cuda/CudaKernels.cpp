@@ -143,6 +143,12 @@ int64_t ceilDiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
 // The default dynamic shared memory limit (no cuFuncSetAttribute opt-in).
 constexpr int64_t kSharedFloats = 48 * 1024 / 4;
 
+// daybreak_mxfp4_expert_matmul_staged: the stages it keeps in flight at
+// most (kMxfp4MaxStages in CudaKernels.cu bounds them), and the dynamic
+// shared memory it opts into, so that its registers' three blocks an SM
+// also fit by shared memory.
+constexpr int64_t kMxfp4Stages = 4, kMxfp4StagedSharedBytes = 72 * 1024;
+
 // The tensor-core attention (CudaAttention.cuh): query rows a block (64
 // tokens x heads at most), threads, and daybreak_attention_tc128's dynamic
 // shared memory (Q's three bf16 parts: 3 x 64 rows x (128 + 8) values).
@@ -406,6 +412,20 @@ StatusOr<CudaKernels> CudaKernels::load(const Driver &driver, CUmodule module) {
           driver.cuFuncSetAttribute(
               fn, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, int(bytes)),
           "cuFuncSetAttribute");
+  // The staged CUDA-core MXFP4 kernel: shared memory past 48 KiB, and the
+  // largest carveout, for three blocks an SM.
+  if (status.ok())
+    status = driver.check(driver.cuFuncSetAttribute(
+                              kernels.mxfp4ExpertMatmulStagedFn,
+                              CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
+                              int(kMxfp4StagedSharedBytes)),
+                          "cuFuncSetAttribute");
+  if (status.ok())
+    status = driver.check(
+        driver.cuFuncSetAttribute(
+            kernels.mxfp4ExpertMatmulStagedFn,
+            CU_FUNC_ATTRIBUTE_PREFERRED_SHARED_MEMORY_CARVEOUT, 100),
+        "cuFuncSetAttribute");
   // The decode expert GEMVs: the largest carveout, so that the blocks
   // their registers or rings allow also fit by shared memory, and how many
   // the GPU holds at once (their grid is never larger: no second wave):
@@ -2247,6 +2267,24 @@ Status CudaKernels::mxfp4ExpertMatmul(CUdeviceptr x, bool perSlotInput,
         routingWeights ? routingWeights + t0 * slots * sizeof(float) : 0;
     CUdeviceptr cOut =
         out + (routingWeights ? t0 : t0 * slots) * n * sizeof(float);
+    // The staged form: each distinct expert's kRows rows (values, then
+    // scales) one stage, contiguous and in 16-byte multiples (N a multiple
+    // of kRows, K of 64, aligned), at least two stages beside the sums.
+    const int64_t stageBytes = kRows * (k / 2 + blocks);
+    const int64_t stages =
+        std::min(kMxfp4Stages, (kMxfp4StagedSharedBytes - sharedBytes) /
+                                   std::max<int64_t>(stageBytes, 1));
+    if (mxfp4Staged && n % kRows == 0 && k % 64 == 0 && values % 16 == 0 &&
+        scales % 16 == 0 && stages >= 2) {
+      int32_t stageCount = int32_t(stages);
+      void *params[] = {&cx,      &perSlot,  &values, &scales,     &b,
+                        &experts, &n,        &k,      &cIndices,   &chunk,
+                        &slots,   &cWeights, &parts,  &stageCount, &cOut};
+      DAYBREAK_RETURN_IF_ERROR(launch(
+          mxfp4ExpertMatmulStagedFn, "mxfp4ExpertMatmul", n / kRows, 1, 1, 128,
+          unsigned(sharedBytes + stages * stageBytes), stream, params));
+      continue;
+    }
     void *params[] = {&cx,       &perSlot, &values, &scales,   &b,
                       &experts,  &n,       &k,      &cIndices, &chunk,
                       &slots,    &cWeights, &parts, &cOut};

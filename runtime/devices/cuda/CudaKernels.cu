@@ -1713,6 +1713,58 @@ __device__ __forceinline__ uint32_t gemmSharedAddress(const void *p) {
   return uint32_t(shared);
 }
 
+/// The mbarriers of the kernels fed by the copy engine (the MXFP4 expert
+/// kernel's stages below, CudaGemm.cuh's and CudaSparseMla.cuh's tiles).
+__device__ __forceinline__ void barrierInit(uint64_t *bar, uint32_t count) {
+  asm volatile(
+      "mbarrier.init.shared::cta.b64 [%0], %1;" ::"r"(gemmSharedAddress(bar)),
+      "r"(count)
+      : "memory");
+}
+
+/// Arrives on `bar` and adds `bytes` to the transactions its phase awaits.
+__device__ __forceinline__ void barrierExpectBytes(uint64_t *bar,
+                                                   uint32_t bytes) {
+  asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(
+                   gemmSharedAddress(bar)),
+               "r"(bytes)
+               : "memory");
+}
+
+__device__ __forceinline__ void barrierArrive(uint64_t *bar) {
+  asm volatile(
+      "mbarrier.arrive.shared::cta.b64 _, [%0];" ::"r"(gemmSharedAddress(bar))
+      : "memory");
+}
+
+/// Waits until the phase of `bar` with this parity has completed (a fresh
+/// barrier counts its phase before the first, parity 1, as complete).
+__device__ __forceinline__ void barrierWait(uint64_t *bar, uint32_t parity) {
+  uint32_t done = 0;
+  const uint32_t address = gemmSharedAddress(bar);
+  do {
+    asm volatile("{\n\t.reg .pred p;\n\t"
+                 "mbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\n\t"
+                 "selp.u32 %0, 1, 0, p;\n\t}"
+                 : "=r"(done)
+                 : "r"(address), "r"(parity)
+                 : "memory");
+  } while (!done);
+}
+
+/// `bytes` (a multiple of 16, both addresses 16-byte aligned) of a streamed
+/// weight from global to shared memory by the copy engine, counted on
+/// `bar`'s transactions, evicted first from L2 (streamPolicy).
+__device__ __forceinline__ void copyBulkStream(void *dst, const void *src,
+                                               uint32_t bytes, uint64_t *bar) {
+  asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::"
+               "bytes.L2::cache_hint [%0], [%1], %2, [%3], %4;" ::"r"(
+                   gemmSharedAddress(dst)),
+               "l"(src), "r"(bytes), "r"(gemmSharedAddress(bar)),
+               "l"(streamPolicy())
+               : "memory");
+}
+
 /// 16 (or 4) bytes from global to shared memory, asynchronously; zeros
 /// where !valid (`src` is then not read).
 __device__ __forceinline__ void copyAsync16(void *dst, const void *src,
@@ -3786,6 +3838,9 @@ constexpr int kMxfp4Warps = 4;
 /// Words of the expert bitmaps of the MXFP4 kernels: at most
 /// 32 x kMxfp4ExpertWords experts (the launchers check).
 constexpr int kMxfp4ExpertWords = 64;
+/// The most stages daybreak_mxfp4_expert_matmul_staged takes (the
+/// launcher's kMxfp4MaxStages).
+constexpr int kMxfp4MaxStages = 8;
 
 /// One (expert, part of K) task of daybreak_mxfp4_expert_matmul for kPairs
 /// (token, slot) pairs that picked the expert: lane l takes the blocks of
@@ -3797,8 +3852,10 @@ constexpr int kMxfp4ExpertWords = 64;
 /// and the sum times the block's power of two added to the lane's
 /// accumulator; the warp's sum of the lanes is the task's partial for
 /// (pair, row). Eight rows share each input load; each value is decoded
-/// once for the kPairs pairs.
-template <int kPairs>
+/// once for the kPairs pairs. kStaged: the rows are a stage in shared
+/// memory (rows 0 .. kMxfp4Rows - 1 of `expertValues` and
+/// `expertScales`), not the expert's rows in global memory.
+template <int kPairs, bool kStaged>
 __device__ __forceinline__ void
 mxfp4Task(const uint8_t *expertValues, const uint8_t *expertScales,
           int32_t row0, int32_t lastRow, int64_t blocks,
@@ -3814,8 +3871,14 @@ mxfp4Task(const uint8_t *expertValues, const uint8_t *expertScales,
       // Row offsets recomputed a block (not held: 8 rows of two 64-bit
       // pointers would cost 32 registers); a tail repeats the last row.
       int64_t row = min(row0 + r, lastRow);
-      packed[r] = ldgStream(expertValues + row * blocks * 16 + 16 * b);
-      exponent[r] = __ldg(expertScales + row * blocks + b);
+      if (kStaged) {
+        packed[r] = *reinterpret_cast<const uint4 *>(
+            expertValues + row * blocks * 16 + 16 * b);
+        exponent[r] = expertScales[row * blocks + b];
+      } else {
+        packed[r] = ldgStream(expertValues + row * blocks * 16 + 16 * b);
+        exponent[r] = __ldg(expertScales + row * blocks + b);
+      }
     }
     float block[kMxfp4Rows][kPairs] = {};
 #pragma unroll
@@ -3860,48 +3923,30 @@ mxfp4Task(const uint8_t *expertValues, const uint8_t *expertScales,
       sums[r][q] = warpSum(acc[r][q]);
 }
 
-} // namespace
-
-/// Grouped expert matmul over MXFP4 experts read as stored (see
-/// cpu::mxfp4ExpertMatmul): values [E, N, K] two a byte, low nibble first,
-/// one E8M0 scale byte per 32 along K. grid (ceil(N / kMxfp4Rows)), block
-/// 128, dynamic shared memory (parts x pairs x kMxfp4Rows floats, then
-/// pairs + min(E, pairs) ints; pairs = tokens x slots).
-///
-/// Expert-major: a block owns kMxfp4Rows output rows and streams those rows
-/// of every *distinct* expert the pairs picked exactly once, however many
-/// pairs picked it. Its warps take (expert, part of K) tasks, parts set by
-/// the launcher so that a lane has one block of 32 values per row (K = 2880:
-/// 90 blocks, 3 parts); a task's pairs go through mxfp4Task two at a time,
-/// so an expert picked by one or two pairs is read once from HBM (a third
-/// pair re-reads it from L2). Each (pair, part, row) partial lands in one
-/// shared-memory slot; then one thread per (output row, row) adds the parts
-/// in order, the bias, and the slots in slot order (weighted by the routing
-/// weights, or written per slot): the result does not depend on scheduling.
-/// An expert id outside [0, E) is an empty slot.
-///
-/// Roofline (H200, gpt-oss-120b): an expert row of K = 2880 is 1440 bytes
-/// of values and 90 of scales, 0.53125 B a value; the T = 1 top-4 gate/up
-/// (5760 rows) reads 35.3 MB, 8.4 us at 4.2 TB/s, the down projection
-/// (2880 rows) 17.6 MB, 4.2 us. 4.2 TB/s over 132 SMs at 1.98 GHz is 16 B,
-/// 30 values, a cycle per SM. Per 8 values (one word) of a row: 8 shifts
-/// and LOP3 and 8 conversions to decode, 8 FFMA a pair; per word and pair
-/// 2 input loads and 8 multiplies shared by the 8 rows: about 4.4 issued
-/// instructions a value for one pair, 128 lanes a cycle, 29 values a
-/// cycle: issue meets memory near peak, so expect about 70 % of copy
-/// bandwidth at T = 1 and lower as pairs per expert grow (5.5 a value at
-/// two pairs). Bytes in flight: 128 B of weights a lane, 4 KB a warp, 40 KB
-/// an SM at 10 resident warps, above the ~25 KB that HBM latency (~800 ns)
-/// times an SM's share (32 B/ns) asks for.
-extern "C" __global__ void __launch_bounds__(128) daybreak_mxfp4_expert_matmul(
+/// The body of daybreak_mxfp4_expert_matmul (kStaged false: each task loads
+/// its rows from global memory) and of daybreak_mxfp4_expert_matmul_staged
+/// (the copy engine brings each distinct expert's rows into one of
+/// `stages` shared-memory stages ahead of the tasks that read them).
+template <bool kStaged>
+__device__ __forceinline__ void mxfp4ExpertMatmulBlock(
     const float *x, int32_t perSlotInput, const uint8_t *values,
-    const uint8_t *scales, Weight bias, int64_t experts, int64_t n, int64_t k,
-    const int32_t *indices, int64_t tokens, int64_t slots,
-    const float *routingWeights, int64_t parts, float *out) {
+    const uint8_t *scales, const Weight &bias, int64_t experts, int64_t n,
+    int64_t k, const int32_t *indices, int64_t tokens, int64_t slots,
+    const float *routingWeights, int64_t parts, int32_t stages, float *out) {
   __shared__ uint32_t used[kMxfp4ExpertWords];
   __shared__ int32_t distinct;
-  int64_t pairs = tokens * slots;
-  extern __shared__ float partials[]; // [parts][pairs][kMxfp4Rows]
+  // kStaged: a stage's copies, and its tasks finished.
+  __shared__ uint64_t full[kStaged ? kMxfp4MaxStages : 1];
+  __shared__ int32_t finished[kStaged ? kMxfp4MaxStages : 1];
+  extern __shared__ __align__(16) uint8_t mxfp4Shared[];
+  const int64_t pairs = tokens * slots, blocks = k / 32;
+  // A stage: the expert's kMxfp4Rows rows of values, then their scales.
+  const int64_t rowBytes = k / 2,
+                stageBytes = kStaged ? kMxfp4Rows * (rowBytes + blocks) : 0;
+  uint8_t *staging = mxfp4Shared;
+  // [parts][pairs][kMxfp4Rows]
+  float *partials =
+      reinterpret_cast<float *>(mxfp4Shared + stages * stageBytes);
   int32_t *pairExpert =
       reinterpret_cast<int32_t *>(partials + parts * pairs * kMxfp4Rows);
   int32_t *expertList = pairExpert + pairs; // distinct experts, increasing
@@ -3909,6 +3954,12 @@ extern "C" __global__ void __launch_bounds__(128) daybreak_mxfp4_expert_matmul(
   int words = int((experts + 31) / 32);
   for (int i = threadIdx.x; i < words; i += blockDim.x)
     used[i] = 0;
+  if (kStaged && threadIdx.x < stages) {
+    barrierInit(&full[threadIdx.x], 1);
+    finished[threadIdx.x] = 0;
+  }
+  if (kStaged)
+    asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
   __syncthreads();
   for (int64_t p = threadIdx.x; p < pairs; p += blockDim.x) {
     int32_t e = indices[p];
@@ -3940,15 +3991,36 @@ extern "C" __global__ void __launch_bounds__(128) daybreak_mxfp4_expert_matmul(
   __syncthreads();
 
   int64_t row0 = int64_t(blockIdx.x) * kMxfp4Rows;
-  int64_t blocks = k / 32;
+  // kStaged: distinct expert d's rows into stage d % stages (one thread).
+  auto stageExpert = [&](int64_t d) {
+    int64_t s = d % stages, row = expertList[d] * n + row0;
+    uint8_t *stage = staging + s * stageBytes;
+    barrierExpectBytes(&full[s], uint32_t(stageBytes));
+    copyBulkStream(stage, values + row * rowBytes,
+                   uint32_t(kMxfp4Rows * rowBytes), &full[s]);
+    copyBulkStream(stage + kMxfp4Rows * rowBytes, scales + row * blocks,
+                   uint32_t(kMxfp4Rows * blocks), &full[s]);
+  };
+  if (kStaged && threadIdx.x == 0)
+    for (int64_t d = 0; d < stages && d < distinct; ++d)
+      stageExpert(d);
+
   int64_t perPart = (blocks + parts - 1) / parts;
   for (int64_t task = warp; task < distinct * parts; task += kMxfp4Warps) {
     int64_t d = task / parts, part = task % parts;
     int32_t e = expertList[d];
     int64_t first = part * perPart;
     int64_t end = first + perPart < blocks ? first + perPart : blocks;
-    const uint8_t *expertValues = values + e * n * (k / 2),
+    const uint8_t *expertValues = values + e * n * rowBytes,
                   *expertScales = scales + e * n * blocks;
+    int32_t taskRow0 = int32_t(row0), taskLastRow = int32_t(n - 1);
+    if (kStaged) {
+      barrierWait(&full[d % stages], uint32_t(d / stages) & 1u);
+      expertValues = staging + (d % stages) * stageBytes;
+      expertScales = expertValues + kMxfp4Rows * rowBytes;
+      taskRow0 = 0;
+      taskLastRow = kMxfp4Rows - 1;
+    }
     // The pairs that picked e, two at a time, found 32 at a time.
     for (int64_t base = 0; base < pairs; base += 32) {
       uint32_t mine = __ballot_sync(
@@ -3964,8 +4036,8 @@ extern "C" __global__ void __launch_bounds__(128) daybreak_mxfp4_expert_matmul(
           float *slot1 = partials + (part * pairs + p1) * kMxfp4Rows;
           const float *in[2] = {in0, x + (perSlotInput ? p1 : p1 / slots) * k};
           float sums[kMxfp4Rows][2];
-          mxfp4Task<2>(expertValues, expertScales, int32_t(row0),
-                       int32_t(n - 1), blocks, in, first, end, sums);
+          mxfp4Task<2, kStaged>(expertValues, expertScales, taskRow0,
+                                taskLastRow, blocks, in, first, end, sums);
           if (lane == 0)
 #pragma unroll
             for (int r = 0; r < kMxfp4Rows; ++r) {
@@ -3975,12 +4047,27 @@ extern "C" __global__ void __launch_bounds__(128) daybreak_mxfp4_expert_matmul(
         } else {
           const float *in[1] = {in0};
           float sums[kMxfp4Rows][1];
-          mxfp4Task<1>(expertValues, expertScales, int32_t(row0),
-                       int32_t(n - 1), blocks, in, first, end, sums);
+          mxfp4Task<1, kStaged>(expertValues, expertScales, taskRow0,
+                                taskLastRow, blocks, in, first, end, sums);
           if (lane == 0)
 #pragma unroll
             for (int r = 0; r < kMxfp4Rows; ++r)
               slot0[r] = sums[r][0];
+        }
+      }
+    }
+    if (kStaged && lane == 0) {
+      // The task's reads of the stage are done (its sums used every
+      // lane's loads). The last of the stage's `parts` tasks hands it to
+      // the copy engine for the expert `stages` on, after the fence that
+      // orders those reads before the engine's writes.
+      __threadfence_block();
+      int64_t s = d % stages;
+      if (atomicAdd(&finished[s], 1) == parts - 1) {
+        finished[s] = 0;
+        if (d + stages < distinct) {
+          asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
+          stageExpert(d + stages);
         }
       }
     }
@@ -4014,6 +4101,64 @@ extern "C" __global__ void __launch_bounds__(128) daybreak_mxfp4_expert_matmul(
     }
     out[o * n + col] = combined;
   }
+}
+
+} // namespace
+
+/// Grouped expert matmul over MXFP4 experts read as stored (see
+/// cpu::mxfp4ExpertMatmul): values [E, N, K] two a byte, low nibble first,
+/// one E8M0 scale byte per 32 along K. grid (ceil(N / kMxfp4Rows)), block
+/// 128, dynamic shared memory (parts x pairs x kMxfp4Rows floats, then
+/// pairs + min(E, pairs) ints; pairs = tokens x slots).
+///
+/// Expert-major: a block owns kMxfp4Rows output rows and streams those rows
+/// of every *distinct* expert the pairs picked exactly once, however many
+/// pairs picked it. Its warps take (expert, part of K) tasks, parts set by
+/// the launcher so that a lane has one block of 32 values per row (K = 2880:
+/// 90 blocks, 3 parts); a task's pairs go through mxfp4Task two at a time,
+/// so an expert picked by one or two pairs is read once from HBM (a third
+/// pair re-reads it from L2). Each (pair, part, row) partial lands in one
+/// shared-memory slot; then one thread per (output row, row) adds the parts
+/// in order, the bias, and the slots in slot order (weighted by the routing
+/// weights, or written per slot): the result does not depend on scheduling.
+/// An expert id outside [0, E) is an empty slot.
+///
+/// A task loads its rows and then waits for them: at gpt-oss-120b's T = 1
+/// gate/up (35.3 MB) it reaches 1.2 TB/s on an H100, and the same loads
+/// with next to no arithmetic 1.6 TB/s (bench/mxfp4_variants.cu, session
+/// 50), so where it applies the launcher takes the staged form below.
+extern "C" __global__ void __launch_bounds__(128) daybreak_mxfp4_expert_matmul(
+    const float *x, int32_t perSlotInput, const uint8_t *values,
+    const uint8_t *scales, Weight bias, int64_t experts, int64_t n, int64_t k,
+    const int32_t *indices, int64_t tokens, int64_t slots,
+    const float *routingWeights, int64_t parts, float *out) {
+  mxfp4ExpertMatmulBlock<false>(x, perSlotInput, values, scales, bias, experts,
+                                n, k, indices, tokens, slots, routingWeights,
+                                parts, 0, out);
+}
+
+/// daybreak_mxfp4_expert_matmul with its rows brought by the copy engine:
+/// each distinct expert's kMxfp4Rows rows of the block (contiguous: N a
+/// multiple of kMxfp4Rows) are one stage, K / 2 bytes of values a row and
+/// then K / 32 scale bytes a row (16-byte multiples: K a multiple of 64;
+/// values and scales 16-byte aligned), in a ring of `stages` (2 ..
+/// kMxfp4MaxStages) ahead of the tasks. Dynamic shared memory: the stages,
+/// then daybreak_mxfp4_expert_matmul's. The last task to finish with a
+/// stage refills it, so a block keeps `stages` experts' rows in flight
+/// with no registers held for them: 49 KB a block, three blocks an SM, at
+/// gpt-oss's K = 2880 and four stages. Results are those of
+/// daybreak_mxfp4_expert_matmul, bit for bit (the same sums in the same
+/// order).
+extern "C" __global__ void __launch_bounds__(128)
+    daybreak_mxfp4_expert_matmul_staged(
+        const float *x, int32_t perSlotInput, const uint8_t *values,
+        const uint8_t *scales, Weight bias, int64_t experts, int64_t n,
+        int64_t k, const int32_t *indices, int64_t tokens, int64_t slots,
+        const float *routingWeights, int64_t parts, int32_t stages,
+        float *out) {
+  mxfp4ExpertMatmulBlock<true>(x, perSlotInput, values, scales, bias, experts,
+                               n, k, indices, tokens, slots, routingWeights,
+                               parts, stages, out);
 }
 
 /// The E4M3 codes of four E2M1 codes, the nibbles of `packed` (low first),

@@ -476,6 +476,7 @@ constexpr int64_t expertGemvScratchBytes(int64_t tokens, int64_t slots,
   X(moeRouteSoftmaxTopK, "daybreak_moe_route_softmax_topk")                    \
   X(expertMatmul, "daybreak_expert_matmul")                                    \
   X(mxfp4ExpertMatmul, "daybreak_mxfp4_expert_matmul")                         \
+  X(mxfp4ExpertMatmulStaged, "daybreak_mxfp4_expert_matmul_staged")            \
   X(expertGemvTcE2m1, "daybreak_expert_gemv_tc_e2m1")                          \
   X(mxfp4ToFp8Experts, "daybreak_mxfp4_to_fp8_experts")                        \
   X(cacheWrite, "daybreak_cache_write")                                        \
@@ -798,6 +799,15 @@ public:
   CudaKernels withMxfp4Kernel(Mxfp4Kernel kernel) const {
     CudaKernels copy = *this;
     copy.mxfp4Kernel = kernel;
+    return copy;
+  }
+  /// The same kernels with the CUDA-core MXFP4 kernel taking its staged
+  /// form (the copy engine bringing each expert's rows into shared memory)
+  /// wherever it applies (true, the default), or never (the comparison of
+  /// the tests and the benchmark).
+  CudaKernels withMxfp4Staging(bool staged) const {
+    CudaKernels copy = *this;
+    copy.mxfp4Staged = staged;
     return copy;
   }
   /// The same kernels with the ring forms of the decode expert GEMV split
@@ -1390,6 +1400,9 @@ private:
   /// the tensor-core MXFP4 GEMV the GPU holds at once.
   Mxfp4Kernel mxfp4Kernel = Mxfp4Kernel::Auto;
   int64_t expertGemvE2m1Blocks = 0;
+  /// Whether the CUDA-core MXFP4 kernel may take its staged form (see
+  /// withMxfp4Staging).
+  bool mxfp4Staged = true;
 #define DAYBREAK_DECLARE_KERNEL(member, symbol) CUfunction member##Fn = nullptr;
   DAYBREAK_CUDA_KERNELS(DAYBREAK_DECLARE_KERNEL)
 #undef DAYBREAK_DECLARE_KERNEL
