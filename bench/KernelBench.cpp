@@ -592,9 +592,10 @@ static void drawUniformSlots(std::mt19937 &rng, std::vector<int32_t> &pool,
 /// E8M0 scales and bias rows of the *distinct* experts a launch picks (counted
 /// from the picks, averaged over the launches: an expert two tokens pick is
 /// read once), x and out. Each case on both kernels: the CUDA cores ("direct",
-/// the staged form where it applies; "unstaged", each task loading its own
-/// rows) and the tensor-core GEMV ("tensor", the register form of the decode
-/// expert GEMV on E2M1; its routed sum through daybreak_expert_combine).
+/// each task loading its own rows, the default; "staged", the copy engine
+/// bringing them into shared memory) and the tensor-core GEMV ("tensor", the
+/// register form of the decode expert GEMV on E2M1; its routed sum through
+/// daybreak_expert_combine).
 void benchMxfp4(const CudaKernels &kernels) {
   constexpr int64_t kExperts = 128, kSlots = 4, kLaunches = 32, kMaxT = 64;
   for (const Mxfp4Shape &shape : kMxfp4Shapes) {
@@ -652,9 +653,9 @@ void benchMxfp4(const CudaKernels &kernels) {
         Mxfp4Kernel kernel;
         bool staged;
       };
-      for (Variant v : {Variant{"direct", Mxfp4Kernel::CudaCores, true},
-                        Variant{"unstaged", Mxfp4Kernel::CudaCores, false},
-                        Variant{"tensor", Mxfp4Kernel::TensorCores, true}}) {
+      for (Variant v : {Variant{"direct", Mxfp4Kernel::CudaCores, false},
+                        Variant{"staged", Mxfp4Kernel::CudaCores, true},
+                        Variant{"tensor", Mxfp4Kernel::TensorCores, false}}) {
         CudaKernels forced =
             kernels.withMxfp4Kernel(v.kernel).withMxfp4Staging(v.staged);
         double seconds = timeGraph(

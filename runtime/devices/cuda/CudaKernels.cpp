@@ -145,8 +145,8 @@ constexpr int64_t kSharedFloats = 48 * 1024 / 4;
 
 // daybreak_mxfp4_expert_matmul_staged: the stages it keeps in flight at
 // most (kMxfp4MaxStages in CudaKernels.cu bounds them), and the dynamic
-// shared memory it opts into, so that its registers' three blocks an SM
-// also fit by shared memory.
+// shared memory it opts into (three blocks of the most an SM; gpt-oss's
+// blocks, 52 KB, fit four, as the kernel's 128 registers do).
 constexpr int64_t kMxfp4Stages = 4, kMxfp4StagedSharedBytes = 72 * 1024;
 
 // The tensor-core attention (CudaAttention.cuh): query rows a block (64
@@ -413,7 +413,7 @@ StatusOr<CudaKernels> CudaKernels::load(const Driver &driver, CUmodule module) {
               fn, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, int(bytes)),
           "cuFuncSetAttribute");
   // The staged CUDA-core MXFP4 kernel: shared memory past 48 KiB, and the
-  // largest carveout, for three blocks an SM.
+  // largest carveout, for several blocks an SM.
   if (status.ok())
     status = driver.check(driver.cuFuncSetAttribute(
                               kernels.mxfp4ExpertMatmulStagedFn,

@@ -4126,7 +4126,9 @@ __device__ __forceinline__ void mxfp4ExpertMatmulBlock(
 /// A task loads its rows and then waits for them: at gpt-oss-120b's T = 1
 /// gate/up (35.3 MB) it reaches 1.2 TB/s on an H100, and the same loads
 /// with next to no arithmetic 1.6 TB/s (bench/mxfp4_variants.cu, session
-/// 50), so where it applies the launcher takes the staged form below.
+/// 50). The staged form below keeps each block's rows in flight instead;
+/// the launcher takes it where CudaKernels::withMxfp4Staging allows (not
+/// by default until it has run on a GPU).
 extern "C" __global__ void __launch_bounds__(128) daybreak_mxfp4_expert_matmul(
     const float *x, int32_t perSlotInput, const uint8_t *values,
     const uint8_t *scales, Weight bias, int64_t experts, int64_t n, int64_t k,
@@ -4145,8 +4147,9 @@ extern "C" __global__ void __launch_bounds__(128) daybreak_mxfp4_expert_matmul(
 /// kMxfp4MaxStages) ahead of the tasks. Dynamic shared memory: the stages,
 /// then daybreak_mxfp4_expert_matmul's. The last task to finish with a
 /// stage refills it, so a block keeps `stages` experts' rows in flight
-/// with no registers held for them: 49 KB a block, three blocks an SM, at
-/// gpt-oss's K = 2880 and four stages. Results are those of
+/// with no registers held for them: 49 KB a block at gpt-oss's K = 2880
+/// and four stages, four blocks an SM (128 registers; the unstaged form's
+/// 168 allow three). Results are those of
 /// daybreak_mxfp4_expert_matmul, bit for bit (the same sums in the same
 /// order).
 extern "C" __global__ void __launch_bounds__(128)

@@ -803,8 +803,9 @@ public:
   }
   /// The same kernels with the CUDA-core MXFP4 kernel taking its staged
   /// form (the copy engine bringing each expert's rows into shared memory)
-  /// wherever it applies (true, the default), or never (the comparison of
-  /// the tests and the benchmark).
+  /// wherever it applies (true), or never (false, the default until the
+  /// form has run on a GPU: it was written in session 50, which got no
+  /// device time for it; the tests and the benchmark force both).
   CudaKernels withMxfp4Staging(bool staged) const {
     CudaKernels copy = *this;
     copy.mxfp4Staged = staged;
@@ -1402,7 +1403,7 @@ private:
   int64_t expertGemvE2m1Blocks = 0;
   /// Whether the CUDA-core MXFP4 kernel may take its staged form (see
   /// withMxfp4Staging).
-  bool mxfp4Staged = true;
+  bool mxfp4Staged = false;
 #define DAYBREAK_DECLARE_KERNEL(member, symbol) CUfunction member##Fn = nullptr;
   DAYBREAK_CUDA_KERNELS(DAYBREAK_DECLARE_KERNEL)
 #undef DAYBREAK_DECLARE_KERNEL
