@@ -10,7 +10,7 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "../runtime/devices/cuda/CudaKernels.cu"
+#include "KernelProbe.cuh"
 
 #include <cmath>
 #include <cstdio>
@@ -19,24 +19,9 @@
 #include <functional>
 #include <vector>
 
-#define CK(x)                                                                  \
-  do {                                                                         \
-    cudaError_t e = (x);                                                       \
-    if (e != cudaSuccess) {                                                    \
-      std::printf("%s:%d %s\n", __FILE__, __LINE__, cudaGetErrorString(e));    \
-      std::exit(1);                                                            \
-    }                                                                          \
-  } while (0)
-
 namespace {
 
 constexpr int kH = 32, kD = 128;
-
-__global__ void copyProbe(const float4 *in, float4 *out, int64_t n) {
-  for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < n;
-       i += int64_t(gridDim.x) * blockDim.x)
-    out[i] = in[i];
-}
 
 __device__ __forceinline__ uint32_t sa(const void *p) {
   return uint32_t(__cvta_generic_to_shared(p));

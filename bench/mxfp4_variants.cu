@@ -13,15 +13,7 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "../runtime/devices/cuda/CudaKernels.cu"
-
-// The library declares its L2 flag `extern "C" __constant__` with an
-// initialiser, which nvcc's whole-program host pass leaves undefined (the
-// runtime loads the PTX and never registers it): define the host shadow.
-#if !defined(__CUDA_ARCH__)
-__asm__(".pushsection .data\n.globl daybreak_l2_evict_first\n.balign 4\n"
-        "daybreak_l2_evict_first: .long 1\n.popsection");
-#endif
+#include "KernelProbe.cuh"
 
 #include <cmath>
 #include <cstdio>
@@ -29,15 +21,6 @@ __asm__(".pushsection .data\n.globl daybreak_l2_evict_first\n.balign 4\n"
 #include <cstring>
 #include <random>
 #include <vector>
-
-#define CK(x)                                                                  \
-  do {                                                                         \
-    cudaError_t e = (x);                                                       \
-    if (e != cudaSuccess) {                                                    \
-      std::printf("%s:%d %s\n", __FILE__, __LINE__, cudaGetErrorString(e));    \
-      std::exit(1);                                                            \
-    }                                                                          \
-  } while (0)
 
 namespace {
 
@@ -267,12 +250,6 @@ __global__ void __launch_bounds__(128)
     }
     out[o * n + col] = combined;
   }
-}
-
-__global__ void copyProbe(const float4 *in, float4 *out, int64_t n) {
-  for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < n;
-       i += int64_t(gridDim.x) * blockDim.x)
-    out[i] = in[i];
 }
 
 constexpr int64_t kExperts = 128, kK = 2880, kSlots = 4, kSets = 32;
