@@ -140,116 +140,31 @@ variantTask(const uint8_t *expertValues, const uint8_t *expertScales,
       sums[r][q] = warpSum(acc[r][q]);
 }
 
-/// daybreak_mxfp4_expert_matmul with variantTask<kDecode> (no bias, routing
-/// weights given).
+/// variantTask as mxfp4ExpertMatmulBlock's Task.
+template <int kDecode> struct VariantTask {
+  template <int kPairs, bool kStaged>
+  static __device__ __forceinline__ void
+  run(const uint8_t *expertValues, const uint8_t *expertScales, int32_t row0,
+      int32_t lastRow, int64_t blocks, const float *const (&in)[kPairs],
+      int64_t first, int64_t end, float (&sums)[kMxfp4Rows][kPairs]) {
+    static_assert(!kStaged, "the variants load their rows themselves");
+    variantTask<kPairs, kDecode>(expertValues, expertScales, row0, lastRow,
+                                 blocks, in, first, end, sums);
+  }
+};
+
+/// daybreak_mxfp4_expert_matmul's body with variantTask<kDecode> (no bias,
+/// routing weights given).
 template <int kDecode>
 __global__ void __launch_bounds__(128)
     variantMatmul(const float *x, const uint8_t *values, const uint8_t *scales,
                   int64_t experts, int64_t n, int64_t k, const int32_t *indices,
                   int64_t tokens, int64_t slots, const float *routingWeights,
                   int64_t parts, float *out) {
-  __shared__ uint32_t used[kMxfp4ExpertWords];
-  __shared__ int32_t distinct;
-  int64_t pairs = tokens * slots;
-  extern __shared__ float partials[];
-  int32_t *pairExpert =
-      reinterpret_cast<int32_t *>(partials + parts * pairs * kMxfp4Rows);
-  int32_t *expertList = pairExpert + pairs;
-  int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
-  int words = int((experts + 31) / 32);
-  for (int i = threadIdx.x; i < words; i += blockDim.x)
-    used[i] = 0;
-  __syncthreads();
-  for (int64_t p = threadIdx.x; p < pairs; p += blockDim.x) {
-    int32_t e = indices[p];
-    bool valid = e >= 0 && e < experts;
-    pairExpert[p] = valid ? e : -1;
-    if (valid)
-      atomicOr(&used[e >> 5], 1u << (e & 31));
-  }
-  __syncthreads();
-  if (warp == 0) {
-    uint32_t w0 = 2 * lane < words ? used[2 * lane] : 0,
-             w1 = 2 * lane + 1 < words ? used[2 * lane + 1] : 0;
-    int count = __popc(w0) + __popc(w1), before = count;
-    for (int o = 1; o < 32; o <<= 1) {
-      int v = __shfl_up_sync(0xffffffffu, before, o);
-      if (lane >= o)
-        before += v;
-    }
-    if (lane == 31)
-      distinct = before;
-    before -= count;
-    for (; w0; w0 &= w0 - 1)
-      expertList[before++] = 64 * lane + __ffs(w0) - 1;
-    for (; w1; w1 &= w1 - 1)
-      expertList[before++] = 64 * lane + 32 + __ffs(w1) - 1;
-  }
-  __syncthreads();
-
-  int64_t row0 = int64_t(blockIdx.x) * kMxfp4Rows;
-  int64_t blocks = k / 32;
-  int64_t perPart = (blocks + parts - 1) / parts;
-  for (int64_t task = warp; task < distinct * parts; task += kMxfp4Warps) {
-    int64_t d = task / parts, part = task % parts;
-    int32_t e = expertList[d];
-    int64_t first = part * perPart;
-    int64_t end = first + perPart < blocks ? first + perPart : blocks;
-    const uint8_t *expertValues = values + e * n * (k / 2),
-                  *expertScales = scales + e * n * blocks;
-    for (int64_t base = 0; base < pairs; base += 32) {
-      uint32_t mine = __ballot_sync(
-          0xffffffffu, base + lane < pairs && pairExpert[base + lane] == e);
-      while (mine) {
-        int64_t p0 = base + __ffs(mine) - 1;
-        mine &= mine - 1;
-        float *slot0 = partials + (part * pairs + p0) * kMxfp4Rows;
-        const float *in0 = x + (p0 / slots) * k;
-        if (mine) {
-          int64_t p1 = base + __ffs(mine) - 1;
-          mine &= mine - 1;
-          float *slot1 = partials + (part * pairs + p1) * kMxfp4Rows;
-          const float *in[2] = {in0, x + (p1 / slots) * k};
-          float sums[kMxfp4Rows][2];
-          variantTask<2, kDecode>(expertValues, expertScales, int32_t(row0),
-                                  int32_t(n - 1), blocks, in, first, end, sums);
-          if (lane == 0)
-#pragma unroll
-            for (int r = 0; r < kMxfp4Rows; ++r) {
-              slot0[r] = sums[r][0];
-              slot1[r] = sums[r][1];
-            }
-        } else {
-          const float *in[1] = {in0};
-          float sums[kMxfp4Rows][1];
-          variantTask<1, kDecode>(expertValues, expertScales, int32_t(row0),
-                                  int32_t(n - 1), blocks, in, first, end, sums);
-          if (lane == 0)
-#pragma unroll
-            for (int r = 0; r < kMxfp4Rows; ++r)
-              slot0[r] = sums[r][0];
-        }
-      }
-    }
-  }
-  __syncthreads();
-  for (int64_t item = threadIdx.x; item < tokens * kMxfp4Rows;
-       item += blockDim.x) {
-    int64_t o = item / kMxfp4Rows, r = item % kMxfp4Rows, col = row0 + r;
-    if (col >= n)
-      continue;
-    float combined = 0.0f;
-    for (int64_t s = 0; s < slots; ++s) {
-      int64_t p = o * slots + s;
-      if (pairExpert[p] < 0)
-        continue;
-      float y = 0.0f;
-      for (int64_t part = 0; part < parts; ++part)
-        y += partials[(part * pairs + p) * kMxfp4Rows + r];
-      combined += routingWeights[p] * y;
-    }
-    out[o * n + col] = combined;
-  }
+  Weight noBias{};
+  mxfp4ExpertMatmulBlock<false, VariantTask<kDecode>>(
+      x, 0, values, scales, noBias, experts, n, k, indices, tokens, slots,
+      routingWeights, parts, 0, out);
 }
 
 constexpr int64_t kExperts = 128, kK = 2880, kSlots = 4, kSets = 32;

@@ -3923,11 +3923,25 @@ mxfp4Task(const uint8_t *expertValues, const uint8_t *expertScales,
       sums[r][q] = warpSum(acc[r][q]);
 }
 
+/// mxfp4Task, as mxfp4ExpertMatmulBlock's Task (bench/mxfp4_variants.cu
+/// passes variants of it).
+struct Mxfp4DotTask {
+  template <int kPairs, bool kStaged>
+  static __device__ __forceinline__ void
+  run(const uint8_t *expertValues, const uint8_t *expertScales, int32_t row0,
+      int32_t lastRow, int64_t blocks, const float *const (&in)[kPairs],
+      int64_t first, int64_t end, float (&sums)[kMxfp4Rows][kPairs]) {
+    mxfp4Task<kPairs, kStaged>(expertValues, expertScales, row0, lastRow,
+                               blocks, in, first, end, sums);
+  }
+};
+
 /// The body of daybreak_mxfp4_expert_matmul (kStaged false: each task loads
 /// its rows from global memory) and of daybreak_mxfp4_expert_matmul_staged
 /// (the copy engine brings each distinct expert's rows into one of
-/// `stages` shared-memory stages ahead of the tasks that read them).
-template <bool kStaged>
+/// `stages` shared-memory stages ahead of the tasks that read them), a
+/// task's pairs dotted by Task::run.
+template <bool kStaged, class Task = Mxfp4DotTask>
 __device__ __forceinline__ void mxfp4ExpertMatmulBlock(
     const float *x, int32_t perSlotInput, const uint8_t *values,
     const uint8_t *scales, const Weight &bias, int64_t experts, int64_t n,
@@ -4036,8 +4050,9 @@ __device__ __forceinline__ void mxfp4ExpertMatmulBlock(
           float *slot1 = partials + (part * pairs + p1) * kMxfp4Rows;
           const float *in[2] = {in0, x + (perSlotInput ? p1 : p1 / slots) * k};
           float sums[kMxfp4Rows][2];
-          mxfp4Task<2, kStaged>(expertValues, expertScales, taskRow0,
-                                taskLastRow, blocks, in, first, end, sums);
+          Task::template run<2, kStaged>(expertValues, expertScales, taskRow0,
+                                         taskLastRow, blocks, in, first, end,
+                                         sums);
           if (lane == 0)
 #pragma unroll
             for (int r = 0; r < kMxfp4Rows; ++r) {
@@ -4047,8 +4062,9 @@ __device__ __forceinline__ void mxfp4ExpertMatmulBlock(
         } else {
           const float *in[1] = {in0};
           float sums[kMxfp4Rows][1];
-          mxfp4Task<1, kStaged>(expertValues, expertScales, taskRow0,
-                                taskLastRow, blocks, in, first, end, sums);
+          Task::template run<1, kStaged>(expertValues, expertScales, taskRow0,
+                                         taskLastRow, blocks, in, first, end,
+                                         sums);
           if (lane == 0)
 #pragma unroll
             for (int r = 0; r < kMxfp4Rows; ++r)
