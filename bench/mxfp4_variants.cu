@@ -277,6 +277,7 @@ int main() {
 
     Weight noBias{};
     const int64_t stageBytes = kMxfp4Rows * (kK / 2 + blocks);
+    // CudaKernels.h's mxfp4StagedStages (kMxfp4Stages, 72 KiB).
     const int32_t stages =
         int32_t(std::min<int64_t>(4, (72 * 1024 - shared) / stageBytes));
     CK(cudaFuncSetAttribute(daybreak_mxfp4_expert_matmul_staged,

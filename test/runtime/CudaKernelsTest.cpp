@@ -914,6 +914,26 @@ TEST(CudaKernelRules, Mxfp4AutoTakesTensorCoresFromItsCrossing) {
     EXPECT_TRUE(mxfp4TensorPays(128, tokens, 4)) << tokens << " tokens";
 }
 
+TEST(CudaKernelRules, Mxfp4StagedFormWhereItsStagesFit) {
+  // Where the CUDA-core MXFP4 kernel's staged form applies (no GPU): a
+  // stage is an expert's 8 rows of K / 2 value bytes and K / 32 scale bytes
+  // (12,240 at gpt-oss's K = 2880), up to four beside the launch's sums in
+  // 72 KiB, at least two. gpt-oss-120b's T = 1 gate/up (4 pairs, 3 parts:
+  // 384 bytes of sums, 32 of lists) takes four; T = 64 (256 pairs: 24,576
+  // + 1,536) three; K = 7168 (30,464 a stage) two.
+  EXPECT_EQ(mxfp4StagedStages(5760, 2880, 416, true), 4);
+  EXPECT_EQ(mxfp4StagedStages(2880, 2880, 416, true), 4);
+  EXPECT_EQ(mxfp4StagedStages(5760, 2880, 26112, true), 3);
+  EXPECT_EQ(mxfp4StagedStages(16, 7168, 5508, true), 2);
+  // Two stages no longer fit beside 49,000 bytes of sums at K = 2880.
+  EXPECT_EQ(mxfp4StagedStages(5760, 2880, 49000, true), 2);
+  EXPECT_EQ(mxfp4StagedStages(5760, 2880, 49300, true), 0);
+  // N off the 8 rows, K off 64, unaligned pointers.
+  EXPECT_EQ(mxfp4StagedStages(20, 2880, 416, true), 0);
+  EXPECT_EQ(mxfp4StagedStages(5760, 2912, 416, true), 0);
+  EXPECT_EQ(mxfp4StagedStages(5760, 2880, 416, false), 0);
+}
+
 TEST(CudaKernelRules, Mxfp4WarpgroupGemmAndItsScratch) {
   // Where the grouped MXFP4 warpgroup GEMM applies and the rounding scratch
   // the device plans for it (no GPU). It needs K a multiple of 32 (16-byte

@@ -143,12 +143,6 @@ int64_t ceilDiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
 // The default dynamic shared memory limit (no cuFuncSetAttribute opt-in).
 constexpr int64_t kSharedFloats = 48 * 1024 / 4;
 
-// daybreak_mxfp4_expert_matmul_staged: the stages it keeps in flight at
-// most (kMxfp4MaxStages in CudaKernels.cu bounds them), and the dynamic
-// shared memory it opts into (three blocks of the most an SM; gpt-oss's
-// blocks, 52 KB, fit four, as the kernel's 128 registers do).
-constexpr int64_t kMxfp4Stages = 4, kMxfp4StagedSharedBytes = 72 * 1024;
-
 // The tensor-core attention (CudaAttention.cuh): query rows a block (64
 // tokens x heads at most), threads, and daybreak_attention_tc128's dynamic
 // shared memory (Q's three bf16 parts: 3 x 64 rows x (128 + 8) values).
@@ -2267,15 +2261,14 @@ Status CudaKernels::mxfp4ExpertMatmul(CUdeviceptr x, bool perSlotInput,
         routingWeights ? routingWeights + t0 * slots * sizeof(float) : 0;
     CUdeviceptr cOut =
         out + (routingWeights ? t0 : t0 * slots) * n * sizeof(float);
-    // The staged form: each distinct expert's kRows rows (values, then
-    // scales) one stage, contiguous and in 16-byte multiples (N a multiple
-    // of kRows, K of 64, aligned), at least two stages beside the sums.
-    const int64_t stageBytes = kRows * (k / 2 + blocks);
+    // The staged form where it applies (mxfp4StagedStages), each stage
+    // an expert's kRows rows of values and scales.
     const int64_t stages =
-        std::min(kMxfp4Stages, (kMxfp4StagedSharedBytes - sharedBytes) /
-                                   std::max<int64_t>(stageBytes, 1));
-    if (mxfp4Staged && n % kRows == 0 && k % 64 == 0 && values % 16 == 0 &&
-        scales % 16 == 0 && stages >= 2) {
+        mxfp4Staged ? mxfp4StagedStages(n, k, sharedBytes,
+                                        values % 16 == 0 && scales % 16 == 0)
+                    : 0;
+    if (stages > 0) {
+      const int64_t stageBytes = kRows * (k / 2 + blocks);
       int32_t stageCount = int32_t(stages);
       void *params[] = {&cx,      &perSlot,  &values, &scales,     &b,
                         &experts, &n,        &k,      &cIndices,   &chunk,

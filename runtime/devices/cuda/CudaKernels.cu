@@ -3839,7 +3839,7 @@ constexpr int kMxfp4Warps = 4;
 /// 32 x kMxfp4ExpertWords experts (the launchers check).
 constexpr int kMxfp4ExpertWords = 64;
 /// The most stages daybreak_mxfp4_expert_matmul_staged takes (the
-/// launcher's kMxfp4MaxStages).
+/// launcher's kMxfp4Stages is at most this).
 constexpr int kMxfp4MaxStages = 8;
 
 /// One (expert, part of K) task of daybreak_mxfp4_expert_matmul for kPairs
@@ -4139,12 +4139,14 @@ __device__ __forceinline__ void mxfp4ExpertMatmulBlock(
 /// weights, or written per slot): the result does not depend on scheduling.
 /// An expert id outside [0, E) is an empty slot.
 ///
-/// A task loads its rows and then waits for them: at gpt-oss-120b's T = 1
-/// gate/up (35.3 MB) it reaches 1.2 TB/s on an H100, and the same loads
-/// with next to no arithmetic 1.6 TB/s (bench/mxfp4_variants.cu, session
-/// 50). The staged form below keeps each block's rows in flight instead;
-/// the launcher takes it where CudaKernels::withMxfp4Staging allows (not
-/// by default until it has run on a GPU).
+/// Roofline: an expert row of K = 2880 is 1440 bytes of values and 90 of
+/// scales, 0.53125 B a value; gpt-oss-120b's T = 1 top-4 gate/up (5760
+/// rows) reads 35.3 MB, 12.3 us at an H100's 2.88 TB/s copy rate. A task
+/// loads its rows and then waits for them: that case reaches 1.2 TB/s, and the
+/// same loads with next to no arithmetic 1.6 TB/s (bench/mxfp4_variants.cu,
+/// session 50). The staged form below keeps each block's rows in flight
+/// instead; the launcher takes it where CudaKernels::withMxfp4Staging allows
+/// (not by default until it has run on a GPU).
 extern "C" __global__ void __launch_bounds__(128) daybreak_mxfp4_expert_matmul(
     const float *x, int32_t perSlotInput, const uint8_t *values,
     const uint8_t *scales, Weight bias, int64_t experts, int64_t n, int64_t k,
@@ -4163,11 +4165,11 @@ extern "C" __global__ void __launch_bounds__(128) daybreak_mxfp4_expert_matmul(
 /// kMxfp4MaxStages) ahead of the tasks. Dynamic shared memory: the stages,
 /// then daybreak_mxfp4_expert_matmul's. The last task to finish with a
 /// stage refills it, so a block keeps `stages` experts' rows in flight
-/// with no registers held for them: 49 KB a block at gpt-oss's K = 2880
-/// and four stages, four blocks an SM (128 registers; the unstaged form's
-/// 168 allow three). Results are those of
-/// daybreak_mxfp4_expert_matmul, bit for bit (the same sums in the same
-/// order).
+/// with no registers held for them: four stages of 12 KB at gpt-oss's
+/// K = 2880 (52 KB a block with the sums), four blocks an SM (128
+/// registers; the unstaged form's 168 allow three). The same sums in the
+/// same order as daybreak_mxfp4_expert_matmul, so the same results bit for
+/// bit (CudaKernelsTest.Mxfp4ExpertMatmul requires it).
 extern "C" __global__ void __launch_bounds__(128)
     daybreak_mxfp4_expert_matmul_staged(
         const float *x, int32_t perSlotInput, const uint8_t *values,

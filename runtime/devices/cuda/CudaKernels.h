@@ -382,6 +382,27 @@ inline bool mxfp4TensorPays(int64_t experts, int64_t tokens, int64_t slots) {
       double(experts) * (1.0 - std::pow(1.0 - share, double(tokens)));
   return double(tokens * slots) >= kMxfp4TensorCostPerPair * distinct;
 }
+/// daybreak_mxfp4_expert_matmul_staged's stages at most (kMxfp4MaxStages in
+/// CudaKernels.cu bounds them), and the dynamic shared memory it opts into
+/// (three blocks of the most an SM; gpt-oss's 52 KB blocks fit four, as the
+/// kernel's 128 registers do).
+inline constexpr int64_t kMxfp4Stages = 4, kMxfp4StagedSharedBytes = 72 * 1024;
+/// The stages the staged CUDA-core MXFP4 kernel takes for experts of
+/// [n, k] beside `sumsBytes` of a launch's partial sums and pair lists, or
+/// 0 where it does not apply: each distinct expert's 8 rows of a block
+/// (values, then scales) are one stage, contiguous and in 16-byte
+/// multiples (n a multiple of 8, k of 64, values and scales 16-byte
+/// `aligned`), and at least two stages must fit.
+inline int64_t mxfp4StagedStages(int64_t n, int64_t k, int64_t sumsBytes,
+                                 bool aligned) {
+  constexpr int64_t kRows = 8; // kMxfp4Rows in CudaKernels.cu
+  if (!aligned || n <= 0 || n % kRows != 0 || k <= 0 || k % 64 != 0)
+    return 0;
+  const int64_t stageBytes = kRows * (k / 2 + k / 32);
+  const int64_t stages = std::min(
+      kMxfp4Stages, (kMxfp4StagedSharedBytes - sumsBytes) / stageBytes);
+  return stages >= 2 ? stages : 0;
+}
 /// The dynamic shared memory of a tensor-core MXFP4 GEMV block: the stage,
 /// then each warp's transposition buffers (4 chunk sets of 144 words).
 inline constexpr int64_t kExpertGemvE2m1SharedBytes =
