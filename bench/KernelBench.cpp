@@ -1841,8 +1841,7 @@ void benchL2Policy(const CudaKernels &kernels, CUmodule library,
                                       normed, stream);
       if (!status.ok())
         return status;
-      return kernels.rope(q, headDim, q, headDim, positions, 1, heads, headDim,
-                          rope, stream);
+      return kernels.rope(q, positions, 1, heads, headDim, rope, stream);
     };
     auto chain = [&](int i, CUstream stream) {
       Status status = small(stream);

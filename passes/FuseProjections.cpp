@@ -70,9 +70,13 @@ struct Projection {
 };
 
 /// What projections must share to stack: block, op, input, weight element
-/// type and K (as a 1-D type), the FP8 block, the bias's element type.
-using GroupKey = std::tuple<Block *, const void *, const void *, const void *,
-                            const void *, const void *>;
+/// type and K (as a 1-D type), the FP8 block, the bias's element type, and
+/// how tensor parallelism cuts the weight and the bias (a stacked weight is
+/// of whole shards cut alike: gpt-oss's q, of more heads a rank than its k
+/// and v, stays apart from them).
+using GroupKey =
+    std::tuple<Block *, const void *, const void *, const void *, const void *,
+               const void *, const void *, const void *>;
 
 class ProjectionFusion {
 public:
@@ -134,10 +138,14 @@ ProjectionFusion::classify(Operation *op) {
       return std::nullopt;
     block = fp8.getBlockSizeAttr();
   }
+  Attribute biasShard =
+      projection.bias ? projection.bias.getShardAttr() : Attribute();
   GroupKey key(op->getBlock(), op->getName().getAsOpaquePointer(),
                op->getOperand(0).getAsOpaquePointer(),
                kType.getAsOpaquePointer(), biasType.getAsOpaquePointer(),
-               block.getAsOpaquePointer());
+               block.getAsOpaquePointer(),
+               Attribute(projection.weight.getShardAttr()).getAsOpaquePointer(),
+               biasShard.getAsOpaquePointer());
   return std::make_pair(key, projection);
 }
 

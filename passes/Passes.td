@@ -343,6 +343,32 @@ def LmFuseQueryRope : Pass<"lm-fuse-query-rope", "mlir::func::FuncOp"> {
   ];
 }
 
+def LmRopeRows : Pass<"lm-rope-rows", "mlir::func::FuncOp"> {
+  let summary = "rotate a projection's rows rather than a reshape of them";
+  let description = [{
+    An `lm.rope` of heads `[T, H, D]` reshaped from rows `[T, H * D]`
+    (`tensor.expand_shape` of the last dim only) becomes an `lm.rope` of the
+    rows with `head_dim = D`, whose result is reshaped instead. Every value
+    is the same; the rope now reads the rows in its kernel's column-view
+    slot, so the projection that computes them can join the other
+    projections of its input (`lm-fuse-projections`: gpt-oss's q beside its
+    k and v).
+
+    ```mlir
+    %h = tensor.expand_shape %q [[0], [1, 2]] output_shape [%t, 64, 64]
+        : tensor<?x4096xf32> into tensor<?x64x64xf32>
+    %r = lm.rope %h, %pos half_split {offset = 0 : i64, dim = 64 : i64, ...}
+    // becomes
+    %r0 = lm.rope %q, %pos half_split {offset = 0 : i64, dim = 64 : i64,
+        head_dim = 64 : i64, ...} : (tensor<?x4096xf32>, ...) -> ...
+    %r = tensor.expand_shape %r0 [[0], [1, 2]] output_shape [%t, 64, 64] ...
+    ```
+  }];
+  let statistics = [
+    Statistic<"numRewritten", "rewritten", "ropes over a projection's rows">,
+  ];
+}
+
 def LmAssignKVLayout : Pass<"lm-assign-kv-layout", "mlir::ModuleOp"> {
   let summary = "choose how each cache is stored";
   let description = [{

@@ -657,7 +657,8 @@ Value ModelBuilder::rope(Value x, Value positions, lm::RopeStyle style,
                             lm::RopeStyleAttr::get(b.getContext(), style),
                             b.getI64IntegerAttr(offset),
                             b.getI64IntegerAttr(dim),
-                            b.getF64FloatAttr(ropeTheta), yarn)
+                            b.getF64FloatAttr(ropeTheta), yarn,
+                            /*head_dim=*/IntegerAttr())
       .getResult();
 }
 

@@ -115,8 +115,12 @@ void pipeline::buildLmPipeline(OpPassManager &pm, const Options &options,
   pm.addNestedPass<func::FuncOp>(createLmFuseCacheWrite());
   // A query's RoPE: the indexer's prologue.
   pm.addNestedPass<func::FuncOp>(createLmFuseQueryRope());
+  // The other ropes of a projection's heads rotate its rows, which a column
+  // view can then hold (gpt-oss's q).
+  pm.addNestedPass<func::FuncOp>(createLmRopeRows());
   // Projections that reach a column view only now that their norm or RoPE
-  // became a cache write's prologue (gpt-oss's k and v): one launch.
+  // became a cache write's prologue or rotates rows (gpt-oss's q, k and v):
+  // one launch.
   pm.addPass(createLmFuseProjections());
   pm.addNestedPass<func::FuncOp>(createLmFuseElementwise());
   // The target's own passes (tiling for its kernels), then its legality

@@ -515,8 +515,18 @@ llvm::Error FrameEvaluator::evaluateLm(Operation *op) {
                          f64(o.getLinearBeta())));
       })
       .Case([&](RopeOp o) {
-        return bind(o.getResult(), rope(get(o.getInput()),
-                                        get(o.getPositions()), ropeParams(o)));
+        const Tensor &input = get(o.getInput());
+        std::optional<int64_t> head = o.getHeadDim();
+        if (!head)
+          return bind(o.getResult(),
+                      rope(input, get(o.getPositions()), ropeParams(o)));
+        // Rows of heads: the [T, ..., H, D] rope, reshaped.
+        std::vector<int64_t> heads(input.shape()), rows(input.shape());
+        heads.back() /= *head;
+        heads.push_back(*head);
+        return bind(o.getResult(), rope(input.reshaped(heads),
+                                        get(o.getPositions()), ropeParams(o))
+                                       .reshaped(rows));
       })
       .Case([&](MatmulOp o) {
         return bind(o.getResult(), matmul(get(o.getInput()),

@@ -200,6 +200,11 @@ def Lm_RopeOp : Lm_Op<"rope", [Pure]> {
     gpt-oss). Dims outside the slice pass through, so MLA's `[nope | rope]`
     query and the indexer's `[rope | nope]` head need no slicing.
 
+    With `head_dim`, each row of `input` is heads of `head_dim` columns and
+    each head is rotated as a last dim of that size: `[T, H * D]` with
+    `head_dim = D` is the `[T, H, D]` rope reshaped (`lm-rope-rows` makes
+    it, so that the rows can be a column view of a wider projection).
+
     ```mlir
     %q = lm.rope %q0, %pos interleaved {offset = 32 : i64, dim = 16 : i64,
         theta = 10000.0 : f64,
@@ -211,7 +216,8 @@ def Lm_RopeOp : Lm_Op<"rope", [Pure]> {
   }];
   let arguments = (ins Lm_FloatTensor:$input, Lm_PositionTensor:$positions,
                        Lm_RopeStyleAttr:$style, I64Attr:$offset, I64Attr:$dim,
-                       F64Attr:$theta, OptionalAttr<Lm_YarnAttr>:$yarn);
+                       F64Attr:$theta, OptionalAttr<Lm_YarnAttr>:$yarn,
+                       OptionalAttr<I64Attr>:$head_dim);
   let results = (outs Lm_FloatTensor:$result);
   let assemblyFormat = [{
     $input `,` $positions $style attr-dict `:`

@@ -252,10 +252,20 @@ LogicalResult RopeOp::verify() {
   if (offset < 0)
     return emitOpError("expects offset >= 0, got ") << offset;
   int64_t headDim = ShapeChecker::dimOf(getInput(), -1);
+  if (std::optional<int64_t> heads = getHeadDim()) {
+    if (*heads <= 0)
+      return emitOpError("expects a positive head_dim, got ") << *heads;
+    if (cast<ShapedType>(getInput().getType()).getRank() != 2 ||
+        ShapedType::isDynamic(headDim) || headDim % *heads != 0)
+      return emitOpError("expects rows [T, W] of whole heads of ")
+             << *heads << " columns with head_dim";
+    headDim = *heads;
+  }
   if (!ShapedType::isDynamic(headDim) && dim > headDim - offset)
     return emitOpError("expects the rotated slice [")
-           << offset << ", " << uint64_t(offset) + uint64_t(dim)
-           << ") inside the last dim of size " << headDim;
+           << offset << ", " << uint64_t(offset) + uint64_t(dim) << ") inside "
+           << (getHeadDim() ? "each head" : "the last dim") << " of size "
+           << headDim;
   return expectPositive(*this, "theta", getTheta().convertToDouble());
 }
 

@@ -83,6 +83,18 @@ struct RopeParams {
   bool truncate = true;
 };
 
+/// Where a rope kernel's rows lie: row r of token t starts `token * t +
+/// row * r` elements in. Dense rows and column views of [T, ..., D] rows
+/// are `dense(rowsPerToken, stride)`; a token's row of heads (lm.rope's
+/// head_dim over a column view [T, H * D]) is {the view's row stride, D}.
+struct RopeRows {
+  int64_t token = 0, row = 0;
+
+  static RopeRows dense(int64_t rowsPerToken, int64_t stride) {
+    return {rowsPerToken * stride, stride};
+  }
+};
+
 /// A `cache_write` launch's prologue (lm.cache_write's norm and rope):
 /// each token's row is normalised over [0, normDim), then rotated over
 /// rope's [offset, offset + dim), then stored.

@@ -73,6 +73,26 @@ runtime::RopeParams runtime::ropeParams(const PreparedLaunch &l) {
   return p;
 }
 
+runtime::RopeLayout runtime::ropeLayout(const BoundLaunch &l) {
+  using P = abi::Rope::P;
+  const BoundArg &x = l.in(abi::Rope::In::input), &out = l.out(0);
+  RopeLayout at;
+  if (l->has(P::head_dim)) {
+    // Rows [T, W] (prepareSteps checked): a token's heads lie head_dim
+    // apart in its row.
+    at.rowDim = l->i(P::head_dim);
+    at.rowsPerToken = out.back() / at.rowDim;
+    at.input = {x.stride(), at.rowDim};
+    at.output = {out.stride(), at.rowDim};
+    return at;
+  }
+  at.rowDim = out.back();
+  at.rowsPerToken = out.numel() / std::max<int64_t>(l.tokens * at.rowDim, 1);
+  at.input = RopeRows::dense(at.rowsPerToken, x.stride());
+  at.output = RopeRows::dense(at.rowsPerToken, out.stride());
+  return at;
+}
+
 runtime::CacheWritePrologue
 runtime::cacheWritePrologue(const PreparedLaunch &l) {
   using P = abi::CacheWrite::P;

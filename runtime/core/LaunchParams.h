@@ -25,6 +25,15 @@ void yarnRampEnds(const RopeParams &p, double &low, double &high);
 /// A `rope` launch's rotation: style, slice, theta and the YaRN fields.
 runtime::RopeParams ropeParams(const PreparedLaunch &l);
 
+/// Where a bound `rope` launch's rows lie: each token's rowsPerToken rows
+/// of rowDim columns, in its input and in its output (heads of head_dim
+/// columns of rows [T, W], else the rows of the last dim).
+struct RopeLayout {
+  RopeRows input, output;
+  int64_t rowsPerToken = 0, rowDim = 0;
+};
+RopeLayout ropeLayout(const BoundLaunch &l);
+
 /// A `cache_write` launch's prologue (none when it has no norm or rope
 /// parameters; prepareSteps checked that each part's come together).
 runtime::CacheWritePrologue cacheWritePrologue(const PreparedLaunch &l);

@@ -367,6 +367,41 @@ static Status checkIndexerScores(const PreparedLaunch &p) {
   return checkRopeColumns(p, kIndexerRope, q.constant[2]);
 }
 
+/// A rope reads and writes rows of one constant width, YaRN's fields all
+/// or none, and rotates [offset, offset + dim) of each row, or of each head
+/// of head_dim columns of rows [T, W].
+static Status checkRope(const PreparedLaunch &p) {
+  using In = abi::Rope::In;
+  using P = abi::Rope::P;
+  unsigned yarn = 0;
+  for (unsigned i = P::yarn_factor; i <= P::yarn_truncate; ++i)
+    yarn += p.params[i].present;
+  if (yarn != 0 && yarn != P::yarn_truncate - P::yarn_factor + 1)
+    return Status::error("has some of the yarn_* parameters, not all");
+  const PreparedArg &x = p.args[In::input], &out = p.args[p.numOperands];
+  unsigned last = x.rank - 1;
+  if (x.rank == 0 || out.rank != x.rank || x.perToken[last] ||
+      out.perToken[last] || out.constant[last] != x.constant[last])
+    return Status::error("rotates input and output rows that are not of one "
+                         "constant width");
+  int64_t width = x.constant[last], head = width;
+  if (p.params[P::head_dim].present) {
+    head = p.params[P::head_dim].i;
+    if (x.rank != 2 || head <= 0 || width % head != 0)
+      return Status::error("rotates heads of " + std::to_string(head) +
+                           " columns of rows that are not [tokens, width] "
+                           "of whole heads");
+  }
+  int64_t offset = p.params[P::offset].i, dim = p.params[P::dim].i;
+  if (dim <= 0 || dim % 2 != 0 || offset < 0 || dim > head - offset)
+    return Status::error("rotates columns [" + std::to_string(offset) + ", +" +
+                         std::to_string(dim) + ") (an even count) of rows of " +
+                         std::to_string(head));
+  if (!(p.params[P::theta].f > 0.0))
+    return Status::error("has a RoPE theta that is not positive");
+  return Status::success();
+}
+
 /// A dense attention launch reads q [T, Hq, D] and writes [T, Hq, Dv] by
 /// the K and V caches' widths (rows of kv_heads x D and kv_heads x Dv), so
 /// the kernels never read or write past them; a window cache must hold the
@@ -599,14 +634,8 @@ static Status prepareLaunch(const artifact::Manifest &m,
     DAYBREAK_RETURN_IF_ERROR(checkCacheWrite(p));
   if (p.kernel == abi::KernelId::DsaIndexerScores)
     DAYBREAK_RETURN_IF_ERROR(checkIndexerScores(p));
-  if (p.kernel == abi::KernelId::Rope) {
-    using P = abi::Rope::P;
-    unsigned yarn = 0;
-    for (unsigned i = P::yarn_factor; i <= P::yarn_truncate; ++i)
-      yarn += p.params[i].present;
-    if (yarn != 0 && yarn != P::yarn_truncate - P::yarn_factor + 1)
-      return Status::error("has some of the yarn_* parameters, not all");
-  }
+  if (p.kernel == abi::KernelId::Rope)
+    DAYBREAK_RETURN_IF_ERROR(checkRope(p));
   return Status::success();
 }
 

@@ -1394,8 +1394,8 @@ TEST_F(CudaKernelsTest, CacheWritePrologue) {
                                      dRows, nullptr, width, width));
       int64_t head = c.headDim ? c.headDim : width;
       if (p.rope)
-        expectRan(kernels->rope(dRows, head, dRows, head, dPositions, tokens,
-                                width / head, head, p.ropeParams, nullptr));
+        expectRan(kernels->rope(dRows, dPositions, tokens, width / head, head,
+                                p.ropeParams, nullptr));
       expectRan(
           kernels->cacheWrite(opsView, dRows, dSlots, dSeqs, tokens, nullptr));
       expectRan(kernels->cacheWrite(fusedView, dWide.get() + 8 * sizeof(float),
@@ -5355,17 +5355,46 @@ TEST_F(CudaKernelsTest, ColumnViews) {
     for (auto &pos : positions)
       pos = int32_t(rng() % 160000);
     std::vector<float> wide(tokens * heads * 80, kSentinel), expected = wide;
-    cpu::rope(pool, x.data() + 32, 48, expected.data() + 64, 80,
+    cpu::rope(pool, x.data() + 32, runtime::RopeRows::dense(heads, 48),
+              expected.data() + 64, runtime::RopeRows::dense(heads, 80),
               positions.data(), tokens, heads, 16, p);
     Buffer dx(*driver, x), dPos(*driver, positions), dOut(*driver, wide);
-    expectRan(kernels->rope(dx + 32 * 4, 48, dOut + 64 * 4, 80, dPos, tokens,
-                            heads, 16, p, nullptr));
+    expectRan(kernels->rope(dx + 32 * 4, runtime::RopeRows::dense(heads, 48),
+                            dOut + 64 * 4, runtime::RopeRows::dense(heads, 80),
+                            dPos, tokens, heads, 16, p, nullptr));
     std::vector<float> out = dOut.read<float>(wide.size());
     double e = rowRelativeError(test::columnsOf(out, 80, 64, 16),
                                 test::columnsOf(expected, 80, 64, 16), 16);
     report("rope view", interleaved ? "interleaved" : "half_split", e);
     EXPECT_LE(e, 1e-6);
     EXPECT_TRUE(test::untouchedOutside(out, 80, 64, 16, kSentinel));
+  }
+  // rope over rows of heads (lm.rope's head_dim): a token's `heads` heads
+  // of 16 at column 24 of rows of 104 (a projection's part), into column 8
+  // of rows of 88; the CPU kernel rotates the same heads of a dense copy.
+  for (bool interleaved : {true, false}) {
+    cpu::RopeParams p;
+    p.interleaved = interleaved;
+    p.offset = 2;
+    p.dim = 12;
+    const int64_t width = heads * 16;
+    auto x = random(tokens * 104);
+    std::vector<int32_t> positions(tokens);
+    for (auto &pos : positions)
+      pos = int32_t(rng() % 160000);
+    std::vector<float> dense = test::columnsOf(x, 104, 24, width);
+    cpu::rope(pool, dense.data(), positions.data(), tokens, heads, 16, p);
+    std::vector<float> wide(tokens * 88, kSentinel);
+    Buffer dx(*driver, x), dPos(*driver, positions), dOut(*driver, wide);
+    expectRan(kernels->rope(dx + 24 * 4, runtime::RopeRows{104, 16},
+                            dOut + 8 * 4, runtime::RopeRows{88, 16}, dPos,
+                            tokens, heads, 16, p, nullptr));
+    std::vector<float> out = dOut.read<float>(wide.size());
+    double e = rowRelativeError(test::columnsOf(out, 88, 8, width), dense, 16);
+    report("rope heads of a view", interleaved ? "interleaved" : "half_split",
+           e);
+    EXPECT_LE(e, 1e-6);
+    EXPECT_TRUE(test::untouchedOutside(out, 88, 8, width, kSentinel));
   }
   // head_matmul: x columns [0, 32) of rows of 48, out columns [0, 20) of
   // rows of 36: bf16 weights on the tensor cores (row stride a multiple of

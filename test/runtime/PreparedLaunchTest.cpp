@@ -558,6 +558,89 @@ TEST(PreparedLaunch, CacheWritePrologueIsCheckedAtLoad) {
   }
 }
 
+/// rmsNormManifest's step with its launch replaced by a rope of rows
+/// x [tokens, 8] (a column view of rows of 16) as heads of 4 (lm.rope's
+/// head_dim), rotated over [0, 4) of each at the positions (buffer 4) into
+/// out [tokens, 8].
+artifact::Manifest ropeRowsManifest() {
+  artifact::Manifest m = rmsNormManifest();
+  m.mutable_steps(0)->mutable_buffers(0)->set_row_stride(16);
+  artifact::Launch *l = launch(m);
+  l->Clear();
+  l->set_kernel("rope");
+  l->add_operands()->set_buffer(0); // input
+  l->add_operands()->set_buffer(4); // positions
+  l->add_results()->set_buffer(2);
+  auto add = [&](const char *name) {
+    artifact::Attr *a = l->add_attrs();
+    a->set_name(name);
+    return a;
+  };
+  add("dim")->set_i(4);
+  add("offset")->set_i(0);
+  add("style")->set_s("half_split");
+  add("theta")->set_f(1e4);
+  add("head_dim")->set_i(4);
+  return m;
+}
+
+TEST(PreparedLaunch, RopeRowsOfHeadsAreCheckedAtLoad) {
+  const std::string label = "step 'decode' launch 0 (rope): ";
+  StatusOr<std::vector<PreparedStep>> steps = prepareSteps(ropeRowsManifest());
+  ASSERT_TRUE(steps.ok()) << steps.error().message();
+  uint64_t weights[1] = {0};
+  BoundLaunch bound;
+  bindLaunch((*steps)[0].launches[0], /*tokens=*/3, /*arenaBase=*/0, weights,
+             bound);
+  // A token's two heads lie 4 apart in its row; rows 16 apart in the view,
+  // 8 in the output.
+  RopeLayout at = ropeLayout(bound);
+  EXPECT_EQ(at.rowsPerToken, 2);
+  EXPECT_EQ(at.rowDim, 4);
+  EXPECT_EQ(at.input.token, 16);
+  EXPECT_EQ(at.input.row, 4);
+  EXPECT_EQ(at.output.token, 8);
+  EXPECT_EQ(at.output.row, 4);
+  {
+    // Without head_dim: one row a token, rows where the view puts them.
+    artifact::Manifest m = ropeRowsManifest();
+    launch(m)->mutable_attrs()->DeleteSubrange(4, 1);
+    StatusOr<std::vector<PreparedStep>> plain = prepareSteps(m);
+    ASSERT_TRUE(plain.ok()) << plain.error().message();
+    bindLaunch((*plain)[0].launches[0], 3, 0, weights, bound);
+    RopeLayout rows = ropeLayout(bound);
+    EXPECT_EQ(rows.rowsPerToken, 1);
+    EXPECT_EQ(rows.rowDim, 8);
+    EXPECT_EQ(rows.input.token, 16);
+    EXPECT_EQ(rows.output.token, 8);
+  }
+  {
+    artifact::Manifest m = ropeRowsManifest();
+    attr(m, "head_dim")->set_i(3);
+    EXPECT_EQ(prepareError(m), label + "rotates heads of 3 columns of rows "
+                                       "that are not [tokens, width] of "
+                                       "whole heads");
+  }
+  {
+    artifact::Manifest m = ropeRowsManifest();
+    attr(m, "offset")->set_i(2);
+    EXPECT_EQ(prepareError(m), label + "rotates columns [2, +4) (an even "
+                                       "count) of rows of 4");
+  }
+  {
+    artifact::Manifest m = ropeRowsManifest();
+    attr(m, "theta")->set_f(-1.0);
+    EXPECT_EQ(prepareError(m), label + "has a RoPE theta that is not positive");
+  }
+  {
+    // The output [8] is not rows of the input's width.
+    artifact::Manifest m = ropeRowsManifest();
+    launch(m)->mutable_results(0)->set_buffer(1);
+    EXPECT_EQ(prepareError(m), label + "rotates input and output rows that "
+                                       "are not of one constant width");
+  }
+}
+
 /// rmsNormManifest's step with its launch replaced by DSA indexer scores
 /// whose queries q [tokens, 2, 8] (buffer 6) are rotated over [0, 4) of
 /// each head at the positions (buffer 4), scored with weights [tokens, 2]

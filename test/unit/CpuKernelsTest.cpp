@@ -472,20 +472,37 @@ TEST(CpuKernels, ColumnViews) {
       p.dim = 8;
       std::vector<float> x = randomFloats(rng, tokens * heads * 48);
       std::vector<float> out(tokens * heads * 80, kSentinel);
-      cpu::rope(pool, x.data() + 32, 48, out.data() + 64, 80, positions.data(),
-                tokens, heads, 16, p);
-      ref::RopeParams rp;
-      rp.style =
-          interleaved ? ref::RopeStyle::Interleaved : ref::RopeStyle::HalfSplit;
-      rp.offset = p.offset;
-      rp.dim = p.dim;
-      rp.theta = p.theta;
+      cpu::rope(pool, x.data() + 32, runtime::RopeRows::dense(heads, 48),
+                out.data() + 64, runtime::RopeRows::dense(heads, 80),
+                positions.data(), tokens, heads, 16, p);
       Tensor expected =
           ref::rope(floats({tokens, heads, 16}, columnsOf(x, 48, 32, 16)),
-                    ints({tokens}, positions), rp);
+                    ints({tokens}, positions), refRope(p));
       EXPECT_TRUE(relClose(columnsOf(out, 80, 64, 16), expected.floats(), 1e-6))
           << interleaved;
       EXPECT_TRUE(untouchedOutside(out, 80, 64, 16, kSentinel));
+    }
+    // rope over rows of heads (lm.rope's head_dim): a token's heads of 16
+    // at column 24 of rows of 104 (a projection's part) into column 8 of
+    // rows of 88, against the reference's [T, H, 16] rope.
+    for (bool interleaved : {true, false}) {
+      cpu::RopeParams p;
+      p.interleaved = interleaved;
+      p.offset = 2;
+      p.dim = 12;
+      const int64_t width = heads * 16;
+      std::vector<float> x = randomFloats(rng, tokens * 104);
+      std::vector<float> out(tokens * 88, kSentinel);
+      cpu::rope(pool, x.data() + 24, runtime::RopeRows{104, 16}, out.data() + 8,
+                runtime::RopeRows{88, 16}, positions.data(), tokens, heads, 16,
+                p);
+      Tensor expected =
+          ref::rope(floats({tokens, heads, 16}, columnsOf(x, 104, 24, width)),
+                    ints({tokens}, positions), refRope(p));
+      EXPECT_TRUE(
+          relClose(columnsOf(out, 88, 8, width), expected.floats(), 1e-6))
+          << interleaved;
+      EXPECT_TRUE(untouchedOutside(out, 88, 8, width, kSentinel));
     }
     // head_matmul: x columns [0, 32) of rows of 48 into out columns
     // [0, 20) of rows of 36, both weight layouts.

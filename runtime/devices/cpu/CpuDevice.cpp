@@ -480,10 +480,9 @@ struct CpuLaunchers {
   static Status rope(CpuDevice &d, const BoundLaunch &l) {
     using In = abi::Rope::In;
     const BoundArg &x = l.in(In::input), &out = l.out(0);
-    int64_t rowDim = out.back();
-    cpu::rope(d.pool, f(x), x.stride(), f(out), out.stride(),
-              i32(l.in(In::positions)), l.tokens,
-              out.numel() / std::max<int64_t>(l.tokens * rowDim, 1), rowDim,
+    runtime::RopeLayout at = runtime::ropeLayout(l);
+    cpu::rope(d.pool, f(x), at.input, f(out), at.output,
+              i32(l.in(In::positions)), l.tokens, at.rowsPerToken, at.rowDim,
               runtime::ropeParams(*l));
     return Status::success();
   }

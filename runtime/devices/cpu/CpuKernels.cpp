@@ -218,12 +218,12 @@ void ropeRotate(const float *in, float *out, const double *cosines,
 
 void rope(ThreadPool &pool, float *x, const int32_t *positions, int64_t tokens,
           int64_t rowsPerToken, int64_t rowDim, const RopeParams &params) {
-  rope(pool, x, rowDim, x, rowDim, positions, tokens, rowsPerToken, rowDim,
-       params);
+  runtime::RopeRows rows = runtime::RopeRows::dense(rowsPerToken, rowDim);
+  rope(pool, x, rows, x, rows, positions, tokens, rowsPerToken, rowDim, params);
 }
 
-void rope(ThreadPool &pool, const float *x, int64_t xStride, float *out,
-          int64_t outStride, const int32_t *positions, int64_t tokens,
+void rope(ThreadPool &pool, const float *x, runtime::RopeRows xRows, float *out,
+          runtime::RopeRows outRows, const int32_t *positions, int64_t tokens,
           int64_t rowsPerToken, int64_t rowDim, const RopeParams &params) {
   int64_t half = params.dim / 2;
   ScratchFrame frame;
@@ -238,8 +238,8 @@ void rope(ThreadPool &pool, const float *x, int64_t xStride, float *out,
         for (int64_t t = begin; t < end; ++t) {
           ropeAngles(double(positions[t]), freqs, params, cosines, sines);
           for (int64_t r = 0; r < rowsPerToken; ++r) {
-            const float *in = x + (t * rowsPerToken + r) * xStride;
-            float *o = out + (t * rowsPerToken + r) * outStride;
+            const float *in = x + t * xRows.token + r * xRows.row;
+            float *o = out + t * outRows.token + r * outRows.row;
             if (o != in)
               std::memmove(o, in, rowDim * sizeof(float));
             ropeRotate(in, o, cosines, sines, params);

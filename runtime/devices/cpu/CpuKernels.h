@@ -202,11 +202,11 @@ using runtime::RopeParams;
 /// token t by positions[t]. YaRN as DeepSeek-V3 / transformers define it.
 void rope(ThreadPool &pool, float *x, const int32_t *positions, int64_t tokens,
           int64_t rowsPerToken, int64_t rowDim, const RopeParams &params);
-/// The same from x into out (x may be out), rows `xStride` and `outStride`
-/// elements apart (column views): the columns outside the rotated slice are
-/// copied.
-void rope(ThreadPool &pool, const float *x, int64_t xStride, float *out,
-          int64_t outStride, const int32_t *positions, int64_t tokens,
+/// The same from x into out (x may be out), rows where `xRows` and
+/// `outRows` place them (column views; rows of heads): the columns outside
+/// the rotated slice are copied.
+void rope(ThreadPool &pool, const float *x, runtime::RopeRows xRows, float *out,
+          runtime::RopeRows outRows, const int32_t *positions, int64_t tokens,
           int64_t rowsPerToken, int64_t rowDim, const RopeParams &params);
 
 /// rope's pieces, for kernels that rotate rows of their own: the pair

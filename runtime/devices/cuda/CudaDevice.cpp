@@ -1117,11 +1117,10 @@ struct CudaLaunchers {
   static Status rope(CudaDevice &d, const BoundLaunch &l) {
     using In = abi::Rope::In;
     const BoundArg &x = l.in(In::input), &out = l.out(0);
-    int64_t rowDim = out.back();
-    return d.kernels->rope(
-        p(x), x.stride(), p(out), out.stride(), p(l.in(In::positions)),
-        l.tokens, out.numel() / std::max<int64_t>(l.tokens * rowDim, 1), rowDim,
-        runtime::ropeParams(*l), d.stream);
+    runtime::RopeLayout at = runtime::ropeLayout(l);
+    return d.kernels->rope(p(x), at.input, p(out), at.output,
+                           p(l.in(In::positions)), l.tokens, at.rowsPerToken,
+                           at.rowDim, runtime::ropeParams(*l), d.stream);
   }
   static Status copyColumns(CudaDevice &d, const BoundLaunch &l) {
     using P = abi::CopyColumns::P;

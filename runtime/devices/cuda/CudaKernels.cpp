@@ -1778,23 +1778,26 @@ Status CudaKernels::headMatmul(CUdeviceptr x, const DeviceWeight &weight,
 Status CudaKernels::rope(CUdeviceptr x, CUdeviceptr positions, int64_t tokens,
                          int64_t rowsPerToken, int64_t rowDim,
                          const runtime::RopeParams &p, CUstream stream) const {
-  return rope(x, rowDim, x, rowDim, positions, tokens, rowsPerToken, rowDim, p,
+  runtime::RopeRows rows = runtime::RopeRows::dense(rowsPerToken, rowDim);
+  return rope(x, rows, x, rows, positions, tokens, rowsPerToken, rowDim, p,
               stream);
 }
 
-Status CudaKernels::rope(CUdeviceptr x, int64_t xStride, CUdeviceptr out,
-                         int64_t outStride, CUdeviceptr positions,
-                         int64_t tokens, int64_t rowsPerToken, int64_t rowDim,
+Status CudaKernels::rope(CUdeviceptr x, runtime::RopeRows xRows,
+                         CUdeviceptr out, runtime::RopeRows outRows,
+                         CUdeviceptr positions, int64_t tokens,
+                         int64_t rowsPerToken, int64_t rowDim,
                          const runtime::RopeParams &p, CUstream stream) const {
   double low, high;
   runtime::yarnRampEnds(p, low, high);
   int32_t interleaved = p.interleaved, yarn = p.yarn;
   int64_t offset = p.offset, dim = p.dim;
   double theta = p.theta, factor = p.factor, attention = p.attentionFactor;
-  void *params[] = {&x,      &xStride,      &out,    &outStride,   &positions,
-                    &tokens, &rowsPerToken, &rowDim, &interleaved, &offset,
-                    &dim,    &theta,        &yarn,   &factor,      &low,
-                    &high,   &attention};
+  void *params[] = {
+      &x,           &xRows.token, &xRows.row, &out,          &outRows.token,
+      &outRows.row, &positions,   &tokens,    &rowsPerToken, &rowDim,
+      &interleaved, &offset,      &dim,       &theta,        &yarn,
+      &factor,      &low,         &high,      &attention};
   if (dim / 2 > kRopeMaxPairs)
     return Status::error("rope: " + std::to_string(dim) +
                          " rotated dims exceed the kernel's " +

@@ -3487,8 +3487,10 @@ __device__ __forceinline__ float4 queryRopeQuad(const QueryRope &r,
 
 } // namespace
 
-/// RoPE from x into out (in place when they are one), rows xStride and
-/// outStride floats apart (column views). grid (tokens, ceil(rowsPerToken /
+/// RoPE from x into out (in place when they are one), row r of token t at
+/// t * xToken + r * xRow floats (out: outToken, outRow; runtime::RopeRows:
+/// dense rows, column views, a token's row of heads). grid (tokens,
+/// ceil(rowsPerToken /
 /// kRopeRows)), block 256: a block takes kRopeRows rows of one token. Its
 /// first threads compute each pair's angle in double into shared memory
 /// (once a block, not once a row), then every thread rotates (row, pair)
@@ -3497,11 +3499,12 @@ __device__ __forceinline__ float4 queryRopeQuad(const QueryRope &r,
 /// YaRN's ramp ends (from the host; unused without yarn). dim / 2 <=
 /// kRopeMaxPairs (CudaKernels::rope checks).
 extern "C" __global__ void
-daybreak_rope(const float *x, int64_t xStride, float *out, int64_t outStride,
-              const int32_t *positions, int64_t tokens, int64_t rowsPerToken,
-              int64_t rowDim, int32_t interleaved, int64_t offset, int64_t dim,
-              double theta, int32_t yarn, double factor, double low,
-              double high, double attentionFactor) {
+daybreak_rope(const float *x, int64_t xToken, int64_t xRow, float *out,
+              int64_t outToken, int64_t outRow, const int32_t *positions,
+              int64_t tokens, int64_t rowsPerToken, int64_t rowDim,
+              int32_t interleaved, int64_t offset, int64_t dim, double theta,
+              int32_t yarn, double factor, double low, double high,
+              double attentionFactor) {
   beginDependent();
   __shared__ double cosines[kRopeMaxPairs], sines[kRopeMaxPairs];
   const int64_t half = dim / 2, t = blockIdx.x;
@@ -3515,17 +3518,17 @@ daybreak_rope(const float *x, int64_t xStride, float *out, int64_t outStride,
   if (out != x) {
     const int64_t kept = rowDim - dim;
     for (int64_t j = threadIdx.x; j < rows * kept; j += blockDim.x) {
-      int64_t r = t * rowsPerToken + r0 + j / kept, c = j % kept;
+      int64_t r = r0 + j / kept, c = j % kept;
       c = c < offset ? c : c + dim;
-      out[r * outStride + c] = x[r * xStride + c];
+      out[t * outToken + r * outRow + c] = x[t * xToken + r * xRow + c];
     }
   }
   for (int64_t j = threadIdx.x; j < rows * half; j += blockDim.x) {
-    int64_t r = t * rowsPerToken + r0 + j / half, i = j % half;
+    int64_t r = r0 + j / half, i = j % half;
     int64_t a = interleaved ? 2 * i : i;
     int64_t b = interleaved ? 2 * i + 1 : i + half;
-    const float *src = x + r * xStride + offset;
-    float *row = out + r * outStride + offset;
+    const float *src = x + t * xToken + r * xRow + offset;
+    float *row = out + t * outToken + r * outRow + offset;
     double xa = src[a], xb = src[b];
     row[a] = float(xa * cosines[i] - xb * sines[i]);
     row[b] = float(xb * cosines[i] + xa * sines[i]);

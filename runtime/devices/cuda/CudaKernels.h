@@ -879,10 +879,11 @@ public:
   Status rope(CUdeviceptr x, CUdeviceptr positions, int64_t tokens,
               int64_t rowsPerToken, int64_t rowDim,
               const runtime::RopeParams &params, CUstream stream) const;
-  /// From x into out (x may be out), rows xStride and outStride floats
-  /// apart (column views); the columns outside the rotated slice copied.
-  Status rope(CUdeviceptr x, int64_t xStride, CUdeviceptr out,
-              int64_t outStride, CUdeviceptr positions, int64_t tokens,
+  /// From x into out (x may be out), rows where xRows and outRows place
+  /// them (column views; rows of heads); the columns outside the rotated
+  /// slice copied.
+  Status rope(CUdeviceptr x, runtime::RopeRows xRows, CUdeviceptr out,
+              runtime::RopeRows outRows, CUdeviceptr positions, int64_t tokens,
               int64_t rowsPerToken, int64_t rowDim,
               const runtime::RopeParams &params, CUstream stream) const;
   Status swiglu(CUdeviceptr gate, CUdeviceptr up, int64_t n, double alpha,

@@ -447,6 +447,40 @@ func.func @rope_dim_negative(%x: tensor<4x2x48xf32>, %pos: tensor<4xi32>) {
 
 // -----
 
+// Tests that lm.rope's head_dim takes rows [T, W] of whole heads only.
+func.func @rope_head_dim_partial(%x: tensor<4x48xf32>, %pos: tensor<4xi32>) {
+  // expected-error @+1 {{'lm.rope' op expects rows [T, W] of whole heads of 20 columns with head_dim}}
+  %r = lm.rope %x, %pos interleaved {offset = 0 : i64, dim = 16 : i64, theta = 10000.0 : f64, head_dim = 20 : i64} : (tensor<4x48xf32>, tensor<4xi32>) -> tensor<4x48xf32>
+  return
+}
+
+// -----
+
+func.func @rope_head_dim_rank(%x: tensor<4x2x48xf32>, %pos: tensor<4xi32>) {
+  // expected-error @+1 {{'lm.rope' op expects rows [T, W] of whole heads of 16 columns with head_dim}}
+  %r = lm.rope %x, %pos interleaved {offset = 0 : i64, dim = 16 : i64, theta = 10000.0 : f64, head_dim = 16 : i64} : (tensor<4x2x48xf32>, tensor<4xi32>) -> tensor<4x2x48xf32>
+  return
+}
+
+// -----
+
+func.func @rope_head_dim_zero(%x: tensor<4x48xf32>, %pos: tensor<4xi32>) {
+  // expected-error @+1 {{'lm.rope' op expects a positive head_dim, got 0}}
+  %r = lm.rope %x, %pos interleaved {offset = 0 : i64, dim = 16 : i64, theta = 10000.0 : f64, head_dim = 0 : i64} : (tensor<4x48xf32>, tensor<4xi32>) -> tensor<4x48xf32>
+  return
+}
+
+// -----
+
+// Tests that with head_dim the rotated slice must lie inside each head.
+func.func @rope_head_dim_slice(%x: tensor<4x48xf32>, %pos: tensor<4xi32>) {
+  // expected-error @+1 {{'lm.rope' op expects the rotated slice [8, 24) inside each head of size 16}}
+  %r = lm.rope %x, %pos interleaved {offset = 8 : i64, dim = 16 : i64, theta = 10000.0 : f64, head_dim = 16 : i64} : (tensor<4x48xf32>, tensor<4xi32>) -> tensor<4x48xf32>
+  return
+}
+
+// -----
+
 // Tests that lm.rope rejects a negative offset.
 func.func @rope_offset_negative(%x: tensor<4x2x48xf32>, %pos: tensor<4xi32>) {
   // expected-error @+1 {{'lm.rope' op expects offset >= 0, got -2}}
