@@ -824,9 +824,10 @@ public:
   }
   /// The same kernels with the CUDA-core MXFP4 kernel taking its staged
   /// form (the copy engine bringing each expert's rows into shared memory)
-  /// wherever it applies (true), or never (false, the default until the
-  /// form has run on a GPU: it was written in session 50, which got no
-  /// device time for it; the tests and the benchmark force both).
+  /// wherever it applies (true), or never (false, the default: on an H100
+  /// it equals the unstaged form bit for bit, and at gpt-oss-120b's shapes
+  /// is 6-22 % slower at 1 to 8 tokens and level at 64, bench/NOTES.md
+  /// session 51; the tests and the benchmark force both).
   CudaKernels withMxfp4Staging(bool staged) const {
     CudaKernels copy = *this;
     copy.mxfp4Staged = staged;
