@@ -520,7 +520,7 @@ llvm::Error FrameEvaluator::evaluateLm(Operation *op) {
         if (!head)
           return bind(o.getResult(),
                       rope(input, get(o.getPositions()), ropeParams(o)));
-        // Rows of heads: the [T, ..., H, D] rope, reshaped.
+        // Rows [T, H * D] of heads: the [T, H, D] rope, reshaped.
         std::vector<int64_t> heads(input.shape()), rows(input.shape());
         heads.back() /= *head;
         heads.push_back(*head);

@@ -240,6 +240,10 @@ constexpr RopeFields kCacheWriteRope{
     abi::CacheWrite::P::rope_offset,  abi::CacheWrite::P::rope_dim,
     abi::CacheWrite::P::theta,        abi::CacheWrite::P::yarn_factor,
     abi::CacheWrite::P::yarn_truncate};
+constexpr RopeFields kRope{
+    abi::Rope::In::positions,   abi::Rope::P::style, abi::Rope::P::offset,
+    abi::Rope::P::dim,          abi::Rope::P::theta, abi::Rope::P::yarn_factor,
+    abi::Rope::P::yarn_truncate};
 constexpr RopeFields kIndexerRope{abi::DsaIndexerScores::In::positions,
                                   abi::DsaIndexerScores::P::rope_style,
                                   abi::DsaIndexerScores::P::rope_offset,
@@ -369,14 +373,14 @@ static Status checkIndexerScores(const PreparedLaunch &p) {
 
 /// A rope reads and writes rows of one constant width, YaRN's fields all
 /// or none, and rotates [offset, offset + dim) of each row, or of each head
-/// of head_dim columns of rows [T, W].
+/// of head_dim columns of rows [T, W] (checkRopeColumns).
 static Status checkRope(const PreparedLaunch &p) {
   using In = abi::Rope::In;
   using P = abi::Rope::P;
   unsigned yarn = 0;
-  for (unsigned i = P::yarn_factor; i <= P::yarn_truncate; ++i)
+  for (unsigned i = kRope.yarnFirst; i <= kRope.yarnLast; ++i)
     yarn += p.params[i].present;
-  if (yarn != 0 && yarn != P::yarn_truncate - P::yarn_factor + 1)
+  if (yarn != 0 && yarn != kRope.yarnLast - kRope.yarnFirst + 1)
     return Status::error("has some of the yarn_* parameters, not all");
   const PreparedArg &x = p.args[In::input], &out = p.args[p.numOperands];
   unsigned last = x.rank - 1;
@@ -392,14 +396,7 @@ static Status checkRope(const PreparedLaunch &p) {
                            " columns of rows that are not [tokens, width] "
                            "of whole heads");
   }
-  int64_t offset = p.params[P::offset].i, dim = p.params[P::dim].i;
-  if (dim <= 0 || dim % 2 != 0 || offset < 0 || dim > head - offset)
-    return Status::error("rotates columns [" + std::to_string(offset) + ", +" +
-                         std::to_string(dim) + ") (an even count) of rows of " +
-                         std::to_string(head));
-  if (!(p.params[P::theta].f > 0.0))
-    return Status::error("has a RoPE theta that is not positive");
-  return Status::success();
+  return checkRopeColumns(p, kRope, head);
 }
 
 /// A dense attention launch reads q [T, Hq, D] and writes [T, Hq, Dv] by

@@ -625,7 +625,7 @@ TEST(PreparedLaunch, RopeRowsOfHeadsAreCheckedAtLoad) {
     artifact::Manifest m = ropeRowsManifest();
     attr(m, "offset")->set_i(2);
     EXPECT_EQ(prepareError(m), label + "rotates columns [2, +4) (an even "
-                                       "count) of rows of 4");
+                                       "count) of heads of 4");
   }
   {
     artifact::Manifest m = ropeRowsManifest();

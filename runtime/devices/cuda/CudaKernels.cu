@@ -3490,12 +3490,11 @@ __device__ __forceinline__ float4 queryRopeQuad(const QueryRope &r,
 /// RoPE from x into out (in place when they are one), row r of token t at
 /// t * xToken + r * xRow floats (out: outToken, outRow; runtime::RopeRows:
 /// dense rows, column views, a token's row of heads). grid (tokens,
-/// ceil(rowsPerToken /
-/// kRopeRows)), block 256: a block takes kRopeRows rows of one token. Its
-/// first threads compute each pair's angle in double into shared memory
-/// (once a block, not once a row), then every thread rotates (row, pair)
-/// values in turn, consecutive threads on consecutive pairs; out of place,
-/// the columns outside the rotated slice are copied. `low`/`high` are
+/// ceil(rowsPerToken / kRopeRows)), block 256: a block takes kRopeRows rows
+/// of one token. Its first threads compute each pair's angle in double into
+/// shared memory (once a block, not once a row), then every thread rotates
+/// (row, pair) values in turn, consecutive threads on consecutive pairs; out
+/// of place, the columns outside the rotated slice are copied. `low`/`high` are
 /// YaRN's ramp ends (from the host; unused without yarn). dim / 2 <=
 /// kRopeMaxPairs (CudaKernels::rope checks).
 extern "C" __global__ void
