@@ -167,6 +167,67 @@ __global__ void __launch_bounds__(128)
       routingWeights, parts, 0, out);
 }
 
+/// One load round trip a warp: grid (ceil(N / kMxfp4Rows), pairs), kParts
+/// warps a block. Block (x, p) takes rows x kMxfp4Rows .. of pair p's expert
+/// and warp w part w of K (the library's parts: ceil(K / 32 / kParts) blocks
+/// of 32 values each), each lane one block of 32 values of every row at
+/// gpt-oss's K (variantTask: all its rows' loads issued, then the dots).
+/// The warps' sums add in part order, as the library's output stage adds
+/// its parts, so each pair's product is the library's bit for bit;
+/// pairOut [pairs, N] (combineSlots weights them).
+template <int kParts, int kDecode>
+__global__ void __launch_bounds__(32 * kParts)
+    pairBlocks(const float *x, const uint8_t *values, const uint8_t *scales,
+               int64_t experts, int64_t n, int64_t k, const int32_t *indices,
+               int64_t slots, float *pairOut) {
+  __shared__ float partSums[kParts][kMxfp4Rows];
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  const int64_t p = blockIdx.y, blocks = k / 32;
+  const int64_t row0 = int64_t(blockIdx.x) * kMxfp4Rows;
+  const int32_t e = indices[p];
+  float sums[kMxfp4Rows][1] = {};
+  if (e >= 0 && e < experts) {
+    const int64_t perPart = (blocks + kParts - 1) / kParts;
+    const int64_t first = warp * perPart,
+                  end = first + perPart < blocks ? first + perPart : blocks;
+    const float *in[1] = {x + (p / slots) * k};
+    variantTask<1, kDecode>(values + e * n * (k / 2), scales + e * n * blocks,
+                            int32_t(row0), int32_t(n - 1), blocks, in, first,
+                            end, sums);
+  }
+  if (lane == 0)
+#pragma unroll
+    for (int r = 0; r < kMxfp4Rows; ++r)
+      partSums[warp][r] = sums[r][0];
+  __syncthreads();
+  if (threadIdx.x < kMxfp4Rows && row0 + threadIdx.x < n) {
+    float y = 0.0f;
+#pragma unroll
+    for (int w = 0; w < kParts; ++w)
+      y += partSums[w][threadIdx.x];
+    pairOut[p * n + row0 + threadIdx.x] = e >= 0 && e < experts ? y : 0.0f;
+  }
+}
+
+/// out[t, c] = the routing-weighted sum of pairOut's rows of token t, in
+/// slot order (the library's combine).
+__global__ void combineSlots(const float *pairOut, const int32_t *indices,
+                             const float *weights, int64_t experts,
+                             int64_t tokens, int64_t slots, int64_t n,
+                             float *out) {
+  int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (i >= tokens * n)
+    return;
+  int64_t t = i / n, c = i % n;
+  float combined = 0.0f;
+  for (int64_t s = 0; s < slots; ++s) {
+    int32_t e = indices[t * slots + s];
+    if (e >= 0 && e < experts)
+      combined += weights[t * slots + s] * pairOut[(t * slots + s) * n + c];
+  }
+  out[i] = combined;
+}
+
 constexpr int64_t kExperts = 128, kK = 2880, kSlots = 4, kSets = 32;
 
 struct Case {
@@ -253,6 +314,8 @@ int main() {
     CK(cudaMalloc(&di, hi.size() * 4));
     CK(cudaMalloc(&out0, c.tokens * n * 4));
     CK(cudaMalloc(&out1, c.tokens * n * 4));
+    float *pairScratch;
+    CK(cudaMalloc(&pairScratch, pairs * n * 4));
     CK(cudaMemcpy(dv, hv.data(), valueBytes, cudaMemcpyHostToDevice));
     CK(cudaMemcpy(ds, hs.data(), scaleBytes, cudaMemcpyHostToDevice));
     CK(cudaMemcpy(dx, hx.data(), hx.size() * 4, cudaMemcpyHostToDevice));
@@ -304,6 +367,17 @@ int main() {
       } else if (which == 3) {
         variantMatmul<kLoadsOnly><<<grid, 128, shared>>>(
             dx, dv, ds, experts, nn, kk, idx, tokens, slots, dw, p, out);
+      } else if (which == 5 || which == 6) {
+        // One round trip a warp, then the slots' combine.
+        dim3 pairGrid(grid, unsigned(pairs));
+        if (which == 5)
+          pairBlocks<3, kDecodeHalf><<<pairGrid, 96>>>(
+              dx, dv, ds, experts, nn, kk, idx, slots, pairScratch);
+        else
+          pairBlocks<3, kLoadsOnly><<<pairGrid, 96>>>(
+              dx, dv, ds, experts, nn, kk, idx, slots, pairScratch);
+        combineSlots<<<unsigned((tokens * nn + 255) / 256), 256>>>(
+            pairScratch, idx, dw, experts, tokens, slots, nn, out);
       } else {
         // The staged form as the launcher sizes it.
         int32_t perSlot = 0;
@@ -313,14 +387,15 @@ int main() {
             dw, p, stages, out);
       }
     };
-    const char *names[] = {"library", "bf16 decode", "library copy",
-                           "loads only", "staged"};
+    const char *names[] = {"library",     "bf16 decode", "library copy",
+                           "loads only",  "staged",      "pair blocks",
+                           "pair loads"};
     // Check every variant (but loads only) against the library on set 0.
     std::vector<float> ref(c.tokens * n), got(c.tokens * n);
     launch(0, 0, out0);
     CK(cudaDeviceSynchronize());
     CK(cudaMemcpy(ref.data(), out0, ref.size() * 4, cudaMemcpyDeviceToHost));
-    for (int which : {1, 2, 4}) {
+    for (int which : {1, 2, 4, 5}) {
       CK(cudaMemset(out1, 0xFF, got.size() * 4));
       launch(which, 0, out1);
       CK(cudaDeviceSynchronize());
@@ -341,7 +416,7 @@ int main() {
     CK(cudaEventCreate(&e0));
     CK(cudaEventCreate(&e1));
     const int reps = once ? 1 : 256;
-    for (int which = 0; which < 5; ++which) {
+    for (int which = 0; which < 7; ++which) {
       for (int i = 0; i < (once ? 0 : 8); ++i)
         launch(which, i % kSets, out1);
       CK(cudaEventRecord(e0));
@@ -365,6 +440,7 @@ int main() {
     CK(cudaFree(di));
     CK(cudaFree(out0));
     CK(cudaFree(out1));
+    CK(cudaFree(pairScratch));
   }
   return 0;
 }
