@@ -174,9 +174,11 @@ __global__ void __launch_bounds__(128)
 /// gpt-oss's K (variantTask: all its rows' loads issued, then the dots).
 /// The warps' sums add in part order, as the library's output stage adds
 /// its parts, so each pair's product is the library's bit for bit;
-/// pairOut [pairs, N] (combineSlots weights them).
-template <int kParts, int kDecode>
-__global__ void __launch_bounds__(32 * kParts)
+/// pairOut [pairs, N] (combineSlots weights them). kMinBlocks: the blocks an
+/// SM the registers must allow (5: at most 136 registers, the library
+/// kernel's warps an SM; 8: 85). Without it ptxas takes 207 (three blocks).
+template <int kParts, int kDecode, int kMinBlocks = 5>
+__global__ void __launch_bounds__(32 * kParts, kMinBlocks)
     pairBlocks(const float *x, const uint8_t *values, const uint8_t *scales,
                int64_t experts, int64_t n, int64_t k, const int32_t *indices,
                int64_t slots, float *pairOut) {
@@ -367,18 +369,22 @@ int main() {
       } else if (which == 3) {
         variantMatmul<kLoadsOnly><<<grid, 128, shared>>>(
             dx, dv, ds, experts, nn, kk, idx, tokens, slots, dw, p, out);
-      } else if (which == 5 || which == 6) {
-        // One round trip a warp, then the slots' combine.
+      } else if (which >= 5) {
+        // One round trip a warp, then (but 7) the slots' combine.
         dim3 pairGrid(grid, unsigned(pairs));
-        if (which == 5)
+        if (which == 5 || which == 7)
           pairBlocks<3, kDecodeHalf><<<pairGrid, 96>>>(
               dx, dv, ds, experts, nn, kk, idx, slots, pairScratch);
-        else
+        else if (which == 6)
           pairBlocks<3, kLoadsOnly><<<pairGrid, 96>>>(
               dx, dv, ds, experts, nn, kk, idx, slots, pairScratch);
-        combineSlots<<<unsigned((tokens * nn + 255) / 256), 256>>>(
-            pairScratch, idx, dw, experts, tokens, slots, nn, out);
-      } else {
+        else
+          pairBlocks<3, kDecodeHalf, 8><<<pairGrid, 96>>>(
+              dx, dv, ds, experts, nn, kk, idx, slots, pairScratch);
+        if (which != 7)
+          combineSlots<<<unsigned((tokens * nn + 255) / 256), 256>>>(
+              pairScratch, idx, dw, experts, tokens, slots, nn, out);
+      } else if (which == 4) {
         // The staged form as the launcher sizes it.
         int32_t perSlot = 0;
         daybreak_mxfp4_expert_matmul_staged<<<grid, 128,
@@ -387,15 +393,18 @@ int main() {
             dw, p, stages, out);
       }
     };
-    const char *names[] = {"library",     "bf16 decode", "library copy",
-                           "loads only",  "staged",      "pair blocks",
-                           "pair loads"};
+    // Pair blocks: with the combine (the launch a weighted step takes);
+    // "pair, no combine" alone (a step of per-slot outputs, gate/up);
+    // "pair, 8/SM" with the registers of eight blocks an SM.
+    const char *names[] = {"library",     "bf16 decode",      "library copy",
+                           "loads only",  "staged",           "pair blocks",
+                           "pair loads",  "pair, no combine", "pair, 8/SM"};
     // Check every variant (but loads only) against the library on set 0.
     std::vector<float> ref(c.tokens * n), got(c.tokens * n);
     launch(0, 0, out0);
     CK(cudaDeviceSynchronize());
     CK(cudaMemcpy(ref.data(), out0, ref.size() * 4, cudaMemcpyDeviceToHost));
-    for (int which : {1, 2, 4, 5}) {
+    for (int which : {1, 2, 4, 5, 8}) {
       CK(cudaMemset(out1, 0xFF, got.size() * 4));
       launch(which, 0, out1);
       CK(cudaDeviceSynchronize());
@@ -416,7 +425,7 @@ int main() {
     CK(cudaEventCreate(&e0));
     CK(cudaEventCreate(&e1));
     const int reps = once ? 1 : 256;
-    for (int which = 0; which < 7; ++which) {
+    for (int which = 0; which < 9; ++which) {
       for (int i = 0; i < (once ? 0 : 8); ++i)
         launch(which, i % kSets, out1);
       CK(cudaEventRecord(e0));
