@@ -4,7 +4,8 @@
 #   test.txt      DaybreakRuntimeTests --gtest_filter=$FILTER (if FILTER);
 #   fixtures.txt  both gpt-oss fixtures through daybreak-run on the online,
 #                 direct and offline routes (f32 caches) against transformers'
-#                 logits at 1e-4, prefill and decode;
+#                 logits at 1e-4, prefill and decode; with FIXTURE_ENV (e.g.
+#                 DAYBREAK_CUDA_MXFP4_PAIR_BLOCKS=1) once more under it;
 #   bench-new.txt DaybreakKernelBench $BENCH (if BENCH), and bench-old.txt
 #                 from the staged OldKernelBench, if any;
 #   mv.txt        bench/mxfp4_variants.cu built here and run (if PROBE=1;
@@ -32,13 +33,16 @@ if [ -n "${FILTER:-}" ]; then
   tail -3 "$out/test.txt"
 fi
 (cd "$q" && tar xJf "$root/device/quick/artifacts.tar.xz")
-for name in gpt_oss_mxfp4 gpt_oss_small; do
-  for artifact in cuda_f32 cuda_f32_direct cuda_f32_offline; do
-    echo "== $name $artifact"
-    timeout 60 "$q/daybreak-run" logits "$q/$name/$artifact.daybreak" --device=cuda \
-      --inputs "device/quick/$name/inputs.json" --output "$q/$name/$artifact.safetensors" &&
-      timeout 30 "$q/daybreak-run" compare "$q/$name/$artifact.safetensors" \
-        --expected "device/quick/$name/expected.safetensors" --atol 1e-4 || echo "FAIL $name $artifact"
+for setting in "" ${FIXTURE_ENV:-}; do
+  for name in gpt_oss_mxfp4 gpt_oss_small; do
+    for artifact in cuda_f32 cuda_f32_direct cuda_f32_offline; do
+      echo "== $name $artifact${setting:+ ($setting)}"
+      env $setting timeout 60 "$q/daybreak-run" logits "$q/$name/$artifact.daybreak" --device=cuda \
+        --inputs "device/quick/$name/inputs.json" --output "$q/$name/$artifact.safetensors" &&
+        timeout 30 "$q/daybreak-run" compare "$q/$name/$artifact.safetensors" \
+          --expected "device/quick/$name/expected.safetensors" --atol 1e-4 ||
+        echo "FAIL $name $artifact${setting:+ ($setting)}"
+    done
   done
 done > "$out/fixtures.txt" 2>&1
 grep -q "^FAIL" "$out/fixtures.txt" && status=1
