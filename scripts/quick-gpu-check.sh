@@ -6,8 +6,9 @@
 #                 direct and offline routes (f32 caches) against transformers'
 #                 logits at 1e-4, prefill and decode; with FIXTURE_ENV (e.g.
 #                 DAYBREAK_CUDA_MXFP4_PAIR_BLOCKS=1) once more under it;
-#   bench-new.txt DaybreakKernelBench $BENCH (if BENCH), and bench-old.txt
-#                 from the staged OldKernelBench, if any;
+#   bench-new.txt DaybreakKernelBench's runs in BENCH (comma-separated
+#                 argument lists, e.g. "20 attention,20 mxfp4"), and
+#                 bench-old.txt the same from the staged OldKernelBench, if any;
 #   mv.txt        bench/mxfp4_variants.cu built here and run (if PROBE=1;
 #                 it builds beside the tests).
 # TEST_TIMEOUT (default 200) bounds the tests, in seconds. The exit status
@@ -47,10 +48,11 @@ for setting in "" ${FIXTURE_ENV:-}; do
 done > "$out/fixtures.txt" 2>&1
 grep -q "^FAIL" "$out/fixtures.txt" && status=1
 echo "fixtures: $(grep -c '^==' "$out/fixtures.txt") runs, $(grep -c '^FAIL' "$out/fixtures.txt") failed"
-if [ -n "${BENCH:-}" ]; then
-  timeout 120 "$q/DaybreakKernelBench" $BENCH > "$out/bench-new.txt" 2>&1
-  [ -x "$q/OldKernelBench" ] && timeout 120 "$q/OldKernelBench" $BENCH > "$out/bench-old.txt" 2>&1
-fi
+IFS=, read -ra runs <<< "${BENCH:-}"
+for run in "${runs[@]}"; do
+  timeout 120 "$q/DaybreakKernelBench" $run >> "$out/bench-new.txt" 2>&1
+  [ -x "$q/OldKernelBench" ] && timeout 120 "$q/OldKernelBench" $run >> "$out/bench-old.txt" 2>&1
+done
 if [ "${PROBE:-0}" = 1 ]; then
   wait
   timeout 150 "$q/mv" > "$out/mv.txt" 2>&1 || echo "probe exit $?" >> "$out/mv.txt"
