@@ -175,8 +175,9 @@ __global__ void __launch_bounds__(128)
 /// The warps' sums add in part order, as the library's output stage adds
 /// its parts, so each pair's product is the library's bit for bit;
 /// pairOut [pairs, N] (combineSlots weights them). kMinBlocks: the blocks an
-/// SM the registers must allow (5: at most 136 registers, the library
-/// kernel's warps an SM; 8: 85). Without it ptxas takes 207 (three blocks).
+/// SM the registers must allow (5: at most 136 registers, fifteen warps an
+/// SM against the library kernel's twelve; 8: 85). Without it ptxas takes
+/// 207 (three blocks).
 template <int kParts, int kDecode, int kMinBlocks = 5>
 __global__ void __launch_bounds__(32 * kParts, kMinBlocks)
     pairBlocks(const float *x, const uint8_t *values, const uint8_t *scales,
